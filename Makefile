@@ -1,0 +1,42 @@
+# ClawGym. `make run` starts the app with its embedded defaults; `make test` runs every test.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: run test test-postgres test-sqlite install system-deps migrate examples bench clean
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+install: $(VENV)/.installed
+
+# System packages the tests and sandbox need (Debian): chromium for browser tests, bubblewrap for the sandbox.
+system-deps:
+	@scripts/system-deps.sh
+
+migrate: install
+	$(PY) manage.py migrate --noinput
+
+examples: migrate
+	$(PY) manage.py import_tasks examples/tasks
+
+run: migrate
+	$(PY) manage.py collectstatic --noinput --verbosity 0
+	$(PY) manage.py import_tasks examples/tasks
+	$(PY) manage.py ensure_admin
+	HOST=$(HOST) PORT=$(PORT) PY=$(PY) scripts/run.sh
+
+# Runs the whole suite on the database DATABASE_URL names (the embedded SQLite default when unset).
+test: install system-deps
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: migrate
+	$(PY) bench/import_bench.py
+
+clean:
+	rm -rf $(VENV) var

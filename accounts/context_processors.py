@@ -1,0 +1,10 @@
+from .roles import ADMIN, REVIEWER, has_role, user_role
+
+
+def roles(request):
+    user = getattr(request, "user", None)
+    return {
+        "user_role": user_role(user),
+        "is_reviewer": has_role(user, REVIEWER),
+        "is_admin": has_role(user, ADMIN),
+    }

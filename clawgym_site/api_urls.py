@@ -1,0 +1,16 @@
+"""The REST API: one router for every app's viewsets."""
+
+from django.urls import include, path
+from rest_framework.routers import DefaultRouter
+
+from jobs.api import register as register_jobs
+from tasks.api import register as register_tasks
+
+router = DefaultRouter()
+register_tasks(router)
+register_jobs(router)
+
+urlpatterns = [
+    path("", include(router.urls)),
+    path("auth/", include("rest_framework.urls")),
+]

@@ -1,0 +1,1 @@
+pytest_plugins = ["clawgym_site.testing", "jobs.testing"]

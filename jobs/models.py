@@ -1,0 +1,64 @@
+from django.conf import settings
+from django.db import models
+
+
+class JobRun(models.Model):
+    """One run of a background job: what it is, where it stands, and what it said."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    FINISHED = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
+    LOG_TAIL_CHARS = 20_000
+
+    kind = models.CharField(max_length=100, db_index=True)
+    queue = models.CharField(max_length=40, default="default")
+    engine = models.CharField(max_length=20)
+    params = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    progress_done = models.PositiveIntegerField(default=0)
+    progress_total = models.PositiveIntegerField(default=0)
+    message = models.CharField(max_length=300, blank=True, help_text="What the job is doing now.")
+    log_tail = models.TextField(blank=True)
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True, help_text="The error and its traceback, when it failed.")
+    attempts = models.PositiveIntegerField(default=0)
+    worker = models.CharField(max_length=200, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="job_runs"
+    )
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["-created_at", "-id"], name="jobrun_recent")]
+
+    def __str__(self):
+        return f"{self.kind} #{self.pk} ({self.status})"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in self.FINISHED
+
+    @property
+    def percent(self) -> int:
+        if self.status == self.Status.SUCCEEDED:
+            return 100
+        if not self.progress_total:
+            return 0
+        return min(100, int(100 * self.progress_done / self.progress_total))
+
+    @property
+    def duration(self):
+        if not self.started_at:
+            return None
+        return (self.finished_at or self.heartbeat_at or self.started_at) - self.started_at

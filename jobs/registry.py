@@ -1,0 +1,52 @@
+"""Job kinds. Each app registers its background entry points in `<app>/jobs.py`:
+
+    @job("tasks.import_archive", queue="default")
+    def import_archive(ctx: JobContext, *, upload_path: str, fmt: str | None = None): ...
+
+A job function receives a JobContext and the JSON parameters given to `jobs.enqueue`.
+"""
+
+from dataclasses import dataclass
+from typing import Callable
+
+QUEUES = ("default", "sandbox", "gpu")
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    kind: str
+    func: Callable
+    queue: str
+    title: str
+
+
+_REGISTRY: dict[str, JobSpec] = {}
+
+
+class UnknownJobKind(LookupError):
+    pass
+
+
+def job(kind: str, *, queue: str = "default", title: str = ""):
+    if queue not in QUEUES:
+        raise ValueError(f"job {kind!r}: unknown queue {queue!r}; choose one of {QUEUES}")
+
+    def decorator(func):
+        existing = _REGISTRY.get(kind)
+        if existing and existing.func is not func and existing.func.__qualname__ != func.__qualname__:
+            raise ValueError(f"job kind {kind!r} is registered twice")
+        _REGISTRY[kind] = JobSpec(kind=kind, func=func, queue=queue, title=title or kind)
+        return func
+
+    return decorator
+
+
+def get(kind: str) -> JobSpec:
+    try:
+        return _REGISTRY[kind]
+    except KeyError:
+        raise UnknownJobKind(f"no job kind {kind!r} is registered (known: {', '.join(sorted(_REGISTRY))})") from None
+
+
+def kinds() -> list[str]:
+    return sorted(_REGISTRY)

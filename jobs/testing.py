@@ -1,0 +1,1 @@
+"""Test fixtures that start real worker processes (filled in by the jobs tests)."""

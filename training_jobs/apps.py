@@ -1,0 +1,5 @@
+from django.apps import AppConfig
+
+
+class TrainingJobsConfig(AppConfig):
+    name = "training_jobs"
