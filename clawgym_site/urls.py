@@ -3,8 +3,11 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
+from tasks.views import dashboard
+
 urlpatterns = [
-    path("", include("tasks.urls")),
+    path("", dashboard, name="dashboard"),
+    path("tasks/", include("tasks.urls")),
     path("jobs/", include("jobs.urls")),
     path("api/", include("clawgym_site.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),

@@ -108,3 +108,18 @@ def validate_code_weight(value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
         raise PackageError(f"code weight λ must be a number in [0, 1], got {value!r}")
     return float(value)
+
+
+# The standard checker entry: runs reward/check.py (which prints a JSON object of named sub-scores in [0, 1]),
+# echoes the sub-scores, then prints their mean as the last line, which is the code score.
+STANDARD_REWARD_SH = """#!/usr/bin/env bash
+# ClawGym checker entry: run check.py, show its sub-scores, print their mean as the last line.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+scores="$(python3 "$here/check.py")"
+printf '%s\\n' "$scores"
+printf '%s' "$scores" | python3 -c 'import json, sys
+s = json.load(sys.stdin)
+v = [float(x) for x in s.values()]
+print(round(sum(v) / len(v), 6) if v else 0.0)'
+"""
