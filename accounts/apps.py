@@ -9,4 +9,6 @@ class AccountsConfig(AppConfig):
     def ready(self):
         from .roles import sync_role_groups
 
-        post_migrate.connect(sync_role_groups, sender=self)
+        # accounts has no models, so it gets no post_migrate of its own: sync after every app's migration,
+        # which also picks up the permissions of apps migrated later. It is idempotent and cheap.
+        post_migrate.connect(sync_role_groups, dispatch_uid="accounts.sync_role_groups")

@@ -138,7 +138,7 @@ def save_package(
     for attempt in range(2):
         try:
             with transaction.atomic():
-                task = Task.objects.select_for_update().select_related("current_revision").filter(
+                task = Task.objects.select_for_update(of=("self",)).select_related("current_revision").filter(
                     external_id=package.external_id
                 ).first()
                 if task is None:
