@@ -1,6 +1,7 @@
 """The REST API: one router for every app's viewsets."""
 
 from django.urls import include, path
+from rest_framework.authtoken.views import obtain_auth_token
 from rest_framework.routers import DefaultRouter
 
 from jobs.api import register as register_jobs
@@ -13,4 +14,6 @@ register_jobs(router)
 urlpatterns = [
     path("", include(router.urls)),
     path("auth/", include("rest_framework.urls")),
+    # POST username + password, get the user's API token (for scripts).
+    path("auth/token/", obtain_auth_token, name="api-token"),
 ]

@@ -1,8 +1,15 @@
-"""The Celery app used when CLAWGYM_JOB_ENGINE=celery. Workers run `celery -A clawgym_site worker -Q default,sandbox,gpu`."""
+"""The Celery app used when CLAWGYM_JOB_ENGINE=celery.
+
+Workers: `celery -A clawgym_site worker -Q default,sandbox,gpu` (a sandbox or GPU machine listens on its
+queue only). Settings come from Django settings with the CELERY_ prefix. Messages are acknowledged
+after the job (acks_late) and put back when the worker process dies, so a killed worker's job is
+delivered again; jobs.runner decides whether to run it again.
+"""
 
 import os
 
 from celery import Celery
+from celery.signals import worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clawgym_site.settings")
 
@@ -10,8 +17,22 @@ app = Celery("clawgym")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 
 
-@app.task(name="clawgym.execute_job", acks_late=True, reject_on_worker_lost=True)
+@app.task(name="clawgym.execute_job", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def execute_job(job_run_id: int) -> None:
     from jobs.runner import execute
 
     execute(job_run_id)
+
+
+@worker_ready.connect
+def recover_lost_runs(sender=None, **kwargs):
+    # When the whole worker was killed, its unacknowledged message only comes back after the broker's
+    # visibility timeout (hours); a worker starting on the same host re-queues such runs at once.
+    from django.db import connections
+
+    from jobs.engine import recover_on_worker_start
+
+    try:
+        recover_on_worker_start("celery")
+    finally:
+        connections.close_all()  # the main process runs no jobs; do not keep a connection open

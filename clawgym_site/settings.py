@@ -107,7 +107,8 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT = VAR_DIR / "staticfiles"  # filled by collectstatic (`make run` does it)
+STATIC_ROOT.mkdir(exist_ok=True)
 STATICFILES_DIRS = [BASE_DIR / "static"]
 MEDIA_ROOT = VAR_DIR / "media"
 STORAGES = {
@@ -142,10 +143,17 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Workspace tasks for claw-style agents: catalog, import jobs and job runs.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema and its docs pages are for people with a role, like the rest of the API.
+    "SERVE_PERMISSIONS": ["accounts.permissions.RolePermission"],
     # Swagger UI and ReDoc assets come from the sidecar package, served locally (no CDN).
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Several models have a `status` with different choices: name each enum after its model.
+    "ENUM_NAME_OVERRIDES": {
+        "TaskStatusEnum": "tasks.models.Task.Status",
+        "JobRunStatusEnum": "jobs.models.JobRun.Status",
+    },
 }
 
 # --- Task catalog limits (checked on every way in) ---

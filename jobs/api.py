@@ -1,2 +1,69 @@
+"""Job runs over the API: list and read them; admins cancel them.
+
+    GET  /api/jobs/                 ?status=&kind=   newest first, paginated
+    GET  /api/jobs/{id}/            one run: progress, message, log tail, result, error, timestamps, parent
+    POST /api/jobs/{id}/cancel/     admin; a queued run stops at once, a running one at its next progress report
+"""
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from accounts.roles import ADMIN
+
+from .models import JobRun
+from .serializers import JobRunFilterSerializer, JobRunListSerializer, JobRunSerializer
+from .services import cancel_job
+
+
+class JobRunReadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Read-only job runs. Subclasses narrow `queryset` (e.g. to one kind) and the accepted filters."""
+
+    queryset = JobRun.objects.select_related("created_by")
+    filter_serializer_class = JobRunFilterSerializer
+
+    def get_serializer_class(self):
+        return JobRunListSerializer if self.action == "list" else JobRunSerializer
+
+    def filter_queryset(self, queryset):
+        if self.action != "list":
+            return queryset
+        filters = self.filter_serializer_class(data=self.request.query_params)
+        filters.is_valid(raise_exception=True)
+        return filters.filter(queryset)
+
+
+@extend_schema(tags=["jobs"])
+class JobRunViewSet(JobRunReadViewSet):
+    write_role = ADMIN
+
+    @extend_schema(parameters=[JobRunFilterSerializer])
+    def list(self, request, *args, **kwargs):
+        return super().list(request, *args, **kwargs)
+
+    @extend_schema(
+        request=None,
+        responses={
+            200: JobRunSerializer,
+            409: OpenApiResponse(
+                inline_serializer("JobAlreadyFinished", {"detail": serializers.CharField()}),
+                description="The run had already finished; nothing changed.",
+            ),
+        },
+    )
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        """Cancel a run: a queued one is cancelled at once, a running one is asked to stop."""
+        run = self.get_object()
+        if run.is_finished:
+            return Response(
+                {"detail": f"job #{run.pk} already finished ({run.status}); there is nothing to cancel"},
+                status=status.HTTP_409_CONFLICT,
+            )
+        run = cancel_job(run, user=request.user)
+        return Response(JobRunSerializer(run, context=self.get_serializer_context()).data)
+
+
 def register(router):
-    pass
+    router.register("jobs", JobRunViewSet, basename="jobrun")

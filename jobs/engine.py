@@ -1,19 +1,23 @@
 """Job engines: django-q2 on the ORM broker (embedded default) and Celery on Redis (deployment).
 
 The engine is picked by name from settings.CLAWGYM_JOB_ENGINE. An engine that cannot take the job
-raises JobEngineError; the JobRun is then marked failed. Nothing ever runs inline instead.
+raises JobEngineError and the JobRun is marked failed with the reason. Nothing ever runs inline instead.
 """
 
 import logging
 
 from django.conf import settings
 from django.db import transaction
+from django.dispatch import receiver
 from django.utils import timezone
+from django_q.signals import post_spawn
 
 from . import registry
 from .models import JobRun
 
 log = logging.getLogger(__name__)
+
+CELERY_TASK = "clawgym.execute_job"
 
 
 class JobEngineError(RuntimeError):
@@ -21,25 +25,31 @@ class JobEngineError(RuntimeError):
 
 
 class DjangoQEngine:
+    """django-q2 with the ORM broker: the queue is a table in the app's own database."""
+
     name = "django_q"
 
     def submit(self, run: JobRun) -> None:
         from django_q.tasks import async_task
 
-        # django-q2 runs one cluster per deployment; the queue name is kept on the JobRun for display.
+        # One cluster serves every queue; the JobRun keeps its queue name for display and for Celery.
         async_task("jobs.runner.execute", run.pk, task_name=f"{run.kind}#{run.pk}", group=run.kind)
 
 
 class CeleryEngine:
+    """Celery with Redis: one queue per kind of worker machine (default, sandbox, gpu)."""
+
     name = "celery"
 
     def submit(self, run: JobRun) -> None:
         from clawgym_site.celery import app
 
-        with app.connection_for_write() as conn:
-            conn.ensure_connection(max_retries=1, timeout=5)
+        # The broker URL is read now (not when the Celery app was configured), so that it follows settings.
+        with app.connection_for_write(url=settings.CELERY_BROKER_URL) as conn:
+            # A few quick tries ride out a broker restart; a broker that is down fails in about a second.
+            conn.ensure_connection(max_retries=2, interval_start=0.2, interval_step=0.3, timeout=5)
             app.send_task(
-                "clawgym.execute_job", args=[run.pk], queue=run.queue, connection=conn, retry=False
+                CELERY_TASK, args=[run.pk], queue=run.queue, connection=conn, retry=False, ignore_result=True
             )
 
 
@@ -57,7 +67,8 @@ def get_engine(name: str | None = None):
 def enqueue(kind: str, *, created_by=None, parent=None, queue: str | None = None, total: int = 0, **params) -> JobRun:
     """Record a JobRun and hand it to the configured engine once the current transaction commits.
 
-    Raises UnknownJobKind for an unregistered kind and JobEngineError when the engine refuses it.
+    Raises UnknownJobKind for an unregistered kind and JobEngineError when the engine refuses the job
+    (inside `transaction.atomic()`, that happens when the outermost block commits). `params` must be JSON.
     """
     spec = registry.get(kind)
     queue = queue or spec.queue
@@ -78,10 +89,9 @@ def enqueue(kind: str, *, created_by=None, parent=None, queue: str | None = None
         try:
             engine.submit(run)
         except Exception as exc:
-            JobRun.objects.filter(pk=run.pk).update(
-                status=JobRun.Status.FAILED,
-                error=f"The {engine.name} engine did not accept the job: {exc!r}",
-                finished_at=timezone.now(),
+            reason = f"The {engine.name} engine did not accept the job: {type(exc).__name__}: {exc}"
+            JobRun.objects.filter(pk=run.pk, status=JobRun.Status.QUEUED).update(
+                status=JobRun.Status.FAILED, error=reason, finished_at=timezone.now()
             )
             run.refresh_from_db()
             raise JobEngineError(f"could not start {kind} job #{run.pk} on {engine.name}: {exc}") from exc
@@ -89,3 +99,22 @@ def enqueue(kind: str, *, created_by=None, parent=None, queue: str | None = None
     # The worker must see the committed JobRun (and whatever the caller wrote with it).
     transaction.on_commit(submit, robust=False)
     return run
+
+
+def recover_on_worker_start(engine_name: str) -> None:
+    """Re-queue the runs a dead worker left "running". Engines call this when a worker starts."""
+    from .runner import recover_lost
+
+    try:
+        done = recover_lost()
+    except Exception:  # a worker that cannot recover others' runs can still do new work
+        log.exception("%s worker start: recovering lost job runs failed", engine_name)
+        return
+    if any(done.values()):
+        log.warning("%s worker start: lost job runs %s", engine_name, done)
+
+
+@receiver(post_spawn, dispatch_uid="clawgym-jobs-recover")
+def _django_q_worker_spawned(sender, proc_name, **kwargs):
+    # Sent in each new django-q worker process, also when the cluster replaces one that died mid-job.
+    recover_on_worker_start(DjangoQEngine.name)

@@ -46,6 +46,16 @@ class JobRun(models.Model):
         return f"{self.kind} #{self.pk} ({self.status})"
 
     @property
+    def title(self) -> str:
+        """The registered job's title (its kind when the kind is no longer registered)."""
+        from . import registry
+
+        try:
+            return registry.get(self.kind).title
+        except registry.UnknownJobKind:
+            return self.kind
+
+    @property
     def is_finished(self) -> bool:
         return self.status in self.FINISHED
 

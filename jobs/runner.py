@@ -1,15 +1,30 @@
-"""What a worker does with a JobRun id, whatever the engine: claim it, run it, record how it ended."""
+"""What a worker does with a JobRun id, whatever the engine: claim it, run it, record how it ended.
 
+Ownership: a worker owns a run while `status == running` and `worker == its id`. Every write it makes
+is conditional on both, so a run that was taken over (its first worker was judged lost) is never
+overwritten by the old worker if that one turns out to be alive after all.
+
+A worker that dies mid-job leaves its run "running". Such a run is *lost* when its worker process is
+gone (same host) or its heartbeat is older than CLAWGYM_JOB_STALE_SECONDS (any host; a thread beats
+while the job runs, so a slow job step does not look dead). Lost runs are run again, up to
+MAX_ATTEMPTS, when an engine delivers them again or a worker starts (`recover_lost`), and marked
+failed with the reason by `reap_stale` (the `reap_jobs` command). A lost run someone asked to cancel
+is not run again: it ends cancelled.
+"""
+
+import json
 import logging
 import os
 import socket
+import threading
 import time
 import traceback
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import close_old_connections
-from django.db.models import F, Q
+from django.db import close_old_connections, connection, connections
+from django.db.models import F, Q, TextField, Value
+from django.db.models.functions import Concat, Right
 from django.utils import timezone
 
 from . import registry
@@ -21,18 +36,46 @@ MAX_ATTEMPTS = 3
 
 
 class JobCancelled(Exception):
-    pass
+    """Someone asked to cancel the run; raised from JobContext.progress."""
+
+
+class JobLost(Exception):
+    """This worker no longer owns the run (another worker took it over, or it was reaped)."""
+
+
+# --- who runs a job -----------------------------------------------------------------------------------------
+
+
+def _process_start(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (Linux); None when it is not running or unknown.
+
+    Part of the worker id, so that a pid reused by a new process (common in containers) is not
+    mistaken for the worker that died.
+    """
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses; the fields after the last ")" do not.
+    fields = stat.rpartition(")")[2].split()
+    if fields[0] in ("Z", "X"):
+        return None  # killed, not yet reaped by its parent: as gone as it gets
+    return fields[19]
 
 
 def worker_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
+    pid = os.getpid()
+    return f"{socket.gethostname()}:{pid}:{_process_start(pid) or ''}"
 
 
-def _worker_gone(worker: str) -> bool:
-    """True when `worker` ran on this host and its process no longer exists."""
-    host, _, pid = worker.rpartition(":")
+def worker_gone(worker: str) -> bool:
+    """True when `worker` ran on this host and that process no longer exists. Other hosts: unknown (False)."""
+    host, pid, start = (worker.split(":") + ["", "", ""])[:3]
     if host != socket.gethostname() or not pid.isdigit():
         return False
+    if start:
+        return _process_start(int(pid)) != start
     try:
         os.kill(int(pid), 0)
     except ProcessLookupError:
@@ -42,43 +85,80 @@ def _worker_gone(worker: str) -> bool:
     return False
 
 
+def _stale_before(now):
+    return now - timedelta(seconds=settings.CLAWGYM_JOB_STALE_SECONDS)
+
+
+def lost_reason(run: JobRun, now=None) -> str | None:
+    """Why a running run counts as lost, or None while its worker is believed alive."""
+    if run.status != JobRun.Status.RUNNING:
+        return None
+    if worker_gone(run.worker):
+        return f"its worker {run.worker} exited without finishing it"
+    beat = run.heartbeat_at or run.started_at or run.created_at
+    if beat < _stale_before(now or timezone.now()):
+        return f"its worker {run.worker} sent no heartbeat since {beat:%Y-%m-%d %H:%M:%S} UTC"
+    return None
+
+
+def append_log(text: str):
+    """An update expression appending `text` to the log tail in the database, keeping only its end.
+
+    Appending in SQL (not in Python) keeps lines written by others, e.g. who asked to cancel.
+    """
+    return Right(Concat(F("log_tail"), Value(text), output_field=TextField()), JobRun.LOG_TAIL_CHARS)
+
+
+def log_line(text: str) -> str:
+    return f"{timezone.now():%H:%M:%S} {text}\n"
+
+
+# --- the job's view of its run ------------------------------------------------------------------------------
+
+
 class JobContext:
-    """Handed to every job function: report progress, write log lines, notice cancellation."""
+    """Handed to every job function: report progress, write log lines, notice cancellation.
+
+    Writes are batched: at most one UPDATE every FLUSH_SECONDS, plus one at the end. They use the job's
+    own database connection, so call progress() and log() outside `transaction.atomic()` blocks: inside
+    one, nobody sees them until it commits.
+    """
 
     FLUSH_SECONDS = 0.5
 
     def __init__(self, run: JobRun):
         self.run = run
-        self._log: list[str] = []
+        self._pending: list[str] = []
         self._dirty = False
         self._last_flush = 0.0
+        self.cancel_requested = False  # seen at the last flush
 
     @property
     def id(self) -> int:
         return self.run.pk
 
     def log(self, line: str) -> None:
-        stamp = timezone.now().strftime("%H:%M:%S")
-        self._log.append(f"{stamp} {line}")
-        self._dirty = True
+        self._pending.append(log_line(line))
         self._maybe_flush()
 
     def progress(self, done: int, total: int | None = None, message: str | None = None) -> None:
-        """Record progress; raises JobCancelled when someone asked to cancel this job."""
+        """Record progress. Raises JobCancelled (at most FLUSH_SECONDS late) when a cancel was requested."""
         self.run.progress_done = done
         if total is not None:
             self.run.progress_total = total
         if message is not None:
             self.run.message = message[:300]
         self._dirty = True
-        self._maybe_flush(force=total is not None and done >= total)
+        self._maybe_flush()
+        if self.cancel_requested:
+            raise JobCancelled()
 
-    def _maybe_flush(self, force: bool = False) -> None:
-        now = time.monotonic()
-        if force or now - self._last_flush >= self.FLUSH_SECONDS:
+    def _maybe_flush(self) -> None:
+        if time.monotonic() - self._last_flush >= self.FLUSH_SECONDS:
             self.flush()
 
     def flush(self) -> None:
+        """Write what is pending and the heartbeat; note a cancel request. Raises JobLost if not ours any more."""
         self._last_flush = time.monotonic()
         updates = {"heartbeat_at": timezone.now()}
         if self._dirty:
@@ -87,43 +167,84 @@ class JobContext:
                 progress_total=self.run.progress_total,
                 message=self.run.message,
             )
-            if self._log:
-                tail = (self.run.log_tail + ("\n" if self.run.log_tail else "") + "\n".join(self._log))
-                self.run.log_tail = tail[-JobRun.LOG_TAIL_CHARS:]
-                updates["log_tail"] = self.run.log_tail
-                self._log = []
             self._dirty = False
-        JobRun.objects.filter(pk=self.run.pk).update(**updates)
-        if JobRun.objects.filter(pk=self.run.pk, cancel_requested=True).exists():
-            raise JobCancelled()
+        if self._pending:
+            updates["log_tail"] = append_log("".join(self._pending))
+            self._pending = []
+        owned = JobRun.objects.filter(pk=self.run.pk, status=JobRun.Status.RUNNING, worker=self.run.worker)
+        if not owned.update(**updates):
+            raise JobLost(f"job run {self.run.pk} is no longer owned by {self.run.worker}")
+        self.cancel_requested = owned.filter(cancel_requested=True).exists()
+
+
+class _Heartbeat(threading.Thread):
+    """Beats for the run while its job works, so that a long step without progress does not look dead."""
+
+    def __init__(self, run: JobRun):
+        super().__init__(name=f"heartbeat-{run.pk}", daemon=True)
+        self.run_id, self.worker = run.pk, run.worker
+        self.interval = max(1.0, min(30.0, settings.CLAWGYM_JOB_STALE_SECONDS / 5))
+        self._stop_event = threading.Event()
+
+    def run(self):
+        try:
+            while not self._stop_event.wait(self.interval):
+                try:
+                    JobRun.objects.filter(pk=self.run_id, status=JobRun.Status.RUNNING, worker=self.worker).update(
+                        heartbeat_at=timezone.now()
+                    )
+                except Exception:  # a database hiccup must not end the beats; the next one may get through
+                    log.exception("heartbeat for job run %s failed", self.run_id)
+        finally:
+            connections.close_all()  # this thread's connections only
+
+    def stop(self):
+        self._stop_event.set()
+        self.join(timeout=10)
+
+
+# --- running a run ------------------------------------------------------------------------------------------
+
+
+def _fail(run: JobRun, reason: str, now) -> int:
+    """Mark a run that `run.worker` owned as failed; 0 when someone else changed it first."""
+    return JobRun.objects.filter(pk=run.pk, status=run.status, worker=run.worker).update(
+        status=JobRun.Status.FAILED,
+        finished_at=now,
+        error=reason,
+        log_tail=append_log(log_line(reason)),
+    )
+
+
+def _give_up(run: JobRun, reason: str, now) -> str | None:
+    """End a lost run that is not run again: cancelled when someone asked for that, else failed.
+
+    Returns the status it ended with, or None when someone else changed the run first.
+    """
+    owned = JobRun.objects.filter(pk=run.pk, status=run.status, worker=run.worker)
+    if run.cancel_requested:
+        note = log_line(f"worker lost: {reason}; not run again: cancel was requested")
+        ended = owned.update(status=JobRun.Status.CANCELLED, finished_at=now, log_tail=append_log(note))
+        return JobRun.Status.CANCELLED if ended else None
+    ended = _fail(run, f"Worker lost: {reason}; gave up after {run.attempts} attempts.", now)
+    return JobRun.Status.FAILED if ended else None
 
 
 def _claim(job_run_id: int) -> JobRun | None:
-    """Take the run with a conditional UPDATE, so two deliveries never both run it."""
+    """Take the run with a conditional UPDATE, so that two deliveries never both run it."""
     now = timezone.now()
-    stale = now - timedelta(seconds=settings.CLAWGYM_JOB_STALE_SECONDS)
     run = JobRun.objects.filter(pk=job_run_id).first()
     if run is None:
         log.warning("job run %s does not exist; nothing to do", job_run_id)
         return None
     claimable = Q(status=JobRun.Status.QUEUED)
-    if run.status == JobRun.Status.RUNNING and (
-        (run.heartbeat_at and run.heartbeat_at < stale) or _worker_gone(run.worker)
-    ):
-        # Its worker died mid-job (the engine delivered it again): run it again, a bounded number of times.
-        if run.attempts >= MAX_ATTEMPTS:
-            JobRun.objects.filter(pk=run.pk, status=JobRun.Status.RUNNING).update(
-                status=JobRun.Status.FAILED,
-                finished_at=now,
-                error=f"The worker running this job was lost {run.attempts} times ({run.worker}); giving up.",
-            )
+    reason = lost_reason(run, now)
+    if reason:
+        # The engine delivered it again because its worker died: run it again, a bounded number of times.
+        if run.cancel_requested or run.attempts >= MAX_ATTEMPTS:
+            _give_up(run, reason, now)
             return None
         claimable |= Q(status=JobRun.Status.RUNNING, worker=run.worker)
-    if run.cancel_requested and run.status == JobRun.Status.QUEUED:
-        JobRun.objects.filter(pk=run.pk, status=JobRun.Status.QUEUED).update(
-            status=JobRun.Status.CANCELLED, finished_at=now
-        )
-        return None
     claimed = JobRun.objects.filter(claimable, pk=job_run_id).update(
         status=JobRun.Status.RUNNING,
         started_at=now,
@@ -138,55 +259,124 @@ def _claim(job_run_id: int) -> JobRun | None:
     return JobRun.objects.get(pk=job_run_id)
 
 
-def execute(job_run_id: int) -> str | None:
-    """Run one JobRun to its end. Safe to call twice: the second call finds it claimed and returns."""
-    close_old_connections()
-    run = _claim(job_run_id)
-    if run is None:
-        return None
-    ctx = JobContext(run)
-    if run.attempts > 1:
-        ctx.log(f"attempt {run.attempts}: the previous worker was lost")
-    try:
-        spec = registry.get(run.kind)
-        result = spec.func(ctx, **run.params)
-    except JobCancelled:
-        _finish(ctx, JobRun.Status.CANCELLED)
-    except Exception as exc:  # the job's own failure: record it, the worker carries on
-        log.exception("job %s failed", run)
-        _finish(ctx, JobRun.Status.FAILED, error=f"{type(exc).__name__}: {exc}\n\n{traceback.format_exc()}")
-    else:
-        _finish(ctx, JobRun.Status.SUCCEEDED, result=result)
-    finally:
+def _drop_stale_connections() -> None:
+    # Workers reuse processes for many jobs: drop connections the database closed meanwhile. Never inside
+    # a caller's transaction (a test calling execute() directly): closing would break that transaction.
+    if not connection.in_atomic_block:
         close_old_connections()
-    return JobRun.objects.filter(pk=job_run_id).values_list("status", flat=True).first()
+
+
+def execute(job_run_id: int) -> str | None:
+    """Run one JobRun to its end and return its final status.
+
+    Safe to call twice: a call that finds the run already claimed or finished does nothing.
+    """
+    _drop_stale_connections()
+    try:
+        run = _claim(job_run_id)
+        if run is None:
+            return JobRun.objects.filter(pk=job_run_id).values_list("status", flat=True).first()
+        ctx = JobContext(run)
+        heartbeat = _Heartbeat(run)
+        heartbeat.start()
+        error, result = "", None
+        try:
+            if run.attempts > 1:
+                ctx.log(f"attempt {run.attempts} of {MAX_ATTEMPTS}: a previous worker was lost before finishing")
+            spec = registry.get(run.kind)
+            result = spec.func(ctx, **run.params)
+            json.dumps(result)  # JSONField would fail later, after the run was marked done
+            status = JobRun.Status.SUCCEEDED
+        except JobLost as exc:
+            log.warning("%s; leaving it to its new owner", exc)
+            return None
+        except JobCancelled:
+            status = JobRun.Status.CANCELLED
+        except Exception as exc:  # the job's own failure: record it; the worker carries on
+            log.exception("job %s failed", run)
+            status, result = JobRun.Status.FAILED, None
+            error = f"{type(exc).__name__}: {exc}\n\n{traceback.format_exc()}"
+        finally:
+            heartbeat.stop()
+        _finish(ctx, status, error=error, result=result)
+        return JobRun.objects.filter(pk=job_run_id).values_list("status", flat=True).first()
+    finally:
+        _drop_stale_connections()
 
 
 def _finish(ctx: JobContext, status: str, *, error: str = "", result=None) -> None:
     try:
         ctx.flush()
-    except JobCancelled:
-        if status == JobRun.Status.SUCCEEDED:
-            pass  # it finished before it noticed the request: it succeeded
-    updates = dict(status=status, finished_at=timezone.now(), heartbeat_at=timezone.now(), error=error[:100_000])
-    if result is not None:
-        updates["result"] = result
+    except JobLost as exc:
+        log.warning("%s; not recording how it ended", exc)
+        return
+    now = timezone.now()
+    updates = dict(status=status, finished_at=now, heartbeat_at=now, error=error[:100_000], result=result)
     if status == JobRun.Status.SUCCEEDED and ctx.run.progress_total:
         updates["progress_done"] = ctx.run.progress_total
-    JobRun.objects.filter(pk=ctx.run.pk).update(**updates)
+    if status == JobRun.Status.CANCELLED:
+        updates["log_tail"] = append_log(log_line("stopped: cancel requested"))
+    JobRun.objects.filter(pk=ctx.run.pk, status=JobRun.Status.RUNNING, worker=ctx.run.worker).update(**updates)
+
+
+# --- lost workers -------------------------------------------------------------------------------------------
+
+
+def _lost_runs(now):
+    for run in JobRun.objects.filter(status=JobRun.Status.RUNNING).order_by("pk"):
+        reason = lost_reason(run, now)
+        if reason:
+            yield run, reason
 
 
 def reap_stale(now=None) -> int:
-    """Mark running jobs whose worker stopped sending heartbeats as failed. Returns how many."""
+    """End running jobs whose worker is lost: failed with the reason (cancelled if that was asked for).
+
+    Returns how many.
+    """
     now = now or timezone.now()
-    stale = now - timedelta(seconds=settings.CLAWGYM_JOB_STALE_SECONDS)
     count = 0
-    for run in JobRun.objects.filter(status=JobRun.Status.RUNNING):
-        if (run.heartbeat_at and run.heartbeat_at < stale) or _worker_gone(run.worker):
-            count += JobRun.objects.filter(pk=run.pk, status=JobRun.Status.RUNNING, worker=run.worker).update(
+    for run, reason in _lost_runs(now):
+        if run.cancel_requested:
+            count += _give_up(run, reason, now) is not None
+        else:
+            count += _fail(run, f"Worker lost: {reason}.", now)
+    return count
+
+
+def recover_lost(now=None) -> dict:
+    """Queue lost runs again on their engine (bounded attempts); end those out of attempts or cancelled.
+
+    Called when a worker starts: a worker killed mid-job is usually followed by a new one on the same host.
+    Returns the run ids by outcome: {"requeued": [...], "failed": [...], "cancelled": [...]}.
+    """
+    from .engine import get_engine
+
+    now = now or timezone.now()
+    done = {"requeued": [], "failed": [], "cancelled": []}
+    for run, reason in _lost_runs(now):
+        if run.cancel_requested or run.attempts >= MAX_ATTEMPTS:
+            ended = _give_up(run, reason, now)
+            if ended:
+                done[ended].append(run.pk)
+            continue
+        requeued = JobRun.objects.filter(pk=run.pk, status=JobRun.Status.RUNNING, worker=run.worker).update(
+            status=JobRun.Status.QUEUED,
+            worker="",
+            message="Queued again: its worker was lost",
+            log_tail=append_log(log_line(f"worker lost: {reason}; queued again")),
+        )
+        if not requeued:
+            continue  # another worker got there first
+        try:
+            get_engine(run.engine).submit(run)
+        except Exception as exc:
+            JobRun.objects.filter(pk=run.pk, status=JobRun.Status.QUEUED).update(
                 status=JobRun.Status.FAILED,
                 finished_at=now,
-                error=f"Worker lost: {run.worker} stopped without finishing the job "
-                f"(last heartbeat {run.heartbeat_at:%Y-%m-%d %H:%M:%S} UTC).",
+                error=f"Worker lost: {reason}; queueing it again failed: {type(exc).__name__}: {exc}",
             )
-    return count
+            done["failed"].append(run.pk)
+        else:
+            done["requeued"].append(run.pk)
+    return done

@@ -1,2 +1,11 @@
+from django.urls import path
+
+from . import views
+
 app_name = "jobs"
-urlpatterns = []
+urlpatterns = [
+    path("", views.job_list, name="list"),
+    path("<int:pk>/", views.job_detail, name="detail"),
+    path("<int:pk>/progress/", views.job_progress, name="progress"),
+    path("<int:pk>/cancel/", views.job_cancel, name="cancel"),
+]

@@ -241,3 +241,38 @@ def set_task_status(task: Task, status: str, *, user) -> Task:
     Task.objects.filter(pk=task.pk).update(status=status, updated_at=timezone.now())
     task.refresh_from_db()
     return task
+
+
+class TaskExistsError(Exception):
+    def __init__(self, external_id: str):
+        self.external_id = external_id
+        super().__init__(f"a task with the id {external_id!r} already exists")
+
+
+def create_task(
+    package: TaskPackage,
+    *,
+    user,
+    message: str = "",
+    source: str = Task.Source.MANUAL,
+    status: str = Task.Status.DRAFT,
+) -> SaveResult:
+    """Create a new task with its first revision. An id already in use raises TaskExistsError.
+
+    Unlike save_package (made for imports, where the same id means "a new revision of that task"),
+    creating by hand must never quietly revise someone else's task.
+    """
+    with transaction.atomic():
+        result = save_package(package, user=user, message=message, source=source, status=status)
+        if result.outcome != SaveOutcome.CREATED:
+            # Rolls back the revision save_package may just have added to the existing task.
+            raise TaskExistsError(package.external_id)
+        return result
+
+
+def delete_task(task: Task, *, user) -> None:
+    """Delete a task with all its revisions. Blobs stay (other revisions and snapshots may share them).
+
+    Raises django.db.models.ProtectedError when something still pins one of its revisions.
+    """
+    task.delete()

@@ -1,2 +1,14 @@
+from django.urls import path
+
+from . import views
+
 app_name = "tasks"
-urlpatterns = []
+urlpatterns = [
+    path("", views.task_list, name="list"),
+    # Task ids start with a letter or digit, but "import" is a valid id: this route wins for that one id.
+    path("import/", views.import_page, name="import"),
+    path("<str:external_id>/", views.task_detail, name="detail"),
+    path("<str:external_id>/diff/", views.diff_view, name="diff"),
+    path("<str:external_id>/r<int:number>/<str:role>/<path:path>", views.file_view, name="file"),
+    path("<str:external_id>/raw/r<int:number>/<str:role>/<path:path>", views.file_raw, name="file_raw"),
+]

@@ -125,7 +125,8 @@ def _csv_view(text: str, delimiter: str, size: int) -> FileView:
                 rows.append(row)
     except csv.Error as exc:
         lines, truncated = _text_lines(text, size)
-        return FileView("text", size, lines=lines, truncated=truncated, note=f"Not readable as CSV ({exc}); shown as text.")
+        note = f"Not readable as CSV ({exc}); shown as text."
+        return FileView("text", size, lines=lines, truncated=truncated, note=note)
     if not rows:
         return FileView("text", size, note="Empty CSV file.")
     header, body = rows[0], rows[1 : MAX_CSV_ROWS + 1]
@@ -151,7 +152,8 @@ def view_file(path: str, data: bytes) -> FileView:
             pretty = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
         except ValueError as exc:
             lines, truncated = _text_lines(text, size)
-            return FileView("text", size, lines=lines, truncated=truncated, note=f"Not valid JSON ({exc}); shown as text.")
+            note = f"Not valid JSON ({exc}); shown as text."
+            return FileView("text", size, lines=lines, truncated=truncated, note=note)
         lines, truncated = _text_lines(pretty, size)
         return FileView("json", size, lines=lines, truncated=truncated)
     lines, truncated = _text_lines(text, size)

@@ -1,0 +1,1 @@
+"""Billing helpers for Tallyfox subscriptions: plan prices and mid-month proration."""

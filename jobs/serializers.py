@@ -1,0 +1,61 @@
+"""JobRun as the API shows it: a short form for lists and the full record (log tail, result, error) for one run."""
+
+from rest_framework import serializers
+
+from .models import JobRun
+
+
+class JobRunListSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="jobrun-detail")
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    percent = serializers.IntegerField(read_only=True, help_text="0-100; 100 once succeeded.")
+
+    class Meta:
+        model = JobRun
+        fields = [
+            "id",
+            "url",
+            "kind",
+            "queue",
+            "status",
+            "progress_done",
+            "progress_total",
+            "percent",
+            "message",
+            "cancel_requested",
+            "created_by",
+            "parent",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
+        read_only_fields = fields
+
+
+class JobRunSerializer(JobRunListSerializer):
+    """One run in full. `result` is what the job returned (an import's report, for example) once it succeeded."""
+
+    class Meta(JobRunListSerializer.Meta):
+        fields = JobRunListSerializer.Meta.fields + [
+            "engine",
+            "attempts",
+            "worker",
+            "heartbeat_at",
+            "log_tail",
+            "result",
+            "error",
+        ]
+        read_only_fields = fields
+
+
+class JobRunFilterSerializer(serializers.Serializer):
+    """Query parameters of the job lists; wrong values are a 400, not an empty page."""
+
+    status = serializers.ChoiceField(choices=JobRun.Status.choices, required=False)
+    kind = serializers.CharField(required=False, help_text="Job kind, e.g. tasks.import_upload.")
+
+    def filter(self, queryset):
+        for name in ("status", "kind"):
+            if name in self.validated_data:
+                queryset = queryset.filter(**{name: self.validated_data[name]})
+        return queryset

@@ -1,0 +1,207 @@
+"""The runner in this process: claiming, running twice, failures, cancellation, lost workers, reaping."""
+
+import socket
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from django_q.models import OrmQ
+
+from jobs import runner
+from jobs.models import JobRun
+from jobs.registry import job
+from jobs.runner import JobCancelled, JobContext, execute, reap_stale, recover_lost, worker_gone, worker_id
+
+pytestmark = pytest.mark.django_db
+
+DEAD_WORKER = f"{socket.gethostname()}:999999999:"  # no such pid on this host
+
+
+@job("jobs.tests.unjsonable", title="Returns something that is not JSON")
+def unjsonable(ctx):
+    return {"when": timezone.now()}
+
+
+@job("jobs.tests.cancels_itself", title="Cancels itself, then reports progress")
+def cancels_itself(ctx):
+    JobRun.objects.filter(pk=ctx.id).update(cancel_requested=True)
+    ctx.flush()
+    ctx.progress(1, 2)
+    raise AssertionError("progress should have raised JobCancelled")
+
+
+def make_run(kind="jobs.ping", **fields):
+    fields.setdefault("engine", "django_q")
+    return JobRun.objects.create(kind=kind, **fields)
+
+
+def test_execute_runs_a_queued_run_to_succeeded():
+    run = make_run(params={"steps": 3})
+
+    assert execute(run.pk) == JobRun.Status.SUCCEEDED
+
+    run.refresh_from_db()
+    assert (run.progress_done, run.progress_total, run.result) == (3, 3, {"steps": 3})
+    assert run.log_tail.count("step ") == 3 and run.log_tail.endswith("step 3 of 3\n")
+    assert run.attempts == 1 and run.worker == worker_id()
+    assert run.started_at <= run.heartbeat_at <= run.finished_at
+
+
+def test_execute_twice_runs_once():
+    run = make_run(params={"steps": 2})
+
+    assert execute(run.pk) == JobRun.Status.SUCCEEDED
+    first = JobRun.objects.get(pk=run.pk)
+    assert execute(run.pk) == JobRun.Status.SUCCEEDED  # a second delivery of the same message
+
+    run.refresh_from_db()
+    assert run.attempts == 1
+    assert run.log_tail == first.log_tail and run.finished_at == first.finished_at
+
+
+def test_a_run_held_by_a_live_worker_is_not_taken():
+    # This test process is alive: a run it "holds" must not be claimed by a second delivery.
+    run = make_run(status=JobRun.Status.RUNNING, worker=worker_id(), attempts=1, heartbeat_at=timezone.now())
+
+    assert execute(run.pk) == JobRun.Status.RUNNING
+
+    run.refresh_from_db()
+    assert run.attempts == 1 and run.log_tail == ""
+
+
+def test_execute_of_a_missing_run_does_nothing():
+    assert execute(123456789) is None
+
+
+def test_failing_job_is_failed_with_traceback():
+    run = make_run(params={"steps": 1, "fail": True})
+
+    assert execute(run.pk) == JobRun.Status.FAILED
+
+    run.refresh_from_db()
+    assert run.error.startswith("RuntimeError: asked to fail\n")
+    assert "Traceback (most recent call last)" in run.error
+    assert run.result is None and run.finished_at
+
+
+def test_a_result_that_is_not_json_fails_the_run_instead_of_leaving_it_running():
+    run = make_run("jobs.tests.unjsonable")
+
+    assert execute(run.pk) == JobRun.Status.FAILED
+    assert "not JSON serializable" in JobRun.objects.get(pk=run.pk).error
+
+
+def test_a_kind_no_longer_registered_fails_the_run():
+    run = make_run("jobs.no_such_kind")
+
+    assert execute(run.pk) == JobRun.Status.FAILED
+    assert "UnknownJobKind" in JobRun.objects.get(pk=run.pk).error
+
+
+def test_progress_raises_job_cancelled_once_a_cancel_is_requested():
+    run = make_run("jobs.tests.cancels_itself")
+
+    assert execute(run.pk) == JobRun.Status.CANCELLED
+
+    run.refresh_from_db()
+    assert run.error == "" and "stopped: cancel requested" in run.log_tail
+
+
+def test_log_never_raises_for_a_cancel_request():
+    run = make_run(status=JobRun.Status.RUNNING, worker="w", cancel_requested=True)
+    ctx = JobContext(run)
+
+    ctx.log("still cleaning up")  # cleanup code may log after a cancel; only progress() stops the job
+
+    with pytest.raises(JobCancelled):
+        ctx.progress(1)
+    assert "still cleaning up" in JobRun.objects.get(pk=run.pk).log_tail
+
+
+def test_log_tail_keeps_only_the_end():
+    run = make_run(status=JobRun.Status.RUNNING, worker="w")
+    ctx = JobContext(run)
+    for i in range(3):
+        ctx.log("x" * (JobRun.LOG_TAIL_CHARS // 2) + f" line {i}")
+        ctx.flush()
+
+    tail = JobRun.objects.get(pk=run.pk).log_tail
+    assert len(tail) == JobRun.LOG_TAIL_CHARS
+    assert tail.endswith(" line 2\n") and " line 0" not in tail
+
+
+def test_worker_gone_tells_a_dead_process_from_a_live_one():
+    assert not worker_gone(worker_id())
+    assert worker_gone(DEAD_WORKER)
+    # A reused pid: the same pid with another start time is another process.
+    host, pid, _ = worker_id().split(":")
+    assert worker_gone(f"{host}:{pid}:1")
+    assert not worker_gone("some-other-host:1:1")  # unknown on another host: only heartbeats tell
+
+
+def test_a_run_whose_worker_died_is_claimed_again_with_a_log_line():
+    run = make_run(params={"steps": 1}, status=JobRun.Status.RUNNING, worker=DEAD_WORKER, attempts=1)
+
+    assert execute(run.pk) == JobRun.Status.SUCCEEDED
+
+    run.refresh_from_db()
+    assert run.attempts == 2 and run.worker == worker_id()
+    assert "attempt 2 of 3: a previous worker was lost" in run.log_tail
+
+
+def test_a_lost_run_out_of_attempts_is_failed_with_the_reason():
+    run = make_run(status=JobRun.Status.RUNNING, worker=DEAD_WORKER, attempts=runner.MAX_ATTEMPTS)
+
+    assert execute(run.pk) == JobRun.Status.FAILED
+
+    run.refresh_from_db()
+    assert run.error.startswith("Worker lost: its worker") and "gave up after 3 attempts" in run.error
+
+
+def test_reap_stale_fails_runs_without_heartbeat_and_leaves_live_ones():
+    old = timezone.now() - timedelta(hours=1)
+    stale = make_run(status=JobRun.Status.RUNNING, worker="elsewhere:7:7", heartbeat_at=old, started_at=old)
+    dead = make_run(status=JobRun.Status.RUNNING, worker=DEAD_WORKER, heartbeat_at=timezone.now())
+    live = make_run(status=JobRun.Status.RUNNING, worker="elsewhere:8:8", heartbeat_at=timezone.now())
+    queued = make_run()
+
+    assert reap_stale() == 2
+
+    stale.refresh_from_db()
+    assert stale.status == JobRun.Status.FAILED and "sent no heartbeat since" in stale.error
+    assert stale.finished_at and "Worker lost" in stale.log_tail
+    assert JobRun.objects.get(pk=dead.pk).error.startswith("Worker lost: its worker")
+    assert JobRun.objects.get(pk=live.pk).status == JobRun.Status.RUNNING
+    assert JobRun.objects.get(pk=queued.pk).status == JobRun.Status.QUEUED
+    assert reap_stale() == 0
+
+
+def test_reap_stale_handles_a_run_that_never_beat():
+    run = make_run(status=JobRun.Status.RUNNING, worker="elsewhere:1:1")
+    JobRun.objects.filter(pk=run.pk).update(created_at=timezone.now() - timedelta(hours=1))
+
+    assert reap_stale() == 1
+
+
+def test_recover_lost_requeues_on_the_runs_engine_and_fails_the_exhausted():
+    lost = make_run(status=JobRun.Status.RUNNING, worker=DEAD_WORKER, attempts=1)
+    exhausted = make_run(status=JobRun.Status.RUNNING, worker=DEAD_WORKER, attempts=runner.MAX_ATTEMPTS)
+    cancelled = make_run(status=JobRun.Status.RUNNING, worker=DEAD_WORKER, attempts=1, cancel_requested=True)
+
+    done = recover_lost()
+
+    assert done == {"requeued": [lost.pk], "failed": [exhausted.pk], "cancelled": [cancelled.pk]}
+    lost.refresh_from_db()
+    assert lost.status == JobRun.Status.QUEUED and lost.worker == ""
+    assert "queued again" in lost.log_tail
+    assert OrmQ.objects.count() == 1  # handed to django-q again (the run's engine)
+    assert JobRun.objects.get(pk=exhausted.pk).error.endswith("gave up after 3 attempts.")
+    cancelled.refresh_from_db()
+    assert cancelled.finished_at and "not run again: cancel was requested" in cancelled.log_tail
+
+
+def test_a_lost_run_with_a_cancel_request_is_not_run_again():
+    run = make_run(status=JobRun.Status.RUNNING, worker=DEAD_WORKER, attempts=1, cancel_requested=True)
+
+    assert execute(run.pk) == JobRun.Status.CANCELLED
+    assert JobRun.objects.get(pk=run.pk).attempts == 1

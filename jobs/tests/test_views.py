@@ -1,0 +1,224 @@
+"""The jobs pages: list, detail, the progress partial any page includes, and cancelling (admins only)."""
+
+import re
+
+import pytest
+from django.template import Context, Template
+from django.urls import reverse
+from django.utils import timezone
+
+from jobs.models import JobRun
+from jobs.views import PAGE_SIZE
+
+pytestmark = pytest.mark.django_db
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+def make_run(**fields):
+    fields.setdefault("kind", "jobs.ping")
+    fields.setdefault("engine", "django_q")
+    return JobRun.objects.create(**fields)
+
+
+def polling_attributes(html: str) -> list[str]:
+    return re.findall(r'hx-(?:get|trigger|swap)="[^"]*"', html)
+
+
+# --- the progress partial -----------------------------------------------------------------------------------
+
+
+def render_include(run) -> str:
+    return Template('{% include "jobs/_progress.html" with run=run %}').render(Context({"run": run}))
+
+
+def test_progress_partial_polls_its_own_url_while_running():
+    run = make_run(status=JobRun.Status.RUNNING, progress_done=2, progress_total=8, message="Importing tasks")
+
+    html = render_include(run)
+
+    url = reverse("jobs:progress", args=[run.pk])
+    assert polling_attributes(html) == [f'hx-get="{url}"', 'hx-trigger="every 1s"', 'hx-swap="outerHTML"']
+    assert "Ping the workers" in html and 'class="badge s-running"' in html
+    assert "2/8" in html and "Importing tasks" in html
+    assert 'style="width: 25%"' in html
+
+
+def test_progress_partial_of_a_queued_run_polls_too():
+    assert 'hx-trigger="every 1s"' in render_include(make_run())
+
+
+@pytest.mark.parametrize("status", [JobRun.Status.SUCCEEDED, JobRun.Status.FAILED, JobRun.Status.CANCELLED])
+def test_progress_partial_of_a_finished_run_stops_polling(status):
+    html = render_include(make_run(status=status, progress_done=3, progress_total=3, finished_at=timezone.now()))
+
+    assert polling_attributes(html) == []
+    assert f'class="badge s-{status}"' in html
+
+
+def test_progress_partial_of_a_failed_run_shows_the_first_error_line_and_a_link():
+    error = "ValueError: bad archive\n\nTraceback (most recent call last):\n  x"
+    run = make_run(status=JobRun.Status.FAILED, error=error)
+
+    html = render_include(run)
+
+    assert "ValueError: bad archive" in html and "Traceback" not in html
+    assert f'href="{reverse("jobs:detail", args=[run.pk])}"' in html
+
+
+def test_progress_url_returns_the_partial_and_stops_polling_when_finished(viewer_client):
+    run = make_run(status=JobRun.Status.RUNNING)
+    url = reverse("jobs:progress", args=[run.pk])
+
+    first = viewer_client.get(url, **HTMX)
+    assert first.status_code == 200 and "<html" not in first.content.decode()
+    assert 'hx-trigger="every 1s"' in first.content.decode()
+
+    JobRun.objects.filter(pk=run.pk).update(status=JobRun.Status.SUCCEEDED, finished_at=timezone.now())
+    last = viewer_client.get(url, **HTMX).content.decode()
+    assert polling_attributes(last) == [] and "s-succeeded" in last
+
+
+def test_progress_url_needs_a_role(outsider_client, client):
+    url = reverse("jobs:progress", args=[make_run().pk])
+    assert outsider_client.get(url).status_code == 403
+    assert client.get(url).status_code == 302  # anonymous: to the login page
+
+
+# --- list ---------------------------------------------------------------------------------------------------
+
+
+def test_list_shows_recent_runs_to_viewers(viewer_client, admin_user):
+    run = make_run(created_by=admin_user, status=JobRun.Status.SUCCEEDED)
+
+    response = viewer_client.get(reverse("jobs:list"))
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert f'href="{reverse("jobs:detail", args=[run.pk])}"' in html and "ada_admin" in html
+    assert "<html" in html and 'aria-current="page"' in html
+
+
+def test_list_filters_by_status_and_kind(viewer_client):
+    failed = make_run(status=JobRun.Status.FAILED)
+    succeeded = make_run(status=JobRun.Status.SUCCEEDED)
+    other_kind = make_run(kind="tasks.import_upload", status=JobRun.Status.FAILED)
+
+    page = viewer_client.get(reverse("jobs:list"), {"status": "failed", "kind": "jobs.ping"}).context["page"]
+
+    assert list(page.object_list) == [failed]
+    shown = viewer_client.get(reverse("jobs:list"), {"status": "bogus"}).context["page"].object_list
+    assert set(shown) == {failed, succeeded, other_kind}  # an unknown status filters nothing
+
+
+def test_list_paginates_and_htmx_gets_only_the_results(viewer_client):
+    JobRun.objects.bulk_create([JobRun(kind="jobs.ping", engine="django_q") for _ in range(PAGE_SIZE + 1)])
+
+    response = viewer_client.get(reverse("jobs:list"), {"page": 2}, **HTMX)
+
+    html = response.content.decode()
+    assert "<html" not in html and "<table" in html
+    assert len(response.context_data["page"].object_list) == 1
+    assert "Page 2 of 2" in html and "?page=1" in html
+
+
+def test_list_needs_a_role(outsider_client):
+    assert outsider_client.get(reverse("jobs:list")).status_code == 403
+
+
+# --- detail -------------------------------------------------------------------------------------------------
+
+
+def test_detail_shows_params_log_result_and_children(viewer_client):
+    run = make_run(
+        status=JobRun.Status.SUCCEEDED,
+        params={"steps": 2},
+        result={"imported": 7},
+        log_tail="12:00:00 step 1 of 2\n",
+        finished_at=timezone.now(),
+    )
+    child = make_run(parent=run, status=JobRun.Status.RUNNING)
+
+    html = viewer_client.get(reverse("jobs:detail", args=[run.pk])).content.decode()
+
+    assert "&quot;steps&quot;: 2" in html and "&quot;imported&quot;: 7" in html
+    assert "step 1 of 2" in html
+    assert f'href="{reverse("jobs:detail", args=[child.pk])}"' in html
+    assert 'hx-trigger="every' not in html  # finished: nothing polls, not even the child's static progress
+    assert "Cancel job" not in html
+
+
+def test_detail_shows_the_traceback_of_a_failed_run(viewer_client):
+    run = make_run(status=JobRun.Status.FAILED, error="RuntimeError: boom\n\nTraceback (most recent call last):\n  f()")
+
+    html = viewer_client.get(reverse("jobs:detail", args=[run.pk])).content.decode()
+
+    assert "Traceback (most recent call last):" in html
+
+
+def test_detail_of_a_running_run_refreshes_its_live_part(viewer_client):
+    run = make_run(status=JobRun.Status.RUNNING)
+    url = reverse("jobs:detail", args=[run.pk])
+
+    page = viewer_client.get(url).content.decode()
+    live = viewer_client.get(url, **HTMX).content.decode()
+
+    assert f'hx-get="{url}" hx-trigger="every 2s"' in page
+    assert live.lstrip().startswith('<div id="job-live"') and "<html" not in live
+    assert 'hx-trigger="every 1s"' not in live  # the progress inside does not poll on its own
+
+
+def test_detail_shows_the_cancel_button_to_admins_only(viewer_client, admin_client):
+    url = reverse("jobs:detail", args=[make_run(status=JobRun.Status.RUNNING).pk])
+
+    assert "Cancel job" not in viewer_client.get(url).content.decode()
+    assert "Cancel job" in admin_client.get(url).content.decode()
+
+
+# --- cancel -------------------------------------------------------------------------------------------------
+
+
+def test_viewer_cannot_cancel(viewer_client):
+    run = make_run()
+
+    response = viewer_client.post(reverse("jobs:cancel", args=[run.pk]))
+
+    assert response.status_code == 403
+    run.refresh_from_db()
+    assert run.status == JobRun.Status.QUEUED and not run.cancel_requested
+
+
+def test_admin_cancels_a_queued_run(admin_client):
+    run = make_run()
+
+    response = admin_client.post(reverse("jobs:cancel", args=[run.pk]))
+
+    assert response.status_code == 302 and response["Location"] == reverse("jobs:detail", args=[run.pk])
+    run.refresh_from_db()
+    assert run.status == JobRun.Status.CANCELLED and run.finished_at
+    assert "cancel requested by ada_admin" in run.log_tail
+
+
+def test_admin_cancels_a_running_run_with_htmx(admin_client):
+    run = make_run(status=JobRun.Status.RUNNING, worker="w")
+
+    response = admin_client.post(reverse("jobs:cancel", args=[run.pk]), **HTMX)
+
+    html = response.content.decode()
+    assert response.status_code == 200 and html.lstrip().startswith('<div id="job-live"')
+    assert "Cancel requested: the job stops at its next progress report." in html
+    run.refresh_from_db()
+    assert run.status == JobRun.Status.RUNNING and run.cancel_requested
+
+
+def test_cancelling_a_finished_run_changes_nothing(admin_client):
+    run = make_run(status=JobRun.Status.SUCCEEDED)
+
+    admin_client.post(reverse("jobs:cancel", args=[run.pk]))
+
+    run.refresh_from_db()
+    assert run.status == JobRun.Status.SUCCEEDED and not run.cancel_requested and run.log_tail == ""
+
+
+def test_cancel_needs_post(admin_client):
+    assert admin_client.get(reverse("jobs:cancel", args=[make_run().pk])).status_code == 405

@@ -1,0 +1,104 @@
+"""Pages of background jobs: recent runs, one run's detail, the progress partial, and cancelling a run.
+
+Viewers and up see jobs; only admins cancel. htmx requests get the page's named partial, plain requests
+the whole page, so every page also works without JS.
+"""
+
+import json
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.shortcuts import get_object_or_404, redirect
+from django.template.response import TemplateResponse
+from django.utils.cache import patch_vary_headers
+from django.views.decorators.http import require_GET, require_POST
+
+from accounts.decorators import admin_required, viewer_required
+
+from . import registry
+from .models import JobRun
+from .services import cancel_job
+
+PAGE_SIZE = 50
+CHILDREN_SHOWN = 200
+
+
+def _render(request, template: str, context: dict, partial: str | None = None) -> TemplateResponse:
+    """The named partial for htmx requests, the whole page otherwise (also for a history restore)."""
+    name = template
+    if partial and request.htmx and not request.htmx.history_restore_request:
+        name = f"{template}#{partial}"
+    response = TemplateResponse(request, name, context)
+    patch_vary_headers(response, ["HX-Request"])
+    return response
+
+
+@viewer_required
+@require_GET
+def job_list(request):
+    runs = JobRun.objects.select_related("created_by")
+    status = request.GET.get("status", "")
+    kind = request.GET.get("kind", "")
+    if status in JobRun.Status.values:
+        runs = runs.filter(status=status)
+    else:
+        status = ""
+    if kind:
+        runs = runs.filter(kind=kind)
+    # Kinds that ran once may no longer be registered; both belong in the filter.
+    known_kinds = set(registry.kinds()) | set(JobRun.objects.order_by().values_list("kind", flat=True).distinct())
+    context = {
+        "nav": "jobs",
+        "page": Paginator(runs, PAGE_SIZE).get_page(request.GET.get("page")),
+        "statuses": JobRun.Status.choices,
+        "kinds": sorted(known_kinds),
+        "status": status,
+        "kind": kind,
+    }
+    return _render(request, "jobs/list.html", context, partial="results")
+
+
+def _detail_context(run: JobRun) -> dict:
+    return {
+        "nav": "jobs",
+        "run": run,
+        "params_json": json.dumps(run.params, indent=2, sort_keys=True),
+        "result_json": json.dumps(run.result, indent=2, sort_keys=True) if run.result is not None else "",
+        "children": run.children.select_related("created_by").order_by("id")[:CHILDREN_SHOWN],
+    }
+
+
+@viewer_required
+@require_GET
+def job_detail(request, pk: int):
+    run = get_object_or_404(JobRun.objects.select_related("created_by", "parent"), pk=pk)
+    # While the run is not finished, the "live" part of the page polls this view for itself.
+    return _render(request, "jobs/detail.html", _detail_context(run), partial="live")
+
+
+@viewer_required
+@require_GET
+def job_progress(request, pk: int):
+    """The progress partial any page includes; it polls this URL until the run finishes."""
+    run = get_object_or_404(JobRun, pk=pk)
+    response = TemplateResponse(request, "jobs/_progress.html", {"run": run})
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@admin_required
+@require_POST
+def job_cancel(request, pk: int):
+    run = get_object_or_404(JobRun, pk=pk)
+    run = cancel_job(run, user=request.user)
+    if run.status == JobRun.Status.CANCELLED:
+        notice = "Cancelled."
+    elif run.cancel_requested and not run.is_finished:
+        notice = "Cancel requested: the job stops at its next progress report."
+    else:
+        notice = f"Nothing to cancel: the job already {run.status}."
+    if request.htmx:
+        context = _detail_context(run) | {"notice": notice}
+        return TemplateResponse(request, "jobs/detail.html#live", context)
+    messages.info(request, notice)
+    return redirect("jobs:detail", pk=run.pk)

@@ -1,0 +1,1 @@
+"""Named sandbox backends: bwrap (default), docker, process. Pick one with sandbox.get_backend(name)."""

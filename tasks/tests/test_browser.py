@@ -1,0 +1,277 @@
+"""The catalog pages in a real browser: Debian's chromium driven by Playwright against a live server.
+
+Screenshots go to $CLAWGYM_SCREENSHOT_DIR (default /tmp/clawgym-screens) for a look by eye.
+"""
+
+import importlib
+import json
+import os
+import zipfile
+from pathlib import Path
+
+import pytest
+from django.urls import reverse
+
+from clawgym_site.testing import PASSWORD
+from jobs.models import JobRun
+from tasks.models import ScenarioCategory, Task
+from tasks.package import PackageFile
+from tasks.services import revise_task
+from tasks.tests.test_pages import make_task
+from tasks.views import PAGE_SIZE
+
+# Playwright's sync API runs an event loop in this thread; Django's ORM would refuse to run beside it.
+os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
+SCREENS = Path(os.environ.get("CLAWGYM_SCREENSHOT_DIR", "/tmp/clawgym-screens"))
+
+
+@pytest.fixture(autouse=True)
+def taxonomy(transactional_db):
+    """Load the taxonomy the data migration loads: a transactional test's flush empties it.
+
+    (serialized_rollback cannot do it here: once Playwright's event loop runs in this thread, Django's
+    connection handler hands out a fresh connection object that lacks the serialized test data.)
+    """
+    from django.apps import apps
+
+    importlib.import_module("tasks.migrations.0002_taxonomy").load(apps, None)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"browser tests need Debian's chromium at {CHROMIUM} (apt-get install chromium)")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1360, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    yield page
+    context.close()
+
+
+def screenshot(page, name: str) -> None:
+    SCREENS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENS / f"{name}.png"), full_page=True)
+
+
+def log_in(page, live_server, user) -> None:
+    page.goto(f"{live_server.url}/")
+    assert "/login/" in page.url  # anonymous users are sent to the login form
+    page.fill("input[name=username]", user.username)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/")
+
+
+def mark_document(page) -> None:
+    """Tag the current document; the tag survives htmx swaps but not a full page load."""
+    page.evaluate("window.__noReload = 'still here'")
+
+
+def assert_no_reload(page) -> None:
+    assert page.evaluate("window.__noReload") == "still here", "the page was reloaded instead of swapped by htmx"
+
+
+def test_log_in_and_dashboard_counts(page, live_server, viewer):
+    make_task("alpha-report")
+    make_task("beta-report", status=Task.Status.DRAFT)
+    make_task("gamma-build", category="software-development")
+    log_in(page, live_server, viewer)
+    assert page.inner_text("[data-testid=total-tasks]") == "3"
+    table = page.locator("#category-table")
+    row = table.locator("tr", has_text="Analysis & Reasoning")
+    assert row.locator("td").last.inner_text() == "2"
+    assert "vic_viewer · viewer" in page.inner_text(".who")
+    screenshot(page, "dashboard")
+    row.locator("a", has_text="1").first.click()  # a count links to the filtered list
+    page.wait_for_url("**/tasks/?category=analysis-reasoning&status=*")
+    assert page.locator(".task-table tbody tr").count() == 1
+
+
+def test_task_list_search_filter_and_paginate_with_htmx(page, live_server, viewer):
+    for i in range(PAGE_SIZE + 5):
+        make_task(f"bulk-{i:03d}", files=[])
+    make_task("needle-task", instruction="Find the haystack needle", status=Task.Status.DRAFT, files=[])
+    log_in(page, live_server, viewer)
+    page.goto(f"{live_server.url}{reverse('tasks:list')}")
+    assert page.inner_text("[data-testid=result-count]").startswith(f"{PAGE_SIZE + 6} tasks")
+    screenshot(page, "task-list")
+    mark_document(page)
+
+    page.locator("input[name=q]").press_sequentially("haystack", delay=20)
+    page.wait_for_function("document.querySelectorAll('.task-table tbody tr').length === 1")
+    assert page.locator(".task-table tbody tr td").first.inner_text() == "needle-task"
+    assert "q=haystack" in page.url  # the URL follows the filters (bookmarkable, back button)
+    assert_no_reload(page)
+
+    page.fill("input[name=q]", "")
+    page.wait_for_function(f"document.querySelectorAll('.task-table tbody tr').length === {PAGE_SIZE}")
+    page.select_option("select[name=status]", "draft")
+    page.wait_for_function("document.querySelectorAll('.task-table tbody tr').length === 1")
+    assert "status=draft" in page.url
+    page.select_option("select[name=status]", "")
+    page.wait_for_function(f"document.querySelectorAll('.task-table tbody tr').length === {PAGE_SIZE}")
+
+    page.click(".pagination a[rel=next]")
+    page.wait_for_function("document.querySelectorAll('.task-table tbody tr').length === 6")
+    assert "page=2" in page.url
+    assert "page 2 of 2" in page.inner_text("[data-testid=result-count]")
+    assert_no_reload(page)
+
+
+def test_task_detail_file_viewer_and_revision_diff(page, live_server, viewer, admin_user):
+    task = make_task("sales-report", stage="import", message="first import")
+    revise_task(
+        task,
+        user=admin_user,
+        message="south total corrected",
+        instruction="Summarise the sales **by region**.\n\n<script>document.title='pwned'</script>",
+        file_changes={("input", "data/sales.csv"): b"region,total\nnorth,10\nsouth,25\n"},
+    )
+    log_in(page, live_server, viewer)
+    page.goto(f"{live_server.url}{reverse('tasks:list')}")
+    page.click("text=sales-report")
+    page.wait_for_url("**/tasks/sales-report/")
+    assert page.title() != "pwned"  # the script in the instruction is shown as text, never run
+    assert "<script>document.title='pwned'</script>" in page.inner_text("#instruction")
+    assert page.locator("#instruction strong").inner_text() == "by region"
+    mark_document(page)
+
+    page.click("#files a:text('data/sales.csv')")
+    page.wait_for_selector("#file-viewer table.csv")
+    cells = page.locator("#file-viewer table.csv tbody tr").nth(1).locator("td").all_inner_texts()
+    assert cells == ["2", "south", "25"]
+    page.click("#files a:text('README.md')")
+    page.wait_for_selector("#file-viewer .markdown h1")
+    assert page.inner_text("#file-viewer .markdown h1") == "Notes"
+    page.click("#files a:text('logo.png')")
+    page.wait_for_selector("#file-viewer .binary-note")
+    assert_no_reload(page)
+    page.click("#files a:text('data/sales.csv')")
+    page.wait_for_selector("#file-viewer table.csv")
+    assert page.locator("#files a[aria-current]").inner_text() == "data/sales.csv"  # the file on show is marked
+    screenshot(page, "task-detail")
+
+    page.select_option("select[name=a]", "1")
+    page.select_option("select[name=b]", "2")
+    page.click("#history button[type=submit]")
+    page.wait_for_url("**/tasks/sales-report/diff/?a=1&b=2")
+    assert page.locator("#instruction-diff .d-add").first.inner_text() == "+Summarise the sales **by region**."
+    csv_diff = page.locator(".file-change", has_text="data/sales.csv")
+    assert csv_diff.locator(".d-del").inner_text() == "-south,20"
+    assert csv_diff.locator(".d-add").inner_text() == "+south,25"
+    screenshot(page, "diff")
+
+    page.click("a:text('r1')")
+    page.wait_for_url("**/tasks/sales-report/?rev=1")
+    assert "View the current revision" in page.inner_text(".notice")
+    screenshot(page, "old-revision")
+
+
+def _task_folder_zip(tmp_path: Path) -> Path:
+    folder = tmp_path / "uploaded-budget"
+    (folder / "input_files").mkdir(parents=True)
+    (folder / "reward").mkdir()
+    entry = {
+        "task_id": "uploaded-budget",
+        "user_query": "Total the budget in budget.csv and write total.txt.",
+        "metadata": {"category": "analysis-reasoning", "grading_type": "automated"},
+    }
+    (folder / "data_entry.json").write_text(json.dumps(entry))
+    (folder / "input_files" / "budget.csv").write_text("item,cost\nrent,900\nfood,300\n")
+    (folder / "reward" / "check.py").write_text("import json\nprint(json.dumps({'total': 1.0}))\n")
+    (folder / "reward" / "reward.sh").write_text("#!/usr/bin/env bash\npython3 \"$(dirname \"$0\")/check.py\"\n")
+    archive = tmp_path / "budget-task.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for path in sorted(folder.rglob("*")):
+            zf.write(path, path.relative_to(tmp_path).as_posix())
+    return archive
+
+
+@pytest.mark.workers
+def test_admin_uploads_a_task_zip_and_watches_the_import_succeed(page, live_server, admin_user, django_q_worker,
+                                                                   tmp_path):
+    log_in(page, live_server, admin_user)
+    page.click("nav.mainnav a:text('Import')")
+    page.wait_for_url("**/tasks/import/")
+    screenshot(page, "import-empty")
+    mark_document(page)
+    page.set_input_files("input[name=archive]", str(_task_folder_zip(tmp_path)))
+    page.select_option("select[name=format]", "clawgym")
+    page.click("#import-panel button[type=submit]")
+    page.wait_for_selector("#started-job")
+    assert_no_reload(page)
+    page.wait_for_function(
+        "document.querySelector('#started-job').innerText.toLowerCase().includes('succeeded')", timeout=60_000
+    )
+    screenshot(page, "import-succeeded")
+    run = JobRun.objects.get(kind="tasks.import_upload")
+    assert run.status == JobRun.Status.SUCCEEDED, run.error
+    assert run.result["imported"] == 1
+    task = Task.objects.get(external_id="uploaded-budget")
+    assert task.current_revision.files.get(path="budget.csv").blob.size == len("item,cost\nrent,900\nfood,300\n")
+
+    page.reload()  # the finished import is listed with its counts
+    assert "1 imported, 0 updated, 0 unchanged, 0 failed" in page.inner_text("#recent-imports")
+    page.goto(f"{live_server.url}/")
+    assert "Import tasks" in page.inner_text("#recent-jobs")
+    screenshot(page, "dashboard-with-jobs")
+    page.goto(f"{live_server.url}{reverse('tasks:detail', args=['uploaded-budget'])}")
+    page.click("#files a:text('budget.csv')")
+    page.wait_for_selector("#file-viewer table.csv")
+
+
+def test_import_form_errors_appear_in_place(page, live_server, admin_user, tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not an archive")
+    log_in(page, live_server, admin_user)
+    page.goto(f"{live_server.url}{reverse('tasks:import')}")
+    mark_document(page)
+    page.set_input_files("input[name=archive]", str(notes))
+    page.click("#import-panel button[type=submit]")
+    page.wait_for_selector("#import-panel .error")
+    assert "“notes.txt” is not a .zip, .tar.gz or .jsonl file." in page.inner_text("#import-panel .error")
+    assert_no_reload(page)
+    assert not JobRun.objects.exists()
+
+
+def test_every_page_renders_for_an_admin(page, live_server, admin_user):
+    """A look at each remaining page (screenshots for review) and the Django admin for the catalog."""
+    task = make_task("sales-report", files=[PackageFile("notes.md", b"# Notes\n\n| a | b |\n|---|---|\n| 1 | 2 |\n")])
+    log_in(page, live_server, admin_user)
+    pages = {
+        "file-page": reverse("tasks:file", args=["sales-report", 1, "input", "notes.md"]),
+        "diff-single": reverse("tasks:diff", args=["sales-report"]),
+        "admin-task-list": reverse("admin:tasks_task_changelist"),
+        "admin-task": reverse("admin:tasks_task_change", args=[task.pk]),
+        "admin-revision": reverse("admin:tasks_taskrevision_change", args=[task.current_revision_id]),
+        "admin-scenarios": reverse("admin:tasks_scenariocategory_change", args=[ScenarioCategory.objects.first().pk]),
+    }
+    for name, url in pages.items():
+        response = page.goto(f"{live_server.url}{url}")
+        assert response.status == 200, f"{name}: {response.status}"
+        screenshot(page, name)
+    page.goto(f"{live_server.url}{pages['file-page']}")
+    assert page.locator(".markdown table td").first.inner_text() == "1"
