@@ -19,6 +19,8 @@ class Limits:
     # RLIMIT_CPU of each process: SIGXCPU at the soft limit, SIGKILL one second later (status "timeout").
     cpu_seconds: int = 60
     # RLIMIT_AS of each process (address space, so shared and anonymous mappings count too); docker: the cgroup.
+    # Address space is more than memory in use: node (V8) reserves ranges up front and will not start under 1 GiB
+    # (checked: node 20 needs 2 GiB), so agents running node need a larger value.
     memory_bytes: int = 1 * GiB
     # RLIMIT_NPROC inside the sandbox's own user namespace, so it counts only the sandbox's processes.
     max_processes: int = 256

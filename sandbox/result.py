@@ -94,4 +94,3 @@ def classify(
         return Status.ERROR, "exit code 127: command not found"
     hint = "; file-size limit reached" if "File too large" in stderr[-_STDERR_TAIL:] else ""
     return Status.ERROR, f"exit code {returncode}{hint}"
-

@@ -101,6 +101,13 @@ class BwrapBackend(Backend):
     ) -> ExecResult:
         self.check_available()
         limits = limits or Limits()
+        options = {
+            "env": base_env(WORKSPACE_PATH, "/root", env),
+            "limits": limits,
+            "cwd": sandbox_cwd(cwd),
+            "ro_binds": checked_binds(ro_binds),
+            "extra_binds": checked_binds(extra_binds),
+        }
         if self.as_root:
             workspace.chown_tree(self.uid, self.gid)
         status_read, status_write = os.pipe()
@@ -109,13 +116,9 @@ class BwrapBackend(Backend):
             args = self.bwrap_args(
                 argv(command),
                 workspace,
-                env=base_env(WORKSPACE_PATH, "/root", env),
-                limits=limits,
-                cwd=sandbox_cwd(cwd),
-                ro_binds=checked_binds(ro_binds),
-                extra_binds=checked_binds(extra_binds),
                 status_fd=status_write,
                 data_fd=lambda text: _data_fd(text, data_fds),
+                **options,
             )
             started = time.monotonic()
             proc = subprocess.Popen(
@@ -131,6 +134,9 @@ class BwrapBackend(Backend):
                 group=self.gid if self.as_root else None,
                 extra_groups=[] if self.as_root else None,
             )
+        except BaseException:
+            os.close(status_read)
+            raise
         finally:
             os.close(status_write)
             for fd in data_fds:
@@ -156,7 +162,9 @@ class BwrapBackend(Backend):
         if not sandbox.started or setup_failed:
             hint = ""
             if self.as_root and "Permission denied" in stderr:
-                hint = f" (the sandbox runs as uid {self.uid}: the workspace and every bound path must be reachable by it)"
+                hint = (
+                    f" (the sandbox runs as uid {self.uid}: the workspace and every bound path must be reachable by it)"
+                )
             raise SandboxError(f"bubblewrap could not set up the sandbox: {stderr.strip()}{hint}")
         status, reason = classify(
             returncode=watched.returncode,
@@ -187,7 +195,7 @@ class BwrapBackend(Backend):
             "--unshare-all",  # user, pid, net, ipc, uts, cgroup: no network at all, only loopback
             "--unshare-user",
             "--disable-userns",  # no nested user namespaces, so no regaining capabilities inside
-            # MUTANT
+            "--die-with-parent",
             "--new-session",  # no TIOCSTI into the caller's terminal
             "--cap-drop", "ALL",
             "--hostname", "sandbox",

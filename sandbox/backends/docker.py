@@ -12,6 +12,7 @@ how sandbox workers run: one per Docker host). The `docker` package is imported 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -108,16 +109,15 @@ class DockerBackend(Backend):
         try:
             return self._run_container(client, container, limits)
         finally:
-            try:
+            with contextlib.suppress(docker.errors.NotFound):
                 container.remove(force=True)
-            except docker.errors.NotFound:
-                pass
 
     def _run_container(self, client: Any, container: Any, limits: Limits) -> ExecResult:
+        import docker.errors
         import requests  # the Docker SDK's own transport
 
-        stdout = Capture(limits.max_output_bytes, bytearray())
-        stderr = Capture(limits.max_output_bytes, bytearray())
+        stdout = Capture(limits.max_output_bytes)
+        stderr = Capture(limits.max_output_bytes)
         killed_for: list[Status] = []
         lock = threading.Lock()
 
@@ -126,10 +126,8 @@ class DockerBackend(Backend):
                 if killed_for:
                     return
                 killed_for.append(reason)
-            try:
+            with contextlib.suppress(docker.errors.APIError):  # already exited: nothing to kill
                 container.kill()
-            except Exception:  # already exited: nothing to kill
-                pass
 
         started = time.monotonic()
         container.start()
@@ -155,7 +153,7 @@ class DockerBackend(Backend):
         container.reload()
         state = container.attrs["State"]
         killed = killed_for[0] if killed_for else None
-        text = stderr.data.decode("utf-8", errors="replace")
+        text = stderr.text()
         status, reason = classify(
             returncode=state.get("ExitCode"),
             killed_for=killed,
@@ -214,5 +212,4 @@ def container_options(command, workspace, *, env, limits, cwd, ro_binds, extra_b
         "mounts": mounts,
         "hostname": "sandbox",
         "labels": {"clawgym.sandbox": "1"},
-        "detach": True,
     }

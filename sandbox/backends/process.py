@@ -11,6 +11,7 @@ command's process group: a daemon that left it with setsid survives.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
 import shutil
@@ -84,10 +85,8 @@ class ProcessBackend(Backend):
         )
 
         def kill_group() -> None:
-            try:
+            with contextlib.suppress(ProcessLookupError):  # the whole group is already gone
                 os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
         try:
             watched = supervise(proc, limits, kill_group, started=started, after_exit=kill_group)

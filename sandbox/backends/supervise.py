@@ -11,7 +11,7 @@ import selectors
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import SandboxError
 from ..limits import Limits
@@ -27,7 +27,7 @@ _REAP_SECONDS = 10.0
 @dataclass
 class Capture:
     limit: int
-    data: bytearray
+    data: bytearray = field(default_factory=bytearray)  # the first `limit` bytes
     total: int = 0  # every byte seen, kept or not
 
     def feed(self, chunk: bytes) -> bool:
@@ -71,8 +71,8 @@ def supervise(
     after_exit: called once the child has exited on its own (the process backend kills leftovers there).
     extra_readers: further fds to read (bubblewrap's status pipe), each chunk handed to its callback.
     """
-    stdout = Capture(limits.max_output_bytes, bytearray())
-    stderr = Capture(limits.max_output_bytes, bytearray())
+    stdout = Capture(limits.max_output_bytes)
+    stderr = Capture(limits.max_output_bytes)
     deadline = started + limits.wall_seconds
     pidfd = os.pidfd_open(proc.pid)
     selector = selectors.DefaultSelector()

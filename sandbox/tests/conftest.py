@@ -34,4 +34,3 @@ def workspace():
 def marker():
     """A unique word put on the command line of every process a test starts, to find leftovers on the host."""
     return f"clawgym-sbx-{uuid.uuid4().hex}"
-

@@ -239,3 +239,20 @@ def test_concurrent_runs_count_processes_separately(bwrap, workspace):
     with ThreadPoolExecutor(2) as pool:
         runs = list(pool.map(lambda _: bwrap.run(py(script), workspace, limits=limits), range(2)))
     assert [r.stdout for r in runs] == ["forked 20\n", "forked 20\n"], runs
+
+
+def test_no_file_descriptor_leaks(bwrap, workspace, tmp_path):
+    def open_fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    bwrap.run(["true"], workspace)
+    before = open_fds()
+    for _ in range(5):
+        bwrap.run(["true"], workspace)
+        bwrap.run(["sleep", "5"], workspace, limits=Limits(wall_seconds=0.2))
+        bwrap.run(["yes"], workspace, limits=Limits(max_output_bytes=100))
+        with pytest.raises(SandboxError):
+            bwrap.run(["true"], workspace, cwd="missing")
+        with pytest.raises(SandboxError):
+            bwrap.run(["true"], workspace, ro_binds=[(tmp_path / "missing", "/opt/x")])
+    assert open_fds() == before

@@ -58,6 +58,11 @@ def test_no_network_to_host_services_or_outside(hostile):
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
+    # Abstract Unix sockets bypass the filesystem; only the network namespace keeps them apart.
+    abstract = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    abstract_name = f"\0clawgym-test-{uuid.uuid4().hex}"
+    abstract.bind(abstract_name)
+    abstract.listen()
     script = f"""
 import json, socket
 results = {{}}
@@ -69,6 +74,11 @@ for name, host, port in [("test server", "127.0.0.1", {port}), ("postgres", "127
         results[name] = "connected"
     except OSError as e:
         results[name] = type(e).__name__
+try:
+    socket.socket(socket.AF_UNIX).connect({abstract_name!r})
+    results["abstract unix socket"] = "connected"
+except OSError as e:
+    results["abstract unix socket"] = type(e).__name__
 try:
     socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("8.8.8.8", 53))
     results["outside udp"] = "sent"
@@ -87,6 +97,7 @@ print(json.dumps(results))
         stop.set()
         thread.join()
         server.close()
+        abstract.close()
     assert result.status is Status.OK, result
     results = json.loads(result.stdout)
     assert results.pop("interfaces") == ["lo"]
@@ -98,6 +109,9 @@ def test_files_outside_the_workspace_are_invisible(hostile, workspace):
     paths = [
         str(PROJECT_DIR),
         str(PROJECT_DIR / "manage.py"),
+        str(PROJECT_DIR / "var"),  # the embedded database and media
+        "/run/postgresql",  # PostgreSQL's Unix socket
+        "/var/run",
         str(workspace.root),
         "/etc/shadow",
         "/etc/passwd-",
@@ -125,9 +139,12 @@ print(json.dumps(seen))
     result = hostile(script)
     seen = json.loads(result.stdout)
     assert seen.pop("/root") == [".openclaw"]
-    assert seen.pop("/") == sorted(["bin", "dev", "etc", "lib", "lib64", "proc", "root", "sbin", "tmp", "usr",
-                                    "workspace"] + [p.lstrip("/") for p in ("/lib32", "/libx32") if os.path.exists(p)])
-    assert "cloudsdk" not in seen.pop("passwd")  # a synthetic passwd, not the host's accounts
+    assert seen.pop("/") == sorted(
+        ["bin", "dev", "etc", "lib", "lib64", "proc", "root", "sbin", "tmp", "usr", "workspace"]
+        + [p.lstrip("/") for p in ("/lib32", "/libx32") if os.path.exists(p)]
+    )
+    # A synthetic passwd, not the host's accounts.
+    assert {line.split(":")[0] for line in seen.pop("passwd").splitlines()} <= {"root", "nobody", "sandbox"}
     assert all(outcome == "FileNotFoundError" for outcome in seen.values()), seen
 
 
