@@ -37,7 +37,7 @@ class Entry:
     size: int = 0  # kind "file" and "too_large"
     sha256: str = ""  # kind "too_large": identifies contents that were not kept
     executable: bool = False  # kind "file" and "too_large"
-    detail: str = ""  # kind "special": fifo, socket, char device or block device
+    detail: str = ""  # kind "special": fifo, socket, char device, block device, unreadable file or folder
 
     @classmethod
     def file(cls, content: bytes, executable: bool = False) -> Entry:
@@ -183,17 +183,23 @@ class Workspace:
                 os.chown(name, uid, gid, dir_fd=dirfd, follow_symlinks=False)
 
     def cleanup(self) -> None:
-        """Delete the folder, even where the code inside removed its own write permissions."""
+        """Delete the folder, even where the code inside removed its own permissions (chmod 000 folders)."""
+        if not self.root.exists():
+            return
+        try:
+            shutil.rmtree(self.root)
+        except PermissionError:
+            self._unlock_folders()
+            shutil.rmtree(self.root)
 
-        def make_writable_and_retry(func, path, _exc_info):
-            parent = os.path.dirname(path)
-            os.chmod(parent, stat.S_IRWXU)
-            if os.path.isdir(path) and not os.path.islink(path):
-                os.chmod(path, stat.S_IRWXU)
-            func(path)
-
-        if self.root.exists():
-            shutil.rmtree(self.root, onerror=make_writable_and_retry)
+    def _unlock_folders(self) -> None:
+        os.chmod(self.root, stat.S_IRWXU)
+        # Top-down: each folder is opened up before the walk lists it. Links are left alone, never followed.
+        for dirpath, dirnames, _filenames in os.walk(self.root):
+            for name in dirnames:
+                path = os.path.join(dirpath, name)
+                if not os.path.islink(path):
+                    os.chmod(path, stat.S_IRWXU)
 
     def __enter__(self) -> Workspace:
         return self
@@ -211,6 +217,11 @@ def _read_entry(dirfd: int, name: str, max_file_bytes: int, budget: int) -> Entr
     if stat.S_ISLNK(mode):
         return Entry("symlink", target=os.readlink(name, dir_fd=dirfd))
     if stat.S_ISDIR(mode):
+        try:
+            os.close(os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dirfd))
+        except PermissionError:
+            # chmod 000 by the code inside: a caller without root cannot look in, and the walk skips it.
+            return Entry("special", detail="unreadable folder")
         return Entry("dir")
     if not stat.S_ISREG(mode):
         kind = {stat.S_IFIFO: "fifo", stat.S_IFSOCK: "socket", stat.S_IFCHR: "char device"}
@@ -218,7 +229,10 @@ def _read_entry(dirfd: int, name: str, max_file_bytes: int, budget: int) -> Entr
     executable = bool(mode & stat.S_IXUSR)
     # O_NOFOLLOW|O_NONBLOCK: should the name have become a link or fifo since lstat, fail instead of following it
     # or hanging on it.
-    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dirfd)
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dirfd)
+    except PermissionError:
+        return Entry("special", detail="unreadable file")
     with os.fdopen(fd, "rb") as handle:
         keep = min(max_file_bytes, budget)
         head = handle.read(keep + 1)

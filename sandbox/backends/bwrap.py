@@ -2,8 +2,8 @@
 
 How each limit is enforced:
 - wall clock: the parent's supervisor kills the sandbox's PID-1 (bubblewrap's init). When a PID namespace's init
-  dies the kernel kills every process in it, so detached daemons (setsid, double fork) go with it. The same holds
-  when the command simply exits: init follows its only child out and takes the rest of the namespace along.
+  dies the kernel kills every process in it, so detached daemons (setsid, double fork) go with it. When the command
+  exits on its own, bubblewrap exits and --die-with-parent kills that init; `run` returns only once the init is gone.
 - CPU, memory, file size, open files: rlimits set by /usr/bin/prlimit inside the sandbox, just before the command
   (RLIMIT_CPU, RLIMIT_AS, RLIMIT_FSIZE, RLIMIT_NOFILE, RLIMIT_CORE=0). They apply per process.
 - processes: RLIMIT_NPROC, set after the sandbox's user namespace exists. Since Linux 5.14 that count is kept per
@@ -11,6 +11,8 @@ How each limit is enforced:
   kernel ignores RLIMIT_NPROC for host root, which is why root callers run the sandbox as an unprivileged uid.
 - output: the supervisor's caps.
 - memory held in tmpfs (/tmp, /root, /dev/shm): each is mounted with a size, `Limits.tmpfs_bytes`.
+Needs unprivileged user namespaces (a root caller drops to `uid` before starting bubblewrap); where the host forbids
+them (e.g. Ubuntu's AppArmor restriction) `run` raises SandboxError with bubblewrap's message.
 Not bounded: memory summed over processes (each may use memory_bytes; a cgroup would bound the sum, but the cgroup
 trees here belong to the host's process manager, so that is left to a deployment that delegates one) and disk used
 in the workspace (bounded only by max_file_bytes per file and by the wall clock).

@@ -129,10 +129,10 @@ class DockerBackend(Backend):
             with contextlib.suppress(docker.errors.APIError):  # already exited: nothing to kill
                 container.kill()
 
+        # Attach before starting (as the docker CLI does), so not a byte of output is missed.
+        stream = client.api.attach(container.id, stdout=True, stderr=True, stream=True, demux=True)
         started = time.monotonic()
         container.start()
-        # logs=True replays what was written before the attach, so nothing between start and attach is lost.
-        stream = client.api.attach(container.id, stdout=True, stderr=True, stream=True, logs=True, demux=True)
 
         def read() -> None:
             for out, err in stream:

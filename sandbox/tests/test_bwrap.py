@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import OPENCLAW_WORKSPACE_PATH, WORKSPACE_PATH, Limits, SandboxError, Status
+from sandbox import OPENCLAW_WORKSPACE_PATH, WORKSPACE_PATH, Limits, SandboxError, Status, Workspace
+
+from .helpers import as_unprivileged
 
 # Positive cases get a generous wall clock: the machine running the tests may be busy.
 ROOMY = Limits(wall_seconds=60)
@@ -256,3 +258,23 @@ def test_no_file_descriptor_leaks(bwrap, workspace, tmp_path):
         with pytest.raises(SandboxError):
             bwrap.run(["true"], workspace, ro_binds=[(tmp_path / "missing", "/opt/x")])
     assert open_fds() == before
+
+
+def test_a_non_root_caller_runs_the_sandbox_as_itself(bwrap):
+    def scenario():
+        from sandbox import get_backend
+
+        with Workspace.create({"in.txt": b"1"}) as ws:
+            backend = get_backend("bwrap")
+            ok = backend.run(["python3", "-c", "import os; print(os.getuid()); open('out.txt', 'w')"], ws)
+            bomb = backend.run(
+                ["python3", "-c", "import os, time\nfor _ in range(64):\n    if os.fork() == 0: time.sleep(5)"],
+                ws,
+                limits=Limits(wall_seconds=60, max_processes=16),
+            )
+            return os.getuid(), ok.stdout, sorted(ws.diff().added), bomb.status, bomb.stderr
+
+    uid, stdout, added, bomb_status, bomb_stderr = as_unprivileged(scenario)
+    assert stdout == f"{uid}\n"
+    assert added == ["out.txt"]
+    assert bomb_status is Status.ERROR and "BlockingIOError" in bomb_stderr

@@ -10,6 +10,8 @@ import pytest
 
 from sandbox import Entry, Snapshot, Workspace, WorkspaceError
 
+from .helpers import as_unprivileged
+
 
 @pytest.fixture
 def ws():
@@ -177,3 +179,20 @@ def test_chown_tree_does_not_follow_links(ws, tmp_path):
 def test_workspace_must_exist(tmp_path):
     with pytest.raises(WorkspaceError, match="does not exist"):
         Workspace(tmp_path / "missing")
+
+
+def test_unreadable_paths_are_recorded_not_fatal_for_a_non_root_caller():
+    def scenario():
+        ws = Workspace.create({"notes.md": b"x", "src/deep/x.json": b"{}"})
+        os.chmod(ws.root / "notes.md", 0)
+        os.chmod(ws.root / "src/deep", 0)
+        os.chmod(ws.root / "src", 0o500)
+        snap = ws.snapshot()
+        ws.cleanup()
+        return snap["notes.md"], snap["src/deep"], ws.root.exists()
+
+    assert as_unprivileged(scenario) == (
+        Entry("special", detail="unreadable file"),
+        Entry("special", detail="unreadable folder"),
+        False,
+    )
