@@ -5,11 +5,13 @@ from rest_framework.authtoken.views import obtain_auth_token
 from rest_framework.routers import DefaultRouter
 
 from jobs.api import register as register_jobs
+from llm.api import register as register_llm
 from tasks.api import register as register_tasks
 
 router = DefaultRouter()
 register_tasks(router)
 register_jobs(router)
+register_llm(router)
 
 urlpatterns = [
     path("", include(router.urls)),

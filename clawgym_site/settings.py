@@ -5,7 +5,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from .env import env_bool, env_choice, env_int, env_list, env_str, secret_key
+from .env import env_bool, env_choice, env_float, env_int, env_list, env_str, secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("CLAWGYM_VAR_DIR", str(BASE_DIR / "var")))
@@ -202,3 +202,44 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+
+# --- Sandbox and verification ---
+# Checkers are untrusted code: they run only in a sandbox. "process" (no isolation) is refused by the sandbox
+# package unless CLAWGYM_ALLOW_UNSANDBOXED=1, and results it produced are marked "ran without a sandbox".
+CLAWGYM_SANDBOX_BACKEND = env_choice("CLAWGYM_SANDBOX_BACKEND", "bwrap", {"bwrap", "docker", "process"})
+CLAWGYM_CHECKER_WALL_SECONDS = env_int("CLAWGYM_CHECKER_WALL_SECONDS", 60)
+CLAWGYM_CHECKER_MEMORY_MB = env_int("CLAWGYM_CHECKER_MEMORY_MB", 1024)
+CLAWGYM_CHECKER_MAX_OUTPUT_BYTES = env_int("CLAWGYM_CHECKER_MAX_OUTPUT_BYTES", 1024 * 1024)
+# A checker scoring an untouched (initial) or placeholder-only (scaffold) workspace above this is over-lenient.
+CLAWGYM_SANITY_TOLERANCE = env_float("CLAWGYM_SANITY_TOLERANCE", 0.0)
+
+# --- LLM gateway (llm/): model client and recording proxy ---
+# Where agents reach the proxy: session base URLs are CLAWGYM_PROXY_PUBLIC_URL/proxy/<token>/v1.
+CLAWGYM_PROXY_PUBLIC_URL = env_str("CLAWGYM_PROXY_PUBLIC_URL", "http://127.0.0.1:8000")
+CLAWGYM_PROXY_MAX_REQUEST_BYTES = env_int("CLAWGYM_PROXY_MAX_REQUEST_BYTES", 32 * 1024 * 1024)
+CLAWGYM_PROXY_MAX_CONNECTIONS = env_int("CLAWGYM_PROXY_MAX_CONNECTIONS", 512)  # upstream, per web process
+CLAWGYM_PROXY_DB_THREADS = env_int("CLAWGYM_PROXY_DB_THREADS", 2)  # the proxy's database threads, per web process
+# Client retries: exponential backoff from this base, capped; a waiting call gives up on a busy endpoint after
+# CLAWGYM_LLM_SLOT_WAIT_SECONDS.
+CLAWGYM_LLM_BACKOFF_SECONDS = env_float("CLAWGYM_LLM_BACKOFF_SECONDS", 1.0)
+CLAWGYM_LLM_BACKOFF_MAX_SECONDS = env_float("CLAWGYM_LLM_BACKOFF_MAX_SECONDS", 30.0)
+CLAWGYM_LLM_SLOT_WAIT_SECONDS = env_float("CLAWGYM_LLM_SLOT_WAIT_SECONDS", 900.0)
+# ModelEndpoint.api_style and ModelCall.api share one choice set: one enum name in the API schema.
+SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]["ApiStyleEnum"] = "llm.models.ModelEndpoint.ApiStyle"
+# Every model call is a ModelCall row: the HTTP clients' per-request INFO lines would only repeat them.
+LOGGING["loggers"].update({"httpx": {"level": "WARNING"}, "httpx2": {"level": "WARNING"}})
+
+# --- Rollouts (evaluation/): agent harnesses in the sandbox ---
+# `make harness` installs Node 24 and the pinned OpenClaw CLI here (scripts/install-harness.sh).
+CLAWGYM_HARNESS_DIR = Path(env_str("CLAWGYM_HARNESS_DIR", str(BASE_DIR / ".harness")))
+CLAWGYM_DEFAULT_HARNESS = env_choice("CLAWGYM_DEFAULT_HARNESS", "openclaw", {"openclaw", "builtin"})
+CLAWGYM_ROLLOUT_TIMEOUT_SECONDS = env_int("CLAWGYM_ROLLOUT_TIMEOUT_SECONDS", 600)  # the agent's deadline
+# RLIMIT_AS of each agent process. V8 reserves address space far beyond what it uses (each worker thread an isolate):
+# OpenClaw fails to start under ~8 GiB of address space while using ~1 GB. Real memory is bounded by the slots.
+CLAWGYM_ROLLOUT_ADDRESS_SPACE_MB = env_int("CLAWGYM_ROLLOUT_ADDRESS_SPACE_MB", 16 * 1024)
+# Rollouts running at once on one machine; 0: from its memory (CLAWGYM_ROLLOUT_SLOT_MEMORY_MB each) and cores.
+CLAWGYM_ROLLOUT_SLOTS = env_int("CLAWGYM_ROLLOUT_SLOTS", 0)
+CLAWGYM_ROLLOUT_SLOT_MEMORY_MB = env_int("CLAWGYM_ROLLOUT_SLOT_MEMORY_MB", 1536)
+CLAWGYM_ROLLOUT_SLOT_WAIT_SECONDS = env_int("CLAWGYM_ROLLOUT_SLOT_WAIT_SECONDS", 6 * 3600)
+CLAWGYM_BUILTIN_MAX_TURNS = env_int("CLAWGYM_BUILTIN_MAX_TURNS", 40)
+SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]["RolloutStatusEnum"] = "evaluation.models.Rollout.Status"

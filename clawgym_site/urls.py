@@ -9,6 +9,8 @@ urlpatterns = [
     path("", dashboard, name="dashboard"),
     path("tasks/", include("tasks.urls")),
     path("jobs/", include("jobs.urls")),
+    path("llm/", include("llm.urls")),
+    path("proxy/", include("llm.proxy_urls")),
     path("api/", include("clawgym_site.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),

@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import trigger_client_event
 
 from accounts.decorators import admin_required, viewer_required
 
@@ -83,6 +84,9 @@ def job_progress(request, pk: int):
     run = get_object_or_404(JobRun, pk=pk)
     response = TemplateResponse(request, "jobs/_progress.html", {"run": run})
     response["Cache-Control"] = "no-store"
+    if run.is_finished:
+        # Lets the including page refresh what the job changed (e.g. the task page's sanity card).
+        trigger_client_event(response, "job-finished", {"id": run.pk, "kind": run.kind, "status": run.status})
     return response
 
 

@@ -6,7 +6,8 @@
     PATCH  /api/tasks/{id}/                reviewer: content changes make a new revision (message required;
                                            base_revision guards against concurrent edits: 409), status too
     DELETE /api/tasks/{id}/                admin
-    GET    /api/tasks/{id}/revisions/[{n}/]
+    POST   /api/tasks/{id}/sanity/         reviewer: sanity-check the current revision's checker: 202 + the job run
+    GET    /api/tasks/{id}/revisions/[{n}/]   the detail includes the revision's latest sanity report
     GET    /api/tasks/{id}/revisions/{n}/files/
     GET    /api/tasks/{id}/revisions/{n}/files/content/?role=&path=    raw bytes
     PUT    (same)                          reviewer: new content (JSON: content, encoding, message) → new revision
@@ -41,6 +42,7 @@ from .importing import IMPORT_JOB, start_upload_import
 from .models import Task, TaskRevision
 from .package import PackageError
 from .paths import TaskFileError
+from .sanity import start_sanity_check
 from .serializers import (
     ConflictSerializer,
     FilePutSerializer,
@@ -107,7 +109,7 @@ class TaskViewSet(
     search_fields = ["external_id", "title"]
     ordering_fields = ["external_id", "title", "status", "source", "created_at", "updated_at"]
     write_role = ADMIN
-    write_roles = {"partial_update": REVIEWER}
+    write_roles = {"partial_update": REVIEWER, "sanity": REVIEWER}
 
     def get_queryset(self):
         return Task.objects.select_related(
@@ -192,6 +194,30 @@ class TaskViewSet(
                 status=status.HTTP_409_CONFLICT,
             )
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(
+        request=None,
+        responses={
+            202: JobRunSerializer,
+            409: OpenApiResponse(DETAIL, description="The task has no revision."),
+            503: OpenApiResponse(DETAIL, description="The job engine refused it."),
+        },
+    )
+    @action(detail=True, methods=["post"])
+    def sanity(self, request, *args, **kwargs):
+        """Sanity-check the current revision's checker in the background (sandbox queue): follow the job run.
+
+        The report then shows as `sanity` in the revision's detail.
+        """
+        task = self.get_object()
+        try:
+            run = start_sanity_check(task, user=request.user)
+        except ValueError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        except JobEngineError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+        body = JobRunSerializer(run, context=self.get_serializer_context()).data
+        return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["url"]})
 
     @staticmethod
     def _base_revision(task: Task, number: int | None) -> TaskRevision | None:

@@ -2,7 +2,7 @@ from django import forms
 from django.db.models import Q
 
 from .formats import FORMATS
-from .models import BenchmarkCategory, Task
+from .models import BenchmarkCategory, SanityReport, Task
 
 AUTO_FORMAT = "auto"
 IMPORT_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".jsonl")
@@ -17,6 +17,8 @@ class TaskFilterForm(forms.Form):
     category = forms.ChoiceField(required=False)
     status = forms.ChoiceField(choices=[("", "All statuses"), *Task.Status.choices], required=False)
     source = forms.ChoiceField(choices=[("", "All sources"), *Task.Source.choices], required=False)
+    # By the latest sanity report of each task's current revision.
+    sanity = forms.ChoiceField(choices=[("", "Any sanity"), *SanityReport.FILTERS.items()], required=False)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -41,6 +43,8 @@ class TaskFilterForm(forms.Form):
             queryset = queryset.filter(status=data["status"])
         if data.get("source"):
             queryset = queryset.filter(source=data["source"])
+        if data.get("sanity"):
+            queryset = SanityReport.filter_tasks(queryset, data["sanity"])
         q = data.get("q", "").strip()
         if q:
             queryset = queryset.filter(Q(external_id__icontains=q) | Q(title__icontains=q))

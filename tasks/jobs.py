@@ -2,9 +2,13 @@
 
 from pathlib import Path
 
+import jobs
+from jobs.models import JobRun
 from jobs.registry import job
 
 from .importing import import_path, remove_upload
+from .models import SanityReport, TaskRevision
+from .sanity import SANITY_BATCH_JOB, SANITY_JOB, check_revision
 
 
 @job("tasks.import_upload", title="Import tasks")
@@ -31,3 +35,37 @@ def import_upload(ctx, *, upload_path: str, fmt: str | None = None) -> dict:
         f"failed {len(result['failed'])}"
     )
     return result
+
+
+@job(SANITY_JOB, queue="sandbox", title="Sanity-check a checker")
+def sanity_check(ctx, *, revision_id: int) -> dict:
+    """Run the sanity checks of one revision's checker and store its SanityReport (returned as a dict).
+
+    A second delivery of the same run, after its report was stored, returns that report instead of checking again.
+    """
+    done = SanityReport.objects.filter(job_run=ctx.run).select_related("revision__task").first()
+    if done is not None:
+        ctx.log("already checked by this run; returning its report")
+        return done.as_dict()
+    revision = TaskRevision.objects.select_related("task").get(pk=revision_id)
+    ctx.log(f"checking the checker of {revision}")
+    report = check_revision(revision, job_run=ctx.run, progress=ctx.progress)
+    ctx.log(f"{report.verdict}" + "".join(f"\n  {problem}" for problem in report.problems))
+    return report.as_dict()
+
+
+@job(SANITY_BATCH_JOB, title="Sanity-check checkers")
+def sanity_check_batch(ctx, *, revision_ids: list[int]) -> dict:
+    """Start one tasks.sanity_check per revision, as children of this run, so they spread across workers.
+
+    Finishes once they are queued (it does not wait for them: a waiting job would hold a worker they need).
+    A second delivery queues only the revisions that have no child yet.
+    """
+    queued = {child.params.get("revision_id") for child in JobRun.objects.filter(parent=ctx.run).only("params")}
+    todo = [pk for pk in revision_ids if pk not in queued]
+    ctx.progress(0, len(todo), "queueing checks")
+    for i, revision_id in enumerate(todo, start=1):
+        jobs.enqueue(SANITY_JOB, created_by=ctx.run.created_by, parent=ctx.run, revision_id=revision_id)
+        ctx.progress(i, len(todo))
+    ctx.log(f"queued {len(todo)} sanity checks" + (f" ({len(queued)} were queued before)" if queued else ""))
+    return {"queued": len(todo) + len(queued)}

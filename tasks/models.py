@@ -188,3 +188,113 @@ class RevisionFile(models.Model):
 
     def __str__(self):
         return f"{self.role}:{self.path}"
+
+
+class SanityReport(models.Model):
+    """One sanity check of a revision's checker (tasks.sanity): how it scored the empty, initial and scaffold
+    workspaces and the reference solution. Append-only: the latest per revision is the one shown."""
+
+    revision = models.ForeignKey(TaskRevision, on_delete=models.CASCADE, related_name="sanity_reports")
+    # {"empty"|"initial"|"scaffold": {score, status, reason, subscores, duration[, stderr]}}
+    runs = models.JSONField(default=dict)
+    # The run on the initial workspace with the reference solution applied; null when the task has none.
+    solution_run = models.JSONField(null=True, blank=True)
+    # Output paths the instruction names, given placeholders in the scaffold workspace.
+    scaffold_paths = models.JSONField(default=list, blank=True)
+    crashed = models.BooleanField(help_text="The checker failed to run cleanly on a workspace.")
+    over_lenient = models.BooleanField(help_text="The initial or scaffold workspace scored above the tolerance.")
+    solvable = models.BooleanField(null=True, help_text="The reference solution scores 1.0 (null: no solution).")
+    tolerance = models.FloatField()
+    backend = models.CharField(max_length=40)
+    isolated = models.BooleanField(help_text="False: the checker ran without a sandbox.")
+    job_run = models.ForeignKey(
+        "jobs.JobRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="sanity_reports"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        # The latest report of a revision, looked up once per task row by the task list's sanity filter.
+        indexes = [models.Index(fields=["revision", "-created_at", "-id"], name="sanity_revision_latest")]
+
+    def __str__(self):
+        return f"sanity of {self.revision} ({self.verdict})"
+
+    # Task list filter values: which tasks a latest report of their current revision puts in each group.
+    FILTERS = {
+        "crashed": "Checker crashed",
+        "over_lenient": "Over-lenient checker",
+        "unsolvable": "Solution fails",
+        "passed": "Passed sanity",
+        "unchecked": "Not sanity-checked",
+    }
+
+    @classmethod
+    def latest_for(cls, revision_ref):
+        """The latest report of a revision; `revision_ref` may be an OuterRef in a subquery."""
+        return cls.objects.filter(revision=revision_ref).order_by("-created_at", "-id")
+
+    @classmethod
+    def filter_tasks(cls, tasks, which: str):
+        """Tasks whose current revision's latest report is in group `which` (a key of FILTERS)."""
+        latest = cls.latest_for(models.OuterRef("current_revision"))
+        if which == "unchecked":
+            return tasks.exclude(models.Exists(latest))
+        if which == "passed":
+            condition = models.Q(crashed=False, over_lenient=False) & ~models.Q(solvable=False)
+        else:
+            condition = {
+                "crashed": models.Q(crashed=True),
+                "over_lenient": models.Q(over_lenient=True),
+                "unsolvable": models.Q(solvable=False),
+            }[which]
+        tasks = tasks.alias(latest_sanity=models.Subquery(latest.values("pk")[:1]))
+        return tasks.filter(models.Exists(cls.objects.filter(condition, pk=models.OuterRef("latest_sanity"))))
+
+    @property
+    def verdict(self) -> str:
+        if self.crashed:
+            return "crashed"
+        if self.over_lenient:
+            return "over-lenient"
+        if self.solvable is False:
+            return "unsolvable"
+        return "passed"
+
+    @property
+    def problems(self) -> list[str]:
+        """Each finding in words, with the run's reason or the sub-scores that gave points."""
+        found = []
+        for kind, run in self.runs.items():
+            if run["status"] != "ok":
+                found.append(f"crashed on the {kind} workspace: {run['status']}: {run['reason']}")
+        for kind in ("initial", "scaffold"):
+            run = self.runs.get(kind)
+            if run and run["score"] > self.tolerance:
+                credited = ", ".join(f"{name}={value:g}" for name, value in run["subscores"].items() if value > 0)
+                found.append(
+                    f"over-lenient: the {kind} workspace scored {run['score']:g}"
+                    + (f" ({credited})" if credited else "")
+                )
+        if self.solvable is False:
+            run = self.solution_run
+            detail = f"{run['status']}: {run['reason']}" if run["status"] != "ok" else f"scored {run['score']:g}"
+            found.append(f"the reference solution does not score 1: {detail}")
+        return found
+
+    def as_dict(self) -> dict:
+        """The report as `sanity_check --json` prints it and jobs return it."""
+        return {
+            "task": self.revision.task.external_id,
+            "revision": self.revision.number,
+            "runs": self.runs,
+            "crashed": self.crashed,
+            "over_lenient": self.over_lenient,
+            "solvable": self.solvable,
+            "solution_run": self.solution_run,
+            "scaffold_paths": self.scaffold_paths,
+            "tolerance": self.tolerance,
+            "backend": self.backend,
+            "isolated": self.isolated,
+            "checked_at": self.created_at.isoformat() if self.created_at else None,
+        }

@@ -17,7 +17,7 @@ from rest_framework.settings import api_settings
 from jobs.serializers import JobRunFilterSerializer
 
 from .formats import FORMATS
-from .models import RevisionFile, Task, TaskRevision
+from .models import RevisionFile, SanityReport, Task, TaskRevision
 from .package import (
     DEFAULT_CHECKER_ENTRY,
     DEFAULT_CODE_WEIGHT,
@@ -29,6 +29,7 @@ from .package import (
 )
 from .paths import TaskFileError, normalize_path
 from .services import validate_package
+from .verification import CheckStatus
 
 ENCODINGS = [("text", "UTF-8 text"), ("base64", "base64 (any bytes)")]
 OUTCOMES = [("updated", "A new revision was made"), ("unchanged", "Content identical: no new revision")]
@@ -90,8 +91,53 @@ class RevisionSummarySerializer(serializers.ModelSerializer):
         return revision_url(self.context.get("request"), obj.task.external_id, obj.number)
 
 
+class SanityRunSerializer(serializers.Serializer):
+    """How the checker did on one workspace."""
+
+    score = serializers.FloatField(help_text="The code score; 0 unless status is ok.")
+    status = serializers.ChoiceField(choices=[(s.value, s.value) for s in CheckStatus])
+    reason = serializers.CharField(help_text="Why it failed, or a remark on a clean run (may be empty).")
+    subscores = serializers.DictField(child=serializers.FloatField())
+    duration = serializers.FloatField(help_text="Seconds.")
+    stderr = serializers.CharField(required=False, help_text="The end of stderr, for failed runs.")
+
+
+class SanityReportSerializer(serializers.ModelSerializer):
+    """The latest sanity check of a revision's checker (see tasks.sanity)."""
+
+    runs = serializers.DictField(child=SanityRunSerializer(), help_text="empty, initial and scaffold workspaces.")
+    solution_run = SanityRunSerializer(allow_null=True, help_text="The reference solution applied; null without one.")
+    verdict = serializers.ChoiceField(choices=["crashed", "over-lenient", "unsolvable", "passed"], read_only=True)
+    problems = serializers.ListField(child=serializers.CharField(), read_only=True)
+    sandbox_warning = serializers.SerializerMethodField(help_text="Set when the checker ran without a sandbox.")
+
+    class Meta:
+        model = SanityReport
+        fields = [
+            "verdict",
+            "crashed",
+            "over_lenient",
+            "solvable",
+            "problems",
+            "runs",
+            "solution_run",
+            "scaffold_paths",
+            "tolerance",
+            "backend",
+            "isolated",
+            "sandbox_warning",
+            "job_run",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+    def get_sandbox_warning(self, obj) -> str | None:
+        return None if obj.isolated else f"ran without a sandbox (the {obj.backend} backend)"
+
+
 class RevisionDetailSerializer(RevisionSummarySerializer):
     files = serializers.SerializerMethodField()
+    sanity = serializers.SerializerMethodField()
 
     class Meta(RevisionSummarySerializer.Meta):
         fields = RevisionSummarySerializer.Meta.fields + [
@@ -102,12 +148,18 @@ class RevisionDetailSerializer(RevisionSummarySerializer):
             "code_weight",
             "checker_entry",
             "files",
+            "sanity",
         ]
 
     @extend_schema_field(RevisionFileSerializer(many=True))
     def get_files(self, obj):
         files = revision_files(obj)
         return RevisionFileSerializer(files, many=True, context={**self.context, "revision": obj}).data
+
+    @extend_schema_field(SanityReportSerializer(allow_null=True))
+    def get_sanity(self, obj):
+        report = SanityReport.latest_for(obj).first()
+        return SanityReportSerializer(report, context=self.context).data if report else None
 
 
 def revision_files(revision: TaskRevision):
@@ -351,6 +403,11 @@ class TaskFilterSerializer(serializers.Serializer):
     category = serializers.SlugField(required=False, help_text="Benchmark category slug.")
     status = serializers.ChoiceField(choices=Task.Status.choices, required=False)
     source = serializers.ChoiceField(choices=Task.Source.choices, required=False)
+    sanity = serializers.ChoiceField(
+        choices=list(SanityReport.FILTERS.items()),
+        required=False,
+        help_text="By the latest sanity report of the current revision.",
+    )
 
     def filter(self, queryset):
         data = self.validated_data
@@ -360,6 +417,8 @@ class TaskFilterSerializer(serializers.Serializer):
             queryset = queryset.filter(status=data["status"])
         if "source" in data:
             queryset = queryset.filter(source=data["source"])
+        if "sanity" in data:
+            queryset = SanityReport.filter_tasks(queryset, data["sanity"])
         return queryset
 
 

@@ -9,6 +9,7 @@ urlpatterns = [
     path("import/", views.import_page, name="import"),
     path("<str:external_id>/", views.task_detail, name="detail"),
     path("<str:external_id>/diff/", views.diff_view, name="diff"),
+    path("<str:external_id>/sanity/", views.sanity_start, name="sanity"),
     path("<str:external_id>/r<int:number>/<str:role>/<path:path>", views.file_view, name="file"),
     path("<str:external_id>/raw/r<int:number>/<str:role>/<path:path>", views.file_raw, name="file_raw"),
 ]

@@ -6,23 +6,26 @@ htmx requests get the page's named partial, plain requests the whole page, so ev
 import posixpath
 from collections import defaultdict
 
+from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Count
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
+from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 from django.utils.http import content_disposition_header
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from accounts.decorators import admin_required, viewer_required
+from accounts.decorators import admin_required, reviewer_required, viewer_required
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
 
 from .diffing import diff_revisions, role_folder
 from .forms import CompareForm, ImportForm, TaskFilterForm
 from .importing import IMPORT_JOB, start_upload_import
-from .models import BenchmarkCategory, Blob, RevisionFile, Task, TaskRevision
+from .models import BenchmarkCategory, Blob, RevisionFile, SanityReport, Task, TaskRevision
+from .sanity import SANITY_JOB, start_sanity_check
 from .viewers import view_file
 
 PAGE_SIZE = 50
@@ -177,8 +180,44 @@ def task_detail(request, external_id):
         "checker_files": _checker_files(groups),
         "history": history,
         "compare": compare,
+        **_sanity_context(revision),
     }
     return TemplateResponse(request, "tasks/task_detail.html", context)
+
+
+def _sanity_context(revision: TaskRevision) -> dict:
+    """The revision's latest sanity report as table rows, and a sanity job still under way for it."""
+    report = SanityReport.latest_for(revision).first()
+    rows = []
+    if report is not None:
+        rows = list(report.runs.items())
+        if report.solution_run is not None:
+            rows.append(("solution", report.solution_run))
+    running = (
+        JobRun.objects.filter(kind=SANITY_JOB, params__revision_id=revision.pk)
+        .exclude(status__in=JobRun.FINISHED)
+        .first()
+    )
+    return {"sanity": report, "sanity_rows": rows, "sanity_job": running}
+
+
+@reviewer_required
+@require_POST
+def sanity_start(request, external_id):
+    """Queue a sanity check of the current revision: htmx gets the job's progress, a plain form the job page."""
+    task = _get_task(external_id)
+    try:
+        run = start_sanity_check(task, user=request.user)
+    except (ValueError, JobEngineError) as exc:
+        error = f"The sanity check could not be started: {exc}"
+        if not request.htmx:
+            messages.error(request, error)
+            return redirect(reverse("tasks:detail", args=[task.external_id]) + "#sanity")
+        # htmx swaps 2xx responses only: the reason must still reach the card.
+        return TemplateResponse(request, "tasks/task_detail.html#sanity-job", {"sanity_error": error})
+    if not request.htmx:
+        return redirect("jobs:detail", run.pk)
+    return TemplateResponse(request, "tasks/task_detail.html#sanity-job", {"sanity_job": run})
 
 
 def _get_file(external_id: str, number: int, role: str, path: str):

@@ -1,5 +1,6 @@
 """The jobs pages: list, detail, the progress partial any page includes, and cancelling (admins only)."""
 
+import json
 import re
 
 import pytest
@@ -222,3 +223,12 @@ def test_cancelling_a_finished_run_changes_nothing(admin_client):
 
 def test_cancel_needs_post(admin_client):
     assert admin_client.get(reverse("jobs:cancel", args=[make_run().pk])).status_code == 405
+
+
+@pytest.mark.django_db
+def test_a_finished_run_tells_the_page_so_it_can_refresh(viewer_client):
+    running = JobRun.objects.create(kind="jobs.ping", engine="django_q", status=JobRun.Status.RUNNING)
+    done = JobRun.objects.create(kind="jobs.ping", engine="django_q", status=JobRun.Status.SUCCEEDED)
+    assert "HX-Trigger" not in viewer_client.get(f"/jobs/{running.pk}/progress/", HTTP_HX_REQUEST="true")
+    trigger = viewer_client.get(f"/jobs/{done.pk}/progress/", HTTP_HX_REQUEST="true")["HX-Trigger"]
+    assert json.loads(trigger) == {"job-finished": {"id": done.pk, "kind": "jobs.ping", "status": "succeeded"}}

@@ -1,7 +1,9 @@
 """The example tasks in examples/tasks (ClawGym folder format): well-formed, and their checkers discriminate.
 
-For every task folder: the untouched input workspace scores below 1, input + reference solution scores exactly 1
-with every sub-score 1, and a "near miss" (the solution with one mistake a careless agent makes) scores below 1.
+For every task folder: the untouched input workspace and the sanity check's scaffold (placeholders at the output
+paths) score exactly 0, input + reference solution scores exactly 1 with every sub-score 1, a "near miss" (the
+solution with one mistake a careless agent makes) scores below 1, and partial work keeps the points of the checks
+that are gated on it (so the gates are not stricter than the work they wait for).
 
 Checkers run as plain subprocesses in a temporary directory for now. The real sandbox (bubblewrap/docker backends in
 sandbox/) comes in a later issue; these examples only run code we wrote, so a subprocess is enough here.
@@ -22,6 +24,7 @@ import pytest
 
 from tasks.package import STANDARD_REWARD_SH, validate_rubric
 from tasks.paths import validate_files
+from tasks.sanity import output_paths, placeholder
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tasks"
 TASK_DIRS = sorted(p for p in EXAMPLES.iterdir() if p.is_dir()) if EXAMPLES.is_dir() else []
@@ -48,6 +51,19 @@ def build_workspace(tmp_path, task_dir, with_solution):
     if with_solution:
         shutil.copytree(task_dir / "solution", workspace, dirs_exist_ok=True, ignore=skip)
     shutil.copytree(task_dir / "reward", workspace / "reward", ignore=skip)
+    return workspace
+
+
+def build_scaffold(tmp_path, task_dir):
+    """The sanity check's scaffold workspace: input files plus a placeholder at every output the instruction names."""
+    workspace = build_workspace(tmp_path, task_dir, with_solution=False)
+    root = task_dir / "input_files"
+    inputs = {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    instruction = load_entry(task_dir)["user_query"]
+    for path in output_paths(instruction, inputs):
+        target = workspace / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(placeholder(path, instruction, inputs))
     return workspace
 
 
@@ -190,6 +206,42 @@ NEAR_MISS_CASES = [
 ]
 
 
+# --- partial work: the gated checks ("broke nothing", "readable") must pay once real work is there ------------------
+
+def _first_candidate_only(ws):
+    # Half the loop: Lena's four sessions, none of Omar's.
+    path = ws / "schedule" / "2025-05-15_onsite.csv"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    path.write_text("\n".join(line for line in lines if not line.startswith("Omar")) + "\n", encoding="utf-8")
+
+
+def _two_actions_only(ws):
+    path = ws / "actions" / "2025-03-11_launch-sync.csv"
+    path.write_text("\n".join(path.read_text(encoding="utf-8").splitlines()[:3]) + "\n", encoding="utf-8")
+
+
+def _one_receipt_filed_no_manifest(ws):
+    keep = ws / "receipts" / "2025" / "2025-02-27_home-depot_42.27.txt"
+    for path in [p for p in (ws / "receipts").rglob("*") if p.is_file() and p != keep]:
+        path.unlink()
+
+
+def _code_fixed_tests_and_changelog_untouched(ws):
+    for relpath in ("tests/test_proration.py", "CHANGELOG.md"):
+        shutil.copyfile(EXAMPLES / "fix-proration-bug" / "input_files" / relpath, ws / relpath)
+
+
+# task -> (partial work on top of the solution, the gated checks it must still earn in full)
+PARTIAL_WORK = {
+    "expense-reconciliation-q1": (_duplicate_claim_counted_twice, {"closed_quarter_untouched", "summary_shape"}),
+    "fix-proration-bug": (_code_fixed_tests_and_changelog_untouched,
+                          {"hidden_cases", "upgrade_charges", "original_tests_kept"}),
+    "interview-loop-schedule": (_first_candidate_only, {"schedule_readable"}),
+    "meeting-notes-action-items": (_two_actions_only, {"csv_readable", "owners_are_handles"}),
+    "receipt-filing-manifest": (_one_receipt_filed_no_manifest, {"inbox_untouched"}),
+}
+
+
 # --- the collection as a whole -----------------------------------------------------------------------------------
 
 def test_there_are_at_least_six_tasks():
@@ -269,13 +321,21 @@ def test_checker_uses_only_the_standard_library(task_dir):
 
 
 @pytest.mark.parametrize("task_dir", TASK_DIRS, ids=TASK_IDS)
-def test_untouched_workspace_scores_below_one(task_dir, tmp_path, record_property):
+def test_untouched_workspace_scores_zero(task_dir, tmp_path, record_property):
+    # The sanity check's bar (tolerance 0): no point, not even for "broke nothing", before any work is done.
     score, subscores = run_reward(build_workspace(tmp_path, task_dir, with_solution=False))
     record_property("input_score", score)
-    print(f"{task_dir.name}: untouched workspace scores {score} {subscores}")
     assert len(subscores) >= 5, "a checker needs at least 5 atomic checks"
-    assert all(0.0 <= v <= 1.0 for v in subscores.values())
-    assert score < 0.5, f"the untouched workspace already scores {score}: {subscores}"
+    assert all(v == 0.0 for v in subscores.values()), f"the untouched workspace earns points: {subscores}"
+    assert score == 0.0
+
+
+@pytest.mark.parametrize("task_dir", TASK_DIRS, ids=TASK_IDS)
+def test_scaffold_scores_zero(task_dir, tmp_path):
+    # Placeholders (`{}`, a header-only CSV, `# placeholder`) are no work either.
+    score, subscores = run_reward(build_scaffold(tmp_path, task_dir))
+    assert all(v == 0.0 for v in subscores.values()), f"placeholder outputs earn points: {subscores}"
+    assert score == 0.0
 
 
 @pytest.mark.parametrize("task_dir", TASK_DIRS, ids=TASK_IDS)
@@ -292,6 +352,16 @@ def test_near_miss_scores_below_one(task_dir, near_miss, tmp_path, record_proper
     score, subscores = run_reward(workspace)
     record_property("near_miss_score", score)
     assert score < 1.0, f"the near miss is not caught: {subscores}"
+
+
+@pytest.mark.parametrize("name", sorted(PARTIAL_WORK))
+def test_partial_work_earns_the_gated_checks(name, tmp_path):
+    change, gated = PARTIAL_WORK[name]
+    workspace = build_workspace(tmp_path, EXAMPLES / name, with_solution=True)
+    change(workspace)
+    score, subscores = run_reward(workspace)
+    assert {check: subscores[check] for check in gated} == dict.fromkeys(gated, 1.0), subscores
+    assert 0.0 < score < 1.0, subscores
 
 
 @pytest.mark.parametrize("task_dir", TASK_DIRS, ids=TASK_IDS)

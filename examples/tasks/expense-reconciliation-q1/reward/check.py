@@ -143,9 +143,20 @@ def check_duplicates_and_period():
     return claim_ids(data.get("duplicates")) == DUPLICATES and claim_ids(data.get("out_of_period")) == OUT_OF_PERIOD
 
 
+def summary_is_substantive():
+    """Does the summary hold the reconciliation (the right shape, both totals positive amounts)? A `{}` or a
+    summary with the keys but no figures is not yet work that could have broken anything."""
+    if not check_summary_shape():
+        return False
+    data = load_summary()
+    totals = [number(data.get(key)) for key in ("total_submitted_usd", "total_reimbursable_usd")]
+    return all(total is not None and total > 0 for total in totals)
+
+
 def check_closed_quarter_untouched():
-    # Only meaningful once a summary exists: an untouched workspace must not earn this point.
-    if load_summary() is None:
+    # Gated on the main work: leaving Q4 alone is only worth a point once the Q1 reconciliation is there,
+    # otherwise an untouched workspace (or a placeholder summary) would earn it.
+    if not summary_is_substantive():
         return 0.0
     try:
         text = Q4_EXPORT.read_text(encoding="utf-8", errors="replace")

@@ -5,7 +5,8 @@ The agent's code runs in child processes on a scratch copy of billing/ and tests
 hanging module costs points instead of crashing or stalling the checker. To judge the agent's *tests* rather than
 its code, the checker appends replacement definitions to a copy of billing/proration.py: a reference
 implementation (the tests must pass against it) and two buggy ones (the BUG-231 regression tests must fail against
-them). Appending keeps any helpers the agent added importable.
+them). Appending keeps any helpers the agent added importable. The points for the agent's code (and for keeping
+the original tests) need the BUG-231 cases fixed first: the shipped code gets some easy cases right by itself.
 
 Prints one JSON object of named sub-scores in [0, 1]. Standard library only.
 """
@@ -37,6 +38,10 @@ PRORATION_CASES = [
     ((1000, (2100, 2, 15)), 500),
     ((12900, (2025, 12, 31)), 416),
 ]
+# The cases of BUG-231 itself (PRORATION_CASES indices): the change on the last day (the report's 34.5 -> 35 and a
+# plain one) and the change on the 1st from the comments. The shipped code and the fix that keeps round() both fail
+# at least one; every other point for the code is gated on these passing.
+BUG_231_CASES = (0, 1, 5)
 UPGRADE_CASES = [
     (("starter", "team", (2025, 6, 16)), 1932),
     (("starter", "team", (2025, 6, 30)), 128),
@@ -184,16 +189,23 @@ def evaluate():
     return _results
 
 
-def check_hidden_cases():
+def bug_fixed():
+    """Does the agent's prorated_charge get the BUG-231 cases right? Without that, the cases the buggy code already
+    gets right by chance (a zero price, a downgrade) are no credit for a fix."""
     got = evaluate().get("proration", [])
-    if len(got) != len(PRORATION_CASES):
+    return len(got) == len(PRORATION_CASES) and all(got[i] == PRORATION_CASES[i][1] for i in BUG_231_CASES)
+
+
+def check_hidden_cases():
+    if not bug_fixed():
         return 0.0
+    got = evaluate()["proration"]
     return sum(1 for value, (_, want) in zip(got, PRORATION_CASES) if value == want) / len(PRORATION_CASES)
 
 
 def check_upgrade_charges():
     got = evaluate().get("upgrade", [])
-    if len(got) != len(UPGRADE_CASES):
+    if not bug_fixed() or len(got) != len(UPGRADE_CASES):
         return 0.0
     return sum(1 for value, (_, want) in zip(got, UPGRADE_CASES) if value == want) / len(UPGRADE_CASES)
 
@@ -221,6 +233,9 @@ def check_regression_test_for_bug_231():
 
 
 def check_original_tests_kept():
+    # Keeping the tests is only worth a point next to a fix: the untouched workspace keeps them all too.
+    if not bug_fixed():
+        return 0.0
     for relpath, names in ORIGINAL_TESTS.items():
         try:
             tree = ast.parse((WORKSPACE / relpath).read_text(encoding="utf-8", errors="replace"))

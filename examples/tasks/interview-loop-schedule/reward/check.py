@@ -138,7 +138,9 @@ def complete_rows():
 
 
 def check_schedule_readable():
-    return load_rows() is not None
+    # Readable means it holds a schedule: a header alone (or last week's loop under this week's name) is not one.
+    rows = load_rows()
+    return bool(rows) and any(r["candidate"] in CANDIDATES and r["session"] in SESSIONS for r in rows)
 
 
 def check_sessions_complete():

@@ -134,8 +134,10 @@ def check_no_stray_files():
 
 
 def check_inbox_untouched():
-    # Only meaningful once something was filed: an untouched workspace must not earn this point.
-    if not receipt_files():
+    # Only meaningful once a receipt was filed (a copy of an inbox receipt somewhere under receipts/): an untouched
+    # workspace, or one with only a placeholder manifest, must not earn this point.
+    receipts = {INBOX[source] for source in ALL_ROWS}  # not notes_to_self.txt: that is no receipt
+    if not any(file_digest(path) in receipts for path in receipt_files()):
         return 0.0
     inbox = WORKSPACE / "inbox"
     present = set()

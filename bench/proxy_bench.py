@@ -1,0 +1,240 @@
+#!/usr/bin/env python
+"""Recording proxy benchmark: N concurrent streaming clients, straight to the upstream and through the proxy.
+
+- The upstream is llm.testing.ScriptedUpstream in a process of its own, streaming every answer as `--chunks` SSE
+  chunks `--chunk-delay` seconds apart (a model producing tokens).
+- The proxy is the real ASGI app (clawgym_site.asgi:application) under uvicorn in a process of its own, on a
+  throwaway SQLite database in a temp folder, with one open recording session; every call is really recorded.
+- The clients are httpx streams in this process: `--streams` at once, `--rounds` requests each, direct first,
+  then through the proxy. Like agents that run a tool between model calls, each client pauses a random
+  0..`--think` seconds before each request (the same seeded pauses for both runs); `--think 0` makes every round
+  a burst of simultaneous requests instead.
+
+Per request it times the first content byte (TTFT) and the last byte. Added latency is the proxy's percentile
+minus the direct one (p50, p99), for TTFT and for the whole response; throughput is chunks received per second,
+proxy over direct. The last line is one JSON object.
+
+    .venv/bin/python bench/proxy_bench.py [--streams 64] [--rounds 3] [--chunks 40] [--chunk-delay 0.02]
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(BASE_DIR))
+
+AIM_P50_ADDED_MS = 5.0
+AIM_THROUGHPUT_RATIO = 0.8
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server on port {port} exited with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listened on port {port} within {timeout} s")
+
+
+def serve_upstream(port: int, chunks: int, delay: float) -> None:
+    """The upstream process: a scripted server whose every answer is `chunks` chunks, `delay` s apart."""
+    import uvicorn
+
+    from llm.testing import Reply, ScriptedUpstream
+
+    upstream = ScriptedUpstream(default=Reply.text("tok " * chunks, chunk_size=4, chunk_delay=delay))
+    uvicorn.run(upstream, host="127.0.0.1", port=port, log_level="warning", access_log=False, lifespan="off")
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of a process (Linux /proc), or None where that is not readable."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
+
+
+async def one_stream(client, url: str, n: int) -> tuple[float, float, int]:
+    body = {"model": "m", "messages": [{"role": "user", "content": f"client {n}"}], "stream": True}
+    started = time.perf_counter()
+    first = None
+    chunks = 0
+    async with client.stream("POST", url, json=body, headers={"authorization": "Bearer bench"}) as response:
+        response.raise_for_status()
+        async for chunk in response.aiter_raw():
+            if first is None:
+                first = time.perf_counter()
+            chunks += chunk.count(b"data: ")
+    return (first - started) * 1000, (time.perf_counter() - started) * 1000, chunks
+
+
+async def load(url: str, streams: int, rounds: int, think: float) -> dict:
+    import random
+
+    import httpx
+
+    pauses = random.Random(42)
+    schedule = [[pauses.uniform(0, think) for _ in range(rounds)] for _ in range(streams)]
+
+    limits = httpx.Limits(max_connections=streams * 2, max_keepalive_connections=streams * 2)
+    async with httpx.AsyncClient(limits=limits, timeout=120) as client:
+        await one_stream(client, url, -1)  # warm the connection path
+
+        async def worker(n):
+            results = []
+            for pause in schedule[n]:
+                await asyncio.sleep(pause)
+                results.append(await one_stream(client, url, n))
+            return results
+
+        started = time.perf_counter()
+        results = [r for batch in await asyncio.gather(*(worker(n) for n in range(streams))) for r in batch]
+        wall = time.perf_counter() - started
+    ttft = [r[0] for r in results]
+    total = [r[1] for r in results]
+    chunks = sum(r[2] for r in results)
+    return {
+        "requests": len(results),
+        "ttft_ms": {"p50": percentile(ttft, 50), "p99": percentile(ttft, 99), "mean": statistics.fmean(ttft)},
+        "total_ms": {"p50": percentile(total, 50), "p99": percentile(total, 99), "mean": statistics.fmean(total)},
+        "chunks_per_s": chunks / wall,
+        "wall_s": wall,
+    }
+
+
+def prepare_database(env: dict, upstream_url: str) -> str:
+    """Migrate the throwaway database, add the endpoint and open a session; the session's base URL."""
+    os.environ.update(env)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clawgym_site.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from llm.models import ModelCall
+    from llm.services import create_endpoint, open_proxy_session, proxy_base_url
+
+    call_command("migrate", verbosity=0)
+    endpoint = create_endpoint("bench-upstream", base_url=upstream_url, model="bench-model", max_concurrent=1000)
+    session = open_proxy_session(endpoint, subject="bench")
+    prepare_database.count_calls = lambda: ModelCall.objects.filter(session=session).count()
+    return proxy_base_url(session)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--streams", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--chunks", type=int, default=40, help="SSE chunks per answer")
+    parser.add_argument("--chunk-delay", type=float, default=0.02, help="seconds between upstream chunks")
+    parser.add_argument("--think", type=float, default=0.5, help="a client's longest pause before a request (s)")
+    parser.add_argument("--proxy-loop", default="auto", choices=["auto", "asyncio", "uvloop"],
+                        help="uvicorn --loop for the proxy (auto: uvloop when installed)")
+    parser.add_argument("--proxy-http", default="auto", choices=["auto", "h11", "httptools"],
+                        help="uvicorn --http for the proxy (auto: httptools when installed)")
+    parser.add_argument("--serve-upstream", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve_upstream:
+        serve_upstream(args.serve_upstream, args.chunks, args.chunk_delay)
+        return
+
+    workdir = Path(tempfile.mkdtemp(prefix="clawgym-proxy-bench-"))
+    upstream_port, proxy_port = free_port(), free_port()
+    env = {
+        "CLAWGYM_VAR_DIR": str(workdir),
+        "DATABASE_URL": f"sqlite:///{workdir / 'bench.sqlite3'}",
+        "CLAWGYM_PROXY_PUBLIC_URL": f"http://127.0.0.1:{proxy_port}",
+        "LOG_LEVEL": "WARNING",
+        "PYTHONUNBUFFERED": "1",
+    }
+    child_env = {**os.environ, **env, "DJANGO_SETTINGS_MODULE": "clawgym_site.settings"}
+    procs = []
+    try:
+        upstream = subprocess.Popen(
+            [sys.executable, __file__, "--serve-upstream", str(upstream_port), "--chunks", str(args.chunks),
+             "--chunk-delay", str(args.chunk_delay)], cwd=BASE_DIR, env=child_env)
+        procs.append(upstream)
+        base_url = prepare_database(env, f"http://127.0.0.1:{upstream_port}/v1")
+        proxy = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "clawgym_site.asgi:application", "--host", "127.0.0.1", "--port",
+             str(proxy_port), "--log-level", "warning", "--no-access-log",
+             "--loop", args.proxy_loop, "--http", args.proxy_http], cwd=BASE_DIR, env=child_env)
+        procs.append(proxy)
+        wait_for_port(upstream_port, upstream)
+        wait_for_port(proxy_port, proxy)
+
+        direct_url = f"http://127.0.0.1:{upstream_port}/v1/chat/completions"
+        direct = asyncio.run(load(direct_url, args.streams, args.rounds, args.think))
+        cpu_before = cpu_seconds(proxy.pid)
+        proxied = asyncio.run(load(f"{base_url}/chat/completions", args.streams, args.rounds, args.think))
+        cpu_used = cpu_seconds(proxy.pid) - cpu_before if cpu_before is not None else None
+        recorded = prepare_database.count_calls()
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGINT)
+        for proc in procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    added = {
+        "ttft_p50": proxied["ttft_ms"]["p50"] - direct["ttft_ms"]["p50"],
+        "ttft_p99": proxied["ttft_ms"]["p99"] - direct["ttft_ms"]["p99"],
+        "total_p50": proxied["total_ms"]["p50"] - direct["total_ms"]["p50"],
+        "total_p99": proxied["total_ms"]["p99"] - direct["total_ms"]["p99"],
+    }
+    ratio = proxied["chunks_per_s"] / direct["chunks_per_s"]
+    report = {
+        "streams": args.streams,
+        "rounds": args.rounds,
+        "chunks_per_answer": args.chunks,
+        "chunk_delay_s": args.chunk_delay,
+        "think_s": args.think,
+        "cpus": os.cpu_count(),
+        "proxy_server": {"loop": args.proxy_loop, "http": args.proxy_http},
+        "direct": direct,
+        "proxy": proxied,
+        "recorded_calls": recorded,
+        "proxy_cpu_ms_per_request": round(cpu_used * 1000 / proxied["requests"], 2) if cpu_used is not None else None,
+        "added_latency_ms": {k: round(v, 2) for k, v in added.items()},
+        "throughput_ratio": round(ratio, 3),
+        "aim": {"p50_added_ms_max": AIM_P50_ADDED_MS, "throughput_ratio_min": AIM_THROUGHPUT_RATIO},
+        "aim_met": added["ttft_p50"] <= AIM_P50_ADDED_MS and ratio >= AIM_THROUGHPUT_RATIO,
+    }
+    print(f"direct: TTFT p50 {direct['ttft_ms']['p50']:.1f} ms, {direct['chunks_per_s']:.0f} chunks/s")
+    print(f"proxy:  TTFT p50 {proxied['ttft_ms']['p50']:.1f} ms, {proxied['chunks_per_s']:.0f} chunks/s, "
+          f"{recorded} calls recorded")
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,195 @@
+#!/usr/bin/env python
+"""Sandbox and sanity-check benchmark.
+
+1. The same trivial checker (`python3 reward/check.py`, which prints its sub-scores and a score) run N times as a
+   bare subprocess and N times through the bubblewrap backend; also through tasks.verification.run_checker (which
+   adds installing the checker, two workspace snapshots and parsing). The overhead is the difference of medians.
+2. The sanity check (empty, initial, scaffold and solution runs) of 200 generated tasks, run in this process on all
+   CPUs (`sanity_check --here`), reports stored, on a throwaway test database.
+
+Targets: sandbox overhead at most 30 ms per run; 200 tasks sanity-checked in under 60 s. One JSON object on the
+last line.
+"""
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clawgym_site.settings")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.test.utils import setup_databases, setup_test_environment, teardown_databases  # noqa: E402
+
+RUNS = int(os.environ.get("BENCH_SANDBOX_RUNS", 50))
+SANITY_TASKS = int(os.environ.get("BENCH_SANITY_TASKS", 200))
+WORKERS = int(os.environ.get("BENCH_SANITY_WORKERS", os.cpu_count() or 1))
+WARMUP = 3
+TARGET_OVERHEAD_MS = 30
+TARGET_SANITY_SECONDS = 60
+
+TRIVIAL_CHECK = b'import json\nprint(json.dumps({"ran": 1}))\nprint(1.0)\n'
+COMMAND = ["python3", "reward/check.py"]
+
+
+def median_ms(timings: list[float]) -> float:
+    return round(statistics.median(timings) * 1000, 2)
+
+
+def summary(timings: list[float]) -> dict:
+    timings = sorted(timings)
+    return {
+        "runs": len(timings),
+        "median_ms": median_ms(timings),
+        "mean_ms": round(statistics.mean(timings) * 1000, 2),
+        "p95_ms": round(timings[min(len(timings) - 1, int(0.95 * len(timings)))] * 1000, 2),
+    }
+
+
+def time_runs(run_once) -> list[float]:
+    for _ in range(WARMUP):  # page cache, bubblewrap's first start: not what is measured
+        run_once()
+    timings = []
+    for _ in range(RUNS):
+        began = time.perf_counter()
+        run_once()
+        timings.append(time.perf_counter() - began)
+    return timings
+
+
+def bench_overhead() -> dict:
+    from sandbox import Limits, Workspace, get_backend
+    from tasks.verification import CheckerSpec, run_checker
+
+    backend = get_backend("bwrap")
+    backend.check_available()
+    limits = Limits(wall_seconds=30)
+    with Workspace.create({"data.csv": b"a,b\n1,2\n", "reward/check.py": TRIVIAL_CHECK}) as workspace:
+        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
+
+        def bare():
+            done = subprocess.run(COMMAND, cwd=workspace.root, env=env, capture_output=True, timeout=30)
+            assert done.returncode == 0 and done.stdout.endswith(b"1.0\n"), done
+
+        def sandboxed():
+            result = backend.run(COMMAND, workspace, limits=limits)
+            assert result.ok and result.stdout.endswith("1.0\n"), result
+
+        bare_times = time_runs(bare)
+        bwrap_times = time_runs(sandboxed)
+
+    checker = CheckerSpec("bench", "Check.", {}, " ".join(COMMAND), {"check.py": TRIVIAL_CHECK})
+    with Workspace.create({"data.csv": b"a,b\n1,2\n"}) as workspace:
+
+        def checked():
+            result = run_checker(checker, workspace, backend=backend, limits=limits)
+            assert result.ok and result.score == 1.0, result
+
+        checker_times = time_runs(checked)
+    overhead = median_ms(bwrap_times) - median_ms(bare_times)
+    return {
+        "bare": summary(bare_times),
+        "bwrap": summary(bwrap_times),
+        "run_checker": summary(checker_times),
+        "overhead_ms": round(overhead, 2),
+        "run_checker_overhead_ms": round(median_ms(checker_times) - median_ms(bare_times), 2),
+    }
+
+
+def make_tasks(count: int) -> list:
+    """Tasks like a small synthesised one: two inputs, check.py with three sub-scores, a reference solution."""
+    from tasks.package import STANDARD_REWARD_SH, PackageFile, TaskPackage
+    from tasks.services import save_package
+
+    revisions = []
+    for n in range(count):
+        rows = "\n".join(f"{i},{(i * n) % 97}" for i in range(30))
+        total = sum((i * n) % 97 for i in range(30))
+        check = f"""import json
+def load():
+    try:
+        return json.load(open("reports/summary.json"))
+    except (OSError, ValueError):
+        return None
+out = load()
+ok = isinstance(out, dict)
+print(json.dumps({{
+    "total": ok and out.get("total") == {total},
+    "rows": ok and out.get("rows") == 30,
+    "source": ok and out.get("source") == "data/values.csv",
+}}))
+"""
+        files = [
+            PackageFile("data/values.csv", f"id,value\n{rows}\n".encode(), "input"),
+            PackageFile("notes.md", f"# Task {n}\n\nTotals only.\n".encode(), "input"),
+            PackageFile("reward.sh", STANDARD_REWARD_SH.encode(), "reward"),
+            PackageFile("check.py", check.encode(), "reward"),
+            PackageFile(
+                "reports/summary.json",
+                json.dumps({"total": total, "rows": 30, "source": "data/values.csv"}).encode(),
+                "solution",
+            ),
+        ]
+        instruction = f"Task {n}: sum the values of data/values.csv into reports/summary.json (total, rows, source)."
+        revisions.append(save_package(TaskPackage(f"sanity-bench-{n:04d}", instruction, files=files)).revision)
+    return revisions
+
+
+def bench_sanity() -> dict:
+    from tasks.models import SanityReport
+    from tasks.sanity import check_here
+
+    revisions = make_tasks(SANITY_TASKS)
+    began = time.perf_counter()
+    outcomes = list(check_here(revisions, workers=WORKERS))
+    seconds = time.perf_counter() - began
+    errors = [error for _revision, report, error in outcomes if report is None]
+    verdicts = {}
+    for report in SanityReport.objects.all():
+        verdicts[report.verdict] = verdicts.get(report.verdict, 0) + 1
+    runs = sum(len(r.runs) + (r.solution_run is not None) for r in SanityReport.objects.all())
+    return {
+        "tasks": len(revisions),
+        "workers": WORKERS,
+        "checker_runs": runs,
+        "seconds": round(seconds, 2),
+        "tasks_per_second": round(len(revisions) / seconds, 1),
+        "ms_per_checker_run_per_worker": round(seconds * 1000 * WORKERS / max(runs, 1), 1),
+        "verdicts": verdicts,
+        "errors": errors[:3],
+    }
+
+
+def main() -> dict:
+    from django.db import connection
+
+    overhead = bench_overhead()
+    setup_test_environment()
+    old = setup_databases(verbosity=0, interactive=False)
+    try:
+        sanity = bench_sanity()
+        database = connection.vendor
+    finally:
+        teardown_databases(old, verbosity=0)
+    return {
+        "database": database,
+        "cpus": os.cpu_count(),
+        "sandbox": overhead,
+        "sanity": sanity,
+        "targets": {"overhead_ms": TARGET_OVERHEAD_MS, "sanity_seconds": TARGET_SANITY_SECONDS},
+        "meets_targets": overhead["overhead_ms"] <= TARGET_OVERHEAD_MS
+        and sanity["seconds"] < TARGET_SANITY_SECONDS
+        and not sanity["errors"]
+        and sanity["verdicts"] == {"passed": SANITY_TASKS},
+    }
+
+
+if __name__ == "__main__":
+    print(json.dumps(main()))

@@ -1,0 +1,47 @@
+"""Django admin for the LLM gateway. Calls are history: shown, never edited. Keys never appear (only their variable)."""
+
+from django.contrib import admin
+
+from .models import EndpointLease, ModelCall, ModelEndpoint, ProxySession
+
+
+@admin.register(ModelEndpoint)
+class ModelEndpointAdmin(admin.ModelAdmin):
+    list_display = ["name", "model", "api_style", "base_url", "api_key_env", "max_concurrent", "enabled"]
+    list_filter = ["api_style", "enabled"]
+    search_fields = ["name", "model", "base_url"]
+
+    def save_model(self, request, obj, form, change):
+        obj.full_clean()  # roles and sampling are checked in the model
+        super().save_model(request, obj, form, change)
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(ModelCall)
+class ModelCallAdmin(ReadOnlyAdmin):
+    list_display = ["id", "created_at", "purpose", "endpoint_name", "subject", "input_tokens", "output_tokens",
+                    "latency_ms", "cost", "error"]
+    list_filter = ["purpose", "endpoint_name", "api", "stream"]
+    search_fields = ["subject", "error"]
+    date_hierarchy = "created_at"
+
+
+@admin.register(ProxySession)
+class ProxySessionAdmin(admin.ModelAdmin):
+    list_display = ["id", "endpoint", "subject", "is_open", "created_at", "closed_at"]
+    list_filter = ["is_open", "endpoint"]
+    search_fields = ["subject", "token"]
+    readonly_fields = ["token", "created_at", "closed_at"]
+
+
+@admin.register(EndpointLease)
+class EndpointLeaseAdmin(ReadOnlyAdmin):
+    list_display = ["endpoint", "slot", "holder", "expires_at"]
+    list_filter = ["endpoint"]

@@ -1,0 +1,265 @@
+"""The LLM gateway's records: model endpoints, every model call, recording sessions, and concurrency leases.
+
+llm knows no other app: the object a call served is a generic reference (content type + id) or a free
+`subject` string such as "rollout:42", so tasks, evaluation or review can point at their calls without llm
+importing them.
+"""
+
+import os
+import re
+import secrets
+from decimal import Decimal
+from urllib.parse import urlsplit
+
+from django.contrib.contenttypes.fields import GenericForeignKey
+from django.contrib.contenttypes.models import ContentType
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
+from django.db import models
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+MILLION = Decimal(1_000_000)
+# Set by the client or the caller, never by an endpoint's default sampling settings.
+RESERVED_SAMPLING_KEYS = {"model", "messages", "input", "stream"}
+
+
+def validate_base_url(value: str) -> None:
+    # URLField's validator refuses hosts without a dot (http://vllm:8000/v1), which are normal in clusters.
+    parts = urlsplit(value)
+    if parts.scheme not in {"http", "https"} or not parts.netloc:
+        raise ValidationError(f"{value!r} is not an http(s) URL such as https://api.openai.com/v1")
+    if parts.query or parts.fragment:
+        raise ValidationError("the base URL takes no query string or fragment")
+
+
+def validate_env_name(value: str) -> None:
+    if value and not ENV_NAME.match(value):
+        raise ValidationError(f"{value!r} is not an environment variable name (letters, digits, underscores)")
+
+
+class ModelEndpoint(models.Model):
+    """One model behind an OpenAI-compatible API (OpenAI, vLLM, SGLang, OpenRouter, a local server).
+
+    The API key is never stored: `api_key_env` names the environment variable that holds it, read at call time.
+    """
+
+    class ApiStyle(models.TextChoices):
+        CHAT = "chat", "Chat completions"
+        RESPONSES = "responses", "Responses"
+
+    class Role(models.TextChoices):
+        GENERATOR = "generator", "Generator"
+        JUDGE = "judge", "Judge"
+        DIAGNOSIS = "diagnosis", "Diagnosis"
+        AGENT = "agent", "Agent"
+
+    name = models.SlugField(max_length=80, unique=True, help_text="Short name scripts and settings use.")
+    base_url = models.CharField(
+        max_length=300, validators=[validate_base_url], help_text="Up to and including /v1, e.g. http://gpu1:8000/v1"
+    )
+    model = models.CharField(max_length=200, help_text="Model id the API expects, e.g. gpt-4.1-mini.")
+    api_style = models.CharField(max_length=16, choices=ApiStyle.choices, default=ApiStyle.CHAT)
+    api_key_env = models.CharField(
+        max_length=100,
+        blank=True,
+        validators=[validate_env_name],
+        help_text="Name of the environment variable holding the API key (blank: the server needs none).",
+    )
+    roles = models.JSONField(default=list, blank=True, help_text="What it may serve: generator, judge, diagnosis, agent.")
+    timeout_seconds = models.FloatField(default=120.0, validators=[MinValueValidator(0.1)])
+    max_retries = models.PositiveSmallIntegerField(default=3, help_text="Retries on 429, 5xx and timeouts.")
+    max_concurrent = models.PositiveSmallIntegerField(
+        default=4, validators=[MinValueValidator(1)], help_text="Calls in flight at once, across all processes."
+    )
+    sampling = models.JSONField(default=dict, blank=True, help_text='Default settings, e.g. {"temperature": 0.2}.')
+    price_input_per_mtok = models.DecimalField(max_digits=12, decimal_places=4, default=Decimal(0))
+    price_output_per_mtok = models.DecimalField(max_digits=12, decimal_places=4, default=Decimal(0))
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+    def clean(self):
+        unknown = set(self.roles or []) - set(self.Role.values)
+        if not isinstance(self.roles, list) or unknown:
+            raise ValidationError({"roles": f"roles must be a list of {self.Role.values}; unknown: {sorted(unknown)}"})
+        if not isinstance(self.sampling, dict):
+            raise ValidationError({"sampling": "sampling must be a JSON object"})
+        reserved = RESERVED_SAMPLING_KEYS & set(self.sampling)
+        if reserved:
+            raise ValidationError({"sampling": f"sampling holds settings such as temperature, not {sorted(reserved)}"})
+
+    def serves(self, role: str) -> bool:
+        return role in (self.roles or [])
+
+    def api_key(self) -> str | None:
+        """The key from the environment, or None when no variable is named. Never log or render it."""
+        if not self.api_key_env:
+            return None
+        key = os.environ.get(self.api_key_env)
+        if not key:
+            raise MissingApiKey(f"endpoint {self.name!r} needs its API key in the environment variable {self.api_key_env}")
+        return key
+
+    def cost(self, input_tokens: int | None, output_tokens: int | None) -> Decimal:
+        return (
+            Decimal(input_tokens or 0) * self.price_input_per_mtok + Decimal(output_tokens or 0) * self.price_output_per_mtok
+        ) / MILLION
+
+    def as_dict(self) -> dict:
+        """Everything scripts may see (the key's variable name, never the key)."""
+        return {
+            "name": self.name,
+            "base_url": self.base_url,
+            "model": self.model,
+            "api_style": self.api_style,
+            "api_key_env": self.api_key_env,
+            "roles": list(self.roles or []),
+            "timeout_seconds": self.timeout_seconds,
+            "max_retries": self.max_retries,
+            "max_concurrent": self.max_concurrent,
+            "sampling": self.sampling,
+            "price_input_per_mtok": str(self.price_input_per_mtok),
+            "price_output_per_mtok": str(self.price_output_per_mtok),
+            "enabled": self.enabled,
+        }
+
+
+class MissingApiKey(Exception):
+    """The endpoint names an environment variable for its key, and the variable is unset or empty."""
+
+
+def new_session_token() -> str:
+    return secrets.token_urlsafe(24)
+
+
+class ProxySession(models.Model):
+    """A recording session of the proxy (later: one rollout). Its token is the only credential agents get."""
+
+    token = models.CharField(max_length=64, unique=True, default=new_session_token, editable=False)
+    endpoint = models.ForeignKey(ModelEndpoint, on_delete=models.PROTECT, related_name="proxy_sessions")
+    subject = models.CharField(max_length=200, blank=True, db_index=True, help_text='What it records, e.g. "rollout:42".')
+    is_open = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    closed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        return f"proxy session {self.token[:8]}… → {self.endpoint_id and self.endpoint.name}"
+
+
+class ModelCallQuerySet(models.QuerySet):
+    def totals_by(self, field: str):
+        """Rows of {field, calls, errors, input_tokens, output_tokens, cost}, largest cost first."""
+        return (
+            self.order_by()
+            .values(field)
+            .annotate(
+                calls=models.Count("id"),
+                errors=models.Count("id", filter=~models.Q(error="")),
+                input_tokens=models.Sum("input_tokens"),
+                output_tokens=models.Sum("output_tokens"),
+                cost=models.Sum("cost"),
+            )
+            .order_by("-cost", field)
+        )
+
+
+class ModelCall(models.Model):
+    """One model call (the client's or the proxy's): what was asked, what came back, and what it cost."""
+
+    endpoint = models.ForeignKey(ModelEndpoint, null=True, on_delete=models.SET_NULL, related_name="calls")
+    endpoint_name = models.CharField(max_length=80, db_index=True, help_text="Kept when the endpoint is deleted.")
+    model = models.CharField(max_length=200, blank=True)
+    purpose = models.CharField(max_length=80, db_index=True, help_text='Why: "proxy", "judge", "test_connection", …')
+    subject = models.CharField(max_length=200, blank=True, db_index=True)
+    served_type = models.ForeignKey(ContentType, null=True, blank=True, on_delete=models.SET_NULL)
+    served_id = models.CharField(max_length=64, blank=True)
+    served = GenericForeignKey("served_type", "served_id")
+    session = models.ForeignKey(ProxySession, null=True, blank=True, on_delete=models.SET_NULL, related_name="calls")
+    api = models.CharField(max_length=16, choices=ModelEndpoint.ApiStyle.choices, default=ModelEndpoint.ApiStyle.CHAT)
+    stream = models.BooleanField(default=False)
+    request = models.JSONField(help_text="The request body as sent upstream.")
+    response = models.JSONField(null=True, blank=True, help_text="The response (assembled, when streamed).")
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    attempts = models.PositiveSmallIntegerField(default=1)
+    input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    latency_ms = models.FloatField(null=True, blank=True, help_text="Total time, first byte sent to last byte received.")
+    ttft_ms = models.FloatField(null=True, blank=True, help_text="Time to the first streamed chunk.")
+    cost = models.DecimalField(max_digits=14, decimal_places=8, default=Decimal(0))
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    objects = ModelCallQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["served_type", "served_id"], name="modelcall_served")]
+
+    def __str__(self):
+        return f"{self.purpose} call #{self.pk} to {self.endpoint_name}"
+
+    @property
+    def ok(self) -> bool:
+        return not self.error
+
+    @property
+    def total_tokens(self) -> int:
+        return (self.input_tokens or 0) + (self.output_tokens or 0)
+
+    def as_dict(self) -> dict:
+        return {
+            "id": self.pk,
+            "endpoint": self.endpoint_name,
+            "model": self.model,
+            "purpose": self.purpose,
+            "subject": self.subject,
+            "session": self.session.token if self.session_id else None,
+            "api": self.api,
+            "stream": self.stream,
+            "request": self.request,
+            "response": self.response,
+            "status_code": self.status_code,
+            "error": self.error,
+            "attempts": self.attempts,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "latency_ms": self.latency_ms,
+            "ttft_ms": self.ttft_ms,
+            "cost": str(self.cost),
+            "created_at": self.created_at.isoformat(),
+        }
+
+
+class EndpointLease(models.Model):
+    """One of an endpoint's `max_concurrent` call slots. A caller holds a slot by a conditional UPDATE.
+
+    Rows, not Redis: the bound holds across processes on SQLite (the embedded default) and PostgreSQL alike.
+    A slot whose holder died frees itself when `expires_at` passes (set to the call's timeout plus a margin).
+    """
+
+    endpoint = models.ForeignKey(ModelEndpoint, on_delete=models.CASCADE, related_name="leases")
+    slot = models.PositiveSmallIntegerField()
+    holder = models.CharField(max_length=100, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["endpoint", "slot"], name="endpointlease_unique_slot")]
+
+    def __str__(self):
+        return f"{self.endpoint_id} slot {self.slot}: {self.holder or 'free'}"
+
+
+def served_reference(obj) -> tuple[ContentType | None, str]:
+    """(content type, id) for the object a call served, or (None, "") for none."""
+    if obj is None:
+        return None, ""
+    return ContentType.objects.get_for_model(obj), str(obj.pk)

@@ -1,0 +1,337 @@
+"""The recording proxy: OpenAI-compatible routes that forward to a session's endpoint and store every call.
+
+    POST /proxy/<token>/v1/chat/completions      POST /proxy/<token>/v1/responses      GET /proxy/<token>/v1/models
+
+The token (a ProxySession) is the only credential: no session or CSRF, the caller's Authorization header is
+dropped, and the upstream key is added here, so an agent never sees it. The session's endpoint fixes the model
+(the body's "model" is replaced); everything else in the body passes through untouched.
+
+Async views under the ASGI app with one shared httpx.AsyncClient per event loop: 64 streaming agents are 64
+coroutines, and /proxy/ skips the site's middleware (llm/asgi.py); database work runs on a small pool of its
+own (in_db). A stream is passed
+on chunk by chunk as it arrives and assembled on the side (llm.sse); the ModelCall row is written when the
+stream's end marker arrives, just before that last chunk goes out, so a caller that has seen the end of a
+response can find its record. Upstream errors pass through with their status and body.
+The proxy does not retry (the agent harness decides) and does not take endpoint slots (rollout concurrency is
+bounded by the sandboxes).
+"""
+
+import asyncio
+import json
+import logging
+import threading
+import time
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import InterfaceError, OperationalError, connection
+from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from .models import MissingApiKey, ModelCall, ModelEndpoint, ProxySession
+from .sse import StreamAssembler, usage_of
+
+log = logging.getLogger(__name__)
+
+PASSED_HEADERS = ("retry-after", "x-request-id")  # besides content-type, which every response sets itself
+CONNECT_TIMEOUT = 10.0
+
+_clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient]" = weakref.WeakKeyDictionary()
+_db_pool: ThreadPoolExecutor | None = None  # created on first use, in the serving process
+_db_pool_threads = 0
+_pending_records: set[asyncio.Task] = set()  # records written after a caller went away; kept from the GC
+
+
+def upstream_client() -> httpx.AsyncClient:
+    """The process's client for the running event loop (a client cannot cross loops)."""
+    loop = asyncio.get_running_loop()
+    client = _clients.get(loop)
+    if client is None:
+        limits = httpx.Limits(max_connections=settings.CLAWGYM_PROXY_MAX_CONNECTIONS, max_keepalive_connections=64)
+        client = httpx.AsyncClient(limits=limits, trust_env=False)
+        _clients[loop] = client
+    return client
+
+
+def _error(status: int, message: str, kind: str = "proxy_error") -> JsonResponse:
+    return JsonResponse({"error": {"message": message, "type": kind, "code": status}}, status=status)
+
+
+def _db_executor() -> ThreadPoolExecutor:
+    global _db_pool, _db_pool_threads
+    if _db_pool is None:
+        _db_pool_threads = settings.CLAWGYM_PROXY_DB_THREADS
+        _db_pool = ThreadPoolExecutor(_db_pool_threads, thread_name_prefix="proxy-db")
+    return _db_pool
+
+
+def close_db_pool() -> None:
+    """Close the pool's database connections and its threads (a test server's teardown; a process exit does it too)."""
+    global _db_pool
+    pool, _db_pool = _db_pool, None
+    if pool is None:
+        return
+    threads = _db_pool_threads
+    # A connection can only be closed by its own thread: one task per thread, held at a barrier until all run.
+    barrier = threading.Barrier(threads)
+
+    def close():
+        barrier.wait(timeout=10)
+        connection.close()
+
+    for future in [pool.submit(close) for _ in range(threads)]:
+        future.result()
+    pool.shutdown()
+
+
+def _with_connection(fn, *args):
+    """Run fn on this pool thread's own, long-lived connection; reconnect once if the database dropped it."""
+    try:
+        return fn(*args)
+    except (InterfaceError, OperationalError):
+        connection.close()
+        return fn(*args)
+
+
+async def in_db(fn, *args):
+    """Run a small ORM function on the proxy's database threads.
+
+    Not Django's per-request thread: connecting per request (CONN_MAX_AGE=0) and a new thread per request in
+    flight would cost more than the proxy's whole forwarding work. These threads keep their connections open.
+    """
+    return await sync_to_async(_with_connection, thread_sensitive=False, executor=_db_executor())(fn, *args)
+
+
+def _find_session(token: str) -> ProxySession | None:
+    return ProxySession.objects.select_related("endpoint").filter(token=token, is_open=True).first()
+
+
+async def _session(token: str) -> ProxySession | None:
+    return await in_db(_find_session, token)
+
+
+class _Call:
+    """What one proxied call has learned so far; turned into a ModelCall row at the end."""
+
+    def __init__(self, session: ProxySession, api: str, body: dict, started: float):
+        self.session, self.api, self.body, self.started = session, api, body, started
+        self.stream = bool(body.get("stream"))
+        self.status_code: int | None = None
+        self.response = None
+        self.error = ""
+        self.first_chunk_at: float | None = None
+
+    def row(self) -> dict:
+        endpoint = self.session.endpoint
+        input_tokens, output_tokens = usage_of(self.api, self.response)
+        return {
+            "endpoint": endpoint,
+            "endpoint_name": endpoint.name,
+            "model": endpoint.model,
+            "purpose": "proxy",
+            "subject": self.session.subject,
+            "session": self.session,
+            "api": self.api,
+            "stream": self.stream,
+            "request": self.body,
+            "response": self.response,
+            "status_code": self.status_code,
+            "error": self.error,
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "latency_ms": (time.perf_counter() - self.started) * 1000,
+            "ttft_ms": (self.first_chunk_at - self.started) * 1000 if self.first_chunk_at else None,
+            "cost": endpoint.cost(input_tokens, output_tokens),
+        }
+
+    async def record(self) -> None:
+        try:
+            await in_db(_create_call, self.row())
+        except Exception:
+            # The caller already has its answer; a lost record must be loud in the log, not a broken response.
+            log.exception("could not record a proxied call of session %s", self.session.pk)
+
+    def record_detached(self) -> None:
+        """Write the record in a task of its own: this request is being torn down."""
+        task = asyncio.ensure_future(self.record())
+        _pending_records.add(task)
+        task.add_done_callback(_pending_records.discard)
+
+
+def _create_call(row: dict) -> None:
+    ModelCall.objects.create(**row)
+
+
+def _parsed(content: bytes):
+    try:
+        return json.loads(content)
+    except ValueError:
+        return {"raw": content.decode("utf-8", errors="replace")[:100_000]}
+
+
+def _error_text(status: int, body) -> str:
+    message = body.get("error") if isinstance(body, dict) else None
+    if isinstance(message, dict):
+        message = message.get("message")
+    return f"upstream HTTP {status}: {message or body}"[:2000]
+
+
+def _passed_headers(response: HttpResponse, upstream: httpx.Response) -> HttpResponse:
+    for name in PASSED_HEADERS:
+        if name in upstream.headers:
+            response[name] = upstream.headers[name]
+    return response
+
+
+class _Refused(Exception):
+    """The request is refused before anything goes upstream; `response` says why."""
+
+    def __init__(self, response: JsonResponse):
+        super().__init__(response.status_code)
+        self.response = response
+
+
+async def _read_request(request, token: str):
+    """(session, body, raw bytes). Refused: 401 unknown or closed token, 413 too large, 400 not a JSON object,
+    503 endpoint disabled."""
+    session = await _session(token)
+    if session is None:
+        raise _Refused(_error(401, "unknown or closed proxy session token", "invalid_request_error"))
+    limit = settings.CLAWGYM_PROXY_MAX_REQUEST_BYTES
+    declared = request.META.get("CONTENT_LENGTH")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise _Refused(_error(413, f"request body over the proxy's limit of {limit} bytes"))
+    # read(), not .body: the limit here is the proxy's own, not DATA_UPLOAD_MAX_MEMORY_SIZE.
+    raw = request.read(limit + 1)
+    if len(raw) > limit:
+        raise _Refused(_error(413, f"request body over the proxy's limit of {limit} bytes"))
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:
+        raise _Refused(_error(400, f"the request body is not JSON: {exc}", "invalid_request_error"))
+    if not isinstance(body, dict):
+        raise _Refused(_error(400, "the request body must be a JSON object", "invalid_request_error"))
+    if not session.endpoint.enabled:
+        raise _Refused(_error(503, f"model endpoint {session.endpoint.name!r} is disabled"))
+    return session, body, raw
+
+
+async def _forward(request, token: str, api: str, path: str):
+    started = time.perf_counter()
+    if request.method != "POST":
+        return _error(405, f"{request.method} is not allowed here; use POST")
+    try:
+        session, body, raw = await _read_request(request, token)
+    except _Refused as refused:
+        return refused.response
+    endpoint = session.endpoint
+    if body.get("model") != endpoint.model:
+        body["model"] = endpoint.model
+        raw = json.dumps(body).encode()  # otherwise the caller's bytes go upstream as they came
+    call = _Call(session, api, body, started)
+    headers = {"content-type": "application/json", "accept-encoding": "identity"}
+    try:
+        key = endpoint.api_key()
+    except MissingApiKey as exc:
+        call.status_code, call.error = 502, f"proxy misconfigured: {exc}"
+        await call.record()
+        return _error(502, call.error)
+    if key:
+        headers["authorization"] = f"Bearer {key}"
+    client = upstream_client()
+    url = endpoint.base_url.rstrip("/") + path
+    timeout = httpx.Timeout(endpoint.timeout_seconds, connect=CONNECT_TIMEOUT)
+    upstream_request = client.build_request("POST", url, content=raw, headers=headers, timeout=timeout)
+    try:
+        upstream = await client.send(upstream_request, stream=True)
+    except httpx.TimeoutException as exc:
+        call.status_code, call.error = 504, f"upstream timed out: {type(exc).__name__}"
+        await call.record()
+        return _error(504, call.error)
+    except httpx.HTTPError as exc:
+        call.status_code, call.error = 502, f"upstream unreachable: {type(exc).__name__}: {exc}"
+        await call.record()
+        return _error(502, call.error)
+    call.status_code = upstream.status_code
+    content_type = upstream.headers.get("content-type", "application/json")
+    if upstream.status_code >= 400 or "text/event-stream" not in content_type:
+        return await _whole(call, upstream, content_type)
+    response = StreamingHttpResponse(_relay(call, upstream), status=upstream.status_code, content_type=content_type)
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"  # nginx in front must not buffer the stream either
+    return _passed_headers(response, upstream)
+
+
+async def _whole(call: _Call, upstream: httpx.Response, content_type: str) -> HttpResponse:
+    """A non-streamed answer or an upstream error: read it all, record it, pass it on as it came."""
+    try:
+        content = await upstream.aread()
+    except httpx.HTTPError as exc:
+        call.status_code, call.error = 502, f"upstream broke off the answer: {type(exc).__name__}"
+        await call.record()
+        return _error(502, call.error)
+    finally:
+        await upstream.aclose()
+    call.first_chunk_at = time.perf_counter()
+    call.response = _parsed(content)
+    if upstream.status_code >= 400:
+        call.error = _error_text(upstream.status_code, call.response)
+    await call.record()
+    response = HttpResponse(content, status=upstream.status_code, content_type=content_type)
+    return _passed_headers(response, upstream)
+
+
+async def _relay(call: _Call, upstream: httpx.Response):
+    """Pass each chunk on as it arrives. The record is written just before the chunk holding the stream's end
+    marker goes out, so a caller that has seen [DONE] (and the SDK stops there) can already find it."""
+    assembler = StreamAssembler(call.api)
+    recorded = finished = False
+    try:
+        async for chunk in upstream.aiter_raw():
+            if call.first_chunk_at is None:
+                call.first_chunk_at = time.perf_counter()
+            assembler.feed(chunk)
+            if assembler.complete and not recorded:
+                call.response = assembler.result()
+                await call.record()
+                recorded = True
+            yield chunk
+        finished = True
+    except httpx.HTTPError as exc:
+        # Headers are gone already: the caller sees a cut-off stream; the record says why.
+        call.error = f"upstream stream broke off: {type(exc).__name__}: {exc}"
+        finished = True
+    finally:
+        await upstream.aclose()
+        if not recorded and not finished:
+            call.response = assembler.result()
+            call.error = call.error or "the caller went away before the stream ended"
+            call.record_detached()  # being closed or cancelled: a write awaited here could be cut short
+    if finished and not recorded:
+        call.response = assembler.result()
+        await call.record()
+
+
+@csrf_exempt
+async def chat_completions(request, token: str):
+    return await _forward(request, token, ModelEndpoint.ApiStyle.CHAT, "/chat/completions")
+
+
+@csrf_exempt
+async def responses(request, token: str):
+    return await _forward(request, token, ModelEndpoint.ApiStyle.RESPONSES, "/responses")
+
+
+@csrf_exempt
+async def models(request, token: str):
+    """The session's one model, answered here (no upstream call, nothing recorded)."""
+    session = await _session(token)
+    if session is None:
+        return _error(401, "unknown or closed proxy session token", "invalid_request_error")
+    created = int(session.endpoint.created_at.timestamp())
+    model = {"id": session.endpoint.model, "object": "model", "created": created, "owned_by": "clawgym"}
+    return JsonResponse({"object": "list", "data": [model]})
+

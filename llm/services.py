@@ -1,0 +1,66 @@
+"""Every state change of the LLM gateway: endpoints and recording sessions. Views, the API and commands call these."""
+
+import logging
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from .models import ModelEndpoint, ProxySession
+
+log = logging.getLogger(__name__)
+
+ENDPOINT_FIELDS = {
+    "base_url", "model", "api_style", "api_key_env", "roles", "timeout_seconds", "max_retries", "max_concurrent",
+    "sampling", "price_input_per_mtok", "price_output_per_mtok", "enabled",
+}
+
+
+def _who(user) -> str:
+    return user.get_username() if user is not None else "a script"
+
+
+def _check_fields(fields: dict) -> None:
+    unknown = set(fields) - ENDPOINT_FIELDS
+    if unknown:
+        raise ValueError(f"unknown endpoint field(s): {sorted(unknown)}; known: {sorted(ENDPOINT_FIELDS)}")
+
+
+def create_endpoint(name: str, *, user=None, **fields) -> ModelEndpoint:
+    """A new endpoint; ValidationError (from full_clean) names each bad field."""
+    _check_fields(fields)
+    endpoint = ModelEndpoint(name=name, **fields)
+    endpoint.full_clean()
+    endpoint.save()
+    log.info("model endpoint %s created by %s", endpoint.name, _who(user))
+    return endpoint
+
+
+def update_endpoint(endpoint: ModelEndpoint, *, user=None, **fields) -> ModelEndpoint:
+    _check_fields(fields)
+    for name, value in fields.items():
+        setattr(endpoint, name, value)
+    endpoint.full_clean()
+    endpoint.save()
+    log.info("model endpoint %s changed by %s: %s", endpoint.name, _who(user), ", ".join(sorted(fields)) or "nothing")
+    return endpoint
+
+
+def open_proxy_session(endpoint: ModelEndpoint, *, subject: str = "") -> ProxySession:
+    """A new recording session on `endpoint`; its token is the agent's only credential."""
+    if not endpoint.enabled:
+        raise ValueError(f"model endpoint {endpoint.name!r} is disabled; enable it before opening a session")
+    return ProxySession.objects.create(endpoint=endpoint, subject=subject)
+
+
+def close_proxy_session(session: ProxySession) -> ProxySession:
+    """From now on its token gets 401. Closing twice is harmless (the first close time is kept)."""
+    with transaction.atomic():
+        ProxySession.objects.filter(pk=session.pk, is_open=True).update(is_open=False, closed_at=timezone.now())
+    session.refresh_from_db()
+    return session
+
+
+def proxy_base_url(session: ProxySession) -> str:
+    """The OpenAI base URL an agent is given for this session (ends in /v1)."""
+    return f"{settings.CLAWGYM_PROXY_PUBLIC_URL.rstrip('/')}/proxy/{session.token}/v1"

@@ -1,0 +1,365 @@
+"""Test support: a scripted OpenAI-compatible HTTP server on loopback, and the ASGI app on a live uvicorn.
+
+Test code, not product code (later issues use it to script agents). The server is real HTTP (uvicorn on
+127.0.0.1), so the openai SDK, the client and the proxy are tested exactly as they run; nothing is patched.
+
+    def test_x(scripted_upstream):
+        scripted_upstream.push(Reply.text("hello"), Reply.error(429), Reply.tool_call("write", {"path": "a"}))
+        ... point an endpoint at scripted_upstream.base_url ...
+        scripted_upstream.requests[0].json        # what it received (body, headers, path)
+
+Replies are played in order, one per request to /v1/chat/completions or /v1/responses; `default` answers when
+the script is used up (None: HTTP 500 saying so). A request with "stream": true gets the reply as SSE chunks
+(chat chunks or Responses events), `chunk_delay` seconds apart; `gate=True` holds the last chunk until
+`release()`, so a test can prove the proxy passed the first chunks on before the upstream finished.
+
+Fixtures: `scripted_upstream` (a fresh server per test) and `live_server_asgi` (clawgym_site.asgi:application
+under uvicorn in this process, on the test database; ask for `transactional_db` too, it sees committed rows only).
+"""
+
+import asyncio
+import json
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import pytest
+
+READY_TIMEOUT = 20.0
+
+
+@dataclass
+class Reply:
+    """One scripted answer. Build it with the class methods."""
+
+    status: int = 200
+    content: str | None = None
+    tool_calls: list[dict] = field(default_factory=list)
+    raw_body: str | None = None  # sent as is (an error body, or malformed JSON)
+    headers: dict = field(default_factory=dict)
+    chunk_size: int = 4  # characters of content per streamed delta
+    chunk_delay: float = 0.0  # seconds between streamed chunks
+    gate: bool = False  # hold the last chunk until release()
+    delay: float = 0.0  # seconds before the answer starts (a slow model, or one that times out)
+    usage: tuple[int, int] | None = None  # (input, output) tokens; default: from the lengths
+
+    @classmethod
+    def text(cls, content: str, **options) -> "Reply":
+        return cls(content=content, **options)
+
+    @classmethod
+    def tool_call(cls, name: str, arguments: dict | str, *, content: str | None = None, **options) -> "Reply":
+        args = arguments if isinstance(arguments, str) else json.dumps(arguments)
+        return cls(content=content, tool_calls=[{"name": name, "arguments": args}], **options)
+
+    @classmethod
+    def error(cls, status: int, message: str = "scripted error", *, retry_after: float | None = None) -> "Reply":
+        body = json.dumps({"error": {"message": message, "type": "scripted_error", "code": status}})
+        headers = {"retry-after": str(retry_after)} if retry_after is not None else {}
+        return cls(status=status, raw_body=body, headers=headers)
+
+    @classmethod
+    def raw(cls, body: str, status: int = 200) -> "Reply":
+        return cls(status=status, raw_body=body)
+
+
+@dataclass
+class Received:
+    """One request the server got, and how far its streamed answer has gone."""
+
+    method: str
+    path: str
+    headers: dict
+    body: bytes
+    chunks_sent: int = 0
+    finished: bool = False
+
+    @property
+    def json(self):
+        try:
+            return json.loads(self.body)
+        except ValueError:
+            return None
+
+
+def _usage(reply: Reply, request: dict) -> tuple[int, int]:
+    if reply.usage:
+        return reply.usage
+    prompt = json.dumps(request.get("messages") or request.get("input") or "")
+    return max(1, len(prompt) // 4), max(1, len(reply.content or "") // 4 + 4 * len(reply.tool_calls))
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def chat_completion(reply: Reply, request: dict) -> dict:
+    message = {"role": "assistant", "content": reply.content}
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {"id": f"call_{i}", "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+            for i, c in enumerate(reply.tool_calls)
+        ]
+    prompt, completion = _usage(reply, request)
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": request.get("model", "scripted"),
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if reply.tool_calls else "stop"}],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+    }
+
+
+def chat_chunks(reply: Reply, request: dict) -> list[dict]:
+    base = {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion.chunk",
+            "created": int(time.time()), "model": request.get("model", "scripted")}
+
+    def chunk(delta, finish=None):
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    if reply.content:
+        chunks += [chunk({"content": piece}) for piece in _pieces(reply.content, reply.chunk_size)]
+    for i, call in enumerate(reply.tool_calls):
+        head = {"index": i, "id": f"call_{i}", "type": "function", "function": {"name": call["name"], "arguments": ""}}
+        chunks.append(chunk({"tool_calls": [head]}))
+        chunks += [
+            chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
+            for piece in _pieces(call["arguments"], reply.chunk_size * 4)
+        ]
+    chunks.append(chunk({}, "tool_calls" if reply.tool_calls else "stop"))
+    if (request.get("stream_options") or {}).get("include_usage"):
+        prompt, completion = _usage(reply, request)
+        usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+        chunks.append({**base, "choices": [], "usage": usage})
+    return chunks
+
+
+def responses_object(reply: Reply, request: dict, status: str = "completed") -> dict:
+    output = []
+    if reply.content is not None:
+        output.append({
+            "type": "message", "id": f"msg_{uuid.uuid4().hex[:8]}", "role": "assistant", "status": "completed",
+            "content": [{"type": "output_text", "text": reply.content, "annotations": []}],
+        })
+    for i, call in enumerate(reply.tool_calls):
+        output.append({"type": "function_call", "id": f"fc_{i}", "call_id": f"call_{i}", "name": call["name"],
+                       "arguments": call["arguments"], "status": "completed"})
+    prompt, completion = _usage(reply, request)
+    return {
+        "id": f"resp_{uuid.uuid4().hex[:12]}", "object": "response", "created_at": int(time.time()),
+        "status": status, "model": request.get("model", "scripted"), "output": output,
+        "usage": {"input_tokens": prompt, "output_tokens": completion, "total_tokens": prompt + completion},
+    }
+
+
+def responses_events(reply: Reply, request: dict) -> list[dict]:
+    final = responses_object(reply, request)
+    started = {**final, "status": "in_progress", "output": [], "usage": None}
+    events = [{"type": "response.created", "response": started}]
+    item_id = final["output"][0]["id"] if reply.content is not None else None
+    for piece in _pieces(reply.content or "", reply.chunk_size) if item_id else []:
+        events.append({"type": "response.output_text.delta", "item_id": item_id, "output_index": 0,
+                       "content_index": 0, "delta": piece})
+    events.append({"type": "response.completed", "response": final})
+    return [{**event, "sequence_number": n} for n, event in enumerate(events)]
+
+
+class ScriptedUpstream:
+    """An OpenAI-compatible server on 127.0.0.1 that plays scripted replies and records every request."""
+
+    def __init__(self, default: Reply | None = None, model: str = "scripted-model"):
+        self.default = default
+        self.model = model
+        self.script: list[Reply] = []
+        self.requests: list[Received] = []
+        self.in_flight = 0
+        self.max_in_flight = 0  # the most requests it was answering at once
+        self._lock = threading.Lock()
+        self._gate = threading.Event()
+        self._server = None
+        self._thread = None
+        self.port = None
+
+    # --- the script ---
+    def push(self, *replies: Reply) -> "ScriptedUpstream":
+        with self._lock:
+            self.script.extend(replies)
+        return self
+
+    def release(self) -> None:
+        """Let gated streams send their last chunk."""
+        self._gate.set()
+
+    def _next_reply(self) -> Reply | None:
+        with self._lock:
+            return self.script.pop(0) if self.script else self.default
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    # --- the ASGI app ---
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        received = Received(scope["method"], scope["path"], headers, body)
+        with self._lock:
+            self.requests.append(received)
+        path = scope["path"].rstrip("/")
+        if path.endswith("/models"):
+            await self._json(send, 200, {"object": "list", "data": [{"id": self.model, "object": "model"}]})
+            return
+        if not (path.endswith("/chat/completions") or path.endswith("/responses")):
+            await self._json(send, 404, {"error": {"message": f"no route {path}"}})
+            return
+        reply = self._next_reply()
+        if reply is None:
+            await self._json(send, 500, {"error": {"message": "the scripted upstream has no reply left"}})
+            return
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if reply.delay:
+                await asyncio.sleep(reply.delay)
+            await self._answer(send, path, reply, received)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    async def _answer(self, send, path: str, reply: Reply, received: Received):
+        request = received.json
+        if reply.raw_body is not None or not isinstance(request, dict):
+            await self._send(send, reply.status, (reply.raw_body or "").encode(), "application/json", reply.headers)
+            received.finished = True
+            return
+        responses_api = path.endswith("/responses")
+        if not request.get("stream"):
+            payload = responses_object(reply, request) if responses_api else chat_completion(reply, request)
+            await self._json(send, reply.status, payload, reply.headers)
+            received.finished = True
+            return
+        events = responses_events(reply, request) if responses_api else chat_chunks(reply, request)
+        await self._stream(send, reply, received, events, responses_api)
+
+    async def _stream(self, send, reply: Reply, received: Received, events: list[dict], responses_api: bool):
+        headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+        await send({"type": "http.response.start", "status": reply.status, "headers": headers})
+        frames = []
+        for event in events:
+            prefix = f"event: {event['type']}\n" if responses_api else ""
+            frames.append(f"{prefix}data: {json.dumps(event)}\n\n".encode())
+        if not responses_api:
+            frames.append(b"data: [DONE]\n\n")
+        for n, frame in enumerate(frames):
+            if n and reply.chunk_delay:
+                await asyncio.sleep(reply.chunk_delay)
+            if reply.gate and n == len(frames) - 1:
+                while not self._gate.is_set():
+                    await asyncio.sleep(0.005)
+            await send({"type": "http.response.body", "body": frame, "more_body": True})
+            received.chunks_sent += 1
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        received.finished = True
+
+    async def _json(self, send, status: int, payload: dict, headers: dict | None = None):
+        await self._send(send, status, json.dumps(payload).encode(), "application/json", headers or {})
+
+    @staticmethod
+    async def _send(send, status: int, body: bytes, content_type: str, headers: dict):
+        raw = [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode())]
+        raw += [(k.encode(), str(v).encode()) for k, v in headers.items()]
+        await send({"type": "http.response.start", "status": status, "headers": raw})
+        await send({"type": "http.response.body", "body": body})
+
+    # --- running it ---
+    def start(self) -> "ScriptedUpstream":
+        self._server, self._thread, self.port = serve_in_thread(self)
+        return self
+
+    def stop(self) -> None:
+        self._gate.set()
+        stop_server(self._server, self._thread)
+
+
+def _bound_socket() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+def serve_in_thread(app, **config):
+    """Run `app` (an ASGI app or "module:attr") under uvicorn on a free loopback port in a daemon thread.
+
+    Returns (server, thread, port); stop it with stop_server(server, thread).
+    """
+    import uvicorn
+
+    sock = _bound_socket()
+    options = {"log_level": "warning", "access_log": False, "lifespan": "off", "http": "h11", "loop": "asyncio"}
+    server = uvicorn.Server(uvicorn.Config(app, **(options | config)))
+    server.install_signal_handlers = lambda: None  # the main thread keeps its own handlers
+    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + READY_TIMEOUT
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError(f"uvicorn serving {app!r} did not start within {READY_TIMEOUT} s")
+        time.sleep(0.01)
+    return server, thread, sock.getsockname()[1]
+
+
+def stop_server(server, thread) -> None:
+    if server is None:
+        return
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.fixture
+def scripted_upstream():
+    upstream = ScriptedUpstream().start()
+    yield upstream
+    upstream.stop()
+
+
+@dataclass
+class LiveAsgiServer:
+    url: str  # http://127.0.0.1:PORT (no trailing slash)
+    port: int
+
+
+@pytest.fixture(scope="module")
+def _live_server_asgi_module(django_db_setup, django_db_blocker):
+    from django.conf import settings
+
+    # The app was set up by pytest-django in this process: the server thread uses the test database.
+    with django_db_blocker.unblock():
+        server, thread, port = serve_in_thread("clawgym_site.asgi:application")
+    live = LiveAsgiServer(url=f"http://127.0.0.1:{port}", port=port)
+    previous = settings.CLAWGYM_PROXY_PUBLIC_URL
+    settings.CLAWGYM_PROXY_PUBLIC_URL = live.url
+    yield live
+    settings.CLAWGYM_PROXY_PUBLIC_URL = previous
+    stop_server(server, thread)
+    from llm.proxy import close_db_pool
+
+    close_db_pool()  # its connections would keep the test database from being dropped
+
+
+@pytest.fixture
+def live_server_asgi(_live_server_asgi_module, transactional_db):
+    """The ClawGym ASGI app under uvicorn on loopback; CLAWGYM_PROXY_PUBLIC_URL points at it for the test."""
+    return _live_server_asgi_module

@@ -1,0 +1,254 @@
+"""The recording proxy, end to end: the openai SDK → uvicorn running the ASGI app → the scripted upstream."""
+
+import asyncio
+import json
+
+import httpx
+import openai
+import pytest
+
+from llm.models import ModelCall, ModelEndpoint
+from llm.services import close_proxy_session, open_proxy_session, proxy_base_url
+from llm.testing import Reply
+
+UPSTREAM_KEY = "sk-upstream-secret-123"
+KEY_ENV = "CLAWGYM_TEST_UPSTREAM_KEY"
+
+
+@pytest.fixture
+def endpoint(scripted_upstream, monkeypatch):
+    monkeypatch.setenv(KEY_ENV, UPSTREAM_KEY)
+    return ModelEndpoint.objects.create(
+        name="upstream",
+        base_url=scripted_upstream.base_url,
+        model="real-model-7b",
+        api_key_env=KEY_ENV,
+        roles=["agent"],
+        timeout_seconds=10,
+        price_input_per_mtok=1,
+        price_output_per_mtok=2,
+    )
+
+
+@pytest.fixture
+def session(live_server_asgi, endpoint):
+    return open_proxy_session(endpoint, subject="rollout:7")
+
+
+@pytest.fixture
+def agent(session):
+    """The agent's view: an openai SDK client with the session's base URL and a key of its own."""
+    client = openai.OpenAI(base_url=proxy_base_url(session), api_key="agent-side-key", max_retries=0, timeout=20)
+    yield client
+    client.close()
+
+
+def only_call(session) -> ModelCall:
+    calls = list(ModelCall.objects.filter(session=session))
+    assert len(calls) == 1, calls
+    return calls[0]
+
+
+def test_non_streaming_chat_is_forwarded_with_the_upstream_key_and_recorded(agent, session, scripted_upstream):
+    scripted_upstream.push(Reply.text("The file is written.", usage=(30, 6)))
+    messages = [{"role": "user", "content": "write notes.md"}]
+
+    answer = agent.chat.completions.create(model="whatever-the-agent-says", messages=messages, temperature=0.3)
+
+    assert answer.choices[0].message.content == "The file is written."
+    received = scripted_upstream.requests[0]
+    assert received.path == "/v1/chat/completions"
+    assert received.headers["authorization"] == f"Bearer {UPSTREAM_KEY}"  # the agent's key never goes upstream
+    assert received.json == {"model": "real-model-7b", "messages": messages, "temperature": 0.3}
+    call = only_call(session)
+    assert call.purpose == "proxy" and call.subject == "rollout:7" and not call.stream
+    assert call.request["messages"] == messages
+    assert call.response["choices"][0]["message"]["content"] == "The file is written."
+    assert (call.status_code, call.error) == (200, "")
+    assert (call.input_tokens, call.output_tokens) == (30, 6)
+    assert float(call.cost) == pytest.approx((30 * 1 + 6 * 2) / 1e6)
+    assert call.latency_ms > 0 and call.ttft_ms is not None
+
+
+def test_stream_passes_through_chunk_by_chunk_before_the_upstream_finishes(agent, session, scripted_upstream):
+    scripted_upstream.push(Reply.text("Hello from a slow stream", chunk_size=5, gate=True))
+    stream = agent.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "hi"}], stream=True,
+        stream_options={"include_usage": True},
+    )
+    pieces = []
+    chunks = iter(stream)
+    # Read until some text has arrived: the upstream is still holding its last chunk (the gate is closed).
+    while not "".join(pieces):
+        chunk = next(chunks)
+        if chunk.choices and chunk.choices[0].delta.content:
+            pieces.append(chunk.choices[0].delta.content)
+    upstream_side = scripted_upstream.requests[0]
+    assert not upstream_side.finished, "the proxy waited for the whole upstream stream before passing it on"
+    assert ModelCall.objects.filter(session=session).count() == 0  # stored when the stream ends, not before
+    scripted_upstream.release()
+    usage = None
+    for chunk in chunks:
+        if chunk.choices and chunk.choices[0].delta.content:
+            pieces.append(chunk.choices[0].delta.content)
+        if chunk.usage:
+            usage = chunk.usage
+    assert "".join(pieces) == "Hello from a slow stream"
+    assert upstream_side.finished and usage is not None
+    call = only_call(session)  # written before the response ended
+    assert call.stream and call.error == ""
+    message = call.response["choices"][0]["message"]
+    assert message["content"] == "Hello from a slow stream"
+    assert call.response["choices"][0]["finish_reason"] == "stop"
+    assert (call.input_tokens, call.output_tokens) == (usage.prompt_tokens, usage.completion_tokens)
+    assert call.ttft_ms is not None and call.ttft_ms <= call.latency_ms
+
+
+def test_streamed_tool_calls_are_assembled(agent, session, scripted_upstream):
+    arguments = {"path": "out/report.md", "content": "# Report\n" + "line\n" * 20}
+    scripted_upstream.push(Reply.tool_call("write", arguments))
+    stream = agent.chat.completions.create(model="m", messages=[{"role": "user", "content": "go"}], stream=True,
+                                           tools=[{"type": "function", "function": {"name": "write"}}])
+    fragments = [c.choices[0].delta.tool_calls for c in stream if c.choices and c.choices[0].delta.tool_calls]
+    assert len(fragments) > 2  # the arguments really came in pieces
+    call = only_call(session)
+    choice = call.response["choices"][0]
+    assert choice["finish_reason"] == "tool_calls"
+    [tool_call] = choice["message"]["tool_calls"]
+    assert tool_call["function"]["name"] == "write"
+    assert json.loads(tool_call["function"]["arguments"]) == arguments
+    assert call.request["tools"][0]["function"]["name"] == "write"
+
+
+def test_responses_api_streaming_and_not(agent, session, scripted_upstream):
+    scripted_upstream.push(Reply.text("plain answer", usage=(11, 3)), Reply.text("streamed answer", usage=(12, 4)))
+    plain = agent.responses.create(model="m", input="say it")
+    assert plain.output_text == "plain answer"
+    events = list(agent.responses.create(model="m", input="stream it", stream=True))
+    deltas = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert deltas == "streamed answer" and events[-1].type == "response.completed"
+    first, second = ModelCall.objects.filter(session=session).order_by("id")
+    assert [r.path for r in scripted_upstream.requests] == ["/v1/responses", "/v1/responses"]
+    assert (first.api, first.stream, first.input_tokens) == ("responses", False, 11)
+    assert (second.api, second.stream, second.output_tokens) == ("responses", True, 4)
+    assert second.response["output"][0]["content"][0]["text"] == "streamed answer"
+
+
+@pytest.mark.parametrize("status", [429, 500])
+def test_upstream_errors_pass_through_with_status_and_are_recorded(agent, session, scripted_upstream, status):
+    scripted_upstream.push(Reply.error(status, "slow down", retry_after=7))
+    with pytest.raises(openai.APIStatusError) as caught:
+        agent.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}], stream=True)
+    assert caught.value.status_code == status
+    assert caught.value.response.headers["retry-after"] == "7"
+    call = only_call(session)
+    assert call.status_code == status and "slow down" in call.error
+    assert call.response["error"]["message"] == "slow down"
+
+
+def test_malformed_upstream_json_passes_through_as_is(session, scripted_upstream):
+    scripted_upstream.push(Reply.raw('{"choices": [oops'))
+    response = httpx.post(f"{proxy_base_url(session)}/chat/completions", json={"messages": []})
+    assert response.status_code == 200 and response.text == '{"choices": [oops'
+    assert only_call(session).response == {"raw": '{"choices": [oops'}
+
+
+def test_unknown_and_closed_tokens_get_401(live_server_asgi, session, scripted_upstream):
+    base = f"{live_server_asgi.url}/proxy"
+    unknown = httpx.post(f"{base}/not-a-token/v1/chat/completions", json={"messages": []})
+    assert unknown.status_code == 401 and "unknown or closed" in unknown.json()["error"]["message"]
+    close_proxy_session(session)
+    for route in ("chat/completions", "responses"):
+        assert httpx.post(f"{base}/{session.token}/v1/{route}", json={}).status_code == 401
+    assert httpx.get(f"{base}/{session.token}/v1/models").status_code == 401
+    assert scripted_upstream.requests == [] and ModelCall.objects.count() == 0
+
+
+def test_models_lists_the_session_model(agent):
+    assert [m.id for m in agent.models.list()] == ["real-model-7b"]
+
+
+def test_request_size_is_bounded(session, scripted_upstream, settings):
+    settings.CLAWGYM_PROXY_MAX_REQUEST_BYTES = 1000
+    big = {"messages": [{"role": "user", "content": "x" * 2000}]}
+    response = httpx.post(f"{proxy_base_url(session)}/chat/completions", json=big)
+    assert response.status_code == 413 and "1000 bytes" in response.json()["error"]["message"]
+    assert scripted_upstream.requests == []
+
+
+def test_bad_requests_are_refused_before_the_upstream(session, scripted_upstream):
+    url = f"{proxy_base_url(session)}/chat/completions"
+    assert httpx.post(url, content=b"not json", headers={"content-type": "application/json"}).status_code == 400
+    assert httpx.post(url, json=[1, 2]).status_code == 400
+    assert httpx.get(url).status_code == 405
+    assert scripted_upstream.requests == []
+
+
+def test_unreachable_upstream_is_a_recorded_502(live_server_asgi, endpoint):
+    endpoint.base_url = "http://127.0.0.1:9/v1"  # discard port: nothing listens
+    endpoint.save()
+    session = open_proxy_session(endpoint)
+    response = httpx.post(f"{proxy_base_url(session)}/chat/completions", json={"messages": []})
+    assert response.status_code == 502
+    call = only_call(session)
+    assert call.status_code == 502 and "unreachable" in call.error
+
+
+def test_missing_upstream_key_is_a_recorded_502_that_names_the_variable(session, scripted_upstream, monkeypatch):
+    monkeypatch.delenv(KEY_ENV)
+    response = httpx.post(f"{proxy_base_url(session)}/chat/completions", json={"messages": []})
+    assert response.status_code == 502 and KEY_ENV in response.json()["error"]["message"]
+    assert scripted_upstream.requests == [] and KEY_ENV in only_call(session).error
+
+
+def test_a_caller_that_goes_away_mid_stream_is_recorded(session, scripted_upstream):
+    scripted_upstream.push(Reply.text("never finished " * 5, chunk_size=3, gate=True))
+    with httpx.stream("POST", f"{proxy_base_url(session)}/chat/completions",
+                      json={"messages": [], "stream": True}) as response:
+        next(response.iter_raw())  # one chunk, then hang up
+    scripted_upstream.release()
+    call = _wait_for_call(session)
+    assert "went away" in call.error and call.stream
+
+
+def _wait_for_call(session, timeout=5.0):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        call = ModelCall.objects.filter(session=session).first()
+        if call:
+            return call
+        time.sleep(0.05)
+    raise AssertionError("no call was recorded")
+
+
+def test_many_concurrent_streams_through_one_process(session, scripted_upstream):
+    """32 agents stream at once; each gets its own answer whole, and each call is recorded once."""
+    scripted_upstream.default = Reply.text("a steady stream of tokens", chunk_size=3, chunk_delay=0.01)
+
+    async def one(client, n):
+        stream = await client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": f"agent {n}"}], stream=True)
+        return "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+
+    async def run_all():
+        async with openai.AsyncOpenAI(base_url=proxy_base_url(session), api_key="k", max_retries=0) as client:
+            return await asyncio.gather(*(one(client, n) for n in range(32)))
+
+    answers = asyncio.run(run_all())
+    assert answers == ["a steady stream of tokens"] * 32
+    calls = ModelCall.objects.filter(session=session)
+    assert calls.count() == 32 and not calls.exclude(error="").exists()
+    prompts = sorted(c.request["messages"][0]["content"] for c in calls)
+    assert prompts == sorted(f"agent {n}" for n in range(32))
+
+
+def test_the_rest_of_the_site_still_gets_its_middleware(live_server_asgi):
+    """Only /proxy/ takes the lean lane: the site's pages keep sessions, CSRF and security headers."""
+    page = httpx.get(f"{live_server_asgi.url}/login/")
+    assert page.status_code == 200 and "csrftoken" in page.cookies
+    assert page.headers["x-frame-options"] == "DENY"
+    assert httpx.get(f"{live_server_asgi.url}/llm/calls/").status_code == 302  # login required
+    proxied = httpx.get(f"{live_server_asgi.url}/proxy/nope/v1/models")
+    assert proxied.status_code == 401 and "x-frame-options" not in proxied.headers

@@ -1,0 +1,293 @@
+"""Sanity checks of a revision's checker: the automated verification quality assessment.
+
+The checker runs on three workspaces:
+- empty: no files at all (only the checker's own reward/);
+- initial: the input files, no outputs;
+- scaffold: the input files plus a placeholder at every output path the instruction names (`{}` for .json,
+  a header-only CSV, `# placeholder` for .md, an empty file otherwise);
+and, when the task has a reference solution, on the initial workspace with the solution applied.
+
+Findings: `crashed` (it did not run cleanly on one of the three), `over_lenient` (initial or scaffold scored above
+the tolerance), `solvable` (the solution scores 1.0; None without a solution). Each check is stored as a
+SanityReport. A sandbox that cannot run at all raises SanityUnavailable instead: that says nothing of the checker.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+
+from django.conf import settings
+
+import jobs
+from sandbox import Backend, Limits, Workspace
+
+from .models import SanityReport, TaskRevision
+from .paths import TaskFileError, normalize_path
+from .verification import REWARD_DIR, CheckerSpec, CheckResult, CheckStatus, checker_backend, run_checker
+
+SANITY_JOB = "tasks.sanity_check"
+SANITY_BATCH_JOB = "tasks.sanity_check_batch"
+RUN_KINDS = ("empty", "initial", "scaffold")
+SOLUTION_RUN = "solution"
+SOLVED_SCORE = 1.0 - 1e-9  # a solution must score 1.0; the tolerance only absorbs float noise
+
+# File name extensions that make a token of the instruction a file path. A closed list, so that "e.g." or a
+# domain name is never taken for a file.
+FILE_EXTENSIONS = frozenset(
+    "json jsonl csv tsv md markdown txt text yaml yml toml ini cfg conf env xml html htm css js mjs ts py ipynb "
+    "sh bash sql log ics vcf eml rst tex pdf docx xlsx pptx odt ods png jpg jpeg gif svg zip gz tar patch diff".split()
+)
+# A path-like token: optional ./ or an absolute prefix, folders, a name, a known-looking extension. The look-arounds
+# keep it from starting or ending inside a longer token (a URL, a longer path, "out.csv.bak").
+PATH_TOKEN = re.compile(
+    r"(?<![\w./~@:-])((?:\./|/)?(?:[\w.][\w.-]*/)*[\w][\w.-]*\.([A-Za-z][A-Za-z0-9]{0,9}))(?![\w/-]|\.\w)"
+)
+QUOTED = re.compile(r"`([^`\n]+)`")
+# Where checkers may see the workspace under an absolute path: such a prefix is stripped, other absolute paths
+# are outside the workspace and ignored.
+WORKSPACE_PREFIXES = ("/root/.openclaw/workspace/", "/workspace/")
+# "columns id,owner,task,due" / "columns: a, b, c": the header a scaffold CSV gets.
+COLUMNS = re.compile(r"\bcolumns?\b[\s:]*((?:[A-Za-z_][\w ]*,\s*)+[A-Za-z_]\w*)")
+
+
+class SanityUnavailable(RuntimeError):
+    """The sandbox could not run the checker at all; no report is stored (it would blame the checker)."""
+
+
+# --- the scaffold ----------------------------------------------------------------------------------------------
+
+
+def output_paths(instruction: str, input_paths: Iterable[str]) -> list[str]:
+    """Workspace paths the instruction names that are not input files, in order of first mention.
+
+    Tokens that only repeat an input file's name (`policy.md` for `docs/policy.md`), paths under reward/, paths
+    outside the workspace, and paths that clash with the input files' folders are left out.
+    """
+    inputs = set(input_paths)
+    folders = {posixpath.dirname(p) for p in inputs}
+    folders |= {f.rsplit("/", i)[0] for f in list(folders) for i in range(1, f.count("/") + 1)}
+    found: list[str] = []
+    for token in _path_tokens(instruction):
+        path = _workspace_path(token)
+        if path is None or path in found or path in inputs or path in folders:
+            continue
+        if path.split("/")[0] == REWARD_DIR or any(i.endswith("/" + path) for i in inputs):
+            continue
+        parents = {path.rsplit("/", i)[0] for i in range(1, path.count("/") + 1)}
+        if parents & inputs:
+            continue  # a file of that name is in the way of the folder
+        found.append(path)
+    return found
+
+
+def _path_tokens(text: str) -> Iterator[str]:
+    quoted_spans = []
+    for match in QUOTED.finditer(text):
+        quoted = match.group(1).strip()
+        if " " in quoted and "." in quoted and quoted.rsplit(".", 1)[1].lower() in FILE_EXTENSIONS:
+            quoted_spans.append(match.span())
+            yield quoted  # a name with spaces counts only when quoted, and then as a whole
+    for match in PATH_TOKEN.finditer(text):
+        inside_quoted = any(start <= match.start() < end for start, end in quoted_spans)
+        if not inside_quoted and match.group(2).lower() in FILE_EXTENSIONS:
+            yield match.group(1)
+
+
+def _workspace_path(token: str) -> str | None:
+    if token.startswith("./"):
+        token = token[2:]
+    if token.startswith("/"):
+        prefix = next((p for p in WORKSPACE_PREFIXES if token.startswith(p)), None)
+        if prefix is None:
+            return None
+        token = token[len(prefix) :]
+    try:
+        return normalize_path(token)
+    except TaskFileError:
+        return None
+
+
+def placeholder(path: str, instruction: str = "", inputs: dict[str, bytes] | None = None) -> bytes:
+    """The scaffold's stand-in for an output: the least a lazy agent would write there."""
+    extension = path.rsplit(".", 1)[-1].lower()
+    if extension == "json":
+        return b"{}\n"
+    if extension in ("csv", "tsv"):
+        return (_csv_header(path, instruction, inputs or {}) + "\n").encode()
+    if extension in ("md", "markdown"):
+        return b"# placeholder\n"
+    return b""
+
+
+def _csv_header(path: str, instruction: str, inputs: dict[str, bytes]) -> str:
+    """The columns the instruction gives after naming `path`, else those of a CSV beside it, else `column`."""
+    at = instruction.find(path)
+    if at >= 0:
+        match = COLUMNS.search(instruction, at)
+        if match:
+            return ",".join(name.strip() for name in match.group(1).split(","))
+    folder = posixpath.dirname(path)
+    for other, data in sorted(inputs.items()):
+        if posixpath.dirname(other) == folder and other.endswith((".csv", ".tsv")):
+            first = data.decode("utf-8", "replace").splitlines()[:1]
+            if first and first[0].strip():
+                return first[0].strip()
+    return "column"
+
+
+# --- running the checks ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SanityMaterial:
+    """What a sanity check needs from a revision, read from the database once (threads then need none)."""
+
+    revision_id: int
+    checker: CheckerSpec
+    inputs: dict[str, bytes]
+    solution: dict[str, bytes]
+    scaffold_paths: list[str]
+
+    @classmethod
+    def from_revision(cls, revision: TaskRevision) -> SanityMaterial:
+        files = {"input": {}, "solution": {}}
+        for f in revision.files.exclude(role="reward").select_related("blob"):
+            files[f.role][f.path] = f.blob.content
+        return cls(
+            revision_id=revision.pk,
+            checker=CheckerSpec.from_revision(revision),
+            inputs=files["input"],
+            solution=files["solution"],
+            scaffold_paths=output_paths(revision.instruction, files["input"]),
+        )
+
+    def workspaces(self) -> dict[str, dict[str, bytes]]:
+        """{run name: files}; the solution run only when there is a solution."""
+        scaffold = dict(self.inputs)
+        for path in self.scaffold_paths:
+            scaffold[path] = placeholder(path, self.checker.instruction, self.inputs)
+        found = {"empty": {}, "initial": dict(self.inputs), "scaffold": scaffold}
+        if self.solution:
+            found[SOLUTION_RUN] = {**self.inputs, **self.solution}
+        return found
+
+
+@dataclass(frozen=True)
+class SanityOutcome:
+    runs: dict[str, CheckResult]  # the RUN_KINDS, and SOLUTION_RUN when there is a solution
+    tolerance: float
+
+    @property
+    def crashed(self) -> bool:
+        return any(not self.runs[kind].ok for kind in RUN_KINDS)
+
+    @property
+    def over_lenient(self) -> bool:
+        return any(self.runs[kind].score > self.tolerance for kind in ("initial", "scaffold"))
+
+    @property
+    def solvable(self) -> bool | None:
+        run = self.runs.get(SOLUTION_RUN)
+        return None if run is None else run.ok and run.score >= SOLVED_SCORE
+
+
+def evaluate(
+    material: SanityMaterial,
+    *,
+    backend: Backend | None = None,
+    limits: Limits | None = None,
+    tolerance: float | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> SanityOutcome:
+    """Run the checker on each workspace (no database). Raises SanityUnavailable when the sandbox cannot run."""
+    backend = backend or checker_backend()
+    tolerance = settings.CLAWGYM_SANITY_TOLERANCE if tolerance is None else tolerance
+    workspaces = material.workspaces()
+    runs = {}
+    for done, (kind, files) in enumerate(workspaces.items()):
+        if progress:
+            progress(done, len(workspaces), f"checker on the {kind} workspace")
+        with Workspace.create(files) as workspace:
+            result = run_checker(material.checker, workspace, "", [], backend=backend, limits=limits)
+        if result.status is CheckStatus.SANDBOX_ERROR:
+            raise SanityUnavailable(f"the sandbox could not run the checker ({kind} workspace): {result.reason}")
+        runs[kind] = result
+    if progress:
+        progress(len(workspaces), len(workspaces), "done")
+    return SanityOutcome(runs=runs, tolerance=tolerance)
+
+
+def store_report(revision: TaskRevision, material: SanityMaterial, outcome: SanityOutcome, *, job_run=None):
+    solution = outcome.runs.get(SOLUTION_RUN)
+    return SanityReport.objects.create(
+        revision=revision,
+        runs={kind: outcome.runs[kind].as_dict() for kind in RUN_KINDS},
+        solution_run=solution.as_dict() if solution else None,
+        scaffold_paths=material.scaffold_paths,
+        crashed=outcome.crashed,
+        over_lenient=outcome.over_lenient,
+        solvable=outcome.solvable,
+        tolerance=outcome.tolerance,
+        backend=next(iter(outcome.runs.values())).backend,
+        isolated=all(run.isolated for run in outcome.runs.values()),
+        job_run=job_run,
+    )
+
+
+def check_revision(revision: TaskRevision, *, job_run=None, backend=None, tolerance=None, progress=None):
+    """Sanity-check one revision's checker and store the SanityReport. Raises SanityUnavailable."""
+    material = SanityMaterial.from_revision(revision)
+    outcome = evaluate(material, backend=backend, tolerance=tolerance, progress=progress)
+    return store_report(revision, material, outcome, job_run=job_run)
+
+
+def check_here(
+    revisions: Iterable[TaskRevision],
+    *,
+    workers: int,
+    backend: Backend | None = None,
+    tolerance: float | None = None,
+) -> Iterator[tuple[TaskRevision, SanityReport | None, str]]:
+    """Check revisions in this process, `workers` checkers at a time; yields (revision, report, error) as each ends.
+
+    The database is used from the calling thread only: threads run sandboxes, this loop reads and stores.
+    A bounded number of revisions is in flight, so memory does not grow with the catalog.
+    """
+    backend = backend or checker_backend()
+    pending = {}
+    revisions = iter(revisions)
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sanity") as pool:
+        while True:
+            for revision in revisions:
+                material = SanityMaterial.from_revision(revision)
+                future = pool.submit(evaluate, material, backend=backend, tolerance=tolerance)
+                pending[future] = (revision, material)
+                if len(pending) >= 2 * workers:
+                    break
+            if not pending:
+                return
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in finished:
+                revision, material = pending.pop(future)
+                try:
+                    outcome = future.result()
+                except SanityUnavailable as exc:
+                    yield revision, None, str(exc)
+                except Exception as exc:  # e.g. the task's files clash (a file where a folder must be)
+                    yield revision, None, f"{type(exc).__name__}: {exc}"
+                else:
+                    yield revision, store_report(revision, material, outcome), ""
+
+
+def start_sanity_check(task, *, user):
+    """Queue a sanity check of the task's current revision (on the sandbox queue); returns its JobRun.
+
+    Raises ValueError when the task has no revision, jobs.engine.JobEngineError when the engine refuses the job.
+    """
+    if task.current_revision_id is None:
+        raise ValueError(f"{task.external_id} has no revision to check")
+    return jobs.enqueue(SANITY_JOB, created_by=user, revision_id=task.current_revision_id)

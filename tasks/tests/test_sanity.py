@@ -1,0 +1,330 @@
+"""Sanity checks of checkers (tasks.sanity): the scaffold, the findings, the stored report, its page, API and filter."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from django.db import transaction
+from django.urls import reverse
+
+from jobs.models import JobRun
+from sandbox import SandboxUnavailable, get_backend
+from tasks.importing import import_path
+from tasks.models import SanityReport, Task
+from tasks.package import STANDARD_REWARD_SH, PackageFile, TaskPackage
+from tasks.sanity import SanityUnavailable, check_revision, output_paths, placeholder
+from tasks.services import save_package
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tasks"
+
+# Scores a summary of data.csv written to out.json; "out_exists" is the lenient kind of check the scaffold catches.
+CHECK = """import json, os
+def load():
+    try:
+        return json.load(open("out.json"))
+    except (OSError, ValueError):
+        return None
+out = load()
+scores = {"total_right": isinstance(out, dict) and out.get("total") == 3}
+if LENIENT:
+    scores["out_exists"] = os.path.exists("out.json")
+if CRASH_WITHOUT_INPUT:
+    open("data.csv").read()
+print(json.dumps(scores))
+"""
+INPUTS = {"data.csv": b"n\n1\n2\n"}
+SOLVED = {"out.json": b'{"total": 3}\n'}
+
+
+@pytest.fixture
+def bwrap():
+    backend = get_backend("bwrap")
+    try:
+        backend.check_available()
+    except SandboxUnavailable as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must test the default sandbox: {exc}")
+        pytest.skip(str(exc))
+    return backend
+
+
+def make_task(external_id, *, lenient=False, crash=False, solution=SOLVED, inputs=INPUTS):
+    check = f"LENIENT = {lenient}\nCRASH_WITHOUT_INPUT = {crash}\n" + CHECK
+    files = [
+        PackageFile("reward.sh", STANDARD_REWARD_SH.encode(), "reward"),
+        PackageFile("check.py", check.encode(), "reward"),
+    ]
+    files += [PackageFile(path, data, "input") for path, data in inputs.items()]
+    files += [PackageFile(path, data, "solution") for path, data in (solution or {}).items()]
+    instruction = "Sum the numbers in data.csv into out.json as {total}."
+    package = TaskPackage(external_id=external_id, instruction=instruction, files=files)
+    return save_package(package).task
+
+
+def report_for(task, **flags):
+    """A stored report without running anything (for the filter, page and API tests)."""
+    run = {"score": 0.0, "status": "ok", "reason": "", "subscores": {"total_right": 0.0}, "duration": 0.1}
+    fields = {"crashed": False, "over_lenient": False, "solvable": True, "isolated": True, "backend": "bwrap", **flags}
+    return SanityReport.objects.create(
+        revision=task.current_revision, runs=dict.fromkeys(("empty", "initial", "scaffold"), run),
+        solution_run={**run, "score": 1.0}, tolerance=0.0, **fields,
+    )  # fmt: skip
+
+
+# --- the scaffold ----------------------------------------------------------------------------------------------
+
+EXPECTED_OUTPUTS = {
+    "expense-reconciliation-q1": ["reports/q1_expense_summary.json"],
+    "fix-proration-bug": [],  # the outputs are edits of input files
+    "interview-loop-schedule": ["schedule/2025-05-15_onsite.csv"],
+    "lease-terms-extraction": ["lease_summary.yaml", "notes_for_me.md"],
+    "meeting-notes-action-items": ["actions/2025-03-11_launch-sync.csv", "actions/2025-03-11_followup-email.md"],
+    "receipt-filing-manifest": ["receipts/manifest.csv"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_OUTPUTS))
+def test_output_paths_of_the_example_instructions(name):
+    folder = EXAMPLES / name
+    instruction = json.loads((folder / "data_entry.json").read_text())["user_query"]
+    root = folder / "input_files"
+    inputs = [p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()]
+    assert output_paths(instruction, inputs) == EXPECTED_OUTPUTS[name]
+
+
+def test_output_paths_skip_what_is_not_a_workspace_output():
+    instruction = (
+        "Read notes.md (it is docs/notes.md), e.g. the v1.2 section, see https://example.com/a.json and "
+        "/etc/passwd.txt, keep reward/x.py, ../up.csv and data.csv/x.csv alone. Write `Final Report.md`, "
+        "./out/summary.json, /root/.openclaw/workspace/res.csv and out/summary.json again; email bob@corp.csv."
+    )
+    found = output_paths(instruction, ["docs/notes.md", "data.csv"])
+    assert found == ["Final Report.md", "out/summary.json", "res.csv"]
+
+
+def test_placeholders():
+    instruction = "Write team/plan.csv with the columns id, owner ,due and later notes.csv."
+    assert placeholder("a/b.json") == b"{}\n"
+    assert placeholder("notes.md") == b"# placeholder\n"
+    assert placeholder("x.yaml") == b"" and placeholder("script.py") == b""
+    assert placeholder("team/plan.csv", instruction) == b"id,owner,due\n"
+    # No columns named: those of a CSV beside it, else a generic header.
+    assert placeholder("data/out.csv", "Write data/out.csv.", {"data/in.csv": b"a,b\n1,2\n"}) == b"a,b\n"
+    assert placeholder("out.csv", "Write out.csv.") == b"column\n"
+
+
+# --- findings --------------------------------------------------------------------------------------------------
+
+
+def test_a_sound_checker_passes(db, bwrap):
+    task = make_task("sound")
+    report = check_revision(task.current_revision, backend=bwrap)
+    assert (report.crashed, report.over_lenient, report.solvable) == (False, False, True)
+    assert report.verdict == "passed" and report.problems == []
+    assert set(report.runs) == {"empty", "initial", "scaffold"} and report.scaffold_paths == ["out.json"]
+    for run in report.runs.values():
+        assert run["status"] == "ok" and run["score"] == 0.0 and run["subscores"] == {"total_right": 0.0}
+    assert report.solution_run["score"] == 1.0 and report.solution_run["subscores"] == {"total_right": 1.0}
+    assert report.backend == "bwrap" and report.isolated and report.tolerance == 0.0
+    assert SanityReport.objects.get() == report
+
+
+def test_a_checker_crediting_a_placeholder_is_over_lenient(db, bwrap):
+    report = check_revision(make_task("lenient", lenient=True).current_revision, backend=bwrap)
+    assert report.over_lenient and not report.crashed and report.solvable
+    assert report.runs["initial"]["score"] == 0.0 and report.runs["scaffold"]["score"] == 0.5
+    assert report.problems == ["over-lenient: the scaffold workspace scored 0.5 (out_exists=1)"]
+
+
+def test_the_tolerance_is_a_setting(db, bwrap, settings):
+    settings.CLAWGYM_SANITY_TOLERANCE = 0.5
+    report = check_revision(make_task("lenient", lenient=True).current_revision, backend=bwrap)
+    assert not report.over_lenient and report.tolerance == 0.5
+
+
+def test_a_checker_that_crashes_on_the_empty_workspace_is_crashed(db, bwrap):
+    report = check_revision(make_task("fragile", crash=True).current_revision, backend=bwrap)
+    assert report.crashed and report.verdict == "crashed" and report.solvable
+    empty = report.runs["empty"]
+    assert empty["status"] == "error" and empty["score"] == 0.0 and "FileNotFoundError" in empty["reason"]
+    assert "data.csv" in empty["stderr"]
+    assert report.runs["initial"]["status"] == "ok"
+    assert report.problems[0].startswith("crashed on the empty workspace: error: exit code 1")
+
+
+def test_a_wrong_solution_is_unsolvable_and_no_solution_is_unknown(db, bwrap):
+    wrong = check_revision(make_task("wrong", solution={"out.json": b'{"total": 4}'}).current_revision, backend=bwrap)
+    assert wrong.solvable is False and wrong.verdict == "unsolvable"
+    assert wrong.problems == ["the reference solution does not score 1: scored 0"]
+    unknown = check_revision(make_task("no-solution", solution=None).current_revision, backend=bwrap)
+    assert unknown.solvable is None and unknown.solution_run is None and unknown.verdict == "passed"
+
+
+def test_a_sandbox_that_cannot_run_stores_no_report(db, monkeypatch):
+    monkeypatch.delenv("CLAWGYM_ALLOW_UNSANDBOXED", raising=False)
+    with pytest.raises(SanityUnavailable, match="CLAWGYM_ALLOW_UNSANDBOXED"):
+        check_revision(make_task("t").current_revision, backend=get_backend("process"))
+    assert not SanityReport.objects.exists()
+
+
+def test_every_run_is_marked_when_no_sandbox_was_used(db, monkeypatch):
+    monkeypatch.setenv("CLAWGYM_ALLOW_UNSANDBOXED", "1")
+    report = check_revision(make_task("t").current_revision, backend=get_backend("process"))
+    assert report.verdict == "passed" and report.isolated is False and report.backend == "process"
+
+
+# The example checkers are held to the tolerance 0: an untouched or placeholder workspace earns no point at all.
+@pytest.fixture(scope="module")
+def example_reports(django_db_setup, django_db_blocker):
+    """Every example task imported and sanity-checked once for the module (bubblewrap; a few seconds)."""
+    backend = get_backend("bwrap")
+    try:
+        backend.check_available()
+    except SandboxUnavailable as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must test the default sandbox: {exc}")
+        pytest.skip(str(exc))
+    # Rolled back at once: the reports stay in memory, and the other tests of the module see no example task.
+    with django_db_blocker.unblock(), transaction.atomic():
+        import_path(EXAMPLES)
+        tasks = Task.objects.select_related("current_revision", "current_revision__task")
+        reports = {t.external_id: check_revision(t.current_revision, backend=backend) for t in tasks}
+        transaction.set_rollback(True)
+    return reports
+
+
+EXAMPLE_NAMES = sorted(p.name for p in EXAMPLES.iterdir() if p.is_dir())
+
+
+@pytest.mark.parametrize("name", EXAMPLE_NAMES)
+def test_example_checkers_run_cleanly_and_their_solutions_score_one(example_reports, name):
+    report = example_reports[name]
+    assert not report.crashed, report.problems
+    assert report.solvable is True, report.problems
+
+
+@pytest.mark.parametrize("name", EXAMPLE_NAMES)
+def test_example_checkers_are_not_over_lenient(example_reports, name):
+    report = example_reports[name]
+    assert not report.over_lenient, report.problems
+
+
+# --- the task list filter --------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def flagged(db):
+    """One task per filter group. `stale` crashed, then passed; `moved-on` passed on a revision no longer current."""
+    tasks = {name: make_task(name) for name in ("crashy", "lenient", "unsolvable", "fine", "stale", "moved-on", "new")}
+    report_for(tasks["crashy"], crashed=True)
+    report_for(tasks["lenient"], over_lenient=True)
+    report_for(tasks["unsolvable"], solvable=False)
+    report_for(tasks["fine"], solvable=None)
+    report_for(tasks["stale"], crashed=True)
+    report_for(tasks["stale"])
+    report_for(tasks["moved-on"])
+    moved = make_task("moved-on", lenient=True)  # a new revision of the same task: its report is not current
+    assert moved.current_revision.number == 2
+    return tasks
+
+
+@pytest.mark.parametrize(
+    ("which", "expected"),
+    [
+        ("crashed", ["crashy"]),
+        ("over_lenient", ["lenient"]),
+        ("unsolvable", ["unsolvable"]),
+        ("passed", ["fine", "stale"]),
+        ("unchecked", ["moved-on", "new"]),
+    ],
+)
+def test_filter_by_the_current_revisions_latest_report(flagged, which, expected):
+    found = SanityReport.filter_tasks(Task.objects.all(), which)
+    assert sorted(found.values_list("external_id", flat=True)) == expected
+
+
+def test_the_task_list_page_filters_by_sanity(flagged, viewer_client):
+    page = viewer_client.get(reverse("tasks:list"), {"sanity": "crashed"})
+    assert page.status_code == 200 and [t.external_id for t in page.context["page"].object_list] == ["crashy"]
+    assert 'name="sanity"' in page.content.decode()
+    # A bad value drops just that filter, as with the other filters.
+    assert viewer_client.get(reverse("tasks:list"), {"sanity": "bogus"}).context["page"].paginator.count == 7
+
+
+def test_the_api_list_filters_by_sanity(flagged, api_as, viewer):
+    api = api_as(viewer)
+    body = api.get("/api/tasks/", {"sanity": "over_lenient"}).json()
+    assert [row["external_id"] for row in body["results"]] == ["lenient"]
+    assert api.get("/api/tasks/", {"sanity": "bogus"}).status_code == 400
+
+
+# --- the task page and the API ---------------------------------------------------------------------------------
+
+
+def test_the_task_page_shows_the_latest_report(db, viewer_client):
+    task = make_task("shown")
+    report_for(task, crashed=True)
+    report = report_for(task, over_lenient=True)
+    report.runs["scaffold"] = {**report.runs["scaffold"], "score": 0.5, "subscores": {"out_exists": 1.0}}
+    report.save()
+    html = viewer_client.get(reverse("tasks:detail", args=["shown"])).content.decode()
+    assert 'data-testid="sanity-verdict">Over-lenient<' in html
+    assert "over-lenient: the scaffold workspace scored 0.5 (out_exists=1)" in html
+    assert "out_exists=1" in html and "Ran without a sandbox" not in html
+    assert "Run sanity check" not in html  # viewers cannot start one
+
+
+def test_the_task_page_says_when_a_check_ran_without_a_sandbox(db, viewer_client):
+    report_for(make_task("bare"), isolated=False, backend="process")
+    html = viewer_client.get(reverse("tasks:detail", args=["bare"])).content.decode()
+    assert 'data-testid="sanity-unsandboxed"' in html and "Ran without a sandbox" in html
+
+
+def test_a_task_never_checked_says_so(db, viewer_client):
+    make_task("fresh")
+    html = viewer_client.get(reverse("tasks:detail", args=["fresh"])).content.decode()
+    assert "has not been sanity-checked yet" in html
+
+
+def test_reviewers_start_a_check_from_the_page(db, reviewer_client, reviewer):
+    task = make_task("startable")
+    url = reverse("tasks:sanity", args=["startable"])
+    assert "Run sanity check" in reviewer_client.get(reverse("tasks:detail", args=["startable"])).content.decode()
+    response = reviewer_client.post(url, HTTP_HX_REQUEST="true")
+    run = JobRun.objects.get()
+    assert response.status_code == 200 and f'id="job-progress-{run.pk}"' in response.content.decode()
+    assert run.kind == "tasks.sanity_check" and run.queue == "sandbox" and run.created_by == reviewer
+    assert run.params == {"revision_id": task.current_revision_id}
+    # Until it ends, the page shows the job's progress.
+    page = reviewer_client.get(reverse("tasks:detail", args=["startable"])).content.decode()
+    assert f'id="job-progress-{run.pk}"' in page
+    # Without htmx: the job's page.
+    assert reviewer_client.post(url).url == reverse("jobs:detail", args=[JobRun.objects.first().pk])
+
+
+def test_viewers_cannot_start_a_check(db, viewer_client):
+    make_task("guarded")
+    assert viewer_client.post(reverse("tasks:sanity", args=["guarded"])).status_code == 403
+    assert viewer_client.get(reverse("tasks:sanity", args=["guarded"])).status_code in (403, 405)
+    assert not JobRun.objects.exists()
+
+
+def test_the_api_starts_a_check_and_shows_the_report_on_the_revision(db, api_as, reviewer, viewer):
+    task = make_task("api-task")
+    assert api_as(viewer).post("/api/tasks/api-task/sanity/").status_code == 403
+    response = api_as(reviewer).post("/api/tasks/api-task/sanity/")
+    assert response.status_code == 202
+    body = response.json()
+    assert body["kind"] == "tasks.sanity_check" and body["status"] == "queued" and response["Location"] == body["url"]
+
+    revision = api_as(viewer).get("/api/tasks/api-task/revisions/1/").json()
+    assert revision["sanity"] is None
+    report_for(task, isolated=False, backend="process", solvable=False)
+    sanity = api_as(viewer).get("/api/tasks/api-task/revisions/1/").json()["sanity"]
+    assert sanity["verdict"] == "unsolvable" and sanity["solvable"] is False and sanity["crashed"] is False
+    assert set(sanity["runs"]) == {"empty", "initial", "scaffold"}
+    empty = {"score": 0.0, "status": "ok", "reason": "", "subscores": {"total_right": 0.0}, "duration": 0.1}
+    assert sanity["runs"]["empty"] == empty
+    assert sanity["isolated"] is False and sanity["sandbox_warning"] == "ran without a sandbox (the process backend)"
+    assert len(sanity["problems"]) == 1 and sanity["problems"][0].startswith("the reference solution does not score 1")
