@@ -6,12 +6,14 @@ from rest_framework.routers import DefaultRouter
 
 from jobs.api import register as register_jobs
 from llm.api import register as register_llm
+from review.api import register as register_review
 from tasks.api import register as register_tasks
 
 router = DefaultRouter()
 register_tasks(router)
 register_jobs(router)
 register_llm(router)
+register_review(router)
 
 urlpatterns = [
     path("", include(router.urls)),

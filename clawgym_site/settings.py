@@ -243,3 +243,7 @@ CLAWGYM_ROLLOUT_SLOT_MEMORY_MB = env_int("CLAWGYM_ROLLOUT_SLOT_MEMORY_MB", 1536)
 CLAWGYM_ROLLOUT_SLOT_WAIT_SECONDS = env_int("CLAWGYM_ROLLOUT_SLOT_WAIT_SECONDS", 6 * 3600)
 CLAWGYM_BUILTIN_MAX_TURNS = env_int("CLAWGYM_BUILTIN_MAX_TURNS", 40)
 SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]["RolloutStatusEnum"] = "evaluation.models.Rollout.Status"
+
+# --- Review ---
+# A claimed candidate is locked to its reviewer for this long; after that anyone may claim it.
+CLAWGYM_REVIEW_CLAIM_MINUTES = env_int("CLAWGYM_REVIEW_CLAIM_MINUTES", 30)

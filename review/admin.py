@@ -1,0 +1,55 @@
+"""Review rows in the Django admin: read-mostly, since every change belongs to review.services."""
+
+from django.contrib import admin
+
+from .models import Benchmark, BenchmarkCandidate, BenchmarkVersion, DiagnosisIssue, LLMDiagnosis, ReviewDecision
+
+
+@admin.register(Benchmark)
+class BenchmarkAdmin(admin.ModelAdmin):
+    list_display = ["name", "created_at"]
+    search_fields = ["name"]
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Frozen versions, diagnoses and decisions are append-only: the admin may look, not edit."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(BenchmarkVersion)
+class BenchmarkVersionAdmin(ReadOnlyAdmin):
+    list_display = ["benchmark", "number", "frozen_at", "created_by"]
+    list_filter = ["benchmark"]
+
+
+@admin.register(BenchmarkCandidate)
+class BenchmarkCandidateAdmin(ReadOnlyAdmin):
+    list_display = ["task", "benchmark", "status", "claimed_by", "claim_expires_at", "updated_at"]
+    list_filter = ["benchmark", "status"]
+    search_fields = ["task__external_id"]
+    raw_id_fields = ["task"]
+
+
+class IssueInline(admin.TabularInline):
+    model = DiagnosisIssue
+    extra = 0
+    can_delete = False
+    fields = ["component", "path", "path_missing", "severity", "problem"]
+    readonly_fields = fields
+
+
+@admin.register(LLMDiagnosis)
+class LLMDiagnosisAdmin(ReadOnlyAdmin):
+    list_display = ["candidate", "revision", "endpoint_name", "prompt_version", "created_at"]
+    inlines = [IssueInline]
+
+
+@admin.register(ReviewDecision)
+class ReviewDecisionAdmin(ReadOnlyAdmin):
+    list_display = ["candidate", "decision", "reviewer", "created_at"]
+    list_filter = ["decision"]

@@ -1,0 +1,208 @@
+"""The review over the API. Reads need the viewer role; review actions the reviewer role; freezing, starting
+diagnoses and sanity overrides the admin role.
+
+    GET  /api/benchmarks/[{id}/]                POST (admin) creates one
+    POST /api/benchmarks/{id}/freeze/           admin: a new immutable version pinning the accepted revisions
+    GET  /api/benchmark-versions/[{id}/]        ?benchmark=NAME
+    GET  /api/candidates/[{id}/]                ?benchmark=&status=&category=&severity=&mine=
+    POST /api/candidates/{id}/claim/            reviewer: 409 when another reviewer holds it
+    POST /api/candidates/{id}/release/
+    POST /api/candidates/{id}/verdict/          reviewer: {"verdicts": {issue id: valid|not_valid|fixed}}
+    POST /api/candidates/{id}/apply-fix/        reviewer: {"issue", "base_revision"}: 409 on a stale revision
+    POST /api/candidates/{id}/decide/           reviewer: accept|fix|reject; override_reason needs admin
+    POST /api/candidates/{id}/diagnose/         admin: queue a diagnosis job: 202 + the job run
+    GET  /api/candidates/{id}/history/
+    GET  /api/diagnoses/[{id}/]                 ?candidate=ID
+"""
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.generics import get_object_or_404
+from rest_framework.response import Response
+
+from accounts.roles import ADMIN, REVIEWER
+from jobs.engine import JobEngineError
+from jobs.serializers import JobRunSerializer
+from tasks.services import StaleRevisionError
+
+from . import services
+from .models import Benchmark, BenchmarkCandidate, BenchmarkVersion, DiagnosisIssue, LLMDiagnosis
+from .serializers import (
+    ApplyFixSerializer,
+    BenchmarkSerializer,
+    BenchmarkVersionSerializer,
+    CandidateDetailSerializer,
+    CandidateFilterSerializer,
+    CandidateListSerializer,
+    ClaimSerializer,
+    DecideSerializer,
+    DecisionSerializer,
+    DiagnosisSerializer,
+    FreezeSerializer,
+    VerdictSerializer,
+)
+
+
+def _error(exc: Exception) -> Response:
+    """A service's refusal as an HTTP answer: conflicts (claims, stale revisions, blocked accepts) are 409."""
+    if isinstance(exc, StaleRevisionError):
+        body = {"detail": str(exc), "base_revision": exc.base.number, "current_revision": exc.current.number}
+        return Response(body, status=status.HTTP_409_CONFLICT)
+    if isinstance(exc, services.NotAllowed):
+        return Response({"detail": str(exc)}, status=status.HTTP_403_FORBIDDEN)
+    if isinstance(exc, (services.ClaimConflict, services.AcceptBlocked)):
+        return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+    return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+
+
+def _valid(serializer_class, data):
+    form = serializer_class(data=data)
+    form.is_valid(raise_exception=True)
+    return form.validated_data
+
+
+class BenchmarkViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+    queryset = Benchmark.objects.all()
+    serializer_class = BenchmarkSerializer
+    write_role = ADMIN
+
+    @extend_schema(request=FreezeSerializer, responses={201: BenchmarkVersionSerializer})
+    @action(detail=True, methods=["post"])
+    def freeze(self, request, pk=None):
+        data = _valid(FreezeSerializer, request.data)
+        try:
+            version = services.freeze_version(self.get_object(), user=request.user, note=data["note"])
+        except services.ReviewError as exc:
+            return _error(exc)
+        return Response(BenchmarkVersionSerializer(version).data, status=status.HTTP_201_CREATED)
+
+
+class BenchmarkVersionViewSet(viewsets.ReadOnlyModelViewSet):
+    serializer_class = BenchmarkVersionSerializer
+
+    def get_queryset(self):
+        versions = BenchmarkVersion.objects.select_related("benchmark", "created_by")
+        name = self.request.query_params.get("benchmark")
+        return versions.filter(benchmark__name=name) if name else versions
+
+
+class CandidateViewSet(viewsets.ReadOnlyModelViewSet):
+    write_role = REVIEWER  # the services check admin-only parts (overrides) themselves
+    write_roles = {"diagnose": ADMIN}
+
+    def get_queryset(self):
+        candidates = BenchmarkCandidate.objects.select_related(
+            "task__benchmark_category", "task__current_revision", "benchmark", "claimed_by"
+        )
+        return BenchmarkCandidate.with_worst_severity(candidates)
+
+    def get_serializer_class(self):
+        return CandidateListSerializer if self.action == "list" else CandidateDetailSerializer
+
+    def filter_queryset(self, queryset):
+        queryset = super().filter_queryset(queryset)
+        if self.action == "list":
+            filters_ = CandidateFilterSerializer(data=self.request.query_params)
+            filters_.is_valid(raise_exception=True)
+            queryset = filters_.filter(queryset, self.request.user)
+        return queryset
+
+    @extend_schema(parameters=[CandidateFilterSerializer])
+    def list(self, request, *args, **kwargs):
+        return super().list(request, *args, **kwargs)
+
+    def _detail(self, candidate, code=status.HTTP_200_OK) -> Response:
+        fresh = self.get_queryset().get(pk=candidate.pk)
+        return Response(CandidateDetailSerializer(fresh).data, status=code)
+
+    @extend_schema(request=ClaimSerializer, responses={200: CandidateDetailSerializer})
+    @action(detail=True, methods=["post"])
+    def claim(self, request, pk=None):
+        data = _valid(ClaimSerializer, request.data)
+        try:
+            candidate = services.claim(self.get_object(), user=request.user, minutes=data.get("minutes"))
+        except services.ReviewError as exc:
+            return _error(exc)
+        return self._detail(candidate)
+
+    @extend_schema(request=None, responses={200: CandidateDetailSerializer})
+    @action(detail=True, methods=["post"])
+    def release(self, request, pk=None):
+        try:
+            candidate = services.release(self.get_object(), user=request.user)
+        except services.ReviewError as exc:
+            return _error(exc)
+        return self._detail(candidate)
+
+    @extend_schema(request=VerdictSerializer, responses={201: DecisionSerializer})
+    @action(detail=True, methods=["post"])
+    def verdict(self, request, pk=None):
+        data = _valid(VerdictSerializer, request.data)
+        try:
+            row = services.record_verdicts(self.get_object(), data["verdicts"], user=request.user, reason=data["reason"])
+        except services.ReviewError as exc:
+            return _error(exc)
+        return Response(DecisionSerializer(row).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=ApplyFixSerializer, responses={201: DecisionSerializer})
+    @action(detail=True, methods=["post"], url_path="apply-fix")
+    def apply_fix(self, request, pk=None):
+        data = _valid(ApplyFixSerializer, request.data)
+        candidate = self.get_object()
+        issue = get_object_or_404(DiagnosisIssue, pk=data["issue"], diagnosis__candidate=candidate)
+        base = candidate.task.revisions.filter(number=data["base_revision"]).first()
+        if base is None:
+            raise ValidationError({"base_revision": f"{candidate.task.external_id} has no revision {data['base_revision']}"})
+        try:
+            fix = services.apply_suggested_fix(issue, user=request.user, base_revision=base, reason=data["reason"])
+        except (services.ReviewError, StaleRevisionError) as exc:
+            return _error(exc)
+        except JobEngineError as exc:
+            return Response({"detail": f"the fix was saved but its sanity check did not start: {exc}"}, status=503)
+        body = DecisionSerializer(fix.decision).data | {"sanity_job": JobRunSerializer(fix.sanity_run, context={"request": request}).data}
+        return Response(body, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=DecideSerializer, responses={201: DecisionSerializer})
+    @action(detail=True, methods=["post"])
+    def decide(self, request, pk=None):
+        data = _valid(DecideSerializer, request.data)
+        try:
+            row = services.decide(self.get_object(), user=request.user, **data)
+        except services.ReviewError as exc:
+            return _error(exc)
+        return Response(DecisionSerializer(row).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses={202: JobRunSerializer})
+    @action(detail=True, methods=["post"])
+    def diagnose(self, request, pk=None):
+        try:
+            (run,) = services.start_diagnosis([self.get_object()], user=request.user)
+        except JobEngineError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+        return Response(JobRunSerializer(run, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
+
+    @action(detail=True, methods=["get"])
+    def history(self, request, pk=None):
+        return Response(services.history(self.get_object()))
+
+
+class DiagnosisViewSet(viewsets.ReadOnlyModelViewSet):
+    serializer_class = DiagnosisSerializer
+
+    def get_queryset(self):
+        diagnoses = LLMDiagnosis.objects.select_related("revision").prefetch_related("issues")
+        candidate = self.request.query_params.get("candidate")
+        if candidate is not None:
+            if not candidate.isdigit():
+                raise ValidationError({"candidate": "a candidate id"})
+            diagnoses = diagnoses.filter(candidate_id=int(candidate))
+        return diagnoses
+
+
+def register(router):
+    router.register("benchmarks", BenchmarkViewSet, basename="benchmark")
+    router.register("benchmark-versions", BenchmarkVersionViewSet, basename="benchmark-version")
+    router.register("candidates", CandidateViewSet, basename="candidate")
+    router.register("diagnoses", DiagnosisViewSet, basename="diagnosis")

@@ -1,0 +1,29 @@
+"""Background entry points of the review."""
+
+from jobs.registry import job
+
+from .diagnosis import diagnose_candidate
+from .models import BenchmarkCandidate, LLMDiagnosis
+
+DIAGNOSE_JOB = "review.diagnose"
+
+
+@job(DIAGNOSE_JOB, title="Diagnose a benchmark candidate")
+def diagnose(ctx, *, candidate_id: int) -> dict:
+    """Diagnose one candidate with the "diagnosis" endpoint and store the report.
+
+    A second delivery of the same run, after its diagnosis was stored, returns that one instead of calling again.
+    A failed diagnosis fails the run; the reason is also kept on the candidate, which stays awaiting diagnosis.
+    """
+    done = LLMDiagnosis.objects.filter(job_run=ctx.run).first()
+    if done is None:
+        candidate = BenchmarkCandidate.objects.select_related("task__current_revision").get(pk=candidate_id)
+        ctx.log(f"diagnosing {candidate.task.external_id} r{candidate.task.current_revision.number}")
+        done = diagnose_candidate(candidate, job_run=ctx.run)
+    else:
+        ctx.log("already diagnosed by this run; returning its diagnosis")
+    counts = {}
+    for severity in done.issues.values_list("severity", flat=True):
+        counts[severity] = counts.get(severity, 0) + 1
+    ctx.log(f"{sum(counts.values())} issues" + "".join(f", {n} {s}" for s, n in sorted(counts.items())))
+    return {"candidate": candidate_id, "diagnosis": done.pk, "issues": counts}

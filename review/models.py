@@ -1,0 +1,226 @@
+"""Benchmarks, their frozen versions, the candidates proposed for them, LLM diagnoses and reviewers' decisions.
+
+Every change goes through review.services. Decisions and diagnoses are append-only; a frozen BenchmarkVersion
+never changes: it pins exact task revisions, so a score always names exactly what was scored.
+"""
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class Benchmark(models.Model):
+    name = models.SlugField(max_length=120, unique=True)
+    description = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+
+class BenchmarkVersion(models.Model):
+    """A frozen benchmark: the revisions of the accepted candidates at freezing time. Immutable once created."""
+
+    benchmark = models.ForeignKey(Benchmark, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    frozen_at = models.DateTimeField(default=timezone.now)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    note = models.CharField(max_length=500, blank=True)
+    revisions = models.ManyToManyField("tasks.TaskRevision", through="PinnedRevision", related_name="benchmark_versions")
+
+    class Meta:
+        ordering = ["benchmark", "-number"]
+        constraints = [models.UniqueConstraint(fields=["benchmark", "number"], name="unique_benchmark_version")]
+
+    def __str__(self):
+        return f"{self.benchmark.name} v{self.number}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise ValueError("a frozen BenchmarkVersion is immutable: freeze a new version instead")
+        super().save(*args, **kwargs)
+
+
+class PinnedRevision(models.Model):
+    version = models.ForeignKey(BenchmarkVersion, on_delete=models.CASCADE, related_name="pins")
+    # PROTECT: a task whose revision a frozen version pins cannot be deleted out from under it.
+    revision = models.ForeignKey("tasks.TaskRevision", on_delete=models.PROTECT, related_name="+")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["version", "revision"], name="unique_pinned_revision")]
+
+
+class BenchmarkCandidate(models.Model):
+    class Status(models.TextChoices):
+        AWAITING_DIAGNOSIS = "awaiting_diagnosis", "Awaiting diagnosis"
+        AWAITING_REVIEW = "awaiting_review", "Awaiting review"
+        IN_REVIEW = "in_review", "In review"
+        ACCEPTED = "accepted", "Accepted"
+        REJECTED = "rejected", "Rejected"
+
+    OPEN = (Status.AWAITING_DIAGNOSIS, Status.AWAITING_REVIEW, Status.IN_REVIEW)
+
+    task = models.ForeignKey("tasks.Task", on_delete=models.CASCADE, related_name="benchmark_candidates")
+    benchmark = models.ForeignKey(Benchmark, on_delete=models.CASCADE, related_name="candidates")
+    status = models.CharField(max_length=24, choices=Status.choices, default=Status.AWAITING_DIAGNOSIS)
+    claimed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="claimed_candidates"
+    )
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    claim_expires_at = models.DateTimeField(null=True, blank=True)
+    # Why the last diagnosis attempt failed (blank after a stored diagnosis).
+    diagnosis_error = models.TextField(blank=True)
+    # Difficulty statistics: mean scores of the strong and the small agent (filled by difficulty filtering).
+    strong_mean = models.FloatField(null=True, blank=True)
+    small_mean = models.FloatField(null=True, blank=True)
+    proposed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["task", "benchmark"], name="unique_candidate_task")]
+        indexes = [models.Index(fields=["benchmark", "status", "-updated_at"], name="candidate_queue")]
+
+    def __str__(self):
+        return f"{self.task.external_id} → {self.benchmark.name} ({self.status})"
+
+    @classmethod
+    def with_worst_severity(cls, queryset):
+        """Annotate `worst_rank`: the worst severity rank (SEVERITY_RANK) among the latest diagnosis's issues."""
+        # Nested: the latest-diagnosis subquery sits inside the issues subquery, so it reaches two levels out.
+        latest = LLMDiagnosis.objects.filter(candidate=models.OuterRef(models.OuterRef("pk"))).order_by(
+            "-created_at", "-id"
+        )
+        worst = DiagnosisIssue.objects.filter(diagnosis=models.Subquery(latest.values("pk")[:1])).order_by(
+            "severity_rank"
+        )
+        return queryset.annotate(worst_rank=models.Subquery(worst.values("severity_rank")[:1]))
+
+    def held_by(self, now=None):
+        """The user whose claim is still running, or None."""
+        if self.claimed_by_id and self.claim_expires_at and self.claim_expires_at > (now or timezone.now()):
+            return self.claimed_by
+        return None
+
+    def latest_diagnosis(self):
+        return self.diagnoses.order_by("-created_at", "-id").first()
+
+
+class LLMDiagnosis(models.Model):
+    """One diagnosis of one revision of a candidate's task. Append-only: the latest is the one reviewed."""
+
+    candidate = models.ForeignKey(BenchmarkCandidate, on_delete=models.CASCADE, related_name="diagnoses")
+    revision = models.ForeignKey("tasks.TaskRevision", on_delete=models.CASCADE, related_name="+")
+    endpoint = models.ForeignKey("llm.ModelEndpoint", null=True, on_delete=models.SET_NULL, related_name="+")
+    endpoint_name = models.CharField(max_length=80, help_text="Kept when the endpoint is deleted.")
+    prompt_version = models.CharField(max_length=40)
+    model_call = models.ForeignKey("llm.ModelCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    overall = models.TextField(help_text="The model's overall assessment.")
+    job_run = models.ForeignKey("jobs.JobRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name_plural = "LLM diagnoses"
+
+    def __str__(self):
+        return f"diagnosis of {self.candidate_id} ({self.revision_id})"
+
+
+class Severity(models.TextChoices):
+    BLOCKER = "blocker", "Blocker"
+    MAJOR = "major", "Major"
+    MINOR = "minor", "Minor"
+
+
+# Lower is worse: the candidate queue sorts and filters by the worst severity of the latest diagnosis.
+SEVERITY_RANK = {Severity.BLOCKER: 0, Severity.MAJOR: 1, Severity.MINOR: 2}
+
+
+class DiagnosisIssue(models.Model):
+    class Component(models.TextChoices):
+        INSTRUCTION = "instruction", "Instruction"
+        INPUT_FILE = "input_file", "Input file"
+        CHECKER = "checker", "Checker"
+        RUBRIC = "rubric", "Rubric"
+
+    diagnosis = models.ForeignKey(LLMDiagnosis, on_delete=models.CASCADE, related_name="issues")
+    component = models.CharField(max_length=16, choices=Component.choices)
+    path = models.CharField(max_length=500, blank=True, help_text="The file concerned (input file or checker file).")
+    path_missing = models.BooleanField(default=False, help_text="The path names no file of the diagnosed revision.")
+    severity = models.CharField(max_length=8, choices=Severity.choices)
+    severity_rank = models.PositiveSmallIntegerField()
+    problem = models.TextField()
+    evidence = models.TextField(blank=True)
+    suggested_fix = models.TextField(blank=True)
+    # Concrete content replacing the whole field or file (for the rubric: its JSON), or null when none was given.
+    replacement = models.TextField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["severity_rank", "id"]
+
+    def __str__(self):
+        return f"{self.severity} {self.component}{':' + self.path if self.path else ''}"
+
+
+class ReviewDecision(models.Model):
+    """One reviewer action on a candidate. Append-only: a later decision supersedes, never edits."""
+
+    class Decision(models.TextChoices):
+        ACCEPT = "accept", "Accept"
+        FIX = "fix", "Fix"
+        REJECT = "reject", "Reject"
+        VERDICT = "verdict", "Issue verdict"
+
+    class Verdict(models.TextChoices):
+        VALID = "valid", "Valid"
+        NOT_VALID = "not_valid", "Not valid"
+        FIXED = "fixed", "Fixed"
+
+    candidate = models.ForeignKey(BenchmarkCandidate, on_delete=models.CASCADE, related_name="decisions")
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    decision = models.CharField(max_length=8, choices=Decision.choices)
+    reason = models.TextField(blank=True)
+    # {issue id (string): valid | not_valid | fixed}
+    verdicts = models.JSONField(default=dict, blank=True)
+    revision = models.ForeignKey(
+        "tasks.TaskRevision", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="The revision this decision produced (fix) or accepted.",
+    )  # fmt: skip
+    override_reason = models.TextField(blank=True, help_text="An admin's reason to accept despite a failed sanity check.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        return f"{self.decision} of {self.candidate_id} by {self.reviewer_id}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise ValueError("review decisions are append-only: record a new decision instead")
+        super().save(*args, **kwargs)
+
+
+class ClaimEvent(models.Model):
+    """Who claimed or released a candidate when: the history timeline shows it."""
+
+    class Action(models.TextChoices):
+        CLAIM = "claim", "Claimed"
+        RELEASE = "release", "Released"
+
+    candidate = models.ForeignKey(BenchmarkCandidate, on_delete=models.CASCADE, related_name="claim_events")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    action = models.CharField(max_length=8, choices=Action.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]

@@ -1,0 +1,169 @@
+"""What the review API shows and accepts. Serializers validate; review.services does the work."""
+
+from django.utils import timezone
+from rest_framework import serializers
+
+from .models import (
+    SEVERITY_RANK,
+    Benchmark,
+    BenchmarkCandidate,
+    BenchmarkVersion,
+    DiagnosisIssue,
+    LLMDiagnosis,
+    ReviewDecision,
+    Severity,
+)
+from .services import current_verdicts
+
+
+class BenchmarkSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Benchmark
+        fields = ["id", "name", "description", "created_at"]
+        read_only_fields = ["id", "created_at"]
+
+
+class BenchmarkVersionSerializer(serializers.ModelSerializer):
+    benchmark = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    revisions = serializers.SerializerMethodField()
+
+    class Meta:
+        model = BenchmarkVersion
+        fields = ["id", "benchmark", "number", "frozen_at", "created_by", "note", "revisions"]
+
+    def get_revisions(self, version) -> list[dict]:
+        return [
+            {"task": pin.revision.task.external_id, "revision": pin.revision.number, "revision_id": pin.revision_id}
+            for pin in version.pins.select_related("revision__task").order_by("revision__task__external_id")
+        ]
+
+
+class FreezeSerializer(serializers.Serializer):
+    note = serializers.CharField(required=False, allow_blank=True, max_length=500, default="")
+
+
+class DiagnosisIssueSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = DiagnosisIssue
+        fields = [
+            "id", "component", "path", "path_missing", "severity", "problem", "evidence", "suggested_fix",
+            "replacement",
+        ]  # fmt: skip
+
+
+class DiagnosisSerializer(serializers.ModelSerializer):
+    issues = DiagnosisIssueSerializer(many=True, read_only=True)
+    revision = serializers.IntegerField(source="revision.number", read_only=True)
+
+    class Meta:
+        model = LLMDiagnosis
+        fields = [
+            "id", "candidate", "revision", "endpoint_name", "prompt_version", "model_call", "overall", "job_run",
+            "created_at", "issues",
+        ]  # fmt: skip
+
+
+class DecisionSerializer(serializers.ModelSerializer):
+    reviewer = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    revision = serializers.IntegerField(source="revision.number", read_only=True, default=None)
+
+    class Meta:
+        model = ReviewDecision
+        fields = ["id", "reviewer", "decision", "reason", "verdicts", "revision", "override_reason", "created_at"]
+
+
+def _worst(rank) -> str | None:
+    return next((str(s) for s, r in SEVERITY_RANK.items() if r == rank), None)
+
+
+class CandidateListSerializer(serializers.ModelSerializer):
+    task = serializers.CharField(source="task.external_id", read_only=True)
+    title = serializers.CharField(source="task.title", read_only=True)
+    category = serializers.CharField(source="task.benchmark_category.slug", read_only=True, default=None)
+    benchmark = serializers.CharField(source="benchmark.name", read_only=True)
+    claimed_by = serializers.SerializerMethodField()
+    worst_severity = serializers.SerializerMethodField()
+
+    class Meta:
+        model = BenchmarkCandidate
+        fields = [
+            "id", "task", "title", "category", "benchmark", "status", "claimed_by", "claim_expires_at",
+            "worst_severity", "diagnosis_error", "strong_mean", "small_mean", "updated_at",
+        ]  # fmt: skip
+
+    def get_claimed_by(self, candidate) -> str | None:
+        holder = candidate.held_by()
+        return holder.get_username() if holder else None
+
+    def get_worst_severity(self, candidate) -> str | None:
+        return _worst(getattr(candidate, "worst_rank", None))
+
+
+class CandidateDetailSerializer(CandidateListSerializer):
+    current_revision = serializers.IntegerField(source="task.current_revision.number", read_only=True, default=None)
+    diagnosis = serializers.SerializerMethodField()
+    decisions = DecisionSerializer(many=True, read_only=True)
+    verdicts = serializers.SerializerMethodField()
+
+    class Meta(CandidateListSerializer.Meta):
+        fields = CandidateListSerializer.Meta.fields + ["current_revision", "diagnosis", "decisions", "verdicts"]
+
+    def get_diagnosis(self, candidate) -> dict | None:
+        latest = candidate.latest_diagnosis()
+        return DiagnosisSerializer(latest).data if latest else None
+
+    def get_verdicts(self, candidate) -> dict:
+        return current_verdicts(candidate)
+
+
+class CandidateFilterSerializer(serializers.Serializer):
+    benchmark = serializers.CharField(required=False, help_text="benchmark name")
+    status = serializers.ChoiceField(choices=BenchmarkCandidate.Status.choices, required=False)
+    category = serializers.CharField(required=False, help_text="benchmark category slug")
+    severity = serializers.ChoiceField(
+        choices=Severity.choices + [("none", "No issues")], required=False,
+        help_text="the worst severity of the latest diagnosis",
+    )  # fmt: skip
+    mine = serializers.BooleanField(required=False, help_text="only candidates you hold")
+
+    def filter(self, queryset, user):
+        data = self.validated_data
+        if "benchmark" in data:
+            queryset = queryset.filter(benchmark__name=data["benchmark"])
+        if "status" in data:
+            queryset = queryset.filter(status=data["status"])
+        if "category" in data:
+            queryset = queryset.filter(task__benchmark_category__slug=data["category"])
+        if "severity" in data:
+            if data["severity"] == "none":
+                queryset = queryset.filter(worst_rank__isnull=True)
+            else:
+                queryset = queryset.filter(worst_rank=SEVERITY_RANK[data["severity"]])
+        if data.get("mine"):
+            queryset = queryset.filter(claimed_by=user, claim_expires_at__gt=timezone.now())
+        return queryset
+
+
+class ClaimSerializer(serializers.Serializer):
+    minutes = serializers.IntegerField(required=False, min_value=1, max_value=24 * 60)
+
+
+class VerdictSerializer(serializers.Serializer):
+    verdicts = serializers.DictField(child=serializers.ChoiceField(choices=ReviewDecision.Verdict.choices))
+    reason = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class DecideSerializer(serializers.Serializer):
+    decision = serializers.ChoiceField(choices=["accept", "fix", "reject"])
+    reason = serializers.CharField(required=False, allow_blank=True, default="")
+    verdicts = serializers.DictField(
+        child=serializers.ChoiceField(choices=ReviewDecision.Verdict.choices), required=False, default=dict
+    )
+    override_reason = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class ApplyFixSerializer(serializers.Serializer):
+    issue = serializers.IntegerField(help_text="the DiagnosisIssue whose replacement to apply")
+    base_revision = serializers.IntegerField(help_text="the revision number you saw: a stale one gets 409")
+    reason = serializers.CharField(required=False, allow_blank=True, default="")

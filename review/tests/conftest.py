@@ -1,0 +1,67 @@
+"""Fixtures of the review tests: a benchmark with one candidate whose task has input, checker and rubric."""
+
+import pytest
+
+from review.models import SEVERITY_RANK, Benchmark, BenchmarkCandidate, DiagnosisIssue, LLMDiagnosis
+from review.services import propose_candidates
+from tasks.models import SanityReport
+from tasks.package import PackageFile, TaskPackage
+from tasks.services import save_package
+
+CHECK_PY = b"import json\nprint(json.dumps({'report_exists': 0}))\n"
+
+
+def make_task(external_id="t-review", instruction="Summarise sales.csv into report.md."):
+    package = TaskPackage(
+        external_id=external_id,
+        instruction=instruction,
+        files=[
+            PackageFile("sales.csv", b"item,amount\na,1\n"),
+            PackageFile("reward.sh", b"python3 reward/check.py\n", role="reward"),
+            PackageFile("check.py", CHECK_PY, role="reward"),
+        ],
+    )
+    return save_package(package).task
+
+
+def sanity(revision, *, crashed=False, over_lenient=False):
+    """A stored sanity report of the revision with the given findings."""
+    run = {"score": 0.0, "status": "ok" if not crashed else "error", "reason": "boom" if crashed else "", "subscores": {}}
+    return SanityReport.objects.create(
+        revision=revision, runs={"empty": run, "initial": dict(run, score=1.0 if over_lenient else 0.0)},
+        crashed=crashed, over_lenient=over_lenient, solvable=None, tolerance=0.0, backend="process", isolated=False,
+    )  # fmt: skip
+
+
+def add_diagnosis(candidate, issues):
+    """A stored diagnosis of the candidate's current revision, as if the diagnosis job had run."""
+    revision = candidate.task.current_revision
+    diagnosis = LLMDiagnosis.objects.create(
+        candidate=candidate, revision=revision, endpoint_name="diag", prompt_version="test", overall="ok"
+    )
+    for i, fields in enumerate(issues):
+        fields = {"component": "instruction", "severity": "minor", "problem": f"problem {i}"} | fields
+        DiagnosisIssue.objects.create(diagnosis=diagnosis, severity_rank=SEVERITY_RANK[fields["severity"]], **fields)
+    BenchmarkCandidate.objects.filter(pk=candidate.pk).update(status=BenchmarkCandidate.Status.AWAITING_REVIEW)
+    candidate.refresh_from_db()
+    return diagnosis
+
+
+@pytest.fixture
+def benchmark(db):
+    return Benchmark.objects.create(name="claw-bench")
+
+
+@pytest.fixture
+def candidate(benchmark, admin_user):
+    task = make_task()
+    propose_candidates(benchmark, [task], user=admin_user)
+    return BenchmarkCandidate.objects.get(task=task, benchmark=benchmark)
+
+
+@pytest.fixture
+def second_reviewer(db):
+    from accounts.roles import REVIEWER
+    from clawgym_site.testing import make_user
+
+    return make_user("rob_reviewer", REVIEWER)

@@ -1,0 +1,69 @@
+"""propose_candidates and diagnose management commands."""
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from jobs.models import JobRun
+from llm.models import ModelEndpoint
+from llm.testing import Reply
+from review.models import Benchmark, BenchmarkCandidate, LLMDiagnosis
+
+from .conftest import make_task
+
+
+def run(*args) -> str:
+    out = StringIO()
+    call_command(*args, stdout=out, stderr=StringIO())
+    return out.getvalue()
+
+
+def test_propose_creates_the_benchmark_and_counts(db):
+    make_task("t-a"), make_task("t-b")
+    out = run("propose_candidates", "--benchmark", "new-bench", "--task", "t-a")
+    assert "created benchmark new-bench" in out and "proposed 1, already candidates 0" in out
+    out = run("propose_candidates", "--benchmark", "new-bench", "--all")
+    assert "proposed 1, already candidates 1" in out
+    assert Benchmark.objects.get(name="new-bench").candidates.count() == 2
+
+
+def test_propose_refuses_unknown_tasks_and_bad_names(db):
+    make_task("t-a")
+    with pytest.raises(CommandError, match="no such task: t-nope"):
+        run("propose_candidates", "--benchmark", "b", "--task", "t-a", "t-nope")
+    with pytest.raises(CommandError, match="must be letters"):
+        run("propose_candidates", "--benchmark", "bad name", "--all")
+    assert not BenchmarkCandidate.objects.exists()
+
+
+def test_diagnose_here_prints_json(candidate, scripted_upstream, settings):
+    settings.CLAWGYM_LLM_BACKOFF_SECONDS = 0.01
+    ModelEndpoint.objects.create(
+        name="diag", base_url=scripted_upstream.base_url, model="m", roles=["diagnosis"], timeout_seconds=5
+    )
+    scripted_upstream.push(Reply.text(json.dumps({"overall": "fine", "issues": []})))
+    out = run("diagnose", "--benchmark", candidate.benchmark.name, "--here", "--json")
+    rows = json.loads(out.strip().splitlines()[-1])
+    assert rows == [{"task": "t-review", "candidate": candidate.pk, "diagnosis": LLMDiagnosis.objects.get().pk,
+                     "issues": 0}]  # fmt: skip
+    # Nothing awaits diagnosis any more: a second run does nothing.
+    assert "no candidate awaits diagnosis" in run("diagnose", "--benchmark", candidate.benchmark.name)
+
+
+def test_diagnose_here_failure_exits_non_zero(candidate):
+    with pytest.raises(CommandError, match="1 diagnosis\\(es\\) failed; first: t-review"):
+        run("diagnose", "--benchmark", candidate.benchmark.name, "--here")
+
+
+def test_diagnose_without_workers_gives_up_and_cancels(candidate, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False):
+        with pytest.raises(CommandError, match="no job worker took the diagnosis jobs"):
+            run("diagnose", "--benchmark", candidate.benchmark.name, "--start-timeout", "0.2")
+    assert list(JobRun.objects.values_list("kind", "status")) == [("review.diagnose", "cancelled")]
+
+
+def test_diagnose_unknown_benchmark(db):
+    with pytest.raises(CommandError, match="no benchmark is named 'nope'"):
+        run("diagnose", "--benchmark", "nope")
