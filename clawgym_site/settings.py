@@ -153,6 +153,9 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "TaskStatusEnum": "tasks.models.Task.Status",
         "JobRunStatusEnum": "jobs.models.JobRun.Status",
+        "ApiStyleEnum": "llm.models.ModelEndpoint.ApiStyle",
+        "RolloutStatusEnum": "evaluation.models.Rollout.Status",
+        "CandidateStatusEnum": "review.models.BenchmarkCandidate.Status",
     },
 }
 
@@ -225,7 +228,6 @@ CLAWGYM_LLM_BACKOFF_SECONDS = env_float("CLAWGYM_LLM_BACKOFF_SECONDS", 1.0)
 CLAWGYM_LLM_BACKOFF_MAX_SECONDS = env_float("CLAWGYM_LLM_BACKOFF_MAX_SECONDS", 30.0)
 CLAWGYM_LLM_SLOT_WAIT_SECONDS = env_float("CLAWGYM_LLM_SLOT_WAIT_SECONDS", 900.0)
 # ModelEndpoint.api_style and ModelCall.api share one choice set: one enum name in the API schema.
-SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]["ApiStyleEnum"] = "llm.models.ModelEndpoint.ApiStyle"
 # Every model call is a ModelCall row: the HTTP clients' per-request INFO lines would only repeat them.
 LOGGING["loggers"].update({"httpx": {"level": "WARNING"}, "httpx2": {"level": "WARNING"}})
 
@@ -242,7 +244,6 @@ CLAWGYM_ROLLOUT_SLOTS = env_int("CLAWGYM_ROLLOUT_SLOTS", 0)
 CLAWGYM_ROLLOUT_SLOT_MEMORY_MB = env_int("CLAWGYM_ROLLOUT_SLOT_MEMORY_MB", 1536)
 CLAWGYM_ROLLOUT_SLOT_WAIT_SECONDS = env_int("CLAWGYM_ROLLOUT_SLOT_WAIT_SECONDS", 6 * 3600)
 CLAWGYM_BUILTIN_MAX_TURNS = env_int("CLAWGYM_BUILTIN_MAX_TURNS", 40)
-SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]["RolloutStatusEnum"] = "evaluation.models.Rollout.Status"
 
 # --- Review ---
 # A claimed candidate is locked to its reviewer for this long; after that anyone may claim it.
