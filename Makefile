@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test test-postgres test-sqlite install system-deps migrate examples bench clean
+.PHONY: run test test-postgres test-sqlite install system-deps harness migrate examples bench clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,20 +19,28 @@ install: $(VENV)/.installed
 system-deps:
 	@scripts/system-deps.sh
 
+# The real OpenClaw agent harness (Node 24 + the pinned openclaw npm package) in the git-ignored .harness/.
+# Installed once (about 650 MB from npm); afterwards rollouts and their tests work offline.
+HARNESS_STAMP := .harness/.installed-node24-openclaw2026.9.6
+$(HARNESS_STAMP): scripts/install-harness.sh
+	scripts/install-harness.sh
+
+harness: $(HARNESS_STAMP)
+
 migrate: install
 	$(PY) manage.py migrate --noinput
 
 examples: migrate
 	$(PY) manage.py import_tasks examples/tasks
 
-run: migrate
+run: migrate harness
 	$(PY) manage.py collectstatic --noinput --verbosity 0
 	$(PY) manage.py import_tasks examples/tasks
 	$(PY) manage.py ensure_admin
 	HOST=$(HOST) PORT=$(PORT) PY=$(PY) scripts/run.sh
 
 # Runs the whole suite on the database DATABASE_URL names (the embedded SQLite default when unset).
-test: install system-deps
+test: install system-deps harness
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: migrate

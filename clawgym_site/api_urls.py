@@ -4,6 +4,7 @@ from django.urls import include, path
 from rest_framework.authtoken.views import obtain_auth_token
 from rest_framework.routers import DefaultRouter
 
+from evaluation.api import register as register_evaluation
 from jobs.api import register as register_jobs
 from llm.api import register as register_llm
 from review.api import register as register_review
@@ -13,6 +14,7 @@ router = DefaultRouter()
 register_tasks(router)
 register_jobs(router)
 register_llm(router)
+register_evaluation(router)
 register_review(router)
 
 urlpatterns = [

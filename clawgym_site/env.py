@@ -1,5 +1,6 @@
 """Tiny typed readers for settings from the environment. They fail loudly on bad values."""
 
+import json
 import os
 import secrets
 from pathlib import Path
@@ -43,6 +44,16 @@ def env_float(name: str, default: float) -> float:
         return float(raw)
     except ValueError:
         raise ImproperlyConfiguredEnv(f"{name} must be a number, got {raw!r}") from None
+
+
+def env_json(name: str, default):
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ImproperlyConfiguredEnv(f"{name} must be JSON: {exc}") from None
 
 
 def env_list(name: str, default: list[str]) -> list[str]:

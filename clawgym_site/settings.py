@@ -5,7 +5,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from .env import env_bool, env_choice, env_float, env_int, env_list, env_str, secret_key
+from .env import env_bool, env_choice, env_float, env_int, env_json, env_list, env_str, secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("CLAWGYM_VAR_DIR", str(BASE_DIR / "var")))
@@ -244,6 +244,10 @@ CLAWGYM_ROLLOUT_SLOTS = env_int("CLAWGYM_ROLLOUT_SLOTS", 0)
 CLAWGYM_ROLLOUT_SLOT_MEMORY_MB = env_int("CLAWGYM_ROLLOUT_SLOT_MEMORY_MB", 1536)
 CLAWGYM_ROLLOUT_SLOT_WAIT_SECONDS = env_int("CLAWGYM_ROLLOUT_SLOT_WAIT_SECONDS", 6 * 3600)
 CLAWGYM_BUILTIN_MAX_TURNS = env_int("CLAWGYM_BUILTIN_MAX_TURNS", 40)
+
+# Trajectory rebuilding rules as a JSON object (see evaluation.trajectories.TrajectoryRules.from_dict), e.g.
+# {"supported_tools": ["read", "write", "edit", "exec"]}; empty keeps the defaults.
+CLAWGYM_TRAJECTORY_RULES = env_json("CLAWGYM_TRAJECTORY_RULES", {})
 
 # --- Review ---
 # A claimed candidate is locked to its reviewer for this long; after that anyone may claim it.

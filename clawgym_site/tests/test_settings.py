@@ -84,3 +84,13 @@ def test_web_process_never_imports_torch_or_transformers():
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_json_settings_fail_loudly(monkeypatch):
+    from clawgym_site.env import env_json
+
+    monkeypatch.setenv("X_JSON", '{"supported_tools": ["read"]}')
+    assert env_json("X_JSON", {}) == {"supported_tools": ["read"]}
+    monkeypatch.setenv("X_JSON", "{not json")
+    with pytest.raises(ImproperlyConfiguredEnv, match="X_JSON must be JSON"):
+        env_json("X_JSON", {})

@@ -1,0 +1,148 @@
+"""The harness interface: how one agent is started in the sandbox and what is read back once it stopped.
+
+A harness is a black box that gets an instruction, a model reachable at an OpenAI-compatible base URL with an API
+key, and a workspace. It never talks to the database or the network itself: `run_agent`
+(evaluation.harnesses.sandboxed) puts it in the sandbox behind the recording proxy and hands back an AgentOutcome.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+# Paths inside the sandbox.
+RUN_DIR = "/run/clawgym"  # the rollout's own host folder (spec, config, agent state, outputs, the proxy socket)
+INSIDE_DIR = "/opt/clawgym"  # evaluation/harnesses/inside, read-only
+SOCKET_PATH = f"{RUN_DIR}/proxy.sock"
+OUT_DIR = f"{RUN_DIR}/out"
+# The loopback port inside the sandbox's own network namespace where the bridge to the proxy listens. Every
+# sandbox has its own namespace, so every rollout can use the same port.
+BRIDGE_PORT = 18789
+BASE_URL = f"http://127.0.0.1:{BRIDGE_PORT}/v1"
+# Kept of an agent's stderr for the rollout's log.
+LOG_TAIL_CHARS = 8000
+
+
+class ExitReason:
+    """Why the agent stopped (Rollout.exit_reason)."""
+
+    COMPLETED = "completed"  # it gave its final answer
+    ERROR = "error"  # it stopped on an error (a model call that failed, a harness error)
+    TIMEOUT = "timeout"  # it ran past its deadline
+    MAX_TURNS = "max_turns"  # it used all its turns without a final answer
+    OOM = "oom"  # it ran out of memory
+    CRASHED = "crashed"  # it died on a signal, or its output could not be read
+    SANDBOX_ERROR = "sandbox_error"  # the sandbox could not run it at all
+    HARNESS_UNAVAILABLE = "harness_unavailable"  # the harness is not installed here
+    WORKER_LOST = "worker_lost"  # the process running the rollout died
+    RUNNER_ERROR = "runner_error"  # the rollout could not be run (an unexpected error of ClawGym's own)
+    CANCELLED = "cancelled"
+
+    CHOICES = [
+        (COMPLETED, "Completed"), (ERROR, "Error"), (TIMEOUT, "Timed out"), (MAX_TURNS, "Out of turns"),
+        (OOM, "Out of memory"), (CRASHED, "Crashed"), (SANDBOX_ERROR, "Sandbox error"),
+        (HARNESS_UNAVAILABLE, "Harness not installed"), (WORKER_LOST, "Worker lost"), (RUNNER_ERROR, "Runner error"),
+        (CANCELLED, "Cancelled"),
+    ]  # fmt: skip
+
+
+class HarnessUnavailable(RuntimeError):
+    """The harness cannot run here (not installed, or no sandbox it can run in); the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class AgentTask:
+    """What the agent is asked, and how it reaches its model (through the proxy: the key is the session token)."""
+
+    instruction: str
+    model: str
+    api_style: str  # "chat" or "responses"
+    api_key: str
+    timeout: int  # seconds the agent may run
+    sampling: dict = field(default_factory=dict)
+    options: dict = field(default_factory=dict)  # harness-specific settings (see each harness)
+
+
+@dataclass
+class AgentOutcome:
+    exit_reason: str
+    detail: str = ""  # one line on why, for anything but a clean completion
+    final_message: str = ""
+    turns: int | None = None  # model round trips (assistant turns)
+    tool_calls: int = 0
+    tools_used: dict[str, int] = field(default_factory=dict)  # tool name -> calls
+    usage: dict = field(default_factory=dict)  # as the harness reported it; the proxy's records are authoritative
+    # The conversation, one message a dict: {"role": system|user|assistant|tool, "content": text,
+    # "tool_calls": [{"id", "name", "arguments"}], "tool_call_id", "name", "is_error"} (keys present when set).
+    transcript: list[dict] = field(default_factory=list)
+    seconds: float = 0.0
+    max_rss_bytes: int | None = None  # the largest resident set of one agent process (Node: the whole agent)
+    log_tail: str = ""
+
+
+@dataclass
+class DriverStep:
+    """One command the in-sandbox driver runs (harnesses/inside/driver.py)."""
+
+    argv: list[str]
+    timeout: float
+    stdout: str  # paths inside the sandbox
+    stderr: str
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+
+    def as_dict(self) -> dict:
+        return {"argv": self.argv, "timeout": self.timeout, "stdout": self.stdout, "stderr": self.stderr,
+                "env": self.env, "cwd": self.cwd}
+
+
+class Harness(ABC):
+    name: ClassVar[str]
+    title: ClassVar[str]
+
+    @abstractmethod
+    def check_available(self) -> None:
+        """Raise HarnessUnavailable, saying how to install it, when it cannot run here."""
+
+    def ro_binds(self) -> list[tuple[Path, str]]:
+        """Host folders it needs read-only inside the sandbox (besides INSIDE_DIR)."""
+        return []
+
+    @abstractmethod
+    def prepare(self, task: AgentTask, run_dir: Path, workspace_path: str) -> tuple[DriverStep, list[DriverStep]]:
+        """Write what the agent needs into run_dir (host side) and return the agent's step and the steps after it."""
+
+    @abstractmethod
+    def collect(self, task: AgentTask, run_dir: Path, agent: dict) -> AgentOutcome:
+        """Read what the agent left in run_dir/out. `agent` is the driver's record of the agent step
+        ({returncode, signal, timed_out, seconds}). Never raises for what the agent did or failed to write."""
+
+
+def read_tail(path: Path, chars: int = LOG_TAIL_CHARS) -> str:
+    """The end of a file the agent wrote (bounded: it may be huge)."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, 2)
+            size = handle.tell()
+            handle.seek(max(0, size - chars * 4))
+            return handle.read().decode("utf-8", "replace")[-chars:]
+    except OSError:
+        return ""
+
+
+def read_json(path: Path, limit: int) -> object | None:
+    """A JSON file the agent side wrote, or None when it is missing, too large or not JSON."""
+    try:
+        if path.stat().st_size > limit:
+            return None
+        return json.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, ValueError):
+        return None
+
+
+def memory_exhausted(stderr: str) -> bool:
+    lowered = stderr.lower()
+    return any(marker in lowered for marker in ("out of memory", "memoryerror", "cannot allocate memory", "bad_alloc"))

@@ -1,0 +1,153 @@
+"""Running one harness in the bubblewrap sandbox, with the recording proxy as its only way out.
+
+    outcome = run_agent(get_harness("openclaw"), task, workspace, proxy_base=proxy_base_url(session))
+
+Per run, a private host folder (the run dir) is bound writable at /run/clawgym: the harness's config and state, the
+agent's outputs, and the Unix socket of a ProxyRelay (evaluation.relay) that passes this rollout's OpenAI requests to
+the proxy. Inside, harnesses/inside/driver.py listens on 127.0.0.1:BRIDGE_PORT, forwards to that socket, runs the
+agent under its deadline and then the harness's follow-up steps. The sandbox has its own network namespace (only
+loopback), so the web app, the database, Redis, DNS and the outside cannot be reached; the relay refuses any request
+that is not an OpenAI API call of this rollout. The run dir is deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from django.conf import settings
+
+from sandbox import OPENCLAW_WORKSPACE_PATH, Backend, Limits, SandboxError, Status, Workspace, get_backend
+from sandbox.limits import MiB
+
+from ..relay import ProxyRelay
+from .base import (
+    BRIDGE_PORT,
+    INSIDE_DIR,
+    OUT_DIR,
+    RUN_DIR,
+    SOCKET_PATH,
+    AgentOutcome,
+    AgentTask,
+    ExitReason,
+    Harness,
+    HarnessUnavailable,
+    read_json,
+)
+
+INSIDE_HOST_DIR = Path(__file__).resolve().parent / "inside"
+# Beyond the agent's own deadline: start-up, the transcript dump and the driver's grace before it kills the agent.
+WALL_MARGIN_SECONDS = 150
+SANDBOX_STATUS_REASONS = {
+    Status.TIMEOUT: ExitReason.TIMEOUT,
+    Status.OOM: ExitReason.OOM,
+    Status.KILLED: ExitReason.CRASHED,
+    Status.OUTPUT_LIMIT: ExitReason.CRASHED,
+    Status.ERROR: ExitReason.CRASHED,
+}
+
+
+def agent_limits(task: AgentTask) -> Limits:
+    wall = task.timeout + WALL_MARGIN_SECONDS
+    return Limits(
+        wall_seconds=wall,
+        cpu_seconds=int(wall),
+        memory_bytes=settings.CLAWGYM_ROLLOUT_ADDRESS_SPACE_MB * MiB,
+        max_processes=512,
+        max_output_bytes=1 * MiB,  # the driver prints nothing; the agent's output goes to files in the run dir
+        tmpfs_bytes=256 * MiB,  # /tmp and /root: OpenClaw keeps caches and plugin state under $HOME
+        max_open_files=4096,
+    )
+
+
+def sandbox_backend(name: str | None = None) -> Backend:
+    backend = get_backend(name or settings.CLAWGYM_SANDBOX_BACKEND)
+    if backend.name != "bwrap":
+        # The agent's route to the proxy is a Unix socket bound into the sandbox, built for bubblewrap only.
+        raise HarnessUnavailable(
+            f"rollouts run in the bwrap sandbox only (CLAWGYM_SANDBOX_BACKEND is {backend.name!r})"
+        )
+    return backend
+
+
+def run_agent(
+    harness: Harness,
+    task: AgentTask,
+    workspace: Workspace,
+    *,
+    proxy_base: str,
+    backend: Backend | None = None,
+    limits: Limits | None = None,
+    scratch_dir: str | Path | None = None,
+) -> AgentOutcome:
+    """Run the agent to its end and read back what it did. Raises HarnessUnavailable when it cannot start here;
+    a sandbox that fails is exit reason sandbox_error; whatever the agent does ends in an AgentOutcome.
+
+    scratch_dir: where the run dir is made (default: the system temp folder); it must be traversable by the
+    sandbox's uid, and short enough for the Unix socket's path (108 bytes).
+    """
+    backend = backend or sandbox_backend()
+    harness.check_available()
+    limits = limits or agent_limits(task)
+    run_dir = Path(tempfile.mkdtemp(prefix="clawgym-run-", dir=scratch_dir))
+    try:
+        (run_dir / "out").mkdir()
+        agent_step, after = harness.prepare(task, run_dir, OPENCLAW_WORKSPACE_PATH)
+        spec = {
+            "bridge": {"port": BRIDGE_PORT, "socket": SOCKET_PATH},
+            "agent": agent_step.as_dict(),
+            "after": [step.as_dict() for step in after],
+            "result": f"{OUT_DIR}/driver.json",
+        }
+        (run_dir / "spec.json").write_text(json.dumps(spec))
+        owner = (backend.uid, backend.gid) if getattr(backend, "as_root", False) else None
+        if owner:
+            _chown_tree(run_dir, *owner)
+        relay = ProxyRelay(
+            run_dir / "proxy.sock",
+            proxy_base,
+            task.api_key,
+            max_body_bytes=settings.CLAWGYM_PROXY_MAX_REQUEST_BYTES,
+            read_timeout=float(task.timeout),
+            socket_owner=owner,
+        )
+        with relay:
+            try:
+                executed = backend.run(
+                    ["/usr/bin/python3", f"{INSIDE_DIR}/driver.py", f"{RUN_DIR}/spec.json"],
+                    workspace,
+                    limits=limits,
+                    ro_binds=[(INSIDE_HOST_DIR, INSIDE_DIR), *harness.ro_binds()],
+                    extra_binds=[(run_dir, RUN_DIR)],
+                )
+            except SandboxError as exc:
+                return AgentOutcome(ExitReason.SANDBOX_ERROR, detail=f"{type(exc).__name__}: {exc}"[:400])
+        driver = read_json(run_dir / "out" / "driver.json", 1 * MiB)
+        if executed.status is Status.OK and isinstance(driver, dict):
+            outcome = harness.collect(task, run_dir, driver)
+            outcome.seconds = float(driver.get("seconds") or executed.duration)
+            rss = driver.get("max_rss_kb")
+            outcome.max_rss_bytes = int(rss) * 1024 if isinstance(rss, int) else None
+        else:
+            # The sandbox itself stopped the run (its wall clock, memory, a kill) or the driver broke: keep
+            # whatever the agent wrote, and the sandbox's reason.
+            outcome = harness.collect(task, run_dir, {"returncode": executed.returncode, "timed_out": False})
+            outcome.exit_reason = SANDBOX_STATUS_REASONS.get(executed.status, ExitReason.CRASHED)
+            outcome.detail = f"the sandbox ended the run: {executed.reason}"[:400]
+            outcome.seconds = executed.duration
+        if relay.refused:
+            outcome.log_tail += "".join(f"\n[proxy relay refused] {line}" for line in relay.refused)
+        return outcome
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _chown_tree(root: Path, uid: int, gid: int) -> None:
+    """Hand the run dir to the sandbox's unprivileged uid (a root caller runs the sandbox as that uid)."""
+    os.chown(root, uid, gid)
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            os.chown(os.path.join(dirpath, name), uid, gid, follow_symlinks=False)

@@ -1,0 +1,43 @@
+"""Background entry points of rollouts: one job per rollout attempt, on the `sandbox` queue."""
+
+from jobs.registry import job
+from jobs.runner import JobCancelled
+
+from .models import Rollout
+from .services import ROLLOUT_JOB, execute_rollout, fail_lost_rollouts, fail_redelivered
+
+
+@job(ROLLOUT_JOB, queue="sandbox", title="Run a rollout")
+def run_rollout(ctx, *, rollout_id: int) -> dict:
+    """Run the rollout's queued attempt and return its summary.
+
+    Delivered again after its worker died, it finds the rollout still running from that worker: the attempt is
+    marked failed (worker lost, retryable) and not run again by itself; a retry is an explicit, new attempt.
+    Any other rollout left running by a dead worker is marked failed on the way (as `recover_lost` does for jobs).
+    """
+    lost = fail_lost_rollouts()
+    if lost:
+        ctx.log(f"marked failed, their workers were lost: rollouts {', '.join(map(str, lost))}")
+    rollout = Rollout.objects.select_related("revision__task", "endpoint").get(pk=rollout_id)
+    if fail_redelivered(rollout, ctx.run):
+        ctx.log(f"rollout #{rollout_id}: the worker of attempt {rollout.attempt} was lost; marked failed")
+    rollout.refresh_from_db()
+    if rollout.status != Rollout.Status.QUEUED:
+        ctx.log(f"rollout #{rollout_id} is {rollout.status}; nothing to run")
+        return rollout.as_dict()
+    ctx.log(f"rollout #{rollout_id}: {rollout.harness} with {rollout.endpoint.name} on {rollout.revision}")
+    ctx.progress(0, 1, "waiting for a sandbox slot")
+
+    def waiting(seconds: float) -> None:
+        ctx.progress(0, 1, f"waiting for a sandbox slot ({seconds:.0f} s)")
+
+    try:
+        rollout = execute_rollout(rollout_id, job_run=ctx.run, on_wait=waiting)
+    except JobCancelled:
+        Rollout.objects.filter(pk=rollout_id, status=Rollout.Status.QUEUED).update(
+            status=Rollout.Status.CANCELLED, exit_reason="cancelled", error="cancelled before it started"
+        )
+        raise
+    ctx.log(f"rollout #{rollout_id} {rollout.status}: {rollout.exit_reason}, score {rollout.score}")
+    ctx.progress(1, 1, f"{rollout.status}")
+    return rollout.as_dict()

@@ -1,0 +1,226 @@
+"""Rollouts (one agent run on one task revision, scored), their final workspaces, trajectories, and sandbox slots."""
+
+from django.conf import settings
+from django.db import models
+
+from .harnesses import HARNESS_CHOICES, ExitReason
+
+
+class Rollout(models.Model):
+    """One run of an agent harness with one model on one task revision, and its score.
+
+    A retry is a new attempt on the same row (attempt + 1): the row's results are replaced, never added to, so a
+    rollout counts once however often it was retried. Each attempt has its own proxy session; earlier attempts'
+    model calls stay in the call log under the same subject ("rollout:<id>").
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        SCORED = "scored", "Scored"  # the agent ran to an end (any exit reason) and its workspace was scored
+        # The checker scored it, but a rubric rule has no judgement (no judge endpoint, or the judge failed): no
+        # task score until it is judged again (rejudge_rollout); the agent's run stands.
+        INCOMPLETE = "incomplete", "Judging incomplete"
+        FAILED = "failed", "Failed"  # no score: the sandbox, the harness or the worker failed; retryable
+        CANCELLED = "cancelled", "Cancelled"
+
+    FINISHED = (Status.SCORED, Status.INCOMPLETE, Status.FAILED, Status.CANCELLED)
+    RETRYABLE = (Status.FAILED, Status.CANCELLED)
+
+    revision = models.ForeignKey("tasks.TaskRevision", on_delete=models.PROTECT, related_name="rollouts")
+    endpoint = models.ForeignKey("llm.ModelEndpoint", on_delete=models.PROTECT, related_name="rollouts")
+    harness = models.CharField(max_length=40, choices=HARNESS_CHOICES)
+    harness_options = models.JSONField(default=dict, blank=True)
+    repeat_index = models.PositiveIntegerField(default=0, help_text="Which of the repeats started together (0-based).")
+    group = models.CharField(max_length=32, blank=True, db_index=True, help_text="Rollouts started together.")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    exit_reason = models.CharField(max_length=32, choices=ExitReason.CHOICES, blank=True)
+    error = models.TextField(blank=True, help_text="Why the agent stopped or the rollout failed, when not cleanly.")
+    attempt = models.PositiveIntegerField(default=0, help_text="Attempts started; a retry is the next attempt.")
+    previous_attempts = models.JSONField(
+        default=list, blank=True, help_text="How each earlier attempt ended: attempt, status, exit_reason, error."
+    )
+    worker = models.CharField(max_length=200, blank=True, help_text="The process running the current attempt.")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="rollouts"
+    )
+    job_run = models.ForeignKey("jobs.JobRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    proxy_session = models.ForeignKey(
+        "llm.ProxySession", null=True, blank=True, on_delete=models.SET_NULL, related_name="rollouts"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    agent_seconds = models.FloatField(null=True, blank=True)
+    checker_seconds = models.FloatField(null=True, blank=True)
+    # What the agent did (from the harness) ...
+    final_message = models.TextField(blank=True)
+    turns = models.PositiveIntegerField(null=True, blank=True)
+    tool_calls = models.PositiveIntegerField(default=0)
+    tools_used = models.JSONField(default=dict, blank=True, help_text="Tool name -> calls.")
+    harness_usage = models.JSONField(default=dict, blank=True, help_text="Token usage as the harness reported it.")
+    transcript = models.JSONField(default=list, blank=True)
+    log_tail = models.TextField(blank=True)
+    max_rss_bytes = models.BigIntegerField(null=True, blank=True)
+    # ... what the proxy recorded (authoritative) ...
+    model_calls = models.PositiveIntegerField(default=0)
+    input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    # ... and how the final workspace scored.
+    score = models.FloatField(null=True, blank=True, help_text="The task score: code, or λ·code + (1−λ)·rubric.")
+    score_reason = models.CharField(max_length=600, blank=True, help_text="Why there is no score, or what to know.")
+    code_score = models.FloatField(null=True, blank=True)
+    rubric_score = models.FloatField(null=True, blank=True)
+    sub_scores = models.JSONField(default=dict, blank=True)
+    check_status = models.CharField(max_length=32, blank=True)
+    check_reason = models.CharField(max_length=400, blank=True)
+    rubric_judgements = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["revision", "endpoint", "harness"], name="rollout_revision_model"),
+            models.Index(fields=["-created_at", "-id"], name="rollout_recent"),
+        ]
+
+    def __str__(self):
+        return f"rollout #{self.pk} of {self.revision_id} ({self.status})"
+
+    @property
+    def task_external_id(self) -> str:
+        return self.revision.task.external_id
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in self.FINISHED
+
+    @property
+    def retryable(self) -> bool:
+        return self.status in self.RETRYABLE
+
+    @property
+    def rejudgeable(self) -> bool:
+        """Its rubric can be judged (again) from the stored final workspace."""
+        return self.status in (self.Status.SCORED, self.Status.INCOMPLETE) and self.revision.has_rubric
+
+    @property
+    def subject(self) -> str:
+        """The proxy sessions' subject: every attempt's model calls carry it."""
+        return f"rollout:{self.pk}"
+
+    @property
+    def duration(self):
+        if not self.started_at:
+            return None
+        return (self.finished_at or self.started_at) - self.started_at
+
+    def workspace_changes(self) -> list[dict]:
+        """Changed paths other than folders (a folder shows through the files in it)."""
+        return [f.as_change() for f in self.files.all() if f.kind != RolloutFile.Kind.DIR]
+
+    def as_dict(self) -> dict:
+        """The `rollout --json` shape (plus a few fields scripts find useful)."""
+        return {
+            "id": self.pk,
+            "task": self.revision.task.external_id,
+            "revision": self.revision.number,
+            "endpoint": self.endpoint.name,
+            "harness": self.harness,
+            "repeat": self.repeat_index,
+            "attempt": self.attempt,
+            "status": self.status,
+            "exit_reason": self.exit_reason,
+            "error": self.error,
+            "score": self.score,
+            "score_reason": self.score_reason,
+            "code_score": self.code_score,
+            "rubric_score": self.rubric_score,
+            "sub_scores": self.sub_scores,
+            "check_status": self.check_status,
+            "rubric_judgements": self.rubric_judgements,
+            "turns": self.turns,
+            "tool_calls": self.tool_calls,
+            "model_calls": self.model_calls,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "agent_seconds": self.agent_seconds,
+            "final_message": self.final_message,
+            "workspace_changes": self.workspace_changes(),
+        }
+
+
+class RolloutFile(models.Model):
+    """One path of the final workspace that differs from the initial one (the diff, not the whole workspace)."""
+
+    class Change(models.TextChoices):
+        ADDED = "added", "Added"
+        MODIFIED = "modified", "Modified"
+        DELETED = "deleted", "Deleted"
+
+    class Kind(models.TextChoices):
+        FILE = "file", "File"
+        DIR = "dir", "Folder"
+        SYMLINK = "symlink", "Symbolic link"
+        TOO_LARGE = "too_large", "File too large to keep"
+        SPECIAL = "special", "Special file"
+
+    rollout = models.ForeignKey(Rollout, on_delete=models.CASCADE, related_name="files")
+    path = models.CharField(max_length=1000)
+    change = models.CharField(max_length=16, choices=Change.choices)
+    kind = models.CharField(max_length=16, choices=Kind.choices, help_text="The final entry (deleted: the initial).")
+    blob = models.ForeignKey("tasks.Blob", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    size = models.BigIntegerField(default=0)
+    sha256 = models.CharField(max_length=64, blank=True)
+    executable = models.BooleanField(default=False)
+    target = models.CharField(max_length=1000, blank=True, help_text="Where a symbolic link points.")
+    detail = models.CharField(max_length=100, blank=True)
+
+    class Meta:
+        ordering = ["path"]
+        constraints = [models.UniqueConstraint(fields=["rollout", "path"], name="rolloutfile_unique_path")]
+
+    def __str__(self):
+        return f"{self.change} {self.path}"
+
+    def as_change(self) -> dict:
+        return {"path": self.path, "change": self.change, "size": self.size, "kind": self.kind}
+
+
+class Trajectory(models.Model):
+    """One multi-turn conversation rebuilt from a rollout's recorded model calls (evaluation.trajectories)."""
+
+    rollout = models.ForeignKey(Rollout, on_delete=models.CASCADE, related_name="trajectories")
+    index = models.PositiveIntegerField(default=0)
+    messages = models.JSONField(help_text="OpenAI chat messages, tool calls included.")
+    tools = models.JSONField(default=list, blank=True, help_text="The tools offered (chat format).")
+    reward = models.FloatField(null=True, blank=True, help_text="The rollout's score.")
+    stats = models.JSONField(default=dict, blank=True, help_text="turns, tokens, tool_calls, tool_types.")
+    model_call_ids = models.JSONField(default=list, blank=True, help_text="The ModelCall ids it was built from.")
+    excluded = models.BooleanField(default=False)
+    exclusion_reason = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["rollout", "index"]
+        constraints = [models.UniqueConstraint(fields=["rollout", "index"], name="trajectory_unique_index")]
+
+    def __str__(self):
+        return f"trajectory {self.index} of rollout #{self.rollout_id}"
+
+
+class SandboxSlot(models.Model):
+    """One of a machine's rollout slots: a rollout runs only while it holds one (claimed by a conditional UPDATE).
+
+    A slot frees itself when its holder's process is gone (same host) or its lease expires.
+    """
+
+    host = models.CharField(max_length=200)
+    slot = models.PositiveSmallIntegerField()
+    holder = models.CharField(max_length=200, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["host", "slot"], name="sandboxslot_unique")]
+
+    def __str__(self):
+        return f"{self.host} slot {self.slot}: {self.holder or 'free'}"

@@ -1,0 +1,92 @@
+"""Rollouts and trajectories as the API shows them."""
+
+from rest_framework import serializers
+
+from .harnesses import HARNESS_CHOICES
+from .models import Rollout, Trajectory
+from .services import MAX_REPEATS
+
+
+class RolloutListSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="rollout-detail")
+    task = serializers.CharField(source="revision.task.external_id", read_only=True)
+    revision = serializers.IntegerField(source="revision.number", read_only=True)
+    endpoint = serializers.CharField(source="endpoint.name", read_only=True)
+
+    class Meta:
+        model = Rollout
+        fields = [
+            "id", "url", "task", "revision", "endpoint", "harness", "repeat_index", "group", "status", "exit_reason",
+            "attempt", "score", "turns", "tool_calls", "model_calls", "input_tokens", "output_tokens",
+            "agent_seconds", "created_at", "started_at", "finished_at",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+
+class RolloutSerializer(RolloutListSerializer):
+    """One rollout in full: the checker's verdict, the transcript, the workspace changes. The proxy session is given
+    by id, never by token: while the agent runs, its token is a live credential for the model."""
+
+    workspace_changes = serializers.SerializerMethodField()
+
+    class Meta(RolloutListSerializer.Meta):
+        fields = RolloutListSerializer.Meta.fields + [
+            "harness_options", "error", "previous_attempts", "final_message", "tools_used", "harness_usage",
+            "score_reason", "code_score", "rubric_score", "sub_scores", "check_status", "check_reason",
+            "rubric_judgements", "checker_seconds",
+            "max_rss_bytes", "job_run", "proxy_session", "transcript", "workspace_changes",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+    def get_workspace_changes(self, rollout) -> list[dict]:
+        return rollout.workspace_changes()
+
+
+class StartRolloutsSerializer(serializers.Serializer):
+    task = serializers.CharField(help_text="The task's external id; its current revision runs unless `revision`.")
+    revision = serializers.IntegerField(required=False, min_value=1)
+    endpoint = serializers.CharField(help_text="The model endpoint's name.")
+    harness = serializers.ChoiceField(choices=HARNESS_CHOICES, required=False)
+    repeats = serializers.IntegerField(default=1, min_value=1, max_value=MAX_REPEATS)
+    options = serializers.DictField(required=False, help_text="Harness options, e.g. {\"timeout\": 300}.")
+
+
+class RolloutFilterSerializer(serializers.Serializer):
+    task = serializers.CharField(required=False)
+    endpoint = serializers.CharField(required=False)
+    harness = serializers.ChoiceField(choices=HARNESS_CHOICES, required=False)
+    status = serializers.ChoiceField(choices=Rollout.Status.choices, required=False)
+    group = serializers.CharField(required=False)
+
+    def filter(self, queryset):
+        data = self.validated_data
+        lookups = {"task": "revision__task__external_id", "endpoint": "endpoint__name", "harness": "harness",
+                   "status": "status", "group": "group"}  # fmt: skip
+        for name, lookup in lookups.items():
+            if name in data:
+                queryset = queryset.filter(**{lookup: data[name]})
+        return queryset
+
+
+class TrajectorySerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Trajectory
+        fields = ["id", "rollout", "index", "messages", "tools", "reward", "stats", "model_call_ids", "excluded",
+                  "exclusion_reason", "created_at"]  # fmt: skip
+        read_only_fields = fields
+
+
+class TrajectoryFilterSerializer(serializers.Serializer):
+    rollout = serializers.IntegerField(required=False)
+    excluded = serializers.BooleanField(required=False, allow_null=True, default=None)
+    min_reward = serializers.FloatField(required=False, min_value=0, max_value=1)
+
+    def filter(self, queryset):
+        data = self.validated_data
+        if "rollout" in data:
+            queryset = queryset.filter(rollout_id=data["rollout"])
+        if data.get("excluded") is not None:
+            queryset = queryset.filter(excluded=data["excluded"])
+        if "min_reward" in data:
+            queryset = queryset.filter(reward__gte=data["min_reward"])
+        return queryset

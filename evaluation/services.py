@@ -1,0 +1,442 @@
+"""Every state change of rollouts: start, run (one attempt), retry, and marking lost ones failed.
+
+A rollout's life: queued -> running -> scored | failed (| cancelled). One attempt:
+1. wait for a sandbox slot of this machine (evaluation.slots), claim the row (conditional UPDATE: queued -> running);
+2. open a proxy session (subject "rollout:<id>"), materialise the revision's input files as the workspace;
+3. run the harness in the sandbox (harnesses.sandboxed.run_agent); close the session when the agent stopped;
+4. store the final workspace as a diff against the initial one (contents as blobs);
+5. only now install the checker's reward/ files and score the workspace (tasks.scoring.score_run: the checker, with
+   the final message and the transcript in the reward payload, and the rubric's judge when the task has a rubric);
+6. count the model calls the proxy recorded, rebuild the trajectories from them, and store everything.
+An agent that times out, crashes or errs is still scored (its workspace is what it is). A rubric rule left without
+a judgement (no judge endpoint, a failed judge call) is `incomplete`: the run stands, judge it again
+(rejudge_rollout). No score at all (the sandbox or harness could not run, the worker died) is `failed`, and
+retryable: a retry is the next attempt on the same row, replacing its results, so nothing is counted twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import socket
+import tempfile
+import uuid
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count, F, Sum
+from django.utils import timezone
+
+import jobs
+from jobs.models import JobRun
+from jobs.runner import lost_reason, worker_gone, worker_id
+from llm.models import ModelCall, ModelEndpoint
+from llm.services import close_proxy_session, open_proxy_session, proxy_base_url
+from sandbox import Workspace
+from tasks.models import Blob, RevisionFile, TaskRevision
+from tasks.services import store_blobs
+from tasks.judging import JudgingError, judge_rubric
+from tasks.scoring import ScoreStatus, TaskScore, combine, score_run
+from tasks.verification import CheckResult, CheckStatus
+
+from .harnesses import HARNESSES, AgentOutcome, AgentTask, ExitReason, HarnessUnavailable, get_harness
+from .harnesses.sandboxed import WALL_MARGIN_SECONDS, run_agent
+from .models import Rollout, RolloutFile, Trajectory
+from .slots import NoSlotFree, rollout_slot
+from .trajectories import TrajectoryRules, rebuild_trajectories
+from .workspaces import final_workspace
+
+log = logging.getLogger(__name__)
+
+ROLLOUT_JOB = "evaluation.run_rollout"
+MAX_REPEATS = 64
+# Exit reasons that leave nothing to score: the rollout fails, and may be retried.
+NOT_SCORED = {
+    ExitReason.SANDBOX_ERROR, ExitReason.HARNESS_UNAVAILABLE, ExitReason.WORKER_LOST, ExitReason.RUNNER_ERROR,
+    ExitReason.CANCELLED,
+}  # fmt: skip
+RESULT_FIELDS = {
+    "exit_reason": "", "error": "", "started_at": None, "finished_at": None, "agent_seconds": None,
+    "checker_seconds": None, "final_message": "", "turns": None, "tool_calls": 0, "tools_used": {},
+    "harness_usage": {}, "transcript": [], "log_tail": "", "max_rss_bytes": None, "model_calls": 0,
+    "input_tokens": None, "output_tokens": None, "score": None, "score_reason": "", "code_score": None,
+    "rubric_score": None, "sub_scores": {},
+    "check_status": "", "check_reason": "", "rubric_judgements": [], "worker": "",
+}  # fmt: skip
+
+
+class RolloutError(ValueError):
+    """A rollout cannot be started or retried as asked; the message says why."""
+
+
+# --- starting -------------------------------------------------------------------------------------------------
+
+
+def create_rollouts(
+    revision: TaskRevision,
+    endpoint: ModelEndpoint,
+    *,
+    harness: str | None = None,
+    repeats: int = 1,
+    options: dict | None = None,
+    user=None,
+) -> list[Rollout]:
+    """`repeats` queued rollouts of one revision with one model, sharing a group id. Nothing runs yet."""
+    harness = harness or settings.CLAWGYM_DEFAULT_HARNESS
+    if harness not in HARNESSES:
+        raise RolloutError(f"unknown harness {harness!r}; known: {', '.join(HARNESSES)}")
+    if not 1 <= repeats <= MAX_REPEATS:
+        raise RolloutError(f"repeats must be between 1 and {MAX_REPEATS}, got {repeats}")
+    if not endpoint.enabled:
+        raise RolloutError(f"model endpoint {endpoint.name!r} is disabled")
+    if options is not None and not isinstance(options, dict):
+        raise RolloutError("harness options must be a JSON object")
+    timeout = (options or {}).get("timeout")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1):
+        raise RolloutError(f"the timeout option must be a whole number of seconds, got {timeout!r}")
+    group = uuid.uuid4().hex[:12]
+    creator = user if user is not None and user.is_authenticated else None
+    return [
+        Rollout.objects.create(
+            revision=revision, endpoint=endpoint, harness=harness, harness_options=options or {},
+            repeat_index=index, group=group, created_by=creator,
+        )
+        for index in range(repeats)
+    ]  # fmt: skip
+
+
+def enqueue_rollout(rollout: Rollout, *, user=None) -> JobRun:
+    """Queue a job on the `sandbox` queue that runs the rollout's next attempt."""
+    run = jobs.enqueue(ROLLOUT_JOB, created_by=user, total=1, rollout_id=rollout.pk)
+    Rollout.objects.filter(pk=rollout.pk).update(job_run=run)
+    rollout.job_run = run
+    return run
+
+
+def start_rollouts(revision, endpoint, *, harness=None, repeats=1, options=None, user=None) -> list[Rollout]:
+    """Create the rollouts and queue one job each (handed to the engine when the transaction commits)."""
+    with transaction.atomic():
+        rollouts = create_rollouts(revision, endpoint, harness=harness, repeats=repeats, options=options, user=user)
+        for rollout in rollouts:
+            enqueue_rollout(rollout, user=user)
+    return rollouts
+
+
+def retry_rollout(rollout: Rollout, *, user=None, enqueue: bool = True) -> Rollout:
+    """Queue the next attempt of a failed or cancelled rollout: its results are cleared (the earlier attempt is
+    noted in `previous_attempts`), so the row counts once. Raises RolloutError for a rollout that is not retryable."""
+    with transaction.atomic():
+        current = Rollout.objects.select_for_update().get(pk=rollout.pk)
+        if not current.retryable:
+            raise RolloutError(f"rollout #{rollout.pk} is {current.status}; only failed or cancelled ones are retried")
+        history = [*current.previous_attempts, _attempt_record(current)]
+        Rollout.objects.filter(pk=rollout.pk).update(
+            status=Rollout.Status.QUEUED, previous_attempts=history, proxy_session=None, job_run=None, **RESULT_FIELDS
+        )
+        RolloutFile.objects.filter(rollout=rollout).delete()
+        Trajectory.objects.filter(rollout=rollout).delete()
+        rollout.refresh_from_db()
+        if enqueue:
+            enqueue_rollout(rollout, user=user)
+    log.info("rollout %s queued for attempt %s by %s", rollout.pk, rollout.attempt + 1, _who(user))
+    return rollout
+
+
+def _attempt_record(rollout: Rollout) -> dict:
+    return {
+        "attempt": rollout.attempt,
+        "status": rollout.status,
+        "exit_reason": rollout.exit_reason,
+        "error": rollout.error[:1000],
+        "finished_at": rollout.finished_at.isoformat() if rollout.finished_at else None,
+        "proxy_session": rollout.proxy_session_id,
+    }
+
+
+def _who(user) -> str:
+    return user.get_username() if user is not None and user.is_authenticated else "a script"
+
+
+# --- lost attempts --------------------------------------------------------------------------------------------
+
+
+def fail_lost_rollouts() -> list[int]:
+    """Mark failed (retryable) every running rollout whose process is gone: its worker process exited (same host),
+    or its job run ended or was judged lost (any host). Returns their ids."""
+    failed = []
+    running = Rollout.objects.filter(status=Rollout.Status.RUNNING).select_related("job_run")
+    for rollout in running:
+        reason = _lost(rollout)
+        if reason and _fail(rollout, ExitReason.WORKER_LOST, reason, expected=Rollout.Status.RUNNING):
+            failed.append(rollout.pk)
+            if rollout.worker.split(":")[0] == socket.gethostname():
+                remove_leftovers(rollout)  # the dead worker's workspace and run dir, on this machine
+    return failed
+
+
+def _lost(rollout: Rollout) -> str:
+    if rollout.worker and worker_gone(rollout.worker):
+        return f"the process running attempt {rollout.attempt} ({rollout.worker}) exited before it finished"
+    run = rollout.job_run
+    if run is not None and run.is_finished:
+        return f"its job run #{run.pk} ended {run.status} while the rollout was still running"
+    if run is not None and lost_reason(run):
+        return f"its job run #{run.pk} was lost: {lost_reason(run)}"
+    return ""
+
+
+def fail_redelivered(rollout: Rollout, job_run: JobRun) -> bool:
+    """A job delivered again after its worker died finds its rollout still running: that attempt is lost."""
+    if rollout.status != Rollout.Status.RUNNING or rollout.job_run_id != job_run.pk or rollout.worker == worker_id():
+        return False
+    reason = (
+        f"the worker running attempt {rollout.attempt} ({rollout.worker}) was lost; "
+        f"job run #{job_run.pk} was delivered again"
+    )
+    return _fail(rollout, ExitReason.WORKER_LOST, reason, expected=Rollout.Status.RUNNING)
+
+
+def _fail(rollout: Rollout, exit_reason: str, error: str, *, expected: str) -> bool:
+    done = Rollout.objects.filter(pk=rollout.pk, status=expected, attempt=rollout.attempt).update(
+        status=Rollout.Status.FAILED, exit_reason=exit_reason, error=error[:2000], finished_at=timezone.now()
+    )
+    if done and rollout.proxy_session_id:
+        close_proxy_session(rollout.proxy_session)
+    if done:
+        log.warning("rollout %s failed: %s", rollout.pk, error)
+    return bool(done)
+
+
+# --- running one attempt --------------------------------------------------------------------------------------
+
+
+def rollout_timeout(rollout: Rollout) -> int:
+    return int(rollout.harness_options.get("timeout") or settings.CLAWGYM_ROLLOUT_TIMEOUT_SECONDS)
+
+
+def execute_rollout(rollout_id: int, *, job_run: JobRun | None = None, on_wait=None) -> Rollout:
+    """Run the next attempt of a queued rollout to its end (scored or failed) and return it.
+
+    Does nothing to a rollout that is not queued (another process took it, or it finished). Waits for a sandbox
+    slot first; on_wait(seconds) is called while waiting.
+    """
+    rollout = Rollout.objects.select_related("revision__task", "endpoint").get(pk=rollout_id)
+    if rollout.status != Rollout.Status.QUEUED:
+        return rollout
+    timeout = rollout_timeout(rollout)
+    try:
+        with rollout_slot(hold_seconds=timeout + 2 * WALL_MARGIN_SECONDS, on_wait=on_wait):
+            claimed = Rollout.objects.filter(pk=rollout_id, status=Rollout.Status.QUEUED).update(
+                status=Rollout.Status.RUNNING, attempt=F("attempt") + 1, started_at=timezone.now(),
+                worker=worker_id(), job_run=job_run if job_run is not None else F("job_run"),
+            )  # fmt: skip
+            rollout.refresh_from_db()
+            if not claimed:
+                return rollout
+            _run_attempt(rollout, timeout)
+    except NoSlotFree as exc:
+        _fail(rollout, ExitReason.SANDBOX_ERROR, str(exc), expected=Rollout.Status.QUEUED)
+    rollout.refresh_from_db()
+    return rollout
+
+
+def _run_attempt(rollout: Rollout, timeout: int) -> None:
+    endpoint, revision = rollout.endpoint, rollout.revision
+    try:
+        session = open_proxy_session(endpoint, subject=rollout.subject)
+        Rollout.objects.filter(pk=rollout.pk).update(proxy_session=session)
+        rollout.proxy_session = session
+        inputs = {f.path: f.blob.content for f in revision.files_by_role(RevisionFile.Role.INPUT)}
+        task = AgentTask(
+            instruction=revision.instruction,
+            model=endpoint.model,
+            api_style=endpoint.api_style,
+            api_key=session.token,
+            timeout=timeout,
+            sampling=dict(endpoint.sampling or {}),
+            options={k: v for k, v in rollout.harness_options.items() if k != "timeout"},
+        )
+        with _scratch(rollout) as scratch, Workspace.create(inputs, base_dir=scratch) as workspace:
+            try:
+                outcome = run_agent(get_harness(rollout.harness), task, workspace, proxy_base=proxy_base_url(session),
+                                    scratch_dir=scratch)  # fmt: skip
+            except HarnessUnavailable as exc:
+                outcome = AgentOutcome(ExitReason.HARNESS_UNAVAILABLE, detail=str(exc))
+            finally:
+                close_proxy_session(session)  # the agent stopped: its token opens nothing any more
+            if outcome.exit_reason in NOT_SCORED:
+                _record_failure(rollout, outcome)
+                return
+            changes = workspace.diff()
+            # The checker (and the judge, when the task has a rubric) only now: reward/ enters the workspace here.
+            scored = score_run(revision, workspace, outcome.final_message, outcome.transcript, subject=rollout.subject)
+        _record(rollout, outcome, changes, scored)
+    except Exception as exc:
+        _fail(rollout, ExitReason.RUNNER_ERROR, f"{type(exc).__name__}: {exc}", expected=Rollout.Status.RUNNING)
+        raise
+
+
+SCRATCH_PREFIX = "clawgym-rollout-"
+
+
+@contextmanager
+def _scratch(rollout: Rollout):
+    """A temp folder holding the attempt's workspace and run dir, named after the rollout, so that what a killed
+    worker left behind can be found and removed (remove_leftovers) when its rollout is marked lost."""
+    folder = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{rollout.pk}-"))
+    folder.chmod(0o711)  # the sandbox's unprivileged uid must reach the workspace and run dir inside
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def remove_leftovers(rollout: Rollout) -> None:
+    for folder in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}{rollout.pk}-*"):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _agent_fields(outcome: AgentOutcome) -> dict:
+    return {
+        "exit_reason": outcome.exit_reason,
+        "error": outcome.detail,
+        "agent_seconds": round(outcome.seconds, 3),
+        "final_message": outcome.final_message,
+        "turns": outcome.turns,
+        "tool_calls": outcome.tool_calls,
+        "tools_used": outcome.tools_used,
+        "harness_usage": outcome.usage,
+        "transcript": outcome.transcript,
+        "log_tail": outcome.log_tail,
+        "max_rss_bytes": outcome.max_rss_bytes,
+    }
+
+
+def _record_failure(rollout: Rollout, outcome: AgentOutcome) -> None:
+    Rollout.objects.filter(pk=rollout.pk, status=Rollout.Status.RUNNING, attempt=rollout.attempt).update(
+        status=Rollout.Status.FAILED, finished_at=timezone.now(), **_agent_fields(outcome), **_call_totals(rollout)
+    )
+    log.warning("rollout %s failed: %s: %s", rollout.pk, outcome.exit_reason, outcome.detail)
+
+
+def _call_totals(rollout: Rollout) -> dict:
+    totals = ModelCall.objects.filter(session_id=rollout.proxy_session_id).aggregate(
+        calls=Count("id"), input_tokens=Sum("input_tokens"), output_tokens=Sum("output_tokens")
+    )
+    return {
+        "model_calls": totals["calls"],
+        "input_tokens": totals["input_tokens"],
+        "output_tokens": totals["output_tokens"],
+    }
+
+
+def _score_fields(scored: TaskScore) -> dict:
+    check = scored.code
+    return {
+        "status": Rollout.Status.SCORED if scored.ok else Rollout.Status.INCOMPLETE,
+        "score": scored.score,
+        "score_reason": scored.reason[:600],
+        "code_score": check.score,
+        "rubric_score": scored.rubric_score,
+        "sub_scores": check.subscores,
+        "check_status": str(check.status),
+        "check_reason": check.reason[:400],
+        "rubric_judgements": [j.as_dict() for j in scored.judgements],
+    }
+
+
+def _record(rollout: Rollout, outcome: AgentOutcome, changes, scored: TaskScore) -> None:
+    check = scored.code
+    if scored.status is ScoreStatus.UNSCORED:
+        # The checker could not run: not its fault nor the agent's. No score, and the rollout may be retried.
+        fields = {**_agent_fields(outcome), "check_status": str(check.status), "check_reason": check.reason[:400]}
+        fields["exit_reason"] = ExitReason.SANDBOX_ERROR
+        fields["error"] = f"the checker could not run: {check.reason}"[:2000]
+        Rollout.objects.filter(pk=rollout.pk, status=Rollout.Status.RUNNING, attempt=rollout.attempt).update(
+            status=Rollout.Status.FAILED, finished_at=timezone.now(), **fields, **_call_totals(rollout)
+        )
+        return
+    with transaction.atomic():
+        still_ours = Rollout.objects.select_for_update().filter(
+            pk=rollout.pk, status=Rollout.Status.RUNNING, attempt=rollout.attempt
+        )
+        if not still_ours.exists():
+            log.warning("rollout %s attempt %s was taken over; its results are not stored", rollout.pk, rollout.attempt)
+            return
+        _store_changes(rollout, changes)
+        still_ours.update(
+            finished_at=timezone.now(),
+            checker_seconds=round(check.duration, 3),
+            **_score_fields(scored),
+            **_agent_fields(outcome),
+            **_call_totals(rollout),
+        )
+        store_trajectories(rollout, reward=scored.score)
+
+
+def rejudge_rollout(rollout: Rollout, *, judge_endpoint=None, user=None) -> Rollout:
+    """Judge the rubric of a scored or incomplete rollout again, from its stored final workspace and final message,
+    and recombine the task score with its stored code score. Raises RolloutError when there is nothing to judge
+    or no judge endpoint; a rule the judge fails again leaves the rollout incomplete."""
+    rollout = Rollout.objects.select_related("revision__task").get(pk=rollout.pk)
+    if not rollout.rejudgeable:
+        raise RolloutError(f"rollout #{rollout.pk} is {rollout.status}; only scored or incomplete rollouts of a task "
+                           "with a rubric are judged")  # fmt: skip
+    files, _links, _skipped = final_workspace(rollout)
+    try:
+        judgements = judge_rubric(rollout.revision, files, rollout.final_message, endpoint=judge_endpoint,
+                                  subject=rollout.subject)  # fmt: skip
+    except JudgingError as exc:
+        raise RolloutError(str(exc)) from None
+    check = CheckResult(rollout.code_score or 0.0, CheckStatus(rollout.check_status), rollout.check_reason,
+                        subscores=rollout.sub_scores)  # fmt: skip
+    scored = combine(rollout.revision.rubric, rollout.revision.code_weight, check, judgements)
+    with transaction.atomic():
+        Rollout.objects.filter(pk=rollout.pk, status__in=[Rollout.Status.SCORED, Rollout.Status.INCOMPLETE]).update(
+            **_score_fields(scored)
+        )
+        Trajectory.objects.filter(rollout=rollout).update(reward=scored.score)
+    log.info("rollout %s judged again by %s: %s", rollout.pk, _who(user), scored.status)
+    rollout.refresh_from_db()
+    return rollout
+
+
+def _store_changes(rollout: Rollout, changes) -> None:
+    kept = [e.content for part in (changes.added, changes.modified) for e in part.values() if e.kind == "file"]
+    blobs = store_blobs(kept)
+    rows = []
+    for change, entries in (("added", changes.added), ("modified", changes.modified), ("deleted", changes.deleted)):
+        for path, entry in entries.items():
+            row = RolloutFile(
+                rollout=rollout, path=path, change=change, kind=entry.kind, size=entry.size,
+                sha256=entry.sha256, executable=entry.executable, target=entry.target[:1000], detail=entry.detail,
+            )  # fmt: skip
+            if entry.kind == "file" and change != "deleted":
+                blob = blobs[Blob.digest(entry.content)]
+                row.blob_id, row.sha256 = blob.sha256, blob.sha256
+            rows.append(row)
+    RolloutFile.objects.bulk_create(rows)
+
+
+def store_trajectories(rollout: Rollout, *, reward: float | None) -> list[Trajectory]:
+    """Rebuild the rollout's trajectories from its current attempt's model calls (replacing earlier ones)."""
+    calls = list(
+        ModelCall.objects.filter(session_id=rollout.proxy_session_id).order_by("created_at", "id")
+        .values("id", "request", "response")
+    )  # fmt: skip
+    rebuilt = rebuild_trajectories(
+        [{"request": c["request"], "response": c["response"]} for c in calls], rules=TrajectoryRules.from_settings()
+    )
+    Trajectory.objects.filter(rollout=rollout).delete()
+    rows = [
+        Trajectory(
+            rollout=rollout, index=index, messages=data.messages, tools=data.tools, reward=reward,
+            stats=asdict(data.stats), model_call_ids=[calls[i]["id"] for i in data.call_indices],
+            excluded=data.excluded, exclusion_reason=data.exclusion_reason[:300],
+        )
+        for index, data in enumerate(rebuilt)
+    ]  # fmt: skip
+    return Trajectory.objects.bulk_create(rows)

@@ -1,0 +1,113 @@
+"""The harnesses' host side: OpenClaw's generated config, reading back what an agent left, and the failures that
+leave a rollout unscored (and retryable)."""
+
+import json
+
+import pytest
+
+from evaluation.harnesses import AgentTask
+from evaluation.harnesses.base import BASE_URL
+from evaluation.harnesses.builtin import BuiltinHarness
+from evaluation.harnesses.openclaw import exit_reason, openclaw_config, read_transcript
+from evaluation.models import Rollout
+from evaluation.services import create_rollouts, execute_rollout
+
+TASK = AgentTask("Do it", "org/model-7b", "chat", "session-token", 300)
+
+
+def test_openclaw_config_points_at_the_bridge_with_the_session_token_and_denies_web_tools():
+    config = openclaw_config(TASK)
+    provider = config["models"]["providers"]["clawgym"]
+    assert (provider["baseUrl"], provider["apiKey"], provider["api"]) == (BASE_URL, "session-token", "openai-completions")
+    assert [m["id"] for m in provider["models"]] == ["org/model-7b"]
+    assert config["models"]["mode"] == "replace"  # no other provider exists to route around the proxy
+    assert config["agents"]["defaults"]["model"]["primary"] == "clawgym/org/model-7b"
+    assert config["tools"]["deny"] == ["group:web"]
+
+    responses = AgentTask("Do it", "m", "responses", "t", 60, options={
+        "deny": ["exec"], "max_tokens": 1024, "config": {"tools": {"exec": {"timeoutSec": 30}}}})  # fmt: skip
+    config = openclaw_config(responses)
+    provider = config["models"]["providers"]["clawgym"]
+    assert provider["api"] == "openai-responses" and provider["models"][0]["maxTokens"] == 1024
+    assert config["tools"] == {"deny": ["group:web", "exec"], "exec": {"timeoutSec": 30}}
+
+
+def test_openclaw_transcript_events_become_chat_like_messages(tmp_path):
+    events = [
+        {"type": "session", "id": "s"},
+        {"type": "message", "message": {"role": "user", "content": "Count the fruit"}},
+        {"type": "message", "message": {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "csv first"},
+            {"type": "text", "text": "Looking."},
+            {"type": "toolCall", "id": "call_0", "name": "read", "arguments": {"path": "fruit.csv"}}]}},
+        {"type": "custom", "customType": "openclaw.cache-ttl"},
+        {"type": "message", "message": {"role": "toolResult", "toolCallId": "call_0", "toolName": "read",
+                                        "content": [{"type": "text", "text": "fruit,count"}], "isError": False}},
+        {"type": "message", "message": {"role": "assistant", "content": [{"type": "text", "text": "Done."}]}},
+    ]  # fmt: skip
+    path = tmp_path / "transcript.jsonl"
+    path.write_text("".join(json.dumps({"seq": n, "event": e}) + "\n" for n, e in enumerate(events)) + "not json\n")
+    assert read_transcript(path) == [
+        {"role": "user", "content": "Count the fruit"},
+        {"role": "assistant", "content": "Looking.", "reasoning": "csv first",
+         "tool_calls": [{"id": "call_0", "name": "read", "arguments": {"path": "fruit.csv"}}]},
+        {"role": "tool", "tool_call_id": "call_0", "name": "read", "content": "fruit,count", "is_error": False},
+        {"role": "assistant", "content": "Done."},
+    ]  # fmt: skip
+    assert read_transcript(tmp_path / "missing.jsonl") == []
+
+
+@pytest.mark.parametrize(
+    "agent, envelope, log, expected",
+    [
+        ({"returncode": 0}, {"status": "ok"}, "", ("completed", "")),
+        ({"returncode": 2}, {"status": "timeout"}, "", ("timeout", "OpenClaw stopped at its deadline")),
+        ({"returncode": 1}, {"status": "error", "error": {"message": "model said 400"}}, "", ("error", "model said 400")),
+        ({"returncode": 1}, {}, "boom\nlast words\n", ("error", "OpenClaw exited 1: last words")),
+        ({"returncode": 133, "signal": None}, {}, "Fatal process out of memory: CodeRange", None),
+        ({"returncode": None, "signal": 9}, {}, "", ("crashed", "OpenClaw died (exit None): no output")),
+        ({"returncode": None, "timed_out": True, "seconds": 630}, {}, "", None),
+    ],
+)
+def test_openclaw_exit_reasons(agent, envelope, log, expected):
+    reason, detail = exit_reason(agent, envelope, log)
+    if expected is None:
+        assert reason in {"oom", "timeout"} and detail
+    else:
+        assert (reason, detail) == expected
+
+
+def test_the_builtin_agent_state_is_read_back_and_a_dead_agent_is_a_crash(tmp_path):
+    (tmp_path / "out").mkdir()
+    state = {"exit_reason": "completed", "final_message": "ok", "turns": 2, "tool_calls": 1, "tools_used": {"ls": 1},
+             "usage": {"input": 5, "output": 2}, "messages": [
+                 {"role": "assistant", "content": None, "tool_calls": [
+                     {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{\"path\": \".\"}"}}]},
+                 {"role": "tool", "tool_call_id": "c1", "content": "error: nope"}]}  # fmt: skip
+    (tmp_path / "out" / "agent.json").write_text(json.dumps(state))
+    outcome = BuiltinHarness().collect(TASK, tmp_path, {"returncode": 0, "timed_out": False})
+    assert (outcome.exit_reason, outcome.final_message, outcome.turns, outcome.tools_used) == ("completed", "ok", 2, {"ls": 1})
+    assert outcome.transcript == [
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "ls", "arguments": {"path": "."}}]},
+        {"role": "tool", "content": "error: nope", "tool_call_id": "c1", "is_error": True},
+    ]
+    (tmp_path / "out" / "agent.json").write_text(json.dumps({**state, "exit_reason": "running"}))
+    (tmp_path / "out" / "agent.log").write_text("Traceback …\nKeyError: 'x'\n")
+    crashed = BuiltinHarness().collect(TASK, tmp_path, {"returncode": 1, "timed_out": False})
+    assert crashed.exit_reason == "crashed" and "KeyError: 'x'" in crashed.detail
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_harness_that_cannot_run_fails_the_rollout_retryably(fruit_task, agent_endpoint, settings, tmp_path):
+    settings.CLAWGYM_HARNESS_DIR = tmp_path  # nothing installed there
+    [missing] = create_rollouts(fruit_task, agent_endpoint, harness="openclaw")
+    missing = execute_rollout(missing.pk)
+    assert (missing.status, missing.exit_reason) == (Rollout.Status.FAILED, "harness_unavailable")
+    assert "make harness" in missing.error and missing.retryable and missing.score is None
+    assert not missing.proxy_session.is_open
+
+    agent_endpoint.api_style = "responses"
+    agent_endpoint.save()
+    [wrong_api] = create_rollouts(fruit_task, agent_endpoint, harness="builtin")
+    wrong_api = execute_rollout(wrong_api.pk)
+    assert wrong_api.exit_reason == "harness_unavailable" and "chat completions API only" in wrong_api.error

@@ -1,0 +1,147 @@
+"""Rollouts with the builtin harness, end to end: scripted model on loopback -> recording proxy (uvicorn) -> relay ->
+bubblewrap sandbox -> the agent's tools on the real workspace -> the real checker. Fast (well under a second of
+agent time each), so the behaviours common to every harness are proved here."""
+
+import json
+
+import pytest
+
+from evaluation.models import Rollout, RolloutFile, Trajectory
+from evaluation.services import create_rollouts, execute_rollout
+from llm.models import ModelCall
+from llm.testing import Reply
+
+from .conftest import RIGHT_SUMMARY, needs_bwrap, network_probe, probe_result
+
+pytestmark = [needs_bwrap, pytest.mark.django_db(transaction=True)]
+
+
+def run_one(revision, endpoint, **options) -> Rollout:
+    [rollout] = create_rollouts(revision, endpoint, harness="builtin", options=options)
+    return execute_rollout(rollout.pk)
+
+
+def test_a_script_writing_the_right_file_scores_one_and_every_call_is_recorded(
+    live_server_asgi, scripted_upstream, fruit_task, agent_endpoint
+):
+    scripted_upstream.push(
+        Reply.tool_call("exec", {"command": "ls -a; ls reward 2>&1; echo; " + network_probe(live_server_asgi.port)}),
+        Reply.tool_call("write", {"path": "summary.txt", "content": RIGHT_SUMMARY}),
+        Reply.text("Done: summary.txt holds the counts."),
+    )
+    rollout = run_one(fruit_task, agent_endpoint)
+
+    assert rollout.status == Rollout.Status.SCORED, rollout.error
+    assert rollout.exit_reason == "completed"
+    assert rollout.score == 1.0
+    assert rollout.sub_scores == {"summary_written": 1.0, "summary_right": 1.0, "input_kept": 1.0, "reported_done": 1.0}
+    assert (rollout.turns, rollout.tool_calls, rollout.tools_used) == (3, 2, {"exec": 1, "write": 1})
+    assert rollout.final_message == "Done: summary.txt holds the counts."
+    assert rollout.attempt == 1 and rollout.agent_seconds > 0
+
+    # Every model call went through the proxy and is linked to the rollout's session.
+    calls = ModelCall.objects.filter(session=rollout.proxy_session).order_by("created_at", "id")
+    assert rollout.model_calls == calls.count() == len(scripted_upstream.requests) == 3
+    assert all(call.subject == f"rollout:{rollout.pk}" and call.status_code == 200 for call in calls)
+    assert rollout.input_tokens == sum(c.input_tokens for c in calls)
+    assert not rollout.proxy_session.is_open  # closed once the agent stopped
+
+    # The workspace diff: one file added, with its contents stored as a blob.
+    [change] = RolloutFile.objects.filter(rollout=rollout)
+    assert (change.path, change.change, change.size) == ("summary.txt", "added", len(RIGHT_SUMMARY))
+    assert change.blob.content == RIGHT_SUMMARY.encode()
+    assert rollout.workspace_changes() == [{"path": "summary.txt", "change": "added", "size": 18, "kind": "file"}]
+
+    # The agent never saw the checker: no reward/ folder, and check.py's text went to no model call.
+    listing = rollout.transcript[3]["content"]
+    assert "fruit.csv" in listing and "No such file" in listing
+    assert not any("summary_right" in json.dumps(r.json) for r in scripted_upstream.requests)
+
+
+def test_the_agent_cannot_reach_anything_but_the_proxy(live_server_asgi, scripted_upstream, fruit_task, agent_endpoint):
+    scripted_upstream.push(
+        Reply.tool_call("exec", {"command": network_probe(live_server_asgi.port)}), Reply.text("done")
+    )
+    rollout = run_one(fruit_task, agent_endpoint)
+
+    probe = probe_result(rollout.transcript[3]["content"])
+    for name in ("web_app", "postgres", "redis", "host_web_app", "outside"):
+        assert probe[name].startswith("refused"), (name, probe)
+    assert probe["dns"].startswith("failed")
+    # The bridge leads to the relay, which passes only this rollout's OpenAI API calls: the site is not behind it.
+    assert probe["bridge_site_page"] == "HTTP 404" and probe["bridge_api"] == "HTTP 404"
+    assert "[proxy relay refused] 404 GET /admin/" in rollout.log_tail
+    assert rollout.model_calls == 2
+
+
+def test_a_wrong_answer_scores_below_one(live_server_asgi, scripted_upstream, fruit_task, agent_endpoint):
+    scripted_upstream.push(
+        Reply.tool_call("write", {"path": "summary.txt", "content": "2 apples, 3 pears\n"}),
+        Reply.tool_call("exec", {"command": "rm fruit.csv"}),
+        Reply.text("Done."),
+    )
+    rollout = run_one(fruit_task, agent_endpoint)
+
+    assert rollout.status == Rollout.Status.SCORED
+    assert rollout.score == 0.5
+    assert rollout.sub_scores["summary_right"] == 0.0 and rollout.sub_scores["input_kept"] == 0.0
+    changes = {(f.path, f.change) for f in rollout.files.all()}
+    assert changes == {("summary.txt", "added"), ("fruit.csv", "deleted")}
+
+
+def test_the_trajectory_is_rebuilt_from_the_recorded_calls(live_server_asgi, scripted_upstream, fruit_task, agent_endpoint):
+    scripted_upstream.push(
+        Reply.tool_call("read", {"path": "fruit.csv"}),
+        Reply.tool_call("write", {"path": "summary.txt", "content": RIGHT_SUMMARY}),
+        Reply.text("Done."),
+    )
+    rollout = run_one(fruit_task, agent_endpoint)
+
+    [trajectory] = Trajectory.objects.filter(rollout=rollout)
+    assert not trajectory.excluded and trajectory.reward == 1.0
+    roles = [m["role"] for m in trajectory.messages]
+    assert roles == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert trajectory.messages[1]["content"] == fruit_task.instruction
+    called = [(c["function"]["name"], json.loads(c["function"]["arguments"])) for m in trajectory.messages
+              for c in m.get("tool_calls") or []]  # fmt: skip
+    assert called == [("read", {"path": "fruit.csv"}), ("write", {"path": "summary.txt", "content": RIGHT_SUMMARY})]
+    assert trajectory.messages[3]["content"].startswith("fruit,count")
+    assert trajectory.messages[-1]["content"] == "Done."
+    assert {t["function"]["name"] for t in trajectory.tools} == {"read", "write", "edit", "ls", "exec"}
+    assert trajectory.stats["turns"] == 3 and trajectory.stats["tool_calls"] == 2
+    assert trajectory.stats["tool_types"] == ["read", "write"]
+    assert len(trajectory.model_call_ids) == 3
+
+
+def test_running_out_of_turns_is_scored_with_its_reason(live_server_asgi, scripted_upstream, fruit_task, agent_endpoint):
+    scripted_upstream.default = Reply.tool_call("ls", {})
+    rollout = run_one(fruit_task, agent_endpoint, max_turns=3)
+
+    assert rollout.status == Rollout.Status.SCORED
+    assert rollout.exit_reason == "max_turns" and "3 model calls" in rollout.error
+    assert rollout.turns == rollout.model_calls == 3
+    assert rollout.score == 0.25  # only the untouched input file counts
+
+
+def test_a_model_that_fails_ends_the_agent_with_an_error_and_is_still_scored(
+    live_server_asgi, scripted_upstream, fruit_task, agent_endpoint
+):
+    scripted_upstream.push(Reply.error(400, "context length exceeded"))
+    rollout = run_one(fruit_task, agent_endpoint)
+
+    assert rollout.status == Rollout.Status.SCORED and rollout.exit_reason == "error"
+    assert "HTTP 400" in rollout.error and "context length exceeded" in rollout.error
+    assert rollout.model_calls == 1 and rollout.score == 0.25
+
+
+def test_an_agent_past_its_deadline_is_stopped_and_scored(live_server_asgi, scripted_upstream, fruit_task, agent_endpoint):
+    scripted_upstream.push(
+        Reply.tool_call("write", {"path": "summary.txt", "content": RIGHT_SUMMARY}),
+        Reply.tool_call("exec", {"command": "sleep 60"}),
+    )
+    rollout = run_one(fruit_task, agent_endpoint, timeout=3)
+
+    assert rollout.status == Rollout.Status.SCORED and rollout.exit_reason == "timeout"
+    assert rollout.agent_seconds < 15
+    assert rollout.sub_scores["summary_right"] == 1.0  # what it wrote before its deadline counts
+    assert rollout.transcript[-1]["role"] == "tool"  # the transcript so far was kept

@@ -1,0 +1,117 @@
+"""Rollouts on a real job worker (django-q2 on the test database): the `rollout` command waits for the job; a worker
+killed mid-rollout leaves the rollout failed with a reason and retryable; a retry is the next attempt on the same row
+and counts once."""
+
+import json
+import os
+import signal
+import tempfile
+import time
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from evaluation.models import Rollout
+from evaluation.services import retry_rollout, start_rollouts
+from jobs.testing import start_django_q_worker, use_engine, wait_for
+from llm.models import ModelCall
+from llm.testing import Reply
+
+from .conftest import RIGHT_SUMMARY, needs_bwrap
+
+pytestmark = [needs_bwrap, pytest.mark.workers, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture(scope="module")
+def rollout_worker_process(_live_server_asgi_module, django_db_setup, django_db_blocker):
+    """A django-q cluster whose workers reach the proxy of this test process (the live ASGI server)."""
+    previous = os.environ.get("CLAWGYM_PROXY_PUBLIC_URL")
+    os.environ["CLAWGYM_PROXY_PUBLIC_URL"] = _live_server_asgi_module.url
+    try:
+        with django_db_blocker.unblock():
+            worker = start_django_q_worker(workers=1)
+    finally:
+        if previous is None:
+            del os.environ["CLAWGYM_PROXY_PUBLIC_URL"]
+        else:
+            os.environ["CLAWGYM_PROXY_PUBLIC_URL"] = previous
+    yield worker
+    worker.stop()
+    worker.cleanup()
+
+
+@pytest.fixture
+def rollout_worker(rollout_worker_process, live_server_asgi):
+    if not rollout_worker_process.alive():
+        pytest.fail(f"the django-q worker died:\n{rollout_worker_process.log_tail()}")
+    with use_engine("django_q"):
+        yield rollout_worker_process
+
+
+def wait_rollout(rollout: Rollout, statuses, timeout: float = 60.0) -> Rollout:
+    deadline = time.monotonic() + timeout
+    while True:
+        rollout.refresh_from_db()
+        if rollout.status in statuses:
+            return rollout
+        if time.monotonic() > deadline:
+            raise AssertionError(f"rollout #{rollout.pk} is {rollout.status} after {timeout} s: {rollout.error}")
+        time.sleep(0.1)
+
+
+def test_the_rollout_command_waits_for_the_worker(rollout_worker, scripted_upstream, fruit_task, agent_endpoint):
+    scripted_upstream.push(Reply.tool_call("write", {"path": "summary.txt", "content": RIGHT_SUMMARY}), Reply.text("Done."))
+    out = StringIO()
+    call_command("rollout", "--task", "fruit-summary", "--endpoint", "scripted", "--harness", "builtin", "--json",
+                 stdout=out, stderr=StringIO())  # fmt: skip
+
+    [row] = json.loads(out.getvalue().strip().splitlines()[-1])
+    assert (row["status"], row["score"], row["attempt"]) == ("scored", 1.0, 1)
+    rollout = Rollout.objects.get(pk=row["id"])
+    assert rollout.job_run.queue == "sandbox" and rollout.job_run.status == "succeeded"
+    assert rollout.worker.split(":")[1] != str(os.getpid())  # it ran in the worker, not here
+
+
+def test_a_killed_worker_leaves_the_rollout_failed_and_a_retry_counts_once(
+    rollout_worker, scripted_upstream, fruit_task, agent_endpoint
+):
+    # The model takes its time on the first call: the worker is killed while the agent waits for it.
+    scripted_upstream.push(Reply.text("never seen", delay=30))
+    [rollout] = start_rollouts(fruit_task, agent_endpoint, harness="builtin")
+    wait_rollout(rollout, [Rollout.Status.RUNNING])
+    deadline = time.monotonic() + 30
+    while scripted_upstream.in_flight == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert scripted_upstream.in_flight == 1
+    first_session = rollout.proxy_session_id
+
+    os.kill(int(rollout.worker.split(":")[1]), signal.SIGKILL)  # the pool process running the rollout
+    # The cluster starts a new worker process, which runs the lost job again: it finds the attempt lost.
+    assert list(Path(tempfile.gettempdir()).glob(f"clawgym-rollout-{rollout.pk}-*"))  # its workspace, left behind
+    wait_rollout(rollout, [Rollout.Status.FAILED])
+    assert rollout.exit_reason == "worker_lost" and "exited before it finished" in rollout.error
+    assert not list(Path(tempfile.gettempdir()).glob(f"clawgym-rollout-{rollout.pk}-*"))  # removed once found lost
+    assert rollout.retryable and rollout.attempt == 1 and rollout.score is None
+    wait_for(rollout.job_run, timeout=30)
+
+    scripted_upstream.script.clear()
+    scripted_upstream.push(
+        Reply.tool_call("read", {"path": "fruit.csv"}),
+        Reply.tool_call("write", {"path": "summary.txt", "content": RIGHT_SUMMARY}),
+        Reply.text("Done."),
+    )
+    retry_rollout(rollout)
+    wait_rollout(rollout, Rollout.FINISHED)
+
+    assert (rollout.status, rollout.score, rollout.attempt) == ("scored", 1.0, 2)
+    assert rollout.previous_attempts == [
+        {"attempt": 1, "status": "failed", "exit_reason": "worker_lost", "error": rollout.previous_attempts[0]["error"],
+         "finished_at": rollout.previous_attempts[0]["finished_at"], "proxy_session": first_session}
+    ]  # fmt: skip
+    # One row, one score: the retry replaced the lost attempt's results; only its own calls are counted.
+    assert Rollout.objects.count() == 1
+    assert rollout.proxy_session_id != first_session
+    assert rollout.model_calls == ModelCall.objects.filter(session=rollout.proxy_session).count() == 3
+    assert rollout.trajectories.count() == 1
