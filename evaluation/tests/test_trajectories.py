@@ -416,7 +416,7 @@ def test_rules_from_a_dict_and_their_errors():
 
 def test_rules_from_settings(settings):
     assert TrajectoryRules.from_settings() == TrajectoryRules()
-    settings.TRAJECTORY_RULES = {"supported_tools": ["read", "canvas"]}
+    settings.CLAWGYM_TRAJECTORY_RULES = {"supported_tools": ["read", "canvas"]}
     assert TrajectoryRules.from_settings().supported_tools == {"read", "canvas"}
 
 
