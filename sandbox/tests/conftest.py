@@ -2,24 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import uuid
 
 import pytest
 
-from sandbox import SandboxUnavailable, Workspace, get_backend
-
-
-@pytest.fixture
-def bwrap():
-    backend = get_backend("bwrap")
-    try:
-        backend.check_available()
-    except SandboxUnavailable as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must test the default sandbox: {exc}")
-        pytest.skip(str(exc))
-    return backend
+from sandbox import Workspace
 
 
 @pytest.fixture

@@ -37,18 +37,6 @@ INPUTS = {"data.csv": b"n\n1\n2\n"}
 SOLVED = {"out.json": b'{"total": 3}\n'}
 
 
-@pytest.fixture
-def bwrap():
-    backend = get_backend("bwrap")
-    try:
-        backend.check_available()
-    except SandboxUnavailable as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must test the default sandbox: {exc}")
-        pytest.skip(str(exc))
-    return backend
-
-
 def make_task(external_id, *, lenient=False, crash=False, solution=SOLVED, inputs=INPUTS):
     check = f"LENIENT = {lenient}\nCRASH_WITHOUT_INPUT = {crash}\n" + CHECK
     files = [

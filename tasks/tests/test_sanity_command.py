@@ -4,28 +4,19 @@ Runs on real workers are in test_sanity_worker.py.
 """
 
 import json
-import os
 from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
 
 from jobs.models import JobRun
-from sandbox import SandboxUnavailable, get_backend
 from tasks.models import SanityReport
 from tasks.tests.test_sanity import make_task
 
 RUN_KEYS = {"score", "status", "reason", "subscores", "duration"}
 
 
-@pytest.fixture(autouse=True)
-def bwrap():
-    try:
-        get_backend("bwrap").check_available()
-    except SandboxUnavailable as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must test the default sandbox: {exc}")
-        pytest.skip(str(exc))
+pytestmark = pytest.mark.usefixtures("bwrap")  # every test here runs checkers in bubblewrap
 
 
 def sanity_check(*args):

@@ -1,7 +1,6 @@
 """The sanity jobs: in this process (idempotence, failure), then on a real django-q2 worker (command and API)."""
 
 import json
-import os
 from io import StringIO
 
 import pytest
@@ -11,20 +10,12 @@ import jobs
 from jobs.models import JobRun
 from jobs.runner import execute
 from jobs.testing import wait_for
-from sandbox import SandboxUnavailable, get_backend
 from tasks.models import SanityReport
 from tasks.sanity import start_sanity_check
 from tasks.tests.test_sanity import make_task
 
 
-@pytest.fixture(autouse=True)
-def bwrap():
-    try:
-        get_backend("bwrap").check_available()
-    except SandboxUnavailable as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must test the default sandbox: {exc}")
-        pytest.skip(str(exc))
+pytestmark = pytest.mark.usefixtures("bwrap")  # every test here runs checkers in bubblewrap
 
 
 # --- the jobs, executed in this process ------------------------------------------------------------------------

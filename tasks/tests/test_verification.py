@@ -5,13 +5,12 @@ own tests (sandbox/tests); here checkers run through the default bubblewrap back
 """
 
 import json
-import os
 import socket
 import threading
 
 import pytest
 
-from sandbox import Limits, SandboxUnavailable, Workspace, get_backend
+from sandbox import Limits, Workspace, get_backend
 from tasks.package import STANDARD_REWARD_SH
 from tasks.verification import (
     PAYLOAD_ENV,
@@ -23,18 +22,6 @@ from tasks.verification import (
 )
 
 FAST = Limits(wall_seconds=10, cpu_seconds=10, max_output_bytes=64 * 1024)
-
-
-@pytest.fixture
-def bwrap():
-    backend = get_backend("bwrap")
-    try:
-        backend.check_available()
-    except SandboxUnavailable as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must test the default sandbox: {exc}")
-        pytest.skip(str(exc))
-    return backend
 
 
 def spec(check_py: str = "", reward_sh: str = STANDARD_REWARD_SH, entry: str = "bash reward/reward.sh"):
