@@ -9,12 +9,11 @@ from django.core.paginator import Paginator
 from django.db.models import Count
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect
-from django.template.response import TemplateResponse
 from django.urls import reverse
-from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.decorators import reviewer_required, viewer_required
+from clawgym_site.htmx import render_page
 from jobs.engine import JobEngineError
 from llm.models import ModelCall, ModelEndpoint
 
@@ -35,15 +34,6 @@ METRIC_LABELS = {
 }
 
 
-def _render(request, template: str, context: dict, partial: str | None = None, status: int = 200):
-    name = template
-    if partial and request.htmx and not request.htmx.history_restore_request:
-        name = f"{template}#{partial}"
-    response = TemplateResponse(request, name, context, status=status)
-    patch_vary_headers(response, ["HX-Request"])
-    return response
-
-
 def _list_context(request, start_form) -> dict:
     form = RolloutFilterForm(request.GET)
     rollouts = form.filter(Rollout.objects.select_related("revision__task", "endpoint"))
@@ -61,7 +51,7 @@ def _list_context(request, start_form) -> dict:
 @require_GET
 def rollout_list(request):
     start_form = StartRolloutsForm(initial={"harness": settings.CLAWGYM_DEFAULT_HARNESS, "repeats": 1})
-    return _render(request, "evaluation/rollout_list.html", _list_context(request, start_form), partial="results")
+    return render_page(request, "evaluation/rollout_list.html", _list_context(request, start_form), partial="results")
 
 
 @reviewer_required
@@ -69,7 +59,7 @@ def rollout_list(request):
 def rollout_start(request):
     form = StartRolloutsForm(request.POST)
     if not form.is_valid():
-        return _render(request, "evaluation/rollout_list.html", _list_context(request, form), status=400)
+        return render_page(request, "evaluation/rollout_list.html", _list_context(request, form), status=400)
     data = form.cleaned_data
     try:
         rollouts = start_rollouts(data["task"].current_revision, data["endpoint"], harness=data["harness"],
@@ -100,7 +90,7 @@ def rollout_detail(request, pk: int):
         "trajectories": rollout.trajectories.all(),
         "sub_scores": sorted(rollout.sub_scores.items()),
     }
-    return _render(request, "evaluation/rollout_detail.html", context, partial="summary")
+    return render_page(request, "evaluation/rollout_detail.html", context, partial="summary")
 
 
 @reviewer_required
@@ -173,7 +163,7 @@ def trajectory_stats(request):
         "histograms": [(METRIC_LABELS.get(name, name), buckets) for name, buckets in stats["histograms"].items()],
         "endpoint_names": ModelEndpoint.objects.values_list("name", flat=True),
     }
-    return _render(request, "evaluation/trajectory_stats.html", context, partial="results")
+    return render_page(request, "evaluation/trajectory_stats.html", context, partial="results")
 
 
 def _stats(stored: dict) -> TrajectoryStats:

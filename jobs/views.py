@@ -10,11 +10,11 @@ from django.contrib import messages
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
-from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import trigger_client_event
 
 from accounts.decorators import admin_required, viewer_required
+from clawgym_site.htmx import render_page
 
 from . import registry
 from .models import JobRun
@@ -22,16 +22,6 @@ from .services import cancel_job
 
 PAGE_SIZE = 50
 CHILDREN_SHOWN = 200
-
-
-def _render(request, template: str, context: dict, partial: str | None = None) -> TemplateResponse:
-    """The named partial for htmx requests, the whole page otherwise (also for a history restore)."""
-    name = template
-    if partial and request.htmx and not request.htmx.history_restore_request:
-        name = f"{template}#{partial}"
-    response = TemplateResponse(request, name, context)
-    patch_vary_headers(response, ["HX-Request"])
-    return response
 
 
 @viewer_required
@@ -56,7 +46,7 @@ def job_list(request):
         "status": status,
         "kind": kind,
     }
-    return _render(request, "jobs/list.html", context, partial="results")
+    return render_page(request, "jobs/list.html", context, partial="results")
 
 
 def _detail_context(run: JobRun) -> dict:
@@ -74,7 +64,7 @@ def _detail_context(run: JobRun) -> dict:
 def job_detail(request, pk: int):
     run = get_object_or_404(JobRun.objects.select_related("created_by", "parent"), pk=pk)
     # While the run is not finished, the "live" part of the page polls this view for itself.
-    return _render(request, "jobs/detail.html", _detail_context(run), partial="live")
+    return render_page(request, "jobs/detail.html", _detail_context(run), partial="live")
 
 
 @viewer_required

@@ -14,10 +14,10 @@ from django.core.paginator import Paginator
 from django.db.models import Sum
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
-from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.decorators import admin_required, viewer_required
+from clawgym_site.htmx import render_page
 
 from .client import check_connection
 from .forms import CallFilterForm, EndpointForm, known_values
@@ -25,15 +25,6 @@ from .models import ModelCall, ModelEndpoint
 from .services import create_endpoint, update_endpoint
 
 PAGE_SIZE = 50
-
-
-def _render(request, template: str, context: dict, partial: str | None = None, status: int = 200):
-    name = template
-    if partial and request.htmx and not request.htmx.history_restore_request:
-        name = f"{template}#{partial}"
-    response = TemplateResponse(request, name, context, status=status)
-    patch_vary_headers(response, ["HX-Request"])
-    return response
 
 
 def _key_state(endpoint: ModelEndpoint) -> str:
@@ -48,7 +39,7 @@ def endpoint_list(request):
     endpoints = list(ModelEndpoint.objects.all())
     for endpoint in endpoints:
         endpoint.key_state = _key_state(endpoint)
-    return _render(request, "llm/endpoints.html", {"nav": "models", "endpoints": endpoints})
+    return render_page(request, "llm/endpoints.html", {"nav": "models", "endpoints": endpoints})
 
 
 def _apply_errors(form: EndpointForm, exc: ValidationError) -> None:
@@ -73,7 +64,7 @@ def endpoint_edit(request, name: str | None = None):
         except ValidationError as exc:
             _apply_errors(form, exc)
     status = 400 if request.method == "POST" else 200
-    return _render(request, "llm/endpoint_form.html", {"nav": "models", "form": form, "endpoint": endpoint}, status=status)
+    return render_page(request, "llm/endpoint_form.html", {"nav": "models", "form": form, "endpoint": endpoint}, status=status)
 
 
 @admin_required
@@ -107,7 +98,7 @@ def call_list(request):
         "purposes": known_values("purpose"),
         "endpoint_names": known_values("endpoint_name"),
     }
-    return _render(request, "llm/calls.html", context, partial="results")
+    return render_page(request, "llm/calls.html", context, partial="results")
 
 
 @viewer_required

@@ -13,11 +13,11 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
-from django.utils.cache import patch_vary_headers
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.decorators import admin_required, reviewer_required, viewer_required
+from clawgym_site.htmx import render_page
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
 
@@ -30,19 +30,6 @@ from .viewers import view_file
 
 PAGE_SIZE = 50
 RECENT_JOBS = 8
-
-
-def _render(request, template: str, context: dict, partial: str | None = None, status: int = 200):
-    """The named partial for htmx requests, the whole page otherwise.
-
-    A history-restore request (back button after an htmx swap) needs the whole page, not the partial.
-    """
-    name = template
-    if partial and request.htmx and not request.htmx.history_restore_request:
-        name = f"{template}#{partial}"
-    response = TemplateResponse(request, name, context, status=status)
-    patch_vary_headers(response, ["HX-Request"])
-    return response
 
 
 # --- dashboard ---------------------------------------------------------------------------------------------
@@ -111,7 +98,7 @@ def task_list(request):
     form = TaskFilterForm(request.GET)
     page = Paginator(list_queryset(form), PAGE_SIZE).get_page(request.GET.get("page"))
     context = {"nav": "tasks", "form": form, "page": page}
-    return _render(request, "tasks/task_list.html", context, partial="results")
+    return render_page(request, "tasks/task_list.html", context, partial="results")
 
 
 # --- task detail -------------------------------------------------------------------------------------------
@@ -239,7 +226,7 @@ def file_view(request, external_id, number, role, path):
         "shown_path": role_folder(rf.role) + rf.path,
         "view": view_file(rf.path, rf.blob.content),
     }
-    return _render(request, "tasks/file.html", context, partial="viewer")
+    return render_page(request, "tasks/file.html", context, partial="viewer")
 
 
 @viewer_required
@@ -311,4 +298,4 @@ def import_page(request):
     if request.htmx:
         status = 200  # htmx swaps 2xx responses only, and the form with its errors must replace the panel
     context = {"nav": "import", "form": form, "run": run, "recent": _recent_imports(started=run)}
-    return _render(request, "tasks/import.html", context, partial="panel", status=status)
+    return render_page(request, "tasks/import.html", context, partial="panel", status=status)

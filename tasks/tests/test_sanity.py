@@ -1,7 +1,6 @@
 """Sanity checks of checkers (tasks.sanity): the scaffold, the findings, the stored report, its page, API and filter."""
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -9,7 +8,8 @@ from django.db import transaction
 from django.urls import reverse
 
 from jobs.models import JobRun
-from sandbox import SandboxUnavailable, get_backend
+from sandbox import get_backend
+from sandbox.testing import require_bwrap
 from tasks.importing import import_path
 from tasks.models import SanityReport, Task
 from tasks.package import STANDARD_REWARD_SH, PackageFile, TaskPackage
@@ -166,13 +166,7 @@ def test_every_run_is_marked_when_no_sandbox_was_used(db, monkeypatch):
 @pytest.fixture(scope="module")
 def example_reports(django_db_setup, django_db_blocker):
     """Every example task imported and sanity-checked once for the module (bubblewrap; a few seconds)."""
-    backend = get_backend("bwrap")
-    try:
-        backend.check_available()
-    except SandboxUnavailable as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must test the default sandbox: {exc}")
-        pytest.skip(str(exc))
+    backend = require_bwrap()
     # Rolled back at once: the reports stay in memory, and the other tests of the module see no example task.
     with django_db_blocker.unblock(), transaction.atomic():
         import_path(EXAMPLES)

@@ -2,13 +2,13 @@
 scripted upstream on loopback, and the hybrid s_task = λ·s_code + (1−λ)·s_rubric."""
 
 import json
-import os
 
 import pytest
 
 from llm.models import ModelCall, ModelEndpoint
 from llm.testing import Reply
-from sandbox import Limits, SandboxUnavailable, Workspace, get_backend
+from sandbox import Limits, Workspace, get_backend
+from sandbox.testing import require_bwrap
 from tasks.judging import Judgement
 from tasks.package import STANDARD_REWARD_SH, PackageFile, TaskPackage
 from tasks.scoring import ScoreStatus, combine, score_run
@@ -30,13 +30,7 @@ def verdict(score, reason="because"):
 
 @pytest.fixture(autouse=True)
 def sandboxed(settings):
-    backend = get_backend("bwrap")
-    try:
-        backend.check_available()
-    except SandboxUnavailable as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must test the default sandbox: {exc}")
-        pytest.skip(str(exc))
+    require_bwrap()
     settings.CLAWGYM_SANDBOX_BACKEND = "bwrap"
     settings.CLAWGYM_LLM_BACKOFF_SECONDS = 0.01
     settings.CLAWGYM_LLM_BACKOFF_MAX_SECONDS = 0.05
