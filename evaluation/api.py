@@ -15,6 +15,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from accounts.roles import REVIEWER
+from clawgym_site.api_filters import QueryFilterMixin
 from jobs.engine import JobEngineError
 from llm.models import ModelEndpoint
 from tasks.models import Task
@@ -31,19 +32,8 @@ from .serializers import (
 from .services import RolloutError, rejudge_rollout, retry_rollout, start_rollouts
 
 
-class _Filtered:
-    filter_serializer_class = None
-
-    def filter_queryset(self, queryset):
-        if self.action != "list":
-            return queryset
-        filters = self.filter_serializer_class(data=self.request.query_params)
-        filters.is_valid(raise_exception=True)
-        return filters.filter(queryset)
-
-
 @extend_schema(tags=["rollouts"])
-class RolloutViewSet(_Filtered, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class RolloutViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     queryset = Rollout.objects.select_related("revision__task", "endpoint", "proxy_session")
     filter_serializer_class = RolloutFilterSerializer
     write_role = REVIEWER
@@ -105,7 +95,7 @@ class RolloutViewSet(_Filtered, mixins.ListModelMixin, mixins.RetrieveModelMixin
 
 
 @extend_schema(tags=["rollouts"])
-class TrajectoryViewSet(_Filtered, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class TrajectoryViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     queryset = Trajectory.objects.all()
     serializer_class = TrajectorySerializer
     filter_serializer_class = TrajectoryFilterSerializer

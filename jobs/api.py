@@ -11,13 +11,14 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from accounts.roles import ADMIN
+from clawgym_site.api_filters import QueryFilterMixin
 
 from .models import JobRun
 from .serializers import JobRunFilterSerializer, JobRunListSerializer, JobRunSerializer
 from .services import cancel_job
 
 
-class JobRunReadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class JobRunReadViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Read-only job runs. Subclasses narrow `queryset` (e.g. to one kind) and the accepted filters."""
 
     queryset = JobRun.objects.select_related("created_by")
@@ -25,13 +26,6 @@ class JobRunReadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
 
     def get_serializer_class(self):
         return JobRunListSerializer if self.action == "list" else JobRunSerializer
-
-    def filter_queryset(self, queryset):
-        if self.action != "list":
-            return queryset
-        filters = self.filter_serializer_class(data=self.request.query_params)
-        filters.is_valid(raise_exception=True)
-        return filters.filter(queryset)
 
 
 @extend_schema(tags=["jobs"])

@@ -13,6 +13,7 @@ from rest_framework import mixins, status, viewsets
 from rest_framework.response import Response
 
 from accounts.roles import ADMIN
+from clawgym_site.api_filters import QueryFilterMixin
 
 from .models import ModelCall, ModelEndpoint
 from .serializers import (
@@ -41,18 +42,14 @@ class ModelEndpointViewSet(viewsets.ModelViewSet):
 
 
 @extend_schema(tags=["models"])
-class ModelCallViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class ModelCallViewSet(
+    QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
+):
     queryset = ModelCall.objects.select_related("session")
+    filter_serializer_class = ModelCallFilterSerializer
 
     def get_serializer_class(self):
         return ModelCallListSerializer if self.action == "list" else ModelCallSerializer
-
-    def filter_queryset(self, queryset):
-        if self.action != "list":
-            return queryset
-        filters = ModelCallFilterSerializer(data=self.request.query_params)
-        filters.is_valid(raise_exception=True)
-        return filters.filter(queryset)
 
     @extend_schema(parameters=[ModelCallFilterSerializer])
     def list(self, request, *args, **kwargs):

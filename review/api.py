@@ -23,6 +23,7 @@ from rest_framework.generics import get_object_or_404
 from rest_framework.response import Response
 
 from accounts.roles import ADMIN, REVIEWER
+from clawgym_site.api_filters import QueryFilterMixin
 from jobs.engine import JobEngineError
 from jobs.serializers import JobRunSerializer
 from tasks.services import StaleRevisionError
@@ -88,7 +89,8 @@ class BenchmarkVersionViewSet(viewsets.ReadOnlyModelViewSet):
         return versions.filter(benchmark__name=name) if name else versions
 
 
-class CandidateViewSet(viewsets.ReadOnlyModelViewSet):
+class CandidateViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):
+    filter_serializer_class = CandidateFilterSerializer
     write_role = REVIEWER  # the services check admin-only parts (overrides) themselves
     write_roles = {"diagnose": ADMIN}
 
@@ -100,14 +102,6 @@ class CandidateViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_serializer_class(self):
         return CandidateListSerializer if self.action == "list" else CandidateDetailSerializer
-
-    def filter_queryset(self, queryset):
-        queryset = super().filter_queryset(queryset)
-        if self.action == "list":
-            filters_ = CandidateFilterSerializer(data=self.request.query_params)
-            filters_.is_valid(raise_exception=True)
-            queryset = filters_.filter(queryset, self.request.user)
-        return queryset
 
     @extend_schema(parameters=[CandidateFilterSerializer])
     def list(self, request, *args, **kwargs):

@@ -127,8 +127,9 @@ class CandidateFilterSerializer(serializers.Serializer):
     )  # fmt: skip
     mine = serializers.BooleanField(required=False, help_text="only candidates you hold")
 
-    def filter(self, queryset, user):
+    def filter(self, queryset):
         data = self.validated_data
+        user = self.context["request"].user
         if "benchmark" in data:
             queryset = queryset.filter(benchmark__name=data["benchmark"])
         if "status" in data:

@@ -32,6 +32,7 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 
 from accounts.roles import ADMIN, REVIEWER
+from clawgym_site.api_filters import QueryFilterMixin
 from jobs.api import JobRunReadViewSet
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
@@ -98,6 +99,7 @@ def _lock_current(task: Task, base: TaskRevision | None) -> None:
 
 @extend_schema(tags=["tasks"])
 class TaskViewSet(
+    QueryFilterMixin,
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
     mixins.DestroyModelMixin,
@@ -107,6 +109,7 @@ class TaskViewSet(
     lookup_value_regex = EXTERNAL_ID_REGEX
     filter_backends = [filters.SearchFilter, filters.OrderingFilter]
     search_fields = ["external_id", "title"]
+    filter_serializer_class = TaskFilterSerializer
     ordering_fields = ["external_id", "title", "status", "source", "created_at", "updated_at"]
     write_role = ADMIN
     write_roles = {"partial_update": REVIEWER, "sanity": REVIEWER}
@@ -118,14 +121,6 @@ class TaskViewSet(
 
     def get_serializer_class(self):
         return TaskListSerializer if self.action == "list" else TaskDetailSerializer
-
-    def filter_queryset(self, queryset):
-        queryset = super().filter_queryset(queryset)
-        if self.action == "list":
-            filters_ = TaskFilterSerializer(data=self.request.query_params)
-            filters_.is_valid(raise_exception=True)
-            queryset = filters_.filter(queryset)
-        return queryset
 
     @extend_schema(parameters=[TaskFilterSerializer])
     def list(self, request, *args, **kwargs):
