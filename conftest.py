@@ -1,1 +1,1 @@
-pytest_plugins = ["clawgym_site.testing", "jobs.testing", "llm.testing", "sandbox.testing"]
+pytest_plugins = ["clawgym_site.testing", "clawgym_site.browser_testing", "jobs.testing", "llm.testing", "sandbox.testing"]

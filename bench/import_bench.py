@@ -102,11 +102,11 @@ def time_pages(client: Client, urls: list[str]) -> dict:
 
 
 def main() -> dict:
+    from django.contrib.auth import get_user_model
     from django.db import connection
+    from django.urls import reverse
 
     from accounts.roles import VIEWER, grant_role
-    from django.contrib.auth import get_user_model
-    from django.urls import reverse
     from tasks.importing import import_path
     from tasks.models import Task
 

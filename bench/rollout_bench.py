@@ -224,8 +224,8 @@ def main() -> None:
         from django.core.management import call_command
 
         from evaluation.harnesses import get_harness
-        from jobs.testing import WorkerProcess
         from evaluation.tests.conftest import fruit_package
+        from jobs.testing import WorkerProcess
         from llm.services import create_endpoint
         from tasks.services import save_package
 

@@ -36,10 +36,10 @@ from jobs.runner import lost_reason, worker_gone, worker_id
 from llm.models import ModelCall, ModelEndpoint
 from llm.services import close_proxy_session, open_proxy_session, proxy_base_url
 from sandbox import Workspace
-from tasks.models import Blob, RevisionFile, TaskRevision
-from tasks.services import store_blobs
 from tasks.judging import JudgingError, judge_rubric
+from tasks.models import Blob, RevisionFile, TaskRevision
 from tasks.scoring import ScoreStatus, TaskScore, combine, score_run
+from tasks.services import store_blobs
 from tasks.verification import CheckResult, CheckStatus
 
 from .harnesses import HARNESSES, AgentOutcome, AgentTask, ExitReason, HarnessUnavailable, get_harness

@@ -13,6 +13,7 @@ class JobRun(models.Model):
         CANCELLED = "cancelled", "Cancelled"
 
     FINISHED = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
+    ACTIVE = (Status.QUEUED, Status.RUNNING)
     LOG_TAIL_CHARS = 20_000
 
     kind = models.CharField(max_length=100, db_index=True)
@@ -67,8 +68,37 @@ class JobRun(models.Model):
             return 0
         return min(100, int(100 * self.progress_done / self.progress_total))
 
+    def batch(self) -> "BatchProgress":
+        """How far this run's children are: a batch job that only queues its children finishes first."""
+        counts = dict(self.children.order_by().values_list("status").annotate(n=models.Count("id")))
+        return BatchProgress(self, counts)
+
     @property
     def duration(self):
         if not self.started_at:
             return None
         return (self.finished_at or self.heartbeat_at or self.started_at) - self.started_at
+
+
+class BatchProgress:
+    """A parent run and the statuses of its children, for the batch progress partial."""
+
+    def __init__(self, run: JobRun, counts: dict[str, int]):
+        self.run = run
+        self.total = sum(counts.values())
+        self.succeeded = counts.get(JobRun.Status.SUCCEEDED, 0)
+        self.failed = counts.get(JobRun.Status.FAILED, 0)
+        self.cancelled = counts.get(JobRun.Status.CANCELLED, 0)
+        self.running = counts.get(JobRun.Status.RUNNING, 0)
+        self.done = self.succeeded + self.failed + self.cancelled
+
+    @property
+    def is_finished(self) -> bool:
+        """The parent finished and so did every child it queued (a failed parent queues no more)."""
+        return self.run.is_finished and self.done == self.total
+
+    @property
+    def percent(self) -> int:
+        if not self.total:
+            return 100 if self.run.is_finished else 0
+        return int(100 * self.done / self.total)

@@ -6,8 +6,8 @@
 A job function receives a JobContext and the JSON parameters given to `jobs.enqueue`.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 QUEUES = ("default", "sandbox", "gpu")
 

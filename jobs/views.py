@@ -69,6 +69,19 @@ def job_detail(request, pk: int):
 
 @viewer_required
 @require_GET
+def batch_progress(request, pk: int):
+    """The progress of a batch: a parent run and its children. It polls this URL until all have finished."""
+    run = get_object_or_404(JobRun, pk=pk)
+    batch = run.batch()
+    response = TemplateResponse(request, "jobs/_batch_progress.html", {"batch": batch, "run": run})
+    response["Cache-Control"] = "no-store"
+    if batch.is_finished:
+        trigger_client_event(response, "batch-finished", {"id": run.pk, "kind": run.kind, "failed": batch.failed})
+    return response
+
+
+@viewer_required
+@require_GET
 def job_progress(request, pk: int):
     """The progress partial any page includes; it polls this URL until the run finishes."""
     run = get_object_or_404(JobRun, pk=pk)

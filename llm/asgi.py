@@ -13,8 +13,8 @@ Measured with bench/proxy_bench.py: at 64 concurrent streams the added time to f
 
 import asyncio
 
-from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.core.exceptions import RequestAborted
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.core.handlers.exception import convert_exception_to_response
 from django.urls import set_script_prefix
 

@@ -255,7 +255,7 @@ def complete_json(
     """
     conversation = list(messages)
     calls: list[ModelCall] = []
-    for turn in range(repairs + 1):
+    for _turn in range(repairs + 1):
         done = complete(endpoint, conversation, purpose=purpose, subject=subject, served=served, sampling=sampling)
         calls.append(done.call)
         try:

@@ -211,7 +211,7 @@ async def _read_request(request, token: str):
     try:
         body = json.loads(raw)
     except ValueError as exc:
-        raise _Refused(_error(400, f"the request body is not JSON: {exc}", "invalid_request_error"))
+        raise _Refused(_error(400, f"the request body is not JSON: {exc}", "invalid_request_error")) from None
     if not isinstance(body, dict):
         raise _Refused(_error(400, "the request body must be a JSON object", "invalid_request_error"))
     if not session.endpoint.enabled:

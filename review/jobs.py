@@ -1,11 +1,14 @@
 """Background entry points of the review."""
 
+import jobs
+from jobs.models import JobRun
 from jobs.registry import job
 
 from .diagnosis import diagnose_candidate
 from .models import BenchmarkCandidate, LLMDiagnosis
 
 DIAGNOSE_JOB = "review.diagnose"
+DIAGNOSE_BATCH_JOB = "review.diagnose_batch"
 
 
 @job(DIAGNOSE_JOB, title="Diagnose a benchmark candidate")
@@ -27,3 +30,20 @@ def diagnose(ctx, *, candidate_id: int) -> dict:
         counts[severity] = counts.get(severity, 0) + 1
     ctx.log(f"{sum(counts.values())} issues" + "".join(f", {n} {s}" for s, n in sorted(counts.items())))
     return {"candidate": candidate_id, "diagnosis": done.pk, "issues": counts}
+
+
+@job(DIAGNOSE_BATCH_JOB, title="Diagnose candidates")
+def diagnose_batch(ctx, *, candidate_ids: list[int]) -> dict:
+    """Start one review.diagnose per candidate, as children of this run, so they spread across workers.
+
+    Finishes once they are queued (a waiting job would hold a worker its children need); batch_progress() tells
+    how far the children are. A second delivery queues only the candidates that have no child yet.
+    """
+    queued = {child.params.get("candidate_id") for child in JobRun.objects.filter(parent=ctx.run).only("params")}
+    todo = [pk for pk in candidate_ids if pk not in queued]
+    ctx.progress(0, len(todo), "queueing diagnoses")
+    for i, candidate_id in enumerate(todo, start=1):
+        jobs.enqueue(DIAGNOSE_JOB, created_by=ctx.run.created_by, parent=ctx.run, candidate_id=candidate_id)
+        ctx.progress(i, len(todo))
+    ctx.log(f"queued {len(todo)} diagnoses" + (f" ({len(queued)} were queued before)" if queued else ""))
+    return {"queued": len(todo) + len(queued)}

@@ -14,12 +14,13 @@ from django.utils import timezone
 
 import jobs
 from accounts.roles import ADMIN, REVIEWER, has_role
+from jobs.models import JobRun
 from tasks.models import SanityReport, Task, TaskRevision
 from tasks.package import validate_rubric
 from tasks.sanity import SANITY_JOB
 from tasks.services import revise_task
 
-from .jobs import DIAGNOSE_JOB
+from .jobs import DIAGNOSE_BATCH_JOB, DIAGNOSE_JOB
 from .models import (
     Benchmark,
     BenchmarkCandidate,
@@ -100,6 +101,27 @@ def propose_candidates(benchmark: Benchmark, tasks, *, user) -> ProposeResult:
 def start_diagnosis(candidates, *, user) -> list:
     """Queue one review.diagnose job per candidate; returns the JobRuns."""
     return [jobs.enqueue(DIAGNOSE_JOB, created_by=user, candidate_id=c.pk) for c in candidates]
+
+
+def start_diagnosis_batch(benchmark: Benchmark | None, *, user):
+    """Queue one review.diagnose_batch job over every candidate awaiting diagnosis (of `benchmark`, or of all).
+
+    Returns the parent JobRun, or None when nothing awaits diagnosis. Candidates a diagnosis job is already queued
+    or running for are left out, so pressing the button twice does not diagnose anything twice.
+    """
+    if user is not None:
+        _require(user, ADMIN, "starting diagnoses")
+    waiting = BenchmarkCandidate.objects.filter(status=Status.AWAITING_DIAGNOSIS)
+    if benchmark is not None:
+        waiting = waiting.filter(benchmark=benchmark)
+    busy = {
+        run["params"].get("candidate_id")
+        for run in JobRun.objects.filter(kind=DIAGNOSE_JOB, status__in=JobRun.ACTIVE).values("params")
+    }
+    ids = [pk for pk in waiting.order_by("id").values_list("pk", flat=True) if pk not in busy]
+    if not ids:
+        return None
+    return jobs.enqueue(DIAGNOSE_BATCH_JOB, created_by=user, candidate_ids=ids)
 
 
 # --- claims ----------------------------------------------------------------------------------------------------

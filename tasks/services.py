@@ -8,7 +8,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from .models import Blob, BenchmarkCategory, RevisionFile, ScenarioCategory, ScenarioSubcategory, Task, TaskRevision
+from .models import BenchmarkCategory, Blob, RevisionFile, ScenarioCategory, ScenarioSubcategory, Task, TaskRevision
 from .package import (
     ROLES,
     PackageError,

@@ -86,6 +86,44 @@ def test_progress_url_needs_a_role(outsider_client, client):
     assert client.get(url).status_code == 302  # anonymous: to the login page
 
 
+# --- the batch progress partial ------------------------------------------------------------------------------
+
+
+def test_batch_progress_counts_the_children_and_polls_until_all_have_finished(viewer_client):
+    parent = make_run(status=JobRun.Status.SUCCEEDED, finished_at=timezone.now())
+    done = make_run(parent=parent, status=JobRun.Status.SUCCEEDED)
+    make_run(parent=parent, status=JobRun.Status.FAILED)
+    running = make_run(parent=parent, status=JobRun.Status.RUNNING)
+    make_run(status=JobRun.Status.RUNNING)  # not a child: not counted
+    url = reverse("jobs:batch_progress", args=[parent.pk])
+
+    first = viewer_client.get(url, **HTMX)
+    html = first.content.decode()
+    assert first.status_code == 200 and "<html" not in html
+    assert "2/3 done" in html and "1 running" in html and "1 succeeded" in html and "1 failed" in html
+    assert 'aria-valuenow="66"' in html
+    assert 'hx-trigger="every 1s"' in html and "HX-Trigger" not in first.headers
+
+    JobRun.objects.filter(pk=running.pk).update(status=JobRun.Status.SUCCEEDED)
+    last = viewer_client.get(url, **HTMX)
+    assert polling_attributes(last.content.decode()) == [] and "3/3 done" in last.content.decode()
+    assert json.loads(last.headers["HX-Trigger"]) == {"batch-finished": {"id": parent.pk, "kind": "jobs.ping", "failed": 1}}
+    assert done.batch().total == 0  # a run without children
+
+
+def test_batch_progress_keeps_polling_while_the_parent_still_queues(viewer_client):
+    parent = make_run(status=JobRun.Status.RUNNING)
+    make_run(parent=parent, status=JobRun.Status.SUCCEEDED)
+
+    html = viewer_client.get(reverse("jobs:batch_progress", args=[parent.pk]), **HTMX).content.decode()
+
+    assert "1/1 done" in html and "queueing" in html and 'hx-trigger="every 1s"' in html
+
+
+def test_batch_progress_needs_a_role(outsider_client):
+    assert outsider_client.get(reverse("jobs:batch_progress", args=[make_run().pk])).status_code == 403
+
+
 # --- list ---------------------------------------------------------------------------------------------------
 
 

@@ -10,7 +10,7 @@ from llm.models import ModelCall, ModelEndpoint
 from llm.testing import Reply
 from review.diagnosis import DIAGNOSIS_PROMPT_VERSION, MAX_FILE_BYTES, DiagnosisFailed, diagnose_candidate
 from review.models import BenchmarkCandidate, LLMDiagnosis
-from review.services import start_diagnosis
+from review.services import NotAllowed, start_diagnosis, start_diagnosis_batch
 from tasks.services import revise_task
 
 from .conftest import sanity
@@ -126,3 +126,71 @@ def test_job_fails_with_the_reason(candidate, endpoint, scripted_upstream, djang
     assert runner.execute(run.pk) == JobRun.Status.FAILED
     run.refresh_from_db()
     assert "DiagnosisFailed" in run.error and "no valid JSON answer" in run.error
+
+
+
+def _candidate(benchmark, external_id):
+    from review.services import propose_candidates
+
+    from .conftest import make_task
+
+    propose_candidates(benchmark, [make_task(external_id)], user=None)
+    return BenchmarkCandidate.objects.get(task__external_id=external_id)
+
+
+def test_diagnose_all_queues_one_child_per_waiting_candidate_and_skips_busy_ones(
+    benchmark, candidate, admin_user, reviewer, django_capture_on_commit_callbacks
+):
+    from review.jobs import DIAGNOSE_BATCH_JOB, DIAGNOSE_JOB
+    from review.models import Benchmark
+
+    from .conftest import add_diagnosis
+
+    add_diagnosis(_candidate(benchmark, "t-done"), [])  # awaiting review: not diagnosed again
+    busy = _candidate(benchmark, "t-busy")
+    other = _candidate(Benchmark.objects.create(name="other-bench"), "t-other")
+    with django_capture_on_commit_callbacks(execute=False):
+        start_diagnosis([busy], user=admin_user)  # a diagnosis of t-busy is queued already
+        with pytest.raises(NotAllowed):
+            start_diagnosis_batch(benchmark, user=reviewer)
+        run = start_diagnosis_batch(benchmark, user=admin_user)
+
+    assert run.kind == DIAGNOSE_BATCH_JOB and run.params == {"candidate_ids": [candidate.pk]}
+    assert runner.execute(run.pk) == JobRun.Status.SUCCEEDED
+    children = JobRun.objects.filter(parent=run)
+    assert [(c.kind, c.params["candidate_id"]) for c in children] == [(DIAGNOSE_JOB, candidate.pk)]
+    assert run.batch().total == 1 and not run.batch().is_finished
+
+    with django_capture_on_commit_callbacks(execute=False):
+        everything = start_diagnosis_batch(None, user=None)  # a script: every benchmark; queued ones are busy
+        assert everything.params == {"candidate_ids": [other.pk]}
+        start_diagnosis([other], user=None)
+        assert start_diagnosis_batch(None, user=admin_user) is None  # nothing left that is not busy
+
+
+def test_a_second_delivery_of_the_batch_queues_only_what_it_has_not(benchmark, candidate, admin_user,
+                                                                    django_capture_on_commit_callbacks):
+    from review.jobs import diagnose_batch
+
+    second = _candidate(benchmark, "t-second")
+    with django_capture_on_commit_callbacks(execute=False):
+        run = start_diagnosis_batch(benchmark, user=admin_user)
+        from jobs import enqueue
+
+        enqueue("review.diagnose", parent=run, candidate_id=candidate.pk)  # the first delivery got this far
+
+        class Ctx:
+            def __init__(self):
+                self.run = run
+                self.lines = []
+
+            def log(self, line):
+                self.lines.append(line)
+
+            def progress(self, done, total, message=""):
+                pass
+
+        ctx = Ctx()
+        assert diagnose_batch(ctx, candidate_ids=[candidate.pk, second.pk]) == {"queued": 2}
+    assert sorted(c.params["candidate_id"] for c in JobRun.objects.filter(parent=run)) == [candidate.pk, second.pk]
+    assert ctx.lines == ["queued 1 diagnoses (1 were queued before)"]

@@ -3,16 +3,14 @@
 Screenshots go to $CLAWGYM_SCREENSHOT_DIR (default /tmp/clawgym-screens) for a look by eye.
 """
 
-import importlib
 import json
-import os
 import zipfile
 from pathlib import Path
 
 import pytest
 from django.urls import reverse
 
-from clawgym_site.testing import PASSWORD
+from clawgym_site.browser_testing import assert_no_reload, log_in, mark_document, screenshot
 from jobs.models import JobRun
 from tasks.models import ScenarioCategory, Task
 from tasks.package import PackageFile
@@ -20,78 +18,7 @@ from tasks.services import revise_task
 from tasks.tests.test_pages import make_task
 from tasks.views import PAGE_SIZE
 
-# Playwright's sync API runs an event loop in this thread; Django's ORM would refuse to run beside it.
-os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-sync",
-]
-SCREENS = Path(os.environ.get("CLAWGYM_SCREENSHOT_DIR", "/tmp/clawgym-screens"))
-
-
-@pytest.fixture(autouse=True)
-def taxonomy(transactional_db):
-    """Load the taxonomy the data migration loads: a transactional test's flush empties it.
-
-    (serialized_rollback cannot do it here: once Playwright's event loop runs in this thread, Django's
-    connection handler hands out a fresh connection object that lacks the serialized test data.)
-    """
-    from django.apps import apps
-
-    importlib.import_module("tasks.migrations.0002_taxonomy").load(apps, None)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"browser tests need Debian's chromium at {CHROMIUM} (apt-get install chromium)")
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport={"width": 1360, "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(15_000)
-    yield page
-    context.close()
-
-
-def screenshot(page, name: str) -> None:
-    SCREENS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENS / f"{name}.png"), full_page=True)
-
-
-def log_in(page, live_server, user) -> None:
-    page.goto(f"{live_server.url}/")
-    assert "/login/" in page.url  # anonymous users are sent to the login form
-    page.fill("input[name=username]", user.username)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
-
-
-def mark_document(page) -> None:
-    """Tag the current document; the tag survives htmx swaps but not a full page load."""
-    page.evaluate("window.__noReload = 'still here'")
-
-
-def assert_no_reload(page) -> None:
-    assert page.evaluate("window.__noReload") == "still here", "the page was reloaded instead of swapped by htmx"
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("taxonomy")]
 
 
 def test_log_in_and_dashboard_counts(page, live_server, viewer):

@@ -14,7 +14,6 @@ from tasks.models import SanityReport
 from tasks.sanity import start_sanity_check
 from tasks.tests.test_sanity import make_task
 
-
 pytestmark = pytest.mark.usefixtures("bwrap")  # every test here runs checkers in bubblewrap
 
 

@@ -1,0 +1,89 @@
+"""Fixtures and helpers of the browser tests: Debian's chromium driven by Playwright against a live server.
+
+    pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("taxonomy")]
+
+    def test_something(page, live_server, reviewer):
+        log_in(page, live_server, reviewer)
+
+Screenshots go to $CLAWGYM_SCREENSHOT_DIR (default /tmp/clawgym-screens) for a look by eye. A test module that uses
+these sets DJANGO_ALLOW_ASYNC_UNSAFE (this module does it on import): Playwright's sync API runs an event loop in
+the test's thread, and Django's ORM would refuse to run beside it.
+"""
+
+import importlib
+import os
+from pathlib import Path
+
+import pytest
+
+from clawgym_site.testing import PASSWORD
+
+os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
+SCREENS = Path(os.environ.get("CLAWGYM_SCREENSHOT_DIR", "/tmp/clawgym-screens"))
+
+
+@pytest.fixture
+def taxonomy(transactional_db):
+    """Load the taxonomy the data migration loads: a transactional test's flush empties it.
+
+    (serialized_rollback cannot do it here: once Playwright's event loop runs in this thread, Django's
+    connection handler hands out a fresh connection object that lacks the serialized test data.)
+    """
+    from django.apps import apps
+
+    importlib.import_module("tasks.migrations.0002_taxonomy").load(apps, None)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"browser tests need Debian's chromium at {CHROMIUM} (apt-get install chromium)")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1360, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    yield page
+    context.close()
+
+
+def screenshot(page, name: str) -> None:
+    SCREENS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENS / f"{name}.png"), full_page=True)
+
+
+def log_in(page, live_server, user) -> None:
+    page.goto(f"{live_server.url}/")
+    assert "/login/" in page.url  # anonymous users are sent to the login form
+    page.fill("input[name=username]", user.username)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/")
+
+
+def mark_document(page) -> None:
+    """Tag the current document; the tag survives htmx swaps but not a full page load."""
+    page.evaluate("window.__noReload = 'still here'")
+
+
+def assert_no_reload(page) -> None:
+    assert page.evaluate("window.__noReload") == "still here", "the page was reloaded instead of swapped by htmx"
