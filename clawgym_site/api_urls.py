@@ -8,6 +8,7 @@ from evaluation.api import register as register_evaluation
 from jobs.api import register as register_jobs
 from llm.api import register as register_llm
 from review.api import register as register_review
+from review.quality_api import register as register_quality
 from tasks.api import register as register_tasks
 
 router = DefaultRouter()
@@ -16,6 +17,7 @@ register_jobs(router)
 register_llm(router)
 register_evaluation(router)
 register_review(router)
+register_quality(router)
 
 urlpatterns = [
     path("", include(router.urls)),

@@ -12,6 +12,7 @@ urlpatterns = [
     path("llm/", include("llm.urls")),
     path("proxy/", include("llm.proxy_urls")),
     path("rollouts/", include("evaluation.urls")),
+    path("review/", include("review.urls")),
     path("api/", include("clawgym_site.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),

@@ -2,7 +2,17 @@
 
 from django.contrib import admin
 
-from .models import Benchmark, BenchmarkCandidate, BenchmarkVersion, DiagnosisIssue, LLMDiagnosis, ReviewDecision
+from .models import (
+    Benchmark,
+    BenchmarkCandidate,
+    BenchmarkVersion,
+    DiagnosisIssue,
+    LLMDiagnosis,
+    QualityRating,
+    QualitySample,
+    QualitySampleItem,
+    ReviewDecision,
+)
 
 
 @admin.register(Benchmark)
@@ -53,3 +63,28 @@ class LLMDiagnosisAdmin(ReadOnlyAdmin):
 class ReviewDecisionAdmin(ReadOnlyAdmin):
     list_display = ["candidate", "decision", "reviewer", "created_at"]
     list_filter = ["decision"]
+
+
+class QualityItemInline(admin.TabularInline):
+    model = QualitySampleItem
+    extra = 0
+    can_delete = False
+    fields = ["position", "revision"]
+    readonly_fields = fields
+
+
+@admin.register(QualitySample)
+class QualitySampleAdmin(ReadOnlyAdmin):
+    """Drawn through review.quality (the pages, the API, `quality_sample`): the seed and pool must match the items."""
+
+    list_display = ["name", "pool_description", "requested_size", "pool_size", "seed", "created_by", "created_at"]
+    search_fields = ["name"]
+    inlines = [QualityItemInline]
+
+
+@admin.register(QualityRating)
+class QualityRatingAdmin(ReadOnlyAdmin):
+    list_display = ["item", "reviewer", "reasonableness", "feasibility", "resource_consistency", "verification",
+                    "updated_at"]  # fmt: skip
+    list_filter = ["item__sample"]
+    raw_id_fields = ["item"]

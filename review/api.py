@@ -4,6 +4,7 @@ diagnoses and sanity overrides the admin role.
     GET  /api/benchmarks/[{id}/]                POST (admin) creates one
     POST /api/benchmarks/{id}/freeze/           admin: a new immutable version pinning the accepted revisions
     GET  /api/benchmark-versions/[{id}/]        ?benchmark=NAME
+    GET  /api/benchmark-versions/{id}/export/   ?format=tar.gz|zip: the version in the ClawGym folder format
     GET  /api/candidates/[{id}/]                ?benchmark=&status=&category=&severity=&mine=
     POST /api/candidates/{id}/claim/            reviewer: 409 when another reviewer holds it
     POST /api/candidates/{id}/release/
@@ -15,7 +16,9 @@ diagnoses and sanity overrides the admin role.
     GET  /api/diagnoses/[{id}/]                 ?candidate=ID
 """
 
-from drf_spectacular.utils import extend_schema
+from django.db.models import Count
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
@@ -29,6 +32,7 @@ from jobs.serializers import JobRunSerializer
 from tasks.services import StaleRevisionError
 
 from . import services
+from .exporting import ARCHIVE_FORMATS, CONTENT_TYPES, download_response
 from .models import Benchmark, BenchmarkCandidate, BenchmarkVersion, DiagnosisIssue, LLMDiagnosis
 from .serializers import (
     ApplyFixSerializer,
@@ -77,16 +81,45 @@ class BenchmarkViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             version = services.freeze_version(self.get_object(), user=request.user, note=data["note"])
         except services.ReviewError as exc:
             return _error(exc)
-        return Response(BenchmarkVersionSerializer(version).data, status=status.HTTP_201_CREATED)
+        body = BenchmarkVersionSerializer(version, context={"request": request}).data
+        return Response(body, status=status.HTTP_201_CREATED)
 
 
 class BenchmarkVersionViewSet(viewsets.ReadOnlyModelViewSet):
     serializer_class = BenchmarkVersionSerializer
 
     def get_queryset(self):
-        versions = BenchmarkVersion.objects.select_related("benchmark", "created_by")
+        versions = (
+            BenchmarkVersion.objects.select_related("benchmark", "created_by")
+            .annotate(task_count=Count("pins"))
+            .order_by("benchmark__name", "-number")  # an aggregate drops Meta.ordering
+        )
         name = self.request.query_params.get("benchmark")
         return versions.filter(benchmark__name=name) if name else versions
+
+    def perform_content_negotiation(self, request, force=False):
+        if self.action == "export":
+            # `?format=` names the archive here, not a renderer: errors are answered in JSON.
+            renderer = self.get_renderers()[0]
+            return renderer, renderer.media_type
+        return super().perform_content_negotiation(request, force)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "format", enum=list(ARCHIVE_FORMATS), default=ARCHIVE_FORMATS[0], description="a .tar.gz or a .zip"
+            ),
+        ],
+        responses={(200, CONTENT_TYPES[fmt]): OpenApiTypes.BINARY for fmt in ARCHIVE_FORMATS},
+        description="The frozen version in the ClawGym folder format (benchmark.json and one task folder per "
+        "pinned revision, under one top folder), streamed; the same bytes every time.",
+    )
+    @action(detail=True, methods=["get"])
+    def export(self, request, pk=None):
+        fmt = request.query_params.get("format", ARCHIVE_FORMATS[0])
+        if fmt not in ARCHIVE_FORMATS:
+            raise ValidationError({"format": f"{fmt!r} is not one of {', '.join(ARCHIVE_FORMATS)}"})
+        return download_response(self.get_object(), fmt)
 
 
 class CandidateViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):
@@ -98,7 +131,7 @@ class CandidateViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):
         candidates = BenchmarkCandidate.objects.select_related(
             "task__benchmark_category", "task__current_revision", "benchmark", "claimed_by"
         )
-        return BenchmarkCandidate.with_worst_severity(candidates)
+        return candidates
 
     def get_serializer_class(self):
         return CandidateListSerializer if self.action == "list" else CandidateDetailSerializer
@@ -135,7 +168,9 @@ class CandidateViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):
     def verdict(self, request, pk=None):
         data = _valid(VerdictSerializer, request.data)
         try:
-            row = services.record_verdicts(self.get_object(), data["verdicts"], user=request.user, reason=data["reason"])
+            row = services.record_verdicts(
+                self.get_object(), data["verdicts"], user=request.user, reason=data["reason"]
+            )
         except services.ReviewError as exc:
             return _error(exc)
         return Response(DecisionSerializer(row).data, status=status.HTTP_201_CREATED)
@@ -148,14 +183,18 @@ class CandidateViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):
         issue = get_object_or_404(DiagnosisIssue, pk=data["issue"], diagnosis__candidate=candidate)
         base = candidate.task.revisions.filter(number=data["base_revision"]).first()
         if base is None:
-            raise ValidationError({"base_revision": f"{candidate.task.external_id} has no revision {data['base_revision']}"})
+            raise ValidationError(
+                {"base_revision": f"{candidate.task.external_id} has no revision {data['base_revision']}"}
+            )
         try:
             fix = services.apply_suggested_fix(issue, user=request.user, base_revision=base, reason=data["reason"])
         except (services.ReviewError, StaleRevisionError) as exc:
             return _error(exc)
         except JobEngineError as exc:
             return Response({"detail": f"the fix was saved but its sanity check did not start: {exc}"}, status=503)
-        body = DecisionSerializer(fix.decision).data | {"sanity_job": JobRunSerializer(fix.sanity_run, context={"request": request}).data}
+        body = DecisionSerializer(fix.decision).data | {
+            "sanity_job": JobRunSerializer(fix.sanity_run, context={"request": request}).data
+        }
         return Response(body, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=DecideSerializer, responses={201: DecisionSerializer})

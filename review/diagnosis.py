@@ -211,5 +211,8 @@ def store_diagnosis(candidate, revision, report: dict, *, endpoint, call=None, j
         BenchmarkCandidate.objects.filter(pk=candidate.pk, status=BenchmarkCandidate.Status.AWAITING_DIAGNOSIS).update(
             status=BenchmarkCandidate.Status.AWAITING_REVIEW
         )
-        BenchmarkCandidate.objects.filter(pk=candidate.pk).update(diagnosis_error="", updated_at=timezone.now())
+        worst = min((issue.severity_rank for issue in issues), default=None)
+        BenchmarkCandidate.objects.filter(pk=candidate.pk).update(
+            diagnosis_error="", worst_rank=worst, updated_at=timezone.now()
+        )
     return diagnosis

@@ -4,7 +4,10 @@ Every change goes through review.services. Decisions and diagnoses are append-on
 never changes: it pins exact task revisions, so a score always names exactly what was scored.
 """
 
+from typing import NamedTuple
+
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
@@ -78,6 +81,9 @@ class BenchmarkCandidate(models.Model):
     # Difficulty statistics: mean scores of the strong and the small agent (filled by difficulty filtering).
     strong_mean = models.FloatField(null=True, blank=True)
     small_mean = models.FloatField(null=True, blank=True)
+    # SEVERITY_RANK of the worst issue of the latest diagnosis; null: no issues, or not diagnosed. Kept here, not
+    # computed per request, so the queue filters and sorts on an indexed column (bench/review_bench.py).
+    worst_rank = models.PositiveSmallIntegerField(null=True, blank=True, editable=False)
     proposed_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -87,22 +93,25 @@ class BenchmarkCandidate(models.Model):
     class Meta:
         ordering = ["-updated_at", "-id"]
         constraints = [models.UniqueConstraint(fields=["task", "benchmark"], name="unique_candidate_task")]
-        indexes = [models.Index(fields=["benchmark", "status", "-updated_at"], name="candidate_queue")]
+        indexes = [
+            models.Index(fields=["benchmark", "status", "-updated_at"], name="candidate_queue"),
+            models.Index(fields=["worst_rank", "-updated_at"], name="candidate_worst"),
+        ]
 
     def __str__(self):
         return f"{self.task.external_id} → {self.benchmark.name} ({self.status})"
 
     @classmethod
-    def with_worst_severity(cls, queryset):
-        """Annotate `worst_rank`: the worst severity rank (SEVERITY_RANK) among the latest diagnosis's issues."""
-        # Nested: the latest-diagnosis subquery sits inside the issues subquery, so it reaches two levels out.
+    def refresh_worst_rank(cls, queryset) -> int:
+        """Recompute `worst_rank` of the candidates in `queryset` from their latest diagnoses (for bulk loads;
+        review.diagnosis.store_diagnosis sets it for each diagnosis it stores)."""
         latest = LLMDiagnosis.objects.filter(candidate=models.OuterRef(models.OuterRef("pk"))).order_by(
             "-created_at", "-id"
         )
         worst = DiagnosisIssue.objects.filter(diagnosis=models.Subquery(latest.values("pk")[:1])).order_by(
             "severity_rank"
         )
-        return queryset.annotate(worst_rank=models.Subquery(worst.values("severity_rank")[:1]))
+        return queryset.update(worst_rank=models.Subquery(worst.values("severity_rank")[:1]))
 
     def held_by(self, now=None):
         """The user whose claim is still running, or None."""
@@ -224,3 +233,124 @@ class ClaimEvent(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+
+
+# --- quality sampling ------------------------------------------------------------------------------------------
+
+
+class QualityDimension(NamedTuple):
+    field: str  # the QualityRating field holding its score
+    label: str
+    help: str  # one line shown to raters: what a 5 means
+
+
+# What raters score in a quality sample, each from 1 to 5 (the human study of synthesized tasks in ClawGym).
+QUALITY_DIMENSIONS = [
+    QualityDimension(
+        "reasonableness", "Task reasonableness",
+        "The instruction is clear, realistic and something a user would really ask.",
+    ),
+    QualityDimension(
+        "feasibility", "Execution feasibility",
+        "An agent with the workspace tools can complete it: nothing it needs is missing.",
+    ),
+    QualityDimension(
+        "resource_consistency", "Resource consistency",
+        "The input files match what the instruction says about them and are enough for it.",
+    ),
+    QualityDimension(
+        "verification", "Verification quality",
+        "The checker and rubric pass every good result and fail bad ones: strict, not over-strict.",
+    ),
+]  # fmt: skip
+QUALITY_SCALE = {1: "unusable", 2: "major problems", 3: "acceptable", 4: "good", 5: "excellent"}
+
+
+class QualitySample(models.Model):
+    """A random draw of tasks for a human quality study. The pool filter, its size and the seed are kept, so the
+    draw can be repeated and checked: the same seed over the same pool draws the same tasks in the same order."""
+
+    name = models.CharField(max_length=200)
+    # {"benchmark", "candidate_status", "task_status", "category", "source"}: only the filters that were set.
+    pool = models.JSONField(default=dict, blank=True)
+    pool_description = models.CharField(max_length=500)
+    pool_size = models.PositiveIntegerField(help_text="Tasks in the pool at drawing time.")
+    requested_size = models.PositiveIntegerField(help_text="N asked for; the whole pool was taken when it was smaller.")
+    seed = models.BigIntegerField()
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [models.CheckConstraint(condition=models.Q(seed__gte=0), name="quality_seed_non_negative")]
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def whole_pool(self) -> bool:
+        return self.requested_size >= self.pool_size
+
+
+class QualitySampleItem(models.Model):
+    """One drawn task, pinned to the revision that was current at drawing time: ratings are about that revision."""
+
+    sample = models.ForeignKey(QualitySample, on_delete=models.CASCADE, related_name="items")
+    position = models.PositiveIntegerField(help_text="1-based order of the draw; raters go through items in it.")
+    # PROTECT: a task whose revision a quality sample rated cannot be deleted out from under its ratings.
+    revision = models.ForeignKey("tasks.TaskRevision", on_delete=models.PROTECT, related_name="+")
+
+    class Meta:
+        ordering = ["sample", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["sample", "position"], name="unique_quality_item_position"),
+            models.UniqueConstraint(fields=["sample", "revision"], name="unique_quality_item_revision"),
+        ]
+
+    def __str__(self):
+        return f"{self.sample_id} #{self.position}"
+
+
+def _score_field(field: str):
+    dimension = next(d for d in QUALITY_DIMENSIONS if d.field == field)
+    return models.PositiveSmallIntegerField(
+        dimension.label, validators=[MinValueValidator(1), MaxValueValidator(5)], help_text=dimension.help
+    )
+
+
+class QualityRating(models.Model):
+    """One reviewer's scores of one item. One row per reviewer and item: revising a rating updates it in place
+    (updated_at tells when); the statistics count each reviewer's current scores once."""
+
+    item = models.ForeignKey(QualitySampleItem, on_delete=models.CASCADE, related_name="ratings")
+    # SET_NULL: a deleted account's ratings stay in the study's numbers.
+    reviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="quality_ratings"
+    )
+    reasonableness = _score_field("reasonableness")
+    feasibility = _score_field("feasibility")
+    resource_consistency = _score_field("resource_consistency")
+    verification = _score_field("verification")
+    comment = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["item", "created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["item", "reviewer"], name="unique_quality_rating"),
+            *(
+                models.CheckConstraint(
+                    condition=models.Q(**{f"{d.field}__gte": 1, f"{d.field}__lte": 5}), name=f"quality_{d.field}_1_to_5"
+                )
+                for d in QUALITY_DIMENSIONS
+            ),
+        ]
+
+    def __str__(self):
+        return f"rating of {self.item} by {self.reviewer_id}"
+
+    def scores(self) -> dict[str, int]:
+        return {d.field: getattr(self, d.field) for d in QUALITY_DIMENSIONS}

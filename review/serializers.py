@@ -1,8 +1,10 @@
 """What the review API shows and accepts. Serializers validate; review.services does the work."""
 
+from django.urls import reverse
 from django.utils import timezone
 from rest_framework import serializers
 
+from .exporting import ARCHIVE_FORMATS
 from .models import (
     SEVERITY_RANK,
     Benchmark,
@@ -27,10 +29,33 @@ class BenchmarkVersionSerializer(serializers.ModelSerializer):
     benchmark = serializers.SlugRelatedField(slug_field="name", read_only=True)
     created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
     revisions = serializers.SerializerMethodField()
+    task_count = serializers.SerializerMethodField()
+    downloads = serializers.SerializerMethodField()
 
     class Meta:
         model = BenchmarkVersion
-        fields = ["id", "benchmark", "number", "frozen_at", "created_by", "note", "revisions"]
+        fields = [
+            "id",
+            "benchmark",
+            "number",
+            "frozen_at",
+            "created_by",
+            "note",
+            "task_count",
+            "revisions",
+            "downloads",
+        ]
+
+    def get_task_count(self, version) -> int:
+        counted = getattr(version, "task_count", None)  # annotated by the viewset's queryset
+        return counted if counted is not None else version.pins.count()
+
+    def get_downloads(self, version) -> dict[str, str]:
+        """The export URL of each archive format."""
+        path = reverse("benchmark-version-export", args=[version.pk])
+        request = self.context.get("request")
+        url = request.build_absolute_uri(path) if request is not None else path
+        return {fmt: f"{url}?format={fmt}" for fmt in ARCHIVE_FORMATS}
 
     def get_revisions(self, version) -> list[dict]:
         return [
@@ -97,7 +122,7 @@ class CandidateListSerializer(serializers.ModelSerializer):
         return holder.get_username() if holder else None
 
     def get_worst_severity(self, candidate) -> str | None:
-        return _worst(getattr(candidate, "worst_rank", None))
+        return _worst(candidate.worst_rank)
 
 
 class CandidateDetailSerializer(CandidateListSerializer):

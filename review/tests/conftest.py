@@ -43,6 +43,7 @@ def add_diagnosis(candidate, issues):
         fields = {"component": "instruction", "severity": "minor", "problem": f"problem {i}"} | fields
         DiagnosisIssue.objects.create(diagnosis=diagnosis, severity_rank=SEVERITY_RANK[fields["severity"]], **fields)
     BenchmarkCandidate.objects.filter(pk=candidate.pk).update(status=BenchmarkCandidate.Status.AWAITING_REVIEW)
+    BenchmarkCandidate.refresh_worst_rank(BenchmarkCandidate.objects.filter(pk=candidate.pk))
     candidate.refresh_from_db()
     return diagnosis
 

@@ -106,6 +106,8 @@ def test_job_stores_the_diagnosis_and_a_second_delivery_calls_nothing(
     run.refresh_from_db()
     assert run.result["issues"] == {"blocker": 1, "minor": 1}
     assert LLMDiagnosis.objects.get().job_run == run
+    candidate.refresh_from_db()
+    assert candidate.worst_rank == 0  # the blocker: the queue filters and sorts on it
     from review.jobs import diagnose
 
     class Ctx:  # the same run delivered again: its diagnosis is returned, no new call

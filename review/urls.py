@@ -1,0 +1,7 @@
+from importlib import import_module
+
+app_name = "review"
+
+urlpatterns = []
+for _area in ("queue", "candidate", "benchmarks", "quality"):
+    urlpatterns += import_module(f"review.views.{_area}").urlpatterns

@@ -1,0 +1,363 @@
+"""The candidate queue: filters, per-status counts, claims, keyboard triage (accept and reject in a dialog) and
+starting LLM diagnoses.
+
+Rows are one partial (review/_queue_row.html) that every action answers htmx with, so a claim, a decision or a
+finished diagnosis updates its row in place; plain forms redirect back to a safe `next` with a message instead.
+"""
+
+from collections import defaultdict
+
+from django import forms
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.db.models import Count, Exists, F, OuterRef, Q
+from django.shortcuts import get_object_or_404, redirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import reswap, retarget, trigger_client_event
+
+from accounts.decorators import admin_required, reviewer_required, viewer_required
+from clawgym_site.htmx import render_page
+from jobs.engine import JobEngineError
+from jobs.models import JobRun
+from tasks.models import BenchmarkCategory
+
+from .. import services
+from ..forms import DecisionForm
+from ..jobs import DIAGNOSE_BATCH_JOB, DIAGNOSE_JOB
+from ..models import Benchmark, BenchmarkCandidate, DiagnosisIssue, LLMDiagnosis, ReviewDecision, Severity
+from ..serializers import CandidateFilterSerializer
+
+PAGE_SIZE = 50
+Status = BenchmarkCandidate.Status
+Decision = ReviewDecision.Decision
+# Fixing needs the candidate's files in front of the reviewer: the queue's `f` opens the candidate page instead.
+QUEUE_DECISIONS = (Decision.ACCEPT, Decision.REJECT)
+
+# name: (label, ordering). Every ordering ends on a unique key so that pages never overlap.
+SORTS = {
+    "updated": ("Recently updated", [F("updated_at").desc(), F("id").desc()]),
+    "severity": (
+        "Worst severity first",
+        [F("worst_rank").asc(nulls_last=True), F("updated_at").desc(), F("id").desc()],
+    ),
+    "task": ("Task id", [F("task__external_id").asc(), F("id").asc()]),
+    "category": (
+        "Category",
+        [F("task__benchmark_category__order").asc(nulls_last=True), F("task__external_id").asc(), F("id").asc()],
+    ),
+    "strong": ("Strong agent mean, lowest first", [F("strong_mean").asc(nulls_last=True), F("id").asc()]),
+}
+
+
+class QueueFilterForm(forms.Form):
+    """The queue's filters and sort. Invalid values are dropped one by one rather than failing the page.
+
+    It validates and renders; the filtering itself is the API's (CandidateFilterSerializer.filter), so the page and
+    /api/candidates/ always agree on what a filter means. Only the free-text search is the page's own.
+    """
+
+    q = forms.CharField(required=False, max_length=200, label="Search")
+    benchmark = forms.ChoiceField(required=False)
+    category = forms.ChoiceField(required=False)
+    severity = forms.ChoiceField(
+        choices=[("", "Any severity"), *Severity.choices, ("none", "No issues or not diagnosed")], required=False
+    )
+    status = forms.ChoiceField(choices=[("", "All statuses"), *Status.choices], required=False)
+    mine = forms.BooleanField(required=False, label="Claimed by me")
+    sort = forms.ChoiceField(choices=[(name, label) for name, (label, _) in SORTS.items()], required=False)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        names = list(Benchmark.objects.values_list("name", flat=True))
+        self.fields["benchmark"].choices = [("", "All benchmarks"), *((n, n) for n in names)]
+        categories = BenchmarkCategory.objects.values_list("slug", "name")
+        self.fields["category"].choices = [("", "All categories"), *categories]
+        self.is_valid()  # cleaned_data then holds the valid fields only
+
+    @property
+    def sort_name(self) -> str:
+        return self.cleaned_data.get("sort") or "updated"
+
+    def candidates(self, request, *, with_status: bool = True):
+        """The filtered candidates (unordered), by status too unless `with_status` is False (the status counts)."""
+        data = self.cleaned_data
+        shared = {name: data[name] for name in ("benchmark", "status", "category", "severity") if data.get(name)}
+        if data.get("mine"):
+            shared["mine"] = True
+        if not with_status:
+            shared.pop("status", None)
+        candidates = BenchmarkCandidate.objects.order_by()
+        api_filters = CandidateFilterSerializer(data=shared, context={"request": request})
+        api_filters.is_valid(raise_exception=True)  # the form accepted exactly these values
+        candidates = api_filters.filter(candidates)
+        q = data.get("q", "").strip()
+        if q:
+            candidates = candidates.filter(Q(task__external_id__icontains=q) | Q(task__title__icontains=q))
+        return candidates
+
+
+def decorate(candidates: list) -> list:
+    """Attach what a row shows beyond the candidate's own columns, in three queries for any number of rows:
+    the issue counts per severity of the latest diagnosis (`issue_counts`, worst first), `worst_severity`,
+    `diagnosed`, and the diagnosis job started for this row alone that is still under way (`diagnose_run`).
+    """
+    ids = [c.pk for c in candidates]
+    latest = {}  # candidate id -> its latest diagnosis id (latest: the newest created_at, then id)
+    diagnoses = LLMDiagnosis.objects.filter(candidate_id__in=ids).order_by("candidate_id", "-created_at", "-id")
+    for candidate_id, diagnosis_id in diagnoses.values_list("candidate_id", "id"):
+        latest.setdefault(candidate_id, diagnosis_id)
+    counts = defaultdict(dict)
+    issues = DiagnosisIssue.objects.filter(diagnosis_id__in=latest.values()).order_by()
+    for diagnosis_id, severity, n in issues.values_list("diagnosis_id", "severity").annotate(n=Count("id")):
+        counts[diagnosis_id][severity] = n
+    # Children of a batch are left out: the batch's own progress bar shows them, and 50 rows polling would not do.
+    runs = JobRun.objects.filter(
+        kind=DIAGNOSE_JOB, parent__isnull=True, status__in=JobRun.ACTIVE, params__candidate_id__in=ids
+    ).order_by("created_at")
+    running = {run.params["candidate_id"]: run for run in runs}
+    for c in candidates:
+        found = counts.get(latest.get(c.pk), {})
+        c.issue_counts = [(severity, found[severity]) for severity in Severity.values if severity in found]
+        c.worst_severity = c.issue_counts[0][0] if c.issue_counts else None
+        c.diagnosed = c.pk in latest
+        c.diagnose_run = running.get(c.pk)
+        c.is_open = c.status in BenchmarkCandidate.OPEN
+    return candidates
+
+
+def _rows(candidates):
+    """Only the columns the rows show, with everything they reach through in the same query."""
+    return candidates.select_related("task__benchmark_category", "benchmark", "claimed_by").only(
+        "status", "strong_mean", "small_mean", "diagnosis_error", "claimed_at", "claim_expires_at", "updated_at",
+        "task__external_id", "task__title", "task__benchmark_category__name", "task__benchmark_category__slug",
+        "benchmark__name", "claimed_by__username",
+    )  # fmt: skip
+
+
+def _running_batch():
+    """The latest "diagnose all" batch that has not finished: its parent or any of its children still active."""
+    active_child = JobRun.objects.filter(parent=OuterRef("pk"), status__in=JobRun.ACTIVE)
+    batches = JobRun.objects.filter(kind=DIAGNOSE_BATCH_JOB).filter(Q(status__in=JobRun.ACTIVE) | Exists(active_child))
+    return batches.order_by("-created_at", "-id").first()
+
+
+@viewer_required
+@require_GET
+def queue(request):
+    form = QueueFilterForm(request.GET)
+    by_status = dict(form.candidates(request, with_status=False).values_list("status").annotate(n=Count("id")))
+    total = sum(by_status.values())
+    status = form.cleaned_data.get("status")
+    paginator = Paginator(_rows(form.candidates(request)).order_by(*SORTS[form.sort_name][1]), PAGE_SIZE)
+    # The per-status counts already hold the number of matches: no second COUNT over the same filters.
+    paginator.count = by_status.get(status, 0) if status else total
+    page = paginator.get_page(request.GET.get("page"))
+    page.object_list = decorate(list(page.object_list))
+    context = {
+        "nav": "review",
+        "form": form,
+        "page": page,
+        "total": total,
+        "status": status,
+        "status_counts": [(value, label, by_status.get(value, 0)) for value, label in Status.choices],
+        "queue_url": request.get_full_path(),
+        # Called only by the whole page (a callable in the context): the results partial has no use for it.
+        "batch_run": _running_batch,
+    }
+    return render_page(request, "review/queue.html", context, partial="results")
+
+
+# --- rows and claims -----------------------------------------------------------------------------------------------
+
+
+def _next_url(request) -> str:
+    """Where a plain form goes back to: its `next` when it is a URL of this site, else the queue."""
+    wanted = request.POST.get("next") or request.GET.get("next")
+    if wanted and url_has_allowed_host_and_scheme(wanted, {request.get_host()}, require_https=request.is_secure()):
+        return wanted
+    return reverse("review:queue")
+
+
+def _row(pk: int) -> BenchmarkCandidate:
+    (candidate,) = decorate(list(_rows(BenchmarkCandidate.objects.filter(pk=pk))))
+    return candidate
+
+
+def _row_response(request, pk: int, *, error: str = "") -> TemplateResponse:
+    """The row, and unless refused a `queue-changed` event: the page then refreshes its status counts."""
+    context = {"c": _row(pk), "row_error": error, "queue_url": _next_url(request)}
+    response = TemplateResponse(request, "review/_queue_row.html", context)
+    if not error:
+        trigger_client_event(response, "queue-changed", {"id": pk})
+    return response
+
+
+@viewer_required
+@require_GET
+def queue_row(request, pk: int):
+    """One row, fresh: a row whose diagnosis job finished asks for itself again."""
+    candidate = get_object_or_404(BenchmarkCandidate.objects.select_related("task"), pk=pk)
+    if not request.htmx:
+        return redirect(reverse("review:queue") + f"?q={candidate.task.external_id}")
+    return _row_response(request, pk)
+
+
+def _claim_action(request, pk: int, action, done: str):
+    candidate = get_object_or_404(BenchmarkCandidate.objects.select_related("task"), pk=pk)
+    error = ""
+    try:
+        candidate = action(candidate, user=request.user)
+    except services.ReviewError as exc:
+        error = str(exc)
+    if request.htmx and request.POST.get("target") == "row":
+        return _row_response(request, pk, error=error)
+    if error:
+        messages.error(request, error)
+    else:
+        messages.success(request, done.format(task=candidate.task.external_id, until=candidate.claim_expires_at))
+    return redirect(_next_url(request))
+
+
+@reviewer_required
+@require_POST
+def claim(request, pk: int):
+    return _claim_action(request, pk, services.claim, "You hold {task} until {until:%H:%M} UTC.")
+
+
+@reviewer_required
+@require_POST
+def release(request, pk: int):
+    return _claim_action(request, pk, services.release, "Released {task}.")
+
+
+# --- decisions -----------------------------------------------------------------------------------------------------
+
+
+def _error_status(exc: services.ReviewError) -> int:
+    """The HTTP status of a refused decision, as the API answers it."""
+    if isinstance(exc, services.NotAllowed):
+        return 403
+    if isinstance(exc, (services.ClaimConflict, services.AcceptBlocked)):
+        return 409
+    return 400
+
+
+@reviewer_required
+@require_http_methods(["GET", "POST"])
+def queue_decide(request, pk: int):
+    """Accept or reject from the queue. GET: the form (htmx: into the page's dialog; plain: a page of its own).
+
+    POST claims the candidate when nobody holds it, then decides. htmx gets the updated row and a `queue-decided`
+    event that closes the dialog; a refusal re-renders the form in the dialog with the reason and what was typed.
+    """
+    candidate = get_object_or_404(BenchmarkCandidate.objects.select_related("task", "benchmark"), pk=pk)
+    fresh_row = None
+    status = 200
+    if request.method == "GET":
+        decision = request.GET.get("decision")
+        form = DecisionForm(initial={"decision": decision if decision in QUEUE_DECISIONS else Decision.ACCEPT})
+    else:
+        form = DecisionForm(request.POST)
+        status = 400
+        if form.is_valid() and form.cleaned_data["decision"] not in QUEUE_DECISIONS:
+            form.add_error("decision", "Fixing happens on the candidate page.")
+        if form.is_valid():
+            data = form.cleaned_data
+            try:
+                if candidate.held_by() is None:
+                    services.claim(candidate, user=request.user)
+                services.decide(
+                    candidate, data["decision"], user=request.user, reason=data["reason"],
+                    override_reason=data["override_reason"],
+                )  # fmt: skip
+            except services.ReviewError as exc:
+                form.add_error(None, str(exc))
+                status = _error_status(exc)
+                fresh_row = _row(pk)  # a claim taken on the way shows in the row behind the dialog
+            else:
+                if request.htmx:
+                    response = _row_response(request, pk)
+                    trigger_client_event(response, "queue-decided", {"id": pk, "decision": data["decision"]})
+                    return response
+                done = "Accepted" if data["decision"] == Decision.ACCEPT else "Rejected"
+                messages.success(request, f"{done} {candidate.task.external_id}.")
+                return redirect(_next_url(request))
+    decision = form["decision"].value() if form["decision"].value() in QUEUE_DECISIONS else Decision.ACCEPT
+    context = {
+        "nav": "review",
+        "candidate": candidate,
+        "form": form,
+        "decision": decision,
+        "c": fresh_row,
+        "queue_url": _next_url(request),
+    }
+    if request.htmx:
+        # htmx swaps 2xx answers only; the form (with its errors) replaces the dialog's content, not the row.
+        response = TemplateResponse(request, "review/_queue_decide.html#form", context)
+        if request.method == "POST":
+            reswap(retarget(response, "#queue-dialog"), "innerHTML settle:0ms")
+        return response
+    return TemplateResponse(request, "review/_queue_decide.html", context, status=status)
+
+
+# --- diagnoses -----------------------------------------------------------------------------------------------------
+
+
+@admin_required
+@require_POST
+def diagnose_all(request):
+    """Queue a diagnosis of every candidate awaiting one (of the filtered benchmark, or of all)."""
+    name = request.POST.get("benchmark", "").strip()
+    benchmark = Benchmark.objects.filter(name=name).first() if name else None
+    run = None
+    error = ""
+    if name and benchmark is None:
+        error = f"There is no benchmark called “{name}”."
+    else:
+        try:
+            run = services.start_diagnosis_batch(benchmark, user=request.user)
+        except JobEngineError as exc:
+            error = f"The diagnoses could not be started: {exc}"
+    if not request.htmx:
+        if run is not None:
+            return redirect("jobs:detail", run.pk)
+        if error:
+            messages.error(request, error)
+        else:
+            messages.info(request, "Nothing awaits diagnosis.")
+        return redirect(_next_url(request))
+    context = {"run": run, "error": error, "benchmark": benchmark}
+    return TemplateResponse(request, "review/_queue_diagnose.html", context)
+
+
+@admin_required
+@require_POST
+def diagnose_one(request, pk: int):
+    """Queue a diagnosis of one candidate; its row shows the job's progress and refreshes when it finishes."""
+    candidate = get_object_or_404(BenchmarkCandidate, pk=pk)
+    error = ""
+    run = None
+    try:
+        (run,) = services.start_diagnosis([candidate], user=request.user)
+    except JobEngineError as exc:
+        error = f"The diagnosis could not be started: {exc}"
+    if request.htmx:
+        return _row_response(request, pk, error=error)
+    if run is not None:
+        return redirect("jobs:detail", run.pk)
+    messages.error(request, error)
+    return redirect(_next_url(request))
+
+
+urlpatterns = [
+    path("", queue, name="queue"),
+    path("diagnose-all/", diagnose_all, name="diagnose_all"),
+    path("candidates/<int:pk>/row/", queue_row, name="queue_row"),
+    path("candidates/<int:pk>/claim/", claim, name="claim"),
+    path("candidates/<int:pk>/release/", release, name="release"),
+    path("candidates/<int:pk>/decide-from-queue/", queue_decide, name="queue_decide"),
+    path("candidates/<int:pk>/diagnose/", diagnose_one, name="diagnose_one"),
+]
