@@ -153,6 +153,24 @@ class JobContext:
         if self.cancel_requested:
             raise JobCancelled()
 
+    def fan_out(self, kind: str, param: str, values: list, noun: str) -> int:
+        """Queue one `kind` run per value (as `param=value`), as children of this run, so they spread across workers.
+
+        The batch jobs' one body: it returns once they are queued (a waiting job would hold a worker its children
+        need; JobRun.batch() tells how far they are). A second delivery queues only the values that have no child
+        yet. Returns how many children the run has in all.
+        """
+        from . import enqueue
+
+        queued = {child.params.get(param) for child in JobRun.objects.filter(parent=self.run).only("params")}
+        todo = [value for value in values if value not in queued]
+        self.progress(0, len(todo), f"queueing {noun}")
+        for i, value in enumerate(todo, start=1):
+            enqueue(kind, created_by=self.run.created_by, parent=self.run, **{param: value})
+            self.progress(i, len(todo))
+        self.log(f"queued {len(todo)} {noun}" + (f" ({len(queued)} were queued before)" if queued else ""))
+        return len(todo) + len(queued)
+
     def _maybe_flush(self) -> None:
         if time.monotonic() - self._last_flush >= self.FLUSH_SECONDS:
             self.flush()

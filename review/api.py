@@ -51,15 +51,11 @@ from .serializers import (
 
 
 def _error(exc: Exception) -> Response:
-    """A service's refusal as an HTTP answer: conflicts (claims, stale revisions, blocked accepts) are 409."""
+    """A service's refusal as an HTTP answer (services.http_status); a stale revision also names both revisions."""
+    body = {"detail": str(exc)}
     if isinstance(exc, StaleRevisionError):
-        body = {"detail": str(exc), "base_revision": exc.base.number, "current_revision": exc.current.number}
-        return Response(body, status=status.HTTP_409_CONFLICT)
-    if isinstance(exc, services.NotAllowed):
-        return Response({"detail": str(exc)}, status=status.HTTP_403_FORBIDDEN)
-    if isinstance(exc, (services.ClaimConflict, services.AcceptBlocked)):
-        return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-    return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        body |= {"base_revision": exc.base.number, "current_revision": exc.current.number}
+    return Response(body, status=services.http_status(exc))
 
 
 def _valid(serializer_class, data):

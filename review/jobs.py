@@ -1,7 +1,5 @@
 """Background entry points of the review."""
 
-import jobs
-from jobs.models import JobRun
 from jobs.registry import job
 
 from .diagnosis import diagnose_candidate
@@ -34,16 +32,5 @@ def diagnose(ctx, *, candidate_id: int) -> dict:
 
 @job(DIAGNOSE_BATCH_JOB, title="Diagnose candidates")
 def diagnose_batch(ctx, *, candidate_ids: list[int]) -> dict:
-    """Start one review.diagnose per candidate, as children of this run, so they spread across workers.
-
-    Finishes once they are queued (a waiting job would hold a worker its children need); batch_progress() tells
-    how far the children are. A second delivery queues only the candidates that have no child yet.
-    """
-    queued = {child.params.get("candidate_id") for child in JobRun.objects.filter(parent=ctx.run).only("params")}
-    todo = [pk for pk in candidate_ids if pk not in queued]
-    ctx.progress(0, len(todo), "queueing diagnoses")
-    for i, candidate_id in enumerate(todo, start=1):
-        jobs.enqueue(DIAGNOSE_JOB, created_by=ctx.run.created_by, parent=ctx.run, candidate_id=candidate_id)
-        ctx.progress(i, len(todo))
-    ctx.log(f"queued {len(todo)} diagnoses" + (f" ({len(queued)} were queued before)" if queued else ""))
-    return {"queued": len(todo) + len(queued)}
+    """Start one review.diagnose per candidate, as children of this run (JobContext.fan_out)."""
+    return {"queued": ctx.fan_out(DIAGNOSE_JOB, "candidate_id", candidate_ids, "diagnoses")}

@@ -20,7 +20,7 @@ from tasks.models import SanityReport, Task, TaskRevision
 from tasks.package import PackageError, validate_rubric
 from tasks.paths import TaskFileError, normalize_path
 from tasks.sanity import SANITY_JOB
-from tasks.services import SaveOutcome, revise_task
+from tasks.services import SaveOutcome, StaleRevisionError, revise_task
 
 from .jobs import DIAGNOSE_BATCH_JOB, DIAGNOSE_JOB
 from .models import (
@@ -51,6 +51,16 @@ class AcceptBlocked(ReviewError):
 
 class NotAllowed(ReviewError):
     """The acting user lacks the role the action needs."""
+
+
+def http_status(exc: Exception) -> int:
+    """The HTTP status of a refusal, the same for the API and the pages: 403 when the role is missing, 409 for a
+    conflict (another reviewer's claim, a blocked accept, a stale base revision), else 400."""
+    if isinstance(exc, NotAllowed):
+        return 403
+    if isinstance(exc, (ClaimConflict, AcceptBlocked, StaleRevisionError)):
+        return 409
+    return 400
 
 
 def claim_minutes() -> int:
@@ -100,9 +110,19 @@ def propose_candidates(benchmark: Benchmark, tasks, *, user) -> ProposeResult:
     return ProposeResult(created=len(new), existing=len(existing), skipped=skipped)
 
 
+def _active_diagnoses() -> dict:
+    """{candidate id: its review.diagnose run that is queued or running}."""
+    runs = JobRun.objects.filter(kind=DIAGNOSE_JOB, status__in=JobRun.ACTIVE).order_by("id")
+    return {run.params.get("candidate_id"): run for run in runs}
+
+
 def start_diagnosis(candidates, *, user) -> list:
-    """Queue one review.diagnose job per candidate; returns the JobRuns."""
-    return [jobs.enqueue(DIAGNOSE_JOB, created_by=user, candidate_id=c.pk) for c in candidates]
+    """One review.diagnose run per candidate: the one already queued or running for it, else a new one.
+
+    So a second press of "diagnose" (or a batch overlapping a single start) never diagnoses a candidate twice.
+    """
+    active = _active_diagnoses()
+    return [active.get(c.pk) or jobs.enqueue(DIAGNOSE_JOB, created_by=user, candidate_id=c.pk) for c in candidates]
 
 
 def start_diagnosis_batch(benchmark: Benchmark | None, *, user):
@@ -116,10 +136,7 @@ def start_diagnosis_batch(benchmark: Benchmark | None, *, user):
     waiting = BenchmarkCandidate.objects.filter(status=Status.AWAITING_DIAGNOSIS)
     if benchmark is not None:
         waiting = waiting.filter(benchmark=benchmark)
-    busy = {
-        run["params"].get("candidate_id")
-        for run in JobRun.objects.filter(kind=DIAGNOSE_JOB, status__in=JobRun.ACTIVE).values("params")
-    }
+    busy = _active_diagnoses()
     ids = [pk for pk in waiting.order_by("id").values_list("pk", flat=True) if pk not in busy]
     if not ids:
         return None

@@ -2,8 +2,6 @@
 
 from pathlib import Path
 
-import jobs
-from jobs.models import JobRun
 from jobs.registry import job
 
 from .importing import import_path, remove_upload
@@ -56,16 +54,5 @@ def sanity_check(ctx, *, revision_id: int) -> dict:
 
 @job(SANITY_BATCH_JOB, title="Sanity-check checkers")
 def sanity_check_batch(ctx, *, revision_ids: list[int]) -> dict:
-    """Start one tasks.sanity_check per revision, as children of this run, so they spread across workers.
-
-    Finishes once they are queued (it does not wait for them: a waiting job would hold a worker they need).
-    A second delivery queues only the revisions that have no child yet.
-    """
-    queued = {child.params.get("revision_id") for child in JobRun.objects.filter(parent=ctx.run).only("params")}
-    todo = [pk for pk in revision_ids if pk not in queued]
-    ctx.progress(0, len(todo), "queueing checks")
-    for i, revision_id in enumerate(todo, start=1):
-        jobs.enqueue(SANITY_JOB, created_by=ctx.run.created_by, parent=ctx.run, revision_id=revision_id)
-        ctx.progress(i, len(todo))
-    ctx.log(f"queued {len(todo)} sanity checks" + (f" ({len(queued)} were queued before)" if queued else ""))
-    return {"queued": len(todo) + len(queued)}
+    """Start one tasks.sanity_check per revision, as children of this run (JobContext.fan_out)."""
+    return {"queued": ctx.fan_out(SANITY_JOB, "revision_id", revision_ids, "sanity checks")}

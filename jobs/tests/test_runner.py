@@ -205,3 +205,22 @@ def test_a_lost_run_with_a_cancel_request_is_not_run_again():
 
     assert execute(run.pk) == JobRun.Status.CANCELLED
     assert JobRun.objects.get(pk=run.pk).attempts == 1
+
+
+def test_fan_out_queues_one_child_per_value_and_a_second_delivery_only_the_missing_ones(
+    django_capture_on_commit_callbacks,
+):
+    parent = make_run(status=JobRun.Status.RUNNING, worker=worker_id())
+    make_run(parent=parent, params={"steps": 1})  # the first delivery got this far before it died
+    ctx = JobContext(parent)
+
+    with django_capture_on_commit_callbacks(execute=False):
+        assert ctx.fan_out("jobs.ping", "steps", [1, 2, 3], "pings") == 3
+    ctx.flush()
+
+    children = JobRun.objects.filter(parent=parent).order_by("id")
+    assert [c.params for c in children] == [{"steps": 1}, {"steps": 2}, {"steps": 3}]
+    parent.refresh_from_db()
+    assert (parent.progress_done, parent.progress_total) == (2, 2)
+    assert parent.log_tail.endswith("queued 2 pings (1 were queued before)\n")
+    assert parent.batch().total == 3 and parent.batch().done == 0

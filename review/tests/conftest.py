@@ -48,6 +48,17 @@ def add_diagnosis(candidate, issues):
     return diagnosis
 
 
+def accept_all(benchmark, tasks, *, admin_user, reviewer):
+    """Propose the tasks and accept every candidate of the benchmark, each with a passing sanity report."""
+    from review.services import claim, decide
+
+    propose_candidates(benchmark, tasks, user=admin_user)
+    for candidate in BenchmarkCandidate.objects.filter(benchmark=benchmark):
+        sanity(candidate.task.current_revision)
+        claim(candidate, user=reviewer)
+        decide(candidate, "accept", user=reviewer)
+
+
 @pytest.fixture
 def benchmark(db):
     return Benchmark.objects.create(name="claw-bench")

@@ -12,8 +12,7 @@ from review.services import claim, decide, freeze_version, propose_candidates
 from tasks.models import BenchmarkCategory, Task
 from tasks.services import revise_task
 
-from .conftest import make_task, sanity
-from .test_exporting import accept_all
+from .conftest import accept_all, make_task, sanity
 
 Status = BenchmarkCandidate.Status
 HTMX = {"HTTP_HX_REQUEST": "true"}

@@ -170,29 +170,12 @@ def test_diagnose_all_queues_one_child_per_waiting_candidate_and_skips_busy_ones
         assert start_diagnosis_batch(None, user=admin_user) is None  # nothing left that is not busy
 
 
-def test_a_second_delivery_of_the_batch_queues_only_what_it_has_not(benchmark, candidate, admin_user,
-                                                                    django_capture_on_commit_callbacks):
-    from review.jobs import diagnose_batch
-
-    second = _candidate(benchmark, "t-second")
+def test_starting_a_diagnosis_twice_gives_the_run_already_under_way(candidate, admin_user,
+                                                                     django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=False):
-        run = start_diagnosis_batch(benchmark, user=admin_user)
-        from jobs import enqueue
-
-        enqueue("review.diagnose", parent=run, candidate_id=candidate.pk)  # the first delivery got this far
-
-        class Ctx:
-            def __init__(self):
-                self.run = run
-                self.lines = []
-
-            def log(self, line):
-                self.lines.append(line)
-
-            def progress(self, done, total, message=""):
-                pass
-
-        ctx = Ctx()
-        assert diagnose_batch(ctx, candidate_ids=[candidate.pk, second.pk]) == {"queued": 2}
-    assert sorted(c.params["candidate_id"] for c in JobRun.objects.filter(parent=run)) == [candidate.pk, second.pk]
-    assert ctx.lines == ["queued 1 diagnoses (1 were queued before)"]
+        (first,) = start_diagnosis([candidate], user=admin_user)
+        (again,) = start_diagnosis([candidate], user=admin_user)
+        assert again == first and JobRun.objects.count() == 1
+        JobRun.objects.filter(pk=first.pk).update(status=JobRun.Status.FAILED)
+        (retry,) = start_diagnosis([candidate], user=admin_user)  # a finished run does not count
+    assert retry != first and JobRun.objects.count() == 2

@@ -13,23 +13,15 @@ from django.core.management import CommandError, call_command
 from review import exporting
 from review.exporting import BenchmarkExportError, archive_chunks, export_version, find_version
 from review.models import Benchmark, BenchmarkCandidate
-from review.services import claim, decide, freeze_version, propose_candidates
+from review.services import freeze_version
 from tasks.importing import import_path
 from tasks.models import BenchmarkCategory, Task, TaskRevision
 from tasks.package import PackageFile, TaskPackage
 from tasks.services import revise_task, save_package
 
-from .conftest import make_task, sanity
+from .conftest import accept_all, make_task
 
 RUBRIC = [{"name": "report", "target_file": "report.md", "scores": {s: f"level {s}" for s in ("0", "0.25", "0.5", "0.75", "1")}, "weight": 2.0}]  # fmt: skip
-
-
-def accept_all(benchmark, tasks, *, admin_user, reviewer):
-    propose_candidates(benchmark, tasks, user=admin_user)
-    for candidate in BenchmarkCandidate.objects.filter(benchmark=benchmark):
-        sanity(candidate.task.current_revision)
-        claim(candidate, user=reviewer)
-        decide(candidate, "accept", user=reviewer)
 
 
 @pytest.fixture

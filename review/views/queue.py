@@ -236,15 +236,6 @@ def release(request, pk: int):
 # --- decisions -----------------------------------------------------------------------------------------------------
 
 
-def _error_status(exc: services.ReviewError) -> int:
-    """The HTTP status of a refused decision, as the API answers it."""
-    if isinstance(exc, services.NotAllowed):
-        return 403
-    if isinstance(exc, (services.ClaimConflict, services.AcceptBlocked)):
-        return 409
-    return 400
-
-
 @reviewer_required
 @require_http_methods(["GET", "POST"])
 def queue_decide(request, pk: int):
@@ -275,7 +266,7 @@ def queue_decide(request, pk: int):
                 )  # fmt: skip
             except services.ReviewError as exc:
                 form.add_error(None, str(exc))
-                status = _error_status(exc)
+                status = services.http_status(exc)
                 fresh_row = _row(pk)  # a claim taken on the way shows in the row behind the dialog
             else:
                 if request.htmx:
