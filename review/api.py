@@ -124,6 +124,7 @@ class CandidateViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):
     write_roles = {"diagnose": ADMIN}
 
     def get_queryset(self):
+        services.expire_claims()
         candidates = BenchmarkCandidate.objects.select_related(
             "task__benchmark_category", "task__current_revision", "benchmark", "claimed_by"
         )

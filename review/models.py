@@ -225,6 +225,7 @@ class ClaimEvent(models.Model):
     class Action(models.TextChoices):
         CLAIM = "claim", "Claimed"
         RELEASE = "release", "Released"
+        EXPIRE = "expire", "Claim expired"
 
     candidate = models.ForeignKey(BenchmarkCandidate, on_delete=models.CASCADE, related_name="claim_events")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")

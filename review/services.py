@@ -180,15 +180,20 @@ def claim(candidate: BenchmarkCandidate, *, user, minutes: int | None = None) ->
 
 
 def release(candidate: BenchmarkCandidate, *, user) -> BenchmarkCandidate:
-    """Give the claim back. Only its holder (or an admin) may; releasing an unclaimed candidate changes nothing."""
+    """Give the claim back. Only its holder (or an admin) may; anyone may clear a claim that has run out.
+    Releasing an unclaimed candidate changes nothing."""
     _require(user, REVIEWER, "releasing a candidate")
-    owned = Q(claimed_by=user) if not has_role(user, ADMIN) else Q()
+    now = timezone.now()
+    owned = Q(claimed_by=user) | Q(claim_expires_at__lte=now) if not has_role(user, ADMIN) else Q()
     released = BenchmarkCandidate.objects.filter(owned, pk=candidate.pk, claimed_by__isnull=False).update(
-        claimed_by=None, claimed_at=None, claim_expires_at=None, updated_at=timezone.now()
+        claimed_by=None, claimed_at=None, claim_expires_at=None, updated_at=now
     )
     candidate.refresh_from_db()
     if not released and candidate.claimed_by_id:
-        raise ClaimConflict(f"{candidate.claimed_by.get_username()} holds this candidate, not you")
+        raise ClaimConflict(
+            f"{candidate.claimed_by.get_username()} holds this candidate until "
+            f"{candidate.claim_expires_at:%H:%M} UTC, not you"
+        )
     if released:
         BenchmarkCandidate.objects.filter(pk=candidate.pk, status=Status.IN_REVIEW).update(
             status=Status.AWAITING_REVIEW
@@ -196,6 +201,25 @@ def release(candidate: BenchmarkCandidate, *, user) -> BenchmarkCandidate:
         candidate.refresh_from_db()
         ClaimEvent.objects.create(candidate=candidate, user=user, action=ClaimEvent.Action.RELEASE)
     return candidate
+
+
+def expire_claims() -> int:
+    """Hand back the claims that ran out: their candidates are awaiting review again, and their history says so.
+
+    The queue and the candidate pages call this before they read, so a status never shows a claim nobody holds.
+    Each candidate is one conditional UPDATE: of two requests expiring the same claim, one records it.
+    """
+    now = timezone.now()
+    expired = BenchmarkCandidate.objects.filter(status=Status.IN_REVIEW, claim_expires_at__lte=now)
+    count = 0
+    for pk, holder_id in expired.values_list("pk", "claimed_by_id"):
+        handed_back = BenchmarkCandidate.objects.filter(
+            pk=pk, status=Status.IN_REVIEW, claimed_by_id=holder_id, claim_expires_at__lte=now
+        ).update(status=Status.AWAITING_REVIEW, claimed_by=None, claimed_at=None, claim_expires_at=None)
+        if handed_back:
+            ClaimEvent.objects.create(candidate_id=pk, user_id=holder_id, action=ClaimEvent.Action.EXPIRE)
+            count += 1
+    return count
 
 
 def _require_holder(candidate: BenchmarkCandidate, user) -> None:

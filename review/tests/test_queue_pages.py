@@ -283,7 +283,7 @@ def test_claim_and_release_from_the_row(reviewer_client, client, candidate, revi
     assert conflict.status_code == 200 and "HX-Trigger" not in conflict
     assert re.search(r'role="alert">rita_reviewer holds this candidate until \d\d:\d\d UTC', conflict.content.decode())
     refused = client.post(release_url, {"target": "row"}, **HTMX)
-    assert "rita_reviewer holds this candidate, not you" in refused.content.decode()
+    assert re.search(r"rita_reviewer holds this candidate until \d\d:\d\d UTC, not you", refused.content.decode())
     candidate.refresh_from_db()
     assert candidate.held_by() == reviewer
 
@@ -352,10 +352,10 @@ def test_blocked_accept_shows_why_and_records_nothing(reviewer_client, reviewer,
     html = response.content.decode()
     assert "cannot accept: the latest sanity check found the checker crashed" in html
     assert ">looks fine to me</textarea>" in html  # what was typed is kept
-    assert "<template>" in html and "<strong>you</strong>" in html  # the row shows the claim taken on the way
+    assert "<template>" in html and "<strong>you</strong>" not in html  # the row behind: a refusal claims nothing
     assert not ReviewDecision.objects.exists()
     candidate.refresh_from_db()
-    assert candidate.status == Status.IN_REVIEW and candidate.held_by() == reviewer
+    assert candidate.status == Status.AWAITING_REVIEW and candidate.held_by() is None
 
     plain = decide(reviewer_client, candidate, htmx=False, decision="accept")
     assert plain.status_code == 409 and "cannot accept" in plain.content.decode()
@@ -419,7 +419,7 @@ def test_fixing_is_not_a_queue_decision(reviewer_client, candidate):
 def test_a_decided_candidate_cannot_be_decided_again(reviewer_client, candidate):
     decide(reviewer_client, candidate, decision="reject", reason="broken")
     response = decide(reviewer_client, candidate, decision="reject", reason="again")
-    assert "the candidate is rejected: there is nothing to claim" in response.content.decode()
+    assert "the candidate is already rejected" in response.content.decode()
     assert ReviewDecision.objects.count() == 1
 
 

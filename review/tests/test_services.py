@@ -82,6 +82,36 @@ def test_release_only_by_holder_and_viewer_cannot_claim(candidate, reviewer, sec
         services.claim(candidate, user=viewer)
 
 
+def test_anyone_may_clear_a_claim_that_ran_out(candidate, reviewer, second_reviewer):
+    add_diagnosis(candidate, [])
+    services.claim(candidate, user=reviewer)
+    with pytest.raises(services.ClaimConflict, match=r"rita_reviewer holds this candidate until \d\d:\d\d UTC"):
+        services.release(candidate, user=second_reviewer)
+    BenchmarkCandidate.objects.filter(pk=candidate.pk).update(claim_expires_at=timezone.now() - timedelta(seconds=1))
+    services.release(candidate, user=second_reviewer)
+    assert candidate.claimed_by is None and candidate.status == Status.AWAITING_REVIEW
+
+
+def test_expired_claims_are_handed_back_once_with_a_history_event(benchmark, candidate, reviewer, second_reviewer):
+    add_diagnosis(candidate, [])
+    services.claim(candidate, user=reviewer)
+    services.propose_candidates(benchmark, [make_task("t-live")], user=None)
+    live = BenchmarkCandidate.objects.get(task__external_id="t-live")
+    add_diagnosis(live, [])
+    services.claim(live, user=second_reviewer)
+    BenchmarkCandidate.objects.filter(pk=candidate.pk).update(claim_expires_at=timezone.now() - timedelta(seconds=1))
+
+    assert services.expire_claims() == 1
+    assert services.expire_claims() == 0  # already handed back: recorded once
+
+    candidate.refresh_from_db()
+    live.refresh_from_db()
+    assert (candidate.status, candidate.claimed_by) == (Status.AWAITING_REVIEW, None)
+    assert (live.status, live.held_by()) == (Status.IN_REVIEW, second_reviewer)  # a running claim stays
+    claims = [(e["what"], e["who"]) for e in services.history(candidate) if e["kind"] == "claim"]
+    assert claims == [("expire", "rita_reviewer"), ("claim", "rita_reviewer")]
+
+
 def test_accept_blocked_by_crashed_or_over_lenient_sanity(candidate, reviewer):
     revision = candidate.task.current_revision
     with pytest.raises(services.AcceptBlocked, match="not been sanity-checked"):

@@ -147,6 +147,7 @@ def _running_batch():
 @viewer_required
 @require_GET
 def queue(request):
+    services.expire_claims()
     form = QueueFilterForm(request.GET)
     by_status = dict(form.candidates(request, with_status=False).values_list("status").annotate(n=Count("id")))
     total = sum(by_status.values())
@@ -258,8 +259,7 @@ def queue_decide(request, pk: int):
         if form.is_valid():
             data = form.cleaned_data
             try:
-                if candidate.held_by() is None:
-                    services.claim(candidate, user=request.user)
+                # decide() claims a free candidate on the way, in its transaction: a refused decision claims nothing.
                 services.decide(
                     candidate, data["decision"], user=request.user, reason=data["reason"],
                     override_reason=data["override_reason"],
