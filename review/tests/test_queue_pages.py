@@ -502,3 +502,16 @@ def test_review_bench_runs_and_ends_with_its_json_report():
     assert report["p50_ms"] <= report["p95_ms"] <= report["max_ms"] and isinstance(report["met"], bool)
     assert report["queries_per_request"]["max"] - report["queries_per_request"]["min"] <= 2
     assert report["database"] == "sqlite"
+
+
+def test_a_failed_diagnosis_shows_in_the_row_also_beside_an_earlier_one(viewer_client, benchmark):
+    never = make_candidate(benchmark, "t-never", diagnosis_error="no endpoint serves the role 'diagnosis'")
+    again = make_candidate(benchmark, "t-again", issues=["major"], diagnosis_error="the model answered no JSON")
+    fine = make_candidate(benchmark, "t-fine", issues=["minor"])
+
+    response = viewer_client.get(QUEUE)
+
+    assert "Diagnosis failed" in row_html(response, never) and "Not diagnosed" not in row_html(response, never)
+    assert "Major" in row_html(response, again) and "Last diagnosis failed" in row_html(response, again)
+    assert 'title="the model answered no JSON"' in row_html(response, again)
+    assert "failed" not in row_html(response, fine)
