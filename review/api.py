@@ -123,8 +123,11 @@ class CandidateViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):
     write_role = REVIEWER  # the services check admin-only parts (overrides) themselves
     write_roles = {"diagnose": ADMIN}
 
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        services.expire_claims()  # before anything reads a claim (not in get_queryset: the schema generator calls it)
+
     def get_queryset(self):
-        services.expire_claims()
         candidates = BenchmarkCandidate.objects.select_related(
             "task__benchmark_category", "task__current_revision", "benchmark", "claimed_by"
         )

@@ -1,6 +1,8 @@
 """Pages of the task catalog: dashboard, task list, task detail, file viewer, revision diff and import.
 
 htmx requests get the page's named partial, plain requests the whole page, so every page works without JS.
+The review pages show the same file tree, checker and sanity cards: they build them with files_by_role,
+checker_files and sanity_context from here, and render them with the tasks/_*.html partials.
 """
 
 import posixpath
@@ -78,17 +80,21 @@ def dashboard(request):
 
 def list_queryset(form: TaskFilterForm):
     """The filtered tasks with exactly what a row shows, in one query (the page count runs on Task alone)."""
-    return form.filter(Task.objects.all()).select_related("benchmark_category", "current_revision").only(
-        "external_id",
-        "title",
-        "status",
-        "source",
-        "updated_at",
-        "benchmark_category",
-        "benchmark_category__name",
-        "benchmark_category__slug",
-        "current_revision",
-        "current_revision__number",
+    return (
+        form.filter(Task.objects.all())
+        .select_related("benchmark_category", "current_revision")
+        .only(
+            "external_id",
+            "title",
+            "status",
+            "source",
+            "updated_at",
+            "benchmark_category",
+            "benchmark_category__name",
+            "benchmark_category__slug",
+            "current_revision",
+            "current_revision__number",
+        )
     )
 
 
@@ -125,8 +131,11 @@ def _get_revision(task: Task, number) -> TaskRevision:
     return get_object_or_404(revisions, task=task, number=number)
 
 
-def _files_by_role(revision: TaskRevision):
-    # Sizes only: file contents stay in the database until a file is opened.
+def files_by_role(revision: TaskRevision) -> list[dict]:
+    """The revision's files grouped for a file tree: [{role, label, files, size}] in role order.
+
+    Sizes only: file contents stay in the database until a file is opened.
+    """
     files = revision.files.select_related("blob").only("role", "path", "revision", "blob", "blob__size")
     groups = {role: [] for role in RevisionFile.Role.values}
     for f in files:
@@ -137,7 +146,8 @@ def _files_by_role(revision: TaskRevision):
     ]
 
 
-def _checker_files(groups) -> list[dict]:
+def checker_files(groups) -> list[dict]:
+    """The reward files of `files_by_role` groups, each with its rendered view, for a checker card."""
     reward = next(g["files"] for g in groups if g["role"] == RevisionFile.Role.REWARD)
     blobs = Blob.objects.in_bulk([f.blob_id for f in reward])
     return [{"file": f, "view": view_file(f.path, blobs[f.blob_id].content)} for f in reward]
@@ -156,7 +166,7 @@ def task_detail(request, external_id):
     numbers = [r.number for r in history]
     older = [n for n in numbers if n < revision.number]
     compare = CompareForm(numbers=numbers, initial={"a": older[0] if older else revision.number, "b": revision.number})
-    groups = _files_by_role(revision)
+    groups = files_by_role(revision)
     context = {
         "nav": "tasks",
         "task": task,
@@ -164,15 +174,15 @@ def task_detail(request, external_id):
         "is_current": revision.pk == task.current_revision_id,
         "rubric_weight": round(1 - revision.code_weight, 6),
         "groups": groups,
-        "checker_files": _checker_files(groups),
+        "checker_files": checker_files(groups),
         "history": history,
         "compare": compare,
-        **_sanity_context(revision),
+        **sanity_context(revision),
     }
     return TemplateResponse(request, "tasks/task_detail.html", context)
 
 
-def _sanity_context(revision: TaskRevision) -> dict:
+def sanity_context(revision: TaskRevision) -> dict:
     """The revision's latest sanity report as table rows, and a sanity job still under way for it."""
     report = SanityReport.latest_for(revision).first()
     rows = []

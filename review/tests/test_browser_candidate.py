@@ -223,3 +223,28 @@ def test_an_edit_meeting_someone_elses_save_shows_the_conflict_and_keeps_the_tex
     assert not page.is_visible("#shortcut-help")
     page.keyboard.press("j")
     assert page.get_attribute("[data-testid=issue]", "aria-selected") == "true"
+
+
+def test_a_claim_that_ran_out_mid_edit_is_taken_again_from_the_head_and_the_text_is_saved(
+    page, live_server, benchmark, admin_user, reviewer
+):
+    candidate = make_candidate(benchmark, "count-orders", admin_user)
+    claim(candidate, user=reviewer)
+    log_in(page, live_server, reviewer)
+    page.goto(candidate_url(live_server, candidate))
+    mark_document(page)
+
+    page.click("[data-testid=edit-instruction]")
+    editor = page.locator("#unit-instruction textarea")
+    editor.fill("Count the orders; write the number alone to count.txt.")
+    BenchmarkCandidate.objects.filter(pk=candidate.pk).update(claimed_by=None, claim_expires_at=None)  # ran out
+    page.click("#unit-instruction [data-testid=save]")
+    page.wait_for_selector("#unit-instruction [data-testid=claim-needed]")
+
+    page.click("#candidate-head [data-testid=claim]")  # htmx: the head refreshes, the editor stays as it is
+    page.wait_for_selector("#candidate-head [data-testid=claim-state] >> text=you")
+    assert editor.input_value() == "Count the orders; write the number alone to count.txt."
+    page.click("#unit-instruction [data-testid=save]")
+    page.wait_for_selector("#unit-instruction [data-testid=saved]")
+    assert candidate.task.revisions.get(number=2).instruction == "Count the orders; write the number alone to count.txt."
+    assert_no_reload(page)

@@ -2,6 +2,7 @@
 and the history timeline. Jobs are only recorded here (no worker runs them: the test transaction never commits)."""
 
 import json
+import re
 from datetime import timedelta
 
 import pytest
@@ -11,7 +12,7 @@ from django.utils import timezone
 from jobs.models import JobRun
 from review import services
 from review.models import BenchmarkCandidate, ReviewDecision
-from review.views.candidate import Unit
+from review.views.candidate_parts import Unit
 from tasks.models import RevisionFile, TaskRevision
 from tasks.services import revise_task
 
@@ -538,3 +539,57 @@ def test_only_admins_diagnose_again(reviewer_client, admin_client, candidate):
     assert run.params == {"candidate_id": candidate.pk} and f'id="job-progress-{run.pk}"' in text(response)
     assert "Re-diagnose" not in text(reviewer_client.get(url("candidate", candidate)))
     assert 'disabled title="A diagnosis is under way"' in text(admin_client.get(url("candidate", candidate)))
+
+
+# --- found in the review audit ---------------------------------------------------------------------------------
+
+
+def test_claiming_from_the_page_head_refreshes_the_panels_instead_of_the_page(reviewer_client, reviewer,
+                                                                               second_reviewer, candidate):
+    add_diagnosis(candidate, [])
+    page = text(reviewer_client.get(url("candidate", candidate)))
+    assert f'hx-post="{url("claim", candidate)}"' in page and 'name="target" value="page"' in page
+
+    response = reviewer_client.post(url("claim", candidate), {"target": "page"}, **HTMX)
+
+    assert response.status_code == 200 and triggered(response) == {"review-changed"}
+    assert 'role="alert"' not in text(response)  # an open editor is not touched: only the panels refresh
+    candidate.refresh_from_db()
+    assert candidate.held_by() == reviewer
+
+    services.release(candidate, user=reviewer)
+    services.claim(candidate, user=second_reviewer)
+    refused = reviewer_client.post(url("claim", candidate), {"target": "page"}, **HTMX)
+    assert "rob_reviewer holds this candidate until" in text(refused) and triggered(refused) == {"review-changed"}
+
+
+def test_a_failed_re_diagnosis_shows_beside_the_earlier_diagnosis(viewer_client, candidate):
+    add_diagnosis(candidate, [{"severity": "major"}])
+    BenchmarkCandidate.objects.filter(pk=candidate.pk).update(diagnosis_error="no endpoint serves the role")
+
+    page = text(viewer_client.get(url("candidate", candidate)))
+
+    assert 'data-testid="diagnosis-error"' in page
+    assert "The last re-diagnosis failed: no endpoint serves the role The diagnosis shown is the earlier one." in page
+
+
+def test_deciding_on_a_closed_candidate_says_why_nothing_happened(reviewer_client, reviewer, candidate):
+    add_diagnosis(candidate, [])
+    services.claim(candidate, user=reviewer)
+    services.decide(candidate, "reject", user=reviewer, reason="broken")
+
+    response = reviewer_client.post(url("decide", candidate), {"decision": "reject", "reason": "again"}, **HTMX)
+
+    assert 'data-testid="decide-error"' in text(response) and "already rejected" in text(response)
+    assert ReviewDecision.objects.filter(decision="reject").count() == 1
+
+
+def test_the_history_says_when_a_claim_ran_out(viewer_client, reviewer, candidate):
+    add_diagnosis(candidate, [])
+    services.claim(candidate, user=reviewer)
+    BenchmarkCandidate.objects.filter(pk=candidate.pk).update(claim_expires_at=timezone.now() - timedelta(seconds=1))
+
+    page = text(viewer_client.get(url("candidate", candidate)))  # the page hands the claim back before it reads
+
+    assert re.search(r'<span class="ev-who">rita_reviewer</span>\s*<span class="what">\s*let the claim run out', page)
+    assert 'data-testid="candidate-status">Awaiting review<' in page

@@ -2,6 +2,7 @@
 
     queue       the candidate queue: filters, counts, claims, keyboard triage, "diagnose all"
     candidate   one candidate: files, checker, rubric, sanity, the LLM's issues, edits, decisions, history
+                (candidate_parts: what that page is built from; it has no urls)
     benchmarks  benchmarks, freezing and exporting their versions
     quality     quality sampling: random draws of tasks rated on four dimensions
 """

@@ -25,7 +25,7 @@ from review.models import (
 )
 from review.services import ReviewError
 from tasks.models import BenchmarkCategory, Task
-from tasks.views import _checker_files, _files_by_role
+from tasks.views import checker_files, files_by_role
 
 # --- forms -----------------------------------------------------------------------------------------------------
 
@@ -169,7 +169,7 @@ def _rate_page(request, sample, item, form, rating, status=200):
     task = revision.task
     items = list(sample.items.values_list("pk", "position"))
     neighbours = {position: pk for pk, position in items}
-    groups = _files_by_role(revision)
+    groups = files_by_role(revision)
     context = {
         "nav": "review",
         "sample": sample,
@@ -179,7 +179,7 @@ def _rate_page(request, sample, item, form, rating, status=200):
         "is_current": revision.pk == task.current_revision_id,
         "current_number": task.current_revision.number if task.current_revision_id else None,
         "groups": groups,
-        "checker_files": _checker_files(groups),
+        "checker_files": checker_files(groups),
         "form": form,
         "rating": rating,
         "total": len(items),

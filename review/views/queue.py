@@ -215,6 +215,11 @@ def _claim_action(request, pk: int, action, done: str):
         error = str(exc)
     if request.htmx and request.POST.get("target") == "row":
         return _row_response(request, pk, error=error)
+    if request.htmx and request.POST.get("target") == "page":
+        # The candidate page: its panels refresh themselves on "review-changed"; an open editor keeps its text.
+        response = TemplateResponse(request, "review/_claim_feedback.html", {"error": error})
+        trigger_client_event(response, "review-changed", {"claim": pk})
+        return response
     if error:
         messages.error(request, error)
     else:

@@ -152,6 +152,8 @@ def archive_kind(path: Path) -> str | None:
     try:
         if tarfile.is_tarfile(path):
             return "tar"
+    except EOFError:
+        return "tar"  # a compressed tar cut short: extracting it reports the damage
     except OSError:
         return None
     return None
