@@ -162,18 +162,26 @@ def issue_pk(candidate) -> int:
     return DiagnosisIssue.objects.get(diagnosis__candidate=candidate).pk
 
 
-def test_an_edit_meeting_someone_elses_save_shows_the_conflict_and_keeps_the_text(
-    page, live_server, benchmark, admin_user, reviewer
-):
-    candidate = make_candidate(benchmark, "count-orders", admin_user)
+def start_editing_the_instruction(page, live_server, candidate, reviewer, text: str):
+    """The reviewer holds the candidate, has its page open (marked, to catch reloads) and has typed `text` into the
+    instruction's editor; returns the editor."""
     claim(candidate, user=reviewer)
     log_in(page, live_server, reviewer)
     page.goto(candidate_url(live_server, candidate))
     mark_document(page)
-
     page.click("[data-testid=edit-instruction]")
     editor = page.locator("#unit-instruction textarea")
-    editor.fill("Count the orders in `orders.csv`; write only the number to count.txt.")
+    editor.fill(text)
+    return editor
+
+
+def test_an_edit_meeting_someone_elses_save_shows_the_conflict_and_keeps_the_text(
+    page, live_server, benchmark, admin_user, reviewer
+):
+    candidate = make_candidate(benchmark, "count-orders", admin_user)
+    editor = start_editing_the_instruction(
+        page, live_server, candidate, reviewer, "Count the orders in `orders.csv`; write only the number to count.txt."
+    )
     # Meanwhile an admin changes the instruction on the task page.
     revise_task(candidate.task, user=admin_user, message="clearer", instruction="Count the rows of `orders.csv`.")
     editor.press("Control+Enter")  # saves, like the Save button
@@ -229,14 +237,9 @@ def test_a_claim_that_ran_out_mid_edit_is_taken_again_from_the_head_and_the_text
     page, live_server, benchmark, admin_user, reviewer
 ):
     candidate = make_candidate(benchmark, "count-orders", admin_user)
-    claim(candidate, user=reviewer)
-    log_in(page, live_server, reviewer)
-    page.goto(candidate_url(live_server, candidate))
-    mark_document(page)
-
-    page.click("[data-testid=edit-instruction]")
-    editor = page.locator("#unit-instruction textarea")
-    editor.fill("Count the orders; write the number alone to count.txt.")
+    editor = start_editing_the_instruction(
+        page, live_server, candidate, reviewer, "Count the orders; write the number alone to count.txt."
+    )
     BenchmarkCandidate.objects.filter(pk=candidate.pk).update(claimed_by=None, claim_expires_at=None)  # ran out
     page.click("#unit-instruction [data-testid=save]")
     page.wait_for_selector("#unit-instruction [data-testid=claim-needed]")
