@@ -329,6 +329,13 @@ def stop_server(server, thread) -> None:
 
 
 @pytest.fixture
+def fast_llm_retries(settings):
+    """Retries after 10–50 ms instead of seconds: a scripted upstream's errors need no real backoff."""
+    settings.CLAWGYM_LLM_BACKOFF_SECONDS = 0.01
+    settings.CLAWGYM_LLM_BACKOFF_MAX_SECONDS = 0.05
+
+
+@pytest.fixture
 def scripted_upstream():
     upstream = ScriptedUpstream().start()
     yield upstream

@@ -121,8 +121,7 @@ def test_connection_test_shows_latency_over_htmx(admin_client, scripted_upstream
     assert ModelCall.objects.get().purpose == "test_connection"
 
 
-def test_connection_test_shows_the_error(admin_client, scripted_upstream, settings):
-    settings.CLAWGYM_LLM_BACKOFF_SECONDS = 0.01
+def test_connection_test_shows_the_error(admin_client, scripted_upstream, fast_llm_retries):
     endpoint = ModelEndpoint.objects.create(name="scripted", base_url=scripted_upstream.base_url, model="m",
                                             max_retries=0)
     scripted_upstream.push(Reply.error(401, "Incorrect API key provided"))

@@ -38,8 +38,7 @@ def test_propose_refuses_unknown_tasks_and_bad_names(db):
     assert not BenchmarkCandidate.objects.exists()
 
 
-def test_diagnose_here_prints_json(candidate, scripted_upstream, settings):
-    settings.CLAWGYM_LLM_BACKOFF_SECONDS = 0.01
+def test_diagnose_here_prints_json(candidate, scripted_upstream, fast_llm_retries):
     ModelEndpoint.objects.create(
         name="diag", base_url=scripted_upstream.base_url, model="m", roles=["diagnosis"], timeout_seconds=5
     )

@@ -32,9 +32,8 @@ REPORT = {
 
 
 @pytest.fixture(autouse=True)
-def fast_backoff(settings):
-    settings.CLAWGYM_LLM_BACKOFF_SECONDS = 0.01
-    settings.CLAWGYM_LLM_BACKOFF_MAX_SECONDS = 0.05
+def fast_backoff(fast_llm_retries):
+    """Every test here talks to a scripted upstream (llm.testing.fast_llm_retries)."""
 
 
 @pytest.fixture

@@ -46,9 +46,8 @@ def verdict(score, reason="looks right"):
 
 
 @pytest.fixture(autouse=True)
-def fast_backoff(settings):
-    settings.CLAWGYM_LLM_BACKOFF_SECONDS = 0.01
-    settings.CLAWGYM_LLM_BACKOFF_MAX_SECONDS = 0.05
+def fast_backoff(fast_llm_retries):
+    """Every test here talks to a scripted upstream (llm.testing.fast_llm_retries)."""
 
 
 @pytest.fixture

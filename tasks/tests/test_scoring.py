@@ -29,11 +29,9 @@ def verdict(score, reason="because"):
 
 
 @pytest.fixture(autouse=True)
-def sandboxed(settings):
+def sandboxed(settings, fast_llm_retries):
     require_bwrap()
     settings.CLAWGYM_SANDBOX_BACKEND = "bwrap"
-    settings.CLAWGYM_LLM_BACKOFF_SECONDS = 0.01
-    settings.CLAWGYM_LLM_BACKOFF_MAX_SECONDS = 0.05
 
 
 @pytest.fixture
