@@ -362,7 +362,6 @@ def test_bad_file_paths_are_400_naming_the_file(reviewer_api, task, path):
 
 
 def test_import_upload_queues_a_job_run(admin_api, db, settings, tmp_path):
-    pytest.importorskip("tasks.importing")
     from jobs.models import JobRun
 
     settings.CLAWGYM_UPLOAD_DIR = tmp_path  # the worker (not run here) would delete the upload
