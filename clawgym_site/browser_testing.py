@@ -80,6 +80,22 @@ def log_in(page, live_server, user) -> None:
     page.wait_for_url(f"{live_server.url}/")
 
 
+class PageWatch:
+    """What went wrong in a page while a test drove it: console errors (htmx logs its own there) and HTTP errors."""
+
+    def __init__(self, page):
+        self.console_errors: list[str] = []
+        self.failed_responses: list[str] = []
+        page.on("console", lambda msg: msg.type == "error" and self.console_errors.append(msg.text))
+        page.on("pageerror", lambda exc: self.console_errors.append(str(exc)))
+        page.on("response", lambda r: r.status >= 400 and self.failed_responses.append(f"{r.status} {r.url}"))
+
+
+def watch(page) -> PageWatch:
+    """Start recording the page's console errors and failed responses (call before the first goto)."""
+    return PageWatch(page)
+
+
 def mark_document(page) -> None:
     """Tag the current document; the tag survives htmx swaps but not a full page load."""
     page.evaluate("window.__noReload = 'still here'")

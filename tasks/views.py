@@ -179,7 +179,8 @@ def task_detail(request, external_id):
         "compare": compare,
         **sanity_context(revision),
     }
-    return TemplateResponse(request, "tasks/task_detail.html", context)
+    # htmx asks for the sanity card alone (it refreshes itself when a job finishes).
+    return render_page(request, "tasks/task_detail.html", context, partial="sanity")
 
 
 def sanity_context(revision: TaskRevision) -> dict:

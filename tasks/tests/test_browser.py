@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 
-from clawgym_site.browser_testing import assert_no_reload, log_in, mark_document, screenshot
+from clawgym_site.browser_testing import assert_no_reload, log_in, mark_document, screenshot, watch
 from jobs.models import JobRun
+from sandbox.testing import require_bwrap
 from tasks.models import ScenarioCategory, Task
-from tasks.package import PackageFile
-from tasks.services import revise_task
+from tasks.package import STANDARD_REWARD_SH, PackageFile, TaskPackage
+from tasks.services import revise_task, save_package
 from tasks.tests.test_pages import make_task
 from tasks.views import PAGE_SIZE
 
@@ -41,6 +42,7 @@ def test_task_list_search_filter_and_paginate_with_htmx(page, live_server, viewe
     for i in range(PAGE_SIZE + 5):
         make_task(f"bulk-{i:03d}", files=[])
     make_task("needle-task", instruction="Find the haystack needle", status=Task.Status.DRAFT, files=[])
+    problems = watch(page)
     log_in(page, live_server, viewer)
     page.goto(f"{live_server.url}{reverse('tasks:list')}")
     assert page.inner_text("[data-testid=result-count]").startswith(f"{PAGE_SIZE + 6} tasks")
@@ -66,6 +68,65 @@ def test_task_list_search_filter_and_paginate_with_htmx(page, live_server, viewe
     assert "page=2" in page.url
     assert "page 2 of 2" in page.inner_text("[data-testid=result-count]")
     assert_no_reload(page)
+    # htmx reports a trigger it cannot parse on the console (and then ignores part of it).
+    assert problems.console_errors == [] and problems.failed_responses == []
+
+
+def test_every_page_links_a_favicon_that_exists(page, live_server, viewer):
+    problems = watch(page)
+    log_in(page, live_server, viewer)
+    for url in (reverse("dashboard"), reverse("tasks:list"), reverse("jobs:list")):
+        page.goto(f"{live_server.url}{url}")
+        icon = page.locator("link[rel=icon]")
+        assert icon.count() == 1, url
+        response = page.request.get(page.evaluate("document.querySelector('link[rel=icon]').href"))
+        assert response.status == 200 and response.headers["content-type"].startswith("image/"), url
+    assert problems.failed_responses == []
+
+
+# Credits only the right count: the scaffold (an empty count.txt) earns nothing.
+COUNT_CHECK = """import json
+try:
+    count = open("count.txt").read().strip()
+except OSError:
+    count = None
+print(json.dumps({"count_right": count == "3"}))
+"""
+
+
+@pytest.mark.workers
+def test_a_reviewer_runs_a_sanity_check_and_sees_its_progress_then_its_report_without_reload(
+    page, live_server, reviewer, django_q_worker
+):
+    require_bwrap()
+    package = TaskPackage(
+        external_id="count-orders",
+        instruction="Count the orders in `orders.csv` and write the number, alone, to count.txt.",
+        metadata={"category": "analysis-reasoning"},
+        files=[
+            PackageFile("orders.csv", b"id,item\n1,apples\n2,pears\n3,plums\n"),
+            PackageFile("reward.sh", STANDARD_REWARD_SH.encode(), "reward"),
+            PackageFile("check.py", COUNT_CHECK.encode(), "reward"),
+            PackageFile("count.txt", b"3\n", "solution"),
+        ],
+    )
+    save_package(package)
+    log_in(page, live_server, reviewer)
+    page.goto(f"{live_server.url}{reverse('tasks:detail', args=['count-orders'])}")
+    assert page.locator("[data-testid=sanity-missing]").is_visible()
+    mark_document(page)
+
+    page.click("#sanity button:text('Run sanity check')")
+    # The job's progress appears in the card at once (queued or running), then the report replaces it.
+    page.wait_for_selector("#sanity-job .job-progress")
+    run = JobRun.objects.get(kind="tasks.sanity_check")
+    assert page.locator(f"#job-progress-{run.pk}").count() == 1
+    page.wait_for_selector("[data-testid=sanity-verdict]", timeout=90_000)
+    assert page.inner_text("[data-testid=sanity-verdict]") == "Passed"
+    assert page.locator("[data-testid=sanity-missing]").count() == 0
+    assert page.locator("#sanity-job .job-progress").count() == 0  # the finished job is no longer shown as running
+    assert_no_reload(page)
+    screenshot(page, "task-sanity-finished")
 
 
 def test_task_detail_file_viewer_and_revision_diff(page, live_server, viewer, admin_user):
