@@ -6,7 +6,11 @@ from dataclasses import dataclass, field
 
 DEFAULT_CHECKER_ENTRY = "bash reward/reward.sh"
 DEFAULT_CODE_WEIGHT = 0.7
+# The score levels of a rubric rule we write; imported rules may state other levels in [0, 1] (validate_rubric).
 RUBRIC_SCORES = ("0", "0.25", "0.5", "0.75", "1")
+MAX_RUBRIC_RULES = 100
+MAX_RUBRIC_LEVELS = 21  # steps of 0.05
+MAX_RULE_NAME_CHARS = 200
 ROLES = ("input", "reward", "solution")
 
 
@@ -55,15 +59,31 @@ class PackageError(ValueError):
         super().__init__(f"{path}: {message}" if path else message)
 
 
+def level_label(value: float) -> str:
+    """A score level as a rubric key: the shortest text of the number ("1", "0.8", "0.25"), so 1.0 and "1" are one."""
+    text = repr(float(value))
+    return text[:-2] if text.endswith(".0") else text
+
+
+def rule_levels(rule: dict) -> list[tuple[float, str, str]]:
+    """A (validated) rule's levels as (value, label, description), lowest first."""
+    return sorted((float(label), label, text) for label, text in rule["scores"].items())
+
+
 def validate_rubric(rules) -> list[dict]:
     """Return the rubric in canonical form, or raise PackageError saying which rule is wrong and why.
 
-    A rule is {"name", "target_file" (may be empty), "scores": {"0","0.25","0.5","0.75","1": text}, "weight" > 0}.
+    A rule is {"name", "target_file" (may be empty), "scores": {level: description}, "weight" > 0}. The levels are
+    the scores a judge may give for that rule: at least two distinct numbers in [0, 1], each with a description
+    (RUBRIC_SCORES, five levels, is the default for rubrics we write; imported ones may state others, e.g. steps of
+    0.2). The canonical form spells each level with level_label() and lists them lowest first.
     """
     if rules in (None, ""):
         return []
     if not isinstance(rules, list):
         raise PackageError("rubric must be a list of rules")
+    if len(rules) > MAX_RUBRIC_RULES:
+        raise PackageError(f"rubric has {len(rules)} rules, more than the {MAX_RUBRIC_RULES} allowed")
     out = []
     names = set()
     for i, rule in enumerate(rules):
@@ -73,33 +93,42 @@ def validate_rubric(rules) -> list[dict]:
         name = rule.get("name")
         if not isinstance(name, str) or not name.strip():
             raise PackageError(f"{where} needs a non-empty 'name'")
+        if len(name) > MAX_RULE_NAME_CHARS:
+            raise PackageError(f"{where}: the name is {len(name)} characters, over the limit of {MAX_RULE_NAME_CHARS}")
         if name in names:
             raise PackageError(f"{where}: the name {name!r} is used twice")
         names.add(name)
         scores = rule.get("scores")
-        if not isinstance(scores, dict):
-            raise PackageError(f"{where} ({name}) needs 'scores': descriptions for 0, 0.25, 0.5, 0.75 and 1")
-        canonical = {}
+        if not isinstance(scores, dict) or not scores:
+            raise PackageError(
+                f"{where} ({name}) needs 'scores': a description for each level it may score, e.g. for "
+                + ", ".join(RUBRIC_SCORES)
+            )
+        if len(scores) > MAX_RUBRIC_LEVELS:
+            raise PackageError(f"{where} ({name}): {len(scores)} score levels, more than the {MAX_RUBRIC_LEVELS} allowed")
+        levels: dict[float, str] = {}
         for key, text in scores.items():
             try:
                 level = float(key)
             except (TypeError, ValueError):
                 raise PackageError(f"{where} ({name}): score level {key!r} is not a number") from None
-            label = next((s for s in RUBRIC_SCORES if float(s) == level), None)
-            if label is None:
-                raise PackageError(f"{where} ({name}): score level {key!r} is not one of 0, 0.25, 0.5, 0.75, 1")
+            if not 0.0 <= level <= 1.0:  # NaN fails this too
+                raise PackageError(f"{where} ({name}): score level {key!r} is not in [0, 1]")
+            label = level_label(level)
+            if level in levels:
+                raise PackageError(f"{where} ({name}): score level {label} is given twice")
             if not isinstance(text, str) or not text.strip():
                 raise PackageError(f"{where} ({name}): the description for score {label} is empty")
-            canonical[label] = text
-        missing = [s for s in RUBRIC_SCORES if s not in canonical]
-        if missing:
-            raise PackageError(f"{where} ({name}): missing descriptions for score {', '.join(missing)}")
+            levels[level] = text
+        if len(levels) < 2:
+            raise PackageError(f"{where} ({name}): needs at least two score levels, e.g. 0 and 1")
         weight = rule.get("weight", 1.0)
-        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight > 0:
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 < weight < float("inf"):
             raise PackageError(f"{where} ({name}): weight must be a positive number")
         target = rule.get("target_file", "") or ""
         if not isinstance(target, str):
             raise PackageError(f"{where} ({name}): target_file must be a string")
+        canonical = {level_label(level): levels[level] for level in sorted(levels)}
         out.append({"name": name, "target_file": target, "scores": canonical, "weight": weight})
     return out
 

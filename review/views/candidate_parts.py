@@ -20,7 +20,7 @@ from review import services
 from review.models import SEVERITY_RANK, DiagnosisIssue, ReviewDecision
 from tasks.diffing import diff_lines, diff_revisions, role_folder
 from tasks.models import TaskRevision
-from tasks.package import RUBRIC_SCORES
+from tasks.templatetags.task_tags import score_levels
 from tasks.sanity import SANITY_JOB
 from tasks.viewers import MAX_TEXT_BYTES, decode_text, is_binary, view_file
 from tasks.views import files_by_role, sanity_context
@@ -108,11 +108,8 @@ class Unit:
 
     @property
     def rubric_rows(self) -> list[dict]:
-        """The rubric's rules with their score descriptions in level order, for its table."""
-        return [
-            rule | {"levels": [rule["scores"].get(level, "") for level in RUBRIC_SCORES]}
-            for rule in self.revision.rubric
-        ]
+        """The rubric's rules with their own score levels, lowest first, as (level, description), for its table."""
+        return [rule | {"levels": score_levels(rule)} for rule in self.revision.rubric]
 
     @property
     def editor_rows(self) -> int:

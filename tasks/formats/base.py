@@ -23,7 +23,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from ..package import RUBRIC_SCORES, PackageError, PackageFile, TaskPackage
+from ..package import PackageError, PackageFile, TaskPackage, level_label
 from ..paths import TaskFileError, normalize_path
 
 LAYOUT_KEY = "_layout"
@@ -154,20 +154,18 @@ def rule_from_text(name: str, text: str, weight: float = 1.0) -> dict:
 
 
 def fill_score_levels(levels: dict[str, str]) -> dict[str, str]:
-    """Complete a rule's descriptions when a source gives only some levels (say 1, 0.5 and 0)."""
-    out = dict(levels)
-    for label in RUBRIC_SCORES:
-        if label in out:
-            continue
-        lower = [s for s in RUBRIC_SCORES if float(s) < float(label) and s in levels]
-        upper = [s for s in RUBRIC_SCORES if float(s) > float(label) and s in levels]
-        if lower and upper:
-            out[label] = f"Between the descriptions for {lower[-1]} and {upper[0]}."
-        elif upper:
-            out[label] = f"Falls clearly short of the description for {upper[0]}: {levels[upper[0]]}"
-        else:
-            out[label] = f"Goes clearly beyond the description for {lower[-1]}: {levels[lower[-1]]}"
-    return {label: out[label] for label in RUBRIC_SCORES}
+    """A rule's levels as a source states them, with 0 and 1 described when it leaves them out.
+
+    A source's own levels stand (PinchBench may score in steps of 0.2, or give only 1, 0.5 and 0); only the ends of
+    the scale are added, so the judge can always say "not at all" and "fully".
+    """
+    out = {level_label(float(k)): v for k, v in levels.items()}
+    stated = sorted(out, key=float)
+    if "0" not in out:
+        out["0"] = f"Falls clearly short of the description for {stated[0]}: {out[stated[0]]}"
+    if "1" not in out:
+        out["1"] = f"Goes clearly beyond the description for {stated[-1]}: {out[stated[-1]]}"
+    return {label: out[label] for label in sorted(out, key=float)}
 
 
 # --- remembering how the source spelled things (see the module docstring) -----------------------------

@@ -3,7 +3,7 @@
 Each task file has YAML front matter (`id`, `name`, `category`, `grading_type` automated|llm_judge|hybrid,
 `timeout_seconds`, `workspace_files`, `grading_weights`) and `##` sections: Prompt, Expected Behavior,
 Grading Criteria, Automated Checks (a ```python block defining `grade(transcript, workspace_path) -> dict`)
-and LLM Judge Rubric (`### Criterion N: Name (Weight: 30%)` with `**Score 1.0**: ...` lines).
+and LLM Judge Rubric (`### Criterion N: Name (Weight: 30%)` with `**Score 1.0**: ...` lines: any levels in [0, 1]).
 
 How a task maps onto ours, mirroring how PinchBench itself grades:
 - `workspace_files` entries are `{source, dest}` (source under assets/, or in `tasks/<task file stem>/`),
@@ -11,7 +11,8 @@ How a task maps onto ours, mirroring how PinchBench itself grades:
 - The Automated Checks code becomes the checker: reward/grade_impl.py (verbatim), reward/check.py (calls
   grade() with the transcript from the reward payload and the workspace, prints clamped sub-scores)
   and the standard reward/reward.sh.
-- The LLM Judge Rubric becomes rubric rules (weights from the rubric). An llm_judge task without a
+- The LLM Judge Rubric becomes rubric rules (weights from the rubric), each with the score levels its criterion
+  states (1.0/0.75/…/0, or steps of 0.2, …; 0 and 1 are described when left out). An llm_judge task without a
   rubric section is judged on its Grading Criteria checklist, one rule per item, as PinchBench does.
 - λ (the code weight): automated 1 (no rubric), llm_judge 0, hybrid = automated share of
   `grading_weights` (PinchBench's default 0.5/0.5). An llm_judge task without Automated Checks gets a
@@ -30,7 +31,7 @@ from pathlib import Path
 
 import yaml
 
-from ..package import STANDARD_REWARD_SH, PackageError, PackageFile, TaskPackage, validate_rubric
+from ..package import STANDARD_REWARD_SH, PackageError, PackageFile, TaskPackage, level_label, validate_rubric
 from ..paths import TaskFileError, normalize_path
 from .base import ReadFailure, TaskFormat, fill_score_levels, read_regular_file, rule_from_text
 
@@ -108,7 +109,6 @@ _SCORE = re.compile(
     r"^\s*(?:[-*]\s*)?\*\*\s*(?:score\s*)?(?P<level>\d+(?:\.\d+)?)\s*:?\s*\*\*\s*:?\s*(?P<text>.*)$", re.IGNORECASE
 )
 _CHECKBOX = re.compile(r"^\s*[-*]\s+\[[ xX]\]\s+(.+)$")
-_LEVELS = {0.0: "0", 0.25: "0.25", 0.5: "0.5", 0.75: "0.75", 1.0: "1"}
 
 
 def split_sections(body: str) -> dict[str, str]:
@@ -158,12 +158,15 @@ def parse_rubric(text: str) -> list[dict]:
         score = _SCORE.match(line)
         if score:
             value = float(score.group("level"))
-            if value not in _LEVELS:
+            if not 0.0 <= value <= 1.0:
                 raise PackageError(
-                    f"LLM Judge Rubric, {current['name']!r}: score level {score.group('level')} is not one of "
-                    "0, 0.25, 0.5, 0.75, 1"
+                    f"LLM Judge Rubric, {current['name']!r}: score level {score.group('level')} is not in [0, 1]"
                 )
-            level = _LEVELS[value]
+            level = level_label(value)
+            if level in current["levels"]:
+                raise PackageError(
+                    f"LLM Judge Rubric, {current['name']!r}: score level {score.group('level')} is given twice"
+                )
             current["levels"][level] = score.group("text").strip()
         elif line.strip() and line.strip() != "---":
             if level is None:

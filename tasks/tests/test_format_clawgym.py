@@ -62,7 +62,7 @@ def test_reads_one_task_folder_and_nested_files(tmp_path):
          "task_b/data_entry.json: needs 'user_query', a non-empty string"),
         (lambda f: (f / "data_entry.json").write_text(json.dumps(
             {"task_id": "task_b", "user_query": "q", "rubric": [{"name": "r", "scores": {"1": "all"}}]})), "task_b",
-         "task_b/data_entry.json: rubric rule 1 (r): missing descriptions for score 0, 0.25, 0.5, 0.75"),
+         "task_b/data_entry.json: rubric rule 1 (r): needs at least two score levels, e.g. 0 and 1"),
         (lambda f: (f / "data_entry.json").write_text(json.dumps(
             {"task_id": "task_b", "user_query": "q", "lambda": 2})),
          "task_b", "task_b/data_entry.json: code weight λ must be a number in [0, 1], got 2"),

@@ -184,8 +184,9 @@ def test_hybrid_task(bench):
     assert accuracy["scores"]["1"] == "Captures every decision and action item."
     assert accuracy["scores"]["0"] == "Missing or wrong."
     assert (layout["name"], layout["weight"]) == ("Email Format", 65.0)
-    assert layout["scores"]["0.5"] == "Right information, unnatural email."
-    assert layout["scores"]["0.75"] == "Between the descriptions for 0.5 and 1."
+    # A criterion keeps the levels it states, no more: the judge answers one of 1, 0.5 and 0.
+    assert layout["scores"] == {"0": "Not an email.", "0.5": "Right information, unnatural email.",
+                                "1": "Reads like a real email."}
 
 
 def test_llm_judge_task_without_rubric_is_judged_on_its_criteria(bench):
@@ -269,7 +270,9 @@ def _with(bench, name: str, text: str):
         ("---\nid: t_bad\ngrading_type: llm_judge\n---\n## Prompt\nx\n",
          "an llm_judge/hybrid task needs an LLM Judge Rubric or Grading Criteria section"),
         ("---\nid: t_bad\ngrading_type: llm_judge\n---\n## Prompt\nx\n## LLM Judge Rubric\n### Criterion 1: A\n"
-         "**Score 0.8**: odd\n", "'A': score level 0.8 is not one of 0, 0.25, 0.5, 0.75, 1"),
+         "**Score 1.5**: beyond the scale\n**Score 0**: no\n", "'A': score level 1.5 is not in [0, 1]"),
+        ("---\nid: t_bad\ngrading_type: llm_judge\n---\n## Prompt\nx\n## LLM Judge Rubric\n### Criterion 1: A\n"
+         "**Score 1.0**: yes\n**Score 1**: also yes\n", "'A': score level 1 is given twice"),
     ],
 )
 def test_a_bad_task_file_is_reported_and_the_others_are_read(bench, text, error):
@@ -298,3 +301,83 @@ def test_free_text_rubric_becomes_one_rule(bench):
 def test_pinchbench_cannot_be_exported(tmp_path):
     with pytest.raises(ValueError, match="import only"):
         fmt.write([], tmp_path / "out")
+
+
+# PinchBench's own shape for a criterion scored in steps of 0.2 (one of its 23 tasks does this); written here.
+STEPS_OF_A_FIFTH = """\
+---
+id: task_release_notes
+name: Release Notes Draft
+category: writing
+grading_type: llm_judge
+timeout_seconds: 240
+workspace_files:
+  - path: "CHANGELOG.md"
+    content: |
+      ## 2.4.0
+      - fix: retry uploads on 503
+      - feat: dark mode
+---
+
+# Release Notes Draft
+
+## Prompt
+
+Turn `CHANGELOG.md` into user-facing release notes in `release_notes.md`.
+
+## Expected Behavior
+
+Plain-language notes grouped into new features and fixes.
+
+## LLM Judge Rubric
+
+### Criterion 1: Coverage (Weight: 60%)
+
+**Score 1.0**: Every changelog entry appears, in plain language.
+**Score 0.8**: One minor entry is missing.
+**Score 0.6**: Two entries are missing, or one is misdescribed.
+**Score 0.4**: Only about half the entries appear.
+**Score 0.2**: A single entry appears.
+**Score 0.0**: No release notes.
+
+### Criterion 2: Tone (Weight: 40%)
+
+**Score 1.0**: Friendly and concise.
+**Score 0.5**: Accurate but reads like a commit log.
+**Score 0.0**: Unreadable.
+"""
+
+
+def test_a_criterion_scored_in_steps_of_a_fifth_keeps_its_six_levels(bench):
+    (bench / "tasks" / "task_release_notes.md").write_text(STEPS_OF_A_FIFTH)
+    task = by_id(bench)["task_release_notes"]
+    coverage, tone = task.rubric
+    assert list(coverage["scores"]) == ["0", "0.2", "0.4", "0.6", "0.8", "1"]
+    assert coverage["scores"]["0.8"] == "One minor entry is missing."
+    assert coverage["weight"] == 60.0 and task.code_weight == 0.0
+    assert list(tone["scores"]) == ["0", "0.5", "1"]
+    assert validate_rubric(task.rubric) == task.rubric
+
+
+def test_only_the_ends_of_the_scale_are_added_when_left_out(bench):
+    _with(bench, "t_ends.md", "---\nid: t_ends\ngrading_type: llm_judge\n---\n## Prompt\nx\n## LLM Judge Rubric\n"
+                              "### Criterion 1: Totals\n**Score 0.6**: most totals right\n")
+    (rule,) = by_id(bench)["t_ends"].rubric
+    assert list(rule["scores"]) == ["0", "0.6", "1"]
+    assert rule["scores"]["0.6"] == "most totals right"
+    assert rule["scores"]["0"].startswith("Falls clearly short of the description for 0.6")
+
+
+def test_the_imported_levels_are_what_the_task_page_shows(bench, viewer_client):
+    from django.urls import reverse
+
+    from tasks.importing import import_path
+
+    (bench / "tasks" / "task_release_notes.md").write_text(STEPS_OF_A_FIFTH)
+    report = import_path(bench, fmt="pinchbench")
+    assert not report.failed and report.imported == 4
+    page = viewer_client.get(reverse("tasks:detail", args=["task_release_notes"])).content.decode()
+    rubric = page[page.index('id="rubric"'):]
+    shown = [rubric.index(f'<th class="num">{level}</th>') for level in ("0", "0.2", "0.4", "0.6", "0.8", "1")]
+    assert shown == sorted(shown)  # every level, lowest first
+    assert "One minor entry is missing." in rubric and '<th class="num">0.75</th>' not in rubric.split("Tone")[0]

@@ -135,6 +135,27 @@ def test_a_level_written_as_a_string_is_accepted_without_repair(judge, scripted_
     assert judgement.score == 0.5 and not judgement.repaired and len(scripted_upstream.requests) == 1
 
 
+def test_a_rule_with_its_own_levels_is_judged_on_them(judge, scripted_upstream):
+    # As imported from a PinchBench criterion scored in steps of 0.2.
+    fifths = {"name": "Coverage", "target_file": "report.md", "weight": 60.0, "scores": {
+        "1.0": "every entry", "0.8": "one missing", "0.6": "two missing", "0.4": "half", "0.2": "one entry",
+        "0.0": "nothing"}}  # fmt: skip
+    revision = make_revision([fifths, rule("Tone")])
+    # 0.75 is a level of the five-level Tone rule, not of Coverage: refused there, then ".80" names 0.8.
+    scripted_upstream.push(verdict(0.75, "most"), verdict(".80", "one entry missing"), verdict(0.8), verdict(0.75))
+
+    coverage, tone = judge_rubric(revision, {"report.md": b"notes"}, "", endpoint=judge)
+
+    assert (coverage.score, coverage.repaired, coverage.failed) == (0.8, True, False)
+    prompt = user_prompt(scripted_upstream.requests[0])
+    assert "Score levels (the score must be one of 0, 0.2, 0.4, 0.6, 0.8, 1):" in prompt
+    assert "- 0.8: one missing\n" in prompt and "0.25" not in prompt
+    # The five-level rule refuses 0.8 and takes 0.75.
+    assert (tone.score, tone.repaired) == (0.75, True)
+    assert "one of 0, 0.25, 0.5, 0.75, 1" in user_prompt(scripted_upstream.requests[2])
+    assert len(scripted_upstream.requests) == 4
+
+
 def test_twice_malformed_is_a_judge_failure_never_a_zero(judge, scripted_upstream):
     revision = make_revision([rule("Accuracy"), rule("Tone")])
     scripted_upstream.push(Reply.text("no idea"), verdict("excellent"), verdict(1))

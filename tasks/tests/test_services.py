@@ -88,7 +88,11 @@ def test_revisions_are_immutable():
         ({"instruction": "  "}, "instruction"),
         ({"files": [PackageFile("../x", b"")]}, "'..'"),
         ({"files": [PackageFile("a.txt", b"", role="secret")]}, "unknown file role"),
-        ({"rubric": [{"name": "r", "scores": {"0": "a", "1": "b"}}]}, "missing descriptions for score 0.25"),
+        ({"rubric": [{"name": "r", "scores": {"1": "b"}}]}, "needs at least two score levels"),
+        ({"rubric": [{"name": "r", "scores": {"0": "a", "1.2": "b"}}]}, r"score level '1.2' is not in \[0, 1\]"),
+        ({"rubric": [{"name": "r", "scores": {"0": "a", "nan": "b"}}]}, r"score level 'nan' is not in \[0, 1\]"),
+        ({"rubric": [{"name": "r", "scores": {"0": "a", "1": "b", "1.0": "c"}}]}, "score level 1 is given twice"),
+        ({"rubric": [{"name": "r", "scores": {"0": "a", "0.5": " "}}]}, "the description for score 0.5 is empty"),
         ({"rubric": RUBRIC * 2}, "used twice"),
         ({"code_weight": 1.5}, "λ"),
     ],
@@ -105,6 +109,16 @@ def test_rubric_is_stored_canonically():
     revision = save_package(package(rubric=rubric, code_weight=0.6)).revision
     assert list(revision.rubric[0]["scores"]) == ["0", "0.25", "0.5", "0.75", "1"]
     assert revision.code_weight == 0.6
+
+
+@pytest.mark.django_db
+def test_a_rule_may_state_its_own_levels_in_0_1():
+    fifths = {"1.0": "all", "0.8": "most", "0.6": "many", "0.4": "some", "0.2": "few", "0.0": "none"}
+    rubric = [dict(RUBRIC[0], scores=fifths), dict(RUBRIC[0], name="pass", scores={"1": "yes", "0": "no"})]
+    revision = save_package(package(rubric=rubric)).revision
+    assert revision.rubric[0]["scores"] == {"0": "none", "0.2": "few", "0.4": "some", "0.6": "many", "0.8": "most",
+                                            "1": "all"}
+    assert list(revision.rubric[1]["scores"]) == ["0", "1"]
 
 
 @pytest.mark.django_db
