@@ -37,11 +37,14 @@ METRIC_LABELS = {
 def _list_context(request, start_form) -> dict:
     form = RolloutFilterForm(request.GET)
     rollouts = form.filter(Rollout.objects.select_related("revision__task", "endpoint"))
+    page = Paginator(rollouts, PAGE_SIZE).get_page(request.GET.get("page"))
     return {
         "nav": "rollouts",
         "form": form,
         "start_form": start_form,
-        "page": Paginator(rollouts, PAGE_SIZE).get_page(request.GET.get("page")),
+        "page": page,
+        # The results poll while a rollout on show is unfinished.
+        "unfinished": any(not r.is_finished for r in page.object_list),
         "endpoint_names": ModelEndpoint.objects.values_list("name", flat=True),
         "status_counts": dict(rollouts.order_by().values_list("status").annotate(n=Count("id"))),
     }
@@ -90,7 +93,7 @@ def rollout_detail(request, pk: int):
         "trajectories": rollout.trajectories.all(),
         "sub_scores": sorted(rollout.sub_scores.items()),
     }
-    return render_page(request, "evaluation/rollout_detail.html", context, partial="summary")
+    return render_page(request, "evaluation/rollout_detail.html", context, partial="rollout")
 
 
 @reviewer_required

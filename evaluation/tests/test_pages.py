@@ -74,13 +74,34 @@ def test_the_rollout_page_shows_the_conversation_diff_scores_and_calls(viewer_cl
     assert "Retry" not in html  # scored: nothing to retry
 
 
-def test_the_running_page_refreshes_its_summary_and_htmx_gets_only_the_summary(viewer_client, fruit_task, agent_endpoint):
+def test_the_running_page_polls_through_its_partial_until_the_rollout_finishes(viewer_client, fruit_task, agent_endpoint):
     rollout = Rollout.objects.create(revision=fruit_task, endpoint=agent_endpoint, harness="openclaw",
                                      status=Rollout.Status.RUNNING, attempt=1)  # fmt: skip
     url = reverse("evaluation:detail", args=[rollout.pk])
-    assert 'hx-trigger="every 3s"' in viewer_client.get(url).content.decode()
+    polling = f'<div id="rollout" hx-get="{url}" hx-trigger="every 3s" hx-swap="outerHTML"'
+    assert polling in viewer_client.get(url).content.decode()
+    # The partial that replaces the polling element (outerHTML) must carry the same wrapper, or polling stops.
     partial = viewer_client.get(url, headers={"HX-Request": "true"}).content.decode()
-    assert "Rollout #" in partial and "Transcript" not in partial
+    assert partial.lstrip().startswith(polling)
+    assert "<html" not in partial and "Rollout #" in partial and "Running" in partial
+
+    Rollout.objects.filter(pk=rollout.pk).update(status=Rollout.Status.SCORED, score=0.5, code_score=0.5)
+    done = viewer_client.get(url, headers={"HX-Request": "true"}).content.decode()
+    assert done.lstrip().startswith('<div id="rollout"') and "hx-trigger" not in done and "0.500" in done
+
+
+def test_the_list_polls_while_a_rollout_on_show_is_unfinished(viewer_client, fruit_task, agent_endpoint):
+    rollout = Rollout.objects.create(revision=fruit_task, endpoint=agent_endpoint, harness="builtin")
+    url = reverse("evaluation:list")
+    page = viewer_client.get(url, {"harness": "builtin"}).content.decode()
+    polling = '<section id="results" class="card" hx-get="/rollouts/?harness=builtin" hx-trigger="every 3s" hx-swap="outerHTML">'
+    assert polling in page
+    partial = viewer_client.get(url, {"harness": "builtin"}, headers={"HX-Request": "true"}).content.decode()
+    assert partial.lstrip().startswith(polling) and "Queued" in partial
+
+    Rollout.objects.filter(pk=rollout.pk).update(status=Rollout.Status.SCORED, score=1.0)
+    done = viewer_client.get(url, {"harness": "builtin"}, headers={"HX-Request": "true"}).content.decode()
+    assert done.lstrip().startswith('<section id="results"') and "hx-trigger" not in done and "1.000" in done
 
 
 def test_the_list_filters_and_links_each_rollout(viewer_client, scored, fruit_task, agent_endpoint):
