@@ -1,6 +1,7 @@
 """ClawGym settings: everything that varies between machines comes from the environment."""
 
 import os
+import tempfile
 from pathlib import Path
 
 import dj_database_url
@@ -118,6 +119,13 @@ STORAGES = {
 # Uploaded archives can be large; they are streamed to disk, never held in memory.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
+# Request bodies are bounded before they are read (clawgym_site.body_limits, around the whole ASGI app): a body over
+# its route's limit gets 413 at once (declared length) or as soon as the bytes pass it (chunked). The import upload
+# routes take archives; the proxy's limit is CLAWGYM_PROXY_MAX_REQUEST_BYTES; a request carrying no credential (no
+# session cookie, no Authorization header) can only be a login, so it gets the anonymous limit.
+CLAWGYM_MAX_REQUEST_BYTES = env_int("CLAWGYM_MAX_REQUEST_BYTES", 64 * 1024 * 1024)
+CLAWGYM_MAX_UPLOAD_BYTES = env_int("CLAWGYM_MAX_UPLOAD_BYTES", 1024 * 1024 * 1024)
+CLAWGYM_ANONYMOUS_MAX_REQUEST_BYTES = env_int("CLAWGYM_ANONYMOUS_MAX_REQUEST_BYTES", 64 * 1024)
 
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not the cookie
@@ -171,6 +179,10 @@ CLAWGYM_UPLOAD_DIR = VAR_DIR / "uploads"
 CLAWGYM_JOB_ENGINE = env_choice("CLAWGYM_JOB_ENGINE", "django_q", {"django_q", "celery"})
 # A running job whose heartbeat is older than this may be claimed again (its worker died).
 CLAWGYM_JOB_STALE_SECONDS = env_int("CLAWGYM_JOB_STALE_SECONDS", 600)
+# Jobs' workspaces (sanity checks, rollouts) live here while they run, one held folder each (jobs/scratch.py), and a
+# dead worker's are removed by whoever finds it dead. The sandbox's uid must be able to traverse every folder above,
+# and the path must stay short: a rollout's Unix socket lives inside (108 bytes at most).
+CLAWGYM_SCRATCH_DIR = Path(env_str("CLAWGYM_SCRATCH_DIR", f"{tempfile.gettempdir()}/clawgym-scratch-{os.geteuid()}"))
 
 Q_CLUSTER = {
     "name": env_str("CLAWGYM_Q_NAME", "clawgym"),
@@ -217,9 +229,25 @@ CLAWGYM_CHECKER_MAX_OUTPUT_BYTES = env_int("CLAWGYM_CHECKER_MAX_OUTPUT_BYTES", 1
 CLAWGYM_SANITY_TOLERANCE = env_float("CLAWGYM_SANITY_TOLERANCE", 0.0)
 
 # --- LLM gateway (llm/): model client and recording proxy ---
-# Where agents reach the proxy: session base URLs are CLAWGYM_PROXY_PUBLIC_URL/proxy/<token>/v1.
-CLAWGYM_PROXY_PUBLIC_URL = env_str("CLAWGYM_PROXY_PUBLIC_URL", "http://127.0.0.1:8000")
+# Where agents reach the proxy: session base URLs are CLAWGYM_PROXY_PUBLIC_URL/proxy/<token>/v1. By default the
+# port the web server listens on (PORT, as scripts/run.sh uses it), so changing the port moves the proxy with it.
+CLAWGYM_PROXY_PUBLIC_URL = env_str("CLAWGYM_PROXY_PUBLIC_URL", f"http://127.0.0.1:{env_int('PORT', 8000)}")
+# An endpoint's key is read only from CLAWGYM_KEY_… variables or those listed here (comma-separated), e.g.
+# OPENAI_API_KEY: a key goes out as a bearer token to the endpoint's host, so no other server secret may be named.
+CLAWGYM_API_KEY_ENV_ALLOW = env_list("CLAWGYM_API_KEY_ENV_ALLOW", [])
 CLAWGYM_PROXY_MAX_REQUEST_BYTES = env_int("CLAWGYM_PROXY_MAX_REQUEST_BYTES", 32 * 1024 * 1024)
+# Deeper JSON than this in a proxied request is refused (400): real requests nest a few levels, tool schemas a few dozen.
+CLAWGYM_PROXY_MAX_JSON_DEPTH = env_int("CLAWGYM_PROXY_MAX_JSON_DEPTH", 128)
+# Per path prefix, the longest matching one wins; CLAWGYM_REQUEST_BYTES_BY_PATH (a JSON object) adds or overrides.
+CLAWGYM_REQUEST_BYTES_BY_PATH = {
+    "/tasks/import/": CLAWGYM_MAX_UPLOAD_BYTES,
+    "/api/imports/": CLAWGYM_MAX_UPLOAD_BYTES,
+    "/proxy/": CLAWGYM_PROXY_MAX_REQUEST_BYTES,
+    **env_json("CLAWGYM_REQUEST_BYTES_BY_PATH", {}),
+}
+# A proxy session's token is refused after this long even if nobody closed it (`proxy_session` sessions; a rollout's
+# session lives as long as its agent may run, and is closed when the rollout ends).
+CLAWGYM_PROXY_SESSION_TTL_SECONDS = env_int("CLAWGYM_PROXY_SESSION_TTL_SECONDS", 12 * 3600)
 CLAWGYM_PROXY_MAX_CONNECTIONS = env_int("CLAWGYM_PROXY_MAX_CONNECTIONS", 512)  # upstream, per web process
 CLAWGYM_PROXY_DB_THREADS = env_int("CLAWGYM_PROXY_DB_THREADS", 2)  # the proxy's database threads, per web process
 # Client retries: exponential backoff from this base, capped; a waiting call gives up on a busy endpoint after

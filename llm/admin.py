@@ -35,10 +35,16 @@ class ModelCallAdmin(ReadOnlyAdmin):
 
 @admin.register(ProxySession)
 class ProxySessionAdmin(admin.ModelAdmin):
-    list_display = ["id", "endpoint", "subject", "is_open", "created_at", "closed_at"]
+    """Tokens are stored hashed and never shown; an admin may close a session (untick is_open) or shorten it."""
+
+    list_display = ["id", "endpoint", "subject", "is_open", "created_at", "expires_at", "closed_at"]
     list_filter = ["is_open", "endpoint"]
-    search_fields = ["subject", "token"]
-    readonly_fields = ["token", "created_at", "closed_at"]
+    search_fields = ["subject"]
+    exclude = ["token_hash"]
+    readonly_fields = ["endpoint", "subject", "created_at", "closed_at"]
+
+    def has_add_permission(self, request, obj=None):
+        return False  # a session is opened by open_proxy_session, which hands out its token once
 
 
 @admin.register(EndpointLease)

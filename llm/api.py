@@ -3,7 +3,7 @@
     GET    /api/model-endpoints/            every endpoint (the key's variable name and whether it is set, never the key)
     POST   /api/model-endpoints/            admin
     GET    /api/model-endpoints/{name}/     PATCH/PUT/DELETE: admin (the name does not change)
-    GET    /api/model-calls/                ?purpose=&endpoint=&subject=&session=&outcome=ok|error  newest first
+    GET    /api/model-calls/                ?purpose=&endpoint=&subject=&session=<id>&outcome=ok|error  newest first
     GET    /api/model-calls/{id}/           with the full request and response
 """
 
@@ -45,7 +45,7 @@ class ModelEndpointViewSet(viewsets.ModelViewSet):
 class ModelCallViewSet(
     QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
 ):
-    queryset = ModelCall.objects.select_related("session")
+    queryset = ModelCall.objects.all()
     filter_serializer_class = ModelCallFilterSerializer
 
     def get_serializer_class(self):

@@ -17,6 +17,7 @@ from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.core.handlers.exception import convert_exception_to_response
 from django.urls import set_script_prefix
+from django.utils.log import log_response
 
 PREFIX = "/proxy/"
 
@@ -32,7 +33,19 @@ class ProxyASGIHandler(ASGIHandler):
         await self.handle(scope, receive, send)
 
     async def handle(self, scope, receive, send):
-        """Django's ASGIHandler.handle without the request signals (see the module's docstring)."""
+        """Django's ASGIHandler.handle without the request signals (see the module's docstring), and the session's
+        token checked before a byte of the body is read: without a usable token nobody can make us read one."""
+        from .proxy import SESSION_SCOPE_KEY, token_refusal, usable_session
+
+        session = await usable_session(token_in_path(scope["path"]))
+        if session is None:
+            set_script_prefix(get_script_prefix(scope))
+            refusal = token_refusal()
+            # As Django logs a refused request (the path's token is masked by llm.apps.RedactProxyTokens).
+            log_response("%s: %s", refusal.reason_phrase, scope["path"], response=refusal)
+            await self.send_response(refusal, send)
+            return
+        scope[SESSION_SCOPE_KEY] = session  # the view takes it from here (one lookup per request)
         try:
             body_file = await self.read_body(receive)
         except RequestAborted:
@@ -62,6 +75,11 @@ class ProxyASGIHandler(ASGIHandler):
             await self.send_response(response, send)
         except asyncio.CancelledError:
             pass  # the caller went away while we were sending
+
+
+def token_in_path(path: str) -> str:
+    """/proxy/<token>/v1/... -> <token>"""
+    return path[len(PREFIX):].split("/", 1)[0]
 
 
 def with_proxy_lane(site_app):

@@ -37,7 +37,7 @@ class CallFilterForm(forms.Form):
     purpose = forms.CharField(required=False, max_length=80)
     endpoint = forms.CharField(required=False, max_length=80)
     subject = forms.CharField(required=False, max_length=200)
-    session = forms.CharField(required=False, max_length=64)
+    session = forms.IntegerField(required=False, min_value=1, help_text="A proxy session's id (its token is never shown).")
     outcome = forms.ChoiceField(required=False, choices=[("", "Any outcome"), ("ok", "OK"), ("error", "Error")])
 
     def filter(self, calls):
@@ -50,7 +50,7 @@ class CallFilterForm(forms.Form):
         if data.get("subject"):
             calls = calls.filter(subject__icontains=data["subject"].strip())
         if data.get("session"):
-            calls = calls.filter(session__token=data["session"].strip())
+            calls = calls.filter(session_id=data["session"])
         if data.get("outcome") == "ok":
             calls = calls.filter(error="")
         elif data.get("outcome") == "error":

@@ -5,19 +5,24 @@ llm knows no other app: the object a call served is a generic reference (content
 importing them.
 """
 
+import hashlib
 import os
 import re
 import secrets
+from datetime import timedelta
 from decimal import Decimal
 from urllib.parse import urlsplit
 
+from django.conf import settings
 from django.contrib.contenttypes.fields import GenericForeignKey
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
+from django.utils import timezone
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+API_KEY_ENV_PREFIX = "CLAWGYM_KEY_"
 MILLION = Decimal(1_000_000)
 # Set by the client or the caller, never by an endpoint's default sampling settings.
 RESERVED_SAMPLING_KEYS = {"model", "messages", "input", "stream"}
@@ -32,9 +37,29 @@ def validate_base_url(value: str) -> None:
         raise ValidationError("the base URL takes no query string or fragment")
 
 
+def key_env_refusal(name: str) -> str:
+    """Why `name` may not hold an endpoint's API key ("" when it may).
+
+    An endpoint's key goes out as a bearer token to whatever host its base URL names, so the variable it is read
+    from is fenced: only CLAWGYM_KEY_… names, or names listed in CLAWGYM_API_KEY_ENV_ALLOW. Otherwise anyone who
+    may edit an endpoint could send any server secret (DATABASE_URL, SECRET_KEY) to a host of their choice.
+    """
+    if not ENV_NAME.match(name):
+        return f"{name!r} is not an environment variable name (letters, digits, underscores)"
+    if name.startswith(API_KEY_ENV_PREFIX) and len(name) > len(API_KEY_ENV_PREFIX):
+        return ""
+    if name in settings.CLAWGYM_API_KEY_ENV_ALLOW:
+        return ""
+    return (
+        f"{name!r} may not hold an API key: name a variable starting with {API_KEY_ENV_PREFIX} "
+        "(e.g. CLAWGYM_KEY_OPENAI) or add it to the CLAWGYM_API_KEY_ENV_ALLOW setting"
+    )
+
+
 def validate_env_name(value: str) -> None:
-    if value and not ENV_NAME.match(value):
-        raise ValidationError(f"{value!r} is not an environment variable name (letters, digits, underscores)")
+    refusal = key_env_refusal(value) if value else ""
+    if refusal:
+        raise ValidationError(refusal)
 
 
 class ModelEndpoint(models.Model):
@@ -63,7 +88,7 @@ class ModelEndpoint(models.Model):
         max_length=100,
         blank=True,
         validators=[validate_env_name],
-        help_text="Name of the environment variable holding the API key (blank: the server needs none).",
+        help_text="Name of the environment variable holding the API key, CLAWGYM_KEY_… (blank: the server needs none).",
     )
     roles = models.JSONField(default=list, blank=True, help_text="What it may serve: generator, judge, diagnosis, agent.")
     timeout_seconds = models.FloatField(default=120.0, validators=[MinValueValidator(0.1)])
@@ -98,13 +123,27 @@ class ModelEndpoint(models.Model):
         return role in (self.roles or [])
 
     def api_key(self) -> str | None:
-        """The key from the environment, or None when no variable is named. Never log or render it."""
+        """The key from the environment, or None when no variable is named. Never log or render it.
+
+        Checked again here, not only when the endpoint is saved: a row stored before the fence (or written around
+        the model's validation) must not send a server secret upstream. Raises MissingApiKey (ApiKeyNotAllowed)."""
         if not self.api_key_env:
             return None
+        refusal = key_env_refusal(self.api_key_env)
+        if refusal:
+            raise ApiKeyNotAllowed(f"endpoint {self.name!r}: {refusal}; change the endpoint's key variable")
         key = os.environ.get(self.api_key_env)
         if not key:
             raise MissingApiKey(f"endpoint {self.name!r} needs its API key in the environment variable {self.api_key_env}")
         return key
+
+    def key_state(self) -> str:
+        """What a page or the API may say about the key: none needed, set, missing or not allowed (never the key)."""
+        if not self.api_key_env:
+            return "none needed"
+        if key_env_refusal(self.api_key_env):
+            return "not allowed"
+        return "set" if os.environ.get(self.api_key_env) else "missing"
 
     def cost(self, input_tokens: int | None, output_tokens: int | None) -> Decimal:
         return (
@@ -131,28 +170,81 @@ class ModelEndpoint(models.Model):
 
 
 class MissingApiKey(Exception):
-    """The endpoint names an environment variable for its key, and the variable is unset or empty."""
+    """The endpoint's key cannot be had: its environment variable is unset or empty (or may not be used)."""
+
+
+class ApiKeyNotAllowed(MissingApiKey):
+    """The endpoint names a variable outside CLAWGYM_KEY_… and CLAWGYM_API_KEY_ENV_ALLOW: it is never read."""
 
 
 def new_session_token() -> str:
-    return secrets.token_urlsafe(24)
+    return secrets.token_urlsafe(32)
+
+
+def hash_token(token: str) -> str:
+    """How a session's token is stored: its sha256. The token itself exists only where the session was opened."""
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def unheld_token_hash() -> str:
+    """The default hash of a row made without open_proxy_session: of a token nobody was given, so none opens it."""
+    return hash_token(new_session_token())
+
+
+def default_session_expiry():
+    return timezone.now() + timedelta(seconds=settings.CLAWGYM_PROXY_SESSION_TTL_SECONDS)
+
+
+class ProxySessionQuerySet(models.QuerySet):
+    def usable(self):
+        """Sessions whose token still opens the proxy: open and not expired."""
+        return self.filter(is_open=True, expires_at__gt=timezone.now())
+
+    def by_token(self, token: str):
+        return self.filter(token_hash=hash_token(token))
 
 
 class ProxySession(models.Model):
-    """A recording session of the proxy (later: one rollout). Its token is the only credential agents get."""
+    """A recording session of the proxy (one rollout attempt, or one opened by `proxy_session`).
 
-    token = models.CharField(max_length=64, unique=True, default=new_session_token, editable=False)
+    Its token is the only credential an agent gets, and it is a bearer credential (no login): whoever holds it may
+    add calls to the session, and so to a rollout's trajectories. So the token is stored hashed, never shown (pages
+    and the API name a session by its id), handed once to whoever opened the session, refused once the session is
+    closed (its rollout ended) and refused after `expires_at` (sessions nobody closed).
+    """
+
+    token_hash = models.CharField(
+        max_length=64, unique=True, editable=False, default=unheld_token_hash, help_text="sha256 of the token."
+    )
     endpoint = models.ForeignKey(ModelEndpoint, on_delete=models.PROTECT, related_name="proxy_sessions")
     subject = models.CharField(max_length=200, blank=True, db_index=True, help_text='What it records, e.g. "rollout:42".')
     is_open = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(
+        default=default_session_expiry, help_text="After this its token gets 401 even if nobody closed it."
+    )
     closed_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ProxySessionQuerySet.as_manager()
+
+    # The plaintext token, only on the object open_proxy_session returned (never stored, never loaded).
+    token: str | None = None
 
     class Meta:
         ordering = ["-created_at", "-id"]
 
     def __str__(self):
-        return f"proxy session {self.token[:8]}… → {self.endpoint_id and self.endpoint.name}"
+        return f"proxy session #{self.pk} → {self.endpoint_id and self.endpoint.name}"
+
+    @property
+    def is_usable(self) -> bool:
+        return self.is_open and self.expires_at > timezone.now()
+
+    @property
+    def state(self) -> str:
+        if not self.is_open:
+            return "closed"
+        return "open" if self.expires_at > timezone.now() else "expired"
 
 
 class ModelCallQuerySet(models.QuerySet):
@@ -222,7 +314,7 @@ class ModelCall(models.Model):
             "model": self.model,
             "purpose": self.purpose,
             "subject": self.subject,
-            "session": self.session.token if self.session_id else None,
+            "session": self.session_id,  # the session's id: its token is a credential, never shown
             "api": self.api,
             "stream": self.stream,
             "request": self.request,

@@ -105,12 +105,44 @@ async def in_db(fn, *args):
     return await sync_to_async(_with_connection, thread_sensitive=False, executor=_db_executor())(fn, *args)
 
 
+SESSION_SCOPE_KEY = "clawgym.proxy_session"  # the lane (llm.asgi) puts the session it checked here
+
+
 def _find_session(token: str) -> ProxySession | None:
-    return ProxySession.objects.select_related("endpoint").filter(token=token, is_open=True).first()
+    if not token:
+        return None
+    return ProxySession.objects.usable().by_token(token).select_related("endpoint").first()
 
 
-async def _session(token: str) -> ProxySession | None:
+async def usable_session(token: str) -> ProxySession | None:
+    """The open, unexpired session of this token (compared by its hash), or None."""
     return await in_db(_find_session, token)
+
+
+def token_refusal() -> JsonResponse:
+    return _error(401, "unknown, closed or expired proxy session token", "invalid_request_error")
+
+
+async def _session(request, token: str) -> ProxySession | None:
+    checked = request.scope.get(SESSION_SCOPE_KEY) if hasattr(request, "scope") else None
+    return checked if checked is not None else await usable_session(token)
+
+
+def json_depth_over(value, limit: int) -> bool:
+    """Whether `value` nests deeper than `limit` (counted without recursion: the point is not to recurse)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 class _Call:
@@ -197,9 +229,9 @@ class _Refused(Exception):
 async def _read_request(request, token: str):
     """(session, body, raw bytes). Refused: 401 unknown or closed token, 413 too large, 400 not a JSON object,
     503 endpoint disabled."""
-    session = await _session(token)
+    session = await _session(request, token)
     if session is None:
-        raise _Refused(_error(401, "unknown or closed proxy session token", "invalid_request_error"))
+        raise _Refused(token_refusal())
     limit = settings.CLAWGYM_PROXY_MAX_REQUEST_BYTES
     declared = request.META.get("CONTENT_LENGTH")
     if declared and declared.isdigit() and int(declared) > limit:
@@ -208,10 +240,16 @@ async def _read_request(request, token: str):
     raw = request.read(limit + 1)
     if len(raw) > limit:
         raise _Refused(_error(413, f"request body over the proxy's limit of {limit} bytes"))
+    depth = settings.CLAWGYM_PROXY_MAX_JSON_DEPTH
+    too_deep = _Refused(_error(400, f"the request body nests deeper than {depth} levels", "invalid_request_error"))
     try:
         body = json.loads(raw)
     except ValueError as exc:
         raise _Refused(_error(400, f"the request body is not JSON: {exc}", "invalid_request_error")) from None
+    except RecursionError:
+        raise too_deep from None  # nested past Python's own limit
+    if json_depth_over(body, depth):
+        raise too_deep
     if not isinstance(body, dict):
         raise _Refused(_error(400, "the request body must be a JSON object", "invalid_request_error"))
     if not session.endpoint.enabled:
@@ -328,9 +366,9 @@ async def responses(request, token: str):
 @csrf_exempt
 async def models(request, token: str):
     """The session's one model, answered here (no upstream call, nothing recorded)."""
-    session = await _session(token)
+    session = await _session(request, token)
     if session is None:
-        return _error(401, "unknown or closed proxy session token", "invalid_request_error")
+        return token_refusal()
     created = int(session.endpoint.created_at.timestamp())
     model = {"id": session.endpoint.model, "object": "model", "created": created, "owned_by": "clawgym"}
     return JsonResponse({"object": "list", "data": [model]})

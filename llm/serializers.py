@@ -1,7 +1,5 @@
 """Model endpoints and model calls as the API shows them. An endpoint's key never appears: only its variable's name."""
 
-import os
-
 from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
@@ -24,7 +22,8 @@ class ModelEndpointSerializer(serializers.ModelSerializer):
         read_only_fields = ["created_at", "updated_at"]
 
     def get_key_is_set(self, endpoint) -> bool | None:
-        return bool(os.environ.get(endpoint.api_key_env)) if endpoint.api_key_env else None
+        state = endpoint.key_state()
+        return None if state == "none needed" else state == "set"  # a variable that may not be used is never read
 
     def validate_name(self, value):
         if self.instance is not None and value != self.instance.name:
@@ -49,7 +48,8 @@ class ModelEndpointSerializer(serializers.ModelSerializer):
 
 
 class ModelCallListSerializer(serializers.ModelSerializer):
-    session = serializers.SlugRelatedField(slug_field="token", read_only=True)
+    # The session's id: its token is a bearer credential of a live agent, never serialised.
+    session = serializers.PrimaryKeyRelatedField(read_only=True)
     ok = serializers.BooleanField(read_only=True)
 
     class Meta:
@@ -74,7 +74,7 @@ class ModelCallFilterSerializer(serializers.Serializer):
     purpose = serializers.CharField(required=False)
     endpoint = serializers.CharField(required=False)
     subject = serializers.CharField(required=False, help_text="contains")
-    session = serializers.CharField(required=False, help_text="a proxy session's token")
+    session = serializers.IntegerField(required=False, min_value=1, help_text="a proxy session's id")
     outcome = serializers.ChoiceField(["ok", "error"], required=False)
 
     def filter(self, queryset):

@@ -1,12 +1,13 @@
 """Every state change of the LLM gateway: endpoints and recording sessions. Views, the API and commands call these."""
 
 import logging
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from .models import ModelEndpoint, ProxySession
+from .models import ModelEndpoint, ProxySession, hash_token, new_session_token
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +47,22 @@ def update_endpoint(endpoint: ModelEndpoint, *, user=None, **fields) -> ModelEnd
     return endpoint
 
 
-def open_proxy_session(endpoint: ModelEndpoint, *, subject: str = "") -> ProxySession:
-    """A new recording session on `endpoint`; its token is the agent's only credential."""
+def open_proxy_session(endpoint: ModelEndpoint, *, subject: str = "", ttl_seconds: float | None = None) -> ProxySession:
+    """A new recording session on `endpoint`. The returned object's `token` is the agent's only credential and the
+    only time the plaintext exists (only its hash is stored): hand it on, never log or show it. The session
+    expires after `ttl_seconds` (default CLAWGYM_PROXY_SESSION_TTL_SECONDS) even if nobody closes it."""
     if not endpoint.enabled:
         raise ValueError(f"model endpoint {endpoint.name!r} is disabled; enable it before opening a session")
-    return ProxySession.objects.create(endpoint=endpoint, subject=subject)
+    ttl = settings.CLAWGYM_PROXY_SESSION_TTL_SECONDS if ttl_seconds is None else ttl_seconds
+    if ttl <= 0:
+        raise ValueError(f"a proxy session's time to live must be positive, got {ttl}")
+    token = new_session_token()
+    session = ProxySession.objects.create(
+        endpoint=endpoint, subject=subject, token_hash=hash_token(token),
+        expires_at=timezone.now() + timedelta(seconds=ttl),
+    )  # fmt: skip
+    session.token = token
+    return session
 
 
 def close_proxy_session(session: ProxySession) -> ProxySession:
@@ -61,6 +73,14 @@ def close_proxy_session(session: ProxySession) -> ProxySession:
     return session
 
 
+def close_sessions_of(subject: str) -> int:
+    """Close every open session recording `subject` (e.g. all attempts of one rollout); how many were open."""
+    return ProxySession.objects.filter(subject=subject, is_open=True).update(is_open=False, closed_at=timezone.now())
+
+
 def proxy_base_url(session: ProxySession) -> str:
-    """The OpenAI base URL an agent is given for this session (ends in /v1)."""
+    """The OpenAI base URL an agent is given for this session (ends in /v1). Only for a session just opened: the
+    token is in the URL and only open_proxy_session's object holds it."""
+    if not session.token:
+        raise ValueError(f"proxy session #{session.pk}: its token is only known where it was opened")
     return f"{settings.CLAWGYM_PROXY_PUBLIC_URL.rstrip('/')}/proxy/{session.token}/v1"

@@ -6,7 +6,6 @@ API keys never reach a page: only the name of their environment variable, and wh
 """
 
 import json
-import os
 
 from django.contrib import messages
 from django.core.exceptions import ValidationError
@@ -27,18 +26,12 @@ from .services import create_endpoint, update_endpoint
 PAGE_SIZE = 50
 
 
-def _key_state(endpoint: ModelEndpoint) -> str:
-    if not endpoint.api_key_env:
-        return "none needed"
-    return "set" if os.environ.get(endpoint.api_key_env) else "missing"
-
-
 @viewer_required
 @require_GET
 def endpoint_list(request):
     endpoints = list(ModelEndpoint.objects.all())
     for endpoint in endpoints:
-        endpoint.key_state = _key_state(endpoint)
+        endpoint.key_state_label = endpoint.key_state()
     return render_page(request, "llm/endpoints.html", {"nav": "models", "endpoints": endpoints})
 
 

@@ -11,9 +11,9 @@ SECRET = "sk-api-secret-value"
 
 @pytest.fixture
 def endpoint(db, monkeypatch):
-    monkeypatch.setenv("CLAWGYM_TEST_API_KEY", SECRET)
+    monkeypatch.setenv("CLAWGYM_KEY_TEST_API", SECRET)
     return ModelEndpoint.objects.create(name="judge", base_url="https://api.example.com/v1", model="j-1",
-                                        api_key_env="CLAWGYM_TEST_API_KEY", roles=["judge"])
+                                        api_key_env="CLAWGYM_KEY_TEST_API", roles=["judge"])
 
 
 NEW = {"name": "gen", "base_url": "http://gpu2:8000/v1", "model": "qwen", "roles": ["generator"],
@@ -36,7 +36,7 @@ def test_reads_need_a_role_and_writes_need_admin(endpoint, api_as, viewer, revie
 
 def test_endpoints_show_the_key_variable_never_the_key(endpoint, api_as, viewer):
     response = api_as(viewer).get("/api/model-endpoints/judge/")
-    assert response.json()["api_key_env"] == "CLAWGYM_TEST_API_KEY" and response.json()["key_is_set"] is True
+    assert response.json()["api_key_env"] == "CLAWGYM_KEY_TEST_API" and response.json()["key_is_set"] is True
     assert SECRET not in response.content.decode()
 
 
@@ -64,9 +64,9 @@ def test_model_calls_list_filters_and_detail(endpoint, api_as, viewer):
     client = api_as(viewer)
     listed = client.get("/api/model-calls/").json()
     assert listed["count"] == 2 and "request" not in listed["results"][0]
-    assert [c["id"] for c in client.get("/api/model-calls/", {"session": session.token}).json()["results"]] == [proxied.pk]
+    assert [c["id"] for c in client.get("/api/model-calls/", {"session": session.pk}).json()["results"]] == [proxied.pk]
     assert client.get("/api/model-calls/", {"outcome": "error"}).json()["results"][0]["error"] == "timed out"
     assert client.get("/api/model-calls/", {"outcome": "maybe"}).status_code == 400
     detail = client.get(f"/api/model-calls/{proxied.pk}/").json()
     assert detail["request"] == {"messages": ["big"]} and detail["response"] == {"x": 1}
-    assert detail["session"] == session.token
+    assert detail["session"] == session.pk

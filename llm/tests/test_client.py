@@ -17,7 +17,7 @@ from llm.client import (
 from llm.models import ModelCall, ModelEndpoint
 from llm.testing import Reply
 
-KEY_ENV = "CLAWGYM_TEST_JUDGE_KEY"
+KEY_ENV = "CLAWGYM_KEY_TEST_JUDGE"
 HELLO = [{"role": "user", "content": "hello"}]
 VERDICT = {
     "type": "object",

@@ -1,5 +1,6 @@
 """The scripts' way in: `endpoints add|list`, `proxy_session`, `model_calls`."""
 
+import hashlib
 import json
 from io import StringIO
 
@@ -21,7 +22,7 @@ def run(*args) -> str:
 
 def test_endpoints_add_and_list_json():
     added = json.loads(run("endpoints", "add", "judge-big", "--base-url", "https://api.openai.com/v1",
-                           "--model", "gpt-big", "--api", "responses", "--api-key-env", "OPENAI_API_KEY",
+                           "--model", "gpt-big", "--api", "responses", "--api-key-env", "CLAWGYM_KEY_OPENAI",
                            "--role", "judge", "--role", "diagnosis", "--max-concurrent", "6",
                            "--sampling", '{"temperature": 0}', "--price-in", "2.5", "--price-out", "10", "--json"))
     assert added["name"] == "judge-big" and added["roles"] == ["diagnosis", "judge"]
@@ -29,7 +30,7 @@ def test_endpoints_add_and_list_json():
     listed = json.loads(run("endpoints", "list", "--json"))
     assert [e["name"] for e in listed] == ["judge-big", "local"]
     big = listed[0]
-    assert (big["api_style"], big["api_key_env"], big["max_concurrent"]) == ("responses", "OPENAI_API_KEY", 6)
+    assert (big["api_style"], big["api_key_env"], big["max_concurrent"]) == ("responses", "CLAWGYM_KEY_OPENAI", 6)
     assert big["sampling"] == {"temperature": 0} and big["price_output_per_mtok"] == "10.0000"
     assert listed[1]["api_style"] == "chat" and listed[1]["api_key_env"] == ""
     assert "local: qwen at http://gpu1:8000/v1 [chat]" in run("endpoints", "list")
@@ -59,16 +60,29 @@ def test_endpoints_add_explains_bad_values(extra, problem):
     assert not ModelEndpoint.objects.filter(name="bad").exists()
 
 
-def test_proxy_session_prints_token_and_base_url(settings):
+def test_proxy_session_prints_token_and_base_url_once_and_stores_only_its_hash(settings):
     settings.CLAWGYM_PROXY_PUBLIC_URL = "http://gateway.internal:8000/"
     ModelEndpoint.objects.create(name="agent-model", base_url="http://h/v1", model="m")
-    info = json.loads(run("proxy_session", "--endpoint", "agent-model", "--subject", "rollout:3", "--json"))
-    session = ProxySession.objects.get(token=info["token"])
-    assert info["base_url"] == f"http://gateway.internal:8000/proxy/{session.token}/v1"
-    assert session.is_open and session.subject == "rollout:3"
-    closed = json.loads(run("proxy_session", "--close", session.token, "--json"))
+    info = json.loads(run("proxy_session", "--endpoint", "agent-model", "--subject", "rollout:3", "--ttl", "60",
+                          "--json"))
+    session = ProxySession.objects.by_token(info["token"]).get()
+    assert info["id"] == session.pk
+    assert info["base_url"] == f"http://gateway.internal:8000/proxy/{info['token']}/v1"
+    assert session.token_hash == hashlib.sha256(info["token"].encode()).hexdigest()
+    assert info["token"] not in json.dumps(list(ProxySession.objects.values()), default=str)
+    assert session.is_usable and session.subject == "rollout:3"
+    assert 55 <= (session.expires_at - session.created_at).total_seconds() <= 65
+    closed = json.loads(run("proxy_session", "--close", info["token"], "--json"))
     session.refresh_from_db()
-    assert closed["closed"] and not session.is_open and session.closed_at
+    assert closed == {"id": session.pk, "closed": True} and not session.is_open and session.closed_at
+
+
+def test_proxy_session_sessions_expire_by_default(settings):
+    settings.CLAWGYM_PROXY_SESSION_TTL_SECONDS = 600
+    ModelEndpoint.objects.create(name="agent-model", base_url="http://h/v1", model="m")
+    info = json.loads(run("proxy_session", "--endpoint", "agent-model", "--json"))
+    session = ProxySession.objects.get(pk=info["id"])
+    assert 590 <= (session.expires_at - session.created_at).total_seconds() <= 610
 
 
 def test_proxy_session_names_the_known_endpoints():
@@ -89,7 +103,8 @@ def test_model_calls_prints_the_recorded_session_as_one_array(live_server_asgi, 
     assert [c["request"]["messages"][0]["content"] for c in calls] == ["1", "2"]
     assert [c["stream"] for c in calls] == [False, True]
     assert calls[1]["response"]["choices"][0]["message"]["content"] == "second"
-    assert all(c["session"] == info["token"] and c["error"] == "" for c in calls)
+    assert all(c["session"] == info["id"] and c["error"] == "" for c in calls)
+    assert info["token"] not in json.dumps(calls)
     assert ModelCall.objects.count() == 2
 
 

@@ -16,9 +16,9 @@ SECRET = "sk-page-secret-value"
 
 @pytest.fixture
 def endpoint(monkeypatch):
-    monkeypatch.setenv("CLAWGYM_TEST_PAGE_KEY", SECRET)
+    monkeypatch.setenv("CLAWGYM_KEY_TEST_PAGE", SECRET)
     return ModelEndpoint.objects.create(
-        name="gpt-small", base_url="https://api.example.com/v1", model="gpt-small-1", api_key_env="CLAWGYM_TEST_PAGE_KEY",
+        name="gpt-small", base_url="https://api.example.com/v1", model="gpt-small-1", api_key_env="CLAWGYM_KEY_TEST_PAGE",
         roles=["judge", "generator"], price_input_per_mtok=Decimal("0.4"), price_output_per_mtok=Decimal("1.6"),
     )
 
@@ -71,9 +71,9 @@ def test_nav_shows_models_to_people_with_a_role(viewer_client, outsider_client):
 
 def test_endpoint_list_shows_the_key_variable_never_the_key(endpoint, admin_client, monkeypatch):
     page = admin_client.get(reverse("llm:endpoints")).content.decode()
-    assert "gpt-small-1" in page and "CLAWGYM_TEST_PAGE_KEY" in page and ">set<" in page
+    assert "gpt-small-1" in page and "CLAWGYM_KEY_TEST_PAGE" in page and ">set<" in page
     assert SECRET not in page
-    monkeypatch.delenv("CLAWGYM_TEST_PAGE_KEY")
+    monkeypatch.delenv("CLAWGYM_KEY_TEST_PAGE")
     assert ">missing<" in admin_client.get(reverse("llm:endpoints")).content.decode()
 
 
@@ -166,7 +166,7 @@ def test_call_list_filters_and_htmx_partial(viewer_client, endpoint):
     assert count(purpose="judge") == 2
     assert count(outcome="error") == 1 and count(outcome="ok") == 2
     assert count(subject="revision") == 2
-    assert count(session=session.token) == 1
+    assert count(session=session.pk) == 1
     assert count(endpoint="nope") == 0
     assert count(outcome="bogus") == 3  # a bad value drops only its own filter
     partial = viewer_client.get(url, {"purpose": "judge"}, **HTMX).content.decode()

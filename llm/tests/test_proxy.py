@@ -12,7 +12,7 @@ from llm.services import close_proxy_session, open_proxy_session, proxy_base_url
 from llm.testing import Reply
 
 UPSTREAM_KEY = "sk-upstream-secret-123"
-KEY_ENV = "CLAWGYM_TEST_UPSTREAM_KEY"
+KEY_ENV = "CLAWGYM_KEY_TEST_UPSTREAM"
 
 
 @pytest.fixture
@@ -156,7 +156,7 @@ def test_malformed_upstream_json_passes_through_as_is(session, scripted_upstream
 def test_unknown_and_closed_tokens_get_401(live_server_asgi, session, scripted_upstream):
     base = f"{live_server_asgi.url}/proxy"
     unknown = httpx.post(f"{base}/not-a-token/v1/chat/completions", json={"messages": []})
-    assert unknown.status_code == 401 and "unknown or closed" in unknown.json()["error"]["message"]
+    assert unknown.status_code == 401 and "unknown, closed or expired" in unknown.json()["error"]["message"]
     close_proxy_session(session)
     for route in ("chat/completions", "responses"):
         assert httpx.post(f"{base}/{session.token}/v1/{route}", json={}).status_code == 401

@@ -20,7 +20,7 @@ class Command(BaseCommand):
             raise CommandError("give --session TOKEN or --subject S")
         calls = ModelCall.objects.select_related("session").order_by("created_at", "id")
         if session:
-            found = ProxySession.objects.filter(token=session).first()
+            found = ProxySession.objects.by_token(session).first()
             if found is None:
                 raise CommandError("no proxy session has that token")
             calls = calls.filter(session=found)
