@@ -38,7 +38,6 @@ MAX_LISTING = 50  # entries named when a target is a folder
 MAX_REASON_CHARS = 2_000  # of a judge's reason, as stored
 
 
-
 def _level_pattern(label: str) -> str:
     """A regex for the ways a model may write the level `label` as a string: "0.8", ".8", "0.80"; "1", "1.0"."""
     whole, _, frac = label.partition(".")

@@ -105,7 +105,9 @@ def validate_rubric(rules) -> list[dict]:
                 + ", ".join(RUBRIC_SCORES)
             )
         if len(scores) > MAX_RUBRIC_LEVELS:
-            raise PackageError(f"{where} ({name}): {len(scores)} score levels, more than the {MAX_RUBRIC_LEVELS} allowed")
+            raise PackageError(
+                f"{where} ({name}): {len(scores)} score levels, more than the {MAX_RUBRIC_LEVELS} allowed"
+            )
         levels: dict[float, str] = {}
         for key, text in scores.items():
             try:

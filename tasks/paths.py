@@ -5,6 +5,25 @@ from collections.abc import Iterable
 
 from django.conf import settings
 
+MAX_PATH_CHARS = 500
+MAX_PATH_DEPTH = 64  # folders a task file may be nested in
+
+
+def printable(name: str) -> str:
+    """A file name as it may be shown and stored. Bytes that were not UTF-8 reach Python as lone surrogates (the
+    OS and tarfile decode names with "surrogateescape"); they are shown as \\xNN, so a message naming the file
+    can always be stored, logged and rendered."""
+    try:
+        raw = name.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate no byte decodes to (e.g. from JSON "\\ud800")
+        return name.encode("utf-8", "backslashreplace").decode("utf-8")
+    return raw.decode("utf-8", "backslashreplace")
+
+
+def is_text(name: str) -> bool:
+    """True when `name` is valid Unicode text (no lone surrogates), i.e. it came from UTF-8."""
+    return not any(0xD800 <= ord(ch) <= 0xDFFF for ch in name)
+
 
 class TaskFileError(ValueError):
     """A task's file is not acceptable. The message names the file."""
@@ -26,6 +45,8 @@ def normalize_path(path: str) -> str:
         raise TaskFileError(str(path), "empty path")
     if "\x00" in path:
         raise TaskFileError(path.replace("\x00", "\\0"), "path contains a NUL byte")
+    if not is_text(path):
+        raise TaskFileError(printable(path), "the name is not UTF-8 text (its other bytes are shown as \\xNN)")
     if any(ord(ch) < 32 or ord(ch) == 127 for ch in path):
         raise TaskFileError(path, "path contains a control character")
     if "\\" in path:
@@ -40,8 +61,10 @@ def normalize_path(path: str) -> str:
         raise TaskFileError(path, f"path is not normalised (use {normalized!r})")
     if normalized in {".", ""}:
         raise TaskFileError(path, "path names no file")
-    if len(normalized) > 500:
-        raise TaskFileError(path[:80] + "…", "path is longer than 500 characters")
+    if len(normalized) > MAX_PATH_CHARS:
+        raise TaskFileError(path[:80] + "…", f"path is longer than {MAX_PATH_CHARS} characters")
+    if normalized.count("/") > MAX_PATH_DEPTH:
+        raise TaskFileError(path[:80] + "…", f"folders are nested more than {MAX_PATH_DEPTH} deep")
     return normalized
 
 

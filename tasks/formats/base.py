@@ -24,7 +24,7 @@ from pathlib import Path
 from django.conf import settings
 
 from ..package import PackageError, PackageFile, TaskPackage, level_label
-from ..paths import TaskFileError, normalize_path
+from ..paths import MAX_PATH_CHARS, MAX_PATH_DEPTH, TaskFileError, is_text, normalize_path, printable
 
 LAYOUT_KEY = "_layout"
 
@@ -89,26 +89,46 @@ def read_regular_file(path: Path, shown: str) -> bytes:
 def read_tree(root: Path, role: str, shown_prefix: str) -> list[PackageFile]:
     """Every file under `root` as PackageFiles of `role`, paths relative to `root`.
 
-    Symlinks (to files or folders) and special files are refused with an error naming the file:
-    an imported folder must not be able to pull in files from elsewhere on the machine.
+    Symlinks (to files or folders) and special files are refused with an error naming the file: an imported folder
+    must not be able to pull in files from elsewhere on the machine. So are names that are not UTF-8 and folders
+    nested deeper than a task file may be (tasks.paths): the walk keeps its own stack and stops there, so no tree,
+    however deep, can exhaust the interpreter's recursion or the OS's path length.
     """
     files = []
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        here = Path(dirpath)
-        for name in sorted(dirnames):
-            if (here / name).is_symlink():
-                rel = (here / name).relative_to(root).as_posix()
-                raise PackageError("symbolic links are not allowed", f"{shown_prefix}{rel}")
-        dirnames.sort()
-        for name in sorted(filenames):
-            rel = (here / name).relative_to(root).as_posix()
-            shown = f"{shown_prefix}{rel}"
+    pending = [""]  # folders to read, relative to root; popped last-first, pushed in reverse: sorted pre-order
+    while pending:
+        rel_dir = pending.pop()
+        here = root / rel_dir if rel_dir else root
+        with os.scandir(here) as scan:
+            entries = sorted(scan, key=lambda e: e.name)
+        folders = []
+        for entry in entries:
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            shown = _shown(shown_prefix, rel)
+            if not is_text(entry.name):
+                raise PackageError("the name is not UTF-8 text (its other bytes are shown as \\xNN)", shown)
+            if entry.is_symlink():
+                raise PackageError("symbolic links are not allowed", shown)
+            if entry.is_dir(follow_symlinks=False):
+                if rel.count("/") + 1 > MAX_PATH_DEPTH:
+                    raise PackageError(f"folders are nested more than {MAX_PATH_DEPTH} deep", shown)
+                if len(rel) > MAX_PATH_CHARS:
+                    raise PackageError(f"path is longer than {MAX_PATH_CHARS} characters", shown)
+                folders.append(rel)
+                continue
             try:
                 normalize_path(rel)
             except TaskFileError as exc:
                 raise PackageError(exc.problem, shown) from None
-            files.append(PackageFile(path=rel, data=read_regular_file(here / name, shown), role=role))
+            files.append(PackageFile(path=rel, data=read_regular_file(here / entry.name, shown), role=role))
+        pending.extend(reversed(folders))
     return files
+
+
+def _shown(prefix: str, rel: str) -> str:
+    """A path for a message: printable, and its middle left out when it is long (a deep path can be kilobytes)."""
+    text = printable(prefix + rel)
+    return text if len(text) <= 160 else f"{text[:100]}…{text[-50:]}"
 
 
 def write_file(path: Path, data: bytes) -> None:

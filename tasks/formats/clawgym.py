@@ -23,6 +23,7 @@ from ..package import (
     validate_code_weight,
     validate_rubric,
 )
+from ..paths import printable
 from .base import (
     LAYOUT_KEY,
     FormatError,
@@ -125,7 +126,7 @@ class ClawGymFolder(TaskFormat):
 
     def read(self, path: Path) -> Iterator[TaskPackage | ReadFailure]:
         for folder in self.task_dirs(path):
-            shown = folder.name
+            shown = printable(folder.name)  # a name that is not UTF-8 is still shown (and stored in the report)
             try:
                 yield self.read_task(folder, shown)
             except (PackageError, OSError) as exc:
@@ -139,7 +140,7 @@ class ClawGymFolder(TaskFormat):
         for name in sorted(os.listdir(folder)):
             if name not in ALLOWED_ENTRIES:
                 raise PackageError(
-                    f"unexpected entry {name!r} in the task folder "
+                    f"unexpected entry {printable(name)!r} in the task folder "
                     f"(allowed: {ENTRY_FILE}, input_files/, reward/, solution/)",
                     shown,
                 )

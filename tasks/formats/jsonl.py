@@ -35,7 +35,7 @@ from ..package import (
     validate_code_weight,
     validate_rubric,
 )
-from ..paths import TaskFileError, normalize_path
+from ..paths import TaskFileError, normalize_path, printable
 from .base import (
     LAYOUT_KEY,
     FormatError,
@@ -278,14 +278,15 @@ class ClawGymJsonl(TaskFormat):
 
     def read(self, path: Path) -> Iterator[TaskPackage | ReadFailure]:
         for f in self._files(path):
+            name = printable(f.name)  # a name that is not UTF-8 is still shown (and stored in the report)
             if f.is_symlink() or not f.is_file():
-                yield ReadFailure(source=f.name, error=f"{f.name}: not a regular file (symbolic links are not allowed)")
+                yield ReadFailure(source=name, error=f"{name}: not a regular file (symbolic links are not allowed)")
                 continue
             with open(f, "rb") as fh:
                 for number, raw in enumerate(fh, start=1):
                     if not raw.strip():
                         continue
-                    source = f"{f.name} line {number}"
+                    source = f"{name} line {number}"
                     try:
                         yield self.read_line(raw, source)
                     except PackageError as exc:

@@ -32,7 +32,7 @@ from pathlib import Path
 import yaml
 
 from ..package import STANDARD_REWARD_SH, PackageError, PackageFile, TaskPackage, level_label, validate_rubric
-from ..paths import TaskFileError, normalize_path
+from ..paths import TaskFileError, normalize_path, printable
 from .base import ReadFailure, TaskFormat, fill_score_levels, read_regular_file, rule_from_text
 
 GRADING_TYPES = ("automated", "llm_judge", "hybrid")
@@ -237,7 +237,7 @@ class PinchBench(TaskFormat):
 
     def read(self, path: Path) -> Iterator[TaskPackage | ReadFailure]:
         for md in self._task_files(path):
-            shown = f"tasks/{md.name}"
+            shown = f"tasks/{printable(md.name)}"
             try:
                 yield self.read_task(path, md, shown)
             except PackageError as exc:

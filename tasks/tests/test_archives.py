@@ -167,3 +167,74 @@ def test_damaged_archive_is_reported(db, tmp_path):
     (tmp_path / "notes.txt").write_text("plain text")
     with pytest.raises(ArchiveError, match="notes.txt is not a tar or zip archive"):
         import_path(tmp_path / "notes.txt")
+
+
+# --- one odd task in an archive fails alone ----------------------------------------------------------------
+
+
+def _add(tar, name: str, data: bytes = b"") -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    tar.addfile(info, io.BytesIO(data))
+
+
+def _tar_with_task_b_holding(tmp_path, name: str, *, encoding: str = "utf-8", fmt=tarfile.PAX_FORMAT):
+    """batch/task_a and batch/task_b as a real archive would hold them, task_b with one more input file `name`."""
+    archive = tmp_path / "batch.tar"
+    with tarfile.open(archive, "w", format=fmt, encoding=encoding) as tar:
+        for task_id in ("task_a", "task_b"):
+            entry = {"task_id": task_id, "user_query": "Summarise notes.txt", "metadata": {"category": "writing"}}
+            _add(tar, f"batch/{task_id}/data_entry.json", json.dumps(entry).encode())
+            _add(tar, f"batch/{task_id}/input_files/notes.txt", b"meeting at 10\n")
+            _add(tar, f"batch/{task_id}/reward/check.py", b"print('{}')\n")
+        _add(tar, f"batch/task_b/input_files/{name}", b"x\n")
+    return archive
+
+
+def test_a_task_with_1500_nested_folders_fails_alone(db, tmp_path):
+    archive = _tar_with_task_b_holding(tmp_path, "d/" * 1500 + "deep.txt")
+    report = import_path(archive)
+    assert report.imported == 1 and set(Task.objects.values_list("external_id", flat=True)) == {"task_a"}
+    [failure] = report.failed
+    assert failure["source"] == "task_b"
+    assert "nested more than" in failure["error"] and "d/d/d/" in failure["error"]
+
+
+def test_a_task_with_a_member_name_that_is_not_utf8_fails_alone(db, tmp_path):
+    archive = _tar_with_task_b_holding(tmp_path, "caf\xe9.txt", encoding="latin-1", fmt=tarfile.GNU_FORMAT)
+    report = import_path(archive)
+    assert report.imported == 1 and set(Task.objects.values_list("external_id", flat=True)) == {"task_a"}
+    [failure] = report.failed
+    assert failure["source"] == "task_b"
+    assert "not UTF-8" in failure["error"] and "caf\\xe9.txt" in failure["error"]
+
+
+def test_a_zip_whose_utf8_flagged_name_is_not_utf8_is_refused_clearly(db, tmp_path):
+    archive = tmp_path / "batch.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("batch/task_a/data_entry.json", json.dumps({"task_id": "task_a", "user_query": "q"}))
+        zf.writestr("batch/task_a/input_files/caf\u00e9.txt", "x\n")  # non-ASCII: stored with the UTF-8 flag
+    # The name's bytes made invalid UTF-8 (same length), as a broken zip tool writes them.
+    archive.write_bytes(archive.read_bytes().replace("caf\u00e9".encode(), b"caf\xe9!"))
+    with pytest.raises(ArchiveError, match="a member name is marked as UTF-8 but is not"):
+        import_path(archive)
+
+
+def test_a_member_name_kilobytes_long_fails_its_task_alone(db, tmp_path):
+    archive = _tar_with_task_b_holding(tmp_path, ("x" * 200 + "/") * 30 + "long.txt")
+    report = import_path(archive)
+    assert report.imported == 1
+    [failure] = report.failed
+    assert failure["source"] == "task_b" and "path is longer than 500 characters" in failure["error"]
+    assert len(failure["error"]) < 300  # the path is shown cut, not as 6 KB
+
+
+def test_a_folder_on_disk_nested_too_deep_fails_its_task_alone(db, tmp_path):
+    root = _batch(tmp_path)
+    deep = root / "task_b" / "input_files" / "/".join(["d"] * 100)
+    deep.mkdir(parents=True)
+    (deep / "f.txt").write_text("x")
+    report = import_path(root)
+    assert report.imported == 1
+    assert [f["source"] for f in report.failed] == ["task_b"]
+    assert "folders are nested more than 64 deep" in report.failed[0]["error"]

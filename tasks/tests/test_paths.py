@@ -22,6 +22,9 @@ def test_accepts_relative_normalised_paths(path):
         ("./a", "not normalised"),
         ("a/", "not normalised"),
         (".", "names no file"),
+        ("caf\udce9.txt", "not UTF-8 text"),  # the byte 0xe9 of a Latin-1 name, as the OS or tarfile decode it
+        ("\ud800.txt", "not UTF-8 text"),  # a lone surrogate sent as JSON "\\ud800"
+        ("/".join(["d"] * 66), "nested more than 64 deep"),
     ],
 )
 def test_refuses_unsafe_paths_with_a_clear_message(path, problem):
