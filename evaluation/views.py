@@ -10,6 +10,7 @@ from django.db.models import Count
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
+from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.decorators import reviewer_required, viewer_required
@@ -138,7 +139,7 @@ def rollout_trajectories(request, pk: int):
         for t in rollout.trajectories.all()
     ]
     response = HttpResponse("".join(line + "\n" for line in lines), content_type="application/x-ndjson")
-    response["Content-Disposition"] = f'attachment; filename="rollout-{rollout.pk}-trajectories.jsonl"'
+    response["Content-Disposition"] = content_disposition_header(True, f"rollout-{rollout.pk}-trajectories.jsonl")
     return response
 
 

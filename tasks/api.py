@@ -21,6 +21,7 @@ files are accepted only against the current revision (n), so a stale view gets 4
 from django.db import transaction
 from django.db.models import Count, F, ProtectedError
 from django.http import HttpResponse
+from django.utils.http import content_disposition_header
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import filters, mixins, serializers, status, viewsets
@@ -312,7 +313,8 @@ class RevisionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
             raise NotFound(self._missing(revision, ref))
         response = HttpResponse(found.blob.content, content_type="application/octet-stream")
         # Task files are untrusted (HTML, SVG...): a download, never rendered on this origin.
-        response["Content-Disposition"] = f'attachment; filename="{found.path.rsplit("/", 1)[-1]}"'
+        # The name quoted (RFC 6266), or RFC 5987-encoded when it is not ASCII: a name is data, never header syntax.
+        response["Content-Disposition"] = content_disposition_header(True, found.path.rsplit("/", 1)[-1])
         response["ETag"] = f'"{found.blob_id}"'
         return response
 

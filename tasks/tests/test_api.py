@@ -1,6 +1,7 @@
 import base64
 import hashlib
 import io
+from urllib.parse import quote
 
 import pytest
 from django.core.management import call_command
@@ -141,6 +142,21 @@ def test_revisions_list_and_detail(api_as, viewer, reviewer_api, task):
     assert download["Content-Disposition"] == 'attachment; filename="expenses.csv"'
     assert api.get(revision_url(task, 9)).status_code == 404
     assert api.get("/api/tasks/nope/revisions/").status_code == 404
+
+
+@pytest.mark.parametrize(
+    "path, header",
+    [
+        ('notes/q"uote.txt', 'attachment; filename="q\\"uote.txt"'),
+        ("notes/semi;colon.txt", 'attachment; filename="semi;colon.txt"'),
+        ("notes/résumé 1.txt", "attachment; filename*=utf-8''r%C3%A9sum%C3%A9%201.txt"),
+    ],
+)
+def test_a_download_names_the_file_in_a_properly_encoded_header(api_as, viewer, category, path, header):
+    task = make_task(files=[PackageFile(path, b"x\n")])
+    response = api_as(viewer).get(f"{content_url(task, 1)}?role=input&path={quote(path)}")
+    assert response.status_code == 200 and response.content == b"x\n"
+    assert response["Content-Disposition"] == header
 
 
 # --- create and delete -----------------------------------------------------------------------------------
