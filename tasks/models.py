@@ -194,18 +194,26 @@ class SanityReport(models.Model):
     """One sanity check of a revision's checker (tasks.sanity): how it scored the empty, initial and scaffold
     workspaces and the reference solution. Append-only: the latest per revision is the one shown."""
 
+    LAZY_RUNS = ("empty", "initial", "scaffold")  # what a lazy agent leaves: nothing, the inputs, placeholders
+
     revision = models.ForeignKey(TaskRevision, on_delete=models.CASCADE, related_name="sanity_reports")
-    # {"empty"|"initial"|"scaffold": {score, status, reason, subscores, duration[, stderr]}}
+    # {"empty"|"initial"|"scaffold": {score, status, reason, subscores, duration, runtime[, workspace_writes,
+    #  workspace_writes_count][, stderr]}}
     runs = models.JSONField(default=dict)
     # The run on the initial workspace with the reference solution applied; null when the task has none.
     solution_run = models.JSONField(null=True, blank=True)
     # Output paths the instruction names, given placeholders in the scaffold workspace.
     scaffold_paths = models.JSONField(default=list, blank=True)
-    crashed = models.BooleanField(help_text="The checker failed to run cleanly on a workspace.")
-    over_lenient = models.BooleanField(help_text="The initial or scaffold workspace scored above the tolerance.")
+    crashed = models.BooleanField(help_text="No score could be read on one of the workspaces.")
+    # Indexed: the task list and the review queue sort and filter by it.
+    lazy_score = models.FloatField(
+        default=0.0, db_index=True, help_text="What a lazy agent earns: the highest score of the three workspaces."
+    )
+    over_lenient = models.BooleanField(help_text="The lazy score is above the tolerance.")
     solvable = models.BooleanField(null=True, help_text="The reference solution scores 1.0 (null: no solution).")
     tolerance = models.FloatField()
     backend = models.CharField(max_length=40)
+    runtime = models.CharField(max_length=80, blank=True, help_text="The sandbox runtime version that judged it.")
     isolated = models.BooleanField(help_text="False: the checker ran without a sandbox.")
     job_run = models.ForeignKey(
         "jobs.JobRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="sanity_reports"
@@ -251,6 +259,22 @@ class SanityReport(models.Model):
         tasks = tasks.alias(latest_sanity=models.Subquery(latest.values("pk")[:1]))
         return tasks.filter(models.Exists(cls.objects.filter(condition, pk=models.OuterRef("latest_sanity"))))
 
+    # Task list and review queue filter: the latest report's lazy score is above one of these.
+    LAZY_THRESHOLDS = (0.0, 0.1, 0.2, 0.5)
+
+    @classmethod
+    def latest_lazy_score(cls, revision_ref):
+        """The lazy score of a revision's latest report, as a subquery (null: never checked)."""
+        return models.Subquery(cls.latest_for(revision_ref).values("lazy_score")[:1])
+
+    @classmethod
+    def filter_lazy_above(cls, rows, threshold: float, revision_field: str = "current_revision"):
+        """Rows (tasks, or anything reaching a revision through `revision_field`) whose revision's latest report
+        pays a lazy agent more than `threshold`."""
+        return rows.alias(latest_lazy=cls.latest_lazy_score(models.OuterRef(revision_field))).filter(
+            latest_lazy__gt=threshold
+        )
+
     @property
     def verdict(self) -> str:
         if self.crashed:
@@ -262,19 +286,58 @@ class SanityReport(models.Model):
         return "passed"
 
     @property
+    def lazy_scores(self) -> dict[str, float]:
+        """What a lazy agent earns on each of the three workspaces."""
+        return {kind: self.runs[kind]["score"] for kind in self.LAZY_RUNS if kind in self.runs}
+
+    def paying_on(self, kind: str) -> dict[str, float]:
+        """The sub-scores above 0 of one run: the checks that pay out on that workspace."""
+        run = self.runs.get(kind) or {}
+        return {name: value for name, value in (run.get("subscores") or {}).items() if value > 0}
+
+    @property
+    def paying_checks(self) -> dict[str, float]:
+        """The checks that pay a lazy agent, each with the most it pays on any of the three workspaces, best first."""
+        found: dict[str, float] = {}
+        for kind in self.LAZY_RUNS:
+            for name, value in self.paying_on(kind).items():
+                found[name] = max(value, found.get(name, 0.0))
+        return dict(sorted(found.items(), key=lambda item: (-item[1], item[0])))
+
+    def paying_checks_text(self, limit: int = 8) -> str:
+        """'name=1, other=0.5' for the paying checks (the first `limit`, then how many more)."""
+        items = list(self.paying_checks.items())
+        text = ", ".join(f"{name}={value:g}" for name, value in items[:limit])
+        return text + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+    @property
+    def warnings(self) -> list[str]:
+        """What to know that is no finding: the checker wrote into a workspace it judged (it ran the agent's
+        script, say); the score stands."""
+        found = []
+        for kind, run in [*self.runs.items(), ("solution", self.solution_run)]:
+            writes = (run or {}).get("workspace_writes") or []
+            if writes:
+                shown = ", ".join(f"{w['change']} {w['path']}" for w in writes[:5])
+                more = run.get("workspace_writes_count", len(writes)) - min(len(writes), 5)
+                found.append(f"the checker wrote to the {kind} workspace while judging: {shown}"
+                             + (f" and {more} more" if more > 0 else ""))  # fmt: skip
+        return found
+
+    @property
     def problems(self) -> list[str]:
         """Each finding in words, with the run's reason or the sub-scores that gave points."""
         found = []
         for kind, run in self.runs.items():
             if run["status"] != "ok":
                 found.append(f"crashed on the {kind} workspace: {run['status']}: {run['reason']}")
-        for kind in ("initial", "scaffold"):
+        for kind in self.LAZY_RUNS:
             run = self.runs.get(kind)
             if run and run["score"] > self.tolerance:
-                credited = ", ".join(f"{name}={value:g}" for name, value in run["subscores"].items() if value > 0)
+                credited = ", ".join(f"{name}={value:g}" for name, value in self.paying_on(kind).items())
                 found.append(
-                    f"over-lenient: the {kind} workspace scored {run['score']:g}"
-                    + (f" ({credited})" if credited else "")
+                    f"over-lenient: a lazy agent earns {run['score']:g} on the {kind} workspace"
+                    + (f" (paying checks: {credited})" if credited else "")
                 )
         if self.solvable is False:
             run = self.solution_run
@@ -290,11 +353,16 @@ class SanityReport(models.Model):
             "runs": self.runs,
             "crashed": self.crashed,
             "over_lenient": self.over_lenient,
+            "lazy_score": self.lazy_score,
+            "lazy_scores": self.lazy_scores,
+            "paying_checks": self.paying_checks,
             "solvable": self.solvable,
             "solution_run": self.solution_run,
             "scaffold_paths": self.scaffold_paths,
             "tolerance": self.tolerance,
             "backend": self.backend,
+            "runtime": self.runtime,
             "isolated": self.isolated,
+            "warnings": self.warnings,
             "checked_at": self.created_at.isoformat() if self.created_at else None,
         }

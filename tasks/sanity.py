@@ -7,9 +7,14 @@ The checker runs on three workspaces:
   a header-only CSV, `# placeholder` for .md, an empty file otherwise);
 and, when the task has a reference solution, on the initial workspace with the solution applied.
 
-Findings: `crashed` (it did not run cleanly on one of the three), `over_lenient` (initial or scaffold scored above
-the tolerance), `solvable` (the solution scores 1.0; None without a solution). Each check is stored as a
-SanityReport. A sandbox that cannot run at all raises SanityUnavailable instead: that says nothing of the checker.
+The three are what a lazy agent leaves behind (delete everything, do nothing, write placeholders), so what the checker
+pays on them is the *lazy score*, and the sub-scores above 0 there are the checks that pay out for no work.
+
+Findings: `crashed` (no score could be read on one of the three), `lazy_score` (the most a lazy agent earns, the
+highest of the three scores), `over_lenient` (the lazy score is above the tolerance), `solvable` (the solution scores
+1.0; None without a solution). A checker that writes into the workspace it judges (e.g. it runs the agent's own
+script) is a warning recorded with each run, not a crash. Each check is stored as a SanityReport. A sandbox that
+cannot run at all raises SanityUnavailable instead: that says nothing of the checker.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 import jobs
+from jobs.scratch import scratch_folder
 from sandbox import Backend, Limits, Workspace
 
 from .models import SanityReport, TaskRevision
@@ -186,8 +192,17 @@ class SanityOutcome:
         return any(not self.runs[kind].ok for kind in RUN_KINDS)
 
     @property
+    def lazy_score(self) -> float:
+        """The most the checker pays a lazy agent: its highest score on the empty, initial and scaffold workspaces."""
+        return max(self.runs[kind].score for kind in RUN_KINDS)
+
+    @property
     def over_lenient(self) -> bool:
-        return any(self.runs[kind].score > self.tolerance for kind in ("initial", "scaffold"))
+        return self.lazy_score > self.tolerance
+
+    @property
+    def runtime(self) -> str:
+        return next((run.runtime for run in self.runs.values() if run.runtime), "")
 
     @property
     def solvable(self) -> bool | None:
@@ -211,7 +226,8 @@ def evaluate(
     for done, (kind, files) in enumerate(workspaces.items()):
         if progress:
             progress(done, len(workspaces), f"checker on the {kind} workspace")
-        with Workspace.create(files) as workspace:
+        # A held scratch folder (jobs.scratch): should this worker be killed, whoever finds it dead removes it.
+        with scratch_folder("sanity") as folder, Workspace.create(files, base_dir=folder) as workspace:
             result = run_checker(material.checker, workspace, "", [], backend=backend, limits=limits)
         if result.status is CheckStatus.SANDBOX_ERROR:
             raise SanityUnavailable(f"the sandbox could not run the checker ({kind} workspace): {result.reason}")
@@ -230,9 +246,11 @@ def store_report(revision: TaskRevision, material: SanityMaterial, outcome: Sani
         scaffold_paths=material.scaffold_paths,
         crashed=outcome.crashed,
         over_lenient=outcome.over_lenient,
+        lazy_score=outcome.lazy_score,
         solvable=outcome.solvable,
         tolerance=outcome.tolerance,
         backend=next(iter(outcome.runs.values())).backend,
+        runtime=outcome.runtime[:80],
         isolated=all(run.isolated for run in outcome.runs.values()),
         job_run=job_run,
     )

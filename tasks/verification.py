@@ -6,14 +6,19 @@
 - The revision's entry command (default `bash reward/reward.sh`) runs in the sandbox from the workspace.
 - Output: check.py prints a JSON object of named sub-scores, reward.sh prints the final float as its last line.
 
-The score is reward.sh's last line, as ClawGym defines the reward; the sub-scores are kept for display. When the two
-disagree (a reward.sh may weight its checks) the result says so in its reason, but the last line still counts.
+The score is reward.sh's last line, as ClawGym defines the reward. The sub-scores are kept for display: those
+reward.sh printed, or else those check.py printed. ClawGym's own reward.sh pipes check.py's JSON into a one-line
+averager and prints only the float, so what `reward/check.py` writes to stdout is also copied to a file while it
+runs (CAPTURE_HOOK, a `sitecustomize` module on the checker's PYTHONPATH that acts only in the Python process
+running reward/check.py, however reward.sh calls it). When the sub-scores and the last line disagree (a reward.sh
+may weight its checks) the result says so in its reason, but the last line still counts.
 
 Anything the checker does wrong gives score 0 and a status with a one-line reason, never an exception: a non-zero
-exit, a timeout, a kill, an output flood, no or garbled output, NaN/inf, a value outside [0, 1], or changes to the
-workspace it was given (a checker only reads; new files such as caches are allowed). A sandbox that cannot run at
-all is status `sandbox_error`: that is not the checker's fault, and callers that judge checkers must not count it
-against one (see tasks.sanity).
+exit, a timeout, a kill, an output flood, no or garbled output, NaN/inf, a value outside [0, 1]: then no score
+could be read. Writing into the workspace while judging is not among them: ClawGym's checkers run the agent's own
+scripts, which write files. The score stands; the result lists what changed (`workspace_writes`) and its reason
+says so. A sandbox that cannot run at all is status `sandbox_error`: that is not the checker's fault, and callers
+that judge checkers must not count it against one (see tasks.sanity).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
+from typing import NamedTuple
 
 from django.conf import settings
 
@@ -36,10 +42,81 @@ from .paths import normalize_path
 REWARD_DIR = "reward"
 PAYLOAD_PATH = f"{REWARD_DIR}/.payload.json"
 PAYLOAD_ENV = "OPENCLAW_REWARD_PAYLOAD"
+CHECK_SCRIPT = f"{REWARD_DIR}/check.py"
+# The capture of what reward/check.py writes to stdout (see CAPTURE_HOOK), and the folder of the hook itself.
+CAPTURE_PATH = f"{REWARD_DIR}/.check-stdout"
+HOOK_DIR = f"{REWARD_DIR}/.clawgym"
+CAPTURE_BYTES = 256 * 1024
+# Files of the protocol, not of the checker or the agent: never reported as the checker's writes.
+PROTOCOL_PATHS = frozenset({PAYLOAD_PATH, CAPTURE_PATH, HOOK_DIR, f"{HOOK_DIR}/sitecustomize.py"})
+WRITES_KEPT = 50  # the writes a stored result lists (all are counted)
 # reward.sh rounds the mean to 6 decimals: a smaller difference from the sub-scores' mean is only that rounding.
 MEAN_TOLERANCE = 1e-6
 TAIL_CHARS = 2000
 REASON_CHARS = 400
+
+# The `sitecustomize` module put on the checker's PYTHONPATH. Python imports it at start-up in every process of the
+# checker run; it acts only in the one whose script is reward/check.py (compared by file identity, so `python3
+# reward/check.py`, `cd reward && python check.py` and `python3 "$here/check.py"` all count), where it copies what
+# the script writes to sys.stdout (text and bytes) to CLAWGYM_CHECK_CAPTURE as well. What reward.sh receives is
+# unchanged. It then runs the sitecustomize it hides, if the interpreter has one (Debian's does).
+CAPTURE_HOOK = f"""\
+import os
+import sys
+
+
+class _Copy:
+    def __init__(self, stream, sink, encode):
+        self._stream, self._sink, self._encode = stream, sink, encode
+
+    def write(self, data):
+        written = self._stream.write(data)
+        try:
+            if self._sink.tell() < {CAPTURE_BYTES}:
+                self._sink.write(self._encode(data))
+                self._sink.flush()
+        except (OSError, ValueError, TypeError):
+            pass
+        return written
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+class _TextCopy(_Copy):
+    @property
+    def buffer(self):
+        return _Copy(self._stream.buffer, self._sink, bytes)
+
+
+def _capture():
+    script = os.environ.get("CLAWGYM_CHECK_SCRIPT")
+    target = os.environ.get("CLAWGYM_CHECK_CAPTURE")
+    if not (script and target and sys.argv and sys.argv[0]) or sys.stdout is None:
+        return
+    try:
+        if not os.path.samefile(sys.argv[0], script):
+            return
+        sink = open(target, "ab")
+    except OSError:
+        return
+    sys.stdout = _TextCopy(sys.stdout, sink, lambda text: str(text).encode("utf-8", "replace"))
+
+
+def _hidden_sitecustomize():
+    import importlib.machinery
+    import importlib.util
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
+    if spec is not None and spec.loader is not None:
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+
+
+_capture()
+_hidden_sitecustomize()
+"""
 
 
 class CheckStatus(StrEnum):
@@ -52,8 +129,6 @@ class CheckStatus(StrEnum):
     KILLED = "killed"
     # Exited 0, but what it printed is not a score: nothing, not a number, NaN/inf, out of [0, 1], bad sub-scores.
     BAD_OUTPUT = "bad_output"
-    # Exited 0, but deleted or changed files of the workspace it was asked to judge.
-    TAMPERED = "tampered"
     # The sandbox could not run the checker at all (bubblewrap missing, unsandboxed runs refused, setup failure).
     SANDBOX_ERROR = "sandbox_error"
 
@@ -80,6 +155,13 @@ class CheckerSpec:
         )
 
 
+class WorkspaceWrite(NamedTuple):
+    """A file or link of the judged workspace that the checker added, modified or deleted while it ran."""
+
+    path: str
+    change: str  # "added" | "modified" | "deleted"
+
+
 @dataclass(frozen=True)
 class CheckResult:
     score: float  # the code score s_code in [0, 1]; 0 unless status is ok
@@ -91,10 +173,18 @@ class CheckResult:
     isolated: bool = True  # False: the checker ran without a sandbox (the "process" backend)
     stdout: str = ""  # the last TAIL_CHARS of each
     stderr: str = ""
+    # What the checker wrote into the workspace it judged, by path (a warning: the score stands).
+    workspace_writes: tuple[WorkspaceWrite, ...] = ()
+    runtime: str = ""  # the version of the sandbox runtime that ran the checker, where the backend reports one
 
     @property
     def ok(self) -> bool:
         return self.status is CheckStatus.OK
+
+    @property
+    def paying_checks(self) -> dict[str, float]:
+        """The sub-scores that gave points."""
+        return {name: value for name, value in self.subscores.items() if value > 0}
 
     def as_dict(self) -> dict:
         """The JSON form kept in sanity reports; a failed run keeps the end of its stderr for diagnosis."""
@@ -104,7 +194,11 @@ class CheckResult:
             "reason": self.reason,
             "subscores": self.subscores,
             "duration": round(self.duration, 3),
+            "runtime": self.runtime,
         }
+        if self.workspace_writes:
+            data["workspace_writes"] = [w._asdict() for w in self.workspace_writes[:WRITES_KEPT]]
+            data["workspace_writes_count"] = len(self.workspace_writes)
         if not self.ok and self.stderr:
             data["stderr"] = self.stderr
         return data
@@ -161,36 +255,44 @@ def run_checker(
         return _failed(CheckStatus.SANDBOX_ERROR, f"could not install the checker in the workspace: {exc}", backend)
     # The process backend runs in place, so the payload's path is a host path there.
     root = OPENCLAW_WORKSPACE_PATH if backend.isolated else str(workspace.root)
-    env = {PAYLOAD_ENV: f"{root}/{PAYLOAD_PATH}"}
+    env = {
+        PAYLOAD_ENV: f"{root}/{PAYLOAD_PATH}",
+        "PYTHONPATH": f"{root}/{HOOK_DIR}",
+        "CLAWGYM_CHECK_SCRIPT": f"{root}/{CHECK_SCRIPT}",
+        "CLAWGYM_CHECK_CAPTURE": f"{root}/{CAPTURE_PATH}",
+    }
     before = workspace.snapshot()
     try:
         executed = backend.run(spec.entry, workspace, env=env, limits=limits)
     except SandboxError as exc:
         return _failed(CheckStatus.SANDBOX_ERROR, f"{type(exc).__name__}: {exc}", backend)
+    after = workspace.snapshot()
+    # A snapshot cut short at its entry limit cannot tell a deleted file from one past the limit: no list then.
+    writes = () if before.truncated or after.truncated else workspace_writes(WorkspaceDiff.between(before, after))
     common = {
         "duration": executed.duration,
         "backend": executed.backend,
         "isolated": executed.isolated,
         "stdout": executed.stdout[-TAIL_CHARS:],
         "stderr": executed.stderr[-TAIL_CHARS:],
+        "workspace_writes": writes,
+        # sandbox.ExecResult names the runtime that ran the command where the backend has one.
+        "runtime": getattr(executed, "runtime", "") or "",
     }
+    wrote = writes_note(writes)
     if executed.status is not Status.OK:
         reason = executed.reason + _last_line(executed.stderr)
-        return CheckResult(0.0, CheckStatus(str(executed.status)), _short(reason), **common)
-    after = workspace.snapshot()
-    # A snapshot cut short at its entry limit cannot tell a deleted file from one past the limit: no verdict then.
-    changed = "" if before.truncated or after.truncated else tampering(WorkspaceDiff.between(before, after))
-    if changed:
-        return CheckResult(0.0, CheckStatus.TAMPERED, _short(changed), **common)
+        return CheckResult(0.0, CheckStatus(str(executed.status)), _short(_join(reason, wrote)), **common)
     try:
-        score, subscores, note = parse_output(executed.stdout)
+        score, subscores, note = parse_output(executed.stdout, captured=_read_capture(workspace.root))
     except BadOutput as exc:
-        return CheckResult(0.0, CheckStatus.BAD_OUTPUT, _short(str(exc)), **common)
-    return CheckResult(score, CheckStatus.OK, _short(note), subscores=subscores, **common)
+        return CheckResult(0.0, CheckStatus.BAD_OUTPUT, _short(_join(str(exc), wrote)), **common)
+    return CheckResult(score, CheckStatus.OK, _short(_join(note, wrote)), subscores=subscores, **common)
 
 
 def install_checker(root: Path, reward_files: dict[str, bytes], payload: bytes) -> None:
-    """Put the checker's files at reward/ in the workspace folder, replacing whatever is there.
+    """Put the checker's files at reward/ in the workspace folder, replacing whatever is there, with the payload
+    and the capture hook.
 
     Whatever the agent left at reward/ goes first, without following links: a `reward` symlink made by the
     agent must not lead these writes out of the workspace.
@@ -206,27 +308,58 @@ def install_checker(root: Path, reward_files: dict[str, bytes], payload: bytes) 
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
     (root / PAYLOAD_PATH).write_bytes(payload)
+    hook = root / HOOK_DIR
+    if hook.exists():  # a checker file of that name: the protocol's own file wins
+        shutil.rmtree(hook) if hook.is_dir() and not hook.is_symlink() else hook.unlink()
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(CAPTURE_HOOK)
 
 
-def tampering(diff: WorkspaceDiff) -> str:
-    """Why the checker's changes to its workspace disqualify its score ('' when it only added files)."""
+def workspace_writes(diff: WorkspaceDiff) -> tuple[WorkspaceWrite, ...]:
+    """The files and links the checker added, modified or deleted (folders and the protocol's files left out)."""
+    found = [
+        WorkspaceWrite(path, change)
+        for change, entries in (("modified", diff.modified), ("deleted", diff.deleted), ("added", diff.added))
+        for path, entry in entries.items()
+        if entry.kind != "dir" and path not in PROTOCOL_PATHS
+    ]
+    return tuple(sorted(found, key=lambda w: (("modified", "deleted", "added").index(w.change), w.path)))
+
+
+def writes_note(writes: Sequence[WorkspaceWrite]) -> str:
+    """The reason's words for a checker's writes ('' for none)."""
     parts = []
-    for verb, entries in (("deleted", diff.deleted), ("changed", diff.modified)):
-        paths = sorted(entries)
+    for change in ("modified", "deleted", "added"):
+        paths = [w.path for w in writes if w.change == change]
         if paths:
             shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
-            parts.append(f"{verb} {shown}")
+            parts.append(f"{change} {shown}")
     if not parts:
         return ""
-    return "the checker " + " and ".join(parts) + "; a checker must only read the workspace it judges"
+    return "the checker wrote to the workspace while judging (" + "; ".join(parts) + "); the score stands"
 
 
-def parse_output(stdout: str) -> tuple[float, dict[str, float], str]:
+def _read_capture(root: Path) -> str | None:
+    """What reward/check.py wrote to stdout, or None when it did not run (or not through a Python that loads the
+    hook: `python -I`, `python -S`, a PYTHONPATH of the checker's own)."""
+    path = root / CAPTURE_PATH
+    if path.is_symlink() or not path.is_file():
+        return None
+    try:
+        with path.open("rb") as captured:
+            return captured.read(CAPTURE_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return None
+
+
+def parse_output(stdout: str, captured: str | None = None) -> tuple[float, dict[str, float], str]:
     """(score, sub-scores, note) from a checker's stdout, or BadOutput saying what is wrong.
 
     The score is the last non-empty line, a float in [0, 1]. The sub-scores are the last earlier line holding a
     JSON object, or else the first JSON object in the output (pretty-printed over several lines); each must be a
     number (or true/false) in [0, 1]. No JSON object at all is allowed (the note says so); a garbled one is not.
+    `captured`: what reward/check.py itself wrote to stdout. Its JSON object gives the sub-scores when reward.sh
+    printed none (ClawGym's averaging reward.sh); a garbled one there is only noted, as the score stands without it.
     """
     lines = [line.strip() for line in stdout.splitlines() if line.strip()]
     if not lines:
@@ -239,8 +372,17 @@ def parse_output(stdout: str) -> tuple[float, dict[str, float], str]:
     _check_value("the score", score)
     subscores = _subscores(lines[:-1], stdout[: stdout.rstrip().rfind("\n") + 1])
     notes = []
+    if not subscores and captured is not None:
+        try:
+            subscores = _subscores([line.strip() for line in captured.splitlines() if line.strip()], captured)
+        except BadOutput as exc:
+            notes.append(f"{CHECK_SCRIPT} printed no valid sub-scores: {exc}")
+        else:
+            if not subscores:
+                notes.append(f"{CHECK_SCRIPT} printed no JSON object of sub-scores")
     if not subscores:
-        notes.append("no sub-scores printed")
+        if not notes:
+            notes.append("no sub-scores printed")
     else:
         mean = sum(subscores.values()) / len(subscores)
         if abs(mean - score) > MEAN_TOLERANCE:
@@ -306,6 +448,10 @@ def _last_line(stderr: str) -> str:
 
 def _clip(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _join(*notes: str) -> str:
+    return "; ".join(note for note in notes if note)
 
 
 def _short(text: str) -> str:

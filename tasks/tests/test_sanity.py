@@ -16,6 +16,16 @@ from tasks.package import STANDARD_REWARD_SH, PackageFile, TaskPackage
 from tasks.sanity import SanityUnavailable, check_revision, output_paths, placeholder
 from tasks.services import save_package
 
+from .data.clawgym_shapes import (
+    AVERAGING_REWARD_SH,
+    LENIENT_JSONL_CHECK_PY,
+    LENIENT_JSONL_INSTRUCTION,
+    PLANIFY_CHECK_PY,
+    PLANIFY_INPUTS,
+    PLANIFY_INSTRUCTION,
+    PLANIFY_SOLUTION,
+)
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tasks"
 
 # Scores a summary of data.csv written to out.json; "out_exists" is the lenient kind of check the scaffold catches.
@@ -115,6 +125,7 @@ def test_a_sound_checker_passes(db, bwrap):
         assert run["status"] == "ok" and run["score"] == 0.0 and run["subscores"] == {"total_right": 0.0}
     assert report.solution_run["score"] == 1.0 and report.solution_run["subscores"] == {"total_right": 1.0}
     assert report.backend == "bwrap" and report.isolated and report.tolerance == 0.0
+    assert report.lazy_score == 0.0 and report.paying_checks == {} and report.warnings == []
     assert SanityReport.objects.get() == report
 
 
@@ -122,7 +133,59 @@ def test_a_checker_crediting_a_placeholder_is_over_lenient(db, bwrap):
     report = check_revision(make_task("lenient", lenient=True).current_revision, backend=bwrap)
     assert report.over_lenient and not report.crashed and report.solvable
     assert report.runs["initial"]["score"] == 0.0 and report.runs["scaffold"]["score"] == 0.5
-    assert report.problems == ["over-lenient: the scaffold workspace scored 0.5 (out_exists=1)"]
+    assert report.problems == [
+        "over-lenient: a lazy agent earns 0.5 on the scaffold workspace (paying checks: out_exists=1)"
+    ]
+    assert report.lazy_score == 0.5 and report.lazy_scores == {"empty": 0.0, "initial": 0.0, "scaffold": 0.5}
+    assert report.paying_checks == {"out_exists": 1.0} and report.paying_on("initial") == {}
+
+
+# --- the published ClawGym shapes ------------------------------------------------------------------------------
+
+
+def clawgym_task(external_id, instruction, check_py, inputs, solution=None):
+    files = [
+        PackageFile("reward.sh", AVERAGING_REWARD_SH.encode(), "reward"),
+        PackageFile("check.py", check_py.encode(), "reward"),
+    ]
+    files += [PackageFile(path, data, "input") for path, data in inputs.items()]
+    files += [PackageFile(path, data, "solution") for path, data in (solution or {}).items()]
+    return save_package(TaskPackage(external_id=external_id, instruction=instruction, files=files)).task
+
+
+def test_an_averaging_reward_sh_shows_which_checks_pay_a_lazy_agent(db, bwrap):
+    """Empty .jsonl and .txt placeholders make "every line is valid JSON" and "the text equals the concatenation"
+    true of nothing: the report names those checks, from check.py's JSON, though reward.sh printed only the mean."""
+    inputs = {"contacts.csv": b"id,name\na1,Ann\nb2,Bo\nc3,Cy\n"}
+    task = clawgym_task("jsonl-lenient", LENIENT_JSONL_INSTRUCTION, LENIENT_JSONL_CHECK_PY, inputs)
+    report = check_revision(task.current_revision, backend=bwrap)
+    assert report.scaffold_paths == ["out/records.jsonl", "out/summary.txt"]
+    assert report.verdict == "over-lenient" and not report.crashed
+    assert report.lazy_scores == {"empty": 0.0, "initial": 0.0, "scaffold": 0.75} and report.lazy_score == 0.75
+    assert report.runs["scaffold"]["subscores"] == {
+        "records_exist": 1.0, "every_line_is_json": 1.0, "summary_is_concatenation": 1.0, "has_three_records": 0.0,
+    }  # fmt: skip
+    assert report.paying_checks == {"every_line_is_json": 1.0, "records_exist": 1.0, "summary_is_concatenation": 1.0}
+    assert "paying checks: records_exist=1, every_line_is_json=1, summary_is_concatenation=1" in report.problems[0]
+    assert report.runs["initial"]["reason"] == ""  # the sub-scores were found: no "no sub-scores printed"
+
+
+def test_a_checker_running_the_agents_script_is_a_warning_not_a_crash(db, bwrap):
+    task = clawgym_task("planify", PLANIFY_INSTRUCTION, PLANIFY_CHECK_PY, PLANIFY_INPUTS, PLANIFY_SOLUTION)
+    report = check_revision(task.current_revision, backend=bwrap)
+    assert not report.crashed and report.solvable
+    assert not any("crashed" in problem for problem in report.problems)
+    for kind in ("initial", "scaffold", "solution"):
+        run = report.solution_run if kind == "solution" else report.runs[kind]
+        assert run["status"] == "ok" and run["workspace_writes"] == [{"path": "plan/plan.csv", "change": "modified"}]
+        assert "the checker wrote to the workspace while judging (modified plan/plan.csv)" in run["reason"]
+    assert report.solution_run["score"] == 1.0
+    assert "the checker wrote to the initial workspace while judging: modified plan/plan.csv" in report.warnings
+    # The broken script still runs and writes a plan: a lazy agent earns those two of the three checks.
+    assert report.lazy_score == pytest.approx(2 / 3) and report.verdict == "over-lenient"
+    assert report.paying_checks == {"plan_written": 1.0, "script_runs": 1.0}
+    # The empty workspace has no script: it runs nothing and writes nothing.
+    assert report.runs["empty"]["status"] == "ok" and "workspace_writes" not in report.runs["empty"]
 
 
 def test_the_tolerance_is_a_setting(db, bwrap, settings):
@@ -247,13 +310,20 @@ def test_the_api_list_filters_by_sanity(flagged, api_as, viewer):
 def test_the_task_page_shows_the_latest_report(db, viewer_client):
     task = make_task("shown")
     report_for(task, crashed=True)
-    report = report_for(task, over_lenient=True)
-    report.runs["scaffold"] = {**report.runs["scaffold"], "score": 0.5, "subscores": {"out_exists": 1.0}}
+    report = report_for(task, over_lenient=True, lazy_score=0.5, runtime="clawgym-runtime 3")
+    report.runs["scaffold"] = {
+        **report.runs["scaffold"], "score": 0.5, "subscores": {"out_exists": 1.0, "total_right": 0.0},
+        "workspace_writes": [{"path": "plan/plan.csv", "change": "modified"}], "workspace_writes_count": 1,
+    }  # fmt: skip
     report.save()
     html = viewer_client.get(reverse("tasks:detail", args=["shown"])).content.decode()
     assert 'data-testid="sanity-verdict">Over-lenient<' in html
-    assert "over-lenient: the scaffold workspace scored 0.5 (out_exists=1)" in html
-    assert "out_exists=1" in html and "Ran without a sandbox" not in html
+    assert "over-lenient: a lazy agent earns 0.5 on the scaffold workspace (paying checks: out_exists=1)" in html
+    assert 'data-testid="sanity-lazy-score">0.500<' in html
+    assert 'paying" title="pays a lazy agent">out_exists=1<' in html and 'nowrap">total_right=0<' in html
+    assert "Warning: the checker wrote to the scaffold workspace while judging: modified plan/plan.csv" in html
+    assert 'data-testid="sanity-runtime">clawgym-runtime 3<' in html
+    assert "Ran without a sandbox" not in html
     assert "Run sanity check" not in html  # viewers cannot start one
 
 

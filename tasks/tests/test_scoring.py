@@ -109,17 +109,24 @@ def test_without_a_judge_endpoint_the_code_score_is_kept_and_the_rubric_waits(db
     assert "no enabled model endpoint serves the role 'judge'" in result.reason
 
 
-def test_the_judge_sees_target_files_as_the_agent_left_them_even_if_the_checker_deletes_them(judge, scripted_upstream):
-    deleting = "#!/usr/bin/env bash\nrm -f report.md\necho 1\n"
-    revision = make_revision([rule("Accuracy")], code_weight=0.5, reward_sh=deleting)
+@pytest.mark.parametrize(("script", "change"), [("echo REWRITTEN > report.md", "modified"), ("rm -f report.md", "deleted")])
+def test_the_judge_sees_target_files_as_the_agent_left_them_and_the_checkers_writes_keep_its_score(
+    judge, scripted_upstream, script, change
+):
+    """A checker that runs the agent's script may rewrite an output: the rubric is judged on the workspace as the
+    agent left it, before the checker ran, and the code score stands, with the write recorded."""
+    writing = f"#!/usr/bin/env bash\n{script}\necho 1\n"
+    revision = make_revision([rule("Accuracy")], code_weight=0.5, reward_sh=writing)
     scripted_upstream.push(verdict(0.5))
 
     result = score(revision, {"report.md": b"THE AGENT'S REPORT"})
 
-    assert result.code.status is CheckStatus.TAMPERED and result.code.score == 0.0
-    assert "THE AGENT'S REPORT" in scripted_upstream.requests[0].json["messages"][1]["content"]
-    # A checker that misbehaved counts as code score 0, and says so.
-    assert result.status is ScoreStatus.OK and result.score == 0.25 and "tampered" in result.reason
+    assert result.code.status is CheckStatus.OK and result.code.score == 1.0
+    assert [(w.path, w.change) for w in result.code.workspace_writes] == [("report.md", change)]
+    assert f"{change} report.md" in result.code.reason and "the score stands" in result.code.reason
+    prompt = scripted_upstream.requests[0].json["messages"][1]["content"]
+    assert "THE AGENT'S REPORT" in prompt and "REWRITTEN" not in prompt
+    assert result.status is ScoreStatus.OK and result.score == 0.75
 
 
 def test_a_checker_that_cannot_run_leaves_the_run_unscored_and_calls_no_judge(judge, scripted_upstream, monkeypatch):

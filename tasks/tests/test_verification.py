@@ -1,7 +1,9 @@
-"""The checker protocol (tasks.verification): payload, parsing, and a hostile battery at the protocol level.
+"""The checker protocol (tasks.verification): payload, parsing, the published ClawGym shapes, and a hostile battery
+at the protocol level.
 
-Every misbehaving checker must give score 0 with its reason recorded, and never raise. The sandbox itself has its
-own tests (sandbox/tests); here checkers run through the default bubblewrap backend as they do in production.
+Every misbehaving checker must give score 0 with its reason recorded, and never raise; a checker that writes into
+the workspace it judges keeps its score, with the writes recorded. The sandbox itself has its own tests
+(sandbox/tests); here checkers run through the default bubblewrap backend as they do in production.
 """
 
 import json
@@ -17,9 +19,12 @@ from tasks.verification import (
     BadOutput,
     CheckerSpec,
     CheckStatus,
+    WorkspaceWrite,
     parse_output,
     run_checker,
 )
+
+from .data.clawgym_shapes import AVERAGING_REWARD_SH, PLANIFY_CHECK_PY, PLANIFY_INPUTS, PLANIFY_SOLUTION
 
 FAST = Limits(wall_seconds=10, cpu_seconds=10, max_output_bytes=64 * 1024)
 
@@ -59,6 +64,17 @@ def test_parse_reads_pretty_printed_subscores_and_notes_a_disagreeing_mean():
 
 def test_parse_accepts_a_bare_score_and_says_there_were_no_subscores():
     assert parse_output("1\n") == (1.0, {}, "no sub-scores printed")
+
+
+def test_parse_takes_the_subscores_check_py_printed_when_reward_sh_printed_only_the_score():
+    score, subscores, note = parse_output("0.5\n", captured='checking\n{"a": 1, "b": false}\n')
+    assert (score, subscores, note) == (0.5, {"a": 1.0, "b": 0.0}, "")
+
+
+def test_parse_notes_a_garbled_capture_but_keeps_the_score():
+    score, subscores, note = parse_output("0.5\n", captured='{"a": "yes"}\n')
+    assert score == 0.5 and subscores == {}
+    assert "reward/check.py printed no valid sub-scores" in note and "not a number" in note
 
 
 @pytest.mark.parametrize(
@@ -134,6 +150,74 @@ def test_a_reward_folder_left_by_the_agent_is_replaced_without_following_links(b
     assert sorted(p.name for p in outside.iterdir()) == ["keep.txt"] and (outside / "keep.txt").read_text() == "mine"
 
 
+# --- the published ClawGym shapes ----------------------------------------------------------------------------
+
+CLAWGYM_CHECK = """import json, os
+root = "/root/.openclaw/workspace"
+print(json.dumps({"has_data": os.path.exists(f"{root}/data.csv"), "has_out": os.path.exists(f"{root}/out.json"),
+                  "half": 0.5}))
+"""
+
+
+def test_the_averaging_reward_sh_scores_its_last_line_and_keeps_check_py_subscores(bwrap):
+    result, _ = run(spec(CLAWGYM_CHECK, reward_sh=AVERAGING_REWARD_SH), backend=bwrap)
+    assert result.ok, result
+    assert result.score == pytest.approx(0.5) and result.subscores == {"has_data": 1.0, "has_out": 0.0, "half": 0.5}
+    assert result.reason == "" and result.workspace_writes == ()
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        'python3 -u reward/check.py | python3 -c "import sys,json; d=json.load(sys.stdin); print(sum(d.values())/len(d))"',
+        'cd reward && out="$(python3 check.py)" && echo "$out" | python3 -c '
+        '"import sys,json; d=json.load(sys.stdin); print(sum(d.values())/len(d))"',
+        'here="$(cd "$(dirname "$0")" && pwd)"; /usr/bin/env python3 "$here/check.py" > /tmp/s.json; '
+        'python3 -c "import json; d=json.load(open(\'/tmp/s.json\')); print(float(min(d.values())))"',
+    ],
+    ids=["unbuffered", "from-the-reward-folder", "absolute-path-through-a-file"],
+)
+def test_check_py_subscores_are_kept_however_reward_sh_calls_it(bwrap, call):
+    result, _ = run(spec(CLAWGYM_CHECK, reward_sh="#!/bin/bash\nset -e\n" + call + "\n"), backend=bwrap)
+    assert result.ok, result
+    assert result.subscores == {"has_data": 1.0, "has_out": 0.0, "half": 0.5}
+
+
+def test_a_disagreeing_averager_keeps_its_score_and_says_so(bwrap):
+    """A reward.sh that does not print the mean of check.py's checks: its last line counts, the reason says so."""
+    reward_sh = '#!/bin/bash\npython3 reward/check.py > /dev/null\necho 1.0\n'
+    result, _ = run(spec(CLAWGYM_CHECK, reward_sh=reward_sh), backend=bwrap)
+    assert result.ok and result.score == 1.0 and result.subscores["has_out"] == 0.0
+    assert "differs from the mean of the sub-scores 0.5" in result.reason
+
+
+def test_a_checker_running_the_agents_script_keeps_its_score_and_records_the_writes(bwrap):
+    checker = spec(PLANIFY_CHECK_PY, reward_sh=AVERAGING_REWARD_SH)
+    with Workspace.create({**PLANIFY_INPUTS, **PLANIFY_SOLUTION}) as workspace:
+        result = run_checker(checker, workspace, backend=bwrap, limits=FAST)
+        rewritten = (workspace.root / "plan" / "plan.csv").read_text()
+    assert result.status is CheckStatus.OK and result.score == 1.0, result
+    assert result.subscores == {"script_runs": 1.0, "plan_written": 1.0, "plan_in_priority_order": 1.0}
+    assert rewritten.splitlines() == ["day,task", "1,review", "2,send", "3,draft"]
+    assert result.workspace_writes == (WorkspaceWrite("plan/plan.csv", "modified"),)
+    assert "wrote to the workspace while judging (modified plan/plan.csv); the score stands" in result.reason
+    stored = result.as_dict()
+    assert stored["workspace_writes"] == [{"path": "plan/plan.csv", "change": "modified"}]
+    assert stored["workspace_writes_count"] == 1
+
+
+def test_the_capture_hook_leaves_no_trace_among_the_writes_and_runs_the_interpreters_own_sitecustomize(bwrap):
+    """The hook hides the interpreter's sitecustomize on the PYTHONPATH; it must still run it (Debian's installs
+    an exception hook): a checker sees the same Python either way."""
+    check = """import json, sys
+found = [p for p in sys.path if p.endswith("/reward/.clawgym")]
+print(json.dumps({"hook_on_path": bool(found), "stdout_is_copied": type(sys.stdout).__name__ == "_TextCopy"}))
+"""
+    result, _ = run(spec(check, reward_sh=AVERAGING_REWARD_SH), backend=bwrap)
+    assert result.ok and result.subscores == {"hook_on_path": 1.0, "stdout_is_copied": 1.0}, result
+    assert result.workspace_writes == ()
+
+
 # --- the hostile battery: score 0, a reason, no exception ------------------------------------------------------
 
 HOSTILE = {
@@ -153,10 +237,6 @@ HOSTILE = {
     "timeout": ("echo 1.0; sleep 30", CheckStatus.TIMEOUT, "wall-clock limit of 2 s"),
     "killed": ("echo 1.0; kill -9 $$", CheckStatus.KILLED, "SIGKILL"),
     "output_flood": ("yes 1.0", CheckStatus.OUTPUT_LIMIT, "output went past"),
-    "deletes_input": ("rm data.csv; echo 1.0", CheckStatus.TAMPERED, "deleted data.csv"),
-    "rewrites_input": ("echo forged > data.csv; echo 1.0", CheckStatus.TAMPERED, "changed data.csv"),
-    "rewrites_itself": ("echo 'print(1)' > reward/check.py; echo 1.0", CheckStatus.TAMPERED, "changed reward/check.py"),
-    "wipes_workspace": ("rm -rf /root/.openclaw/workspace/*; echo 1.0", CheckStatus.TAMPERED, "deleted data.csv"),
 }
 
 
@@ -201,9 +281,34 @@ print(json.dumps({{"reached_server": 1}}))
     assert connections == []
 
 
-def test_a_checker_may_add_files(bwrap):
-    result, _ = run(shell("mkdir -p .cache && echo x > .cache/tmp; echo '{\"a\": 1}'; echo 1"), backend=bwrap)
-    assert result.ok and result.score == 1.0
+# --- writes into the judged workspace: a warning, the score stands -------------------------------------------
+
+WRITES = {
+    "deletes_input": ("rm data.csv", [("data.csv", "deleted")]),
+    "rewrites_input": ("echo forged > data.csv", [("data.csv", "modified")]),
+    "rewrites_itself": ("echo '# changed' >> reward/reward.sh", [("reward/reward.sh", "modified")]),
+    "wipes_workspace": ("rm -rf /root/.openclaw/workspace/*", [
+        ("data.csv", "deleted"), ("notes.md", "deleted"), ("reward/reward.sh", "deleted"),
+    ]),
+    "adds_a_cache": ("mkdir -p .cache && echo x > .cache/tmp", [(".cache/tmp", "added")]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WRITES))
+def test_a_checker_writing_to_its_workspace_keeps_its_score_with_the_writes_recorded(bwrap, name):
+    script, writes = WRITES[name]
+    files = {"data.csv": b"a,b\n1,2\n", "notes.md": b"# notes\n"}
+    result, _ = run(shell(script + "; echo '{\"a\": 1}'; echo 1.0"), files=files, backend=bwrap)
+    assert result.status is CheckStatus.OK and result.score == 1.0 and result.subscores == {"a": 1.0}, result
+    assert sorted(result.workspace_writes) == sorted(WorkspaceWrite(p, c) for p, c in writes)
+    assert "while judging" in result.reason and writes[0][0] in result.reason and "the score stands" in result.reason
+
+
+def test_writes_are_recorded_on_a_failed_run_too(bwrap):
+    result, _ = run(shell("echo forged > data.csv; exit 2"), backend=bwrap)
+    assert result.status is CheckStatus.ERROR and result.score == 0.0
+    assert result.workspace_writes == (WorkspaceWrite("data.csv", "modified"),)
+    assert result.reason.startswith("exit code 2") and "modified data.csv" in result.reason
 
 
 # --- without a sandbox -----------------------------------------------------------------------------------------
