@@ -206,28 +206,45 @@ class TaskListSerializer(serializers.ModelSerializer):
 
 
 class TaskDetailSerializer(TaskListSerializer):
-    """A task with a summary of its current revision."""
+    """A task with its current instruction and a summary of its current revision."""
 
     scenario_category = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
     scenario_subcategory = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
+    instruction = serializers.SerializerMethodField(help_text="The current revision's instruction (null: none yet).")
     current_revision = serializers.SerializerMethodField()
     revisions_url = serializers.SerializerMethodField()
 
     class Meta(TaskListSerializer.Meta):
-        fields = TaskListSerializer.Meta.fields + ["scenario_category", "scenario_subcategory", "revisions_url"]
+        fields = TaskListSerializer.Meta.fields + [
+            "instruction",
+            "scenario_category",
+            "scenario_subcategory",
+            "revisions_url",
+        ]
         read_only_fields = fields
+
+    def _current(self, obj) -> TaskRevision | None:
+        if obj.current_revision_id is None:
+            return None
+        cache = self.context.setdefault("_current_revisions", {})
+        if obj.current_revision_id not in cache:
+            cache[obj.current_revision_id] = (
+                TaskRevision.objects.filter(pk=obj.current_revision_id)
+                .select_related("task", "parent", "author_user")
+                .annotate(file_count=Count("files"))
+                .get()
+            )
+        return cache[obj.current_revision_id]
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_instruction(self, obj) -> str | None:
+        revision = self._current(obj)
+        return revision.instruction if revision else None
 
     @extend_schema_field(RevisionSummarySerializer(allow_null=True))
     def get_current_revision(self, obj):
-        if obj.current_revision_id is None:
-            return None
-        revision = (
-            TaskRevision.objects.filter(pk=obj.current_revision_id)
-            .select_related("task", "parent", "author_user")
-            .annotate(file_count=Count("files"))
-            .get()
-        )
-        return RevisionSummarySerializer(revision, context=self.context).data
+        revision = self._current(obj)
+        return RevisionSummarySerializer(revision, context=self.context).data if revision else None
 
     @extend_schema_field(OpenApiTypes.URI)
     def get_revisions_url(self, obj) -> str:

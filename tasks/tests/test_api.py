@@ -109,14 +109,19 @@ def test_lists_take_a_fixed_number_of_queries(api_as, viewer, category, django_a
         assert len(api.get("/api/tasks/task-00/revisions/1/").json()["files"]) == 2
 
 
-def test_detail_has_the_current_revision_summary(api_as, viewer, task):
+def test_detail_has_the_instruction_and_the_current_revision_summary(api_as, viewer, reviewer_api, task):
     body = api_as(viewer).get(f"/api/tasks/{task.external_id}/").json()
     assert body["external_id"] == "expense-summary" and body["status"] == "ready" and body["source"] == "imported"
+    assert body["instruction"] == "Summarise expenses.csv\nper category."
     current = body["current_revision"]
     assert current["number"] == 1 and current["parent"] is None and current["author"] == "import"
     assert current["file_count"] == 2
     assert body["revisions_url"].endswith("/api/tasks/expense-summary/revisions/")
     assert api_as(viewer).get("/api/tasks/no-such-task/").status_code == 404
+    changed = reviewer_api.patch(f"/api/tasks/{task.external_id}/", {"instruction": "Total per month.", "message": "m"},
+                                 format="json")  # fmt: skip
+    assert changed.json()["instruction"] == "Total per month."
+    assert api_as(viewer).get(f"/api/tasks/{task.external_id}/").json()["instruction"] == "Total per month."
 
 
 def test_revisions_list_and_detail(api_as, viewer, reviewer_api, task):
