@@ -16,7 +16,13 @@ otherwise charge whichever side runs first). Throughput is rollouts per minute; 
 memory per rollout is the largest resident set of the agent process (Node holds the whole agent), per rollout.
 The last line is one JSON object.
 
+With --deadline SECONDS it measures instead how soon an agent past its deadline is stopped: the model's first answer
+is `exec sleep 600`, each rollout runs with that timeout, and the report gives each rollout's agent seconds; the aim
+is every rollout ended "timeout" within the deadline plus the driver's grace between SIGTERM and SIGKILL (plus one
+second). (The tests check the exit reason and that the work before the deadline is scored, not how long it took.)
+
     .venv/bin/python bench/rollout_bench.py [--rollouts 4] [--concurrency 2] [--harness openclaw|builtin]
+    .venv/bin/python bench/rollout_bench.py --harness builtin --deadline 3 [--rollouts 2]
 """
 
 import argparse
@@ -46,8 +52,9 @@ MEASURE = (
 )
 
 
-def serve_model(port: int) -> None:
-    """The scripted model process: its answer depends only on the conversation it is sent."""
+def serve_model(port: int, stall: bool = False) -> None:
+    """The scripted model process: its answer depends only on the conversation it is sent. `stall`: the first answer
+    is a command that outlasts any deadline."""
     import django
     import uvicorn
 
@@ -60,6 +67,8 @@ def serve_model(port: int) -> None:
             messages = (received.json or {}).get("messages") or []
             if any(m.get("role") == "tool" for m in messages if isinstance(m, dict)):
                 reply = Reply.text("Done.")
+            elif stall:
+                reply = Reply.tool_call("exec", {"command": "sleep 600"})
             else:
                 reply = Reply.tool_call("write", {"path": "summary.txt", "content": RIGHT_SUMMARY})
             await super()._answer(send, path, reply, received)
@@ -152,6 +161,34 @@ def runner(harness, revision, endpoint, rollouts, concurrency, timeout) -> dict:
     return report
 
 
+def deadline_runs(harness, revision, endpoint, rollouts, concurrency, deadline, timeout) -> dict:
+    """K rollouts whose agent runs past `deadline`: how long each agent ran before it was stopped."""
+    from evaluation.harnesses.inside.driver import GRACE_SECONDS
+    from evaluation.models import Rollout
+    from evaluation.services import start_rollouts
+
+    started = time.monotonic()
+    created = start_rollouts(revision, endpoint, harness=harness, repeats=rollouts, options={"timeout": deadline})
+    ids = [r.pk for r in created]
+    while Rollout.objects.filter(pk__in=ids, status__in=Rollout.FINISHED).count() < len(ids):
+        if time.monotonic() - started > timeout:
+            raise RuntimeError(f"the deadline rollouts did not finish within {timeout} s")
+        time.sleep(0.2)
+    finished = list(Rollout.objects.filter(pk__in=ids).order_by("pk"))
+    agent_seconds = [r.agent_seconds or 0.0 for r in finished]
+    aim = deadline + GRACE_SECONDS + 1
+    return {
+        "deadline_seconds": deadline,
+        "concurrency": concurrency,
+        "exit_reasons": [r.exit_reason for r in finished],
+        "agent_seconds": [round(x, 2) for x in agent_seconds],
+        "max_agent_seconds": round(max(agent_seconds), 2),
+        "aim_max_agent_seconds": aim,
+        "end_to_end_seconds": round(time.monotonic() - started, 2),
+        "met": all(r.exit_reason == "timeout" for r in finished) and max(agent_seconds) <= aim,
+    }
+
+
 def summary(seconds: float, rollouts: int, rss: list[int], *, ok: int, errors: list[str]) -> dict:
     return {
         "rollouts": rollouts,
@@ -194,10 +231,13 @@ def main() -> None:
     parser.add_argument("--harness", default="openclaw", choices=["openclaw", "builtin"])
     parser.add_argument("--rounds", type=int, default=1, help="alternating bare/runner rounds, summed (default 1)")
     parser.add_argument("--timeout", type=float, default=1800.0)
+    parser.add_argument("--deadline", type=int, metavar="SECONDS",
+                        help="measure how soon agents past this deadline are stopped (instead of the throughput)")
     parser.add_argument("--serve-model", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    parser.add_argument("--stall", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_model:
-        serve_model(args.serve_model)
+        serve_model(args.serve_model, stall=args.stall)
         return
 
     workdir = Path(tempfile.mkdtemp(prefix="clawgym-rollout-bench-"))
@@ -236,8 +276,9 @@ def main() -> None:
         revision = save_package(fruit_package("bench-fruit")).revision
         inputs = {f.path: f.blob.content for f in revision.files_by_role("input")}
 
-        procs.append(subprocess.Popen([sys.executable, __file__, "--serve-model", str(model_port)], cwd=BASE_DIR,
-                                      env=child_env))  # fmt: skip
+        stall = ["--stall"] if args.deadline else []
+        procs.append(subprocess.Popen([sys.executable, __file__, "--serve-model", str(model_port), *stall],
+                                      cwd=BASE_DIR, env=child_env))  # fmt: skip
         procs.append(subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "clawgym_site.asgi:application", "--host", "127.0.0.1",
              "--port", str(app_port), "--log-level", "warning", "--no-access-log"], cwd=BASE_DIR, env=child_env))
@@ -247,6 +288,13 @@ def main() -> None:
         # The worker cluster runs from the start, so both sides share one machine state (its idle polling too).
         worker = WorkerProcess("django-q", [sys.executable, "manage.py", "qcluster"], child_env).start()
         worker.wait_ready("django_q")
+        if args.deadline:
+            deadline = deadline_runs(args.harness, revision, endpoint, args.rollouts, args.concurrency, args.deadline,
+                                     args.timeout)  # fmt: skip
+            print(f"deadline {args.deadline} s: agents stopped after {deadline['agent_seconds']} s "
+                  f"(aim at most {deadline['aim_max_agent_seconds']} s): {deadline['exit_reasons']}")
+            print(json.dumps({"harness": args.harness, "cpus": os.cpu_count(), **deadline}))
+            return
         warm = bare_loop(args.harness, workdir, model_url, inputs, revision.instruction, 1, 1, offset=10_000)
         if not warm["ok"]:
             raise RuntimeError(f"the warm-up run failed: {warm['errors']}")

@@ -17,13 +17,8 @@ retryable: a retry is the next attempt on the same row, replacing its results, s
 from __future__ import annotations
 
 import logging
-import shutil
-import socket
-import tempfile
 import uuid
-from contextlib import contextmanager
 from dataclasses import asdict
-from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
@@ -47,7 +42,7 @@ from .harnesses.sandboxed import WALL_MARGIN_SECONDS, run_agent
 from .models import Rollout, RolloutFile, Trajectory
 from .slots import NoSlotFree, rollout_slot
 from .trajectories import TrajectoryRules, rebuild_trajectories
-from .workspaces import final_workspace
+from .workspaces import attempt_folder, final_workspace, remove_orphaned_folders
 
 log = logging.getLogger(__name__)
 
@@ -170,10 +165,12 @@ def fail_lost_rollouts() -> list[int]:
     running = Rollout.objects.filter(status=Rollout.Status.RUNNING).select_related("job_run")
     for rollout in running:
         reason = _lost(rollout)
-        if reason and _fail(rollout, ExitReason.WORKER_LOST, reason, expected=Rollout.Status.RUNNING):
+        if not reason:
+            continue
+        # Its workspace first, so that a rollout seen failed has none left on this machine (a live process's stays).
+        remove_orphaned_folders(rollout)
+        if _fail(rollout, ExitReason.WORKER_LOST, reason, expected=Rollout.Status.RUNNING):
             failed.append(rollout.pk)
-            if rollout.worker.split(":")[0] == socket.gethostname():
-                remove_leftovers(rollout)  # the dead worker's workspace and run dir, on this machine
     return failed
 
 
@@ -196,6 +193,7 @@ def fail_redelivered(rollout: Rollout, job_run: JobRun) -> bool:
         f"the worker running attempt {rollout.attempt} ({rollout.worker}) was lost; "
         f"job run #{job_run.pk} was delivered again"
     )
+    remove_orphaned_folders(rollout)
     return _fail(rollout, ExitReason.WORKER_LOST, reason, expected=Rollout.Status.RUNNING)
 
 
@@ -259,7 +257,7 @@ def _run_attempt(rollout: Rollout, timeout: int) -> None:
             sampling=dict(endpoint.sampling or {}),
             options={k: v for k, v in rollout.harness_options.items() if k != "timeout"},
         )
-        with _scratch(rollout) as scratch, Workspace.create(inputs, base_dir=scratch) as workspace:
+        with attempt_folder(rollout) as scratch, Workspace.create(inputs, base_dir=scratch) as workspace:
             try:
                 outcome = run_agent(get_harness(rollout.harness), task, workspace, proxy_base=proxy_base_url(session),
                                     scratch_dir=scratch)  # fmt: skip
@@ -277,26 +275,6 @@ def _run_attempt(rollout: Rollout, timeout: int) -> None:
     except Exception as exc:
         _fail(rollout, ExitReason.RUNNER_ERROR, f"{type(exc).__name__}: {exc}", expected=Rollout.Status.RUNNING)
         raise
-
-
-SCRATCH_PREFIX = "clawgym-rollout-"
-
-
-@contextmanager
-def _scratch(rollout: Rollout):
-    """A temp folder holding the attempt's workspace and run dir, named after the rollout, so that what a killed
-    worker left behind can be found and removed (remove_leftovers) when its rollout is marked lost."""
-    folder = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{rollout.pk}-"))
-    folder.chmod(0o711)  # the sandbox's unprivileged uid must reach the workspace and run dir inside
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def remove_leftovers(rollout: Rollout) -> None:
-    for folder in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}{rollout.pk}-*"):
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _agent_fields(outcome: AgentOutcome) -> dict:

@@ -1,12 +1,41 @@
-"""A rollout's final workspace, rebuilt from its task's input files and the stored diff."""
+"""A rollout's folders on disk: where its attempt runs (held, so a killed worker's is found and removed), and its
+final workspace rebuilt from its task's input files and the stored diff."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from jobs import scratch
 from tasks.models import RevisionFile
 
 from .models import Rollout, RolloutFile
+
+
+@contextmanager
+def attempt_folder(rollout: Rollout) -> Iterator[Path]:
+    """A held scratch folder for one attempt's workspace and run dir, named after the rollout (jobs.scratch): when
+    the worker dies inside, whoever finds the rollout lost removes it (remove_orphaned_folders)."""
+    with scratch.scratch_folder(_label(rollout)) as folder:
+        yield folder
+
+
+def remove_orphaned_folders(rollout: Rollout) -> list[Path]:
+    """Remove the rollout's attempt folders on this machine whose process is gone; a live one's are kept.
+
+    Called before a lost attempt is marked failed, so that a rollout seen failed has no workspace left here.
+    """
+    return scratch.sweep(f"{_label(rollout)}-")
+
+
+def attempt_folders(rollout: Rollout) -> list[Path]:
+    """The rollout's attempt folders on this machine (held by a live attempt, or not yet swept)."""
+    return scratch.folders(f"{_label(rollout)}-")
+
+
+def _label(rollout: Rollout) -> str:
+    return f"rollout-{rollout.pk}"
 
 
 def final_workspace(rollout: Rollout) -> tuple[dict[str, bytes], dict[str, str], list[RolloutFile]]:

@@ -9,7 +9,8 @@ gone (same host) or its heartbeat is older than CLAWGYM_JOB_STALE_SECONDS (any h
 while the job runs, so a slow job step does not look dead). Lost runs are run again, up to
 MAX_ATTEMPTS, when an engine delivers them again or a worker starts (`recover_lost`), and marked
 failed with the reason by `reap_stale` (the `reap_jobs` command). A lost run someone asked to cancel
-is not run again: it ends cancelled.
+is not run again: it ends cancelled. Both first remove the scratch folders (workspaces) that dead processes left on
+this machine (jobs.scratch), so a run seen lost or queued again has no workspace of a dead worker left here.
 """
 
 import json
@@ -27,7 +28,7 @@ from django.db.models import F, Q, TextField, Value
 from django.db.models.functions import Concat, Right
 from django.utils import timezone
 
-from . import registry
+from . import registry, scratch
 from .models import JobRun
 
 log = logging.getLogger(__name__)
@@ -340,6 +341,14 @@ def _finish(ctx: JobContext, status: str, *, error: str = "", result=None) -> No
 # --- lost workers -------------------------------------------------------------------------------------------
 
 
+def _sweep_scratch() -> None:
+    """Remove the scratch folders of dead processes on this machine. Never in the way of ending lost runs."""
+    try:
+        scratch.sweep()
+    except Exception:
+        log.exception("removing the scratch folders of dead workers failed")
+
+
 def _lost_runs(now):
     for run in JobRun.objects.filter(status=JobRun.Status.RUNNING).order_by("pk"):
         reason = lost_reason(run, now)
@@ -353,6 +362,7 @@ def reap_stale(now=None) -> int:
     Returns how many.
     """
     now = now or timezone.now()
+    _sweep_scratch()
     count = 0
     for run, reason in _lost_runs(now):
         if run.cancel_requested:
@@ -371,6 +381,7 @@ def recover_lost(now=None) -> dict:
     from .engine import get_engine
 
     now = now or timezone.now()
+    _sweep_scratch()
     done = {"requeued": [], "failed": [], "cancelled": []}
     for run, reason in _lost_runs(now):
         if run.cancel_requested or run.attempts >= MAX_ATTEMPTS:

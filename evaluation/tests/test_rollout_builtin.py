@@ -141,7 +141,9 @@ def test_an_agent_past_its_deadline_is_stopped_and_scored(live_server_asgi, scri
     )
     rollout = run_one(fruit_task, agent_endpoint, timeout=3)
 
+    # How soon it was stopped is measured by `bench/rollout_bench.py --deadline 3`, not asserted here.
     assert rollout.status == Rollout.Status.SCORED and rollout.exit_reason == "timeout"
-    assert rollout.agent_seconds < 15
+    # Stopped inside the sleep: the model handed out the `exec` and was never asked again with its result.
+    assert rollout.model_calls == len(scripted_upstream.requests) == 2
     assert rollout.sub_scores["summary_right"] == 1.0  # what it wrote before its deadline counts
     assert rollout.transcript[-1]["role"] == "tool"  # the transcript so far was kept

@@ -5,16 +5,15 @@ and counts once."""
 import json
 import os
 import signal
-import tempfile
 import time
 from io import StringIO
-from pathlib import Path
 
 import pytest
 from django.core.management import call_command
 
 from evaluation.models import Rollout
 from evaluation.services import retry_rollout, start_rollouts
+from evaluation.workspaces import attempt_folders
 from jobs.testing import start_django_q_worker, use_engine, wait_for
 from llm.models import ModelCall
 from llm.testing import Reply
@@ -86,13 +85,15 @@ def test_a_killed_worker_leaves_the_rollout_failed_and_a_retry_counts_once(
         time.sleep(0.05)
     assert scripted_upstream.in_flight == 1
     first_session = rollout.proxy_session_id
+    [folder] = attempt_folders(rollout)  # held by the worker while its agent waits for the model
+    assert any(folder.glob("clawgym-ws-*")) and any(folder.glob("clawgym-run-*"))
 
     os.kill(int(rollout.worker.split(":")[1]), signal.SIGKILL)  # the pool process running the rollout
-    # The cluster starts a new worker process, which runs the lost job again: it finds the attempt lost.
-    assert list(Path(tempfile.gettempdir()).glob(f"clawgym-rollout-{rollout.pk}-*"))  # its workspace, left behind
+    # The cluster starts a new worker process, which runs the lost job again: it finds the attempt lost. Whoever
+    # finds it lost removes its folder first, so the rollout is never seen failed with its workspace still there.
     wait_rollout(rollout, [Rollout.Status.FAILED])
     assert rollout.exit_reason == "worker_lost" and "exited before it finished" in rollout.error
-    assert not list(Path(tempfile.gettempdir()).glob(f"clawgym-rollout-{rollout.pk}-*"))  # removed once found lost
+    assert not folder.exists() and attempt_folders(rollout) == []
     assert rollout.retryable and rollout.attempt == 1 and rollout.score is None
     wait_for(rollout.job_run, timeout=30)
 
