@@ -6,4 +6,4 @@ RUN pip install --no-cache-dir -r requirements.txt
 COPY . .
 ENV DJANGO_SETTINGS_MODULE=clawgym_site.settings PYTHONUNBUFFERED=1
 EXPOSE 8000
-CMD ["uvicorn", "clawgym_site.asgi:application", "--host", "0.0.0.0", "--port", "8000"]
+CMD ["uvicorn", "clawgym_site.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--http", "clawgym_site.http_timeouts:HttpToolsProtocol", "--timeout-keep-alive", "5"]

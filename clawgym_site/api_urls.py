@@ -1,9 +1,9 @@
 """The REST API: one router for every app's viewsets."""
 
 from django.urls import include, path
-from rest_framework.authtoken.views import obtain_auth_token
 from rest_framework.routers import DefaultRouter
 
+from accounts.api import obtain_token
 from evaluation.api import register as register_evaluation
 from jobs.api import register as register_jobs
 from llm.api import register as register_llm
@@ -22,6 +22,6 @@ register_quality(router)
 urlpatterns = [
     path("", include(router.urls)),
     path("auth/", include("rest_framework.urls")),
-    # POST username + password, get the user's API token (for scripts).
-    path("auth/token/", obtain_auth_token, name="api-token"),
+    # POST username + password, get the user's API token (for scripts); failed attempts are rate limited (axes).
+    path("auth/token/", obtain_token, name="api-token"),
 ]

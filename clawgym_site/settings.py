@@ -1,6 +1,7 @@
 """ClawGym settings: everything that varies between machines comes from the environment."""
 
 import os
+from datetime import timedelta
 import tempfile
 from pathlib import Path
 
@@ -33,6 +34,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "django_q",
+    "axes",
     "accounts",
     "jobs",
     "llm",
@@ -53,6 +55,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last: turns a locked-out login (too many failures) into a 429 page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "clawgym_site.urls"
@@ -98,6 +102,16 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# Sign-in attempts are rate limited per client address by django-axes: after CLAWGYM_LOGIN_FAILURE_LIMIT failures
+# within CLAWGYM_LOGIN_COOLOFF_MINUTES, /login/, the admin's login and /api/auth/token/ refuse that address (429)
+# until the cool-off has passed with no further failure; a successful sign-in clears the count. Behind a front proxy
+# the address is the client's as uvicorn reports it (--proxy-headers, trusted from --forwarded-allow-ips).
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env_int("CLAWGYM_LOGIN_FAILURE_LIMIT", 10)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("CLAWGYM_LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = ["ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"
 LOGOUT_REDIRECT_URL = "login"
@@ -126,6 +140,10 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 CLAWGYM_MAX_REQUEST_BYTES = env_int("CLAWGYM_MAX_REQUEST_BYTES", 64 * 1024 * 1024)
 CLAWGYM_MAX_UPLOAD_BYTES = env_int("CLAWGYM_MAX_UPLOAD_BYTES", 1024 * 1024 * 1024)
 CLAWGYM_ANONYMOUS_MAX_REQUEST_BYTES = env_int("CLAWGYM_ANONYMOUS_MAX_REQUEST_BYTES", 64 * 1024)
+# A connection's request line and headers must arrive whole within this many seconds of it opening (or of the last
+# response): slow-loris and never-speaking connections are closed (clawgym_site.http_timeouts, uvicorn --http).
+# Idle keep-alive connections are closed by uvicorn itself after --timeout-keep-alive (5 s).
+CLAWGYM_HEADER_TIMEOUT_SECONDS = env_float("CLAWGYM_HEADER_TIMEOUT_SECONDS", 10.0)
 
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not the cookie
@@ -215,7 +233,7 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {"django.db.backends": {"level": "WARNING"}, "axes": {"level": "WARNING"}},  # axes: lockouts only
 }
 
 # --- Sandbox and verification ---
