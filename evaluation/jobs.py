@@ -1,5 +1,7 @@
 """Background entry points of rollouts: one job per rollout attempt, on the `sandbox` queue."""
 
+from django.urls import reverse
+
 from jobs.registry import job
 from jobs.runner import JobCancelled
 
@@ -7,7 +9,15 @@ from .models import Rollout
 from .services import ROLLOUT_JOB, execute_rollout, fail_lost_rollouts, fail_redelivered
 
 
-@job(ROLLOUT_JOB, queue="sandbox", title="Run a rollout")
+def _rollout_subject(params: dict) -> tuple[str, str]:
+    rollout = Rollout.objects.select_related("revision__task", "endpoint").filter(pk=params["rollout_id"]).first()
+    if rollout is None:
+        return f"rollout #{params['rollout_id']}", ""
+    text = f"#{rollout.pk} {rollout.revision.task.external_id} r{rollout.revision.number} with {rollout.endpoint.name}"
+    return text, reverse("evaluation:detail", args=[rollout.pk])
+
+
+@job(ROLLOUT_JOB, queue="sandbox", title="Run a rollout", subject=_rollout_subject)
 def run_rollout(ctx, *, rollout_id: int) -> dict:
     """Run the rollout's queued attempt and return its summary.
 

@@ -2,6 +2,8 @@
 
 from rest_framework import serializers
 
+from jobs.redaction import hide_paths, hide_paths_in, sees_server_details
+
 from .harnesses import HARNESS_CHOICES
 from .models import Rollout, Trajectory
 from .services import MAX_REPEATS
@@ -40,6 +42,15 @@ class RolloutSerializer(RolloutListSerializer):
 
     def get_workspace_changes(self, rollout) -> list[dict]:
         return rollout.workspace_changes()
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        request = self.context.get("request")
+        if request is None or not sees_server_details(request.user):
+            # Failure reasons may name server paths (a sandbox or harness error): admins only see them in full.
+            data["error"] = hide_paths(data["error"])
+            data["previous_attempts"] = hide_paths_in(data["previous_attempts"])
+        return data
 
 
 class StartRolloutsSerializer(serializers.Serializer):

@@ -75,11 +75,14 @@ def enqueue(kind: str, *, created_by=None, parent=None, queue: str | None = None
     if queue not in registry.QUEUES:
         raise JobEngineError(f"unknown queue {queue!r}; choose one of {registry.QUEUES}")
     engine = get_engine()
+    subject, subject_url = spec.subject(params) if spec.subject else ("", "")
     run = JobRun.objects.create(
         kind=kind,
         queue=queue,
         engine=engine.name,
         params=params,
+        subject=subject[:300],
+        subject_url=subject_url[:500],
         progress_total=total,
         created_by=created_by if created_by is not None and created_by.is_authenticated else None,
         parent=parent,

@@ -14,12 +14,15 @@ class JobRun(models.Model):
 
     FINISHED = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
     ACTIVE = (Status.QUEUED, Status.RUNNING)
+    PARTIAL = "partial"  # an outcome, not a status: succeeded, with failed items
     LOG_TAIL_CHARS = 20_000
 
     kind = models.CharField(max_length=100, db_index=True)
     queue = models.CharField(max_length=40, default="default")
     engine = models.CharField(max_length=20)
     params = models.JSONField(default=dict, blank=True)
+    subject = models.CharField(max_length=300, blank=True, help_text="What the run is about, e.g. a task and revision.")
+    subject_url = models.CharField(max_length=500, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
     progress_done = models.PositiveIntegerField(default=0)
     progress_total = models.PositiveIntegerField(default=0)
@@ -27,6 +30,10 @@ class JobRun(models.Model):
     log_tail = models.TextField(blank=True)
     result = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True, help_text="The error and its traceback, when it failed.")
+    failed_items = models.PositiveIntegerField(
+        default=0,
+        help_text="How many of its items a succeeded job could not do (e.g. tasks an import could not read).",
+    )
     attempts = models.PositiveIntegerField(default=0)
     worker = models.CharField(max_length=200, blank=True)
     cancel_requested = models.BooleanField(default=False)
@@ -59,6 +66,29 @@ class JobRun(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.status in self.FINISHED
+
+    @property
+    def outcome(self) -> str:
+        """The status, except that a run which succeeded with failed items is "partial" (shown in amber)."""
+        if self.status == self.Status.SUCCEEDED and self.failed_items:
+            return self.PARTIAL
+        return self.status
+
+    @property
+    def outcome_display(self) -> str:
+        if self.outcome == self.PARTIAL:
+            return f"Succeeded with {self.failed_items} failed"
+        return self.get_status_display()
+
+    @property
+    def report_template(self) -> str:
+        """The template that shows this kind's result to people (its counts, its failures), or ""."""
+        from . import registry
+
+        try:
+            return registry.get(self.kind).report
+        except registry.UnknownJobKind:
+            return ""
 
     @property
     def percent(self) -> int:

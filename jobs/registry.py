@@ -3,7 +3,11 @@
     @job("tasks.import_archive", queue="default")
     def import_archive(ctx: JobContext, *, upload_path: str, fmt: str | None = None): ...
 
-A job function receives a JobContext and the JSON parameters given to `jobs.enqueue`.
+A job function receives a JobContext and the JSON parameters given to `jobs.enqueue`. A job over many items that
+carries on past the ones that fail tells its run how many failed (`ctx.items_failed(n)`): the run then shows as
+succeeded with failures. `report` names a template that shows the run's result to people (job page, progress);
+`subject(params) -> (text, url)` says what a run is about ("count-orders r2"), stored on the run when it is queued,
+so that a list of many runs of one kind tells them apart.
 """
 
 from collections.abc import Callable
@@ -18,6 +22,9 @@ class JobSpec:
     func: Callable
     queue: str
     title: str
+    report: str = ""  # a template showing the run's result to people; it gets `run` and `report` (the result)
+    # What the run is about, from its params, as (text, url or ""): "fruit-summary r3", shown in job lists.
+    subject: Callable[[dict], tuple[str, str]] | None = None
 
 
 _REGISTRY: dict[str, JobSpec] = {}
@@ -27,7 +34,7 @@ class UnknownJobKind(LookupError):
     pass
 
 
-def job(kind: str, *, queue: str = "default", title: str = ""):
+def job(kind: str, *, queue: str = "default", title: str = "", report: str = "", subject=None):
     if queue not in QUEUES:
         raise ValueError(f"job {kind!r}: unknown queue {queue!r}; choose one of {QUEUES}")
 
@@ -35,7 +42,9 @@ def job(kind: str, *, queue: str = "default", title: str = ""):
         existing = _REGISTRY.get(kind)
         if existing and existing.func is not func and existing.func.__qualname__ != func.__qualname__:
             raise ValueError(f"job kind {kind!r} is registered twice")
-        _REGISTRY[kind] = JobSpec(kind=kind, func=func, queue=queue, title=title or kind)
+        _REGISTRY[kind] = JobSpec(
+            kind=kind, func=func, queue=queue, title=title or kind, report=report, subject=subject
+        )
         return func
 
     return decorator

@@ -133,6 +133,11 @@ class JobContext:
         self._dirty = False
         self._last_flush = 0.0
         self.cancel_requested = False  # seen at the last flush
+        self.failed_items = 0
+
+    def items_failed(self, count: int) -> None:
+        """How many of the job's items failed although the job went on: the run ends "succeeded with failures"."""
+        self.failed_items = count
 
     @property
     def id(self) -> int:
@@ -260,6 +265,7 @@ def _claim(job_run_id: int) -> JobRun | None:
     reason = lost_reason(run, now)
     if reason:
         # The engine delivered it again because its worker died: run it again, a bounded number of times.
+        _sweep_scratch()  # the dead worker's workspaces go before its run is taken over or given up
         if run.cancel_requested or run.attempts >= MAX_ATTEMPTS:
             _give_up(run, reason, now)
             return None
@@ -333,6 +339,8 @@ def _finish(ctx: JobContext, status: str, *, error: str = "", result=None) -> No
     updates = dict(status=status, finished_at=now, heartbeat_at=now, error=error[:100_000], result=result)
     if status == JobRun.Status.SUCCEEDED and ctx.run.progress_total:
         updates["progress_done"] = ctx.run.progress_total
+    if status == JobRun.Status.SUCCEEDED:
+        updates["failed_items"] = ctx.failed_items
     if status == JobRun.Status.CANCELLED:
         updates["log_tail"] = append_log(log_line("stopped: cancel requested"))
     JobRun.objects.filter(pk=ctx.run.pk, status=JobRun.Status.RUNNING, worker=ctx.run.worker).update(**updates)

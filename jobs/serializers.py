@@ -3,12 +3,16 @@
 from rest_framework import serializers
 
 from .models import JobRun
+from .redaction import error_summary, hide_paths, hide_paths_in, sees_server_details
 
 
 class JobRunListSerializer(serializers.ModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="jobrun-detail")
     created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
     percent = serializers.IntegerField(read_only=True, help_text="0-100; 100 once succeeded.")
+    outcome = serializers.CharField(
+        read_only=True, help_text='The status, or "partial" for a run that succeeded with failed items.'
+    )
 
     class Meta:
         model = JobRun
@@ -21,6 +25,9 @@ class JobRunListSerializer(serializers.ModelSerializer):
             "progress_done",
             "progress_total",
             "percent",
+            "outcome",
+            "failed_items",
+            "subject",
             "message",
             "cancel_requested",
             "created_by",
@@ -33,10 +40,25 @@ class JobRunListSerializer(serializers.ModelSerializer):
 
 
 class JobRunSerializer(JobRunListSerializer):
-    """One run in full. `result` is what the job returned (an import's report, for example) once it succeeded."""
+    """One run in full. `result` is what the job returned (an import's report, for example) once it succeeded.
+
+    Only admins get the error's traceback and server paths; others get its first line, and params, result and log
+    tail with paths cut to their last part (jobs.redaction).
+    """
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        request = self.context.get("request")
+        if request is None or not sees_server_details(request.user):
+            data["error"] = error_summary(data["error"])
+            data["log_tail"] = hide_paths(data["log_tail"])
+            data["params"] = hide_paths_in(data["params"])
+            data["result"] = hide_paths_in(data["result"])
+        return data
 
     class Meta(JobRunListSerializer.Meta):
         fields = JobRunListSerializer.Meta.fields + [
+            "params",
             "engine",
             "attempts",
             "worker",

@@ -18,6 +18,7 @@ from clawgym_site.htmx import render_page
 
 from . import registry
 from .models import JobRun
+from .redaction import hide_paths, hide_paths_in, sees_server_details
 from .services import cancel_job
 
 PAGE_SIZE = 50
@@ -49,12 +50,17 @@ def job_list(request):
     return render_page(request, "jobs/list.html", context, partial="results")
 
 
-def _detail_context(run: JobRun) -> dict:
+def _detail_context(run: JobRun, user) -> dict:
+    """The run for the detail page; server paths in its params, result and log only for admins (jobs.redaction)."""
+    params, result, log = run.params, run.result, run.log_tail
+    if not sees_server_details(user):
+        params, result, log = hide_paths_in(params), hide_paths_in(result), hide_paths(log)
     return {
         "nav": "jobs",
         "run": run,
-        "params_json": json.dumps(run.params, indent=2, sort_keys=True),
-        "result_json": json.dumps(run.result, indent=2, sort_keys=True) if run.result is not None else "",
+        "params_json": json.dumps(params, indent=2, sort_keys=True),
+        "result_json": json.dumps(result, indent=2, sort_keys=True) if result is not None else "",
+        "log_tail": log,
         "children": run.children.select_related("created_by").order_by("id")[:CHILDREN_SHOWN],
     }
 
@@ -64,7 +70,7 @@ def _detail_context(run: JobRun) -> dict:
 def job_detail(request, pk: int):
     run = get_object_or_404(JobRun.objects.select_related("created_by", "parent"), pk=pk)
     # While the run is not finished, the "live" part of the page polls this view for itself.
-    return render_page(request, "jobs/detail.html", _detail_context(run), partial="live")
+    return render_page(request, "jobs/detail.html", _detail_context(run, request.user), partial="live")
 
 
 @viewer_required
@@ -89,7 +95,9 @@ def job_progress(request, pk: int):
     response["Cache-Control"] = "no-store"
     if run.is_finished:
         # Lets the including page refresh what the job changed (e.g. the task page's sanity card).
-        trigger_client_event(response, "job-finished", {"id": run.pk, "kind": run.kind, "status": run.status})
+        trigger_client_event(
+            response, "job-finished", {"id": run.pk, "kind": run.kind, "status": run.status, "outcome": run.outcome}
+        )
     return response
 
 
@@ -105,7 +113,7 @@ def job_cancel(request, pk: int):
     else:
         notice = f"Nothing to cancel: the job already {run.status}."
     if request.htmx:
-        context = _detail_context(run) | {"notice": notice}
+        context = _detail_context(run, request.user) | {"notice": notice}
         return TemplateResponse(request, "jobs/detail.html#live", context)
     messages.info(request, notice)
     return redirect("jobs:detail", pk=run.pk)

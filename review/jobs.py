@@ -1,5 +1,7 @@
 """Background entry points of the review."""
 
+from django.urls import reverse
+
 from jobs.registry import job
 
 from .diagnosis import diagnose_candidate
@@ -9,7 +11,20 @@ DIAGNOSE_JOB = "review.diagnose"
 DIAGNOSE_BATCH_JOB = "review.diagnose_batch"
 
 
-@job(DIAGNOSE_JOB, title="Diagnose a benchmark candidate")
+def _candidate_subject(params: dict) -> tuple[str, str]:
+    candidate = BenchmarkCandidate.objects.select_related("task", "benchmark").filter(pk=params["candidate_id"]).first()
+    if candidate is None:
+        return f"candidate #{params['candidate_id']}", ""
+    url = reverse("review:candidate", args=[candidate.pk])
+    return f"{candidate.task.external_id} for {candidate.benchmark.name}", url
+
+
+def _candidates_subject(params: dict) -> tuple[str, str]:
+    n = len(params["candidate_ids"])
+    return f"{n} candidate{'' if n == 1 else 's'}", ""
+
+
+@job(DIAGNOSE_JOB, title="Diagnose a benchmark candidate", subject=_candidate_subject)
 def diagnose(ctx, *, candidate_id: int) -> dict:
     """Diagnose one candidate with the "diagnosis" endpoint and store the report.
 
@@ -30,7 +45,7 @@ def diagnose(ctx, *, candidate_id: int) -> dict:
     return {"candidate": candidate_id, "diagnosis": done.pk, "issues": counts}
 
 
-@job(DIAGNOSE_BATCH_JOB, title="Diagnose candidates")
+@job(DIAGNOSE_BATCH_JOB, title="Diagnose candidates", subject=_candidates_subject)
 def diagnose_batch(ctx, *, candidate_ids: list[int]) -> dict:
     """Start one review.diagnose per candidate, as children of this run (JobContext.fan_out)."""
     return {"queued": ctx.fan_out(DIAGNOSE_JOB, "candidate_id", candidate_ids, "diagnoses")}

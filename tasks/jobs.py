@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+from django.urls import reverse
+
 from jobs.registry import job
 
 from .importing import import_path, remove_upload
@@ -9,7 +11,24 @@ from .models import SanityReport, TaskRevision
 from .sanity import SANITY_BATCH_JOB, SANITY_JOB, check_revision
 
 
-@job("tasks.import_upload", title="Import tasks")
+def _upload_subject(params: dict) -> tuple[str, str]:
+    return Path(params["upload_path"]).name, ""
+
+
+def _revision_subject(params: dict) -> tuple[str, str]:
+    revision = TaskRevision.objects.select_related("task").filter(pk=params["revision_id"]).first()
+    if revision is None:
+        return f"revision #{params['revision_id']}", ""
+    url = reverse("tasks:detail", args=[revision.task.external_id]) + f"?rev={revision.number}"
+    return f"{revision.task.external_id} r{revision.number}", url
+
+
+def _revisions_subject(params: dict) -> tuple[str, str]:
+    n = len(params["revision_ids"])
+    return f"{n} revision{'' if n == 1 else 's'}", ""
+
+
+@job("tasks.import_upload", title="Import tasks", report="tasks/_import_report.html", subject=_upload_subject)
 def import_upload(ctx, *, upload_path: str, fmt: str | None = None) -> dict:
     """Import an uploaded folder archive or .jsonl file, then delete the upload (also when it fails).
 
@@ -28,6 +47,7 @@ def import_upload(ctx, *, upload_path: str, fmt: str | None = None) -> dict:
     finally:
         remove_upload(upload_path)
     result = report.as_dict()
+    ctx.items_failed(len(result["failed"]))
     ctx.log(
         f"imported {result['imported']}, updated {result['updated']}, unchanged {result['unchanged']}, "
         f"failed {len(result['failed'])}"
@@ -35,7 +55,7 @@ def import_upload(ctx, *, upload_path: str, fmt: str | None = None) -> dict:
     return result
 
 
-@job(SANITY_JOB, queue="sandbox", title="Sanity-check a checker")
+@job(SANITY_JOB, queue="sandbox", title="Sanity-check a checker", subject=_revision_subject)
 def sanity_check(ctx, *, revision_id: int) -> dict:
     """Run the sanity checks of one revision's checker and store its SanityReport (returned as a dict).
 
@@ -52,7 +72,7 @@ def sanity_check(ctx, *, revision_id: int) -> dict:
     return report.as_dict()
 
 
-@job(SANITY_BATCH_JOB, title="Sanity-check checkers")
+@job(SANITY_BATCH_JOB, title="Sanity-check checkers", subject=_revisions_subject)
 def sanity_check_batch(ctx, *, revision_ids: list[int]) -> dict:
     """Start one tasks.sanity_check per revision, as children of this run (JobContext.fan_out)."""
     return {"queued": ctx.fan_out(SANITY_JOB, "revision_id", revision_ids, "sanity checks")}

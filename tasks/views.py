@@ -10,7 +10,7 @@ from collections import defaultdict
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.db.models import Count
+from django.db.models import Count, F, OuterRef, Subquery
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
@@ -78,10 +78,25 @@ def dashboard(request):
 # --- task list ---------------------------------------------------------------------------------------------
 
 
+# The task list's sorts: every ordering ends on a unique key so that pages never overlap.
+TASK_SORTS = {
+    "updated": [F("updated_at").desc(), F("id").desc()],
+    # Never-checked tasks last: they have no lazy score.
+    "lazy": [F("lazy_score").desc(nulls_last=True), F("updated_at").desc(), F("id").desc()],
+}
+
+
 def list_queryset(form: TaskFilterForm):
-    """The filtered tasks with exactly what a row shows, in one query (the page count runs on Task alone)."""
+    """The filtered tasks with exactly what a row shows, in one query (the page count runs on Task alone); each
+    row carries `latest_sanity_id`, its current revision's latest sanity report (see with_sanity)."""
+    tasks = form.filter(Task.objects.all())
+    sort = form.cleaned_data.get("sort") or "updated"
+    latest = SanityReport.latest_for(OuterRef("current_revision"))
+    tasks = tasks.annotate(latest_sanity_id=Subquery(latest.values("pk")[:1]))
+    if sort == "lazy":
+        tasks = tasks.annotate(lazy_score=SanityReport.latest_lazy_score(OuterRef("current_revision")))
     return (
-        form.filter(Task.objects.all())
+        tasks.order_by(*TASK_SORTS[sort])
         .select_related("benchmark_category", "current_revision")
         .only(
             "external_id",
@@ -98,11 +113,22 @@ def list_queryset(form: TaskFilterForm):
     )
 
 
+def with_sanity(tasks: list) -> list:
+    """Attach `sanity` (the verdict facts of the latest report, or None) to each task, in one query."""
+    ids = [t.latest_sanity_id for t in tasks if t.latest_sanity_id]
+    fields = ("crashed", "over_lenient", "solvable", "lazy_score", "tolerance")
+    reports = SanityReport.objects.only(*fields).in_bulk(ids)
+    for task in tasks:
+        task.sanity = reports.get(task.latest_sanity_id)
+    return tasks
+
+
 @viewer_required
 @require_GET
 def task_list(request):
     form = TaskFilterForm(request.GET)
     page = Paginator(list_queryset(form), PAGE_SIZE).get_page(request.GET.get("page"))
+    page.object_list = with_sanity(list(page.object_list))
     context = {"nav": "tasks", "form": form, "page": page}
     return render_page(request, "tasks/task_list.html", context, partial="results")
 
@@ -309,4 +335,6 @@ def import_page(request):
     if request.htmx:
         status = 200  # htmx swaps 2xx responses only, and the form with its errors must replace the panel
     context = {"nav": "import", "form": form, "run": run, "recent": _recent_imports(started=run)}
-    return render_page(request, "tasks/import.html", context, partial="panel", status=status)
+    # The recent imports refresh themselves (when a job finishes): that htmx GET targets their card.
+    partial = "recent" if request.method == "GET" and request.htmx.target == "recent-imports-card" else "panel"
+    return render_page(request, "tasks/import.html", context, partial=partial, status=status)

@@ -211,3 +211,22 @@ def test_an_incomplete_rollout_offers_judging_again(reviewer_client, api_as, rev
     response = api_as(reviewer).post(f"/api/rollouts/{scored.pk}/rejudge/")
     assert response.status_code == 409 and "role 'judge'" in response.json()["detail"]
     assert Rollout.objects.get(pk=scored.pk).status == "incomplete"
+
+
+def test_viewers_see_failure_reasons_without_server_paths(viewer_client, admin_client, api_as, viewer, fruit_task,
+                                                           agent_endpoint):
+    failed = Rollout.objects.create(
+        revision=fruit_task, endpoint=agent_endpoint, harness="builtin", attempt=2, status="failed",
+        exit_reason="sandbox_error", error="bwrap: Can't mkdir /var/lib/clawgym/rollouts/r-17/ws: No space left",
+        log_tail="node: cannot open /opt/clawgym/.harness/openclaw/dist/index.js",
+        previous_attempts=[{"attempt": 1, "status": "failed", "exit_reason": "error",
+                            "error": "relay socket /run/clawgym/relay-17.sock refused"}],
+    )  # fmt: skip
+    url = reverse("evaluation:detail", args=[failed.pk])
+    page = viewer_client.get(url).content.decode()
+    assert "Can&#x27;t mkdir …/ws: No space left" in page and "…/index.js" in page and "…/relay-17.sock" in page
+    assert "/var/lib/clawgym" not in page and "/opt/clawgym" not in page and "/run/clawgym" not in page
+    assert "/var/lib/clawgym/rollouts/r-17/ws" in admin_client.get(url).content.decode()
+    api = api_as(viewer).get(f"/api/rollouts/{failed.pk}/").json()
+    assert api["error"] == "bwrap: Can't mkdir …/ws: No space left"
+    assert api["previous_attempts"][0]["error"] == "relay socket …/relay-17.sock refused"

@@ -187,12 +187,70 @@ def test_detail_shows_params_log_result_and_children(viewer_client):
     assert "Cancel job" not in html
 
 
-def test_detail_shows_the_traceback_of_a_failed_run(viewer_client):
-    run = make_run(status=JobRun.Status.FAILED, error="RuntimeError: boom\n\nTraceback (most recent call last):\n  f()")
+SERVER_ERROR = (
+    "FileNotFoundError: [Errno 2] No such file: '/srv/clawgym/var/uploads/4f2a/tasks.zip'\n\n"
+    "Traceback (most recent call last):\n"
+    '  File "/srv/clawgym/tasks/importing.py", line 80, in import_path\n'
+    "FileNotFoundError: [Errno 2] No such file: '/srv/clawgym/var/uploads/4f2a/tasks.zip'"
+)
+
+
+def test_viewers_see_a_failed_runs_reason_without_traceback_or_server_paths(viewer_client, admin_client):
+    run = make_run(status=JobRun.Status.FAILED, error=SERVER_ERROR, params={"upload_path": "/srv/clawgym/var/up/x.zip"},
+                   log_tail="12:00:00 reading /srv/clawgym/var/up/x.zip\n")  # fmt: skip
+    url = reverse("jobs:detail", args=[run.pk])
+
+    html = viewer_client.get(url).content.decode()
+    assert "No such file: &#x27;…/tasks.zip&#x27;" in html  # the reason, on the page and in the progress line
+    assert "Traceback" not in html and "/srv/clawgym" not in html
+    assert "…/x.zip" in html  # params and log keep the file's name only
+
+    admin = admin_client.get(url).content.decode()
+    assert "Traceback (most recent call last):" in admin and "/srv/clawgym/tasks/importing.py" in admin
+    assert "<details><summary>Traceback" in admin  # folded under the reason
+
+
+def test_the_jobs_api_gives_the_traceback_and_paths_to_admins_only(api_as, viewer, admin_user):
+    run = make_run(status=JobRun.Status.FAILED, error=SERVER_ERROR, params={"upload_path": "/srv/clawgym/var/up/x.zip"},
+                   result={"failed": [{"source": "a", "error": "cannot read /srv/clawgym/var/up/x.zip/a/b.json"}]})
+    as_viewer = api_as(viewer).get(f"/api/jobs/{run.pk}/").json()
+    assert as_viewer["error"] == "FileNotFoundError: [Errno 2] No such file: '…/tasks.zip'"
+    assert as_viewer["params"] == {"upload_path": "…/x.zip"}
+    assert as_viewer["result"]["failed"][0]["error"] == "cannot read …/b.json"
+    assert "/srv/" not in json.dumps(as_viewer)
+    as_admin = api_as(admin_user).get(f"/api/jobs/{run.pk}/").json()
+    assert as_admin["error"] == SERVER_ERROR and as_admin["params"]["upload_path"] == "/srv/clawgym/var/up/x.zip"
+
+
+def test_hiding_paths_keeps_urls_and_relative_paths():
+    from jobs.redaction import hide_paths
+
+    text = "GET http://127.0.0.1:8000/v1/models failed for data/sales.csv in /tmp/ws-1/data/sales.csv; 404 GET /admin/"
+    assert hide_paths(text) == (
+        "GET http://127.0.0.1:8000/v1/models failed for data/sales.csv in …/sales.csv; 404 GET /admin/"
+    )
+
+
+def test_an_import_with_failed_tasks_shows_amber_with_its_counts_and_reasons(viewer_client):
+    result = {"imported": 0, "updated": 0, "unchanged": 1,
+              "failed": [{"source": "broken-task", "error": "data_entry.json: user_query is missing"},
+                         {"source": "other-task", "error": "reward/reward.sh is missing"}]}  # fmt: skip
+    run = make_run(kind="tasks.import_upload", status=JobRun.Status.SUCCEEDED, result=result, failed_items=2,
+                   params={"upload_path": "/srv/up/tasks.zip"}, subject="tasks.zip")  # fmt: skip
+    assert run.outcome == JobRun.PARTIAL
 
     html = viewer_client.get(reverse("jobs:detail", args=[run.pk])).content.decode()
-
-    assert "Traceback (most recent call last):" in html
+    assert '<span class="badge s-partial" data-testid="job-outcome">Succeeded with 2 failed</span>' in html
+    assert "0 imported" in html and "1 unchanged" in html and "2 failed" in html
+    assert "user_query is missing" in html and "reward/reward.sh is missing" in html
+    listed = viewer_client.get(reverse("jobs:list")).content.decode()
+    assert "Succeeded with 2 failed" in listed and "s-partial" in listed and "tasks.zip" in listed
+    # The progress partial (the import page shows it) ends with the same outcome and the report.
+    progress = viewer_client.get(reverse("jobs:progress", args=[run.pk])).content.decode()
+    assert "s-partial" in progress and "user_query is missing" in progress
+    assert json.loads(viewer_client.get(reverse("jobs:progress", args=[run.pk])).headers["HX-Trigger"])[
+        "job-finished"
+    ]["outcome"] == "partial"
 
 
 def test_detail_of_a_running_run_refreshes_its_live_part(viewer_client):
@@ -269,4 +327,6 @@ def test_a_finished_run_tells_the_page_so_it_can_refresh(viewer_client):
     done = JobRun.objects.create(kind="jobs.ping", engine="django_q", status=JobRun.Status.SUCCEEDED)
     assert "HX-Trigger" not in viewer_client.get(f"/jobs/{running.pk}/progress/", HTTP_HX_REQUEST="true")
     trigger = viewer_client.get(f"/jobs/{done.pk}/progress/", HTTP_HX_REQUEST="true")["HX-Trigger"]
-    assert json.loads(trigger) == {"job-finished": {"id": done.pk, "kind": "jobs.ping", "status": "succeeded"}}
+    assert json.loads(trigger) == {
+        "job-finished": {"id": done.pk, "kind": "jobs.ping", "status": "succeeded", "outcome": "succeeded"}
+    }

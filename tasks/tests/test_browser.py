@@ -178,20 +178,23 @@ def test_task_detail_file_viewer_and_revision_diff(page, live_server, viewer, ad
     screenshot(page, "old-revision")
 
 
-def _task_folder_zip(tmp_path: Path) -> Path:
-    folder = tmp_path / "uploaded-budget"
+def _task_folder_zip(tmp_path: Path, task_id: str = "uploaded-budget", *, broken: bool = False) -> Path:
+    """A zip of one ClawGym task folder; `broken`: its data_entry.json has no user_query, so the task fails."""
+    folder = tmp_path / task_id
     (folder / "input_files").mkdir(parents=True)
     (folder / "reward").mkdir()
     entry = {
-        "task_id": "uploaded-budget",
+        "task_id": task_id,
         "user_query": "Total the budget in budget.csv and write total.txt.",
         "metadata": {"category": "analysis-reasoning", "grading_type": "automated"},
     }
+    if broken:
+        del entry["user_query"]
     (folder / "data_entry.json").write_text(json.dumps(entry))
     (folder / "input_files" / "budget.csv").write_text("item,cost\nrent,900\nfood,300\n")
     (folder / "reward" / "check.py").write_text("import json\nprint(json.dumps({'total': 1.0}))\n")
     (folder / "reward" / "reward.sh").write_text("#!/usr/bin/env bash\npython3 \"$(dirname \"$0\")/check.py\"\n")
-    archive = tmp_path / "budget-task.zip"
+    archive = tmp_path / f"{task_id}.zip"
     with zipfile.ZipFile(archive, "w") as zf:
         for path in sorted(folder.rglob("*")):
             zf.write(path, path.relative_to(tmp_path).as_posix())
@@ -199,8 +202,9 @@ def _task_folder_zip(tmp_path: Path) -> Path:
 
 
 @pytest.mark.workers
-def test_admin_uploads_a_task_zip_and_watches_the_import_succeed(page, live_server, admin_user, django_q_worker,
-                                                                   tmp_path):
+def test_admin_uploads_task_zips_and_watches_each_import_end_with_its_report(
+    page, live_server, admin_user, django_q_worker, tmp_path
+):
     log_in(page, live_server, admin_user)
     page.click("nav.mainnav a:text('Import')")
     page.wait_for_url("**/tasks/import/")
@@ -211,18 +215,37 @@ def test_admin_uploads_a_task_zip_and_watches_the_import_succeed(page, live_serv
     page.click("#import-panel button[type=submit]")
     page.wait_for_selector("#started-job")
     assert_no_reload(page)
-    page.wait_for_function(
-        "document.querySelector('#started-job').innerText.toLowerCase().includes('succeeded')", timeout=60_000
-    )
+    # The finished job shows its counts under its progress, and the recent imports refresh to list it.
+    page.wait_for_selector("#started-job [data-testid=import-report]", timeout=60_000)
+    assert page.inner_text("#started-job [data-testid=job-outcome]") == "Succeeded"
+    assert page.inner_text("#started-job [data-testid=imported]") == "1 imported"
+    page.wait_for_selector("#recent-imports >> text=1 imported, 0 updated, 0 unchanged, 0 failed")
+    assert_no_reload(page)
     screenshot(page, "import-succeeded")
     run = JobRun.objects.get(kind="tasks.import_upload")
-    assert run.status == JobRun.Status.SUCCEEDED, run.error
-    assert run.result["imported"] == 1
+    assert run.status == JobRun.Status.SUCCEEDED and run.outcome == "succeeded", run.error
     task = Task.objects.get(external_id="uploaded-budget")
     assert task.current_revision.files.get(path="budget.csv").blob.size == len("item,cost\nrent,900\nfood,300\n")
 
-    page.reload()  # the finished import is listed with its counts
-    assert "1 imported, 0 updated, 0 unchanged, 0 failed" in page.inner_text("#recent-imports")
+    # Every task of the next upload fails: not a green "Succeeded", but amber, with each failure's reason.
+    page.set_input_files("input[name=archive]", str(_task_folder_zip(tmp_path, "no-query", broken=True)))
+    page.click("#import-panel button[type=submit]")
+    page.wait_for_selector(f"#started-job .job-progress:not(#job-progress-{run.pk}) [data-testid=import-report]",
+                           timeout=60_000)  # fmt: skip
+    outcome = page.locator("#started-job [data-testid=job-outcome]")
+    assert outcome.inner_text() == "Succeeded with 1 failed" and "s-partial" in outcome.get_attribute("class")
+    failure = page.locator("#started-job .import-failures tbody tr")
+    assert failure.count() == 1 and "no-query" in failure.inner_text()
+    page.wait_for_selector("#recent-imports >> text=0 imported, 0 updated, 0 unchanged, 1 failed")
+    assert_no_reload(page)
+    screenshot(page, "import-all-failed")
+    failed_run = JobRun.objects.filter(kind="tasks.import_upload").first()
+    reason = failed_run.result["failed"][0]["error"]
+    page.click("#started-job a:text('Import tasks')")  # the job's page: the same report
+    page.wait_for_selector("#job-report")
+    assert "Succeeded with 1 failed" in page.inner_text("#job-live")
+    assert reason in page.inner_text("#job-report")
+
     page.goto(f"{live_server.url}/")
     assert "Import tasks" in page.inner_text("#recent-jobs")
     screenshot(page, "dashboard-with-jobs")

@@ -430,7 +430,12 @@ def test_import_upload_starts_a_job(admin_client):
     body = htmx.content.decode()
     # The started job's live progress in the panel, and the recent-imports list refreshed out of band.
     assert f'id="job-progress-{second.pk}"' in body and reverse("jobs:progress", args=[second.pk]) in body
-    assert 'id="recent-imports-card" class="card" hx-swap-oob="true"' in body
+    refreshing = f'id="recent-imports-card" class="card" hx-get="{url}" hx-trigger="job-finished from:body"'
+    assert refreshing + ' hx-swap="outerHTML" hx-swap-oob="true"' in body
     assert reverse("jobs:detail", args=[run.pk]) in body
     listing = admin_client.get(url).content.decode()
     assert reverse("jobs:detail", args=[run.pk]) in listing
+    # The recent imports refresh themselves when a job finishes: that request gets their card alone.
+    recent = admin_client.get(url, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="recent-imports-card").content.decode()
+    assert recent.lstrip().startswith(f"<section {refreshing}") and "hx-swap-oob" not in recent
+    assert reverse("jobs:detail", args=[second.pk]) in recent and "<form" not in recent

@@ -1,0 +1,17 @@
+"""Filters for showing job errors and logs: `{{ run.error|error_summary }}`, `{{ text|hide_paths }}` (jobs.redaction)."""
+
+from django import template
+
+from .. import redaction
+
+register = template.Library()
+
+
+@register.filter
+def error_summary(error) -> str:
+    return redaction.error_summary(str(error or ""))
+
+
+@register.filter
+def hide_paths(text) -> str:
+    return redaction.hide_paths(str(text or ""))
