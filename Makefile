@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test test-postgres test-sqlite install system-deps harness migrate examples bench clean
+.PHONY: run test test-postgres test-sqlite install system-deps harness runtime migrate examples bench clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,20 +27,26 @@ $(HARNESS_STAMP): scripts/install-harness.sh
 
 harness: $(HARNESS_STAMP)
 
+# The sandbox runtime (sandbox/runtime/packages.txt): a Debian root folder the sandbox shows instead of the host's
+# system, built once into the git-ignored .runtime/<version>/ with debootstrap (needs root; about 2 minutes and
+# 500 MB). The script does nothing when this version is built already.
+runtime:
+	scripts/build-runtime.sh
+
 migrate: install
 	$(PY) manage.py migrate --noinput
 
 examples: migrate
 	$(PY) manage.py import_tasks examples/tasks
 
-run: migrate harness
+run: migrate harness runtime
 	$(PY) manage.py collectstatic --noinput --verbosity 0
 	$(PY) manage.py import_tasks examples/tasks
 	$(PY) manage.py ensure_admin
 	HOST=$(HOST) PORT=$(PORT) PY=$(PY) scripts/run.sh
 
 # Runs the whole suite on the database DATABASE_URL names (the embedded SQLite default when unset).
-test: install system-deps harness
+test: install system-deps harness runtime
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: migrate

@@ -19,27 +19,36 @@ Backends (sandbox.backends), all with one method:
     run(command, workspace, *, env=None, limits=None, cwd=None, ro_binds=(), extra_binds=()) -> ExecResult
     command is an argv list, or a string run by /bin/sh -c. The environment is scrubbed: a fixed base (PATH of the
     system tools, HOME, LANG, TMPDIR, CLAWGYM_WORKSPACE) plus `env`; nothing of the caller's leaks in. Inside, the
-    workspace is mounted at /workspace and at /root/.openclaw/workspace (cwd defaults to it); python3 is the system
-    interpreter, /usr/bin/python3.
+    workspace is mounted at /workspace and at /root/.openclaw/workspace (cwd defaults to it); python and python3 are
+    the runtime's interpreter, /usr/bin/python3.
     - "bwrap" (default): bubblewrap, every namespace new (no network, own PID namespace), an unprivileged uid, only
-      /usr, /bin, /sbin, /lib* and a few /etc files visible read-only, tmpfs /tmp and /root; everything the command
-      started is gone when run returns. See sandbox/backends/bwrap.py for how each limit is enforced.
+      the sandbox runtime's /usr, /bin, /sbin, /lib* and a few of its /etc files visible read-only, tmpfs /tmp and
+      /root; everything the command started is gone when run returns; memory and processes bounded in total by the
+      run's cgroup, the workspace by a size-limited filesystem. See sandbox/backends/bwrap.py for each limit.
     - "docker": one container per run through the Docker SDK, network none, the same limits (memory and processes
       by cgroup). Needs a local Docker engine and the image (default python:3.11-slim-bookworm).
     - "process": no isolation, for development machines without bubblewrap. Refused unless the environment has
       CLAWGYM_ALLOW_UNSANDBOXED=1; its results carry isolated=False.
 
-Limits (sandbox.limits): wall_seconds 60, cpu_seconds 60, memory_bytes 1 GiB, max_processes 256,
-    max_file_bytes 64 MiB, max_output_bytes 1 MiB (stdout and stderr each), tmpfs_bytes 64 MiB, max_open_files 1024.
+Runtime (sandbox.runtime): what the command finds installed, defined by sandbox/runtime/packages.txt and built by
+    `make runtime` into .runtime/<version>/. runtime_version() is "clawgym-runtime-<N>-<sha12 of the definition>";
+    every bubblewrap result carries it as ExecResult.runtime.
+
+Limits (sandbox.limits): wall_seconds 60, cpu_seconds 60, memory_bytes 1 GiB (all processes together),
+    address_space_bytes None (per process, optional), max_processes 256 (together), max_file_bytes 64 MiB,
+    disk_bytes 1 GiB (how much the workspace may grow), max_output_bytes 1 MiB (stdout and stderr each),
+    tmpfs_bytes 64 MiB, max_open_files 1024.
 
 ExecResult (sandbox.result): status, reason (one line), returncode (128+N for death by signal N; None when the
     sandbox killed the run), stdout, stderr (text, capped), stdout_truncated, stderr_truncated, duration,
-    cpu_seconds (None where unknown), backend, isolated. Status values:
+    cpu_seconds (None where unknown), backend, isolated, runtime (the runtime version, or docker's image), unenforced
+    (Limits fields this host could not enforce as documented, e.g. memory_bytes without a cgroup). Status values:
     - ok: exited 0.
     - error: exited non-zero (127: command not found).
     - timeout: the wall clock (killed by the sandbox) or the CPU-time limit (SIGXCPU) was reached.
-    - oom: the memory limit was hit: a cgroup OOM kill (docker), or a failed allocation reported on stderr
-      (MemoryError, "Cannot allocate memory", bad_alloc, "out of memory"): a heuristic, see result.MEMORY_PATTERNS.
+    - oom: the memory limit was hit: an OOM kill counted by the run's cgroup; where only an address-space rlimit
+      applied, a failed allocation reported on stderr (MemoryError, bad_alloc, ...; see result.MEMORY_PATTERNS).
+    - disk_full: the workspace's size-limited filesystem was full (no free blocks or inodes) when the command ended.
     - output_limit: stdout or stderr went past max_output_bytes; the first max_output_bytes were kept, the run killed.
     - killed: ended by a signal no limit explains (kill -9, a crash such as SIGSEGV, SIGXFSZ from the file-size limit).
 
@@ -56,6 +65,7 @@ from .backends.process import ProcessBackend
 from .errors import SandboxError, SandboxUnavailable, UnsandboxedRefused, WorkspaceError
 from .limits import Limits
 from .result import ExecResult, Status
+from .runtime import runtime_version
 from .workspace import Entry, Snapshot, Workspace, WorkspaceDiff
 
 DEFAULT_BACKEND = "bwrap"
@@ -93,4 +103,5 @@ __all__ = [
     "WorkspaceDiff",
     "WorkspaceError",
     "get_backend",
+    "runtime_version",
 ]

@@ -14,7 +14,8 @@ class Status(StrEnum):
     OK = "ok"  # exited 0
     ERROR = "error"  # exited non-zero for any other reason
     TIMEOUT = "timeout"  # wall-clock or CPU-time limit hit; everything was killed
-    OOM = "oom"  # the memory limit was hit (see MEMORY_PATTERNS for how that is recognised)
+    OOM = "oom"  # the memory limit was hit: the cgroup's OOM killer, or an address-space limit (MEMORY_PATTERNS)
+    DISK_FULL = "disk_full"  # the workspace's filesystem was full when the command ended
     OUTPUT_LIMIT = "output_limit"  # stdout or stderr went past max_output_bytes; everything was killed
     KILLED = "killed"  # ended by a signal that no limit explains (kill -9 from inside, a crash, SIGXFSZ)
 
@@ -34,13 +35,21 @@ class ExecResult:
     cpu_seconds: float | None  # user+system time of all processes, where the backend can measure it
     backend: str
     isolated: bool  # False only for the `process` backend: pages must say the run was not sandboxed
+    # The sandbox runtime that ran the command (sandbox.runtime_version() for bubblewrap, the image for docker):
+    # what the command found installed is part of its result, so callers keep this beside it.
+    runtime: str = ""
+    # Limits fields this run could not enforce as documented (e.g. "memory_bytes" where no cgroup was available,
+    # so it bounded each process, not their sum; "disk_bytes" where the workspace could not be given its own
+    # filesystem). Empty when every limit held as documented.
+    unenforced: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
         return self.status is Status.OK
 
 
-# How a memory-limit hit shows itself under rlimits: allocation fails and the program reports it on stderr.
+# How an address-space limit hit shows itself (RLIMIT_AS, where there is no cgroup or address_space_bytes is set):
+# allocation fails and the program reports it on stderr.
 # Python raises MemoryError, C/C++ print strerror(ENOMEM) or bad_alloc, V8 and Go say "out of memory".
 # A program that prints one of these for another reason is misread as oom; that is the accepted cost.
 MEMORY_PATTERNS = re.compile(
@@ -65,8 +74,14 @@ def classify(
     limits: Limits,
     cpu_seconds: float | None = None,
     oom_killed: bool = False,
+    disk_full: bool = False,
+    address_space_limited: bool = True,
 ) -> tuple[Status, str]:
-    """Decide (status, reason). `killed_for` is set when the supervisor itself killed the run for a limit."""
+    """Decide (status, reason). `killed_for` is set when the supervisor itself killed the run for a limit.
+
+    oom_killed: the cgroup's OOM killer ended a process of the run. disk_full: the workspace's filesystem was full at
+    the end. address_space_limited: an RLIMIT_AS was in force, so a failed allocation on stderr is read as oom.
+    """
     if killed_for is Status.TIMEOUT:
         return Status.TIMEOUT, f"wall-clock limit of {limits.wall_seconds:g} s reached; all processes killed"
     if killed_for is Status.OUTPUT_LIMIT:
@@ -75,6 +90,8 @@ def classify(
         )
     if oom_killed:
         return Status.OOM, f"killed by the kernel for going past the memory limit of {limits.memory_bytes} bytes"
+    if disk_full:
+        return Status.DISK_FULL, f"the workspace is full: it may grow by {limits.disk_bytes} bytes in a run"
     if returncode is None:
         return Status.KILLED, "the command was killed before it exited"
     if returncode == 0:
@@ -84,8 +101,9 @@ def classify(
     used_cpu = cpu_seconds is not None and cpu_seconds >= limits.cpu_seconds
     if signum == signal.SIGXCPU or (signum == signal.SIGKILL and used_cpu):
         return Status.TIMEOUT, f"CPU-time limit of {limits.cpu_seconds} s reached ({signal_name(signum)})"
-    if MEMORY_PATTERNS.search(stderr[-_STDERR_TAIL:]):
-        return Status.OOM, f"exit code {returncode}: memory limit of {limits.memory_bytes} bytes reached"
+    if address_space_limited and MEMORY_PATTERNS.search(stderr[-_STDERR_TAIL:]):
+        bound = limits.address_space_bytes or limits.memory_bytes
+        return Status.OOM, f"exit code {returncode}: memory limit of {bound} bytes reached"
     if signum == signal.SIGXFSZ:
         return Status.KILLED, f"file-size limit of {limits.max_file_bytes} bytes reached (SIGXFSZ)"
     if signum is not None and 0 < signum < signal.NSIG:

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Installs the Debian packages ClawGym's tests and sandbox need, when they are missing and we may.
+# (What runs inside the sandbox comes from its own runtime, scripts/build-runtime.sh, not from these.)
 set -euo pipefail
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
-# The sandbox sets its rlimits with prlimit (util-linux, essential on Debian).
+# The unisolated `process` backend sets rlimits with the host's prlimit (util-linux, essential on Debian).
 command -v prlimit >/dev/null 2>&1 || missing+=(util-linux)
+# The sandbox's size-limited workspaces are ext4 images made by mke2fs; its runtime is built with debootstrap.
+command -v mke2fs >/dev/null 2>&1 || [ -x /usr/sbin/mke2fs ] || [ -x /sbin/mke2fs ] || missing+=(e2fsprogs)
+command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] || missing+=(debootstrap)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
   echo "missing system packages: ${missing[*]} (run as root, or: sudo apt-get install -y ${missing[*]})" >&2

@@ -125,6 +125,7 @@ class CheckStatus(StrEnum):
     ERROR = "error"
     TIMEOUT = "timeout"
     OOM = "oom"
+    DISK_FULL = "disk_full"
     OUTPUT_LIMIT = "output_limit"
     KILLED = "killed"
     # Exited 0, but what it printed is not a score: nothing, not a number, NaN/inf, out of [0, 1], bad sub-scores.

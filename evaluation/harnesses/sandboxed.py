@@ -44,6 +44,7 @@ WALL_MARGIN_SECONDS = 150
 SANDBOX_STATUS_REASONS = {
     Status.TIMEOUT: ExitReason.TIMEOUT,
     Status.OOM: ExitReason.OOM,
+    Status.DISK_FULL: ExitReason.CRASHED,  # the detail names it: "the workspace is full: ..."
     Status.KILLED: ExitReason.CRASHED,
     Status.OUTPUT_LIMIT: ExitReason.CRASHED,
     Status.ERROR: ExitReason.CRASHED,
@@ -55,7 +56,10 @@ def agent_limits(task: AgentTask) -> Limits:
     return Limits(
         wall_seconds=wall,
         cpu_seconds=int(wall),
-        memory_bytes=settings.CLAWGYM_ROLLOUT_ADDRESS_SPACE_MB * MiB,
+        # The whole sandbox's memory (its cgroup) is what the slot scheduler set aside for one rollout; node still
+        # needs its large address space per process on top.
+        memory_bytes=settings.CLAWGYM_ROLLOUT_SLOT_MEMORY_MB * MiB,
+        address_space_bytes=settings.CLAWGYM_ROLLOUT_ADDRESS_SPACE_MB * MiB,
         max_processes=512,
         max_output_bytes=1 * MiB,  # the driver prints nothing; the agent's output goes to files in the run dir
         tmpfs_bytes=256 * MiB,  # /tmp and /root: OpenClaw keeps caches and plugin state under $HOME

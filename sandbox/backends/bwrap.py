@@ -1,38 +1,51 @@
 """bubblewrap: the default backend. Every namespace unshared, nothing of the host visible but an allow-list.
 
+What the command finds: the sandbox runtime (sandbox.runtime), a Debian root folder built by `make runtime`, not the
+host's system. Its /usr, /bin, /sbin, /lib* and a few /etc files are mounted read-only where the host's would be;
+without a built runtime `run` raises SandboxUnavailable (there is no falling back to the host's /usr).
+
 How each limit is enforced:
 - wall clock: the parent's supervisor kills the sandbox's PID-1 (bubblewrap's init). When a PID namespace's init
   dies the kernel kills every process in it, so detached daemons (setsid, double fork) go with it. When the command
   exits on its own, bubblewrap exits and --die-with-parent kills that init; `run` returns only once the init is gone.
-- CPU, memory, file size, open files: rlimits set by /usr/bin/prlimit inside the sandbox, just before the command
-  (RLIMIT_CPU, RLIMIT_AS, RLIMIT_FSIZE, RLIMIT_NOFILE, RLIMIT_CORE=0). They apply per process.
-- processes: RLIMIT_NPROC, set after the sandbox's user namespace exists. Since Linux 5.14 that count is kept per
-  user namespace, so it counts this sandbox's processes only, not every process of the uid on the machine. The
-  kernel ignores RLIMIT_NPROC for host root, which is why root callers run the sandbox as an unprivileged uid.
+- memory and processes in total: the run's own cgroup (sandbox.backends.cgroups: memory and swap, pids), joined by
+  the sandbox's PID 1 before it starts the command; an OOM kill there is status "oom". Where no cgroup can be made
+  (not root, no delegated cgroup v2), memory_bytes falls back to an RLIMIT_AS per process and processes to
+  RLIMIT_NPROC (counted per user namespace since Linux 5.14, so also a total), and ExecResult.unenforced says so.
+- CPU, file size, open files, and address space where asked (Limits.address_space_bytes): rlimits set by the
+  runtime's /usr/bin/prlimit inside the sandbox, just before the command (RLIMIT_CPU, RLIMIT_FSIZE, RLIMIT_NOFILE,
+  RLIMIT_AS, RLIMIT_CORE=0). They apply per process.
+- disk: the workspace is a size-limited filesystem for the run (sandbox.backends.volume: a loop-mounted ext4 image
+  of the workspace's size plus disk_bytes, copied back afterwards); full at the end is status "disk_full". Without
+  root the workspace folder is bound as it is and disk_bytes is listed in ExecResult.unenforced.
 - output: the supervisor's caps.
-- memory held in tmpfs (/tmp, /root, /dev/shm): each is mounted with a size, `Limits.tmpfs_bytes`.
+- memory held in tmpfs (/tmp, /root, /dev/shm): each is mounted with a size, `Limits.tmpfs_bytes`, and its pages
+  count towards the cgroup's memory.
 Needs unprivileged user namespaces (a root caller drops to `uid` before starting bubblewrap); where the host forbids
-them (e.g. Ubuntu's AppArmor restriction) `run` raises SandboxError with bubblewrap's message.
-Not bounded: memory summed over processes (each may use memory_bytes; a cgroup would bound the sum, but the cgroup
-trees here belong to the host's process manager, so that is left to a deployment that delegates one) and disk used
-in the workspace (bounded only by max_file_bytes per file and by the wall clock).
+them (e.g. Ubuntu's AppArmor restriction) `run` raises SandboxError with bubblewrap's message. The kernel ignores
+RLIMIT_NPROC for host root, which is one reason root callers run the sandbox as an unprivileged uid.
+Writable extra_binds are the caller's: they are not on the size-limited filesystem.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import select
 import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 from ..errors import SandboxError, SandboxUnavailable
 from ..limits import Limits
 from ..result import ExecResult, classify
+from ..runtime import built_version, require_built, runtime_root, runtime_version
 from ..workspace import Workspace
+from . import cgroups, volume
 from .base import (
     OPENCLAW_WORKSPACE_PATH,
     WORKSPACE_PATH,
@@ -47,12 +60,16 @@ from .base import (
 from .supervise import supervise
 
 NOBODY = 65534
+log = logging.getLogger("sandbox")
 
-# Top-level system folders made visible read-only (a symlink on the host, as /lib -> usr/lib, stays a symlink).
+# The runtime's top-level system folders, made visible read-only (a symlink there, as /lib -> usr/lib, stays one).
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-# The few /etc files programs need: the dynamic linker's cache, name-service and locale basics, certificates.
-# passwd, group and hosts are written fresh for each sandbox instead, so no host account or name leaks in.
+# The few /etc files of the runtime that programs need: the dynamic linker's cache, name-service and locale basics,
+# certificates, MIME and magic data, Python's Debian configuration, the runtime's own version. passwd, group and
+# hosts are written fresh for each sandbox instead, so no account or name of any machine is in it.
 ETC_FILES = (
+    "/etc/clawgym-runtime",
+    "/etc/clawgym-runtime.packages",
     "/etc/ld.so.cache",
     "/etc/ld.so.conf",
     "/etc/ld.so.conf.d",
@@ -64,31 +81,64 @@ ETC_FILES = (
     "/etc/localtime",
     "/etc/timezone",
     "/etc/alternatives",
-    "/etc/ssl/certs",
+    "/etc/ssl",
     "/etc/ca-certificates.conf",
     "/etc/mime.types",
+    "/etc/magic",
+    "/etc/magic.mime",
+    "/etc/python3",
+    "/etc/python3.11",
     "/etc/os-release",
     "/etc/debian_version",
 )
+# Inside the sandbox, from the runtime.
+PRLIMIT = "/usr/bin/prlimit"
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        log.warning("%s", message)
 
 
 class BwrapBackend(Backend):
     name = "bwrap"
     isolated = True
 
-    def __init__(self, bwrap: str | None = None, prlimit: str | None = None, uid: int = NOBODY, gid: int = NOBODY):
-        """uid/gid: who runs the sandbox when the caller is root (ignored otherwise: it then runs as the caller)."""
+    def __init__(
+        self, bwrap: str | None = None, runtime: str | Path | None = None, uid: int = NOBODY, gid: int = NOBODY
+    ):
+        """runtime: a built runtime folder (default: this code's runtime version under sandbox.runtime.runtimes_dir()).
+        uid/gid: who runs the sandbox when the caller is root (ignored otherwise: it then runs as the caller)."""
         if uid == 0 or gid == 0:
             raise SandboxError("the bubblewrap sandbox never runs as root: pick an unprivileged uid and gid")
         self.bwrap = bwrap or shutil.which("bwrap") or "/usr/bin/bwrap"
-        self.prlimit = prlimit or shutil.which("prlimit", path="/usr/bin:/bin") or "/usr/bin/prlimit"
+        self.runtime = Path(runtime) if runtime else runtime_root()
+        self.runtime_version = (built_version(self.runtime) or "unbuilt") if runtime else runtime_version()
         self.as_root = os.geteuid() == 0
         self.uid, self.gid = (uid, gid) if self.as_root else (os.getuid(), os.getgid())
+        self._totals: tuple[cgroups.CgroupTree | None, bool] | None = None
 
     def check_available(self) -> None:
-        for tool, package in ((self.bwrap, "bubblewrap"), (self.prlimit, "util-linux")):
-            if not os.access(tool, os.X_OK):
-                raise SandboxUnavailable(f"{tool} is missing: install the {package} package (scripts/system-deps.sh)")
+        if not os.access(self.bwrap, os.X_OK):
+            raise SandboxUnavailable(f"{self.bwrap} is missing: install the bubblewrap package (scripts/system-deps.sh)")
+        require_built(self.runtime, self.runtime_version)
+        if not os.access(self.runtime / PRLIMIT.lstrip("/"), os.X_OK):
+            raise SandboxUnavailable(f"the sandbox runtime at {self.runtime} has no {PRLIMIT}: rebuild it (make runtime)")
+
+    def _bounds(self) -> tuple[cgroups.CgroupTree | None, bool]:
+        """(the cgroup tree for totals or None, whether workspaces get a sized filesystem), found once, with a warning
+        for each that this host cannot give."""
+        if self._totals is None:
+            tree, why = cgroups.detect()
+            if tree is None:
+                _warn_once(f"sandbox: memory and processes are bounded per process only: {why}")
+            sized, why_not = volume.available()
+            if not sized:
+                _warn_once(f"sandbox: workspace disk use is not bounded: {why_not}")
+            self._totals = (tree, sized)
+        return self._totals
 
     def run(
         self,
@@ -112,67 +162,33 @@ class BwrapBackend(Backend):
         }
         if self.as_root:
             workspace.chown_tree(self.uid, self.gid)
-        status_read, status_write = os.pipe()
-        data_fds: list[int] = []
+        tree, sized = self._bounds()
+        unenforced = [name for name, held in (("memory_bytes", tree), ("disk_bytes", sized)) if not held]
+        cgroup = disk = None
         try:
-            args = self.bwrap_args(
-                argv(command),
-                workspace,
-                status_fd=status_write,
-                data_fd=lambda text: _data_fd(text, data_fds),
-                **options,
+            cgroup = tree.create(limits) if tree else None
+            disk = volume.Volume(workspace.root, limits.disk_bytes, self.uid, self.gid) if sized else None
+            result = self._run(
+                argv(command), disk.mount_point if disk else workspace.root, cgroup, options, limits
             )
-            started = time.monotonic()
-            proc = subprocess.Popen(
-                args,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                # bubblewrap gets an empty environment: its init stays PID 1 inside, and /proc/1/environ is
-                # readable there. The command's environment is passed with --setenv instead.
-                env={},
-                pass_fds=[status_write, *data_fds],
-                user=self.uid if self.as_root else None,
-                group=self.gid if self.as_root else None,
-                extra_groups=[] if self.as_root else None,
-            )
-        except BaseException:
-            os.close(status_read)
-            raise
+            oom_killed = bool(cgroup and cgroup.oom_kills())
+            disk_full = bool(disk and disk.full())
+            if disk:
+                disk.copy_back()
         finally:
-            os.close(status_write)
-            for fd in data_fds:
-                os.close(fd)
-        sandbox = _SandboxInit(proc)
-        try:
-            watched = supervise(
-                proc, limits, sandbox.kill, started=started, extra_readers={status_read: sandbox.feed_status}
-            )
-        finally:
-            try:
-                sandbox.wait_gone()
-            finally:
-                sandbox.close()
-                os.close(status_read)
-            proc.stdout.close()
-            proc.stderr.close()
-        stderr = watched.stderr.text()
-        # bubblewrap reports the child's pid before the child mounts anything, so a failed mount or chdir shows
-        # only as exit 1 with bubblewrap's own message first on stderr. A command that fakes that message only
-        # turns its own run into an error for the caller.
-        setup_failed = watched.returncode == 1 and not watched.killed_for and stderr.startswith("bwrap: ")
-        if not sandbox.started or setup_failed:
-            hint = ""
-            if self.as_root and "Permission denied" in stderr:
-                hint = (
-                    f" (the sandbox runs as uid {self.uid}: the workspace and every bound path must be reachable by it)"
-                )
-            raise SandboxError(f"bubblewrap could not set up the sandbox: {stderr.strip()}{hint}")
+            if disk:
+                disk.remove()
+            if cgroup:
+                cgroup.remove()
+        watched, stderr, rlimits = result
         status, reason = classify(
             returncode=watched.returncode,
             killed_for=watched.killed_for,
             stderr=stderr,
             limits=limits,
+            oom_killed=oom_killed,
+            disk_full=disk_full,
+            address_space_limited=any(option.startswith("--as=") for option in rlimits),
         )
         return ExecResult(
             status=status,
@@ -188,9 +204,93 @@ class BwrapBackend(Backend):
             cpu_seconds=None,
             backend=self.name,
             isolated=True,
+            runtime=self.runtime_version,
+            unenforced=tuple(unenforced),
         )
 
-    def bwrap_args(self, command, workspace, *, env, limits, cwd, ro_binds, extra_binds, status_fd, data_fd):
+    def _run(self, command, workspace_dir: Path, cgroup: cgroups.RunCgroup | None, options: dict, limits: Limits):
+        """Start bubblewrap, put its sandbox into `cgroup` before the command starts, and supervise it to the end."""
+        rlimits = rlimit_options(limits, totals_by_cgroup=cgroup is not None)
+        status_read, status_write = os.pipe()
+        # The sandbox's PID 1 waits on this pipe before it starts the command (see cgroups: joining before start).
+        release_read, release_fd = os.pipe()
+        release = _Release(release_fd)
+        data_fds: list[int] = []
+        try:
+            args = self.bwrap_args(
+                command,
+                workspace_dir,
+                status_fd=status_write,
+                block_fd=release_read,
+                data_fd=lambda text: _data_fd(text, data_fds),
+                rlimits=rlimits,
+                **options,
+            )
+            started = time.monotonic()
+            proc = subprocess.Popen(
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                # bubblewrap gets an empty environment: its init stays PID 1 inside, and /proc/1/environ is
+                # readable there. The command's environment is passed with --setenv instead.
+                env={},
+                pass_fds=[status_write, release_read, *data_fds],
+                user=self.uid if self.as_root else None,
+                group=self.gid if self.as_root else None,
+                extra_groups=[] if self.as_root else None,
+            )
+        except BaseException:
+            os.close(status_read)
+            release.close()
+            raise
+        finally:
+            os.close(status_write)
+            os.close(release_read)
+            for fd in data_fds:
+                os.close(fd)
+
+        def start(pid: int) -> None:
+            if cgroup:
+                try:
+                    cgroup.add(pid)
+                except ProcessLookupError:
+                    pass  # it died setting up (a failed mount): bubblewrap reports that on stderr
+                except OSError as exc:
+                    raise SandboxError(f"could not move the sandbox into its cgroup: {exc}") from exc
+            release()
+
+        sandbox = _SandboxInit(proc, start)
+        try:
+            watched = supervise(
+                proc, limits, sandbox.kill, started=started, extra_readers={status_read: sandbox.feed_status}
+            )
+        finally:
+            try:
+                sandbox.wait_gone()
+            finally:
+                sandbox.close()
+                os.close(status_read)
+                release.close()
+            proc.stdout.close()
+            proc.stderr.close()
+        stderr = watched.stderr.text()
+        # bubblewrap reports the child's pid before the child mounts anything, so a failed mount or chdir shows
+        # only as exit 1 with bubblewrap's own message first on stderr. A command that fakes that message only
+        # turns its own run into an error for the caller.
+        setup_failed = watched.returncode == 1 and not watched.killed_for and stderr.startswith("bwrap: ")
+        if not sandbox.started or setup_failed:
+            hint = ""
+            if self.as_root and "Permission denied" in stderr:
+                hint = (
+                    f" (the sandbox runs as uid {self.uid}: the workspace and every bound path must be reachable by it)"
+                )
+            raise SandboxError(f"bubblewrap could not set up the sandbox: {stderr.strip()}{hint}")
+        return watched, stderr, rlimits
+
+    def bwrap_args(
+        self, command, workspace_dir, *, env, limits, cwd, ro_binds, extra_binds, status_fd, block_fd, data_fd, rlimits
+    ):
         """The bubblewrap command line; data_fd(text) returns an fd bubblewrap reads a file's contents from."""
         args = [
             self.bwrap,
@@ -202,13 +302,14 @@ class BwrapBackend(Backend):
             "--cap-drop", "ALL",
             "--hostname", "sandbox",
         ]  # fmt: skip
-        for path in SYSTEM_DIRS:
-            if os.path.islink(path):
-                args += ["--symlink", os.readlink(path), path]
-            elif os.path.isdir(path):
-                args += ["--ro-bind", path, path]
-        for path in ETC_FILES:
-            args += ["--ro-bind-try", path, path]
+        for path in SYSTEM_DIRS + ETC_FILES:
+            source = self.runtime / path.lstrip("/")
+            # A link is made again inside (it then resolves in the runtime, as /etc/localtime must), never followed
+            # on the host.
+            if source.is_symlink():
+                args += ["--symlink", os.readlink(source), path]
+            elif source.exists():
+                args += ["--ro-bind", str(source), path]
         for path, text in self._identity_files().items():
             args += ["--perms", "0444", "--ro-bind-data", str(data_fd(text)), path]
         size = str(limits.tmpfs_bytes)
@@ -219,8 +320,8 @@ class BwrapBackend(Backend):
             "--remount-ro", "/dev",  # bwrap's /dev is an unbounded tmpfs: only /dev/shm, sized, stays writable
             "--size", size, "--tmpfs", "/tmp",
             "--size", size, "--tmpfs", "/root",
-            "--bind", str(workspace.root), WORKSPACE_PATH,
-            "--bind", str(workspace.root), OPENCLAW_WORKSPACE_PATH,
+            "--bind", str(workspace_dir), WORKSPACE_PATH,
+            "--bind", str(workspace_dir), OPENCLAW_WORKSPACE_PATH,
         ]  # fmt: skip
         for source, target in ro_binds:
             args += ["--ro-bind", source, target]
@@ -229,7 +330,8 @@ class BwrapBackend(Backend):
         args += ["--remount-ro", "/", "--chdir", cwd, "--clearenv"]
         for key, value in env.items():
             args += ["--setenv", key, value]
-        args += ["--json-status-fd", str(status_fd), "--", self.prlimit, *rlimit_options(limits), "--", *command]
+        args += ["--json-status-fd", str(status_fd), "--block-fd", str(block_fd)]
+        args += ["--", PRLIMIT, *rlimits, "--", *command]
         return args
 
     def _identity_files(self) -> dict[str, str]:
@@ -244,16 +346,46 @@ class BwrapBackend(Backend):
         }
 
 
-def rlimit_options(limits: Limits) -> list[str]:
-    """prlimit flags. The hard CPU limit is one second past the soft one: SIGXCPU first, then SIGKILL."""
-    return [
+def rlimit_options(limits: Limits, *, totals_by_cgroup: bool) -> list[str]:
+    """prlimit flags. The hard CPU limit is one second past the soft one: SIGXCPU first, then SIGKILL.
+
+    With a cgroup bounding memory and processes in total, no per-process stand-ins for them are set (only an address
+    space limit when one is asked for); without one, memory_bytes becomes each process's address space limit.
+    """
+    options = [
         f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds + 1}",
-        f"--as={limits.memory_bytes}",
-        f"--nproc={limits.max_processes}",
         f"--fsize={limits.max_file_bytes}",
         f"--nofile={limits.max_open_files}",
         "--core=0",
     ]
+    address_space = limits.address_space_bytes or (None if totals_by_cgroup else limits.memory_bytes)
+    if address_space:
+        options.append(f"--as={address_space}")
+    if not totals_by_cgroup:
+        options.append(f"--nproc={limits.max_processes}")
+    return options
+
+
+class _Release:
+    """The write end of bubblewrap's --block-fd pipe: one byte lets the sandbox's PID 1 start the command."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd: int | None = fd
+
+    def __call__(self) -> None:
+        """Release (at most once; closing the pipe unblocks it too, so close() is also a release)."""
+        if self.fd is None:
+            return
+        try:
+            os.write(self.fd, b"1")
+        except OSError:
+            pass  # bubblewrap is gone already: nothing is waiting
+        self.close()
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
 
 def _data_fd(text: str, opened: list[int]) -> int:
@@ -270,8 +402,9 @@ def _data_fd(text: str, opened: list[int]) -> int:
 class _SandboxInit:
     """Follows bubblewrap's status pipe to learn the host pid of the sandbox's init, and kills through it."""
 
-    def __init__(self, proc: subprocess.Popen) -> None:
+    def __init__(self, proc: subprocess.Popen, on_start: Callable[[int], None]) -> None:
         self.proc = proc
+        self.on_start = on_start  # called with the init's host pid, which waits for it to return
         self.buffer = b""
         self.started = False
         self.pidfd: int | None = None
@@ -295,6 +428,7 @@ class _SandboxInit:
                     os.close(pidfd)  # exited and recycled in between: never signal a stranger
                     continue
                 self.pidfd = pidfd
+                self.on_start(pid)
 
     def kill(self) -> None:
         """SIGKILL the namespace's init: the kernel then kills everything in it, and bubblewrap exits."""

@@ -173,6 +173,11 @@ class DockerBackend(Backend):
             cpu_seconds=None,
             backend=self.name,
             isolated=True,
+            # The image is the runtime here; once the runtime folder is imported as the image (the deployment
+            # issue), its tag names the runtime version.
+            runtime=self.image,
+            # The workspace is a bind mount of the host folder: only max_file_bytes and the wall clock bound it.
+            unenforced=("disk_bytes",),
         )
 
 

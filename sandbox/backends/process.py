@@ -4,7 +4,7 @@ The command runs as the caller, sees the whole machine and its network, and read
 unless CLAWGYM_ALLOW_UNSANDBOXED=1 is set, and every result says isolated=False.
 
 What it still does: a scrubbed environment, the workspace as working directory, the wall clock and output caps,
-and per-process rlimits (CPU, memory, file size, open files) through prlimit. It does not limit the number of
+and per-process rlimits (CPU, memory as address space, file size, open files) through prlimit. It does not limit the number of
 processes (RLIMIT_NPROC would count every process of the caller's uid on the machine), and it kills only the
 command's process group: a daemon that left it with setsid survives.
 """
@@ -68,7 +68,7 @@ class ProcessBackend(Backend):
         root = str(workspace.root)
         options = [
             f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds + 1}",
-            f"--as={limits.memory_bytes}",
+            f"--as={limits.address_space_bytes or limits.memory_bytes}",
             f"--fsize={limits.max_file_bytes}",
             f"--nofile={limits.max_open_files}",
             "--core=0",
@@ -113,6 +113,9 @@ class ProcessBackend(Backend):
             cpu_seconds=watched.cpu_seconds,
             backend=self.name,
             isolated=False,
+            # Whatever the host has: no defined runtime. Memory only per process, processes and disk not at all.
+            runtime="",
+            unenforced=("memory_bytes", "max_processes", "disk_bytes"),
         )
 
 

@@ -1,0 +1,196 @@
+"""A size-limited filesystem for the workspace during one run: disk use bounded by the kernel, not by watching.
+
+The sandbox never writes the host's workspace folder directly. For each run the backend makes an ext4 image of the
+workspace's current size plus Limits.disk_bytes (a sparse file: only what is written takes host disk), fills it from
+the folder at format time (`mke2fs -d`, no mount needed for that), loop-mounts it nosuid,nodev and binds the mount
+into the sandbox. A command that writes past the room left gets ENOSPC from the kernel, however many processes or
+files it uses. After the run the folder is made an exact copy of the filesystem (links kept as links, never
+followed), then the image is unmounted and deleted: no more than the image's size ever reached the host's disk.
+Whether the filesystem was full is read from the filesystem itself (statvfs: no free blocks, or no free inodes).
+
+Needs root (mount) and mke2fs. Where either is missing, available() says why and the backend runs on the folder
+itself, listing disk_bytes in ExecResult.unenforced. Volumes of processes that died mid-run (their pid and start time
+name their folder) are unmounted and deleted by the next volume made here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import shutil
+import stat
+import subprocess
+import tempfile
+from pathlib import Path
+
+from ..errors import SandboxError
+from ..limits import MiB
+from .cgroups import _start_time
+
+SCRATCH_ENV = "CLAWGYM_SANDBOX_SCRATCH"
+BLOCK = 4096
+_RUN_NAME = re.compile(r"^run-(\d+)-(\d+)-[0-9a-f]+$")
+# Under the size asked for, ext4 keeps inode tables, bitmaps and directory blocks (about 1/64 of the image with
+# 16 KiB per inode) plus a few fixed MiB; the image is made that much larger so the command really gets its room.
+_OVERHEAD_FRACTION = 1 / 40
+_OVERHEAD_FIXED = 8 * MiB
+
+
+def scratch_dir() -> Path:
+    return Path(os.environ.get(SCRATCH_ENV) or Path(tempfile.gettempdir()) / "clawgym-volumes")
+
+
+def available() -> tuple[bool, str]:
+    """Whether volumes can be made here, and if not, why (a sentence)."""
+    if os.geteuid() != 0:
+        return False, "a size-limited workspace needs root (to loop-mount its filesystem)"
+    if not shutil.which("mke2fs", path="/usr/sbin:/sbin:/usr/bin:/bin"):
+        return False, "mke2fs is missing (install e2fsprogs: scripts/system-deps.sh)"
+    if not os.path.exists("/dev/loop-control"):
+        return False, "no loop devices on this host (/dev/loop-control)"
+    return True, ""
+
+
+def _tree_bytes(root: Path) -> tuple[int, int]:
+    """(bytes the tree takes in whole blocks, number of entries), without following links."""
+    total, count = BLOCK, 1
+    stack = [str(root)]
+    while stack:
+        with os.scandir(stack.pop()) as entries:
+            for entry in entries:
+                count += 1
+                st = entry.stat(follow_symlinks=False)
+                total += max(BLOCK, -(-st.st_size // BLOCK) * BLOCK)
+                if stat.S_ISDIR(st.st_mode):
+                    stack.append(entry.path)
+    return total, count
+
+
+def _run(args: list[str], what: str) -> None:
+    done = subprocess.run(args, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if done.returncode != 0:
+        raise SandboxError(f"could not {what}: {(done.stderr or done.stdout).strip()}")
+
+
+class Volume:
+    """One run's workspace filesystem. `mount_point` is what the sandbox sees as the workspace."""
+
+    def __init__(self, source: Path, disk_bytes: int, uid: int, gid: int) -> None:
+        self.source = source
+        base = scratch_dir()
+        base.mkdir(mode=0o711, exist_ok=True)
+        remove_stale(base)
+        self.dir = base / f"run-{os.getpid()}-{_start_time(os.getpid())}-{secrets.token_hex(4)}"
+        self.dir.mkdir(mode=0o711)
+        self.image = self.dir / "disk.img"
+        self.mount_point = self.dir / "workspace"
+        self.mounted = False
+        try:
+            used, entries = _tree_bytes(source)
+            size = used + disk_bytes
+            size += int(size * _OVERHEAD_FRACTION) + _OVERHEAD_FIXED
+            size = -(-size // BLOCK) * BLOCK
+            with open(self.image, "wb") as image:
+                image.truncate(size)
+            inodes = max(entries + 1024, size // (16 * 1024))
+            # No journal (nothing to recover: the image lives for one run), no reserved blocks, no lost+found
+            # clutter left in the workspace (removed below), and the folder's files, owners and modes copied in.
+            _run(
+                ["mke2fs", "-q", "-F", "-t", "ext4", "-b", str(BLOCK), "-m", "0", "-N", str(inodes),
+                 "-O", "^has_journal,^resize_inode", "-E", f"nodiscard,root_owner={uid}:{gid}",
+                 "-d", str(source), str(self.image)],
+                "make the workspace's filesystem",
+            )  # fmt: skip
+            self.mount_point.mkdir(mode=0o700)
+            _run(["mount", "-t", "ext4", "-o", "loop,nosuid,nodev", str(self.image), str(self.mount_point)],
+                 "mount the workspace's filesystem")  # fmt: skip
+            self.mounted = True
+            with contextlib.suppress(FileNotFoundError):
+                (self.mount_point / "lost+found").rmdir()
+            os.chown(self.mount_point, uid, gid)
+            os.chmod(self.mount_point, stat.S_IMODE(os.lstat(source).st_mode) | stat.S_IRWXU)
+        except BaseException:
+            self.remove()
+            raise
+
+    def full(self) -> bool:
+        """No room left: no free blocks, or no free inodes (a command that made a million empty files)."""
+        st = os.statvfs(self.mount_point)
+        return st.f_bavail * st.f_frsize < BLOCK or st.f_favail == 0
+
+    def copy_back(self) -> None:
+        """Make the workspace folder an exact copy of the filesystem the run left."""
+        for entry in os.listdir(self.source):
+            path = self.source / entry
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        _copy_tree(str(self.mount_point), str(self.source))
+
+    def remove(self) -> None:
+        if self.mounted:
+            done = subprocess.run(["umount", str(self.mount_point)], capture_output=True, stdin=subprocess.DEVNULL)
+            if done.returncode != 0:  # still busy (a process of ours holding a file): detach it now, free it later
+                subprocess.run(["umount", "-l", str(self.mount_point)], capture_output=True, stdin=subprocess.DEVNULL)
+            self.mounted = False
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def remove_stale(base: Path) -> None:
+    """Unmount and delete the volumes of processes that are gone."""
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return
+    for name in names:
+        match = _RUN_NAME.match(name)
+        if not match or _start_time(int(match[1])) == int(match[2]):
+            continue
+        mount_point = base / name / "workspace"
+        if os.path.ismount(mount_point):
+            subprocess.run(["umount", "-l", str(mount_point)], capture_output=True, stdin=subprocess.DEVNULL)
+        if not os.path.ismount(mount_point):
+            shutil.rmtree(base / name, ignore_errors=True)
+
+
+def _copy_tree(source: str, target: str) -> None:
+    """Copy folders, files, symlinks and fifos with their modes, owners and times; sockets and devices are left out
+    (a command cannot make devices in the sandbox, and a socket is nothing without its process)."""
+    stack = [(source, target)]
+    folders: list[tuple[str, os.stat_result]] = []
+    while stack:
+        src_dir, dst_dir = stack.pop()
+        with os.scandir(src_dir) as entries:
+            for entry in entries:
+                src, dst = entry.path, os.path.join(dst_dir, entry.name)
+                st = entry.stat(follow_symlinks=False)
+                mode = st.st_mode
+                if stat.S_ISDIR(mode):
+                    os.mkdir(dst, 0o700)
+                    stack.append((src, dst))
+                    folders.append((dst, st))
+                    continue
+                if stat.S_ISLNK(mode):
+                    os.symlink(os.readlink(src), dst)
+                elif stat.S_ISREG(mode):
+                    with open(src, "rb") as reader, open(dst, "xb") as writer:
+                        shutil.copyfileobj(reader, writer, 1 * MiB)
+                elif stat.S_ISFIFO(mode):
+                    os.mkfifo(dst)
+                else:
+                    continue
+                _copy_metadata(dst, st)
+    # Folders last, deepest first: a read-only folder must be filled before its mode is set.
+    for dst, st in reversed(folders):
+        _copy_metadata(dst, st)
+    _copy_metadata(target, os.lstat(source))
+
+
+def _copy_metadata(path: str, st: os.stat_result) -> None:
+    os.chown(path, st.st_uid, st.st_gid, follow_symlinks=False)
+    if not stat.S_ISLNK(st.st_mode):
+        os.chmod(path, stat.S_IMODE(st.st_mode))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
