@@ -19,6 +19,15 @@ class TaskFilterForm(forms.Form):
     source = forms.ChoiceField(choices=[("", "All sources"), *Task.Source.choices], required=False)
     # By the latest sanity report of each task's current revision.
     sanity = forms.ChoiceField(choices=[("", "Any sanity"), *SanityReport.FILTERS.items()], required=False)
+    # What a lazy agent earns (the latest report's lazy score), above one of the thresholds.
+    lazy = forms.ChoiceField(
+        choices=[("", "Any"), *((f"{t:g}", f"Lazy agent earns > {t:g}") for t in SanityReport.LAZY_THRESHOLDS)],
+        required=False,
+        label="Lazy score",
+    )
+    sort = forms.ChoiceField(
+        choices=[("updated", "Recently updated"), ("lazy", "Lazy score, highest first")], required=False
+    )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -45,6 +54,8 @@ class TaskFilterForm(forms.Form):
             queryset = queryset.filter(source=data["source"])
         if data.get("sanity"):
             queryset = SanityReport.filter_tasks(queryset, data["sanity"])
+        if data.get("lazy"):
+            queryset = SanityReport.filter_lazy_above(queryset, float(data["lazy"]))
         q = data.get("q", "").strip()
         if q:
             queryset = queryset.filter(Q(external_id__icontains=q) | Q(title__icontains=q))

@@ -91,14 +91,26 @@ class RevisionSummarySerializer(serializers.ModelSerializer):
         return revision_url(self.context.get("request"), obj.task.external_id, obj.number)
 
 
+class SanityWriteSerializer(serializers.Serializer):
+    path = serializers.CharField()
+    change = serializers.ChoiceField(choices=["added", "modified", "deleted"])
+
+
 class SanityRunSerializer(serializers.Serializer):
     """How the checker did on one workspace."""
 
     score = serializers.FloatField(help_text="The code score; 0 unless status is ok.")
     status = serializers.ChoiceField(choices=[(s.value, s.value) for s in CheckStatus])
     reason = serializers.CharField(help_text="Why it failed, or a remark on a clean run (may be empty).")
-    subscores = serializers.DictField(child=serializers.FloatField())
+    subscores = serializers.DictField(
+        child=serializers.FloatField(), help_text="The checks check.py printed (whatever reward.sh did with them)."
+    )
     duration = serializers.FloatField(help_text="Seconds.")
+    runtime = serializers.CharField(required=False, help_text="The sandbox runtime version that ran the checker.")
+    workspace_writes = SanityWriteSerializer(
+        many=True, required=False, help_text="What the checker wrote into the workspace it judged (a warning)."
+    )
+    workspace_writes_count = serializers.IntegerField(required=False, help_text="All its writes (the list is cut).")
     stderr = serializers.CharField(required=False, help_text="The end of stderr, for failed runs.")
 
 
@@ -109,6 +121,15 @@ class SanityReportSerializer(serializers.ModelSerializer):
     solution_run = SanityRunSerializer(allow_null=True, help_text="The reference solution applied; null without one.")
     verdict = serializers.ChoiceField(choices=["crashed", "over-lenient", "unsolvable", "passed"], read_only=True)
     problems = serializers.ListField(child=serializers.CharField(), read_only=True)
+    warnings = serializers.ListField(
+        child=serializers.CharField(), read_only=True, help_text="No findings: e.g. the checker wrote to its workspace."
+    )
+    lazy_scores = serializers.DictField(
+        child=serializers.FloatField(), read_only=True, help_text="What a lazy agent earns on each of the three."
+    )
+    paying_checks = serializers.DictField(
+        child=serializers.FloatField(), read_only=True, help_text="The checks that pay a lazy agent, at their most."
+    )
     sandbox_warning = serializers.SerializerMethodField(help_text="Set when the checker ran without a sandbox.")
 
     class Meta:
@@ -117,13 +138,18 @@ class SanityReportSerializer(serializers.ModelSerializer):
             "verdict",
             "crashed",
             "over_lenient",
+            "lazy_score",
+            "lazy_scores",
+            "paying_checks",
             "solvable",
             "problems",
+            "warnings",
             "runs",
             "solution_run",
             "scaffold_paths",
             "tolerance",
             "backend",
+            "runtime",
             "isolated",
             "sandbox_warning",
             "job_run",

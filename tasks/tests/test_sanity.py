@@ -4,7 +4,8 @@ import json
 from pathlib import Path
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from jobs.models import JobRun
@@ -297,6 +298,52 @@ def test_the_task_list_page_filters_by_sanity(flagged, viewer_client):
     assert viewer_client.get(reverse("tasks:list"), {"sanity": "bogus"}).context["page"].paginator.count == 7
 
 
+@pytest.fixture
+def lazy_tasks(db):
+    """Four tasks whose latest reports pay a lazy agent 0, 0.15, 0.78 and 1; one never checked; one whose high lazy
+    score is of an earlier report."""
+    tasks = {}
+    for name, lazy in (("strict", 0.0), ("slight", 0.15), ("jsonl", 0.78), ("free", 1.0), ("unchecked", None)):
+        tasks[name] = make_task(name)
+        if lazy is not None:
+            report_for(tasks[name], lazy_score=lazy, over_lenient=lazy > 0)
+    tasks["fixed"] = make_task("fixed")
+    report_for(tasks["fixed"], lazy_score=0.9, over_lenient=True)
+    report_for(tasks["fixed"], lazy_score=0.0)
+    return tasks
+
+
+@pytest.mark.parametrize(
+    ("threshold", "expected"),
+    [("0", ["free", "jsonl", "slight"]), ("0.1", ["free", "jsonl", "slight"]), ("0.2", ["free", "jsonl"]),
+     ("0.5", ["free", "jsonl"]), ("bogus", ["fixed", "free", "jsonl", "slight", "strict", "unchecked"])],
+)  # fmt: skip
+def test_the_task_list_filters_by_lazy_score(lazy_tasks, viewer_client, threshold, expected):
+    page = viewer_client.get(reverse("tasks:list"), {"lazy": threshold}).context["page"]
+    assert sorted(t.external_id for t in page.object_list) == expected
+
+
+def test_the_task_list_sorts_by_lazy_score_and_shows_verdict_and_lazy_score(lazy_tasks, viewer_client):
+    response = viewer_client.get(reverse("tasks:list"), {"sort": "lazy"})
+    rows = response.context["page"].object_list
+    # Ties by the latest update ("fixed" was made after "strict"); never checked: last.
+    assert [t.external_id for t in rows] == ["free", "jsonl", "slight", "fixed", "strict", "unchecked"]
+    html = response.content.decode()
+    row = html[html.index(">jsonl<"):]
+    row = row[: row.index("</tr>")]
+    assert 'data-testid="sanity-verdict">Over-lenient<' in row and 'data-testid="lazy-score">0.780<' in row
+    unchecked = html[html.index(">unchecked<"):]
+    assert "not checked" in unchecked[: unchecked.index("</tr>")]
+    assert 'name="lazy"' in html and 'name="sort"' in html
+
+
+def test_the_task_list_reads_the_verdicts_in_one_query(lazy_tasks, viewer_client):
+    with CaptureQueriesContext(connection) as queries:
+        viewer_client.get(reverse("tasks:list"), {"sort": "lazy"})
+    reads = [q["sql"] for q in queries.captured_queries if "tasks_sanityreport" in q["sql"]]
+    assert len(reads) == 2, reads  # the list (with its subqueries), then the page's reports
+
+
 def test_the_api_list_filters_by_sanity(flagged, api_as, viewer):
     api = api_as(viewer)
     body = api.get("/api/tasks/", {"sanity": "over_lenient"}).json()
@@ -380,3 +427,17 @@ def test_the_api_starts_a_check_and_shows_the_report_on_the_revision(db, api_as,
     assert sanity["runs"]["empty"] == empty
     assert sanity["isolated"] is False and sanity["sandbox_warning"] == "ran without a sandbox (the process backend)"
     assert len(sanity["problems"]) == 1 and sanity["problems"][0].startswith("the reference solution does not score 1")
+
+
+def test_the_api_shows_the_lazy_score_paying_checks_writes_and_runtime(db, api_as, viewer, bwrap):
+    task = clawgym_task("planify-api", PLANIFY_INSTRUCTION, PLANIFY_CHECK_PY, PLANIFY_INPUTS, PLANIFY_SOLUTION)
+    check_revision(task.current_revision, backend=bwrap)
+    sanity = api_as(viewer).get("/api/tasks/planify-api/revisions/1/").json()["sanity"]
+    assert sanity["lazy_score"] == pytest.approx(2 / 3) and sanity["paying_checks"] == {
+        "plan_written": 1.0, "script_runs": 1.0,
+    }  # fmt: skip
+    assert sanity["lazy_scores"]["empty"] == 0.0 and sanity["runs"]["initial"]["subscores"]["script_runs"] == 1.0
+    assert sanity["runs"]["initial"]["workspace_writes"] == [{"path": "plan/plan.csv", "change": "modified"}]
+    assert sanity["runs"]["initial"]["workspace_writes_count"] == 1
+    assert any("modified plan/plan.csv" in warning for warning in sanity["warnings"])
+    assert "runtime" in sanity and "runtime" in sanity["runs"]["initial"]
