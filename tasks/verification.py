@@ -277,8 +277,7 @@ def run_checker(
         "stdout": executed.stdout[-TAIL_CHARS:],
         "stderr": executed.stderr[-TAIL_CHARS:],
         "workspace_writes": writes,
-        # sandbox.ExecResult names the runtime that ran the command where the backend has one.
-        "runtime": getattr(executed, "runtime", "") or "",
+        "runtime": executed.runtime,  # "" for the process backend: the host's own tools judged
     }
     wrote = writes_note(writes)
     if executed.status is not Status.OK:

@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from jobs.models import JobRun
-from sandbox import get_backend
+from sandbox import get_backend, runtime_version
 from sandbox.testing import require_bwrap
 from tasks.importing import import_path
 from tasks.models import SanityReport, Task
@@ -127,6 +127,7 @@ def test_a_sound_checker_passes(db, bwrap):
     assert report.solution_run["score"] == 1.0 and report.solution_run["subscores"] == {"total_right": 1.0}
     assert report.backend == "bwrap" and report.isolated and report.tolerance == 0.0
     assert report.lazy_score == 0.0 and report.paying_checks == {} and report.warnings == []
+    assert report.runtime == runtime_version() and report.runs["empty"]["runtime"] == runtime_version()
     assert SanityReport.objects.get() == report
 
 

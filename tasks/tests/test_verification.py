@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from sandbox import Limits, Workspace, get_backend
+from sandbox import Limits, Workspace, get_backend, runtime_version
 from tasks.package import STANDARD_REWARD_SH
 from tasks.verification import (
     PAYLOAD_ENV,
@@ -164,18 +164,20 @@ def test_the_averaging_reward_sh_scores_its_last_line_and_keeps_check_py_subscor
     assert result.ok, result
     assert result.score == pytest.approx(0.5) and result.subscores == {"has_data": 1.0, "has_out": 0.0, "half": 0.5}
     assert result.reason == "" and result.workspace_writes == ()
+    assert result.runtime == runtime_version() and result.as_dict()["runtime"] == runtime_version()
 
 
 @pytest.mark.parametrize(
     "call",
     [
         'python3 -u reward/check.py | python3 -c "import sys,json; d=json.load(sys.stdin); print(sum(d.values())/len(d))"',
+        'python reward/check.py | python -c "import sys,json; d=json.load(sys.stdin); print(sum(d.values())/len(d))"',
         'cd reward && out="$(python3 check.py)" && echo "$out" | python3 -c '
         '"import sys,json; d=json.load(sys.stdin); print(sum(d.values())/len(d))"',
         'here="$(cd "$(dirname "$0")" && pwd)"; /usr/bin/env python3 "$here/check.py" > /tmp/s.json; '
         'python3 -c "import json; d=json.load(open(\'/tmp/s.json\')); print(float(min(d.values())))"',
     ],
-    ids=["unbuffered", "from-the-reward-folder", "absolute-path-through-a-file"],
+    ids=["unbuffered", "python-not-python3", "from-the-reward-folder", "absolute-path-through-a-file"],
 )
 def test_check_py_subscores_are_kept_however_reward_sh_calls_it(bwrap, call):
     result, _ = run(spec(CLAWGYM_CHECK, reward_sh="#!/bin/bash\nset -e\n" + call + "\n"), backend=bwrap)
