@@ -37,6 +37,7 @@ from .models import Benchmark, BenchmarkCandidate, BenchmarkVersion, DiagnosisIs
 from .serializers import (
     ApplyFixSerializer,
     BenchmarkSerializer,
+    BenchmarkVersionFilterSerializer,
     BenchmarkVersionSerializer,
     CandidateDetailSerializer,
     CandidateFilterSerializer,
@@ -44,6 +45,7 @@ from .serializers import (
     ClaimSerializer,
     DecideSerializer,
     DecisionSerializer,
+    DiagnosisFilterSerializer,
     DiagnosisSerializer,
     FreezeSerializer,
     VerdictSerializer,
@@ -81,17 +83,16 @@ class BenchmarkViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         return Response(body, status=status.HTTP_201_CREATED)
 
 
-class BenchmarkVersionViewSet(viewsets.ReadOnlyModelViewSet):
+class BenchmarkVersionViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = BenchmarkVersionSerializer
+    filter_serializer_class = BenchmarkVersionFilterSerializer
 
     def get_queryset(self):
-        versions = (
+        return (
             BenchmarkVersion.objects.select_related("benchmark", "created_by")
             .annotate(task_count=Count("pins"))
             .order_by("benchmark__name", "-number")  # an aggregate drops Meta.ordering
         )
-        name = self.request.query_params.get("benchmark")
-        return versions.filter(benchmark__name=name) if name else versions
 
     def perform_content_negotiation(self, request, force=False):
         if self.action == "export":
@@ -116,6 +117,11 @@ class BenchmarkVersionViewSet(viewsets.ReadOnlyModelViewSet):
         if fmt not in ARCHIVE_FORMATS:
             raise ValidationError({"format": f"{fmt!r} is not one of {', '.join(ARCHIVE_FORMATS)}"})
         return download_response(self.get_object(), fmt)
+
+    # Defined after `export`: in a class body, a method named `list` hides the builtin from the lines below it.
+    @extend_schema(parameters=[BenchmarkVersionFilterSerializer])
+    def list(self, request, *args, **kwargs):
+        return super().list(request, *args, **kwargs)
 
 
 class CandidateViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):
@@ -221,17 +227,16 @@ class CandidateViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):
         return Response(services.history(self.get_object()))
 
 
-class DiagnosisViewSet(viewsets.ReadOnlyModelViewSet):
+class DiagnosisViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = DiagnosisSerializer
+    filter_serializer_class = DiagnosisFilterSerializer
 
     def get_queryset(self):
-        diagnoses = LLMDiagnosis.objects.select_related("revision").prefetch_related("issues")
-        candidate = self.request.query_params.get("candidate")
-        if candidate is not None:
-            if not candidate.isdigit():
-                raise ValidationError({"candidate": "a candidate id"})
-            diagnoses = diagnoses.filter(candidate_id=int(candidate))
-        return diagnoses
+        return LLMDiagnosis.objects.select_related("revision").prefetch_related("issues")
+
+    @extend_schema(parameters=[DiagnosisFilterSerializer])
+    def list(self, request, *args, **kwargs):
+        return super().list(request, *args, **kwargs)
 
 
 def register(router):

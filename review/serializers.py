@@ -171,6 +171,22 @@ class CandidateFilterSerializer(serializers.Serializer):
         return queryset
 
 
+class BenchmarkVersionFilterSerializer(serializers.Serializer):
+    benchmark = serializers.CharField(required=False, help_text="benchmark name")
+
+    def filter(self, queryset):
+        name = self.validated_data.get("benchmark")
+        return queryset.filter(benchmark__name=name) if name else queryset
+
+
+class DiagnosisFilterSerializer(serializers.Serializer):
+    candidate = serializers.IntegerField(required=False, min_value=1, help_text="a candidate id")
+
+    def filter(self, queryset):
+        candidate = self.validated_data.get("candidate")
+        return queryset if candidate is None else queryset.filter(candidate_id=candidate)
+
+
 class ClaimSerializer(serializers.Serializer):
     minutes = serializers.IntegerField(required=False, min_value=1, max_value=24 * 60)
 

@@ -33,7 +33,7 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 
 from accounts.roles import ADMIN, REVIEWER
-from clawgym_site.api_filters import QueryFilterMixin
+from clawgym_site.api_filters import QueryFilterMixin, UnknownParametersFilter
 from jobs.api import JobRunReadViewSet
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
@@ -108,7 +108,7 @@ class TaskViewSet(
 ):
     lookup_field = "external_id"
     lookup_value_regex = EXTERNAL_ID_REGEX
-    filter_backends = [filters.SearchFilter, filters.OrderingFilter]
+    filter_backends = [UnknownParametersFilter, filters.SearchFilter, filters.OrderingFilter]
     search_fields = ["external_id", "title"]
     filter_serializer_class = TaskFilterSerializer
     ordering_fields = ["external_id", "title", "status", "source", "created_at", "updated_at"]
