@@ -6,6 +6,8 @@ from django.core.management.base import BaseCommand
 
 from accounts.roles import ADMIN, grant_role
 
+from .create_user import checked_password
+
 
 class Command(BaseCommand):
     help = "Create the admin user if missing and print its login (the password is printed only when it is created)."
@@ -20,6 +22,8 @@ class Command(BaseCommand):
         User = get_user_model()
         user = User.objects.filter(username=username).first()
         created = user is None
+        if password:
+            checked_password(password, user or User(username=username))
         if created:
             password = password or secrets.token_urlsafe(12)
             user = User.objects.create_superuser(username=username, email="", password=password)
