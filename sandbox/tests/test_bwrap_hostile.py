@@ -8,6 +8,7 @@ fails the test instead of taking the machine down, and limits are kept tight.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import resource
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from sandbox import ExecResult, Limits, Status
+from sandbox.backends import cgroups, volume
 
 from .helpers import processes_with
 
@@ -105,7 +107,7 @@ print(json.dumps(results))
     assert accepted == []
 
 
-def test_files_outside_the_workspace_are_invisible(hostile, workspace):
+def test_files_outside_the_workspace_are_invisible(hostile, bwrap, workspace):
     paths = [
         str(PROJECT_DIR),
         str(PROJECT_DIR / "manage.py"),
@@ -139,10 +141,9 @@ print(json.dumps(seen))
     result = hostile(script)
     seen = json.loads(result.stdout)
     assert seen.pop("/root") == [".openclaw"]
-    assert seen.pop("/") == sorted(
-        ["bin", "dev", "etc", "lib", "lib64", "proc", "root", "sbin", "tmp", "usr", "workspace"]
-        + [p.lstrip("/") for p in ("/lib32", "/libx32") if os.path.exists(p)]
-    )
+    # The runtime's system folders (not the host's), the sandbox's own mounts and the workspace.
+    runtime_dirs = [p for p in ("bin", "lib", "lib32", "lib64", "libx32", "sbin", "usr") if (bwrap.runtime / p).exists()]
+    assert seen.pop("/") == sorted(runtime_dirs + ["dev", "etc", "proc", "root", "tmp", "workspace"])
     # A synthetic passwd, not the host's accounts.
     assert {line.split(":")[0] for line in seen.pop("passwd").splitlines()} <= {"root", "nobody", "sandbox"}
     assert all(outcome == "FileNotFoundError" for outcome in seen.values()), seen
@@ -325,3 +326,201 @@ print([child.wait() for child in children])
 def test_non_zero_exit_is_an_error(hostile):
     result = hostile("import sys; sys.exit(7)")
     assert (result.status, result.returncode, result.reason) == (Status.ERROR, 7, "exit code 7")
+
+
+# Totals: the run's cgroup and its size-limited workspace. Root on a host with cgroup v1 (this one, CI) must have
+# both; the tests never skip there.
+
+
+@pytest.fixture
+def bounded():
+    if os.geteuid() != 0:
+        pytest.skip("cgroups and loop-mounted workspaces need root on this host")
+    tree, why = cgroups.detect()
+    assert tree is not None, f"root must get a cgroup for each run here: {why}"
+    sized, why = volume.available()
+    assert sized, f"root must get a size-limited workspace here: {why}"
+    return tree
+
+
+def leftovers(tree) -> list[str]:
+    """Run cgroups and volumes of this process that are still there (every run must remove its own)."""
+    mine = f"run-{os.getpid()}-"
+    found = [str(p / n) for p in tree.parents for n in os.listdir(p) if n.startswith(mine)]
+    scratch = volume.scratch_dir()
+    if scratch.exists():
+        found += [str(scratch / n) for n in os.listdir(scratch) if n.startswith(mine)]
+    return found
+
+
+def test_four_processes_of_800_mib_share_one_memory_limit(hostile, bounded):
+    # Each process alone fits (no per-process limit stops it); together they need 3.2 GiB of a 1 GiB total.
+    script = """
+import os, time
+children = []
+for _ in range(4):
+    pid = os.fork()
+    if pid == 0:
+        block = bytearray(800 << 20)
+        block[::4096] = b"x" * len(range(0, 800 << 20, 4096))
+        time.sleep(2)
+        os._exit(0)
+    children.append(pid)
+print([os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children])
+"""
+    result = hostile(script, limits=Limits(wall_seconds=60, memory_bytes=1 << 30, max_processes=32))
+    assert result.status is Status.OOM, result
+    assert result.reason == "killed by the kernel for going past the memory limit of 1073741824 bytes"
+    assert -9 in json.loads(result.stdout), "the OOM killer ended at least one of them"
+    assert result.unenforced == ()
+    assert leftovers(bounded) == []
+
+
+def test_fork_storm_is_bounded_in_total_by_the_cgroup(hostile, bounded):
+    # No RLIMIT_NPROC is set where the cgroup counts: the refusals come from pids.max, for all processes together.
+    script = """
+import errno, os, resource, sys, time
+failures = 0
+for _ in range(11):
+    try:
+        os.fork()
+    except OSError as e:
+        failures += e.errno == errno.EAGAIN
+if failures:
+    sys.stderr.write("fork refused\\n")
+time.sleep(2)
+if os.getpid() == 2:
+    print(len([p for p in os.listdir("/proc") if p.isdigit()]), resource.getrlimit(resource.RLIMIT_NPROC)[0])
+    sys.exit(0)
+time.sleep(60)
+"""
+    result = hostile(script)
+    assert result.status is Status.OK and "fork refused" in result.stderr, result
+    processes, nproc_limit = map(int, result.stdout.split())
+    assert nproc_limit == resource.getrlimit(resource.RLIMIT_NPROC)[0]  # the host's own, far above 32
+    assert processes <= TIGHT.max_processes
+    assert leftovers(bounded) == []
+
+
+def test_the_command_runs_inside_its_cgroup_with_the_limits(bwrap, workspace, marker, bounded):
+    limits = Limits(wall_seconds=60, memory_bytes=300 << 20, max_processes=40)
+    done = {}
+    thread = threading.Thread(
+        target=lambda: done.update(result=bwrap.run(["sh", "-c", "sleep 4", marker], workspace, limits=limits))
+    )
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        # The command itself, not bubblewrap (whose own command line holds the marker too, and stays outside).
+        while not (found := [p for p in processes_with(marker) if _argv0(p) == b"sh"]):
+            assert time.monotonic() < deadline, "the sandboxed command never showed up"
+            time.sleep(0.05)
+        with open(f"/proc/{found[0]}/cgroup") as handle:
+            paths = dict(line.strip().split(":", 2)[1:] for line in handle)
+        memory = bounded.memory_parent.parent / paths["memory"].lstrip("/")
+        pids = bounded.pids_parent.parent / paths["pids"].lstrip("/")
+        assert memory.parent == bounded.memory_parent and memory.name.startswith(f"run-{os.getpid()}-")
+        assert int((memory / "memory.limit_in_bytes").read_text()) == 300 << 20
+        assert int((memory / "memory.memsw.limit_in_bytes").read_text()) == 300 << 20
+        assert (pids / "pids.max").read_text().strip() == "40"
+    finally:
+        thread.join()
+    assert done["result"].status is Status.OK
+    assert leftovers(bounded) == []
+
+
+def _argv0(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read().split(b"\0")[0]
+    except OSError:
+        return b""
+
+
+def test_filling_the_workspace_ends_as_disk_full_and_stays_small_on_the_host(hostile, bounded, workspace):
+    # 2 GiB in files of 32 MiB each, all under the file-size limit: only the workspace's room can stop it.
+    script = """
+block = b"x" * (1 << 20)
+written = 0
+try:
+    for n in range(64):
+        with open(f"fill-{n}.bin", "wb") as f:
+            for _ in range(32):
+                f.write(block)
+                written += len(block)
+except OSError as e:
+    print("stopped", e.errno, written)
+"""
+    room = 64 << 20
+    result = hostile(script, limits=Limits(wall_seconds=60, disk_bytes=room))
+    assert result.status is Status.DISK_FULL, result
+    assert result.reason == f"the workspace is full: it may grow by {room} bytes in a run"
+    word, errno_code, written = result.stdout.split()
+    assert (word, int(errno_code)) == ("stopped", errno.ENOSPC)
+    assert room <= int(written) < room + (16 << 20)
+    # What came back to the host's folder is what fitted, no more; the image is gone.
+    on_host = sum(p.stat().st_size for p in workspace.root.rglob("*") if p.is_file())
+    assert room <= on_host < room + (16 << 20)
+    assert leftovers(bounded) == []
+
+
+def test_a_million_empty_files_end_as_disk_full(hostile, bounded, workspace):
+    script = """
+import os
+os.mkdir("many")
+made = 0
+try:
+    for n in range(1_000_000):
+        open(f"many/{n}", "w").close()
+        made += 1
+except OSError as e:
+    print(e.errno, made)
+"""
+    result = hostile(script, limits=Limits(wall_seconds=60, disk_bytes=16 << 20))
+    assert result.status is Status.DISK_FULL, result
+    errno_code, made = map(int, result.stdout.split())
+    assert errno_code == errno.ENOSPC and made < 100_000
+    assert len(os.listdir(workspace.root / "many")) == made
+
+
+def test_a_run_that_fits_is_copied_back_exactly(bwrap, workspace, bounded):
+    script = """
+import os
+os.makedirs("deep/er", exist_ok=True)
+open("deep/er/file.txt", "w").write("kept")
+os.symlink("/etc/passwd", "link")  # recorded as a link, never followed on the way back
+os.mkfifo("pipe")
+open("run.sh", "w").write("#!/bin/sh\\n")
+os.chmod("run.sh", 0o755)
+os.remove("input.txt")
+"""
+    result = bwrap.run(["python3", "-c", script], workspace, limits=Limits(wall_seconds=60, disk_bytes=8 << 20))
+    assert result.status is Status.OK, result
+    diff = workspace.diff()
+    assert set(diff.deleted) == {"input.txt"}
+    assert diff.added["deep/er/file.txt"].content == b"kept"
+    assert diff.added["link"].kind == "symlink" and diff.added["link"].target == "/etc/passwd"
+    assert diff.added["pipe"].detail == "fifo"
+    assert diff.added["run.sh"].executable
+    assert "lost+found" not in workspace.snapshot()
+    assert leftovers(bounded) == []
+
+
+def test_cgroups_and_volumes_of_dead_runs_are_removed(bwrap, workspace, bounded):
+    # Named for this pid with another start time: a process that is gone (a worker killed mid-run).
+    name = f"run-{os.getpid()}-1-deadbeef"
+    for parent in bounded.parents:
+        (parent / name).mkdir()
+    stale = volume.scratch_dir() / name
+    (stale / "workspace").mkdir(parents=True)
+    subprocess.run(["truncate", "-s", "8M", str(stale / "disk.img")], check=True)
+    subprocess.run(["mke2fs", "-q", "-F", "-t", "ext4", str(stale / "disk.img")], check=True)
+    subprocess.run(["mount", "-o", "loop", str(stale / "disk.img"), str(stale / "workspace")], check=True)
+    try:
+        result = bwrap.run(["true"], workspace, limits=TIGHT)
+        assert result.ok, result
+        assert not any((parent / name).exists() for parent in bounded.parents)
+        assert not os.path.ismount(stale / "workspace") and not stale.exists()
+    finally:
+        if os.path.ismount(stale / "workspace"):
+            subprocess.run(["umount", str(stale / "workspace")])
