@@ -30,6 +30,12 @@ LIMITS = Limits(wall_seconds=5, cpu_seconds=2, memory_bytes=1 << 28)
         ({"returncode": 137, "oom_killed": True}, Status.OOM, "killed by the kernel"),
         ({"returncode": 1, "stderr": "OSError: [Errno 27] File too large"}, Status.ERROR, "file-size limit"),
         ({"returncode": 0, "stderr": "MemoryError"}, Status.OK, "exited 0"),  # a clean exit is never oom
+        # Under a cgroup (no address-space limit) only the cgroup's OOM count means oom, not what stderr says.
+        ({"returncode": 1, "stderr": "MemoryError", "address_space_limited": False}, Status.ERROR, "exit code 1"),
+        ({"returncode": 0, "oom_killed": True}, Status.OOM, "killed by the kernel"),
+        ({"returncode": 1, "disk_full": True}, Status.DISK_FULL, "may grow by 1073741824 bytes"),
+        ({"returncode": 0, "disk_full": True}, Status.DISK_FULL, "the workspace is full"),
+        ({"returncode": None, "killed_for": Status.TIMEOUT, "disk_full": True}, Status.TIMEOUT, "wall-clock"),
     ],
 )
 def test_classify(kwargs, status, reason_part):
@@ -56,7 +62,7 @@ def test_bwrap_never_runs_as_root():
         BwrapBackend(uid=0)
 
 
-@pytest.mark.parametrize("field", ["wall_seconds", "cpu_seconds", "memory_bytes", "max_processes"])
+@pytest.mark.parametrize("field", ["wall_seconds", "cpu_seconds", "memory_bytes", "max_processes", "disk_bytes"])
 def test_limits_must_be_positive(field):
     with pytest.raises(ValueError, match=field):
         Limits(**{field: 0})
@@ -66,5 +72,8 @@ def test_limits_defaults_suit_a_checker():
     limits = Limits()
     assert (limits.wall_seconds, limits.cpu_seconds, limits.max_processes) == (60, 60, 256)
     assert (limits.memory_bytes, limits.max_file_bytes, limits.max_output_bytes) == (1 << 30, 64 << 20, 1 << 20)
+    assert (limits.address_space_bytes, limits.disk_bytes) == (None, 1 << 30)
+    with pytest.raises(ValueError, match="address_space_bytes"):
+        Limits(address_space_bytes=0)
     with pytest.raises(ValueError, match="whole seconds"):
         Limits(cpu_seconds=1.5)
