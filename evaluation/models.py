@@ -21,7 +21,8 @@ class Rollout(models.Model):
         # The checker scored it, but a rubric rule has no judgement (no judge endpoint, or the judge failed): no
         # task score until it is judged again (rejudge_rollout); the agent's run stands.
         INCOMPLETE = "incomplete", "Judging incomplete"
-        FAILED = "failed", "Failed"  # no score: the sandbox, the harness or the worker failed; retryable
+        # No score: the sandbox, the harness, the worker, the proxy or the model's server failed; retryable.
+        FAILED = "failed", "Failed"
         CANCELLED = "cancelled", "Cancelled"
 
     FINISHED = (Status.SCORED, Status.INCOMPLETE, Status.FAILED, Status.CANCELLED)
@@ -41,6 +42,9 @@ class Rollout(models.Model):
         default=list, blank=True, help_text="How each earlier attempt ended: attempt, status, exit_reason, error."
     )
     worker = models.CharField(max_length=200, blank=True, help_text="The process running the current attempt.")
+    runtime = models.CharField(
+        max_length=100, blank=True, help_text="The sandbox runtime the agent ran in (its version, or docker's image)."
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="rollouts"
     )
@@ -126,6 +130,7 @@ class Rollout(models.Model):
             "revision": self.revision.number,
             "endpoint": self.endpoint.name,
             "harness": self.harness,
+            "runtime": self.runtime,
             "repeat": self.repeat_index,
             "attempt": self.attempt,
             "status": self.status,
@@ -202,6 +207,7 @@ class Trajectory(models.Model):
 
     class Meta:
         ordering = ["rollout", "index"]
+        verbose_name_plural = "trajectories"  # not Django's "Trajectorys"
         constraints = [models.UniqueConstraint(fields=["rollout", "index"], name="trajectory_unique_index")]
 
     def __str__(self):

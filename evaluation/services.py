@@ -2,13 +2,16 @@
 
 A rollout's life: queued -> running -> scored | failed (| cancelled). One attempt:
 1. wait for a sandbox slot of this machine (evaluation.slots), claim the row (conditional UPDATE: queued -> running);
-2. open a proxy session (subject "rollout:<id>"), materialise the revision's input files as the workspace;
+2. open a proxy session (subject "rollout:<id>"), check that the agent can reach its model through it
+   (evaluation.infra.preflight: a second, not the harness's retries), materialise the input files as the workspace;
 3. run the harness in the sandbox (harnesses.sandboxed.run_agent); close the session when the agent stopped;
 4. store the final workspace as a diff against the initial one (contents as blobs);
 5. only now install the checker's reward/ files and score the workspace (tasks.scoring.score_run: the checker, with
    the final message and the transcript in the reward payload, and the rubric's judge when the task has a rubric);
 6. count the model calls the proxy recorded, rebuild the trajectories from them, and store everything.
-An agent that times out, crashes or errs is still scored (its workspace is what it is). A rubric rule left without
+An agent that times out, crashes or errs is still scored (its workspace is what it is), unless it stopped in error
+because its model's server or the proxy failed (evaluation.infra.upstream_failure): that is not the model's 0, the
+rollout fails and may be retried, like one whose preflight failed. A rubric rule left without
 a judgement (no judge endpoint, a failed judge call) is `incomplete`: the run stands, judge it again
 (rejudge_rollout). No score at all (the sandbox or harness could not run, the worker died) is `failed`, and
 retryable: a retry is the next attempt on the same row, replacing its results, so nothing is counted twice.
@@ -39,6 +42,7 @@ from tasks.verification import CheckResult, CheckStatus
 
 from .harnesses import HARNESSES, AgentOutcome, AgentTask, ExitReason, HarnessUnavailable, get_harness
 from .harnesses.sandboxed import WALL_MARGIN_SECONDS, run_agent
+from .infra import preflight, upstream_failure
 from .models import Rollout, RolloutFile, Trajectory
 from .slots import NoSlotFree, rollout_slot
 from .trajectories import TrajectoryRules, rebuild_trajectories
@@ -51,7 +55,7 @@ MAX_REPEATS = 64
 # Exit reasons that leave nothing to score: the rollout fails, and may be retried.
 NOT_SCORED = {
     ExitReason.SANDBOX_ERROR, ExitReason.HARNESS_UNAVAILABLE, ExitReason.WORKER_LOST, ExitReason.RUNNER_ERROR,
-    ExitReason.CANCELLED,
+    ExitReason.CANCELLED, ExitReason.PROXY_UNAVAILABLE, ExitReason.UPSTREAM_ERROR,
 }  # fmt: skip
 RESULT_FIELDS = {
     "exit_reason": "", "error": "", "started_at": None, "finished_at": None, "agent_seconds": None,
@@ -59,7 +63,7 @@ RESULT_FIELDS = {
     "harness_usage": {}, "transcript": [], "log_tail": "", "max_rss_bytes": None, "model_calls": 0,
     "input_tokens": None, "output_tokens": None, "score": None, "score_reason": "", "code_score": None,
     "rubric_score": None, "sub_scores": {},
-    "check_status": "", "check_reason": "", "rubric_judgements": [], "worker": "",
+    "check_status": "", "check_reason": "", "rubric_judgements": [], "worker": "", "runtime": "",
 }  # fmt: skip
 
 
@@ -243,10 +247,14 @@ def execute_rollout(rollout_id: int, *, job_run: JobRun | None = None, on_wait=N
 
 def _run_attempt(rollout: Rollout, timeout: int) -> None:
     endpoint, revision = rollout.endpoint, rollout.revision
+    session = None
     try:
-        session = open_proxy_session(endpoint, subject=rollout.subject)
+        # The token opens the proxy for as long as the agent may run, and the session is closed when the attempt
+        # ends however it ends (below, or _fail): a token read later opens nothing.
+        session = open_proxy_session(endpoint, subject=rollout.subject, ttl_seconds=timeout + 3 * WALL_MARGIN_SECONDS)
         Rollout.objects.filter(pk=rollout.pk).update(proxy_session=session)
         rollout.proxy_session = session
+        proxy_base = proxy_base_url(session)
         inputs = {f.path: f.blob.content for f in revision.files_by_role(RevisionFile.Role.INPUT)}
         task = AgentTask(
             instruction=revision.instruction,
@@ -259,12 +267,15 @@ def _run_attempt(rollout: Rollout, timeout: int) -> None:
         )
         with attempt_folder(rollout) as scratch, Workspace.create(inputs, base_dir=scratch) as workspace:
             try:
-                outcome = run_agent(get_harness(rollout.harness), task, workspace, proxy_base=proxy_base_url(session),
-                                    scratch_dir=scratch)  # fmt: skip
+                # Can the agent reach its model at all? Asked before the sandbox starts: a second, not the harness's
+                # retries (evaluation.infra.preflight).
+                outcome = run_agent(get_harness(rollout.harness), task, workspace, proxy_base=proxy_base,
+                                    scratch_dir=scratch, preflight=lambda: preflight(session, proxy_base))  # fmt: skip
             except HarnessUnavailable as exc:
                 outcome = AgentOutcome(ExitReason.HARNESS_UNAVAILABLE, detail=str(exc))
             finally:
                 close_proxy_session(session)  # the agent stopped: its token opens nothing any more
+            _classify_agent_error(outcome, session)
             if outcome.exit_reason in NOT_SCORED:
                 _record_failure(rollout, outcome)
                 return
@@ -275,6 +286,20 @@ def _run_attempt(rollout: Rollout, timeout: int) -> None:
     except Exception as exc:
         _fail(rollout, ExitReason.RUNNER_ERROR, f"{type(exc).__name__}: {exc}", expected=Rollout.Status.RUNNING)
         raise
+    finally:
+        if session is not None:
+            close_proxy_session(session)
+
+
+def _classify_agent_error(outcome: AgentOutcome, session) -> None:
+    """An agent that stopped in error because its model's server (or the proxy) failed is not the model's 0."""
+    if outcome.exit_reason != ExitReason.ERROR:
+        return
+    reason = upstream_failure(session.pk, outcome.relay_failures)
+    if reason:
+        own = f" (the agent said: {outcome.detail})" if outcome.detail else ""
+        outcome.exit_reason = ExitReason.UPSTREAM_ERROR
+        outcome.detail = f"{reason}{own}"[:2000]
 
 
 def _agent_fields(outcome: AgentOutcome) -> dict:
@@ -290,6 +315,7 @@ def _agent_fields(outcome: AgentOutcome) -> dict:
         "transcript": outcome.transcript,
         "log_tail": outcome.log_tail,
         "max_rss_bytes": outcome.max_rss_bytes,
+        "runtime": outcome.runtime,
     }
 
 

@@ -365,10 +365,15 @@ async def responses(request, token: str):
 
 @csrf_exempt
 async def models(request, token: str):
-    """The session's one model, answered here (no upstream call, nothing recorded)."""
+    """The session's one model, answered here (no upstream call, nothing recorded); 502 when the proxy could not call
+    it for want of its key (what a rollout's preflight checks, evaluation.infra)."""
     session = await _session(request, token)
     if session is None:
         return token_refusal()
+    try:
+        session.endpoint.api_key()  # a rollout's preflight asks here: the key must be in this process's environment
+    except MissingApiKey as exc:
+        return _error(502, f"proxy misconfigured: {exc}")
     created = int(session.endpoint.created_at.timestamp())
     model = {"id": session.endpoint.model, "object": "model", "created": created, "owned_by": "clawgym"}
     return JsonResponse({"object": "list", "data": [model]})

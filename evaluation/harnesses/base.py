@@ -40,12 +40,16 @@ class ExitReason:
     WORKER_LOST = "worker_lost"  # the process running the rollout died
     RUNNER_ERROR = "runner_error"  # the rollout could not be run (an unexpected error of ClawGym's own)
     CANCELLED = "cancelled"
+    # Infrastructure, not the model (evaluation.infra): the agent could not reach its model.
+    PROXY_UNAVAILABLE = "proxy_unavailable"  # the preflight found the proxy unreachable or misconfigured
+    UPSTREAM_ERROR = "upstream_error"  # the agent stopped on the model server's failures (5xx, unreachable, our key)
 
     CHOICES = [
         (COMPLETED, "Completed"), (ERROR, "Error"), (TIMEOUT, "Timed out"), (MAX_TURNS, "Out of turns"),
         (OOM, "Out of memory"), (CRASHED, "Crashed"), (SANDBOX_ERROR, "Sandbox error"),
         (HARNESS_UNAVAILABLE, "Harness not installed"), (WORKER_LOST, "Worker lost"), (RUNNER_ERROR, "Runner error"),
-        (CANCELLED, "Cancelled"),
+        (CANCELLED, "Cancelled"), (PROXY_UNAVAILABLE, "Model proxy unavailable"),
+        (UPSTREAM_ERROR, "Model server failed"),
     ]  # fmt: skip
 
 
@@ -81,6 +85,8 @@ class AgentOutcome:
     seconds: float = 0.0
     max_rss_bytes: int | None = None  # the largest resident set of one agent process (Node: the whole agent)
     log_tail: str = ""
+    runtime: str = ""  # the sandbox runtime it ran in (sandbox ExecResult.runtime)
+    relay_failures: list[str] = field(default_factory=list)  # the relay's "502 proxy unreachable" answers to it
 
 
 @dataclass

@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from django.conf import settings
@@ -86,12 +87,15 @@ def run_agent(
     backend: Backend | None = None,
     limits: Limits | None = None,
     scratch_dir: str | Path | None = None,
+    preflight: Callable[[], str] | None = None,
 ) -> AgentOutcome:
     """Run the agent to its end and read back what it did. Raises HarnessUnavailable when it cannot start here;
     a sandbox that fails is exit reason sandbox_error; whatever the agent does ends in an AgentOutcome.
 
     scratch_dir: where the run dir is made (default: the system temp folder); it must be traversable by the
     sandbox's uid, and short enough for the Unix socket's path (108 bytes).
+    preflight: called once the harness is known to be able to run, before the sandbox starts; a non-empty answer
+    (why the agent could not reach its model) ends the run there, exit reason proxy_unavailable.
     """
     backend = backend or sandbox_backend()
     harness.check_available()
@@ -100,6 +104,9 @@ def run_agent(
     try:
         (run_dir / "out").mkdir()
         agent_step, after = harness.prepare(task, run_dir, OPENCLAW_WORKSPACE_PATH)
+        unreachable = preflight() if preflight else ""
+        if unreachable:
+            return AgentOutcome(ExitReason.PROXY_UNAVAILABLE, detail=unreachable)
         spec = {
             "bridge": {"port": BRIDGE_PORT, "socket": SOCKET_PATH},
             "agent": agent_step.as_dict(),
@@ -144,6 +151,8 @@ def run_agent(
             outcome.seconds = executed.duration
         if relay.refused:
             outcome.log_tail += "".join(f"\n[proxy relay refused] {line}" for line in relay.refused)
+        outcome.relay_failures = [line for line in relay.refused if line.startswith("502 ")]
+        outcome.runtime = getattr(executed, "runtime", "")
         return outcome
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)

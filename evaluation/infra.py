@@ -1,0 +1,88 @@
+"""Telling infrastructure failures from the model's own: a rollout whose agent never reached its model is failed
+(retryable), never scored as the model's 0.
+
+Two checks:
+- before the agent starts, `preflight` asks the recording proxy for the session's model over the very URL the
+  sandbox's relay uses (CLAWGYM_PROXY_PUBLIC_URL/proxy/<token>/v1/models): a web app that is not running, listens on
+  another port, is another ClawGym, or lacks the endpoint's key in its environment is found in a second, with the
+  fix named, instead of after the harness's retries (102 s for OpenClaw);
+- after the agent stopped in error, `upstream_failure` looks at what the proxy recorded: when the session's last
+  call failed for a reason that is not the model's (the model's server unreachable, timing out, 5xx, refusing our
+  key, rate limiting) or the relay could not reach the proxy at all, the error was the infrastructure's.
+"""
+
+from __future__ import annotations
+
+import httpx
+from django.conf import settings
+
+from llm.models import ModelCall, ProxySession
+
+PREFLIGHT_TIMEOUT = httpx.Timeout(10.0, connect=3.0)
+# Upstream answers that say nothing about the model's ability: our key, the model's name, the server's health.
+INFRA_STATUSES = {401, 403, 404, 408, 429}
+
+
+def _where() -> str:
+    return settings.CLAWGYM_PROXY_PUBLIC_URL.rstrip("/")
+
+
+def preflight(session: ProxySession, proxy_base: str) -> str:
+    """"" when the agent can reach its model through the proxy; otherwise why not, and what to do about it."""
+    where = _where()
+    try:
+        response = httpx.get(f"{proxy_base}/models", headers={"authorization": f"Bearer {session.token}"},
+                             timeout=PREFLIGHT_TIMEOUT, trust_env=False)  # fmt: skip
+    except httpx.HTTPError as exc:
+        return (
+            f"the recording proxy at {where} is unreachable from this worker ({type(exc).__name__}: {exc}): start the "
+            "web app (scripts/run.sh) or set CLAWGYM_PROXY_PUBLIC_URL to where it listens (by default it follows PORT)"
+        )
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    message = _message(body)
+    if response.status_code == 200 and isinstance(body, dict):
+        served = [m.get("id") for m in body.get("data") or [] if isinstance(m, dict)]
+        if served == [session.endpoint.model]:
+            return ""
+        return (f"{where} answered for model(s) {served}, not {session.endpoint.model!r}: CLAWGYM_PROXY_PUBLIC_URL "
+                "points at another ClawGym; set it to this installation's web app")  # fmt: skip
+    if response.status_code == 401 and message:
+        return (f"the proxy at {where} does not know this rollout's session ({message}): CLAWGYM_PROXY_PUBLIC_URL points "
+                "at a ClawGym with another database; set it to this installation's web app")  # fmt: skip
+    if response.status_code == 502 and message:
+        return (f"the proxy at {where} cannot call the model: {message}. Set it in the web app's environment (the proxy "
+                "runs there) and restart it")  # fmt: skip
+    return (f"{where} is not a ClawGym proxy (HTTP {response.status_code} for {proxy_base.split('/proxy/')[0]}/proxy/…/v1/"
+            "models): set CLAWGYM_PROXY_PUBLIC_URL to the address of this installation's web app")  # fmt: skip
+
+
+def _message(body) -> str:
+    error = body.get("error") if isinstance(body, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    return str(message) if message else ""
+
+
+def is_infra_call(status_code: int | None, error: str) -> bool:
+    """A failed call whose failure is the model server's or ours, not the model's answer."""
+    if not error:
+        return False
+    return status_code is None or status_code >= 500 or status_code in INFRA_STATUSES
+
+
+def upstream_failure(session_id: int | None, relay_failures: list[str]) -> str:
+    """Why an agent that ended in error was stopped by the infrastructure, or "" when its error is its own."""
+    last = ModelCall.objects.filter(session_id=session_id).order_by("-created_at", "-id").first() if session_id else None
+    if last is not None and is_infra_call(last.status_code, last.error):
+        failed = ModelCall.objects.filter(session_id=session_id).exclude(error="")
+        count = sum(1 for status, error in failed.values_list("status_code", "error") if is_infra_call(status, error))
+        return (f"the model's server failed, not the model: the proxy recorded {count} failed call"
+                f"{'s' if count != 1 else ''}, the last: {last.error}"[:1500])  # fmt: skip
+    # The relay could not reach the proxy (the web app went away mid-run): nothing of it is recorded, so it counts
+    # unless the last call that was recorded failed on the model's side (then the agent stopped on that).
+    if relay_failures and (last is None or not last.error):
+        return (f"the agent could not reach the recording proxy at {_where()} during the run: {relay_failures[-1]}; "
+                "check that the web app kept running")  # fmt: skip
+    return ""
