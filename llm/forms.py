@@ -9,7 +9,9 @@ class EndpointForm(forms.ModelForm):
     roles = forms.MultipleChoiceField(
         choices=ModelEndpoint.Role.choices, required=False, widget=forms.CheckboxSelectMultiple
     )
-    sampling = forms.JSONField(required=False, initial=dict, widget=forms.Textarea(attrs={"rows": 3}))
+    sampling = forms.JSONField(
+        required=False, initial=dict, widget=forms.Textarea(attrs={"rows": 3}), label="Sampling defaults (JSON)"
+    )
 
     class Meta:
         model = ModelEndpoint
@@ -17,6 +19,17 @@ class EndpointForm(forms.ModelForm):
             "name", "base_url", "model", "api_style", "api_key_env", "roles", "timeout_seconds", "max_retries",
             "max_concurrent", "sampling", "price_input_per_mtok", "price_output_per_mtok", "enabled",
         ]
+        # Django's labels from field names read "Api key env" and "Price input per mtok": say what each is.
+        labels = {
+            "base_url": "Base URL",
+            "api_style": "API style",
+            "api_key_env": "API key variable",
+            "timeout_seconds": "Timeout (seconds)",
+            "max_retries": "Retries",
+            "max_concurrent": "Concurrent calls at most",
+            "price_input_per_mtok": "Input price per million tokens",
+            "price_output_per_mtok": "Output price per million tokens",
+        }
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
