@@ -4,6 +4,9 @@
 1. The same trivial checker (`python3 reward/check.py`, which prints its sub-scores and a score) run N times as a
    bare subprocess and N times through the bubblewrap backend; also through tasks.verification.run_checker (which
    adds installing the checker, two workspace snapshots and parsing). The overhead is the difference of medians.
+   The same bubblewrap run without the run's cgroup and size-limited workspace, with the cgroup only, and with both
+   (the default), alternating in this process: what each bound costs per run, and the ratio to the unbounded run.
+   And how long after its wall-clock limit a busy loop's run ends (the kill latency).
 2. The sanity check (empty, initial, scaffold and solution runs) of 200 generated tasks, run in this process on all
    CPUs (`sanity_check --here`), reports stored, on a throwaway test database.
 
@@ -103,6 +106,43 @@ def bench_overhead() -> dict:
     }
 
 
+def bench_bounds() -> dict:
+    """Per-run cost of the totals: the cgroup (memory, pids) and the workspace's own ext4 filesystem."""
+    from sandbox import Limits, Workspace, get_backend
+
+    backend = get_backend("bwrap")
+    backend.check_available()
+    tree, sized = backend._bounds()
+    variants = {"unbounded": (None, False), "cgroup": (tree, False), "cgroup_and_disk": (tree, sized)}
+    limits = Limits(wall_seconds=30)
+    timings: dict[str, list[float]] = {name: [] for name in variants}
+    with Workspace.create({"data.csv": b"a,b\n1,2\n", "reward/check.py": TRIVIAL_CHECK}) as workspace:
+        for round_number in range(WARMUP + RUNS):
+            for name, bounds in variants.items():  # interleaved, so a busy neighbour slows all three alike
+                backend._totals = bounds
+                began = time.perf_counter()
+                result = backend.run(COMMAND, workspace, limits=limits)
+                elapsed = time.perf_counter() - began
+                assert result.ok, result
+                if round_number >= WARMUP:
+                    timings[name].append(elapsed)
+        backend._totals = None
+        kill_latency = []
+        for _ in range(5):
+            result = backend.run(["python3", "-c", "while True: pass"], workspace, limits=Limits(wall_seconds=1))
+            assert result.status == "timeout", result
+            kill_latency.append(result.duration - 1)
+    base = median_ms(timings["unbounded"])
+    return {
+        "enforced_here": {"cgroup": tree is not None, "disk": sized},
+        **{name: summary(values) for name, values in timings.items()},
+        "cgroup_ms": round(median_ms(timings["cgroup"]) - base, 2),
+        "disk_ms": round(median_ms(timings["cgroup_and_disk"]) - median_ms(timings["cgroup"]), 2),
+        "ratio_bounded_to_unbounded": round(median_ms(timings["cgroup_and_disk"]) / base, 2),
+        "timeout_kill_latency_ms": summary(kill_latency),
+    }
+
+
 def make_tasks(count: int) -> list:
     """Tasks like a small synthesised one: two inputs, check.py with three sub-scores, a reference solution."""
     from tasks.package import STANDARD_REWARD_SH, PackageFile, TaskPackage
@@ -171,6 +211,7 @@ def main() -> dict:
     from django.db import connection
 
     overhead = bench_overhead()
+    bounds = bench_bounds()
     setup_test_environment()
     old = setup_databases(verbosity=0, interactive=False)
     try:
@@ -182,6 +223,7 @@ def main() -> dict:
         "database": database,
         "cpus": os.cpu_count(),
         "sandbox": overhead,
+        "bounds": bounds,
         "sanity": sanity,
         "targets": {"overhead_ms": TARGET_OVERHEAD_MS, "sanity_seconds": TARGET_SANITY_SECONDS},
         "meets_targets": overhead["overhead_ms"] <= TARGET_OVERHEAD_MS
