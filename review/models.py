@@ -15,6 +15,13 @@ from django.utils import timezone
 class Benchmark(models.Model):
     name = models.SlugField(max_length=120, unique=True)
     description = models.TextField(blank=True)
+    # The accept gate: a candidate whose checker pays a lazy agent more than this (the lazy score of its latest
+    # sanity report) cannot be accepted without an admin's override.
+    lazy_tolerance = models.FloatField(
+        default=0.0,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Accepting is blocked while a lazy agent earns more than this with the candidate's checker.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -75,14 +75,19 @@ def _require(user, role: str, what: str) -> None:
 # --- benchmarks and candidates ---------------------------------------------------------------------------------
 
 
-def get_or_create_benchmark(name: str, *, user, description: str = "") -> tuple[Benchmark, bool]:
+def get_or_create_benchmark(
+    name: str, *, user, description: str = "", lazy_tolerance: float = 0.0
+) -> tuple[Benchmark, bool]:
     """The benchmark called `name`, made when missing. `user` None: a trusted script (a management command)."""
     found = Benchmark.objects.filter(name=name).first()
     if found is not None:
         return found, False
     if user is not None:
         _require(user, ADMIN, "creating a benchmark")
-    return Benchmark.objects.get_or_create(name=name, defaults={"description": description})
+    if not 0.0 <= float(lazy_tolerance) <= 1.0:
+        raise ReviewError(f"the lazy-score tolerance must be in [0, 1], not {lazy_tolerance:g}")
+    defaults = {"description": description, "lazy_tolerance": float(lazy_tolerance)}
+    return Benchmark.objects.get_or_create(name=name, defaults=defaults)
 
 
 @dataclass
@@ -484,13 +489,34 @@ def parse_rubric(text: str) -> list[dict]:
         raise ReviewError(f"the rubric is not valid: {exc}") from None
 
 
-def sanity_block(revision: TaskRevision) -> str | None:
-    """Why accepting this revision is blocked, or None. No report yet blocks too: the checker was never run."""
+def set_lazy_tolerance(benchmark: Benchmark, tolerance: float, *, user) -> Benchmark:
+    """Set what a lazy agent may earn with a candidate's checker before the benchmark's accept gate blocks it."""
+    _require(user, ADMIN, "setting a benchmark's lazy-score tolerance")
+    tolerance = float(tolerance)
+    if not 0.0 <= tolerance <= 1.0:  # NaN fails this too
+        raise ReviewError(f"the lazy-score tolerance must be in [0, 1], not {tolerance:g}")
+    Benchmark.objects.filter(pk=benchmark.pk).update(lazy_tolerance=tolerance)
+    benchmark.lazy_tolerance = tolerance
+    return benchmark
+
+
+def sanity_block(revision: TaskRevision, benchmark: Benchmark) -> str | None:
+    """Why accepting this revision into `benchmark` is blocked, or None. No report yet blocks too: the checker was
+    never run. A checker that crashed blocks; so does one that pays a lazy agent more than the benchmark's
+    tolerance, naming the checks that pay."""
     report = SanityReport.latest_for(revision).first()
     if report is None:
         return "the checker of this revision has not been sanity-checked yet"
-    if report.crashed or report.over_lenient:
-        return f"the latest sanity check found the checker {report.verdict}: " + "; ".join(report.problems)
+    if report.crashed:
+        crashes = [problem for problem in report.problems if problem.startswith("crashed")]
+        return "the latest sanity check found the checker crashed: " + "; ".join(crashes)
+    if report.lazy_score > benchmark.lazy_tolerance:
+        scores = ", ".join(f"{kind} {score:g}" for kind, score in report.lazy_scores.items())
+        paying = report.paying_checks_text()
+        return (
+            f"a lazy agent earns {report.lazy_score:g} with this checker ({scores}), above the tolerance "
+            f"{benchmark.lazy_tolerance:g} of {benchmark.name}" + (f"; the checks that pay: {paying}" if paying else "")
+        )
     return None
 
 
@@ -504,7 +530,8 @@ def decide(
     override_reason: str = "",
 ) -> ReviewDecision:
     """Accept, fix or reject. Accepting pins the task's current revision and is blocked while its checker's
-    latest sanity report is crashed or over-lenient (or missing), unless an admin writes an override reason.
+    latest sanity report is crashed or pays a lazy agent more than the benchmark's tolerance (or is missing), unless
+    an admin writes an override reason.
     Rejecting needs a reason. "fix" records the current revision as the reviewer's fix and keeps it open.
     """
     _require(user, REVIEWER, "deciding on a candidate")
@@ -519,7 +546,7 @@ def decide(
         task = Task.objects.select_for_update().get(pk=candidate.task_id)
         revision = task.current_revision
         if decision == Decision.ACCEPT:
-            blocked = sanity_block(revision)
+            blocked = sanity_block(revision, candidate.benchmark)
             if blocked and not override_reason.strip():
                 raise AcceptBlocked(f"cannot accept: {blocked} (an admin may override with a written reason)")
         row = ReviewDecision.objects.create(

@@ -24,12 +24,17 @@ def make_task(external_id="t-review", instruction="Summarise sales.csv into repo
     return save_package(package).task
 
 
-def sanity(revision, *, crashed=False, over_lenient=False):
-    """A stored sanity report of the revision with the given findings."""
+def sanity(revision, *, crashed=False, over_lenient=False, lazy=None, paying=None):
+    """A stored sanity report of the revision with the given findings. An over-lenient one pays a lazy agent 1 on
+    the initial workspace through `out_exists` unless `lazy` (its lazy score) and `paying` (its paying checks) say
+    otherwise."""
+    lazy = (1.0 if over_lenient else 0.0) if lazy is None else lazy
+    paying = ({"out_exists": 1.0} if lazy else {}) if paying is None else paying
     run = {"score": 0.0, "status": "ok" if not crashed else "error", "reason": "boom" if crashed else "", "subscores": {}}
+    initial = dict(run, score=lazy, subscores={**paying, "total_right": 0.0} if paying else {})
     return SanityReport.objects.create(
-        revision=revision, runs={"empty": run, "initial": dict(run, score=1.0 if over_lenient else 0.0)},
-        crashed=crashed, over_lenient=over_lenient, solvable=None, tolerance=0.0, backend="process", isolated=False,
+        revision=revision, runs={"empty": run, "initial": initial}, crashed=crashed, over_lenient=over_lenient or lazy > 0,
+        lazy_score=lazy, solvable=None, tolerance=0.0, backend="process", isolated=False,
     )  # fmt: skip
 
 

@@ -449,7 +449,8 @@ def test_accepting_waits_for_a_passing_sanity_check(reviewer_client, candidate, 
     assert reviewer_client.post(url("decide", candidate), {"decision": "accept"}).status_code == 409
     sanity(current(candidate), over_lenient=True)
     response = reviewer_client.post(url("decide", candidate), {"decision": "accept"}, **HTMX)
-    assert "over-lenient" in text(response) and 'data-testid="decide-error"' in text(response)
+    assert "a lazy agent earns 1 with this checker" in text(response) and 'data-testid="decide-error"' in text(response)
+    assert "the checks that pay: out_exists=1" in text(response)
     assert not candidate.decisions.exists()
 
     sanity(current(candidate))

@@ -120,14 +120,43 @@ def test_accept_blocked_by_crashed_or_over_lenient_sanity(candidate, reviewer):
     with pytest.raises(services.AcceptBlocked, match="crashed"):
         services.decide(candidate, "accept", user=reviewer)
     sanity(revision, over_lenient=True)
-    with pytest.raises(services.AcceptBlocked, match="over-lenient"):
+    with pytest.raises(services.AcceptBlocked, match="a lazy agent earns 1 with this checker") as blocked:
         services.decide(candidate, "accept", user=reviewer)
+    assert "above the tolerance 0 of" in str(blocked.value) and "the checks that pay: out_exists=1" in str(blocked.value)
     with pytest.raises(services.NotAllowed):
         services.decide(candidate, "accept", user=reviewer, override_reason="I say so")
     assert not candidate.decisions.exists()
     sanity(revision)
     row = services.decide(candidate, "accept", user=reviewer, reason="good task")
     assert candidate.status == Status.ACCEPTED and row.revision == revision and candidate.claimed_by is None
+
+
+def test_the_benchmark_sets_the_lazy_score_its_accept_gate_tolerates(candidate, reviewer, admin_user):
+    revision = candidate.task.current_revision
+    sanity(revision, lazy=0.2, paying={"records_exist": 1.0, "every_line_is_json": 0.6})
+    with pytest.raises(services.AcceptBlocked) as blocked:
+        services.decide(candidate, "accept", user=reviewer)
+    assert "a lazy agent earns 0.2 with this checker (empty 0, initial 0.2), above the tolerance 0" in str(blocked.value)
+    assert "the checks that pay: records_exist=1, every_line_is_json=0.6" in str(blocked.value)
+
+    with pytest.raises(services.NotAllowed):
+        services.set_lazy_tolerance(candidate.benchmark, 0.25, user=reviewer)
+    for bad in (-0.1, 1.5, float("nan")):
+        with pytest.raises(services.ReviewError, match="must be in"):
+            services.set_lazy_tolerance(candidate.benchmark, bad, user=admin_user)
+    services.set_lazy_tolerance(candidate.benchmark, 0.2, user=admin_user)
+    candidate.benchmark.refresh_from_db()
+    assert candidate.benchmark.lazy_tolerance == 0.2
+    candidate = BenchmarkCandidate.objects.get(pk=candidate.pk)  # as a request would read it
+    row = services.decide(candidate, "accept", user=reviewer)  # 0.2 is not above 0.2
+    assert candidate.status == Status.ACCEPTED and row.override_reason == ""
+
+
+def test_a_crashed_checker_blocks_whatever_the_tolerance(candidate, reviewer, admin_user):
+    services.set_lazy_tolerance(candidate.benchmark, 1.0, user=admin_user)
+    sanity(candidate.task.current_revision, crashed=True)
+    with pytest.raises(services.AcceptBlocked, match="crashed on the empty workspace: error: boom"):
+        services.decide(BenchmarkCandidate.objects.get(pk=candidate.pk), "accept", user=reviewer)
 
 
 def test_admin_override_accepts_with_its_reason(candidate, admin_user):

@@ -271,7 +271,7 @@ def accept_context(candidate, revision) -> dict:
     final = candidate.decisions.filter(decision__in=(Decision.ACCEPT, Decision.REJECT)).select_related(
         "reviewer", "revision"
     )
-    return {"accept_block": services.sanity_block(revision), "final": final.first()}
+    return {"accept_block": services.sanity_block(revision, candidate.benchmark), "final": final.first()}
 
 
 def history_context(candidate, revision) -> dict:
