@@ -9,7 +9,9 @@ Test code, not product code (later issues use it to script agents). The server i
         scripted_upstream.requests[0].json        # what it received (body, headers, path)
 
 Replies are played in order, one per request to /v1/chat/completions or /v1/responses; `default` answers when
-the script is used up (None: HTTP 500 saying so). A request with "stream": true gets the reply as SSE chunks
+the script is used up (None: HTTP 500 saying so). `responder` (a function of the request's JSON body returning a
+Reply) answers each request by what it asks instead, for concurrent requests whose order of arrival is not known.
+`in_flight` / `max_in_flight` count the requests being answered at once. A request with "stream": true gets the reply as SSE chunks
 (chat chunks or Responses events), `chunk_delay` seconds apart; `gate=True` holds the last chunk until
 `release()`, so a test can prove the proxy passed the first chunks on before the upstream finished.
 
@@ -173,6 +175,7 @@ class ScriptedUpstream:
 
     def __init__(self, default: Reply | None = None, model: str = "scripted-model"):
         self.default = default
+        self.responder = None  # request JSON -> Reply; when set, it answers instead of the script
         self.model = model
         self.script: list[Reply] = []
         self.requests: list[Received] = []
@@ -194,7 +197,9 @@ class ScriptedUpstream:
         """Let gated streams send their last chunk."""
         self._gate.set()
 
-    def _next_reply(self) -> Reply | None:
+    def _next_reply(self, received: "Received") -> Reply | None:
+        if self.responder is not None:
+            return self.responder(received.json)
         with self._lock:
             return self.script.pop(0) if self.script else self.default
 
@@ -223,7 +228,7 @@ class ScriptedUpstream:
         if not (path.endswith("/chat/completions") or path.endswith("/responses")):
             await self._json(send, 404, {"error": {"message": f"no route {path}"}})
             return
-        reply = self._next_reply()
+        reply = self._next_reply(received)
         if reply is None:
             await self._json(send, 500, {"error": {"message": "the scripted upstream has no reply left"}})
             return

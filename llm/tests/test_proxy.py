@@ -2,6 +2,8 @@
 
 import asyncio
 import json
+import threading
+import time
 
 import httpx
 import openai
@@ -212,8 +214,6 @@ def test_a_caller_that_goes_away_mid_stream_is_recorded(session, scripted_upstre
 
 
 def _wait_for_call(session, timeout=5.0):
-    import time
-
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         call = ModelCall.objects.filter(session=session).first()
@@ -223,25 +223,51 @@ def _wait_for_call(session, timeout=5.0):
     raise AssertionError("no call was recorded")
 
 
-def test_many_concurrent_streams_through_one_process(session, scripted_upstream):
-    """32 agents stream at once; each gets its own answer whole, and each call is recorded once."""
-    scripted_upstream.default = Reply.text("a steady stream of tokens", chunk_size=3, chunk_delay=0.01)
+def test_many_concurrent_streams_through_one_process(live_server_asgi, endpoint, scripted_upstream):
+    """32 agents on 8 sessions stream at once: the upstream sees all 32 in flight together (each holds its last chunk
+    until all have started), each agent gets its own answer whole, and each call is recorded once, in its own
+    session, with its own answer."""
+    sessions = [open_proxy_session(endpoint, subject=f"rollout:{n}") for n in range(8)]
+    streams = [(session, f"agent {s}.{k}") for s, session in enumerate(sessions) for k in range(4)]
 
-    async def one(client, n):
+    def answer_for(prompt: str) -> str:
+        return f"the answer for {prompt}, streamed in small pieces"
+
+    scripted_upstream.responder = lambda body: Reply.text(answer_for(body["messages"][0]["content"]), chunk_size=3,
+                                                          gate=True)
+
+    async def one(client, prompt):
         stream = await client.chat.completions.create(
-            model="m", messages=[{"role": "user", "content": f"agent {n}"}], stream=True)
+            model="m", messages=[{"role": "user", "content": prompt}], stream=True)
         return "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
 
     async def run_all():
-        async with openai.AsyncOpenAI(base_url=proxy_base_url(session), api_key="k", max_retries=0) as client:
-            return await asyncio.gather(*(one(client, n) for n in range(32)))
+        clients = {s.pk: openai.AsyncOpenAI(base_url=proxy_base_url(s), api_key="k", max_retries=0, timeout=60)
+                   for s in sessions}
+        try:
+            return await asyncio.gather(*(one(clients[s.pk], prompt) for s, prompt in streams))
+        finally:
+            for client in clients.values():
+                await client.close()
 
-    answers = asyncio.run(run_all())
-    assert answers == ["a steady stream of tokens"] * 32
-    calls = ModelCall.objects.filter(session=session)
-    assert calls.count() == 32 and not calls.exclude(error="").exists()
-    prompts = sorted(c.request["messages"][0]["content"] for c in calls)
-    assert prompts == sorted(f"agent {n}" for n in range(32))
+    answers: list = []
+    runner = threading.Thread(target=lambda: answers.extend(asyncio.run(run_all())))
+    runner.start()
+    # Every stream is held at its last chunk until all 32 are in flight at the upstream at once.
+    deadline = time.monotonic() + 60
+    while scripted_upstream.in_flight < len(streams) and time.monotonic() < deadline and runner.is_alive():
+        time.sleep(0.01)
+    in_flight_together = scripted_upstream.in_flight
+    scripted_upstream.release()
+    runner.join(timeout=60)
+    assert in_flight_together == len(streams) and scripted_upstream.max_in_flight == len(streams)
+    assert answers == [answer_for(prompt) for _session, prompt in streams]
+    calls = ModelCall.objects.filter(session__in=sessions)
+    assert calls.count() == len(streams) and not calls.exclude(error="").exists()
+    for session, prompt in streams:
+        [call] = [c for c in calls if c.request["messages"][0]["content"] == prompt]
+        assert call.session_id == session.pk and call.subject == session.subject
+        assert call.response["choices"][0]["message"]["content"] == answer_for(prompt)
 
 
 def test_the_rest_of_the_site_still_gets_its_middleware(live_server_asgi):
