@@ -3,6 +3,7 @@ diagnoses and sanity overrides the admin role.
 
     GET  /api/benchmarks/[{id}/]                POST (admin) creates one
     POST /api/benchmarks/{id}/freeze/           admin: a new immutable version pinning the accepted revisions
+    POST /api/benchmarks/{id}/lazy-tolerance/   admin: {"lazy_tolerance": x}: the lazy score the accept gate allows
     GET  /api/benchmark-versions/[{id}/]        ?benchmark=NAME
     GET  /api/benchmark-versions/{id}/export/   ?format=tar.gz|zip: the version in the ClawGym folder format
     GET  /api/candidates/[{id}/]                ?benchmark=&status=&category=&severity=&mine=
@@ -48,6 +49,7 @@ from .serializers import (
     DiagnosisFilterSerializer,
     DiagnosisSerializer,
     FreezeSerializer,
+    LazyToleranceSerializer,
     VerdictSerializer,
 )
 
@@ -81,6 +83,16 @@ class BenchmarkViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             return _error(exc)
         body = BenchmarkVersionSerializer(version, context={"request": request}).data
         return Response(body, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=LazyToleranceSerializer, responses={200: BenchmarkSerializer})
+    @action(detail=True, methods=["post"], url_path="lazy-tolerance")
+    def lazy_tolerance(self, request, pk=None):
+        data = _valid(LazyToleranceSerializer, request.data)
+        try:
+            benchmark = services.set_lazy_tolerance(self.get_object(), data["lazy_tolerance"], user=request.user)
+        except services.ReviewError as exc:
+            return _error(exc)
+        return Response(BenchmarkSerializer(benchmark, context={"request": request}).data)
 
 
 class BenchmarkVersionViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):

@@ -21,7 +21,7 @@ from .services import current_verdicts
 class BenchmarkSerializer(serializers.ModelSerializer):
     class Meta:
         model = Benchmark
-        fields = ["id", "name", "description", "created_at"]
+        fields = ["id", "name", "description", "lazy_tolerance", "created_at"]
         read_only_fields = ["id", "created_at"]
 
 
@@ -66,6 +66,12 @@ class BenchmarkVersionSerializer(serializers.ModelSerializer):
 
 class FreezeSerializer(serializers.Serializer):
     note = serializers.CharField(required=False, allow_blank=True, max_length=500, default="")
+
+
+class LazyToleranceSerializer(serializers.Serializer):
+    lazy_tolerance = serializers.FloatField(
+        min_value=0.0, max_value=1.0, help_text="Accepting is blocked while a lazy agent earns more than this."
+    )
 
 
 class DiagnosisIssueSerializer(serializers.ModelSerializer):

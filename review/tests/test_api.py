@@ -129,6 +129,22 @@ def test_freeze_admin_only_and_versions_listed(api_as, reviewer, admin_user, can
     assert version["revisions"][0]["revision"] == 1
 
 
+def test_admins_set_the_lazy_tolerance_of_the_accept_gate(api_as, reviewer, admin_user, candidate, benchmark):
+    url = f"/api/benchmarks/{benchmark.pk}/lazy-tolerance/"
+    assert api_as(reviewer).post(url, {"lazy_tolerance": 0.5}, format="json").status_code == 403
+    assert api_as(admin_user).post(url, {"lazy_tolerance": 1.5}, format="json").status_code == 400
+    response = api_as(admin_user).post(url, {"lazy_tolerance": 0.25}, format="json")
+    assert response.status_code == 200 and response.json()["lazy_tolerance"] == 0.25
+    assert api_as(reviewer).get(f"/api/benchmarks/{benchmark.pk}/").json()["lazy_tolerance"] == 0.25
+
+    sanity(candidate.task.current_revision, lazy=0.5, paying={"records_exist": 1.0})
+    refused = api_as(reviewer).post(detail(candidate, "decide"), {"decision": "accept"}, format="json")
+    assert refused.status_code == 409
+    assert "above the tolerance 0.25" in refused.json()["detail"] and "records_exist=1" in refused.json()["detail"]
+    created = api_as(admin_user).post("/api/benchmarks/", {"name": "lenient-ok", "lazy_tolerance": 0.1}, format="json")
+    assert created.status_code == 201 and created.json()["lazy_tolerance"] == 0.1
+
+
 def test_detail_and_history(api_as, reviewer, candidate):
     add_diagnosis(candidate, [{"severity": "major"}])
     decide(candidate, "reject", user=reviewer, reason="unclear")
