@@ -14,6 +14,7 @@ from rest_framework import serializers
 from rest_framework.reverse import reverse
 from rest_framework.settings import api_settings
 
+from clawgym_site.bounds import TextTooLong, check_json, check_text
 from jobs.serializers import JobRunFilterSerializer
 
 from .formats import FORMATS
@@ -356,6 +357,14 @@ class FileRefSerializer(serializers.Serializer):
         return _validate_path(value)
 
 
+def _bounded(check, value, what: str, setting: str):
+    """A field's value within its size bound (clawgym_site.bounds), else a 400 on that field saying by how much."""
+    try:
+        return check(value, what, setting=setting)
+    except TextTooLong as exc:
+        raise serializers.ValidationError(str(exc)) from None
+
+
 def as_validation_error(exc: Exception) -> serializers.ValidationError:
     key = "files" if isinstance(exc, TaskFileError) else api_settings.NON_FIELD_ERRORS_KEY
     return serializers.ValidationError({key: [str(exc)]})
@@ -374,7 +383,14 @@ class TaskCreateSerializer(serializers.Serializer):
     message = serializers.CharField(max_length=500, default="Created through the API")
     files = FileInputSerializer(many=True, required=False, default=list)
 
+    def validate_instruction(self, value):
+        return _bounded(check_text, value, "the instruction", "CLAWGYM_MAX_INSTRUCTION_BYTES")
+
+    def validate_metadata(self, value):
+        return _bounded(check_json, value, "the metadata", "CLAWGYM_MAX_METADATA_BYTES")
+
     def validate_rubric(self, value):
+        _bounded(check_json, value, "the rubric", "CLAWGYM_MAX_RUBRIC_BYTES")
         try:
             return validate_rubric(value)
         except PackageError as exc:
@@ -414,7 +430,14 @@ class TaskEditSerializer(serializers.Serializer):
     checker_entry = serializers.CharField(max_length=500, required=False)
     status = serializers.ChoiceField(choices=Task.Status.choices, required=False)
 
+    def validate_instruction(self, value):
+        return _bounded(check_text, value, "the instruction", "CLAWGYM_MAX_INSTRUCTION_BYTES")
+
+    def validate_metadata(self, value):
+        return _bounded(check_json, value, "the metadata", "CLAWGYM_MAX_METADATA_BYTES")
+
     def validate_rubric(self, value):
+        _bounded(check_json, value, "the rubric", "CLAWGYM_MAX_RUBRIC_BYTES")
         try:
             return validate_rubric(value)
         except PackageError as exc:

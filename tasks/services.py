@@ -8,6 +8,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from clawgym_site.bounds import TextTooLong, check_chars, check_json, check_text
+
 from .models import BenchmarkCategory, Blob, RevisionFile, ScenarioCategory, ScenarioSubcategory, Task, TaskRevision
 from .package import (
     ROLES,
@@ -19,6 +21,7 @@ from .package import (
 )
 from .paths import TaskFileError, normalize_path, validate_files
 
+CHECKER_ENTRY_CHARS = TaskRevision._meta.get_field("checker_entry").max_length
 # Task ids become folder names on export: keep them to a portable character set.
 _EXTERNAL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 
@@ -51,6 +54,14 @@ def validate_package(package: TaskPackage) -> TaskPackage:
         raise PackageError("extra entry fields must be an object")
     if not isinstance(package.checker_entry, str) or not package.checker_entry.strip():
         raise PackageError("the checker entry command is empty")
+    try:
+        check_text(package.instruction, "the instruction", setting="CLAWGYM_MAX_INSTRUCTION_BYTES")
+        check_json(package.metadata, "the metadata", setting="CLAWGYM_MAX_METADATA_BYTES")
+        check_json(package.entry_extra, "the extra entry data", setting="CLAWGYM_MAX_METADATA_BYTES")
+        check_json(package.rubric, "the rubric", setting="CLAWGYM_MAX_RUBRIC_BYTES")
+        check_chars(package.checker_entry, "the checker entry command", CHECKER_ENTRY_CHARS)
+    except TextTooLong as exc:
+        raise PackageError(str(exc)) from None
     for f in package.files:
         if f.role not in ROLES:
             raise TaskFileError(f.path, f"unknown file role {f.role!r}")

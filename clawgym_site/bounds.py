@@ -1,0 +1,49 @@
+"""Bounds on the text people and imports send: instructions, rubrics, metadata, reasons, notes, names.
+
+Every way in (import, API, pages, commands) ends in a service, and the services check here, so one bound holds for
+all of them and the refusal says what was too long, by how much, and which setting sets the limit:
+
+    check_text(reason, "the rejection reason", setting="CLAWGYM_MAX_NOTE_BYTES")
+    check_json(rubric, "the rubric", setting="CLAWGYM_MAX_RUBRIC_BYTES")
+    check_chars(name, "the benchmark name", 200)        # a name stored in a CharField(max_length=200)
+
+Text is measured in UTF-8 bytes (what is stored, sent to models and rendered); names in characters (what the
+database column holds). A 6 MB instruction otherwise makes its task page slow and its diagnosis prompt huge.
+"""
+
+import json
+
+from django.conf import settings
+
+
+class TextTooLong(ValueError):
+    """A text over its bound. The message names the text, its size and the limit (and the setting, if any)."""
+
+
+def byte_limit(setting: str) -> int:
+    return int(getattr(settings, setting))
+
+
+def check_text(value: str, what: str, *, setting: str) -> str:
+    """`value` when its UTF-8 encoding fits the byte limit named by `setting`, else TextTooLong."""
+    limit = byte_limit(setting)
+    size = len(value.encode("utf-8", "surrogatepass")) if isinstance(value, str) else 0
+    if size > limit:
+        raise TextTooLong(f"{what} is {size:,} bytes, over the limit of {limit:,} bytes ({setting})")
+    return value
+
+
+def check_json(value, what: str, *, setting: str):
+    """`value` when its JSON text fits the byte limit named by `setting`, else TextTooLong."""
+    limit = byte_limit(setting)
+    size = len(json.dumps(value, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass"))
+    if size > limit:
+        raise TextTooLong(f"{what} is {size:,} bytes as JSON, over the limit of {limit:,} bytes ({setting})")
+    return value
+
+
+def check_chars(value: str, what: str, limit: int) -> str:
+    """`value` when it has at most `limit` characters (a name's database column), else TextTooLong."""
+    if isinstance(value, str) and len(value) > limit:
+        raise TextTooLong(f"{what} is {len(value):,} characters, over the limit of {limit:,}")
+    return value
