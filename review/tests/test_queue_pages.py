@@ -515,3 +515,51 @@ def test_a_failed_diagnosis_shows_in_the_row_also_beside_an_earlier_one(viewer_c
     assert "Major" in row_html(response, again) and "Last diagnosis failed" in row_html(response, again)
     assert 'title="the model answered no JSON"' in row_html(response, again)
     assert "failed" not in row_html(response, fine)
+
+
+# --- what a row and the accept dialog say (issue 10, item 13) ----------------------------------------------------
+
+
+def test_a_claimed_candidate_awaiting_its_diagnosis_shows_in_review(reviewer_client, benchmark, reviewer):
+    waiting = make_candidate(benchmark, "waiting")
+    now = timezone.now()
+    BenchmarkCandidate.objects.filter(pk=waiting.pk).update(
+        claimed_by=reviewer, claimed_at=now, claim_expires_at=now + timedelta(minutes=30)
+    )  # claiming leaves "awaiting diagnosis" stored: nothing reviewed it yet
+    row = row_html(reviewer_client.get(reverse("review:queue")), waiting)
+    assert 'data-testid="status" title="Claimed before its diagnosis">In review</span>' in row
+    assert "Awaiting diagnosis" not in row and "not diagnosed" in row
+    page = reviewer_client.get(reverse("review:candidate", args=[waiting.pk])).content.decode()
+    assert 'data-testid="candidate-status" title="Claimed before its diagnosis">In review' in page
+
+
+def test_the_queue_shows_why_a_candidate_was_rejected(reviewer_client, benchmark, reviewer, second_reviewer):
+    rejected = make_candidate(benchmark, "rejected-one", issues=[], status=Status.REJECTED)
+    ReviewDecision.objects.create(candidate=rejected, reviewer=reviewer, decision="reject", reason="First try.")
+    ReviewDecision.objects.create(candidate=rejected, reviewer=second_reviewer, decision="reject",
+                                  reason="The checker cannot tell a right total from a wrong one.")  # fmt: skip
+    response = reviewer_client.get(reverse("review:queue"), {"status": "rejected"})
+    row = row_html(response, rejected)
+    assert "“The checker cannot tell a right total from a wrong one.” — " + second_reviewer.username in row
+    assert "First try." not in row
+
+
+def test_accepting_a_candidate_whose_diagnosis_failed_warns(reviewer_client, benchmark):
+    failed = make_candidate(benchmark, "diagnosis-failed", diagnosis_error="the diagnosis endpoint answered 503")
+    dialog = reviewer_client.get(reverse("review:queue_decide", args=[failed.pk]), {"decision": "accept"}, **HTMX)
+    html = dialog.content.decode()
+    assert 'data-testid="diagnosis-warning"' in html and "no model has checked this task" in html
+    assert "answered 503" in html
+    page = reviewer_client.get(reverse("review:candidate", args=[failed.pk])).content.decode()
+    accept = page[page.index('id="accept-state"') : page.index("</div>", page.index('id="accept-state"'))]
+    assert "The LLM diagnosis failed" in accept
+    # A diagnosed candidate whose re-diagnosis failed: the issues shown are older.
+    later = make_candidate(benchmark, "rediagnosis-failed", issues=["minor"], status=Status.AWAITING_REVIEW,
+                           diagnosis_error="timed out")  # fmt: skip
+    html = reviewer_client.get(reverse("review:queue_decide", args=[later.pk]), {"decision": "accept"}, **HTMX)
+    assert "the issues shown are from an earlier diagnosis" in html.content.decode()
+    diagnosed = make_candidate(benchmark, "diagnosed", issues=[], status=Status.AWAITING_REVIEW)
+    clean = reviewer_client.get(reverse("review:queue_decide", args=[diagnosed.pk]), {"decision": "accept"}, **HTMX)
+    assert "diagnosis-warning" not in clean.content.decode()
+    rejecting = reviewer_client.get(reverse("review:queue_decide", args=[failed.pk]), {"decision": "reject"}, **HTMX)
+    assert "diagnosis-warning" not in rejecting.content.decode()

@@ -100,9 +100,10 @@ class QueueFilterForm(forms.Form):
 
 
 def decorate(candidates: list) -> list:
-    """Attach what a row shows beyond the candidate's own columns, in three queries for any number of rows:
+    """Attach what a row shows beyond the candidate's own columns, in four queries for any number of rows:
     the issue counts per severity of the latest diagnosis (`issue_counts`, worst first), `worst_severity`,
-    `diagnosed`, and the diagnosis job started for this row alone that is still under way (`diagnose_run`).
+    `diagnosed`, the diagnosis job started for this row alone that is still under way (`diagnose_run`), and for a
+    rejected candidate the decision that rejected it (`rejection`, with its reason).
     """
     ids = [c.pk for c in candidates]
     latest = {}  # candidate id -> its latest diagnosis id (latest: the newest created_at, then id)
@@ -118,7 +119,13 @@ def decorate(candidates: list) -> list:
         kind=DIAGNOSE_JOB, parent__isnull=True, status__in=JobRun.ACTIVE, params__candidate_id__in=ids
     ).order_by("created_at")
     running = {run.params["candidate_id"]: run for run in runs}
+    rejections = {}  # candidate id -> its latest reject decision, whose reason a rejected candidate's row shows
+    # Over all rows, not the rejected ones only: a page costs the same number of queries whatever it holds.
+    decisions = ReviewDecision.objects.filter(candidate_id__in=ids, decision=ReviewDecision.Decision.REJECT)
+    for decision in decisions.select_related("reviewer").order_by("candidate_id", "-created_at", "-id"):
+        rejections.setdefault(decision.candidate_id, decision)
     for c in candidates:
+        c.rejection = rejections.get(c.pk) if c.status == BenchmarkCandidate.Status.REJECTED else None
         found = counts.get(latest.get(c.pk), {})
         c.issue_counts = [(severity, found[severity]) for severity in Severity.values if severity in found]
         c.worst_severity = c.issue_counts[0][0] if c.issue_counts else None
