@@ -183,9 +183,11 @@ def test_a_label_is_a_plain_name(root):
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("reaper", [reap_stale, recover_lost])
-def test_the_reaper_removes_dead_workers_folders_before_it_ends_their_runs(reaper, holder, root):
+def test_the_reaper_removes_the_folders_of_dead_workers_as_it_ends_their_runs(reaper, holder, root):
     proc, folder, _ = holder()
-    run = JobRun.objects.create(kind="jobs.ping", status=JobRun.Status.RUNNING, worker=f"{socket.gethostname()}:{proc.pid}:")
+    run = JobRun.objects.create(
+        kind="jobs.ping", status=JobRun.Status.RUNNING, worker=f"{socket.gethostname()}:{proc.pid}:"
+    )
     kill_holder(proc)
 
     reaper()
