@@ -58,6 +58,8 @@ def test_changing_needs_the_admin_role(request, accepted, who):
     assert client.post(page_url("benchmarks"), {"name": "other"}).status_code == 403
     assert client.post(page_url("freeze", "claw-bench"), {"note": "x"}).status_code == 403
     assert client.post(page_url("propose", "claw-bench"), {"status": "ready"}).status_code == 403
+    assert client.post(page_url("lazy_tolerance", "claw-bench"), {"lazy_tolerance": "1"}).status_code == 403
+    assert Benchmark.objects.get().lazy_tolerance == 0.0
     assert not BenchmarkVersion.objects.exists() and Benchmark.objects.count() == 1
     assert BenchmarkCandidate.objects.count() == 3
 
@@ -209,6 +211,20 @@ def test_freezing_with_nothing_accepted_shows_the_error_in_place(admin_client, c
 def test_freezing_with_htmx_redirects_to_the_version(admin_client, accepted):
     response = admin_client.post(page_url("freeze", "claw-bench"), {"note": ""}, **HTMX)
     assert response.status_code == 204 and response["HX-Redirect"] == page_url("version", "claw-bench", 1)
+
+
+def test_admin_sets_the_lazy_tolerance_of_the_accept_gate(admin_client, viewer_client, benchmark):
+    assert 'data-testid="lazy-tolerance">0<' in viewer_client.get(page_url("benchmark", "claw-bench")).content.decode()
+    assert "Save tolerance" not in viewer_client.get(page_url("benchmark", "claw-bench")).content.decode()
+    response = admin_client.post(page_url("lazy_tolerance", "claw-bench"), {"lazy_tolerance": "1.5"}, **HTMX)
+    html = response.content.decode()
+    assert response.status_code == 200 and "<html" not in html and "less than or equal to 1" in html
+    response = admin_client.post(page_url("lazy_tolerance", "claw-bench"), {"lazy_tolerance": "0.2"})
+    assert response.status_code == 302
+    html = admin_client.get(response["Location"]).content.decode()
+    assert "claw-bench now accepts checkers that pay a lazy agent at most 0.2." in html
+    assert 'data-testid="lazy-tolerance">0.2<' in html and 'value="0.2"' in html
+    assert Benchmark.objects.get(name="claw-bench").lazy_tolerance == 0.2
 
 
 # --- versions and downloads ----------------------------------------------------------------------------------------

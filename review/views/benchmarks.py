@@ -57,6 +57,15 @@ class FreezeForm(forms.Form):
     )  # fmt: skip
 
 
+class LazyToleranceForm(forms.Form):
+    lazy_tolerance = forms.FloatField(
+        min_value=0.0, max_value=1.0, label="Lazy-score tolerance",
+        widget=forms.NumberInput(attrs={"step": "0.01", "min": "0", "max": "1"}),
+        help_text="Accepting a candidate is blocked while a lazy agent earns more than this with its checker "
+        "(0: any points for an empty, untouched or placeholder workspace block).",
+    )  # fmt: skip
+
+
 class ProposeForm(forms.Form):
     """Tasks to propose: by category and status, or a pasted list of task ids (which then wins)."""
 
@@ -228,7 +237,9 @@ def benchmark_list(request):
 # --- one benchmark ---------------------------------------------------------------------------------------------
 
 
-def _benchmark_page(request, benchmark, *, freeze_form=None, propose_form=None, partial=None, status=200):
+def _benchmark_page(
+    request, benchmark, *, freeze_form=None, propose_form=None, tolerance_form=None, partial=None, status=200
+):
     versions = list(_versions(benchmark))
     context = {
         "nav": "review",
@@ -239,6 +250,7 @@ def _benchmark_page(request, benchmark, *, freeze_form=None, propose_form=None, 
         "next_number": versions[0].number + 1 if versions else 1,
         "archive_formats": ARCHIVE_FORMATS,
         "freeze_form": freeze_form or FreezeForm(),
+        "tolerance_form": tolerance_form or LazyToleranceForm(initial={"lazy_tolerance": benchmark.lazy_tolerance}),
         "propose_form": propose_form or ProposeForm(),
     }
     return render_page(request, "review/benchmark_detail.html", context, partial=partial, status=status)
@@ -265,6 +277,21 @@ def freeze(request, name):
             url = reverse("review:version", args=[benchmark.name, version.number])
             return _done(request, url, f"Froze {version}: {count} task{'' if count == 1 else 's'} pinned.")
     return _benchmark_page(request, benchmark, freeze_form=form, partial="freeze", status=_invalid_status(request))
+
+
+@admin_required
+@require_POST
+def lazy_tolerance(request, name):
+    benchmark = get_object_or_404(Benchmark, name=name)
+    form = LazyToleranceForm(request.POST)
+    if form.is_valid():
+        tolerance = form.cleaned_data["lazy_tolerance"]
+        services.set_lazy_tolerance(benchmark, tolerance, user=request.user)
+        message = f"{benchmark.name} now accepts checkers that pay a lazy agent at most {tolerance:g}."
+        return _done(request, reverse("review:benchmark", args=[benchmark.name]), message)
+    return _benchmark_page(
+        request, benchmark, tolerance_form=form, partial="tolerance", status=_invalid_status(request)
+    )
 
 
 @admin_required
@@ -320,6 +347,7 @@ urlpatterns = [
     path("benchmarks/", benchmark_list, name="benchmarks"),
     path("benchmarks/<slug:name>/", benchmark_detail, name="benchmark"),
     path("benchmarks/<slug:name>/freeze/", freeze, name="freeze"),
+    path("benchmarks/<slug:name>/lazy-tolerance/", lazy_tolerance, name="lazy_tolerance"),
     path("benchmarks/<slug:name>/propose/", propose, name="propose"),
     path("benchmarks/<slug:name>/v<int:number>/", version_detail, name="version"),
     path("benchmarks/<slug:name>/v<int:number>/export/", version_export, name="version_export"),
