@@ -123,6 +123,9 @@ def draw_sample(*, name: str, size: int, pool: dict, user, seed: int | None = No
     name = name.strip()
     if not name:
         raise ReviewError("a quality sample needs a name")
+    name_chars = QualitySample._meta.get_field("name").max_length
+    if len(name) > name_chars:
+        raise ReviewError(f"the sample name is {len(name):,} characters, over the limit of {name_chars:,}")
     if not 1 <= size <= MAX_SAMPLE_SIZE:
         raise ReviewError(f"the sample size must be from 1 to {MAX_SAMPLE_SIZE}")
     if seed is None:

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 import jobs
 from accounts.roles import ADMIN, REVIEWER, has_role
+from clawgym_site.bounds import TextTooLong, check_chars, check_text
 from jobs.models import JobRun
 from tasks.diffing import role_folder
 from tasks.models import SanityReport, Task, TaskRevision
@@ -53,6 +54,22 @@ class NotAllowed(ReviewError):
     """The acting user lacks the role the action needs."""
 
 
+def _note(text: str, what: str) -> str:
+    """A reason, note or comment a person wrote, within CLAWGYM_MAX_NOTE_BYTES (clawgym_site.bounds)."""
+    try:
+        return check_text(text or "", what, setting="CLAWGYM_MAX_NOTE_BYTES")
+    except TextTooLong as exc:
+        raise ReviewError(str(exc)) from None
+
+
+def _name(text: str, what: str, model, field: str = "name") -> str:
+    """A name within its column's length (a CharField's max_length)."""
+    try:
+        return check_chars(text, what, model._meta.get_field(field).max_length)
+    except TextTooLong as exc:
+        raise ReviewError(str(exc)) from None
+
+
 def http_status(exc: Exception) -> int:
     """The HTTP status of a refusal, the same for the API and the pages: 403 when the role is missing, 409 for a
     conflict (another reviewer's claim, a blocked accept, a stale base revision), else 400."""
@@ -86,6 +103,8 @@ def get_or_create_benchmark(
         _require(user, ADMIN, "creating a benchmark")
     if not 0.0 <= float(lazy_tolerance) <= 1.0:
         raise ReviewError(f"the lazy-score tolerance must be in [0, 1], not {lazy_tolerance:g}")
+    _name(name, "the benchmark name", Benchmark)
+    _note(description, "the benchmark description")
     defaults = {"description": description, "lazy_tolerance": float(lazy_tolerance)}
     return Benchmark.objects.get_or_create(name=name, defaults=defaults)
 
@@ -268,6 +287,7 @@ def _check_verdicts(candidate: BenchmarkCandidate, verdicts: dict) -> dict[str, 
 def record_verdicts(candidate: BenchmarkCandidate, verdicts: dict, *, user, reason: str = "") -> ReviewDecision:
     """Mark LLM issues valid, not valid or fixed (an append-only decision of kind "verdict")."""
     _require(user, REVIEWER, "judging an issue")
+    _note(reason, "the verdict comment")
     with transaction.atomic():
         _require_holder(candidate, user)
         checked = _check_verdicts(candidate, verdicts)
@@ -293,6 +313,7 @@ def apply_suggested_fix(issue: DiagnosisIssue, *, user, base_revision: TaskRevis
     _base_for). A replacement equal to the current content is refused: there is nothing to apply.
     """
     _require(user, REVIEWER, "applying a fix")
+    _note(reason, "the reason")
     if issue.replacement is None:
         raise ReviewError("this issue suggests no concrete replacement to apply")
     candidate = issue.diagnosis.candidate
@@ -349,6 +370,7 @@ def _replacement_changes(issue: DiagnosisIssue) -> dict:
 def record_fix(candidate: BenchmarkCandidate, revision: TaskRevision, *, user, reason: str, verdicts=None):
     """Record that a reviewer's own edit (made through tasks.services.revise_task) fixed the candidate."""
     _require(user, REVIEWER, "recording a fix")
+    _note(reason, "the reason")
     if revision.task_id != candidate.task_id:
         raise ReviewError("the revision belongs to another task")
     with transaction.atomic():
@@ -416,6 +438,7 @@ def save_edit(
     `base_revision`); either way nothing is written.
     """
     _require(user, REVIEWER, "editing a candidate")
+    _note(reason, "the reason")
     path, changes, label = _edit_changes(field, path, content)
     with transaction.atomic():
         _require_own_claim(candidate, user)
@@ -479,6 +502,7 @@ def parse_rubric(text: str) -> list[dict]:
     """A rubric typed as JSON, validated; blank text means no rubric. Raises ReviewError saying what is wrong."""
     if not text.strip():
         return []
+    _bounded_rubric(text)
     try:
         rules = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -498,6 +522,13 @@ def set_lazy_tolerance(benchmark: Benchmark, tolerance: float, *, user) -> Bench
     Benchmark.objects.filter(pk=benchmark.pk).update(lazy_tolerance=tolerance)
     benchmark.lazy_tolerance = tolerance
     return benchmark
+
+
+def _bounded_rubric(text: str) -> None:
+    try:
+        check_text(text, "the rubric", setting="CLAWGYM_MAX_RUBRIC_BYTES")
+    except TextTooLong as exc:
+        raise ReviewError(str(exc)) from None
 
 
 def sanity_block(revision: TaskRevision, benchmark: Benchmark) -> str | None:
@@ -539,6 +570,8 @@ def decide(
         raise ReviewError(f"decision {decision!r} is not one of accept, fix, reject")
     if decision == Decision.REJECT and not reason.strip():
         raise ReviewError("rejecting needs a reason")
+    _note(reason, "the reason")
+    _note(override_reason, "the override reason")
     if override_reason.strip():
         _require(user, ADMIN, "overriding the sanity check")
     with transaction.atomic():
@@ -574,6 +607,7 @@ def accepted_revision(candidate: BenchmarkCandidate) -> TaskRevision | None:
 def freeze_version(benchmark: Benchmark, *, user, note: str = "") -> BenchmarkVersion:
     """A new immutable version pinning the revision each accepted candidate was accepted at."""
     _require(user, ADMIN, "freezing a benchmark version")
+    _name(note, "the version note", BenchmarkVersion, "note")
     accepted = BenchmarkCandidate.objects.filter(benchmark=benchmark, status=Status.ACCEPTED)
     revision_ids = []
     for candidate in accepted:
@@ -587,7 +621,7 @@ def freeze_version(benchmark: Benchmark, *, user, note: str = "") -> BenchmarkVe
             with transaction.atomic():
                 last = benchmark.versions.order_by("-number").values_list("number", flat=True).first() or 0
                 version = BenchmarkVersion.objects.create(
-                    benchmark=benchmark, number=last + 1, created_by=user, note=note[:500]
+                    benchmark=benchmark, number=last + 1, created_by=user, note=note
                 )
                 PinnedRevision.objects.bulk_create(
                     PinnedRevision(version=version, revision_id=pk) for pk in revision_ids
