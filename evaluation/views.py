@@ -11,7 +11,7 @@ from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
 from django.utils.http import content_disposition_header
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.decorators import reviewer_required, viewer_required
 from clawgym_site.htmx import render_page
@@ -59,8 +59,15 @@ def rollout_list(request):
 
 
 @reviewer_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def rollout_start(request):
+    """GET: the start form (?task= fills in the task; htmx gets the form alone, for the task page). POST: start."""
+    if request.method == "GET":
+        task = request.GET.get("task", "").strip()
+        initial = {"harness": settings.CLAWGYM_DEFAULT_HARNESS, "repeats": 1, "task": task}
+        form = StartRolloutsForm(initial=initial)
+        context = {"nav": "rollouts", "start_form": form, "has_endpoints": form.fields["endpoint"].queryset.exists()}
+        return render_page(request, "evaluation/rollout_start.html", context, partial="form")
     form = StartRolloutsForm(request.POST)
     if not form.is_valid():
         return render_page(request, "evaluation/rollout_list.html", _list_context(request, form), status=400)

@@ -230,3 +230,23 @@ def test_viewers_see_failure_reasons_without_server_paths(viewer_client, admin_c
     api = api_as(viewer).get(f"/api/rollouts/{failed.pk}/").json()
     assert api["error"] == "bwrap: Can't mkdir …/ws: No space left"
     assert api["previous_attempts"][0]["error"] == "relay socket …/relay-17.sock refused"
+
+
+def test_the_task_page_starts_a_rollout_with_a_chosen_model_and_harness(reviewer_client, viewer_client, fruit_task,
+                                                                       agent_endpoint):
+    task_page = reverse("tasks:detail", args=["fruit-summary"])
+    start = reverse("evaluation:start")
+    assert f'hx-get="{start}?task=fruit-summary"' in reviewer_client.get(task_page).content.decode()
+    assert "Start a rollout" not in viewer_client.get(task_page).content.decode()
+    assert viewer_client.get(start, {"task": "fruit-summary"}).status_code == 403
+
+    form = reviewer_client.get(start, {"task": "fruit-summary"}, headers={"HX-Request": "true"}).content.decode()
+    assert "<html" not in form and '<input type="hidden" name="task" value="fruit-summary">' in form
+    assert '<option value="scripted">' in form and '<option value="builtin">' in form
+    assert "<html" in reviewer_client.get(start, {"task": "fruit-summary"}).content.decode()  # works without JS
+
+    started = reviewer_client.post(start, {"task": "fruit-summary", "endpoint": "scripted", "harness": "builtin",
+                                           "repeats": 1})  # fmt: skip
+    [rollout] = Rollout.objects.all()
+    assert started.status_code == 302 and started["Location"].endswith(f"?group={rollout.group}")
+    assert (rollout.revision, rollout.harness, rollout.endpoint) == (fruit_task, "builtin", agent_endpoint)

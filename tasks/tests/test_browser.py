@@ -112,8 +112,12 @@ def test_a_reviewer_runs_a_sanity_check_and_sees_its_progress_then_its_report_wi
     )
     save_package(package)
     log_in(page, live_server, reviewer)
+    problems = watch(page)
     page.goto(f"{live_server.url}{reverse('tasks:detail', args=['count-orders'])}")
     assert page.locator("[data-testid=sanity-missing]").is_visible()
+    # The rollout form is fetched in from the rollouts app (a reviewer may start one; no benchmark form: not an admin).
+    page.wait_for_selector("#task-actions [data-testid=start-rollout] select[name=harness]")
+    assert page.locator("#task-actions [data-testid=propose-task]").count() == 0
     mark_document(page)
 
     page.click("#sanity button:text('Run sanity check')")
@@ -126,6 +130,7 @@ def test_a_reviewer_runs_a_sanity_check_and_sees_its_progress_then_its_report_wi
     assert page.locator("[data-testid=sanity-missing]").count() == 0
     assert page.locator("#sanity-job .job-progress").count() == 0  # the finished job is no longer shown as running
     assert_no_reload(page)
+    assert problems.console_errors == [] and problems.failed_responses == []
     screenshot(page, "task-sanity-finished")
 
 
