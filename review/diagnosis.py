@@ -25,7 +25,7 @@ from tasks.models import RevisionFile, SanityReport, Task, TaskRevision
 from .models import SEVERITY_RANK, BenchmarkCandidate, DiagnosisIssue, LLMDiagnosis, Severity
 
 # Bumped whenever the wording or the schema below changes, so stored diagnoses say which prompt produced them.
-DIAGNOSIS_PROMPT_VERSION = "candidate-diagnosis/1"
+DIAGNOSIS_PROMPT_VERSION = "candidate-diagnosis/2"  # 2: the sanity section gives the lazy agent's pay as evidence
 DIAGNOSIS_PURPOSE = "diagnosis"
 DIAGNOSIS_ROLE = ModelEndpoint.Role.DIAGNOSIS
 MAX_FILE_BYTES = 12_000  # of one input or checker file shown
@@ -134,6 +134,23 @@ def _sanity_section(revision: TaskRevision) -> str:
     if report.solvable is not None:
         lines.append(f"- reference solution scores 1: {report.solvable}")
     lines += [f"- {problem}" for problem in report.problems]
+    # The workspaces a lazy agent leaves (nothing, the inputs untouched, a placeholder at each output path the
+    # instruction names): a check that pays out there is true of no work, the evidence an over-leniency issue needs.
+    lines.append(
+        f"What a lazy agent earns: {report.lazy_score:g} at most ("
+        + ", ".join(f"{kind} {score:g}" for kind, score in report.lazy_scores.items())
+        + ")."
+    )
+    if report.scaffold_paths:
+        lines.append("The scaffold workspace had a placeholder at: " + ", ".join(report.scaffold_paths)
+                     + " (`{}` for .json, the header for .csv, `# placeholder` for .md, an empty file otherwise).")  # fmt: skip
+    if report.paying_checks:
+        lines.append("Checks that pay a lazy agent (sub-score > 0 on those workspaces):")
+        for name, value in report.paying_checks.items():
+            where = [kind for kind in report.LAZY_RUNS if report.paying_on(kind).get(name)]
+            plural = "s" if len(where) > 1 else ""
+            lines.append(f"- `{name}` pays {value:g} on the {', '.join(where)} workspace{plural}")
+    lines += [f"- note: {warning} (its score still counts)" for warning in report.warnings]
     return "\n".join(lines)
 
 

@@ -66,6 +66,9 @@ def test_valid_report_is_stored_and_shows_the_task(candidate, endpoint, scripted
     assert "Summarise sales.csv" in prompt and "item,amount" in prompt and "report_exists" in prompt
     assert "`logo.png` (binary, 6 bytes; content not shown)" in prompt
     assert "Verdict: over-lenient" in prompt
+    assert "What a lazy agent earns: 1 at most (empty 0, initial 1)." in prompt
+    paying = "Checks that pay a lazy agent (sub-score > 0 on those workspaces):\n- `out_exists` pays 1 on the initial"
+    assert paying + " workspace" in prompt
 
 
 def test_large_file_is_cut(candidate, endpoint, scripted_upstream):

@@ -330,10 +330,10 @@ def test_the_task_list_sorts_by_lazy_score_and_shows_verdict_and_lazy_score(lazy
     # Ties by the latest update ("fixed" was made after "strict"); never checked: last.
     assert [t.external_id for t in rows] == ["free", "jsonl", "slight", "fixed", "strict", "unchecked"]
     html = response.content.decode()
-    row = html[html.index(">jsonl<"):]
+    row = html[html.index(">jsonl<") :]
     row = row[: row.index("</tr>")]
     assert 'data-testid="sanity-verdict">Over-lenient<' in row and 'data-testid="lazy-score">0.780<' in row
-    unchecked = html[html.index(">unchecked<"):]
+    unchecked = html[html.index(">unchecked<") :]
     assert "not checked" in unchecked[: unchecked.index("</tr>")]
     assert 'name="lazy"' in html and 'name="sort"' in html
 

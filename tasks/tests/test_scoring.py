@@ -109,7 +109,9 @@ def test_without_a_judge_endpoint_the_code_score_is_kept_and_the_rubric_waits(db
     assert "no enabled model endpoint serves the role 'judge'" in result.reason
 
 
-@pytest.mark.parametrize(("script", "change"), [("echo REWRITTEN > report.md", "modified"), ("rm -f report.md", "deleted")])
+@pytest.mark.parametrize(
+    ("script", "change"), [("echo REWRITTEN > report.md", "modified"), ("rm -f report.md", "deleted")]
+)
 def test_the_judge_sees_target_files_as_the_agent_left_them_and_the_checkers_writes_keep_its_score(
     judge, scripted_upstream, script, change
 ):

@@ -175,7 +175,7 @@ def test_the_averaging_reward_sh_scores_its_last_line_and_keeps_check_py_subscor
         'cd reward && out="$(python3 check.py)" && echo "$out" | python3 -c '
         '"import sys,json; d=json.load(sys.stdin); print(sum(d.values())/len(d))"',
         'here="$(cd "$(dirname "$0")" && pwd)"; /usr/bin/env python3 "$here/check.py" > /tmp/s.json; '
-        'python3 -c "import json; d=json.load(open(\'/tmp/s.json\')); print(float(min(d.values())))"',
+        "python3 -c \"import json; d=json.load(open('/tmp/s.json')); print(float(min(d.values())))\"",
     ],
     ids=["unbuffered", "python-not-python3", "from-the-reward-folder", "absolute-path-through-a-file"],
 )
@@ -187,7 +187,7 @@ def test_check_py_subscores_are_kept_however_reward_sh_calls_it(bwrap, call):
 
 def test_a_disagreeing_averager_keeps_its_score_and_says_so(bwrap):
     """A reward.sh that does not print the mean of check.py's checks: its last line counts, the reason says so."""
-    reward_sh = '#!/bin/bash\npython3 reward/check.py > /dev/null\necho 1.0\n'
+    reward_sh = "#!/bin/bash\npython3 reward/check.py > /dev/null\necho 1.0\n"
     result, _ = run(spec(CLAWGYM_CHECK, reward_sh=reward_sh), backend=bwrap)
     assert result.ok and result.score == 1.0 and result.subscores["has_out"] == 0.0
     assert "differs from the mean of the sub-scores 0.5" in result.reason
@@ -289,9 +289,10 @@ WRITES = {
     "deletes_input": ("rm data.csv", [("data.csv", "deleted")]),
     "rewrites_input": ("echo forged > data.csv", [("data.csv", "modified")]),
     "rewrites_itself": ("echo '# changed' >> reward/reward.sh", [("reward/reward.sh", "modified")]),
-    "wipes_workspace": ("rm -rf /root/.openclaw/workspace/*", [
-        ("data.csv", "deleted"), ("notes.md", "deleted"), ("reward/reward.sh", "deleted"),
-    ]),
+    "wipes_workspace": (
+        "rm -rf /root/.openclaw/workspace/*",
+        [("data.csv", "deleted"), ("notes.md", "deleted"), ("reward/reward.sh", "deleted")],
+    ),
     "adds_a_cache": ("mkdir -p .cache && echo x > .cache/tmp", [(".cache/tmp", "added")]),
 }
 

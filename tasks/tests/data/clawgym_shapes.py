@@ -31,7 +31,7 @@ PLANIFY_BROKEN = PLANIFY_SCRIPT.replace("ORDER", 'r["task"]')
 PLANIFY_FIXED = PLANIFY_SCRIPT.replace("ORDER", 'int(r["priority"])')
 PLANIFY_INSTRUCTION = "Fix scripts/planify.py: plan/plan.csv must list the tasks of tasks.csv in priority order."
 
-PLANIFY_CHECK_PY = '''import csv, json, os, subprocess
+PLANIFY_CHECK_PY = """import csv, json, os, subprocess
 
 def plan_rows():
     try:
@@ -47,7 +47,7 @@ print(json.dumps({
     "plan_written": rows is not None,
     "plan_in_priority_order": bool(rows) and [r["task"] for r in rows] == ["review", "send", "draft"],
 }))
-'''
+"""
 
 PLANIFY_INPUTS = {
     "tasks.csv": b"task,priority\ndraft,3\nreview,1\nsend,2\n",
@@ -56,7 +56,7 @@ PLANIFY_INPUTS = {
 }
 PLANIFY_SOLUTION = {"scripts/planify.py": PLANIFY_FIXED.encode()}
 
-LENIENT_JSONL_CHECK_PY = '''import json
+LENIENT_JSONL_CHECK_PY = """import json
 
 def lines(path):
     try:
@@ -86,7 +86,7 @@ print(json.dumps({
         and summary == "".join(json.loads(r).get("id", "") for r in records if valid(r)),
     "has_three_records": records is not None and len(records) == 3,
 }))
-'''
+"""
 LENIENT_JSONL_INSTRUCTION = (
     "Convert contacts.csv into out/records.jsonl (one JSON object per contact with its id) and write the ids, "
     "concatenated, into out/summary.txt."
