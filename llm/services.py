@@ -4,8 +4,11 @@ import logging
 from datetime import timedelta
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
+
+from clawgym_site.bounds import TextTooLong, check_json
 
 from .models import ModelEndpoint, ProxySession, hash_token, new_session_token
 
@@ -27,11 +30,21 @@ def _check_fields(fields: dict) -> None:
         raise ValueError(f"unknown endpoint field(s): {sorted(unknown)}; known: {sorted(ENDPOINT_FIELDS)}")
 
 
+def _full_clean(endpoint: ModelEndpoint) -> None:
+    """The model's own checks (names and URLs within their columns) and a bound on its JSON settings."""
+    endpoint.full_clean()
+    for field in ("sampling", "roles"):
+        try:
+            check_json(getattr(endpoint, field), f"the {field}", setting="CLAWGYM_MAX_NOTE_BYTES")
+        except TextTooLong as exc:
+            raise ValidationError({field: [str(exc)]}) from None
+
+
 def create_endpoint(name: str, *, user=None, **fields) -> ModelEndpoint:
     """A new endpoint; ValidationError (from full_clean) names each bad field."""
     _check_fields(fields)
     endpoint = ModelEndpoint(name=name, **fields)
-    endpoint.full_clean()
+    _full_clean(endpoint)
     endpoint.save()
     log.info("model endpoint %s created by %s", endpoint.name, _who(user))
     return endpoint
@@ -41,7 +54,7 @@ def update_endpoint(endpoint: ModelEndpoint, *, user=None, **fields) -> ModelEnd
     _check_fields(fields)
     for name, value in fields.items():
         setattr(endpoint, name, value)
-    endpoint.full_clean()
+    _full_clean(endpoint)
     endpoint.save()
     log.info("model endpoint %s changed by %s: %s", endpoint.name, _who(user), ", ".join(sorted(fields)) or "nothing")
     return endpoint
