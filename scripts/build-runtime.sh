@@ -48,19 +48,23 @@ if ! command -v debootstrap >/dev/null 2>&1; then
 fi
 
 started=$(date +%s)
-build="$root_dir/.build-$version-$$"
 cache="$root_dir/cache"
 mkdir -p "$cache/debootstrap" "$cache/apt/partial"
 mounts=(proc var/cache/apt/archives)
-cleanup() {
-  local still_mounted=0
+remove_build() {
+  local dir="$1" still_mounted=0
   for m in "${mounts[@]}"; do
-    if mountpoint -q "$build/$m" 2>/dev/null; then umount "$build/$m" || still_mounted=1; fi
+    if mountpoint -q "$dir/$m" 2>/dev/null; then umount "$dir/$m" || still_mounted=1; fi
   done
   # Never delete through a mount that is still there (the package cache, /proc).
-  if [ -d "$build" ] && [ "$still_mounted" -eq 0 ]; then rm -rf --one-file-system "$build"; fi
+  if [ -d "$dir" ] && [ "$still_mounted" -eq 0 ]; then rm -rf --one-file-system "$dir"; fi
 }
-trap cleanup EXIT
+# Builds that were killed on the way (we hold the lock, so none is running).
+for stale in "$root_dir"/.build-*; do
+  [ -d "$stale" ] && remove_build "$stale"
+done
+build="$root_dir/.build-$version-$$"
+trap 'remove_build "$build"' EXIT
 
 echo "building the sandbox runtime $version ($suite, ${#packages[@]} packages) into $target" >&2
 debootstrap --variant="$variant" --cache-dir="$cache/debootstrap" "$suite" "$build" "$mirror" >"$root_dir/.build.log" 2>&1 || {
@@ -93,7 +97,6 @@ rm -rf "$build"/var/lib/apt/lists/* "$build"/var/cache/apt/*.bin "$build"/usr/sh
 find "$build/usr/share/doc" -type f ! -name copyright -delete
 in_root dpkg-query -W -f '${Package} ${Version}\n' | sort >"$build/etc/clawgym-runtime.packages"
 for m in "${mounts[@]}"; do umount "$build/$m"; done
-mounts=()
 rm -f "$build"/var/cache/apt/archives/*.deb  # debootstrap's own downloads, under the cache's bind mount until now
 chmod 0755 "$build"
 # The stamp goes last: its presence means the folder is complete.

@@ -133,7 +133,7 @@ class BwrapBackend(Backend):
         if self._totals is None:
             tree, why = cgroups.detect()
             if tree is None:
-                _warn_once(f"sandbox: memory and processes are bounded per process only: {why}")
+                _warn_once(f"sandbox: memory_bytes bounds each process, not their sum (no cgroup: {why})")
             sized, why_not = volume.available()
             if not sized:
                 _warn_once(f"sandbox: workspace disk use is not bounded: {why_not}")

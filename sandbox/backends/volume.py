@@ -125,13 +125,16 @@ class Volume:
 
     def copy_back(self) -> None:
         """Make the workspace folder an exact copy of the filesystem the run left."""
-        for entry in os.listdir(self.source):
-            path = self.source / entry
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)
-            else:
-                path.unlink()
-        _copy_tree(str(self.mount_point), str(self.source))
+        try:
+            for entry in os.listdir(self.source):
+                path = self.source / entry
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+            _copy_tree(str(self.mount_point), str(self.source))
+        except OSError as exc:
+            raise SandboxError(f"could not copy the workspace back from its filesystem: {exc}") from exc
 
     def remove(self) -> None:
         if self.mounted:
