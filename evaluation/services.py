@@ -29,6 +29,7 @@ from django.db.models import Count, F, Sum
 from django.utils import timezone
 
 import jobs
+from clawgym_site.bounds import TextTooLong, check_json
 from jobs.models import JobRun
 from jobs.runner import lost_reason, worker_gone, worker_id
 from llm.models import ModelCall, ModelEndpoint
@@ -93,6 +94,10 @@ def create_rollouts(
         raise RolloutError(f"model endpoint {endpoint.name!r} is disabled")
     if options is not None and not isinstance(options, dict):
         raise RolloutError("harness options must be a JSON object")
+    try:
+        check_json(options or {}, "the harness options", setting="CLAWGYM_MAX_NOTE_BYTES")
+    except TextTooLong as exc:
+        raise RolloutError(str(exc)) from None
     timeout = (options or {}).get("timeout")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1):
         raise RolloutError(f"the timeout option must be a whole number of seconds, got {timeout!r}")
