@@ -4,6 +4,8 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework import serializers
 
+from tasks.models import SanityReport
+
 from .exporting import ARCHIVE_FORMATS
 from .models import (
     SEVERITY_RANK,
@@ -157,6 +159,11 @@ class CandidateFilterSerializer(serializers.Serializer):
         help_text="the worst severity of the latest diagnosis",
     )  # fmt: skip
     mine = serializers.BooleanField(required=False, help_text="only candidates you hold")
+    lazy_above = serializers.FloatField(
+        required=False, min_value=0.0, max_value=1.0,
+        help_text="only candidates whose checker pays a lazy agent more than this (the latest sanity report of the "
+        "task's current revision)",
+    )  # fmt: skip
 
     def filter(self, queryset):
         data = self.validated_data
@@ -174,6 +181,8 @@ class CandidateFilterSerializer(serializers.Serializer):
                 queryset = queryset.filter(worst_rank=SEVERITY_RANK[data["severity"]])
         if data.get("mine"):
             queryset = queryset.filter(claimed_by=user, claim_expires_at__gt=timezone.now())
+        if "lazy_above" in data:
+            queryset = SanityReport.filter_lazy_above(queryset, data["lazy_above"], "task__current_revision")
         return queryset
 
 

@@ -192,6 +192,40 @@ def test_sorts(reviewer_client, queue_rows, sort, expected):
     assert listed(reviewer_client.get(f"{QUEUE}?sort={sort}")) == expected
 
 
+@pytest.fixture
+def lazy_rows(queue_rows):
+    """What a lazy agent earns with each task's current checker: alpha 0.78, beta 0.15, gamma 0, delta 1 (an earlier
+    report: 0); epsilon never sanity-checked."""
+    for name, lazy in (("alpha", 0.78), ("beta", 0.15), ("gamma", 0.0), ("delta", 0.0), ("delta", 1.0)):
+        sanity(queue_rows[name].task.current_revision, lazy=lazy)
+    return queue_rows
+
+
+@pytest.mark.parametrize(
+    "query, expected",
+    [("lazy=0", {"alpha", "beta", "delta"}), ("lazy=0.2", {"alpha", "delta"}), ("lazy=0.5", {"alpha", "delta"}),
+     ("lazy=0.5&benchmark=other-bench", {"delta"}), ("lazy=bogus", {"alpha", "beta", "gamma", "delta", "epsilon"})],
+)  # fmt: skip
+def test_filter_by_what_a_lazy_agent_earns(reviewer_client, lazy_rows, query, expected):
+    assert set(listed(reviewer_client.get(f"{QUEUE}?{query}"))) == expected
+
+
+def test_sort_by_lazy_score_and_the_rows_show_it(reviewer_client, lazy_rows):
+    response = reviewer_client.get(f"{QUEUE}?sort=lazy")
+    assert listed(response) == ["delta", "alpha", "beta", "gamma", "epsilon"]  # never checked: last
+    assert 'data-testid="lazy-score">0.78<' in row_html(response, lazy_rows["alpha"])
+    assert 'data-testid="lazy-score"><span class="muted" title="Not sanity-checked">' in row_html(
+        response, lazy_rows["epsilon"]
+    )
+    assert status_counts(reviewer_client.get(f"{QUEUE}?lazy=0.5"))["all"] == 2
+
+
+def test_the_api_filters_candidates_by_lazy_score(api_as, reviewer, lazy_rows):
+    body = api_as(reviewer).get("/api/candidates/", {"lazy_above": 0.5}).json()
+    assert sorted(row["task"] for row in body["results"]) == ["alpha", "delta"]
+    assert api_as(reviewer).get("/api/candidates/", {"lazy_above": 2}).status_code == 400
+
+
 def test_sort_by_category_follows_the_taxonomy_order(reviewer_client, queue_rows):
     analysis, software = (BenchmarkCategory.objects.get(slug=s) for s in ("analysis-reasoning", "software-development"))
     by_category = ["alpha", "gamma", "beta"] if analysis.order < software.order else ["beta", "alpha", "gamma"]

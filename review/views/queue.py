@@ -22,7 +22,7 @@ from accounts.decorators import admin_required, reviewer_required, viewer_requir
 from clawgym_site.htmx import render_page
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
-from tasks.models import BenchmarkCategory
+from tasks.models import BenchmarkCategory, SanityReport
 
 from .. import services
 from ..forms import DecisionForm
@@ -49,6 +49,11 @@ SORTS = {
         [F("task__benchmark_category__order").asc(nulls_last=True), F("task__external_id").asc(), F("id").asc()],
     ),
     "strong": ("Strong agent mean, lowest first", [F("strong_mean").asc(nulls_last=True), F("id").asc()]),
+    # `lazy_score`: annotated by _rows. Never sanity-checked: last.
+    "lazy": (
+        "Lazy score, highest first",
+        [F("lazy_score").desc(nulls_last=True), F("updated_at").desc(), F("id").desc()],
+    ),
 }
 
 
@@ -67,6 +72,12 @@ class QueueFilterForm(forms.Form):
     )
     status = forms.ChoiceField(choices=[("", "All statuses"), *Status.choices], required=False)
     mine = forms.BooleanField(required=False, label="Claimed by me")
+    # What a lazy agent earns with the checker of the task's current revision, above one of the thresholds.
+    lazy = forms.ChoiceField(
+        choices=[("", "Any"), *((f"{t:g}", f"Lazy agent earns > {t:g}") for t in SanityReport.LAZY_THRESHOLDS)],
+        required=False,
+        label="Lazy score",
+    )
     sort = forms.ChoiceField(choices=[(name, label) for name, (label, _) in SORTS.items()], required=False)
 
     def __init__(self, *args, **kwargs):
@@ -87,6 +98,8 @@ class QueueFilterForm(forms.Form):
         shared = {name: data[name] for name in ("benchmark", "status", "category", "severity") if data.get(name)}
         if data.get("mine"):
             shared["mine"] = True
+        if data.get("lazy"):
+            shared["lazy_above"] = data["lazy"]
         if not with_status:
             shared.pop("status", None)
         candidates = BenchmarkCandidate.objects.order_by()
@@ -136,8 +149,11 @@ def decorate(candidates: list) -> list:
 
 
 def _rows(candidates):
-    """Only the columns the rows show, with everything they reach through in the same query."""
-    return candidates.select_related("task__benchmark_category", "benchmark", "claimed_by").only(
+    """Only the columns the rows show, with everything they reach through in the same query; `lazy_score` is what a
+    lazy agent earns with the checker of the task's current revision (None: never sanity-checked)."""
+    lazy = SanityReport.latest_lazy_score(OuterRef("task__current_revision"))
+    rows = candidates.annotate(lazy_score=lazy).select_related("task__benchmark_category", "benchmark", "claimed_by")
+    return rows.only(
         "status", "strong_mean", "small_mean", "diagnosis_error", "claimed_at", "claim_expires_at", "updated_at",
         "task__external_id", "task__title", "task__benchmark_category__name", "task__benchmark_category__slug",
         "benchmark__name", "claimed_by__username",
