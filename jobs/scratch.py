@@ -12,7 +12,9 @@ Order makes it safe to sweep at any moment from any process:
   (except during its removal), and a lock file whose folder cannot be removed stays, so a later sweep tries again;
 - flock, not fcntl locks: flock conflicts between two open files of the same process too, so a sweep in one thread
   never takes a folder another thread of the same process holds;
-- the lock files are opened close-on-exec, so a sandbox started by the holder never inherits (or keeps) the lock.
+- the lock files are opened close-on-exec, so a sandbox started by the holder never inherits (or keeps) the lock;
+- the root must be on a local filesystem: over NFS, Linux emulates flock with POSIX locks, which a process's threads
+  share.
 
 The processes of a killed worker's sandbox die with it (bubblewrap's --die-with-parent), but not in the same instant:
 removal retries for a moment while the last of them may still create files.
