@@ -6,13 +6,17 @@ object carries its lockout flag, which the site's AxesMiddleware does not see.
 """
 
 from axes.helpers import get_cool_off, get_lockout_message
-from rest_framework import status
+from rest_framework import parsers, status
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
+from clawgym_site.api_parsers import JSONParser
+
 
 class ObtainToken(ObtainAuthToken):
+    parser_classes = (parsers.FormParser, parsers.MultiPartParser, JSONParser)  # DRF's view names its own
+
     def post(self, request, *args, **kwargs):
         try:
             return super().post(request, *args, **kwargs)

@@ -160,6 +160,11 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["accounts.permissions.RolePermission"],
+    # DRF's JSON parser, but deeply nested JSON is a 400 (clawgym_site.api_parsers), not a RecursionError's 500.
+    "DEFAULT_PARSER_CLASSES": [
+        "clawgym_site.api_parsers.JSONParser", "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     # A list answers 400 for a query parameter it does not understand (a view with its own filter_backends lists

@@ -278,3 +278,23 @@ def test_the_rest_of_the_site_still_gets_its_middleware(live_server_asgi):
     assert httpx.get(f"{live_server_asgi.url}/llm/calls/").status_code == 302  # login required
     proxied = httpx.get(f"{live_server_asgi.url}/proxy/nope/v1/models")
     assert proxied.status_code == 401 and "x-frame-options" not in proxied.headers
+
+
+@pytest.mark.parametrize("depth", [100_000, 500])
+def test_deeply_nested_json_is_a_400_not_a_500(session, scripted_upstream, depth):
+    """Past Python's recursion limit json.loads raised RecursionError (a 500); below it, past the proxy's own bound."""
+    body = '{"messages": [], "x": ' + "[" * depth + "]" * depth + "}"
+    response = httpx.post(f"{proxy_base_url(session)}/chat/completions", content=body.encode(),
+                          headers={"content-type": "application/json"})
+    assert response.status_code == 400 and "nests deeper than" in response.json()["error"]["message"]
+    assert scripted_upstream.requests == [] and not ModelCall.objects.exists()
+
+
+def test_ordinarily_nested_json_passes(agent, session, scripted_upstream):
+    scripted_upstream.push(Reply.text("ok"))
+    schema = {"type": "object"}
+    for _ in range(20):  # a tool schema nested twenty levels
+        schema = {"type": "object", "properties": {"inner": schema}}
+    agent.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}],
+                                  tools=[{"type": "function", "function": {"name": "t", "parameters": schema}}])
+    assert only_call(session).request["tools"][0]["function"]["parameters"]["type"] == "object"
