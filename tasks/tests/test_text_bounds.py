@@ -72,7 +72,8 @@ def test_import_fails_only_the_oversized_task_in_every_format(tmp_path):
     write_task(root, "task_huge", entry={"user_query": HUGE})
     report = import_path(root)
     assert report.imported == 1 and [f["source"] for f in report.failed] == ["task_huge"]
-    assert "the instruction is" in report.failed[0]["error"] and "CLAWGYM_MAX_INSTRUCTION_BYTES" in report.failed[0]["error"]
+    error = report.failed[0]["error"]
+    assert error.startswith("the instruction is 67,566 bytes, over the limit of 65,536 bytes") and "CLAWGYM_MAX_INSTRUCTION_BYTES" in error
 
     # ClawGym JSONL
     lines = [jsonl_line(task_id="line-1"), jsonl_line(task_id="line-2", prompt=HUGE), jsonl_line(task_id="line-3")]
@@ -104,7 +105,8 @@ def test_the_api_refuses_an_oversized_instruction_on_create_and_edit(api_as, adm
     ]
     assert not Task.objects.exists()
 
-    assert api_as(admin_user).post("/api/tasks/", body | {"instruction": "Triage app.log."}, format="json").status_code == 201
+    small = body | {"instruction": "Triage app.log."}
+    assert api_as(admin_user).post("/api/tasks/", small, format="json").status_code == 201
     edit = api_as(reviewer).patch("/api/tasks/log-triage/", {"instruction": HUGE, "message": "log"}, format="json")
     assert edit.status_code == 400 and "CLAWGYM_MAX_INSTRUCTION_BYTES" in edit.json()["instruction"][0]
     rubric = [RULE | {"name": f"rule {n}", "scores": {"0": "no", "1": "y" * 4000}} for n in range(20)]
