@@ -73,7 +73,7 @@ def test_import_fails_only_the_oversized_task_in_every_format(tmp_path):
     report = import_path(root)
     assert report.imported == 1 and [f["source"] for f in report.failed] == ["task_huge"]
     error = report.failed[0]["error"]
-    assert error.startswith("the instruction is 67,566 bytes, over the limit of 65,536 bytes") and "CLAWGYM_MAX_INSTRUCTION_BYTES" in error
+    assert error == "the instruction is 67,566 bytes, over the limit of 65,536 bytes (CLAWGYM_MAX_INSTRUCTION_BYTES)"
 
     # ClawGym JSONL
     lines = [jsonl_line(task_id="line-1"), jsonl_line(task_id="line-2", prompt=HUGE), jsonl_line(task_id="line-3")]
