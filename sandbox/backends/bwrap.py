@@ -279,7 +279,9 @@ class BwrapBackend(Backend):
         # only as exit 1 with bubblewrap's own message first on stderr. A command that fakes that message only
         # turns its own run into an error for the caller.
         setup_failed = watched.returncode == 1 and not watched.killed_for and stderr.startswith("bwrap: ")
-        if not sandbox.started or setup_failed:
+        # The wall clock counts the sandbox's start too: a run killed for it before bubblewrap reported its child
+        # (a tiny limit on a busy host) is a timeout, not a broken sandbox.
+        if (not sandbox.started and not watched.killed_for) or setup_failed:
             hint = ""
             if self.as_root and "Permission denied" in stderr:
                 hint = (

@@ -161,6 +161,12 @@ def test_wall_clock_timeout(bwrap, workspace):
     # How soon after the limit the run ends is measured in bench/sandbox_bench.py, not asserted here.
 
 
+def test_a_wall_clock_shorter_than_the_sandbox_start_is_a_timeout(bwrap, workspace):
+    # Killed before bubblewrap even reported its child: the command's limit, not a broken sandbox.
+    result = bwrap.run(["sleep", "5"], workspace, limits=Limits(wall_seconds=0.001))
+    assert result.status is Status.TIMEOUT and result.returncode is None, result
+
+
 def test_cpu_time_limit(bwrap, workspace):
     result = bwrap.run(py("while True: pass"), workspace, limits=Limits(wall_seconds=60, cpu_seconds=1))
     assert result.status is Status.TIMEOUT, result
