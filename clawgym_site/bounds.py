@@ -16,27 +16,44 @@ import json
 from django.conf import settings
 
 
-class TextTooLong(ValueError):
+class TextRefused(ValueError):
+    """A text that cannot be taken: too long (TextTooLong) or not Unicode text (NotUnicode). The message says why."""
+
+
+class TextTooLong(TextRefused):
     """A text over its bound. The message names the text, its size and the limit (and the setting, if any)."""
+
+
+class NotUnicode(TextRefused):
+    """A text holding a lone surrogate (JSON may spell one as "\\ud800"): no database or page can store it."""
 
 
 def byte_limit(setting: str) -> int:
     return int(getattr(settings, setting))
 
 
+def _utf8_size(text: str, what: str, *, at: bool = True) -> int:
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        bad = text[exc.start : exc.end].encode("utf-8", "backslashreplace").decode()
+        where = f" at character {exc.start:,}" if at else ""
+        raise NotUnicode(f"{what} is not valid Unicode text: it holds {bad}{where}") from None
+
+
 def check_text(value: str, what: str, *, setting: str) -> str:
-    """`value` when its UTF-8 encoding fits the byte limit named by `setting`, else TextTooLong."""
+    """`value` when its UTF-8 encoding fits the byte limit named by `setting`, else TextRefused saying why."""
     limit = byte_limit(setting)
-    size = len(value.encode("utf-8", "surrogatepass")) if isinstance(value, str) else 0
+    size = _utf8_size(value, what) if isinstance(value, str) else 0
     if size > limit:
         raise TextTooLong(f"{what} is {size:,} bytes, over the limit of {limit:,} bytes ({setting})")
     return value
 
 
 def check_json(value, what: str, *, setting: str):
-    """`value` when its JSON text fits the byte limit named by `setting`, else TextTooLong."""
+    """`value` when its JSON text fits the byte limit named by `setting`, else TextRefused saying why."""
     limit = byte_limit(setting)
-    size = len(json.dumps(value, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass"))
+    size = _utf8_size(json.dumps(value, ensure_ascii=False, default=str), what, at=False)  # a place in JSON says little
     if size > limit:
         raise TextTooLong(f"{what} is {size:,} bytes as JSON, over the limit of {limit:,} bytes ({setting})")
     return value

@@ -29,7 +29,7 @@ from django.db.models import Count, F, Sum
 from django.utils import timezone
 
 import jobs
-from clawgym_site.bounds import TextTooLong, check_json
+from clawgym_site.bounds import TextRefused, check_json
 from jobs.models import JobRun
 from jobs.runner import lost_reason, worker_gone, worker_id
 from llm.models import ModelCall, ModelEndpoint
@@ -96,7 +96,7 @@ def create_rollouts(
         raise RolloutError("harness options must be a JSON object")
     try:
         check_json(options or {}, "the harness options", setting="CLAWGYM_MAX_NOTE_BYTES")
-    except TextTooLong as exc:
+    except TextRefused as exc:
         raise RolloutError(str(exc)) from None
     timeout = (options or {}).get("timeout")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1):

@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from clawgym_site.bounds import TextTooLong, check_json
+from clawgym_site.bounds import TextRefused, check_json
 
 from .models import ModelEndpoint, ProxySession, hash_token, new_session_token
 
@@ -36,7 +36,7 @@ def _full_clean(endpoint: ModelEndpoint) -> None:
     for field in ("sampling", "roles"):
         try:
             check_json(getattr(endpoint, field), f"the {field}", setting="CLAWGYM_MAX_NOTE_BYTES")
-        except TextTooLong as exc:
+        except TextRefused as exc:
             raise ValidationError({field: [str(exc)]}) from None
 
 

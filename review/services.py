@@ -14,7 +14,7 @@ from django.utils import timezone
 
 import jobs
 from accounts.roles import ADMIN, REVIEWER, has_role
-from clawgym_site.bounds import TextTooLong, check_chars, check_text
+from clawgym_site.bounds import TextRefused, check_chars, check_text
 from jobs.models import JobRun
 from tasks.diffing import role_folder
 from tasks.models import SanityReport, Task, TaskRevision
@@ -58,7 +58,7 @@ def _note(text: str, what: str) -> str:
     """A reason, note or comment a person wrote, within CLAWGYM_MAX_NOTE_BYTES (clawgym_site.bounds)."""
     try:
         return check_text(text or "", what, setting="CLAWGYM_MAX_NOTE_BYTES")
-    except TextTooLong as exc:
+    except TextRefused as exc:
         raise ReviewError(str(exc)) from None
 
 
@@ -66,7 +66,7 @@ def _name(text: str, what: str, model, field: str = "name") -> str:
     """A name within its column's length (a CharField's max_length)."""
     try:
         return check_chars(text, what, model._meta.get_field(field).max_length)
-    except TextTooLong as exc:
+    except TextRefused as exc:
         raise ReviewError(str(exc)) from None
 
 
@@ -527,7 +527,7 @@ def set_lazy_tolerance(benchmark: Benchmark, tolerance: float, *, user) -> Bench
 def _bounded_rubric(text: str) -> None:
     try:
         check_text(text, "the rubric", setting="CLAWGYM_MAX_RUBRIC_BYTES")
-    except TextTooLong as exc:
+    except TextRefused as exc:
         raise ReviewError(str(exc)) from None
 
 

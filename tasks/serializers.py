@@ -14,7 +14,7 @@ from rest_framework import serializers
 from rest_framework.reverse import reverse
 from rest_framework.settings import api_settings
 
-from clawgym_site.bounds import TextTooLong, check_json, check_text
+from clawgym_site.bounds import TextRefused, check_json, check_text
 from jobs.serializers import JobRunFilterSerializer
 
 from .formats import FORMATS
@@ -361,7 +361,7 @@ def _bounded(check, value, what: str, setting: str):
     """A field's value within its size bound (clawgym_site.bounds), else a 400 on that field saying by how much."""
     try:
         return check(value, what, setting=setting)
-    except TextTooLong as exc:
+    except TextRefused as exc:
         raise serializers.ValidationError(str(exc)) from None
 
 

@@ -8,7 +8,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from clawgym_site.bounds import TextTooLong, check_chars, check_json, check_text
+from clawgym_site.bounds import TextRefused, check_chars, check_json, check_text
 
 from .models import BenchmarkCategory, Blob, RevisionFile, ScenarioCategory, ScenarioSubcategory, Task, TaskRevision
 from .package import (
@@ -60,7 +60,8 @@ def validate_package(package: TaskPackage) -> TaskPackage:
         check_json(package.entry_extra, "the extra entry data", setting="CLAWGYM_MAX_METADATA_BYTES")
         check_json(package.rubric, "the rubric", setting="CLAWGYM_MAX_RUBRIC_BYTES")
         check_chars(package.checker_entry, "the checker entry command", CHECKER_ENTRY_CHARS)
-    except TextTooLong as exc:
+        check_text(package.checker_entry, "the checker entry command", setting="CLAWGYM_MAX_NOTE_BYTES")
+    except TextRefused as exc:
         raise PackageError(str(exc)) from None
     for f in package.files:
         if f.role not in ROLES:

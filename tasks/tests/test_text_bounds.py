@@ -116,3 +116,24 @@ def test_the_api_refuses_an_oversized_instruction_on_create_and_edit(api_as, adm
     edit = api_as(reviewer).patch("/api/tasks/log-triage/", {"metadata": metadata, "message": "m"}, format="json")
     assert edit.status_code == 400 and "CLAWGYM_MAX_METADATA_BYTES" in edit.json()["metadata"][0]
     assert Task.objects.get().revisions.count() == 1
+
+
+@pytest.mark.django_db
+def test_text_that_is_not_unicode_fails_its_task_alone(tmp_path):
+    # JSON may spell a lone surrogate ("\ud800"); json.loads takes it, but no database can store it.
+    lines = [
+        '{"task_id": "ok-1", "prompt": "Count rows.", "hook_code": "", "input_files": [], "rule": null}',
+        '{"task_id": "bad-2", "prompt": "Count rows \\ud800 of data.csv.", "hook_code": "", "input_files": [],'
+        ' "rule": null}',
+        '{"task_id": "bad-3", "prompt": "Count rows.", "hook_code": "", "input_files": [], "rule": null,'
+        ' "metadata": {"note": "caf\\udce9"}}',
+        '{"task_id": "ok-4", "prompt": "Sum rows.", "hook_code": "", "input_files": [], "rule": null}',
+    ]
+    (tmp_path / "tasks.jsonl").write_text("\n".join(lines) + "\n")
+    report = import_path(tmp_path / "tasks.jsonl")
+    assert report.imported == 2
+    assert {f["source"]: f["error"] for f in report.failed} == {
+        "tasks.jsonl line 2": "the instruction is not valid Unicode text: it holds \\ud800 at character 11",
+        "tasks.jsonl line 3": "the metadata is not valid Unicode text: it holds \\udce9",
+    }
+    assert set(Task.objects.values_list("external_id", flat=True)) == {"ok-1", "ok-4"}
