@@ -9,6 +9,9 @@ The proxy's routes are still Django async views resolved by the site's URLconf. 
   only add thread hops, all queued on one shared thread.
 Measured with bench/proxy_bench.py: at 64 concurrent streams the added time to first token fell from ~0.5 s
 (the whole Django stack) to tens of ms on a 2-core machine.
+Added: the token is checked before the body is read (401 without reading a byte of it), and the session found is
+handed to the view in the scope, so it is still looked up once per request. Body sizes are bounded around the
+whole app (clawgym_site.body_limits).
 """
 
 import asyncio
