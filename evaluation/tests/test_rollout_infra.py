@@ -7,7 +7,8 @@ fails the same way."""
 import pytest
 
 from evaluation.models import Rollout
-from evaluation.services import create_rollouts, execute_rollout, retry_rollout
+from evaluation.harnesses.sandboxed import WALL_MARGIN_SECONDS
+from evaluation.services import create_rollouts, execute_rollout, retry_rollout, rollout_timeout
 from llm.models import ModelEndpoint, ProxySession
 from llm.testing import Reply, serve_in_thread, stop_server
 
@@ -39,6 +40,10 @@ def test_no_web_app_at_the_proxy_url_fails_at_once_naming_the_setting(settings, 
     assert_infra_failure(rollout, "proxy_unavailable", "http://127.0.0.1:9", "unreachable", "CLAWGYM_PROXY_PUBLIC_URL",
                          "PORT")
     assert scripted_upstream.requests == [] and rollout.model_calls == 0
+    # The attempt's token would have lived only as long as the agent may run, and the session is closed already.
+    session = ProxySession.objects.get(pk=rollout.proxy_session_id)
+    lifetime = (session.expires_at - session.created_at).total_seconds()
+    assert not session.is_open and lifetime <= rollout_timeout(rollout) + 3 * WALL_MARGIN_SECONDS + 1
 
 
 async def _not_clawgym(scope, receive, send):
