@@ -49,6 +49,7 @@ class RolloutSerializer(RolloutListSerializer):
         if request is None or not sees_server_details(request.user):
             # Failure reasons may name server paths (a sandbox or harness error): admins only see them in full.
             data["error"] = hide_paths(data["error"])
+            data["check_reason"] = hide_paths(data["check_reason"])
             data["previous_attempts"] = hide_paths_in(data["previous_attempts"])
         return data
 

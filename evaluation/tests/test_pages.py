@@ -218,6 +218,7 @@ def test_viewers_see_failure_reasons_without_server_paths(viewer_client, admin_c
     failed = Rollout.objects.create(
         revision=fruit_task, endpoint=agent_endpoint, harness="builtin", attempt=2, status="failed",
         exit_reason="sandbox_error", error="bwrap: Can't mkdir /var/lib/clawgym/rollouts/r-17/ws: No space left",
+        check_status="sandbox_error", check_reason="could not install the checker: /var/lib/clawgym/ws-17/reward",
         log_tail="node: cannot open /opt/clawgym/.harness/openclaw/dist/index.js",
         previous_attempts=[{"attempt": 1, "status": "failed", "exit_reason": "error",
                             "error": "relay socket /run/clawgym/relay-17.sock refused"}],
@@ -229,6 +230,7 @@ def test_viewers_see_failure_reasons_without_server_paths(viewer_client, admin_c
     assert "/var/lib/clawgym/rollouts/r-17/ws" in admin_client.get(url).content.decode()
     api = api_as(viewer).get(f"/api/rollouts/{failed.pk}/").json()
     assert api["error"] == "bwrap: Can't mkdir …/ws: No space left"
+    assert api["check_reason"] == "could not install the checker: …/reward" and "…/reward" in page
     assert api["previous_attempts"][0]["error"] == "relay socket …/relay-17.sock refused"
 
 

@@ -15,3 +15,9 @@ def error_summary(error) -> str:
 @register.filter
 def hide_paths(text) -> str:
     return redaction.hide_paths(str(text or ""))
+
+
+@register.filter
+def hide_paths_unless(text, is_admin) -> str:
+    """`{{ text|hide_paths_unless:is_admin }}`: the text as it is for admins, with paths cut for everyone else."""
+    return str(text or "") if is_admin else redaction.hide_paths(str(text or ""))

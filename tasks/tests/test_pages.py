@@ -8,7 +8,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from jobs.models import JobRun
-from tasks.models import Blob, ScenarioCategory, Task, TaskRevision
+from tasks.models import Blob, SanityReport, ScenarioCategory, Task, TaskRevision
 from tasks.package import PackageFile, TaskPackage
 from tasks.services import revise_task, save_package
 from tasks.viewers import MAX_CSV_ROWS, render_markdown, view_file
@@ -439,3 +439,18 @@ def test_import_upload_starts_a_job(admin_client):
     recent = admin_client.get(url, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="recent-imports-card").content.decode()
     assert recent.lstrip().startswith(f"<section {refreshing}") and "hx-swap-oob" not in recent
     assert reverse("jobs:detail", args=[second.pk]) in recent and "<form" not in recent
+
+
+@pytest.mark.django_db
+def test_sanity_failures_show_no_server_paths_to_non_admins(viewer_client, admin_client):
+    task = make_task("path-leak")
+    reason = "could not install the checker in the workspace: [Errno 28] No space left: '/var/clawgym/scratch/ws-9/reward'"
+    run = {"score": 0.0, "status": "sandbox_error", "reason": reason, "subscores": {},
+           "stderr": 'File "/var/clawgym/scratch/ws-9/reward/check.py", line 3'}  # fmt: skip
+    SanityReport.objects.create(revision=task.current_revision, runs={"empty": run, "initial": run}, crashed=True,
+                                over_lenient=False, solvable=None, tolerance=0.0, backend="process", isolated=False)
+    url = reverse("tasks:detail", args=["path-leak"])
+    page = viewer_client.get(url).content.decode()
+    assert "No space left: &#x27;…/reward&#x27;" in page and 'File "…/check.py", line 3' in page.replace("&quot;", '"')
+    assert "/var/clawgym" not in page
+    assert "/var/clawgym/scratch/ws-9/reward" in admin_client.get(url).content.decode()
