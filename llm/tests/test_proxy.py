@@ -95,8 +95,9 @@ def test_stream_passes_through_chunk_by_chunk_before_the_upstream_finishes(agent
             pieces.append(chunk.choices[0].delta.content)
         if chunk.usage:
             usage = chunk.usage
-    assert "".join(pieces) == "Hello from a slow stream"
-    assert upstream_side.finished and usage is not None
+    assert "".join(pieces) == "Hello from a slow stream" and usage is not None
+    # The upstream marks itself finished just after its last chunk went out, which may be after the agent read it.
+    _wait_until(lambda: upstream_side.finished, "the upstream never finished its stream")
     call = only_call(session)  # written before the response ended
     assert call.stream and call.error == ""
     message = call.response["choices"][0]["message"]
@@ -211,6 +212,14 @@ def test_a_caller_that_goes_away_mid_stream_is_recorded(session, scripted_upstre
     scripted_upstream.release()
     call = _wait_for_call(session)
     assert "went away" in call.error and call.stream
+
+
+def _wait_until(condition, failure: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(failure)
+        time.sleep(0.01)
 
 
 def _wait_for_call(session, timeout=5.0):
