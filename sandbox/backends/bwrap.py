@@ -29,6 +29,7 @@ Writable extra_binds are the caller's: they are not on the size-limited filesyst
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -440,10 +441,18 @@ class _SandboxInit:
                 return
             except ProcessLookupError:
                 pass
-        # Not started yet (or init already gone): kill bubblewrap itself; --die-with-parent takes the rest.
+        # Not reported yet (or init already gone): kill bubblewrap, and first the child it may have cloned already.
+        # That child waits for bubblewrap's go-ahead before it sets --die-with-parent, so killing bubblewrap alone
+        # would leave it blocked for ever (seen with a 1 ms wall clock). Stopped, bubblewrap cannot clone again and
+        # does not reap, so the pids read from its children list cannot be recycled before they are killed.
         # os.kill, not Popen.send_signal: that polls, and a reap there would take the rusage the supervisor reads.
         if self.proc.returncode is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
+            pid = self.proc.pid
+            os.kill(pid, signal.SIGSTOP)
+            for child in _children(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child, signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)
 
     def wait_gone(self, timeout: float = 10.0) -> None:
         """Block until the sandbox's init has exited, and with it every process of the namespace.
@@ -464,6 +473,14 @@ class _SandboxInit:
         if self.pidfd is not None:
             os.close(self.pidfd)
             self.pidfd = None
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as handle:
+            return [int(child) for child in handle.read().split()]
+    except OSError:
+        return []
 
 
 def _parent_pid(pid: int) -> int | None:
