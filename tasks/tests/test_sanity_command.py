@@ -58,7 +58,8 @@ def test_here_without_json_prints_a_line_per_task(db):
     out, _, error = sanity_check("--all", "--here")
     assert error is None
     assert out.splitlines() == [
-        "lenient r1: over-lenient (initial 0, scaffold 0.5); solution scores 0.5 (ok)",
+        "lenient r1: over-lenient (a lazy agent earns empty 0, initial 0, scaffold 0.5; paying: out_exists=1); "
+        "solution scores 0.5 (ok)",
         "sound r1: passed",
         "checked 2 of 2 tasks: 0 crashed, 1 over-lenient, 1 unsolvable, 0 could not run",
     ]

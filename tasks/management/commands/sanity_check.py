@@ -191,8 +191,9 @@ def _verdict(row: dict) -> str:
         if run["status"] != "ok":
             found.append(f"crashed on {kind} ({run['status']}: {run['reason']})")
     if row["over_lenient"]:
-        scores = ", ".join(f"{kind} {row['runs'][kind]['score']:g}" for kind in ("initial", "scaffold"))
-        found.append(f"over-lenient ({scores})")
+        scores = ", ".join(f"{kind} {score:g}" for kind, score in row["lazy_scores"].items())
+        paying = ", ".join(f"{name}={value:g}" for name, value in row["paying_checks"].items())
+        found.append(f"over-lenient (a lazy agent earns {scores}" + (f"; paying: {paying})" if paying else ")"))
     if row["solvable"] is False:
         found.append(f"solution scores {row['solution_run']['score']:g} ({row['solution_run']['status']})")
     verdict = "; ".join(found) or "passed"
