@@ -73,6 +73,17 @@ class BenchmarkViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = BenchmarkSerializer
     write_role = ADMIN
 
+    def perform_create(self, serializer):
+        """Through the service, like the pages: its bounds (name, description) and rules apply to the API too."""
+        data = serializer.validated_data
+        try:
+            serializer.instance, _created = services.get_or_create_benchmark(
+                data["name"], user=self.request.user, description=data.get("description", ""),
+                lazy_tolerance=data.get("lazy_tolerance", 0.0),
+            )  # fmt: skip
+        except services.ReviewError as exc:
+            raise ValidationError({"detail": [str(exc)]}) from None
+
     @extend_schema(request=FreezeSerializer, responses={201: BenchmarkVersionSerializer})
     @action(detail=True, methods=["post"])
     def freeze(self, request, pk=None):

@@ -76,3 +76,12 @@ def test_names_and_notes_of_benchmarks_versions_and_samples(benchmark, admin_use
 
     with pytest.raises(services.ReviewError, match="the sample name is 201 characters, over the limit of 200"):
         quality.draw_sample(name="s" * 201, size=1, pool={}, user=admin_user)
+
+
+def test_the_api_creates_benchmarks_through_the_service_and_its_bounds(api_as, admin_user):
+    api = api_as(admin_user)
+    response = api.post("/api/benchmarks/", {"name": "office-bench", "description": PASTED}, format="json")
+    assert response.status_code == 400 and "the benchmark description is" in response.json()["detail"][0]
+    response = api.post("/api/benchmarks/", {"name": "office-bench", "description": "Office tasks."}, format="json")
+    assert response.status_code == 201 and response.json()["description"] == "Office tasks."
+    assert list(Benchmark.objects.values_list("name", flat=True)) == ["office-bench"]
