@@ -2,8 +2,18 @@ from django.conf import settings
 from django.db import models
 
 
+class JobRunQuerySet(models.QuerySet):
+    def with_failed_children(self):
+        """Each run with `failed_children`: a batch that queued runs which then failed has failed items too."""
+        failed = models.Count("children", filter=models.Q(children__status="failed"))
+        # A GROUP BY drops Meta.ordering: keep the order the runs had (newest first by default).
+        return self.annotate(failed_children=failed).order_by(*(self.query.order_by or self.model._meta.ordering))
+
+
 class JobRun(models.Model):
     """One run of a background job: what it is, where it stands, and what it said."""
+
+    objects = JobRunQuerySet.as_manager()
 
     class Status(models.TextChoices):
         QUEUED = "queued", "Queued"
@@ -68,16 +78,21 @@ class JobRun(models.Model):
         return self.status in self.FINISHED
 
     @property
+    def failed_count(self) -> int:
+        """Its failed items: what the job reported, or (loaded `with_failed_children`) its children that failed."""
+        return self.failed_items or getattr(self, "failed_children", 0)
+
+    @property
     def outcome(self) -> str:
         """The status, except that a run which succeeded with failed items is "partial" (shown in amber)."""
-        if self.status == self.Status.SUCCEEDED and self.failed_items:
+        if self.status == self.Status.SUCCEEDED and self.failed_count:
             return self.PARTIAL
         return self.status
 
     @property
     def outcome_display(self) -> str:
         if self.outcome == self.PARTIAL:
-            return f"Succeeded with {self.failed_items} failed"
+            return f"Succeeded with {self.failed_count} failed"
         return self.get_status_display()
 
     @property

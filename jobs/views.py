@@ -28,7 +28,7 @@ CHILDREN_SHOWN = 200
 @viewer_required
 @require_GET
 def job_list(request):
-    runs = JobRun.objects.select_related("created_by")
+    runs = JobRun.objects.select_related("created_by").with_failed_children()
     status = request.GET.get("status", "")
     kind = request.GET.get("kind", "")
     if status in JobRun.Status.values:
@@ -68,7 +68,7 @@ def _detail_context(run: JobRun, user) -> dict:
 @viewer_required
 @require_GET
 def job_detail(request, pk: int):
-    run = get_object_or_404(JobRun.objects.select_related("created_by", "parent"), pk=pk)
+    run = get_object_or_404(JobRun.objects.select_related("created_by", "parent").with_failed_children(), pk=pk)
     # While the run is not finished, the "live" part of the page polls this view for itself.
     return render_page(request, "jobs/detail.html", _detail_context(run, request.user), partial="live")
 

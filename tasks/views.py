@@ -70,7 +70,7 @@ def dashboard(request):
         "totals": totals,
         "grand_total": sum(totals),
         "sources": [(value, label, source_counts.get(value, 0)) for value, label in Task.Source.choices],
-        "recent_jobs": JobRun.objects.select_related("created_by")[:RECENT_JOBS],
+        "recent_jobs": JobRun.objects.select_related("created_by").with_failed_children()[:RECENT_JOBS],
     }
     return TemplateResponse(request, "tasks/dashboard.html", context)
 

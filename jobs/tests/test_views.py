@@ -330,3 +330,19 @@ def test_a_finished_run_tells_the_page_so_it_can_refresh(viewer_client):
     assert json.loads(trigger) == {
         "job-finished": {"id": done.pk, "kind": "jobs.ping", "status": "succeeded", "outcome": "succeeded"}
     }
+
+
+def test_a_batch_whose_children_failed_is_shown_as_succeeded_with_failures(viewer_client):
+    batch = make_run(kind="jobs.ping", status=JobRun.Status.SUCCEEDED, subject="3 candidates")
+    for status in (JobRun.Status.SUCCEEDED, JobRun.Status.FAILED, JobRun.Status.FAILED):
+        make_run(kind="jobs.ping", status=status, parent=batch)
+    clean = make_run(kind="jobs.ping", status=JobRun.Status.SUCCEEDED)
+    make_run(kind="jobs.ping", status=JobRun.Status.SUCCEEDED, parent=clean)
+
+    listed = viewer_client.get(reverse("jobs:list")).content.decode()
+    row = listed[listed.index(f'href="{reverse("jobs:detail", args=[batch.pk])}"') :]
+    assert '<span class="badge s-partial">Succeeded with 2 failed</span>' in row[: row.index("</tr>")]
+    row = listed[listed.index(f'href="{reverse("jobs:detail", args=[clean.pk])}"') :]
+    assert '<span class="badge s-succeeded">Succeeded</span>' in row[: row.index("</tr>")]
+    detail = viewer_client.get(reverse("jobs:detail", args=[batch.pk])).content.decode()
+    assert "Succeeded with 2 failed" in detail
