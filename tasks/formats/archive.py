@@ -58,6 +58,7 @@ class _Budget:
 # removing it could exhaust the recursion limit or the OS's path length, or fail the whole archive.
 KEEP_DEPTH = MAX_PATH_DEPTH + 8
 KEEP_CHARS = 4 * MAX_PATH_CHARS
+NAME_MAX = 255  # bytes in one file name on Linux file systems
 
 
 def _target(root: Path, name: str) -> tuple[Path | None, bool]:
@@ -78,6 +79,10 @@ def _target(root: Path, name: str) -> tuple[Path | None, bool]:
         raise ArchiveError(f"member {shown!r}: '..' would place it outside the extraction folder")
     if not parts:
         return None, False
+    if any(len(part.encode("utf-8", "surrogateescape")) > NAME_MAX for part in parts):
+        raise ArchiveError(
+            f"member {shown[:200]!r}: one of its names is longer than {NAME_MAX} bytes (no file system holds it)"
+        )
     kept, length = [], 0
     for part in parts:
         if len(kept) == KEEP_DEPTH or length + len(part) > KEEP_CHARS:

@@ -238,3 +238,9 @@ def test_a_folder_on_disk_nested_too_deep_fails_its_task_alone(db, tmp_path):
     assert report.imported == 1
     assert [f["source"] for f in report.failed] == ["task_b"]
     assert "folders are nested more than 64 deep" in report.failed[0]["error"]
+
+
+def test_a_member_name_no_file_system_holds_is_refused_by_name(db, tmp_path):
+    archive = _tar_with_task_b_holding(tmp_path, "n" * 300 + ".txt")
+    with pytest.raises(ArchiveError, match="one of its names is longer than 255 bytes"):
+        import_path(archive)
