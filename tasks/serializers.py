@@ -15,6 +15,7 @@ from rest_framework.reverse import reverse
 from rest_framework.settings import api_settings
 
 from clawgym_site.bounds import TextRefused, check_json, check_text
+from jobs.redaction import hide_paths_in, sees_server_details
 from jobs.serializers import JobRunFilterSerializer
 
 from .formats import FORMATS
@@ -132,6 +133,15 @@ class SanityReportSerializer(serializers.ModelSerializer):
         child=serializers.FloatField(), read_only=True, help_text="The checks that pay a lazy agent, at their most."
     )
     sandbox_warning = serializers.SerializerMethodField(help_text="Set when the checker ran without a sandbox.")
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        request = self.context.get("request")
+        if request is None or not sees_server_details(request.user):
+            # A sandbox that could not start says where (server paths): only admins get those in full.
+            for key in ("problems", "warnings", "runs", "solution_run"):
+                data[key] = hide_paths_in(data[key])
+        return data
 
     class Meta:
         model = SanityReport

@@ -445,7 +445,7 @@ def test_import_upload_starts_a_job(admin_client):
 def test_sanity_failures_show_no_server_paths_to_non_admins(viewer_client, admin_client):
     task = make_task("path-leak")
     reason = "could not install the checker in the workspace: [Errno 28] No space left: '/var/clawgym/scratch/ws-9/reward'"
-    run = {"score": 0.0, "status": "sandbox_error", "reason": reason, "subscores": {},
+    run = {"score": 0.0, "status": "sandbox_error", "reason": reason, "subscores": {}, "duration": 0.1,
            "stderr": 'File "/var/clawgym/scratch/ws-9/reward/check.py", line 3'}  # fmt: skip
     SanityReport.objects.create(revision=task.current_revision, runs={"empty": run, "initial": run}, crashed=True,
                                 over_lenient=False, solvable=None, tolerance=0.0, backend="process", isolated=False)
@@ -454,3 +454,8 @@ def test_sanity_failures_show_no_server_paths_to_non_admins(viewer_client, admin
     assert "No space left: &#x27;…/reward&#x27;" in page and 'File "…/check.py", line 3' in page.replace("&quot;", '"')
     assert "/var/clawgym" not in page
     assert "/var/clawgym/scratch/ws-9/reward" in admin_client.get(url).content.decode()
+    # The API's sanity report, the same way.
+    api = viewer_client.get("/api/tasks/path-leak/revisions/1/").json()["sanity"]
+    assert api["runs"]["empty"]["reason"].endswith("No space left: '…/reward'") and "/var/" not in json.dumps(api)
+    admin_api = admin_client.get("/api/tasks/path-leak/revisions/1/").json()["sanity"]
+    assert admin_api["runs"]["empty"]["reason"] == reason
