@@ -85,7 +85,7 @@ def test_claim_judge_apply_fix_watch_sanity_and_accept_then_another_rejects(
     other = make_candidate(benchmark, "count-orders-too", admin_user)
     first = check_revision(candidate.task.current_revision, backend=require_bwrap())
     assert first.over_lenient and first.problems == [
-        "over-lenient: the scaffold workspace scored 0.5 (count_written=1)"
+        "over-lenient: a lazy agent earns 0.5 on the scaffold workspace (paying checks: count_written=1)"
     ]
 
     log_in(page, live_server, reviewer)
