@@ -20,8 +20,12 @@ import django  # noqa: E402
 
 django.setup()
 
-from django.test.utils import override_settings, setup_databases, setup_test_environment  # noqa: E402
-from django.test.utils import teardown_databases  # noqa: E402
+from django.test.utils import (  # noqa: E402
+    override_settings,
+    setup_databases,
+    setup_test_environment,
+    teardown_databases,
+)
 
 TRIES = int(os.environ.get("BENCH_JOBS_TRIES", 5))
 TARGET_SECONDS = 5
