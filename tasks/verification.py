@@ -287,7 +287,8 @@ def run_checker(
         score, subscores, note = parse_output(executed.stdout, captured=_read_capture(workspace.root))
     except BadOutput as exc:
         return CheckResult(0.0, CheckStatus.BAD_OUTPUT, _short(_join(str(exc), wrote)), **common)
-    return CheckResult(score, CheckStatus.OK, _short(_join(note, wrote)), subscores=subscores, **common)
+    stands = f"{wrote}; the score stands" if wrote else ""
+    return CheckResult(score, CheckStatus.OK, _short(_join(note, stands)), subscores=subscores, **common)
 
 
 def install_checker(root: Path, reward_files: dict[str, bytes], payload: bytes) -> None:
@@ -309,9 +310,7 @@ def install_checker(root: Path, reward_files: dict[str, bytes], payload: bytes) 
         target.write_bytes(data)
     (root / PAYLOAD_PATH).write_bytes(payload)
     hook = root / HOOK_DIR
-    if hook.exists():  # a checker file of that name: the protocol's own file wins
-        shutil.rmtree(hook) if hook.is_dir() and not hook.is_symlink() else hook.unlink()
-    hook.mkdir()
+    hook.mkdir(exist_ok=True)  # reward/ was just made from the checker's own files: nothing of the agent's is here
     (hook / "sitecustomize.py").write_text(CAPTURE_HOOK)
 
 
@@ -334,9 +333,7 @@ def writes_note(writes: Sequence[WorkspaceWrite]) -> str:
         if paths:
             shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
             parts.append(f"{change} {shown}")
-    if not parts:
-        return ""
-    return "the checker wrote to the workspace while judging (" + "; ".join(parts) + "); the score stands"
+    return "the checker wrote to the workspace while judging (" + "; ".join(parts) + ")" if parts else ""
 
 
 def _read_capture(root: Path) -> str | None:

@@ -312,6 +312,7 @@ def test_writes_are_recorded_on_a_failed_run_too(bwrap):
     assert result.status is CheckStatus.ERROR and result.score == 0.0
     assert result.workspace_writes == (WorkspaceWrite("data.csv", "modified"),)
     assert result.reason.startswith("exit code 2") and "modified data.csv" in result.reason
+    assert "the score stands" not in result.reason  # there is none: no score could be read
 
 
 # --- without a sandbox -----------------------------------------------------------------------------------------
