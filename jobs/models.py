@@ -78,6 +78,17 @@ class JobRun(models.Model):
         return self.status in self.FINISHED
 
     @property
+    def about(self) -> str:
+        """What the run is about: its subject, else (runs queued before subjects, kinds without one) its scalar
+        parameters in short, paths cut to their last part."""
+        if self.subject:
+            return self.subject
+        from .redaction import hide_paths
+
+        shown = [f"{k} {v}" for k, v in sorted((self.params or {}).items()) if isinstance(v, str | int | float)]
+        return hide_paths(", ".join(shown))[:120]
+
+    @property
     def failed_count(self) -> int:
         """Its failed items: what the job reported, or (loaded `with_failed_children`) its children that failed."""
         return self.failed_items or getattr(self, "failed_children", 0)
