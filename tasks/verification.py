@@ -100,6 +100,8 @@ def _capture():
         sink = open(target, "ab")
     except OSError:
         return
+    # What check.py runs (the agent's scripts, say) is not told where the copy goes.
+    os.environ.pop("CLAWGYM_CHECK_CAPTURE", None)
     sys.stdout = _TextCopy(sys.stdout, sink, lambda text: str(text).encode("utf-8", "replace"))
 
 

@@ -208,15 +208,26 @@ def test_a_checker_running_the_agents_script_keeps_its_score_and_records_the_wri
     assert stored["workspace_writes_count"] == 1
 
 
-def test_the_capture_hook_leaves_no_trace_among_the_writes_and_runs_the_interpreters_own_sitecustomize(bwrap):
-    """The hook hides the interpreter's sitecustomize on the PYTHONPATH; it must still run it (Debian's installs
-    an exception hook): a checker sees the same Python either way."""
-    check = """import json, sys
-found = [p for p in sys.path if p.endswith("/reward/.clawgym")]
-print(json.dumps({"hook_on_path": bool(found), "stdout_is_copied": type(sys.stdout).__name__ == "_TextCopy"}))
+def test_the_capture_hook_leaves_no_trace_among_the_writes_and_runs_the_sitecustomize_it_hides(bwrap):
+    """The hook is a sitecustomize on the PYTHONPATH, so it hides the interpreter's own (Debian's installs an
+    exception hook): it must still run the next one on the path, so that a checker sees the same Python either way.
+    Here a second sitecustomize after it on the PYTHONPATH of a child process stands for the interpreter's."""
+    check = """import json, os, subprocess, sys
+os.makedirs("/tmp/other", exist_ok=True)
+open("/tmp/other/sitecustomize.py", "w").write("import sys\\nsys.stderr.write('chained')\\n")
+child = subprocess.run([sys.executable, "-c", "pass"], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": os.environ["PYTHONPATH"] + ":/tmp/other"})
+print(json.dumps({
+    "hook_on_path": any(p.endswith("/reward/.clawgym") for p in sys.path),
+    "stdout_is_copied": type(sys.stdout).__name__ == "_TextCopy",
+    "hidden_sitecustomize_runs": child.stderr == "chained",
+    "children_not_told_where": "CLAWGYM_CHECK_CAPTURE" not in os.environ,
+}))
 """
     result, _ = run(spec(check, reward_sh=AVERAGING_REWARD_SH), backend=bwrap)
-    assert result.ok and result.subscores == {"hook_on_path": 1.0, "stdout_is_copied": 1.0}, result
+    assert result.ok and result.subscores == dict.fromkeys(
+        ("hook_on_path", "stdout_is_copied", "hidden_sitecustomize_runs", "children_not_told_where"), 1.0
+    ), result
     assert result.workspace_writes == ()
 
 
