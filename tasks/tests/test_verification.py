@@ -62,8 +62,12 @@ def test_parse_reads_pretty_printed_subscores_and_notes_a_disagreeing_mean():
     assert "differs from the mean of the sub-scores 1" in note and "the last line is the score" in note
 
 
-def test_parse_accepts_a_bare_score_and_says_there_were_no_subscores():
+def test_parse_accepts_a_bare_score_and_says_when_no_subscores_were_found_anywhere():
+    """A bare score is ClawGym's own reward.sh output: the sub-scores then come from what check.py printed
+    (`captured`); only when that is missing too (no check.py ran) or holds no JSON object does the note say so."""
     assert parse_output("1\n") == (1.0, {}, "no sub-scores printed")
+    note = "reward/check.py printed no JSON object of sub-scores"
+    assert parse_output("1\n", captured="all good\n") == (1.0, {}, note)
 
 
 def test_parse_takes_the_subscores_check_py_printed_when_reward_sh_printed_only_the_score():
