@@ -10,6 +10,9 @@ process and sees only committed rows (the fixtures ask for a transactional datab
 - `use_engine(name)`: switch settings.CLAWGYM_JOB_ENGINE in the test process (a context manager and
   decorator when imported, a switch for the rest of the test when asked for as a fixture).
 - `wait_for(run)`: poll a JobRun until it finishes (or reaches given statuses), bounded.
+- Each test session has a scratch root of its own (CLAWGYM_SCRATCH_DIR with "-test-<pid>"), for this process and the
+  workers it starts: sessions on one machine have test databases of their own, so their rollouts share ids, and one
+  session's rollout #1 must not find another's workspace folders.
 
 Both worker fixtures switch the test process to their engine for the test, and yield a WorkerProcess.
 """
@@ -36,6 +39,19 @@ REDIS_LOCK_KEY = "clawgym:test-session"
 REDIS_LOCK_SECONDS = 6 * 3600  # a crashed session's database is free again after this
 
 _live_workers: list["WorkerProcess"] = []  # their logs go into wait_for's failure message
+
+
+def pytest_configure(config):
+    # Not setdefault: an xdist worker inherits the controller's environment, and must have a root of its own too.
+    root = f"{settings.CLAWGYM_SCRATCH_DIR}-test-{os.getpid()}"
+    os.environ["CLAWGYM_SCRATCH_DIR"] = root
+    settings.CLAWGYM_SCRATCH_DIR = Path(root)
+
+
+def pytest_unconfigure(config):
+    from .scratch import remove_tree
+
+    remove_tree(Path(settings.CLAWGYM_SCRATCH_DIR))
 
 
 def use_engine(name: str) -> override_settings:
