@@ -21,7 +21,7 @@ from .services import cancel_job
 class JobRunReadViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Read-only job runs. Subclasses narrow `queryset` (e.g. to one kind) and the accepted filters."""
 
-    queryset = JobRun.objects.select_related("created_by")
+    queryset = JobRun.objects.select_related("created_by").with_failed_children()
     filter_serializer_class = JobRunFilterSerializer
 
     def get_serializer_class(self):

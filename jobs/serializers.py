@@ -13,6 +13,9 @@ class JobRunListSerializer(serializers.ModelSerializer):
     outcome = serializers.CharField(
         read_only=True, help_text='The status, or "partial" for a run that succeeded with failed items.'
     )
+    failed_items = serializers.IntegerField(
+        source="failed_count", read_only=True, help_text="Items that failed: reported by the job, or failed children."
+    )
 
     class Meta:
         model = JobRun

@@ -90,3 +90,14 @@ def test_reviewers_cannot_cancel(api_as, reviewer, runs):
     assert api_as(reviewer).post(f"/api/jobs/{runs['queued'].pk}/cancel/").status_code == 403
     runs["queued"].refresh_from_db()
     assert runs["queued"].status == JobRun.Status.QUEUED
+
+
+def test_outcome_and_failed_items_count_a_batchs_failed_children(api_as, viewer):
+    batch = JobRun.objects.create(kind="jobs.ping", engine="django_q", status="succeeded", subject="2 revisions")
+    for status in ("succeeded", "failed"):
+        JobRun.objects.create(kind="jobs.ping", engine="django_q", status=status, parent=batch)
+    api = api_as(viewer)
+    one = api.get(f"/api/jobs/{batch.pk}/").json()
+    assert (one["outcome"], one["failed_items"], one["subject"]) == ("partial", 1, "2 revisions")
+    row = next(r for r in api.get("/api/jobs/").json()["results"] if r["id"] == batch.pk)
+    assert (row["outcome"], row["failed_items"]) == ("partial", 1)
