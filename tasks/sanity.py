@@ -37,7 +37,7 @@ from .verification import REWARD_DIR, CheckerSpec, CheckResult, CheckStatus, che
 
 SANITY_JOB = "tasks.sanity_check"
 SANITY_BATCH_JOB = "tasks.sanity_check_batch"
-RUN_KINDS = ("empty", "initial", "scaffold")
+RUN_KINDS = SanityReport.LAZY_RUNS  # empty, initial, scaffold
 SOLUTION_RUN = "solution"
 SOLVED_SCORE = 1.0 - 1e-9  # a solution must score 1.0; the tolerance only absorbs float noise
 
