@@ -84,7 +84,9 @@ def test_a_killed_worker_leaves_the_rollout_failed_and_a_retry_counts_once(
     while scripted_upstream.in_flight == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert scripted_upstream.in_flight == 1
+    rollout.refresh_from_db()  # seen running before its proxy session was stored; the agent's call comes after that
     first_session = rollout.proxy_session_id
+    assert first_session is not None
     [folder] = attempt_folders(rollout)  # held by the worker while its agent waits for the model
     assert any(folder.glob("clawgym-ws-*")) and any(folder.glob("clawgym-run-*"))
 
@@ -107,6 +109,7 @@ def test_a_killed_worker_leaves_the_rollout_failed_and_a_retry_counts_once(
     wait_rollout(rollout, Rollout.FINISHED)
 
     assert (rollout.status, rollout.score, rollout.attempt) == ("scored", 1.0, 2)
+    assert attempt_folders(rollout) == []  # the retry's folder went before its results were stored
     assert rollout.previous_attempts == [
         {"attempt": 1, "status": "failed", "exit_reason": "worker_lost", "error": rollout.previous_attempts[0]["error"],
          "finished_at": rollout.previous_attempts[0]["finished_at"], "proxy_session": first_session}
