@@ -11,7 +11,9 @@ reward.sh printed, or else those check.py printed. ClawGym's own reward.sh pipes
 averager and prints only the float, so what `reward/check.py` writes to stdout is also copied to a file while it
 runs (CAPTURE_HOOK, a `sitecustomize` module on the checker's PYTHONPATH that acts only in the Python process
 running reward/check.py, however reward.sh calls it). When the sub-scores and the last line disagree (a reward.sh
-may weight its checks) the result says so in its reason, but the last line still counts.
+may weight its checks) the result says so in its reason, but the last line still counts. The same hook makes every
+Python of the checker run import the runtime's modules from the runtime: a `json.py` the agent left in the workspace
+is never what ClawGym's `python3 -c "import sys,json; ..."` averager imports.
 
 Anything the checker does wrong gives score 0 and a status with a one-line reason, never an exception: a non-zero
 exit, a timeout, a kill, an output flood, no or garbled output, NaN/inf, a value outside [0, 1]: then no score
@@ -59,7 +61,8 @@ REASON_CHARS = 400
 # checker run; it acts only in the one whose script is reward/check.py (compared by file identity, so `python3
 # reward/check.py`, `cd reward && python check.py` and `python3 "$here/check.py"` all count), where it copies what
 # the script writes to sys.stdout (text and bytes) to CLAWGYM_CHECK_CAPTURE as well. What reward.sh receives is
-# unchanged. It then runs the sitecustomize it hides, if the interpreter has one (Debian's does).
+# unchanged. It then runs the sitecustomize it hides, if the interpreter has one (Debian's does). In every process it
+# also makes the runtime's modules win over same-named files in the workspace (_RuntimeFirst).
 CAPTURE_HOOK = f"""\
 import os
 import sys
@@ -116,6 +119,54 @@ def _hidden_sitecustomize():
         spec.loader.exec_module(importlib.util.module_from_spec(spec))
 
 
+# A module the runtime has is imported from the runtime, never from the workspace being judged. `python3 -c ...`
+# and `python3 -m ...` put the working folder (the workspace) first on sys.path, so an agent that leaves a `json.py`
+# there would otherwise run inside ClawGym's own averager and choose the printed score. This finder sits just
+# before the standard path finder and searches sys.path without the workspace's folders; what it does not find
+# there (the checker's helpers, the agent's own modules) is left to the normal search.
+class _RuntimeFirst:
+
+    def __init__(self, workspace):
+        self.workspace = workspace
+        self.seen = {{}}
+
+    def _outside(self, entry):
+        folder = os.path.abspath(entry or os.curdir)
+        if folder not in self.seen:
+            self.seen[folder] = self._walk(folder)
+        return self.seen[folder]
+
+    def _walk(self, folder):
+        while True:
+            try:
+                if os.path.samefile(folder, self.workspace):  # by inode: the workspace is mounted at two paths
+                    return False
+            except OSError:
+                pass
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                return True
+            folder = parent
+
+    def find_spec(self, name, path=None, target=None):
+        if path is not None or name in sys.builtin_module_names:
+            return None  # a submodule is found by its package; builtins by the builtin importer
+        import importlib.machinery
+
+        runtime = [entry for entry in sys.path if isinstance(entry, str) and self._outside(entry)]
+        return importlib.machinery.PathFinder.find_spec(name, runtime, target)
+
+
+def _guard_imports():
+    import importlib.machinery
+
+    workspace = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    finders = sys.meta_path
+    at = next((i for i, f in enumerate(finders) if f is importlib.machinery.PathFinder), len(finders))
+    finders.insert(at, _RuntimeFirst(workspace))
+
+
+_guard_imports()
 _capture()
 _hidden_sitecustomize()
 """

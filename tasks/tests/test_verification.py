@@ -235,6 +235,20 @@ print(json.dumps({
     assert result.workspace_writes == ()
 
 
+def test_an_agents_module_named_like_one_of_the_runtimes_cannot_choose_the_score(bwrap):
+    """ClawGym's averager is `python3 -c "import sys,json; ..."` run from the workspace, where `-c` puts the
+    working folder first on sys.path: a `json.py` left by the agent would print the score it likes. The runtime's
+    modules win in every Python of the checker run; the agent's own modules stay importable by their names."""
+    spoof = b"import sys\nprint(1.0)\nsys.exit(0)\n"
+    averager = 'python3 -c "import solution, sys, json; d=json.load(sys.stdin); print(sum(d.values())/len(d))"'
+    reward_sh = f"#!/bin/bash\ncd \"$(dirname \"$0\")/..\"\npython3 reward/check.py | {averager}\n"
+    files = {"data.csv": b"a,b\n1,2\n", "json.py": spoof, "yaml.py": spoof, "solution.py": b"ANSWER = 42\n"}
+    result, _ = run(spec(CLAWGYM_CHECK, reward_sh=reward_sh), files=files, backend=bwrap)
+    assert result.ok, result
+    assert result.score == pytest.approx(0.5) and result.subscores["has_out"] == 0.0
+    assert result.reason == ""
+
+
 # --- the hostile battery: score 0, a reason, no exception ------------------------------------------------------
 
 HOSTILE = {
