@@ -394,6 +394,11 @@ def rejudge_rollout(rollout: Rollout, *, judge_endpoint=None, user=None) -> Roll
     if not rollout.rejudgeable:
         raise RolloutError(f"rollout #{rollout.pk} is {rollout.status}; only scored or incomplete rollouts of a task "
                            "with a rubric are judged")  # fmt: skip
+    if rollout.check_status not in set(CheckStatus):
+        # 'tampered' (a checker that wrote to the workspace) was retired: such runs now keep their score, but this
+        # one's was not stored, so recombining would pass off a 0 the checker never gave.
+        raise RolloutError(f"rollout #{rollout.pk} was checked under a retired checker status "
+                           f"({rollout.check_status!r}) and its code score was not kept: start a new rollout")  # fmt: skip
     files, _links, _skipped = final_workspace(rollout)
     try:
         judgements = judge_rubric(rollout.revision, files, rollout.final_message, endpoint=judge_endpoint,

@@ -86,3 +86,18 @@ def test_without_a_judge_the_rollout_is_incomplete_until_judged_again(
     [row] = json.loads(out.getvalue().strip().splitlines()[-1])
     assert (row["status"], row["score"], row["rubric_score"]) == ("scored", 1.0, 1.0)
     assert Rollout.objects.get(pk=rollout.pk).trajectories.get().reward == 1.0
+
+
+def test_a_rollout_checked_under_the_retired_tampered_status_is_not_recombined_from_a_zero(
+    live_server_asgi, scripted_upstream, rubric_task, agent_endpoint
+):
+    """Before checkers could write to the workspace, such a run was 'tampered' and its score dropped to 0: judging
+    its rubric again must not combine that 0 as if the checker had given it."""
+    scripted_upstream.push(*agent_script())
+    [rollout] = create_rollouts(rubric_task, agent_endpoint, harness="builtin")
+    rollout = execute_rollout(rollout.pk)
+    Rollout.objects.filter(pk=rollout.pk).update(check_status="tampered", code_score=0.0)
+    judge_endpoint(scripted_upstream)
+    with pytest.raises(CommandError, match="retired checker status .'tampered'. and its code score was not kept"):
+        call_command("rollout", "--rejudge", str(rollout.pk), stdout=StringIO(), stderr=StringIO())
+    assert Rollout.objects.get(pk=rollout.pk).status == Rollout.Status.INCOMPLETE
