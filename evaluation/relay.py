@@ -60,7 +60,9 @@ class ProxyRelay:
     # --- life cycle ---------------------------------------------------------------------------------------------
 
     def start(self) -> ProxyRelay:
-        self._thread = threading.Thread(target=self._serve_thread, name=f"proxy-relay-{self.token[:6]}", daemon=True)
+        # Named by its folder, never by the token: thread names end up in logs and debuggers.
+        name = f"proxy-relay-{Path(self.socket_path).parent.name}"
+        self._thread = threading.Thread(target=self._serve_thread, name=name, daemon=True)
         self._thread.start()
         self._ready.wait(timeout=10)
         if self._error is not None:

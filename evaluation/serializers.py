@@ -35,7 +35,7 @@ class RolloutSerializer(RolloutListSerializer):
         fields = RolloutListSerializer.Meta.fields + [
             "harness_options", "error", "previous_attempts", "final_message", "tools_used", "harness_usage",
             "score_reason", "code_score", "rubric_score", "sub_scores", "check_status", "check_reason",
-            "rubric_judgements", "checker_seconds",
+            "rubric_judgements", "checker_seconds", "runtime",
             "max_rss_bytes", "job_run", "proxy_session", "transcript", "workspace_changes",
         ]  # fmt: skip
         read_only_fields = fields

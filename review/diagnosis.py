@@ -15,6 +15,7 @@ from __future__ import annotations
 import codecs
 import json
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -154,6 +155,17 @@ def _sanity_section(revision: TaskRevision) -> str:
     return "\n".join(lines)
 
 
+def _instruction(text: str) -> str:
+    """The instruction, cut at the instruction bound: revisions stored before the bound existed may be larger, and
+    the model is told so rather than sent megabytes."""
+    limit = settings.CLAWGYM_MAX_INSTRUCTION_BYTES
+    data = text.encode()
+    if len(data) <= limit:
+        return text
+    head = data[:limit].decode(errors="ignore")
+    return f"{head}\n[… cut: the instruction is {len(data):,} bytes; only the first {limit:,} are shown]"
+
+
 def diagnosis_messages(revision: TaskRevision) -> list[dict]:
     """The conversation sent for one revision (DIAGNOSIS_PROMPT_VERSION names this wording)."""
     budget = MAX_TOTAL_BYTES
@@ -161,7 +173,7 @@ def diagnosis_messages(revision: TaskRevision) -> list[dict]:
     checker, budget = _files_section(list(revision.files_by_role(RevisionFile.Role.REWARD)), budget)
     rubric = json.dumps(revision.rubric, indent=1, ensure_ascii=False) if revision.rubric else "(no rubric)"
     user = (
-        f"## Instruction (what the user asks the agent)\n{revision.instruction}\n\n"
+        f"## Instruction (what the user asks the agent)\n{_instruction(revision.instruction)}\n\n"
         f"## Input files (the initial workspace)\n{inputs}\n\n"
         f"## Checker (entry command: `{revision.checker_entry}`)\n{checker}\n\n"
         f"## Rubric rules (code weight λ = {revision.code_weight:g})\n{rubric}\n\n"

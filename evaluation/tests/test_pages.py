@@ -38,7 +38,7 @@ def scored(fruit_task, agent_endpoint):
         exit_reason="completed", attempt=1, score=0.75, code_score=0.75, check_status="ok",
         sub_scores={"summary_right": 0.0, "summary_written": 1.0, "input_kept": 1.0, "reported_done": 1.0},
         transcript=TRANSCRIPT, final_message="Done: <b>summary</b> written.", turns=3, tool_calls=2,
-        proxy_session=session, model_calls=1, input_tokens=120, output_tokens=8,
+        proxy_session=session, model_calls=1, input_tokens=120, output_tokens=8, runtime="clawgym-runtime-1-0123abcd4567",
     )  # fmt: skip
     blob = store_blobs([b"fruit,count\napple,4\npear,2\n"]).popitem()[1]
     RolloutFile.objects.create(rollout=rollout, path="fruit.csv", change="modified", kind="file", blob=blob, size=blob.size)
@@ -169,6 +169,7 @@ def test_the_api_lists_reads_starts_and_retries(api_as, viewer, reviewer, scored
     assert [r["id"] for r in listed["results"]] == [scored.pk]
     one = as_viewer.get(f"/api/rollouts/{scored.pk}/").json()
     assert one["task"] == "fruit-summary" and one["sub_scores"]["summary_right"] == 0.0
+    assert one["runtime"] == "clawgym-runtime-1-0123abcd4567"  # the sandbox runtime its agent and checker ran in
     assert one["proxy_session"] == scored.proxy_session_id and scored.proxy_session.token not in json.dumps(one)
     assert one["workspace_changes"] == [{"path": "fruit.csv", "change": "modified", "size": 27, "kind": "file"}]
     assert as_viewer.post("/api/rollouts/", {"task": "fruit-summary", "endpoint": "scripted"}).status_code == 403

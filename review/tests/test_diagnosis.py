@@ -80,6 +80,17 @@ def test_large_file_is_cut(candidate, endpoint, scripted_upstream):
     assert "x" * (MAX_FILE_BYTES + 1) not in prompt
 
 
+def test_an_instruction_stored_before_the_bound_is_cut_for_the_model(candidate, endpoint, scripted_upstream, settings):
+    """Revisions saved before CLAWGYM_MAX_INSTRUCTION_BYTES existed may hold megabytes: the model gets the bound."""
+    instruction = candidate.task.current_revision.instruction
+    settings.CLAWGYM_MAX_INSTRUCTION_BYTES = 12
+    scripted_upstream.push(Reply.text(json.dumps({"overall": "fine", "issues": []})))
+    diagnose_candidate(candidate)
+    prompt = scripted_upstream.requests[0].json["messages"][1]["content"]
+    assert instruction.encode()[:12].decode(errors="ignore") in prompt and instruction not in prompt
+    assert f"cut: the instruction is {len(instruction.encode()):,} bytes; only the first 12 are shown" in prompt
+
+
 def test_malformed_twice_records_the_failure(candidate, endpoint, scripted_upstream):
     scripted_upstream.push(Reply.text("not json at all"), Reply.text(json.dumps({"overall": "x"})))
     with pytest.raises(DiagnosisFailed, match="no valid JSON answer in 2 tries"):
