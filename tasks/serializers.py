@@ -484,6 +484,11 @@ class TaskFilterSerializer(serializers.Serializer):
         required=False,
         help_text="By the latest sanity report of the current revision.",
     )
+    lazy_above = serializers.FloatField(
+        min_value=0.0, max_value=1.0, required=False,
+        help_text="Tasks whose latest sanity report pays a lazy agent (empty, initial or scaffold workspace) more "
+        "than this.",
+    )  # fmt: skip
 
     def filter(self, queryset):
         data = self.validated_data
@@ -495,6 +500,8 @@ class TaskFilterSerializer(serializers.Serializer):
             queryset = queryset.filter(source=data["source"])
         if "sanity" in data:
             queryset = SanityReport.filter_tasks(queryset, data["sanity"])
+        if "lazy_above" in data:
+            queryset = SanityReport.filter_lazy_above(queryset, data["lazy_above"])
         return queryset
 
 

@@ -324,6 +324,12 @@ def test_the_task_list_filters_by_lazy_score(lazy_tasks, viewer_client, threshol
     assert sorted(t.external_id for t in page.object_list) == expected
 
 
+def test_the_task_api_filters_by_lazy_score(lazy_tasks, viewer_client):
+    found = viewer_client.get("/api/tasks/", {"lazy_above": "0.2"}).json()
+    assert sorted(t["external_id"] for t in found["results"]) == ["free", "jsonl"]
+    assert viewer_client.get("/api/tasks/", {"lazy_above": "2"}).status_code == 400
+
+
 def test_the_task_list_sorts_by_lazy_score_and_shows_verdict_and_lazy_score(lazy_tasks, viewer_client):
     response = viewer_client.get(reverse("tasks:list"), {"sort": "lazy"})
     rows = response.context["page"].object_list
