@@ -16,6 +16,7 @@ name their folder) are unmounted and deleted by the next volume made here.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import re
 import secrets
@@ -88,21 +89,8 @@ class Volume:
         self.mount_point = self.dir / "workspace"
         self.mounted = False
         try:
-            used, entries = _tree_bytes(source)
-            size = used + disk_bytes
-            size += int(size * _OVERHEAD_FRACTION) + _OVERHEAD_FIXED
-            size = -(-size // BLOCK) * BLOCK
-            with open(self.image, "wb") as image:
-                image.truncate(size)
-            inodes = max(entries + 1024, size // (16 * 1024))
-            # No journal (nothing to recover: the image lives for one run), no reserved blocks, no lost+found
-            # clutter left in the workspace (removed below), and the folder's files, owners and modes copied in.
-            _run(
-                ["mke2fs", "-q", "-F", "-t", "ext4", "-b", str(BLOCK), "-m", "0", "-N", str(inodes),
-                 "-O", "^has_journal,^resize_inode", "-E", f"nodiscard,root_owner={uid}:{gid}",
-                 "-d", str(source), str(self.image)],
-                "make the workspace's filesystem",
-            )  # fmt: skip
+            with _locked(source, fcntl.LOCK_SH):  # not while another run copies its result back into the folder
+                self._fill(source, disk_bytes, uid, gid)
             self.mount_point.mkdir(mode=0o700)
             _run(["mount", "-t", "ext4", "-o", "loop,nosuid,nodev", str(self.image), str(self.mount_point)],
                  "mount the workspace's filesystem")  # fmt: skip
@@ -115,6 +103,24 @@ class Volume:
             self.remove()
             raise
 
+    def _fill(self, source: Path, disk_bytes: int, uid: int, gid: int) -> None:
+        """Make the image: the folder's files, owners and modes, with disk_bytes of room besides."""
+        used, entries = _tree_bytes(source)
+        size = used + disk_bytes
+        size += int(size * _OVERHEAD_FRACTION) + _OVERHEAD_FIXED
+        size = -(-size // BLOCK) * BLOCK
+        with open(self.image, "wb") as image:
+            image.truncate(size)
+        inodes = max(entries + 1024, size // (16 * 1024))
+        # No journal (nothing to recover: the image lives for one run), no reserved blocks, no lost+found clutter
+        # left in the workspace (removed after mounting).
+        _run(
+            ["mke2fs", "-q", "-F", "-t", "ext4", "-b", str(BLOCK), "-m", "0", "-N", str(inodes),
+             "-O", "^has_journal,^resize_inode", "-E", f"nodiscard,root_owner={uid}:{gid}",
+             "-d", str(source), str(self.image)],
+            "make the workspace's filesystem",
+        )  # fmt: skip
+
     def full(self) -> bool:
         """No room left: no free inodes (a command that made a million empty files), or under 1% of the blocks
         (at least 1 MiB) free. Not zero: ext4 answers ENOSPC while it still holds back a reserve for the metadata
@@ -124,17 +130,24 @@ class Volume:
         return st.f_bavail * st.f_frsize < margin or st.f_favail == 0
 
     def copy_back(self) -> None:
-        """Make the workspace folder an exact copy of the filesystem the run left."""
+        """Make the workspace folder an exact copy of the filesystem the run left.
+
+        Runs that share one workspace folder each start from it as it was and do not see each other's writes; their
+        copies back are serialised by a lock on the folder, so the last to finish leaves its whole result."""
         try:
-            for entry in os.listdir(self.source):
-                path = self.source / entry
-                if path.is_dir() and not path.is_symlink():
-                    shutil.rmtree(path)
-                else:
-                    path.unlink()
-            _copy_tree(str(self.mount_point), str(self.source))
+            with _locked(self.source, fcntl.LOCK_EX):
+                self._replace_source()
         except OSError as exc:
             raise SandboxError(f"could not copy the workspace back from its filesystem: {exc}") from exc
+
+    def _replace_source(self) -> None:
+        for entry in os.listdir(self.source):
+            path = self.source / entry
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        _copy_tree(str(self.mount_point), str(self.source))
 
     def remove(self) -> None:
         if self.mounted:
@@ -143,6 +156,17 @@ class Volume:
                 subprocess.run(["umount", "-l", str(self.mount_point)], capture_output=True, stdin=subprocess.DEVNULL)
             self.mounted = False
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _locked(folder: Path, how: int):
+    """flock on the folder itself: shared while a run's image is filled from it, exclusive while one is copied back."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, how)
+        yield
+    finally:
+        os.close(fd)  # and with it the lock
 
 
 def remove_stale(base: Path) -> None:
