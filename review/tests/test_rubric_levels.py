@@ -3,6 +3,7 @@
 import json
 
 from review import services
+from tasks.package import rule_levels
 from review.tests.test_candidate_pages import HTMX, save, text, url
 
 FIFTHS = [{
@@ -20,7 +21,8 @@ def test_the_rubric_editor_takes_a_rule_with_its_own_levels_and_the_view_shows_t
     candidate.task.refresh_from_db()
     revision = candidate.task.current_revision
     assert revision.number == 2
-    assert list(revision.rubric[0]["scores"]) == ["0", "0.2", "0.4", "0.6", "0.8", "1"]
+    # Labels canonical ("1.0" is "1"); read in level order: PostgreSQL's jsonb keeps no key order.
+    assert [label for _, label, _ in rule_levels(revision.rubric[0])] == ["0", "0.2", "0.4", "0.6", "0.8", "1"]
 
     view = text(reviewer_client.get(url("candidate_unit", candidate) + "?field=rubric&mode=view", **HTMX))
     shown = [view.index(f'<dt class="num">{level}</dt>') for level in ("0", "0.2", "0.4", "0.6", "0.8", "1")]
