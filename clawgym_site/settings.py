@@ -1,8 +1,8 @@
 """ClawGym settings: everything that varies between machines comes from the environment."""
 
 import os
-from datetime import timedelta
 import tempfile
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url

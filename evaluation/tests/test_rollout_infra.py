@@ -6,8 +6,8 @@ fails the same way."""
 
 import pytest
 
-from evaluation.models import Rollout
 from evaluation.harnesses.sandboxed import WALL_MARGIN_SECONDS
+from evaluation.models import Rollout
 from evaluation.services import create_rollouts, execute_rollout, retry_rollout, rollout_timeout
 from llm.models import ModelEndpoint, ProxySession
 from llm.testing import Reply, serve_in_thread, stop_server
@@ -114,9 +114,8 @@ def test_server_errors_and_a_refused_key_fail_the_rollout(live_server_asgi, scri
 @needs_bwrap
 def test_an_error_the_model_caused_is_still_scored_and_the_runtime_recorded(live_server_asgi, scripted_upstream,
                                                                             fruit_task, agent_endpoint):
-    from sandbox import Workspace
-
     from evaluation.harnesses.sandboxed import sandbox_backend
+    from sandbox import Workspace
 
     scripted_upstream.push(Reply.error(400, "context length exceeded"))
     rollout = run_one(fruit_task, agent_endpoint)

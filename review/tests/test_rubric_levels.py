@@ -3,8 +3,8 @@
 import json
 
 from review import services
-from tasks.package import rule_levels
 from review.tests.test_candidate_pages import HTMX, save, text, url
+from tasks.package import rule_levels
 
 FIFTHS = [{
     "name": "Coverage", "target_file": "report.md", "weight": 60,
