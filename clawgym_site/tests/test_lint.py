@@ -1,0 +1,15 @@
+"""The tree passes `ruff check` with ruff.toml's rules: a lint error fails the suite rather than waiting for a reader."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+from django.conf import settings
+
+
+def test_ruff_check_passes():
+    ruff = Path(sys.executable).parent / "ruff"  # pinned in requirements-dev.txt
+    assert ruff.exists(), "ruff is missing from the virtualenv: make install"
+    found = subprocess.run([str(ruff), "check", "--no-cache", "--quiet", "."], cwd=settings.BASE_DIR,
+                           capture_output=True, text=True)  # fmt: skip
+    assert found.returncode == 0, found.stdout + found.stderr
