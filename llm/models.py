@@ -177,8 +177,13 @@ class ApiKeyNotAllowed(MissingApiKey):
     """The endpoint names a variable outside CLAWGYM_KEY_… and CLAWGYM_API_KEY_ENV_ALLOW: it is never read."""
 
 
+SESSION_TOKEN_PREFIX = "cgs_"
+
+
 def new_session_token() -> str:
-    return secrets.token_urlsafe(32)
+    """256 random bits behind a fixed prefix: a bare url-safe token may begin with "-", which a command line then
+    reads as an option (`model_calls --session -x…`), and a prefix lets secret scanners recognise a leaked one."""
+    return SESSION_TOKEN_PREFIX + secrets.token_urlsafe(32)
 
 
 def hash_token(token: str) -> str:

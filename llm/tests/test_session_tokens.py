@@ -6,15 +6,17 @@ once its session is closed or expired."""
 import hashlib
 import json
 from datetime import timedelta
+from io import StringIO
 
 import httpx
 import pytest
+from django.core.management import call_command
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.urls import reverse
 from django.utils import timezone
 
-from llm.models import ModelCall, ModelEndpoint, ProxySession
+from llm.models import SESSION_TOKEN_PREFIX, ModelCall, ModelEndpoint, ProxySession, new_session_token
 from llm.services import close_proxy_session, open_proxy_session, proxy_base_url
 from llm.testing import Reply
 
@@ -75,6 +77,17 @@ def test_only_the_hash_is_stored(live_session):
     assert live_session.token not in json.dumps(row, default=str)
     assert row["token_hash"] == hashlib.sha256(live_session.token.encode()).hexdigest()
     assert ProxySession.objects.get(pk=live_session.pk).token is None  # a loaded row never has the plaintext
+
+
+def test_tokens_carry_a_prefix_so_a_command_line_never_reads_one_as_an_option(db, monkeypatch):
+    """A bare url-safe token begins with "-" one time in 64: `model_calls --session -x…` was then an argparse error."""
+    monkeypatch.setattr("llm.models.secrets.token_urlsafe", lambda n: "-leading-dash-" + "x" * n)
+    token = new_session_token()
+    assert token.startswith(SESSION_TOKEN_PREFIX) and len(token) > 40
+    session = open_proxy_session(ModelEndpoint.objects.create(name="dash", base_url="http://127.0.0.1:9/v1", model="m"))
+    out = StringIO()
+    call_command("model_calls", "--session", session.token, "--json", stdout=out)
+    assert json.loads(out.getvalue().strip().splitlines()[-1]) == []
 
 
 def _forge(session_url: str) -> httpx.Response:
