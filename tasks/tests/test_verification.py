@@ -15,6 +15,8 @@ import pytest
 from sandbox import Limits, Workspace, get_backend, runtime_version
 from tasks.package import STANDARD_REWARD_SH
 from tasks.verification import (
+    CAPTURE_BYTES,
+    CAPTURE_HOOK,
     PAYLOAD_ENV,
     BadOutput,
     CheckerSpec,
@@ -233,6 +235,10 @@ print(json.dumps({
         ("hook_on_path", "stdout_is_copied", "hidden_sitecustomize_runs", "children_not_told_where"), 1.0
     ), result
     assert result.workspace_writes == ()
+
+
+def test_the_hook_caps_its_capture_where_the_reader_stops():
+    assert f"\nCAPTURE_BYTES = {CAPTURE_BYTES // 1024} * 1024\n" in CAPTURE_HOOK
 
 
 def test_an_agents_module_named_like_one_of_the_runtimes_cannot_choose_the_score(bwrap):
