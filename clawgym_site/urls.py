@@ -1,6 +1,8 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from tasks.views import dashboard
@@ -20,4 +22,6 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    # Pages of our own link the icon; the admin, the API docs and the browsable API ask browsers for /favicon.ico.
+    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
 ]
