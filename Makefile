@@ -43,7 +43,7 @@ run: migrate harness runtime
 	$(PY) manage.py collectstatic --noinput --verbosity 0
 	$(PY) manage.py import_tasks examples/tasks
 	$(PY) manage.py ensure_admin
-	HOST=$(HOST) PORT=$(PORT) PY=$(PY) scripts/run.sh
+	HOST=$(HOST) PORT=$(PORT) PY=$(PY) exec scripts/run.sh
 
 # Runs the whole suite on the database DATABASE_URL names (the embedded SQLite default when unset).
 test: install system-deps harness runtime
