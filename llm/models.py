@@ -229,6 +229,10 @@ class ProxySession(models.Model):
         default=default_session_expiry, help_text="After this its token gets 401 even if nobody closed it."
     )
     closed_at = models.DateTimeField(null=True, blank=True)
+    token_limit = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="Input + output tokens its calls may use in all; then the proxy refuses (blank: no limit).",
+    )  # fmt: skip
 
     objects = ProxySessionQuerySet.as_manager()
 
@@ -244,6 +248,11 @@ class ProxySession(models.Model):
     @property
     def is_usable(self) -> bool:
         return self.is_open and self.expires_at > timezone.now()
+
+    def tokens_used(self) -> int:
+        """Input + output tokens of the calls recorded so far (one aggregate over the indexed session key)."""
+        totals = self.calls.aggregate(input=models.Sum("input_tokens"), output=models.Sum("output_tokens"))
+        return (totals["input"] or 0) + (totals["output"] or 0)
 
     @property
     def state(self) -> str:

@@ -14,6 +14,14 @@ stream's end marker arrives, just before that last chunk goes out, so a caller t
 response can find its record. Upstream errors pass through with their status and body.
 The proxy does not retry (the agent harness decides) and does not take endpoint slots (rollout concurrency is
 bounded by the sandboxes).
+
+A session with a token limit (a rollout's `token_limit` option) is held to it here: before each call the tokens of
+its recorded calls are summed (one aggregate on the session's indexed key; sessions without a limit skip it), a call
+once they reach the limit is refused with a 400 `token_limit_exceeded` (not retryable, so the harness stops) and
+recorded, and a call under it has its output cap (max_completion_tokens / max_tokens / max_output_tokens) lowered to
+what is left, so one answer cannot run far past it. Its prompt still counts, and calls in flight together are each
+checked alone, so the total can pass the limit by one round of calls, never run on. A streamed chat call is asked
+for its usage (stream_options.include_usage), without which it would count nothing.
 """
 
 import asyncio
@@ -105,6 +113,7 @@ async def in_db(fn, *args):
     return await sync_to_async(_with_connection, thread_sensitive=False, executor=_db_executor())(fn, *args)
 
 
+TOKEN_LIMIT_EXCEEDED = "token_limit_exceeded"  # the error type and code of a call refused for its session's budget
 SESSION_SCOPE_KEY = "clawgym.proxy_session"  # the lane (llm.asgi) puts the session it checked here
 
 
@@ -266,8 +275,14 @@ async def _forward(request, token: str, api: str, path: str):
     except _Refused as refused:
         return refused.response
     endpoint = session.endpoint
-    if body.get("model") != endpoint.model:
-        body["model"] = endpoint.model
+    changed = body.get("model") != endpoint.model
+    body["model"] = endpoint.model
+    if session.token_limit is not None:
+        used = await in_db(session.tokens_used)
+        if used >= session.token_limit:
+            return await _refuse_over_budget(_Call(session, api, body, started), used)
+        changed |= hold_to_budget(api, body, session.token_limit - used)
+    if changed:
         raw = json.dumps(body).encode()  # otherwise the caller's bytes go upstream as they came
     call = _Call(session, api, body, started)
     headers = {"content-type": "application/json", "accept-encoding": "identity"}
@@ -301,6 +316,43 @@ async def _forward(request, token: str, api: str, path: str):
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # nginx in front must not buffer the stream either
     return _passed_headers(response, upstream)
+
+
+# The fields that cap a call's output tokens, by API; the first is the one added when the caller set none.
+OUTPUT_CAP_FIELDS = {
+    ModelEndpoint.ApiStyle.CHAT: ("max_completion_tokens", "max_tokens"),
+    ModelEndpoint.ApiStyle.RESPONSES: ("max_output_tokens",),
+}
+
+
+def hold_to_budget(api: str, body: dict, remaining: int) -> bool:
+    """Lower the call's output caps to the `remaining` tokens of its session (the caller's own, when smaller, is
+    kept), and ask a streamed chat call for its usage. Whether the body changed."""
+    changed = False
+    fields = OUTPUT_CAP_FIELDS[api]
+    for name in [f for f in fields if body.get(f) is not None] or fields[:1]:
+        asked = body.get(name)
+        if not (isinstance(asked, int) and not isinstance(asked, bool) and asked <= remaining):
+            body[name] = remaining
+            changed = True
+    if api == ModelEndpoint.ApiStyle.CHAT and body.get("stream"):
+        options = body.get("stream_options") if isinstance(body.get("stream_options"), dict) else {}
+        if not options.get("include_usage"):
+            body["stream_options"] = {**options, "include_usage": True}
+            changed = True
+    return changed
+
+
+async def _refuse_over_budget(call: _Call, used: int) -> JsonResponse:
+    """The session's tokens are spent: a 400 (a client error, so no harness retries it), recorded like any call."""
+    limit = call.session.token_limit
+    body = {"error": {
+        "message": f"token limit of {limit} reached for this rollout (used {used})",
+        "type": TOKEN_LIMIT_EXCEEDED, "code": TOKEN_LIMIT_EXCEEDED,
+    }}  # fmt: skip
+    call.status_code, call.response, call.error = 400, body, f"{TOKEN_LIMIT_EXCEEDED}: {body['error']['message']}"
+    await call.record()
+    return JsonResponse(body, status=400)
 
 
 async def _whole(call: _Call, upstream: httpx.Response, content_type: str) -> HttpResponse:

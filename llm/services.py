@@ -60,19 +60,24 @@ def update_endpoint(endpoint: ModelEndpoint, *, user=None, **fields) -> ModelEnd
     return endpoint
 
 
-def open_proxy_session(endpoint: ModelEndpoint, *, subject: str = "", ttl_seconds: float | None = None) -> ProxySession:
+def open_proxy_session(
+    endpoint: ModelEndpoint, *, subject: str = "", ttl_seconds: float | None = None, token_limit: int | None = None
+) -> ProxySession:
     """A new recording session on `endpoint`. The returned object's `token` is the agent's only credential and the
     only time the plaintext exists (only its hash is stored): hand it on, never log or show it. The session
-    expires after `ttl_seconds` (default CLAWGYM_PROXY_SESSION_TTL_SECONDS) even if nobody closes it."""
+    expires after `ttl_seconds` (default CLAWGYM_PROXY_SESSION_TTL_SECONDS) even if nobody closes it. With
+    `token_limit`, the proxy refuses its calls once their input + output tokens reach it (llm.proxy)."""
     if not endpoint.enabled:
         raise ValueError(f"model endpoint {endpoint.name!r} is disabled; enable it before opening a session")
     ttl = settings.CLAWGYM_PROXY_SESSION_TTL_SECONDS if ttl_seconds is None else ttl_seconds
     if ttl <= 0:
         raise ValueError(f"a proxy session's time to live must be positive, got {ttl}")
+    if token_limit is not None and (isinstance(token_limit, bool) or not isinstance(token_limit, int) or token_limit < 1):
+        raise ValueError(f"a proxy session's token limit must be a positive whole number, got {token_limit!r}")
     token = new_session_token()
     session = ProxySession.objects.create(
         endpoint=endpoint, subject=subject, token_hash=hash_token(token),
-        expires_at=timezone.now() + timedelta(seconds=ttl),
+        expires_at=timezone.now() + timedelta(seconds=ttl), token_limit=token_limit,
     )  # fmt: skip
     session.token = token
     return session
