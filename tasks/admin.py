@@ -15,6 +15,7 @@ from django.utils.html import format_html
 from .models import (
     BenchmarkCategory,
     Blob,
+    CategoryProposal,
     RevisionFile,
     ScenarioCategory,
     ScenarioSubcategory,
@@ -220,3 +221,34 @@ class ScenarioSubcategoryAdmin(admin.ModelAdmin):
     list_filter = ["category"]
     list_select_related = ["category"]
     search_fields = ["name", "slug"]
+
+
+@admin.register(CategoryProposal)
+class CategoryProposalAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Shown only: proposals are decided on /tasks/categories/ (each decision a new revision of the task)."""
+
+    list_display = ["__str__", "task", "category", "status", "endpoint_name", "decided_by", "created_at"]
+    list_filter = ["status", "category", "endpoint_name"]
+    list_select_related = ["task", "category", "decided_by"]
+    search_fields = ["task__external_id", "reason", "error"]
+    show_full_result_count = False
+    fields = [
+        "task",
+        "revision",
+        "category_before",
+        "category",
+        "reason",
+        "status",
+        "error",
+        "endpoint_name",
+        "prompt_version",
+        "model_call",
+        "job_run",
+        "decided_category",
+        "decided_revision",
+        "decision_note",
+        "decided_by",
+        "decided_at",
+        "created_at",
+    ]
+    readonly_fields = fields

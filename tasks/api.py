@@ -13,6 +13,11 @@
     PUT    (same)                          reviewer: new content (JSON: content, encoding, message) → new revision
     DELETE (same)                          reviewer: remove the file → new revision
     GET    /api/imports/[{id}/]            import job runs; POST (admin, multipart) starts one: 202
+    GET    /api/category-proposals/[{id}/] ?status=&task=&category=   what a model proposed per task
+    POST   /api/category-proposals/accept/        admin: {ids: [...]} each a new revision (stale ones rejected)
+    POST   /api/category-proposals/{id}/edit/     admin: {category: slug} another category: a new revision
+    POST   /api/category-proposals/{id}/reject/   admin: {note}
+    POST   /api/category-proposals/categorize/    admin: {tasks?: [ids], endpoint?}: 202 + the job run
 
 A file is named by query parameters rather than path segments because its path holds slashes. Changes to
 files are accepted only against the current revision (n), so a stale view gets 409 instead of overwriting.
@@ -39,18 +44,33 @@ from jobs.engine import JobEngineError
 from jobs.models import JobRun
 from jobs.serializers import JobRunListSerializer, JobRunSerializer
 
+from .categorizing import (
+    CategorizingError,
+    ProposalError,
+    accept_proposals,
+    edit_proposal,
+    reject_proposal,
+    start_categorization,
+)
 from .formats import FormatError
 from .importing import IMPORT_JOB, start_upload_import
-from .models import Task, TaskRevision
+from .models import CategoryProposal, Task, TaskRevision
 from .package import PackageError
 from .paths import TaskFileError
 from .sanity import start_sanity_check
 from .serializers import (
+    CategorizeSerializer,
+    CategoryProposalFilterSerializer,
+    CategoryProposalSerializer,
     ConflictSerializer,
+    DecisionsSerializer,
     FilePutSerializer,
     FileRefSerializer,
     ImportFilterSerializer,
     ImportUploadSerializer,
+    ProposalEditSerializer,
+    ProposalIdsSerializer,
+    ProposalRejectSerializer,
     RevisionChangeSerializer,
     RevisionDetailSerializer,
     RevisionFileSerializer,
@@ -412,7 +432,93 @@ class ImportViewSet(JobRunReadViewSet):
         return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["url"]})
 
 
+@extend_schema(tags=["tasks"])
+class CategoryProposalViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Benchmark categories a model proposed for tasks (tasks.categorizing), newest first, and the decisions on them.
+
+    Deciding needs the admin role: accepting or editing sets the task's category as a new revision.
+    """
+
+    queryset = CategoryProposal.objects.select_related(
+        "task", "revision", "category", "category_before", "decided_category", "decided_revision", "decided_by"
+    )
+    serializer_class = CategoryProposalSerializer
+    filter_backends = [UnknownParametersFilter]
+    filter_serializer_class = CategoryProposalFilterSerializer
+    write_role = ADMIN
+
+    @extend_schema(parameters=[CategoryProposalFilterSerializer])
+    def list(self, request, *args, **kwargs):
+        return super().list(request, *args, **kwargs)
+
+    @extend_schema(request=ProposalIdsSerializer, responses={200: DecisionsSerializer})
+    @action(detail=False, methods=["post"])
+    def accept(self, request, *args, **kwargs):
+        """Accept these proposals: each task gets a new revision with the proposed category. A proposal whose task's
+        category changed since it was made is rejected instead (`rejected`, with the reason); decided or failed ones
+        are left as they are (`skipped`)."""
+        body = ProposalIdsSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        ids = list(dict.fromkeys(body.validated_data["ids"]))
+        found = list(CategoryProposal.objects.filter(pk__in=ids).order_by("pk"))
+        missing = sorted(set(ids) - {p.pk for p in found})
+        if missing:
+            raise ValidationError({"ids": [f"no such proposal: {', '.join(map(str, missing))}"]})
+        return Response(accept_proposals(found, user=request.user).as_dict())
+
+    @extend_schema(request=ProposalEditSerializer, responses={200: CategoryProposalSerializer, 409: DETAIL})
+    @action(detail=True, methods=["post"])
+    def edit(self, request, *args, **kwargs):
+        """Set another category than the proposed one (or one for a failed proposal): a new revision; 409 when the
+        proposal was decided already or went stale (the task's category changed since)."""
+        proposal = self.get_object()
+        body = ProposalEditSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            edit_proposal(proposal, body.validated_data["category"], user=request.user)
+        except ProposalError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return Response(self.get_serializer(self.get_object()).data)
+
+    @extend_schema(request=ProposalRejectSerializer, responses={200: CategoryProposalSerializer, 409: DETAIL})
+    @action(detail=True, methods=["post"])
+    def reject(self, request, *args, **kwargs):
+        """Decline the proposal; the task keeps its category. 409 when it was decided already."""
+        proposal = self.get_object()
+        body = ProposalRejectSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            reject_proposal(proposal, user=request.user, note=body.validated_data.get("note", ""))
+        except ProposalError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return Response(self.get_serializer(self.get_object()).data)
+
+    @extend_schema(
+        request=CategorizeSerializer,
+        responses={
+            202: JobRunSerializer,
+            409: OpenApiResponse(DETAIL, description="No endpoint to ask, or nothing to categorize."),
+            503: OpenApiResponse(DETAIL, description="The job engine refused it."),
+        },
+    )
+    @action(detail=False, methods=["post"])
+    def categorize(self, request, *args, **kwargs):
+        """Ask a model for proposals in the background (one call per task): follow the returned job run."""
+        body = CategorizeSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        try:
+            run = start_categorization(user=request.user, endpoint_name=data.get("endpoint"), task_ids=data.get("tasks"))
+        except CategorizingError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        except JobEngineError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+        body = JobRunSerializer(run, context=self.get_serializer_context()).data
+        return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["url"]})
+
+
 def register(router):
     router.register("tasks", TaskViewSet, basename="task")
     router.register(rf"tasks/(?P<task_external_id>{EXTERNAL_ID_REGEX})/revisions", RevisionViewSet, basename="task-revision")
     router.register("imports", ImportViewSet, basename="import")
+    router.register("category-proposals", CategoryProposalViewSet, basename="category-proposal")

@@ -366,3 +366,70 @@ class SanityReport(models.Model):
             "warnings": self.warnings,
             "checked_at": self.created_at.isoformat() if self.created_at else None,
         }
+
+
+class CategoryProposal(models.Model):
+    """A model's proposal of a benchmark category for a task (tasks.categorizing), until an admin decides it.
+
+    Accepting or editing one makes a new revision of the task with metadata.category set (the history of the
+    change); the proposal keeps what was proposed, what was decided, by whom and the revision that made it.
+    A proposal that could not be had (the call failed, or no valid answer) is stored as failed, with the error.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        ACCEPTED = "accepted", "Accepted"
+        EDITED = "edited", "Edited"  # an admin chose another category than the proposed one
+        REJECTED = "rejected", "Rejected"  # by an admin, superseded by a newer proposal, or stale
+        FAILED = "failed", "Failed"
+
+    OPEN = (Status.PENDING, Status.FAILED)  # what an admin may still decide
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="category_proposals")
+    revision = models.ForeignKey(
+        TaskRevision, on_delete=models.CASCADE, related_name="category_proposals", help_text="The revision shown."
+    )
+    # The task's category when the proposal was made: a decision on a task whose category changed since is stale.
+    category_before = models.ForeignKey(
+        BenchmarkCategory, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    category = models.ForeignKey(
+        BenchmarkCategory, null=True, blank=True, on_delete=models.PROTECT, related_name="proposals",
+        help_text="What the model proposed (null: the proposal failed).",
+    )  # fmt: skip
+    reason = models.TextField(blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    error = models.TextField(blank=True, help_text="Why no proposal was had (status failed).")
+    endpoint_name = models.CharField(max_length=80, blank=True)
+    prompt_version = models.CharField(max_length=40, blank=True)
+    model_call = models.ForeignKey(
+        "llm.ModelCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    job_run = models.ForeignKey(
+        "jobs.JobRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="category_proposals"
+    )
+    decided_category = models.ForeignKey(
+        BenchmarkCategory, null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+        help_text="What was set: the proposed category (accepted) or an admin's choice (edited).",
+    )  # fmt: skip
+    decided_revision = models.ForeignKey(
+        TaskRevision, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="The revision the decision made (or the current one, when the content was already so).",
+    )  # fmt: skip
+    decision_note = models.CharField(max_length=500, blank=True, help_text="Why it was rejected, when it was.")
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["status", "-created_at"], name="proposal_status_created"),
+            models.Index(fields=["task", "status"], name="proposal_task_status"),
+        ]
+
+    def __str__(self):
+        what = self.category.name if self.category_id else self.status
+        return f"#{self.pk} {self.task.external_id}: {what}"
