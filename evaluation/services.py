@@ -98,9 +98,11 @@ def create_rollouts(
         check_json(options or {}, "the harness options", setting="CLAWGYM_MAX_NOTE_BYTES")
     except TextRefused as exc:
         raise RolloutError(str(exc)) from None
-    timeout = (options or {}).get("timeout")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1):
-        raise RolloutError(f"the timeout option must be a whole number of seconds, got {timeout!r}")
+    # The limits ClawGym itself enforces (the sandbox's deadline, the proxy's token budget), not the harness.
+    for name, unit in (("timeout", "seconds"), ("token_limit", "tokens")):
+        value = (options or {}).get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise RolloutError(f"the {name} option must be a whole number of {unit}, got {value!r}")
     group = uuid.uuid4().hex[:12]
     creator = user if user is not None and user.is_authenticated else None
     return [
@@ -256,7 +258,8 @@ def _run_attempt(rollout: Rollout, timeout: int) -> None:
     try:
         # The token opens the proxy for as long as the agent may run, and the session is closed when the attempt
         # ends however it ends (below, or _fail): a token read later opens nothing.
-        session = open_proxy_session(endpoint, subject=rollout.subject, ttl_seconds=timeout + 3 * WALL_MARGIN_SECONDS)
+        session = open_proxy_session(endpoint, subject=rollout.subject, ttl_seconds=timeout + 3 * WALL_MARGIN_SECONDS,
+                                     token_limit=rollout.harness_options.get("token_limit"))  # fmt: skip
         Rollout.objects.filter(pk=rollout.pk).update(proxy_session=session)
         rollout.proxy_session = session
         proxy_base = proxy_base_url(session)
@@ -268,7 +271,7 @@ def _run_attempt(rollout: Rollout, timeout: int) -> None:
             api_key=session.token,
             timeout=timeout,
             sampling=dict(endpoint.sampling or {}),
-            options={k: v for k, v in rollout.harness_options.items() if k != "timeout"},
+            options={k: v for k, v in rollout.harness_options.items() if k not in ("timeout", "token_limit")},
         )
         with attempt_folder(rollout) as scratch, Workspace.create(inputs, base_dir=scratch) as workspace:
             try:
@@ -297,7 +300,16 @@ def _run_attempt(rollout: Rollout, timeout: int) -> None:
 
 
 def _classify_agent_error(outcome: AgentOutcome, session) -> None:
-    """An agent that stopped in error because its model's server (or the proxy) failed is not the model's 0."""
+    """An agent that stopped in error because its model's server (or the proxy) failed is not the model's 0.
+    One whose calls used up the session's token limit ran out of tokens, whatever the harness made of the proxy's
+    refusal (an error, or a final answer after it): a limit, scored as the checker finds the workspace."""
+    limit = session.token_limit
+    used = session.tokens_used() if limit is not None else 0
+    if outcome.exit_reason in (ExitReason.ERROR, ExitReason.COMPLETED) and limit is not None and used >= limit:
+        own = f" (the agent said: {outcome.detail})" if outcome.detail else ""
+        outcome.exit_reason = ExitReason.TOKEN_LIMIT
+        outcome.detail = f"its model calls used {used} tokens of its limit of {limit}{own}"[:2000]
+        return
     if outcome.exit_reason != ExitReason.ERROR:
         return
     reason = upstream_failure(session.pk, outcome.relay_failures)

@@ -33,6 +33,7 @@ class ExitReason:
     ERROR = "error"  # it stopped on an error (a model call that failed, a harness error)
     TIMEOUT = "timeout"  # it ran past its deadline
     MAX_TURNS = "max_turns"  # it used all its turns without a final answer
+    TOKEN_LIMIT = "token_limit"  # its calls used all its tokens (the proxy refused the next: llm.proxy)
     OOM = "oom"  # it ran out of memory
     CRASHED = "crashed"  # it died on a signal, or its output could not be read
     SANDBOX_ERROR = "sandbox_error"  # the sandbox could not run it at all
@@ -46,7 +47,7 @@ class ExitReason:
 
     CHOICES = [
         (COMPLETED, "Completed"), (ERROR, "Error"), (TIMEOUT, "Timed out"), (MAX_TURNS, "Out of turns"),
-        (OOM, "Out of memory"), (CRASHED, "Crashed"), (SANDBOX_ERROR, "Sandbox error"),
+        (TOKEN_LIMIT, "Out of tokens"), (OOM, "Out of memory"), (CRASHED, "Crashed"), (SANDBOX_ERROR, "Sandbox error"),
         (HARNESS_UNAVAILABLE, "Harness not installed"), (WORKER_LOST, "Worker lost"), (RUNNER_ERROR, "Runner error"),
         (CANCELLED, "Cancelled"), (PROXY_UNAVAILABLE, "Model proxy unavailable"),
         (UPSTREAM_ERROR, "Model server failed"),
