@@ -308,6 +308,13 @@ CLAWGYM_BUILTIN_MAX_TURNS = env_int("CLAWGYM_BUILTIN_MAX_TURNS", 40)
 # {"supported_tools": ["read", "write", "edit", "exec"]}; empty keeps the defaults.
 CLAWGYM_TRAJECTORY_RULES = env_json("CLAWGYM_TRAJECTORY_RULES", {})
 
+# --- Evaluation runs (evaluation.runs) ---
+# Attempts per rollout of a run when the infrastructure fails it (sandbox, worker, proxy, upstream): retried with
+# exponential backoff from CLAWGYM_EVAL_RETRY_BACKOFF_SECONDS, capped; each resume grants as many again.
+CLAWGYM_EVAL_MAX_ATTEMPTS = env_int("CLAWGYM_EVAL_MAX_ATTEMPTS", 3)
+CLAWGYM_EVAL_RETRY_BACKOFF_SECONDS = env_float("CLAWGYM_EVAL_RETRY_BACKOFF_SECONDS", 5.0)
+CLAWGYM_EVAL_RETRY_BACKOFF_MAX_SECONDS = env_float("CLAWGYM_EVAL_RETRY_BACKOFF_MAX_SECONDS", 120.0)
+
 # --- Review ---
 # A claimed candidate is locked to its reviewer for this long; after that anyone may claim it.
 CLAWGYM_REVIEW_CLAIM_MINUTES = env_int("CLAWGYM_REVIEW_CLAIM_MINUTES", 30)

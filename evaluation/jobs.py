@@ -1,11 +1,14 @@
 """Background entry points of rollouts: one job per rollout attempt, on the `sandbox` queue."""
 
+import time
+
 from django.urls import reverse
 
 from jobs.registry import job
 from jobs.runner import JobCancelled
 
 from .models import Rollout
+from .runs import rollout_changed
 from .services import ROLLOUT_JOB, execute_rollout, fail_lost_rollouts, fail_redelivered
 
 
@@ -18,12 +21,13 @@ def _rollout_subject(params: dict) -> tuple[str, str]:
 
 
 @job(ROLLOUT_JOB, queue="sandbox", title="Run a rollout", subject=_rollout_subject)
-def run_rollout(ctx, *, rollout_id: int) -> dict:
+def run_rollout(ctx, *, rollout_id: int, not_before: float | None = None) -> dict:
     """Run the rollout's queued attempt and return its summary.
 
     Delivered again after its worker died, it finds the rollout still running from that worker: the attempt is
     marked failed (worker lost, retryable) and not run again by itself; a retry is an explicit, new attempt.
     Any other rollout left running by a dead worker is marked failed on the way (as `recover_lost` does for jobs).
+    `not_before` (epoch seconds): an evaluation run's retry after an infrastructure failure waits until then.
     """
     lost = fail_lost_rollouts()
     if lost:
@@ -42,11 +46,16 @@ def run_rollout(ctx, *, rollout_id: int) -> dict:
         ctx.progress(0, 1, f"waiting for a sandbox slot ({seconds:.0f} s)")
 
     try:
+        while not_before is not None and time.time() < not_before:
+            ctx.progress(0, 1, f"retrying after an infrastructure failure in {not_before - time.time():.0f} s")
+            time.sleep(min(1.0, max(not_before - time.time(), 0.0)))
         rollout = execute_rollout(rollout_id, job_run=ctx.run, on_wait=waiting)
     except JobCancelled:
-        Rollout.objects.filter(pk=rollout_id, status=Rollout.Status.QUEUED).update(
+        cancelled = Rollout.objects.filter(pk=rollout_id, status=Rollout.Status.QUEUED).update(
             status=Rollout.Status.CANCELLED, exit_reason="cancelled", error="cancelled before it started"
         )
+        if cancelled:
+            rollout_changed(rollout_id)
         raise
     ctx.log(f"rollout #{rollout_id} {rollout.status}: {rollout.exit_reason}, score {rollout.score}")
     ctx.progress(1, 1, f"{rollout.status}")

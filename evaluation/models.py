@@ -34,6 +34,12 @@ class Rollout(models.Model):
     harness_options = models.JSONField(default=dict, blank=True)
     repeat_index = models.PositiveIntegerField(default=0, help_text="Which of the repeats started together (0-based).")
     group = models.CharField(max_length=32, blank=True, db_index=True, help_text="Rollouts started together.")
+    eval_run = models.ForeignKey(
+        "EvalRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="rollouts",
+        help_text="The evaluation run it belongs to, if any.",
+    )  # fmt: skip
+    # Which outcome class a finished rollout falls in (Outcome; blank while unfinished or cancelled).
+    outcome = models.CharField(max_length=20, blank=True, db_index=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
     exit_reason = models.CharField(max_length=32, choices=ExitReason.CHOICES, blank=True)
     error = models.TextField(blank=True, help_text="Why the agent stopped or the rollout failed, when not cleanly.")
@@ -70,6 +76,7 @@ class Rollout(models.Model):
     model_calls = models.PositiveIntegerField(default=0)
     input_tokens = models.PositiveIntegerField(null=True, blank=True)
     output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cost = models.DecimalField(max_digits=14, decimal_places=8, default=0, help_text="What its model calls cost.")
     # ... and how the final workspace scored.
     score = models.FloatField(null=True, blank=True, help_text="The task score: code, or λ·code + (1−λ)·rubric.")
     score_reason = models.CharField(max_length=600, blank=True, help_text="Why there is no score, or what to know.")
@@ -85,6 +92,7 @@ class Rollout(models.Model):
         indexes = [
             models.Index(fields=["revision", "endpoint", "harness"], name="rollout_revision_model"),
             models.Index(fields=["-created_at", "-id"], name="rollout_recent"),
+            models.Index(fields=["eval_run", "revision", "repeat_index"], name="rollout_eval_run"),
         ]
 
     def __str__(self):
@@ -148,6 +156,9 @@ class Rollout(models.Model):
             "model_calls": self.model_calls,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
+            "cost": str(self.cost),
+            "eval_run": self.eval_run_id,
+            "outcome": self.outcome,
             "agent_seconds": self.agent_seconds,
             "final_message": self.final_message,
             "workspace_changes": self.workspace_changes(),
@@ -230,3 +241,166 @@ class SandboxSlot(models.Model):
 
     def __str__(self):
         return f"{self.host} slot {self.slot}: {self.holder or 'free'}"
+
+
+# --- evaluation runs ------------------------------------------------------------------------------------------
+
+
+class Outcome(models.TextChoices):
+    """What one finished rollout of an evaluation run counts as (Rollout.outcome; blank until it finishes)."""
+
+    SCORED = "scored", "Scored"  # the agent finished on its own and its workspace was scored
+    AGENT_LIMIT = "agent_limit", "Agent limit"  # time, turns or tokens ran out: scored as the checker finds it
+    AGENT_ERROR = "agent_error", "Agent error"  # the agent crashed or erred by itself: scored as found
+    JUDGE_INCOMPLETE = "judge_incomplete", "Judging incomplete"  # a rubric rule has no judgement: no task score yet
+    INFRA = "infra", "Infrastructure failure"  # sandbox, harness start, worker, proxy or upstream: never a 0
+
+    @classmethod
+    def counts_zero(cls) -> dict:
+        return {value: 0 for value in cls.values}
+
+
+# The outcomes that carry a task score (the model's: what the checker and the judge gave).
+SCORED_OUTCOMES = (Outcome.SCORED, Outcome.AGENT_LIMIT, Outcome.AGENT_ERROR)
+
+
+class EvalRun(models.Model):
+    """One model (endpoint) with one harness over a frozen benchmark version (or an explicit list of task
+    revisions), each revision `repeats` times. Its rollouts are ordinary Rollout rows (eval_run set); the figures are
+    kept in EvalRunTask rows, one per revision, updated as each rollout finishes (evaluation.runs)."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        COMPLETE = "complete", "Complete"  # every rollout has an outcome that carries a score
+        INCOMPLETE = "incomplete", "Incomplete"  # finished, but some repeats have no score (infra, judge)
+        CANCELLED = "cancelled", "Cancelled"
+
+    FINISHED = (Status.COMPLETE, Status.INCOMPLETE, Status.CANCELLED)
+
+    name = models.CharField(max_length=200)
+    benchmark_version = models.ForeignKey(
+        "review.BenchmarkVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="eval_runs"
+    )
+    endpoint = models.ForeignKey("llm.ModelEndpoint", on_delete=models.PROTECT, related_name="eval_runs")
+    harness = models.CharField(max_length=40, choices=HARNESS_CHOICES)
+    harness_options = models.JSONField(default=dict, blank=True, help_text="Harness options other than the limits.")
+    repeats = models.PositiveIntegerField(default=1)
+    limits = models.JSONField(default=dict, blank=True, help_text="Per rollout: timeout (s), max_turns, token_limit (input + output tokens).")
+    pass_threshold = models.FloatField(default=1.0, help_text="A repeat passes (pass@k, pass^k) at this score.")
+    max_attempts = models.PositiveSmallIntegerField(
+        default=3, help_text="Attempts per rollout when the infrastructure fails (retried with backoff)."
+    )
+    # What it was started with, normalised; a resume with other settings is refused (evaluation.runs.run_config).
+    config = models.JSONField(default=dict)
+    config_hash = models.CharField(max_length=64, db_index=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    # Run by a command's own process (`evaluate --here`), not by the workers: retries are not queued as jobs.
+    inline = models.BooleanField(default=False)
+    # Each resume: {"at", "by"}. Every start (the first and each resume) grants max_attempts more attempts.
+    resumes = models.JSONField(default=list, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="eval_runs"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    # A job to queue once the run has finished (e.g. the difficulty filter's verdicts), with its params.
+    on_finish = models.CharField(max_length=100, blank=True)
+    on_finish_params = models.JSONField(default=dict, blank=True)
+    # Kept up to date as rollouts finish (one small update each), recomputed exactly by runs.recompute_run.
+    rollouts_total = models.PositiveIntegerField(default=0)
+    rollouts_finished = models.PositiveIntegerField(default=0)
+    outcome_counts = models.JSONField(default=dict, blank=True)
+    input_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    cost = models.DecimalField(max_digits=16, decimal_places=8, default=0)
+    agent_seconds = models.FloatField(default=0.0)
+    # The figures (evaluation.figures.run_figures), stored when the run finishes or is recomputed.
+    summary = models.JSONField(default=dict, blank=True)
+    overall_mean = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["benchmark_version", "endpoint", "status", "-created_at"], name="evalrun_board"),
+            models.Index(fields=["-created_at", "-id"], name="evalrun_recent"),
+        ]
+
+    def __str__(self):
+        return f"{self.name} (#{self.pk})"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in self.FINISHED
+
+    @property
+    def progress_percent(self) -> int:
+        return int(100 * self.rollouts_finished / self.rollouts_total) if self.rollouts_total else 0
+
+
+class EvalRunTask(models.Model):
+    """A run's figures for one task revision, over its repeats: updated as each of its rollouts finishes."""
+
+    run = models.ForeignKey(EvalRun, on_delete=models.CASCADE, related_name="task_results")
+    revision = models.ForeignKey("tasks.TaskRevision", on_delete=models.PROTECT, related_name="+")
+    task = models.ForeignKey("tasks.Task", on_delete=models.PROTECT, related_name="+")
+    hybrid = models.BooleanField(default=False, help_text="Graded by code and rubric (else by code only).")
+    # One entry per repeat, by repeat index: the score, or null while it has none (running, infra, judge).
+    scores = models.JSONField(default=list, blank=True)
+    n = models.PositiveIntegerField(default=0, help_text="Repeats that have a score.")
+    mean = models.FloatField(null=True, blank=True)
+    std = models.FloatField(null=True, blank=True)
+    min = models.FloatField(null=True, blank=True)
+    max = models.FloatField(null=True, blank=True)
+    passes = models.PositiveIntegerField(default=0, help_text="Repeats scoring at least the run's pass threshold.")
+    outcome_counts = models.JSONField(default=dict, blank=True)
+    finished = models.PositiveIntegerField(default=0, help_text="Repeats that finished (any outcome).")
+    input_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    cost = models.DecimalField(max_digits=16, decimal_places=8, default=0)
+    agent_seconds = models.FloatField(default=0.0)
+
+    class Meta:
+        ordering = ["run", "task__external_id"]
+        constraints = [models.UniqueConstraint(fields=["run", "revision"], name="evalruntask_unique")]
+
+    def __str__(self):
+        return f"{self.run_id}: {self.revision_id} ({self.mean})"
+
+    @property
+    def has_score(self) -> bool:
+        return self.n > 0
+
+
+class RolloutScore(models.Model):
+    """One scoring of a rollout's final workspace: the first when it ran, then one per regrade (the old kept).
+    The rollout's own score fields always hold the latest."""
+
+    class Kind(models.TextChoices):
+        RUN = "run", "When it ran"
+        REGRADE = "regrade", "Regrade"
+        REJUDGE = "rejudge", "Rubric judged again"
+
+    rollout = models.ForeignKey(Rollout, on_delete=models.CASCADE, related_name="scorings")
+    revision = models.ForeignKey("tasks.TaskRevision", on_delete=models.PROTECT, related_name="+",
+                                 help_text="Whose checker and rubric scored it.")  # fmt: skip
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.RUN)
+    status = models.CharField(max_length=16, help_text="scored | incomplete | failed (the checker could not run)")
+    score = models.FloatField(null=True, blank=True)
+    code_score = models.FloatField(null=True, blank=True)
+    rubric_score = models.FloatField(null=True, blank=True)
+    sub_scores = models.JSONField(default=dict, blank=True)
+    check_status = models.CharField(max_length=32, blank=True)
+    reason = models.CharField(max_length=600, blank=True)
+    rubric_judgements = models.JSONField(default=list, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["rollout", "created_at", "id"]
+
+    def __str__(self):
+        return f"{self.kind} of rollout #{self.rollout_id}: {self.score}"

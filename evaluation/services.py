@@ -44,7 +44,7 @@ from tasks.verification import CheckResult, CheckStatus
 from .harnesses import HARNESSES, AgentOutcome, AgentTask, ExitReason, HarnessUnavailable, get_harness
 from .harnesses.sandboxed import WALL_MARGIN_SECONDS, run_agent
 from .infra import preflight, upstream_failure
-from .models import Rollout, RolloutFile, Trajectory
+from .models import Rollout, RolloutFile, RolloutScore, Trajectory
 from .slots import NoSlotFree, rollout_slot
 from .trajectories import TrajectoryRules, rebuild_trajectories
 from .workspaces import attempt_folder, final_workspace, remove_orphaned_folders
@@ -62,7 +62,7 @@ RESULT_FIELDS = {
     "exit_reason": "", "error": "", "started_at": None, "finished_at": None, "agent_seconds": None,
     "checker_seconds": None, "final_message": "", "turns": None, "tool_calls": 0, "tools_used": {},
     "harness_usage": {}, "transcript": [], "log_tail": "", "max_rss_bytes": None, "model_calls": 0,
-    "input_tokens": None, "output_tokens": None, "score": None, "score_reason": "", "code_score": None,
+    "input_tokens": None, "output_tokens": None, "cost": 0, "outcome": "", "score": None, "score_reason": "", "code_score": None,
     "rubric_score": None, "sub_scores": {},
     "check_status": "", "check_reason": "", "rubric_judgements": [], "worker": "", "runtime": "",
 }  # fmt: skip
@@ -147,8 +147,16 @@ def retry_rollout(rollout: Rollout, *, user=None, enqueue: bool = True) -> Rollo
         rollout.refresh_from_db()
         if enqueue:
             enqueue_rollout(rollout, user=user)
+    _changed(rollout.pk)
     log.info("rollout %s queued for attempt %s by %s", rollout.pk, rollout.attempt + 1, _who(user))
     return rollout
+
+
+def _changed(rollout_id: int) -> None:
+    """Keep the rollout's outcome class and its evaluation run's figures up to date (evaluation.runs)."""
+    from .runs import rollout_changed
+
+    rollout_changed(rollout_id)
 
 
 def _attempt_record(rollout: Rollout) -> dict:
@@ -216,6 +224,7 @@ def _fail(rollout: Rollout, exit_reason: str, error: str, *, expected: str) -> b
         close_proxy_session(rollout.proxy_session)
     if done:
         log.warning("rollout %s failed: %s", rollout.pk, error)
+        _changed(rollout.pk)
     return bool(done)
 
 
@@ -248,6 +257,8 @@ def execute_rollout(rollout_id: int, *, job_run: JobRun | None = None, on_wait=N
             _run_attempt(rollout, timeout)
     except NoSlotFree as exc:
         _fail(rollout, ExitReason.SANDBOX_ERROR, str(exc), expected=Rollout.Status.QUEUED)
+    else:
+        _changed(rollout.pk)  # scored or failed by _run_attempt (a failure through _fail has told already)
     rollout.refresh_from_db()
     return rollout
 
@@ -345,12 +356,13 @@ def _record_failure(rollout: Rollout, outcome: AgentOutcome) -> None:
 
 def _call_totals(rollout: Rollout) -> dict:
     totals = ModelCall.objects.filter(session_id=rollout.proxy_session_id).aggregate(
-        calls=Count("id"), input_tokens=Sum("input_tokens"), output_tokens=Sum("output_tokens")
+        calls=Count("id"), input_tokens=Sum("input_tokens"), output_tokens=Sum("output_tokens"), cost=Sum("cost")
     )
     return {
         "model_calls": totals["calls"],
         "input_tokens": totals["input_tokens"],
         "output_tokens": totals["output_tokens"],
+        "cost": totals["cost"] or 0,
     }
 
 
@@ -396,6 +408,18 @@ def _record(rollout: Rollout, outcome: AgentOutcome, changes, scored: TaskScore)
             **_call_totals(rollout),
         )
         store_trajectories(rollout, reward=scored.score)
+        record_scoring(rollout, rollout.revision, scored, kind=RolloutScore.Kind.RUN)
+
+
+def record_scoring(rollout: Rollout, revision: TaskRevision, scored: TaskScore, *, kind: str, user=None) -> RolloutScore:
+    """Keep one scoring of the rollout's final workspace (they are never replaced: a regrade adds one)."""
+    fields = _score_fields(scored)
+    return RolloutScore.objects.create(
+        rollout=rollout, revision=revision, kind=kind, status=fields["status"], score=fields["score"],
+        code_score=fields["code_score"], rubric_score=fields["rubric_score"], sub_scores=fields["sub_scores"],
+        check_status=fields["check_status"], reason=fields["score_reason"],
+        rubric_judgements=fields["rubric_judgements"], created_by=user if user and user.is_authenticated else None,
+    )  # fmt: skip
 
 
 def rejudge_rollout(rollout: Rollout, *, judge_endpoint=None, user=None) -> Rollout:
@@ -425,6 +449,8 @@ def rejudge_rollout(rollout: Rollout, *, judge_endpoint=None, user=None) -> Roll
             **_score_fields(scored)
         )
         Trajectory.objects.filter(rollout=rollout).update(reward=scored.score)
+        record_scoring(rollout, rollout.revision, scored, kind=RolloutScore.Kind.REJUDGE, user=user)
+    _changed(rollout.pk)
     log.info("rollout %s judged again by %s: %s", rollout.pk, _who(user), scored.status)
     rollout.refresh_from_db()
     return rollout
