@@ -92,3 +92,25 @@ def test_a_token_limit_that_is_not_a_positive_whole_number_is_refused(fruit_task
     with pytest.raises(RolloutError, match="the token_limit option must be a whole number of tokens"):
         create_rollouts(fruit_task, agent_endpoint, harness="builtin", options={"token_limit": limit})
     assert not Rollout.objects.exists()
+
+
+@needs_bwrap
+@pytest.mark.harness
+def test_openclaw_stops_at_the_refusal_without_retrying_it(
+    harness_installed, live_server_asgi, scripted_upstream, fruit_task, agent_endpoint
+):
+    scripted_upstream.push(
+        Reply.tool_call("write", WRITE_SUMMARY, usage=(3000, 100)),
+        Reply.tool_call("ls", {}, usage=(3000, 100)),
+        Reply.text("Done."),
+    )
+    options = {"timeout": 120, "token_limit": 5000}
+    [rollout] = create_rollouts(fruit_task, agent_endpoint, harness="openclaw", options=options)
+    rollout = execute_rollout(rollout.pk)
+
+    assert rollout.status == Rollout.Status.SCORED, (rollout.error, rollout.log_tail)
+    assert rollout.exit_reason == "token_limit", rollout.error
+    assert rollout.score == 0.75  # the summary it wrote counts; it never said it was done
+    # OpenClaw asks for max_completion_tokens (its catalog's 8192): lowered to what was left.
+    assert [r.json["max_completion_tokens"] for r in scripted_upstream.requests] == [5000, 1900]
+    assert [c.status_code for c in calls_of(rollout)] == [200, 200, 400]  # one refusal: it did not retry
