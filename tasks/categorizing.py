@@ -26,6 +26,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 import jobs
+from jobs.models import JobRun
 from llm.client import EndpointBusy, EndpointUnavailable, MissingApiKey, ModelCallError, complete_json, get_endpoint
 from llm.models import ModelEndpoint
 
@@ -207,8 +208,13 @@ def start_categorization(*, user, endpoint_name: str | None = None, task_ids: li
     jobs.engine.JobEngineError when the engine refuses the job.
     """
     categorizer_endpoint(endpoint_name)
-    if task_ids is None and not awaiting_proposal().exists():
-        raise CategorizingError("every task has a category or a pending proposal: there is nothing to categorize")
+    if task_ids is None:
+        # Two runs over "the uncategorized tasks" at once would ask about every task twice.
+        running = JobRun.objects.filter(kind=CATEGORIZE_JOB, params__task_ids=None).exclude(status__in=JobRun.FINISHED)
+        if running.exists():
+            raise CategorizingError(f"categorization job #{running.first().pk} is already under way")
+        if not awaiting_proposal().exists():
+            raise CategorizingError("every task has a category or a pending proposal: there is nothing to categorize")
     return jobs.enqueue(CATEGORIZE_JOB, created_by=user, task_ids=task_ids, endpoint=endpoint_name)
 
 

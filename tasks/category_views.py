@@ -123,7 +123,7 @@ def _start(request):
         error = f"Categorization could not be started: {exc}"
     if request.htmx:
         # htmx swaps 2xx responses only: the reason must still reach the panel.
-        return TemplateResponse(request, "tasks/category_proposals.html#job-panel", {"run": run, "job_error": error})
+        return TemplateResponse(request, "tasks/category_proposals.html#job-panel", {"categorize_job": run, "job_error": error})
     if run is None:
         messages.error(request, error)
         return redirect(_page_url(request))
