@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 
-from .models import Rollout, RolloutFile, SandboxSlot, Trajectory
+from .models import EvalRun, EvalRunTask, Rollout, RolloutFile, RolloutScore, SandboxSlot, Trajectory
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -17,7 +17,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 class RolloutAdmin(ReadOnlyAdmin):
     list_display = ["id", "revision", "endpoint", "harness", "repeat_index", "status", "exit_reason", "score",
                     "attempt", "created_at"]  # fmt: skip
-    list_filter = ["status", "harness", "exit_reason"]
+    list_filter = ["status", "outcome", "harness", "exit_reason"]
     search_fields = ["revision__task__external_id", "endpoint__name", "group"]
     list_select_related = ["revision__task", "endpoint"]
 
@@ -39,3 +39,28 @@ class SandboxSlotAdmin(admin.ModelAdmin):
     """A slot stuck with a holder that is gone for good can be freed here (clear its holder)."""
 
     list_display = ["host", "slot", "holder", "expires_at"]
+
+
+@admin.register(EvalRun)
+class EvalRunAdmin(ReadOnlyAdmin):
+    """Runs change through their pages, the API and `evaluate` (evaluation.runs): shown here, never edited."""
+
+    list_display = ["id", "name", "endpoint", "harness", "benchmark_version", "repeats", "status", "overall_mean",
+                    "rollouts_finished", "rollouts_total", "created_at"]  # fmt: skip
+    list_filter = ["status", "harness"]
+    search_fields = ["name", "endpoint__name"]
+    list_select_related = ["endpoint", "benchmark_version__benchmark"]
+
+
+@admin.register(EvalRunTask)
+class EvalRunTaskAdmin(ReadOnlyAdmin):
+    list_display = ["run", "task", "revision", "n", "mean", "std", "passes", "finished"]
+    list_select_related = ["task", "revision__task"]
+    search_fields = ["task__external_id"]
+
+
+@admin.register(RolloutScore)
+class RolloutScoreAdmin(ReadOnlyAdmin):
+    list_display = ["rollout", "kind", "revision", "status", "score", "created_by", "created_at"]
+    list_filter = ["kind", "status"]
+    list_select_related = ["revision__task", "created_by"]

@@ -6,6 +6,25 @@ from django.db import models
 from .harnesses import HARNESS_CHOICES, ExitReason
 
 
+class Outcome(models.TextChoices):
+    """What one finished rollout of an evaluation run counts as (Rollout.outcome; blank until it finishes)."""
+
+    SCORED = "scored", "Scored"  # the agent finished on its own and its workspace was scored
+    AGENT_LIMIT = "agent_limit", "Agent limit"  # time, turns or tokens ran out: scored as the checker finds it
+    AGENT_ERROR = "agent_error", "Agent error"  # the agent crashed or erred by itself: scored as found
+    JUDGE_INCOMPLETE = "judge_incomplete", "Judging incomplete"  # a rubric rule has no judgement: no task score yet
+    INFRA = "infra", "Infrastructure failure"  # sandbox, harness start, worker, proxy or upstream: never a 0
+
+    @classmethod
+    def counts_zero(cls) -> dict:
+        return {value: 0 for value in cls.values}
+
+
+# The outcomes that carry a task score (the model's: what the checker and the judge gave).
+SCORED_OUTCOMES = (Outcome.SCORED, Outcome.AGENT_LIMIT, Outcome.AGENT_ERROR)
+
+
+
 class Rollout(models.Model):
     """One run of an agent harness with one model on one task revision, and its score.
 
@@ -39,7 +58,7 @@ class Rollout(models.Model):
         help_text="The evaluation run it belongs to, if any.",
     )  # fmt: skip
     # Which outcome class a finished rollout falls in (Outcome; blank while unfinished or cancelled).
-    outcome = models.CharField(max_length=20, blank=True, db_index=True)
+    outcome = models.CharField(max_length=20, choices=Outcome.choices, blank=True, db_index=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
     exit_reason = models.CharField(max_length=32, choices=ExitReason.CHOICES, blank=True)
     error = models.TextField(blank=True, help_text="Why the agent stopped or the rollout failed, when not cleanly.")
@@ -244,24 +263,6 @@ class SandboxSlot(models.Model):
 
 
 # --- evaluation runs ------------------------------------------------------------------------------------------
-
-
-class Outcome(models.TextChoices):
-    """What one finished rollout of an evaluation run counts as (Rollout.outcome; blank until it finishes)."""
-
-    SCORED = "scored", "Scored"  # the agent finished on its own and its workspace was scored
-    AGENT_LIMIT = "agent_limit", "Agent limit"  # time, turns or tokens ran out: scored as the checker finds it
-    AGENT_ERROR = "agent_error", "Agent error"  # the agent crashed or erred by itself: scored as found
-    JUDGE_INCOMPLETE = "judge_incomplete", "Judging incomplete"  # a rubric rule has no judgement: no task score yet
-    INFRA = "infra", "Infrastructure failure"  # sandbox, harness start, worker, proxy or upstream: never a 0
-
-    @classmethod
-    def counts_zero(cls) -> dict:
-        return {value: 0 for value in cls.values}
-
-
-# The outcomes that carry a task score (the model's: what the checker and the judge gave).
-SCORED_OUTCOMES = (Outcome.SCORED, Outcome.AGENT_LIMIT, Outcome.AGENT_ERROR)
 
 
 class EvalRun(models.Model):

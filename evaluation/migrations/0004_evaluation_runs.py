@@ -3,6 +3,29 @@
 import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
+import django.db.models.functions  # noqa: F401  (models.functions.Coalesce)
+
+
+AGENT_LIMITS = ["timeout", "max_turns", "token_limit"]
+
+
+def classify_existing(apps, schema_editor):
+    """Rollouts made before outcome classes get theirs (evaluation.runs.outcome_of), and their model calls' cost."""
+    Rollout = apps.get_model("evaluation", "Rollout")
+    ModelCall = apps.get_model("llm", "ModelCall")
+    scored = Rollout.objects.filter(status="scored")
+    scored.filter(exit_reason="completed").update(outcome="scored")
+    scored.filter(exit_reason__in=AGENT_LIMITS).update(outcome="agent_limit")
+    scored.exclude(exit_reason__in=["completed", *AGENT_LIMITS]).update(outcome="agent_error")
+    Rollout.objects.filter(status="incomplete").update(outcome="judge_incomplete")
+    Rollout.objects.filter(status="failed").update(outcome="infra")
+    costs = (
+        ModelCall.objects.filter(session_id=models.OuterRef("proxy_session_id"))
+        .order_by().values("session_id").annotate(total=models.Sum("cost")).values("total")
+    )
+    Rollout.objects.filter(proxy_session__isnull=False).update(
+        cost=models.functions.Coalesce(models.Subquery(costs[:1]), models.Value(0), output_field=models.DecimalField())
+    )
 
 
 class Migration(migrations.Migration):
@@ -67,7 +90,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='rollout',
             name='outcome',
-            field=models.CharField(blank=True, db_index=True, max_length=20),
+            field=models.CharField(blank=True, choices=[('scored', 'Scored'), ('agent_limit', 'Agent limit'), ('agent_error', 'Agent error'), ('judge_incomplete', 'Judging incomplete'), ('infra', 'Infrastructure failure')], db_index=True, max_length=20),
         ),
         migrations.AlterField(
             model_name='rollout',
@@ -163,4 +186,5 @@ class Migration(migrations.Migration):
             model_name='evalruntask',
             constraint=models.UniqueConstraint(fields=('run', 'revision'), name='evalruntask_unique'),
         ),
+        migrations.RunPython(classify_existing, migrations.RunPython.noop),
     ]
