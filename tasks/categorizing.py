@@ -148,7 +148,7 @@ def propose_category(
         )  # fmt: skip
     except (ModelCallError, MissingApiKey, EndpointBusy) as exc:  # InvalidJsonAnswer is a ModelCallError
         return CategoryProposal.objects.create(
-            **stored, status=CategoryProposal.Status.FAILED, error=f"{endpoint.name}: {exc}",
+            **stored, status=CategoryProposal.Status.FAILED, error=str(exc),  # it names the endpoint
             model_call=getattr(exc, "call", None),
         )  # fmt: skip
     with transaction.atomic():
@@ -309,15 +309,20 @@ def accept_proposals(proposals: Iterable[CategoryProposal], *, user) -> Decision
 def edit_proposal(proposal: CategoryProposal, category: BenchmarkCategory, *, user) -> CategoryProposal:
     """Set another category than the proposed one (or one for a failed proposal): status edited, a new revision.
 
-    Raises ProposalError when the proposal was decided already or went stale (it is rejected then, saying so).
+    Choosing the proposed category is accepting it. Raises ProposalError when the proposal was decided already or
+    went stale (it is rejected then, saying so).
     """
-    if proposal.category_id:
+    status = CategoryProposal.Status.EDITED
+    if proposal.category_id == category.pk:
+        status = CategoryProposal.Status.ACCEPTED
+        why = f"accepted proposal #{proposal.pk}: {_quoted(proposal.reason)}"
+    elif proposal.category_id:
         proposed = BenchmarkCategory.objects.get(pk=proposal.category_id).name
         why = f"edited proposal #{proposal.pk}, which proposed {proposed}: {_quoted(proposal.reason)}"
     else:
         why = f"set by hand for failed proposal #{proposal.pk}"
     done = _decide(
-        proposal, category, user=user, status=CategoryProposal.Status.EDITED,
+        proposal, category, user=user, status=status,
         message=f"category: {category.name} ({why})", allowed=CategoryProposal.OPEN,
     )  # fmt: skip
     if done.status == CategoryProposal.Status.REJECTED:

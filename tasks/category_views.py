@@ -42,7 +42,7 @@ SHOWN_STATUSES = [("", "Open"), *CategoryProposal.Status.choices, ("all", "All")
 
 def _proposals(status: str):
     rows = CategoryProposal.objects.select_related(
-        "task", "revision", "category", "decided_category", "decided_by", "decided_revision"
+        "task", "revision", "category", "category_before", "decided_category", "decided_by", "decided_revision"
     )
     if status == "all":
         return rows

@@ -275,6 +275,15 @@ def test_edit_sets_another_category_as_a_revision_and_a_decided_proposal_refuses
         reject_proposal(proposal, user=admin_user)
 
 
+def test_choosing_the_proposed_category_is_accepting_it(generator, scripted_upstream, admin_user):
+    task = make_task("sum-sales")
+    (proposal,) = propose(scripted_upstream, task)
+    done = edit_proposal(proposal, category("analysis-reasoning"), user=admin_user)
+    task.refresh_from_db()
+    assert done.status == "accepted" and task.benchmark_category.slug == "analysis-reasoning"
+    assert task.current_revision.message.startswith(f"category: Analysis & Reasoning (accepted proposal #{proposal.pk}")
+
+
 def test_a_failed_proposal_can_be_given_a_category_by_hand_and_a_pending_one_rejected(
     generator, scripted_upstream, admin_user
 ):
@@ -331,7 +340,7 @@ def test_command_prints_a_line_per_task_and_fails_when_a_proposal_failed(generat
 
     lines = out.strip().splitlines()
     assert lines[0] == "a-ok: analysis-reasoning (Totals.)"
-    assert lines[1].startswith("b-broken: failed: gen: ") and "HTTP 500" in lines[1]
+    assert lines[1].startswith("b-broken: failed: model call to 'gen' failed") and "HTTP 500" in lines[1]
     assert "proposed a category for 1 of 2 tasks with gen; 1 failed" in lines[2]
     assert error is not None and "1 proposal(s) failed; first: b-broken" in str(error)
     assert CategoryProposal.objects.filter(status="failed").count() == 1  # recorded, not dropped
