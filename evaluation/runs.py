@@ -188,6 +188,9 @@ def start_eval_run(*, user=None, **settings_) -> tuple[EvalRun, bool]:
     with transaction.atomic():
         run, reused = create_eval_run(user=user, **settings_)
         if reused:
+            if run.inline:  # run by a command's own process before (`evaluate --here`): by the workers from now on
+                EvalRun.objects.filter(pk=run.pk).update(inline=False)
+                run.inline = False
             resume_eval_run(run, user=user)
         else:
             _begin(run)
