@@ -7,6 +7,7 @@ from django.urls import reverse
 from jobs.registry import job
 from jobs.runner import JobCancelled
 
+from . import run_jobs  # noqa: F401  (registers the evaluation-run jobs)
 from .models import Rollout
 from .runs import rollout_changed
 from .services import ROLLOUT_JOB, execute_rollout, fail_lost_rollouts, fail_redelivered

@@ -1,0 +1,332 @@
+"""python manage.py evaluate (--benchmark NAME [--version N] | --task ID ...) --endpoint NAME [--harness H]
+    [--repeats N] [--option k=v ...] [--time-limit S] [--max-turns N] [--token-limit N] [--pass-threshold X]
+    [--name NAME] [--fresh] [--resume RUN] [--here] [--json]
+python manage.py evaluate --resume RUN [--here] [--json]"""
+
+import json
+import time
+
+from django.core.management.base import BaseCommand, CommandError
+
+from jobs.engine import JobEngineError
+from jobs.models import JobRun
+from llm.models import ModelEndpoint
+from review.models import Benchmark
+from tasks.models import Task
+
+from ...harnesses import HARNESSES
+from ...models import EvalRun, Outcome, Rollout
+from ...runs import (
+    EvalRunError,
+    cancel_eval_run,
+    create_eval_run,
+    current_summary,
+    resume_eval_run,
+    run_config,
+    run_here,
+    run_json,
+    set_pass_threshold,
+    start_eval_run,
+)
+from ...services import fail_lost_rollouts
+from .rollout import _options
+
+POLL_SECONDS = 0.5
+RECHECK_LOST_SECONDS = 10.0
+
+
+class Command(BaseCommand):
+    help = (
+        "Evaluate a model on a frozen benchmark version (default: its latest) or on tasks' current revisions, each "
+        "task --repeats times, and wait for the run: its rollouts run as jobs on the `sandbox` queue (--here: in "
+        "this process). A run with the configuration of an earlier one resumes that one (its finished rollouts "
+        "are kept) unless --fresh. One line per finished rollout goes to stderr; the figures to stdout, with --json "
+        "as one JSON object on the last line. Exits non-zero when the run is incomplete or cancelled."
+    )
+
+    def create_parser(self, prog_name, subcommand, **kwargs):
+        # --version is the benchmark version's number here, not Django's version.
+        return super().create_parser(prog_name, subcommand, conflict_handler="resolve", **kwargs)
+
+    def add_arguments(self, parser):
+        parser.add_argument("--benchmark", help="the benchmark's name")
+        parser.add_argument("--version", type=int, help="its version number (default: the latest frozen one)")
+        parser.add_argument("--task", action="extend", nargs="+", default=[], metavar="ID",
+                            help="task external ids (their current revisions), instead of --benchmark")  # fmt: skip
+        parser.add_argument("--endpoint", help="the agent model endpoint's name")
+        parser.add_argument("--harness", choices=sorted(HARNESSES), help="default: settings.CLAWGYM_DEFAULT_HARNESS")
+        parser.add_argument("--repeats", type=int, help="rollouts per task (epochs; default 1)")
+        parser.add_argument(
+            "--option", action="append", default=[], metavar="KEY=VALUE",
+            help="a harness option (VALUE is JSON, or else a string); repeatable",
+        )  # fmt: skip
+        parser.add_argument("--time-limit", type=int, metavar="SECONDS", help="per rollout (the timeout limit)")
+        parser.add_argument("--max-turns", type=int, metavar="N", help="per rollout")
+        parser.add_argument("--token-limit", type=int, metavar="N", help="input + output tokens per rollout")
+        parser.add_argument("--pass-threshold", type=float, metavar="X",
+                            help="a repeat passes at this score (pass@k, solved tasks; default 1.0)")  # fmt: skip
+        parser.add_argument("--name", default="", help="the run's name (default: endpoint on benchmark version)")
+        parser.add_argument("--fresh", action="store_true", help="a new run even if one has the same configuration")
+        parser.add_argument("--resume", type=int, metavar="RUN", help="run again what is left of that run")
+        parser.add_argument("--here", action="store_true", help="run in this process instead of on the job workers")
+        parser.add_argument("--json", dest="as_json", action="store_true", help="print the run as JSON last")
+        parser.add_argument("--timeout", type=float, default=24 * 3600.0, help="seconds to wait for the run (24 h)")
+        parser.add_argument(
+            "--start-timeout", type=float, default=60.0,
+            help="seconds to wait for a worker to take the first job before cancelling the run (60)",
+        )  # fmt: skip
+
+    def handle(self, *args, **flags):
+        try:
+            run = self._resume(flags) if flags["resume"] else self._start(flags)
+        except EvalRunError as exc:
+            raise CommandError(str(exc)) from None
+        except JobEngineError as exc:
+            raise CommandError(f"the job engine did not take the rollouts: {exc}") from None
+        if flags["here"]:
+            run = run_here(run, on_rollout=lambda rollout: self.stderr.write(rollout_line(rollout, run.repeats)))
+        else:
+            self._wait(run, timeout=flags["timeout"], start_timeout=flags["start_timeout"], as_json=flags["as_json"])
+            run.refresh_from_db()
+        self._print(run, flags["as_json"])
+        if run.status != EvalRun.Status.COMPLETE:
+            raise CommandError(unfinished_message(run))
+
+    # --- what to run ---------------------------------------------------------------------------------------------
+
+    def _start(self, flags) -> EvalRun:
+        if not flags["endpoint"]:
+            raise CommandError("--endpoint NAME is required (or --resume RUN)")
+        if bool(flags["benchmark"]) == bool(flags["task"]):
+            raise CommandError("give either --benchmark NAME [--version N] or --task ID ... (or --resume RUN)")
+        if flags["version"] is not None and not flags["benchmark"]:
+            raise CommandError("--version goes with --benchmark")
+        settings_ = {
+            "endpoint": endpoint_named(flags["endpoint"]),
+            "harness": flags["harness"],
+            "repeats": flags["repeats"] or 1,
+            "options": _options(flags["option"]),
+            "limits": given_limits(flags),
+            "name": flags["name"],
+            "fresh": flags["fresh"],
+        }
+        if flags["pass_threshold"] is not None:
+            settings_["pass_threshold"] = flags["pass_threshold"]
+        if flags["benchmark"]:
+            settings_["benchmark_version"] = benchmark_version(flags["benchmark"], flags["version"])
+        else:
+            settings_["revisions"] = current_revisions(flags["task"])
+        if flags["here"]:
+            run, reused = create_eval_run(inline=True, **settings_)
+            if reused:
+                self._set_inline(run, True)
+                run = resume_eval_run(run)
+        else:
+            run, reused = start_eval_run(**settings_)
+        if reused:
+            self.stderr.write(f"run #{run.pk} ({run.name}) has this configuration: resuming it (its finished "
+                              "rollouts are kept; --fresh starts a new run)")  # fmt: skip
+            if flags["pass_threshold"] is not None and flags["pass_threshold"] != run.pass_threshold:
+                run = set_pass_threshold(run, flags["pass_threshold"])
+        else:
+            self.stderr.write(f"run #{run.pk} ({run.name}): {run.rollouts_total} rollouts")
+        return run
+
+    def _resume(self, flags) -> EvalRun:
+        if flags["fresh"]:
+            raise CommandError("--fresh starts a new run: it does not go with --resume")
+        run = EvalRun.objects.select_related("endpoint", "benchmark_version").filter(pk=flags["resume"]).first()
+        if run is None:
+            raise CommandError(f"no evaluation run #{flags['resume']}")
+        config = self._asked_config(run, flags)
+        self._set_inline(run, flags["here"])
+        run = resume_eval_run(run, config=config)
+        if flags["pass_threshold"] is not None and flags["pass_threshold"] != run.pass_threshold:
+            run = set_pass_threshold(run, flags["pass_threshold"])
+        self.stderr.write(f"run #{run.pk} ({run.name}) resumed: {run.rollouts_finished} of {run.rollouts_total} "
+                          "rollouts finished before")  # fmt: skip
+        return run
+
+    def _asked_config(self, run: EvalRun, flags) -> dict | None:
+        """The configuration the flags given with --resume describe (the run's own settings where none is given),
+        or None when none is given: the run is resumed as it is."""
+        keys = ("benchmark", "version", "task", "endpoint", "harness", "repeats", "option", "time_limit",
+                "max_turns", "token_limit")  # fmt: skip
+        if not any(flags[key] not in (None, []) for key in keys):
+            return None
+        if flags["benchmark"] and flags["task"]:
+            raise CommandError("give either --benchmark or --task, not both")
+        if flags["version"] is not None and not flags["benchmark"]:
+            raise CommandError("--version goes with --benchmark")
+        version = run.benchmark_version
+        revisions = [row.revision for row in run.task_results.select_related("revision")]
+        if flags["benchmark"]:
+            version = benchmark_version(flags["benchmark"], flags["version"])
+            revisions = list(version.revisions.all())
+        elif flags["task"]:
+            version, revisions = None, current_revisions(flags["task"])
+        return run_config(
+            revisions=revisions, benchmark_version=version,
+            endpoint=endpoint_named(flags["endpoint"]) if flags["endpoint"] else run.endpoint,
+            harness=flags["harness"] or run.harness,
+            options=_options(flags["option"]) if flags["option"] else run.harness_options,
+            limits={**run.limits, **given_limits(flags)},
+            repeats=flags["repeats"] if flags["repeats"] is not None else run.repeats,
+        )  # fmt: skip
+
+    def _set_inline(self, run: EvalRun, here: bool) -> None:
+        # Who runs it from now on: with --here this process (a resume must not queue jobs for the workers), else
+        # the workers (a run started --here before must have its rollouts queued as jobs now).
+        if run.inline != here:
+            EvalRun.objects.filter(pk=run.pk).update(inline=here)
+            run.refresh_from_db()
+
+    # --- waiting for the workers ---------------------------------------------------------------------------------
+
+    def _wait(self, run: EvalRun, *, timeout: float, start_timeout: float, as_json: bool) -> None:
+        started = time.monotonic()
+        last_lost_check = started
+        finished_before = run.rollouts_finished
+        taken = False
+        seen = set(self._finished(run))  # finished before this command started: not reported again
+        while True:
+            new = [pk for pk, *_ in set(self._finished(run)) - seen]
+            for rollout in self._finished(run, objects=True).filter(pk__in=new).select_related("revision__task"):
+                seen.add((rollout.pk, rollout.attempt, rollout.status))
+                self.stderr.write(rollout_line(rollout, run.repeats))
+            run.refresh_from_db()
+            if run.is_finished:
+                return
+            now = time.monotonic()
+            if not taken:
+                pending = run.rollouts.exclude(status__in=Rollout.FINISHED)
+                taken = run.rollouts_finished != finished_before or pending.exclude(
+                    job_run__status=JobRun.Status.QUEUED).exists()  # fmt: skip
+            if not taken and now - started > start_timeout:
+                run = cancel_eval_run(run)  # a worker starting later must not run what nobody waits for
+                self._print(run, as_json)
+                raise CommandError(
+                    f"no job worker took the rollout jobs of run #{run.pk} within {start_timeout:g} s: are workers "
+                    "running on the sandbox queue? (`manage.py check_workers` tells; `manage.py qcluster` or a "
+                    "Celery worker with -Q sandbox starts one). Or pass --here to run them in this process. The run "
+                    f"was cancelled; `manage.py evaluate --resume {run.pk}` runs it again."
+                )
+            if now - started > timeout:
+                self._print(run, as_json)
+                raise CommandError(f"run #{run.pk} did not finish within {timeout:g} s; it goes on running "
+                                   f"(`manage.py eval_report {run.pk}` shows where it is)")  # fmt: skip
+            if now - last_lost_check > RECHECK_LOST_SECONDS:
+                fail_lost_rollouts()  # a killed worker's rollout would otherwise look "running" forever
+                last_lost_check = now
+            time.sleep(POLL_SECONDS)
+
+    def _finished(self, run: EvalRun, *, objects: bool = False):
+        finished = run.rollouts.filter(status__in=Rollout.FINISHED).order_by("pk")
+        return finished if objects else finished.values_list("pk", "attempt", "status")
+
+    # --- output --------------------------------------------------------------------------------------------------
+
+    def _print(self, run: EvalRun, as_json: bool) -> None:
+        report = run_json(run)
+        if as_json:
+            self.stdout.write(json.dumps(report, ensure_ascii=False, default=str))
+        else:
+            write_summary(self.stdout, run, report)
+
+
+# --- shared with eval_report ---------------------------------------------------------------------------------
+
+
+def endpoint_named(name: str) -> ModelEndpoint:
+    endpoint = ModelEndpoint.objects.filter(name=name).first()
+    if endpoint is None:
+        known = ", ".join(ModelEndpoint.objects.values_list("name", flat=True)) or "none"
+        raise CommandError(f"no model endpoint named {name!r} (known: {known}); add one with `endpoints add`")
+    return endpoint
+
+
+def benchmark_version(name: str, number: int | None):
+    benchmark = Benchmark.objects.filter(name=name).first()
+    if benchmark is None:
+        known = ", ".join(Benchmark.objects.values_list("name", flat=True)) or "none"
+        raise CommandError(f"no benchmark named {name!r} (known: {known})")
+    versions = benchmark.versions.order_by("-number")
+    version = versions.filter(number=number).first() if number is not None else versions.first()
+    if version is None:
+        if number is None:
+            raise CommandError(f"benchmark {name} has no frozen version yet: freeze one first")
+        known = ", ".join(f"v{n}" for n in versions.values_list("number", flat=True))
+        raise CommandError(f"benchmark {name} has no version {number} (it has: {known})")
+    return version
+
+
+def current_revisions(task_ids: list[str]) -> list:
+    tasks = {t.external_id: t for t in Task.objects.filter(external_id__in=task_ids).select_related("current_revision")}
+    unknown = [t for t in task_ids if t not in tasks]
+    if unknown:
+        raise CommandError(f"no such task(s): {', '.join(unknown)}")
+    without = [t for t in task_ids if tasks[t].current_revision is None]
+    if without:
+        raise CommandError(f"task(s) without a revision: {', '.join(without)}")
+    return [tasks[t].current_revision for t in dict.fromkeys(task_ids)]
+
+
+def given_limits(flags) -> dict:
+    limits = {"timeout": flags["time_limit"], "max_turns": flags["max_turns"], "token_limit": flags["token_limit"]}
+    return {key: value for key, value in limits.items() if value is not None}
+
+
+def rollout_line(rollout: Rollout, repeats: int) -> str:
+    task = rollout.revision.task.external_id
+    line = f"{task} repeat {rollout.repeat_index + 1}/{repeats} (rollout #{rollout.pk}, attempt {rollout.attempt}): "
+    line += rollout.outcome or rollout.status
+    if rollout.outcome in (Outcome.SCORED, Outcome.AGENT_LIMIT, Outcome.AGENT_ERROR):
+        line += f", score {rollout.score:g}"
+        if rollout.outcome != Outcome.SCORED:
+            line += f" ({rollout.exit_reason})"
+    elif rollout.outcome == Outcome.JUDGE_INCOMPLETE:
+        line += f": code score {rollout.code_score:g}; {rollout.score_reason}"
+    elif rollout.is_finished:
+        line += f": {rollout.exit_reason}"
+        if rollout.error:
+            line += f": {rollout.error.splitlines()[0][:200]}"
+    return line
+
+
+def _num(value, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _ci(ci) -> str:
+    lo, hi = ci or (None, None)
+    return "-" if lo is None else f"[{lo:.3f}, {hi:.3f}]"
+
+
+def write_summary(out, run: EvalRun, report: dict) -> None:
+    """The run's figures for people: overall mean with its interval, the categories, pass@k, the outcomes."""
+    what = report["benchmark_version"] or f"{len(report['tasks'])} task(s)"
+    out.write(f"run #{run.pk} {run.name}: {run.endpoint.name} ({run.endpoint.model}, {run.harness}) on {what}, "
+              f"{run.repeats} repeat(s): {run.status}, {run.rollouts_finished} of {run.rollouts_total} rollouts "
+              "finished")  # fmt: skip
+    if run.status != EvalRun.Status.COMPLETE:
+        out.write("partial figures: " + (f"tasks lacking a score: {', '.join(report['missing'])}"
+                                         if report["missing"] else "no task lacks a score"))  # fmt: skip
+    overall = report["overall"]
+    out.write(f"overall {_num(overall['mean'])} (95% CI {_ci(overall['ci'])}), std across repeats "
+              f"{_num(overall['std_across_repeats'])}")  # fmt: skip
+    passes = "  ".join(f"pass@{k} {_num(v)}" for k, v in report["pass_at_k"].items())
+    hats = "  ".join(f"pass^{k} {_num(v)}" for k, v in report["pass_hat_k"].items())
+    out.write(f"{passes}  {hats}  (a repeat passes at {run.pass_threshold:g})")
+    width = max([len("category"), *map(len, report["categories"])])
+    out.write(f"{'category':<{width}}  tasks  mean   95% CI")
+    for name, figures in report["categories"].items():
+        out.write(f"{name:<{width}}  {figures['tasks']:>5}  {_num(figures['mean'])}  {_ci(figures['ci'])}")
+    out.write("outcomes: " + ", ".join(f"{k} {v}" for k, v in report["outcomes"].items()))
+    out.write(f"tokens {report['tokens']} (input {report['input_tokens']}, output {report['output_tokens']}), "
+              f"cost {report['cost']:.4f}, agent time {report['agent_seconds']:.1f} s")  # fmt: skip
+
+
+def unfinished_message(run: EvalRun) -> str:
+    missing = current_summary(run)["missing"]
+    lacking = f"task(s) lacking a score: {', '.join(missing)}" if missing else "no task lacks a score"
+    return f"run #{run.pk} is {run.status}; {lacking}. `manage.py evaluate --resume {run.pk}` runs what is left."
