@@ -19,9 +19,10 @@ whose task's category changed since it was made (someone set one by hand) is sta
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
@@ -163,6 +164,13 @@ def propose_category(
     return proposal
 
 
+def _propose_in_thread(task: Task, **options) -> CategoryProposal:
+    try:
+        return propose_category(task, **options)
+    finally:
+        connection.close()  # this worker thread's own connection: the pool's threads end with the batch
+
+
 def propose_categories(
     tasks: Iterable[Task],
     *,
@@ -170,22 +178,53 @@ def propose_categories(
     user=None,
     job_run=None,
     on_proposal: Callable[[CategoryProposal], None] | None = None,
+    workers: int | None = None,
 ) -> list[CategoryProposal]:
-    """One proposal per task (each a model call, one after another); `on_proposal` hears of each as it is stored.
+    """One proposal per task, each a model call, in the order of `tasks`; `on_proposal` hears of each as it is
+    stored (in this thread, as they finish).
 
-    Raises CategorizingError when there is no endpoint to ask, before any call.
+    `workers` calls at a time (default: the endpoint's max_concurrent, which bounds its calls across every process
+    anyway). With more than one, the calls run in threads that use the database themselves (each call is a
+    ModelCall row): the tasks must be committed. Raises CategorizingError when there is no endpoint to ask.
     """
     endpoint = endpoint or categorizer_endpoint()
     categories = list(BenchmarkCategory.objects.all())
     if not categories:
         raise CategorizingError("there are no benchmark categories to choose from (add them in the Django admin)")
-    proposals = []
-    for task in tasks:
-        proposal = propose_category(task, endpoint=endpoint, categories=categories, user=user, job_run=job_run)
-        proposals.append(proposal)
+    options = {"endpoint": endpoint, "categories": categories, "user": user, "job_run": job_run}
+    workers = max(1, workers or endpoint.max_concurrent)
+    tasks = list(tasks)
+    proposals: dict[int, CategoryProposal] = {}
+
+    def heard(index: int, proposal: CategoryProposal) -> None:
+        proposals[index] = proposal
         if on_proposal is not None:
             on_proposal(proposal)
-    return proposals
+
+    if workers == 1 or len(tasks) < 2:
+        for index, task in enumerate(tasks):
+            heard(index, propose_category(task, **options))
+        return [proposals[i] for i in range(len(tasks))]
+    pending = {}
+    todo = iter(enumerate(tasks))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="categorize") as pool:
+        try:
+            while True:
+                # A bounded number in flight: memory does not grow with the catalog, and a cancel stops soon.
+                for index, task in todo:
+                    pending[pool.submit(_propose_in_thread, task, **options)] = index
+                    if len(pending) >= 2 * workers:
+                        break
+                if not pending:
+                    break
+                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    heard(pending.pop(future), future.result())
+        except BaseException:  # a cancelled job (raised by on_proposal), an error: start no more calls
+            for future in pending:
+                future.cancel()
+            raise
+    return [proposals[i] for i in range(len(tasks))]
 
 
 def awaiting_proposal():

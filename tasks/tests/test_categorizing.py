@@ -46,7 +46,7 @@ def fast_backoff(fast_llm_retries):
 def generator(db, scripted_upstream):
     return ModelEndpoint.objects.create(
         name="gen", base_url=scripted_upstream.base_url, model="gen-model", roles=["generator"],
-        timeout_seconds=5, max_retries=0,
+        timeout_seconds=5, max_retries=0, max_concurrent=1,  # one call at a time: the test's transaction is theirs
     )  # fmt: skip
 
 
@@ -123,6 +123,28 @@ def test_each_task_is_one_call_showing_instruction_files_and_categories_and_the_
     # Proposing changes no task: that is the admin's decision.
     code.refresh_from_db()
     assert code.benchmark_category is None and code.revisions.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_calls_run_side_by_side_up_to_the_endpoints_concurrency_and_come_back_in_task_order(
+    taxonomy, scripted_upstream
+):
+    # Transactional: the calling threads must see the tasks; `taxonomy` loads the categories a flush removed.
+    ModelEndpoint.objects.create(name="wide", base_url=scripted_upstream.base_url, model="m", roles=["generator"],
+                                 max_retries=0, max_concurrent=3)  # fmt: skip
+    for n in range(7):
+        make_task(f"t{n}", "Fix the unit test." if n % 2 else "Sum the totals.")
+    scripted_upstream.responder = by_content
+    heard = []
+
+    proposals = propose_categories(Task.objects.order_by("external_id"), on_proposal=heard.append)
+
+    assert [p.task.external_id for p in proposals] == [f"t{n}" for n in range(7)]
+    assert [p.category.slug for p in proposals] == [
+        "software-development" if n % 2 else "analysis-reasoning" for n in range(7)
+    ]
+    assert sorted(p.pk for p in heard) == sorted(p.pk for p in proposals)
+    assert scripted_upstream.max_in_flight <= 3 and ModelCall.objects.count() == 7
 
 
 def test_a_long_instruction_is_cut_and_says_so(generator, scripted_upstream):

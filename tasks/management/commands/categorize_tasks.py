@@ -18,8 +18,8 @@ class Command(BaseCommand):
     help = (
         "Ask a model (an endpoint with the generator role, else the judge role, or --endpoint) to propose a "
         "benchmark category, with a one-sentence reason, for each task without one (and without a pending "
-        "proposal); --all asks about every task, --task about these. Runs in this process, one call per task, and "
-        "stores each answer as a proposal an admin accepts on /tasks/categories/. With --json the last line is a "
+        "proposal); --all asks about every task, --task about these. Runs in this process, one call per task (as many "
+        "at a time as the endpoint's max_concurrent), and stores each answer as a proposal an admin accepts on /tasks/categories/. With --json the last line is a "
         'JSON array [{"task", "category", "reason", "status", "error"}]. Exits non-zero when a proposal failed.'
     )
 
