@@ -5,10 +5,11 @@ from django.urls import reverse
 from jobs.registry import job
 
 from .diagnosis import diagnose_candidate
-from .models import BenchmarkCandidate, LLMDiagnosis
+from .models import BenchmarkCandidate, DifficultyFilter, LLMDiagnosis
 
 DIAGNOSE_JOB = "review.diagnose"
 DIAGNOSE_BATCH_JOB = "review.diagnose_batch"
+DIFFICULTY_JOB = "review.difficulty_verdicts"
 
 
 def _candidate_subject(params: dict) -> tuple[str, str]:
@@ -49,3 +50,30 @@ def diagnose(ctx, *, candidate_id: int) -> dict:
 def diagnose_batch(ctx, *, candidate_ids: list[int]) -> dict:
     """Start one review.diagnose per candidate, as children of this run (JobContext.fan_out)."""
     return {"queued": ctx.fan_out(DIAGNOSE_JOB, "candidate_id", candidate_ids, "diagnoses")}
+
+
+def _filter_subject(params: dict) -> tuple[str, str]:
+    found = DifficultyFilter.objects.select_related("benchmark").filter(pk=params["filter_id"]).first()
+    if found is None:
+        return f"difficulty filter #{params['filter_id']}", ""
+    return f"difficulty filter #{found.pk} of {found.benchmark.name}", reverse(
+        "review:difficulty", args=[found.benchmark.name]
+    )
+
+
+@job(DIFFICULTY_JOB, title="Difficulty verdicts", subject=_filter_subject)
+def difficulty_verdicts(ctx, *, filter_id: int) -> dict:
+    """Queued by each of a difficulty filter's two evaluation runs when it finishes: the call that finds both
+    finished gives the candidates their verdicts; any other call (the first run's, a second delivery) does nothing.
+    """
+    # Imported here: review.difficulty imports the services, which import this module.
+    from .difficulty import finish_difficulty_filter, verdict_counts
+
+    flt = finish_difficulty_filter(DifficultyFilter.objects.get(pk=filter_id))
+    if flt.status == DifficultyFilter.Status.RUNNING:
+        ctx.log(f"difficulty filter #{filter_id}: the other run is still going; its end gives the verdicts")
+    elif flt.status == DifficultyFilter.Status.FAILED:
+        ctx.log(f"difficulty filter #{filter_id} failed: {flt.error}")
+    else:
+        ctx.log(f"difficulty filter #{filter_id} finished")
+    return {"filter": filter_id, "status": flt.status, "verdicts": verdict_counts(flt)}

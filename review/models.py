@@ -1,4 +1,5 @@
-"""Benchmarks, their frozen versions, the candidates proposed for them, LLM diagnoses and reviewers' decisions.
+"""Benchmarks, their frozen versions, the candidates proposed for them, LLM diagnoses, reviewers' decisions and
+difficulty filtering (a strong and a small agent's scores on each candidate, and the verdict they give).
 
 Every change goes through review.services. Decisions and diagnoses are append-only; a frozen BenchmarkVersion
 never changes: it pins exact task revisions, so a score always names exactly what was scored.
@@ -9,6 +10,7 @@ from typing import NamedTuple
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 
@@ -21,6 +23,24 @@ class Benchmark(models.Model):
         default=0.0,
         validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
         help_text="Accepting is blocked while a lazy agent earns more than this with the candidate's checker.",
+    )
+    # Difficulty filtering (review.difficulty) keeps a candidate when strong >= strong_min, small <= small_max and
+    # strong > small + margin, the means over n rollouts of a strong and a small agent.
+    difficulty_strong_min = models.FloatField(
+        default=0.2,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Difficulty filtering: a candidate whose strong agent scores below this (mean) is too hard.",
+    )
+    difficulty_small_max = models.FloatField(
+        default=0.6,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Difficulty filtering: a candidate whose small agent scores above this (mean) is too easy.",
+    )
+    difficulty_margin = models.FloatField(
+        default=0.0,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Difficulty filtering: the strong agent must beat the small one by more than this, else the "
+        "candidate does not tell them apart (0: strictly better).",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -65,6 +85,16 @@ class PinnedRevision(models.Model):
         constraints = [models.UniqueConstraint(fields=["version", "revision"], name="unique_pinned_revision")]
 
 
+class DifficultyVerdict(models.TextChoices):
+    """What difficulty filtering says of a candidate (review.difficulty.verdict_for: the rule and its precedence)."""
+
+    KEEP = "keep", "Keep"
+    TOO_HARD = "too_hard", "Too hard"
+    TOO_EASY = "too_easy", "Too easy"
+    NOT_DISCRIMINATIVE = "not_discriminative", "Not discriminative"
+    INCOMPLETE = "incomplete", "Incomplete"
+
+
 class BenchmarkCandidate(models.Model):
     class Status(models.TextChoices):
         AWAITING_DIAGNOSIS = "awaiting_diagnosis", "Awaiting diagnosis"
@@ -88,6 +118,11 @@ class BenchmarkCandidate(models.Model):
     # Difficulty statistics: mean scores of the strong and the small agent (filled by difficulty filtering).
     strong_mean = models.FloatField(null=True, blank=True)
     small_mean = models.FloatField(null=True, blank=True)
+    # The verdict of the latest difficulty filter that covered the candidate (DifficultyVerdict, blank: never
+    # filtered), kept here like worst_rank so that the queue filters on an indexed column; strong_mean and
+    # small_mean are that result's means. review.difficulty keeps all three in step with the DifficultyResult rows.
+    difficulty_verdict = models.CharField(max_length=24, blank=True, db_index=True, editable=False,
+                                          choices=DifficultyVerdict.choices)  # fmt: skip
     # SEVERITY_RANK of the worst issue of the latest diagnosis; null: no issues, or not diagnosed. Kept here, not
     # computed per request, so the queue filters and sorts on an indexed column (bench/review_bench.py).
     worst_rank = models.PositiveSmallIntegerField(null=True, blank=True, editable=False)
@@ -128,6 +163,30 @@ class BenchmarkCandidate(models.Model):
 
     def latest_diagnosis(self):
         return self.diagnoses.order_by("-created_at", "-id").first()
+
+    @classmethod
+    def refresh_difficulty(cls, queryset) -> int:
+        """Copy the latest finished difficulty result of each candidate in `queryset` (the result of the filter
+        started last) into difficulty_verdict, strong_mean and small_mean; a candidate with none gets blanks."""
+        latest = DifficultyResult.objects.filter(
+            candidate=models.OuterRef("pk"), filter__status=DifficultyFilter.Status.FINISHED
+        ).order_by("-filter__created_at", "-filter_id")
+        return queryset.update(
+            difficulty_verdict=Coalesce(
+                models.Subquery(latest.values("verdict")[:1]), models.Value(""), output_field=models.CharField()
+            ),
+            strong_mean=models.Subquery(latest.values("strong_mean")[:1]),
+            small_mean=models.Subquery(latest.values("small_mean")[:1]),
+        )
+
+    def latest_difficulty(self):
+        """The latest finished DifficultyResult (the one difficulty_verdict shows), or None."""
+        return (
+            self.difficulty_results.filter(filter__status=DifficultyFilter.Status.FINISHED)
+            .select_related("filter__strong_endpoint", "filter__small_endpoint", "filter__created_by", "revision")
+            .order_by("-filter__created_at", "-filter_id")
+            .first()
+        )
 
 
 class LLMDiagnosis(models.Model):
@@ -362,3 +421,73 @@ class QualityRating(models.Model):
 
     def scores(self) -> dict[str, int]:
         return {d.field: getattr(self, d.field) for d in QUALITY_DIMENSIONS}
+
+
+# --- difficulty filtering --------------------------------------------------------------------------------------
+
+
+class DifficultyFilter(models.Model):
+    """One pass of difficulty filtering over some of a benchmark's candidates: a strong and a small agent, each an
+    evaluation run of n rollouts per candidate over the candidates' task revisions; once both runs have finished,
+    one DifficultyResult per candidate (review.difficulty). The thresholds are copied from the benchmark at start,
+    so a result always says what it was judged against."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "Running"
+        FINISHED = "finished", "Finished"
+        FAILED = "failed", "Failed"
+
+    benchmark = models.ForeignKey(Benchmark, on_delete=models.CASCADE, related_name="difficulty_filters")
+    strong_endpoint = models.ForeignKey("llm.ModelEndpoint", on_delete=models.PROTECT, related_name="+")
+    small_endpoint = models.ForeignKey("llm.ModelEndpoint", on_delete=models.PROTECT, related_name="+")
+    n = models.PositiveSmallIntegerField(default=4, help_text="Rollouts of each agent per candidate.")
+    strong_min = models.FloatField()
+    small_max = models.FloatField()
+    margin = models.FloatField(default=0.0)
+    harness = models.CharField(max_length=40)
+    strong_run = models.ForeignKey(
+        "evaluation.EvalRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    small_run = models.ForeignKey(
+        "evaluation.EvalRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    candidates = models.ManyToManyField(BenchmarkCandidate, related_name="difficulty_filters")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING, db_index=True)
+    error = models.TextField(blank=True, help_text="Why it failed.")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        return f"difficulty filter #{self.pk} of {self.benchmark.name}"
+
+    @property
+    def runs(self) -> list:
+        return [run for run in (self.strong_run, self.small_run) if run is not None]
+
+
+class DifficultyResult(models.Model):
+    """One candidate's verdict in one difficulty filter: each agent's mean over its scored repeats (None: none
+    scored) and how many repeats that is."""
+
+    filter = models.ForeignKey(DifficultyFilter, on_delete=models.CASCADE, related_name="results")
+    candidate = models.ForeignKey(BenchmarkCandidate, on_delete=models.CASCADE, related_name="difficulty_results")
+    revision = models.ForeignKey("tasks.TaskRevision", on_delete=models.CASCADE, related_name="+",
+                                 help_text="The revision both agents ran on.")  # fmt: skip
+    strong_mean = models.FloatField(null=True, blank=True)
+    small_mean = models.FloatField(null=True, blank=True)
+    strong_n = models.PositiveSmallIntegerField(default=0, help_text="Strong agent repeats that have a score.")
+    small_n = models.PositiveSmallIntegerField(default=0, help_text="Small agent repeats that have a score.")
+    verdict = models.CharField(max_length=24, choices=DifficultyVerdict.choices)
+
+    class Meta:
+        ordering = ["filter", "candidate__task__external_id"]
+        constraints = [models.UniqueConstraint(fields=["filter", "candidate"], name="unique_difficulty_result")]
+
+    def __str__(self):
+        return f"{self.candidate_id} in filter {self.filter_id}: {self.verdict}"
