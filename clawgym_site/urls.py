@@ -5,6 +5,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
+from evaluation.urls import run_urlpatterns
 from tasks.views import dashboard
 
 urlpatterns = [
@@ -14,6 +15,7 @@ urlpatterns = [
     path("llm/", include("llm.urls")),
     path("proxy/", include("llm.proxy_urls")),
     path("rollouts/", include("evaluation.urls")),
+    path("evaluations/", include((run_urlpatterns, "evaluations"))),
     path("review/", include("review.urls")),
     path("api/", include("clawgym_site.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),

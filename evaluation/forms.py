@@ -62,3 +62,106 @@ class TrajectoryFilterForm(forms.Form):
         if data["min_reward"] is not None:
             trajectories = trajectories.filter(reward__gte=data["min_reward"])
         return trajectories
+
+
+# --- evaluation runs ---------------------------------------------------------------------------------------------
+
+
+def _agent_endpoints():
+    enabled = ModelEndpoint.objects.filter(enabled=True).order_by("name")
+    return enabled.filter(pk__in=[e.pk for e in enabled if e.serves(ModelEndpoint.Role.AGENT)])
+
+
+class StartEvalRunForm(forms.Form):
+    """What evaluation.runs.start_eval_run takes: a benchmark version or task ids, a model, a harness, repeats,
+    options, limits, a pass threshold and a name. `run_settings()` gives its keyword arguments."""
+
+    benchmark_version = forms.ModelChoiceField(
+        queryset=None, required=False, empty_label="— task ids instead —", label="Benchmark version"
+    )
+    tasks = forms.CharField(
+        required=False, label="Task ids", widget=forms.Textarea(attrs={"rows": 2, "cols": 40}),
+        help_text="Instead of a version: task ids (space or comma separated); their current revisions run.",
+    )  # fmt: skip
+    endpoint = forms.ModelChoiceField(queryset=None, to_field_name="name", label="Model (agent endpoint)")
+    harness = forms.ChoiceField(choices=HARNESS_CHOICES)
+    repeats = forms.IntegerField(min_value=1, max_value=MAX_REPEATS, initial=1)
+    options = forms.JSONField(
+        required=False, label="Harness options (JSON)", initial=dict,
+        widget=forms.Textarea(attrs={"rows": 2, "cols": 40}),
+    )  # fmt: skip
+    timeout = forms.IntegerField(required=False, min_value=1, label="Time limit (s)")
+    max_turns = forms.IntegerField(required=False, min_value=1, label="Turn limit")
+    token_limit = forms.IntegerField(required=False, min_value=1, label="Token limit")
+    pass_threshold = forms.FloatField(min_value=0.0, max_value=1.0, initial=1.0, label="Pass threshold")
+    name = forms.CharField(required=False, max_length=200, help_text="Default: the model and what it runs on.")
+
+    def __init__(self, *args, **kwargs):
+        from review.models import BenchmarkVersion
+
+        super().__init__(*args, **kwargs)
+        self.fields["benchmark_version"].queryset = BenchmarkVersion.objects.select_related("benchmark").order_by(
+            "benchmark__name", "-number"
+        )
+        self.fields["endpoint"].queryset = _agent_endpoints()
+
+    def clean_tasks(self):
+        ids = [part for part in self.cleaned_data["tasks"].replace(",", " ").split() if part]
+        if not ids:
+            return []
+        tasks = {t.external_id: t for t in Task.objects.select_related("current_revision").filter(external_id__in=ids)}
+        unknown = [i for i in ids if i not in tasks]
+        if unknown:
+            raise forms.ValidationError(f"No task has the id {', '.join(unknown)}.")
+        unrevised = [i for i in ids if tasks[i].current_revision is None]
+        if unrevised:
+            raise forms.ValidationError(f"No revision to run: {', '.join(unrevised)}.")
+        return [tasks[i].current_revision for i in dict.fromkeys(ids)]
+
+    def clean_options(self):
+        options = self.cleaned_data["options"]
+        if options in (None, ""):
+            return {}
+        if not isinstance(options, dict):
+            raise forms.ValidationError("Harness options must be a JSON object.")
+        return options
+
+    def clean_pass_threshold(self):
+        threshold = self.cleaned_data["pass_threshold"]
+        if threshold <= 0:
+            raise forms.ValidationError("The pass threshold must be above 0.")
+        return threshold
+
+    def clean(self):
+        data = super().clean()
+        version, revisions = data.get("benchmark_version"), data.get("tasks")
+        if "tasks" in data and "benchmark_version" in data and bool(version) == bool(revisions):
+            raise forms.ValidationError("Choose a benchmark version or give task ids (one of the two).")
+        return data
+
+    def run_settings(self) -> dict:
+        data = self.cleaned_data
+        settings_ = {
+            "endpoint": data["endpoint"],
+            "harness": data["harness"],
+            "repeats": data["repeats"],
+            "options": data["options"],
+            "limits": {key: data[key] for key in ("timeout", "max_turns", "token_limit") if data[key] is not None},
+            "pass_threshold": data["pass_threshold"],
+            "name": data["name"].strip(),
+        }
+        if data["benchmark_version"]:
+            settings_["benchmark_version"] = data["benchmark_version"]
+        else:
+            settings_["revisions"] = data["tasks"]
+        return settings_
+
+
+class PassThresholdForm(forms.Form):
+    pass_threshold = forms.FloatField(min_value=0.0, max_value=1.0, label="Pass threshold")
+
+    def clean_pass_threshold(self):
+        threshold = self.cleaned_data["pass_threshold"]
+        if threshold <= 0:
+            raise forms.ValidationError("The pass threshold must be above 0.")
+        return threshold

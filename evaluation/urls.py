@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import views, views_runs
 
 app_name = "evaluation"
 urlpatterns = [
@@ -11,4 +11,22 @@ urlpatterns = [
     path("<int:pk>/retry/", views.rollout_retry, name="retry"),
     path("<int:pk>/rejudge/", views.rollout_rejudge, name="rejudge"),
     path("<int:pk>/trajectories.jsonl", views.rollout_trajectories, name="trajectories"),
+]
+
+# Evaluation runs, under /evaluations/ (clawgym_site.urls includes them as the "evaluations" namespace).
+run_urlpatterns = [
+    path("", views_runs.run_list, name="list"),
+    path("start/", views_runs.run_start, name="start"),
+    path("recent/", views_runs.recent_runs, name="recent"),
+    path("panel/", views_runs.dashboard_panel, name="panel"),
+    path("leaderboard/", views_runs.leaderboard, name="leaderboard"),
+    path("compare/", views_runs.compare, name="compare"),
+    path("<int:pk>/", views_runs.run_detail, name="detail"),
+    path("<int:pk>/tasks/<int:row>/", views_runs.run_task_repeats, name="repeats"),
+    path("<int:pk>/resume/", views_runs.run_resume, name="resume"),
+    path("<int:pk>/cancel/", views_runs.run_cancel, name="cancel"),
+    path("<int:pk>/regrade/", views_runs.run_regrade, name="regrade"),
+    path("<int:pk>/threshold/", views_runs.run_threshold, name="threshold"),
+    path("<int:pk>/export.json", views_runs.run_export_json, name="export-json"),
+    path("<int:pk>/export.csv", views_runs.run_export_csv, name="export-csv"),
 ]

@@ -23,6 +23,7 @@ from clawgym_site.htmx import render_page
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
 
+from . import dashboard_panels
 from .diffing import diff_revisions, role_folder
 from .forms import CompareForm, ImportForm, TaskFilterForm
 from .importing import IMPORT_JOB, start_upload_import
@@ -62,6 +63,7 @@ def dashboard(request):
     cells = Task.objects.order_by().values_list("benchmark_category_id", "status").annotate(n=Count("id"))
     rows, totals = _category_table(categories, cells)
     source_counts = dict(Task.objects.order_by().values_list("source").annotate(n=Count("id")))
+    panels, panel_scripts = dashboard_panels.rendered(request)  # other apps' panels (tasks.dashboard_panels)
     context = {
         "nav": "dashboard",
         "statuses": Task.Status.choices,
@@ -71,6 +73,8 @@ def dashboard(request):
         "grand_total": sum(totals),
         "sources": [(value, label, source_counts.get(value, 0)) for value, label in Task.Source.choices],
         "recent_jobs": JobRun.objects.select_related("created_by").with_failed_children()[:RECENT_JOBS],
+        "panels": panels,
+        "panel_scripts": panel_scripts,
     }
     return TemplateResponse(request, "tasks/dashboard.html", context)
 
