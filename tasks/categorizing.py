@@ -90,7 +90,7 @@ def answer_schema(categories: list[BenchmarkCategory]) -> dict:
         "type": "object",
         "properties": {
             "category": {"enum": [c.slug for c in categories] + [c.name for c in categories]},
-            "reason": {"type": "string", "minLength": 1},
+            "reason": {"type": "string", "pattern": r"\S"},  # not blank
         },
         "required": ["category", "reason"],
     }
@@ -188,6 +188,10 @@ def propose_categories(
     ModelCall row): the tasks must be committed. Raises CategorizingError when there is no endpoint to ask.
     """
     endpoint = endpoint or categorizer_endpoint()
+    try:
+        endpoint.api_key()  # a missing key would fail every call alike: say so once, before any
+    except MissingApiKey as exc:
+        raise CategorizingError(str(exc)) from None
     categories = list(BenchmarkCategory.objects.all())
     if not categories:
         raise CategorizingError("there are no benchmark categories to choose from (add them in the Django admin)")

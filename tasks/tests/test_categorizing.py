@@ -162,6 +162,7 @@ def test_a_long_instruction_is_cut_and_says_so(generator, scripted_upstream):
         (Reply.text(json.dumps({"category": "cooking", "reason": "It is about food."})), "cooking"),
         (Reply.text("I think it is analysis."), "JSON"),
         (Reply.text(json.dumps({"category": "analysis-reasoning"})), "reason"),
+        (Reply.text(json.dumps({"category": "analysis-reasoning", "reason": "  "})), "reason"),
     ],
 )
 def test_an_answer_naming_no_category_is_repaired_once_then_stored_as_failed(generator, scripted_upstream, bad, problem):
@@ -204,6 +205,14 @@ def test_the_generator_is_preferred_then_the_judge_and_without_either_it_says_wh
     ModelEndpoint.objects.create(name="z-gen", base_url=scripted_upstream.base_url, model="gen-model",
                                  roles=["generator"], max_retries=0)  # fmt: skip
     assert propose_categories([task])[0].endpoint_name == "z-gen"
+
+
+def test_a_missing_api_key_is_said_once_before_any_call(generator, scripted_upstream):
+    generator.api_key_env = "CLAWGYM_KEY_NOT_SET_FOR_THIS_TEST"
+    generator.save()
+    with pytest.raises(CategorizingError, match="CLAWGYM_KEY_NOT_SET_FOR_THIS_TEST"):
+        propose_categories([make_task("sum-sales")])
+    assert not scripted_upstream.requests and not CategoryProposal.objects.exists()
 
 
 def test_a_new_proposal_supersedes_the_pending_one(generator, scripted_upstream, admin_user):
@@ -556,8 +565,18 @@ def test_start_without_an_endpoint_shows_why(db, admin_client):
     assert not JobRun.objects.exists()
 
 
-def test_dashboard_links_to_the_proposals(viewer_client):
+def test_dashboard_links_to_the_proposals(viewer_client, outsider_client):
     assert reverse("tasks:categories") in viewer_client.get(reverse("dashboard")).content.decode()
+    assert outsider_client.get(reverse("tasks:categories")).status_code == 403  # a role is needed to read
+
+
+def test_the_django_admin_shows_proposals_read_only(generator, scripted_upstream, admin_client):
+    (proposal,) = propose(scripted_upstream, make_task("sum-sales"))
+    listing = admin_client.get(reverse("admin:tasks_categoryproposal_changelist"))
+    assert listing.status_code == 200 and "sum-sales" in listing.content.decode()
+    page = admin_client.get(reverse("admin:tasks_categoryproposal_change", args=[proposal.pk]))
+    assert page.status_code == 200 and "Totals from a CSV." in page.content.decode()
+    assert admin_client.post(reverse("admin:tasks_categoryproposal_change", args=[proposal.pk]), {}).status_code == 403
 
 
 # --- the API -----------------------------------------------------------------------------------------------
