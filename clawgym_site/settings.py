@@ -190,6 +190,7 @@ SPECTACULAR_SETTINGS = {
         "ApiStyleEnum": "llm.models.ModelEndpoint.ApiStyle",
         "RolloutStatusEnum": "evaluation.models.Rollout.Status",
         "CandidateStatusEnum": "review.models.BenchmarkCandidate.Status",
+        "EvalRunStatusEnum": "evaluation.models.EvalRun.Status",
     },
 }
 
