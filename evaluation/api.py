@@ -20,6 +20,7 @@ from jobs.engine import JobEngineError
 from llm.models import ModelEndpoint
 from tasks.models import Task
 
+from .api_runs import register as register_runs
 from .models import Rollout, Trajectory
 from .serializers import (
     RolloutFilterSerializer,
@@ -108,3 +109,4 @@ class TrajectoryViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.Retrieve
 def register(router):
     router.register("rollouts", RolloutViewSet, basename="rollout")
     router.register("trajectories", TrajectoryViewSet, basename="trajectory")
+    register_runs(router)  # evaluation runs and the leaderboard (evaluation.api_runs)
