@@ -4,9 +4,13 @@ diagnoses and sanity overrides the admin role.
     GET  /api/benchmarks/[{id}/]                POST (admin) creates one
     POST /api/benchmarks/{id}/freeze/           admin: a new immutable version pinning the accepted revisions
     POST /api/benchmarks/{id}/lazy-tolerance/   admin: {"lazy_tolerance": x}: the lazy score the accept gate allows
+    POST /api/benchmarks/{name or id}/difficulty-filter/      admin: {"strong", "small", "n", "candidates", "harness"}:
+                                                              start a difficulty filter: 202 + the filter
+    POST /api/benchmarks/{name or id}/difficulty-thresholds/  admin: {"strong_min", "small_max", "margin"}
+    GET  /api/difficulty-filters/[{id}/]        ?benchmark=&status=; one filter with its verdicts and results
     GET  /api/benchmark-versions/[{id}/]        ?benchmark=NAME
     GET  /api/benchmark-versions/{id}/export/   ?format=tar.gz|zip: the version in the ClawGym folder format
-    GET  /api/candidates/[{id}/]                ?benchmark=&status=&category=&severity=&mine=
+    GET  /api/candidates/[{id}/]                ?benchmark=&status=&category=&severity=&mine=&lazy_above=&difficulty=
     POST /api/candidates/{id}/claim/            reviewer: 409 when another reviewer holds it
     POST /api/candidates/{id}/release/
     POST /api/candidates/{id}/verdict/          reviewer: {"verdicts": {issue id: valid|not_valid|fixed}}
@@ -18,6 +22,7 @@ diagnoses and sanity overrides the admin role.
 """
 
 from django.db.models import Count
+from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
@@ -33,8 +38,9 @@ from jobs.serializers import JobRunSerializer
 from tasks.services import StaleRevisionError
 
 from . import services
+from .difficulty import DifficultyError, set_difficulty_thresholds, start_difficulty_filter
 from .exporting import ARCHIVE_FORMATS, CONTENT_TYPES, download_response
-from .models import Benchmark, BenchmarkCandidate, BenchmarkVersion, DiagnosisIssue, LLMDiagnosis
+from .models import Benchmark, BenchmarkCandidate, BenchmarkVersion, DiagnosisIssue, DifficultyFilter, LLMDiagnosis
 from .serializers import (
     ApplyFixSerializer,
     BenchmarkSerializer,
@@ -48,6 +54,11 @@ from .serializers import (
     DecisionSerializer,
     DiagnosisFilterSerializer,
     DiagnosisSerializer,
+    DifficultyFilterDetailSerializer,
+    DifficultyFilterFilterSerializer,
+    DifficultyFilterSerializer,
+    DifficultyStartSerializer,
+    DifficultyThresholdsSerializer,
     FreezeSerializer,
     LazyToleranceSerializer,
     VerdictSerializer,
@@ -101,6 +112,52 @@ class BenchmarkViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         data = _valid(LazyToleranceSerializer, request.data)
         try:
             benchmark = services.set_lazy_tolerance(self.get_object(), data["lazy_tolerance"], user=request.user)
+        except services.ReviewError as exc:
+            return _error(exc)
+        return Response(BenchmarkSerializer(benchmark, context={"request": request}).data)
+
+
+    def _named(self, key: str) -> Benchmark:
+        """The benchmark called `key`, else the one whose id it is (a name wins: names may be digits)."""
+        found = Benchmark.objects.filter(name=key).first()
+        if found is None and key.isdigit():
+            found = Benchmark.objects.filter(pk=int(key)).first()
+        if found is None:
+            raise Http404(f"no benchmark is named or numbered {key!r}")
+        return found
+
+    @extend_schema(request=DifficultyStartSerializer, responses={202: DifficultyFilterDetailSerializer})
+    @action(detail=True, methods=["post"], url_path="difficulty-filter")
+    def difficulty_filter(self, request, pk=None):
+        """Start a difficulty filter (two evaluation runs on the job workers); poll GET /api/difficulty-filters/{id}/
+        for its verdicts."""
+        benchmark = self._named(pk)
+        data = _valid(DifficultyStartSerializer, request.data)
+        candidates = None
+        if "candidates" in data:
+            wanted = list(dict.fromkeys(data["candidates"]))
+            found = {c.task.external_id: c for c in benchmark.candidates.filter(task__external_id__in=wanted).select_related("task")}
+            missing = [t for t in wanted if t not in found]
+            if missing:
+                raise ValidationError({"candidates": [f"not candidates of {benchmark.name}: {', '.join(missing)}"]})
+            candidates = [found[t] for t in wanted]
+        try:
+            flt = start_difficulty_filter(benchmark, strong=data["strong"], small=data["small"], n=data["n"],
+                                          candidates=candidates, harness=data.get("harness"), user=request.user)  # fmt: skip
+        except (DifficultyError, services.NotAllowed) as exc:
+            return _error(exc)
+        except JobEngineError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+        body = DifficultyFilterDetailSerializer(flt, context={"request": request}).data
+        return Response(body, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(request=DifficultyThresholdsSerializer, responses={200: BenchmarkSerializer})
+    @action(detail=True, methods=["post"], url_path="difficulty-thresholds")
+    def difficulty_thresholds(self, request, pk=None):
+        benchmark = self._named(pk)
+        data = _valid(DifficultyThresholdsSerializer, request.data)
+        try:
+            benchmark = set_difficulty_thresholds(benchmark, user=request.user, **data)
         except services.ReviewError as exc:
             return _error(exc)
         return Response(BenchmarkSerializer(benchmark, context={"request": request}).data)
@@ -262,8 +319,25 @@ class DiagnosisViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):
         return super().list(request, *args, **kwargs)
 
 
+class DifficultyFilterViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):
+    filter_serializer_class = DifficultyFilterFilterSerializer
+
+    def get_queryset(self):
+        return DifficultyFilter.objects.select_related(
+            "benchmark", "strong_endpoint", "small_endpoint", "strong_run", "small_run", "created_by"
+        ).annotate(covered=Count("candidates", distinct=True)).order_by("-created_at", "-id")
+
+    def get_serializer_class(self):
+        return DifficultyFilterSerializer if self.action == "list" else DifficultyFilterDetailSerializer
+
+    @extend_schema(parameters=[DifficultyFilterFilterSerializer])
+    def list(self, request, *args, **kwargs):
+        return super().list(request, *args, **kwargs)
+
+
 def register(router):
     router.register("benchmarks", BenchmarkViewSet, basename="benchmark")
     router.register("benchmark-versions", BenchmarkVersionViewSet, basename="benchmark-version")
     router.register("candidates", CandidateViewSet, basename="candidate")
     router.register("diagnoses", DiagnosisViewSet, basename="diagnosis")
+    router.register("difficulty-filters", DifficultyFilterViewSet, basename="difficulty-filter")

@@ -1,6 +1,11 @@
 """Forms of the reviewers' pages."""
 
 from django import forms
+from django.conf import settings
+
+from evaluation.harnesses import HARNESS_CHOICES
+from evaluation.services import MAX_REPEATS
+from llm.models import ModelEndpoint
 
 from .models import ReviewDecision
 
@@ -22,3 +27,62 @@ class DecisionForm(forms.Form):
         if data.get("decision") == Decision.REJECT and not data.get("reason", "").strip():
             self.add_error("reason", "Rejecting needs a reason.")
         return data
+
+
+# --- difficulty filtering --------------------------------------------------------------------------------------
+
+
+def agent_endpoints():
+    """The enabled endpoints that serve the agent role, by name."""
+    enabled = ModelEndpoint.objects.filter(enabled=True).order_by("name")
+    return enabled.filter(pk__in=[e.pk for e in enabled if e.serves(ModelEndpoint.Role.AGENT)])
+
+
+class DifficultyFilterForm(forms.Form):
+    """Start a difficulty filter: a strong and a small agent, n rollouts each per candidate, a harness."""
+
+    strong = forms.ModelChoiceField(queryset=None, to_field_name="name", label="Strong agent",
+                                    help_text="Should solve a kept candidate (mean at least the strong minimum).")  # fmt: skip
+    small = forms.ModelChoiceField(queryset=None, to_field_name="name", label="Small agent",
+                                   help_text="Should mostly fail a kept candidate (mean at most the small maximum).")  # fmt: skip
+    n = forms.IntegerField(min_value=1, max_value=MAX_REPEATS, initial=4, label="Rollouts each (n)")
+    harness = forms.ChoiceField(choices=HARNESS_CHOICES, required=False)
+
+    def __init__(self, *args, last=None, **kwargs):
+        """`last`: the previous DifficultyFilter, whose endpoints, n and harness are the defaults."""
+        initial = {"n": 4, "harness": settings.CLAWGYM_DEFAULT_HARNESS}
+        if last is not None:
+            initial |= {"strong": last.strong_endpoint.name, "small": last.small_endpoint.name, "n": last.n,
+                        "harness": last.harness or initial["harness"]}  # fmt: skip
+        kwargs["initial"] = initial | kwargs.get("initial", {})
+        super().__init__(*args, **kwargs)
+        self.fields["strong"].queryset = self.fields["small"].queryset = agent_endpoints()
+
+    def clean(self):
+        data = super().clean()
+        if data.get("strong") and data.get("strong") == data.get("small"):
+            self.add_error("small", "Choose another endpoint than the strong agent's.")
+        return data
+
+    def filter_settings(self) -> dict:
+        data = self.cleaned_data
+        return {"strong": data["strong"], "small": data["small"], "n": data["n"], "harness": data["harness"] or None}
+
+
+class DifficultyThresholdsForm(forms.Form):
+    """The benchmark's thresholds for its next difficulty filters."""
+
+    strong_min = forms.FloatField(min_value=0.0, max_value=1.0, label="Strong agent at least",
+                                  widget=forms.NumberInput(attrs={"step": "0.01", "min": "0", "max": "1"}),
+                                  help_text="A candidate whose strong agent scores less (mean) is too hard.")  # fmt: skip
+    small_max = forms.FloatField(min_value=0.0, max_value=1.0, label="Small agent at most",
+                                 widget=forms.NumberInput(attrs={"step": "0.01", "min": "0", "max": "1"}),
+                                 help_text="A candidate whose small agent scores more (mean) is too easy.")  # fmt: skip
+    margin = forms.FloatField(min_value=0.0, max_value=1.0, label="Strong beats small by more than",
+                              widget=forms.NumberInput(attrs={"step": "0.01", "min": "0", "max": "1"}),
+                              help_text="Else the candidate does not tell the agents apart (0: strictly better).")  # fmt: skip
+
+    @classmethod
+    def for_benchmark(cls, benchmark):
+        return cls(initial={"strong_min": benchmark.difficulty_strong_min, "small_max": benchmark.difficulty_small_max,
+                            "margin": benchmark.difficulty_margin})  # fmt: skip

@@ -4,8 +4,12 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework import serializers
 
+from evaluation.harnesses import HARNESS_CHOICES
+from evaluation.services import MAX_REPEATS
+from llm.models import ModelEndpoint
 from tasks.models import SanityReport
 
+from .difficulty import verdict_counts
 from .exporting import ARCHIVE_FORMATS
 from .models import (
     SEVERITY_RANK,
@@ -13,6 +17,9 @@ from .models import (
     BenchmarkCandidate,
     BenchmarkVersion,
     DiagnosisIssue,
+    DifficultyFilter,
+    DifficultyResult,
+    DifficultyVerdict,
     LLMDiagnosis,
     ReviewDecision,
     Severity,
@@ -23,8 +30,12 @@ from .services import current_verdicts
 class BenchmarkSerializer(serializers.ModelSerializer):
     class Meta:
         model = Benchmark
-        fields = ["id", "name", "description", "lazy_tolerance", "created_at"]
-        read_only_fields = ["id", "created_at"]
+        fields = [
+            "id", "name", "description", "lazy_tolerance", "difficulty_strong_min", "difficulty_small_max",
+            "difficulty_margin", "created_at",
+        ]  # fmt: skip
+        # The difficulty thresholds change through POST /api/benchmarks/{id}/difficulty-thresholds/.
+        read_only_fields = ["id", "difficulty_strong_min", "difficulty_small_max", "difficulty_margin", "created_at"]
 
 
 class BenchmarkVersionSerializer(serializers.ModelSerializer):
@@ -122,7 +133,7 @@ class CandidateListSerializer(serializers.ModelSerializer):
         model = BenchmarkCandidate
         fields = [
             "id", "task", "title", "category", "benchmark", "status", "claimed_by", "claim_expires_at",
-            "worst_severity", "diagnosis_error", "strong_mean", "small_mean", "updated_at",
+            "worst_severity", "diagnosis_error", "strong_mean", "small_mean", "difficulty_verdict", "updated_at",
         ]  # fmt: skip
 
     def get_claimed_by(self, candidate) -> str | None:
@@ -165,9 +176,16 @@ class CandidateFilterSerializer(serializers.Serializer):
         "task's current revision)",
     )  # fmt: skip
 
+    difficulty = serializers.ChoiceField(
+        choices=DifficultyVerdict.choices + [("none", "Not filtered")], required=False,
+        help_text="the verdict of the latest difficulty filter (none: never filtered)",
+    )  # fmt: skip
+
     def filter(self, queryset):
         data = self.validated_data
         user = self.context["request"].user
+        if "difficulty" in data:
+            queryset = queryset.filter(difficulty_verdict="" if data["difficulty"] == "none" else data["difficulty"])
         if "benchmark" in data:
             queryset = queryset.filter(benchmark__name=data["benchmark"])
         if "status" in data:
@@ -224,3 +242,96 @@ class ApplyFixSerializer(serializers.Serializer):
     issue = serializers.IntegerField(help_text="the DiagnosisIssue whose replacement to apply")
     base_revision = serializers.IntegerField(help_text="the revision number you saw: a stale one gets 409")
     reason = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+# --- difficulty filtering --------------------------------------------------------------------------------------
+
+
+class DifficultyResultSerializer(serializers.ModelSerializer):
+    task = serializers.CharField(source="candidate.task.external_id", read_only=True)
+    revision = serializers.IntegerField(source="revision.number", read_only=True)
+
+    class Meta:
+        model = DifficultyResult
+        fields = ["candidate", "task", "revision", "strong_mean", "small_mean", "strong_n", "small_n", "verdict"]
+
+
+class DifficultyFilterSerializer(serializers.ModelSerializer):
+    benchmark = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    strong = serializers.CharField(source="strong_endpoint.name", read_only=True)
+    small = serializers.CharField(source="small_endpoint.name", read_only=True)
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    thresholds = serializers.SerializerMethodField()
+    runs = serializers.SerializerMethodField()
+    candidates = serializers.SerializerMethodField()
+
+    class Meta:
+        model = DifficultyFilter
+        fields = [
+            "id", "benchmark", "strong", "small", "n", "thresholds", "harness", "status", "error", "candidates",
+            "runs", "created_by", "created_at", "finished_at",
+        ]  # fmt: skip
+
+    def get_thresholds(self, flt) -> dict:
+        return {"strong_min": flt.strong_min, "small_max": flt.small_max, "margin": flt.margin}
+
+    def get_runs(self, flt) -> dict:
+        """{"strong"|"small": {"id", "status", "rollouts_finished", "rollouts_total"} or null}"""
+        return {
+            side: None if run is None else {"id": run.pk, "status": run.status,
+                                            "rollouts_finished": run.rollouts_finished,
+                                            "rollouts_total": run.rollouts_total}
+            for side, run in (("strong", flt.strong_run), ("small", flt.small_run))
+        }  # fmt: skip
+
+    def get_candidates(self, flt) -> int:
+        covered = getattr(flt, "covered", None)  # annotated by the viewset's queryset
+        return covered if covered is not None else flt.candidates.count()
+
+
+class DifficultyFilterDetailSerializer(DifficultyFilterSerializer):
+    verdicts = serializers.SerializerMethodField()
+    results = serializers.SerializerMethodField()
+
+    class Meta(DifficultyFilterSerializer.Meta):
+        fields = DifficultyFilterSerializer.Meta.fields + ["verdicts", "results"]
+
+    def get_verdicts(self, flt) -> dict[str, int]:
+        return verdict_counts(flt)
+
+    def get_results(self, flt) -> list[dict]:
+        rows = flt.results.select_related("candidate__task", "revision").order_by("candidate__task__external_id")
+        return DifficultyResultSerializer(rows, many=True).data
+
+
+class DifficultyFilterFilterSerializer(serializers.Serializer):
+    benchmark = serializers.CharField(required=False, help_text="benchmark name")
+    status = serializers.ChoiceField(choices=DifficultyFilter.Status.choices, required=False)
+
+    def filter(self, queryset):
+        data = self.validated_data
+        if "benchmark" in data:
+            queryset = queryset.filter(benchmark__name=data["benchmark"])
+        if "status" in data:
+            queryset = queryset.filter(status=data["status"])
+        return queryset
+
+
+class DifficultyStartSerializer(serializers.Serializer):
+    strong = serializers.SlugRelatedField(slug_field="name", queryset=ModelEndpoint.objects.all(),
+                                          help_text="the strong agent's model endpoint")  # fmt: skip
+    small = serializers.SlugRelatedField(slug_field="name", queryset=ModelEndpoint.objects.all(),
+                                         help_text="the small agent's model endpoint")  # fmt: skip
+    n = serializers.IntegerField(min_value=1, max_value=MAX_REPEATS, default=4, help_text="rollouts of each agent per candidate")
+    candidates = serializers.ListField(
+        child=serializers.CharField(max_length=200), required=False, allow_empty=False, max_length=20_000,
+        help_text="task ids of the benchmark's candidates (default: its open and accepted candidates)",
+    )  # fmt: skip
+    harness = serializers.ChoiceField(choices=HARNESS_CHOICES, required=False, help_text="default: the site's")
+
+
+class DifficultyThresholdsSerializer(serializers.Serializer):
+    strong_min = serializers.FloatField(min_value=0.0, max_value=1.0, help_text="too hard below this strong mean")
+    small_max = serializers.FloatField(min_value=0.0, max_value=1.0, help_text="too easy above this small mean")
+    margin = serializers.FloatField(min_value=0.0, max_value=1.0, default=0.0,
+                                    help_text="the strong mean must exceed the small one by more than this")  # fmt: skip

@@ -5,4 +5,5 @@
                 (candidate_parts: what that page is built from; it has no urls)
     benchmarks  benchmarks, freezing and exporting their versions
     quality     quality sampling: random draws of tasks rated on four dimensions
+    difficulty  difficulty filtering: a benchmark's thresholds and filters, a candidate's rerun
 """

@@ -63,6 +63,7 @@ from .candidate_parts import (
     summary_context,
     tree_context,
 )
+from .difficulty import difficulty_context
 
 Decision = ReviewDecision.Decision
 Verdict = ReviewDecision.Verdict
@@ -141,6 +142,7 @@ def _page_context(request, candidate, **extra) -> dict:
         "diagnosis_job": _diagnosis_job(candidate),
         "decide_form": DecisionForm(),
     }
+    context |= difficulty_context(candidate)
     return context | extra
 
 

@@ -25,6 +25,8 @@ from tasks.templatetags.task_tags import score_levels
 from tasks.viewers import MAX_TEXT_BYTES, decode_text, is_binary, view_file
 from tasks.views import files_by_role, sanity_context
 
+from .difficulty import difficulty_context
+
 Decision = ReviewDecision.Decision
 Verdict = ReviewDecision.Verdict
 VIEWER = "viewer"  # the slot of a file opened in the file viewer
@@ -305,6 +307,7 @@ def tree_context(candidate, revision, groups=None) -> dict:
 # The panels of the page that refresh themselves on "review-changed", by name: the context each one renders from.
 PANELS = {
     "head": head_context,
+    "difficulty": lambda candidate, revision: difficulty_context(candidate),
     "sanity": lambda candidate, revision: sanity_context(revision),
     "accept": accept_context,
     "summary": summary_context,

@@ -27,7 +27,15 @@ from tasks.models import BenchmarkCategory, SanityReport
 from .. import services
 from ..forms import DecisionForm
 from ..jobs import DIAGNOSE_BATCH_JOB, DIAGNOSE_JOB
-from ..models import Benchmark, BenchmarkCandidate, DiagnosisIssue, LLMDiagnosis, ReviewDecision, Severity
+from ..models import (
+    Benchmark,
+    BenchmarkCandidate,
+    DiagnosisIssue,
+    DifficultyVerdict,
+    LLMDiagnosis,
+    ReviewDecision,
+    Severity,
+)
 from ..serializers import CandidateFilterSerializer
 
 PAGE_SIZE = 50
@@ -78,6 +86,10 @@ class QueueFilterForm(forms.Form):
         required=False,
         label="Lazy score",
     )
+    # The verdict of the latest difficulty filter (review.difficulty).
+    difficulty = forms.ChoiceField(
+        choices=[("", "Any"), *DifficultyVerdict.choices, ("none", "Not filtered")], required=False, label="Difficulty"
+    )
     sort = forms.ChoiceField(choices=[(name, label) for name, (label, _) in SORTS.items()], required=False)
 
     def __init__(self, *args, **kwargs):
@@ -95,7 +107,9 @@ class QueueFilterForm(forms.Form):
     def candidates(self, request, *, with_status: bool = True):
         """The filtered candidates (unordered), by status too unless `with_status` is False (the status counts)."""
         data = self.cleaned_data
-        shared = {name: data[name] for name in ("benchmark", "status", "category", "severity") if data.get(name)}
+        shared = {
+            name: data[name] for name in ("benchmark", "status", "category", "severity", "difficulty") if data.get(name)
+        }
         if data.get("mine"):
             shared["mine"] = True
         if data.get("lazy"):
@@ -154,7 +168,7 @@ def _rows(candidates):
     lazy = SanityReport.latest_lazy_score(OuterRef("task__current_revision"))
     rows = candidates.annotate(lazy_score=lazy).select_related("task__benchmark_category", "benchmark", "claimed_by")
     return rows.only(
-        "status", "strong_mean", "small_mean", "diagnosis_error", "claimed_at", "claim_expires_at", "updated_at",
+        "status", "strong_mean", "small_mean", "difficulty_verdict", "diagnosis_error", "claimed_at", "claim_expires_at", "updated_at",
         "task__external_id", "task__title", "task__benchmark_category__name", "task__benchmark_category__slug",
         "benchmark__name", "claimed_by__username",
     )  # fmt: skip

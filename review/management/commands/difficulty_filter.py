@@ -1,0 +1,170 @@
+"""python manage.py difficulty_filter --benchmark NAME --strong E --small E [--n 4] [--candidate TASK_ID ...]
+[--harness openclaw|builtin] [--here] [--json]"""
+
+import json
+import time
+
+from django.core.management.base import BaseCommand, CommandError
+
+from evaluation.harnesses import HARNESSES
+from evaluation.models import EvalRun, Rollout
+from evaluation.runs import cancel_eval_run
+from evaluation.services import fail_lost_rollouts
+from jobs.engine import JobEngineError
+from jobs.models import JobRun
+from llm.models import ModelEndpoint
+from review.difficulty import (
+    DifficultyError,
+    filter_json,
+    finish_difficulty_filter,
+    run_difficulty_filter_here,
+    start_difficulty_filter,
+    verdict_counts,
+)
+from review.models import Benchmark, DifficultyFilter
+
+POLL_SECONDS = 0.5
+RECHECK_LOST_SECONDS = 10.0
+PROGRESS_SECONDS = 5.0
+
+
+class Command(BaseCommand):
+    help = (
+        "Difficulty-aware filtering of a benchmark's candidates (the open and accepted ones, or --candidate ...): "
+        "a strong and a small agent endpoint each run N times on every candidate's current revision, as two "
+        "evaluation runs on the job workers (--here: in this process), and each candidate gets a verdict: keep "
+        "(strong >= the benchmark's strong minimum, small <= its small maximum, strong > small), too_hard, "
+        "too_easy, not_discriminative or incomplete (an agent has no score: infrastructure failures). "
+        "With --json the last line is {task id: {\"strong\", \"small\", \"verdict\"}}. Exits non-zero when "
+        "the filter failed or did not finish."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--benchmark", required=True, help="the benchmark's name")
+        parser.add_argument("--strong", required=True, metavar="ENDPOINT", help="the strong agent's model endpoint")
+        parser.add_argument("--small", required=True, metavar="ENDPOINT", help="the small agent's model endpoint")
+        parser.add_argument("--n", type=int, default=4, help="rollouts of each agent per candidate (4)")
+        parser.add_argument(
+            "--candidate", action="append", default=[], metavar="TASK_ID",
+            help="only this candidate (its task id); repeatable. Default: the open and accepted candidates",
+        )  # fmt: skip
+        parser.add_argument("--harness", choices=sorted(HARNESSES), help="default: settings.CLAWGYM_DEFAULT_HARNESS")
+        parser.add_argument("--json", dest="as_json", action="store_true", help="print the verdicts as JSON last")
+        parser.add_argument("--here", action="store_true", help="run in this process instead of on the job workers")
+        parser.add_argument("--timeout", type=float, default=24 * 3600.0, help="seconds to wait for both runs (24 h)")
+        parser.add_argument(
+            "--start-timeout", type=float, default=60.0,
+            help="seconds to wait for a worker to take the first rollout job before giving up (60)",
+        )  # fmt: skip
+
+    def handle(self, *args, benchmark, strong, small, n, candidate, harness, as_json, here, timeout, start_timeout,
+               **options):  # fmt: skip
+        bench = Benchmark.objects.filter(name=benchmark).first()
+        if bench is None:
+            raise CommandError(f"no benchmark is named {benchmark!r}")
+        settings_ = {
+            "strong": _endpoint(strong), "small": _endpoint(small), "n": n, "harness": harness,
+            "candidates": _candidates(bench, candidate) if candidate else None, "user": None,
+        }  # fmt: skip
+        try:
+            if here:
+                flt = run_difficulty_filter_here(bench, on_rollout=self._report_rollout, **settings_)
+            else:
+                flt = start_difficulty_filter(bench, **settings_)
+                self.stderr.write(f"difficulty filter #{flt.pk}: runs #{flt.strong_run_id} (strong, {strong}) and "
+                                  f"#{flt.small_run_id} (small, {small}) queued")  # fmt: skip
+                flt = self._wait(flt, timeout=timeout, start_timeout=start_timeout)
+        except DifficultyError as exc:
+            raise CommandError(str(exc)) from None
+        except JobEngineError as exc:
+            raise CommandError(f"the job engine did not take the rollouts: {exc}") from None
+        self._print(flt, as_json)
+
+    # --- waiting for the workers ---------------------------------------------------------------------------------
+
+    def _wait(self, flt: DifficultyFilter, *, timeout: float, start_timeout: float) -> DifficultyFilter:
+        """Until both runs have finished (as `rollout` waits: a start timeout when no worker takes the jobs, and
+        rollouts of lost workers marked failed now and then), then the verdicts."""
+        run_ids = [flt.strong_run_id, flt.small_run_id]
+        started = last_lost_check = last_progress = time.monotonic()
+        while True:
+            runs = list(EvalRun.objects.filter(pk__in=run_ids).order_by("pk"))
+            if all(run.is_finished for run in runs):
+                break
+            now = time.monotonic()
+            if now - last_progress > PROGRESS_SECONDS:
+                self.stderr.write(", ".join(f"run #{r.pk} {r.status}: {r.rollouts_finished}/{r.rollouts_total}"
+                                            for r in runs))  # fmt: skip
+                last_progress = now
+            if now - started > start_timeout and not self._taken(run_ids):
+                for run in runs:
+                    cancel_eval_run(run)  # a worker starting later must not run stale requests
+                finish_difficulty_filter(flt)  # fails it: its runs were cancelled
+                raise CommandError(
+                    f"no job worker took the rollout jobs within {start_timeout:g} s: are workers running on the "
+                    "sandbox queue? (`manage.py check_workers` tells; `manage.py qcluster` or a Celery worker with "
+                    "-Q sandbox starts one). Or pass --here to run them in this process. The runs were cancelled."
+                )
+            if now - started > timeout:
+                raise CommandError(f"the runs did not finish within {timeout:g} s; they go on running and the "
+                                   f"filter gives its verdicts when they end (GET /api/difficulty-filters/{flt.pk}/)")  # fmt: skip
+            if now - last_lost_check > RECHECK_LOST_SECONDS:
+                fail_lost_rollouts()  # a killed worker's rollout would otherwise look "running" forever
+                last_lost_check = now
+            time.sleep(POLL_SECONDS)
+        # The runs' jobs give the verdicts too; whichever comes first does it, the other finds it done.
+        return finish_difficulty_filter(flt)
+
+    @staticmethod
+    def _taken(run_ids) -> bool:
+        """Whether a worker has taken any of the runs' rollout jobs (or a rollout got further than queued)."""
+        rollouts = Rollout.objects.filter(eval_run_id__in=run_ids)
+        if rollouts.exclude(status=Rollout.Status.QUEUED).exists():
+            return True
+        return rollouts.exclude(job_run__status=JobRun.Status.QUEUED).exclude(job_run__isnull=True).exists()
+
+    # --- output --------------------------------------------------------------------------------------------------
+
+    def _report_rollout(self, rollout: Rollout) -> None:
+        score = "-" if rollout.score is None else f"{rollout.score:g}"
+        self.stderr.write(f"rollout #{rollout.pk} {rollout.revision.task.external_id} with {rollout.endpoint.name} "
+                          f"(repeat {rollout.repeat_index}): {rollout.status}, score {score}")  # fmt: skip
+
+    def _print(self, flt: DifficultyFilter, as_json: bool) -> None:
+        verdicts = filter_json(flt)
+        if not as_json:
+            for task, row in verdicts.items():
+                self.stdout.write(f"{task}: strong {_mean(row['strong'])} small {_mean(row['small'])} "
+                                  f"{row['verdict']}")  # fmt: skip
+        counts = ", ".join(f"{n} {verdict}" for verdict, n in verdict_counts(flt).items() if n)
+        self.stdout.write(
+            f"difficulty filter #{flt.pk} of {flt.benchmark.name} {flt.status}: {counts or 'no verdicts'} "
+            f"(strong >= {flt.strong_min:g}, small <= {flt.small_max:g}, strong > small"
+            f"{f' + {flt.margin:g}' if flt.margin else ''})"
+        )
+        if as_json:
+            self.stdout.write(json.dumps(verdicts, ensure_ascii=False))
+        if flt.status == DifficultyFilter.Status.FAILED:
+            raise CommandError(f"difficulty filter #{flt.pk} failed: {flt.error}")
+        if flt.status != DifficultyFilter.Status.FINISHED:
+            raise CommandError(f"difficulty filter #{flt.pk} has not finished")
+
+
+def _mean(value) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _endpoint(name: str) -> ModelEndpoint:
+    endpoint = ModelEndpoint.objects.filter(name=name).first()
+    if endpoint is None:
+        known = ", ".join(ModelEndpoint.objects.values_list("name", flat=True)) or "none"
+        raise CommandError(f"no model endpoint named {name!r} (known: {known}); add one with `endpoints add`")
+    return endpoint
+
+
+def _candidates(benchmark: Benchmark, task_ids: list[str]) -> list:
+    found = {c.task.external_id: c for c in benchmark.candidates.filter(task__external_id__in=task_ids).select_related("task")}
+    missing = [t for t in task_ids if t not in found]
+    if missing:
+        raise CommandError(f"not candidates of {benchmark.name}: {', '.join(missing)}")
+    return [found[t] for t in dict.fromkeys(task_ids)]
