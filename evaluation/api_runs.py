@@ -9,7 +9,8 @@ changing the pass threshold the admin role; a reviewer may regrade one task (aft
     GET  /api/eval-runs/{id}/               the `evaluate --json` shape and the run's settings
     POST /api/eval-runs/{id}/resume/        run what is left; a body with other config fields: 409 naming them
     POST /api/eval-runs/{id}/cancel/        409 when it has finished
-    POST /api/eval-runs/{id}/regrade/       {task?}: queue a regrade job: 202 + the job run
+    POST /api/eval-runs/{id}/regrade/       {task?}: queue a regrade job (the run's rollouts; with a task of the
+                                            run, every rollout of that task): 202 + the job run
     POST /api/eval-runs/{id}/threshold/     {pass_threshold}: pass@k, pass^k and solved tasks recomputed
     GET  /api/eval-runs/{id}/tasks/         ?sort=task|mean|-mean|std|-std|tokens|-tokens   per-task rows, paginated
     GET  /api/eval-runs/{id}/rollouts/      ?task=&status=&outcome=   paginated
@@ -38,8 +39,9 @@ from jobs.serializers import JobRunSerializer
 
 from . import runs
 from .exports import iter_csv, run_export
-from .models import EvalRun, EvalRunTask
+from .models import EvalRun, EvalRunTask, Rollout
 from .regrade import regradable
+from .run_jobs import REGRADE_JOB
 from .serializers import RolloutListSerializer
 from .serializers_runs import (
     CompareQuerySerializer,
@@ -60,7 +62,6 @@ from .serializers_runs import (
     ThresholdSerializer,
 )
 
-REGRADE_JOB = "evaluation.regrade"  # evaluation.run_jobs: params run_id, task_id (a Task's pk, or absent: every task)
 # Which config keys (runs.run_config) each field of a resume's body sets; the rest stay the run's own.
 CONFIG_KEYS = {
     "revisions": ("benchmark_version", "revisions"),
@@ -194,27 +195,27 @@ class EvalRunViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveMod
             409: _detail_error("EvalRunNothingToRegrade", "No finished rollout of the run (or task) to regrade."),
             503: NOT_STARTED,
         },
-        description="Score the run's finished rollouts again (or one task's: reviewers may) from their stored final "
-        "workspaces with the tasks' current checkers and rubrics, as a job; each is a new scoring record.",
+        description="Score finished rollouts again from their stored final workspaces with the tasks' current "
+        "checkers and rubrics, as an evaluation.regrade job (each a new scoring record): the run's (admins), or, "
+        "with `task` (one of the run's; reviewers too), every rollout of that task in every run, so that whoever "
+        "fixed its checker sees how each model's score changes.",
     )
     @action(detail=True, methods=["post"])
     def regrade(self, request, pk=None):
         run = self.get_object()
         data = _valid(RegradeSerializer, request.data)
-        params = {"run_id": run.pk}
-        rollouts = run.rollouts.all()
         if "task" in data:
-            row = EvalRunTask.objects.filter(run=run, task__external_id=data["task"]).first()
+            row = EvalRunTask.objects.filter(run=run, task__external_id=data["task"]).select_related("task").first()
             if row is None:
-                raise ValidationError({"task": [f"run #{run.pk} has no task {data['task']!r}"]})
-            params["task_id"] = row.task_id
-            rollouts = rollouts.filter(revision__task_id=row.task_id)
-        elif not has_role(request.user, ADMIN):
+                raise ValidationError({"task": [f"{data['task']!r} is not a task of run #{run.pk}"]})
+            params, rollouts = {"task_id": row.task.external_id}, Rollout.objects.filter(revision__task=row.task)
+        elif has_role(request.user, ADMIN):
+            params, rollouts = {"run_id": run.pk}, run.rollouts.all()
+        else:
             raise PermissionDenied("regrading a whole run needs the admin role (a reviewer may regrade one task)")
         if not regradable(rollouts).exists():
-            return Response({"detail": f"run #{run.pk} has no finished rollout to regrade"
-                                       f"{' for ' + data['task'] if 'task' in data else ''}"},
-                            status=status.HTTP_409_CONFLICT)  # fmt: skip
+            what = f"task {data['task']}" if "task" in data else f"run #{run.pk}"
+            return Response({"detail": f"{what} has no finished rollout to regrade"}, status=status.HTTP_409_CONFLICT)
         try:
             job_run = jobs.enqueue(REGRADE_JOB, created_by=request.user, **params)
         except JobEngineError as exc:

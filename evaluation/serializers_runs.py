@@ -116,7 +116,8 @@ class ThresholdSerializer(serializers.Serializer):
 
 
 class RegradeSerializer(serializers.Serializer):
-    task = serializers.CharField(required=False, help_text="A task's external id: regrade only its rollouts.")
+    task = serializers.CharField(required=False, help_text="One of the run's tasks (external id): regrade every "
+                                 "rollout of it, in every run, instead of the run's.")  # fmt: skip
 
 
 # --- query parameters ----------------------------------------------------------------------------------------
