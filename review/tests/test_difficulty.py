@@ -287,3 +287,138 @@ def test_the_command_names_what_it_cannot_find(scripted_upstream, admin_user):
         call_command(*args[:4], "big", *args[5:])
     with pytest.raises(CommandError, match="not candidates of b: eval-z"):
         call_command(*args, "--candidate", "eval-z")
+
+
+@pytest.mark.django_db
+def test_the_command_gives_up_when_no_worker_takes_the_rollouts_and_cancels_them(scripted_upstream, admin_user):
+    endpoints(scripted_upstream)
+    benchmark = Benchmark.objects.create(name="b")
+    propose_candidates(benchmark, [make_tasks()["eval-a"].task], user=admin_user)
+    with pytest.raises(CommandError, match="no job worker took the rollout jobs within 0.2 s"):
+        call_command("difficulty_filter", "--benchmark", "b", "--strong", "strong", "--small", "weak", "--n", "1",
+                     "--start-timeout", "0.2", stderr=StringIO())  # fmt: skip
+    flt = DifficultyFilter.objects.get()
+    assert flt.status == DifficultyFilter.Status.FAILED and "cancelled" in flt.error
+    assert {r.status for r in flt.runs} == {EvalRun.Status.CANCELLED}
+    assert set(Rollout.objects.values_list("status", flat=True)) == {Rollout.Status.CANCELLED}
+    assert not DifficultyResult.objects.exists()
+
+
+# --- pages and API -------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def filtered(world):
+    """eval-a (too easy) and eval-b (keep) filtered with n = 1 through the command; the others never filtered."""
+    call_command("difficulty_filter", "--benchmark", "difficulty-bench", "--strong", "strong", "--small", "weak",
+                 "--n", "1", "--candidate", "eval-a", "--candidate", "eval-b", "--harness", "builtin", "--here",
+                 stdout=StringIO(), stderr=StringIO())  # fmt: skip
+    world["filter"] = DifficultyFilter.objects.get()
+    return world
+
+
+def _rows(html: str, benchmark) -> set[str]:
+    return {c.task.external_id for c in benchmark.candidates.select_related("task") if f'id="candidate-{c.pk}"' in html}
+
+
+@needs_bwrap
+@pytest.mark.django_db(transaction=True)
+def test_the_queue_filters_by_verdict_and_the_candidate_page_shows_the_verdict_and_what_is_behind_it(
+    filtered, viewer_client, admin_client, reviewer_client
+):
+    benchmark, flt = filtered["benchmark"], filtered["filter"]
+    for verdict, expected in (("keep", {"eval-b"}), ("too_easy", {"eval-a"}), ("too_hard", set()),
+                              ("none", {"eval-c", "eval-d", HARD, DOWN})):  # fmt: skip
+        html = viewer_client.get("/review/", {"difficulty": verdict}).content.decode()
+        assert _rows(html, benchmark) == expected, verdict
+    html = viewer_client.get("/review/", {"difficulty": "keep"}).content.decode()
+    assert 'data-testid="difficulty-verdict"' in html and ">Keep</span>" in html and "1.00 / 0.25" in html
+    assert _rows(viewer_client.get("/review/", {"difficulty": "bogus"}).content.decode(), benchmark) == set(EXPECTED)
+
+    b = _candidate(benchmark, "eval-b")
+    page = viewer_client.get(f"/review/candidates/{b.pk}/").content.decode()
+    card = page[page.index('id="difficulty"'):page.index("</section>", page.index('id="difficulty"'))]
+    assert ">Keep</span>" in card and "1.000" in card and "0.250" in card
+    assert "strong ≥ 0.2, small ≤ 0.6, strong &gt; small" in card
+    assert f'href="/evaluations/{flt.strong_run_id}/"' in card and f'href="/evaluations/{flt.small_run_id}/"' in card
+    behind = Rollout.objects.filter(eval_run__in=flt.runs, revision__task=b.task)
+    assert behind.count() == 2 and all(f'href="/rollouts/{r.pk}/"' in card for r in behind)
+    assert "Rerun difficulty filter" not in card  # viewers read
+    admin_page = admin_client.get(f"/review/candidates/{b.pk}/").content.decode()
+    assert 'data-testid="difficulty-rerun"' in admin_page
+    assert '<option value="strong" selected>' in admin_page  # the last filter's agents are the defaults
+
+    # An admin runs it again for this candidate alone: a filter on the workers, which the card shows running.
+    form = {"strong": "strong", "small": "weak", "n": "1", "harness": "builtin"}
+    assert reviewer_client.post(f"/review/candidates/{b.pk}/difficulty/", form).status_code == 403
+    response = admin_client.post(f"/review/candidates/{b.pk}/difficulty/", form)
+    assert response.status_code == 302 and response["Location"] == f"/review/candidates/{b.pk}/#difficulty"
+    rerun = DifficultyFilter.objects.exclude(pk=flt.pk).get()
+    assert list(rerun.candidates.all()) == [b] and rerun.status == DifficultyFilter.Status.RUNNING
+    assert rerun.strong_run.rollouts.get().job_run.status == JobRun.Status.QUEUED
+    part = viewer_client.get(f"/review/candidates/{b.pk}/part/difficulty/", HTTP_HX_REQUEST="true").content.decode()
+    assert f"Filter #{rerun.pk} is running" in part and 'hx-trigger="every 5s"' in part
+    assert ">Keep</span>" in part  # the latest finished verdict stays until the new one is in
+    refused = admin_client.post(f"/review/candidates/{b.pk}/difficulty/", form | {"small": "strong"},
+                                HTTP_HX_REQUEST="true").content.decode()  # fmt: skip
+    assert "Choose another endpoint" in refused and 'data-testid="difficulty-error"' in refused
+
+    # The benchmark's difficulty page: counts by verdict (into the queue), the filters, the admin's forms.
+    page = viewer_client.get("/review/benchmarks/difficulty-bench/difficulty/").content.decode()
+    assert 'data-testid="verdict-keep"' in page and "difficulty=keep" in page and "Run the difficulty filter" not in page
+    assert f'data-testid="filter-{flt.pk}"' in page and f'data-testid="filter-{rerun.pk}"' in page
+    bad = admin_client.post("/review/benchmarks/difficulty-bench/difficulty/start/", form | {"small": "strong"})
+    assert bad.status_code == 400 and "Choose another endpoint" in bad.content.decode()
+    saved = admin_client.post("/review/benchmarks/difficulty-bench/difficulty/thresholds/",
+                              {"strong_min": "0.3", "small_max": "0.5", "margin": "0.1"})  # fmt: skip
+    assert saved.status_code == 302
+    benchmark.refresh_from_db()
+    assert (benchmark.difficulty_strong_min, benchmark.difficulty_small_max, benchmark.difficulty_margin) == (0.3, 0.5, 0.1)
+    started = admin_client.post("/review/benchmarks/difficulty-bench/difficulty/start/", form)
+    assert started.status_code == 302
+    newest = DifficultyFilter.objects.first()
+    assert newest.candidates.count() == 6 and (newest.strong_min, newest.small_max, newest.margin) == (0.3, 0.5, 0.1)
+
+
+@needs_bwrap
+@pytest.mark.django_db(transaction=True)
+def test_the_api_starts_a_filter_and_shows_its_results_and_the_candidates_verdicts(filtered, api_as, admin_user,
+                                                                                   reviewer, viewer):  # fmt: skip
+    benchmark, flt = filtered["benchmark"], filtered["filter"]
+    client = api_as(viewer)
+    listed = client.get("/api/candidates/", {"difficulty": "keep"}).json()
+    rows = listed["results"] if isinstance(listed, dict) else listed
+    assert [(r["task"], r["difficulty_verdict"], r["strong_mean"], r["small_mean"]) for r in rows] == [
+        ("eval-b", "keep", 1.0, 0.25)]  # fmt: skip
+    assert client.get("/api/candidates/", {"difficulty": "bogus"}).status_code == 400
+
+    detail = client.get(f"/api/difficulty-filters/{flt.pk}/").json()
+    assert detail["status"] == "finished" and detail["candidates"] == 2 and detail["n"] == 1
+    assert detail["thresholds"] == {"strong_min": 0.2, "small_max": 0.6, "margin": 0.0}
+    assert detail["runs"]["strong"]["id"] == flt.strong_run_id and detail["runs"]["small"]["rollouts_total"] == 2
+    assert detail["verdicts"]["keep"] == 1 and detail["verdicts"]["too_easy"] == 1
+    assert [(r["task"], r["revision"], r["strong_mean"], r["small_mean"], r["strong_n"], r["verdict"])
+            for r in detail["results"]] == [("eval-a", 1, 1.0, 1.0, 1, "too_easy"), ("eval-b", 1, 1.0, 0.25, 1, "keep")]  # fmt: skip
+
+    body = {"strong": "strong", "small": "weak", "n": 1, "candidates": ["eval-c"], "harness": "builtin"}
+    url = "/api/benchmarks/difficulty-bench/difficulty-filter/"
+    assert api_as(reviewer).post(url, body, format="json").status_code == 403
+    admin = api_as(admin_user)
+    started = admin.post(url, body, format="json")
+    assert started.status_code == 202, started.content
+    assert started.json()["status"] == "running" and started.json()["candidates"] == 1
+    by_id = admin.post(f"/api/benchmarks/{benchmark.pk}/difficulty-filter/", body | {"candidates": ["eval-d"]},
+                       format="json")  # fmt: skip
+    assert by_id.status_code == 202
+    assert admin.post(url, body | {"candidates": ["nope"]}, format="json").status_code == 400
+    assert admin.post(url, body | {"small": "strong"}, format="json").status_code == 400
+    assert admin.post("/api/benchmarks/missing/difficulty-filter/", body, format="json").status_code == 404
+    listed = client.get("/api/difficulty-filters/", {"benchmark": "difficulty-bench", "status": "running"}).json()
+    rows = listed["results"] if isinstance(listed, dict) else listed
+    assert {r["id"] for r in rows} == {started.json()["id"], by_id.json()["id"]}
+
+    thresholds = admin.post("/api/benchmarks/difficulty-bench/difficulty-thresholds/",
+                            {"strong_min": 0.25, "small_max": 0.5}, format="json")  # fmt: skip
+    assert thresholds.status_code == 200 and thresholds.json()["difficulty_strong_min"] == 0.25
+    assert admin.post("/api/benchmarks/difficulty-bench/difficulty-thresholds/", {"strong_min": 2, "small_max": 0.5},
+                      format="json").status_code == 400  # fmt: skip
