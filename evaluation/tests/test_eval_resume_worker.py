@@ -1,6 +1,6 @@
 """Evaluation runs on a real job worker (a django-q2 cluster on the test database): `evaluate` waits for the
 worker's rollouts, and a worker killed mid-run is resumed by `evaluate --resume RUN --here` without running the
-finished rollouts again (the issue's proof). ~40 s: two runs on the worker, the cluster started once."""
+finished rollouts again (the issue's proof). ~60 s: the cluster starts once for both tests."""
 
 import dataclasses
 import json
@@ -11,10 +11,12 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from evaluation.models import EvalRun, Rollout, RolloutScore
 from evaluation.runs import start_eval_run
-from jobs.testing import start_django_q_worker, use_engine
+from jobs.testing import start_django_q_worker, use_engine, wait_for
+from llm.testing import Reply
 
 from .conftest import needs_bwrap
 from .evalkit import RIGHT, WRONG, endpoints, expected_scores, make_tasks, respond
@@ -66,19 +68,34 @@ def calls_per_task(upstream) -> dict:
     return counts
 
 
-def test_evaluate_waits_for_the_worker(world):
-    worker, _revisions, _strong, _upstream = world
+def test_evaluate_waits_for_the_worker_and_takes_over_a_run_started_here(world, settings):
+    worker, _revisions, _strong, upstream = world
+    # Started --here with eval-d's model down: eval-a is scored in this process, eval-d fails (infra) for good.
+    settings.CLAWGYM_EVAL_MAX_ATTEMPTS = 1
+    upstream.responder = lambda body: Reply.error(503, "down") if task_of(body) == "eval-d" else respond(body)
+    args = ("evaluate", "--task", "eval-a", "eval-d", "--endpoint", "strong", "--harness", "builtin", "--json")
+    out = StringIO()
+    with pytest.raises(CommandError, match="eval-d"):
+        call_command(*args, "--here", stdout=out, stderr=StringIO())
+    first = json.loads(out.getvalue().strip().splitlines()[-1])
+    assert first["status"] == "incomplete" and first["outcomes"]["infra"] == 1
+
+    # The same configuration without --here: the run is resumed on the worker, which runs only what is left.
+    upstream.responder = respond
     out, err = StringIO(), StringIO()
-    call_command("evaluate", "--task", "eval-a", "eval-d", "--endpoint", "strong", "--harness", "builtin", "--json",
-                 stdout=out, stderr=err)  # fmt: skip
+    call_command(*args, stdout=out, stderr=err)
     report = json.loads(out.getvalue().strip().splitlines()[-1])
-    assert report["status"] == "complete" and report["overall"]["mean"] == (RIGHT + WRONG) / 2
+    assert report["run"] == first["run"] and report["status"] == "complete"
+    assert report["overall"]["mean"] == (RIGHT + WRONG) / 2
     assert {t: f["mean"] for t, f in report["tasks"].items()} == {"eval-a": RIGHT, "eval-d": WRONG}
-    rollouts = list(Rollout.objects.filter(eval_run_id=report["run"]).select_related("job_run"))
-    assert all(r.worker.split(":")[1] != str(os.getpid()) for r in rollouts)  # they ran in the worker, not here
-    assert {(r.job_run.queue, r.job_run.status) for r in rollouts} == {("sandbox", "succeeded")}
-    assert sorted(line.split(" (rollout")[0] for line in err.getvalue().splitlines() if " repeat " in line) == [
-        "eval-a repeat 1/1", "eval-d repeat 1/1"]  # fmt: skip
+    here, there = (Rollout.objects.select_related("job_run").get(eval_run_id=report["run"], revision__task__external_id=t)
+                   for t in ("eval-a", "eval-d"))  # fmt: skip
+    assert (here.attempt, here.worker.split(":")[1]) == (1, str(os.getpid()))
+    assert there.attempt == 2 and there.worker.split(":")[1] != str(os.getpid())  # it ran in the worker
+    assert there.job_run.queue == "sandbox"
+    assert wait_for(there.job_run, timeout=30).status == "succeeded"  # it ends just after its rollout
+    assert [line.split(" (rollout")[0] for line in err.getvalue().splitlines() if " repeat " in line] == [
+        "eval-d repeat 1/1"]  # fmt: skip
 
 
 def test_a_worker_killed_mid_run_is_resumed_without_running_the_finished_rollouts_again(world):

@@ -200,7 +200,7 @@ class Command(BaseCommand):
             now = time.monotonic()
             if not taken:
                 pending = run.rollouts.exclude(status__in=Rollout.FINISHED)
-                taken = run.rollouts_finished != finished_before or pending.exclude(
+                taken = run.rollouts_finished != finished_before or pending.filter(job_run__isnull=False).exclude(
                     job_run__status=JobRun.Status.QUEUED).exists()  # fmt: skip
             if not taken and now - started > start_timeout:
                 run = cancel_eval_run(run)  # a worker starting later must not run what nobody waits for
@@ -285,7 +285,7 @@ def rollout_line(rollout: Rollout, repeats: int) -> str:
         if rollout.outcome != Outcome.SCORED:
             line += f" ({rollout.exit_reason})"
     elif rollout.outcome == Outcome.JUDGE_INCOMPLETE:
-        line += f": code score {rollout.code_score:g}; {rollout.score_reason}"
+        line += f": code score {_num(rollout.code_score)}; {rollout.score_reason}"
     elif rollout.is_finished:
         line += f": {rollout.exit_reason}"
         if rollout.error:
