@@ -1,8 +1,8 @@
 FROM python:3.11-slim
 RUN apt-get update && apt-get install -y --no-install-recommends bubblewrap && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
-COPY requirements.txt .
-RUN pip install --no-cache-dir -r requirements.txt
+COPY requirements.txt requirements-nodeps.txt ./
+RUN pip install --no-cache-dir -r requirements.txt && pip install --no-cache-dir --no-deps -r requirements-nodeps.txt
 COPY . .
 ENV DJANGO_SETTINGS_MODULE=clawgym_site.settings PYTHONUNBUFFERED=1
 EXPOSE 8000

@@ -7,10 +7,11 @@ PORT ?= 8000
 
 .PHONY: run test test-postgres test-sqlite install system-deps harness runtime migrate examples bench clean
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt
+$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-nodeps.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PY) -m pip install --quiet --no-deps -r requirements-nodeps.txt
 	touch $@
 
 install: $(VENV)/.installed
