@@ -191,6 +191,7 @@ SPECTACULAR_SETTINGS = {
         "RolloutStatusEnum": "evaluation.models.Rollout.Status",
         "CandidateStatusEnum": "review.models.BenchmarkCandidate.Status",
         "EvalRunStatusEnum": "evaluation.models.EvalRun.Status",
+        "DifficultyFilterStatusEnum": "review.models.DifficultyFilter.Status",
     },
 }
 
