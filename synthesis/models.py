@@ -74,6 +74,10 @@ class Skill(models.Model):
     primary_env = models.CharField(max_length=200, blank=True)
     # sha256 over the files (path and content): an import of the same skill again is "unchanged".
     content_hash = models.CharField(max_length=64)
+    # Files of the folder that were not stored, each with why: [{"path", "reason"}] (too large, binary, a link).
+    skipped_files = models.JSONField(default=list, blank=True)
+    # Why the last annotation attempt failed (it names the endpoint); blank once an annotation succeeded.
+    annotation_error = models.TextField(blank=True)
     # An admin's decision over the annotation's label: null follows the annotation.
     synthesizable_override = models.BooleanField(null=True, blank=True)
     override_reason = models.TextField(blank=True)
