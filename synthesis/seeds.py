@@ -1,0 +1,209 @@
+"""The persona route's seeds: personas (who asks) and atomic operations (what the task makes the agent do).
+
+    result = import_personas("persona.jsonl")        # or plain text, or an open file: tasks.importing.ImportReport
+    result.as_dict()                                 # {"imported", "updated", "unchanged", "failed": [{source, error}]}
+    load_operations()                                # synthesis/data/operations.yaml into the database, by slug
+
+Personas come as Persona Hub JSONL (`{"persona": "…"}` per line) or as plain text (one persona per non-empty
+line); a file is read as JSONL when its name ends in .jsonl or its first non-empty line starts with "{". A persona
+is one row however often it is imported: rows are keyed by `persona_hash` (sha256 of the text with case and white
+space folded), so the same text again is "unchanged" (`updated` stays 0: a persona has nothing else to change).
+A JSONL line that is not JSON, or has no "persona" string, is a failure naming its line; the others go on.
+
+ClawGym ships its own set (synthesis/data/personas.jsonl, written by us across professions, ages, countries and
+life situations) and its operations (synthesis/data/operations.yaml); the migration synthesis/0003_shipped_seeds
+loads both. Both are editable in the Django admin afterwards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from pathlib import Path
+
+import yaml
+from django.db import transaction
+
+from tasks.importing import ImportReport
+
+DATA_DIR = Path(__file__).resolve().with_name("data")
+SHIPPED_PERSONAS = DATA_DIR / "personas.jsonl"
+SHIPPED_OPERATIONS = DATA_DIR / "operations.yaml"
+SHIPPED_SOURCE = "clawgym"
+MAX_PERSONA_CHARS = 4_000  # Persona Hub's longest are a few hundred; more is not a persona
+BATCH = 1_000  # personas looked up and created per query
+
+
+class SeedError(ValueError):
+    """The seed input as a whole cannot be read (missing file, malformed operations file)."""
+
+
+def fold(text: str) -> str:
+    """The text with case and runs of white space folded: what makes two personas the same."""
+    return " ".join(text.split()).casefold()
+
+
+def persona_hash(text: str) -> str:
+    return hashlib.sha256(fold(text).encode("utf-8")).hexdigest()
+
+
+# --- personas ----------------------------------------------------------------------------------------------------
+
+
+def _open_text(path_or_file) -> tuple[io.TextIOBase, str, bool]:
+    """(text stream, name for messages, whether we opened it)."""
+    if hasattr(path_or_file, "read"):
+        stream = path_or_file
+        if isinstance(stream.read(0), bytes):
+            stream = io.TextIOWrapper(stream, encoding="utf-8", errors="replace")
+        return stream, Path(getattr(path_or_file, "name", "") or "upload").name, False
+    path = Path(path_or_file)
+    if not path.is_file():
+        raise SeedError(f"{path} does not exist or is not a file")
+    return open(path, encoding="utf-8", errors="replace"), path.name, True
+
+
+def read_personas(stream, name: str):
+    """Yield (line number, persona text or None, error or "") for each non-empty line of `stream`."""
+    as_jsonl = name.lower().endswith(".jsonl")
+    decided = as_jsonl
+    for number, raw in enumerate(stream, 1):
+        line = raw.strip().lstrip("\ufeff")
+        if not line:
+            continue
+        if not decided:
+            as_jsonl, decided = line.startswith("{"), True
+        if not as_jsonl:
+            yield number, line, ""
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            yield number, None, f"not JSON: {exc.msg} (column {exc.colno})"
+            continue
+        text = record.get("persona") if isinstance(record, dict) else None
+        if not isinstance(text, str):
+            yield number, None, 'no "persona" string in the object'
+        elif not text.strip():
+            yield number, None, "the persona is empty"
+        else:
+            yield number, text.strip(), ""
+
+
+def import_personas(path_or_file, *, source: str | None = None) -> ImportReport:
+    """Import the personas of a JSONL or plain-text file (a path or an open file). Raises SeedError when it cannot
+    be opened; a line that cannot be used is a failure in the report, the rest are imported."""
+    from .models import Persona
+
+    stream, name, ours = _open_text(path_or_file)
+    report = ImportReport()
+    source = source or name
+    try:
+        pending: dict[str, str] = {}  # hash -> text, in file order
+        for number, text, error in read_personas(stream, name):
+            where = f"{name}:{number}"
+            if error:
+                report.fail(where, error)
+            elif len(text) > MAX_PERSONA_CHARS:
+                report.fail(where, f"the persona has {len(text):,} characters (at most {MAX_PERSONA_CHARS:,})")
+            else:
+                key = persona_hash(text)
+                if key in pending:
+                    report.unchanged += 1  # the same persona twice in one file
+                else:
+                    pending[key] = " ".join(text.split())
+            if len(pending) >= BATCH:
+                _save_personas(Persona, pending, source, report)
+                pending = {}
+        _save_personas(Persona, pending, source, report)
+    finally:
+        if ours:
+            stream.close()
+    return report
+
+
+def _save_personas(Persona, pending: dict[str, str], source: str, report: ImportReport) -> None:
+    if not pending:
+        return
+    with transaction.atomic():
+        known = set(Persona.objects.filter(text_hash__in=pending).values_list("text_hash", flat=True))
+        new = [Persona(text=text, text_hash=key, source=source[:200]) for key, text in pending.items() if key not in known]
+        # ignore_conflicts: another import adding the same persona meanwhile is not an error (it is there).
+        Persona.objects.bulk_create(new, ignore_conflicts=True)
+    report.imported += len(new)
+    report.unchanged += len(known)
+
+
+def shipped_personas() -> list[str]:
+    """The personas ClawGym ships, in file order."""
+    with open(SHIPPED_PERSONAS, encoding="utf-8") as stream:
+        found = list(read_personas(stream, SHIPPED_PERSONAS.name))
+    bad = [f"line {number}: {error}" for number, _, error in found if error]
+    if bad:
+        raise SeedError(f"{SHIPPED_PERSONAS} is malformed: {'; '.join(bad)}")
+    return [text for _, text, _ in found]
+
+
+# --- atomic operations ---------------------------------------------------------------------------------------
+
+
+def read_operations(path: Path = SHIPPED_OPERATIONS) -> list[dict]:
+    """The categories of an operations file, each {slug, name, description, operations: [{slug, name,
+    description, needs_network}]}, checked: slugs unique, every field present."""
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise SeedError(f"{path} cannot be read: {exc}") from None
+    categories = data.get("categories") if isinstance(data, dict) else None
+    if not isinstance(categories, list) or not categories:
+        raise SeedError(f"{path}: expected a list under 'categories'")
+    seen: set[str] = set()
+    out = []
+    for c in categories:
+        operations = []
+        for o in c.get("operations") or []:
+            if not all(isinstance(o.get(k), str) and o[k].strip() for k in ("slug", "name", "description")):
+                raise SeedError(f"{path}: an operation of {c.get('slug')!r} lacks a slug, name or description")
+            if o["slug"] in seen:
+                raise SeedError(f"{path}: operation {o['slug']!r} is listed twice")
+            seen.add(o["slug"])
+            operations.append({"slug": o["slug"], "name": o["name"], "description": o["description"],
+                               "needs_network": bool(o.get("needs_network", False))})  # fmt: skip
+        if not (isinstance(c.get("slug"), str) and isinstance(c.get("name"), str) and operations):
+            raise SeedError(f"{path}: a category lacks a slug, a name or operations")
+        out.append({"slug": c["slug"], "name": c["name"], "description": c.get("description", ""),
+                    "operations": operations})  # fmt: skip
+    return out
+
+
+def load_operations(path: Path = SHIPPED_OPERATIONS, *, OperationCategory=None, AtomicOperation=None) -> int:
+    """Create or update the file's categories and operations by slug (the model classes may be a migration's
+    historical ones). Operations only in the database are left as they are. Returns the operations loaded."""
+    if OperationCategory is None or AtomicOperation is None:
+        from .models import AtomicOperation, OperationCategory
+    count = 0
+    with transaction.atomic():
+        for order, c in enumerate(read_operations(path)):
+            category, _ = OperationCategory.objects.update_or_create(
+                slug=c["slug"], defaults={"name": c["name"], "description": c["description"], "order": order}
+            )
+            for o in c["operations"]:
+                AtomicOperation.objects.update_or_create(
+                    slug=o["slug"],
+                    defaults={"category": category, "name": o["name"], "description": o["description"],
+                              "needs_network": o["needs_network"]},
+                )  # fmt: skip
+                count += 1
+    return count
+
+
+def load_shipped_personas(*, Persona=None) -> int:
+    """Add the shipped personas that are not there yet (as source "clawgym"); returns how many were added."""
+    if Persona is None:
+        from .models import Persona
+    texts = {persona_hash(t): " ".join(t.split()) for t in shipped_personas()}
+    known = set(Persona.objects.filter(text_hash__in=texts).values_list("text_hash", flat=True))
+    new = [Persona(text=t, text_hash=k, source=SHIPPED_SOURCE) for k, t in texts.items() if k not in known]
+    Persona.objects.bulk_create(new, ignore_conflicts=True)
+    return len(new)
