@@ -169,6 +169,9 @@ def test_evaluate_again_reuses_the_run_and_a_resume_with_a_changed_flag_is_refus
         _out, _err, error = run_command("evaluate", "--resume", str(first["run"]), *flags, "--here", "--json")
         assert error is not None and "differ" in str(error), (flags, error)
         assert f"settings ({named}" in str(error) or f", {named}" in str(error), (flags, error)
+    EvalRun.objects.filter(pk=first["run"]).update(inline=False)  # as if the workers ran it
+    assert run_command("evaluate", "--resume", str(first["run"]), "--repeats", "3", "--here")[2] is not None
+    assert EvalRun.objects.get(pk=first["run"]).inline is False  # a refused resume changes nothing
     same, _out, _err = evaluate("--resume", str(first["run"]), "--task", "eval-b", "eval-a", "--endpoint", "weak",
                                 "--time-limit", "300")  # fmt: skip
     assert same["run"] == first["run"] and len(upstream.requests) == calls
@@ -288,6 +291,8 @@ def test_the_human_summary_and_unknown_names(world):
         (["--task", "eval-z", "--endpoint", "strong"], "no such task(s): eval-z"),
         (["--endpoint", "strong"], "give either --benchmark"),
         (["--resume", "999"], "no evaluation run #999"),
+        (["--task", "eval-a", "--endpoint", "strong", "--option", "timeout=5"], "give --time-limit instead of"),
+        (["--task", "eval-a", "--endpoint", "strong", "--repeats", "0"], "repeats must be between 1 and"),
     ):
         _out, _err, error = run_command("evaluate", *args, "--here")
         assert error is not None and message in str(error), (args, error)

@@ -104,8 +104,8 @@ class Command(BaseCommand):
         settings_ = {
             "endpoint": endpoint_named(flags["endpoint"]),
             "harness": flags["harness"],
-            "repeats": flags["repeats"] or 1,
-            "options": _options(flags["option"]),
+            "repeats": 1 if flags["repeats"] is None else flags["repeats"],
+            "options": harness_options(flags["option"]),
             "limits": given_limits(flags),
             "name": flags["name"],
             "fresh": flags["fresh"],
@@ -139,8 +139,13 @@ class Command(BaseCommand):
         if run is None:
             raise CommandError(f"no evaluation run #{flags['resume']}")
         config = self._asked_config(run, flags)
+        inline = run.inline
         self._set_inline(run, flags["here"])
-        run = resume_eval_run(run, config=config)
+        try:
+            run = resume_eval_run(run, config=config)
+        except EvalRunError:
+            self._set_inline(run, inline)  # refused: whoever runs it goes on as before
+            raise
         if flags["pass_threshold"] is not None and flags["pass_threshold"] != run.pass_threshold:
             run = set_pass_threshold(run, flags["pass_threshold"])
         self.stderr.write(f"run #{run.pk} ({run.name}) resumed: {run.rollouts_finished} of {run.rollouts_total} "
@@ -169,7 +174,7 @@ class Command(BaseCommand):
             revisions=revisions, benchmark_version=version,
             endpoint=endpoint_named(flags["endpoint"]) if flags["endpoint"] else run.endpoint,
             harness=flags["harness"] or run.harness,
-            options=_options(flags["option"]) if flags["option"] else run.harness_options,
+            options=harness_options(flags["option"]) if flags["option"] else run.harness_options,
             limits={**run.limits, **given_limits(flags)},
             repeats=flags["repeats"] if flags["repeats"] is not None else run.repeats,
         )  # fmt: skip
@@ -269,6 +274,15 @@ def current_revisions(task_ids: list[str]) -> list:
     if without:
         raise CommandError(f"task(s) without a revision: {', '.join(without)}")
     return [tasks[t].current_revision for t in dict.fromkeys(task_ids)]
+
+
+def harness_options(pairs: list[str]) -> dict:
+    options = _options(pairs)
+    limits = {"timeout": "--time-limit", "max_turns": "--max-turns", "token_limit": "--token-limit"}
+    clash = [f"{limits[key]} instead of --option {key}=…" for key in limits if key in options]
+    if clash:
+        raise CommandError(f"the limits are flags of their own: give {', '.join(clash)}")
+    return options
 
 
 def given_limits(flags) -> dict:
