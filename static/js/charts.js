@@ -4,7 +4,7 @@
    {{ chart|json_script:"chart-categories" }}
 
    The data: {"type": "bar", "labels": [...], "datasets": [{"label", "data": [...], "low": [...], "high": [...]}],
-   "y": {"min", "max", "title"}, "x": {"title"}}. `low`/`high` (optional) draw a confidence interval's whiskers on each
+   "y": {"min", "max", "title"}, "x": {"title"}, "integers": counts on the y axis}. `low`/`high` (optional) draw a confidence interval's whiskers on each
    bar (the ciWhiskers plugin below: no plugin library). Every chart has a table beside it: the page reads without
    this script. Charts are drawn on page load and again in content htmx swaps in (a page that refreshes itself). */
 (function () {
@@ -63,7 +63,12 @@
         animation: false, // pages that refresh themselves redraw their charts: no flicker
         maintainAspectRatio: false,
         scales: {
-          y: { min: y.min, max: y.max, title: { display: Boolean(y.title), text: y.title } },
+          y: {
+            min: y.min,
+            max: y.max,
+            title: { display: Boolean(y.title), text: y.title },
+            ticks: spec.integers ? { precision: 0 } : {},
+          },
           x: { title: { display: Boolean(spec.x && spec.x.title), text: spec.x && spec.x.title } },
         },
         plugins: {
