@@ -1,0 +1,151 @@
+"""python manage.py synthesize --route persona|skill --count N --generator E --judge E [--seed S] [--preview]
+    [--budget-usd X] [--budget-tokens N] [--here] [--json]
+python manage.py synthesize --resume BATCH [--budget-usd X] [--budget-tokens N] [--here] [--json]"""
+
+import json
+import time
+
+from django.core.management.base import BaseCommand, CommandError
+
+from jobs.engine import JobEngineError
+from jobs.models import JobRun
+
+from ...batches import BatchError, batch_json, cancel_batch, resume_batch, run_here, start_batch
+from ...models import SynthesisBatch, SynthesisItem
+from ...pipeline import reclaim_lost_items
+
+POLL_SECONDS = 0.5
+RECHECK_LOST_SECONDS = 10.0
+_UNSET = object()
+
+
+class Command(BaseCommand):
+    help = (
+        "Synthesize tasks: start a batch (route, count, generator and judge endpoints, seed) and wait for it; its "
+        "items run as jobs (synthesis.run_item on the `sandbox` queue), or in this process with --here. A batch "
+        "with the same configuration as an earlier one (same --seed) resumes that one. --preview runs 5 items "
+        "through every stage. One line per finished item goes to stderr; with --json the last line is "
+        '{"batch", "status", "requested", "kept", "rejected", "failed", "tokens", "cost"}. Exits 0 when the batch '
+        "is complete, non-zero when it is paused (budget), failed or cancelled."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--route", choices=["persona", "skill"])
+        parser.add_argument("--count", type=int, help="tasks wanted (one item each)")
+        parser.add_argument("--generator", help="the generator endpoint's name")
+        parser.add_argument("--judge", help="the judge endpoint's name (QA)")
+        parser.add_argument("--seed", type=int, help="draws the items (default: a random one)")
+        parser.add_argument("--preview", action="store_true", help="a preview batch: 5 items through every stage")
+        parser.add_argument("--budget-usd", type=float, default=_UNSET, help="pause the batch at this cost")
+        parser.add_argument("--budget-tokens", type=int, default=_UNSET, help="pause the batch at this many tokens")
+        parser.add_argument("--resume", type=int, metavar="BATCH", help="go on with that batch")
+        parser.add_argument("--here", action="store_true", help="run in this process instead of on the job workers")
+        parser.add_argument("--json", dest="as_json", action="store_true", help="print the batch as JSON last")
+        parser.add_argument("--timeout", type=float, default=24 * 3600.0, help="seconds to wait for the batch (24 h)")
+        parser.add_argument(
+            "--start-timeout", type=float, default=60.0,
+            help="seconds to wait for a worker to take the batch's first job before cancelling it (60)",
+        )  # fmt: skip
+
+    def handle(self, *args, **flags):
+        try:
+            batch = self._resume(flags) if flags["resume"] else self._start(flags)
+        except BatchError as exc:
+            raise CommandError(str(exc)) from None
+        except JobEngineError as exc:
+            raise CommandError(f"the job engine did not take the batch: {exc}") from None
+        if flags["here"]:
+            batch = run_here(batch, on_item=lambda item: self.stderr.write(item_line(item)))
+        else:
+            self._wait(batch, timeout=flags["timeout"], start_timeout=flags["start_timeout"], as_json=flags["as_json"])
+            batch.refresh_from_db()
+        self._print(batch, flags["as_json"])
+        if batch.status != SynthesisBatch.Status.COMPLETE:
+            why = f": {batch.status_reason}" if batch.status_reason else ""
+            raise CommandError(f"batch #{batch.pk} is {batch.status}{why}. `manage.py synthesize --resume {batch.pk}` "
+                               "goes on with it (--budget-usd / --budget-tokens to raise its budget)")  # fmt: skip
+
+    def _budgets(self, flags) -> dict:
+        budgets = {}
+        if flags["budget_usd"] is not _UNSET:
+            budgets["budget_usd"] = flags["budget_usd"]
+        if flags["budget_tokens"] is not _UNSET:
+            budgets["budget_tokens"] = flags["budget_tokens"]
+        return budgets
+
+    def _start(self, flags) -> SynthesisBatch:
+        missing = [f"--{name}" for name in ("route", "generator", "judge") if not flags[name]]
+        if flags["count"] is None and not flags["preview"]:
+            missing.append("--count")
+        if missing:
+            raise CommandError(f"{', '.join(missing)} required (or --resume BATCH)")
+        batch = start_batch(
+            flags["route"], flags["count"] or 0, flags["generator"], flags["judge"], seed=flags["seed"],
+            preview=flags["preview"], here=flags["here"], **self._budgets(flags),
+        )  # fmt: skip
+        self.stderr.write(f"batch #{batch.pk} ({batch.route}, seed {batch.seed}): {batch.requested} items, "
+                          f"{batch.items.filter(status__in=SynthesisItem.FINISHED).count()} finished before")  # fmt: skip
+        return batch
+
+    def _resume(self, flags) -> SynthesisBatch:
+        given = [f"--{name}" for name in ("route", "count", "generator", "judge", "seed") if flags[name] is not None]
+        if given or flags["preview"]:
+            raise CommandError(f"--resume goes on with the batch as it was started: {', '.join(given) or '--preview'} "
+                               "does not go with it")  # fmt: skip
+        batch = SynthesisBatch.objects.filter(pk=flags["resume"]).first()
+        if batch is None:
+            raise CommandError(f"no synthesis batch #{flags['resume']}")
+        batch = resume_batch(batch, here=flags["here"], **self._budgets(flags))
+        self.stderr.write(f"batch #{batch.pk} resumed: {batch.items.filter(status__in=SynthesisItem.FINISHED).count()}"
+                          f" of {batch.requested} items finished before")  # fmt: skip
+        return batch
+
+    def _wait(self, batch: SynthesisBatch, *, timeout: float, start_timeout: float, as_json: bool) -> None:
+        started = last_lost_check = time.monotonic()
+        seen = set(self._finished(batch))
+        while True:
+            for item in batch.items.filter(status__in=SynthesisItem.FINISHED).exclude(pk__in=seen).order_by("index"):
+                seen.add(item.pk)
+                self.stderr.write(item_line(item))
+            batch.refresh_from_db()
+            if batch.is_finished or batch.status == SynthesisBatch.Status.PAUSED:
+                return
+            now = time.monotonic()
+            taken = batch.job_run_id is None or JobRun.objects.filter(pk=batch.job_run_id).exclude(
+                status=JobRun.Status.QUEUED).exists()  # fmt: skip
+            if not taken and now - started > start_timeout:
+                batch = cancel_batch(batch)  # a worker starting later must not run what nobody waits for
+                self._print(batch, as_json)
+                raise CommandError(
+                    f"no job worker took batch #{batch.pk} within {start_timeout:g} s: are workers running on the "
+                    "default and sandbox queues? (`manage.py check_workers` tells). Or pass --here to run it in this "
+                    f"process. The batch was cancelled; `manage.py synthesize --resume {batch.pk}` runs it again."
+                )
+            if now - started > timeout:
+                self._print(batch, as_json)
+                raise CommandError(f"batch #{batch.pk} did not finish within {timeout:g} s; it goes on running "
+                                   f"(`manage.py synthesis_report {batch.pk}` shows where it is)")  # fmt: skip
+            if now - last_lost_check > RECHECK_LOST_SECONDS:
+                if reclaim_lost_items(batch):  # a killed worker's items would otherwise look "running" forever
+                    batch = resume_batch(batch)
+                last_lost_check = now
+            time.sleep(POLL_SECONDS)
+
+    def _finished(self, batch):
+        return batch.items.filter(status__in=SynthesisItem.FINISHED).values_list("pk", flat=True)
+
+    def _print(self, batch: SynthesisBatch, as_json: bool) -> None:
+        report = batch_json(batch)
+        if as_json:
+            self.stdout.write(json.dumps(report))
+            return
+        self.stdout.write(f"batch #{report['batch']}: {report['status']}, {report['kept']} of {report['requested']} "
+                          f"kept; tokens {report['tokens']:,}, cost {report['cost']:.4f}")  # fmt: skip
+        for what in ("rejected", "failed"):
+            if report[what]:
+                self.stdout.write(f"{what}: " + ", ".join(f"{stage} {n}" for stage, n in report[what].items()))
+
+
+def item_line(item: SynthesisItem) -> str:
+    line = f"item {item.index + 1} (#{item.pk}): {item.status} at {item.stage}"
+    return line + (f": {item.reason.splitlines()[0][:200]}" if item.reason else "")

@@ -1,0 +1,78 @@
+"""Quality assessment of the finished draft: synthesis.qa.assess with the batch's judge and thresholds.
+
+The stages asked are the batch's options["qa_stages"] (default: all of QAStage). Novelty compares with the
+catalog pool, which holds the tasks this batch kept before (they enter the catalog as they are kept); items of
+one batch running at the same moment on different workers do not see each other until one is kept.
+Any "fail" rejects the item at "qa:<stage>" (the first failing stage, in QAStage order; every verdict is kept);
+an "error" (the judge unreachable, no verdict) fails the item at "qa", to be tried again when the batch is
+resumed. The verdicts travel in the draft to the catalog stage, which stores them as QualityAssessment rows.
+"""
+
+from __future__ import annotations
+
+from llm.models import ModelCall
+
+from ..llm_json import StageFailure, add_usage, check_budget
+from ..models import QAStage
+from ..pipeline import FAIL, PASS, SKIPPED, StageResult
+
+STAGE = "qa"
+DEFAULT_STAGES = [s.value for s in QAStage]
+
+
+def qa_task(item):
+    from synthesis import qa
+
+    draft = item.draft
+    return qa.QATask(
+        instruction=draft["instruction"],
+        input_files={path: text.encode() for path, text in draft["files"].items()},
+        checker_files={path: text.encode() for path, text in draft["checker"].items()},
+        rubric=draft.get("rubric") or [],
+        category=draft.get("category"),
+        subcategory=draft.get("subcategory"),
+        external_id=f"synthesis-item-{item.pk}",
+        expected_behavior=draft.get("expected_behavior", ""),
+    )
+
+
+def _as_dict(verdict) -> dict:
+    return {
+        "verdict": verdict.verdict, "reason": verdict.reason, "details": verdict.details or {},
+        "model_call_id": verdict.model_call_id, "endpoint_name": verdict.endpoint_name,
+        "prompt_version": verdict.prompt_version,
+    }  # fmt: skip
+
+
+def run(item, ctx):
+    stages = ctx.options.get("qa_stages", DEFAULT_STAGES)
+    if not stages:
+        return StageResult(SKIPPED, "no quality-assessment stages were asked for this batch", data={"qa": {}})
+    try:
+        from synthesis import qa
+    except ImportError as exc:
+        raise StageFailure(f"qa: the quality assessment is not available ({exc})", retryable=True) from None
+    check_budget(item.batch_id)
+    before = ModelCall.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+    try:
+        verdicts = qa.assess(qa_task(item), stages, judge=ctx.judge, thresholds=ctx.batch.qa_thresholds or None,
+                             subject=item.subject)  # fmt: skip
+    finally:
+        for call in ModelCall.objects.filter(subject=item.subject, pk__gt=before):
+            add_usage(item, call)
+    found = {stage: _as_dict(verdicts[stage]) for stage in stages if stage in verdicts}
+    details = {"verdicts": found}
+    errors = [f"{stage}: {v['reason']}" for stage, v in found.items() if v["verdict"] == "error"]
+    missing = [stage for stage in stages if stage not in found]
+    if errors or missing:
+        reason = "; ".join(errors + [f"{stage}: no verdict" for stage in missing])
+        raise StageFailure(f"qa: {reason}", retryable=True)
+    failing = [stage for stage in DEFAULT_STAGES if found.get(stage, {}).get("verdict") == "fail"]
+    if failing:
+        first = found[failing[0]]
+        reason = first["reason"]
+        nearest = first["details"].get("nearest")
+        if failing[0] == QAStage.NOVELTY and nearest and str(nearest) not in reason:
+            reason += f" (nearest: {nearest}, similarity {first['details'].get('similarity')})"
+        return StageResult(FAIL, reason, data={"qa": found}, details=details, rejected_at=f"qa:{failing[0]}")
+    return StageResult(PASS, "", data={"qa": found}, details=details)
