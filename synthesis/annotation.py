@@ -51,8 +51,15 @@ ANNOTATION_SCHEMA = {
         "risk_reason": {"type": "string"},
     },
     "required": [
-        "summary", "core_content", "auth_required", "required_env", "input_format", "output_format",
-        "text_only_compatible", "risk", "risk_reason",
+        "summary",
+        "core_content",
+        "auth_required",
+        "required_env",
+        "input_format",
+        "output_format",
+        "text_only_compatible",
+        "risk",
+        "risk_reason",
     ],  # fmt: skip
 }
 

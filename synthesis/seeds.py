@@ -128,7 +128,9 @@ def _save_personas(Persona, pending: dict[str, str], source: str, report: Import
         return
     with transaction.atomic():
         known = set(Persona.objects.filter(text_hash__in=pending).values_list("text_hash", flat=True))
-        new = [Persona(text=text, text_hash=key, source=source[:200]) for key, text in pending.items() if key not in known]
+        new = [
+            Persona(text=text, text_hash=key, source=source[:200]) for key, text in pending.items() if key not in known
+        ]
         # ignore_conflicts: another import adding the same persona meanwhile is not an error (it is there).
         Persona.objects.bulk_create(new, ignore_conflicts=True)
     report.imported += len(new)

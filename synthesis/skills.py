@@ -73,7 +73,9 @@ class ParsedSkill:
     def content_hash(self) -> str:
         digest = hashlib.sha256()
         for path in sorted(self.files):
-            digest.update(f"{path}\0{hashlib.sha256(self.files[path]).hexdigest()}\n".encode("utf-8", "surrogateescape"))
+            digest.update(
+                f"{path}\0{hashlib.sha256(self.files[path]).hexdigest()}\n".encode("utf-8", "surrogateescape")
+            )
         for skipped in sorted(self.skipped, key=lambda s: s["path"]):
             digest.update(f"skipped {skipped['path']}\0{skipped['reason']}\n".encode("utf-8", "surrogateescape"))
         return digest.hexdigest()
@@ -233,7 +235,9 @@ def parse_skill_folder(folder: Path) -> ParsedSkill:
     fields = parse_front_matter(front)
     files, skipped = _read_files(folder)
     if SKILL_FILE not in files:  # only when the skill's other files took all the room: never leave it out
-        raise SkillError(f"{SKILL_FILE} could not be kept: " + next(s["reason"] for s in skipped if s["path"] == SKILL_FILE))
+        raise SkillError(
+            f"{SKILL_FILE} could not be kept: " + next(s["reason"] for s in skipped if s["path"] == SKILL_FILE)
+        )
     return ParsedSkill(front_matter=_jsonable(front), files=files, skipped=skipped, **fields)
 
 

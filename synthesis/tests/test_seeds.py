@@ -107,7 +107,9 @@ def test_persona_hub_jsonl_imports_new_ones_and_reports_each_bad_line(tmp_path):
     assert report["failed"][2]["error"] == "the persona is empty"
     assert Persona.objects.count() == before + 2
     added = Persona.objects.get(text__startswith="A beekeeper")
-    assert added.text == "A beekeeper in Ljubljana who sells comb honey at a market." and added.source == "persona.jsonl"
+    assert (
+        added.text == "A beekeeper in Ljubljana who sells comb honey at a market." and added.source == "persona.jsonl"
+    )
 
     # The same file again changes nothing.
     again = import_personas(path).as_dict()

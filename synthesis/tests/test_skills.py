@@ -384,9 +384,7 @@ def test_an_annotation_is_stored_with_missing_bins_and_its_label(tmp_path, judge
     assert skill_synthesizable(skill) is False
 
 
-def test_every_bundled_skill_is_annotated_and_labelled_and_failures_are_kept(
-    bundled_folders, judge, scripted_upstream
-):
+def test_every_bundled_skill_is_annotated_and_labelled_and_failures_are_kept(bundled_folders, judge, scripted_upstream):
     import_bundled()
 
     out, error = annotate_cmd("--all", "--endpoint", "judge", "--json")

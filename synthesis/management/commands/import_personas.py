@@ -9,7 +9,7 @@ from synthesis.seeds import SeedError, import_personas
 
 class Command(BaseCommand):
     help = (
-        "Import personas from Persona Hub style JSONL ({\"persona\": \"...\"} per line) or plain text (one persona "
+        'Import personas from Persona Hub style JSONL ({"persona": "..."} per line) or plain text (one persona '
         "per non-empty line). A persona already there (same text, case and white space aside) is left unchanged. "
         "Exits 0 when the import ran, even if some lines failed (they are listed, with their line numbers). With "
         '--json the last line is {"imported", "updated", "unchanged", "failed": [{"source", "error"}]}.'
