@@ -51,17 +51,18 @@ def persona_hash(text: str) -> str:
 # --- personas ----------------------------------------------------------------------------------------------------
 
 
-def _open_text(path_or_file) -> tuple[io.TextIOBase, str, bool]:
-    """(text stream, name for messages, whether we opened it)."""
+def _open_text(path_or_file) -> tuple[io.TextIOBase, str, str]:
+    """(text stream, name for messages, how to let go of it: "close" what we opened, "detach" the text layer we put
+    over the caller's binary file so that the caller's file stays open, "" for the caller's own text stream)."""
     if hasattr(path_or_file, "read"):
-        stream = path_or_file
-        if isinstance(stream.read(0), bytes):
-            stream = io.TextIOWrapper(stream, encoding="utf-8", errors="replace")
-        return stream, Path(getattr(path_or_file, "name", "") or "upload").name, False
+        name = Path(str(getattr(path_or_file, "name", "") or "upload")).name
+        if isinstance(path_or_file.read(0), bytes):
+            return io.TextIOWrapper(path_or_file, encoding="utf-8", errors="replace"), name, "detach"
+        return path_or_file, name, ""
     path = Path(path_or_file)
     if not path.is_file():
         raise SeedError(f"{path} does not exist or is not a file")
-    return open(path, encoding="utf-8", errors="replace"), path.name, True
+    return open(path, encoding="utf-8", errors="replace"), path.name, "close"
 
 
 def read_personas(stream, name: str):
@@ -96,7 +97,7 @@ def import_personas(path_or_file, *, source: str | None = None) -> ImportReport:
     be opened; a line that cannot be used is a failure in the report, the rest are imported."""
     from .models import Persona
 
-    stream, name, ours = _open_text(path_or_file)
+    stream, name, release = _open_text(path_or_file)
     report = ImportReport()
     source = source or name
     try:
@@ -118,8 +119,10 @@ def import_personas(path_or_file, *, source: str | None = None) -> ImportReport:
                 pending = {}
         _save_personas(Persona, pending, source, report)
     finally:
-        if ours:
+        if release == "close":
             stream.close()
+        elif release == "detach":
+            stream.detach()
     return report
 
 

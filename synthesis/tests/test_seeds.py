@@ -129,6 +129,7 @@ def test_plain_text_is_one_persona_per_non_empty_line_and_an_open_file_works_too
     report = import_personas(upload, source="upload").as_dict()
     assert report["imported"] == 1 and report["unchanged"] == 1
     assert Persona.objects.get(text="A new one from a form.").source == "upload"
+    assert not upload.closed  # the caller's file is the caller's to close
 
 
 def test_a_jsonl_file_without_the_extension_is_recognised_by_its_first_line(tmp_path):
