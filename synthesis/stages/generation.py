@@ -65,7 +65,7 @@ TASK_RULES = (
 )
 
 NETWORK_PATTERNS = [
-    (re.compile(r"\bhttps?://", re.I), "a URL"),
+    (re.compile(r"\bhttps?://[^\s`'\")>]+", re.I), "a URL"),
     (re.compile(r"\b(download|upload)(s|ed|ing)?\b", re.I), "downloading or uploading"),
     (re.compile(r"\b(fetch|scrape|crawl)(es|s|ed|ing)?\b[^.]{0,40}\b(web|site|page|url|online|internet|api)", re.I),
      "fetching from the web"),

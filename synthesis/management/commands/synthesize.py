@@ -1,5 +1,5 @@
 """python manage.py synthesize --route persona|skill --count N --generator E --judge E [--seed S] [--preview]
-    [--budget-usd X] [--budget-tokens N] [--here] [--json]
+    [--budget-usd X] [--budget-tokens N] [--qa-stages A,B] [--here] [--json]
 python manage.py synthesize --resume BATCH [--budget-usd X] [--budget-tokens N] [--here] [--json]"""
 
 import json
@@ -11,7 +11,7 @@ from jobs.engine import JobEngineError
 from jobs.models import JobRun
 
 from ...batches import BatchError, batch_json, cancel_batch, resume_batch, run_here, start_batch
-from ...models import SynthesisBatch, SynthesisItem
+from ...models import QAStage, SynthesisBatch, SynthesisItem
 from ...pipeline import reclaim_lost_items
 
 POLL_SECONDS = 0.5
@@ -38,6 +38,11 @@ class Command(BaseCommand):
         parser.add_argument("--preview", action="store_true", help="a preview batch: 5 items through every stage")
         parser.add_argument("--budget-usd", type=float, default=_UNSET, help="pause the batch at this cost")
         parser.add_argument("--budget-tokens", type=int, default=_UNSET, help="pause the batch at this many tokens")
+        parser.add_argument(
+            "--qa-stages", metavar="A,B",
+            help="the QA stages to run (default every one: novelty,plausibility,difficulty,leak,alignment,rubric; "
+            '"" none)',
+        )  # fmt: skip
         parser.add_argument("--resume", type=int, metavar="BATCH", help="go on with that batch")
         parser.add_argument("--here", action="store_true", help="run in this process instead of on the job workers")
         parser.add_argument("--json", dest="as_json", action="store_true", help="print the batch as JSON last")
@@ -81,7 +86,8 @@ class Command(BaseCommand):
             raise CommandError(f"{', '.join(missing)} required (or --resume BATCH)")
         batch = start_batch(
             flags["route"], flags["count"] or 0, flags["generator"], flags["judge"], seed=flags["seed"],
-            preview=flags["preview"], here=flags["here"], **self._budgets(flags),
+            preview=flags["preview"], here=flags["here"], options=qa_options(flags["qa_stages"]),
+            **self._budgets(flags),
         )  # fmt: skip
         self.stderr.write(f"batch #{batch.pk} ({batch.route}, seed {batch.seed}): {batch.requested} items, "
                           f"{batch.items.filter(status__in=SynthesisItem.FINISHED).count()} finished before")  # fmt: skip
@@ -144,6 +150,16 @@ class Command(BaseCommand):
         for what in ("rejected", "failed"):
             if report[what]:
                 self.stdout.write(f"{what}: " + ", ".join(f"{stage} {n}" for stage, n in report[what].items()))
+
+
+def qa_options(value: str | None) -> dict:
+    if value is None:
+        return {}
+    stages = [stage.strip() for stage in value.split(",") if stage.strip()]
+    unknown = [stage for stage in stages if stage not in QAStage.values]
+    if unknown:
+        raise CommandError(f"unknown QA stage(s) {', '.join(unknown)}; choose from {', '.join(QAStage.values)}")
+    return {"qa_stages": stages}
 
 
 def item_line(item: SynthesisItem) -> str:
