@@ -4,6 +4,8 @@ reason, through synthesis.annotation.set_override."""
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.template.response import TemplateResponse
 from django.utils.html import format_html
 
 from .annotation import set_override, skill_synthesizable
@@ -164,6 +166,14 @@ class SkillOverrideForm(forms.ModelForm):
         return data
 
 
+class OverrideLabelForm(forms.Form):
+    label = forms.ChoiceField(
+        choices=[(OverrideChoice.YES, "synthesizable"), (OverrideChoice.NO, "not synthesizable")],
+        widget=forms.RadioSelect,
+    )
+    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), help_text="Why the label is overridden.")
+
+
 @admin.register(Skill)
 class SkillAdmin(admin.ModelAdmin):
     form = SkillOverrideForm
@@ -180,7 +190,7 @@ class SkillAdmin(admin.ModelAdmin):
         ("Import", {"fields": ["front_matter", "skipped_files", "content_hash", "created_at", "updated_at"]}),
     ]
     inlines = [SkillAnnotationInline, SkillFileInline]
-    actions = ["clear_override"]
+    actions = ["override_label", "clear_override"]
 
     def has_add_permission(self, request):
         return False  # skills come in by import (manage.py import_skills)
@@ -197,6 +207,23 @@ class SkillAdmin(admin.ModelAdmin):
     def save_model(self, request, obj, form, change):
         set_override(obj, form.cleaned_data["override_value"], reason=form.cleaned_data.get("override_reason", ""),
                      user=request.user)  # fmt: skip
+
+    @admin.action(description="Override the label of the selected skills (with a reason)…")
+    def override_label(self, request, queryset):
+        """Two steps: the first shows the form; its submission ("apply") sets the override on each skill."""
+        form = OverrideLabelForm(request.POST if "apply" in request.POST else None)
+        if form.is_bound and form.is_valid():
+            value = OverrideChoice.VALUES[form.cleaned_data["label"]]
+            for skill in queryset:
+                set_override(skill, value, reason=form.cleaned_data["reason"], user=request.user)
+            label = "synthesizable" if value else "not synthesizable"
+            self.message_user(request, f"{queryset.count()} skill(s) marked {label}", messages.SUCCESS)
+            return None
+        context = {
+            **self.admin_site.each_context(request), "opts": self.model._meta, "title": "Override the label",
+            "form": form, "skills": queryset, "action_checkbox_name": ACTION_CHECKBOX_NAME,
+        }  # fmt: skip
+        return TemplateResponse(request, "admin/synthesis/skill/override_label.html", context)
 
     @admin.action(description="Clear the override (follow the annotation)")
     def clear_override(self, request, queryset):

@@ -510,3 +510,30 @@ def test_the_skill_admin_shows_files_and_takes_an_override_with_a_reason(judge, 
     skill.refresh_from_db()
     assert skill.synthesizable_override is False and skill.override_by == root and not skill_synthesizable(skill)
     assert client.get(reverse("admin:synthesis_skillannotation_changelist")).status_code == 200
+
+
+def test_the_override_action_asks_for_a_label_and_a_reason(tmp_path, client, django_user_model):
+    for name in ("alpha", "beta", "gamma"):
+        write_skill(tmp_path / name, name)
+    import_skills(tmp_path)
+    chosen = list(Skill.objects.filter(name__in=["alpha", "beta"]).values_list("pk", flat=True))
+    client.force_login(django_user_model.objects.create_superuser("root", "root@example.com", "pw"))
+    url = reverse("admin:synthesis_skill_changelist")
+    action = {"action": "override_label", "_selected_action": chosen}
+
+    page = client.post(url, action)
+    assert page.status_code == 200 and "alpha" in page.content.decode() and "gamma" not in page.content.decode()
+    refused = client.post(url, {**action, "apply": "1", "label": "yes", "reason": ""})
+    assert refused.status_code == 200 and "This field is required" in refused.content.decode()
+    assert not Skill.objects.filter(synthesizable_override__isnull=False).exists()
+
+    done = client.post(url, {**action, "apply": "1", "label": "yes", "reason": "Reviewed by hand: works offline."})
+    assert done.status_code == 302
+    assert dict(Skill.objects.values_list("name", "synthesizable_override")) == {
+        "alpha": True, "beta": True, "gamma": None
+    }  # fmt: skip
+    assert Skill.objects.get(name="alpha").override_reason == "Reviewed by hand: works offline."
+    assert skill_synthesizable(Skill.objects.get(name="beta")) is True  # never annotated: the override decides
+
+    client.post(url, {"action": "clear_override", "_selected_action": chosen})
+    assert not Skill.objects.filter(synthesizable_override__isnull=False).exists()
