@@ -252,9 +252,12 @@ def resume_eval_run(run: EvalRun, *, user=None, config: dict | None = None) -> E
 def cancel_eval_run(run: EvalRun, *, user=None) -> EvalRun:
     """Stop a run: its queued rollouts are cancelled (and their jobs); running ones finish and are counted."""
     with transaction.atomic():
-        EvalRun.objects.filter(pk=run.pk).exclude(status__in=EvalRun.FINISHED).update(
+        stopped = EvalRun.objects.filter(pk=run.pk).exclude(status__in=EvalRun.FINISHED).update(
             status=EvalRun.Status.CANCELLED, finished_at=timezone.now()
         )
+        # Cancelled is finished: _maybe_finish will not finish it again, so its on_finish job is queued here.
+        if stopped and run.on_finish:
+            jobs.enqueue(run.on_finish, **run.on_finish_params)
         queued = list(run.rollouts.filter(status=Rollout.Status.QUEUED).select_related("job_run"))
         for rollout in queued:
             if rollout.job_run is not None and not rollout.job_run.is_finished:
