@@ -31,7 +31,7 @@ from django.utils import timezone
 
 from accounts.roles import ADMIN, has_role
 from evaluation.models import EvalRun, EvalRunTask
-from evaluation.runs import EvalRunError, create_eval_run, run_here, start_eval_run
+from evaluation.runs import EvalRunError, cancel_eval_run, create_eval_run, run_here, start_eval_run
 
 from .jobs import DIFFICULTY_JOB
 from .models import Benchmark, BenchmarkCandidate, DifficultyFilter, DifficultyResult, DifficultyVerdict
@@ -197,17 +197,22 @@ def _fail(flt: DifficultyFilter, reason: str) -> DifficultyFilter:
 
 def finish_difficulty_filter(flt: DifficultyFilter) -> DifficultyFilter:
     """Give every candidate of the filter its verdict once both runs have finished; before that, and after it was
-    done once, nothing happens. A cancelled (or deleted) run fails the filter: its figures are partial by choice."""
+    done once, nothing happens. A cancelled (or deleted) run fails the filter, and cancels the other run: a
+    cancelled run's figures are partial by someone's choice."""
     flt = DifficultyFilter.objects.select_related("strong_run", "small_run").get(pk=flt.pk)
     if flt.status != DifficultyFilter.Status.RUNNING:
         return flt
     if flt.strong_run is None or flt.small_run is None:
         return _fail(flt, "one of its evaluation runs was deleted")
-    if not (flt.strong_run.is_finished and flt.small_run.is_finished):
-        return flt
     cancelled = [f"#{r.pk}" for r in flt.runs if r.status == EvalRun.Status.CANCELLED]
     if cancelled:
+        # Without one side there is no verdict to give: the other side's rollouts would run for nothing.
+        for run in flt.runs:
+            if not run.is_finished:
+                cancel_eval_run(run)
         return _fail(flt, f"evaluation run {' and '.join(cancelled)} was cancelled")
+    if not (flt.strong_run.is_finished and flt.small_run.is_finished):
+        return flt
     with transaction.atomic():
         # The claim: of two calls that both found the runs finished, one gives the verdicts, the other nothing.
         claimed = DifficultyFilter.objects.filter(pk=flt.pk, status=DifficultyFilter.Status.RUNNING).update(

@@ -422,3 +422,27 @@ def test_the_api_starts_a_filter_and_shows_its_results_and_the_candidates_verdic
     assert thresholds.status_code == 200 and thresholds.json()["difficulty_strong_min"] == 0.25
     assert admin.post("/api/benchmarks/difficulty-bench/difficulty-thresholds/", {"strong_min": 2, "small_max": 0.5},
                       format="json").status_code == 400  # fmt: skip
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cancelled_run_fails_its_filter_through_the_job_it_queues(scripted_upstream, admin_user):
+    from evaluation.runs import cancel_eval_run
+
+    strong, weak = endpoints(scripted_upstream)
+    benchmark = Benchmark.objects.create(name="b")
+    propose_candidates(benchmark, [make_tasks()["eval-a"].task], user=admin_user)
+    flt = start_difficulty_filter(benchmark, strong=strong, small=weak, n=1, harness="builtin", user=admin_user)
+    assert not JobRun.objects.filter(kind=DIFFICULTY_JOB).exists()
+    cancel_eval_run(flt.small_run, user=admin_user)
+    [job] = JobRun.objects.filter(kind=DIFFICULTY_JOB)
+    assert execute(job.pk) == JobRun.Status.SUCCEEDED
+    flt.refresh_from_db()
+    assert flt.status == DifficultyFilter.Status.FAILED and flt.error == f"evaluation run #{flt.small_run_id} was cancelled"
+    assert _candidate(benchmark, "eval-a").difficulty_verdict == "" and not DifficultyResult.objects.exists()
+    # The other side would run for nothing: cancelled with it (its own verdict job then finds the filter failed).
+    flt.strong_run.refresh_from_db()
+    assert flt.strong_run.status == EvalRun.Status.CANCELLED
+    [later] = JobRun.objects.filter(kind=DIFFICULTY_JOB).exclude(pk=job.pk)
+    assert execute(later.pk) == JobRun.Status.SUCCEEDED
+    flt.refresh_from_db()
+    assert flt.error == f"evaluation run #{flt.small_run_id} was cancelled"
