@@ -510,7 +510,18 @@ def distributions(batch: SynthesisBatch) -> dict:
             "kept": {k: dict(v.most_common()) for k, v in kept.items()}}  # fmt: skip
 
 
+def progress(batch: SynthesisBatch) -> dict:
+    """Where the items are: {"stages": {stage: {status: n}}, "finished": n, "requested": n} (for pages)."""
+    stages: dict[str, dict] = {}
+    finished = 0
+    for row in batch.items.values("stage", "status").annotate(n=Count("pk")):
+        stages.setdefault(row["stage"], {})[row["status"]] = row["n"]
+        finished += row["n"] if row["status"] in SynthesisItem.FINISHED else 0
+    return {"stages": stages, "finished": finished, "requested": batch.requested}
+
+
 def report(batch: SynthesisBatch) -> dict:
     """synthesis_report --json: the batch_json figures, the funnel, cost per stage and the distributions."""
     return {**batch_json(batch), "funnel": funnel(batch), "stages": stage_costs(batch),
-            "distributions": distributions(batch), "status_reason": batch.status_reason}  # fmt: skip
+            "distributions": distributions(batch), "progress": progress(batch),
+            "status_reason": batch.status_reason}  # fmt: skip

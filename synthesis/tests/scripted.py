@@ -86,6 +86,16 @@ class ScriptedPipeline:
         self.handed = 0
         self.seen: list[tuple[str, str]] = []  # (stage, case) of every request
         self._lock = threading.Lock()
+        # hold(stage, marker): the request of that stage whose prompt holds the marker waits for release()
+        self._hold: tuple[str, str] | None = None
+        self.reached = threading.Event()
+        self._released = threading.Event()
+
+    def hold(self, stage: str, marker: str) -> None:
+        self._hold = (stage, marker)
+
+    def release(self) -> None:
+        self._released.set()
 
     def __call__(self, body: dict) -> Reply:
         messages = body.get("messages") or []
@@ -98,6 +108,9 @@ class ScriptedPipeline:
         case = (CASE.search(text) or [None, self.default])[1]
         with self._lock:
             self.seen.append((stage, case))
+        if self._hold and self._hold[0] == stage and self._hold[1] in text and not self.reached.is_set():
+            self.reached.set()
+            self._released.wait(timeout=120)  # blocks the scripted server: nothing else is asked meanwhile
         answer = getattr(self, f"_{stage}")(case, messages)
         return Reply.text(answer if isinstance(answer, str) else json.dumps(answer))
 

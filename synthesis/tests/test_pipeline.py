@@ -16,6 +16,7 @@ from django.core.management.base import CommandError
 
 from jobs.models import JobRun
 from jobs.runner import execute
+from jobs.testing import start_django_q_worker, use_engine
 from llm.models import ModelCall, ModelEndpoint
 from synthesis import pipeline
 from synthesis.batches import (
@@ -329,3 +330,39 @@ def test_run_batch_job_fans_out_item_jobs_and_the_batch_completes(endpoints, scr
         "failed": {}, "tokens": 0, "cost": 0,
     }  # fmt: skip
     assert sorted(batch.items.values_list("job_run_id", flat=True)) == [c.pk for c in children]
+
+
+# --- on a real worker -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.workers
+@pytest.mark.django_db(transaction=True)
+def test_synthesize_waits_for_a_worker_and_a_killed_worker_is_resumed(endpoints, scripted_upstream):
+    model = scripted(scripted_upstream, ["good", "good", "good"])
+    with use_engine("django_q"):
+        worker = start_django_q_worker(workers=1)
+        try:
+            found = synthesize("--route", "persona", "--count", "1", "--generator", "gen", "--judge", "judge",
+                               "--seed", "1", "--qa-stages", "", "--timeout", "240")  # fmt: skip
+            assert (found["status"], found["kept"]) == ("complete", 1)
+            assert SynthesisItem.objects.get(batch_id=found["batch"]).job_run.kind == "synthesis.run_item"
+
+            # The worker is killed while the second item of a new batch waits for its checker from the model.
+            model.hold("verify", "Request 3.")
+            batch = start_batch("persona", 2, "gen", "judge", seed=2, options={"qa_stages": []})
+            assert model.reached.wait(timeout=240), worker.log_tail()
+            worker.kill()
+            second = batch.items.get(index=1)
+            assert (second.status, second.stage, set(second.stage_results)) == ("running", "verify",
+                                                                                 {"generate", "files"})  # fmt: skip
+            before = len(model.seen)
+        finally:
+            model.release()
+            worker.stop()
+            worker.cleanup()
+    assert batch.items.get(index=0).status == "kept"
+    done = synthesize("--resume", str(batch.pk), "--here")
+    assert (done["status"], done["kept"]) == ("complete", 2)
+    # The question in flight when the worker died is asked again (no answer was ever had); nothing else is.
+    assert model.seen[before:] == [("verify", "good"), ("rubric", "good")]
+    assert batch.items.get(index=0).task.revisions.count() == 1

@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
 
-from ...batches import BatchError, batch_json, cancel_batch, resume_batch, run_here, start_batch
+from ...batches import RUN_ITEM_JOB, BatchError, batch_json, cancel_batch, resume_batch, run_here, start_batch
 from ...models import QAStage, SynthesisBatch, SynthesisItem
 from ...pipeline import reclaim_lost_items
 
@@ -108,7 +108,8 @@ class Command(BaseCommand):
 
     def _wait(self, batch: SynthesisBatch, *, timeout: float, start_timeout: float, as_json: bool) -> None:
         started = last_lost_check = time.monotonic()
-        seen = set(self._finished(batch))
+        seen = set(self._finished(batch))  # finished before this command started: not reported again
+        finished_before, taken = len(seen), False
         while True:
             for item in batch.items.filter(status__in=SynthesisItem.FINISHED).exclude(pk__in=seen).order_by("index"):
                 seen.add(item.pk)
@@ -117,8 +118,8 @@ class Command(BaseCommand):
             if batch.is_finished or batch.status == SynthesisBatch.Status.PAUSED:
                 return
             now = time.monotonic()
-            taken = batch.job_run_id is None or JobRun.objects.filter(pk=batch.job_run_id).exclude(
-                status=JobRun.Status.QUEUED).exists()  # fmt: skip
+            if not taken:
+                taken = self._taken(batch, finished_before=finished_before)
             if not taken and now - started > start_timeout:
                 batch = cancel_batch(batch)  # a worker starting later must not run what nobody waits for
                 self._print(batch, as_json)
@@ -136,6 +137,15 @@ class Command(BaseCommand):
                     batch = resume_batch(batch)
                 last_lost_check = now
             time.sleep(POLL_SECONDS)
+
+    def _taken(self, batch: SynthesisBatch, *, finished_before: int) -> bool:
+        """Whether a worker has started on the batch's items (its own job only fans them out)."""
+        if batch.items.filter(status=SynthesisItem.Status.RUNNING).exists():
+            return True
+        if batch.items.filter(status__in=SynthesisItem.FINISHED).count() != finished_before:
+            return True
+        return JobRun.objects.filter(parent_id=batch.job_run_id, kind=RUN_ITEM_JOB).exclude(
+            status=JobRun.Status.QUEUED).exists()  # fmt: skip
 
     def _finished(self, batch):
         return batch.items.filter(status__in=SynthesisItem.FINISHED).values_list("pk", flat=True)
