@@ -311,6 +311,17 @@ def test_resume_refuses_another_configuration_but_takes_a_new_judge(endpoints, s
     assert same == config
 
 
+def test_without_a_worker_the_batch_is_cancelled_after_the_start_timeout_and_resumes_here(endpoints, scripted_upstream):
+    scripted(scripted_upstream, ["good"])
+    with use_engine("django_q"):
+        cancelled = synthesize("--route", "persona", "--count", "1", "--generator", "gen", "--judge", "judge",
+                               "--seed", "5", "--qa-stages", "", "--start-timeout", "0.2", ok=False)  # fmt: skip
+    assert (cancelled["status"], cancelled["kept"], cancelled["tokens"]) == ("cancelled", 0, 0)
+    assert not scripted_upstream.requests
+    done = synthesize("--resume", str(cancelled["batch"]), "--here")
+    assert (done["batch"], done["status"], done["kept"]) == (cancelled["batch"], "complete", 1)
+
+
 # --- the jobs ------------------------------------------------------------------------------------------------------
 
 
