@@ -14,9 +14,9 @@ seed over the same seed data draws the same items:
   synthesis.novelty when its model loads, else token-overlap (Jaccard) similarity; the item's seed says which).
 A preview batch is a batch of its own (preview=True) of PREVIEW_COUNT items through every stage.
 
-A start with the configuration of an earlier batch that was not cancelled (same route, count, endpoints, seed,
-options, thresholds, prompts; the budget is not part of it) resumes that batch instead of drawing its items again:
-nothing is synthesized twice. resume_batch takes the budget given, reclaims items a dead worker left running and
+A start with the configuration of an earlier batch (same route, count, endpoints, seed, options, thresholds,
+prompts; the budget is not part of it) resumes that batch, cancelled or paused, instead of drawing its items
+again: nothing is synthesized twice (a complete one is returned as it is; another seed starts a new batch). resume_batch takes the budget given, reclaims items a dead worker left running and
 retries retryable failures. A changed configuration is refused, except for the judge, qa_thresholds and
 options["qa_stages"]: those rerun the QA stage only, on the items that were not kept (rejected at qa:*, failed at
 qa, or not there yet); the earlier stages' results are kept and kept tasks stay as they are in the catalog
@@ -244,7 +244,7 @@ def start_batch(
                           options=options, qa_thresholds=qa_thresholds)  # fmt: skip
     digest = config_hash(config)
     budgets = {"budget_usd": _budget(budget_usd, Decimal), "budget_tokens": _budget(budget_tokens, int)}
-    earlier = SynthesisBatch.objects.filter(config_hash=digest).exclude(status=SynthesisBatch.Status.CANCELLED).first()
+    earlier = SynthesisBatch.objects.filter(config_hash=digest).order_by("pk").first()
     if earlier is not None:
         return resume_batch(earlier, user=user, here=here, **budgets)
     seeds = draw_seeds(route, count, seed, options)

@@ -322,6 +322,84 @@ def test_without_a_worker_the_batch_is_cancelled_after_the_start_timeout_and_res
     assert (done["batch"], done["status"], done["kept"]) == (cancelled["batch"], "complete", 1)
 
 
+def qa_module(monkeypatch):
+    """synthesis.qa (S3's) when it is there; until then a stand-in whose novelty is synthesis.novelty's real
+    NoveltyIndex over the catalog (the only QA stage this test asks for)."""
+    try:
+        from synthesis import qa
+    except ImportError:
+        import sys
+        import types
+        from dataclasses import dataclass, field
+
+        import synthesis
+        from synthesis.novelty import NoveltyIndex, group_of
+
+        qa = types.ModuleType("synthesis.qa")
+
+        @dataclass
+        class QATask:
+            instruction: str
+            input_files: dict
+            checker_files: dict
+            rubric: list
+            category: str | None
+            subcategory: str | None
+            external_id: str = ""
+            expected_behavior: str = ""
+
+        @dataclass
+        class QAVerdict:
+            stage: str
+            verdict: str
+            reason: str
+            details: dict = field(default_factory=dict)
+            model_call_id: int | None = None
+            endpoint_name: str = ""
+            prompt_version: str = "stand-in"
+
+        def assess(task, stages, *, judge, thresholds=None, pool=None, subject=""):
+            assert stages == ["novelty"]
+            limit = (thresholds or {}).get("novelty", 0.90)
+            nearest, similarity = NoveltyIndex.from_catalog().nearest(
+                task.instruction, group_of(task.category, task.subcategory))  # fmt: skip
+            verdict = "fail" if nearest and similarity >= limit else "pass"
+            reason = f"nearest {nearest} at {similarity:.3f} (limit {limit})"
+            return {"novelty": QAVerdict("novelty", verdict, reason, {"nearest": nearest, "similarity": similarity})}
+
+        qa.QATask, qa.QAVerdict, qa.assess = QATask, QAVerdict, assess
+        monkeypatch.setitem(sys.modules, "synthesis.qa", qa)
+        monkeypatch.setattr(synthesis, "qa", qa, raising=False)
+    return qa
+
+
+def test_a_near_duplicate_is_rejected_at_qa_novelty_naming_the_nearest_task(endpoints, scripted_upstream, monkeypatch):
+    qa_module(monkeypatch)
+    from tasks.models import ScenarioSubcategory
+
+    # One subcategory: every draw has it, so the two tasks are compared (novelty compares within a subcategory).
+    keep = ScenarioSubcategory.objects.order_by("pk").first()
+    ScenarioSubcategory.objects.exclude(pk=keep.pk).delete()
+    scripted(scripted_upstream, ["good", "good"])
+    args = ("--route", "persona", "--count", "1", "--generator", "gen", "--judge", "judge", "--qa-stages", "novelty",
+            "--here")  # fmt: skip
+    first = synthesize(*args, "--seed", "1")
+    assert (first["kept"], first["rejected"]) == (1, {})
+    kept = SynthesisItem.objects.get(batch_id=first["batch"]).task
+    assessment = kept.current_revision.quality_assessments.get()
+    assert (assessment.stage, assessment.verdict, assessment.item.batch_id) == ("novelty", "pass", first["batch"])
+
+    second = synthesize(*args, "--seed", "2")
+    assert (second["status"], second["kept"], second["rejected"]) == ("complete", 0, {"qa:novelty": 1})
+    item = SynthesisItem.objects.get(batch_id=second["batch"])
+    assert item.stage == "qa" and kept.external_id in item.reason
+    verdict = item.stage_results["qa"]["verdicts"]["novelty"]
+    assert verdict["details"]["nearest"] == kept.external_id and verdict["details"]["similarity"] >= 0.9
+    funnel = {row["step"]: row for row in report(second["batch"])["funnel"]}
+    assert (funnel["rubric"]["count"], funnel["novel"]["count"], funnel["novel"]["rejected"]) == (1, 0, 1)
+    assert not Task.objects.filter(external_id__startswith=f"syn-{second['batch']}-").exists()
+
+
 # --- the jobs ------------------------------------------------------------------------------------------------------
 
 
