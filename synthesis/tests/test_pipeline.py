@@ -322,10 +322,13 @@ def test_without_a_worker_the_batch_is_cancelled_after_the_start_timeout_and_res
     assert (done["batch"], done["status"], done["kept"]) == (cancelled["batch"], "complete", 1)
 
 
-def qa_module(monkeypatch):
-    """synthesis.qa (S3's) when it is there; until then a stand-in whose novelty is synthesis.novelty's real
-    NoveltyIndex over the catalog (the only QA stage this test asks for)."""
+def qa_module(monkeypatch, *, stand_in=False, plausibility=None):
+    """synthesis.qa (S3's) when it is there; until then (or with `stand_in`) a stand-in whose novelty is
+    synthesis.novelty's real NoveltyIndex over the catalog, and whose plausibility verdict is
+    `plausibility(judge)` (a stand-in judge: the test says what it answers)."""
     try:
+        if stand_in:
+            raise ImportError("the stand-in was asked for")
         from synthesis import qa
     except ImportError:
         import sys
@@ -359,6 +362,9 @@ def qa_module(monkeypatch):
             prompt_version: str = "stand-in"
 
         def assess(task, stages, *, judge, thresholds=None, pool=None, subject=""):
+            if stages == ["plausibility"]:
+                verdict, reason = plausibility(judge)
+                return {"plausibility": QAVerdict("plausibility", verdict, reason, endpoint_name=judge.name)}
             assert stages == ["novelty"]
             limit = (thresholds or {}).get("novelty", 0.90)
             nearest, similarity = NoveltyIndex.from_catalog().nearest(
@@ -398,6 +404,36 @@ def test_a_near_duplicate_is_rejected_at_qa_novelty_naming_the_nearest_task(endp
     funnel = {row["step"]: row for row in report(second["batch"])["funnel"]}
     assert (funnel["rubric"]["count"], funnel["novel"]["count"], funnel["novel"]["rejected"]) == (1, 0, 1)
     assert not Task.objects.filter(external_id__startswith=f"syn-{second['batch']}-").exists()
+
+
+def test_qa_errors_are_retried_on_resume_and_a_new_judge_reruns_qa_only(endpoints, scripted_upstream, monkeypatch):
+    gen, judge = endpoints
+    answers = {"judge": ("error", "the judge did not answer (HTTP 503)")}
+    qa_module(monkeypatch, stand_in=True, plausibility=lambda endpoint: answers[endpoint.name])
+    model = scripted(scripted_upstream, ["good"])
+    batch = run_here(start_batch("persona", 1, gen, judge, seed=3, options={"qa_stages": ["plausibility"]}, here=True))
+    item = batch.items.get()
+    assert batch_json(batch)["failed"] == {"qa": 1} and batch.status == "complete"
+    assert item.stage_results["qa"]["retryable"] is True and "HTTP 503" in item.reason
+    asked = list(model.seen)
+
+    # Resumed: the QA error is tried again (and this time the judge finds the task implausible).
+    answers["judge"] = ("fail", "no shop owner keeps sales like this")
+    batch = run_here(resume_batch(batch, here=True))
+    assert batch_json(batch)["rejected"] == {"qa:plausibility": 1}
+    assert "no shop owner" in batch.items.get().reason
+
+    # Another judge: only QA runs again; the earlier stages' results are kept, no model call of theirs is made.
+    answers["judge2"] = ("pass", "a plausible request")
+    ModelEndpoint.objects.create(name="judge2", base_url=scripted_upstream.base_url, model="scripted-model")
+    changed = {**batch.config, "judge": {"name": "judge2", "model": "scripted-model"}}
+    batch = run_here(resume_batch(batch, changed, here=True))
+    item = batch.items.get()
+    assert (batch.status, batch_json(batch)["kept"], batch.judge.name) == ("complete", 1, "judge2")
+    assert item.stage_results["qa"]["verdicts"]["plausibility"]["verdict"] == "pass"
+    assert model.seen == asked and item.attempts["verify"] == 1 and item.attempts["qa"] == 3
+    stored = item.task.current_revision.quality_assessments.get()
+    assert (stored.stage, stored.verdict, stored.endpoint_name) == ("plausibility", "pass", "judge2")
 
 
 # --- the jobs ------------------------------------------------------------------------------------------------------
