@@ -329,7 +329,10 @@ class NoveltyIndex:
         self._masks = None  # rebuilt on the next query
 
     def nearest(
-        self, text_or_vector: str | np.ndarray, subcategory: str | None = None, exclude: Iterable[str] | str | None = None
+        self,
+        text_or_vector: str | np.ndarray,
+        subcategory: str | None = None,
+        exclude: Iterable[str] | str | None = None,
     ) -> tuple[str | None, float]:
         """(external id, cosine similarity) of the most similar pool task that the query is compared with (see
         `_comparable`; `subcategory` is the query's group). `exclude`: ids not to compare with (the task itself,
@@ -353,3 +356,38 @@ class NoveltyIndex:
             best = int(np.argmax(row))
             found.append((self._ids[best], float(row[best])) if np.isfinite(row[best]) else (None, 0.0))
         return found
+
+
+# --- the catalog's pool, kept between calls ---------------------------------------------------------------------
+
+_catalog: dict = {"index": None, "rows": {}}
+_catalog_lock = threading.Lock()
+
+
+def catalog_index() -> NoveltyIndex:
+    """The index of every task's current instruction, kept in this process between calls and brought up to date
+    on each: tasks added since are embedded and added (a batch's items check against the tasks kept before them),
+    and a changed or removed task makes it rebuild (from the cached vectors: one bulk read)."""
+    from tasks.models import Task
+
+    fields = ("external_id", "current_revision_id", "current_revision__content_hash", "scenario_category__slug",
+              "scenario_subcategory__slug")  # fmt: skip
+    rows = {
+        eid: (rev, digest, group_of(cat, sub))
+        for eid, rev, digest, cat, sub in Task.objects.filter(current_revision__isnull=False).values_list(*fields)
+    }
+    with _catalog_lock:
+        index, known = _catalog["index"], _catalog["rows"]
+        if index is None or any(rows.get(eid) != row for eid, row in known.items()):
+            index = NoveltyIndex.from_catalog()
+            _catalog.update(index=index, rows=rows)
+            return index
+        new = sorted(eid for eid in rows if eid not in known)
+        if new:
+            texts = dict(
+                Task.objects.filter(external_id__in=new).values_list("external_id", "current_revision__instruction")
+            )
+            for eid, vector in zip(new, embed([texts[eid] for eid in new]), strict=True):
+                index.add(eid, vector, rows[eid][2])
+            _catalog["rows"] = rows
+        return index
