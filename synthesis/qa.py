@@ -73,10 +73,6 @@ class QAVerdict:
     endpoint_name: str = ""
     prompt_version: str = ""
 
-    def as_json(self) -> dict:
-        """{"verdict", "reason", **details}: assess_tasks --json's shape of one stage."""
-        return {**self.details, "verdict": self.verdict, "reason": self.reason}
-
 
 # --- what the judge is shown -------------------------------------------------------------------------------------
 
@@ -329,3 +325,67 @@ def latest_assessments(revision) -> list[QualityAssessment]:
     for row in QualityAssessment.objects.filter(revision=revision).order_by("-created_at", "-id"):
         found.setdefault(row.stage, row)
     return [found[s] for s in STAGES if s in found]
+
+
+# --- many tasks (assess_tasks, the job) ---------------------------------------------------------------------------
+
+
+class QAError(Exception):
+    """QA cannot start (an unknown stage, no judge to ask). The message says what to do."""
+
+
+def parse_stages(text: str | None) -> list[str]:
+    """ "novelty,plausibility" → the stages, in QAStage order (None or "": every stage). Raises QAError."""
+    if not text:
+        return list(STAGES)
+    asked = [s.strip() for s in text.split(",") if s.strip()]
+    unknown = [s for s in asked if s not in STAGES]
+    if unknown:
+        raise QAError(f"unknown QA stage(s): {', '.join(unknown)} (stages: {', '.join(STAGES)})")
+    return [s for s in STAGES if s in asked]
+
+
+def judge_endpoint(name: str | None, stages: list[str]) -> ModelEndpoint | None:
+    """The endpoint called `name`, else the first enabled one serving the judge role; None when no stage asked
+    needs a judge. Raises QAError when one is needed and there is none."""
+    from llm.client import EndpointUnavailable, get_endpoint
+
+    if name:
+        try:
+            return get_endpoint(name)
+        except EndpointUnavailable as exc:
+            raise QAError(f"{exc} (manage.py endpoints list shows them)") from None
+    if not any(s in JUDGED for s in stages):
+        return None
+    try:
+        return get_endpoint(role=ModelEndpoint.Role.JUDGE)
+    except EndpointUnavailable:
+        raise QAError(
+            "no enabled model endpoint serves the role 'judge': add one (manage.py endpoints add … --role judge), "
+            "or name one with --judge"
+        ) from None
+
+
+def assess_tasks(tasks, stages, *, judge, user=None, on_assessed=None) -> dict[str, dict[str, QualityAssessment]]:
+    """assess_revision for each task's current revision, one after another, sharing one novelty pool (the
+    catalog's). {external id: {stage: row}}; `on_assessed(task, rows)` hears of each as it is stored."""
+    pool = None
+    if QAStage.NOVELTY in stages:
+        from .novelty import catalog_index
+
+        try:
+            pool = catalog_index()
+        except (ImportError, OSError, ValueError):
+            pool = None  # each task's novelty verdict says why (an "error")
+    done = {}
+    for task in tasks:
+        rows = assess_revision(task.current_revision, stages, judge=judge, user=user, pool=pool)
+        done[task.external_id] = rows
+        if on_assessed is not None:
+            on_assessed(task, rows)
+    return done
+
+
+def verdict_json(row: QualityAssessment | QAVerdict) -> dict:
+    """{"verdict", "reason", **details} (novelty: "nearest", "similarity"): one stage in assess_tasks --json."""
+    return {**(row.details or {}), "verdict": row.verdict, "reason": row.reason}
