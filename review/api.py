@@ -116,7 +116,6 @@ class BenchmarkViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             return _error(exc)
         return Response(BenchmarkSerializer(benchmark, context={"request": request}).data)
 
-
     def _named(self, key: str) -> Benchmark:
         """The benchmark called `key`, else the one whose id it is (a name wins: names may be digits)."""
         found = Benchmark.objects.filter(name=key).first()
@@ -136,7 +135,10 @@ class BenchmarkViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         candidates = None
         if "candidates" in data:
             wanted = list(dict.fromkeys(data["candidates"]))
-            found = {c.task.external_id: c for c in benchmark.candidates.filter(task__external_id__in=wanted).select_related("task")}
+            found = {
+                c.task.external_id: c
+                for c in benchmark.candidates.filter(task__external_id__in=wanted).select_related("task")
+            }
             missing = [t for t in wanted if t not in found]
             if missing:
                 raise ValidationError({"candidates": [f"not candidates of {benchmark.name}: {', '.join(missing)}"]})
@@ -323,9 +325,13 @@ class DifficultyFilterViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):
     filter_serializer_class = DifficultyFilterFilterSerializer
 
     def get_queryset(self):
-        return DifficultyFilter.objects.select_related(
-            "benchmark", "strong_endpoint", "small_endpoint", "strong_run", "small_run", "created_by"
-        ).annotate(covered=Count("candidates", distinct=True)).order_by("-created_at", "-id")
+        return (
+            DifficultyFilter.objects.select_related(
+                "benchmark", "strong_endpoint", "small_endpoint", "strong_run", "small_run", "created_by"
+            )
+            .annotate(covered=Count("candidates", distinct=True))
+            .order_by("-created_at", "-id")
+        )
 
     def get_serializer_class(self):
         return DifficultyFilterSerializer if self.action == "list" else DifficultyFilterDetailSerializer

@@ -223,7 +223,9 @@ def finish_difficulty_filter(flt: DifficultyFilter) -> DifficultyFilter:
             return flt
         results = _results(flt)
         DifficultyResult.objects.bulk_create(results)
-        BenchmarkCandidate.refresh_difficulty(BenchmarkCandidate.objects.filter(pk__in=[r.candidate_id for r in results]))
+        BenchmarkCandidate.refresh_difficulty(
+            BenchmarkCandidate.objects.filter(pk__in=[r.candidate_id for r in results])
+        )
     flt.refresh_from_db()
     log.info("difficulty filter %s finished: %s", flt.pk, verdict_counts(flt))
     return flt

@@ -322,7 +322,9 @@ class DifficultyStartSerializer(serializers.Serializer):
                                           help_text="the strong agent's model endpoint")  # fmt: skip
     small = serializers.SlugRelatedField(slug_field="name", queryset=ModelEndpoint.objects.all(),
                                          help_text="the small agent's model endpoint")  # fmt: skip
-    n = serializers.IntegerField(min_value=1, max_value=MAX_REPEATS, default=4, help_text="rollouts of each agent per candidate")
+    n = serializers.IntegerField(
+        min_value=1, max_value=MAX_REPEATS, default=4, help_text="rollouts of each agent per candidate"
+    )
     candidates = serializers.ListField(
         child=serializers.CharField(max_length=200), required=False, allow_empty=False, max_length=20_000,
         help_text="task ids of the benchmark's candidates (default: its open and accepted candidates)",

@@ -183,7 +183,9 @@ def test_every_candidate_gets_the_hand_computed_verdict_and_a_rerun_after_a_fix_
     from tasks.services import revise_task
 
     task_d = _candidate(benchmark, "eval-d").task
-    revise_task(task_d, user=admin_user, message="clearer", instruction=task_d.current_revision.instruction + " Say done.")
+    revise_task(
+        task_d, user=admin_user, message="clearer", instruction=task_d.current_revision.instruction + " Say done."
+    )
     world["models"].solves["strong-model"].add("eval-d")
     again = run_difficulty_filter_here(benchmark, strong=strong, small=weak, n=1, harness="builtin",
                                        candidates=[_candidate(benchmark, "eval-d")], user=admin_user)  # fmt: skip
@@ -337,7 +339,7 @@ def test_the_queue_filters_by_verdict_and_the_candidate_page_shows_the_verdict_a
 
     b = _candidate(benchmark, "eval-b")
     page = viewer_client.get(f"/review/candidates/{b.pk}/").content.decode()
-    card = page[page.index('id="difficulty"'):page.index("</section>", page.index('id="difficulty"'))]
+    card = page[page.index('id="difficulty"') : page.index("</section>", page.index('id="difficulty"'))]
     assert ">Keep</span>" in card and "1.000" in card and "0.250" in card
     assert "strong ≥ 0.2, small ≤ 0.6, strong &gt; small" in card
     assert f'href="/evaluations/{flt.strong_run_id}/"' in card and f'href="/evaluations/{flt.small_run_id}/"' in card
@@ -365,7 +367,9 @@ def test_the_queue_filters_by_verdict_and_the_candidate_page_shows_the_verdict_a
 
     # The benchmark's difficulty page: counts by verdict (into the queue), the filters, the admin's forms.
     page = viewer_client.get("/review/benchmarks/difficulty-bench/difficulty/").content.decode()
-    assert 'data-testid="verdict-keep"' in page and "difficulty=keep" in page and "Run the difficulty filter" not in page
+    assert (
+        'data-testid="verdict-keep"' in page and "difficulty=keep" in page and "Run the difficulty filter" not in page
+    )
     assert f'data-testid="filter-{flt.pk}"' in page and f'data-testid="filter-{rerun.pk}"' in page
     bad = admin_client.post("/review/benchmarks/difficulty-bench/difficulty/start/", form | {"small": "strong"})
     assert bad.status_code == 400 and "Choose another endpoint" in bad.content.decode()
@@ -373,7 +377,11 @@ def test_the_queue_filters_by_verdict_and_the_candidate_page_shows_the_verdict_a
                               {"strong_min": "0.3", "small_max": "0.5", "margin": "0.1"})  # fmt: skip
     assert saved.status_code == 302
     benchmark.refresh_from_db()
-    assert (benchmark.difficulty_strong_min, benchmark.difficulty_small_max, benchmark.difficulty_margin) == (0.3, 0.5, 0.1)
+    assert (benchmark.difficulty_strong_min, benchmark.difficulty_small_max, benchmark.difficulty_margin) == (
+        0.3,
+        0.5,
+        0.1,
+    )
     started = admin_client.post("/review/benchmarks/difficulty-bench/difficulty/start/", form)
     assert started.status_code == 302
     newest = DifficultyFilter.objects.first()
@@ -437,7 +445,10 @@ def test_a_cancelled_run_fails_its_filter_through_the_job_it_queues(scripted_ups
     [job] = JobRun.objects.filter(kind=DIFFICULTY_JOB)
     assert execute(job.pk) == JobRun.Status.SUCCEEDED
     flt.refresh_from_db()
-    assert flt.status == DifficultyFilter.Status.FAILED and flt.error == f"evaluation run #{flt.small_run_id} was cancelled"
+    assert (
+        flt.status == DifficultyFilter.Status.FAILED
+        and flt.error == f"evaluation run #{flt.small_run_id} was cancelled"
+    )
     assert _candidate(benchmark, "eval-a").difficulty_verdict == "" and not DifficultyResult.objects.exists()
     # The other side would run for nothing: cancelled with it (its own verdict job then finds the filter failed).
     flt.strong_run.refresh_from_db()

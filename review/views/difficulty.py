@@ -86,7 +86,9 @@ def difficulty_context(candidate: BenchmarkCandidate, form=None, notice: str = "
     )
     if form is None:
         last = (
-            candidate.difficulty_filters.select_related("strong_endpoint", "small_endpoint").order_by("-created_at", "-id").first()
+            candidate.difficulty_filters.select_related("strong_endpoint", "small_endpoint")
+            .order_by("-created_at", "-id")
+            .first()
             or candidate.benchmark.difficulty_filters.select_related("strong_endpoint", "small_endpoint").first()
         )
         form = DifficultyFilterForm(last=last)

@@ -35,7 +35,7 @@ class Command(BaseCommand):
         "evaluation runs on the job workers (--here: in this process), and each candidate gets a verdict: keep "
         "(strong >= the benchmark's strong minimum, small <= its small maximum, strong > small), too_hard, "
         "too_easy, not_discriminative or incomplete (an agent has no score: infrastructure failures). "
-        "With --json the last line is {task id: {\"strong\", \"small\", \"verdict\"}}. Exits non-zero when "
+        'With --json the last line is {task id: {"strong", "small", "verdict"}}. Exits non-zero when '
         "the filter failed or did not finish."
     )
 
@@ -163,7 +163,10 @@ def _endpoint(name: str) -> ModelEndpoint:
 
 
 def _candidates(benchmark: Benchmark, task_ids: list[str]) -> list:
-    found = {c.task.external_id: c for c in benchmark.candidates.filter(task__external_id__in=task_ids).select_related("task")}
+    found = {
+        c.task.external_id: c
+        for c in benchmark.candidates.filter(task__external_id__in=task_ids).select_related("task")
+    }
     missing = [t for t in task_ids if t not in found]
     if missing:
         raise CommandError(f"not candidates of {benchmark.name}: {', '.join(missing)}")
