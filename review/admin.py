@@ -7,6 +7,8 @@ from .models import (
     BenchmarkCandidate,
     BenchmarkVersion,
     DiagnosisIssue,
+    DifficultyFilter,
+    DifficultyResult,
     LLMDiagnosis,
     QualityRating,
     QualitySample,
@@ -88,3 +90,20 @@ class QualityRatingAdmin(ReadOnlyAdmin):
                     "updated_at"]  # fmt: skip
     list_filter = ["item__sample"]
     raw_id_fields = ["item"]
+
+
+class DifficultyResultInline(admin.TabularInline):
+    model = DifficultyResult
+    extra = 0
+    can_delete = False
+    fields = ["candidate", "revision", "strong_mean", "strong_n", "small_mean", "small_n", "verdict"]
+    readonly_fields = fields
+
+
+@admin.register(DifficultyFilter)
+class DifficultyFilterAdmin(ReadOnlyAdmin):
+    """Started from the benchmark's difficulty page, the API or `difficulty_filter` (review.difficulty)."""
+
+    list_display = ["id", "benchmark", "strong_endpoint", "small_endpoint", "n", "status", "created_at"]
+    list_filter = ["benchmark", "status"]
+    inlines = [DifficultyResultInline]
