@@ -8,6 +8,7 @@ partial has no polling attributes. Actions call evaluation.runs (and the evaluat
 """
 
 import json
+from urllib.parse import quote
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
@@ -35,6 +36,7 @@ from .forms import PassThresholdForm, StartEvalRunForm
 from .models import EvalRun, EvalRunTask, Outcome, Rollout
 
 REGRADE_JOB = "evaluation.regrade"
+URL_MARK, ROW_MARK = "__task__", 987654321  # placeholders of the links reversed once for every row
 RUNS_PAGE_SIZE = 50
 TASK_SORTS = {  # ?sort= of the run page's tasks table; every ordering ends on the task id
     "task": [F("task__external_id").asc()],
@@ -77,9 +79,10 @@ def bar_chart(labels: list[str], datasets: list[dict], *, y_title: str = "mean s
 def leaderboard_table(entries: list[dict], names: dict) -> dict:
     """The leaderboard (runs.leaderboard) as table rows of models x categories and a grouped bar chart with CIs."""
     groups = ordered_groups((slug for e in entries for slug in e["categories"]), names)
+    run_url = reverse("evaluations:detail", args=[ROW_MARK])
     rows = [
         {**entry, "cells": [ci_row(entry["categories"].get(slug)) for slug in groups],
-         "overall_row": ci_row(entry["overall"])}
+         "overall_row": ci_row(entry["overall"]), "url": run_url.replace(str(ROW_MARK), str(entry["run"]))}
         for entry in entries
     ]  # fmt: skip
     datasets = []
@@ -217,16 +220,24 @@ def _figures(run: EvalRun, summary: dict, names: dict) -> dict:
     }  # fmt: skip
 
 
-def _task_rows(run: EvalRun, sort: str):
-    return (
+def _task_rows(run: EvalRun, sort: str) -> list[dict]:
+    """The tasks table in one query, as plain rows (hundreds of them: no model instances), each with its links,
+    reversed once and filled in per row."""
+    rows = list(
         EvalRunTask.objects.filter(run=run)
-        .select_related("task__benchmark_category", "revision")
-        .only("run", "revision__number", "task__external_id", "task__title", "task__benchmark_category__name",
-              "hybrid", "scores", "n", "mean", "std", "min", "max", "passes", "finished", "outcome_counts",
-              "input_tokens", "output_tokens", "cost", "agent_seconds")  # fmt: skip
         .annotate(tokens=F("input_tokens") + F("output_tokens"))
         .order_by(*TASK_SORTS[sort])
+        .values("pk", "hybrid", "scores", "n", "mean", "std", "min", "max", "passes", "tokens", "cost",
+                task_id_=F("task__external_id"), category=F("task__benchmark_category__name"),
+                revision_number=F("revision__number"))  # fmt: skip
     )
+    task_url = reverse("tasks:detail", args=[URL_MARK])
+    repeats_url = reverse("evaluations:repeats", args=[run.pk, ROW_MARK])
+    for row in rows:
+        row["task"] = row.pop("task_id_")
+        row["task_url"] = task_url.replace(URL_MARK, quote(row["task"], safe=""))
+        row["repeats_url"] = repeats_url.replace(str(ROW_MARK), str(row["pk"]))
+    return rows
 
 
 def _run_context(request, run: EvalRun) -> dict:
@@ -418,9 +429,11 @@ def compare(request):
             categories = [{"slug": s, "name": names.get(s, s), "difference": result["categories"][s]} for s in groups]
             per_task = sorted(result["per_task"], key=lambda t: (-abs(t["difference"]), t["task"]))
             lo, hi = (result["ci"] or [None, None])[:2]
+            task_url = reverse("tasks:detail", args=[URL_MARK])
             context.update({
                 "result": result, "lo": lo, "hi": hi, "categories": categories,
-                "per_task": [{**t, "category_name": names.get(t["category"], t["category"])} for t in per_task],
+                "per_task": [{**t, "category_name": names.get(t["category"], t["category"]),
+                              "url": task_url.replace(URL_MARK, quote(t["task"], safe=""))} for t in per_task],
                 "chart": bar_chart([c["name"] for c in categories],
                                    [{"label": "A − B", "data": [c["difference"] for c in categories]}],
                                    y_title="mean difference (A − B)", y_min=-1, y_max=1),
