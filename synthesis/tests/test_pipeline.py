@@ -167,6 +167,11 @@ def test_persona_route_end_to_end_with_faults(endpoints, scripted_upstream):
     assert {p: s["calls"] for p, s in stages.items()} == {
         "synthesis:files": 7, "synthesis:generate": 10, "synthesis:rubric": 5, "synthesis:verify": 9}
 
+    text = StringIO()
+    call_command("synthesis_report", str(batch.pk), stdout=text)
+    assert "checker sane        6" in text.getvalue() and "synthesis:verify     9" in text.getvalue()
+    assert f"e.g. #{broken.pk}" in text.getvalue()
+
     # The same configuration again is the same batch: nothing is synthesized twice.
     again = synthesize("--route", "persona", "--count", "8", "--generator", "gen", "--judge", "judge", "--seed", "7",
                        "--qa-stages", "", "--here")  # fmt: skip
