@@ -9,6 +9,7 @@ from jobs.api import register as register_jobs
 from llm.api import register as register_llm
 from review.api import register as register_review
 from review.quality_api import register as register_quality
+from synthesis.api import register as register_synthesis
 from tasks.api import register as register_tasks
 
 router = DefaultRouter()
@@ -18,6 +19,7 @@ register_llm(router)
 register_evaluation(router)
 register_review(router)
 register_quality(router)
+register_synthesis(router)
 
 urlpatterns = [
     path("", include(router.urls)),

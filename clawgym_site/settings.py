@@ -192,6 +192,10 @@ SPECTACULAR_SETTINGS = {
         "CandidateStatusEnum": "review.models.BenchmarkCandidate.Status",
         "EvalRunStatusEnum": "evaluation.models.EvalRun.Status",
         "DifficultyFilterStatusEnum": "review.models.DifficultyFilter.Status",
+        "SynthesisBatchStatusEnum": "synthesis.models.SynthesisBatch.Status",
+        "SynthesisItemStatusEnum": "synthesis.models.SynthesisItem.Status",
+        "SynthesisStageEnum": "synthesis.models.Stage",
+        "QAStageEnum": "synthesis.models.QAStage",
     },
 }
 

@@ -17,6 +17,7 @@ urlpatterns = [
     path("rollouts/", include("evaluation.urls")),
     path("evaluations/", include((run_urlpatterns, "evaluations"))),
     path("review/", include("review.urls")),
+    path("synthesis/", include("synthesis.urls")),
     path("api/", include("clawgym_site.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),

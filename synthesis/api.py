@@ -1,0 +1,336 @@
+"""Synthesis over the API. Reads need the viewer role; starting, resuming and cancelling batches, importing seeds,
+overriding a skill's label, annotating and assessing the admin role. Serializers validate; synthesis.batches, .seeds,
+.skills, .annotation and the assess job do the work.
+
+    GET  /api/synthesis/batches/                ?status=&route=&preview=   newest first
+    POST /api/synthesis/batches/                {route, count | preview: true, generator, judge, seed?, budget_usd?,
+                                                budget_tokens?, qa_stages?, options? {operations, supporting,
+                                                allow_network}, name?}: 201 + the batch; 200 + "resumed": true when
+                                                an earlier batch of the same configuration goes on instead
+    GET  /api/synthesis/batches/{id}/           the `synthesize --json` shape, the funnel and the batch's settings
+    POST /api/synthesis/batches/{id}/resume/    {budget_usd?, budget_tokens?}: go on (409 when it cannot)
+    POST /api/synthesis/batches/{id}/cancel/    409 when it has finished
+    GET  /api/synthesis/batches/{id}/report/    the `synthesis_report --json` shape
+    GET  /api/synthesis/items/[{id}/]           ?batch=&status=&stage=   one item with its stage results and draft
+    GET  /api/synthesis/personas/               ?q=&enabled=
+    POST /api/synthesis/personas/import/        multipart `file`: the `import_personas --json` shape
+    GET  /api/synthesis/skills/[{name}/]        ?q=&annotated=   each with its latest annotation and label
+    POST /api/synthesis/skills/{name}/override/ {synthesizable: true|false|null, reason}
+    POST /api/synthesis/skills/annotate/        {skills?: [names], endpoint?}: 202 + the job run
+    POST /api/synthesis/skills/import-bundled/  the `import_skills --bundled --json` shape
+    GET  /api/quality-assessments/[{id}/]       ?task=&stage=&verdict=   newest first
+    POST /api/quality-assessments/assess/       {tasks: [ids] | all: true, stages?}: 202 + the job run
+"""
+
+from django.db.models import Prefetch
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.response import Response
+from rest_framework.reverse import reverse
+
+import jobs
+from accounts.roles import ADMIN
+from clawgym_site.api_filters import QueryFilterMixin
+from jobs.engine import JobEngineError
+from jobs.registry import UnknownJobKind
+from jobs.serializers import JobRunSerializer
+
+from . import annotation, batches, seeds, skills
+from .models import Persona, QAStage, QualityAssessment, Skill, SkillAnnotation, SynthesisBatch, SynthesisItem
+from .serializers import (
+    AnnotateSerializer,
+    AssessSerializer,
+    BatchFilterSerializer,
+    BatchReportSerializer,
+    ImportReportSerializer,
+    ItemFilterSerializer,
+    PersonaFilterSerializer,
+    PersonaImportSerializer,
+    PersonaSerializer,
+    QualityAssessmentFilterSerializer,
+    QualityAssessmentSerializer,
+    ResumeBatchSerializer,
+    SkillFilterSerializer,
+    SkillOverrideSerializer,
+    SkillSerializer,
+    StartBatchSerializer,
+    StartedBatchSerializer,
+    SynthesisBatchDetailSerializer,
+    SynthesisBatchListSerializer,
+    SynthesisItemDetailSerializer,
+    SynthesisItemSerializer,
+)
+
+ASSESS_JOB = "synthesis.assess_tasks"
+# assess_tasks' default stages: every QA stage but the answer leak, which the pipeline checks on its own drafts.
+ASSESS_DEFAULT_STAGES = [QAStage.NOVELTY, QAStage.PLAUSIBILITY, QAStage.DIFFICULTY, QAStage.ALIGNMENT, QAStage.RUBRIC]
+
+
+def _valid(serializer_class, data, **kwargs):
+    form = serializer_class(data=data, **kwargs)
+    form.is_valid(raise_exception=True)
+    return form
+
+
+def _detail_error(name: str, description: str) -> OpenApiResponse:
+    return OpenApiResponse(inline_serializer(name, {"detail": serializers.CharField()}), description=description)
+
+
+NOT_QUEUED = _detail_error("SynthesisNotQueued", "The job engine did not take the job.")
+
+
+def _job_response(view, run) -> Response:
+    return Response(JobRunSerializer(run, context=view.get_serializer_context()).data, status=status.HTTP_202_ACCEPTED)
+
+
+# --- batches -----------------------------------------------------------------------------------------------------
+
+
+@extend_schema(tags=["synthesis"])
+class SynthesisBatchViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                            viewsets.GenericViewSet):  # fmt: skip
+    """Synthesis batches: a route, a number of tasks wanted, a generator and a judge endpoint and a seed; its items go
+    through the pipeline's stages as jobs. One batch gives the `synthesize --json` figures, its funnel and settings."""
+
+    queryset = SynthesisBatch.objects.select_related("generator", "judge", "created_by")
+    filter_serializer_class = BatchFilterSerializer
+    write_role = ADMIN
+
+    def get_serializer_class(self):
+        return SynthesisBatchListSerializer if self.action == "list" else SynthesisBatchDetailSerializer
+
+    def _detail(self, batch, code=status.HTTP_200_OK, **extra) -> Response:
+        fresh = self.get_queryset().get(pk=batch.pk)
+        return Response({**SynthesisBatchDetailSerializer(fresh).data, **extra}, status=code)
+
+    @extend_schema(parameters=[BatchFilterSerializer])
+    def list(self, request, *args, **kwargs):
+        return super().list(request, *args, **kwargs)
+
+    @extend_schema(
+        request=StartBatchSerializer,
+        responses={201: StartedBatchSerializer, 200: StartedBatchSerializer, 503: NOT_QUEUED},
+        description="Start a batch (queued as the synthesis.run_batch job). The same configuration as an earlier "
+        "batch that was not cancelled (route, count, endpoints, seed, options, QA settings) goes on with that batch "
+        'instead (200, "resumed": true): nothing is synthesized twice. `preview`: 5 items through every stage.',
+    )
+    def create(self, request):
+        form = _valid(StartBatchSerializer, request.data)
+        earlier = set(SynthesisBatch.objects.order_by().values_list("pk", flat=True))
+        try:
+            batch = batches.start_batch(user=request.user, **form.batch_settings())
+        except batches.BatchError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        except JobEngineError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+        resumed = batch.pk in earlier
+        response = self._detail(batch, status.HTTP_200_OK if resumed else status.HTTP_201_CREATED, resumed=resumed)
+        response["Location"] = reverse("synthesis-batch-detail", args=[batch.pk], request=request)
+        return response
+
+    @extend_schema(
+        request=ResumeBatchSerializer,
+        responses={200: SynthesisBatchDetailSerializer,
+                   409: _detail_error("SynthesisBatchNotResumed", "The batch cannot go on (the message says why)."),
+                   503: NOT_QUEUED},  # fmt: skip
+        description="Go on with the items not finished, retryable failures and items a lost worker left running; "
+        "finished items are kept. A budget given replaces the batch's (null: none). A complete batch with nothing "
+        "to retry stays complete.",
+    )
+    @action(detail=True, methods=["post"])
+    def resume(self, request, pk=None):
+        batch = self.get_object()
+        if batch.status in (SynthesisBatch.Status.QUEUED, SynthesisBatch.Status.RUNNING):
+            return Response({"detail": f"batch #{batch.pk} is {batch.status}: it is going on already"},
+                            status=status.HTTP_409_CONFLICT)  # fmt: skip
+        budgets = _valid(ResumeBatchSerializer, request.data).validated_data
+        try:
+            batch = batches.resume_batch(batch, user=request.user, **budgets)
+        except batches.BatchError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        except JobEngineError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+        return self._detail(batch)
+
+    @extend_schema(
+        request=None,
+        responses={200: SynthesisBatchDetailSerializer,
+                   409: _detail_error("SynthesisBatchFinished", "The batch has finished.")},  # fmt: skip
+        description="No item starts another stage (a stage running now finishes and is recorded); unfinished items "
+        "stay pending, so the batch can be resumed.",
+    )
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        batch = self.get_object()
+        if batch.is_finished:
+            return Response({"detail": f"batch #{batch.pk} already finished ({batch.status}); there is nothing to "
+                                       "cancel"}, status=status.HTTP_409_CONFLICT)  # fmt: skip
+        return self._detail(batches.cancel_batch(batch, user=request.user))
+
+    @extend_schema(request=None, responses=BatchReportSerializer)
+    @action(detail=True, methods=["get"])
+    def report(self, request, pk=None):
+        """The `synthesis_report --json` shape: the batch's figures, funnel, cost per stage, distributions and where
+        its items are."""
+        return Response(batches.report(self.get_object()))
+
+
+@extend_schema(tags=["synthesis"])
+class SynthesisItemViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):
+    """The items of synthesis batches: one task being made each, with the stage it reached and why it ended; one
+    item gives every stage's result (verification rounds with their sanity feedback, QA verdicts) and the draft."""
+
+    queryset = SynthesisItem.objects.select_related("task").order_by("batch_id", "index")
+    filter_serializer_class = ItemFilterSerializer
+
+    def get_serializer_class(self):
+        return SynthesisItemSerializer if self.action == "list" else SynthesisItemDetailSerializer
+
+    def get_queryset(self):
+        queryset = super().get_queryset()
+        return queryset.defer("draft") if self.action == "list" else queryset
+
+    @extend_schema(parameters=[ItemFilterSerializer])
+    def list(self, request, *args, **kwargs):
+        return super().list(request, *args, **kwargs)
+
+
+# --- seeds -------------------------------------------------------------------------------------------------------
+
+
+@extend_schema(tags=["synthesis"])
+class PersonaViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """The personas of the persona route (editable in the admin)."""
+
+    queryset = Persona.objects.all()
+    serializer_class = PersonaSerializer
+    filter_serializer_class = PersonaFilterSerializer
+    write_role = ADMIN
+
+    @extend_schema(parameters=[PersonaFilterSerializer])
+    def list(self, request, *args, **kwargs):
+        return super().list(request, *args, **kwargs)
+
+    @extend_schema(
+        request={"multipart/form-data": PersonaImportSerializer},
+        responses={200: ImportReportSerializer, 400: _detail_error("PersonasNotImported", "The file cannot be read.")},
+        description="Import a Persona Hub JSONL or plain-text file; the same persona twice is one row (unchanged). "
+        "A line that cannot be used is in `failed`, naming its line; the others are imported.",
+    )
+    @action(detail=False, methods=["post"], url_path="import", parser_classes=[MultiPartParser, FormParser])
+    def import_file(self, request):
+        upload = _valid(PersonaImportSerializer, request.data).validated_data["file"]
+        try:
+            report = seeds.import_personas(upload, source=upload.name)
+        except seeds.SeedError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(report.as_dict())
+
+
+@extend_schema(tags=["synthesis"])
+class SkillViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Agent skills (SKILL.md folders) for the skill route, each with its latest annotation and the label the route
+    follows (the admin's override, else the annotation's)."""
+
+    serializer_class = SkillSerializer
+    filter_serializer_class = SkillFilterSerializer
+    lookup_field = "name"
+    lookup_value_regex = "[^/]+"
+    write_role = ADMIN
+
+    def get_queryset(self):
+        latest = SkillAnnotation.objects.order_by("skill", "-created_at", "-id")
+        return Skill.objects.select_related("override_by").prefetch_related(Prefetch("annotations", queryset=latest))
+
+    @extend_schema(parameters=[SkillFilterSerializer])
+    def list(self, request, *args, **kwargs):
+        return super().list(request, *args, **kwargs)
+
+    @extend_schema(request=SkillOverrideSerializer, responses=SkillSerializer)
+    @action(detail=True, methods=["post"])
+    def override(self, request, name=None):
+        """Set (true/false, with a reason) or clear (null) the admin's decision over the annotation's label."""
+        skill = self.get_object()
+        data = _valid(SkillOverrideSerializer, request.data).validated_data
+        annotation.set_override(skill, data["synthesizable"], reason=data.get("reason", ""), user=request.user)
+        return Response(SkillSerializer(self.get_queryset().get(pk=skill.pk), context=self.get_serializer_context()).data)
+
+    @extend_schema(
+        request=AnnotateSerializer,
+        responses={202: JobRunSerializer, 400: _detail_error("AnnotationNotStarted", "No endpoint can annotate."),
+                   503: NOT_QUEUED},  # fmt: skip
+        description="Annotate the skills named (or every skill), one model call each, as the synthesis."
+        "annotate_skills job.",
+    )
+    @action(detail=False, methods=["post"])
+    def annotate(self, request):
+        data = _valid(AnnotateSerializer, request.data).validated_data
+        try:
+            run = annotation.start_annotation(user=request.user, endpoint_name=data.get("endpoint"),
+                                              skill_ids=data.get("skills"))  # fmt: skip
+        except annotation.AnnotationError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        except JobEngineError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+        return _job_response(self, run)
+
+    @extend_schema(
+        request=None,
+        responses={200: ImportReportSerializer,
+                   400: _detail_error("SkillsNotImported", "The harness's skills are not installed.")},  # fmt: skip
+        description="Import the skills bundled with the installed OpenClaw harness (`import_skills --bundled`).",
+    )
+    @action(detail=False, methods=["post"], url_path="import-bundled")
+    def import_bundled(self, request):
+        try:
+            report = skills.import_skills(bundled=True)
+        except skills.SkillImportError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(report.as_dict())
+
+
+# --- quality assessments -----------------------------------------------------------------------------------------
+
+
+@extend_schema(tags=["synthesis"])
+class QualityAssessmentViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                               viewsets.GenericViewSet):  # fmt: skip
+    """Quality-assessment verdicts of task revisions (synthesized or not), each with its reason; newest first. The
+    latest per revision and stage is the one that counts."""
+
+    queryset = QualityAssessment.objects.select_related("revision__task", "created_by").order_by("-created_at", "-id")
+    serializer_class = QualityAssessmentSerializer
+    filter_serializer_class = QualityAssessmentFilterSerializer
+    write_role = ADMIN
+
+    @extend_schema(parameters=[QualityAssessmentFilterSerializer])
+    def list(self, request, *args, **kwargs):
+        return super().list(request, *args, **kwargs)
+
+    @extend_schema(
+        request=AssessSerializer,
+        responses={202: JobRunSerializer, 503: NOT_QUEUED},
+        description="Assess tasks (their current revisions) with the QA stages, as the synthesis.assess_tasks job "
+        "(what `assess_tasks` runs): the verdicts are stored and listed here.",
+    )
+    @action(detail=False, methods=["post"])
+    def assess(self, request):
+        data = _valid(AssessSerializer, request.data).validated_data
+        stages = [str(s) for s in data.get("stages") or ASSESS_DEFAULT_STAGES]
+        task_ids = None if data["all"] else data["tasks"]
+        try:
+            run = jobs.enqueue(ASSESS_JOB, created_by=request.user, total=len(task_ids or []), task_ids=task_ids,
+                               stages=stages)  # fmt: skip
+        except (UnknownJobKind, JobEngineError) as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+        return _job_response(self, run)
+
+
+def register(router):
+    router.register("synthesis/batches", SynthesisBatchViewSet, basename="synthesis-batch")
+    router.register("synthesis/items", SynthesisItemViewSet, basename="synthesis-item")
+    router.register("synthesis/personas", PersonaViewSet, basename="synthesis-persona")
+    router.register("synthesis/skills", SkillViewSet, basename="synthesis-skill")
+    router.register("quality-assessments", QualityAssessmentViewSet, basename="quality-assessment")

@@ -1,0 +1,103 @@
+"""Forms of the synthesis pages: what they validate and hand to the services (synthesis.batches, .seeds,
+.annotation); no logic of their own."""
+
+from django import forms
+
+from llm.models import ModelEndpoint
+
+from .batches import MAX_COUNT, MAX_SUPPORTING, OPERATIONS_PER_TASK
+from .models import QAStage, Route
+
+
+def _endpoints(role: str):
+    """Enabled endpoints serving `role` first choice; any enabled endpoint may be picked (a role is advice)."""
+    return ModelEndpoint.objects.filter(enabled=True).order_by("name")
+
+
+def _default(role: str) -> str:
+    for endpoint in _endpoints(role):
+        if endpoint.serves(role):
+            return endpoint.name
+    return ""
+
+
+class StartBatchForm(forms.Form):
+    """What synthesis.batches.start_batch takes. `batch_settings()` gives its keyword arguments. The dashboard shows
+    route, count, endpoints, seed and QA stages; the start page every field."""
+
+    route = forms.ChoiceField(choices=Route.choices, initial=Route.PERSONA)
+    count = forms.IntegerField(min_value=1, max_value=MAX_COUNT, initial=20, label="Tasks wanted",
+                               help_text="One item each. A preview runs 5 whatever this says.")  # fmt: skip
+    generator = forms.ModelChoiceField(queryset=None, to_field_name="name", empty_label=None)
+    judge = forms.ModelChoiceField(queryset=None, to_field_name="name", empty_label=None,
+                                   help_text="Quality assessment (and the judge-side checks).")  # fmt: skip
+    seed = forms.IntegerField(required=False, min_value=0, max_value=2**63 - 1,
+                              help_text="Draws the items: the same seed draws the same items. Blank: a random one.")  # fmt: skip
+    qa_stages = forms.MultipleChoiceField(
+        choices=QAStage.choices, required=False, widget=forms.CheckboxSelectMultiple, label="Quality assessment",
+        help_text="None ticked: no QA stage (every draft that passes verification is kept).",
+    )  # fmt: skip
+    budget_usd = forms.DecimalField(required=False, min_value=0, decimal_places=4, max_digits=12,
+                                    label="Budget ($)", help_text="The batch pauses when its cost reaches it.")  # fmt: skip
+    budget_tokens = forms.IntegerField(required=False, min_value=0, label="Budget (tokens)")
+    operations = forms.IntegerField(required=False, min_value=1, max_value=8, label="Operations per task",
+                                    help_text=f"Persona route (default {OPERATIONS_PER_TASK}).")  # fmt: skip
+    supporting = forms.IntegerField(required=False, min_value=0, max_value=MAX_SUPPORTING,
+                                    label="Supporting skills at most",
+                                    help_text=f"Skill route (default {MAX_SUPPORTING}).")  # fmt: skip
+    allow_network = forms.BooleanField(required=False, label="Allow operations that need the network",
+                                       help_text="The sandbox has none: off unless you know why.")  # fmt: skip
+    name = forms.CharField(required=False, max_length=200)
+
+    DASHBOARD_FIELDS = ("route", "count", "generator", "judge", "seed", "qa_stages")
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("initial", {})
+        kwargs["initial"] = {"generator": _default(ModelEndpoint.Role.GENERATOR),
+                             "judge": _default(ModelEndpoint.Role.JUDGE), "qa_stages": QAStage.values,
+                             **kwargs["initial"]}  # fmt: skip
+        super().__init__(*args, **kwargs)
+        self.fields["generator"].queryset = _endpoints(ModelEndpoint.Role.GENERATOR)
+        self.fields["judge"].queryset = _endpoints(ModelEndpoint.Role.JUDGE)
+
+    def dashboard_fields(self):
+        return [self[name] for name in self.DASHBOARD_FIELDS]
+
+    def batch_settings(self, *, preview: bool) -> dict:
+        data = self.cleaned_data
+        options = {"qa_stages": list(data["qa_stages"])}
+        for key in ("operations", "supporting"):
+            if data[key] is not None:
+                options[key] = data[key]
+        if data["allow_network"]:
+            options["allow_network"] = True
+        if len(options["qa_stages"]) == len(QAStage.values):  # every stage is the default: the same config as
+            del options["qa_stages"]  # `synthesize` without --qa-stages, so the two resume each other's batches
+        return {
+            "route": data["route"], "count": data["count"], "generator": data["generator"], "judge": data["judge"],
+            "seed": data["seed"], "preview": preview, "budget_usd": data["budget_usd"],
+            "budget_tokens": data["budget_tokens"], "options": options, "name": data["name"],
+        }  # fmt: skip
+
+
+class PersonaImportForm(forms.Form):
+    file = forms.FileField(help_text='Persona Hub JSONL ({"persona": "…"} per line) or plain text, one per line.')
+
+
+class SkillOverrideForm(forms.Form):
+    LABELS = [("", "Follow the annotation"), ("yes", "Synthesizable"), ("no", "Not synthesizable")]
+
+    synthesizable = forms.ChoiceField(choices=LABELS, required=False, label="Label")
+    reason = forms.CharField(required=False, max_length=2000, widget=forms.TextInput,
+                             help_text="Why (required to set a label).")  # fmt: skip
+
+    def clean(self):
+        data = super().clean()
+        data["value"] = {"": None, "yes": True, "no": False}[data.get("synthesizable") or ""]
+        if data["value"] is not None and not (data.get("reason") or "").strip():
+            self.add_error("reason", "Say why the label is overridden.")
+        return data
+
+
+class PersonaSearchForm(forms.Form):
+    q = forms.CharField(required=False, label="Search")

@@ -1,0 +1,449 @@
+"""Synthesis as the API shows and takes it. The figures come from synthesis.batches (batch_json, funnel, report);
+the input serializers validate a request and resolve names (endpoints, tasks, skills) to rows."""
+
+from rest_framework import serializers
+
+from llm.models import ModelEndpoint
+from tasks.models import Task
+
+from .batches import MAX_COUNT, MAX_SUPPORTING, batch_json, funnel
+from .models import (
+    Persona,
+    QAStage,
+    QualityAssessment,
+    Route,
+    Skill,
+    SkillAnnotation,
+    Stage,
+    SynthesisBatch,
+    SynthesisItem,
+)
+
+
+def _when(moment) -> str | None:
+    return serializers.DateTimeField().to_representation(moment) if moment else None
+
+
+class EndpointNameField(serializers.CharField):
+    """An endpoint's name in, the row out."""
+
+    def to_internal_value(self, data):
+        name = super().to_internal_value(data)
+        endpoint = ModelEndpoint.objects.filter(name=name).first()
+        if endpoint is None:
+            raise serializers.ValidationError(f"no model endpoint named {name!r}")
+        return endpoint
+
+
+# --- batches -----------------------------------------------------------------------------------------------------
+
+
+class BatchOptionsSerializer(serializers.Serializer):
+    operations = serializers.IntegerField(required=False, min_value=1, max_value=8,
+                                          help_text="Persona route: operations per task (default 3).")  # fmt: skip
+    supporting = serializers.IntegerField(required=False, min_value=0, max_value=MAX_SUPPORTING,
+                                          help_text="Skill route: supporting skills at most (default 3).")  # fmt: skip
+    allow_network = serializers.BooleanField(required=False,
+                                             help_text="Draw operations that need the network (the sandbox has none).")  # fmt: skip
+
+    def to_internal_value(self, data):
+        unknown = sorted(set(data) - set(self.fields)) if isinstance(data, dict) else []
+        if unknown:
+            raise serializers.ValidationError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(self.fields)}")
+        return super().to_internal_value(data)
+
+
+class StartBatchSerializer(serializers.Serializer):
+    """What synthesis.batches.start_batch takes (the `synthesize` command's flags)."""
+
+    route = serializers.ChoiceField(choices=Route.choices)
+    count = serializers.IntegerField(required=False, min_value=1, max_value=MAX_COUNT,
+                                     help_text="Tasks wanted; not needed for a preview (5).")  # fmt: skip
+    generator = EndpointNameField(help_text="The generator endpoint's name.")
+    judge = EndpointNameField(help_text="The judge endpoint's name.")
+    seed = serializers.IntegerField(required=False, allow_null=True, min_value=0,
+                                    help_text="Draws the items (default: a random one).")  # fmt: skip
+    preview = serializers.BooleanField(default=False, help_text="5 items through every stage.")
+    budget_usd = serializers.DecimalField(required=False, allow_null=True, max_digits=12, decimal_places=4, min_value=0)
+    budget_tokens = serializers.IntegerField(required=False, allow_null=True, min_value=0)
+    qa_stages = serializers.ListField(child=serializers.ChoiceField(choices=QAStage.choices), required=False,
+                                      help_text="The QA stages to run (default every one; [] none).")  # fmt: skip
+    options = BatchOptionsSerializer(required=False)
+    name = serializers.CharField(required=False, allow_blank=True, max_length=200)
+
+    def validate(self, attrs):
+        if "count" not in attrs and not attrs["preview"]:
+            raise serializers.ValidationError({"count": ["give the number of tasks wanted (or preview: true)"]})
+        return attrs
+
+    def batch_settings(self) -> dict:
+        data = self.validated_data
+        options = dict(data.get("options") or {})
+        if "qa_stages" in data:
+            options["qa_stages"] = list(data["qa_stages"])
+        return {
+            "route": data["route"], "count": data.get("count", 0), "generator": data["generator"],
+            "judge": data["judge"], "seed": data.get("seed"), "preview": data["preview"],
+            "budget_usd": data.get("budget_usd"), "budget_tokens": data.get("budget_tokens"), "options": options,
+            "name": data.get("name", ""),
+        }  # fmt: skip
+
+
+class ResumeBatchSerializer(serializers.Serializer):
+    budget_usd = serializers.DecimalField(required=False, allow_null=True, max_digits=12, decimal_places=4, min_value=0,
+                                          help_text="A new cost budget (null: none); left out, the batch's own.")  # fmt: skip
+    budget_tokens = serializers.IntegerField(required=False, allow_null=True, min_value=0)
+
+
+class BatchFilterSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=SynthesisBatch.Status.choices, required=False)
+    route = serializers.ChoiceField(choices=Route.choices, required=False)
+    preview = serializers.BooleanField(required=False, allow_null=True, default=None)
+
+    def filter(self, queryset):
+        data = self.validated_data
+        for name in ("status", "route", "preview"):
+            if data.get(name) is not None:
+                queryset = queryset.filter(**{name: data[name]})
+        return queryset
+
+
+class BatchProgressSerializer(serializers.Serializer):
+    finished = serializers.IntegerField()
+    requested = serializers.IntegerField()
+    stages = serializers.DictField(child=serializers.DictField(child=serializers.IntegerField()),
+                                   help_text="stage -> status -> items")  # fmt: skip
+
+
+class SynthesisBatchListSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="synthesis-batch-detail")
+    generator = serializers.CharField(source="generator.name", read_only=True)
+    judge = serializers.CharField(source="judge.name", read_only=True)
+    tokens = serializers.SerializerMethodField()
+    cost = serializers.FloatField()
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = SynthesisBatch
+        fields = ["id", "url", "name", "route", "status", "status_reason", "preview", "requested", "generator", "judge",
+                  "seed", "tokens", "cost", "created_at", "created_by", "finished_at"]  # fmt: skip
+        read_only_fields = fields
+
+    def get_tokens(self, batch) -> int:
+        return batch.input_tokens + batch.output_tokens
+
+
+class FunnelReasonSerializer(serializers.Serializer):
+    reason = serializers.CharField()
+    status = serializers.ChoiceField(choices=SynthesisItem.Status.choices)
+    count = serializers.IntegerField()
+    examples = serializers.ListField(child=serializers.IntegerField(), help_text="Item ids.")
+
+
+class FunnelStepSerializer(serializers.Serializer):
+    step = serializers.CharField()
+    label = serializers.CharField()
+    count = serializers.IntegerField(help_text="Items that passed this step.")
+    rejected = serializers.IntegerField()
+    failed = serializers.IntegerField()
+    in_progress = serializers.IntegerField()
+    reasons = FunnelReasonSerializer(many=True)
+
+
+class SynthesisBatchDetailSerializer(serializers.Serializer):
+    """The `synthesize --json` shape (batches.batch_json), the funnel and the settings the batch was started with."""
+
+    batch = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=SynthesisBatch.Status.choices)
+    requested = serializers.IntegerField()
+    kept = serializers.IntegerField()
+    rejected = serializers.DictField(child=serializers.IntegerField(), help_text="stage -> items rejected there")
+    failed = serializers.DictField(child=serializers.IntegerField(), help_text="stage -> items failed there")
+    tokens = serializers.IntegerField()
+    cost = serializers.FloatField()
+    funnel = FunnelStepSerializer(many=True)
+    name = serializers.CharField()
+    route = serializers.ChoiceField(choices=Route.choices)
+    preview = serializers.BooleanField()
+    generator = serializers.CharField()
+    judge = serializers.CharField()
+    seed = serializers.IntegerField()
+    options = serializers.DictField()
+    qa_thresholds = serializers.DictField()
+    prompt_versions = serializers.DictField(child=serializers.CharField())
+    budget_usd = serializers.FloatField(allow_null=True)
+    budget_tokens = serializers.IntegerField(allow_null=True)
+    status_reason = serializers.CharField()
+    input_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+    config = serializers.DictField(help_text="The normalised configuration; a resume with another one is refused.")
+    created_by = serializers.CharField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+    def to_representation(self, batch):
+        return {
+            **batch_json(batch),
+            "funnel": funnel(batch),
+            "name": batch.name,
+            "route": batch.route,
+            "preview": batch.preview,
+            "generator": batch.generator.name,
+            "judge": batch.judge.name,
+            "seed": batch.seed,
+            "options": batch.options,
+            "qa_thresholds": batch.qa_thresholds,
+            "prompt_versions": batch.prompt_versions,
+            "budget_usd": float(batch.budget_usd) if batch.budget_usd is not None else None,
+            "budget_tokens": batch.budget_tokens,
+            "status_reason": batch.status_reason,
+            "input_tokens": batch.input_tokens,
+            "output_tokens": batch.output_tokens,
+            "config": batch.config,
+            "created_by": batch.created_by.get_username() if batch.created_by_id else None,
+            "created_at": _when(batch.created_at),
+            "started_at": _when(batch.started_at),
+            "finished_at": _when(batch.finished_at),
+        }
+
+
+class StartedBatchSerializer(SynthesisBatchDetailSerializer):
+    resumed = serializers.BooleanField(help_text="An earlier batch of the same configuration goes on instead.")
+
+
+class BatchReportSerializer(serializers.Serializer):
+    """The `synthesis_report --json` shape (batches.report)."""
+
+    batch = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=SynthesisBatch.Status.choices)
+    requested = serializers.IntegerField()
+    kept = serializers.IntegerField()
+    rejected = serializers.DictField(child=serializers.IntegerField())
+    failed = serializers.DictField(child=serializers.IntegerField())
+    tokens = serializers.IntegerField()
+    cost = serializers.FloatField()
+    funnel = FunnelStepSerializer(many=True)
+    stages = serializers.DictField(child=serializers.DictField(), help_text="purpose -> calls, tokens, cost")
+    distributions = serializers.DictField(child=serializers.DictField(),
+                                          help_text="all / kept -> subcategories, operations, skills, difficulty")  # fmt: skip
+    progress = BatchProgressSerializer()
+    status_reason = serializers.CharField()
+
+
+# --- items -------------------------------------------------------------------------------------------------------
+
+
+class ItemFilterSerializer(serializers.Serializer):
+    batch = serializers.IntegerField(required=False, min_value=1, help_text="The batch's id.")
+    status = serializers.ChoiceField(choices=SynthesisItem.Status.choices, required=False)
+    stage = serializers.ChoiceField(choices=Stage.choices, required=False,
+                                    help_text="The stage it reached (or ended at).")  # fmt: skip
+
+    def filter(self, queryset):
+        for name in ("batch", "status", "stage"):
+            if name in self.validated_data:
+                queryset = queryset.filter(**{name if name != "batch" else "batch_id": self.validated_data[name]})
+        return queryset
+
+
+class SynthesisItemSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="synthesis-item-detail")
+    batch = serializers.IntegerField(source="batch_id", read_only=True)
+    rejected_at = serializers.SerializerMethodField()
+    task = serializers.SlugRelatedField(slug_field="external_id", read_only=True)
+    tokens = serializers.SerializerMethodField()
+    cost = serializers.FloatField()
+
+    class Meta:
+        model = SynthesisItem
+        fields = ["id", "url", "batch", "index", "status", "stage", "rejected_at", "reason", "seed", "task", "tokens",
+                  "cost", "attempts", "created_at", "updated_at"]  # fmt: skip
+        read_only_fields = fields
+
+    def get_rejected_at(self, item) -> str | None:
+        """The stage that rejected it ("qa:novelty" for a QA stage); null unless rejected."""
+        if item.status != SynthesisItem.Status.REJECTED:
+            return None
+        return (item.stage_results.get(item.stage) or {}).get("rejected_at") or item.stage
+
+    def get_tokens(self, item) -> int:
+        return item.input_tokens + item.output_tokens
+
+
+class SynthesisItemDetailSerializer(SynthesisItemSerializer):
+    class Meta(SynthesisItemSerializer.Meta):
+        fields = [*SynthesisItemSerializer.Meta.fields, "stage_results", "draft"]
+        read_only_fields = fields
+
+
+# --- seeds -------------------------------------------------------------------------------------------------------
+
+
+class PersonaSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Persona
+        fields = ["id", "text", "source", "enabled", "created_at"]
+        read_only_fields = fields
+
+
+class PersonaFilterSerializer(serializers.Serializer):
+    q = serializers.CharField(required=False, help_text="Text contained (case-insensitive).")
+    enabled = serializers.BooleanField(required=False, allow_null=True, default=None)
+
+    def filter(self, queryset):
+        data = self.validated_data
+        if data.get("q"):
+            queryset = queryset.filter(text__icontains=data["q"])
+        if data.get("enabled") is not None:
+            queryset = queryset.filter(enabled=data["enabled"])
+        return queryset
+
+
+class PersonaImportSerializer(serializers.Serializer):
+    file = serializers.FileField(help_text='Persona Hub JSONL ({"persona": "…"} per line) or plain text (multipart).')
+
+
+class ImportFailureSerializer(serializers.Serializer):
+    source = serializers.CharField()
+    error = serializers.CharField()
+
+
+class ImportReportSerializer(serializers.Serializer):
+    """The `import_personas --json` / `import_skills --json` shape."""
+
+    imported = serializers.IntegerField()
+    updated = serializers.IntegerField()
+    unchanged = serializers.IntegerField()
+    failed = ImportFailureSerializer(many=True)
+
+
+class SkillAnnotationSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = SkillAnnotation
+        fields = ["id", "summary", "core_content", "auth_required", "required_env", "input_format", "output_format",
+                  "text_only_compatible", "risk", "risk_reason", "missing_bins", "synthesizable", "endpoint_name",
+                  "prompt_version", "model_call", "created_at"]  # fmt: skip
+        read_only_fields = fields
+
+
+class SkillSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="synthesis-skill-detail", lookup_field="name")
+    synthesizable = serializers.SerializerMethodField()
+    annotation = serializers.SerializerMethodField()
+    override_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = Skill
+        fields = ["id", "url", "name", "description", "source", "required_bins", "required_env", "primary_env",
+                  "synthesizable", "synthesizable_override", "override_reason", "override_by", "annotation",
+                  "annotation_error", "skipped_files", "created_at", "updated_at"]  # fmt: skip
+        read_only_fields = fields
+
+    def _latest(self, skill):
+        found = list(skill.annotations.all())  # prefetched newest first (api.SkillViewSet)
+        return found[0] if found else None
+
+    def get_synthesizable(self, skill) -> bool:
+        """The admin's override when set, else the latest annotation's label (false while there is none)."""
+        if skill.synthesizable_override is not None:
+            return skill.synthesizable_override
+        latest = self._latest(skill)
+        return bool(latest and latest.synthesizable)
+
+    def get_annotation(self, skill) -> SkillAnnotationSerializer(allow_null=True):
+        latest = self._latest(skill)
+        return SkillAnnotationSerializer(latest).data if latest else None
+
+
+class SkillFilterSerializer(serializers.Serializer):
+    q = serializers.CharField(required=False, help_text="Name or description contained.")
+    annotated = serializers.BooleanField(required=False, allow_null=True, default=None)
+
+    def filter(self, queryset):
+        from django.db.models import Q
+
+        data = self.validated_data
+        if data.get("q"):
+            queryset = queryset.filter(Q(name__icontains=data["q"]) | Q(description__icontains=data["q"]))
+        if data.get("annotated") is not None:
+            queryset = queryset.filter(annotations__isnull=not data["annotated"]).distinct()
+        return queryset
+
+
+class SkillOverrideSerializer(serializers.Serializer):
+    synthesizable = serializers.BooleanField(allow_null=True,
+                                             help_text="true / false override the annotation's label; null clears.")  # fmt: skip
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=2000,
+                                   help_text="Required to set a label.")  # fmt: skip
+
+    def validate(self, attrs):
+        if attrs["synthesizable"] is not None and not (attrs.get("reason") or "").strip():
+            raise serializers.ValidationError({"reason": ["say why the label is overridden"]})
+        return attrs
+
+
+class AnnotateSerializer(serializers.Serializer):
+    skills = serializers.ListField(child=serializers.CharField(), required=False, allow_empty=False,
+                                   help_text="Skill names; every skill when left out.")  # fmt: skip
+    endpoint = serializers.CharField(required=False, help_text="Default: the first enabled judge, else generator.")
+
+    def validate_skills(self, names):
+        found = dict(Skill.objects.filter(name__in=names).values_list("name", "pk"))
+        unknown = [name for name in names if name not in found]
+        if unknown:
+            raise serializers.ValidationError(f"no skill named {', '.join(unknown[:20])}")
+        return [found[name] for name in dict.fromkeys(names)]
+
+
+# --- quality assessments -----------------------------------------------------------------------------------------
+
+
+class QualityAssessmentSerializer(serializers.ModelSerializer):
+    task = serializers.CharField(source="revision.task.external_id", read_only=True)
+    revision = serializers.IntegerField(source="revision.number", read_only=True)
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = QualityAssessment
+        fields = ["id", "task", "revision", "stage", "verdict", "reason", "details", "endpoint_name",
+                  "prompt_version", "model_call", "item", "created_by", "created_at"]  # fmt: skip
+        read_only_fields = fields
+
+
+class QualityAssessmentFilterSerializer(serializers.Serializer):
+    task = serializers.CharField(required=False, help_text="The task's external id (any of its revisions).")
+    stage = serializers.ChoiceField(choices=QAStage.choices, required=False)
+    verdict = serializers.ChoiceField(choices=QualityAssessment.Verdict.choices, required=False)
+
+    def filter(self, queryset):
+        lookups = {"task": "revision__task__external_id", "stage": "stage", "verdict": "verdict"}
+        for name, lookup in lookups.items():
+            if name in self.validated_data:
+                queryset = queryset.filter(**{lookup: self.validated_data[name]})
+        return queryset
+
+
+class AssessSerializer(serializers.Serializer):
+    """What `assess_tasks` takes: tasks (external ids) or all, and the stages."""
+
+    tasks = serializers.ListField(child=serializers.CharField(), required=False, allow_empty=False,
+                                  help_text="Task external ids (their current revisions).")  # fmt: skip
+    all = serializers.BooleanField(default=False, help_text="Every task with a revision.")
+    stages = serializers.ListField(child=serializers.ChoiceField(choices=QAStage.choices), required=False,
+                                   allow_empty=False, help_text="Default: novelty, plausibility, difficulty, "
+                                   "alignment, rubric.")  # fmt: skip
+
+    def validate(self, attrs):
+        if attrs["all"] == ("tasks" in attrs):
+            raise serializers.ValidationError({"tasks": ["give a list of tasks or all: true (one of them)"]})
+        if "tasks" in attrs:
+            names = list(dict.fromkeys(attrs["tasks"]))
+            found = set(Task.objects.filter(external_id__in=names, current_revision__isnull=False)
+                        .values_list("external_id", flat=True))  # fmt: skip
+            unknown = [name for name in names if name not in found]
+            if unknown:
+                raise serializers.ValidationError({"tasks": [f"no task (or no revision) named {', '.join(unknown[:20])}"]})
+            attrs["tasks"] = names
+        return attrs
+

@@ -1,0 +1,307 @@
+"""Pages of synthesis batches: the list, starting one (or a preview of it), one batch (progress, the funnel with
+its reasons and example items, cost per stage, distributions), and one item (its seed, every stage's result, the
+draft, the task it became).
+
+Every figure comes from synthesis.batches (funnel, stage_costs, distributions, batch_json); starting, resuming and
+cancelling call its services. A page whose batch is still going polls its own partial (htmx gets the partial, plain
+requests the page) until the batch is finished or paused; the finished partial has no polling attributes.
+"""
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.db.models import Count
+from django.shortcuts import get_object_or_404, redirect
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from accounts.decorators import admin_required, viewer_required
+from clawgym_site.htmx import render_page
+from jobs.engine import JobEngineError
+from llm.models import ModelCall
+
+from . import batches
+from .forms import StartBatchForm
+from .models import STAGE_ORDER, QAStage, Stage, SynthesisBatch, SynthesisItem
+
+BATCHES_PAGE_SIZE = 30
+ITEMS_PAGE_SIZE = 50
+DISTRIBUTIONS = [("subcategories", "Subcategories"), ("operations", "Operations"), ("skills", "Skills"),
+                 ("difficulty", "Difficulty")]  # fmt: skip
+CHART_BARS = 20  # the most frequent values charted; the table beside lists them all
+
+
+# --- shared by the pages and the dashboard panel -----------------------------------------------------------------
+
+
+def progress(batch: SynthesisBatch, counts: dict | None = None) -> dict:
+    """Items per status, how many are finished and the percentage of the requested ones."""
+    if counts is None:
+        counts = dict(batch.items.order_by().values_list("status").annotate(n=Count("pk")))
+    by_status = {status: counts.get(status, 0) for status in SynthesisItem.Status.values}
+    finished = sum(by_status[s] for s in SynthesisItem.FINISHED)
+    total = batch.requested or 1
+    return {**by_status, "finished": finished, "total": batch.requested, "percent": round(100 * finished / total)}
+
+
+def with_progress(batch_list) -> list:
+    """Each batch with its .progress, counted in one query for all of them."""
+    batch_list = list(batch_list)
+    counts: dict[int, dict] = {}
+    rows = SynthesisItem.objects.filter(batch__in=batch_list).order_by().values_list("batch_id", "status")
+    for batch_id, status, n in rows.annotate(n=Count("pk")):
+        counts.setdefault(batch_id, {})[status] = n
+    for batch in batch_list:
+        batch.progress = progress(batch, counts.get(batch.pk, {}))
+    return batch_list
+
+
+def is_live(batch: SynthesisBatch) -> bool:
+    """Whether a page showing the batch keeps polling: while it is queued or running."""
+    return batch.status in (SynthesisBatch.Status.QUEUED, SynthesisBatch.Status.RUNNING)
+
+
+def batch_rows(queryset):
+    return queryset.select_related("generator", "judge", "created_by").defer("config", "prompt_versions")
+
+
+def running_context() -> dict:
+    """Batches queued or running, then the latest others: what the dashboard panel lists."""
+    live = [SynthesisBatch.Status.QUEUED, SynthesisBatch.Status.RUNNING]
+    running = list(batch_rows(SynthesisBatch.objects.filter(status__in=live)))
+    others = list(batch_rows(SynthesisBatch.objects.exclude(status__in=live))[: max(0, 5 - len(running))])
+    return {"recent": with_progress(running + others), "unfinished": bool(running)}
+
+
+def count_chart(labels: list[str], datasets: list[dict], *, y_title: str) -> dict:
+    """The data static/js/charts.js draws: a bar chart of counts."""
+    return {"type": "bar", "labels": labels, "datasets": datasets, "y": {"min": 0, "title": y_title}, "integers": True}
+
+
+def distribution_tables(found: dict) -> list[dict]:
+    """batches.distributions as one table and chart per kind: every value with its count over all items and over the
+    kept ones."""
+    tables = []
+    for key, title in DISTRIBUTIONS:
+        everything, kept = found["all"].get(key) or {}, found["kept"].get(key) or {}
+        if key == "difficulty":
+            rows = [(level, everything[level], kept.get(level, 0)) for level in sorted(everything, key=str)]
+        else:
+            rows = [(value, n, kept.get(value, 0)) for value, n in everything.items()]  # most common first
+        charted = rows[:CHART_BARS]
+        chart = count_chart([str(r[0]) for r in charted], [
+            {"label": "all items", "data": [r[1] for r in charted]},
+            {"label": "kept", "data": [r[2] for r in charted]},
+        ], y_title="items")  # fmt: skip
+        tables.append({"key": key, "title": title, "rows": rows, "chart": chart if rows else None,
+                       "chart_id": f"chart-{key}", "charted": len(charted), "more": len(rows) > len(charted)})  # fmt: skip
+    return tables
+
+
+# --- the list ----------------------------------------------------------------------------------------------------
+
+
+@viewer_required
+@require_GET
+def batch_list(request):
+    queryset = batch_rows(SynthesisBatch.objects.all())
+    status = request.GET.get("status", "")
+    if status in SynthesisBatch.Status.values:
+        queryset = queryset.filter(status=status)
+    page = Paginator(queryset, BATCHES_PAGE_SIZE).get_page(request.GET.get("page"))
+    page.object_list = with_progress(page.object_list)
+    context = {
+        "nav": "synthesis",
+        "page": page,
+        "status": status,
+        "statuses": SynthesisBatch.Status.choices,
+        "unfinished": any(is_live(b) for b in page.object_list),
+    }
+    return render_page(request, "synthesis/batch_list.html", context, partial="batches")
+
+
+@viewer_required
+@require_GET
+def running_batches(request):
+    """The dashboard panel's running and recent batches (it polls this while one of them runs)."""
+    return render_page(request, "synthesis/_batch_recent.html", running_context())
+
+
+# --- starting ----------------------------------------------------------------------------------------------------
+
+
+def _start_page(request, form, status=200):
+    return render_page(request, "synthesis/batch_start.html", {"nav": "synthesis", "form": form}, status=status)
+
+
+@admin_required
+@require_http_methods(["GET", "POST"])
+def batch_start(request):
+    """GET: the form (its fields may be given in the query string, e.g. by a preview's "start the full batch").
+    POST: start the batch, or with the `preview` button a preview batch of 5 items first."""
+    if request.method == "GET":
+        initial = {k: v for k, v in request.GET.items() if k in StartBatchForm.base_fields}
+        if "qa_stages" in request.GET:
+            initial["qa_stages"] = request.GET.getlist("qa_stages")
+        return _start_page(request, StartBatchForm(initial=initial))
+    form = StartBatchForm(request.POST)
+    if not form.is_valid():
+        return _start_page(request, form, status=400)
+    preview = "preview" in request.POST
+    settings = form.batch_settings(preview=preview)
+    earlier = set(SynthesisBatch.objects.values_list("pk", flat=True).order_by())
+    try:
+        batch = batches.start_batch(user=request.user, **settings)
+    except batches.BatchError as exc:
+        form.add_error(None, str(exc))
+        return _start_page(request, form, status=400)
+    except JobEngineError as exc:
+        messages.error(request, f"The batch was created but its job could not be queued: {exc}")
+        return redirect("synthesis:list")
+    what = "preview batch" if preview else "batch"
+    if batch.pk in earlier:
+        messages.info(request, f"An earlier {what} had these settings: #{batch.pk} goes on instead; its finished "
+                               "items are kept.")  # fmt: skip
+    else:
+        messages.success(request, f"Started {what} #{batch.pk}: {batch.requested} item{'s' * (batch.requested != 1)} "
+                                  f"queued (seed {batch.seed}).")  # fmt: skip
+    return redirect("synthesis:detail", pk=batch.pk)
+
+
+# --- one batch ---------------------------------------------------------------------------------------------------
+
+
+def _batch(pk: int) -> SynthesisBatch:
+    return get_object_or_404(SynthesisBatch.objects.select_related("generator", "judge", "created_by"), pk=pk)
+
+
+def full_batch_query(batch: SynthesisBatch) -> str:
+    """The start form's query string with a preview's settings: its full batch, the same seed and options."""
+    from django.http import QueryDict
+
+    query = QueryDict(mutable=True)
+    query.update({"route": batch.route, "generator": batch.generator.name, "judge": batch.judge.name,
+                  "seed": batch.seed})  # fmt: skip
+    for key in ("operations", "supporting", "allow_network"):
+        if key in batch.options:
+            query[key] = batch.options[key]
+    stages = batch.options.get("qa_stages", QAStage.values)
+    query.setlist("qa_stages", stages)
+    if not stages:
+        query["qa_stages"] = ""  # present and empty: none ticked
+    return query.urlencode()
+
+
+def _stage_rows(costs: dict) -> list[dict]:
+    rows = [{"purpose": purpose, **figures, "tokens": figures["input_tokens"] + figures["output_tokens"]}
+            for purpose, figures in costs.items()]  # fmt: skip
+    order = {f"synthesis:{stage}": index for index, stage in enumerate(STAGE_ORDER)}
+    return sorted(rows, key=lambda r: (order.get(r["purpose"], len(order)), r["purpose"]))
+
+
+def _batch_context(request, batch: SynthesisBatch) -> dict:
+    items = batch.items.select_related("task").only(
+        "batch", "index", "status", "stage", "reason", "input_tokens", "output_tokens", "cost", "task__external_id",
+        "stage_results",
+    )  # fmt: skip
+    status = request.GET.get("items", "")
+    if status in SynthesisItem.Status.values:
+        items = items.filter(status=status)
+    item_page = Paginator(items.order_by("index"), ITEMS_PAGE_SIZE).get_page(request.GET.get("page"))
+    for item in item_page.object_list:
+        item.ended_at = batches.rejected_stage(item) if item.status == SynthesisItem.Status.REJECTED else item.stage
+    funnel = batches.funnel(batch)
+    return {
+        "nav": "synthesis",
+        "batch": batch,
+        "progress": progress(batch),
+        "summary": batches.batch_json(batch),
+        "funnel": funnel,
+        "funnel_chart": count_chart([row["label"] for row in funnel],
+                                    [{"label": "items", "data": [row["count"] for row in funnel]}], y_title="items"),
+        "stage_rows": _stage_rows(batches.stage_costs(batch)),
+        "distributions": distribution_tables(batches.distributions(batch)),
+        "item_page": item_page,
+        "item_status": status,
+        "item_statuses": SynthesisItem.Status.choices,
+        "live": is_live(batch),
+        "full_batch_query": full_batch_query(batch) if batch.preview else "",
+    }  # fmt: skip
+
+
+@viewer_required
+@require_GET
+def batch_detail(request, pk: int):
+    return render_page(request, "synthesis/batch_detail.html", _batch_context(request, _batch(pk)), partial="live")
+
+
+@admin_required
+@require_POST
+def batch_resume(request, pk: int):
+    batch = _batch(pk)
+    try:
+        batch = batches.resume_batch(batch, user=request.user)
+    except (batches.BatchError, JobEngineError) as exc:
+        messages.error(request, f"The batch was not resumed: {exc}")
+    else:
+        if batch.status == SynthesisBatch.Status.COMPLETE:
+            messages.info(request, f"Batch #{batch.pk} is complete: nothing is left to run or retry.")
+        else:
+            messages.success(request, f"Batch #{batch.pk} goes on: what it had not finished is queued again; "
+                                      "finished items are kept.")  # fmt: skip
+    return redirect("synthesis:detail", pk=pk)
+
+
+@admin_required
+@require_POST
+def batch_cancel(request, pk: int):
+    batch = _batch(pk)
+    if batch.is_finished:
+        messages.error(request, f"Batch #{batch.pk} has finished already ({batch.get_status_display()}).")
+    else:
+        batches.cancel_batch(batch, user=request.user)
+        messages.success(request, f"Batch #{batch.pk} is cancelled: no item starts another stage; it can be resumed.")
+    return redirect("synthesis:detail", pk=pk)
+
+
+# --- one item ----------------------------------------------------------------------------------------------------
+
+
+def _stage_sections(item: SynthesisItem) -> list[dict]:
+    labels = dict(Stage.choices)
+    sections = []
+    for stage in STAGE_ORDER:
+        result = item.stage_results.get(stage)
+        if result is None:
+            state = "next" if stage == item.stage and not item.is_finished else "not reached"
+            sections.append({"stage": stage, "label": labels[stage], "result": None, "state": state})
+            continue
+        extra = {k: v for k, v in result.items() if k not in ("verdict", "reason", "rounds", "verdicts")}
+        sections.append({"stage": stage, "label": labels[stage], "result": result, "state": result.get("verdict"),
+                         "rounds": result.get("rounds") or [], "verdicts": result.get("verdicts") or {},
+                         "extra": extra})  # fmt: skip
+    return sections
+
+
+@viewer_required
+@require_GET
+def item_detail(request, pk: int):
+    item = get_object_or_404(SynthesisItem.objects.select_related("batch__generator", "batch__judge", "task"), pk=pk)
+    draft = item.draft
+    calls = ModelCall.objects.filter(subject=item.subject).only(
+        "purpose", "endpoint_name", "error", "input_tokens", "output_tokens", "cost", "latency_ms", "created_at"
+    ).order_by("pk")  # fmt: skip
+    context = {
+        "nav": "synthesis",
+        "item": item,
+        "batch": item.batch,
+        "ended_at": batches.rejected_stage(item) if item.status == SynthesisItem.Status.REJECTED else item.stage,
+        "stages": _stage_sections(item),
+        "files": sorted((draft.get("files") or {}).items()),
+        "checker": sorted((draft.get("checker") or {}).items()),
+        "solution": sorted((draft.get("solution") or {}).items()),
+        "rubric": draft.get("rubric") or [],
+        "calls": calls,
+        "task_url": reverse("tasks:detail", args=[item.task.external_id]) if item.task_id else "",
+        "live": not item.is_finished and is_live(item.batch),
+    }
+    return render_page(request, "synthesis/item_detail.html", context, partial="live")
