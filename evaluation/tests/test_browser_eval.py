@@ -1,5 +1,5 @@
 """The evaluation pages in a real browser, with real work behind them: an admin starts an evaluation from its form and
-watches the run page follow it to its end without a reload, then reads the figures, the dashboard, the leaderboard
+watches the run page, the runs list and the dashboard follow it to its end without a reload, then reads the figures, the dashboard, the leaderboard
 and the comparison with a second run; a reviewer fixes a checker and regrades the task from the run page, which
 follows the regrade job until the task's new score shows.
 
@@ -38,7 +38,7 @@ pytestmark = [
     pytest.mark.usefixtures("taxonomy"),
 ]
 
-MODEL_DELAY = 1.0  # seconds each model answer takes: a rollout lasts a few seconds, the run a dozen or more
+MODEL_DELAY = 1.5  # seconds each model answer takes: a rollout lasts a few seconds, the run a dozen or more
 RUN_TIMEOUT = 180_000  # ms the pages may take to see a run (or a regrade) through: bounded waits, not timings
 
 
@@ -125,6 +125,18 @@ def test_an_admin_runs_an_evaluation_from_the_pages_and_a_reviewer_regrades_a_fi
     assert page.inner_text("#run-status") in ("Running", "Queued")
     assert page.locator("#partial-figures").count() == 1
     mark_document(page)
+    # The runs list and the dashboard's recent evaluations, opened while the run runs, follow it too.
+    listing = page.context.new_page()
+    listing.goto(live_server.url + reverse("evaluations:list"))
+    row = f"#runs tr[data-run='{run.pk}']"
+    assert listing.inner_text(f"{row} .badge") in ("Running", "Queued")
+    assert listing.locator(f"{row} [role=progressbar]").count() == 1
+    mark_document(listing)
+    dashboard = page.context.new_page()
+    dashboard.goto(live_server.url + reverse("dashboard"))
+    recent = f"#recent-runs tr[data-run='{run.pk}']"
+    assert dashboard.inner_text(f"{recent} .badge") in ("Running", "Queued")
+    mark_document(dashboard)
 
     # The page follows the run by itself: its progress moves while it runs, then its figures show.
     page.wait_for_function(
@@ -135,6 +147,15 @@ def test_an_admin_runs_an_evaluation_from_the_pages_and_a_reviewer_regrades_a_fi
     screenshot(page, "eval-run-running")
     page.wait_for_function("document.querySelector('#run-status').innerText === 'Complete'", timeout=RUN_TIMEOUT)
     assert_no_reload(page)
+    for other_page, selector in ((listing, row), (dashboard, recent)):
+        other_page.wait_for_function(f"document.querySelector(\"{selector} .badge\").innerText === 'Complete'",
+                                     timeout=RUN_TIMEOUT)  # fmt: skip
+        assert other_page.locator(f"{selector} [role=progressbar]").count() == 0
+        assert other_page.locator("[hx-trigger^=every]").count() == 0
+        assert_no_reload(other_page)
+    assert listing.inner_text(f"{row} td.overall .mean") == three((3 * RIGHT + WRONG) / 4)
+    listing.close()
+    dashboard.close()
     expected = (3 * RIGHT + WRONG) / 4
     assert page.inner_text("#overall-mean") == three(expected)
     assert page.locator("#partial-figures").count() == 0
