@@ -11,6 +11,7 @@ from review.api import register as register_review
 from review.quality_api import register as register_quality
 from synthesis.api import register as register_synthesis
 from tasks.api import register as register_tasks
+from training_jobs.api import register as register_training
 
 router = DefaultRouter()
 register_tasks(router)
@@ -20,6 +21,7 @@ register_evaluation(router)
 register_review(router)
 register_quality(router)
 register_synthesis(router)
+register_training(router)
 
 urlpatterns = [
     path("", include(router.urls)),

@@ -1,0 +1,1 @@
+"""Background entry points of training (registered with jobs.registry on start-up)."""
