@@ -9,6 +9,7 @@ bubblewrap sandbox); the others are rows written directly, to put a batch in a g
 
 import json
 import re
+import socket
 from decimal import Decimal
 
 import pytest
@@ -27,14 +28,19 @@ from .scripted import ScriptedPipeline
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def endpoints(scripted_upstream):
-    common = {"base_url": scripted_upstream.base_url, "model": "scripted-model", "timeout_seconds": 30,
+def make_endpoints(upstream) -> tuple[ModelEndpoint, ModelEndpoint]:
+    """The generator "gen" and the judge "judge", both the scripted model on loopback."""
+    common = {"base_url": upstream.base_url, "model": "scripted-model", "timeout_seconds": 30,
               "max_retries": 0, "price_input_per_mtok": 1, "price_output_per_mtok": 2}  # fmt: skip
     return (
         ModelEndpoint.objects.create(name="gen", roles=["generator"], **common),
         ModelEndpoint.objects.create(name="judge", roles=["judge"], **common),
     )
+
+
+@pytest.fixture
+def endpoints(scripted_upstream):
+    return make_endpoints(scripted_upstream)
 
 
 def make_batch(generator, judge, *, status=SynthesisBatch.Status.RUNNING, items=(), preview=False, seed=3):
@@ -53,6 +59,8 @@ def make_batch(generator, judge, *, status=SynthesisBatch.Status.RUNNING, items=
 
 
 PASS = {"verdict": "pass", "reason": ""}
+# A worker id on this host whose process does not exist: jobs.runner.worker_gone says it is gone.
+DEAD_WORKER = f"{socket.gethostname()}:4190001:1"
 
 
 def running_batch(endpoints):
@@ -197,10 +205,11 @@ def test_cancel_and_resume_call_the_services(admin_client, endpoints):
     response = admin_client.post(reverse("synthesis:cancel", args=[batch.pk]), follow=True)
     assert "has finished already" in response.content.decode()
     # The running item had a worker that is long gone: resuming reclaims it and queues the batch again.
-    SynthesisItem.objects.filter(batch=batch, status="running").update(worker="nowhere:1:1")
+    SynthesisItem.objects.filter(batch=batch, status="running").update(worker=DEAD_WORKER)
     response = admin_client.post(reverse("synthesis:resume", args=[batch.pk]), follow=True)
     batch.refresh_from_db()
     assert batch.status == SynthesisBatch.Status.QUEUED and "goes on" in response.content.decode()
+    assert not batch.items.filter(status="running").exists()
     assert JobRun.objects.filter(pk=batch.job_run_id, kind="synthesis.run_batch").exists()
 
 
