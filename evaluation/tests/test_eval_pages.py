@@ -210,7 +210,7 @@ def test_only_agent_endpoints_are_offered(world, admin_client):
 
 def test_the_run_page_shows_the_figures(world, viewer_client):
     page = text(viewer_client.get(url("detail", world["strong"].pk)))
-    assert '<p class="score" id="overall-mean">0.875</p>' in page
+    assert '<p class="score big-figure" id="overall-mean">0.875</p>' in page
     lo, hi = world["strong"].summary["overall"]["ci"]
     assert f'<td id="overall-ci">{lo:.3f} – {hi:.3f}</td>' in page
     repeat_std = world["strong"].summary["overall"]["std_across_repeats"]
@@ -366,7 +366,7 @@ def test_the_comparison_names_the_flipped_tasks_and_the_differences(world, viewe
     page = text(viewer_client.get(url("compare", a=strong.pk, b=weak.pk)))
     expected = runs.compare_runs(strong, weak)
     assert expected["flipped"] == {"a_only": ["eval-c"], "b_only": []}
-    assert f'<p class="score" id="mean-difference">{expected["mean_difference"]:.3f}</p>' in page
+    assert f'<p class="score big-figure" id="mean-difference">{expected["mean_difference"]:.3f}</p>' in page
     assert expected["mean_difference"] == pytest.approx((0 + 0 + 0.375 + 0.5) / 4)
     assert f'<td id="p-value">{expected["p_value"]:.4f}' in page
     assert '<td id="tasks-compared">4' in page
