@@ -3,7 +3,7 @@
 from jobs.registry import job
 from jobs.runner import worker_id
 
-from . import pipeline
+from . import pipeline, qa_jobs  # noqa: F401  (qa_jobs registers synthesis.assess_tasks; jobs are found as <app>.jobs)
 from .annotation import ANNOTATE_JOB, AnnotationResult, annotate_skills, annotator_endpoint
 from .batches import RUN_BATCH_JOB, RUN_ITEM_JOB, begin
 from .models import Skill, SynthesisBatch, SynthesisItem
