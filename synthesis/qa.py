@@ -25,8 +25,9 @@ import codecs
 import json
 from dataclasses import dataclass, field
 
+from llm import jsonout
 from llm.client import EndpointBusy, MissingApiKey, ModelCallError, complete_json
-from llm.models import ModelEndpoint
+from llm.models import ModelCall, ModelEndpoint
 
 from .models import QAStage, QualityAssessment
 from .qa_prompts import PROMPT_VERSIONS, SCHEMAS, SYSTEM
@@ -235,19 +236,54 @@ def _decide(stage: str, answer: dict, thresholds: dict, task: QATask) -> tuple[s
     raise ValueError(stage)
 
 
-def _judged(stage: str, task: QATask, judge: ModelEndpoint | None, thresholds: dict, subject: str) -> QAVerdict:
+def _answer_text(call: ModelCall) -> str:
+    response = call.response or {}
+    if call.api == ModelEndpoint.ApiStyle.RESPONSES:
+        return "".join(
+            part.get("text", "")
+            for out in response.get("output") or [] if out.get("type") == "message"
+            for part in out.get("content") or [] if part.get("type") == "output_text"
+        )  # fmt: skip
+    choices = response.get("choices") or []
+    return ((choices[0].get("message") or {}).get("content") or "") if choices else ""
+
+
+def _recorded(stage: str, judge: ModelEndpoint, messages: list[dict], subject: str):
+    """(answer, call) of an earlier valid answer to exactly this question for this subject, or None."""
+    calls = ModelCall.objects.filter(subject=subject, purpose=purpose(stage), endpoint_name=judge.name,
+                                     model=judge.model, response__isnull=False, error="").order_by("-pk")  # fmt: skip
+    key = json.dumps(messages, sort_keys=True)
+    for call in calls:
+        request = call.request or {}
+        if json.dumps(request.get("messages", request.get("input")), sort_keys=True) != key:
+            continue
+        try:
+            return jsonout.parse_answer(_answer_text(call), SCHEMAS[stage]), call
+        except jsonout.JsonAnswerError:
+            continue
+    return None
+
+
+def _judged(
+    stage: str, task: QATask, judge: ModelEndpoint | None, thresholds: dict, subject: str, reuse: bool
+) -> QAVerdict:
     version = PROMPT_VERSIONS[stage]
     if stage == QAStage.RUBRIC and not task.rubric:
         return QAVerdict(stage, PASS, "no rubric", {}, prompt_version=version)
     if judge is None:
         return QAVerdict(stage, ERROR, "no judge endpoint: name one (--judge) or add one with the role 'judge'",
                          prompt_version=version)  # fmt: skip
-    try:
-        answer, call = complete_json(judge, messages_for(stage, task), SCHEMAS[stage], purpose=purpose(stage),
-                                     subject=subject, repairs=1)  # fmt: skip
-    except (ModelCallError, MissingApiKey, EndpointBusy) as exc:  # InvalidJsonAnswer is a ModelCallError
-        call = getattr(exc, "call", None)
-        return QAVerdict(stage, ERROR, _cut(str(exc)), {}, call.pk if call else None, judge.name, version)
+    messages = messages_for(stage, task)
+    found = _recorded(stage, judge, messages, subject) if reuse and subject else None
+    if found is not None:
+        answer, call = found
+    else:
+        try:
+            answer, call = complete_json(judge, messages, SCHEMAS[stage], purpose=purpose(stage), subject=subject,
+                                         repairs=1)  # fmt: skip
+        except (ModelCallError, MissingApiKey, EndpointBusy) as exc:  # InvalidJsonAnswer is a ModelCallError
+            call = getattr(exc, "call", None)
+            return QAVerdict(stage, ERROR, _cut(str(exc)), {}, call.pk if call else None, judge.name, version)
     verdict, reason, details = _decide(stage, answer, thresholds, task)
     return QAVerdict(stage, verdict, reason, details, call.pk, judge.name, version)
 
@@ -260,10 +296,13 @@ def assess(
     thresholds: dict | None = None,
     pool=None,
     subject: str = "",
+    reuse_answers: bool = False,
 ) -> dict[str, QAVerdict]:
     """{stage: verdict} for each of `stages` (run in QAStage order). `pool`: the NoveltyIndex to compare with
-    (default: the catalog's). `thresholds` overrides DEFAULT_THRESHOLDS key by key. Raises ValueError for a
-    stage that does not exist; never for a model that fails (that stage's verdict is "error")."""
+    (default: the catalog's). `thresholds` overrides DEFAULT_THRESHOLDS key by key. `reuse_answers`: a valid
+    answer recorded before for `subject` to exactly the same question is used instead of asking again (a resumed
+    batch repeats no call it has the answer of). Raises ValueError for a stage that does not exist; never for a
+    model that fails (that stage's verdict is "error")."""
     unknown = [s for s in stages if s not in STAGES]
     if unknown:
         raise ValueError(f"unknown QA stage(s): {', '.join(unknown)} (stages: {', '.join(STAGES)})")
@@ -273,7 +312,7 @@ def assess(
         if stage == QAStage.NOVELTY:
             verdicts[stage] = _novelty(task, float(limits["novelty"]), pool)
         else:
-            verdicts[stage] = _judged(stage, task, judge, limits, subject)
+            verdicts[stage] = _judged(stage, task, judge, limits, subject, reuse_answers)
     return verdicts
 
 

@@ -189,6 +189,41 @@ def test_an_invalid_answer_is_repaired_once_then_an_error(judge, scripted_upstre
     assert verdict.verdict == "error" and "no valid JSON answer in 2 tries" in verdict.reason
 
 
+def test_reuse_answers_asks_no_question_answered_before_for_the_subject(judge, scripted_upstream):
+    answering(scripted_upstream, {"difficulty": {"level": 4, "reason": "Many steps."}})
+    first = assess(qa_task(), ["difficulty", "leak"], judge=judge, subject="synthesis-item:5", reuse_answers=True)
+    assert len(scripted_upstream.requests) == 2
+    # A resumed item: the same questions are answered from the recorded calls.
+    again = assess(qa_task(), ["difficulty", "leak"], judge=judge, subject="synthesis-item:5", reuse_answers=True)
+    assert len(scripted_upstream.requests) == 2
+    assert {s: (v.verdict, v.reason, v.model_call_id) for s, v in again.items()} == {
+        s: (v.verdict, v.reason, v.model_call_id) for s, v in first.items()
+    }
+    # Another question, another subject, or no reuse: asked.
+    assess(
+        qa_task(instruction="Another task."),
+        ["difficulty"],
+        judge=judge,
+        subject="synthesis-item:5",
+        reuse_answers=True,
+    )
+    assess(qa_task(), ["difficulty"], judge=judge, subject="synthesis-item:6", reuse_answers=True)
+    assess(qa_task(), ["difficulty"], judge=judge, subject="synthesis-item:5")
+    assert len(scripted_upstream.requests) == 5
+    # A failed call is not an answer to reuse.
+    answering(scripted_upstream, {"leak": Reply.error(500, "down")})
+    assert (
+        assess(qa_task(), ["leak"], judge=judge, subject="synthesis-item:7", reuse_answers=True)["leak"].verdict
+        == "error"
+    )
+    answering(scripted_upstream)
+    assert (
+        assess(qa_task(), ["leak"], judge=judge, subject="synthesis-item:7", reuse_answers=True)["leak"].verdict
+        == "pass"
+    )
+    assert len(scripted_upstream.requests) == 7
+
+
 def test_no_judge_is_an_error_verdict_and_an_unknown_stage_is_refused(db):
     verdict = assess(qa_task(), ["plausibility"], judge=None)["plausibility"]
     assert verdict.verdict == "error" and "no judge endpoint" in verdict.reason
