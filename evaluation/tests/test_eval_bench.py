@@ -38,7 +38,7 @@ def test_eval_bench_smoke():
     assert set(timed) == {"leaderboard", "run", "compare"}
     for page, figures in timed.items():
         assert figures["n"] == 4 and 0 < figures["p50_ms"] <= figures["p95_ms"] <= figures["max_ms"], (page, figures)
-        assert figures["queries"]["max"] >= 1
+        assert figures["queries"]["max"] >= 1 and 0 <= figures["cpu"]["p50_ms"] <= figures["cpu"]["p95_ms"]
     assert report["services"]["leaderboard"]["entries"] == 2  # the latest complete run of each of the two models
     assert [report[f"{page}_p95_ms"] for page in ("leaderboard", "run", "compare")] == [
         timed[page]["p95_ms"] for page in ("leaderboard", "run", "compare")
