@@ -1,1 +1,27 @@
 """Background entry points of training (registered with jobs.registry on start-up)."""
+
+from jobs.registry import job
+
+from .datasets import BUILD_JOB
+
+
+def _dataset_subject(params: dict) -> tuple[str, str]:
+    from django.urls import reverse
+
+    pk = params.get("dataset_id")
+    return f"dataset #{pk}", reverse("training:dataset", args=[pk]) if pk else ""
+
+
+@job(BUILD_JOB, queue="default", title="Build a training dataset", subject=_dataset_subject)
+def build_dataset(ctx, *, dataset_id: int) -> dict:
+    """Select, filter, split and hash the dataset's samples (training_jobs.datasets.fill_dataset). A second delivery
+    of a dataset built already returns its summary without building it again."""
+    from .datasets import fill_dataset, summary
+    from .models import TrainingDataset
+
+    dataset = TrainingDataset.objects.get(pk=dataset_id)
+    ctx.progress(0, 1, f"building {dataset}")
+    dataset = fill_dataset(dataset)
+    ctx.log(f"{dataset.trajectories_count} trajectories kept; left out: {dataset.excluded or 'none'}")
+    ctx.progress(1, 1, "ready")
+    return summary(dataset)

@@ -1,0 +1,72 @@
+"""The build form of the dataset pages (and the dashboard panel): what it validates and hands to
+training_jobs.datasets.start_build; no logic of its own."""
+
+from django import forms
+
+from evaluation.models import EvalRun, Trajectory
+
+from .datasets import DEFAULT_FILTERS
+
+CHOICES_SHOWN = 200  # the latest runs and groups offered; the API and the command take any
+
+
+def _groups() -> list[tuple[str, str]]:
+    groups = (Trajectory.objects.exclude(rollout__group="").order_by("-rollout__created_at")
+              .values_list("rollout__group", flat=True))  # fmt: skip
+    seen = []
+    for group in groups.iterator():
+        if group not in seen:
+            seen.append(group)
+            if len(seen) >= CHOICES_SHOWN:
+                break
+    return [(g, g) for g in seen]
+
+
+class BuildDatasetForm(forms.Form):
+    eval_runs = forms.ModelMultipleChoiceField(queryset=None, required=False, label="Evaluation runs")
+    groups = forms.MultipleChoiceField(choices=(), required=False, label="Rollout groups",
+                                       help_text="Rollouts started together (outside evaluation runs).")  # fmt: skip
+    min_reward = forms.FloatField(min_value=0, max_value=1, initial=DEFAULT_FILTERS["min_reward"],
+                                  label="Reward at least")  # fmt: skip
+    max_tokens = forms.IntegerField(required=False, min_value=1, label="Tokens at most",
+                                    help_text="Longer trajectories are left out. Blank: no limit.")  # fmt: skip
+    validation_share = forms.FloatField(min_value=0, max_value=0.5, initial=DEFAULT_FILTERS["validation_share"],
+                                        label="Validation share", help_text="Of the tasks (split by task).")  # fmt: skip
+    seed = forms.IntegerField(min_value=0, initial=DEFAULT_FILTERS["seed"], help_text="Seeds the split.")
+    name = forms.CharField(required=False, max_length=200)
+    allow_benchmark_tasks = forms.BooleanField(
+        required=False, label="Include benchmark tasks (override the contamination guard)",
+        help_text="Tasks pinned by a benchmark version are left out unless you say why here.",
+    )  # fmt: skip
+    override_reason = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
+                                      label="Why (written on the dataset)")  # fmt: skip
+
+    DASHBOARD_FIELDS = ("eval_runs", "groups", "min_reward", "max_tokens", "name")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["eval_runs"].queryset = EvalRun.objects.select_related("endpoint").order_by("-created_at")
+        self.fields["groups"].choices = _groups()
+
+    @property
+    def dashboard_fields(self):
+        return [self[name] for name in self.DASHBOARD_FIELDS]
+
+    def clean(self):
+        data = super().clean()
+        if not data.get("eval_runs") and not data.get("groups"):
+            raise forms.ValidationError("Choose at least one evaluation run or rollout group.")
+        if data.get("allow_benchmark_tasks") and not (data.get("override_reason") or "").strip():
+            self.add_error("override_reason", "Say why benchmark tasks are included: it is written on the dataset.")
+        return data
+
+    def build_settings(self) -> dict:
+        data = self.cleaned_data
+        return {
+            "selection": {"eval_runs": [run.pk for run in data["eval_runs"]], "groups": data["groups"]},
+            "filters": {"min_reward": data["min_reward"], "max_tokens": data["max_tokens"],
+                        "validation_share": data["validation_share"], "seed": data["seed"]},
+            "name": data["name"],
+            "allow_benchmark_tasks": data["allow_benchmark_tasks"],
+            "override_reason": data["override_reason"] if data["allow_benchmark_tasks"] else "",
+        }  # fmt: skip

@@ -1,0 +1,118 @@
+"""A dataset's statistics (stored on it at build time; the statistics page and the API show them).
+
+Per trajectory: turns (assistant messages), tokens (its length as a sample: datasets.sample_tokens), tool calls and
+tool types (distinct tools called), each with mean, median and a histogram; the reward distribution; counts per
+benchmark category and task source; the split; and the paper's averages beside ours.
+"""
+
+from collections import Counter, defaultdict
+from statistics import mean, median
+
+from evaluation.trajectories import HISTOGRAMS
+
+from .models import DatasetSample, TrainingDataset
+
+# ClawGym-Agents' SFT corpus, averages per trajectory (the paper's Table: 13 turns, 18.67K tokens, 15.82 tool calls,
+# 3.25 tool types).
+PAPER = {"turns": 13.0, "tokens": 18670.0, "tool_calls": 15.82, "tool_types": 3.25}
+METRICS = (("turns", "Turns"), ("tokens", "Tokens"), ("tool_calls", "Tool calls"), ("tool_types", "Tool types"))
+EDGES = {
+    "turns": HISTOGRAMS["turns"],
+    "tokens": HISTOGRAMS["total_tokens"],
+    "tool_calls": HISTOGRAMS["tool_calls"],
+    "tool_types": HISTOGRAMS["tool_types"],
+}
+REWARD_BUCKETS = 10  # [0, 0.1), …, [0.9, 1.0]
+
+
+def summary(values: list[float]) -> dict:
+    if not values:
+        return {"mean": None, "median": None, "min": None, "max": None}
+    return {"mean": mean(values), "median": median(values), "min": min(values), "max": max(values)}
+
+
+def histogram(values: list[int], edges, *, tokens: bool = False) -> list[dict]:
+    """Counts per bucket [low, high); the last bucket is open."""
+    buckets = []
+    for low, high in zip(edges, [*edges[1:], None]):
+        if tokens:
+            label = f"{low // 1000}k+" if high is None else f"<{high // 1000}k" if low == 0 else \
+                f"{low // 1000}k–{high // 1000}k"
+        else:
+            label = f"{low}+" if high is None else str(low) if high - low == 1 else f"{low}–{high - 1}"
+        count = sum(1 for v in values if v >= low and (high is None or v < high))
+        buckets.append({"label": label, "low": low, "high": high, "count": count})
+    return buckets
+
+
+def reward_histogram(rewards: list[float]) -> list[dict]:
+    buckets = []
+    for i in range(REWARD_BUCKETS):
+        low, high = i / REWARD_BUCKETS, (i + 1) / REWARD_BUCKETS
+        last = i == REWARD_BUCKETS - 1
+        count = sum(1 for r in rewards if low <= r < high or (last and r >= high))
+        buckets.append({"label": f"{low:.1f}–{high:.1f}", "low": low, "high": high, "count": count})
+    return buckets
+
+
+def _groups(rows: list[dict], key: str) -> list[dict]:
+    grouped = defaultdict(list)
+    for row in rows:
+        grouped[row[key]].append(row)
+    out = []
+    for name, members in grouped.items():
+        rewards = [m["reward"] for m in members if m["reward"] is not None]
+        out.append({
+            "name": name, "trajectories": len(members), "tasks": len({m["task"] for m in members}),
+            "mean_reward": mean(rewards) if rewards else None,
+            "mean_turns": mean(m["turns"] for m in members), "mean_tokens": mean(m["tokens"] for m in members),
+        })  # fmt: skip
+    return sorted(out, key=lambda g: (-g["trajectories"], g["name"]))
+
+
+def dataset_statistics(dataset: TrainingDataset, *, candidates: int | None = None) -> dict:
+    """The statistics of a dataset's samples (as stored in TrainingDataset.stats)."""
+    samples = (
+        DatasetSample.objects.filter(dataset=dataset)
+        .select_related("trajectory__rollout__revision__task__benchmark_category")
+        .only("split", "task_external_id", "reward", "tokens", "trajectory__stats",
+              "trajectory__rollout__revision__task__source",
+              "trajectory__rollout__revision__task__benchmark_category__name")
+        .order_by("position")
+    )  # fmt: skip
+    rows = []
+    for s in samples:
+        stats = s.trajectory.stats or {}
+        task = s.trajectory.rollout.revision.task
+        tool_types = stats.get("tool_types") or []
+        rows.append({
+            "task": s.task_external_id, "split": s.split, "reward": s.reward, "tokens": s.tokens,
+            "turns": int(stats.get("turns") or 0), "tool_calls": int(stats.get("tool_calls") or 0),
+            "tool_types": len(tool_types) if isinstance(tool_types, list) else int(tool_types or 0),
+            "tool_names": tool_types if isinstance(tool_types, list) else [],
+            "category": task.benchmark_category.name if task.benchmark_category_id else "(none)",
+            "source": task.source,
+        })  # fmt: skip
+    metrics = {}
+    for key, label in METRICS:
+        values = [r[key] for r in rows]
+        metrics[key] = {"label": label, **summary(values), "paper": PAPER[key],
+                        "histogram": histogram(values, EDGES[key], tokens=key == "tokens")}  # fmt: skip
+    rewards = [r["reward"] for r in rows if r["reward"] is not None]
+    splits = {}
+    for split in DatasetSample.Split.values:
+        members = [r for r in rows if r["split"] == split]
+        splits[split] = {"trajectories": len(members), "tasks": len({r["task"] for r in members})}
+    tools = Counter(name for r in rows for name in r["tool_names"])
+    return {
+        "candidates": candidates,
+        "trajectories": len(rows),
+        "tasks": len({r["task"] for r in rows}),
+        "metrics": metrics,
+        "reward": {**summary(rewards), "histogram": reward_histogram(rewards)},
+        "categories": _groups(rows, "category"),
+        "sources": _groups(rows, "source"),
+        "split": splits,
+        "tool_usage": [{"tool": t, "trajectories": n} for t, n in sorted(tools.items(), key=lambda i: (-i[1], i[0]))],
+        "paper": PAPER,
+    }

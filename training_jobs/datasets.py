@@ -1,0 +1,340 @@
+"""Building training datasets: a selection of trajectories, filtered, guarded against benchmark contamination,
+de-duplicated, split by task, frozen and content-hashed.
+
+    dataset = build_dataset(selection={"eval_runs": [3]}, filters={"min_reward": 0.5}, user=admin)
+
+A dataset is immutable: building always makes a new one (`create_dataset` writes its row, status building, and
+`fill_dataset` does the work; `start_build` hands that to the `training_jobs.build_dataset` job). Every candidate
+trajectory either becomes a sample or is counted under one reason, tried in this order:
+
+    benchmark_task               its task has a revision pinned by a benchmark version (unless an admin overrode it)
+    excluded_by_rules:<reason>   evaluation.trajectories left it out (auxiliary call, unsupported tools, …)
+    incomplete                   its rollout did not end cleanly and scored (status scored, exit completed), or the
+                                 conversation does not end with an assistant answer (complete_only)
+    no_reward                    no score to select on
+    below_min_reward             reward < min_reward
+    too_long                     more tokens than max_tokens
+    near_duplicate               the same task and the same final conversation as a sample already kept
+
+Samples are ordered by (task, content digest), so the order, the split and the dataset's sha256 depend on what the
+trajectories say, not on their ids: the same selection and filters over the same trajectories give the same hash.
+No torch, transformers or datasets here: the web process imports this module.
+"""
+
+import hashlib
+import json
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from accounts.roles import ADMIN, has_role
+from evaluation.harnesses import ExitReason
+from evaluation.models import Rollout, Trajectory
+from llm.models import ModelCall
+from review.models import PinnedRevision
+
+from .models import DatasetSample, TrainingDataset
+
+BUILD_JOB = "training_jobs.build_dataset"
+SELECTION_KEYS = ("eval_runs", "groups", "endpoints", "harnesses", "sources", "since", "until")
+DEFAULT_FILTERS = {
+    "min_reward": 0.5,  # the reference's threshold (0.4–0.9 swept; 0.5 best)
+    "max_tokens": None,
+    "complete_only": True,
+    "dedup": True,
+    "validation_share": 0.05,
+    "seed": 0,
+}
+REASONS = ("benchmark_task", "excluded_by_rules", "incomplete", "no_reward", "below_min_reward", "too_long",
+           "near_duplicate")  # fmt: skip
+
+
+class DatasetError(ValueError):
+    """A selection, filter or override that cannot be built; the message says what to change."""
+
+
+# --- what was asked ----------------------------------------------------------------------------------------------
+
+
+def normalize_selection(selection: dict) -> dict:
+    """The selection with only known keys, lists sorted and de-duplicated (so equal asks compare equal)."""
+    unknown = set(selection) - set(SELECTION_KEYS)
+    if unknown:
+        raise DatasetError(f"unknown selection key(s) {sorted(unknown)}; known: {', '.join(SELECTION_KEYS)}")
+    normal = {}
+    for key in SELECTION_KEYS[:5]:
+        values = selection.get(key) or []
+        if isinstance(values, (str, int)):
+            values = [values]
+        values = sorted({int(v) if key == "eval_runs" else str(v) for v in values}, key=str)
+        if values:
+            normal[key] = values
+    for key in ("since", "until"):
+        value = selection.get(key)
+        if value:
+            moment = value if isinstance(value, datetime) else parse_datetime(str(value))
+            if moment is None:
+                raise DatasetError(f"{key}: not a date and time: {value!r} (e.g. 2026-11-30T00:00:00Z)")
+            normal[key] = moment.isoformat()
+    if not any(k in normal for k in ("eval_runs", "groups", "endpoints", "harnesses", "sources")):
+        raise DatasetError("select at least one evaluation run, rollout group, endpoint, harness or task source")
+    return normal
+
+
+def normalize_filters(filters: dict | None) -> dict:
+    filters = dict(filters or {})
+    unknown = set(filters) - set(DEFAULT_FILTERS)
+    if unknown:
+        raise DatasetError(f"unknown filter(s) {sorted(unknown)}; known: {', '.join(DEFAULT_FILTERS)}")
+    normal = {**DEFAULT_FILTERS, **{k: v for k, v in filters.items() if v is not None or k == "max_tokens"}}
+    if normal["min_reward"] is not None:
+        normal["min_reward"] = float(normal["min_reward"])
+    if normal["max_tokens"] is not None:
+        normal["max_tokens"] = int(normal["max_tokens"])
+        if normal["max_tokens"] < 1:
+            raise DatasetError("max_tokens must be at least 1 (or left out for no limit)")
+    share = normal["validation_share"] = float(normal["validation_share"])
+    if not 0 <= share < 1:
+        raise DatasetError(f"validation_share must be in [0, 1), not {share}")
+    normal["seed"] = int(normal["seed"])
+    normal["complete_only"], normal["dedup"] = bool(normal["complete_only"]), bool(normal["dedup"])
+    return normal
+
+
+def selected_trajectories(selection: dict):
+    """The trajectories a (normalized) selection names: those of its runs and groups (either), narrowed by endpoint,
+    harness, task source and creation date."""
+    queryset = Trajectory.objects.all()
+    runs, groups = selection.get("eval_runs"), selection.get("groups")
+    if runs and groups:
+        queryset = queryset.filter(rollout__eval_run_id__in=runs) | queryset.filter(rollout__group__in=groups)
+    elif runs:
+        queryset = queryset.filter(rollout__eval_run_id__in=runs)
+    elif groups:
+        queryset = queryset.filter(rollout__group__in=groups)
+    if selection.get("endpoints"):
+        queryset = queryset.filter(rollout__endpoint__name__in=selection["endpoints"])
+    if selection.get("harnesses"):
+        queryset = queryset.filter(rollout__harness__in=selection["harnesses"])
+    if selection.get("sources"):
+        queryset = queryset.filter(rollout__revision__task__source__in=selection["sources"])
+    if selection.get("since"):
+        queryset = queryset.filter(rollout__created_at__gte=parse_datetime(selection["since"]))
+    if selection.get("until"):
+        queryset = queryset.filter(rollout__created_at__lt=parse_datetime(selection["until"]))
+    return queryset
+
+
+# --- one trajectory's figures ------------------------------------------------------------------------------------
+
+
+def content_digest(task: str, messages: list, tools: list) -> str:
+    """What a sample says (its task, conversation and tools), hashed: ids, rewards and dates left out."""
+    text = json.dumps({"task": task, "messages": messages, "tools": tools}, sort_keys=True, ensure_ascii=False,
+                      separators=(",", ":"), default=str)  # fmt: skip
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def messages_digest(messages: list) -> str:
+    text = json.dumps(messages, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def ends_with_answer(messages: list) -> bool:
+    """The conversation ends with the assistant's own answer (not a tool call awaiting its result)."""
+    if not messages or not isinstance(messages[-1], dict):
+        return False
+    last = messages[-1]
+    return last.get("role") == "assistant" and not last.get("tool_calls")
+
+
+def rollout_complete(rollout: Rollout) -> bool:
+    """The agent finished on its own and its workspace was scored."""
+    return rollout.status == Rollout.Status.SCORED and rollout.exit_reason in ("", ExitReason.COMPLETED)
+
+
+def sample_tokens(stats: dict, last_call_usage: tuple[int | None, int | None] | None) -> int:
+    """The trajectory's length as a training sample: its last model call's prompt + answer (the whole conversation
+    as the model saw it) when that call was recorded with its usage; else stats["tokens"], else stats["total_tokens"]
+    (which sums every call's prompt, so it over-counts: only trajectories without recorded calls fall back to it)."""
+    if last_call_usage and last_call_usage[0] is not None:
+        return int(last_call_usage[0]) + int(last_call_usage[1] or 0)
+    return int(stats.get("tokens") or stats.get("total_tokens") or 0)
+
+
+@dataclass
+class Candidate:
+    trajectory_id: int
+    task: str
+    task_id: int
+    reward: float | None
+    tokens: int
+    digest: str
+    final_digest: str
+    reason: str = ""
+
+
+def split_tasks(tasks: list[str], *, share: float, seed: int) -> set[str]:
+    """The tasks of the validation side: the first round(share·n) of the tasks ranked by sha256(seed:task) (at least
+    one when share > 0 and there are two tasks or more). Seeded, and a task keeps its side when others are added."""
+    if share <= 0 or len(tasks) < 2:
+        return set()
+    count = min(len(tasks) - 1, max(1, round(share * len(tasks))))
+    ranked = sorted(tasks, key=lambda t: hashlib.sha256(f"{seed}:{t}".encode()).hexdigest())
+    return set(ranked[:count])
+
+
+# --- building ----------------------------------------------------------------------------------------------------
+
+
+def check_override(user, allow_benchmark_tasks: bool, override_reason: str) -> None:
+    if not allow_benchmark_tasks:
+        return
+    if user is None or not has_role(user, ADMIN):
+        raise DatasetError("only an admin may include benchmark tasks (the contamination guard's override)")
+    if not (override_reason or "").strip():
+        raise DatasetError("including benchmark tasks needs a reason: it is written on the dataset")
+
+
+def create_dataset(*, selection: dict, filters: dict | None = None, name: str = "", user=None,
+                   allow_benchmark_tasks: bool = False, override_reason: str = "") -> TrainingDataset:
+    """The dataset's row, status building, with what was asked (validated): nothing is selected yet."""
+    selection = normalize_selection(selection)
+    filters = normalize_filters(filters)
+    check_override(user, allow_benchmark_tasks, override_reason)
+    user = user if user is not None and user.is_authenticated else None
+    return TrainingDataset.objects.create(
+        name=name.strip()[:200], selection=selection, filters=filters, allow_benchmark_tasks=allow_benchmark_tasks,
+        override_reason=override_reason.strip() if allow_benchmark_tasks else "",
+        override_by=user if allow_benchmark_tasks else None, created_by=user,
+    )  # fmt: skip
+
+
+def _candidates(dataset: TrainingDataset) -> list[Candidate]:
+    filters = dataset.filters
+    pinned_tasks = set(PinnedRevision.objects.values_list("revision__task_id", flat=True).distinct())
+    rows = (
+        selected_trajectories(dataset.selection)
+        .select_related("rollout__revision__task")
+        .only("id", "messages", "tools", "reward", "stats", "excluded", "exclusion_reason", "model_call_ids",
+              "rollout__status", "rollout__exit_reason", "rollout__revision__task__external_id",
+              "rollout__revision__task__id")
+        .order_by("pk")
+    )  # fmt: skip
+    rows = list(rows)
+    last_calls = [t.model_call_ids[-1] for t in rows if t.model_call_ids]
+    usage = {pk: (i, o) for pk, i, o in ModelCall.objects.filter(pk__in=last_calls)
+             .values_list("pk", "input_tokens", "output_tokens")}  # fmt: skip
+    candidates = []
+    for t in rows:
+        task = t.rollout.revision.task
+        last = usage.get(t.model_call_ids[-1]) if t.model_call_ids else None
+        c = Candidate(t.pk, task.external_id, task.pk, t.reward, sample_tokens(t.stats or {}, last),
+                      content_digest(task.external_id, t.messages, t.tools), messages_digest(t.messages))
+        if task.pk in pinned_tasks and not dataset.allow_benchmark_tasks:
+            c.reason = "benchmark_task"
+        elif t.excluded:
+            c.reason = f"excluded_by_rules:{t.exclusion_reason or 'unspecified'}"
+        elif filters["complete_only"] and not (rollout_complete(t.rollout) and ends_with_answer(t.messages)):
+            c.reason = "incomplete"
+        elif t.reward is None:
+            c.reason = "no_reward"
+        elif filters["min_reward"] is not None and t.reward < filters["min_reward"]:
+            c.reason = "below_min_reward"
+        elif filters["max_tokens"] is not None and c.tokens > filters["max_tokens"]:
+            c.reason = "too_long"
+        candidates.append(c)
+    # Near-duplicates: within a task, one sample per final conversation (the best rewarded, then the first).
+    kept = sorted((c for c in candidates if not c.reason),
+                  key=lambda c: (c.task, c.digest, -(c.reward or 0), c.trajectory_id))  # fmt: skip
+    seen = set()
+    for c in kept:
+        key = (c.task, c.final_digest)
+        if filters["dedup"] and key in seen:
+            c.reason = "near_duplicate"
+        seen.add(key)
+    return candidates
+
+
+def fill_dataset(dataset: TrainingDataset) -> TrainingDataset:
+    """Select, filter, split and hash the dataset's samples, and its statistics. A dataset that is ready already is
+    returned as it is (a job delivered twice builds once)."""
+    from .dataset_stats import dataset_statistics
+
+    dataset.refresh_from_db()
+    if dataset.status == TrainingDataset.Status.READY:
+        return dataset
+    try:
+        candidates = _candidates(dataset)
+        excluded = Counter(c.reason for c in candidates if c.reason)
+        kept = sorted((c for c in candidates if not c.reason), key=lambda c: (c.task, c.digest, c.trajectory_id))
+        filters = dataset.filters
+        validation = split_tasks(sorted({c.task for c in kept}), share=filters["validation_share"],
+                                 seed=filters["seed"])  # fmt: skip
+        digest = hashlib.sha256()
+        samples = []
+        for position, c in enumerate(kept):
+            split = DatasetSample.Split.VALIDATION if c.task in validation else DatasetSample.Split.TRAIN
+            digest.update(f"{c.digest} {split}\n".encode())
+            samples.append(DatasetSample(dataset=dataset, position=position, trajectory_id=c.trajectory_id,
+                                         split=split, task_external_id=c.task, reward=c.reward, tokens=c.tokens))
+        with transaction.atomic():
+            DatasetSample.objects.filter(dataset=dataset).delete()
+            DatasetSample.objects.bulk_create(samples, batch_size=1000)
+            dataset.sha256 = digest.hexdigest()
+            dataset.trajectories_count = len(samples)
+            dataset.excluded = dict(sorted(excluded.items(), key=lambda item: (-item[1], item[0])))
+            dataset.stats = dataset_statistics(dataset, candidates=len(candidates))
+            dataset.status = TrainingDataset.Status.READY
+            dataset.error = ""
+            dataset.built_at = timezone.now()
+            if not dataset.name:
+                dataset.name = f"dataset {dataset.built_at:%Y-%m-%d %H:%M} ({len(samples)} trajectories)"
+            dataset.save(update_fields=["sha256", "trajectories_count", "excluded", "stats", "status", "error",
+                                        "built_at", "name"])  # not job_run: start_build may be writing it
+    except Exception as exc:
+        TrainingDataset.objects.filter(pk=dataset.pk).update(status=TrainingDataset.Status.FAILED,
+                                                             error=f"{type(exc).__name__}: {exc}")  # fmt: skip
+        raise
+    return dataset
+
+
+def build_dataset(*, selection: dict, filters: dict | None = None, name: str = "", user=None,
+                  allow_benchmark_tasks: bool = False, override_reason: str = "") -> TrainingDataset:
+    """A new dataset built here and now (the command's way; pages and the API queue `start_build`)."""
+    dataset = create_dataset(selection=selection, filters=filters, name=name, user=user,
+                             allow_benchmark_tasks=allow_benchmark_tasks, override_reason=override_reason)  # fmt: skip
+    return fill_dataset(dataset)
+
+
+def start_build(*, selection: dict, filters: dict | None = None, name: str = "", user=None,
+                allow_benchmark_tasks: bool = False, override_reason: str = "") -> TrainingDataset:
+    """A new dataset, status building, its job queued (raises jobs.engine.JobEngineError when it cannot be)."""
+    import jobs
+    from jobs.engine import JobEngineError
+
+    dataset = create_dataset(selection=selection, filters=filters, name=name, user=user,
+                             allow_benchmark_tasks=allow_benchmark_tasks, override_reason=override_reason)
+    try:
+        run = jobs.enqueue(BUILD_JOB, created_by=user, dataset_id=dataset.pk)
+    except JobEngineError as exc:
+        TrainingDataset.objects.filter(pk=dataset.pk).update(status=TrainingDataset.Status.FAILED, error=str(exc))
+        raise
+    TrainingDataset.objects.filter(pk=dataset.pk).update(job_run=run)
+    dataset.job_run = run
+    return dataset
+
+
+def summary(dataset: TrainingDataset) -> dict:
+    """The `build_dataset --json` shape."""
+    return {"dataset": dataset.pk, "sha256": dataset.sha256, "trajectories": dataset.trajectories_count,
+            "excluded": dataset.excluded}  # fmt: skip
+
+
+def exclusion_kind(reason: str) -> str:
+    """The reason's family (excluded_by_rules:<why> → excluded_by_rules)."""
+    return reason.split(":", 1)[0]

@@ -1,0 +1,66 @@
+"""python manage.py build_dataset (--run EVAL_RUN … | --group ROLLOUT_GROUP …) [--min-reward 0.5] [--max-tokens N]
+    [--validation-share 0.05] [--seed 0] [--include-benchmark-tasks --reason TEXT --by ADMIN] [--name N] [--json]"""
+
+import json
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from ...datasets import DatasetError, build_dataset, summary
+
+
+class Command(BaseCommand):
+    help = (
+        "Build a training dataset, in this process, from the trajectories of evaluation runs and/or rollout groups: "
+        "reward >= --min-reward, complete interactions only, at most --max-tokens, near-duplicates removed, tasks "
+        "of any benchmark version left out (unless an admin overrides it with a reason), split by task. Prints what "
+        "was kept and why the rest was left out; with --json one JSON object on the last line: "
+        '{"dataset", "sha256", "trajectories", "excluded": {reason: n}}.'
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--run", action="extend", nargs="+", type=int, default=[], metavar="EVAL_RUN",
+                            help="evaluation run ids")  # fmt: skip
+        parser.add_argument("--group", action="extend", nargs="+", default=[], metavar="ROLLOUT_GROUP",
+                            help="rollout groups (rollouts started together)")  # fmt: skip
+        parser.add_argument("--min-reward", type=float, default=0.5, help="keep rewards at or above this (0.5)")
+        parser.add_argument("--max-tokens", type=int, help="leave out trajectories longer than this")
+        parser.add_argument("--validation-share", type=float, default=0.05, help="tasks on the validation side")
+        parser.add_argument("--seed", type=int, default=0, help="seeds the split (0)")
+        parser.add_argument("--include-benchmark-tasks", action="store_true",
+                            help="override the contamination guard (needs --reason and --by)")  # fmt: skip
+        parser.add_argument("--reason", default="", help="why benchmark tasks are included (written on the dataset)")
+        parser.add_argument("--by", default="", metavar="USERNAME", help="the admin who overrides the guard")
+        parser.add_argument("--name", default="", help="the dataset's name")
+        parser.add_argument("--json", dest="as_json", action="store_true", help="print the summary as JSON last")
+
+    def handle(self, *args, **flags):
+        if not flags["run"] and not flags["group"]:
+            raise CommandError("name at least one --run EVAL_RUN or --group ROLLOUT_GROUP")
+        user = None
+        if flags["include_benchmark_tasks"]:
+            if not flags["by"]:
+                raise CommandError("--include-benchmark-tasks needs --by ADMIN (who overrides the guard) and --reason")
+            user = get_user_model().objects.filter(username=flags["by"]).first()
+            if user is None:
+                raise CommandError(f"no user {flags['by']!r}")
+        selection = {"eval_runs": flags["run"], "groups": flags["group"]}
+        filters = {"min_reward": flags["min_reward"], "max_tokens": flags["max_tokens"],
+                   "validation_share": flags["validation_share"], "seed": flags["seed"]}  # fmt: skip
+        try:
+            dataset = build_dataset(selection=selection, filters=filters, name=flags["name"], user=user,
+                                    allow_benchmark_tasks=flags["include_benchmark_tasks"],
+                                    override_reason=flags["reason"])  # fmt: skip
+        except DatasetError as exc:
+            raise CommandError(str(exc)) from None
+        result = summary(dataset)
+        split = dataset.stats.get("split", {})
+        self.stderr.write(f"dataset #{dataset.pk} {dataset.name}: {dataset.trajectories_count} trajectories "
+                          f"({split.get('train', {}).get('trajectories', 0)} train, "
+                          f"{split.get('validation', {}).get('trajectories', 0)} validation), sha256 {dataset.sha256}")
+        for reason, count in dataset.excluded.items():
+            self.stderr.write(f"  left out {count}: {reason}")
+        if flags["as_json"]:
+            self.stdout.write(json.dumps(result))
+        else:
+            self.stdout.write(f"dataset {dataset.pk}: {dataset.trajectories_count} trajectories, sha256 {dataset.sha256}")

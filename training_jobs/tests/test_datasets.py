@@ -1,0 +1,244 @@
+"""Training datasets: selection, every exclusion reason, the contamination guard and its override, the split by
+task, the content hash, the statistics, the job, the command, the pages and the API. Rows are made directly
+(datakit), shaped as evaluation stores them."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.urls import reverse
+
+from jobs import runner
+from jobs.models import JobRun
+from training_jobs.datasets import BUILD_JOB, DatasetError, build_dataset, split_tasks, start_build
+from training_jobs.models import DatasetSample, TrainingDataset
+
+from .datakit import EXCLUDED, KEPT, conversation, make_corpus
+
+pytestmark = pytest.mark.django_db
+
+BASE_DIR = Path(__file__).resolve().parents[2]
+LIMIT = {"max_tokens": 65536}
+
+
+@pytest.fixture
+def corpus(db):
+    return make_corpus()
+
+
+def both(corpus) -> dict:
+    return {"eval_runs": [corpus.run.pk], "groups": [corpus.group]}
+
+
+def kept_labels(corpus, dataset) -> set:
+    ids = set(dataset.samples.values_list("trajectory_id", flat=True))
+    return {label for label, t in corpus.trajectories.items() if t.pk in ids}
+
+
+def test_every_reason_is_counted_and_the_rest_kept(corpus):
+    dataset = build_dataset(selection=both(corpus), filters={"max_tokens": 65536}, name="sales")
+    assert dataset.status == TrainingDataset.Status.READY
+    assert kept_labels(corpus, dataset) == KEPT
+    assert dataset.excluded == EXCLUDED
+    assert dataset.trajectories_count == len(KEPT)
+    assert dataset.filters["min_reward"] == 0.5  # the default threshold, written on the dataset
+    # One of the two identical conversations of sales-a is kept; either way the content is the same.
+    assert {s.task_external_id for s in dataset.samples.all()} == {"sales-a", "sales-b", "g-1", "g-2", "g-3", "g-4",
+                                                                    "g-5"}
+    # Without a token limit the long one stays; a lower threshold takes the 0.4 one (and still not the 0.0 one).
+    loose = build_dataset(selection=both(corpus), filters={"min_reward": 0.4})
+    assert kept_labels(corpus, loose) == KEPT | {"long", "low"}
+    assert loose.excluded["below_min_reward"] == 1
+    assert "too_long" not in loose.excluded
+
+
+def test_selection_by_run_or_group_or_source(corpus):
+    by_run = build_dataset(selection={"eval_runs": [corpus.run.pk]})
+    assert kept_labels(corpus, by_run) == {"good", "half", "long"}  # no token limit asked
+    by_group = build_dataset(selection={"groups": [corpus.group]})
+    assert kept_labels(corpus, by_group) == {"g-1", "g-2", "g-3", "g-4", "g-5"}
+    by_source = build_dataset(selection={"sources": ["persona"]}, filters={"max_tokens": 65536})
+    assert kept_labels(corpus, by_source) == {"good", "half"}
+    with pytest.raises(DatasetError, match="select at least one"):
+        build_dataset(selection={})
+    with pytest.raises(DatasetError, match="unknown filter"):
+        build_dataset(selection=both(corpus), filters={"min_rewrad": 0.5})
+
+
+def test_the_contamination_guard_and_its_admin_override(corpus, admin_user, reviewer):
+    guarded = build_dataset(selection=both(corpus))
+    assert guarded.excluded["benchmark_task"] == 1
+    assert "benchmark" not in kept_labels(corpus, guarded)
+    # Another revision of the pinned task is left out too: the guard is by task, not by revision.
+    with pytest.raises(DatasetError, match="only an admin"):
+        build_dataset(selection=both(corpus), allow_benchmark_tasks=True, override_reason="ablation", user=reviewer)
+    with pytest.raises(DatasetError, match="needs a reason"):
+        build_dataset(selection=both(corpus), allow_benchmark_tasks=True, override_reason="  ", user=admin_user)
+    assert TrainingDataset.objects.count() == 1  # refused overrides leave no dataset behind
+    overridden = build_dataset(selection=both(corpus), allow_benchmark_tasks=True, user=admin_user,
+                               override_reason="contamination ablation for the paper's table 5")  # fmt: skip
+    assert "benchmark" in kept_labels(corpus, overridden)
+    assert "benchmark_task" not in overridden.excluded
+    assert overridden.override_by == admin_user
+    assert overridden.override_reason == "contamination ablation for the paper's table 5"
+    assert overridden.sha256 != guarded.sha256
+
+
+def test_a_second_revision_of_a_pinned_task_is_guarded_too(corpus):
+    from tasks.models import TaskRevision
+
+    from .datakit import add
+
+    revision = TaskRevision.objects.create(task=corpus.revisions["bench-task"].task, number=2, instruction="v2",
+                                           content_hash="v2")  # fmt: skip
+    corpus.revisions["bench-v2"] = revision
+    add(corpus, "bench-v2", "bench-v2", reward=1.0, messages=conversation("bench-v2"))
+    dataset = build_dataset(selection=both(corpus))
+    assert dataset.excluded["benchmark_task"] == 2
+
+
+def test_the_split_keeps_each_task_on_one_side_and_is_seeded(corpus):
+    filters = {"validation_share": 0.3, "seed": 7}
+    dataset = build_dataset(selection=both(corpus), filters=filters)
+    sides = {}
+    for sample in dataset.samples.all():
+        sides.setdefault(sample.task_external_id, set()).add(sample.split)
+    assert all(len(s) == 1 for s in sides.values())
+    validation = {t for t, s in sides.items() if s == {"validation"}}
+    assert len(validation) == 2  # round(0.3 * 7)
+    assert dataset.stats["split"]["validation"]["tasks"] == 2
+    again = build_dataset(selection=both(corpus), filters=filters)
+    assert {s.task_external_id for s in again.samples.filter(split="validation")} == validation
+    # Another seed ranks the tasks otherwise (these two seeds pick different tasks for these names).
+    tasks = sorted(sides)
+    assert any(split_tasks(tasks, share=0.3, seed=seed) != validation for seed in range(1, 5))
+    # The default share (0.05) still puts one task of seven aside; one task alone stays in train.
+    assert len(split_tasks(tasks, share=0.05, seed=0)) == 1
+    assert split_tasks(["only"], share=0.5, seed=0) == set()
+
+
+def test_the_hash_is_stable_and_follows_the_content(corpus):
+    first = build_dataset(selection=both(corpus))
+    second = build_dataset(selection=both(corpus))
+    assert first.pk != second.pk  # building always makes a new dataset
+    assert first.sha256 == second.sha256 and len(first.sha256) == 64
+    assert list(first.samples.values_list("trajectory_id", "split")) == list(
+        second.samples.values_list("trajectory_id", "split"))
+    # The same content under other ids: a copy of the whole group, then the originals deleted... the group's
+    # trajectories rebuilt (new rows) give the same hash.
+    from evaluation.models import Trajectory
+
+    grouped = Trajectory.objects.filter(rollout__group=corpus.group).order_by("pk")
+    copies = [Trajectory(rollout=t.rollout, index=t.index + 1, messages=t.messages, tools=t.tools, reward=t.reward,
+                         stats=t.stats) for t in grouped]  # fmt: skip
+    by_group = build_dataset(selection={"groups": [corpus.group]}, filters={"dedup": True})
+    Trajectory.objects.bulk_create(copies)
+    with_copies = build_dataset(selection={"groups": [corpus.group]})
+    assert with_copies.excluded == {"near_duplicate": 5}
+    assert with_copies.sha256 == by_group.sha256
+    # Other content, another hash.
+    changed = corpus.trajectories["half"]
+    changed.messages = conversation("sales-b", "Done, totals.md has north 5 and south 2.", calls=3)
+    changed.save()
+    assert build_dataset(selection=both(corpus)).sha256 != first.sha256
+
+
+def test_the_statistics_are_stored_with_the_papers_figures(corpus):
+    dataset = build_dataset(selection=both(corpus), filters=LIMIT)
+    stats = dataset.stats
+    assert stats["trajectories"] == len(KEPT) and stats["candidates"] == 16
+    turns = stats["metrics"]["turns"]
+    # good: 2 tool rounds + answer = 3 turns; half: 4; g-i: i + 1.
+    expected = [3, 4, 2, 3, 4, 5, 6]
+    assert turns["mean"] == pytest.approx(sum(expected) / 7) and turns["median"] == 4
+    assert sum(b["count"] for b in turns["histogram"]) == 7
+    assert turns["paper"] == 13.0
+    assert stats["metrics"]["tokens"]["paper"] == 18670.0
+    assert stats["metrics"]["tool_calls"]["paper"] == 15.82 and stats["metrics"]["tool_types"]["paper"] == 3.25
+    assert stats["metrics"]["tokens"]["mean"] == 1500
+    rewards = {b["label"]: b["count"] for b in stats["reward"]["histogram"]}
+    assert rewards["0.9–1.0"] == 1 and rewards["0.5–0.6"] == 1 and rewards["0.7–0.8"] == 5
+    sources = {row["name"]: row["trajectories"] for row in stats["sources"]}
+    assert sources == {"skill": 5, "persona": 2}
+    assert sum(row["trajectories"] for row in stats["categories"]) == 7
+
+
+def test_the_last_calls_usage_measures_the_sample(corpus):
+    from llm.models import ModelCall
+
+    good = corpus.trajectories["good"]
+    call = ModelCall.objects.create(endpoint=corpus.endpoint, endpoint_name="agent-m", purpose="proxy", request={},
+                                    response={}, input_tokens=70_000, output_tokens=40)  # fmt: skip
+    good.model_call_ids = [call.pk]
+    good.save()
+    dataset = build_dataset(selection=both(corpus), filters={"max_tokens": 65536})
+    assert "good" not in kept_labels(corpus, dataset)
+    assert dataset.excluded["too_long"] == 2
+
+
+def test_the_job_builds_the_dataset_created_first_and_a_second_delivery_keeps_it(corpus, admin_user):
+    dataset = start_build(selection=both(corpus), filters=LIMIT, name="by job", user=admin_user)
+    assert dataset.status == TrainingDataset.Status.BUILDING and dataset.samples.count() == 0
+    run = JobRun.objects.get(pk=dataset.job_run_id)
+    assert run.kind == BUILD_JOB and run.params == {"dataset_id": dataset.pk}
+    assert runner.execute(run.pk) == JobRun.Status.SUCCEEDED
+    dataset.refresh_from_db()
+    assert dataset.status == TrainingDataset.Status.READY and dataset.trajectories_count == len(KEPT)
+    run.refresh_from_db()
+    assert run.result["sha256"] == dataset.sha256
+    positions = list(dataset.samples.values_list("pk", flat=True))
+    JobRun.objects.filter(pk=run.pk).update(status=JobRun.Status.QUEUED, finished_at=None)
+    runner.execute(run.pk)
+    assert list(dataset.samples.values_list("pk", flat=True)) == positions  # not built again
+
+
+def test_samples_protect_their_trajectories(corpus):
+    from django.db.models import ProtectedError
+
+    dataset = build_dataset(selection=both(corpus), filters=LIMIT)
+    sample = dataset.samples.first()
+    with pytest.raises(ProtectedError):
+        sample.trajectory.delete()
+    assert DatasetSample.objects.filter(dataset=dataset).count() == len(KEPT)
+
+
+def test_the_command_prints_the_summary_as_json_last(corpus, capsys):
+    call_command("build_dataset", "--run", str(corpus.run.pk), "--group", corpus.group, "--max-tokens", "65536",
+                 "--name", "cli", "--json")  # fmt: skip
+    out = capsys.readouterr().out.strip().splitlines()
+    result = json.loads(out[-1])
+    assert set(result) == {"dataset", "sha256", "trajectories", "excluded"}
+    dataset = TrainingDataset.objects.get(pk=result["dataset"])
+    assert dataset.name == "cli" and result["sha256"] == dataset.sha256
+    assert result["trajectories"] == len(KEPT) and result["excluded"] == EXCLUDED
+
+
+def test_the_command_refuses_an_override_without_an_admin_and_a_reason(corpus, admin_user):
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="--by ADMIN"):
+        call_command("build_dataset", "--run", str(corpus.run.pk), "--include-benchmark-tasks", "--reason", "x")
+    with pytest.raises(CommandError, match="needs a reason"):
+        call_command("build_dataset", "--run", str(corpus.run.pk), "--include-benchmark-tasks", "--by",
+                     admin_user.username)  # fmt: skip
+    with pytest.raises(CommandError, match="--run EVAL_RUN or --group"):
+        call_command("build_dataset")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_command_runs_in_its_own_process(tmp_path, settings):
+    """`manage.py build_dataset … --json` in a subprocess on the test database: its last line is the JSON object."""
+    from jobs.testing import database_url
+
+    corpus = make_corpus()
+    env = {**__import__("os").environ, "DATABASE_URL": database_url()}
+    done = subprocess.run(
+        [sys.executable, "manage.py", "build_dataset", "--group", corpus.group, "--min-reward", "0.8", "--json"],
+        cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["trajectories"] == 0 and result["excluded"] == {"below_min_reward": 5}
