@@ -196,6 +196,7 @@ SPECTACULAR_SETTINGS = {
         "SynthesisItemStatusEnum": "synthesis.models.SynthesisItem.Status",
         "SynthesisStageEnum": "synthesis.models.Stage",
         "QAStageEnum": "synthesis.models.QAStage",
+        "TrainingDatasetStatusEnum": "training_jobs.models.TrainingDataset.Status",
     },
 }
 

@@ -1,5 +1,8 @@
-"""Training over the API: datasets, runs, checkpoints and servers, on the site's one router."""
+"""Training over the API: datasets (training_jobs.api_datasets), runs, checkpoints and servers, on the site's one
+router."""
+
+from .api_datasets import TrainingDatasetViewSet
 
 
 def register(router) -> None:
-    pass
+    router.register("training/datasets", TrainingDatasetViewSet, basename="training-dataset")

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from django.core.management import call_command
-from django.urls import reverse
 
 from jobs import runner
 from jobs.models import JobRun
@@ -242,3 +241,90 @@ def test_the_command_runs_in_its_own_process(tmp_path, settings):
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["trajectories"] == 0 and result["excluded"] == {"below_min_reward": 5}
+
+
+# --- pages -------------------------------------------------------------------------------------------------------
+
+
+def test_an_admin_builds_from_the_form_and_lands_on_the_dataset_page(corpus, admin_client):
+    from django.urls import reverse
+
+    form = admin_client.get(reverse("training:dataset-build"))
+    assert form.status_code == 200 and corpus.group in form.content.decode()
+    refused = admin_client.post(reverse("training:dataset-build"), {"min_reward": 0.5, "validation_share": 0.05,
+                                                                     "seed": 0})  # fmt: skip
+    assert refused.status_code == 400 and "at least one evaluation run or rollout group" in refused.content.decode()
+    no_reason = admin_client.post(reverse("training:dataset-build"), {
+        "eval_runs": [corpus.run.pk], "min_reward": 0.5, "validation_share": 0.05, "seed": 0,
+        "allow_benchmark_tasks": "on"})  # fmt: skip
+    assert no_reason.status_code == 400 and "Say why benchmark tasks are included" in no_reason.content.decode()
+    response = admin_client.post(reverse("training:dataset-build"), {
+        "eval_runs": [corpus.run.pk], "groups": [corpus.group], "min_reward": 0.5, "max_tokens": 65536,
+        "validation_share": 0.05, "seed": 0, "name": "from the form"})  # fmt: skip
+    dataset = TrainingDataset.objects.get(name="from the form")
+    assert response.status_code == 302 and response.url == reverse("training:dataset", args=[dataset.pk])
+    building = admin_client.get(response.url)
+    body = building.content.decode()
+    assert 'id="dataset-status">Building' in body and 'hx-trigger="every 1s"' in body
+    runner.execute(dataset.job_run_id)
+    ready = admin_client.get(response.url, HTTP_HX_REQUEST="true")
+    body = ready.content.decode()
+    assert "<html" not in body and "hx-trigger" not in body  # the partial, and the polling stops
+    assert 'id="dataset-status">Ready' in body
+    assert f'id="count-trajectories">{len(KEPT)}<' in body
+    assert 'data-reason="near_duplicate"' in body and 'data-reason="benchmark_task"' in body
+    assert 'data-metric="turns"' in body and "13.00" in body and "18670.00" in body
+    assert 'data-chart="chart-tokens"' in body and 'id="chart-reward"' in body
+
+
+def test_the_pages_the_download_and_the_panel(corpus, admin_client, viewer_client, outsider_client):
+    from django.urls import reverse
+
+    dataset = build_dataset(selection=both(corpus), filters=LIMIT, name="shown")
+    listing = viewer_client.get(reverse("training:datasets"))
+    assert listing.status_code == 200 and f'data-dataset="{dataset.pk}"' in listing.content.decode()
+    assert "Build a dataset" not in listing.content.decode()  # viewers cannot build
+    assert viewer_client.get(reverse("training:dataset-build")).status_code == 403
+    assert outsider_client.get(reverse("training:dataset", args=[dataset.pk])).status_code == 403
+    download = viewer_client.get(reverse("training:dataset-messages", args=[dataset.pk]))
+    lines = [json.loads(line) for line in b"".join(download.streaming_content).decode().splitlines()]
+    assert len(lines) == len(KEPT) and set(lines[0]) == {"messages", "tools"}
+    assert lines[0]["messages"][-1]["role"] == "assistant" and lines[0]["tools"][0]["type"] == "function"
+    validation = viewer_client.get(reverse("training:dataset-messages", args=[dataset.pk]) + "?split=validation")
+    assert len(b"".join(validation.streaming_content).splitlines()) == dataset.stats["split"]["validation"][
+        "trajectories"]
+    dashboard = admin_client.get(reverse("dashboard")).content.decode()
+    assert 'id="training-data-panel"' in dashboard and 'id="dataset-build-form"' in dashboard
+    assert f'data-dataset="{dataset.pk}"' in dashboard
+    viewer_dashboard = viewer_client.get(reverse("dashboard")).content.decode()
+    assert 'id="training-data-panel"' in viewer_dashboard and 'id="dataset-build-form"' not in viewer_dashboard
+
+
+# --- API ---------------------------------------------------------------------------------------------------------
+
+
+def test_the_api_lists_builds_and_pages_samples(corpus, admin_user, viewer, api_as):
+    admin, reader = api_as(admin_user), api_as(viewer)
+    refused = reader.post("/api/training/datasets/", {"eval_runs": [corpus.run.pk]}, format="json")
+    assert refused.status_code == 403
+    bad = admin.post("/api/training/datasets/", {"eval_runs": [corpus.run.pk], "allow_benchmark_tasks": True},
+                     format="json")  # fmt: skip
+    assert bad.status_code == 400 and "needs a reason" in bad.json()["detail"]
+    started = admin.post("/api/training/datasets/", {"eval_runs": [corpus.run.pk], "groups": [corpus.group],
+                                                     "max_tokens": 65536, "name": "api"}, format="json")  # fmt: skip
+    assert started.status_code == 202, started.content
+    body = started.json()
+    assert body["job"]["kind"] == BUILD_JOB
+    assert TrainingDataset.objects.get(pk=body["dataset"]).status == TrainingDataset.Status.BUILDING
+    runner.execute(body["job"]["id"])
+    detail = reader.get(body["url"]).json()
+    assert detail["status"] == "ready" and detail["trajectories"] == len(KEPT) and detail["excluded"] == EXCLUDED
+    assert detail["stats"]["metrics"]["turns"]["paper"] == 13.0 and detail["filters"]["max_tokens"] == 65536
+    listing = reader.get("/api/training/datasets/?status=ready").json()
+    assert [row["id"] for row in listing["results"]] == [body["dataset"]]
+    assert reader.get("/api/training/datasets/?staus=ready").status_code == 400
+    samples = reader.get(detail["samples_url"]).json()
+    assert samples["count"] == len(KEPT) and samples["results"][0]["position"] == 0
+    assert samples["results"][0]["messages"][0]["role"] == "system"
+    train = reader.get(detail["samples_url"] + "?split=train").json()
+    assert train["count"] == detail["stats"]["split"]["train"]["trajectories"]
