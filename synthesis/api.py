@@ -19,7 +19,7 @@ overriding a skill's label, annotating and assessing the admin role. Serializers
     POST /api/synthesis/skills/annotate/        {skills?: [names], endpoint?}: 202 + the job run
     POST /api/synthesis/skills/import-bundled/  the `import_skills --bundled --json` shape
     GET  /api/quality-assessments/[{id}/]       ?task=&stage=&verdict=   newest first
-    POST /api/quality-assessments/assess/       {tasks: [ids] | all: true, stages?}: 202 + the job run
+    POST /api/quality-assessments/assess/       {tasks: [ids] | all: true, stages?, judge?}: 202 + the job run
 """
 
 from django.db.models import Prefetch
@@ -30,15 +30,15 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
 
-import jobs
 from accounts.roles import ADMIN
 from clawgym_site.api_filters import QueryFilterMixin
 from jobs.engine import JobEngineError
-from jobs.registry import UnknownJobKind
 from jobs.serializers import JobRunSerializer
 
 from . import annotation, batches, seeds, skills
-from .models import Persona, QAStage, QualityAssessment, Skill, SkillAnnotation, SynthesisBatch, SynthesisItem
+from .models import Persona, QualityAssessment, Skill, SkillAnnotation, SynthesisBatch, SynthesisItem
+from .qa import QAError
+from .qa_jobs import start_assessment
 from .serializers import (
     AnnotateSerializer,
     AssessSerializer,
@@ -62,10 +62,6 @@ from .serializers import (
     SynthesisItemDetailSerializer,
     SynthesisItemSerializer,
 )
-
-ASSESS_JOB = "synthesis.assess_tasks"
-# assess_tasks' default stages: every QA stage but the answer leak, which the pipeline checks on its own drafts.
-ASSESS_DEFAULT_STAGES = [QAStage.NOVELTY, QAStage.PLAUSIBILITY, QAStage.DIFFICULTY, QAStage.ALIGNMENT, QAStage.RUBRIC]
 
 
 def _valid(serializer_class, data, **kwargs):
@@ -132,9 +128,11 @@ class SynthesisBatchViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.Retr
 
     @extend_schema(
         request=ResumeBatchSerializer,
-        responses={200: SynthesisBatchDetailSerializer,
-                   409: _detail_error("SynthesisBatchNotResumed", "The batch cannot go on (the message says why)."),
-                   503: NOT_QUEUED},  # fmt: skip
+        responses={
+            200: SynthesisBatchDetailSerializer,
+            409: _detail_error("SynthesisBatchNotResumed", "The batch cannot go on (the message says why)."),
+            503: NOT_QUEUED,
+        },  # fmt: skip
         description="Go on with the items not finished, retryable failures and items a lost worker left running; "
         "finished items are kept. A budget given replaces the batch's (null: none). A complete batch with nothing "
         "to retry stays complete.",
@@ -156,8 +154,10 @@ class SynthesisBatchViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.Retr
 
     @extend_schema(
         request=None,
-        responses={200: SynthesisBatchDetailSerializer,
-                   409: _detail_error("SynthesisBatchFinished", "The batch has finished.")},  # fmt: skip
+        responses={
+            200: SynthesisBatchDetailSerializer,
+            409: _detail_error("SynthesisBatchFinished", "The batch has finished."),
+        },  # fmt: skip
         description="No item starts another stage (a stage running now finishes and is recorded); unfinished items "
         "stay pending, so the batch can be resumed.",
     )
@@ -255,12 +255,17 @@ class SkillViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModel
         skill = self.get_object()
         data = _valid(SkillOverrideSerializer, request.data).validated_data
         annotation.set_override(skill, data["synthesizable"], reason=data.get("reason", ""), user=request.user)
-        return Response(SkillSerializer(self.get_queryset().get(pk=skill.pk), context=self.get_serializer_context()).data)
+        return Response(
+            SkillSerializer(self.get_queryset().get(pk=skill.pk), context=self.get_serializer_context()).data
+        )
 
     @extend_schema(
         request=AnnotateSerializer,
-        responses={202: JobRunSerializer, 400: _detail_error("AnnotationNotStarted", "No endpoint can annotate."),
-                   503: NOT_QUEUED},  # fmt: skip
+        responses={
+            202: JobRunSerializer,
+            400: _detail_error("AnnotationNotStarted", "No endpoint can annotate."),
+            503: NOT_QUEUED,
+        },  # fmt: skip
         description="Annotate the skills named (or every skill), one model call each, as the synthesis."
         "annotate_skills job.",
     )
@@ -278,8 +283,10 @@ class SkillViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModel
 
     @extend_schema(
         request=None,
-        responses={200: ImportReportSerializer,
-                   400: _detail_error("SkillsNotImported", "The harness's skills are not installed.")},  # fmt: skip
+        responses={
+            200: ImportReportSerializer,
+            400: _detail_error("SkillsNotImported", "The harness's skills are not installed."),
+        },  # fmt: skip
         description="Import the skills bundled with the installed OpenClaw harness (`import_skills --bundled`).",
     )
     @action(detail=False, methods=["post"], url_path="import-bundled")
@@ -311,19 +318,23 @@ class QualityAssessmentViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.R
 
     @extend_schema(
         request=AssessSerializer,
-        responses={202: JobRunSerializer, 503: NOT_QUEUED},
+        responses={
+            202: JobRunSerializer,
+            400: _detail_error("AssessmentNotStarted", "No judge for the stages asked."),
+            503: NOT_QUEUED,
+        },  # fmt: skip
         description="Assess tasks (their current revisions) with the QA stages, as the synthesis.assess_tasks job "
         "(what `assess_tasks` runs): the verdicts are stored and listed here.",
     )
     @action(detail=False, methods=["post"])
     def assess(self, request):
         data = _valid(AssessSerializer, request.data).validated_data
-        stages = [str(s) for s in data.get("stages") or ASSESS_DEFAULT_STAGES]
-        task_ids = None if data["all"] else data["tasks"]
         try:
-            run = jobs.enqueue(ASSESS_JOB, created_by=request.user, total=len(task_ids or []), task_ids=task_ids,
-                               stages=stages)  # fmt: skip
-        except (UnknownJobKind, JobEngineError) as exc:
+            run = start_assessment(user=request.user, task_ids=None if data["all"] else data["tasks"],
+                                   stages=data.get("stages"), judge=data.get("judge"))  # fmt: skip
+        except QAError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        except JobEngineError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
         return _job_response(self, run)
 

@@ -9,13 +9,13 @@ from .batches import MAX_COUNT, MAX_SUPPORTING, OPERATIONS_PER_TASK
 from .models import QAStage, Route
 
 
-def _endpoints(role: str):
-    """Enabled endpoints serving `role` first choice; any enabled endpoint may be picked (a role is advice)."""
+def _enabled_endpoints():
+    """Any enabled endpoint may be picked for either role (a role is advice); the default serves it."""
     return ModelEndpoint.objects.filter(enabled=True).order_by("name")
 
 
 def _default(role: str) -> str:
-    for endpoint in _endpoints(role):
+    for endpoint in _enabled_endpoints():
         if endpoint.serves(role):
             return endpoint.name
     return ""
@@ -57,8 +57,8 @@ class StartBatchForm(forms.Form):
                              "judge": _default(ModelEndpoint.Role.JUDGE), "qa_stages": QAStage.values,
                              **kwargs["initial"]}  # fmt: skip
         super().__init__(*args, **kwargs)
-        self.fields["generator"].queryset = _endpoints(ModelEndpoint.Role.GENERATOR)
-        self.fields["judge"].queryset = _endpoints(ModelEndpoint.Role.JUDGE)
+        self.fields["generator"].queryset = _enabled_endpoints()
+        self.fields["judge"].queryset = _enabled_endpoints()
 
     def dashboard_fields(self):
         return [self[name] for name in self.DASHBOARD_FIELDS]

@@ -49,7 +49,9 @@ class BatchOptionsSerializer(serializers.Serializer):
     def to_internal_value(self, data):
         unknown = sorted(set(data) - set(self.fields)) if isinstance(data, dict) else []
         if unknown:
-            raise serializers.ValidationError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(self.fields)}")
+            raise serializers.ValidationError(
+                f"unknown option(s) {', '.join(unknown)}; known: {', '.join(self.fields)}"
+            )
         return super().to_internal_value(data)
 
 
@@ -431,8 +433,9 @@ class AssessSerializer(serializers.Serializer):
                                   help_text="Task external ids (their current revisions).")  # fmt: skip
     all = serializers.BooleanField(default=False, help_text="Every task with a revision.")
     stages = serializers.ListField(child=serializers.ChoiceField(choices=QAStage.choices), required=False,
-                                   allow_empty=False, help_text="Default: novelty, plausibility, difficulty, "
-                                   "alignment, rubric.")  # fmt: skip
+                                   allow_empty=False, help_text="Default: every stage.")  # fmt: skip
+    judge = serializers.CharField(required=False, help_text="The judge endpoint's name (default: the first enabled "
+                                  "judge).")  # fmt: skip
 
     def validate(self, attrs):
         if attrs["all"] == ("tasks" in attrs):
@@ -443,7 +446,8 @@ class AssessSerializer(serializers.Serializer):
                         .values_list("external_id", flat=True))  # fmt: skip
             unknown = [name for name in names if name not in found]
             if unknown:
-                raise serializers.ValidationError({"tasks": [f"no task (or no revision) named {', '.join(unknown[:20])}"]})
+                raise serializers.ValidationError(
+                    {"tasks": [f"no task (or no revision) named {', '.join(unknown[:20])}"]}
+                )
             attrs["tasks"] = names
         return attrs
-

@@ -198,6 +198,20 @@ def _stage_rows(costs: dict) -> list[dict]:
     return sorted(rows, key=lambda r: (order.get(r["purpose"], len(order)), r["purpose"]))
 
 
+def option_rows(options: dict) -> list[tuple[str, str]]:
+    """A batch's options as (name, text) for people: lists joined, an empty one "none"."""
+    rows = []
+    for key, value in sorted(options.items()):
+        if isinstance(value, list):
+            text = ", ".join(map(str, value))
+        elif isinstance(value, bool):
+            text = "yes" if value else "no"
+        else:
+            text = str(value)
+        rows.append((key, text or "none"))
+    return rows
+
+
 def _batch_context(request, batch: SynthesisBatch) -> dict:
     items = batch.items.select_related("task").only(
         "batch", "index", "status", "stage", "reason", "input_tokens", "output_tokens", "cost", "task__external_id",
@@ -223,6 +237,7 @@ def _batch_context(request, batch: SynthesisBatch) -> dict:
         "item_page": item_page,
         "item_status": status,
         "item_statuses": SynthesisItem.Status.choices,
+        "option_rows": option_rows(batch.options or {}),
         "live": is_live(batch),
         "full_batch_query": full_batch_query(batch) if batch.preview else "",
     }  # fmt: skip

@@ -13,9 +13,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from jobs.models import JobRun
 from synthesis.annotation import ANNOTATE_JOB
-from synthesis.api import ASSESS_JOB
 from synthesis.batches import batch_json, funnel, report, run_here, start_batch
 from synthesis.models import Persona, QualityAssessment, Skill, SkillAnnotation, SynthesisBatch, SynthesisItem
+from synthesis.qa_jobs import ASSESS_JOB
 from tasks.package import TaskPackage
 from tasks.services import save_package
 
@@ -241,11 +241,13 @@ def test_quality_assessments_filters_and_assess(viewer_api, admin_api):
     assert [r["task"] for r in viewer_api.get(QA + "?stage=novelty&verdict=pass").json()["results"]] == ["qa-b"]
 
     response = admin_api.post(f"{QA}assess/", {"tasks": ["qa-a", "qa-b"], "stages": ["novelty"]}, format="json")
-    assert response.status_code in (202, 503), response.json()
-    if response.status_code == 202:  # the job is registered (synthesis.qa_jobs)
-        run = JobRun.objects.get(kind=ASSESS_JOB)
-        assert run.params["task_ids"] == ["qa-a", "qa-b"] and run.params["stages"] == ["novelty"]
-    else:
-        assert ASSESS_JOB in response.json()["detail"]
+    assert response.status_code == 202, response.json()
+    run = JobRun.objects.get(kind=ASSESS_JOB)
+    assert response.json()["id"] == run.pk
+    assert (run.params["task_ids"], run.params["stages"], run.progress_total) == (["qa-a", "qa-b"], ["novelty"], 2)
+    # A judged stage with no judge endpoint: refused before anything is queued.
+    response = admin_api.post(f"{QA}assess/", {"all": True, "stages": ["plausibility"]}, format="json")
+    assert response.status_code == 400 and "judge" in response.json()["detail"]
+    assert JobRun.objects.filter(kind=ASSESS_JOB).count() == 1
     for body in ({"tasks": ["nope"]}, {}, {"all": True, "tasks": ["qa-a"]}, {"all": True, "stages": ["taste"]}):
         assert admin_api.post(f"{QA}assess/", body, format="json").status_code == 400, body

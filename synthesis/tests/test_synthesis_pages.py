@@ -81,7 +81,9 @@ def live_attributes(html: str, element_id: str) -> bool:
 # --- permissions ---------------------------------------------------------------------------------------------------
 
 
-def test_reading_needs_a_role_and_acting_needs_admin(client, outsider_client, viewer_client, reviewer_client, endpoints):
+def test_reading_needs_a_role_and_acting_needs_admin(
+    client, outsider_client, viewer_client, reviewer_client, endpoints
+):
     batch = running_batch(endpoints)
     item = batch.items.first()
     skill = Skill.objects.create(name="notes", content_hash="x")
