@@ -26,13 +26,13 @@ class BuildDatasetForm(forms.Form):
     eval_runs = forms.ModelMultipleChoiceField(queryset=None, required=False, label="Evaluation runs")
     groups = forms.MultipleChoiceField(choices=(), required=False, label="Rollout groups",
                                        help_text="Rollouts started together (outside evaluation runs).")  # fmt: skip
-    min_reward = forms.FloatField(min_value=0, max_value=1, initial=DEFAULT_FILTERS["min_reward"],
-                                  label="Reward at least")  # fmt: skip
+    min_reward = forms.FloatField(required=False, min_value=0, max_value=1, initial=DEFAULT_FILTERS["min_reward"],
+                                  label="Reward at least", help_text="Blank: 0.5.")  # fmt: skip
     max_tokens = forms.IntegerField(required=False, min_value=1, label="Tokens at most",
                                     help_text="Longer trajectories are left out. Blank: no limit.")  # fmt: skip
-    validation_share = forms.FloatField(min_value=0, max_value=0.5, initial=DEFAULT_FILTERS["validation_share"],
+    validation_share = forms.FloatField(required=False, min_value=0, max_value=0.5, initial=DEFAULT_FILTERS["validation_share"],
                                         label="Validation share", help_text="Of the tasks (split by task).")  # fmt: skip
-    seed = forms.IntegerField(min_value=0, initial=DEFAULT_FILTERS["seed"], help_text="Seeds the split.")
+    seed = forms.IntegerField(required=False, min_value=0, initial=DEFAULT_FILTERS["seed"], help_text="Seeds the split.")
     name = forms.CharField(required=False, max_length=200)
     allow_benchmark_tasks = forms.BooleanField(
         required=False, label="Include benchmark tasks (override the contamination guard)",
@@ -64,6 +64,7 @@ class BuildDatasetForm(forms.Form):
         data = self.cleaned_data
         return {
             "selection": {"eval_runs": [run.pk for run in data["eval_runs"]], "groups": data["groups"]},
+            # Fields left blank (or not on the dashboard's short form) keep the defaults.
             "filters": {"min_reward": data["min_reward"], "max_tokens": data["max_tokens"],
                         "validation_share": data["validation_share"], "seed": data["seed"]},
             "name": data["name"],
