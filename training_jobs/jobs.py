@@ -25,3 +25,5 @@ def build_dataset(ctx, *, dataset_id: int) -> dict:
     ctx.log(f"{dataset.trajectories_count} trajectories kept; left out: {dataset.excluded or 'none'}")
     ctx.progress(1, 1, "ready")
     return summary(dataset)
+
+from . import run_jobs  # noqa: E402,F401  (the SFT run job: training.sft_run, on the gpu queue)

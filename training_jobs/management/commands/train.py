@@ -1,0 +1,122 @@
+"""python manage.py train --kind sft --dataset ID --base-model PATH [--preset paper] [--set key=value …] [--cpu]
+[--here] [--json]
+python manage.py train --resume RUN [--set key=value …] [--here] [--json]"""
+
+import json
+import time
+
+from django.core.management.base import BaseCommand, CommandError
+
+from jobs.engine import JobEngineError
+from jobs.models import JobRun
+
+from ...models import BaseModel, TrainingDataset, TrainingRun
+from ...runs import (
+    PRESETS,
+    TrainingRunError,
+    cancel_training_run,
+    parse_overrides,
+    resume_training_run,
+    run_json,
+    start_training_run,
+)
+
+POLL_SECONDS = 0.5
+
+
+class Command(BaseCommand):
+    help = (
+        "Fine-tune a base model on a dataset (SFT with TRL, loss on the model's own tokens). The run is a job on the "
+        "`gpu` queue and this command waits for it; --here runs the job body in this process. --resume RUN goes on "
+        "from the run's last checkpoint (a worker killed mid-run leaves it resumable). With --json the last line is "
+        '{"run", "status", "steps", "checkpoints": [{"id", "step", "path"}], "metrics": {"loss": [...]}}.'
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--kind", default="sft", choices=["sft"])
+        parser.add_argument("--dataset", type=int, help="the training dataset's id")
+        parser.add_argument("--base-model", help="a local folder, or the name of a registered base model")
+        parser.add_argument("--preset", default="paper", choices=sorted(PRESETS))
+        parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                            help="a config edit, dotted keys (lora.enabled=true, learning_rate=2e-5); repeatable")
+        parser.add_argument("--cpu", action="store_true", help="train on CPU (tiny models)")
+        parser.add_argument("--here", action="store_true", help="run in this process instead of on a gpu worker")
+        parser.add_argument("--resume", type=int, metavar="RUN", help="resume a run from its last checkpoint")
+        parser.add_argument("--name", default="")
+        parser.add_argument("--json", dest="as_json", action="store_true")
+        parser.add_argument("--timeout", type=float, default=7 * 24 * 3600.0, help="seconds to wait for the run")
+        parser.add_argument("--start-timeout", type=float, default=60.0,
+                            help="seconds to wait for a gpu worker to take the run before giving up (60)")
+
+    def handle(self, *args, kind, dataset, base_model, preset, overrides, cpu, here, resume, name, as_json, timeout,
+               start_timeout, **_options):  # fmt: skip
+        try:
+            edits = parse_overrides(overrides)
+            if resume:
+                run = TrainingRun.objects.filter(pk=resume).first()
+                if run is None:
+                    raise CommandError(f"no training run #{resume}")
+                run = resume_training_run(run, overrides=edits or None, enqueue=not here)
+                self.stderr.write(f"run #{run.pk}: attempt {run.attempt + 1}, from "
+                                  f"{run.resumed_from.path if run.resumed_from else 'the start'}")  # fmt: skip
+            else:
+                run = self._start(kind, dataset, base_model, preset, edits, cpu, here, name)
+        except TrainingRunError as exc:
+            raise CommandError(str(exc)) from None
+        except JobEngineError as exc:
+            raise CommandError(f"the job engine did not take the run: {exc}") from None
+        if here:
+            from ...run_jobs import execute_training
+
+            self.stderr.write(f"run #{run.pk}: training here")
+            execute_training(run.pk)
+        else:
+            self._wait(run, timeout=timeout, start_timeout=start_timeout)
+        report = run_json(run)
+        if as_json:
+            self.stdout.write(json.dumps(report))
+        else:
+            self.stdout.write(f"run #{run.pk} {report['status']}: {report['steps']} steps, "
+                              f"{len(report['checkpoints'])} checkpoints, loss {report['metrics']['loss'][-1:]}")
+        if report["status"] != TrainingRun.Status.SUCCEEDED:
+            raise CommandError(f"run #{run.pk} {report['status']}: {run.error.splitlines()[0] if run.error else ''}")
+
+    def _start(self, kind, dataset_id, base_model, preset, edits, cpu, here, name) -> TrainingRun:
+        if not dataset_id or not base_model:
+            raise CommandError("--dataset ID and --base-model PATH are required (or --resume RUN)")
+        dataset = TrainingDataset.objects.filter(pk=dataset_id).first()
+        if dataset is None:
+            raise CommandError(f"no training dataset #{dataset_id}")
+        registered = BaseModel.objects.filter(name=base_model).first()
+        run = start_training_run(
+            kind=kind, dataset=dataset, base_model=registered, base_model_path="" if registered else base_model,
+            preset=preset, overrides=edits, cpu=cpu, name=name, enqueue=not here,
+        )  # fmt: skip
+        self.stderr.write(f"run #{run.pk} ({run.name}): {run.config['gradient_accumulation_steps']} accumulation "
+                          f"steps, {'CPU' if run.cpu else str(run.config['distributed']['gpus']) + ' GPU(s)'}")
+        return run
+
+    def _wait(self, run: TrainingRun, *, timeout: float, start_timeout: float) -> None:
+        started = time.monotonic()
+        seen = None
+        while True:
+            run.refresh_from_db()
+            if (run.status, run.steps) != seen:
+                seen = (run.status, run.steps)
+                self.stderr.write(f"run #{run.pk}: {run.status}, step {run.steps}"
+                                  + (f" of {run.total_steps}" if run.total_steps else ""))  # fmt: skip
+            if run.is_finished:
+                return
+            now = time.monotonic()
+            job = JobRun.objects.filter(pk=run.job_run_id).first()
+            if job is not None and job.status == JobRun.Status.QUEUED and now - started > start_timeout:
+                cancel_training_run(run)  # a worker starting later must not train what nobody waits for
+                raise CommandError(
+                    f"no job worker took training run #{run.pk} within {start_timeout:g} s: is a worker running on "
+                    "the gpu queue? (`manage.py check_workers` tells; a Celery worker with -Q gpu, or "
+                    "`manage.py qcluster`, starts one). Or pass --here to train in this process. The run was "
+                    f"cancelled; `manage.py train --resume {run.pk}` starts it again."
+                )
+            if now - started > timeout:
+                raise CommandError(f"run #{run.pk} did not finish within {timeout:g} s; it goes on training")
+            time.sleep(POLL_SECONDS)

@@ -1,0 +1,363 @@
+"""The `gpu` job of an SFT run: export its dataset, write the trainer's config and the accelerate config, launch
+`accelerate launch -m training_jobs.trainer.sft CONFIG.json` in a process group of its own, and stream the JSON
+events it prints into TrainingMetric and Checkpoint rows.
+
+The trainer prints one JSON line per event ({"event": "start" | "metric" | "checkpoint", …}); every other line is
+its log. The job watches for a cancel (the run's status, or its JobRun's cancel request) and kills the group. If
+the worker itself is killed, the trainer notices its watched parent is gone and exits (CLAWGYM_WATCH_PID): the run
+keeps its checkpoints and `train --resume RUN` goes on from the last one.
+"""
+
+import hashlib
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.db.models import F
+from django.utils import timezone
+
+from jobs.registry import job
+
+from .models import Checkpoint, TrainingMetric, TrainingRun
+
+LOG_TAIL_CHARS = 20_000
+KILL_GRACE_SECONDS = 10
+
+
+class TrainingCancelled(Exception):
+    pass
+
+
+def training_root() -> Path:
+    return Path(getattr(settings, "CLAWGYM_TRAINING_DIR", settings.VAR_DIR / "training"))
+
+
+def run_dir(run: TrainingRun) -> Path:
+    return training_root() / f"run-{run.pk}"
+
+
+def _subject(params: dict) -> tuple[str, str]:
+    return f"training run #{params.get('run_id')}", f"/training/runs/{params.get('run_id')}/"
+
+
+@job("training.sft_run", queue="gpu", title="SFT run", subject=_subject)
+def sft_run(ctx, *, run_id: int):
+    return execute_training(run_id, ctx=ctx)
+
+
+def execute_training(run_id: int, ctx=None) -> dict:
+    """Run one attempt of the run to its end (the job body; `train --here` calls it without a job context)."""
+    claimed = TrainingRun.objects.filter(pk=run_id, status=TrainingRun.Status.QUEUED).update(
+        status=TrainingRun.Status.RUNNING, attempt=F("attempt") + 1, started_at=timezone.now(), finished_at=None,
+        error="",
+    )  # fmt: skip
+    run = TrainingRun.objects.select_related("dataset", "resumed_from").get(pk=run_id)
+    if not claimed:
+        return {"run": run.pk, "status": run.status, "note": "not queued: nothing to do"}
+    folder = run_dir(run)
+    folder.mkdir(parents=True, exist_ok=True)
+    output_dir = folder / "output"
+    TrainingRun.objects.filter(pk=run.pk).update(output_dir=str(output_dir))
+    trainer_config = _trainer_config(run, folder, output_dir)
+    config_path = folder / f"trainer-{run.attempt}.json"
+    config_path.write_text(json.dumps(trainer_config, indent=2))
+    accelerate_path = write_accelerate_config(run.config, folder, cpu=run.cpu)
+    command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(accelerate_path),
+               "-m", "training_jobs.trainer.sft", str(config_path)]  # fmt: skip
+    stream = _Stream(run)
+    stream.log(f"attempt {run.attempt}: {' '.join(command)}")
+    status, error = _launch(run, command, folder, stream, ctx)
+    stream.flush(force=True)
+    updates = {"finished_at": timezone.now(), "error": error[-5000:]}
+    if status != TrainingRun.Status.CANCELLED:
+        updates["status"] = status
+    TrainingRun.objects.filter(pk=run.pk, status=TrainingRun.Status.RUNNING).update(**updates)
+    run.refresh_from_db()
+    if run.status == TrainingRun.Status.CANCELLED and ctx is not None:
+        from jobs.runner import JobCancelled
+
+        raise JobCancelled()
+    if run.status == TrainingRun.Status.FAILED and ctx is not None:
+        raise RuntimeError(f"training run #{run.pk} failed: {error[-500:]}")
+    return {"run": run.pk, "status": run.status, "steps": run.steps}
+
+
+def _trainer_config(run: TrainingRun, folder: Path, output_dir: Path) -> dict:
+    dataset_path = folder / "train.jsonl"
+    if not dataset_path.exists():
+        export_train_messages(run.dataset, dataset_path)
+    resume = run.resumed_from.path if run.resumed_from else None
+    return {
+        **run.config,
+        "run_id": run.pk,
+        "attempt": run.attempt,
+        "base_model_path": run.base_model_path,
+        "dataset_path": str(dataset_path),
+        "output_dir": str(output_dir),
+        "resume_from_checkpoint": resume,
+        "cpu": run.cpu,
+    }
+
+
+def export_train_messages(dataset, path: Path) -> int:
+    """The dataset's train split as {"messages", "tools"} JSON lines (T1's exporter when it is there)."""
+    try:
+        from .exports import export_messages
+    except ImportError:
+        export_messages = None
+    if export_messages is not None:
+        try:
+            result = export_messages(dataset, path, split="train")
+            return result if isinstance(result, int) else sum(1 for _ in path.open())
+        except TypeError:
+            pass  # another signature: our own writer below
+    samples = dataset.samples.filter(split="train").select_related("trajectory").order_by("position")
+    if not samples.exists():
+        samples = dataset.samples.select_related("trajectory").order_by("position")
+    count = 0
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w") as fh:
+        for sample in samples:
+            trajectory = sample.trajectory
+            fh.write(json.dumps({"messages": trajectory.messages, "tools": trajectory.tools or []}) + "\n")
+            count += 1
+    tmp.replace(path)
+    return count
+
+
+def write_accelerate_config(config: dict, folder: Path, *, cpu: bool) -> Path:
+    """accelerate's config file for the run: one process on CPU; one per GPU with DeepSpeed ZeRO-2/3 or FSDP2
+    (their settings written beside it)."""
+    dist = config["distributed"]
+    gpus = max(dist["gpus"], 1)
+    base = {"compute_environment": "LOCAL_MACHINE", "machine_rank": 0, "num_machines": 1, "main_training_function":
+            "main", "rdzv_backend": "static", "same_network": True, "debug": False}  # fmt: skip
+    if cpu:
+        accelerate = {**base, "distributed_type": "NO", "num_processes": 1, "use_cpu": True, "mixed_precision": "no"}
+    else:
+        precision = "bf16" if config["bf16"] else "no"
+        accelerate = {**base, "num_processes": gpus, "use_cpu": False, "mixed_precision": precision,
+                      "distributed_type": "MULTI_GPU" if gpus > 1 else "NO"}  # fmt: skip
+        if dist["deepspeed"]:
+            stage = 3 if dist["deepspeed"] == "zero3" else 2
+            ds_path = folder / "deepspeed.json"
+            ds_path.write_text(json.dumps(deepspeed_config(stage, config), indent=2))
+            accelerate.update(distributed_type="DEEPSPEED", deepspeed_config={"deepspeed_config_file": str(ds_path),
+                                                                              "zero3_init_flag": stage == 3})  # fmt: skip
+            accelerate.pop("mixed_precision")  # the DeepSpeed file says it
+        elif dist["fsdp"]:
+            accelerate.update(distributed_type="FSDP", fsdp_config={
+                "fsdp_version": 2, "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP", "fsdp_cpu_ram_efficient_loading":
+                True, "fsdp_offload_params": False, "fsdp_reshard_after_forward": True, "fsdp_state_dict_type":
+                "SHARDED_STATE_DICT", "fsdp_activation_checkpointing": bool(config["gradient_checkpointing"]),
+            })  # fmt: skip
+    path = folder / "accelerate.json"  # accelerate reads JSON config files as well as YAML
+    path.write_text(json.dumps(accelerate, indent=2))
+    return path
+
+
+def deepspeed_config(stage: int, config: dict) -> dict:
+    zero = {"stage": stage, "overlap_comm": True, "contiguous_gradients": True, "reduce_bucket_size": "auto"}
+    if stage == 3:
+        zero.update(stage3_gather_16bit_weights_on_model_save=True, stage3_prefetch_bucket_size="auto",
+                    stage3_param_persistence_threshold="auto")  # fmt: skip
+    return {
+        "bf16": {"enabled": bool(config["bf16"])},
+        "zero_optimization": zero,
+        "gradient_accumulation_steps": "auto",
+        "gradient_clipping": "auto",
+        "train_batch_size": "auto",
+        "train_micro_batch_size_per_gpu": "auto",
+    }
+
+
+# --- the subprocess ---------------------------------------------------------------------------------------------
+
+
+def trainer_env() -> dict:
+    env = dict(os.environ)
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
+               PYTHONUNBUFFERED="1", CLAWGYM_WATCH_PID=str(os.getpid()), WANDB_DISABLED="true")  # fmt: skip
+    env.pop("DJANGO_SETTINGS_MODULE", None)  # the trainer knows no Django
+    return env
+
+
+def _launch(run: TrainingRun, command: list[str], folder: Path, stream, ctx) -> tuple[str, str]:
+    proc = subprocess.Popen(
+        command, cwd=settings.BASE_DIR, env=trainer_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL, start_new_session=True, text=True, bufsize=1,
+    )  # fmt: skip
+    (folder / "trainer.pid").write_text(str(proc.pid))
+    lines: queue.Queue = queue.Queue()
+    reader = threading.Thread(target=_read, args=(proc.stdout, lines), daemon=True)
+    reader.start()
+    try:
+        while True:
+            try:
+                line = lines.get(timeout=0.5)
+            except queue.Empty:
+                line = ""
+            if line is None:  # the pipe closed: the trainer exited
+                break
+            if line:
+                stream.line(line)
+            _check_cancel(run, stream, ctx)
+        rc = proc.wait()
+    except BaseException as exc:  # cancelled, job lost, or this process interrupted: the trainer goes too
+        kill_group(proc)
+        stream.log(f"trainer stopped: {type(exc).__name__}")
+        if isinstance(exc, TrainingCancelled):
+            return TrainingRun.Status.CANCELLED, ""
+        from jobs.runner import JobCancelled
+
+        if isinstance(exc, JobCancelled):
+            TrainingRun.objects.filter(pk=run.pk, status=TrainingRun.Status.RUNNING).update(
+                status=TrainingRun.Status.CANCELLED, finished_at=timezone.now(), error="cancelled (job cancel)"
+            )
+            return TrainingRun.Status.CANCELLED, ""
+        raise
+    finally:
+        reader.join(timeout=5)
+    if rc == 0 and stream.finished:
+        return TrainingRun.Status.SUCCEEDED, ""
+    why = f"the trainer exited with {rc}" + ("" if rc else " before saying it finished")
+    if rc < 0:
+        why = f"the trainer was killed by signal {-rc}"
+    return TrainingRun.Status.FAILED, f"{why}; resumable from its last checkpoint (`train --resume {run.pk}`)\n" + \
+        stream.recent(3000)  # fmt: skip
+
+
+def _read(pipe, lines: queue.Queue) -> None:
+    for line in pipe:
+        lines.put(line.rstrip("\n"))
+    lines.put(None)
+
+
+def _check_cancel(run: TrainingRun, stream, ctx) -> None:
+    if ctx is not None:
+        ctx.progress(stream.steps, stream.total_steps, stream.message())  # raises JobCancelled
+    if stream.due():
+        stream.flush()
+        status = TrainingRun.objects.filter(pk=run.pk).values_list("status", flat=True).first()
+        if status == TrainingRun.Status.CANCELLED:
+            raise TrainingCancelled()
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGTERM the trainer's process group (accelerate and its ranks), SIGKILL what is left after a grace."""
+    for sig, wait in ((signal.SIGTERM, KILL_GRACE_SECONDS), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+class _Stream:
+    """The trainer's output: events become rows at once, log lines are written in batches."""
+
+    FLUSH_SECONDS = 1.0
+
+    def __init__(self, run: TrainingRun):
+        self.run = run
+        self.steps = run.steps
+        self.total_steps = run.total_steps
+        self.finished = False
+        self.last_metrics: dict = {}
+        self._pending: list[str] = []
+        self._recent: list[str] = []
+        self._last_flush = 0.0
+
+    def line(self, text: str) -> None:
+        event = _event(text)
+        if event is None:
+            self.log(text, stamp=False)
+            return
+        kind = event.pop("event")
+        if kind == "start":
+            self.total_steps = event.get("total_steps") or self.total_steps
+            TrainingRun.objects.filter(pk=self.run.pk).update(total_steps=self.total_steps)
+        elif kind == "metric":
+            step = int(event.pop("step", self.steps))
+            epoch = event.pop("epoch", None)
+            values = {k: v for k, v in event.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+            TrainingMetric.objects.create(run_id=self.run.pk, step=step, epoch=epoch, values=values)
+            self.last_metrics = {**self.last_metrics, **values}
+            self.steps = max(self.steps, step)
+            TrainingRun.objects.filter(pk=self.run.pk).update(steps=self.steps)
+        elif kind == "checkpoint":
+            self.checkpoint(int(event["step"]), event["path"])
+        elif kind == "finished":
+            self.finished = True
+            self.steps = max(self.steps, int(event.get("step") or 0))
+            TrainingRun.objects.filter(pk=self.run.pk).update(steps=self.steps)
+
+    def checkpoint(self, step: int, path: str) -> None:
+        digest, size = hash_folder(Path(path))
+        Checkpoint.objects.update_or_create(
+            run_id=self.run.pk, step=step,
+            defaults={"path": path, "sha256": digest, "size_bytes": size, "metrics": dict(self.last_metrics)},
+        )  # fmt: skip
+        self.log(f"checkpoint at step {step}: {path} ({size} bytes, sha256 {digest[:12]})")
+
+    def message(self) -> str:
+        loss = self.last_metrics.get("loss")
+        return f"step {self.steps}" + (f" of {self.total_steps}" if self.total_steps else "") + (
+            f", loss {loss:.4f}" if isinstance(loss, int | float) else "")  # fmt: skip
+
+    def log(self, text: str, *, stamp: bool = True) -> None:
+        text = f"{timezone.now():%H:%M:%S} {text}" if stamp else text
+        self._pending.append(text + "\n")
+        self._recent = (self._recent + [text])[-200:]
+
+    def recent(self, chars: int) -> str:
+        return "\n".join(self._recent)[-chars:]
+
+    def due(self) -> bool:
+        return time.monotonic() - self._last_flush >= self.FLUSH_SECONDS
+
+    def flush(self, force: bool = False) -> None:
+        self._last_flush = time.monotonic()
+        if not self._pending and not force:
+            return
+        from django.db.models import TextField, Value
+        from django.db.models.functions import Concat, Right
+
+        text, self._pending = "".join(self._pending), []
+        TrainingRun.objects.filter(pk=self.run.pk).update(
+            log_tail=Right(Concat(F("log_tail"), Value(text), output_field=TextField()), LOG_TAIL_CHARS)
+        )
+
+
+def _event(text: str) -> dict | None:
+    if not text.startswith('{"event"'):
+        return None
+    try:
+        event = json.loads(text)
+    except ValueError:
+        return None
+    return event if isinstance(event, dict) and "event" in event else None
+
+
+def hash_folder(folder: Path) -> tuple[str, int]:
+    """sha256 over the folder's files (relative names and contents, in name order) and their total size."""
+    digest, size = hashlib.sha256(), 0
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(folder)).encode() + b"\0")
+        with path.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+                size += len(chunk)
+        digest.update(b"\0")
+    return digest.hexdigest(), size

@@ -1,0 +1,286 @@
+"""SFT runs: start one from a preset and edits, cancel, resume from the last checkpoint, clone with edits.
+
+A run's whole config is stored on it (what the trainer is given, nothing else), so a run page shows exactly what
+ran and a clone starts from exactly that. The trainer itself runs in a subprocess a `gpu` job launches
+(training_jobs.run_jobs); nothing here imports torch.
+"""
+
+import copy
+import json
+
+from django.db import transaction
+from django.utils import timezone
+
+from .models import BaseModel, Checkpoint, TrainingDataset, TrainingMetric, TrainingRun
+
+# The paper's SFT setup (ClawGym-Agents on Qwen3-8B): lr 1e-5, 3 epochs, global batch 128, 64K tokens with packing,
+# bf16, the 32K context extended to 64K with YaRN; 8 GPUs with DeepSpeed ZeRO-3.
+PAPER = {
+    "learning_rate": 1e-5,
+    "num_train_epochs": 3.0,
+    "max_steps": -1,  # -1: as many as the epochs take
+    "global_batch_size": 128,  # = per_device_batch_size × gradient accumulation × GPUs
+    "per_device_batch_size": 1,
+    "max_length": 65536,
+    "packing": True,
+    "bf16": True,
+    "gradient_checkpointing": True,
+    "lr_scheduler_type": "cosine",
+    "warmup_ratio": 0.03,
+    "weight_decay": 0.0,
+    "save_steps": 50,
+    "save_total_limit": 0,  # 0: keep every checkpoint (each one is evaluated)
+    "logging_steps": 1,
+    "seed": 42,
+    "lora": {"enabled": False, "r": 64, "alpha": 128, "dropout": 0.05, "target_modules": "all-linear"},
+    "yarn": {"enabled": True, "factor": 2.0, "original_max_position_embeddings": 32768},
+    "distributed": {"deepspeed": "zero3", "fsdp": None, "gpus": 8},
+}
+
+# Two optimizer steps of a tiny model on a laptop's CPU (tests, trying the path out).
+TINY_CPU = {
+    **PAPER,
+    "learning_rate": 1e-3,
+    "num_train_epochs": 1.0,
+    "max_steps": 2,
+    "global_batch_size": 2,
+    "max_length": 2048,  # above the tiny samples: packing truncates longer ones
+    "bf16": False,
+    "gradient_checkpointing": False,
+    "warmup_ratio": 0.0,
+    "save_steps": 1,
+    "yarn": {**PAPER["yarn"], "enabled": False},
+    "distributed": {"deepspeed": None, "fsdp": None, "gpus": 0},
+}
+
+PRESETS = {"paper": PAPER, "tiny-cpu": TINY_CPU}
+
+# Keys whose preset value is None (or may be): the values they take.
+CHOICES = {
+    "distributed.deepspeed": (None, "zero2", "zero3"),
+    "distributed.fsdp": (None, "fsdp2"),
+    "lr_scheduler_type": ("linear", "cosine", "constant", "constant_with_warmup", "cosine_with_min_lr"),
+}
+
+
+class TrainingRunError(ValueError):
+    """A run that cannot be started, resumed or cancelled as asked; the message says why."""
+
+
+# --- config -----------------------------------------------------------------------------------------------------
+
+
+def parse_overrides(pairs: list[str]) -> dict:
+    """["lora.enabled=true", "learning_rate=2e-5"] → {"lora.enabled": True, "learning_rate": 2e-5} (JSON values;
+    anything that is not JSON is a string)."""
+    overrides = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise TrainingRunError(f"--set takes KEY=VALUE, got {pair!r}")
+        try:
+            overrides[key.strip()] = json.loads(value)
+        except ValueError:
+            overrides[key.strip()] = value
+    return overrides
+
+
+def build_config(preset: str, overrides: dict | None = None, *, base: dict | None = None) -> dict:
+    """The preset (or `base`, a stored config) with dotted-key edits applied, each checked against the preset's
+    keys and types; then the derived values (gradient accumulation) and the cross-key rules."""
+    if base is None:
+        if preset not in PRESETS:
+            raise TrainingRunError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
+        base = PRESETS[preset]
+    config = copy.deepcopy(base)
+    config.pop("gradient_accumulation_steps", None)  # derived again below
+    for key, value in (overrides or {}).items():
+        _set(config, key, value)
+    return _derive(config)
+
+
+def _set(config: dict, key: str, value) -> None:
+    *parents, leaf = key.split(".")
+    node = config
+    for part in parents:
+        if not isinstance(node.get(part), dict):
+            raise TrainingRunError(f"unknown config key {key!r}; known: {', '.join(known_keys(config))}")
+        node = node[part]
+    if leaf not in node or isinstance(node[leaf], dict):
+        raise TrainingRunError(f"unknown config key {key!r}; known: {', '.join(known_keys(config))}")
+    current = node[leaf]
+    if key in CHOICES:
+        if value in ("null", "none", ""):
+            value = None
+        if value not in CHOICES[key]:
+            raise TrainingRunError(f"{key} takes one of {', '.join(map(str, CHOICES[key]))}, got {value!r}")
+    elif isinstance(current, bool):
+        if not isinstance(value, bool):
+            raise TrainingRunError(f"{key} takes true or false, got {value!r}")
+    elif isinstance(current, float):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise TrainingRunError(f"{key} takes a number, got {value!r}")
+        value = float(value)
+    elif isinstance(current, int):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TrainingRunError(f"{key} takes an integer, got {value!r}")
+    elif isinstance(current, str):
+        if isinstance(value, list) and key == "lora.target_modules":
+            value = [str(v) for v in value]
+        elif not isinstance(value, str):
+            raise TrainingRunError(f"{key} takes a string, got {value!r}")
+    node[leaf] = value
+
+
+def known_keys(config: dict, prefix: str = "") -> list[str]:
+    keys = []
+    for key, value in config.items():
+        if key == "gradient_accumulation_steps":
+            continue
+        keys += known_keys(value, f"{prefix}{key}.") if isinstance(value, dict) else [f"{prefix}{key}"]
+    return keys
+
+
+def _derive(config: dict) -> dict:
+    dist = config["distributed"]
+    if dist["deepspeed"] and dist["fsdp"]:
+        raise TrainingRunError("choose DeepSpeed or FSDP, not both (distributed.deepspeed / distributed.fsdp)")
+    if dist["gpus"] < 0:
+        raise TrainingRunError("distributed.gpus cannot be negative")
+    per_step = config["per_device_batch_size"] * max(dist["gpus"], 1)
+    if config["per_device_batch_size"] < 1 or config["global_batch_size"] % per_step:
+        raise TrainingRunError(
+            f"global_batch_size {config['global_batch_size']} is not a multiple of per_device_batch_size × GPUs "
+            f"({per_step})"
+        )
+    if config["save_steps"] < 1 or config["logging_steps"] < 1:
+        raise TrainingRunError("save_steps and logging_steps must be at least 1")
+    config["gradient_accumulation_steps"] = config["global_batch_size"] // per_step
+    return config
+
+
+def for_cpu(config: dict) -> dict:
+    """What a CPU run cannot do: bf16 mixed precision, DeepSpeed/FSDP, GPUs."""
+    config = copy.deepcopy(config)
+    config["bf16"] = False
+    config["distributed"] = {"deepspeed": None, "fsdp": None, "gpus": 0}
+    return _derive(config)
+
+
+# --- state changes ----------------------------------------------------------------------------------------------
+
+
+def start_training_run(*, kind: str = "sft", dataset: TrainingDataset, base_model: BaseModel | None = None,
+                       base_model_path: str = "", preset: str = "paper", overrides: dict | None = None,
+                       cpu: bool = False, user=None, name: str = "", enqueue: bool = True,
+                       config: dict | None = None, cloned_from: TrainingRun | None = None) -> TrainingRun:  # fmt: skip
+    """Record a run with its whole config and queue it on the `gpu` queue (enqueue=False: the caller runs the job
+    body itself, `train --here`)."""
+    if kind != TrainingRun.Kind.SFT:
+        raise TrainingRunError(f"only kind 'sft' runs are implemented (got {kind!r})")
+    if dataset.status != TrainingDataset.Status.READY:
+        raise TrainingRunError(f"dataset #{dataset.pk} is {dataset.status}, not ready")
+    if base_model is not None:
+        base_model_path = base_model_path or base_model.path
+    if not base_model_path:
+        raise TrainingRunError("give a base model (a registered one or a local path)")
+    config = build_config(preset, overrides, base=config)
+    if cpu:
+        config = for_cpu(config)
+    with transaction.atomic():
+        run = TrainingRun.objects.create(
+            name=name or f"sft {dataset.name or dataset.pk} on {base_model.name if base_model else base_model_path}"[:200],
+            kind=kind, dataset=dataset, base_model=base_model, base_model_path=base_model_path, config=config,
+            preset=preset, cpu=cpu, created_by=user if user is not None and user.is_authenticated else None,
+            cloned_from=cloned_from,
+        )  # fmt: skip
+        if enqueue:
+            _enqueue(run, user)
+    return run
+
+
+def _enqueue(run: TrainingRun, user) -> None:
+    from jobs import enqueue
+
+    job_run = enqueue("training.sft_run", created_by=user, run_id=run.pk)
+    TrainingRun.objects.filter(pk=run.pk).update(job_run=job_run)
+    run.job_run = job_run
+
+
+def cancel_training_run(run: TrainingRun, *, user=None) -> TrainingRun:
+    """Cancel a queued run at once; a running one's job kills the trainer's process group within a second (it
+    watches the run's status and its JobRun's cancel request)."""
+    from jobs.services import cancel_job
+
+    who = user.get_username() if user is not None and user.is_authenticated else "system"
+    ended = TrainingRun.objects.filter(pk=run.pk, status__in=[TrainingRun.Status.QUEUED, TrainingRun.Status.RUNNING])
+    ended.update(status=TrainingRun.Status.CANCELLED, finished_at=timezone.now(), error=f"cancelled by {who}")
+    if run.job_run_id:
+        cancel_job(run.job_run, user=user)
+    run.refresh_from_db()
+    return run
+
+
+def last_checkpoint(run: TrainingRun) -> Checkpoint | None:
+    return run.checkpoints.order_by("-step").first()
+
+
+def resume_training_run(run: TrainingRun, *, user=None, overrides: dict | None = None,
+                        enqueue: bool = True) -> TrainingRun:  # fmt: skip
+    """Queue the run's next attempt from its last checkpoint (from the start when it has none).
+
+    A run whose worker was killed still reads "running": it is resumable once its JobRun is finished or lost
+    (its worker process gone, or silent past CLAWGYM_JOB_STALE_SECONDS). `overrides` edit the stored config
+    (e.g. more max_steps); the edit is written in the run's log."""
+    from jobs.models import JobRun
+    from jobs.runner import append_log, log_line, lost_reason
+
+    run.refresh_from_db()
+    if run.status == TrainingRun.Status.SUCCEEDED and not overrides:
+        raise TrainingRunError(f"run #{run.pk} succeeded: nothing to resume (clone it to train again)")
+    if run.status in (TrainingRun.Status.QUEUED, TrainingRun.Status.RUNNING):
+        job = run.job_run
+        reason = lost_reason(job) if job else None
+        if job and not job.is_finished and not reason:
+            raise TrainingRunError(f"run #{run.pk} is {run.status} on job #{job.pk}; cancel it first")
+        if job and reason:
+            JobRun.objects.filter(pk=job.pk, status=JobRun.Status.RUNNING).update(
+                status=JobRun.Status.FAILED, finished_at=timezone.now(), error=f"Worker lost: {reason}.",
+                log_tail=append_log(log_line(f"worker lost: {reason}; the training run is resumed")),
+            )  # fmt: skip
+    config = build_config(run.preset, overrides, base=run.config) if overrides else run.config
+    checkpoint = last_checkpoint(run)
+    note = f"attempt {run.attempt + 1}: resumed from " + (f"checkpoint step {checkpoint.step}" if checkpoint else
+                                                          "the start (no checkpoint)")  # fmt: skip
+    if overrides:
+        note += f"; config edited: {json.dumps(overrides)}"
+    with transaction.atomic():
+        # Metrics past the checkpoint are logged again by the resumed trainer.
+        TrainingMetric.objects.filter(run=run, step__gt=checkpoint.step if checkpoint else 0).delete()
+        TrainingRun.objects.filter(pk=run.pk).update(
+            status=TrainingRun.Status.QUEUED, error="", finished_at=None, resumed_from=checkpoint, config=config,
+            steps=checkpoint.step if checkpoint else 0, log_tail=(run.log_tail + note + "\n")[-20000:],
+        )  # fmt: skip
+        run.refresh_from_db()
+        if enqueue:
+            _enqueue(run, user)
+    return run
+
+
+def clone_training_run(run: TrainingRun, overrides: dict | None = None, *, user=None,
+                       enqueue: bool = True) -> TrainingRun:  # fmt: skip
+    """A new run from this one's stored config with edits (same dataset and base model)."""
+    return start_training_run(
+        kind=run.kind, dataset=run.dataset, base_model=run.base_model, base_model_path=run.base_model_path,
+        preset=run.preset, overrides=overrides, cpu=run.cpu, user=user, enqueue=enqueue, config=run.config,
+        cloned_from=run, name=f"{run.name} (clone)"[:200],
+    )  # fmt: skip
+
+
+def run_json(run: TrainingRun) -> dict:
+    """The `train --json` shape."""
+    run.refresh_from_db()
+    checkpoints = [{"id": c.pk, "step": c.step, "path": c.path} for c in run.checkpoints.order_by("step")]
+    losses = [m.values["loss"] for m in run.metrics.order_by("step", "id") if isinstance(m.values.get("loss"), int | float)]
+    return {"run": run.pk, "status": run.status, "steps": run.steps, "checkpoints": checkpoints,
+            "metrics": {"loss": losses}}  # fmt: skip

@@ -1,0 +1,193 @@
+"""SFT with TRL: `accelerate launch [--config_file ACC] -m training_jobs.trainer.sft CONFIG.json`.
+
+CONFIG.json is the run's stored config plus where things are (base_model_path, dataset_path: {"messages", "tools"}
+JSON lines, output_dir, resume_from_checkpoint, cpu). Loss only on the model's own tokens (assistant_only_loss: TRL's
+training chat template with {% generation %} markers), packing, LoRA via peft or full fine-tuning, YaRN rope scaling
+when asked. Events go to stdout as JSON lines, from the main process only:
+
+    {"event": "start", "total_steps", "samples"}
+    {"event": "metric", "step", "epoch", "loss", "learning_rate", "grad_norm", "tokens_per_second", "gpu_memory_bytes"}
+    {"event": "checkpoint", "step", "path"}
+    {"event": "finished", "step"}
+"""
+
+import json
+import os
+import sys
+import threading
+import time
+
+
+def emit(event: str, **fields) -> None:
+    if int(os.environ.get("RANK", "0")) != 0:
+        return
+    sys.stdout.write(json.dumps({"event": event, **fields}) + "\n")
+    sys.stdout.flush()
+
+
+def watch_parent() -> None:
+    """Exit when the job that launched us is gone (its worker was killed): nobody would record what we do, and the
+    run is resumed from its last checkpoint by a new attempt."""
+    pid = int(os.environ.get("CLAWGYM_WATCH_PID") or 0)
+    if not pid:
+        return
+
+    def watch():
+        while True:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                os._exit(17)
+            except PermissionError:
+                pass
+            time.sleep(1.0)
+
+    threading.Thread(target=watch, name="watch-parent", daemon=True).start()
+
+
+def load_samples(path: str):
+    """The JSON lines as a datasets.Dataset, messages and tools kept as JSON (tool schemas differ from sample to
+    sample: Arrow structs would fill them with nulls)."""
+    from datasets import Dataset, Features, Json, List
+
+    rows = []
+    with open(path) as fh:
+        for line in fh:
+            if line.strip():
+                row = json.loads(line)
+                rows.append({"messages": row["messages"], "tools": row.get("tools") or []})
+    features = Features({"messages": List(Json()), "tools": List(Json())})
+    return Dataset.from_list(rows, features=features)
+
+
+def load_model(config: dict):
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    path = config["base_model_path"]
+    model_config = AutoConfig.from_pretrained(path, local_files_only=True)
+    yarn = config.get("yarn") or {}
+    if yarn.get("enabled"):
+        # Qwen3's 32K context extended with YaRN (the paper: factor 2 → 64K).
+        original = int(yarn["original_max_position_embeddings"])
+        rope = dict(getattr(model_config, "rope_parameters", None) or {})
+        rope.update(rope_type="yarn", factor=float(yarn["factor"]), original_max_position_embeddings=original)
+        model_config.rope_parameters = rope
+        model_config.max_position_embeddings = int(original * float(yarn["factor"]))
+    dtype = torch.bfloat16 if config["bf16"] and not config.get("cpu") else torch.float32
+    return AutoModelForCausalLM.from_pretrained(path, config=model_config, dtype=dtype, local_files_only=True)
+
+
+def peft_config(config: dict):
+    lora = config.get("lora") or {}
+    if not lora.get("enabled"):
+        return None
+    from peft import LoraConfig
+
+    return LoraConfig(r=lora["r"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"],
+                      target_modules=lora["target_modules"], task_type="CAUSAL_LM")  # fmt: skip
+
+
+def sft_config(config: dict):
+    from trl import SFTConfig
+
+    return SFTConfig(
+        output_dir=config["output_dir"],
+        assistant_only_loss=True,
+        packing=config["packing"],
+        max_length=config["max_length"],
+        bf16=bool(config["bf16"]) and not config.get("cpu"),
+        use_cpu=bool(config.get("cpu")),
+        learning_rate=config["learning_rate"],
+        num_train_epochs=config["num_train_epochs"],
+        max_steps=config["max_steps"],
+        per_device_train_batch_size=config["per_device_batch_size"],
+        gradient_accumulation_steps=config["gradient_accumulation_steps"],
+        gradient_checkpointing=config["gradient_checkpointing"],
+        lr_scheduler_type=config["lr_scheduler_type"],
+        warmup_steps=float(config["warmup_ratio"]),
+        weight_decay=config["weight_decay"],
+        save_strategy="steps",
+        save_steps=config["save_steps"],
+        save_total_limit=config["save_total_limit"] or None,
+        logging_steps=config["logging_steps"],
+        seed=config["seed"],
+        data_seed=config["seed"],
+        report_to="none",
+        disable_tqdm=True,
+        include_num_input_tokens_seen="non_padding",
+        dataset_num_proc=None,
+        dataloader_num_workers=0,
+    )
+
+
+def event_callback():
+    import torch
+    from transformers import TrainerCallback
+
+    class JsonEvents(TrainerCallback):
+        """One JSON line per log and per save, for the job that streams them into the database."""
+
+        def __init__(self):
+            self._last = (time.monotonic(), 0)
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            emit("start", total_steps=state.max_steps, resumed_at=state.global_step)
+            self._last = (time.monotonic(), state.num_input_tokens_seen or 0)
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            logs = dict(logs or {})
+            if "loss" not in logs:
+                return  # the end-of-training summary; its figures are in the step metrics already
+            now, seen = time.monotonic(), state.num_input_tokens_seen or 0
+            then, seen_then = self._last
+            self._last = (now, seen)
+            tokens_per_second = (seen - seen_then) / (now - then) if now > then and seen >= seen_then else None
+            memory = torch.cuda.max_memory_allocated() if torch.cuda.is_available() else None
+            fields = {
+                "step": state.global_step, "epoch": state.epoch, "loss": logs.get("loss"),
+                "learning_rate": logs.get("learning_rate"), "grad_norm": logs.get("grad_norm"),
+                "tokens_per_second": tokens_per_second, "gpu_memory_bytes": memory, "tokens_seen": seen,
+            }  # fmt: skip
+            for key in ("mean_token_accuracy", "entropy", "num_tokens"):
+                if key in logs:
+                    fields[key] = logs[key]
+            emit("metric", **{k: _number(v) for k, v in fields.items()})
+
+        def on_save(self, args, state, control, **kwargs):
+            path = os.path.join(args.output_dir, f"checkpoint-{state.global_step}")
+            emit("checkpoint", step=state.global_step, path=os.path.abspath(path))
+
+    return JsonEvents()
+
+
+def _number(value):
+    if hasattr(value, "item"):
+        value = value.item()
+    return value if isinstance(value, int | float) or value is None else float(value)
+
+
+def main(argv: list[str]) -> int:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    with open(argv[0]) as fh:
+        config = json.load(fh)
+    watch_parent()
+    from transformers import AutoTokenizer, set_seed
+    from trl import SFTTrainer
+
+    set_seed(config["seed"])
+    tokenizer = AutoTokenizer.from_pretrained(config["base_model_path"], local_files_only=True)
+    samples = load_samples(config["dataset_path"])
+    trainer = SFTTrainer(
+        model=load_model(config), args=sft_config(config), train_dataset=samples, processing_class=tokenizer,
+        peft_config=peft_config(config), callbacks=[event_callback()],
+    )  # fmt: skip
+    resume = config.get("resume_from_checkpoint")
+    trainer.train(resume_from_checkpoint=resume or None)
+    emit("finished", step=trainer.state.global_step)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
