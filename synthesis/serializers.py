@@ -6,6 +6,7 @@ from rest_framework import serializers
 from llm.models import ModelEndpoint
 from tasks.models import Task
 
+from .annotation import skill_synthesizable
 from .batches import MAX_COUNT, MAX_SUPPORTING, batch_json, funnel
 from .models import (
     Persona,
@@ -348,10 +349,7 @@ class SkillSerializer(serializers.ModelSerializer):
 
     def get_synthesizable(self, skill) -> bool:
         """The admin's override when set, else the latest annotation's label (false while there is none)."""
-        if skill.synthesizable_override is not None:
-            return skill.synthesizable_override
-        latest = self._latest(skill)
-        return bool(latest and latest.synthesizable)
+        return skill_synthesizable(skill)
 
     def get_annotation(self, skill) -> SkillAnnotationSerializer(allow_null=True):
         latest = self._latest(skill)

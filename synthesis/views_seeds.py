@@ -79,16 +79,14 @@ def persona_import(request):
 
 
 def skill_rows(queryset):
-    """Skills with their latest annotation (.annotation) and the label the skill route follows (.synthesizable)."""
+    """Skills with their latest annotation (.annotation) and the label the skill route follows (.synthesizable,
+    synthesis.annotation's rule)."""
     latest = SkillAnnotation.objects.order_by("skill", "-created_at", "-id")
     rows = list(queryset.select_related("override_by").prefetch_related(Prefetch("annotations", queryset=latest)))
     for skill in rows:
         found = list(skill.annotations.all())
         skill.annotation = found[0] if found else None
-        if skill.synthesizable_override is not None:
-            skill.synthesizable = skill.synthesizable_override
-        else:
-            skill.synthesizable = bool(skill.annotation and skill.annotation.synthesizable)
+        skill.synthesizable = annotation.skill_synthesizable(skill)
     return rows
 
 

@@ -106,6 +106,7 @@ def test_an_admin_launches_a_preview_from_the_dashboard_and_reads_its_funnel(
     assert page.inner_text("#item-status") == "Rejected"
     assert page.locator("[data-round^=verify-]").count() == 3
     assert "no sane, solvable checker after 3 rounds" in page.inner_text("#item-reason")
+    screenshot(page, "synthesis-item-rejected")
 
     # Back on the dashboard, the batch is listed with what it kept.
     page.goto(live_server.url + reverse("dashboard"))
