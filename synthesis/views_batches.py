@@ -198,6 +198,14 @@ def _stage_rows(costs: dict) -> list[dict]:
     return sorted(rows, key=lambda r: (order.get(r["purpose"], len(order)), r["purpose"]))
 
 
+def stage_rows(batch: SynthesisBatch) -> list[dict]:
+    """Where the items are (batches.progress): per stage, in pipeline order, how many wait, run or ended there."""
+    found = batches.progress(batch)["stages"]
+    labels = dict(Stage.choices)
+    return [{"stage": stage, "label": labels[stage], "counts": [found[stage].get(s, 0) for s in SynthesisItem.Status.values]}
+            for stage in STAGE_ORDER if stage in found]  # fmt: skip
+
+
 def option_rows(options: dict) -> list[tuple[str, str]]:
     """A batch's options as (name, text) for people: lists joined, an empty one "none"."""
     rows = []
@@ -238,6 +246,7 @@ def _batch_context(request, batch: SynthesisBatch) -> dict:
         "item_status": status,
         "item_statuses": SynthesisItem.Status.choices,
         "option_rows": option_rows(batch.options or {}),
+        "where": stage_rows(batch),
         "live": is_live(batch),
         "full_batch_query": full_batch_query(batch) if batch.preview else "",
     }  # fmt: skip

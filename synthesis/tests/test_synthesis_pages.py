@@ -183,6 +183,11 @@ def test_a_running_batch_polls_and_a_finished_one_does_not(viewer_client, admin_
     page = viewer_client.get(url).content.decode()
     assert live_attributes(page, "batch-live")
     assert 'aria-valuenow="33"' in page and "1/3 items" in page  # one of three finished
+    # Where the items are: pending, running, kept, rejected, failed per stage reached.
+    cells = re.findall(r'<tr data-stage="(\w+)"><td>[^<]+</td>((?:<td class="num">.*?</td>){5})</tr>', page)
+    counts = {stage: re.findall(r"(\d+)(?:</span>)?</td>", row) for stage, row in cells}
+    assert counts == {"generate": ["0", "0", "0", "1", "0"], "files": ["1", "0", "0", "0", "0"],
+                      "verify": ["0", "1", "0", "0", "0"]}  # fmt: skip
     # htmx gets the partial alone, its polling attributes included.
     partial = viewer_client.get(url, headers={"HX-Request": "true"}).content.decode()
     assert partial.lstrip().startswith('<div id="batch-live"') and "<html" not in partial
