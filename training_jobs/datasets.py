@@ -49,6 +49,7 @@ DEFAULT_FILTERS = {
     "validation_share": 0.05,
     "seed": 0,
 }
+CHUNK = 500  # trajectories read at a time while building
 REASONS = ("benchmark_task", "excluded_by_rules", "incomplete", "no_reward", "below_min_reward", "too_long",
            "near_duplicate")  # fmt: skip
 
@@ -139,8 +140,34 @@ def content_digest(task: str, messages: list, tools: list) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def messages_digest(messages: list) -> str:
-    text = json.dumps(messages, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+def _text(content) -> str:
+    if isinstance(content, list):
+        return "".join(p.get("text") or "" for p in content if isinstance(p, dict))
+    return content if isinstance(content, str) else ""
+
+
+def _arguments(call: dict):
+    arguments = (call.get("function") or {}).get("arguments") if isinstance(call, dict) else None
+    if isinstance(arguments, str):
+        try:
+            return json.loads(arguments)
+        except json.JSONDecodeError:
+            return arguments.strip()
+    return arguments
+
+
+def conversation_digest(messages: list) -> str:
+    """What makes two conversations the same for de-duplication: each message's role, text (ends stripped) and tool
+    calls (name and parsed arguments). Tool call ids, reasoning and serialisation differ between rollouts that said
+    the same thing, so they are left out."""
+    key = []
+    for m in messages:
+        if not isinstance(m, dict):
+            continue
+        calls = [[(c.get("function") or {}).get("name"), _arguments(c)] for c in m.get("tool_calls") or []
+                 if isinstance(c, dict)]  # fmt: skip
+        key.append([m.get("role"), _text(m.get("content")).strip(), calls])
+    text = json.dumps(key, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -216,6 +243,7 @@ def create_dataset(*, selection: dict, filters: dict | None = None, name: str = 
 
 def _candidates(dataset: TrainingDataset) -> list[Candidate]:
     filters = dataset.filters
+    # By task: a task with any revision in any benchmark version is out, whichever revision the rollout ran.
     pinned_tasks = set(PinnedRevision.objects.values_list("revision__task_id", flat=True).distinct())
     rows = (
         selected_trajectories(dataset.selection)
@@ -225,7 +253,31 @@ def _candidates(dataset: TrainingDataset) -> list[Candidate]:
               "rollout__revision__task__id")
         .order_by("pk")
     )  # fmt: skip
-    rows = list(rows)
+    candidates = []
+    # In chunks, keeping only digests: a large selection's conversations are never all in memory at once.
+    chunk: list[Trajectory] = []
+    for trajectory in rows.iterator(chunk_size=CHUNK):
+        chunk.append(trajectory)
+        if len(chunk) == CHUNK:
+            candidates += _judge(chunk, dataset, pinned_tasks)
+            chunk = []
+    candidates += _judge(chunk, dataset, pinned_tasks)
+    # Near-duplicates: within a task, one sample per conversation (conversation_digest): the best rewarded, then the
+    # first by content digest (so which one is kept depends on what they say, not on their ids).
+    kept = sorted((c for c in candidates if not c.reason),
+                  key=lambda c: (c.task, c.final_digest, -(c.reward or 0), c.digest, c.trajectory_id))  # fmt: skip
+    seen = set()
+    for c in kept:
+        key = (c.task, c.final_digest)
+        if filters["dedup"] and key in seen:
+            c.reason = "near_duplicate"
+        seen.add(key)
+    return candidates
+
+
+def _judge(rows: list, dataset: TrainingDataset, pinned_tasks: set) -> list[Candidate]:
+    """Each trajectory as a candidate with the first reason it is left out for (blank: kept so far)."""
+    filters = dataset.filters
     last_calls = [t.model_call_ids[-1] for t in rows if t.model_call_ids]
     usage = {pk: (i, o) for pk, i, o in ModelCall.objects.filter(pk__in=last_calls)
              .values_list("pk", "input_tokens", "output_tokens")}  # fmt: skip
@@ -234,7 +286,7 @@ def _candidates(dataset: TrainingDataset) -> list[Candidate]:
         task = t.rollout.revision.task
         last = usage.get(t.model_call_ids[-1]) if t.model_call_ids else None
         c = Candidate(t.pk, task.external_id, task.pk, t.reward, sample_tokens(t.stats or {}, last),
-                      content_digest(task.external_id, t.messages, t.tools), messages_digest(t.messages))
+                      content_digest(task.external_id, t.messages, t.tools), conversation_digest(t.messages))
         if task.pk in pinned_tasks and not dataset.allow_benchmark_tasks:
             c.reason = "benchmark_task"
         elif t.excluded:
@@ -248,15 +300,6 @@ def _candidates(dataset: TrainingDataset) -> list[Candidate]:
         elif filters["max_tokens"] is not None and c.tokens > filters["max_tokens"]:
             c.reason = "too_long"
         candidates.append(c)
-    # Near-duplicates: within a task, one sample per final conversation (the best rewarded, then the first).
-    kept = sorted((c for c in candidates if not c.reason),
-                  key=lambda c: (c.task, c.digest, -(c.reward or 0), c.trajectory_id))  # fmt: skip
-    seen = set()
-    for c in kept:
-        key = (c.task, c.final_digest)
-        if filters["dedup"] and key in seen:
-            c.reason = "near_duplicate"
-        seen.add(key)
     return candidates
 
 

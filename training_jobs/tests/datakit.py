@@ -39,6 +39,26 @@ def conversation(task: str, answer: str = "Done: totals.md written.", *, calls: 
     return messages
 
 
+def reserialised(messages: list) -> list:
+    """The same conversation as another rollout would record it: other tool call ids, arguments re-dumped with
+    other spacing, whitespace at the ends of the text, and reasoning."""
+    import json
+
+    out = []
+    for m in messages:
+        m = {**m, "content": f"  {m['content']}\n"}
+        if m.get("tool_calls"):
+            m["reasoning_content"] = "Thinking about the next step."
+            m["tool_calls"] = [{**c, "id": f"toolu_{c['id']}",
+                                "function": {**c["function"],
+                                             "arguments": json.dumps(json.loads(c["function"]["arguments"]), indent=1)}}
+                               for c in m["tool_calls"]]  # fmt: skip
+        if m.get("tool_call_id"):
+            m["tool_call_id"] = f"toolu_{m['tool_call_id']}"
+        out.append(m)
+    return out
+
+
 def stats_of(messages: list, total_tokens: int = 1500) -> dict:
     names = [c["function"]["name"] for m in messages if m["role"] == "assistant" for c in m.get("tool_calls") or []]
     return {"turns": sum(1 for m in messages if m["role"] == "assistant"), "prompt_tokens": total_tokens - 100,
@@ -83,7 +103,8 @@ def add(corpus: Corpus, label: str, task: str, *, reward, messages=None, status=
 def make_corpus() -> Corpus:
     """Eight tasks; kept: good (1.0), half (0.5), and one trajectory on each of five more tasks (from a rollout group,
     not the run); left out: low (0.4), zero (0.0), no reward, excluded by the rules, incomplete (failed rollout),
-    unfinished (ends on a tool call), too long (90k tokens), a duplicate of `good`, and a benchmark task."""
+    unfinished (ends on a tool call), too long (90k tokens), `good` again as another rollout recorded it (other ids and
+    spacing; rewarded 0.75, so `good` is the one kept), and a benchmark task."""
     endpoint = ModelEndpoint.objects.create(name="agent-m", base_url="http://127.0.0.1:9/v1", model="m", roles=["agent"])
     run = EvalRun.objects.create(name="m on tasks", endpoint=endpoint, harness="builtin", config_hash="x" * 64)
     corpus = Corpus(endpoint=endpoint, run=run, group="g" * 12)
@@ -94,7 +115,7 @@ def make_corpus() -> Corpus:
         corpus.revisions[name] = make_task(name, category=category if name != "sales-c" else None,
                                            source=Task.Source.SKILL if name.startswith("g-") else Task.Source.PERSONA)
     add(corpus, "good", "sales-a", reward=1.0)
-    add(corpus, "duplicate", "sales-a", reward=1.0)
+    add(corpus, "duplicate", "sales-a", reward=0.75, messages=reserialised(conversation("sales-a")))  # good is kept
     add(corpus, "half", "sales-b", reward=0.5, messages=conversation("sales-b", calls=3))
     add(corpus, "low", "sales-b", reward=0.4, messages=conversation("sales-b", "Totals are maybe right."))
     add(corpus, "zero", "sales-c", reward=0.0, messages=conversation("sales-c", "I could not do it."))
