@@ -26,4 +26,4 @@ def build_dataset(ctx, *, dataset_id: int) -> dict:
     ctx.progress(1, 1, "ready")
     return summary(dataset)
 
-from . import run_jobs  # noqa: E402,F401  (the SFT run job: training.sft_run, on the gpu queue)
+from . import run_jobs, serving  # noqa: E402,F401  (training.sft_run and training.stop_idle_servers, gpu queue)

@@ -54,6 +54,7 @@ def sft_run(ctx, *, run_id: int):
 
 def execute_training(run_id: int, ctx=None) -> dict:
     """Run one attempt of the run to its end (the job body; `train --here` calls it without a job context)."""
+    _stop_idle_servers()
     claimed = TrainingRun.objects.filter(pk=run_id, status=TrainingRun.Status.QUEUED).update(
         status=TrainingRun.Status.RUNNING, attempt=F("attempt") + 1, started_at=timezone.now(), finished_at=None,
         error="",
@@ -87,6 +88,18 @@ def execute_training(run_id: int, ctx=None) -> dict:
     if run.status == TrainingRun.Status.FAILED and ctx is not None:
         raise RuntimeError(f"training run #{run.pk} failed: {error[-500:]}")
     return {"run": run.pk, "status": run.status, "steps": run.steps}
+
+
+def _stop_idle_servers() -> None:
+    # A gpu worker starting a run first frees what idle checkpoint servers hold (their GPU memory above all).
+    from .serving import stop_idle_servers
+
+    try:
+        stop_idle_servers()
+    except Exception:  # never in the way of the run
+        import logging
+
+        logging.getLogger(__name__).exception("stopping idle checkpoint servers failed")
 
 
 def _trainer_config(run: TrainingRun, folder: Path, output_dir: Path) -> dict:
