@@ -22,6 +22,7 @@ from jobs.engine import JobEngineError
 
 from . import datasets
 from .dataset_forms import BuildDatasetForm
+from .dataset_stats import METRICS
 from .models import DatasetSample, TrainingDataset
 
 DATASETS_PAGE_SIZE = 30
@@ -163,7 +164,11 @@ def count_chart(buckets: list[dict], *, label: str, y_title: str, x_title: str) 
 
 def _metric_rows(stats: dict) -> list[dict]:
     rows = []
-    for key, figures in (stats.get("metrics") or {}).items():
+    metrics = stats.get("metrics") or {}
+    for key, _ in METRICS:  # in this order: PostgreSQL's jsonb keeps no key order
+        if key not in metrics:
+            continue
+        figures = metrics[key]
         rows.append({**figures, "key": key, "chart_id": f"chart-{key}",
                      "chart": count_chart(figures["histogram"], label="trajectories", y_title="trajectories",
                                           x_title=figures["label"].lower())})  # fmt: skip
@@ -177,7 +182,7 @@ def _exclusion_rows(dataset: TrainingDataset) -> list[dict]:
         detail = reason.split(":", 1)[1] if ":" in reason else ""
         rows.append({"reason": reason, "kind": kind, "label": REASON_LABELS.get(kind, kind), "detail": detail,
                      "count": count})  # fmt: skip
-    return rows
+    return sorted(rows, key=lambda r: (-r["count"], r["reason"]))  # jsonb keeps no key order
 
 
 def _dataset_context(request, dataset: TrainingDataset) -> dict:

@@ -101,7 +101,7 @@ def add(corpus: Corpus, label: str, task: str, *, reward, messages=None, status=
 
 
 def make_corpus() -> Corpus:
-    """Eight tasks; kept: good (1.0), half (0.5), and one trajectory on each of five more tasks (from a rollout group,
+    """Nine tasks; kept: good (1.0), half (0.5), and one trajectory on each of five more tasks (from a rollout group,
     not the run); left out: low (0.4), zero (0.0), no reward, excluded by the rules, incomplete (failed rollout),
     unfinished (ends on a tool call), too long (90k tokens), `good` again as another rollout recorded it (other ids and
     spacing; rewarded 0.75, so `good` is the one kept), and a benchmark task."""
