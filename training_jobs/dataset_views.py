@@ -23,6 +23,7 @@ from jobs.engine import JobEngineError
 from . import datasets
 from .dataset_forms import BuildDatasetForm
 from .dataset_stats import METRICS
+from .masks import chat_messages
 from .models import DatasetSample, TrainingDataset
 
 DATASETS_PAGE_SIZE = 30
@@ -48,13 +49,14 @@ def is_live(dataset: TrainingDataset) -> bool:
 
 def iter_messages_jsonl(dataset: TrainingDataset, split: str | None = None):
     """One JSON line per sample, in order: {"messages": […], "tools": […]} (what TRL, OpenRLHF and LLaMA-Factory
-    read). Read in chunks, so a large dataset streams without being held in memory."""
+    read), messages normalised as `export_dataset --format messages` writes them (masks.chat_messages). Read in
+    chunks, so a large dataset streams without being held in memory."""
     samples = DatasetSample.objects.filter(dataset=dataset).order_by("position")
     if split:
         samples = samples.filter(split=split)
     rows = samples.values_list("trajectory__messages", "trajectory__tools")
     for messages_, tools in rows.iterator(chunk_size=200):
-        yield json.dumps({"messages": messages_, "tools": tools or []}, ensure_ascii=False) + "\n"
+        yield json.dumps({"messages": chat_messages(messages_), "tools": tools or []}, ensure_ascii=False) + "\n"
 
 
 @viewer_required

@@ -290,6 +290,8 @@ def test_the_pages_the_download_and_the_panel(corpus, admin_client, viewer_clien
     lines = [json.loads(line) for line in b"".join(download.streaming_content).decode().splitlines()]
     assert len(lines) == len(KEPT) and set(lines[0]) == {"messages", "tools"}
     assert lines[0]["messages"][-1]["role"] == "assistant" and lines[0]["tools"][0]["type"] == "function"
+    # As export_dataset --format messages writes them: tool-call arguments as objects, for chat templates.
+    assert lines[0]["messages"][2]["tool_calls"][0]["function"]["arguments"] == {"path": "sales.csv"}
     validation = viewer_client.get(reverse("training:dataset-messages", args=[dataset.pk]) + "?split=validation")
     assert len(b"".join(validation.streaming_content).splitlines()) == dataset.stats["split"]["validation"][
         "trajectories"]
