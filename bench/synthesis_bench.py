@@ -12,7 +12,8 @@
 3. novelty_500_vs_13500_s: in a process that has the model loaded but no index, the novelty of the new
    instructions against the cached pool as a batch runs it: the catalog index (one bulk read of the cached
    vectors), the new texts' embeddings, then for each in turn the nearest task within its subcategory and, when
-   it is novel (cosine < 0.90), its addition to the index (the next ones see it).
+   it is novel (cosine < 0.90), its addition to the index, so that the next ones are compared with it too
+   (NoveltyIndex.screen: two matrix products, not a pass over the pool per item).
 4. overhead_per_task_s: `--pipeline-tasks` tasks through the whole pipeline (synthesis.batches.start_batch, run in
    this process) against a scripted OpenAI-compatible model on loopback that answers at once, with every QA
    stage (novelty against the whole catalog of step 1, its threshold raised so that the look-alike scripted tasks
@@ -166,13 +167,9 @@ def novelty_run(new_texts: list[str], groups: list[str | None], limit: float = 0
     built = time.perf_counter()
     vectors = novelty.embed(new_texts)
     embedded = time.perf_counter()
-    duplicates = 0
-    for i, (vector, group) in enumerate(zip(vectors, groups)):
-        nearest, similarity = index.nearest(vector, group)
-        if nearest is not None and similarity >= limit:
-            duplicates += 1
-        else:
-            index.add(f"new-{i}", vector, group)  # kept: the next items are compared with it too
+    # Each compared with the pool and with the new ones kept before it, which then join the pool.
+    found = index.screen([f"new-{i}" for i in range(len(new_texts))], vectors, groups, limit)
+    duplicates = sum(1 for nearest, similarity in found if nearest is not None and similarity >= limit)
     done = time.perf_counter()
     return {
         "seconds": done - began, "index_build_s": round(built - began, 3), "embed_new_s": round(embedded - built, 3),

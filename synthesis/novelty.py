@@ -259,12 +259,15 @@ class NoveltyIndex:
             raise ValueError("one id, one vector and one group per pool task")
         dims = vectors.shape[1] if len(vectors) else 384
         self._ids = list(external_ids)
-        self._groups = list(groups)
         self._rows = len(self._ids)
         # Room to grow without copying on every add; rows past _rows are unused.
-        self._matrix = np.zeros((max(self._rows * 2, 64), dims), dtype=np.float32)
+        capacity = max(self._rows * 2, 64)
+        self._matrix = np.zeros((capacity, dims), dtype=np.float32)
         self._matrix[: self._rows] = vectors
-        self._masks: dict[str, np.ndarray] | None = None  # group -> its rows ("" : rows without a group)
+        # Each row's group as a number (0: none), so a query's comparable rows are one integer comparison.
+        self._code_of: dict[str, int] = {}
+        self._codes = np.zeros(capacity, dtype=np.int32)
+        self._codes[: self._rows] = [self._code(g) for g in groups]
         self._where: dict[str, list[int]] = {}  # external id -> its rows
         for row, eid in enumerate(self._ids):
             self._where.setdefault(eid, []).append(row)
@@ -303,12 +306,14 @@ class NoveltyIndex:
         and those without one (novelty compares within the subcategory when both tasks have one)."""
         if not group:
             return np.ones(self._rows, dtype=bool)
-        if self._masks is None:
-            groups = np.array([g or "" for g in self._groups], dtype=object)
-            self._masks = {g: groups == g for g in set(self._groups) | {""}}
-        none = self._masks[""]
-        mine = self._masks.get(group)
-        return (none | mine) if mine is not None else none.copy()
+        codes = self._codes[: self._rows]
+        mine = self._code_of.get(group)
+        return (codes == 0) | (codes == mine) if mine is not None else codes == 0
+
+    def _code(self, group: str | None) -> int:
+        if not group:
+            return 0
+        return self._code_of.setdefault(group, len(self._code_of) + 1)
 
     def _positions(self, external_ids) -> list[int]:
         wanted = [external_ids] if isinstance(external_ids, str) else external_ids
@@ -321,12 +326,12 @@ class NoveltyIndex:
             grown = np.zeros((len(self._matrix) * 2, self._matrix.shape[1]), dtype=np.float32)
             grown[: self._rows] = self._matrix[: self._rows]
             self._matrix = grown
+            self._codes = np.concatenate([self._codes, np.zeros(len(self._codes), dtype=np.int32)])
         self._matrix[self._rows] = vector
+        self._codes[self._rows] = self._code(subcategory)
         self._ids.append(external_id)
-        self._groups.append(subcategory)
         self._where.setdefault(external_id, []).append(self._rows)
         self._rows += 1
-        self._masks = None  # rebuilt on the next query
 
     def nearest(
         self,
@@ -355,6 +360,41 @@ class NoveltyIndex:
                 row[self._positions(exclude)] = -np.inf
             best = int(np.argmax(row))
             found.append((self._ids[best], float(row[best])) if np.isfinite(row[best]) else (None, 0.0))
+        return found
+
+    def screen(
+        self, external_ids: Sequence[str], vectors: np.ndarray, groups: Sequence[str | None], limit: float
+    ) -> list[tuple[str | None, float]]:
+        """Novelty of many new items at once, greedily in order, as a batch keeps them: each is compared with the
+        pool and with the earlier new items that were novel (similarity < `limit`), which join the pool (`add`).
+        [(nearest id, similarity)] per item. Two matrix products instead of a pass over the pool per item."""
+        vectors = np.asarray(vectors, dtype=np.float32)
+        with_pool = vectors @ self._matrix[: self._rows].T if self._rows else np.zeros((len(vectors), 0), np.float32)
+        with_new = vectors @ vectors.T
+        codes = np.array([self._code(g) for g in groups], dtype=np.int32)
+        kept: list[int] = []
+        found = []
+        for i, group in enumerate(groups):
+            row = np.where(self._comparable(group), with_pool[i], -np.inf)
+            best = int(np.argmax(row)) if self._rows else -1
+            nearest, similarity = (
+                (self._ids[best], float(row[best])) if best >= 0 and np.isfinite(row[best]) else (None, -np.inf)
+            )
+            if kept:
+                earlier = np.array(kept)
+                if codes[i]:
+                    earlier = earlier[(codes[earlier] == 0) | (codes[earlier] == codes[i])]
+                if len(earlier):
+                    j = int(earlier[np.argmax(with_new[i, earlier])])
+                    if with_new[i, j] > similarity:
+                        nearest, similarity = external_ids[j], float(with_new[i, j])
+            if nearest is None:
+                similarity = 0.0
+            found.append((nearest, similarity))
+            if nearest is None or similarity < limit:
+                kept.append(i)
+        for i in kept:
+            self.add(external_ids[i], vectors[i], groups[i])
         return found
 
 

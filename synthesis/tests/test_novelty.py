@@ -136,6 +136,35 @@ def test_add_makes_an_item_kept_in_the_same_batch_the_nearest_for_the_next():
     assert many[0][0] == "kept-1" and many[1][0].startswith("filler-")
 
 
+def test_screen_is_nearest_then_add_item_by_item():
+    rng = np.random.default_rng(3)
+    pool = rng.standard_normal((200, 384)).astype(np.float32)
+    pool /= np.linalg.norm(pool, axis=1, keepdims=True)
+    new = rng.standard_normal((40, 384)).astype(np.float32)
+    new[10:20] = pool[:10] + 0.05 * new[10:20]  # near-duplicates of pool tasks
+    new[30:40] = new[:10] + 0.05 * new[30:40]  # near-duplicates of earlier new items
+    new /= np.linalg.norm(new, axis=1, keepdims=True)
+    names = ["a/x", "a/y", None]
+    pool_groups = [names[i % 3] for i in range(200)]
+    new_groups = [names[i % 2] if i % 5 else None for i in range(40)]
+    new_ids = [f"new-{i}" for i in range(40)]
+
+    one_by_one = NoveltyIndex([f"p{i}" for i in range(200)], pool, pool_groups)
+    expected = []
+    for eid, vector, group in zip(new_ids, new, new_groups):
+        nearest, similarity = one_by_one.nearest(vector, group)
+        expected.append((nearest, similarity))
+        if nearest is None or similarity < 0.9:
+            one_by_one.add(eid, vector, group)
+    at_once = NoveltyIndex([f"p{i}" for i in range(200)], pool, pool_groups)
+    found = at_once.screen(new_ids, new, new_groups, 0.9)
+
+    assert [n for n, _ in found] == [n for n, _ in expected]
+    np.testing.assert_allclose([s for _, s in found], [s for _, s in expected], atol=1e-5)
+    assert len(at_once) == len(one_by_one) and 200 < len(at_once) < 240  # some were near-duplicates
+    assert sum(1 for _, s in found if s >= 0.9) >= 10
+
+
 def test_group_is_the_subcategory_with_its_category():
     assert group_of("office-work", "spreadsheets") == "office-work/spreadsheets"
     assert group_of(None, "spreadsheets") == "spreadsheets"
