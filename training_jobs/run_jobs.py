@@ -265,16 +265,33 @@ def _check_cancel(run: TrainingRun, stream, ctx) -> None:
 
 def kill_group(proc: subprocess.Popen) -> None:
     """SIGTERM the trainer's process group (accelerate and its ranks), SIGKILL what is left after a grace."""
-    for sig, wait in ((signal.SIGTERM, KILL_GRACE_SECONDS), (signal.SIGKILL, 5)):
+    for sig, grace in ((signal.SIGTERM, KILL_GRACE_SECONDS), (signal.SIGKILL, 5)):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
-            return
+            break
+        deadline = time.monotonic() + grace
+        while group_alive(proc.pid) and time.monotonic() < deadline:
+            proc.poll()  # reap the launcher, so that it does not count as alive
+            time.sleep(0.1)
+        if not group_alive(proc.pid):
+            break
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether a process of the group is still running (zombies waiting for their parent do not count)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:
             continue
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            return True
+    return False
 
 
 class _Stream:

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import dataset_views
+from . import dataset_views, run_views
 
 app_name = "training"
 urlpatterns = [
@@ -12,4 +12,10 @@ urlpatterns = [
     path("datasets/recent/", dataset_views.recent_datasets, name="datasets-recent"),
     path("datasets/<int:pk>/", dataset_views.dataset_detail, name="dataset"),
     path("datasets/<int:pk>/messages.jsonl", dataset_views.dataset_messages, name="dataset-messages"),
+    # runs
+    path("runs/", run_views.run_list, name="runs"),
+    path("runs/start/", run_views.run_start, name="run-start"),
+    path("runs/panel/", run_views.runs_panel, name="runs-panel"),
+    path("runs/<int:pk>/", run_views.run_detail, name="run"),
+    path("runs/<int:pk>/<str:action>/", run_views.run_action, name="run-action"),
 ]

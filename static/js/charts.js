@@ -52,7 +52,8 @@
     const datasets = spec.datasets.map((dataset, index) => ({
       ...dataset,
       backgroundColor: dataset.color || PALETTE[index % PALETTE.length],
-      borderWidth: 0,
+      borderColor: dataset.color || PALETTE[index % PALETTE.length],
+      borderWidth: spec.type === "line" ? 2 : 0, // a line chart's line is its border
     }));
     const y = spec.y || {};
     return {

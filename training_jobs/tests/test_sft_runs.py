@@ -15,7 +15,7 @@ from django.core.management import CommandError, call_command
 
 from training_jobs.datasets import build_dataset
 from training_jobs.models import Checkpoint, TrainingMetric, TrainingRun
-from training_jobs.run_jobs import execute_training, hash_folder, run_dir
+from training_jobs.run_jobs import execute_training, group_alive, hash_folder, run_dir
 from training_jobs.runs import (
     TrainingRunError,
     build_config,
@@ -144,8 +144,7 @@ def test_cancel_kills_the_trainer(dataset, tiny_model_path):
     assert not thread.is_alive()
     run.refresh_from_db()
     assert run.status == "cancelled" and run.steps < 400
-    with pytest.raises(ProcessLookupError):
-        os.killpg(pid, 0)
+    assert not group_alive(pid)  # accelerate and the trainer are gone
 
 
 def test_a_killed_trainer_resumes_from_its_last_checkpoint(dataset, tiny_model_path):

@@ -1,0 +1,232 @@
+"""Pages of training runs: the list (running ones with progress, refreshing themselves), the start form (admins),
+one run's page (its whole config, live loss and learning-rate curves with a table beside, logs, checkpoints with
+their evaluation scores, the score-per-checkpoint chart against the base model, actions), and the dashboard panel.
+
+State changes are training_jobs.runs' and training_jobs.serving's; these views validate and call them.
+"""
+
+import json
+
+from django import forms
+from django.contrib import messages
+from django.shortcuts import get_object_or_404, redirect
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from accounts.decorators import admin_required, viewer_required
+from accounts.roles import ADMIN, has_role
+from clawgym_site.htmx import render_page
+from jobs.engine import JobEngineError
+
+from . import runs
+from .models import BaseModel, Checkpoint, TrainingDataset, TrainingRun
+
+RUNS_SHOWN = 50
+METRICS_SHOWN = 500  # the curves' points; a longer run shows its last ones
+
+
+class StartRunForm(forms.Form):
+    dataset = forms.ModelChoiceField(queryset=TrainingDataset.objects.filter(status=TrainingDataset.Status.READY))
+    base_model = forms.ModelChoiceField(queryset=BaseModel.objects.all(), required=False,
+                                        help_text="A registered base model, or a path below.")  # fmt: skip
+    base_model_path = forms.CharField(required=False, max_length=1000, label="Base model path",
+                                      help_text="A local folder (weights, config, tokenizer).")  # fmt: skip
+    preset = forms.ChoiceField(choices=[(name, name) for name in runs.PRESETS], initial="paper")
+    overrides = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}), label="Config edits",
+                                help_text="One key=value a line, e.g. lora.enabled=true, learning_rate=2e-5.")  # fmt: skip
+    cpu = forms.BooleanField(required=False, label="Train on CPU (tiny models)")
+
+    def clean(self):
+        data = super().clean()
+        if not data.get("base_model") and not data.get("base_model_path"):
+            raise forms.ValidationError("Choose a base model or give its path.")
+        try:
+            data["edits"] = runs.parse_overrides([line for line in (data.get("overrides") or "").splitlines()
+                                                  if line.strip()])  # fmt: skip
+            runs.build_config(data.get("preset") or "paper", data["edits"])
+        except runs.TrainingRunError as exc:
+            self.add_error("overrides", str(exc))
+        return data
+
+
+def progress(run: TrainingRun) -> dict:
+    total = run.total_steps or 0
+    return {"done": run.steps, "total": total, "percent": round(100 * run.steps / total) if total else None}
+
+
+def latest_score(run: TrainingRun):
+    from evaluation.models import EvalRun
+
+    evaluation = (Checkpoint.objects.filter(run=run, evaluations__isnull=False).order_by("-step")
+                  .values_list("evaluations__eval_run", flat=True).first())  # fmt: skip
+    eval_run = EvalRun.objects.filter(pk=evaluation).first() if evaluation else None
+    return eval_run.overall_mean if eval_run else None
+
+
+def run_rows(queryset) -> list[dict]:
+    return [{"run": run, "progress": progress(run), "score": latest_score(run)} for run in queryset]
+
+
+@viewer_required
+@require_GET
+def run_list(request):
+    shown = TrainingRun.objects.select_related("dataset", "base_model")[:RUNS_SHOWN]
+    rows = run_rows(shown)
+    context = {"nav": "training", "rows": rows, "unfinished": any(not r["run"].is_finished for r in rows),
+               "is_admin": has_role(request.user, ADMIN)}  # fmt: skip
+    return render_page(request, "training/runs.html", context, partial="runs")
+
+
+@admin_required
+@require_http_methods(["GET", "POST"])
+def run_start(request):
+    form = StartRunForm(request.POST or None, initial=request.GET or None)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            run = runs.start_training_run(
+                dataset=data["dataset"], base_model=data["base_model"], base_model_path=data["base_model_path"],
+                preset=data["preset"], overrides=data["edits"], cpu=data["cpu"], user=request.user,
+            )  # fmt: skip
+        except runs.TrainingRunError as exc:
+            form.add_error(None, str(exc))
+        except JobEngineError as exc:
+            form.add_error(None, f"The job engine did not take the run: {exc}")
+        else:
+            messages.success(request, f"Training run #{run.pk} queued on the gpu queue.")
+            return redirect("training:run", pk=run.pk)
+    return render_page(request, "training/runs_start.html", {"nav": "training", "form": form},
+                       status=400 if form.errors else 200)  # fmt: skip
+
+
+def curves(run: TrainingRun) -> tuple[list[dict], dict, dict]:
+    metrics = list(run.metrics.order_by("-step", "-id")[:METRICS_SHOWN])[::-1]
+    rows = [{"step": m.step, "epoch": m.epoch, **m.values} for m in metrics]
+    steps = [m.step for m in metrics]
+
+    def line(key: str, label: str, title: str) -> dict:
+        return {"type": "line", "labels": steps, "x": {"title": "step"}, "y": {"title": title},
+                "datasets": [{"label": label, "data": [m.values.get(key) for m in metrics]}]}  # fmt: skip
+
+    return rows, line("loss", "loss", "training loss"), line("learning_rate", "learning rate", "learning rate")
+
+
+def checkpoint_scores(run: TrainingRun) -> tuple[list[dict], dict | None]:
+    """Each checkpoint with its evaluations' scores, and the score-per-checkpoint chart (overall and per category)
+    against the base model's evaluation."""
+    from evaluation.models import EvalRun
+
+    rows, labels, overall, categories = [], [], [], {}
+    for checkpoint in run.checkpoints.order_by("step").prefetch_related("servers"):
+        evaluations = list(EvalRun.objects.filter(pk__in=checkpoint.evaluations.values("eval_run")))
+        server = next((s for s in checkpoint.servers.all() if s.status == "ready"), None)
+        rows.append({"checkpoint": checkpoint, "evaluations": evaluations, "server": server})
+        scored = [e for e in evaluations if e.overall_mean is not None]
+        if scored:
+            labels.append(f"step {checkpoint.step}")
+            overall.append(scored[0].overall_mean)
+            for name, score in _category_scores(scored[0]).items():
+                categories.setdefault(name, {})[len(labels) - 1] = score
+    if not labels:
+        return rows, None
+    datasets = [{"label": "checkpoint", "data": overall}]
+    base = run.base_eval_run
+    if base is not None and base.overall_mean is not None:
+        datasets.append({"label": "base model", "data": [base.overall_mean] * len(labels)})
+    for name, by_index in sorted(categories.items()):
+        datasets.append({"label": name, "data": [by_index.get(i) for i in range(len(labels))]})
+    chart = {"type": "line", "labels": labels, "datasets": datasets, "y": {"min": 0, "max": 1, "title": "score"},
+             "x": {"title": "checkpoint"}}  # fmt: skip
+    return rows, chart
+
+
+def _category_scores(eval_run) -> dict:
+    scores = getattr(eval_run, "category_scores", None) or (getattr(eval_run, "summary", None) or {}).get("categories")
+    if isinstance(scores, dict):
+        return {str(k): (v.get("mean") if isinstance(v, dict) else v) for k, v in scores.items()
+                if isinstance(v, int | float) or (isinstance(v, dict) and isinstance(v.get("mean"), int | float))}
+    return {}
+
+
+def _run_context(request, run: TrainingRun) -> dict:
+    rows, loss_chart, lr_chart = curves(run)
+    checkpoints, score_chart = checkpoint_scores(run)
+    from review.models import BenchmarkVersion
+
+    return {
+        "nav": "training", "run": run, "progress": progress(run), "metric_rows": rows, "loss_chart": loss_chart,
+        "lr_chart": lr_chart, "checkpoints": checkpoints, "score_chart": score_chart,
+        "config_json": json.dumps(run.config, indent=2, sort_keys=True), "is_admin": has_role(request.user, ADMIN),
+        "live": not run.is_finished, "versions": BenchmarkVersion.objects.select_related("benchmark")[:50],
+    }  # fmt: skip
+
+
+@viewer_required
+@require_GET
+def run_detail(request, pk: int):
+    run = get_object_or_404(TrainingRun.objects.select_related("dataset", "base_model", "job_run"), pk=pk)
+    return render_page(request, "training/runs_detail.html", _run_context(request, run), partial="live")
+
+
+@admin_required
+@require_POST
+def run_action(request, pk: int, action: str):
+    run = get_object_or_404(TrainingRun, pk=pk)
+    try:
+        if action == "cancel":
+            runs.cancel_training_run(run, user=request.user)
+            messages.success(request, f"Run #{run.pk} cancelled.")
+        elif action == "resume":
+            runs.resume_training_run(run, user=request.user)
+            messages.success(request, f"Run #{run.pk} queued again from its last checkpoint.")
+        elif action == "clone":
+            edits = runs.parse_overrides([x for x in request.POST.get("overrides", "").splitlines() if x.strip()])
+            clone = runs.clone_training_run(run, edits, user=request.user)
+            messages.success(request, f"Run #{clone.pk} queued: a clone of #{run.pk}.")
+            return redirect("training:run", pk=clone.pk)
+        elif action == "serve":
+            from .serving import ServingError, serve_checkpoint
+
+            checkpoint = get_object_or_404(Checkpoint, pk=request.POST.get("checkpoint"), run=run)
+            try:
+                server = serve_checkpoint(checkpoint)
+            except ServingError as exc:
+                messages.error(request, str(exc))
+            else:
+                messages.success(request, f"Serving step {checkpoint.step} as {server.endpoint.name}.")
+        elif action == "evaluate":
+            from review.models import BenchmarkVersion
+
+            from .evaluations import EvaluationError, evaluate_checkpoints
+
+            version = get_object_or_404(BenchmarkVersion, pk=request.POST.get("version"))
+            try:
+                started = evaluate_checkpoints(run, version, user=request.user)
+            except EvaluationError as exc:
+                messages.error(request, str(exc))
+            else:
+                messages.success(request, f"{len(started)} evaluation runs started on {version}.")
+        else:
+            messages.error(request, f"Unknown action {action!r}.")
+    except runs.TrainingRunError as exc:
+        messages.error(request, str(exc))
+    except JobEngineError as exc:
+        messages.error(request, f"The job engine did not take it: {exc}")
+    return redirect("training:run", pk=run.pk)
+
+
+def dashboard_panel_context(request) -> dict | None:
+    """The dashboard's "Training runs" panel: a start form for admins, the runs not finished, the latest ones."""
+    if not request.user.is_authenticated:
+        return None
+    recent = TrainingRun.objects.select_related("dataset")[:5]
+    rows = run_rows(recent)
+    return {"form": StartRunForm() if has_role(request.user, ADMIN) else None, "rows": rows,
+            "unfinished": any(not r["run"].is_finished for r in rows)}  # fmt: skip
+
+
+@viewer_required
+@require_GET
+def runs_panel(request):
+    """The panel's rows (it polls this while a run trains)."""
+    context = dashboard_panel_context(request)
+    return render_page(request, "training/_runs_panel_rows.html", {"panel": context})

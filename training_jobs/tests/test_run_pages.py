@@ -1,0 +1,74 @@
+"""The run pages: the list, the start form (admins), the run page with its config, curves, table, log and
+checkpoints, the dashboard panel. Metrics and checkpoints are rows as the job writes them (the trainer itself is
+test_sft_runs')."""
+
+import json
+from html import unescape
+
+import pytest
+from django.urls import reverse
+
+from training_jobs.models import Checkpoint, TrainingMetric, TrainingRun
+from training_jobs.runs import start_training_run
+from training_jobs.tests.test_sft_runs import dataset  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def run(dataset):  # noqa: F811
+    run = start_training_run(dataset=dataset, base_model_path="/models/tiny", preset="tiny-cpu", cpu=True,
+                             enqueue=False)  # fmt: skip
+    TrainingRun.objects.filter(pk=run.pk).update(status="running", steps=2, total_steps=4, log_tail="step 2 done\n")
+    for step, loss in [(1, 5.25), (2, 4.75)]:
+        TrainingMetric.objects.create(run=run, step=step, epoch=step / 4, values={"loss": loss, "learning_rate": 1e-3})
+    Checkpoint.objects.create(run=run, step=2, path="/tmp/run/checkpoint-2", sha256="ab" * 32, size_bytes=2048,
+                              metrics={"loss": 4.75})  # fmt: skip
+    run.refresh_from_db()
+    return run
+
+
+def test_the_run_page_shows_config_curves_table_log_and_checkpoints(viewer_client, run):
+    page = viewer_client.get(reverse("training:run", args=[run.pk]))
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert '"learning_rate": 0.001' in unescape(html) and '"max_length": 2048' in unescape(html)  # the whole config
+    assert 'data-chart="chart-loss"' in html and 'data-chart="chart-lr"' in html
+    loss = json.loads(html.split('id="chart-loss" type="application/json">')[1].split("</script>")[0])
+    assert loss["labels"] == [1, 2] and loss["datasets"][0]["data"] == [5.25, 4.75]
+    assert "4.7500" in html and "/tmp/run/checkpoint-2" in html and "step 2 done" in html
+    assert 'hx-trigger="every 2s"' in html  # running: it refreshes itself
+    partial = viewer_client.get(reverse("training:run", args=[run.pk]), HTTP_HX_REQUEST="true").content.decode()
+    assert partial.startswith('\n<div id="run-live"') or partial.lstrip().startswith('<div id="run-live"')
+    assert 'id="run-config"' not in partial
+    assert "Cancel" not in html  # not an admin
+
+
+def test_the_list_and_the_admin_actions(admin_client, run):
+    html = admin_client.get(reverse("training:runs")).content.decode()
+    assert f"#{run.pk}" in html and 'value="2"' in html and 'hx-trigger="every 2s"' in html
+    page = admin_client.get(reverse("training:run", args=[run.pk])).content.decode()
+    assert "Cancel" in page and "Clone" in page and "Serve" in page
+    response = admin_client.post(reverse("training:run-action", args=[run.pk, "cancel"]))
+    assert response.status_code == 302
+    run.refresh_from_db()
+    assert run.status == "cancelled"
+
+
+def test_admins_start_a_run_from_the_form(admin_client, viewer_client, dataset):  # noqa: F811
+    assert viewer_client.get(reverse("training:run-start")).status_code == 403
+    refused = admin_client.post(reverse("training:run-start"), {"dataset": dataset.pk, "base_model_path": "/m",
+                                                                "preset": "paper", "overrides": "lora.rank=8"})
+    assert refused.status_code == 400 and "unknown config key" in refused.content.decode()
+    response = admin_client.post(reverse("training:run-start"), {
+        "dataset": dataset.pk, "base_model_path": "/models/tiny", "preset": "tiny-cpu", "cpu": "on",
+        "overrides": "max_steps=3\nlearning_rate=0.002"})  # fmt: skip
+    run = TrainingRun.objects.get()
+    assert response.status_code == 302 and response["Location"] == reverse("training:run", args=[run.pk])
+    assert run.config["max_steps"] == 3 and run.config["learning_rate"] == 0.002 and run.cpu
+    assert run.job_run.queue == "gpu"
+
+
+def test_the_dashboard_panel(admin_client, run):
+    html = admin_client.get("/").content.decode()
+    assert 'id="training-runs-panel"' in html and "Start a training run" in html and f"#{run.pk}" in html
