@@ -22,7 +22,7 @@ overriding a skill's label, annotating and assessing the admin role. Serializers
     POST /api/quality-assessments/assess/       {tasks: [ids] | all: true, stages?, judge?}: 202 + the job run
 """
 
-from django.db.models import Prefetch
+from django.db.models import Count, Prefetch, Q
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
@@ -96,6 +96,16 @@ class SynthesisBatchViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.Retr
 
     def get_serializer_class(self):
         return SynthesisBatchListSerializer if self.action == "list" else SynthesisBatchDetailSerializer
+
+    def get_queryset(self):
+        queryset = super().get_queryset()
+        if self.action != "list":
+            return queryset
+        # A list row's counts in the same query (a detail counts them through batches.batch_json).
+        counts = {name: Count("items", filter=Q(items__status=name)) for name in ("kept", "rejected", "failed")}
+        finished = Count("items", filter=Q(items__status__in=SynthesisItem.FINISHED))
+        # Meta.ordering does not apply to a query with aggregates: newest first, said again.
+        return queryset.annotate(**counts, finished=finished).order_by("-created_at", "-id")
 
     def _detail(self, batch, code=status.HTTP_200_OK, **extra) -> Response:
         fresh = self.get_queryset().get(pk=batch.pk)

@@ -125,11 +125,16 @@ class SynthesisBatchListSerializer(serializers.ModelSerializer):
     tokens = serializers.SerializerMethodField()
     cost = serializers.FloatField()
     created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    finished = serializers.IntegerField(read_only=True, help_text="Items kept, rejected or failed.")
+    kept = serializers.IntegerField(read_only=True)
+    rejected = serializers.IntegerField(read_only=True, help_text="Items rejected (any stage).")
+    failed = serializers.IntegerField(read_only=True, help_text="Items failed (any stage).")
 
     class Meta:
         model = SynthesisBatch
-        fields = ["id", "url", "name", "route", "status", "status_reason", "preview", "requested", "generator", "judge",
-                  "seed", "tokens", "cost", "created_at", "created_by", "finished_at"]  # fmt: skip
+        fields = ["id", "url", "name", "route", "status", "status_reason", "preview", "requested", "finished", "kept",
+                  "rejected", "failed", "generator", "judge", "seed", "tokens", "cost", "created_at", "created_by",
+                  "finished_at"]  # fmt: skip
         read_only_fields = fields
 
     def get_tokens(self, batch) -> int:

@@ -126,6 +126,7 @@ def test_list_filters_and_detail(viewer_api, endpoints):
     rows = viewer_api.get(BATCHES).json()["results"]
     assert [r["id"] for r in rows] == [done.pk, running.pk]  # newest first
     assert rows[1]["tokens"] == 1250 and rows[1]["cost"] == 0.0125 and rows[1]["generator"] == "gen"
+    assert [(r["finished"], r["kept"], r["rejected"], r["failed"]) for r in rows] == [(1, 1, 0, 0), (1, 0, 1, 0)]
     assert [r["id"] for r in viewer_api.get(BATCHES + "?status=running").json()["results"]] == [running.pk]
     assert [r["id"] for r in viewer_api.get(BATCHES + "?preview=true").json()["results"]] == [done.pk]
     detail = viewer_api.get(f"{BATCHES}{running.pk}/").json()
