@@ -72,3 +72,23 @@ def test_admins_start_a_run_from_the_form(admin_client, viewer_client, dataset):
 def test_the_dashboard_panel(admin_client, run):
     html = admin_client.get("/").content.decode()
     assert 'id="training-runs-panel"' in html and "Start a training run" in html and f"#{run.pk}" in html
+
+
+def test_the_api_starts_lists_and_shows_runs(api_as, dataset, viewer):  # noqa: F811
+    from clawgym_site.testing import make_user
+
+    admin = api_as(make_user("api-admin", "admin"))
+    refused = admin.post("/api/training/runs/", {"dataset": dataset.pk, "base_model_path": "/m",
+                                                 "overrides": {"lora.rank": 8}}, format="json")  # fmt: skip
+    assert refused.status_code == 400 and "unknown config key" in refused.json()["detail"]
+    created = admin.post("/api/training/runs/", {"dataset": dataset.pk, "base_model_path": "/m", "preset": "tiny-cpu",
+                                                 "overrides": {"max_steps": 3}, "cpu": True}, format="json")  # fmt: skip
+    assert created.status_code == 201, created.content
+    body = created.json()
+    assert body["config"]["max_steps"] == 3 and body["status"] == "queued"
+    assert body["report"] == {"run": body["id"], "status": "queued", "steps": 0, "checkpoints": [], "metrics": {"loss": []}}
+    reader = api_as(viewer)
+    assert [row["id"] for row in reader.get("/api/training/runs/").json()["results"]] == [body["id"]]
+    assert reader.post(f"/api/training/runs/{body['id']}/cancel/").status_code == 403
+    cancelled = admin.post(f"/api/training/runs/{body['id']}/cancel/")
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"

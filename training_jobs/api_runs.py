@@ -1,0 +1,184 @@
+"""Training runs and checkpoints over the API. Reads need the viewer role; starting, cancelling, resuming, cloning,
+serving and evaluating the admin role.
+
+    GET  /api/training/runs/                      newest first, with progress
+    POST /api/training/runs/                      {dataset, base_model? | base_model_path?, preset?, overrides?: {key:
+                                                  value}, cpu?, name?}: 201 + the run (queued on the gpu queue)
+    GET  /api/training/runs/{id}/                 with its whole config, checkpoints and the `train --json` figures
+    GET  /api/training/runs/{id}/metrics/         every logged step
+    POST /api/training/runs/{id}/cancel/ | resume/ | clone/ {overrides?} | evaluate/ {benchmark_version}
+    GET  /api/training/checkpoints/{id}/          POST …/serve/: 200 + {endpoint, base_url}
+"""
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from accounts.roles import ADMIN
+from jobs.engine import JobEngineError
+
+from . import runs
+from .models import BaseModel, Checkpoint, TrainingDataset, TrainingMetric, TrainingRun
+
+
+class CheckpointSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Checkpoint
+        fields = ["id", "run", "step", "path", "sha256", "size_bytes", "metrics", "created_at"]
+
+
+class TrainingRunSerializer(serializers.ModelSerializer):
+    checkpoints = CheckpointSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = TrainingRun
+        fields = ["id", "name", "kind", "status", "dataset", "base_model", "base_model_path", "preset", "cpu",
+                  "config", "steps", "total_steps", "attempt", "resumed_from", "cloned_from", "error", "output_dir",
+                  "job_run", "base_eval_run", "created_at", "started_at", "finished_at", "checkpoints"]  # fmt: skip
+        read_only_fields = fields
+
+
+class TrainingRunListSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = TrainingRun
+        fields = ["id", "name", "kind", "status", "dataset", "preset", "cpu", "steps", "total_steps", "attempt",
+                  "created_at", "finished_at"]  # fmt: skip
+        read_only_fields = fields
+
+
+class MetricSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = TrainingMetric
+        fields = ["step", "epoch", "values", "created_at"]
+
+
+class StartRunSerializer(serializers.Serializer):
+    dataset = serializers.PrimaryKeyRelatedField(queryset=TrainingDataset.objects.all())
+    base_model = serializers.SlugRelatedField(slug_field="name", queryset=BaseModel.objects.all(), required=False)
+    base_model_path = serializers.CharField(required=False, allow_blank=True, default="")
+    preset = serializers.ChoiceField(choices=list(runs.PRESETS), default="paper")
+    overrides = serializers.DictField(required=False, default=dict)
+    cpu = serializers.BooleanField(default=False)
+    name = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class EditsSerializer(serializers.Serializer):
+    overrides = serializers.DictField(required=False, default=dict)
+
+
+class EvaluateSerializer(serializers.Serializer):
+    benchmark_version = serializers.IntegerField()
+
+
+def _refused(exc) -> Response:
+    code = status.HTTP_503_SERVICE_UNAVAILABLE if isinstance(exc, JobEngineError) else status.HTTP_400_BAD_REQUEST
+    return Response({"detail": str(exc)}, status=code)
+
+
+@extend_schema(tags=["training"])
+class TrainingRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """SFT runs: their whole config, progress, checkpoints; started, cancelled, resumed and cloned by admins."""
+
+    queryset = TrainingRun.objects.prefetch_related("checkpoints")
+    write_role = ADMIN
+
+    def get_serializer_class(self):
+        return TrainingRunListSerializer if self.action == "list" else TrainingRunSerializer
+
+    def _detail(self, run, code=status.HTTP_200_OK) -> Response:
+        return Response({**TrainingRunSerializer(self.get_queryset().get(pk=run.pk)).data,
+                         "report": runs.run_json(run)}, status=code)  # fmt: skip
+
+    def retrieve(self, request, *args, **kwargs):
+        return self._detail(self.get_object())
+
+    @extend_schema(request=StartRunSerializer, responses={201: TrainingRunSerializer})
+    def create(self, request):
+        form = StartRunSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        data = form.validated_data
+        try:
+            run = runs.start_training_run(
+                dataset=data["dataset"], base_model=data.get("base_model"), base_model_path=data["base_model_path"],
+                preset=data["preset"], overrides=data["overrides"], cpu=data["cpu"], name=data["name"],
+                user=request.user,
+            )  # fmt: skip
+        except (runs.TrainingRunError, JobEngineError) as exc:
+            return _refused(exc)
+        return self._detail(run, status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses={200: TrainingRunSerializer})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        return self._detail(runs.cancel_training_run(self.get_object(), user=request.user))
+
+    @extend_schema(request=EditsSerializer, responses={200: TrainingRunSerializer})
+    @action(detail=True, methods=["post"])
+    def resume(self, request, pk=None):
+        form = EditsSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        try:
+            run = runs.resume_training_run(self.get_object(), user=request.user,
+                                           overrides=form.validated_data["overrides"] or None)  # fmt: skip
+        except (runs.TrainingRunError, JobEngineError) as exc:
+            return _refused(exc)
+        return self._detail(run)
+
+    @extend_schema(request=EditsSerializer, responses={201: TrainingRunSerializer})
+    @action(detail=True, methods=["post"])
+    def clone(self, request, pk=None):
+        form = EditsSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        try:
+            run = runs.clone_training_run(self.get_object(), form.validated_data["overrides"], user=request.user)
+        except (runs.TrainingRunError, JobEngineError) as exc:
+            return _refused(exc)
+        return self._detail(run, status.HTTP_201_CREATED)
+
+    @extend_schema(responses={200: MetricSerializer(many=True)})
+    @action(detail=True, methods=["get"])
+    def metrics(self, request, pk=None):
+        rows = self.get_object().metrics.order_by("step", "id")
+        return Response(MetricSerializer(rows, many=True).data)
+
+    @extend_schema(request=EvaluateSerializer, responses={202: None})
+    @action(detail=True, methods=["post"])
+    def evaluate(self, request, pk=None):
+        from review.models import BenchmarkVersion
+
+        from .evaluations import EvaluationError, evaluate_checkpoints
+
+        form = EvaluateSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        version = BenchmarkVersion.objects.filter(pk=form.validated_data["benchmark_version"]).first()
+        if version is None:
+            return Response({"detail": "no such benchmark version"}, status=status.HTTP_400_BAD_REQUEST)
+        try:
+            started = evaluate_checkpoints(self.get_object(), version, user=request.user)
+        except (EvaluationError, JobEngineError) as exc:
+            return _refused(exc)
+        return Response({"eval_runs": [e.pk for e in started]}, status=status.HTTP_202_ACCEPTED)
+
+
+@extend_schema(tags=["training"])
+class CheckpointViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    queryset = Checkpoint.objects.all()
+    serializer_class = CheckpointSerializer
+    write_role = ADMIN
+
+    @extend_schema(request=None, responses={200: None})
+    @action(detail=True, methods=["post"])
+    def serve(self, request, pk=None):
+        from .serving import ServingError, serve_checkpoint
+
+        try:
+            server = serve_checkpoint(self.get_object())
+        except ServingError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+        return Response({"endpoint": server.endpoint.name, "base_url": server.endpoint.base_url})
+
+
+def register(router) -> None:
+    router.register("training/runs", TrainingRunViewSet, basename="training-run")
+    router.register("training/checkpoints", CheckpointViewSet, basename="training-checkpoint")
