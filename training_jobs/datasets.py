@@ -33,7 +33,7 @@ from django.utils.dateparse import parse_datetime
 
 from accounts.roles import ADMIN, has_role
 from evaluation.harnesses import ExitReason
-from evaluation.models import Rollout, Trajectory
+from evaluation.models import EvalRun, Rollout, Trajectory
 from llm.models import ModelCall
 from review.models import PinnedRevision
 
@@ -71,7 +71,7 @@ def normalize_selection(selection: dict) -> dict:
         values = selection.get(key) or []
         if isinstance(values, (str, int)):
             values = [values]
-        values = sorted({int(v) if key == "eval_runs" else str(v) for v in values}, key=str)
+        values = sorted({int(v) if key == "eval_runs" else str(v) for v in values})
         if values:
             normal[key] = values
     for key in ("since", "until"):
@@ -80,9 +80,19 @@ def normalize_selection(selection: dict) -> dict:
             moment = value if isinstance(value, datetime) else parse_datetime(str(value))
             if moment is None:
                 raise DatasetError(f"{key}: not a date and time: {value!r} (e.g. 2026-11-30T00:00:00Z)")
+            if timezone.is_naive(moment):
+                moment = timezone.make_aware(moment, timezone.get_current_timezone())
             normal[key] = moment.isoformat()
     if not any(k in normal for k in ("eval_runs", "groups", "endpoints", "harnesses", "sources")):
         raise DatasetError("select at least one evaluation run, rollout group, endpoint, harness or task source")
+    missing_runs = set(normal.get("eval_runs", [])) - set(
+        EvalRun.objects.filter(pk__in=normal.get("eval_runs", [])).values_list("pk", flat=True))
+    if missing_runs:
+        raise DatasetError(f"no evaluation run {', '.join(f'#{pk}' for pk in sorted(missing_runs))}")
+    missing_groups = set(normal.get("groups", [])) - set(
+        Rollout.objects.filter(group__in=normal.get("groups", [])).values_list("group", flat=True).distinct())
+    if missing_groups:
+        raise DatasetError(f"no rollout group {', '.join(sorted(missing_groups))}")
     return normal
 
 

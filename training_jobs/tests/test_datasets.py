@@ -63,6 +63,13 @@ def test_selection_by_run_or_group_or_source(corpus):
     assert kept_labels(corpus, by_source) == {"good", "half"}
     with pytest.raises(DatasetError, match="select at least one"):
         build_dataset(selection={})
+    with pytest.raises(DatasetError, match="no evaluation run #999"):
+        build_dataset(selection={"eval_runs": [999, corpus.run.pk]})
+    with pytest.raises(DatasetError, match="no rollout group nosuchgroup"):
+        build_dataset(selection={"groups": ["nosuchgroup"]})
+    # Dates narrow the selection (a naive one is in the site's time zone).
+    assert build_dataset(selection={"groups": [corpus.group], "until": "2000-01-01T00:00:00"}).excluded == {}
+    assert build_dataset(selection={"groups": [corpus.group], "since": "2000-01-01"}).trajectories_count == 5
     with pytest.raises(DatasetError, match="unknown filter"):
         build_dataset(selection=both(corpus), filters={"min_rewrad": 0.5})
 
