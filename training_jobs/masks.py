@@ -113,6 +113,8 @@ def assistant_turns(sample: dict, tokenizer) -> list[tuple[str, str]]:
     for i, message in enumerate(messages):
         if message["role"] != "assistant":
             continue
+        if i == 0:
+            raise MaskError("the conversation starts with an assistant turn: there is no prompt to render before it")
         prompt = tokenizer.apply_chat_template(messages[:i], tools=tools, tokenize=False, add_generation_prompt=True)
         turns.append((prompt, tokenizer.apply_chat_template(messages[: i + 1], tools=tools, tokenize=False)))
     return turns

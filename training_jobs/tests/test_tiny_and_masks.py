@@ -132,3 +132,14 @@ def test_the_checker_catches_masks_that_are_off(tokenizer):
     report = masks.check_masks(varied_conversations(), wrong)
     assert not report.ok and report.agree == 0
     assert all("masks differ from the reference" in f["reason"] for f in report.failures)
+
+
+def test_a_conversation_the_reference_cannot_render_is_reported(tokenizer):
+    opening = {
+        "messages": [{"role": "assistant", "content": "Hello."}, {"role": "user", "content": "Hi."}],
+        "tools": [],
+    }
+    report = masks.check_masks([varied_conversations()[0], opening], tokenizer)
+    assert (report.samples, report.agree, report.ok) == (2, 1, False)
+    assert report.failures == [{"sample": 1, "reason": "the conversation starts with an assistant turn: there is no "
+                                                        "prompt to render before it"}]  # fmt: skip
