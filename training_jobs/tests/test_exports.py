@@ -78,7 +78,7 @@ def test_tokenized_parquet(dataset, tokenizer_path, tmp_path):
     table = pq.read_table(tmp_path / "tok.parquet")
     assert table.column_names == ["input_ids", "assistant_masks", "length"]
     rows = table.to_pylist()
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_path, local_files_only=True)
     assert rows == [masks.tokenize_sample(s, tokenizer) for s in varied_conversations()]
     assert all(row["length"] == len(row["input_ids"]) == len(row["assistant_masks"]) for row in rows)
     assert all(set(row["assistant_masks"]) == {0, 1} for row in rows)
