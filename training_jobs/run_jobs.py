@@ -40,7 +40,9 @@ def training_root() -> Path:
 
 
 def run_dir(run: TrainingRun) -> Path:
-    return training_root() / f"run-{run.pk}"
+    # The creation time in the name: a database started afresh (tests, a new deployment) reuses run ids, and a new
+    # run must never find an old one's data or checkpoints.
+    return training_root() / f"run-{run.pk}-{run.created_at:%Y%m%d%H%M%S%f}"
 
 
 def _subject(params: dict) -> tuple[str, str]:
