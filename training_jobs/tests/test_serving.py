@@ -72,3 +72,45 @@ def test_idle_servers_are_stopped(dataset, tiny_model_path):  # noqa: F811
     assert stop_idle_servers(idle_seconds=0) == [server.pk]
     server.refresh_from_db()
     assert server.status == "stopped" and not server.endpoint.enabled and not alive(server.pid)
+
+
+def test_evaluate_checkpoints_serves_each_and_the_base_and_charts_them(admin_client, fruit_task, dataset,  # noqa: F811
+                                                                       tiny_model_path):  # noqa: F811
+    from django.urls import reverse
+
+    from evaluation.models import EvalRun
+    from review.models import Benchmark, BenchmarkVersion, PinnedRevision
+    from training_jobs.models import CheckpointEvaluation, TrainingRun
+
+    version = BenchmarkVersion.objects.create(benchmark=Benchmark.objects.create(name="fruit-bench"), number=1)
+    PinnedRevision.objects.create(version=version, revision=fruit_task)
+    run = start_training_run(dataset=dataset, base_model_path=tiny_model_path, preset="tiny-cpu", cpu=True,
+                             enqueue=False)  # fmt: skip
+    execute_training(run.pk)
+    out = StringIO()
+    try:
+        call_command("evaluate_checkpoints", str(run.pk), "--benchmark", "fruit-bench", "--harness", "builtin",
+                     "--json", stdout=out, stderr=StringIO())  # fmt: skip
+        report = json.loads(out.getvalue().strip().splitlines()[-1])
+        assert [row["endpoint"] for row in report["evaluations"]] == [f"base-{run.pk}", f"ckpt-{run.pk}-1",
+                                                                      f"ckpt-{run.pk}-2"]  # fmt: skip
+        run.refresh_from_db()
+        assert run.base_eval_run_id == report["evaluations"][0]["eval_run"]
+        evaluations = CheckpointEvaluation.objects.filter(checkpoint__run=run).order_by("checkpoint__step")
+        assert [e.eval_run_id for e in evaluations] == [row["eval_run"] for row in report["evaluations"][1:]]
+        assert all(e.eval_run.benchmark_version == version for e in evaluations)
+        # As the finished evaluations would leave them: the run page charts score per checkpoint against the base.
+        for eval_run, mean in zip(EvalRun.objects.filter(pk__in=[r["eval_run"] for r in report["evaluations"]])
+                                  .order_by("pk"), [0.25, 0.5, 0.75]):  # fmt: skip
+            EvalRun.objects.filter(pk=eval_run.pk).update(overall_mean=mean)
+        html = admin_client.get(reverse("training:run", args=[run.pk])).content.decode()
+        chart = json.loads(html.split('id="chart-scores" type="application/json">')[1].split("</script>")[0])
+        assert chart["labels"] == ["step 1", "step 2"]
+        assert chart["datasets"][0]["data"] == [0.5, 0.75] and chart["datasets"][1] == {"label": "base model",
+                                                                                        "data": [0.25, 0.25]}
+    finally:
+        for name in [f"base-{run.pk}", f"ckpt-{run.pk}-1", f"ckpt-{run.pk}-2"]:
+            if ModelEndpoint.objects.filter(name=name).exists():
+                call_command("serve_checkpoint", "--stop", name, stdout=StringIO())
+    assert not ModelServer.objects.filter(status="ready").exists()
+    assert TrainingRun.objects.get(pk=run.pk).status == "succeeded"

@@ -18,6 +18,10 @@ class Command(BaseCommand):
         "the run page charts score per checkpoint against the base model."
     )
 
+    def create_parser(self, prog_name, subcommand, **kwargs):
+        # --version is the benchmark version's number here, not Django's version.
+        return super().create_parser(prog_name, subcommand, conflict_handler="resolve", **kwargs)
+
     def add_arguments(self, parser):
         parser.add_argument("run", type=int)
         parser.add_argument("--benchmark", required=True)
