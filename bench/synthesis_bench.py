@@ -25,6 +25,7 @@ summary, and as its last line one JSON object: {"novelty_500_vs_13500_s", "pool_
 "overhead_per_task_s", "embedding_texts_per_s", ...}.
 
     .venv/bin/python bench/synthesis_bench.py [--pool 13500] [--new 500] [--measure 500] [--pipeline-tasks 5]
+                                              [--blas-threads N]
 """
 
 import argparse
@@ -37,6 +38,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clawgym_site.settings")
+# --blas-threads N must be set before numpy loads OpenBLAS: on a small shared machine one thread per process was
+# twice as fast as OpenBLAS's default of one per CPU (its threads wait on each other).
+if "--blas-threads" in sys.argv[:-1]:
+    os.environ["OPENBLAS_NUM_THREADS"] = sys.argv[sys.argv.index("--blas-threads") + 1]
 
 import django  # noqa: E402
 
@@ -245,6 +250,7 @@ def main() -> dict:
     parser.add_argument("--new", type=int, default=500)
     parser.add_argument("--measure", type=int, default=500, help="pool texts embedded and timed (0: all)")
     parser.add_argument("--pipeline-tasks", type=int, default=5)
+    parser.add_argument("--blas-threads", type=int, help="OPENBLAS_NUM_THREADS for this run (default: OpenBLAS's)")
     args = parser.parse_args()
 
     from synthesis.novelty import encoder
@@ -290,6 +296,7 @@ def main() -> dict:
             **pipeline,
             "targets": {"novelty_s": TARGET_NOVELTY_S, "overhead_per_task_s": TARGET_OVERHEAD_S},
             "cpus": os.cpu_count(),
+            "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS") or "default",
             "database": connection.vendor,
         }
         if (args.new, args.pool) != (500, 13_500):
