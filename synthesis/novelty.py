@@ -408,8 +408,19 @@ def catalog_index() -> NoveltyIndex:
     """The index of every task's current instruction, kept in this process between calls and brought up to date
     on each: tasks added since are embedded and added (a batch's items check against the tasks kept before them),
     and a changed or removed task makes it rebuild (from the cached vectors: one bulk read)."""
+    from django.db.models import Count, Max
+
     from tasks.models import Task
 
+    # One aggregate says whether anything changed (a revision is a new, higher id; other edits touch updated_at).
+    signature = tuple(
+        Task.objects.filter(current_revision__isnull=False)
+        .aggregate(n=Count("pk"), revision=Max("current_revision_id"), updated=Max("updated_at"))
+        .values()
+    )
+    with _catalog_lock:
+        if _catalog["index"] is not None and _catalog.get("signature") == signature:
+            return _catalog["index"]
     fields = ("external_id", "current_revision_id", "current_revision__content_hash", "scenario_category__slug",
               "scenario_subcategory__slug")  # fmt: skip
     rows = {
@@ -420,7 +431,7 @@ def catalog_index() -> NoveltyIndex:
         index, known = _catalog["index"], _catalog["rows"]
         if index is None or any(rows.get(eid) != row for eid, row in known.items()):
             index = NoveltyIndex.from_catalog()
-            _catalog.update(index=index, rows=rows)
+            _catalog.update(index=index, rows=rows, signature=signature)
             return index
         new = sorted(eid for eid in rows if eid not in known)
         if new:
@@ -429,5 +440,5 @@ def catalog_index() -> NoveltyIndex:
             )
             for eid, vector in zip(new, embed([texts[eid] for eid in new]), strict=True):
                 index.add(eid, vector, rows[eid][2])
-            _catalog["rows"] = rows
+        _catalog.update(rows=rows, signature=signature)
         return index
