@@ -55,8 +55,10 @@ def run(item, ctx):
     check_budget(item.batch_id)
     before = ModelCall.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
     try:
+        # reuse_answers: a batch resumed in the middle of QA asks the judge nothing it has the answer of (answers are
+        # matched by judge endpoint, so a new judge is asked again).
         verdicts = qa.assess(qa_task(item), stages, judge=ctx.judge, thresholds=ctx.batch.qa_thresholds or None,
-                             subject=item.subject)  # fmt: skip
+                             subject=item.subject, reuse_answers=True)  # fmt: skip
     finally:
         for call in ModelCall.objects.filter(subject=item.subject, pk__gt=before):
             add_usage(item, call)
