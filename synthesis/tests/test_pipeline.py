@@ -366,7 +366,7 @@ def qa_module(monkeypatch, *, stand_in=False, plausibility=None):
             endpoint_name: str = ""
             prompt_version: str = "stand-in"
 
-        def assess(task, stages, *, judge, thresholds=None, pool=None, subject=""):
+        def assess(task, stages, *, judge, thresholds=None, pool=None, subject="", reuse_answers=False):
             if stages == ["plausibility"]:
                 verdict, reason = plausibility(judge)
                 return {"plausibility": QAVerdict("plausibility", verdict, reason, endpoint_name=judge.name)}
