@@ -80,14 +80,15 @@ def _valid(serializer_class, data):
     return form.validated_data
 
 
-def _query(request, serializer_class, *, also=()):
-    """An action's query parameters, validated; one it does not take is a 400, as on the lists."""
+def _query(request, serializer_class, *, also=(), where="here"):
+    """An action's query parameters, validated; one it does not take is a 400, as on the lists (whose wording a
+    list route keeps: where="for this list")."""
     form = serializer_class(data=request.query_params)
     known = set(form.fields) | set(also) | {api_settings.URL_FORMAT_OVERRIDE}
     unknown = sorted(set(request.query_params) - known)
     if unknown:
         allowed = ", ".join(sorted(known - {None}))
-        raise ValidationError({name: [f"unknown query parameter here (it takes: {allowed})"] for name in unknown})
+        raise ValidationError({name: [f"unknown query parameter {where} (it takes: {allowed})"] for name in unknown})
     form.is_valid(raise_exception=True)
     return form.validated_data
 
@@ -331,7 +332,9 @@ class LeaderboardViewSet(viewsets.ViewSet):
     def list(self, request):
         """The latest complete run of each model (endpoint and harness) on a benchmark version, best first. An
         incomplete run never enters."""
-        version = _query(request, LeaderboardQuerySerializer)["benchmark_version"]
+        # Not paginated (one entry per model), but `page` is taken as on every list.
+        query = _query(request, LeaderboardQuerySerializer, also=("page",), where="for this list")
+        version = query["benchmark_version"]
         body = {"benchmark": version.benchmark.name, "version": version.number, "entries": runs.leaderboard(version)}
         return Response(body)
 

@@ -10,11 +10,16 @@ from tasks.services import save_package
 # Every list route the router holds ("<basename>-list"), so a list added later is covered without editing this.
 LISTS = sorted(basename for _prefix, _viewset, basename in router.registry)
 NESTED = {"task-revision": {"task_external_id": "t-1"}}  # lists under a task: the fixture below makes it
+# Lists that need a parameter to answer at all (a leaderboard is of one benchmark): the fixture below makes it.
+REQUIRED = {"leaderboard": {"benchmark": "b-1"}}
 
 
 @pytest.fixture(autouse=True)
 def a_task(db):
     save_package(TaskPackage(external_id="t-1", instruction="Say hi", files=[PackageFile("a.txt", b"x")]))
+    from review.models import Benchmark, BenchmarkVersion
+
+    BenchmarkVersion.objects.create(benchmark=Benchmark.objects.create(name="b-1"), number=1)
 
 
 @pytest.mark.parametrize("basename", LISTS)
@@ -26,7 +31,7 @@ def test_an_unknown_parameter_is_a_400_naming_it(api_as, admin_user, basename):
     [message] = response.json()["staus"]
     assert message.startswith("unknown query parameter for this list (it takes: ")
     # Pagination and the format override are understood by every list.
-    assert api.get(url, {"page": 1, "format": "json"}).status_code == 200, url
+    assert api.get(url, {"page": 1, "format": "json", **REQUIRED.get(basename, {})}).status_code == 200, url
 
 
 def test_the_known_filters_search_and_ordering_still_work(api_as, viewer):
