@@ -304,10 +304,11 @@ def _decide(proposal: CategoryProposal, category: BenchmarkCategory, *, user, st
     """
     with transaction.atomic():
         # The task first, then the proposal: the same order as revise_task, so two deciders never deadlock.
-        task = Task.objects.select_for_update().select_related("current_revision", "benchmark_category").get(
-            pk=proposal.task_id
-        )
-        proposal = CategoryProposal.objects.select_for_update().select_related("category_before").get(pk=proposal.pk)
+        # of=("self",): PostgreSQL refuses FOR UPDATE on the nullable side of the joins select_related makes.
+        locked = Task.objects.select_for_update(of=("self",))
+        task = locked.select_related("current_revision", "benchmark_category").get(pk=proposal.task_id)
+        locked = CategoryProposal.objects.select_for_update(of=("self",))
+        proposal = locked.select_related("category_before").get(pk=proposal.pk)
         if proposal.status not in allowed:
             raise ProposalError(f"proposal #{proposal.pk} is {proposal.status}: it can no longer be decided")
         proposal.decided_by, proposal.decided_at = _person(user), timezone.now()
