@@ -473,7 +473,8 @@ def test_synthesize_waits_for_a_worker_and_a_killed_worker_is_resumed(endpoints,
         worker = start_django_q_worker(workers=1)
         try:
             found = synthesize("--route", "persona", "--count", "1", "--generator", "gen", "--judge", "judge",
-                               "--seed", "1", "--qa-stages", "", "--timeout", "240")  # fmt: skip
+                               "--seed", "1", "--qa-stages", "", "--timeout", "240",
+                               "--start-timeout", "240")  # a worker on a loaded machine may take long to start  # fmt: skip
             assert (found["status"], found["kept"]) == ("complete", 1)
             assert SynthesisItem.objects.get(batch_id=found["batch"]).job_run.kind == "synthesis.run_item"
 
