@@ -260,6 +260,8 @@ def main() -> dict:
     new_texts = [instruction(rng) for _ in range(args.new)]
     words = [len(t.split()) for t in pool_texts]
 
+    if connection.vendor == "postgresql":  # a database of its own: the test run that starts it uses test_<name>
+        connection.settings_dict.setdefault("TEST", {})["NAME"] = f"test_synthesis_bench_{os.getpid()}"
     setup_test_environment()
     old = setup_databases(verbosity=0, interactive=False)
     try:

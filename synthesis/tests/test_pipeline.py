@@ -465,9 +465,20 @@ def test_run_batch_job_fans_out_item_jobs_and_the_batch_completes(endpoints, scr
 # --- on a real worker -------------------------------------------------------------------------------------------
 
 
+@pytest.fixture
+def seeds_after_flush(transactional_db):
+    """The taxonomy and the shipped personas and operations: an earlier transactional test's flush empties them."""
+    import importlib
+
+    from django.apps import apps
+
+    importlib.import_module("tasks.migrations.0002_taxonomy").load(apps, None)
+    importlib.import_module("synthesis.migrations.0003_shipped_seeds").load(apps, None)
+
+
 @pytest.mark.workers
 @pytest.mark.django_db(transaction=True)
-def test_synthesize_waits_for_a_worker_and_a_killed_worker_is_resumed(endpoints, scripted_upstream):
+def test_synthesize_waits_for_a_worker_and_a_killed_worker_is_resumed(seeds_after_flush, endpoints, scripted_upstream):
     model = scripted(scripted_upstream, ["good", "good", "good"])
     with use_engine("django_q"):
         worker = start_django_q_worker(workers=1)
