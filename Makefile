@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test test-postgres test-sqlite install system-deps harness runtime migrate examples bench clean
+.PHONY: run test test-postgres test-sqlite install system-deps harness runtime migrate examples bench clean docker images deploy-test
 
 # Reinstalled whenever a requirements file changes (pip skips what is already satisfied). The training stack
 # (requirements-training.txt) is in because its tests need it; torch goes in alone before it, so that nothing that
@@ -55,6 +55,19 @@ run: migrate harness runtime
 # Runs the whole suite on the database DATABASE_URL names (the embedded SQLite default when unset).
 test: install system-deps harness runtime
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Docker (issue: the Docker sandbox backend and the compose deployment). `make docker` installs the engine where it
+# is missing and starts one where none answers (scripts/docker-engine.sh; `scripts/docker-engine.sh stop` stops it);
+# `make images` builds the project's images from local packages; `make deploy-test` brings the compose stack up,
+# runs the deployment test against it and tears it down (exit 0 only when every step passed).
+docker:
+	scripts/docker-engine.sh start
+
+images: install harness runtime
+	scripts/build-images.sh
+
+deploy-test: images
+	scripts/deploy-test.sh
 
 bench: migrate
 	$(PY) bench/import_bench.py

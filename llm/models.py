@@ -233,6 +233,9 @@ class ProxySession(models.Model):
         null=True, blank=True,
         help_text="Input + output tokens its calls may use in all; then the proxy refuses (blank: no limit).",
     )  # fmt: skip
+    # Training sessions (RL rollouts): the proxy asks the upstream for token ids and logprobs and stores them with
+    # each call (ModelCallTokens), so the trainer trains on exactly the tokens the policy sampled.
+    record_tokens = models.BooleanField(default=False)
 
     objects = ProxySessionQuerySet.as_manager()
 
@@ -369,3 +372,19 @@ def served_reference(obj) -> tuple[ContentType | None, str]:
     if obj is None:
         return None, ""
     return ContentType.objects.get_for_model(obj), str(obj.pk)
+
+
+class ModelCallTokens(models.Model):
+    """The exact tokens of one proxied call of a training session: the prompt as the upstream tokenized it, the
+    tokens it sampled (first choice) and their logprobs. `exact` is False when the upstream gave no token ids and
+    they were re-tokenized afterwards (the sample builder counts those as inexact)."""
+
+    call = models.OneToOneField(ModelCall, on_delete=models.CASCADE, related_name="tokens")
+    prompt_token_ids = models.JSONField(default=list)
+    completion_token_ids = models.JSONField(default=list)
+    completion_logprobs = models.JSONField(default=list, help_text="One float per completion token.")
+    exact = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return f"tokens of call #{self.call_id}"

@@ -203,7 +203,10 @@ class ModelServer(models.Model):
         STOPPED = "stopped", "Stopped"
         FAILED = "failed", "Failed"
 
-    checkpoint = models.ForeignKey(Checkpoint, on_delete=models.CASCADE, related_name="servers")
+    # A checkpoint's server, or a base model's (checkpoint empty, model_path the base model's folder): both are
+    # health-checked, registered as endpoints and stopped when idle the same way.
+    checkpoint = models.ForeignKey(Checkpoint, null=True, blank=True, on_delete=models.CASCADE, related_name="servers")
+    model_path = models.CharField(max_length=1000, blank=True, help_text="The folder served (merged, for LoRA).")
     backend = models.CharField(max_length=20, help_text='"vllm" or "transformers".')
     endpoint = models.ForeignKey("llm.ModelEndpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     host = models.CharField(max_length=200, blank=True)
@@ -221,7 +224,7 @@ class ModelServer(models.Model):
         ordering = ["-created_at", "-id"]
 
     def __str__(self):
-        return f"{self.backend} server of {self.checkpoint}"
+        return f"{self.backend} server of {self.checkpoint or self.model_path}"
 
 
 class CheckpointEvaluation(models.Model):
@@ -234,3 +237,27 @@ class CheckpointEvaluation(models.Model):
     class Meta:
         ordering = ["checkpoint", "-created_at"]
         constraints = [models.UniqueConstraint(fields=["checkpoint", "eval_run"], name="unique_checkpoint_eval")]
+
+
+class RLRollout(models.Model):
+    """One rollout an RL run's rollout_func started: which step and group (prompt) it belongs to, the reward it got
+    (None: infra failure or no sample, left out of the group's baseline), its samples and whether its group was
+    dropped for having too few survivors."""
+
+    run = models.ForeignKey(TrainingRun, on_delete=models.CASCADE, related_name="rl_rollouts")
+    step = models.PositiveIntegerField()
+    group_index = models.PositiveIntegerField(help_text="Which prompt of the step (0-based).")
+    rollout = models.ForeignKey("evaluation.Rollout", on_delete=models.CASCADE, related_name="+")
+    reward = models.FloatField(null=True, blank=True)
+    samples = models.PositiveIntegerField(default=0)
+    inexact_samples = models.PositiveIntegerField(default=0)
+    dropped = models.BooleanField(default=False)
+    wall_seconds = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "step", "group_index", "id"]
+        indexes = [models.Index(fields=["run", "step"], name="rlrollout_run_step")]
+
+    def __str__(self):
+        return f"{self.run_id} step {self.step} group {self.group_index}: rollout {self.rollout_id}"
