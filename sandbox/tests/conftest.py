@@ -21,3 +21,11 @@ def workspace():
 def marker():
     """A unique word put on the command line of every process a test starts, to find leftovers on the host."""
     return f"clawgym-sbx-{uuid.uuid4().hex}"
+
+
+def pytest_collection_modifyitems(config, items):
+    # The sandbox is a plain library (no database): its tests are `once`, run in CI's PostgreSQL pass only.
+    here = __file__.rsplit("/", 1)[0] + "/"
+    for item in items:
+        if str(item.fspath).startswith(here):
+            item.add_marker(pytest.mark.once)
