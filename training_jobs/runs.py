@@ -1,4 +1,4 @@
-"""SFT runs: start one from a preset and edits, cancel, resume from the last checkpoint, clone with edits.
+"""SFT and RL runs: start one from a preset and edits, cancel, resume from the last checkpoint, clone with edits.
 
 A run's whole config is stored on it (what the trainer is given, nothing else), so a run page shows exactly what
 ran and a clone starts from exactly that. The trainer itself runs in a subprocess a `gpu` job launches
@@ -11,7 +11,8 @@ import json
 from django.db import transaction
 from django.utils import timezone
 
-from .models import BaseModel, Checkpoint, TrainingDataset, TrainingMetric, TrainingRun
+from .models import BaseModel, Checkpoint, RLRollout, TrainingDataset, TrainingMetric, TrainingRun
+from .rl.presets import RL_CHOICES, RL_PRESETS
 
 # The paper's SFT setup (ClawGym-Agents on Qwen3-8B): lr 1e-5, 3 epochs, global batch 128, 64K tokens with packing,
 # bf16, the 32K context extended to 64K with YaRN; 8 GPUs with DeepSpeed ZeRO-3.
@@ -99,7 +100,7 @@ def build_config(preset: str, overrides: dict | None = None, *, base: dict | Non
     return _derive(config)
 
 
-def _set(config: dict, key: str, value) -> None:
+def _set(config: dict, key: str, value, choices: dict = CHOICES) -> None:
     *parents, leaf = key.split(".")
     node = config
     for part in parents:
@@ -109,11 +110,11 @@ def _set(config: dict, key: str, value) -> None:
     if leaf not in node or isinstance(node[leaf], dict):
         raise TrainingRunError(f"unknown config key {key!r}; known: {', '.join(known_keys(config))}")
     current = node[leaf]
-    if key in CHOICES:
+    if key in choices:
         if value in ("null", "none", ""):
             value = None
-        if value not in CHOICES[key]:
-            raise TrainingRunError(f"{key} takes one of {', '.join(map(str, CHOICES[key]))}, got {value!r}")
+        if value not in choices[key]:
+            raise TrainingRunError(f"{key} takes one of {', '.join(map(str, choices[key]))}, got {value!r}")
     elif isinstance(current, bool):
         if not isinstance(value, bool):
             raise TrainingRunError(f"{key} takes true or false, got {value!r}")
@@ -202,7 +203,8 @@ def start_training_run(*, kind: str = "sft", dataset: TrainingDataset, base_mode
 def _enqueue(run: TrainingRun, user) -> None:
     from jobs import enqueue
 
-    job_run = enqueue("training.sft_run", created_by=user, run_id=run.pk)
+    job = "training.rl_run" if run.kind == TrainingRun.Kind.RL else "training.sft_run"
+    job_run = enqueue(job, created_by=user, run_id=run.pk)
     TrainingRun.objects.filter(pk=run.pk).update(job_run=job_run)
     run.job_run = job_run
 
@@ -248,7 +250,11 @@ def resume_training_run(run: TrainingRun, *, user=None, overrides: dict | None =
                 status=JobRun.Status.FAILED, finished_at=timezone.now(), error=f"Worker lost: {reason}.",
                 log_tail=append_log(log_line(f"worker lost: {reason}; the training run is resumed")),
             )  # fmt: skip
-    config = build_config(run.preset, overrides, base=run.config) if overrides else run.config
+    if overrides:
+        build = build_rl_config if run.kind == TrainingRun.Kind.RL else build_config
+        config = build(run.preset, overrides, base=run.config)
+    else:
+        config = run.config
     checkpoint = last_checkpoint(run)
     note = f"attempt {run.attempt + 1}: resumed from " + (f"checkpoint step {checkpoint.step}" if checkpoint else
                                                           "the start (no checkpoint)")  # fmt: skip
@@ -257,6 +263,8 @@ def resume_training_run(run: TrainingRun, *, user=None, overrides: dict | None =
     with transaction.atomic():
         # Metrics past the checkpoint are logged again by the resumed trainer.
         TrainingMetric.objects.filter(run=run, step__gt=checkpoint.step if checkpoint else 0).delete()
+        # So are an RL run's rollouts: the steps past the checkpoint are sampled again, by the resumed policy.
+        RLRollout.objects.filter(run=run, step__gt=checkpoint.step if checkpoint else 0).delete()
         TrainingRun.objects.filter(pk=run.pk).update(
             status=TrainingRun.Status.QUEUED, error="", finished_at=None, resumed_from=checkpoint, config=config,
             steps=checkpoint.step if checkpoint else 0, log_tail=(run.log_tail + note + "\n")[-20000:],
@@ -269,7 +277,13 @@ def resume_training_run(run: TrainingRun, *, user=None, overrides: dict | None =
 
 def clone_training_run(run: TrainingRun, overrides: dict | None = None, *, user=None,
                        enqueue: bool = True) -> TrainingRun:  # fmt: skip
-    """A new run from this one's stored config with edits (same dataset and base model)."""
+    """A new run from this one's stored config with edits (same dataset or tasks, and base model)."""
+    if run.kind == TrainingRun.Kind.RL:
+        return create_rl_run(
+            user, base_model=run.base_model, base_model_path=run.base_model_path, tasks=run.config["tasks"],
+            harness=run.config["harness"], preset=run.preset, overrides=overrides, cpu=run.cpu, enqueue=enqueue,
+            config=run.config, cloned_from=run, name=f"{run.name} (clone)"[:200],
+        )  # fmt: skip
     return start_training_run(
         kind=run.kind, dataset=run.dataset, base_model=run.base_model, base_model_path=run.base_model_path,
         preset=run.preset, overrides=overrides, cpu=run.cpu, user=user, enqueue=enqueue, config=run.config,
@@ -280,7 +294,172 @@ def clone_training_run(run: TrainingRun, overrides: dict | None = None, *, user=
 def run_json(run: TrainingRun) -> dict:
     """The `train --json` shape."""
     run.refresh_from_db()
+    if run.kind == TrainingRun.Kind.RL:
+        return rl_run_json(run)
     checkpoints = [{"id": c.pk, "step": c.step, "path": c.path} for c in run.checkpoints.order_by("step")]
     losses = [m.values["loss"] for m in run.metrics.order_by("step", "id") if isinstance(m.values.get("loss"), int | float)]
     return {"run": run.pk, "status": run.status, "steps": run.steps, "checkpoints": checkpoints,
             "metrics": {"loss": losses}}  # fmt: skip
+
+
+# --- RL runs ----------------------------------------------------------------------------------------------------
+
+
+def build_rl_config(preset: str, overrides: dict | None = None, *, base: dict | None = None) -> dict:
+    """An RL preset (or a stored RL config) with typed dotted-key edits, then the rules across keys. The run's tasks
+    are kept as they are (they are given apart from the edits)."""
+    if base is None:
+        if preset not in RL_PRESETS:
+            raise TrainingRunError(f"unknown RL preset {preset!r}; choose one of {', '.join(RL_PRESETS)}")
+        base = RL_PRESETS[preset]
+    config = copy.deepcopy(base)
+    tasks = config.pop("tasks", None)
+    for key, value in (overrides or {}).items():
+        _set(config, key, value, RL_CHOICES)
+    _check_rl(config)
+    if tasks is not None:
+        config["tasks"] = tasks
+    return config
+
+
+def _check_rl(config: dict) -> None:
+    generations, survivors = config["num_generations"], config["min_group_survivors"]
+    if generations < 2:
+        raise TrainingRunError("num_generations must be at least 2 (GRPO compares the rollouts of a group)")
+    if not 1 <= survivors <= generations:
+        raise TrainingRunError(f"min_group_survivors must be between 1 and num_generations ({generations})")
+    for key in ("prompts_per_step", "max_steps", "save_steps", "max_completion_length", "max_context", "max_turns",
+                "rollout_timeout", "batch_timeout"):  # fmt: skip
+        if config[key] < 1:
+            raise TrainingRunError(f"{key} must be at least 1")
+    if config["max_completion_length"] >= config["max_context"]:
+        raise TrainingRunError("max_completion_length must be below max_context (the prompt needs room)")
+    if config["temperature"] <= 0:
+        raise TrainingRunError("temperature must be above 0 (GRPO samples; greedy rollouts of a group are alike)")
+    if config["beta"] < 0 or config["epsilon"] < 0 or config["epsilon_high"] < config["epsilon"]:
+        raise TrainingRunError("beta and epsilon cannot be negative, and epsilon_high is at least epsilon")
+    dist = config["distributed"]
+    if dist["deepspeed"] and dist["fsdp"]:
+        raise TrainingRunError("choose DeepSpeed or FSDP, not both (distributed.deepspeed / distributed.fsdp)")
+
+
+def rl_for_cpu(config: dict) -> dict:
+    """A CPU run: no bf16, no DeepSpeed/FSDP, and the live policy server (vLLM needs a GPU)."""
+    config = copy.deepcopy(config)
+    config.update(bf16=False, distributed={"deepspeed": None, "fsdp": None, "gpus": 0})
+    config["policy"] = {**config["policy"], "backend": "live"}
+    return config
+
+
+def resolve_tasks(tasks) -> list:
+    """Task revisions from revisions, tasks, revision ids, or task external ids (a task: its current revision).
+    Benchmark tasks are refused (the contamination guard of datasets: a task with any revision pinned by a benchmark
+    version is never trained on), and so is a task without a revision."""
+    from review.models import PinnedRevision
+    from tasks.models import Task, TaskRevision
+
+    revisions = []
+    for item in tasks or []:
+        if isinstance(item, TaskRevision):
+            revision = item
+        elif isinstance(item, Task) or (isinstance(item, str) and not item.isdigit()):
+            task = item if isinstance(item, Task) else Task.objects.filter(external_id=item).first()
+            if task is None:
+                raise TrainingRunError(f"no task {item!r}")
+            revision = task.current_revision or task.revisions.order_by("-number").first()
+            if revision is None:
+                raise TrainingRunError(f"task {task.external_id!r} has no revision")
+        else:
+            revision = TaskRevision.objects.filter(pk=int(item)).first()
+            if revision is None:
+                raise TrainingRunError(f"no task revision #{item}")
+        revisions.append(revision)
+    if not revisions:
+        raise TrainingRunError("give the tasks to train on (task ids, or a selection of tasks)")
+    pinned = set(PinnedRevision.objects.filter(revision__task_id__in=[r.task_id for r in revisions])
+                 .values_list("revision__task__external_id", flat=True))  # fmt: skip
+    if pinned:
+        raise TrainingRunError(f"benchmark tasks are never trained on (contamination guard): {', '.join(sorted(pinned))}")
+    return list({r.pk: r for r in revisions}.values())
+
+
+def tasks_from(selection: str) -> list:
+    """The tasks a selection names: comma-separated filters status=…, source=…, category=<benchmark category slug>,
+    limit=N (e.g. "status=ready,source=skill,limit=200"); newest first, benchmark tasks left out."""
+    from review.models import PinnedRevision
+    from tasks.models import Task
+
+    tasks = Task.objects.filter(current_revision__isnull=False).exclude(
+        pk__in=PinnedRevision.objects.values("revision__task_id"))  # fmt: skip
+    limit = None
+    for part in filter(None, (p.strip() for p in (selection or "").split(","))):
+        key, sep, value = part.partition("=")
+        if not sep:
+            raise TrainingRunError(f"a task selection is KEY=VALUE filters (status, source, category, limit), got {part!r}")
+        if key == "status":
+            tasks = tasks.filter(status=value)
+        elif key == "source":
+            tasks = tasks.filter(source=value)
+        elif key == "category":
+            tasks = tasks.filter(benchmark_category__slug=value)
+        elif key == "limit" and value.isdigit():
+            limit = int(value)
+        else:
+            raise TrainingRunError(f"unknown task selection filter {part!r}; known: status, source, category, limit=N")
+    tasks = tasks.order_by("-updated_at", "-id").select_related("current_revision")
+    chosen = [t.current_revision for t in (tasks[:limit] if limit else tasks)]
+    if not chosen:
+        raise TrainingRunError(f"the selection {selection!r} names no task (benchmark tasks are left out)")
+    return chosen
+
+
+def create_rl_run(user, *, base_model_path: str = "", base_model: BaseModel | None = None, tasks, harness: str = "",
+                  preset: str = "paper", overrides: dict | None = None, cpu: bool = False, name: str = "",
+                  enqueue: bool = True, config: dict | None = None,
+                  cloned_from: TrainingRun | None = None) -> TrainingRun:  # fmt: skip
+    """Record an RL (GRPO) run over `tasks` with its whole config and queue it on the `gpu` queue (enqueue=False:
+    the caller runs the job body itself, `train --here`). `harness` is the agent run in each rollout's sandbox."""
+    from evaluation.harnesses import HARNESSES
+
+    revisions = resolve_tasks(tasks)
+    if base_model is not None:
+        base_model_path = base_model_path or base_model.path
+    if not base_model_path:
+        raise TrainingRunError("give a base model (a registered one or a local path)")
+    edits = dict(overrides or {})
+    if harness:
+        edits["harness"] = harness
+    config = build_rl_config(preset, edits, base=config)
+    if config["harness"] not in HARNESSES:
+        raise TrainingRunError(f"unknown harness {config['harness']!r}; known: {', '.join(HARNESSES)}")
+    if cpu:
+        config = rl_for_cpu(config)
+    config["tasks"] = [r.pk for r in revisions]
+    model_name = base_model.name if base_model else base_model_path
+    with transaction.atomic():
+        run = TrainingRun.objects.create(
+            name=name or f"rl on {len(revisions)} task(s) from {model_name}"[:200], kind=TrainingRun.Kind.RL,
+            base_model=base_model, base_model_path=base_model_path, config=config, preset=preset, cpu=cpu,
+            created_by=user if user is not None and user.is_authenticated else None, cloned_from=cloned_from,
+            total_steps=config["max_steps"],
+        )  # fmt: skip
+        if enqueue:
+            _enqueue(run, user)
+    return run
+
+
+def rl_step_table(run: TrainingRun) -> list[dict]:
+    """One row per optimizer step of an RL run: the step's metrics (names in training_jobs.rl.groups.METRICS)."""
+    rows = {}
+    for metric in run.metrics.order_by("step", "id"):
+        rows.setdefault(metric.step, {"step": metric.step}).update(metric.values)
+    return list(rows.values())
+
+
+def rl_run_json(run: TrainingRun) -> dict:
+    """`train --kind rl --json`: {"run", "status", "steps", "rollouts", "checkpoints", "metrics": [per step]}."""
+    keys = ("reward_mean", "reward_std", "groups_dropped", "inexact_samples", "rollout_p50_s", "rollout_max_s", "loss")
+    checkpoints = [{"id": c.pk, "step": c.step, "path": c.path} for c in run.checkpoints.order_by("step")]
+    metrics = [{"step": row["step"], **{k: row.get(k) for k in keys}} for row in rl_step_table(run)]
+    return {"run": run.pk, "status": run.status, "steps": run.steps, "rollouts": run.rl_rollouts.count(),
+            "checkpoints": checkpoints, "metrics": metrics}  # fmt: skip
