@@ -53,6 +53,9 @@ log = logging.getLogger(__name__)
 
 ROLLOUT_JOB = "evaluation.run_rollout"
 MAX_REPEATS = 64
+# Rollout options ClawGym acts on itself (the sandbox's deadline, the proxy's budget and token recording): never
+# passed to the harness as agent options.
+CLAWGYM_OPTIONS = ("timeout", "token_limit", "record_tokens")
 # Exit reasons that leave nothing to score: the rollout fails, and may be retried.
 NOT_SCORED = {
     ExitReason.SANDBOX_ERROR, ExitReason.HARNESS_UNAVAILABLE, ExitReason.WORKER_LOST, ExitReason.RUNNER_ERROR,
@@ -103,6 +106,8 @@ def create_rollouts(
         value = (options or {}).get(name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise RolloutError(f"the {name} option must be a whole number of {unit}, got {value!r}")
+    if not isinstance((options or {}).get("record_tokens", False), bool):
+        raise RolloutError(f"the record_tokens option must be true or false, got {options['record_tokens']!r}")
     group = uuid.uuid4().hex[:12]
     creator = user if user is not None and user.is_authenticated else None
     return [
@@ -269,8 +274,10 @@ def _run_attempt(rollout: Rollout, timeout: int) -> None:
     try:
         # The token opens the proxy for as long as the agent may run, and the session is closed when the attempt
         # ends however it ends (below, or _fail): a token read later opens nothing.
+        # record_tokens (an RL rollout): the proxy stores the exact tokens the policy sampled (llm.tokens).
         session = open_proxy_session(endpoint, subject=rollout.subject, ttl_seconds=timeout + 3 * WALL_MARGIN_SECONDS,
-                                     token_limit=rollout.harness_options.get("token_limit"))  # fmt: skip
+                                     token_limit=rollout.harness_options.get("token_limit"),
+                                     record_tokens=bool(rollout.harness_options.get("record_tokens")))  # fmt: skip
         Rollout.objects.filter(pk=rollout.pk).update(proxy_session=session)
         rollout.proxy_session = session
         proxy_base = proxy_base_url(session)
@@ -282,7 +289,7 @@ def _run_attempt(rollout: Rollout, timeout: int) -> None:
             api_key=session.token,
             timeout=timeout,
             sampling=dict(endpoint.sampling or {}),
-            options={k: v for k, v in rollout.harness_options.items() if k not in ("timeout", "token_limit")},
+            options={k: v for k, v in rollout.harness_options.items() if k not in CLAWGYM_OPTIONS},
         )
         with attempt_folder(rollout) as scratch, Workspace.create(inputs, base_dir=scratch) as workspace:
             try:

@@ -22,6 +22,10 @@ recorded, and a call under it has its output cap (max_completion_tokens / max_to
 what is left, so one answer cannot run far past it. Its prompt still counts, and calls in flight together are each
 checked alone, so the total can pass the limit by one round of calls, never run on. A streamed chat call is asked
 for its usage (stream_options.include_usage), without which it would count nothing.
+
+A training session (`record_tokens`, an RL rollout's) also asks the upstream for the exact token ids and logprobs and
+stores them with the call as its ModelCallTokens row, in the same transaction; the agent still gets the answer it
+asked for (llm.tokens says what is added and what is taken back out).
 """
 
 import asyncio
@@ -35,12 +39,13 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, connection
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from .models import MissingApiKey, ModelCall, ModelEndpoint, ProxySession
+from .models import MissingApiKey, ModelCall, ModelCallTokens, ModelEndpoint, ProxySession
 from .sse import StreamAssembler, usage_of
+from .tokens import TokenAsk, TokenCapture, TokenStream, ask_for_tokens, whole_answer
 
 log = logging.getLogger(__name__)
 
@@ -157,13 +162,21 @@ def json_depth_over(value, limit: int) -> bool:
 class _Call:
     """What one proxied call has learned so far; turned into a ModelCall row at the end."""
 
-    def __init__(self, session: ProxySession, api: str, body: dict, started: float):
+    def __init__(self, session: ProxySession, api: str, body: dict, started: float, tokens: TokenAsk | None = None):
         self.session, self.api, self.body, self.started = session, api, body, started
         self.stream = bool(body.get("stream"))
         self.status_code: int | None = None
         self.response = None
         self.error = ""
         self.first_chunk_at: float | None = None
+        self.tokens = tokens  # a training call: what was asked for the agent, and the tokens collected
+        self.capture = TokenCapture() if tokens is not None else None
+
+    def token_row(self) -> dict | None:
+        """The call's exact tokens, for a training call that was answered in full; None otherwise."""
+        if self.capture is None or self.error or self.status_code != 200:
+            return None
+        return self.capture.row()
 
     def row(self) -> dict:
         endpoint = self.session.endpoint
@@ -190,7 +203,7 @@ class _Call:
 
     async def record(self) -> None:
         try:
-            await in_db(_create_call, self.row())
+            await in_db(_create_call, self.row(), self.token_row())
         except Exception:
             # The caller already has its answer; a lost record must be loud in the log, not a broken response.
             log.exception("could not record a proxied call of session %s", self.session.pk)
@@ -202,8 +215,12 @@ class _Call:
         task.add_done_callback(_pending_records.discard)
 
 
-def _create_call(row: dict) -> None:
-    ModelCall.objects.create(**row)
+def _create_call(row: dict, tokens: dict | None = None) -> None:
+    if tokens is None:
+        ModelCall.objects.create(**row)
+        return
+    with transaction.atomic():  # a call of a training session is never seen without its tokens
+        ModelCallTokens.objects.create(call=ModelCall.objects.create(**row), **tokens)
 
 
 def _parsed(content: bytes):
@@ -282,9 +299,10 @@ async def _forward(request, token: str, api: str, path: str):
         if used >= session.token_limit:
             return await _refuse_over_budget(_Call(session, api, body, started), used)
         changed |= hold_to_budget(api, body, session.token_limit - used)
-    if changed:
+    tokens = ask_for_tokens(api, body) if session.record_tokens else None
+    if changed or tokens is not None:
         raw = json.dumps(body).encode()  # otherwise the caller's bytes go upstream as they came
-    call = _Call(session, api, body, started)
+    call = _Call(session, api, body, started, tokens)
     headers = {"content-type": "application/json", "accept-encoding": "identity"}
     try:
         key = endpoint.api_key()
@@ -369,6 +387,8 @@ async def _whole(call: _Call, upstream: httpx.Response, content_type: str) -> Ht
     call.response = _parsed(content)
     if upstream.status_code >= 400:
         call.error = _error_text(upstream.status_code, call.response)
+    elif call.tokens is not None:
+        content, call.response = whole_answer(call.tokens, call.capture, content, call.response)
     await call.record()
     response = HttpResponse(content, status=upstream.status_code, content_type=content_type)
     return _passed_headers(response, upstream)
@@ -378,17 +398,26 @@ async def _relay(call: _Call, upstream: httpx.Response):
     """Pass each chunk on as it arrives. The record is written just before the chunk holding the stream's end
     marker goes out, so a caller that has seen [DONE] (and the SDK stops there) can already find it."""
     assembler = StreamAssembler(call.api)
+    # A training call's stream is split into events here (its tokens collected, logprobs the agent did not ask for
+    # taken out); any other passes on byte for byte.
+    tokens = TokenStream(call.tokens, call.capture, assembler) if call.tokens is not None else None
     recorded = finished = False
     try:
         async for chunk in upstream.aiter_raw():
             if call.first_chunk_at is None:
                 call.first_chunk_at = time.perf_counter()
-            assembler.feed(chunk)
+            if tokens is None:
+                assembler.feed(chunk)
+            else:
+                chunk = tokens.feed(chunk)
             if assembler.complete and not recorded:
                 call.response = assembler.result()
                 await call.record()
                 recorded = True
-            yield chunk
+            if chunk:
+                yield chunk
+        if tokens is not None and (rest := tokens.finish()):
+            yield rest
         finished = True
     except httpx.HTTPError as exc:
         # Headers are gone already: the caller sees a cut-off stream; the record says why.

@@ -61,12 +61,14 @@ def update_endpoint(endpoint: ModelEndpoint, *, user=None, **fields) -> ModelEnd
 
 
 def open_proxy_session(
-    endpoint: ModelEndpoint, *, subject: str = "", ttl_seconds: float | None = None, token_limit: int | None = None
+    endpoint: ModelEndpoint, *, subject: str = "", ttl_seconds: float | None = None, token_limit: int | None = None,
+    record_tokens: bool = False,
 ) -> ProxySession:
     """A new recording session on `endpoint`. The returned object's `token` is the agent's only credential and the
     only time the plaintext exists (only its hash is stored): hand it on, never log or show it. The session
     expires after `ttl_seconds` (default CLAWGYM_PROXY_SESSION_TTL_SECONDS) even if nobody closes it. With
-    `token_limit`, the proxy refuses its calls once their input + output tokens reach it (llm.proxy)."""
+    `token_limit`, the proxy refuses its calls once their input + output tokens reach it (llm.proxy). With
+    `record_tokens` (a training session) the proxy stores each call's exact token ids and logprobs (llm.tokens)."""
     if not endpoint.enabled:
         raise ValueError(f"model endpoint {endpoint.name!r} is disabled; enable it before opening a session")
     ttl = settings.CLAWGYM_PROXY_SESSION_TTL_SECONDS if ttl_seconds is None else ttl_seconds
@@ -74,10 +76,12 @@ def open_proxy_session(
         raise ValueError(f"a proxy session's time to live must be positive, got {ttl}")
     if token_limit is not None and (isinstance(token_limit, bool) or not isinstance(token_limit, int) or token_limit < 1):
         raise ValueError(f"a proxy session's token limit must be a positive whole number, got {token_limit!r}")
+    if not isinstance(record_tokens, bool):
+        raise ValueError(f"record_tokens must be true or false, got {record_tokens!r}")
     token = new_session_token()
     session = ProxySession.objects.create(
         endpoint=endpoint, subject=subject, token_hash=hash_token(token),
-        expires_at=timezone.now() + timedelta(seconds=ttl), token_limit=token_limit,
+        expires_at=timezone.now() + timedelta(seconds=ttl), token_limit=token_limit, record_tokens=record_tokens,
     )  # fmt: skip
     session.token = token
     return session

@@ -37,18 +37,23 @@ class StreamAssembler:
             self._event(raw.decode("utf-8", errors="replace"))
 
     def _event(self, raw: str) -> None:
-        data = "\n".join(line[5:].lstrip() for line in raw.split("\n") if line.startswith("data:"))
+        self.take("\n".join(line[5:].lstrip() for line in raw.split("\n") if line.startswith("data:")))
+
+    def take(self, data: str, event=None) -> None:
+        """One event's data; `event` is its JSON when the caller parsed it already (llm.tokens frames the stream of
+        a training call itself, and each event is parsed once)."""
         if data == "[DONE]":
             self.complete = True
             return
         if not data:
             return
-        try:
-            event = json.loads(data)
-        except json.JSONDecodeError:
-            if len(self.unparsed) < MAX_UNPARSED_KEPT:
-                self.unparsed.append(data[:2000])
-            return
+        if event is None:
+            try:
+                event = json.loads(data)
+            except json.JSONDecodeError:
+                if len(self.unparsed) < MAX_UNPARSED_KEPT:
+                    self.unparsed.append(data[:2000])
+                return
         if not isinstance(event, dict):
             return
         self.events += 1

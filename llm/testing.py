@@ -15,6 +15,14 @@ Reply) answers each request by what it asks instead, for concurrent requests who
 (chat chunks or Responses events), `chunk_delay` seconds apart; `gate=True` holds the last chunk until
 `release()`, so a test can prove the proxy passed the first chunks on before the upstream finished.
 
+vLLM's token fields (`ScriptedUpstream(vllm_tokens=True)`, fixture `vllm_upstream`): a chat request that asks for
+`return_token_ids` is answered as vLLM's OpenAI server answers it: `prompt_token_ids` (the top level of a whole
+answer, the first chunk of a stream), `choices[0].token_ids` (per delta chunk when streamed, the end-of-turn token
+on the finish chunk), and with `logprobs: true` also `choices[0].logprobs.content[].logprob`. The tokens come from a
+toy chat template (`toy_render`, `toy_tokenize`: one token per UTF-8 byte, plus a few special tokens) that is
+prefix-preserving as a training template is: a call's prompt is the previous call's prompt and completion plus the new
+messages. Each sampled token's logprob is `toy_logprob(token_id, position)`, so a test can check their alignment.
+
 Fixtures: `scripted_upstream` (a fresh server per test) and `live_server_asgi` (clawgym_site.asgi:application
 under uvicorn in this process, on the test database; ask for `transactional_db` too, it sees committed rows only).
 """
@@ -170,10 +178,144 @@ def responses_events(reply: Reply, request: dict) -> list[dict]:
     return [{**event, "sequence_number": n} for n, event in enumerate(events)]
 
 
+# --- vLLM's token fields, from a toy chat template ---------------------------------------------------------------
+
+TOY_SPECIALS = {"<|im_start|>": 256, "<|im_end|>": 257, "<tool_call>": 258, "</tool_call>": 259}
+TOY_EOS = TOY_SPECIALS["<|im_end|>"]
+_TOY_SPECIAL_NAMES = {v: k for k, v in TOY_SPECIALS.items()}
+
+
+def toy_tokenize(text: str) -> list[int]:
+    """The special tokens their ids, every other character its UTF-8 bytes (so pieces tokenize to their whole)."""
+    ids, rest = [], text
+    while rest:
+        starts = [(rest.find(name), name) for name in TOY_SPECIALS if name in rest]
+        if not starts:
+            ids += list(rest.encode())
+            break
+        at, name = min(starts)
+        ids += list(rest[:at].encode()) + [TOY_SPECIALS[name]]
+        rest = rest[at + len(name) :]
+    return ids
+
+
+def toy_detokenize(ids: list[int]) -> str:
+    out, run = [], bytearray()
+    for token in ids:
+        if token in _TOY_SPECIAL_NAMES:
+            out.append(run.decode(errors="replace") + _TOY_SPECIAL_NAMES[token])
+            run = bytearray()
+        else:
+            run.append(token)
+    return "".join(out) + run.decode(errors="replace")
+
+
+def toy_logprob(token_id: int, position: int) -> float:
+    """The logprob the toy policy gave its `position`-th sampled token of a call."""
+    return -((token_id * 7 + position) % 13 + 1) / 8
+
+
+def _toy_text(content) -> str:
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return content or ""
+
+
+def toy_assistant(content, tool_calls) -> str:
+    """An assistant turn as the toy template renders it (and as the toy policy samples it, before its <|im_end|>)."""
+    calls = "".join(
+        f"<tool_call>{(c.get('function') or c).get('name', '')} {(c.get('function') or c).get('arguments', '')}"
+        "</tool_call>" for c in tool_calls or []
+    )  # fmt: skip
+    return _toy_text(content) + calls
+
+
+def toy_render(messages: list[dict], tools: list | None = None, add_generation_prompt: bool = False) -> str:
+    parts = []
+    if tools:
+        names = ",".join((t.get("function") or t).get("name", "") for t in tools)
+        parts.append(f"<|im_start|>system\ntools: {names}<|im_end|>\n")
+    for message in messages:
+        role = message.get("role", "user")
+        if role == "assistant":
+            body = toy_assistant(message.get("content"), message.get("tool_calls"))
+        elif role == "tool":
+            body = f"result {message.get('tool_call_id', '')}: {_toy_text(message.get('content'))}"
+        else:
+            body = _toy_text(message.get("content"))
+        parts.append(f"<|im_start|>{role}\n{body}<|im_end|>\n")
+    if add_generation_prompt:
+        parts.append("<|im_start|>assistant\n")
+    return "".join(parts)
+
+
+def toy_prompt_ids(request: dict) -> list[int]:
+    return toy_tokenize(toy_render(request.get("messages") or [], request.get("tools"), add_generation_prompt=True))
+
+
+def _toy_logprobs(ids: list[int], start: int) -> dict:
+    return {"content": [{"token": toy_detokenize([t]), "logprob": toy_logprob(t, start + n),
+                         "bytes": list(toy_detokenize([t]).encode()), "top_logprobs": []}
+                        for n, t in enumerate(ids)]}  # fmt: skip
+
+
+def vllm_tokens_whole(payload: dict, reply: Reply, request: dict) -> dict:
+    """A whole chat answer with vLLM's token fields (as asked for), its usage counted in those tokens."""
+    prompt = toy_prompt_ids(request)
+    completion = toy_tokenize(toy_assistant(reply.content, reply.tool_calls)) + [TOY_EOS]
+    choice = payload["choices"][0]
+    choice["token_ids"] = completion
+    choice["logprobs"] = _toy_logprobs(completion, 0) if request.get("logprobs") else None
+    payload["usage"] = {"prompt_tokens": len(prompt), "completion_tokens": len(completion),
+                        "total_tokens": len(prompt) + len(completion)}  # fmt: skip
+    return {**payload, "prompt_token_ids": prompt}
+
+
+def _chunk_token_text(chunk: dict, open_calls: set) -> str:
+    """The text a chat chunk's delta stands for in the toy template (a tool call's head and tail are its tokens)."""
+    delta = chunk["choices"][0]["delta"] if chunk.get("choices") else {}
+    text = delta.get("content") or ""
+    for fragment in delta.get("tool_calls") or []:
+        function = fragment.get("function") or {}
+        if fragment.get("id"):
+            text += ("</tool_call>" if open_calls else "") + f"<tool_call>{function.get('name', '')} "
+            open_calls.add(fragment["index"])
+        text += function.get("arguments") or ""
+    return text
+
+
+def vllm_tokens_chunks(chunks: list[dict], reply: Reply, request: dict) -> list[dict]:
+    """The chat chunks of a stream with vLLM's token fields: prompt ids on the first, each delta's tokens on it, the
+    closing tags and <|im_end|> on the finish chunk."""
+    out, open_calls, position = [], set(), 0
+    for n, chunk in enumerate(chunks):
+        chunk = json.loads(json.dumps(chunk))
+        if not chunk.get("choices"):  # the usage chunk
+            prompt = len(toy_prompt_ids(request))
+            chunk["usage"] = {"prompt_tokens": prompt, "completion_tokens": position,
+                              "total_tokens": prompt + position}  # fmt: skip
+            out.append(chunk)
+            continue
+        choice = chunk["choices"][0]
+        if n == 0:
+            chunk["prompt_token_ids"] = toy_prompt_ids(request)
+            ids = []
+        elif choice.get("finish_reason"):
+            ids = toy_tokenize("</tool_call>" if open_calls else "") + [TOY_EOS]
+        else:
+            ids = toy_tokenize(_chunk_token_text(chunk, open_calls))
+        choice["token_ids"] = ids
+        choice["logprobs"] = _toy_logprobs(ids, position) if request.get("logprobs") and ids else None
+        position += len(ids)
+        out.append(chunk)
+    return out
+
+
 class ScriptedUpstream:
     """An OpenAI-compatible server on 127.0.0.1 that plays scripted replies and records every request."""
 
-    def __init__(self, default: Reply | None = None, model: str = "scripted-model"):
+    def __init__(self, default: Reply | None = None, model: str = "scripted-model", vllm_tokens: bool = False):
+        self.vllm_tokens = vllm_tokens  # answer return_token_ids / logprobs as vLLM does (chat completions)
         self.default = default
         self.responder = None  # request JSON -> Reply; when set, it answers instead of the script
         self.model = model
@@ -250,12 +392,17 @@ class ScriptedUpstream:
             received.finished = True
             return
         responses_api = path.endswith("/responses")
+        token_ids = self.vllm_tokens and not responses_api and request.get("return_token_ids") is True
         if not request.get("stream"):
             payload = responses_object(reply, request) if responses_api else chat_completion(reply, request)
+            if token_ids:
+                payload = vllm_tokens_whole(payload, reply, request)
             await self._json(send, reply.status, payload, reply.headers)
             received.finished = True
             return
         events = responses_events(reply, request) if responses_api else chat_chunks(reply, request)
+        if token_ids:
+            events = vllm_tokens_chunks(events, reply, request)
         await self._stream(send, reply, received, events, responses_api)
 
     async def _stream(self, send, reply: Reply, received: Received, events: list[dict], responses_api: bool):
@@ -343,6 +490,14 @@ def fast_llm_retries(settings):
 @pytest.fixture
 def scripted_upstream():
     upstream = ScriptedUpstream().start()
+    yield upstream
+    upstream.stop()
+
+
+@pytest.fixture
+def vllm_upstream():
+    """A scripted upstream that answers vLLM's token fields when asked for them."""
+    upstream = ScriptedUpstream(vllm_tokens=True).start()
     yield upstream
     upstream.stop()
 
