@@ -4,17 +4,23 @@ Workers: `celery -A clawgym_site worker -Q default,sandbox,gpu` (a sandbox or GP
 queue only). Settings come from Django settings with the CELERY_ prefix. Messages are acknowledged
 after the job (acks_late) and put back when the worker process dies, so a killed worker's job is
 delivered again; jobs.runner decides whether to run it again.
+
+Periodic jobs: `celery -A clawgym_site beat` (one process for the deployment) sends the ticks of jobs.periodic's
+table; a `default` worker runs each tick, which queues the job itself on its own queue.
 """
 
 import os
 
 from celery import Celery
-from celery.signals import worker_ready
+from celery.signals import worker_ready, worker_shutdown
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clawgym_site.settings")
 
+from jobs.periodic import CELERY_TICK_TASK, beat_schedule, tick  # noqa: E402  (reads the settings named above)
+
 app = Celery("clawgym")
 app.config_from_object("django.conf:settings", namespace="CELERY")
+app.conf.beat_schedule = beat_schedule()
 
 
 @app.task(name="clawgym.execute_job", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
@@ -24,6 +30,11 @@ def execute_job(job_run_id: int) -> None:
     execute(job_run_id)
 
 
+@app.task(name=CELERY_TICK_TASK, ignore_result=True)
+def periodic_tick(kind: str) -> int | None:
+    return tick(kind)
+
+
 @worker_ready.connect
 def recover_lost_runs(sender=None, **kwargs):
     # When the whole worker was killed, its unacknowledged message only comes back after the broker's
@@ -31,8 +42,18 @@ def recover_lost_runs(sender=None, **kwargs):
     from django.db import connections
 
     from jobs.engine import recover_on_worker_start
+    from jobs.workers import start_beat
 
     try:
         recover_on_worker_start("celery")
     finally:
         connections.close_all()  # the main process runs no jobs; do not keep a connection open
+    # The main process beats for the worker, with the queues it consumes (-Q), so /healthz can count it.
+    start_beat("celery", sorted(sender.app.amqp.queues.consume_from))
+
+
+@worker_shutdown.connect
+def forget_worker(sender=None, **kwargs):
+    from jobs.workers import stop_beat
+
+    stop_beat()

@@ -34,6 +34,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "django_q",
+    "django_prometheus",
     "axes",
     "accounts",
     "jobs",
@@ -43,9 +44,12 @@ INSTALLED_APPS = [
     "evaluation",
     "review",
     "training_jobs",
+    "ops",
 ]
 
 MIDDLEWARE = [
+    # First and (but for axes) last: request counts and latency by view for /metrics (django-prometheus).
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -55,6 +59,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
     # Last: turns a locked-out login (too many failures) into a 429 page.
     "axes.middleware.AxesMiddleware",
 ]
@@ -246,6 +251,26 @@ CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 6 * 3600}
 CELERY_TASK_ALWAYS_EAGER = False  # never run inline by surprise
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")  # beat's own state (last ticks)
+
+# Periodic jobs (jobs.periodic): a JSON object of kind → seconds between ticks overrides the table; 0 turns one off.
+CLAWGYM_PERIODIC_SECONDS = env_json("CLAWGYM_PERIODIC_SECONDS", {})
+# Each worker process writes that it is alive this often (jobs.workers); /healthz counts those seen within
+# CLAWGYM_WORKER_SEEN_SECONDS, per queue.
+CLAWGYM_WORKER_BEAT_SECONDS = env_float("CLAWGYM_WORKER_BEAT_SECONDS", 15.0)
+CLAWGYM_WORKER_SEEN_SECONDS = env_int("CLAWGYM_WORKER_SEEN_SECONDS", 60)
+
+# --- Health and metrics (ops/) ---
+# /healthz answers 503 unless the database and the broker answer, each queue listed here has a worker seen recently
+# ("none": workers are reported, never required), and the var folder has this much free space.
+CLAWGYM_HEALTH_QUEUES = [q for q in env_list("CLAWGYM_HEALTH_QUEUES", ["default"]) if q != "none"]
+CLAWGYM_HEALTH_MIN_FREE_MB = env_int("CLAWGYM_HEALTH_MIN_FREE_MB", 1024)
+CLAWGYM_HEALTH_CACHE_SECONDS = env_float("CLAWGYM_HEALTH_CACHE_SECONDS", 5.0)  # the worker lookup, per web process
+# /metrics (Prometheus) is served to requests from these networks, or to any carrying
+# `Authorization: Bearer CLAWGYM_METRICS_TOKEN` when a token is set; everyone else gets 403.
+CLAWGYM_METRICS_TOKEN = env_str("CLAWGYM_METRICS_TOKEN", "")
+CLAWGYM_METRICS_ALLOW_NETWORKS = env_list("CLAWGYM_METRICS_ALLOW_NETWORKS", ["127.0.0.0/8", "::1/128"])
+PROMETHEUS_EXPORT_MIGRATIONS = False
 
 LOGGING = {
     "version": 1,

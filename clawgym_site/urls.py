@@ -6,6 +6,7 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from evaluation.urls import run_urlpatterns
+from ops.views import healthz, metrics
 from tasks.views import dashboard
 
 urlpatterns = [
@@ -26,6 +27,8 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    path("healthz", healthz, name="healthz"),  # no sign-in: load balancers and compose healthchecks
+    path("metrics", metrics, name="metrics"),  # Prometheus; loopback or CLAWGYM_METRICS_TOKEN (ops.views)
     # Pages of our own link the icon; the admin, the API docs and the browsable API ask browsers for /favicon.ico.
     path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
 ]

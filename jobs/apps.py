@@ -9,4 +9,5 @@ class JobsConfig(AppConfig):
     def ready(self):
         # Each app declares its background entry points in <app>/jobs.py with @job(...).
         autodiscover_modules("jobs")
-        from . import engine  # noqa: F401  connects the django-q worker start-up hook (lost-run recovery)
+        # Connect the django-q worker start-up hooks: lost-run recovery, and each worker process's beat.
+        from . import engine, workers  # noqa: F401

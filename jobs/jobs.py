@@ -16,3 +16,20 @@ def ping(ctx, *, steps: int = 3, sleep: float = 0.0, fail: bool = False):
     if fail:
         raise RuntimeError("asked to fail")
     return {"steps": steps}
+
+
+@job("jobs.recover_lost", title="Recover the runs of lost workers")
+def recover_lost_runs(ctx) -> dict:
+    """Periodic (jobs.periodic): what a starting worker does, for workers that died on hosts where none restarts.
+
+    A run is lost when its worker's process is gone (this host) or it sent no heartbeat for CLAWGYM_JOB_STALE_SECONDS
+    (any host); it is queued again up to MAX_ATTEMPTS, then failed. Workers not seen for a day are forgotten.
+    """
+    from .runner import recover_lost
+    from .workers import forget_gone
+
+    done = recover_lost()
+    for outcome, ids in done.items():
+        if ids:
+            ctx.log(f"{outcome}: {', '.join(f'#{pk}' for pk in ids)}")
+    return {**{outcome: len(ids) for outcome, ids in done.items()}, "workers_forgotten": forget_gone()}

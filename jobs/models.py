@@ -158,3 +158,28 @@ class BatchProgress:
         if not self.total:
             return 100 if self.run.is_finished else 0
         return int(100 * self.done / self.total)
+
+
+class Worker(models.Model):
+    """A worker process that said it is alive: it writes `seen_at` every CLAWGYM_WORKER_BEAT_SECONDS (jobs.workers).
+
+    /healthz counts, per queue, the workers seen within CLAWGYM_WORKER_SEEN_SECONDS; a worker that was killed just
+    stops being seen, and its row is removed by the reaper's periodic job a day later.
+    """
+
+    name = models.CharField(max_length=200, unique=True, help_text="host:pid:start, as in JobRun.worker.")
+    host = models.CharField(max_length=200)
+    engine = models.CharField(max_length=20)
+    queues = models.CharField(max_length=200, help_text="The queues it takes jobs from, comma-separated.")
+    started_at = models.DateTimeField()
+    seen_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["host", "name"]
+
+    def __str__(self):
+        return f"{self.engine} worker {self.name} ({self.queues})"
+
+    @property
+    def queue_list(self) -> list[str]:
+        return [q for q in self.queues.split(",") if q]

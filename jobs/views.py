@@ -6,6 +6,7 @@ the whole page, so every page also works without JS.
 
 import json
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect
@@ -16,7 +17,7 @@ from django_htmx.http import trigger_client_event
 from accounts.decorators import admin_required, viewer_required
 from clawgym_site.htmx import render_page
 
-from . import registry
+from . import periodic, registry
 from .models import JobRun
 from .redaction import hide_paths, hide_paths_in, sees_server_details
 from .services import cancel_job
@@ -47,6 +48,9 @@ def job_list(request):
         "status": status,
         "kind": kind,
     }
+    if not request.htmx:  # the filters swap only the results; the schedule is read for the whole page
+        context["periodic"] = periodic.statuses()
+        context["engine"] = settings.CLAWGYM_JOB_ENGINE
     return render_page(request, "jobs/list.html", context, partial="results")
 
 

@@ -43,6 +43,7 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from . import metrics
 from .models import MissingApiKey, ModelCall, ModelCallTokens, ModelEndpoint, ProxySession
 from .sse import StreamAssembler, usage_of
 from .tokens import TokenAsk, TokenCapture, TokenStream, ask_for_tokens, whole_answer
@@ -203,10 +204,13 @@ class _Call:
 
     async def record(self) -> None:
         try:
-            await in_db(_create_call, self.row(), self.token_row())
+            row = self.row()
+            await in_db(_create_call, row, self.token_row())
         except Exception:
             # The caller already has its answer; a lost record must be loud in the log, not a broken response.
             log.exception("could not record a proxied call of session %s", self.session.pk)
+        else:
+            metrics.count_call(row)
 
     def record_detached(self) -> None:
         """Write the record in a task of its own: this request is being torn down."""
@@ -402,6 +406,7 @@ async def _relay(call: _Call, upstream: httpx.Response):
     # taken out); any other passes on byte for byte.
     tokens = TokenStream(call.tokens, call.capture, assembler) if call.tokens is not None else None
     recorded = finished = False
+    metrics.STREAMS_IN_FLIGHT.inc()
     try:
         async for chunk in upstream.aiter_raw():
             if call.first_chunk_at is None:
@@ -424,6 +429,7 @@ async def _relay(call: _Call, upstream: httpx.Response):
         call.error = f"upstream stream broke off: {type(exc).__name__}: {exc}"
         finished = True
     finally:
+        metrics.STREAMS_IN_FLIGHT.dec()
         await upstream.aclose()
         if not recorded and not finished:
             call.response = assembler.result()

@@ -106,3 +106,13 @@ def proxy_base_url(session: ProxySession) -> str:
     if not session.token:
         raise ValueError(f"proxy session #{session.pk}: its token is only known where it was opened")
     return f"{settings.CLAWGYM_PROXY_PUBLIC_URL.rstrip('/')}/proxy/{session.token}/v1"
+
+
+def close_expired_sessions(now=None) -> int:
+    """Close the sessions still open past their expiry (their tokens are refused already); how many.
+
+    A rollout closes its session however the attempt ends, unless its worker died first: such sessions stay open
+    until this runs (periodic job `llm.close_stale_sessions`), so open sessions mean agents that may still call.
+    """
+    now = now or timezone.now()
+    return ProxySession.objects.filter(is_open=True, expires_at__lte=now).update(is_open=False, closed_at=now)

@@ -10,6 +10,7 @@ from .models import BenchmarkCandidate, DifficultyFilter, LLMDiagnosis
 DIAGNOSE_JOB = "review.diagnose"
 DIAGNOSE_BATCH_JOB = "review.diagnose_batch"
 DIFFICULTY_JOB = "review.difficulty_verdicts"
+EXPIRE_CLAIMS_JOB = "review.expire_claims"
 
 
 def _candidate_subject(params: dict) -> tuple[str, str]:
@@ -77,3 +78,11 @@ def difficulty_verdicts(ctx, *, filter_id: int) -> dict:
     else:
         ctx.log(f"difficulty filter #{filter_id} finished")
     return {"filter": filter_id, "status": flt.status, "verdicts": verdict_counts(flt)}
+
+
+@job(EXPIRE_CLAIMS_JOB, title="Hand back expired review claims")
+def expire_claims(ctx) -> dict:
+    """Periodic (jobs.periodic): claims that ran out go back to the queue even when nobody opens its pages."""
+    from .services import expire_claims as hand_back  # review.services imports this module
+
+    return {"handed_back": hand_back()}

@@ -21,3 +21,15 @@ def hide_paths(text) -> str:
 def hide_paths_unless(text, is_admin) -> str:
     """`{{ text|hide_paths_unless:is_admin }}`: the text as it is for admins, with paths cut for everyone else."""
     return str(text or "") if is_admin else redaction.hide_paths(str(text or ""))
+
+
+@register.filter
+def periodic_result(result) -> str:
+    """A periodic job's result in short: {"requeued": 1, "failed": 0} → "requeued 1, failed 0"."""
+    if isinstance(result, dict):
+        parts = []
+        for key, value in result.items():
+            shown = len(value) if isinstance(value, list) else value
+            parts.append(f"{key.replace('_', ' ')} {shown}")
+        return redaction.hide_paths(", ".join(parts))[:160]
+    return redaction.hide_paths(str(result))[:160]

@@ -1,0 +1,11 @@
+from django.apps import AppConfig
+
+
+class OpsConfig(AppConfig):
+    name = "ops"
+    verbose_name = "Health and metrics"
+
+    def ready(self):
+        from . import metrics
+
+        metrics.register()  # our collectors beside django-prometheus's, on the default registry

@@ -1,0 +1,61 @@
+"""/healthz for load balancers and compose healthchecks (no sign-in), /metrics for Prometheus (protected).
+
+/metrics is served to a request from CLAWGYM_METRICS_ALLOW_NETWORKS (loopback by default: a Prometheus on the same
+host, or a sidecar) or carrying `Authorization: Bearer <CLAWGYM_METRICS_TOKEN>` when a token is set; anyone else
+gets 403. Behind a front proxy on the same host every request comes from loopback unless uvicorn takes the client's
+address from X-Forwarded-For (it does for proxies in --forwarded-allow-ips): a front proxy that does not set it must
+not pass /metrics on.
+"""
+
+import hmac
+import ipaddress
+
+import prometheus_client
+from django.conf import settings
+from django.http import HttpResponse, JsonResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+
+from . import health
+
+
+@never_cache
+@require_GET
+def healthz(request):
+    report = health.report()
+    return JsonResponse(report, status=200 if report["status"] == "ok" else 503)
+
+
+def _allowed_network(address: str) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    for network in settings.CLAWGYM_METRICS_ALLOW_NETWORKS:
+        try:
+            if ip in ipaddress.ip_network(network, strict=False):
+                return True
+        except ValueError:  # a bad entry must not open anything; it is reported by the check below
+            continue
+    return False
+
+
+def metrics_allowed(request) -> bool:
+    token = settings.CLAWGYM_METRICS_TOKEN
+    if token:
+        given = request.headers.get("Authorization", "")
+        if given.startswith("Bearer ") and hmac.compare_digest(given[7:].encode(), token.encode()):
+            return True
+    return _allowed_network(request.META.get("REMOTE_ADDR", ""))
+
+
+@never_cache
+@require_GET
+def metrics(request):
+    if not metrics_allowed(request):
+        return HttpResponse(
+            "403 Forbidden: /metrics is served to CLAWGYM_METRICS_ALLOW_NETWORKS or with CLAWGYM_METRICS_TOKEN.\n",
+            status=403, content_type="text/plain",
+        )  # fmt: skip
+    output = prometheus_client.generate_latest(prometheus_client.REGISTRY)
+    return HttpResponse(output, content_type=prometheus_client.CONTENT_TYPE_LATEST)
