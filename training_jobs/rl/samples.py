@@ -1,0 +1,210 @@
+"""Training samples of one rollout, built from its proxied calls' exact tokens.
+
+An agent run is a chain of model calls; each call's prompt is (for a prefix-preserving chat template) the previous
+call's prompt and completion followed by what the environment added: the end-of-turn newline, tool results, the next
+generation prompt. So a sample is built by chaining the calls on exact token prefixes:
+
+    prompt_ids     = the first call's prompt tokens
+    completion_ids = call 1's completion, then for each later call: its new prompt tokens (environment), its completion
+    env_mask       = 1 on the policy's sampled tokens, 0 on environment tokens
+    logprobs       = the policy's logprob of each sampled token, 0.0 on environment tokens
+
+`env_mask` follows TRL 1.16's convention (GRPOTrainer._generate: a rollout_func's `env_mask` becomes its tool_mask,
+"model tokens (1) vs external tokens (0)", and the loss mask is completion_mask * tool_mask): 1 = trained on.
+
+A call whose prompt does not extend the chain (the harness rewrote its history: compaction, a trimmed tool result,
+a template that re-renders earlier turns) starts a new sample of the same rollout; parallel tool calls are simply part
+of one completion. Calls that got no answer (errors, refusals) are skipped: they sampled nothing.
+
+Exact tokens are the ModelCallTokens the proxy stored (llm.tokens). A call without them (the upstream gave no token
+ids, or the Responses API) is re-tokenized from its text with the policy's tokenizer (`retokenize`): its sample is
+flagged `exact=False` and counted as inexact, since the text's tokens need not be the ones sampled. Re-tokenized
+completion tokens have logprob None (unknown): TRL 1.16 turns a None sampling logprob into NaN and gives it no
+importance-sampling correction (ratio 1).
+
+Plain Python over the calls; transformers is needed only for an inexact call, and then only through the tokenizer the
+caller passes (or loads lazily from a path).
+"""
+
+from dataclasses import dataclass, field
+
+from django.core.exceptions import ObjectDoesNotExist
+
+from training_jobs.masks import chat_messages
+
+
+class SampleError(ValueError):
+    """The calls cannot be made into samples (a call without tokens and no tokenizer to re-tokenize it)."""
+
+
+@dataclass
+class Sample:
+    prompt_ids: list[int]
+    completion_ids: list[int] = field(default_factory=list)
+    logprobs: list[float | None] = field(default_factory=list)
+    env_mask: list[int] = field(default_factory=list)
+    exact: bool = True
+    call_ids: list[int] = field(default_factory=list)
+
+    @property
+    def policy_tokens(self) -> int:
+        return sum(self.env_mask)
+
+    def chain(self) -> list[int]:
+        """Everything so far: what the next call's prompt must start with to extend this sample."""
+        return self.prompt_ids + self.completion_ids
+
+    def as_dict(self) -> dict:
+        return {"prompt_ids": self.prompt_ids, "completion_ids": self.completion_ids, "logprobs": self.logprobs,
+                "env_mask": self.env_mask, "exact": self.exact, "call_ids": self.call_ids}  # fmt: skip
+
+
+@dataclass
+class CallTokens:
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logprobs: list[float | None]
+    exact: bool
+
+
+def answered(call) -> bool:
+    """A call the policy answered: it sampled something to train on."""
+    return not call.error and call.status_code == 200 and isinstance(call.response, dict)
+
+
+def build_samples(calls, tokenizer=None) -> list[Sample]:
+    """The samples of one rollout's calls, in the order they were made. `tokenizer` (a transformers tokenizer, or
+    the path of one, loaded on first use) re-tokenizes calls without exact tokens; without one such a call raises
+    SampleError."""
+    lazy = _LazyTokenizer(tokenizer)
+    samples: list[Sample] = []
+    current: Sample | None = None
+    for call in calls:
+        if not answered(call):
+            continue
+        tokens = exact_tokens(call)
+        if tokens is None:
+            tokens = retokenize(call, lazy.get(call))
+        if current is not None and _extends(tokens.prompt_ids, current):
+            env = tokens.prompt_ids[len(current.prompt_ids) + len(current.completion_ids) :]
+            current.completion_ids += env + tokens.completion_ids
+            current.env_mask += [0] * len(env) + [1] * len(tokens.completion_ids)
+            current.logprobs += [0.0] * len(env) + tokens.logprobs
+            current.exact = current.exact and tokens.exact
+            current.call_ids.append(call.pk)
+            continue
+        current = Sample(
+            prompt_ids=list(tokens.prompt_ids), completion_ids=list(tokens.completion_ids),
+            logprobs=list(tokens.logprobs), env_mask=[1] * len(tokens.completion_ids), exact=tokens.exact,
+            call_ids=[call.pk],
+        )  # fmt: skip
+        samples.append(current)
+    return samples
+
+
+def _extends(prompt: list[int], sample: Sample) -> bool:
+    """Whether `prompt` starts with the sample's whole chain (compared in two slices: no copy of the chain)."""
+    head, body = len(sample.prompt_ids), len(sample.completion_ids)
+    return (len(prompt) >= head + body and prompt[:head] == sample.prompt_ids
+            and prompt[head : head + body] == sample.completion_ids)  # fmt: skip
+
+
+def exact_tokens(call) -> CallTokens | None:
+    """The proxy's recorded tokens of a call, None when it has none."""
+    try:
+        row = call.tokens
+    except ObjectDoesNotExist:  # the call has no tokens row
+        return None
+    if row is None:
+        return None
+    logprobs = list(row.completion_logprobs)
+    if len(logprobs) != len(row.completion_token_ids):
+        raise SampleError(f"call #{call.pk}: {len(logprobs)} logprobs for {len(row.completion_token_ids)} tokens")
+    return CallTokens(list(row.prompt_token_ids), list(row.completion_token_ids), logprobs, row.exact)
+
+
+def retokenize(call, tokenizer) -> CallTokens:
+    """A call's tokens from its text: the request's messages (and tools) rendered with a generation prompt are the
+    prompt; the answer's message rendered after them, up to and with the end-of-turn token, is the completion.
+    Inexact: the text's tokens, not necessarily the ones sampled; their logprobs unknown (None)."""
+    message = _answer_message(call)
+    messages = chat_messages(call.request.get("messages") or [])
+    tools = call.request.get("tools") or None
+    prompt = _ids(tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=True))
+    whole = _ids(tokenizer.apply_chat_template(messages + chat_messages([message]), tools=tools, tokenize=True))
+    # What follows the generation prompt; a template that renders the answered turn's head otherwise than its
+    # generation prompt (some add an empty reasoning block) shares less: then what follows the common part.
+    shared = next((i for i, (a, b) in enumerate(zip(prompt, whole)) if a != b), min(len(prompt), len(whole)))
+    completion = whole[shared:]
+    eos = tokenizer.eos_token_id
+    if eos in completion:  # the policy stopped at its end-of-turn token; what the template adds after is not its
+        completion = completion[: completion.index(eos) + 1]
+    return CallTokens(prompt, completion, [None] * len(completion), exact=False)
+
+
+def _answer_message(call) -> dict:
+    if call.api == "responses":
+        return _responses_message(call.response)
+    choices = call.response.get("choices") or []
+    if not choices or not isinstance(choices[0], dict):
+        raise SampleError(f"call #{call.pk}: the response has no choice to re-tokenize")
+    message = dict(choices[0].get("message") or {})
+    message["role"] = "assistant"
+    return message
+
+
+def _responses_message(response: dict) -> dict:
+    """A Responses API answer as one assistant chat message (its text and function calls)."""
+    text, calls = [], []
+    for item in response.get("output") or []:
+        if item.get("type") == "message":
+            text += [p.get("text", "") for p in item.get("content") or [] if p.get("type") == "output_text"]
+        elif item.get("type") == "function_call":
+            calls.append({"id": item.get("call_id"), "type": "function",
+                          "function": {"name": item.get("name", ""), "arguments": item.get("arguments", "")}})
+    message = {"role": "assistant", "content": "".join(text) or response.get("output_text") or ""}
+    if calls:
+        message["tool_calls"] = calls
+    return message
+
+
+def _ids(encoded) -> list[int]:
+    """apply_chat_template(tokenize=True) gives a list in some transformers versions, a BatchEncoding in others."""
+    if hasattr(encoded, "keys") and "input_ids" in encoded:
+        encoded = encoded["input_ids"]
+    return list(encoded)
+
+
+class _LazyTokenizer:
+    def __init__(self, tokenizer):
+        self._given = tokenizer
+        self._loaded = None
+
+    def get(self, call):
+        if self._given is None:
+            raise SampleError(f"call #{call.pk} has no exact tokens; pass the policy's tokenizer to re-tokenize it")
+        if not isinstance(self._given, str):
+            return self._given
+        if self._loaded is None:
+            from transformers import AutoTokenizer  # only an inexact call needs it
+
+            self._loaded = AutoTokenizer.from_pretrained(self._given)
+        return self._loaded
+
+
+def rollout_calls(rollout):
+    """The proxied calls of a rollout's last attempt (earlier attempts failed for infra reasons), in order."""
+    from llm.models import ModelCall
+
+    if rollout.proxy_session_id is None:
+        return ModelCall.objects.none()
+    return ModelCall.objects.filter(session_id=rollout.proxy_session_id).select_related("tokens").order_by("created_at", "id")
+
+
+def samples_for_rollout(rollout, tokenizer=None) -> list[Sample]:
+    """The samples of a rollout (its last attempt's calls), [] when it made no call."""
+    return build_samples(rollout_calls(rollout), tokenizer)
+
+
+def inexact_count(samples: list[Sample]) -> int:
+    return sum(1 for s in samples if not s.exact)

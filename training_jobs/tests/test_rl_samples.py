@@ -1,0 +1,247 @@
+"""RL samples from recorded calls: exact tokens chained on prefixes (environment tokens masked, logprobs aligned),
+parallel tool calls in one completion, a history rewrite starting a new sample, re-tokenized (inexact) calls. First
+on a real sandboxed rollout whose calls the proxy recorded from a vLLM-shaped upstream, then on calls recorded here."""
+
+import pytest
+
+from evaluation.models import Rollout
+from evaluation.services import RolloutError, create_rollouts, execute_rollout
+from evaluation.tests.conftest import RIGHT_SUMMARY, fruit_task, needs_bwrap  # noqa: F401  (fruit_task: a fixture)
+from llm.models import ModelCall, ModelCallTokens, ModelEndpoint, ProxySession
+from llm.testing import (TOY_EOS, Reply, toy_assistant, toy_detokenize, toy_logprob, toy_prompt_ids, toy_render,
+                         toy_tokenize)  # fmt: skip
+from training_jobs.masks import chat_messages
+from training_jobs.rl.samples import SampleError, build_samples, retokenize, samples_for_rollout
+
+SYSTEM = {"role": "system", "content": "You work in /workspace."}
+USER = {"role": "user", "content": "Summarise fruit.csv."}
+
+
+def segments(sample):
+    """The completion cut into runs of equal mask: [(mask, ids, logprobs)]."""
+    runs = []
+    for token, mask, logprob in zip(sample.completion_ids, sample.env_mask, sample.logprobs, strict=True):
+        if not runs or runs[-1][0] != mask:
+            runs.append((mask, [], []))
+        runs[-1][1].append(token)
+        runs[-1][2].append(logprob)
+    return runs
+
+
+# --- a real rollout ---------------------------------------------------------------------------------------------
+
+
+@needs_bwrap
+@pytest.mark.django_db(transaction=True)
+def test_a_sandboxed_rollout_recorded_with_exact_tokens_makes_one_chained_sample(live_server_asgi, vllm_upstream,
+                                                                                 fruit_task):  # noqa: F811
+    endpoint = ModelEndpoint.objects.create(name="policy", base_url=vllm_upstream.base_url, model="policy",
+                                            roles=["agent"], timeout_seconds=30)  # fmt: skip
+    vllm_upstream.push(
+        Reply.tool_call("exec", {"command": "head -3 fruit.csv"}),
+        Reply(content="Writing it.", tool_calls=[  # two tool calls in one answer: both are kept and trained
+            {"name": "write", "arguments": '{"path": "summary.txt", "content": %s}' % repr(RIGHT_SUMMARY).replace("'", '"')},
+            {"name": "read", "arguments": '{"path": "summary.txt"}'}]),
+        Reply.text("Done: summary.txt holds the counts."),
+    )  # fmt: skip
+    [rollout] = create_rollouts(fruit_task, endpoint, harness="builtin", options={"record_tokens": True})
+    rollout = execute_rollout(rollout.pk)
+
+    assert rollout.status == Rollout.Status.SCORED and rollout.score == 1.0, rollout.error
+    assert rollout.proxy_session.record_tokens
+    requests = [r.json for r in vllm_upstream.requests if r.path.endswith("/chat/completions")]
+    assert len(requests) == 3 and all(r["return_token_ids"] and r["logprobs"] for r in requests)
+    assert ModelCallTokens.objects.filter(call__session=rollout.proxy_session, exact=True).count() == 3
+
+    [sample] = samples_for_rollout(rollout)
+    calls = list(ModelCall.objects.filter(session=rollout.proxy_session).order_by("created_at", "id"))
+    assert sample.exact and sample.call_ids == [c.pk for c in calls]
+    assert sample.prompt_ids == toy_prompt_ids(requests[0])
+    # The whole chain is the last prompt followed by the last completion: nothing lost, nothing doubled.
+    last = calls[-1].tokens
+    assert sample.prompt_ids + sample.completion_ids == last.prompt_token_ids + last.completion_token_ids
+    runs = segments(sample)
+    assert [mask for mask, _, _ in runs] == [1, 0, 1, 0, 1]
+    for (mask, ids, logprobs), call in zip(runs[::2], calls, strict=True):
+        assert ids == call.tokens.completion_token_ids and ids[-1] == TOY_EOS
+        assert logprobs == [toy_logprob(t, n) for n, t in enumerate(ids)]  # aligned with the tokens they scored
+    assert toy_detokenize(runs[2][1]).count("<tool_call>") == 2  # the parallel calls, both in the trained tokens
+    for mask, ids, logprobs in runs[1::2]:  # the environment: tool results and the next turn's header, untrained
+        assert logprobs == [0.0] * len(ids)
+        assert toy_detokenize(ids).endswith("<|im_start|>assistant\n") and "result call_" in toy_detokenize(ids)
+    assert toy_detokenize(runs[1][1]).count("\n") >= 3  # head -3 fruit.csv's lines, as the sandbox ran it
+
+
+def test_record_tokens_is_a_bool_option(fruit_task):  # noqa: F811
+    endpoint = ModelEndpoint.objects.create(name="p", base_url="http://127.0.0.1:9/v1", model="p")
+    with pytest.raises(RolloutError, match="record_tokens option must be true or false"):
+        create_rollouts(fruit_task, endpoint, harness="builtin", options={"record_tokens": "yes"})
+
+
+# --- calls recorded here ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def session(db):
+    endpoint = ModelEndpoint.objects.create(name="policy", base_url="http://127.0.0.1:9/v1", model="policy")
+    return ProxySession.objects.create(endpoint=endpoint, subject="rollout:1", record_tokens=True)
+
+
+def answer(content=None, calls=()):
+    message = {"role": "assistant", "content": content}
+    if calls:
+        message["tool_calls"] = [{"id": f"call_{i}", "type": "function", "function": {"name": n, "arguments": a}}
+                                 for i, (n, a) in enumerate(calls)]  # fmt: skip
+    return message
+
+
+def record(session, messages, message, *, tokens=True, error="", status=200, tools=None) -> ModelCall:
+    """One proxied call as the proxy stores it: its request, answer and (with `tokens`) the toy policy's tokens."""
+    request = {"model": "policy", "messages": messages, **({"tools": tools} if tools else {})}
+    call = ModelCall.objects.create(
+        endpoint_name="policy", purpose="proxy", session=session, request=request, status_code=status, error=error,
+        response=None if error else {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]},
+    )  # fmt: skip
+    if tokens and not error:
+        completion = toy_tokenize(toy_assistant(message.get("content"), message.get("tool_calls"))) + [TOY_EOS]
+        ModelCallTokens.objects.create(call=call, prompt_token_ids=toy_prompt_ids(request),
+                                       completion_token_ids=completion,
+                                       completion_logprobs=[toy_logprob(t, n) for n, t in enumerate(completion)])
+    return call
+
+
+def calls_of(session):
+    return ModelCall.objects.filter(session=session).select_related("tokens").order_by("created_at", "id")
+
+
+def tool(call_id, text):
+    return {"role": "tool", "tool_call_id": call_id, "content": text}
+
+
+def conversation(session, turns: int):
+    """`turns` calls of one agent run, each a read with its result, then a final answer."""
+    messages = [SYSTEM, USER]
+    for n in range(turns - 1):
+        message = answer(f"step {n}", [("read", '{"path": "f%d"}' % n)])
+        record(session, list(messages), message)
+        messages += [message, tool("call_0", f"contents of f{n}")]
+    record(session, list(messages), answer("Done."))
+    return messages
+
+
+def test_four_calls_chain_into_one_sample_with_environment_tokens_masked(session):
+    messages = conversation(session, 4)
+    [sample] = build_samples(calls_of(session))
+
+    assert sample.exact and len(sample.call_ids) == 4
+    assert sample.prompt_ids == toy_tokenize(toy_render([SYSTEM, USER], add_generation_prompt=True))
+    # The chain decodes to the whole conversation as the template renders it (the final turn's trailing newline is
+    # the template's, not sampled).
+    whole = toy_render(messages + [answer("Done.")])
+    assert toy_detokenize(sample.prompt_ids + sample.completion_ids) + "\n" == whole
+    runs = segments(sample)
+    assert [m for m, _, _ in runs] == [1, 0, 1, 0, 1, 0, 1]
+    policy = ['step %d<tool_call>read {"path": "f%d"}</tool_call><|im_end|>' % (n, n) for n in range(3)]
+    assert [toy_detokenize(ids) for m, ids, _ in runs if m] == policy + ["Done.<|im_end|>"]
+    env = [toy_detokenize(ids) for m, ids, _ in runs if not m]
+    assert env == [f"\n<|im_start|>tool\nresult call_0: contents of f{n}<|im_end|>\n<|im_start|>assistant\n"
+                   for n in range(3)]  # fmt: skip
+    for mask, ids, logprobs in runs:
+        expected = [toy_logprob(t, n) for n, t in enumerate(ids)] if mask else [0.0] * len(ids)
+        assert logprobs == expected
+    assert sample.policy_tokens == sum(len(ids) for m, ids, _ in runs if m)
+
+
+def test_parallel_tool_calls_are_one_completion(session):
+    message = answer("Both.", [("read", '{"path": "a"}'), ("read", '{"path": "b"}'), ("ls", "{}")])
+    record(session, [SYSTEM, USER], message)
+    record(session, [SYSTEM, USER, message, tool("call_0", "A"), tool("call_1", "B"), tool("call_2", "a b")],
+           answer("Read both."))
+
+    [sample] = build_samples(calls_of(session))
+    runs = segments(sample)
+    assert [m for m, _, _ in runs] == [1, 0, 1]
+    assert toy_detokenize(runs[0][1]).count("<tool_call>") == 3
+    assert toy_detokenize(runs[1][1]).count("<|im_start|>tool") == 3  # the three results, all environment
+
+
+def test_a_rewritten_history_starts_a_new_sample_of_the_same_rollout(session):
+    first = answer("Reading.", [("read", '{"path": "big.log"}')])
+    record(session, [SYSTEM, USER], first)
+    second = answer("Again.", [("read", '{"path": "big.log"}')])
+    record(session, [SYSTEM, USER, first, tool("call_0", "x" * 50)], second)
+    # Compaction: the harness replaced the history with a summary; this prompt does not extend the chain.
+    compacted = [SYSTEM, {"role": "user", "content": "Summary so far: big.log read twice."}]
+    record(session, compacted, answer("Done."))
+    record(session, compacted + [answer("Done."), {"role": "user", "content": "Sure?"}], answer("Yes."))
+
+    samples = build_samples(calls_of(session))
+    calls = list(calls_of(session))
+    assert [s.call_ids for s in samples] == [[calls[0].pk, calls[1].pk], [calls[2].pk, calls[3].pk]]
+    assert samples[1].prompt_ids == calls[2].tokens.prompt_token_ids
+    assert [m for m, _, _ in segments(samples[1])] == [1, 0, 1]
+    assert all(s.exact for s in samples)
+
+
+def test_calls_without_an_answer_are_left_out(session):
+    record(session, [SYSTEM, USER], answer(), error="upstream HTTP 429: slow down", status=429)
+    record(session, [SYSTEM, USER], answer("Hello."))
+
+    [sample] = build_samples(calls_of(session))
+    assert sample.call_ids == [calls_of(session)[1].pk]
+    assert build_samples([]) == []
+
+
+# --- re-tokenized calls -------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from training_jobs.tiny import tiny_tokenizer
+
+    return tiny_tokenizer()
+
+
+def test_calls_without_tokens_are_retokenized_and_flagged_inexact(session, tokenizer):
+    from training_jobs.tiny import TOOLS
+
+    first = answer("Reading.", [("read", '{"path": "a.txt"}')])
+    record(session, [SYSTEM, USER], first, tokens=False, tools=TOOLS)
+    record(session, [SYSTEM, USER, first, tool("call_0", "alpha")], answer("Done."), tokens=False, tools=TOOLS)
+
+    # A prefix-preserving template (TRL's Qwen3 training one) chains re-tokenized calls as it does exact ones.
+    [sample] = build_samples(calls_of(session), tokenizer)
+    assert not sample.exact and len(sample.call_ids) == 2
+    expected_prompt = tokenizer.apply_chat_template(chat_messages([SYSTEM, USER]), tools=TOOLS,
+                                                    add_generation_prompt=True, tokenize=True)["input_ids"]
+    assert sample.prompt_ids == list(expected_prompt)
+    runs = segments(sample)
+    assert [m for m, _, _ in runs] == [1, 0, 1]
+    assert tokenizer.decode(runs[0][1]).endswith("</tool_call><|im_end|>") and "a.txt" in tokenizer.decode(runs[0][1])
+    assert "alpha" in tokenizer.decode(runs[1][1]) and tokenizer.decode(runs[2][1]).endswith("Done.<|im_end|>")
+    # The sampled logprobs are unknown: None (TRL makes them NaN, no importance correction); environment 0.0.
+    assert all(lp is None for m, _, lps in runs if m for lp in lps)
+    assert all(lp == 0.0 for m, _, lps in runs if not m for lp in lps)
+
+
+def test_one_inexact_call_makes_its_sample_inexact(session, tokenizer):
+    record(session, [SYSTEM, USER], answer("exact"))
+    record(session, [{"role": "user", "content": "new"}], answer("re-tokenized"), tokens=False)
+    samples = build_samples(calls_of(session), tokenizer)
+    assert [s.exact for s in samples] == [True, False]
+    assert retokenize(calls_of(session)[1], tokenizer).exact is False
+
+
+def test_the_tokenizer_is_loaded_from_a_path_only_when_a_call_needs_it(session, tokenizer, tmp_path):
+    record(session, [SYSTEM, USER], answer("exact"))
+    assert len(build_samples(calls_of(session), str(tmp_path / "absent"))) == 1  # never loaded: nothing inexact
+    record(session, [USER], answer("inexact"), tokens=False)
+    tokenizer.save_pretrained(tmp_path / "tok")
+    samples = build_samples(calls_of(session), str(tmp_path / "tok"))
+    assert [s.exact for s in samples] == [True, False]
+
+
+def test_a_call_without_tokens_and_no_tokenizer_is_a_clear_error(session):
+    call = record(session, [SYSTEM, USER], answer("text only"), tokens=False)
+    with pytest.raises(SampleError, match=f"call #{call.pk} has no exact tokens; pass the policy's tokenizer"):
+        build_samples(calls_of(session))
