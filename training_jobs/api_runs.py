@@ -1,25 +1,32 @@
 """Training runs and checkpoints over the API. Reads need the viewer role; starting, cancelling, resuming, cloning,
 serving and evaluating the admin role.
 
-    GET  /api/training/runs/                      newest first, with progress
-    POST /api/training/runs/                      {dataset, base_model? | base_model_path?, preset?, overrides?: {key:
-                                                  value}, cpu?, name?}: 201 + the run (queued on the gpu queue)
-    GET  /api/training/runs/{id}/                 with its whole config, checkpoints and the `train --json` figures
+    GET  /api/training/runs/?kind=rl&status=…     newest first, with progress (and an RL run's latest mean reward)
+    POST /api/training/runs/                      SFT: {dataset, base_model? | base_model_path?, preset?, overrides?: {key:
+                                                  value}, cpu?, name?}; RL: {kind: "rl", base_model? | base_model_path?,
+                                                  tasks: [ids] | tasks_from: "selection", harness?, preset?,
+                                                  overrides?, cpu?, name?}: 201 + the run (queued on the gpu queue)
+    GET  /api/training/runs/{id}/                 with its whole config, checkpoints and the `train --json` figures;
+                                                  an RL run's also "rl": its step metrics, per-step rollout summaries
+                                                  and tasks
     GET  /api/training/runs/{id}/metrics/         every logged step
+    GET  /api/training/runs/{id}/rollouts/?step=N an RL run's rollouts (step, group, reward, samples, dropped), paged
     POST /api/training/runs/{id}/cancel/ | resume/ | clone/ {overrides?} | evaluate/ {benchmark_version}
     GET  /api/training/checkpoints/{id}/          POST …/serve/: 200 + {endpoint, base_url}
 """
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from accounts.roles import ADMIN
+from clawgym_site.api_filters import QueryFilterMixin
 from jobs.engine import JobEngineError
 
-from . import runs
-from .models import BaseModel, Checkpoint, TrainingDataset, TrainingMetric, TrainingRun
+from . import rl_pages, runs
+from .models import BaseModel, Checkpoint, RLRollout, TrainingDataset, TrainingMetric, TrainingRun
+from .serializers import RLRolloutSerializer, RLStepSummarySerializer, StartRLRunSerializer, TrainingRunFilterSerializer
 
 
 class CheckpointSerializer(serializers.ModelSerializer):
@@ -40,11 +47,16 @@ class TrainingRunSerializer(serializers.ModelSerializer):
 
 
 class TrainingRunListSerializer(serializers.ModelSerializer):
+    latest_reward = serializers.SerializerMethodField(help_text="An RL run's last logged mean reward (null: SFT).")
+
     class Meta:
         model = TrainingRun
         fields = ["id", "name", "kind", "status", "dataset", "preset", "cpu", "steps", "total_steps", "attempt",
-                  "created_at", "finished_at"]  # fmt: skip
+                  "latest_reward", "created_at", "finished_at"]  # fmt: skip
         read_only_fields = fields
+
+    def get_latest_reward(self, run) -> float | None:
+        return rl_pages.latest_reward(run) if run.kind == TrainingRun.Kind.RL else None
 
 
 class MetricSerializer(serializers.ModelSerializer):
@@ -54,6 +66,8 @@ class MetricSerializer(serializers.ModelSerializer):
 
 
 class StartRunSerializer(serializers.Serializer):
+    # The model's whole choice set (one enum in the schema); "rl" is StartRLRunSerializer's (create dispatches).
+    kind = serializers.ChoiceField(choices=TrainingRun.Kind.choices, default=TrainingRun.Kind.SFT)
     dataset = serializers.PrimaryKeyRelatedField(queryset=TrainingDataset.objects.all())
     base_model = serializers.SlugRelatedField(slug_field="name", queryset=BaseModel.objects.all(), required=False)
     base_model_path = serializers.CharField(required=False, allow_blank=True, default="")
@@ -76,25 +90,43 @@ def _refused(exc) -> Response:
     return Response({"detail": str(exc)}, status=code)
 
 
+class RLRunDetailSerializer(serializers.Serializer):
+    steps = serializers.ListField(child=serializers.DictField(), help_text="One row per step: its logged metrics.")
+    step_summaries = RLStepSummarySerializer(many=True)
+    tasks = serializers.ListField(child=serializers.DictField(), help_text="[{external_id, revision}]")
+
+
+START_RUN = PolymorphicProxySerializer(component_name="StartTrainingRun", resource_type_field_name=None,
+                                       serializers=[StartRunSerializer, StartRLRunSerializer])  # fmt: skip
+
+
 @extend_schema(tags=["training"])
-class TrainingRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
-    """SFT runs: their whole config, progress, checkpoints; started, cancelled, resumed and cloned by admins."""
+class TrainingRunViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """SFT and RL runs: their whole config, progress, checkpoints (an RL run's step metrics and rollouts); started,
+    cancelled, resumed and cloned by admins."""
 
     queryset = TrainingRun.objects.prefetch_related("checkpoints")
+    filter_serializer_class = TrainingRunFilterSerializer
     write_role = ADMIN
 
     def get_serializer_class(self):
         return TrainingRunListSerializer if self.action == "list" else TrainingRunSerializer
 
     def _detail(self, run, code=status.HTTP_200_OK) -> Response:
-        return Response({**TrainingRunSerializer(self.get_queryset().get(pk=run.pk)).data,
-                         "report": runs.run_json(run)}, status=code)  # fmt: skip
+        body = {**TrainingRunSerializer(self.get_queryset().get(pk=run.pk)).data, "report": runs.run_json(run)}
+        if run.kind == TrainingRun.Kind.RL:
+            tasks = [{"external_id": t["external_id"], "revision": t["revision"]} for t in rl_pages.run_tasks(run)]
+            body["rl"] = RLRunDetailSerializer({"steps": runs.rl_step_table(run), "tasks": tasks,
+                                                "step_summaries": rl_pages.step_summaries(run)}).data  # fmt: skip
+        return Response(body, status=code)
 
     def retrieve(self, request, *args, **kwargs):
         return self._detail(self.get_object())
 
-    @extend_schema(request=StartRunSerializer, responses={201: TrainingRunSerializer})
+    @extend_schema(request=START_RUN, responses={201: TrainingRunSerializer})
     def create(self, request):
+        if request.data.get("kind") == TrainingRun.Kind.RL:
+            return self._create_rl(request)
         form = StartRunSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         data = form.validated_data
@@ -103,6 +135,21 @@ class TrainingRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, views
                 dataset=data["dataset"], base_model=data.get("base_model"), base_model_path=data["base_model_path"],
                 preset=data["preset"], overrides=data["overrides"], cpu=data["cpu"], name=data["name"],
                 user=request.user,
+            )  # fmt: skip
+        except (runs.TrainingRunError, JobEngineError) as exc:
+            return _refused(exc)
+        return self._detail(run, status.HTTP_201_CREATED)
+
+    def _create_rl(self, request) -> Response:
+        form = StartRLRunSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        data = form.validated_data
+        try:
+            tasks = runs.tasks_from(data["tasks_from"]) if data["tasks_from"] else data["tasks"]
+            run = runs.create_rl_run(
+                request.user, base_model=data.get("base_model"), base_model_path=data["base_model_path"], tasks=tasks,
+                harness=data["harness"], preset=data["preset"], overrides=data["overrides"], cpu=data["cpu"],
+                name=data["name"],
             )  # fmt: skip
         except (runs.TrainingRunError, JobEngineError) as exc:
             return _refused(exc)
@@ -141,6 +188,22 @@ class TrainingRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, views
     def metrics(self, request, pk=None):
         rows = self.get_object().metrics.order_by("step", "id")
         return Response(MetricSerializer(rows, many=True).data)
+
+    @extend_schema(parameters=[OpenApiParameter("step", int, description="Only this step's rollouts.")],
+                   responses={200: RLRolloutSerializer(many=True)})  # fmt: skip
+    @action(detail=True, methods=["get"])
+    def rollouts(self, request, pk=None):
+        run = self.get_object()
+        rows = RLRollout.objects.filter(run=run).select_related("rollout__revision__task").order_by(
+            "step", "group_index", "id")  # fmt: skip
+        step = request.query_params.get("step")
+        if step not in (None, ""):
+            if not step.isdigit():
+                return Response({"step": ["a step number"]}, status=status.HTTP_400_BAD_REQUEST)
+            rows = rows.filter(step=int(step))
+        page = self.paginate_queryset(rows)
+        context = self.get_serializer_context()
+        return self.get_paginated_response(RLRolloutSerializer(page, many=True, context=context).data)
 
     @extend_schema(request=EvaluateSerializer, responses={202: None})
     @action(detail=True, methods=["post"])

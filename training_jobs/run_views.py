@@ -1,6 +1,8 @@
-"""Pages of training runs: the list (running ones with progress, refreshing themselves), the start form (admins),
-one run's page (its whole config, live loss and learning-rate curves with a table beside, logs, checkpoints with
-their evaluation scores, the score-per-checkpoint chart against the base model, actions), and the dashboard panel.
+"""Pages of training runs: the list (running ones with progress, refreshing themselves), the start forms (admins:
+SFT on a dataset, RL on tasks), one run's page (its whole config, live curves with a table beside — loss and learning
+rate for SFT; reward mean ± std, loss, groups dropped, inexact samples and rollout times per step and each step's
+rollouts for RL —, logs, checkpoints with their evaluation scores, the score-per-checkpoint chart against the base
+model, actions), and the dashboard panel.
 
 State changes are training_jobs.runs' and training_jobs.serving's; these views validate and call them.
 """
@@ -15,10 +17,12 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from accounts.decorators import admin_required, viewer_required
 from accounts.roles import ADMIN, has_role
 from clawgym_site.htmx import render_page
+from evaluation.harnesses import HARNESS_CHOICES
 from jobs.engine import JobEngineError
 
-from . import runs
+from . import rl_pages, runs
 from .models import BaseModel, Checkpoint, TrainingDataset, TrainingRun
+from .rl.presets import RL_PRESETS
 
 RUNS_SHOWN = 50
 METRICS_SHOWN = 500  # the curves' points; a longer run shows its last ones
@@ -48,6 +52,48 @@ class StartRunForm(forms.Form):
         return data
 
 
+class StartRLRunForm(forms.Form):
+    """What runs.create_rl_run takes: a base model, the training tasks (ids or a selection), the harness each rollout
+    runs, a preset and edits."""
+
+    base_model = forms.ModelChoiceField(queryset=BaseModel.objects.all(), required=False,
+                                        help_text="A registered base model, or a path below.")  # fmt: skip
+    base_model_path = forms.CharField(required=False, max_length=1000, label="Base model path",
+                                      help_text="A local folder (weights, config, tokenizer).")  # fmt: skip
+    tasks = forms.CharField(required=False, label="Task ids", widget=forms.Textarea(attrs={"rows": 2}),
+                            help_text="Space or comma separated; their current revisions are trained on.")  # fmt: skip
+    tasks_from = forms.CharField(required=False, max_length=500, label="Or a task selection",
+                                 help_text="Filters, e.g. status=ready,source=skill,limit=200 (benchmark tasks are "
+                                           "left out).")  # fmt: skip
+    harness = forms.ChoiceField(choices=HARNESS_CHOICES, initial="builtin", help_text="The agent in each sandbox.")
+    preset = forms.ChoiceField(choices=[(name, name) for name in RL_PRESETS], initial="paper")
+    overrides = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}), label="Config edits",
+                                help_text="One key=value a line, e.g. num_generations=4, max_steps=50.")  # fmt: skip
+    cpu = forms.BooleanField(required=False, label="Train on CPU (tiny models; the live policy server)")
+
+    def clean(self):
+        data = super().clean()
+        if not data.get("base_model") and not data.get("base_model_path"):
+            raise forms.ValidationError("Choose a base model or give its path.")
+        ids = [part for part in (data.get("tasks") or "").replace(",", " ").split() if part]
+        if ids and data.get("tasks_from"):
+            self.add_error("tasks_from", "Give task ids or a selection, not both.")
+        elif not ids and not data.get("tasks_from"):
+            self.add_error("tasks", "Give the tasks to train on (their ids, or a selection).")
+        else:
+            try:
+                data["revisions"] = runs.resolve_tasks(ids) if ids else runs.tasks_from(data["tasks_from"])
+            except runs.TrainingRunError as exc:
+                self.add_error("tasks" if ids else "tasks_from", str(exc))
+        try:
+            data["edits"] = runs.parse_overrides([line for line in (data.get("overrides") or "").splitlines()
+                                                  if line.strip()])  # fmt: skip
+            runs.build_rl_config(data.get("preset") or "paper", data["edits"])
+        except runs.TrainingRunError as exc:
+            self.add_error("overrides", str(exc))
+        return data
+
+
 def progress(run: TrainingRun) -> dict:
     total = run.total_steps or 0
     return {"done": run.steps, "total": total, "percent": round(100 * run.steps / total) if total else None}
@@ -63,7 +109,9 @@ def latest_score(run: TrainingRun):
 
 
 def run_rows(queryset) -> list[dict]:
-    return [{"run": run, "progress": progress(run), "score": latest_score(run)} for run in queryset]
+    return [{"run": run, "progress": progress(run), "score": latest_score(run),
+             "reward": rl_pages.latest_reward(run) if run.kind == TrainingRun.Kind.RL else None}
+            for run in queryset]  # fmt: skip
 
 
 @viewer_required
@@ -95,6 +143,29 @@ def run_start(request):
             messages.success(request, f"Training run #{run.pk} queued on the gpu queue.")
             return redirect("training:run", pk=run.pk)
     return render_page(request, "training/runs_start.html", {"nav": "training", "form": form},
+                       status=400 if form.errors else 200)  # fmt: skip
+
+
+@admin_required
+@require_http_methods(["GET", "POST"])
+def rl_run_start(request):
+    form = StartRLRunForm(request.POST or None, initial=request.GET or None)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            run = runs.create_rl_run(
+                request.user, base_model=data["base_model"], base_model_path=data["base_model_path"],
+                tasks=data["revisions"], harness=data["harness"], preset=data["preset"], overrides=data["edits"],
+                cpu=data["cpu"],
+            )  # fmt: skip
+        except runs.TrainingRunError as exc:
+            form.add_error(None, str(exc))
+        except JobEngineError as exc:
+            form.add_error(None, f"The job engine did not take the run: {exc}")
+        else:
+            messages.success(request, f"RL run #{run.pk} queued on the gpu queue.")
+            return redirect("training:run", pk=run.pk)
+    return render_page(request, "training/runs_start_rl.html", {"nav": "training", "form": form},
                        status=400 if form.errors else 200)  # fmt: skip
 
 
@@ -148,16 +219,19 @@ def _category_scores(eval_run) -> dict:
 
 
 def _run_context(request, run: TrainingRun) -> dict:
-    rows, loss_chart, lr_chart = curves(run)
-    checkpoints, score_chart = checkpoint_scores(run)
     from review.models import BenchmarkVersion
 
-    return {
-        "nav": "training", "run": run, "progress": progress(run), "metric_rows": rows, "loss_chart": loss_chart,
-        "lr_chart": lr_chart, "checkpoints": checkpoints, "score_chart": score_chart,
+    checkpoints, score_chart = checkpoint_scores(run)
+    context = {
+        "nav": "training", "run": run, "progress": progress(run), "checkpoints": checkpoints, "score_chart": score_chart,
         "config_json": json.dumps(run.config, indent=2, sort_keys=True), "is_admin": has_role(request.user, ADMIN),
         "live": not run.is_finished, "versions": BenchmarkVersion.objects.select_related("benchmark")[:50],
     }  # fmt: skip
+    if run.kind == TrainingRun.Kind.RL:
+        context["rl"] = rl_pages.rl_context(run, request.GET.get("step"))
+    else:
+        context["metric_rows"], context["loss_chart"], context["lr_chart"] = curves(run)
+    return context
 
 
 @viewer_required
@@ -215,12 +289,14 @@ def run_action(request, pk: int, action: str):
 
 
 def dashboard_panel_context(request) -> dict | None:
-    """The dashboard's "Training runs" panel: a start form for admins, the runs not finished, the latest ones."""
+    """The dashboard's "Training runs" panel: the start forms (SFT, RL) for admins, the latest runs with their
+    progress (and an RL run's latest mean reward)."""
     if not request.user.is_authenticated:
         return None
     recent = TrainingRun.objects.select_related("dataset")[:5]
     rows = run_rows(recent)
-    return {"form": StartRunForm() if has_role(request.user, ADMIN) else None, "rows": rows,
+    admin = has_role(request.user, ADMIN)
+    return {"form": StartRunForm() if admin else None, "rl_form": StartRLRunForm() if admin else None, "rows": rows,
             "unfinished": any(not r["run"].is_finished for r in rows)}  # fmt: skip
 
 

@@ -8,7 +8,8 @@ from jobs.serializers import JobRunSerializer
 from tasks.models import Task
 
 from .datasets import DEFAULT_FILTERS
-from .models import DatasetSample, TrainingDataset
+from .models import BaseModel, DatasetSample, RLRollout, TrainingDataset, TrainingRun
+from .rl.presets import RL_PRESETS
 
 
 class DatasetFilterSerializer(serializers.Serializer):
@@ -114,3 +115,84 @@ class BuildStartedSerializer(serializers.Serializer):
     dataset = serializers.IntegerField()
     url = serializers.URLField()
     job = JobRunSerializer()
+
+
+# --- RL runs ----------------------------------------------------------------------------------------------------
+
+
+class TrainingRunFilterSerializer(serializers.Serializer):
+    """?kind=rl&status=running on the runs' list."""
+
+    kind = serializers.ChoiceField(choices=TrainingRun.Kind.choices, required=False)
+    status = serializers.ChoiceField(choices=TrainingRun.Status.choices, required=False)
+
+    def filter(self, queryset):
+        for name in ("kind", "status"):
+            if self.validated_data.get(name):
+                queryset = queryset.filter(**{name: self.validated_data[name]})
+        return queryset
+
+
+class StartRLRunSerializer(serializers.Serializer):
+    """What runs.create_rl_run takes (kind "rl" on POST /api/training/runs/): a base model, the training tasks
+    (external ids, or a selection), the harness, a preset and typed config edits."""
+
+    kind = serializers.ChoiceField(choices=TrainingRun.Kind.choices, help_text='"rl"')
+    base_model = serializers.SlugRelatedField(slug_field="name", queryset=BaseModel.objects.all(), required=False)
+    base_model_path = serializers.CharField(required=False, allow_blank=True, default="")
+    tasks = serializers.ListField(child=serializers.CharField(max_length=200), required=False, default=list,
+                                  help_text="Task external ids (their current revisions) or task revision ids.")  # fmt: skip
+    tasks_from = serializers.CharField(required=False, allow_blank=True, default="", max_length=500,
+                                       help_text="Instead of tasks: a selection, e.g. status=ready,source=skill,limit=200.")  # fmt: skip
+    harness = serializers.CharField(required=False, allow_blank=True, default="", max_length=40,
+                                    help_text="builtin or openclaw (default: the preset's).")  # fmt: skip
+    preset = serializers.ChoiceField(choices=list(RL_PRESETS), default="paper")
+    overrides = serializers.DictField(required=False, default=dict)
+    cpu = serializers.BooleanField(default=False)
+    name = serializers.CharField(required=False, allow_blank=True, default="", max_length=200)
+
+    def validate_kind(self, value):
+        if value != TrainingRun.Kind.RL:
+            raise serializers.ValidationError('an RL run is kind "rl"')
+        return value
+
+    def validate(self, attrs):
+        if attrs["tasks"] and attrs["tasks_from"]:
+            raise serializers.ValidationError({"tasks_from": ["give tasks or a selection, not both"]})
+        if not attrs["tasks"] and not attrs["tasks_from"]:
+            raise serializers.ValidationError({"tasks": ["give the tasks to train on (ids, or tasks_from)"]})
+        if not attrs.get("base_model") and not attrs["base_model_path"]:
+            raise serializers.ValidationError({"base_model": ["give a registered base model or base_model_path"]})
+        return attrs
+
+
+class RLRolloutSerializer(serializers.ModelSerializer):
+    """One rollout of an RL run's step, with what it became (reward None: left out of its group's baseline)."""
+
+    status = serializers.CharField(source="rollout.status", read_only=True)
+    outcome = serializers.CharField(source="rollout.outcome", read_only=True)
+    task = serializers.CharField(source="rollout.revision.task.external_id", read_only=True)
+    url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = RLRollout
+        fields = ["step", "group_index", "rollout", "url", "task", "status", "outcome", "reward", "samples",
+                  "inexact_samples", "dropped", "wall_seconds", "created_at"]  # fmt: skip
+        read_only_fields = fields
+
+    def get_url(self, row) -> str:
+        from rest_framework.reverse import reverse
+
+        return reverse("rollout-detail", args=[row.rollout_id], request=self.context.get("request"))
+
+
+class RLStepSummarySerializer(serializers.Serializer):
+    step = serializers.IntegerField()
+    rollouts = serializers.IntegerField()
+    groups = serializers.IntegerField()
+    scored = serializers.IntegerField(help_text="Rollouts whose reward is in their group's baseline.")
+    dropped = serializers.IntegerField(help_text="Rollouts of groups dropped for too few survivors.")
+    samples = serializers.IntegerField(allow_null=True)
+    inexact_samples = serializers.IntegerField(allow_null=True)
+    reward_mean = serializers.FloatField(allow_null=True)
+    wall_max_s = serializers.FloatField(allow_null=True)

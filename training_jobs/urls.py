@@ -15,6 +15,7 @@ urlpatterns = [
     # runs
     path("runs/", run_views.run_list, name="runs"),
     path("runs/start/", run_views.run_start, name="run-start"),
+    path("runs/start-rl/", run_views.rl_run_start, name="rl-run-start"),
     path("runs/panel/", run_views.runs_panel, name="runs-panel"),
     path("runs/<int:pk>/", run_views.run_detail, name="run"),
     path("runs/<int:pk>/<str:action>/", run_views.run_action, name="run-action"),

@@ -5,7 +5,8 @@
 
    The data: {"type": "bar", "labels": [...], "datasets": [{"label", "data": [...], "low": [...], "high": [...]}],
    "y": {"min", "max", "title"}, "x": {"title"}, "integers": counts on the y axis}. `low`/`high` (optional) draw a confidence interval's whiskers on each
-   bar (the ciWhiskers plugin below: no plugin library). Every chart has a table beside it: the page reads without
+   bar or point (the ciWhiskers plugin below: no plugin library); a dataset's `interval` names them in the tooltip
+   ("95% CI" unless given, e.g. "± std"). Every chart has a table beside it: the page reads without
    this script. Charts are drawn on page load and again in content htmx swaps in (a page that refreshes itself). */
 (function () {
   "use strict";
@@ -80,7 +81,7 @@
                 const dataset = item.dataset;
                 let text = `${dataset.label || ""}: ${spec.integers ? item.raw : number(item.raw)}`;
                 if (dataset.low && dataset.high && dataset.low[item.dataIndex] !== null) {
-                  text += ` (95% CI ${number(dataset.low[item.dataIndex])}–${number(dataset.high[item.dataIndex])})`;
+                  text += ` (${dataset.interval || "95% CI"} ${number(dataset.low[item.dataIndex])}–${number(dataset.high[item.dataIndex])})`;
                 }
                 return text;
               },
