@@ -1,6 +1,7 @@
-"""The `gpu` job of an SFT run: export its dataset, write the trainer's config and the accelerate config, launch
-`accelerate launch -m training_jobs.trainer.sft CONFIG.json` in a process group of its own, and stream the JSON
-events it prints into TrainingMetric and Checkpoint rows.
+"""The `gpu` jobs of SFT and RL runs: write the trainer's config and the accelerate config, launch `accelerate launch
+-m training_jobs.trainer.sft|grpo CONFIG.json` in a process group of its own, and stream the JSON events it prints
+into TrainingMetric and Checkpoint rows. An SFT run's dataset is exported first; an RL run's trainer asks this job
+for each step's rollouts over a loopback bridge (training_jobs.rl.batches), so the trainer never needs Django.
 
 The trainer prints one JSON line per event ({"event": "start" | "metric" | "checkpoint", …}); every other line is
 its log. The job watches for a cancel (the run's status, or its JobRun's cancel request) and kills the group. If
@@ -8,6 +9,7 @@ the worker itself is killed, the trainer notices its watched parent is gone and 
 keeps its checkpoints and `train --resume RUN` goes on from the last one.
 """
 
+import contextlib
 import hashlib
 import json
 import os
@@ -54,6 +56,11 @@ def sft_run(ctx, *, run_id: int):
     return execute_training(run_id, ctx=ctx)
 
 
+@job("training.rl_run", queue="gpu", title="RL run", subject=_subject)
+def rl_run(ctx, *, run_id: int):
+    return execute_training(run_id, ctx=ctx)
+
+
 def execute_training(run_id: int, ctx=None) -> dict:
     """Run one attempt of the run to its end (the job body; `train --here` calls it without a job context)."""
     _stop_idle_servers()
@@ -68,16 +75,19 @@ def execute_training(run_id: int, ctx=None) -> dict:
     folder.mkdir(parents=True, exist_ok=True)
     output_dir = folder / "output"
     TrainingRun.objects.filter(pk=run.pk).update(output_dir=str(output_dir))
-    trainer_config = _trainer_config(run, folder, output_dir)
-    config_path = folder / f"trainer-{run.attempt}.json"
-    config_path.write_text(json.dumps(trainer_config, indent=2))
-    accelerate_path = write_accelerate_config(run.config, folder, cpu=run.cpu)
-    command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(accelerate_path),
-               "-m", "training_jobs.trainer.sft", str(config_path)]  # fmt: skip
-    stream = _Stream(run)
-    stream.log(f"attempt {run.attempt}: {' '.join(command)}")
-    status, error = _launch(run, command, folder, stream, ctx)
-    stream.flush(force=True)
+    rl = run.kind == TrainingRun.Kind.RL
+    with _rollout_bridge(run) as bridge:
+        trainer_config = _rl_trainer_config(run, output_dir, bridge) if rl else _trainer_config(run, folder, output_dir)
+        config_path = folder / f"trainer-{run.attempt}.json"
+        config_path.write_text(json.dumps(trainer_config, indent=2))
+        config_path.chmod(0o600)  # it holds the bridge's token
+        accelerate_path = write_accelerate_config(run.config, folder, cpu=run.cpu)
+        command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(accelerate_path),
+                   "-m", f"training_jobs.trainer.{'grpo' if rl else 'sft'}", str(config_path)]  # fmt: skip
+        stream = _Stream(run)
+        stream.log(f"attempt {run.attempt}: {' '.join(command)}")
+        status, error = _launch(run, command, folder, stream, ctx)
+        stream.flush(force=True)
     updates = {"finished_at": timezone.now(), "error": error[-5000:]}
     if status != TrainingRun.Status.CANCELLED:
         updates["status"] = status
@@ -90,6 +100,31 @@ def execute_training(run_id: int, ctx=None) -> dict:
     if run.status == TrainingRun.Status.FAILED and ctx is not None:
         raise RuntimeError(f"training run #{run.pk} failed: {error[-500:]}")
     return {"run": run.pk, "status": run.status, "steps": run.steps}
+
+
+@contextlib.contextmanager
+def _rollout_bridge(run: TrainingRun):
+    """An RL run's bridge to its trainer, up before the trainer starts and down after it ends; the run's policy
+    endpoint is disabled then (the live policy server went with the trainer). None for an SFT run."""
+    if run.kind != TrainingRun.Kind.RL:
+        yield None
+        return
+    from .rl.batches import RolloutBridge, disable_policy_endpoint
+
+    try:
+        with RolloutBridge(run.pk) as bridge:
+            yield bridge
+    finally:
+        disable_policy_endpoint(run)
+
+
+def _rl_trainer_config(run: TrainingRun, output_dir: Path, bridge) -> dict:
+    resume = run.resumed_from.path if run.resumed_from else None
+    return {
+        **run.config, "run_id": run.pk, "attempt": run.attempt, "base_model_path": run.base_model_path,
+        "output_dir": str(output_dir), "resume_from_checkpoint": resume, "cpu": run.cpu,
+        "bridge_url": bridge.url, "bridge_token": bridge.token,
+    }  # fmt: skip
 
 
 def _stop_idle_servers() -> None:

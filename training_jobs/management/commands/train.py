@@ -1,5 +1,7 @@
 """python manage.py train --kind sft --dataset ID --base-model PATH [--preset paper] [--set key=value …] [--cpu]
 [--here] [--json]
+python manage.py train --kind rl --base-model PATH (--task ID … | --tasks-from SELECTION) [--harness builtin|openclaw]
+[--preset paper] [--set key=value …] [--cpu] [--here] [--json]
 python manage.py train --resume RUN [--set key=value …] [--here] [--json]"""
 
 import json
@@ -15,11 +17,14 @@ from ...runs import (
     PRESETS,
     TrainingRunError,
     cancel_training_run,
+    create_rl_run,
     parse_overrides,
     resume_training_run,
     run_json,
     start_training_run,
+    tasks_from,
 )
+from ...rl.presets import RL_PRESETS
 
 POLL_SECONDS = 0.5
 
@@ -29,14 +34,23 @@ class Command(BaseCommand):
         "Fine-tune a base model on a dataset (SFT with TRL, loss on the model's own tokens). The run is a job on the "
         "`gpu` queue and this command waits for it; --here runs the job body in this process. --resume RUN goes on "
         "from the run's last checkpoint (a worker killed mid-run leaves it resumable). With --json the last line is "
-        '{"run", "status", "steps", "checkpoints": [{"id", "step", "path"}], "metrics": {"loss": [...]}}.'
+        '{"run", "status", "steps", "checkpoints": [{"id", "step", "path"}], "metrics": {"loss": [...]}}. '
+        "--kind rl trains with GRPO on sandboxed rollouts of the given tasks (their checker's score the reward); its "
+        '--json line is {"run", "status", "steps", "rollouts", "checkpoints", "metrics": [{"step", "reward_mean", '
+        '"reward_std", "groups_dropped", "inexact_samples", "rollout_p50_s", "rollout_max_s", "loss"}]}.'
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--kind", default="sft", choices=["sft"])
+        parser.add_argument("--kind", default="sft", choices=["sft", "rl"])
         parser.add_argument("--dataset", type=int, help="the training dataset's id")
         parser.add_argument("--base-model", help="a local folder, or the name of a registered base model")
-        parser.add_argument("--preset", default="paper", choices=sorted(PRESETS))
+        parser.add_argument("--task", dest="tasks", action="append", default=[], metavar="ID",
+                            help="RL: a task to train on (its external id, or a revision id); repeatable")
+        parser.add_argument("--tasks-from", metavar="SELECTION",
+                            help="RL: the tasks a selection names, e.g. status=ready,source=skill,limit=200")
+        parser.add_argument("--harness", default="", choices=["", "builtin", "openclaw"],
+                            help="RL: the agent each rollout runs (the preset's: builtin)")
+        parser.add_argument("--preset", default="paper", choices=sorted(set(PRESETS) | set(RL_PRESETS)))
         parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                             help="a config edit, dotted keys (lora.enabled=true, learning_rate=2e-5); repeatable")
         parser.add_argument("--cpu", action="store_true", help="train on CPU (tiny models)")
@@ -49,7 +63,7 @@ class Command(BaseCommand):
                             help="seconds to wait for a gpu worker to take the run before giving up (60)")
 
     def handle(self, *args, kind, dataset, base_model, preset, overrides, cpu, here, resume, name, as_json, timeout,
-               start_timeout, **_options):  # fmt: skip
+               start_timeout, tasks, tasks_from, harness, **_options):  # fmt: skip
         try:
             edits = parse_overrides(overrides)
             if resume:
@@ -59,6 +73,8 @@ class Command(BaseCommand):
                 run = resume_training_run(run, overrides=edits or None, enqueue=not here)
                 self.stderr.write(f"run #{run.pk}: attempt {run.attempt + 1}, from "
                                   f"{run.resumed_from.path if run.resumed_from else 'the start'}")  # fmt: skip
+            elif kind == "rl":
+                run = self._start_rl(base_model, tasks, tasks_from, harness, preset, edits, cpu, here, name)
             else:
                 run = self._start(kind, dataset, base_model, preset, edits, cpu, here, name)
         except TrainingRunError as exc:
@@ -75,6 +91,10 @@ class Command(BaseCommand):
         report = run_json(run)
         if as_json:
             self.stdout.write(json.dumps(report))
+        elif run.kind == TrainingRun.Kind.RL:
+            rewards = [m["reward_mean"] for m in report["metrics"]]
+            self.stdout.write(f"run #{run.pk} {report['status']}: {report['steps']} steps, {report['rollouts']} "
+                              f"rollouts, {len(report['checkpoints'])} checkpoints, reward_mean {rewards}")
         else:
             self.stdout.write(f"run #{run.pk} {report['status']}: {report['steps']} steps, "
                               f"{len(report['checkpoints'])} checkpoints, loss {report['metrics']['loss'][-1:]}")
@@ -94,6 +114,21 @@ class Command(BaseCommand):
         )  # fmt: skip
         self.stderr.write(f"run #{run.pk} ({run.name}): {run.config['gradient_accumulation_steps']} accumulation "
                           f"steps, {'CPU' if run.cpu else str(run.config['distributed']['gpus']) + ' GPU(s)'}")
+        return run
+
+    def _start_rl(self, base_model, tasks, selection, harness, preset, edits, cpu, here, name) -> TrainingRun:
+        if not base_model or not (tasks or selection):
+            raise CommandError("--kind rl needs --base-model PATH and --task ID … or --tasks-from SELECTION")
+        chosen = list(tasks) + (tasks_from(selection) if selection else [])
+        registered = BaseModel.objects.filter(name=base_model).first()
+        run = create_rl_run(
+            None, base_model=registered, base_model_path="" if registered else base_model, tasks=chosen,
+            harness=harness, preset=preset, overrides=edits, cpu=cpu, name=name, enqueue=not here,
+        )  # fmt: skip
+        config = run.config
+        self.stderr.write(f"run #{run.pk} ({run.name}): {len(config['tasks'])} tasks, {config['prompts_per_step']} "
+                          f"prompts × {config['num_generations']} rollouts a step, {config['harness']} harness, "
+                          f"policy {config['policy']['backend']}")  # fmt: skip
         return run
 
     def _wait(self, run: TrainingRun, *, timeout: float, start_timeout: float) -> None:

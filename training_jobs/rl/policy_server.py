@@ -1,0 +1,232 @@
+"""The live policy server: an OpenAI-compatible chat-completions server in the GRPO trainer's process (a thread) that
+generates with the trainer's own live model, so the policy the rollouts sample is always the one being trained (no
+weight sync). For small models on one machine and the CPU tests; on a GPU the policy is a vLLM server started with
+weight transfer, synced by TRL before each rollout batch (README: RL runs).
+
+It answers what vLLM's OpenAI server answers for a training session's request (`return_token_ids`, `logprobs`):
+`prompt_token_ids` (top level; on the first chunk when streaming), `choices[].token_ids` (per delta when streaming)
+and `choices[].logprobs.content[].logprob`, the sampled tokens' log-probabilities after temperature scaling (vLLM's
+`processed_logprobs`, which TRL's trainer computes the same way: logits / temperature, no top-k/top-p). The prompt
+is the model's chat template over the request's messages and tools; `<tool_call>{json}</tool_call>` in the output
+becomes OpenAI tool calls (Qwen3's format). The run's temperature is used
+whatever the request says (GRPO's loss assumes the temperature it samples at); max_tokens is capped by the run's.
+
+Only the trainer subprocess imports this (torch is imported inside methods).
+"""
+
+import json
+import re
+import sys
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+STREAM_TOKENS_PER_CHUNK = 8
+TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
+
+
+def to_message(text: str) -> dict:
+    """The assistant message of a completion: `<tool_call>{"name", "arguments"}</tool_call>` blocks become OpenAI
+    tool calls (every one of them: parallel calls are kept), the rest is the content."""
+    calls = []
+    for i, match in enumerate(TOOL_CALL.finditer(text)):
+        try:
+            call = json.loads(match.group(1))
+        except ValueError:
+            continue
+        if isinstance(call, dict) and isinstance(call.get("name"), str):
+            arguments = call.get("arguments", {})
+            calls.append({"id": f"call_{uuid.uuid4().hex[:8]}_{i}", "type": "function", "function": {
+                "name": call["name"], "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments)}})  # fmt: skip
+    message = {"role": "assistant", "content": TOOL_CALL.sub("", text).strip() if calls else text}
+    if calls:
+        message["tool_calls"] = calls
+    return message
+
+
+class LivePolicy:
+    """Generation with a model that is being trained: `model_getter()` returns it at each request."""
+
+    def __init__(self, model_getter, tokenizer, *, temperature: float, max_tokens: int, max_context: int):
+        self.model_getter = model_getter
+        self.tokenizer = tokenizer
+        self.temperature = float(temperature)
+        self.max_tokens = int(max_tokens)
+        self.max_context = int(max_context)
+        self.lock = threading.Lock()  # one generate at a time; the trainer waits in rollout_func meanwhile
+        self.requests = 0
+
+    def generate(self, body: dict) -> dict:
+        """{"prompt_ids", "token_ids", "logprobs", "text", "finished"} for one chat request."""
+        import torch
+
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise ValueError("messages must be a non-empty list")
+        prompt_ids = self.tokenizer.apply_chat_template(messages, tools=body.get("tools") or None,
+                                                        add_generation_prompt=True, tokenize=True, return_dict=False)  # fmt: skip
+        if isinstance(prompt_ids, dict):  # some tokenizers answer a BatchEncoding whatever return_dict says
+            prompt_ids = prompt_ids["input_ids"]
+        prompt_ids = list(prompt_ids)
+        asked = body.get("max_completion_tokens") or body.get("max_tokens") or self.max_tokens
+        limit = min(int(asked), self.max_tokens, self.max_context - len(prompt_ids))
+        if limit < 1:
+            raise ValueError(f"the prompt ({len(prompt_ids)} tokens) leaves no room in the context of {self.max_context}")
+        with self.lock, torch.no_grad():
+            model = self.model_getter()
+            was_training = model.training
+            model.eval()
+            try:
+                device = next(model.parameters()).device
+                inputs = torch.tensor([prompt_ids], device=device)
+                out = model.generate(
+                    input_ids=inputs, attention_mask=torch.ones_like(inputs), max_new_tokens=limit, do_sample=True,
+                    temperature=self.temperature, top_k=0, top_p=1.0, use_cache=True, output_scores=True,
+                    return_dict_in_generate=True, pad_token_id=self.tokenizer.pad_token_id,
+                    eos_token_id=self.tokenizer.eos_token_id,
+                )  # fmt: skip
+            finally:
+                model.train(was_training)
+            self.requests += 1
+        token_ids = [int(t) for t in out.sequences[0][len(prompt_ids) :]]
+        logprobs = []
+        for position, token in enumerate(token_ids):  # scores: the processed logits (already / temperature)
+            scores = out.scores[position][0].float()
+            logprobs.append(float(torch.log_softmax(scores, dim=-1)[token]))
+        # generate pads after EOS when batching; one sequence has none, but cut at the first EOS to be sure.
+        eos = self.tokenizer.eos_token_id
+        if eos in token_ids:
+            cut = token_ids.index(eos) + 1
+            token_ids, logprobs = token_ids[:cut], logprobs[:cut]
+        text = self.tokenizer.decode(token_ids, skip_special_tokens=False)
+        for special in (self.tokenizer.eos_token, self.tokenizer.pad_token):
+            if special:
+                text = text.split(special)[0]
+        return {"prompt_ids": prompt_ids, "token_ids": token_ids, "logprobs": logprobs, "text": text,
+                "finished": bool(token_ids) and token_ids[-1] == eos}  # fmt: skip
+
+    def token_text(self, token_id: int) -> str:
+        return self.tokenizer.decode([token_id], skip_special_tokens=False)
+
+
+def completion(policy: LivePolicy, body: dict, out: dict, model_name: str) -> dict:
+    """The non-streaming chat.completion, with vLLM's token fields."""
+    message = to_message(out["text"])
+    reason = "tool_calls" if message.get("tool_calls") else ("stop" if out["finished"] else "length")
+    choice = {"index": 0, "message": message, "finish_reason": reason, "token_ids": out["token_ids"]}
+    if body.get("logprobs"):
+        choice["logprobs"] = {"content": [{"token": policy.token_text(t), "logprob": lp}
+                                          for t, lp in zip(out["token_ids"], out["logprobs"])]}  # fmt: skip
+    prompt, generated = len(out["prompt_ids"]), len(out["token_ids"])
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:16]}", "object": "chat.completion", "created": int(time.time()),
+        "model": model_name, "prompt_token_ids": out["prompt_ids"], "choices": [choice],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": generated, "total_tokens": prompt + generated},
+    }  # fmt: skip
+
+
+def chunks(policy: LivePolicy, body: dict, out: dict, model_name: str):
+    """The streamed answer as vLLM shapes it: a first chunk with the role and prompt_token_ids, content deltas each
+    carrying their token_ids (and logprobs when asked), tool calls in one delta, the finish reason, usage if asked."""
+    whole = completion(policy, body, out, model_name)
+    base = {"id": whole["id"], "object": "chat.completion.chunk", "created": whole["created"], "model": model_name}
+    message, reason = whole["choices"][0]["message"], whole["choices"][0]["finish_reason"]
+    yield {**base, "prompt_token_ids": out["prompt_ids"],
+           "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}
+    ids, lps = out["token_ids"], out["logprobs"]
+    # The text is split over the token chunks evenly (their concatenation is exactly the message's content); each
+    # chunk carries its own token ids, which is what a recorder assembles.
+    parts = max(1, -(-len(ids) // STREAM_TOKENS_PER_CHUNK))
+    text = "" if message.get("tool_calls") else message["content"]
+    size = -(-len(text) // parts) if text else 0
+    for n, start in enumerate(range(0, max(len(ids), 1), STREAM_TOKENS_PER_CHUNK)):
+        piece = ids[start : start + STREAM_TOKENS_PER_CHUNK]
+        delta = {"content": text[n * size : (n + 1) * size]} if text else {}
+        choice = {"index": 0, "delta": delta, "finish_reason": None, "token_ids": piece}
+        if body.get("logprobs"):
+            choice["logprobs"] = {"content": [{"token": policy.token_text(t), "logprob": lp}
+                                              for t, lp in zip(piece, lps[start : start + len(piece)])]}  # fmt: skip
+        yield {**base, "choices": [choice]}
+    final = {}
+    if message.get("tool_calls"):
+        final = {"content": message["content"] or None,
+                 "tool_calls": [{**call, "index": i} for i, call in enumerate(message["tool_calls"])]}
+    yield {**base, "choices": [{"index": 0, "delta": final, "finish_reason": reason, "token_ids": []}]}
+    if (body.get("stream_options") or {}).get("include_usage"):
+        yield {**base, "choices": [], "usage": whole["usage"]}
+
+
+def handler(policy: LivePolicy, model_name: str):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, fmt, *args):
+            sys.stderr.write(f"policy server: {fmt % args}\n")
+
+        def _send(self, status: int, body: dict | None = None, raw: bytes | None = None, kind="application/json"):
+            data = raw if raw is not None else json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            if self.path.rstrip("/") in ("/v1/models", "/models"):
+                self._send(200, {"object": "list", "data": [{"id": model_name, "object": "model", "owned_by": "clawgym"}]})
+            elif self.path.rstrip("/") == "/health":
+                self._send(200, {"status": "ok"})
+            else:
+                self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+        def do_POST(self):
+            if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+                self._send(404, {"error": {"message": f"no route {self.path}"}})
+                return
+            try:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                out = policy.generate(body)
+            except Exception as exc:  # a bad request or a generate error: the client sees why
+                self._send(400, {"error": {"message": f"{type(exc).__name__}: {exc}", "type": "invalid_request"}})
+                return
+            if not body.get("stream"):
+                self._send(200, completion(policy, body, out, model_name))
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            for chunk in chunks(policy, body, out, model_name):
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                self.wfile.flush()
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+            self.close_connection = True
+
+    return Handler
+
+
+class PolicyServer:
+    """The server on a thread: start() binds (port 0: a free one) and returns the OpenAI base URL (…/v1)."""
+
+    def __init__(self, policy: LivePolicy, *, host: str = "127.0.0.1", port: int = 0, model_name: str = "policy"):
+        self.policy = policy
+        self.model_name = model_name
+        self.httpd = ThreadingHTTPServer((host, port), handler(policy, model_name))
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, name="policy-server", daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def start(self) -> str:
+        self.thread.start()
+        return self.base_url
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

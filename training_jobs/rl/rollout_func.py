@@ -1,0 +1,87 @@
+"""GRPOTrainer's rollout_func (trainer side; no Django): TRL 1.16 calls `rollout_func(prompts, trainer)` with this
+process's prompts of the generation batch, each prompt repeated num_generations times in a row (RepeatSampler), and
+wants one completion per prompt: {"prompt_ids", "completion_ids", "logprobs"} (lists per generation) plus extra
+fields, which it forwards to the reward functions, except `env_mask` (TRL's tool_mask: 1 = a token the policy
+sampled, trained; 0 = an environment token, in the context but not in the loss).
+
+A prompt is a training task revision ("task-revision:<id>"). The step's rollouts are started and awaited by the
+run's job (training_jobs.rl.batches, over loopback HTTP), which answers each generation's sample (the rollout's
+exact tokens from the proxy) and reward. A generation without a sample (failed rollout, nothing recorded) trains on
+nothing: a one-token placeholder with env_mask 0 and reward None (advantage 0).
+"""
+
+import json
+import urllib.error
+import urllib.request
+
+PROMPT_PREFIX = "task-revision:"
+
+
+def prompt_for(revision_id: int) -> str:
+    return f"{PROMPT_PREFIX}{int(revision_id)}"
+
+
+def revision_of(prompt) -> int:
+    text = prompt if isinstance(prompt, str) else str(prompt)
+    if not text.startswith(PROMPT_PREFIX):
+        raise ValueError(f"not an RL prompt (task-revision:<id>): {text[:80]!r}")
+    return int(text[len(PROMPT_PREFIX) :])
+
+
+class StepState:
+    """What the rollout_func learned about the step it generated for: the trainer's callback merges its metrics into
+    the step's metric event, and the trainer skips a step whose every group dropped."""
+
+    def __init__(self):
+        self.metrics: dict[int, dict] = {}
+        self.skip: set[int] = set()
+        self.sampling_logprobs: list | None = None
+
+
+def request_step(bridge_url: str, token: str, step: int, prompts: list[int], policy_url: str, timeout: float) -> dict:
+    data = json.dumps({"step": step, "prompts": prompts, "policy_url": policy_url}).encode()
+    request = urllib.request.Request(f"{bridge_url}/step", data, {"Content-Type": "application/json",
+                                                                  "Authorization": f"Bearer {token}"})  # fmt: skip
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return json.load(response)
+    except urllib.error.HTTPError as exc:
+        try:
+            why = json.load(exc).get("error", "")
+        except ValueError:
+            why = ""
+        raise RuntimeError(f"the RL step {step} failed in the job ({exc.code}): {why}") from None
+
+
+def make_rollout_func(*, bridge_url: str, token: str, policy_url: str, placeholder_id: int, state: StepState,
+                      timeout: float, log=print):  # fmt: skip
+    def rollout_func(prompts: list, trainer) -> dict:
+        step = trainer.state.global_step + 1
+        answer = request_step(bridge_url, token, step, [revision_of(p) for p in prompts], policy_url, timeout)
+        out = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [], "checker_reward": [],
+               "rollout_id": []}  # fmt: skip
+        for generation in answer["generations"]:
+            sample = generation["sample"]
+            if sample is None:
+                sample = {"prompt_ids": [placeholder_id], "completion_ids": [placeholder_id], "logprobs": [0.0],
+                          "env_mask": [0]}  # fmt: skip
+            out["prompt_ids"].append(sample["prompt_ids"])
+            out["completion_ids"].append(sample["completion_ids"])
+            out["logprobs"].append(sample["logprobs"])
+            out["env_mask"].append(sample["env_mask"])
+            out["checker_reward"].append(generation["reward"])
+            out["rollout_id"].append(generation["rollout"])
+        if len(out["prompt_ids"]) != len(prompts):
+            raise RuntimeError(f"the job answered {len(out['prompt_ids'])} generations for {len(prompts)} prompts")
+        state.metrics[step] = answer["metrics"]
+        if answer["skipped"]:
+            state.skip.add(step)
+        log(f"step {step}: {json.dumps(answer['metrics'])}")
+        return out
+
+    return rollout_func
+
+
+def checker_reward(prompts, completions, checker_reward, **kwargs) -> list:
+    """The reward function: the rollout's score as the job read it (None: left out of the group's baseline)."""
+    return list(checker_reward)

@@ -1,0 +1,156 @@
+"""Groups of an RL step: rewards that count, groups dropped below min_group_survivors, the sample trained of a
+rollout with several, truncation to the run's lengths, the step's metrics; the RL config's rules; the bridge's
+grouping of TRL's repeated prompts. Plain Python and a database for the config's task checks."""
+
+import pytest
+
+from training_jobs.rl.batches import group_prompts, harness_options
+from training_jobs.rl.groups import (
+    METRICS,
+    Generation,
+    Group,
+    all_dropped,
+    apply_min_survivors,
+    percentile,
+    pick_sample,
+    step_metrics,
+    truncate,
+)
+from training_jobs.rl.rollout_func import prompt_for, revision_of
+from training_jobs.rl.samples import Sample
+from training_jobs.runs import TrainingRunError, build_rl_config, parse_overrides
+
+
+def group(index, rewards, walls=None):
+    walls = walls or [1.0] * len(rewards)
+    return Group(index=index, generations=[Generation(rollout_id=index * 10 + i, reward=r, wall_seconds=w, samples=1)
+                                           for i, (r, w) in enumerate(zip(rewards, walls))])  # fmt: skip
+
+
+def test_a_group_below_min_survivors_is_dropped_whole():
+    kept = apply_min_survivors(group(0, [1.0, None, 0.0, 0.5]), 3)
+    assert not kept.dropped and [g.reward for g in kept.generations] == [1.0, None, 0.0, 0.5]
+    dropped = apply_min_survivors(group(1, [1.0, None, None, 0.5]), 3)
+    assert dropped.dropped and [g.reward for g in dropped.generations] == [None] * 4
+    assert "2 of 4 survived" in dropped.generations[0].note
+    assert not all_dropped([kept, dropped]) and all_dropped([dropped]) and not all_dropped([])
+
+
+def test_step_metrics_count_only_the_rewards_that_count():
+    groups = [apply_min_survivors(group(0, [1.0, 0.0, 0.5, None], walls=[2.0, 4.0, 6.0, 30.0]), 3),
+              apply_min_survivors(group(1, [1.0, None, None, None], walls=[1.0, 1.0, 1.0, 1.0]), 3)]  # fmt: skip
+    groups[0].generations[0].inexact_samples = 1
+    groups[0].generations[1].tokens_sampled = 7
+    metrics = step_metrics(groups)
+    assert set(metrics) <= set(METRICS)
+    assert metrics["reward_mean"] == pytest.approx(0.5)  # group 1's 1.0 was dropped with its group
+    assert metrics["reward_std"] == pytest.approx((1 / 6) ** 0.5)
+    assert metrics["reward_spread"] == pytest.approx(1.0)  # only the kept group's max − min
+    assert (metrics["groups"], metrics["groups_dropped"], metrics["rollouts"]) == (2, 1, 8)
+    assert (metrics["inexact_samples"], metrics["samples"], metrics["tokens_sampled"]) == (1, 8, 7)
+    assert metrics["rollout_max_s"] == 30.0 and metrics["rollout_p50_s"] == pytest.approx(1.5)
+    empty = step_metrics([apply_min_survivors(group(0, [None, None]), 1)])
+    assert empty["reward_mean"] is None and empty["reward_spread"] is None and empty["groups_dropped"] == 1
+
+
+def test_percentile_interpolates():
+    assert percentile([], 0.5) is None
+    assert percentile([3.0], 0.5) == 3.0
+    assert percentile([1.0, 2.0, 3.0, 10.0], 0.5) == 2.5
+
+
+def sample(policy, env=0, prompt=3):
+    return Sample(prompt_ids=list(range(prompt)), completion_ids=list(range(policy + env)),
+                  logprobs=[-0.5] * policy + [0.0] * env, env_mask=[1] * policy + [0] * env)  # fmt: skip
+
+
+def test_the_sample_with_most_policy_tokens_is_trained_and_cut_to_fit():
+    a, b, c = sample(5, env=20), sample(9), sample(9, env=1)
+    assert pick_sample([a, b, c]) is c and pick_sample([a]) is a and pick_sample([]) is None
+    cut = truncate(sample(6, env=4), max_completion=7, max_context=100)
+    assert cut.completion_ids == list(range(7)) and cut.env_mask == [1] * 6 + [0] and len(cut.logprobs) == 7
+    assert truncate(sample(6, prompt=10), max_completion=50, max_context=12).completion_ids == [0, 1]
+    assert truncate(sample(6, prompt=10), max_completion=50, max_context=10) is None
+    whole = sample(3)
+    assert truncate(whole, 10, 100) is whole
+
+
+def test_trl_prompts_become_groups_of_one_task():
+    assert revision_of(prompt_for(42)) == 42
+    with pytest.raises(ValueError, match="not an RL prompt"):
+        revision_of("hello")
+    assert group_prompts([5, 5, 7, 7], 2) == [5, 7]
+    with pytest.raises(ValueError, match="mixes prompts"):
+        group_prompts([5, 7, 7, 7], 2)
+    with pytest.raises(ValueError, match="not whole groups"):
+        group_prompts([5, 5, 5], 2)
+
+
+def test_rl_config_paper_preset_and_rules():
+    paper = build_rl_config("paper")
+    assert (paper["epsilon"], paper["epsilon_high"], paper["beta"], paper["learning_rate"]) == (0.2, 0.28, 0.0, 1e-6)
+    assert (paper["temperature"], paper["max_completion_length"], paper["max_context"]) == (0.7, 8192, 65536)
+    assert (paper["prompts_per_step"], paper["num_generations"], paper["min_group_survivors"]) == (8, 8, 4)
+    edited = build_rl_config("paper", parse_overrides(["num_generations=4", "reward=hybrid", "policy.backend=live"]))
+    assert edited["num_generations"] == 4 and edited["reward"] == "hybrid" and edited["policy"]["backend"] == "live"
+    for bad, says in [("num_generations=1", "at least 2"), ("min_group_survivors=9", "between 1 and"),
+                      ("reward=judge", "one of"), ("temperature=0", "above 0"), ("max_completion_length=70000",
+                      "below max_context"), ("epsilon_high=0.1", "epsilon_high"), ("lora.r=4", "unknown config key")]:  # fmt: skip
+        with pytest.raises(TrainingRunError, match=says):
+            build_rl_config("paper", parse_overrides([bad]))
+    kept = build_rl_config("paper", {"max_steps": 3}, base={**paper, "tasks": [1, 2]})
+    assert kept["tasks"] == [1, 2] and kept["max_steps"] == 3
+
+
+def test_harness_options_ask_for_recorded_tokens():
+    config = build_rl_config("paper")
+    assert harness_options(config) == {"record_tokens": True, "timeout": 1800, "max_turns": 40}
+    openclaw = harness_options({**config, "harness": "openclaw"})
+    assert openclaw["record_tokens"] and (openclaw["max_tokens"], openclaw["context_window"]) == (8192, 65536)
+
+
+# --- the run services (database) ----------------------------------------------------------------------------------
+
+
+def revision(external_id: str):
+    from tasks.package import PackageFile, TaskPackage
+    from tasks.services import save_package
+
+    files = [PackageFile("a.txt", b"a\n", "input"), PackageFile("reward.sh", b"echo 1\n", "reward")]
+    return save_package(TaskPackage(external_id=external_id, instruction="Do it.", files=files,
+                                    metadata={"category": "Testing", "grading_type": "automated"})).revision  # fmt: skip
+
+
+@pytest.mark.django_db
+def test_an_rl_run_is_queued_on_the_gpu_queue_and_refuses_benchmark_tasks():
+    from review.models import Benchmark, BenchmarkVersion, PinnedRevision
+    from training_jobs.runs import cancel_training_run, clone_training_run, create_rl_run, rl_run_json, tasks_from
+
+    one, two, pinned = revision("rl-one"), revision("rl-two"), revision("rl-bench")
+    version = BenchmarkVersion.objects.create(benchmark=Benchmark.objects.create(name="bench"), number=1)
+    PinnedRevision.objects.create(version=version, revision=pinned)
+    with pytest.raises(TrainingRunError, match="contamination guard.*rl-bench"):
+        create_rl_run(None, base_model_path="/models/x", tasks=["rl-one", pinned.pk])
+    with pytest.raises(TrainingRunError, match="no task 'nope'"):
+        create_rl_run(None, base_model_path="/models/x", tasks=["nope"])
+    with pytest.raises(TrainingRunError, match="give the tasks"):
+        create_rl_run(None, base_model_path="/models/x", tasks=[])
+    assert {r.pk for r in tasks_from("limit=10")} == {one.pk, two.pk}  # the benchmark task left out
+    with pytest.raises(TrainingRunError, match="unknown task selection filter"):
+        tasks_from("colour=red")
+
+    run = create_rl_run(None, base_model_path="/models/x", tasks=["rl-one", two.pk, one.pk], harness="openclaw",
+                        overrides={"num_generations": 4})  # fmt: skip
+    run.refresh_from_db()
+    assert run.kind == "rl" and run.job_run.kind == "training.rl_run" and run.job_run.queue == "gpu"
+    assert run.config["tasks"] == [one.pk, two.pk] and run.config["harness"] == "openclaw"
+    assert run.config["num_generations"] == 4 and run.config["policy"]["backend"] == "vllm" and run.total_steps == 200
+    assert rl_run_json(run) == {"run": run.pk, "status": "queued", "steps": 0, "rollouts": 0, "checkpoints": [],
+                                "metrics": []}  # fmt: skip
+    clone = clone_training_run(run, {"learning_rate": 2e-6}, enqueue=False)
+    assert clone.kind == "rl" and clone.cloned_from == run
+    assert clone.config == {**run.config, "learning_rate": 2e-6}
+    cpu = create_rl_run(None, base_model_path="/models/x", tasks=[one.pk], preset="paper", cpu=True, enqueue=False)
+    assert cpu.config["policy"]["backend"] == "live" and cpu.config["bf16"] is False
+    cancelled = cancel_training_run(run)
+    assert cancelled.status == "cancelled" and cancelled.job_run.status == "cancelled"
