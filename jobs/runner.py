@@ -23,7 +23,7 @@ import traceback
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import close_old_connections, connection, connections
+from django.db import InterfaceError, OperationalError, close_old_connections, connection, connections
 from django.db.models import F, Q, TextField, Value
 from django.db.models.functions import Concat, Right
 from django.utils import timezone
@@ -34,6 +34,8 @@ from .models import JobRun
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3
+# How long a delivered job waits for an unreachable database before its claim gives up (see _claim_when_reachable).
+CLAIM_WAIT_SECONDS = 60
 
 
 class JobCancelled(Exception):
@@ -284,6 +286,24 @@ def _claim(job_run_id: int) -> JobRun | None:
     return JobRun.objects.get(pk=job_run_id)
 
 
+def _claim_when_reachable(job_run_id: int) -> JobRun | None:
+    """_claim, waiting out a database that does not answer (a restart, a failover), bounded.
+
+    The engine acknowledges a delivered job whatever execute() raises, so a claim that failed on a database restart
+    would leave its run queued forever with its message gone (found by bench/load_bench.py's PostgreSQL restart).
+    """
+    deadline = time.monotonic() + CLAIM_WAIT_SECONDS
+    while True:
+        try:
+            return _claim(job_run_id)
+        except (OperationalError, InterfaceError):
+            if time.monotonic() > deadline or connection.in_atomic_block:
+                raise
+            log.warning("job run %s: the database does not answer; claiming it again in a second", job_run_id)
+            connection.close()
+            time.sleep(1.0)
+
+
 def _drop_stale_connections() -> None:
     # Workers reuse processes for many jobs: drop connections the database closed meanwhile. Never inside
     # a caller's transaction (a test calling execute() directly): closing would break that transaction.
@@ -298,7 +318,7 @@ def execute(job_run_id: int) -> str | None:
     """
     _drop_stale_connections()
     try:
-        run = _claim(job_run_id)
+        run = _claim_when_reachable(job_run_id)
         if run is None:
             return JobRun.objects.filter(pk=job_run_id).values_list("status", flat=True).first()
         ctx = JobContext(run)
