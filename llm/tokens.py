@@ -59,7 +59,7 @@ def _logprob_values(logprobs) -> list | None:
 
 
 def _ints(value) -> bool:
-    return isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    return isinstance(value, list) and all(type(v) is int for v in value)  # JSON's ints (bools are not)
 
 
 class TokenCapture:

@@ -1,0 +1,39 @@
+"""bench/rl_rollout_bench.py at a tiny size (2 prompts x 2 samples; the 8 x 8 batch takes minutes): the rollouts run
+on the sandbox queue through real workers, every one scores and gives one exact sample, and the report is one JSON
+object on the last line."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.usefixtures("bwrap")  # sandbox.testing: skipped where bubblewrap cannot run, a failure in CI
+@pytest.mark.workers
+@pytest.mark.once
+def test_rl_rollout_bench_tiny():
+    done = subprocess.run(
+        [sys.executable, "bench/rl_rollout_bench.py", "--prompts", "2", "--samples", "2", "--slots", "2",
+         "--overhead-calls", "2", "--overhead-prompt-tokens", "2000", "--overhead-answer-tokens", "64"],
+        cwd=BASE_DIR, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (report["prompts"], report["samples"], report["slots"], report["rollouts"]) == (2, 2, 2, 4)
+    assert report["scored"] == 4 and report["mean_score"] == 1.0, report["errors"]
+    assert report["queue"] == ["sandbox"]
+    assert (report["samples_built"], report["inexact_samples"]) == (4, 0)
+    assert report["tokens_sampled"] > 0
+    assert 0 < report["slowest_rollout_s"] <= report["batch_wall_s"]
+    assert report["batch_over_slowest"] == pytest.approx(report["batch_wall_s"] / report["slowest_rollout_s"], abs=0.01)
+    assert 0 < report["efficiency"] <= 1.0
+    tokens = report["token_overhead"]
+    assert (tokens["prompt_tokens"], tokens["answer_tokens"], tokens["calls"]) == (2000, 64, 2)
+    for mode in ("stream", "whole"):
+        assert set(tokens[mode]["p50_ms"]) == {"recording", "plain", "direct_recording", "direct_plain"}
+        assert all(v > 0 for v in tokens[mode]["p50_ms"].values())
+        assert isinstance(tokens[mode]["recording_overhead_ms_per_call"], float)
