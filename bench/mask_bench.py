@@ -5,14 +5,18 @@ method the paper's trainer used, on long synthetic agent trajectories.
 Each trajectory is realistic multi-turn tool calling (13 assistant turns by default, 1-3 tool calls a turn, tool
 results of file-sized text, some reasoning), tokenized with the tiny tokenizer (training_jobs.tiny: trained here,
 nothing downloaded). Both methods run over every sample; they must give the same input ids and masks. The last line
-is one JSON object: {"samples", "turns", "tokens_mean", "masked_share", "fast_s", "reference_s", "speedup", "agree", "disagreeing"}.
+is one JSON object: {"samples", "turns", "tokens_mean", "masked_share", "fast_s", "reference_s", "speedup", "agree",
+"disagreeing", "peak_rss_mb"}; progress goes to stderr every 50 samples.
 
-    .venv/bin/python bench/mask_bench.py [--samples 1000] [--turns 13] [--file-lines 20] [--seed 0]
+    .venv/bin/python bench/mask_bench.py [--n 1000] [--turns 13] [--file-lines 20] [--seed 0]
+
+Memory stays flat: one sample is built, tokenized both ways and dropped before the next (peak_rss_mb reports it).
 """
 
 import argparse
 import json
 import random
+import resource
 import sys
 import time
 from pathlib import Path
@@ -26,7 +30,7 @@ from training_jobs.tiny import TOOLS, tiny_tokenizer  # noqa: E402
 
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--samples", type=int, default=1000)
+    parser.add_argument("--n", "--samples", dest="samples", type=int, default=1000, help="trajectories")
     parser.add_argument("--turns", type=int, default=13, help="assistant turns per trajectory (the paper's mean)")
     parser.add_argument("--file-lines", type=int, default=20, help="lines of text in each tool result")
     parser.add_argument("--seed", type=int, default=0)
@@ -47,7 +51,8 @@ def main(argv=None) -> dict:
         disagreeing += fast != reference
         tokens, masked = tokens + fast["length"], masked + sum(fast["assistant_masks"])
         if n % 50 == 0:
-            print(f"{n} samples: one pass {fast_s:.1f} s, re-render {reference_s:.1f} s", file=sys.stderr)
+            print(f"{n}/{args.samples} samples: one pass {fast_s:.1f} s, re-render {reference_s:.1f} s",
+                  file=sys.stderr, flush=True)  # fmt: skip
 
     report = {
         "samples": args.samples,
@@ -59,6 +64,7 @@ def main(argv=None) -> dict:
         "speedup": round(reference_s / fast_s, 2) if fast_s else None,
         "agree": disagreeing == 0,
         "disagreeing": disagreeing,
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),  # Linux: KiB
     }
     print(json.dumps(report))
     return report

@@ -1,6 +1,7 @@
 """Evaluate every checkpoint of a run on a benchmark version: serve each one (and the base model), start an
 evaluation run per endpoint (evaluation.runs.start_eval_run), record CheckpointEvaluation rows and the run's
-base_eval_run. The servers stay up while their rollouts run and are stopped when idle (training_jobs.serving)."""
+base_eval_run. Every server, the base model's included, is a ModelServer row: they stay up while their rollouts run
+and are stopped when idle (training_jobs.serving.stop_idle_servers)."""
 
 from evaluation.runs import start_eval_run
 
@@ -21,7 +22,7 @@ def evaluate_checkpoints(run: TrainingRun, version, *, user=None, harness: str |
     started = []
     try:
         if include_base:
-            endpoint = serve_base_model(run)
+            endpoint = serve_base_model(run).endpoint
             eval_run, _ = start_eval_run(endpoint=endpoint, benchmark_version=version, harness=harness, user=user,
                                          name=f"base of training run #{run.pk} on {version}")  # fmt: skip
             TrainingRun.objects.filter(pk=run.pk).update(base_eval_run=eval_run)

@@ -1,23 +1,35 @@
-"""Serve a checkpoint as an OpenAI-compatible endpoint and register it as a ModelEndpoint with the agent role.
+"""Serve a checkpoint (or a run's base model) as an OpenAI-compatible endpoint and register it as a ModelEndpoint
+with the agent role.
 
 Two backends, picked by name (settings.CLAWGYM_SERVE_BACKEND, default "auto": vLLM where `vllm` is installed and
-an NVIDIA GPU is visible, else the CPU server):
+an NVIDIA GPU is visible, else `transformers serve`):
 
 - "vllm" (GPU workers; installed there only, `pip install vllm==0.30.0` after requirements-training.txt). The start
   command, as run:
 
-      vllm serve CHECKPOINT --served-model-name ckpt-RUN-STEP --host HOST --port PORT --dtype bfloat16 \
+      vllm serve FOLDER --served-model-name ckpt-RUN-STEP --host HOST --port PORT --dtype bfloat16 \
           --max-model-len 65536 --enable-auto-tool-choice --tool-call-parser hermes --generation-config vllm
 
   (hermes is the tool-call parser for Qwen3's <tool_call> format.)
-- "transformers": `python -m training_jobs.serving_cpu CHECKPOINT --served-model-name NAME --host H --port P`, our
-  own small server around transformers' generate. `transformers serve` (5.24) needs FastAPI, the
-  `transformers[serving]` extra, which the training pins do not install; see serving_cpu's docstring.
+- "transformers": `transformers serve FOLDER --host HOST --port PORT` (the `transformers[serving]` extra, pinned in
+  requirements-training.txt). The folder given is preloaded and pinned: the server loads it once at start, before it
+  answers, and serves nothing else, so the endpoint's model is the folder's path (a request naming another model
+  is refused). Its tool-call parser is chosen by the model type: Qwen2/2.5/3 (`<tool_call>{json}</tool_call>`), Qwen3.5,
+  Gemma 4 and the others transformers knows, or a tokenizer's own `response_template`.
 
-The server is a subprocess in a session of its own (it outlives the command that started it); it counts as up once
-GET /v1/models answers. It is stopped by `serve_checkpoint --stop ENDPOINT` or when idle: `stop_idle_servers`
-stops ready servers whose endpoint had no model call for CLAWGYM_SERVE_IDLE_SECONDS (30 min); every SFT run job
-calls it when it starts, and the `training.stop_idle_servers` job (gpu queue) can be scheduled to run it.
+LoRA checkpoints (an adapter, `adapter_config.json`) are merged into the run's base model first, in a subprocess
+(`python -m training_jobs.trainer.merge_lora`, peft's merge_and_unload; never in the calling process), into a
+folder next to the checkpoint named by the checkpoint's sha256 (`checkpoint-N-merged-SHA16`): a second serve of
+the same checkpoint reuses it. On a GPU worker vLLM could instead serve the adapter on the base model itself
+(`vllm serve BASE --enable-lora --lora-modules ckpt-RUN-STEP=CHECKPOINT --max-lora-rank R`), with no merged copy
+on disk; the merged folder is used for both backends so that the two serve the same weights.
+
+Every server, a checkpoint's or a base model's (`base-RUN`, checkpoint empty, model_path the base's folder), is a
+ModelServer row and a subprocess in a session of its own (it outlives the command that started it); it counts as up
+once GET /v1/models answers. It is stopped by `serve_checkpoint --stop ENDPOINT` or when idle: `stop_idle_servers()`
+stops ready servers whose endpoint had no model call for CLAWGYM_SERVE_IDLE_SECONDS (30 min), and marks stopped those
+that no longer answer; every SFT run job calls it when it starts, and it is meant to run every minute from the
+scheduler (directly, or as the `training.stop_idle_servers` job on the gpu queue).
 """
 
 import json
@@ -33,6 +45,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
+from django.db.models import Max
 from django.utils import timezone
 
 from jobs.registry import job
@@ -41,6 +54,7 @@ from llm.models import ModelCall, ModelEndpoint
 from .models import Checkpoint, ModelServer
 
 HEALTH_TIMEOUT_SECONDS = 600.0  # vLLM loading an 8B model and capturing CUDA graphs takes minutes
+MERGE_TIMEOUT_SECONDS = 3600.0  # merging LoRA into an 8B base on CPU reads and writes ~16 GB
 
 
 class ServingError(RuntimeError):
@@ -60,13 +74,27 @@ def endpoint_name(checkpoint: Checkpoint) -> str:
     return f"ckpt-{checkpoint.run_id}-{checkpoint.step}"
 
 
+def transformers_cli() -> str:
+    # The console script of the interpreter running us (a venv's bin/), not whatever is first on PATH.
+    cli = Path(sys.executable).parent / "transformers"
+    if not cli.exists():
+        raise ServingError(f"no `transformers` command beside {sys.executable}: install requirements-training.txt "
+                           "(transformers with its [serving] extra's packages)")  # fmt: skip
+    return str(cli)
+
+
 def start_command(backend: str, path: str, name: str, host: str, port: int) -> list[str]:
     if backend == "vllm":
         return ["vllm", "serve", path, "--served-model-name", name, "--host", host, "--port", str(port),
                 "--dtype", "bfloat16", "--max-model-len", "65536", "--enable-auto-tool-choice",
                 "--tool-call-parser", "hermes", "--generation-config", "vllm"]  # fmt: skip
-    return [sys.executable, "-m", "training_jobs.serving_cpu", path, "--served-model-name", name, "--host", host,
-            "--port", str(port)]  # fmt: skip
+    # PATH preloads and pins the model (loaded once, never unloaded when idle); logs at info for the server log.
+    return [transformers_cli(), "serve", path, "--host", host, "--port", str(port), "--log-level", "info"]
+
+
+def served_model(backend: str, path: str, name: str) -> str:
+    """The model id requests must name: vLLM's --served-model-name, transformers serve's pinned folder."""
+    return name if backend == "vllm" else path
 
 
 def free_port(host: str) -> int:
@@ -77,21 +105,46 @@ def free_port(host: str) -> int:
 
 def serve_checkpoint(checkpoint: Checkpoint, *, backend: str | None = None, host: str = "127.0.0.1",
                      port: int | None = None, timeout: float = HEALTH_TIMEOUT_SECONDS) -> ModelServer:  # fmt: skip
-    """Start a server for the checkpoint, wait until it answers, register its endpoint. A checkpoint already served
-    (its server ready and its process alive) is not started twice."""
-    running = checkpoint.servers.filter(status=ModelServer.Status.READY).select_related("endpoint").first()
-    if running and _alive(running.pid) and _answers(_base_url(running)):
+    """Start a server for the checkpoint (a LoRA one merged first), wait until it answers, register its endpoint.
+    A checkpoint already served (its server ready and its process alive) is not started twice."""
+    running = _running(checkpoint.servers.all())
+    if running:
         return running
-    if (Path(checkpoint.path) / "adapter_config.json").exists():
-        raise ServingError(f"checkpoint {checkpoint.path} holds a LoRA adapter: serving adapters (merged into the "
-                           "base, or vLLM --enable-lora) is not implemented yet")  # fmt: skip
+    return _serve(servable_path(checkpoint), endpoint_name(checkpoint), checkpoint=checkpoint, backend=backend,
+                  host=host, port=port, timeout=timeout, log_dir=Path(checkpoint.path).parent)  # fmt: skip
+
+
+def serve_base_model(run, *, backend: str | None = None, host: str = "127.0.0.1",
+                     timeout: float = HEALTH_TIMEOUT_SECONDS) -> ModelServer:  # fmt: skip
+    """The run's base model served as endpoint "base-RUN" (the baseline of its checkpoints), a ModelServer row with
+    no checkpoint, so that it is stopped by name or when idle like a checkpoint's."""
+    from .run_jobs import run_dir
+
+    name = f"base-{run.pk}"
+    running = _running(ModelServer.objects.filter(checkpoint=None, endpoint__name=name,
+                                                  model_path=run.base_model_path))  # fmt: skip
+    if running:
+        return running
+    folder = run_dir(run)
+    folder.mkdir(parents=True, exist_ok=True)
+    return _serve(run.base_model_path, name, checkpoint=None, backend=backend, host=host, port=None,
+                  timeout=timeout, log_dir=folder)  # fmt: skip
+
+
+def _running(servers) -> ModelServer | None:
+    for server in servers.filter(status=ModelServer.Status.READY).select_related("endpoint"):
+        if _alive(server.pid) and _answers(_base_url(server)):
+            return server
+    return None
+
+
+def _serve(path: str, name: str, *, checkpoint, backend, host, port, timeout, log_dir: Path) -> ModelServer:
     backend = backend or backend_name()
     port = port or free_port(host)
-    name = endpoint_name(checkpoint)
-    command = start_command(backend, checkpoint.path, name, host, port)
-    server = ModelServer.objects.create(checkpoint=checkpoint, backend=backend, host=host, port=port,
-                                        command=command, last_used_at=timezone.now())  # fmt: skip
-    log_path = Path(checkpoint.path).parent / f"serve-{name}-{port}.log"
+    command = start_command(backend, path, name, host, port)
+    server = ModelServer.objects.create(checkpoint=checkpoint, model_path=path, backend=backend, host=host,
+                                        port=port, command=command, last_used_at=timezone.now())  # fmt: skip
+    log_path = log_dir / f"serve-{name}-{port}.log"
     try:
         pid = launch(command, _base_url(server), log_path, timeout=timeout,
                      on_start=lambda pid: ModelServer.objects.filter(pk=server.pk).update(pid=pid))  # fmt: skip
@@ -99,27 +152,37 @@ def serve_checkpoint(checkpoint: Checkpoint, *, backend: str | None = None, host
         ModelServer.objects.filter(pk=server.pk).update(status=ModelServer.Status.FAILED, stopped_at=timezone.now(),
                                                         error=str(exc))  # fmt: skip
         raise
-    endpoint = register_endpoint(name, _base_url(server), backend)
+    endpoint = register_endpoint(name, _base_url(server), backend, model=served_model(backend, path, name))
     ModelServer.objects.filter(pk=server.pk).update(status=ModelServer.Status.READY, endpoint=endpoint, pid=pid)
     server.refresh_from_db()
     return server
 
 
-def serve_base_model(run, *, backend: str | None = None, host: str = "127.0.0.1",
-                     timeout: float = HEALTH_TIMEOUT_SECONDS) -> ModelEndpoint:  # fmt: skip
-    """The run's base model served as endpoint "base-RUN" (the baseline of its checkpoints). No ModelServer row
-    (that table is per checkpoint): its pid is written beside the run's files, and `--stop base-RUN` reads it."""
-    from .run_jobs import run_dir
-
-    backend = backend or backend_name()
-    name, port = f"base-{run.pk}", free_port(host)
-    base_url = f"http://{host}:{port}/v1"
-    folder = run_dir(run)
-    folder.mkdir(parents=True, exist_ok=True)
-    pid = launch(start_command(backend, run.base_model_path, name, host, port), base_url,
-                 folder / f"serve-{name}.log", timeout=timeout)  # fmt: skip
-    (folder / f"{name}.pid").write_text(str(pid))
-    return register_endpoint(name, base_url, backend)
+def servable_path(checkpoint: Checkpoint, *, timeout: float = MERGE_TIMEOUT_SECONDS) -> str:
+    """The folder to serve: the checkpoint's own, or for a LoRA adapter the merged model beside it (merged once per
+    checkpoint content: the folder is named by its sha256)."""
+    path = Path(checkpoint.path)
+    if not (path / "adapter_config.json").exists():
+        return str(path)
+    if not checkpoint.sha256:
+        raise ServingError(f"checkpoint #{checkpoint.pk} has no sha256 to name its merged model by")
+    merged = path.parent / f"{path.name}-merged-{checkpoint.sha256[:16]}"
+    if merged.is_dir():
+        return str(merged)
+    run = checkpoint.run
+    config = {"base_model_path": run.base_model_path, "yarn": run.config.get("yarn") or {},
+              "bf16": bool(run.config.get("bf16")), "cpu": run.cpu}  # fmt: skip
+    command = [sys.executable, "-m", "training_jobs.trainer.merge_lora", str(path), str(merged), json.dumps(config)]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    try:
+        done = subprocess.run(command, cwd=settings.BASE_DIR, env=env, capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        raise ServingError(f"merging the LoRA adapter {path} into {run.base_model_path} took over {timeout:g} s")
+    if done.returncode != 0 or not merged.is_dir():
+        raise ServingError(f"merging the LoRA adapter {path} into {run.base_model_path} failed (exit "
+                           f"{done.returncode}):\n{(done.stderr or done.stdout)[-2000:]}")  # fmt: skip
+    return str(merged)
 
 
 def launch(command: list[str], base_url: str, log_path: Path, *, timeout: float, on_start=None) -> int:
@@ -141,17 +204,19 @@ def launch(command: list[str], base_url: str, log_path: Path, *, timeout: float,
     return proc.pid
 
 
-def register_endpoint(name: str, base_url: str, backend: str) -> ModelEndpoint:
+def register_endpoint(name: str, base_url: str, backend: str, *, model: str) -> ModelEndpoint:
     endpoint, _ = ModelEndpoint.objects.update_or_create(
         name=name,
-        defaults={"base_url": base_url, "model": name, "roles": [ModelEndpoint.Role.AGENT], "enabled": True,
+        defaults={"base_url": base_url, "model": model, "roles": [ModelEndpoint.Role.AGENT], "enabled": True,
                   "api_key_env": "", "max_concurrent": 1 if backend == "transformers" else 8},
     )  # fmt: skip
     return endpoint
 
 
 def stop_server(server: ModelServer, *, reason: str = "stopped") -> ModelServer:
-    _kill(server.pid)
+    """Kill the server's process group when it runs on this machine (see _owned_pid) and mark the row stopped, its
+    endpoint disabled."""
+    _kill(_owned_pid(server))
     ModelServer.objects.filter(pk=server.pk).update(status=ModelServer.Status.STOPPED, stopped_at=timezone.now(),
                                                     error=reason if reason != "stopped" else "")  # fmt: skip
     if server.endpoint_id:
@@ -161,31 +226,33 @@ def stop_server(server: ModelServer, *, reason: str = "stopped") -> ModelServer:
 
 
 def stop_endpoint(name: str) -> list[ModelServer]:
+    """Stop every server of the endpoint (a checkpoint's or a base model's) and disable the endpoint."""
     servers = ModelServer.objects.filter(endpoint__name=name).exclude(status=ModelServer.Status.STOPPED)
-    if name.startswith("base-") and name[5:].isdigit():
-        from .models import TrainingRun
-        from .run_jobs import run_dir
-
-        run = TrainingRun.objects.filter(pk=int(name[5:])).first()
-        pid_file = run_dir(run) / f"{name}.pid" if run else None
-        if pid_file and pid_file.exists():
-            _kill(int(pid_file.read_text()))
-            pid_file.unlink()
     if not servers.exists() and not ModelEndpoint.objects.filter(name=name).exists():
-        raise ServingError(f"no served checkpoint endpoint named {name!r}")
+        raise ServingError(f"no served model endpoint named {name!r}")
     stopped = [stop_server(server) for server in servers]
     ModelEndpoint.objects.filter(name=name).update(enabled=False)
     return stopped
 
 
 def stop_idle_servers(now=None, idle_seconds: float | None = None) -> list[int]:
-    """Stop ready servers whose endpoint had no model call (through the proxy) for idle_seconds; their ids."""
+    """Stop ready servers (checkpoints' and base models') whose endpoint had no model call through the proxy for
+    idle_seconds, and ready ones that no longer answer; their ids. Cheap enough to run every minute: a health check
+    and one aggregate per ready server. Only servers of the machine it runs on are killed (the pid is checked
+    against the process's command line): run it on each machine that serves (every SFT job on a gpu worker does).
+    """
     now = now or timezone.now()
     idle = timedelta(seconds=idle_seconds if idle_seconds is not None else
                      getattr(settings, "CLAWGYM_SERVE_IDLE_SECONDS", 1800))  # fmt: skip
     stopped = []
     for server in ModelServer.objects.filter(status=ModelServer.Status.READY):
-        last_call = ModelCall.objects.filter(endpoint_id=server.endpoint_id).values_list("created_at", flat=True).first()
+        if not _answers(_base_url(server)):
+            stop_server(server, reason="it stopped answering")
+            stopped.append(server.pk)
+            continue
+        if server.pid and _owned_pid(server) is None:
+            continue  # a server of another machine (its pid means nothing here): that machine's sweep stops it
+        last_call = ModelCall.objects.filter(endpoint_id=server.endpoint_id).aggregate(last=Max("created_at"))["last"]
         last = max(t for t in (server.last_used_at, last_call, server.created_at) if t is not None)
         if last_call and (server.last_used_at is None or last_call > server.last_used_at):
             ModelServer.objects.filter(pk=server.pk).update(last_used_at=last_call)
@@ -212,9 +279,27 @@ def _answers(base_url: str) -> bool:
         return False
 
 
+def _owned_pid(server: ModelServer) -> int | None:
+    """The server's pid if that process runs here and is the server started (its command line holds the folder
+    served and the port): a pid recorded on another machine, or reused since, is never signalled."""
+    if not server.pid or not _alive(server.pid):
+        return None
+    try:
+        args = Path(f"/proc/{server.pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    wanted = [str(server.port).encode()] + ([server.model_path.encode()] if server.model_path else [])
+    return server.pid if all(arg in args for arg in wanted) else None
+
+
 def _alive(pid: int | None) -> bool:
     if not pid:
         return False
+    try:
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False  # our own child, exited (and now reaped)
+    except ChildProcessError:
+        pass  # not a child of this process
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -1,25 +1,91 @@
-"""A trained checkpoint served (our transformers server on CPU), registered as an agent endpoint, and a builtin-harness
-rollout run against it through the recording proxy; stopped by the command and when idle. The score is whatever the
-tiny model earns: the test proves the path."""
+"""Checkpoints served with `transformers serve` (the CPU backend), registered as agent endpoints, and a builtin-harness
+rollout run against one through the recording proxy; LoRA checkpoints merged into their base first; the base model's
+server managed like a checkpoint's; stopped by the command and by the idle sweep.
 
+The rollout's model is the tiny Qwen3 taught here (a hundred optimizer steps on this one task's conversation:
+write summary.txt with one tool call, then say it is done), then trained one SFT step through the real
+`accelerate launch` path: so the test can demand what a random tiny model never does, that the server's tool-call
+parser turns the model's `<tool_call>` output into an OpenAI tool call the agent executes, and the task scores 1.
+"""
+
+import importlib.util
 import json
 import os
+import signal
+import urllib.request
 from io import StringIO
+from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.core.management import call_command
 
 from evaluation.models import Rollout
 from evaluation.services import create_rollouts, execute_rollout
-from evaluation.tests.conftest import fruit_task, needs_bwrap  # noqa: F401  (fixture)
+from evaluation.tests.conftest import INSTRUCTION, RIGHT_SUMMARY, fruit_task, needs_bwrap  # noqa: F401  (fixture)
 from llm.models import ModelCall, ModelEndpoint
 from training_jobs.models import Checkpoint, ModelServer
 from training_jobs.run_jobs import execute_training
 from training_jobs.runs import start_training_run
-from training_jobs.serving import stop_idle_servers
+from training_jobs.serving import serve_base_model, stop_idle_servers
 from training_jobs.tests.test_sft_runs import dataset, tiny_model_path, training_dir  # noqa: F401  (fixtures)
 
 pytestmark = [needs_bwrap, pytest.mark.django_db(transaction=True)]
+
+BUILTIN_AGENT = Path(settings.BASE_DIR) / "evaluation" / "harnesses" / "inside" / "builtin_agent.py"
+DONE = "Done: summary.txt says 3 apples, 2 pears."
+
+
+def builtin_agent():
+    spec = importlib.util.spec_from_file_location("builtin_agent", BUILTIN_AGENT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def fruit_conversation(workspace: str, tool_result: str) -> list[dict]:
+    agent = builtin_agent()
+    call = {"id": "call_0", "type": "function", "function": {
+        "name": "write", "arguments": json.dumps({"path": "summary.txt", "content": RIGHT_SUMMARY})}}  # fmt: skip
+    return [
+        {"role": "system", "content": agent.SYSTEM_PROMPT.format(workspace=workspace)},
+        {"role": "user", "content": INSTRUCTION},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_0", "content": tool_result},
+        {"role": "assistant", "content": DONE},
+    ]
+
+
+@pytest.fixture(scope="session")
+def fruit_model(tiny_model_path, tmp_path_factory):  # noqa: F811
+    """The tiny model taught the fruit task's two assistant turns (loss on them only, as SFT would), whatever the
+    workspace path in the system prompt and the write tool's reply."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from training_jobs.masks import tokenize_sample
+
+    out = tmp_path_factory.mktemp("fruit-model")
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_path, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path, local_files_only=True, dtype=torch.float32)
+    tools = builtin_agent().TOOLS
+    samples = [tokenize_sample({"messages": fruit_conversation(workspace, result), "tools": tools}, tokenizer)
+               for workspace in ("/workspace", "/root/.openclaw/workspace", "/tmp/ws", "/home/agent/work")
+               for result in ("ok", "wrote 18 bytes to summary.txt", "written: summary.txt (18 bytes)")]  # fmt: skip
+    torch.manual_seed(0)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=5e-3)
+    model.train()
+    for step in range(120):
+        sample = samples[step % len(samples)]
+        labels = [t if m else -100 for t, m in zip(sample["input_ids"], sample["assistant_masks"])]
+        loss = model(input_ids=torch.tensor([sample["input_ids"]]), labels=torch.tensor([labels])).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    assert loss.item() < 0.05, f"the tiny model did not learn the fruit conversation (loss {loss.item():.3f})"
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return str(out)
 
 
 def alive(pid: int) -> bool:
@@ -30,28 +96,53 @@ def alive(pid: int) -> bool:
     return True
 
 
-def test_a_served_checkpoint_runs_a_rollout_through_the_proxy(live_server_asgi, fruit_task, dataset, tiny_model_path):  # noqa: F811
-    run = start_training_run(dataset=dataset, base_model_path=tiny_model_path, preset="tiny-cpu", cpu=True,
-                             overrides={"max_steps": 1}, enqueue=False)  # fmt: skip
-    execute_training(run.pk)
-    checkpoint = Checkpoint.objects.get(run=run)
+def chat(endpoint: ModelEndpoint, messages: list[dict]) -> dict:
+    body = {"model": endpoint.model, "messages": messages, "tools": builtin_agent().TOOLS, "max_tokens": 80}
+    request = urllib.request.Request(f"{endpoint.base_url}/chat/completions", data=json.dumps(body).encode(),
+                                     headers={"content-type": "application/json"}, method="POST")  # fmt: skip
+    with urllib.request.urlopen(request, timeout=120) as response:
+        return json.loads(response.read())
 
+
+def trained_checkpoint(dataset, base: str, **overrides) -> Checkpoint:  # noqa: F811
+    # lr 1e-6: the SFT step goes through the real trainer without unteaching the fruit conversation.
+    run = start_training_run(dataset=dataset, base_model_path=base, preset="tiny-cpu", cpu=True,
+                             overrides={"max_steps": 1, "learning_rate": 1e-6, **overrides}, enqueue=False)  # fmt: skip
+    execute_training(run.pk)
+    return Checkpoint.objects.get(run=run)
+
+
+def serve(checkpoint: Checkpoint) -> dict:
     out = StringIO()
     call_command("serve_checkpoint", str(checkpoint.pk), "--backend", "transformers", "--json", stdout=out)
-    report = json.loads(out.getvalue().strip().splitlines()[-1])
-    assert report["endpoint"] == f"ckpt-{run.pk}-1" and report["base_url"].startswith("http://127.0.0.1:")
+    return json.loads(out.getvalue().strip().splitlines()[-1])
+
+
+def test_a_served_checkpoint_runs_a_rollout_through_the_proxy(live_server_asgi, fruit_task, dataset,  # noqa: F811
+                                                              fruit_model):
+    checkpoint = trained_checkpoint(dataset, fruit_model)
+    report = serve(checkpoint)
+    assert report["endpoint"] == f"ckpt-{checkpoint.run_id}-1" and report["base_url"].startswith("http://127.0.0.1:")
     server = ModelServer.objects.get(checkpoint=checkpoint)
     endpoint = ModelEndpoint.objects.get(name=report["endpoint"])
     assert server.status == "ready" and server.endpoint == endpoint and endpoint.roles == ["agent"]
-    assert server.command[1:3] == ["-m", "training_jobs.serving_cpu"] and alive(server.pid)
+    assert server.command[0].endswith("/transformers") and server.command[1:3] == ["serve", checkpoint.path]
+    assert endpoint.model == server.model_path == checkpoint.path and alive(server.pid)
     try:
-        [rollout] = create_rollouts(fruit_task, endpoint, harness="builtin", options={"max_turns": 2})
+        assert serve(checkpoint) == report and ModelServer.objects.filter(checkpoint=checkpoint).count() == 1
+
+        [rollout] = create_rollouts(fruit_task, endpoint, harness="builtin", options={"max_turns": 3})
         rollout = execute_rollout(rollout.pk)
-        assert rollout.is_finished and (rollout.status == Rollout.Status.SCORED or rollout.exit_reason == "agent_error"), (
-            rollout.status, rollout.exit_reason, rollout.error)  # fmt: skip
-        calls = ModelCall.objects.filter(session=rollout.proxy_session, endpoint=endpoint)
-        assert calls.exists() and all(call.status_code == 200 for call in calls)
-        assert rollout.model_calls == calls.count()
+        assert (rollout.status, rollout.exit_reason) == (Rollout.Status.SCORED, "completed"), (
+            rollout.status, rollout.exit_reason, rollout.error, rollout.log_tail)  # fmt: skip
+        # The server parsed the model's <tool_call> into a tool call, the agent wrote the file, then answered.
+        assert rollout.tools_used == {"write": 1} and rollout.final_message == DONE and rollout.score == 1.0
+        calls = ModelCall.objects.filter(session=rollout.proxy_session, endpoint=endpoint).order_by("created_at")
+        assert rollout.model_calls == calls.count() == 2 and all(call.status_code == 200 for call in calls)
+        [tool_call] = calls[0].response["choices"][0]["message"]["tool_calls"]
+        assert tool_call["function"]["name"] == "write"
+        assert json.loads(tool_call["function"]["arguments"]) == {"path": "summary.txt", "content": RIGHT_SUMMARY}
+        assert calls[0].response["choices"][0]["finish_reason"] == "tool_calls"
 
         assert stop_idle_servers(idle_seconds=3600) == []  # just used: kept
     finally:
@@ -61,17 +152,61 @@ def test_a_served_checkpoint_runs_a_rollout_through_the_proxy(live_server_asgi, 
     assert server.status == "stopped" and not endpoint.enabled and not alive(server.pid)
 
 
-def test_idle_servers_are_stopped(dataset, tiny_model_path):  # noqa: F811
-    run = start_training_run(dataset=dataset, base_model_path=tiny_model_path, preset="tiny-cpu", cpu=True,
-                             overrides={"max_steps": 1}, enqueue=False)  # fmt: skip
-    execute_training(run.pk)
-    checkpoint = Checkpoint.objects.get(run=run)
-    out = StringIO()
-    call_command("serve_checkpoint", str(checkpoint.pk), "--backend", "transformers", "--json", stdout=out)
+def test_a_lora_checkpoint_is_merged_once_and_served(dataset, fruit_model):  # noqa: F811
+    from safetensors.torch import load_file
+
+    checkpoint = trained_checkpoint(dataset, fruit_model, **{"lora.enabled": True, "lora.r": 8, "lora.alpha": 16,
+                                                             "learning_rate": 1e-3})  # fmt: skip
+    assert (Path(checkpoint.path) / "adapter_config.json").exists()
+    report = serve(checkpoint)
     server = ModelServer.objects.get(checkpoint=checkpoint)
-    assert stop_idle_servers(idle_seconds=0) == [server.pk]
-    server.refresh_from_db()
-    assert server.status == "stopped" and not server.endpoint.enabled and not alive(server.pid)
+    merged = Path(checkpoint.path).parent / f"{Path(checkpoint.path).name}-merged-{checkpoint.sha256[:16]}"
+    assert server.model_path == str(merged) == server.command[2] and ModelEndpoint.objects.get(
+        name=report["endpoint"]).model == str(merged)  # fmt: skip
+    assert not (merged / "adapter_config.json").exists() and (merged / "tokenizer.json").exists()
+    assert json.loads((merged / "merged_from.json").read_text())["base_model_path"] == fruit_model
+    # The adapter is in the weights: its target projections moved from the base's, the rest did not.
+    base, weights = load_file(Path(fruit_model) / "model.safetensors"), load_file(merged / "model.safetensors")
+    moved = {name for name in base if not (base[name] == weights[name]).all()}
+    assert moved and all(name.split(".")[-2].endswith("_proj") for name in moved)
+    assert "model.embed_tokens.weight" not in moved
+    try:
+        # A full model behind the endpoint: still the fruit conversation's tool call (1 step of LoRA at 1e-3).
+        answer = chat(ModelEndpoint.objects.get(name=report["endpoint"]), fruit_conversation("/w", "ok")[:2])
+        [tool_call] = answer["choices"][0]["message"]["tool_calls"]
+        assert tool_call["function"]["name"] == "write"
+    finally:
+        call_command("serve_checkpoint", "--stop", report["endpoint"], stdout=StringIO())
+    merged_at = (merged / "model.safetensors").stat().st_mtime_ns
+    again = serve(checkpoint)  # merged once per checkpoint: the folder is reused
+    try:
+        assert again["endpoint"] == report["endpoint"] and (merged / "model.safetensors").stat().st_mtime_ns == merged_at
+        assert ModelServer.objects.filter(checkpoint=checkpoint).count() == 2
+    finally:
+        call_command("serve_checkpoint", "--stop", report["endpoint"], stdout=StringIO())
+
+
+def test_idle_and_gone_servers_are_stopped_the_base_models_too(dataset, tiny_model_path):  # noqa: F811
+    checkpoint = trained_checkpoint(dataset, tiny_model_path)
+    serve(checkpoint)
+    ckpt_server = ModelServer.objects.get(checkpoint=checkpoint)
+    base_server = serve_base_model(checkpoint.run, backend="transformers")
+    assert (base_server.checkpoint, base_server.model_path, base_server.endpoint.name) == (
+        None, tiny_model_path, f"base-{checkpoint.run_id}")  # fmt: skip
+    assert serve_base_model(checkpoint.run, backend="transformers") == base_server  # up: not started twice
+    assert stop_idle_servers(idle_seconds=3600) == []
+
+    # A server whose process died (killed by hand, crashed) is marked stopped on the next sweep.
+    os.killpg(base_server.pid, signal.SIGKILL)
+    assert stop_idle_servers(idle_seconds=3600) == [base_server.pk]
+    base_server.refresh_from_db()
+    assert base_server.status == "stopped" and base_server.error == "it stopped answering"
+    assert not base_server.endpoint.enabled
+
+    assert stop_idle_servers(idle_seconds=0) == [ckpt_server.pk]
+    ckpt_server.refresh_from_db()
+    assert ckpt_server.status == "stopped" and ckpt_server.error.startswith("idle since")
+    assert not ckpt_server.endpoint.enabled and not alive(ckpt_server.pid)
 
 
 def test_evaluate_checkpoints_serves_each_and_the_base_and_charts_them(admin_client, fruit_task, dataset,  # noqa: F811
@@ -94,6 +229,10 @@ def test_evaluate_checkpoints_serves_each_and_the_base_and_charts_them(admin_cli
         report = json.loads(out.getvalue().strip().splitlines()[-1])
         assert [row["endpoint"] for row in report["evaluations"]] == [f"base-{run.pk}", f"ckpt-{run.pk}-1",
                                                                       f"ckpt-{run.pk}-2"]  # fmt: skip
+        # The base model's server is a ModelServer row like the checkpoints': the idle sweep sees all three.
+        servers = ModelServer.objects.filter(status="ready")
+        assert sorted(s.endpoint.name for s in servers) == sorted(r["endpoint"] for r in report["evaluations"])
+        assert servers.get(endpoint__name=f"base-{run.pk}").checkpoint is None
         run.refresh_from_db()
         assert run.base_eval_run_id == report["evaluations"][0]["eval_run"]
         evaluations = CheckpointEvaluation.objects.filter(checkpoint__run=run).order_by("checkpoint__step")
