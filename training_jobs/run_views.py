@@ -71,6 +71,10 @@ class StartRLRunForm(forms.Form):
                                 help_text="One key=value a line, e.g. num_generations=4, max_steps=50.")  # fmt: skip
     cpu = forms.BooleanField(required=False, label="Train on CPU (tiny models; the live policy server)")
 
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("auto_id", "id_rl_%s")  # the dashboard shows it beside the SFT form: ids of its own
+        super().__init__(*args, **kwargs)
+
     def clean(self):
         data = super().clean()
         if not data.get("base_model") and not data.get("base_model_path"):

@@ -161,6 +161,7 @@ def test_admins_start_an_rl_run_from_the_form(admin_client, viewer_client, revis
 def test_the_dashboard_panel_and_the_list_show_rl_runs_with_their_latest_reward(admin_client, viewer_client, rl_run):
     html = admin_client.get("/").content.decode()
     assert 'id="rl-run-start-form"' in html and "Start an RL run" in html and 'id="run-start-form"' in html
+    assert html.count('id="id_base_model_path"') == 1 and html.count('id="id_rl_base_model_path"') == 1  # both forms
     row = html.split(f"#{rl_run.pk} ")[1].split("</tr>")[0]
     assert "RL" in row and "0.750" in row and 'value="2"' in row and "2 task(s), builtin" in row
     assert "Start an RL run" not in viewer_client.get("/").content.decode()
