@@ -93,6 +93,8 @@ class Bench:
         self.postgres = PostgresInstance(Path(tempfile.mkdtemp(prefix="clawgym-load-pg-")))
         self.redis = RedisInstance(self.work)
         self.web_port, self.upstream_port = free_port(), free_port()
+        # The proxy's own uvicorn when --proxy-workers asks for one; else the web processes serve it (as compose does).
+        self.proxy_port = free_port() if args.proxy_workers else self.web_port
         self.children: list[Process] = []
         self.sandbox_workers = 0
 
@@ -107,7 +109,7 @@ class Bench:
             "CELERY_BROKER_URL": self.redis.url,
             "CLAWGYM_VAR_DIR": str(self.work / "var"),
             "CLAWGYM_SCRATCH_DIR": str(self.work / "scratch"),
-            "CLAWGYM_PROXY_PUBLIC_URL": f"http://127.0.0.1:{self.web_port}",
+            "CLAWGYM_PROXY_PUBLIC_URL": f"http://127.0.0.1:{self.proxy_port}",
             "CLAWGYM_JOB_STALE_SECONDS": str(self.args.stale_seconds),
             "LOG_LEVEL": "WARNING",
             "PYTHONUNBUFFERED": "1",
@@ -129,6 +131,13 @@ class Bench:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{child.name} did not listen on {port} within {timeout} s:\n{child.log_tail()}")
             time.sleep(0.1)
+
+    def uvicorn(self, name: str, port: int, workers: int) -> Process:
+        """The ASGI app as the deployment serves it (docker-compose.yml's web command)."""
+        return self.spawn(name, [sys.executable, "-m", "uvicorn", "clawgym_site.asgi:application", "--host", "127.0.0.1",
+                                 "--port", str(port), "--workers", str(workers), "--http",
+                                 "clawgym_site.http_timeouts:HttpToolsProtocol", "--no-access-log",
+                                 "--log-level", "warning"])  # fmt: skip
 
     def start_worker(self, queue: str, concurrency: int) -> Process:
         if queue == "sandbox":
@@ -199,14 +208,15 @@ class Bench:
         self.cookie = settings.SESSION_COOKIE_NAME
         upstream = self.spawn("upstream", [sys.executable, str(BENCH / "load" / "upstream.py"), str(self.upstream_port),
                                            "--chunks", str(self.args.chunks), "--chunk-delay", str(self.args.chunk_delay)])  # fmt: skip
-        self.web = self.spawn("web", [sys.executable, "-m", "uvicorn", "clawgym_site.asgi:application", "--host",
-                                      "127.0.0.1", "--port", str(self.web_port), "--workers", str(self.args.web_workers),
-                                      "--http", "clawgym_site.http_timeouts:HttpToolsProtocol", "--no-access-log",
-                                      "--log-level", "warning"])  # fmt: skip
+        self.web = self.uvicorn("web", self.web_port, self.args.web_workers)
+        servers = [(self.web_port, self.web)]
+        if self.args.proxy_workers:
+            servers.append((self.proxy_port, self.uvicorn("proxy", self.proxy_port, self.args.proxy_workers)))
         self.default_worker = self.start_worker("default", 1)
         self.sandbox_worker = self.start_worker("sandbox", self.args.worker_concurrency)
         self.wait_port(self.upstream_port, upstream)
-        self.wait_port(self.web_port, self.web)
+        for port, server in servers:
+            self.wait_port(port, server)
         self.wait_worker("default", self.default_worker)
         self.wait_worker("sandbox", self.sandbox_worker)
         return {"migrate_seconds": round(migrated, 1), "setup_seconds": round(time.perf_counter() - began, 1),
@@ -277,10 +287,12 @@ class Bench:
             return pages.submit(world.wait_page, base, probe, since, timeout)
 
         running = world.wait_running_rollout(revisions, endpoint)
+        pings = world.queue_pings(args.pings)  # claims in flight on the default worker when the database goes
         down, up = self.postgres.restart()
         page = page_back(up)
         faults["postgres"] = {"down_seconds": round(up - down, 2), "rollouts_running": len(running),
-                              "job_s": world.wait_enqueue(up, timeout)[1], "page_s": page.result()}  # fmt: skip
+                              "pings_queued": len(pings), "job_s": world.wait_enqueue(up, timeout)[1],
+                              "page_s": page.result()}  # fmt: skip
         self.sleep(args.settle_seconds, *load)
 
         world.wait_running_rollout(revisions, endpoint)
@@ -432,12 +444,19 @@ def main() -> dict:
     parser.add_argument("--drain-seconds", type=float, default=120, help="longest wait for the jobs to end")
     parser.add_argument("--stale-seconds", type=int, default=20, help="CLAWGYM_JOB_STALE_SECONDS for the run")
     parser.add_argument("--max-seconds", type=float, default=900, help="the whole run's bound")
+    parser.add_argument("--pings", type=int, default=20, help="short jobs queued just before PostgreSQL restarts")
     parser.add_argument("--think", type=float, default=0.5, help="an agent's longest pause between model calls (s)")
     parser.add_argument("--chunks", type=int, default=40, help="SSE chunks per model answer")
     parser.add_argument("--chunk-delay", type=float, default=0.02)
     parser.add_argument("--wait", type=float, nargs=2, default=[0.5, 2.0], help="a reviewer's pause between rounds")
     parser.add_argument("--edit-every", type=int, default=4, help="a reviewer edits every Nth round")
     parser.add_argument("--web-workers", type=int, default=2)
+    parser.add_argument(
+        "--proxy-workers",
+        type=int,
+        default=0,
+        help="a uvicorn of its own for the proxy with this many processes (0: the web processes)",
+    )
     parser.add_argument("--worker-concurrency", type=int, default=2, help="the sandbox worker's processes")
     parser.add_argument("--keep", action="store_true", help="keep the work folder (logs) for a look afterwards")
     args = parser.parse_args()
@@ -452,6 +471,7 @@ def main() -> dict:
         signal.signal(signal.SIGTERM, previous)
     report.update({
         "reviewers": args.reviewers, "agents": args.agents, "rollouts": args.rollouts, "web_workers": args.web_workers,
+        "proxy_workers": args.proxy_workers,
         "database": "postgresql", "broker": "redis", "engine": "celery", "cpus": os.cpu_count(),
         "seconds": round(time.perf_counter() - began, 1), "load_average": [round(x, 2) for x in os.getloadavg()],
         "aim": {"proxy_added_p50_ms": AIM_PROXY_P50_MS, "recovery_s": AIM_RECOVERY_S, "errors": 0},

@@ -95,6 +95,12 @@ def start_rollouts(revisions: list, endpoint, count: int) -> list[int]:
     return ids
 
 
+def queue_pings(count: int) -> list[int]:
+    import jobs
+
+    return [jobs.enqueue("jobs.ping", queue="default", steps=1, sleep=0.05).pk for _ in range(count)]
+
+
 def rollouts_in(status: str) -> list[int]:
     from evaluation.models import Rollout
 
