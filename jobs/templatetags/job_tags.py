@@ -25,10 +25,11 @@ def hide_paths_unless(text, is_admin) -> str:
 
 @register.filter
 def periodic_result(result) -> str:
-    """A periodic job's result in short: {"requeued": 1, "failed": 0} → "requeued 1, failed 0"."""
+    """A periodic job's result in short: {"requeued": 1, "failed": 0} → "failed 0, requeued 1" (keys sorted:
+    PostgreSQL's jsonb gives them back in an order of its own)."""
     if isinstance(result, dict):
         parts = []
-        for key, value in result.items():
+        for key, value in sorted(result.items()):
             shown = len(value) if isinstance(value, list) else value
             parts.append(f"{key.replace('_', ' ')} {shown}")
         return redaction.hide_paths(", ".join(parts))[:160]

@@ -166,7 +166,7 @@ def test_the_jobs_page_shows_each_periodic_job_with_last_run_result_and_next_run
         assert f'data-testid="periodic-{kind}"' in html
     row = html.split('data-testid="periodic-jobs.recover_lost"')[1].split("</tr>")[0]
     assert f'href="/jobs/{done.pk}/"' in row and "Succeeded" in row
-    assert "requeued 2, failed 0, cancelled 0, workers forgotten 1" in row
+    assert "cancelled 0, failed 0, requeued 2, workers forgotten 1" in row
     assert "5 min" in row and ("3\xa0minutes from now" in row or "4\xa0minutes from now" in row)
     row = html.split('data-testid="periodic-llm.close_stale_sessions"')[1].split("</tr>")[0]
     assert "Failed" in row and "OperationalError: database is locked" in row and "15 min" in row
