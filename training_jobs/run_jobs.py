@@ -379,9 +379,10 @@ class _Stream:
         self.log(f"checkpoint at step {step}: {path} ({size} bytes, sha256 {digest[:12]})")
 
     def message(self) -> str:
-        loss = self.last_metrics.get("loss")
+        loss, reward = self.last_metrics.get("loss"), self.last_metrics.get("reward_mean")
         return f"step {self.steps}" + (f" of {self.total_steps}" if self.total_steps else "") + (
-            f", loss {loss:.4f}" if isinstance(loss, int | float) else "")  # fmt: skip
+            f", loss {loss:.4f}" if isinstance(loss, int | float) else "") + (
+            f", reward {reward:.3f}" if isinstance(reward, int | float) else "")  # fmt: skip
 
     def log(self, text: str, *, stamp: bool = True) -> None:
         text = f"{timezone.now():%H:%M:%S} {text}" if stamp else text

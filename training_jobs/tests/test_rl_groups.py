@@ -154,3 +154,24 @@ def test_an_rl_run_is_queued_on_the_gpu_queue_and_refuses_benchmark_tasks():
     assert cpu.config["policy"]["backend"] == "live" and cpu.config["bf16"] is False
     cancelled = cancel_training_run(run)
     assert cancelled.status == "cancelled" and cancelled.job_run.status == "cancelled"
+
+
+@pytest.mark.django_db
+def test_a_step_stopped_while_its_rollouts_wait_cancels_the_queued_ones():
+    from evaluation.models import Rollout
+    from training_jobs.models import RLRollout
+    from training_jobs.rl.batches import StepCancelled, run_step
+    from training_jobs.runs import create_rl_run
+
+    one = revision("rl-stop")
+    run = create_rl_run(None, base_model_path="/models/x", tasks=[one.pk], preset="tiny-cpu", cpu=True, enqueue=False)
+    with pytest.raises(StepCancelled):  # no worker takes them: they are still queued when the job stops
+        run_step(run.pk, 1, [one.pk, one.pk], "http://127.0.0.1:9/v1", should_stop=lambda: True)
+    rows = RLRollout.objects.filter(run=run, step=1)
+    assert rows.count() == 2
+    rollouts = Rollout.objects.filter(pk__in=rows.values("rollout"))
+    assert {r.status for r in rollouts} == {"cancelled"} and all(r.harness_options["record_tokens"] for r in rollouts)
+    assert all(r.job_run.status == "cancelled" for r in rollouts)
+    endpoint = rollouts.first().endpoint
+    assert (endpoint.name, endpoint.base_url, endpoint.model) == (f"rl-run-{run.pk}-policy", "http://127.0.0.1:9/v1", "policy")
+    assert endpoint.sampling == {"temperature": 1.0, "max_tokens": 32} and "agent" in endpoint.roles
