@@ -384,8 +384,14 @@ class Bench:
                 "loaded": len(failed_requests) + len(failed_streams),
                 "page_requests": len(failed_requests),
                 "streams": len(failed_streams),
+                "streams_by_way": {
+                    way: sum(1 for s in failed_streams if s["via"] == way) for way in ("proxy", "direct")
+                },
                 "examples": [f"{s['name']}: {s['error']}" for s in failed_requests[:3]]
-                + [s["error"] for s in failed_streams[:3]],
+                + [
+                    f"{s['via']}, HTTP {s.get('status')} after {s.get('chunks')} chunks: {s['error']}"
+                    for s in failed_streams[:5]
+                ],
                 "unloaded": sum(1 for s in unloaded if not s["ok"]),
                 "during_faults": {
                     "page_requests": sum(1 for s in in_faults if not s["ok"]),

@@ -19,25 +19,26 @@ import time
 TURNS_PER_CONVERSATION = 6
 
 
-async def one_request(client, url: str, messages: list, model: str) -> dict:
+async def one_request(client, url: str, messages: list, model: str, seen: dict) -> dict:
+    """One streamed call; `seen` tells, should it fail, how far it got (status, chunks)."""
     body = {"model": model, "messages": messages, "stream": True}
     began = time.perf_counter()
     first = None
-    chunks = 0
     done = False
     async with client.stream("POST", url, json=body, headers={"authorization": "Bearer load-bench"}) as response:
+        seen["status"] = response.status_code
         if response.status_code != 200:
             await response.aread()
             raise RuntimeError(f"HTTP {response.status_code}: {response.text[:200]}")
         async for raw in response.aiter_raw():
             if first is None:
                 first = time.perf_counter()
-            chunks += raw.count(b"data: ")
+            seen["chunks"] += raw.count(b"data: ")
             done = done or b"data: [DONE]" in raw
     if not done:
-        raise RuntimeError(f"the stream ended without [DONE] after {chunks} chunks")
+        raise RuntimeError(f"the stream ended without [DONE] after {seen['chunks']} chunks")
     return {"ttft_ms": round((first - began) * 1000, 3), "total_ms": round((time.perf_counter() - began) * 1000, 3),
-            "chunks": chunks}  # fmt: skip
+            "chunks": seen["chunks"]}  # fmt: skip
 
 
 async def agent(n: int, config: dict, client, out, stop: asyncio.Event) -> None:
@@ -59,13 +60,16 @@ async def agent(n: int, config: dict, client, out, stop: asyncio.Event) -> None:
         proxied_next = not proxied_next
         url = f"{config['sessions'][n]}/chat/completions" if via == "proxy" else config["direct_url"]
         sample = {"t": round(time.time(), 3), "via": via, "agent": n}
+        seen = {"status": None, "chunks": 0}
         try:
-            sample.update(await one_request(client, url, messages, config["model"]), ok=True)
+            sample.update(await one_request(client, url, messages, config["model"], seen), ok=True)
             messages.append({"role": "assistant", "content": "tok " * 4})
         except asyncio.CancelledError:
             return
         except Exception as exc:  # counted, never retried silently: an agent sees a failed model call
-            sample.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
+            sample.update(
+                ok=False, error=f"{type(exc).__name__}: {exc}"[:300], status=seen["status"], chunks=seen["chunks"]
+            )
             messages.pop()
         out.write(json.dumps(sample) + "\n")
 
@@ -77,7 +81,9 @@ async def main(config: dict) -> None:
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     count = len(config["sessions"])
-    limits = httpx.Limits(max_connections=count * 2, max_keepalive_connections=count * 2)
+    # Idle connections are dropped after 2 s, before the servers' own 5 s keep-alive (uvicorn's default) closes them:
+    # a request sent on a connection the server is closing at that moment would fail for the client's pool alone.
+    limits = httpx.Limits(max_connections=count * 2, max_keepalive_connections=count * 2, keepalive_expiry=2.0)
     with open(config["out"], "a", buffering=1) as out:
         async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(60, connect=10)) as client:
             tasks = [asyncio.create_task(agent(n, config, client, out, stop)) for n in range(count)]
