@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.core import checks
 from django.utils.module_loading import autodiscover_modules
 
 
@@ -11,3 +12,6 @@ class JobsConfig(AppConfig):
         autodiscover_modules("jobs")
         # Connect the django-q worker start-up hooks: lost-run recovery, and each worker process's beat.
         from . import engine, workers  # noqa: F401
+        from .periodic import check_table
+
+        checks.register(check_table)

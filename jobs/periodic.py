@@ -206,3 +206,20 @@ def statuses(engine: str | None = None) -> list[PeriodicStatus]:
             next_run = last.created_at + timedelta(seconds=seconds) if last and seconds else None
         rows.append(PeriodicStatus(entry, seconds, title, last, last_finished, next_run, estimate, scheduled))
     return rows
+
+
+def check_table(app_configs=None, **kwargs):
+    """System check (registered by jobs.apps): every entry names a registered job, and the overrides are sound."""
+    from django.core.checks import Error
+
+    from . import registry
+
+    errors = []
+    for entry in PERIODIC:
+        if entry.kind not in registry.kinds():
+            errors.append(Error(f"periodic job {entry.kind!r} is not a registered job kind", id="jobs.E001"))
+    try:
+        enabled()
+    except ValueError as exc:
+        errors.append(Error(str(exc), id="jobs.E002"))
+    return errors

@@ -47,6 +47,17 @@ def test_intervals_are_overridden_turned_off_and_checked(settings):
         periodic.tick("jobs.ping")  # only the table's jobs are ticked
 
 
+def test_the_system_check_reports_a_bad_table_or_override(settings, monkeypatch):
+    from django.core.checks import run_checks
+
+    assert [e.id for e in run_checks() if e.id.startswith("jobs.")] == []
+    settings.CLAWGYM_PERIODIC_SECONDS = {"review.expire_claim": 60}
+    monkeypatch.setattr(periodic, "PERIODIC", (*periodic.PERIODIC, periodic.Periodic("tasks.nothing", 60, "")))
+    errors = {e.id: e.msg for e in run_checks() if e.id.startswith("jobs.")}
+    assert errors == {"jobs.E001": "periodic job 'tasks.nothing' is not a registered job kind",
+                      "jobs.E002": "CLAWGYM_PERIODIC_SECONDS names no periodic job: review.expire_claim"}  # fmt: skip
+
+
 # --- ticks ---------------------------------------------------------------------------------------------------
 
 
