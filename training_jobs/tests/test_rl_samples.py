@@ -2,11 +2,14 @@
 parallel tool calls in one completion, a history rewrite starting a new sample, re-tokenized (inexact) calls. First
 on a real sandboxed rollout whose calls the proxy recorded from a vLLM-shaped upstream, then on calls recorded here."""
 
+import json
+
 import pytest
 
 from evaluation.models import Rollout
 from evaluation.services import RolloutError, create_rollouts, execute_rollout
-from evaluation.tests.conftest import RIGHT_SUMMARY, fruit_task, needs_bwrap  # noqa: F401  (fruit_task: a fixture)
+from evaluation.tests.conftest import (RIGHT_SUMMARY, fruit_task, harness_installed,  # noqa: F401  (fixtures)
+                                       needs_bwrap)  # fmt: skip
 from llm.models import ModelCall, ModelCallTokens, ModelEndpoint, ProxySession
 from llm.testing import (TOY_EOS, Reply, toy_assistant, toy_detokenize, toy_logprob, toy_prompt_ids, toy_render,
                          toy_tokenize)  # fmt: skip
@@ -70,6 +73,38 @@ def test_a_sandboxed_rollout_recorded_with_exact_tokens_makes_one_chained_sample
         assert logprobs == [0.0] * len(ids)
         assert toy_detokenize(ids).endswith("<|im_start|>assistant\n") and "result call_" in toy_detokenize(ids)
     assert toy_detokenize(runs[1][1]).count("\n") >= 3  # head -3 fruit.csv's lines, as the sandbox ran it
+
+
+@needs_bwrap
+@pytest.mark.harness
+@pytest.mark.django_db(transaction=True)
+def test_openclaw_streams_through_token_recording_and_every_call_is_exact(harness_installed, live_server_asgi,  # noqa: F811
+                                                                          vllm_upstream, fruit_task):  # noqa: F811
+    """The real OpenClaw CLI, streaming, gets the token fields and none of the logprobs in its chunks: it runs as ever,
+    and every call it made has its exact tokens."""
+    endpoint = ModelEndpoint.objects.create(name="policy", base_url=vllm_upstream.base_url, model="policy",
+                                            roles=["agent"], timeout_seconds=30)  # fmt: skip
+    vllm_upstream.push(Reply.tool_call("write", {"path": "summary.txt", "content": RIGHT_SUMMARY}),
+                       Reply.text("Done: summary.txt holds the counts."))  # fmt: skip
+    [rollout] = create_rollouts(fruit_task, endpoint, harness="openclaw", options={"timeout": 120, "record_tokens": True})
+    rollout = execute_rollout(rollout.pk)
+
+    assert rollout.status == Rollout.Status.SCORED and rollout.score == 1.0, (rollout.error, rollout.log_tail)
+    calls = list(ModelCall.objects.filter(session=rollout.proxy_session).order_by("created_at", "id"))
+    assert len(calls) == 2 and all(c.stream and c.status_code == 200 for c in calls)
+    assert ModelCallTokens.objects.filter(call__in=calls, exact=True).count() == 2
+    samples = samples_for_rollout(rollout)
+    # OpenClaw puts an internal-context user message at the end of every request, after the history: the next
+    # call's prompt has its answer where that message was, so it does not extend the chain and each call is a
+    # sample of its own (each still exactly the tokens sampled, in the context they were sampled in).
+    first, second = (c.request["messages"] for c in calls)
+    assert "OPENCLAW_INTERNAL_CONTEXT" in json.dumps(first[-1]) and second[len(first) - 1]["role"] == "assistant"
+    assert [s.call_ids for s in samples] == [[calls[0].pk], [calls[1].pk]]
+    assert all(s.exact for s in samples)
+    for sample, call in zip(samples, calls, strict=True):
+        assert (sample.prompt_ids, sample.completion_ids) == (call.tokens.prompt_token_ids,
+                                                              call.tokens.completion_token_ids)  # fmt: skip
+        assert sample.env_mask == [1] * len(sample.completion_ids)
 
 
 def test_record_tokens_is_a_bool_option(fruit_task):  # noqa: F811
