@@ -89,8 +89,11 @@ def test_an_admin_starts_an_rl_run_from_the_dashboard_and_watches_the_reward_cur
         assert run.status == "succeeded" and run.steps == 2, run.log_tail
         assert status_when_drawn == "Running", status_when_drawn
         # The curve drawn from the run's own metrics: a mean reward per step, the checker's score in [0, 1].
-        drawn = page.evaluate("Chart.getChart(document.querySelector(\"canvas[data-chart='chart-reward']\"))"
-                              ".data.datasets[0].data")  # fmt: skip
+        # (Waited for: the last swap's canvas is drawn on htmx:load, a moment after its status text is in.)
+        drawn = page.wait_for_function("""() => {
+            const chart = Chart.getChart(document.querySelector("canvas[data-chart='chart-reward']"));
+            return chart ? chart.data.datasets[0].data : null;
+        }""").json_value()
         logged = [m.values.get("reward_mean") for m in TrainingMetric.objects.filter(run=run).order_by("step")]
         assert drawn == logged and len(drawn) == 2 and all(0 <= r <= 1 for r in drawn)
         assert page.locator("#rl-steps-table tbody tr").count() == 2
@@ -99,8 +102,14 @@ def test_an_admin_starts_an_rl_run_from_the_dashboard_and_watches_the_reward_cur
         links = page.locator("#rl-rollouts-table a")
         assert links.count() == rows.count() == 2
         screenshot(page, "rl-run-finished")
+        # Another step's rollouts, swapped in by htmx (the address follows: a reload shows the same step).
+        page.locator("#rl-rollouts .step-links a", has_text="1").click()
+        page.wait_for_function("document.querySelector('#rl-rollouts h2').innerText === 'Rollouts of step 1'")
+        assert page.url.endswith("?step=1")
+        assert_no_reload(page)
+        first_step = {r.rollout_id for r in RLRollout.objects.filter(run=run, step=1)}
         links.first.click()
         page.wait_for_url(re.compile(r"/rollouts/\d+/$"))
-        assert int(page.url.rstrip("/").split("/")[-1]) in {r.rollout_id for r in rows}
+        assert int(page.url.rstrip("/").split("/")[-1]) in first_step
     assert not problems.console_errors, problems.console_errors
     assert not problems.failed_responses, problems.failed_responses
