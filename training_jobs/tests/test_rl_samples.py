@@ -8,11 +8,18 @@ import pytest
 
 from evaluation.models import Rollout
 from evaluation.services import RolloutError, create_rollouts, execute_rollout
-from evaluation.tests.conftest import (RIGHT_SUMMARY, fruit_task, harness_installed,  # noqa: F401  (fixtures)
-                                       needs_bwrap)  # fmt: skip
+from evaluation.tests.conftest import RIGHT_SUMMARY, fruit_task, harness_installed, needs_bwrap  # noqa: F401 (fixtures)
 from llm.models import ModelCall, ModelCallTokens, ModelEndpoint, ProxySession
-from llm.testing import (TOY_EOS, Reply, toy_assistant, toy_detokenize, toy_logprob, toy_prompt_ids, toy_render,
-                         toy_tokenize)  # fmt: skip
+from llm.testing import (
+    TOY_EOS,
+    Reply,
+    toy_assistant,
+    toy_detokenize,
+    toy_logprob,
+    toy_prompt_ids,
+    toy_render,
+    toy_tokenize,
+)
 from training_jobs.masks import chat_messages
 from training_jobs.rl.samples import SampleError, build_samples, retokenize, samples_for_rollout
 
@@ -43,7 +50,7 @@ def test_a_sandboxed_rollout_recorded_with_exact_tokens_makes_one_chained_sample
     vllm_upstream.push(
         Reply.tool_call("exec", {"command": "head -3 fruit.csv"}),
         Reply(content="Writing it.", tool_calls=[  # two tool calls in one answer: both are kept and trained
-            {"name": "write", "arguments": '{"path": "summary.txt", "content": %s}' % repr(RIGHT_SUMMARY).replace("'", '"')},
+            {"name": "write", "arguments": json.dumps({"path": "summary.txt", "content": RIGHT_SUMMARY})},
             {"name": "read", "arguments": '{"path": "summary.txt"}'}]),
         Reply.text("Done: summary.txt holds the counts."),
     )  # fmt: skip
@@ -65,11 +72,11 @@ def test_a_sandboxed_rollout_recorded_with_exact_tokens_makes_one_chained_sample
     assert sample.prompt_ids + sample.completion_ids == last.prompt_token_ids + last.completion_token_ids
     runs = segments(sample)
     assert [mask for mask, _, _ in runs] == [1, 0, 1, 0, 1]
-    for (mask, ids, logprobs), call in zip(runs[::2], calls, strict=True):
+    for (_, ids, logprobs), call in zip(runs[::2], calls, strict=True):
         assert ids == call.tokens.completion_token_ids and ids[-1] == TOY_EOS
         assert logprobs == [toy_logprob(t, n) for n, t in enumerate(ids)]  # aligned with the tokens they scored
     assert toy_detokenize(runs[2][1]).count("<tool_call>") == 2  # the parallel calls, both in the trained tokens
-    for mask, ids, logprobs in runs[1::2]:  # the environment: tool results and the next turn's header, untrained
+    for _, ids, logprobs in runs[1::2]:  # the environment: tool results and the next turn's header, untrained
         assert logprobs == [0.0] * len(ids)
         assert toy_detokenize(ids).endswith("<|im_start|>assistant\n") and "result call_" in toy_detokenize(ids)
     assert toy_detokenize(runs[1][1]).count("\n") >= 3  # head -3 fruit.csv's lines, as the sandbox ran it
@@ -157,7 +164,7 @@ def conversation(session, turns: int):
     """`turns` calls of one agent run, each a read with its result, then a final answer."""
     messages = [SYSTEM, USER]
     for n in range(turns - 1):
-        message = answer(f"step {n}", [("read", '{"path": "f%d"}' % n)])
+        message = answer(f"step {n}", [("read", json.dumps({"path": f"f{n}"}))])
         record(session, list(messages), message)
         messages += [message, tool("call_0", f"contents of f{n}")]
     record(session, list(messages), answer("Done."))
@@ -176,7 +183,7 @@ def test_four_calls_chain_into_one_sample_with_environment_tokens_masked(session
     assert toy_detokenize(sample.prompt_ids + sample.completion_ids) + "\n" == whole
     runs = segments(sample)
     assert [m for m, _, _ in runs] == [1, 0, 1, 0, 1, 0, 1]
-    policy = ['step %d<tool_call>read {"path": "f%d"}</tool_call><|im_end|>' % (n, n) for n in range(3)]
+    policy = [f'step {n}<tool_call>read {{"path": "f{n}"}}</tool_call><|im_end|>' for n in range(3)]
     assert [toy_detokenize(ids) for m, ids, _ in runs if m] == policy + ["Done.<|im_end|>"]
     env = [toy_detokenize(ids) for m, ids, _ in runs if not m]
     assert env == [f"\n<|im_start|>tool\nresult call_0: contents of f{n}<|im_end|>\n<|im_start|>assistant\n"
