@@ -1,8 +1,14 @@
-"""The recording proxy's Prometheus metrics, counted in the process that serves it (scraped at /metrics)."""
+"""The recording proxy's Prometheus metrics, counted in the process that serves it (scraped at /metrics).
+
+With several web processes (uvicorn --workers) and PROMETHEUS_MULTIPROC_DIR set, each process writes its values there
+and /metrics adds them up (ops.views): the streams in flight of live processes, the counters of all.
+"""
 
 from prometheus_client import Counter, Gauge
 
-STREAMS_IN_FLIGHT = Gauge("clawgym_proxy_streams_in_flight", "Streamed proxy answers being relayed now.")
+STREAMS_IN_FLIGHT = Gauge(
+    "clawgym_proxy_streams_in_flight", "Streamed proxy answers being relayed now.", multiprocess_mode="livesum"
+)
 TOKENS = Counter("clawgym_proxy_tokens", "Tokens of the calls the proxy recorded.", ["direction"])
 CALLS = Counter("clawgym_proxy_calls", "Calls the proxy recorded, by outcome.", ["outcome"])
 

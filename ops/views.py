@@ -5,18 +5,24 @@ host, or a sidecar) or carrying `Authorization: Bearer <CLAWGYM_METRICS_TOKEN>` 
 gets 403. Behind a front proxy on the same host every request comes from loopback unless uvicorn takes the client's
 address from X-Forwarded-For (it does for proxies in --forwarded-allow-ips): a front proxy that does not set it must
 not pass /metrics on.
+
+Several web processes (uvicorn --workers N): set PROMETHEUS_MULTIPROC_DIR to an empty folder of their own (emptied
+before the server starts); each process writes its metrics there and any of them answers /metrics with the sum.
 """
 
 import hmac
 import ipaddress
+import os
 
 import prometheus_client
 from django.conf import settings
 from django.http import HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
+from prometheus_client import multiprocess
 
 from . import health
+from .metrics import ClawGymCollector
 
 
 @never_cache
@@ -49,6 +55,17 @@ def metrics_allowed(request) -> bool:
     return _allowed_network(request.META.get("REMOTE_ADDR", ""))
 
 
+def _registry():
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if not directory:
+        return prometheus_client.REGISTRY
+    # Every web process's request and proxy metrics, summed; ours read from the database once.
+    registry = prometheus_client.CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry, path=directory)
+    registry.register(ClawGymCollector())
+    return registry
+
+
 @never_cache
 @require_GET
 def metrics(request):
@@ -57,5 +74,5 @@ def metrics(request):
             "403 Forbidden: /metrics is served to CLAWGYM_METRICS_ALLOW_NETWORKS or with CLAWGYM_METRICS_TOKEN.\n",
             status=403, content_type="text/plain",
         )  # fmt: skip
-    output = prometheus_client.generate_latest(prometheus_client.REGISTRY)
+    output = prometheus_client.generate_latest(_registry())
     return HttpResponse(output, content_type=prometheus_client.CONTENT_TYPE_LATEST)
