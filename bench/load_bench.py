@@ -13,7 +13,8 @@ issues, claims, decisions) and each reviewer's own candidates (fruit tasks with 
    editor, a claim, a save: a new revision and a sanity check each); `--agents` scripted agents (bench/load/agents.py)
    stream chat completions, every other one through the recording proxy (their own session each) and the others
    straight to the model, so the proxy's added latency is measured against the same moments; `--rollouts` builtin-
-   harness rollouts run on the sandbox worker through the proxy. Errors here must be 0.
+   harness rollouts run on the sandbox worker through the proxy. Errors here must be 0 (the phase lasts until the
+   first fault; a request still in flight then counts with the faults).
 3. Faults, with the load going on: PostgreSQL restarted (fast shutdown: connections cut), Redis restarted, the
    sandbox worker killed (-9, its whole process group) mid-rollout and a new one started, as a restart policy does.
    Each one: the seconds until the app answers again (the queue page; a job accepted and run; the killed worker's
@@ -78,8 +79,19 @@ def read_lines(path: Path) -> list[dict]:
     return lines
 
 
+def ended(sample: dict) -> float:
+    """When a request ended: the agents write it; a reviewer's request is its start and duration."""
+    return sample["end"] if "end" in sample else sample["t"] + sample["ms"] / 1000
+
+
 def within(samples: list[dict], start: float, end: float) -> list[dict]:
-    return [s for s in samples if start <= s["t"] < end]
+    """The requests that began at `start` or later and were over before `end`."""
+    return [s for s in samples if start <= s["t"] and ended(s) < end]
+
+
+def overlapping(samples: list[dict], start: float, end: float) -> list[dict]:
+    """The requests in flight at some moment between `start` and `end`."""
+    return [s for s in samples if s["t"] < end and ended(s) >= start]
 
 
 class Bench:
@@ -270,7 +282,6 @@ class Bench:
         world.start_rollouts(revisions, endpoint, args.rollouts)
         load = (agents, reviewers, self.web, self.default_worker)
         self.sleep(args.loaded_seconds, *load, self.sandbox_worker)
-        loaded_end = time.time()
         from evaluation.models import Rollout
 
         failed_while_loaded = world.rollouts_in(Rollout.Status.FAILED)
@@ -289,6 +300,7 @@ class Bench:
         running = world.wait_running_rollout(revisions, endpoint)
         pings = world.queue_pings(args.pings)  # claims in flight on the default worker when the database goes
         down, up = self.postgres.restart()
+        faults_start = down
         page = page_back(up)
         faults["postgres"] = {"down_seconds": round(up - down, 2), "rollouts_running": len(running),
                               "pings_queued": len(pings), "job_s": world.wait_enqueue(up, timeout)[1],
@@ -330,7 +342,7 @@ class Bench:
         requests = [line for line in reviewer_lines if "name" in line]
         agent_lines = read_lines(agent_samples)
         report.update(self.figures(read_lines(unloaded_samples), requests, agent_lines,
-                                   (loaded_start + RAMP_SECONDS, loaded_end), (loaded_end, faults_end)))  # fmt: skip
+                                   (loaded_start + RAMP_SECONDS, faults_start), (faults_start, faults_end)))  # fmt: skip
         report["errors"]["rollouts_failed_while_loaded"] = len(failed_while_loaded)
         report["errors"]["loaded"] += len(failed_while_loaded)
         report["faults"] = faults
@@ -364,8 +376,8 @@ class Bench:
             }
         failed_requests = [s for s in in_load if not s["ok"]]
         failed_streams = [s for s in within(agents, *loaded) if not s["ok"]]
-        in_faults = within(requests, *faulted)
-        streams_in_faults = within(agents, *faulted)
+        in_faults = overlapping(requests, *faulted)
+        streams_in_faults = overlapping(agents, *faulted)
         return {
             "pages": pages,
             "edit_ms": edits,

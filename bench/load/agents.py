@@ -71,6 +71,7 @@ async def agent(n: int, config: dict, client, out, stop: asyncio.Event) -> None:
                 ok=False, error=f"{type(exc).__name__}: {exc}"[:300], status=seen["status"], chunks=seen["chunks"]
             )
             messages.pop()
+        sample["end"] = round(time.time(), 3)
         out.write(json.dumps(sample) + "\n")
 
 
