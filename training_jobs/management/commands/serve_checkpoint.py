@@ -11,9 +11,11 @@ from ...serving import HEALTH_TIMEOUT_SECONDS, ServingError, serve_checkpoint, s
 
 class Command(BaseCommand):
     help = (
-        "Serve a checkpoint as an OpenAI-compatible endpoint (vLLM on a GPU worker, our transformers server without "
-        "one), wait until GET /v1/models answers, and register it as a ModelEndpoint with the agent role "
-        '("ckpt-RUN-STEP"). With --json the last line is {"endpoint", "base_url"}. --stop ENDPOINT stops it.'
+        "Serve a checkpoint as an OpenAI-compatible endpoint (vLLM on a GPU worker, `transformers serve` without "
+        "one; a LoRA checkpoint merged into its base first), wait until GET /v1/models answers, and register it as "
+        'a ModelEndpoint with the agent role ("ckpt-RUN-STEP"). With --json the last line is {"endpoint", '
+        '"base_url"}. --stop ENDPOINT stops the servers of an endpoint (a checkpoint\'s or a base model\'s, '
+        '"base-RUN") and disables it.'
     )
 
     def add_arguments(self, parser):
