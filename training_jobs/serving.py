@@ -178,7 +178,7 @@ def servable_path(checkpoint: Checkpoint, *, timeout: float = MERGE_TIMEOUT_SECO
         done = subprocess.run(command, cwd=settings.BASE_DIR, env=env, capture_output=True, text=True,
                               timeout=timeout, stdin=subprocess.DEVNULL)  # fmt: skip
     except subprocess.TimeoutExpired:
-        raise ServingError(f"merging the LoRA adapter {path} into {run.base_model_path} took over {timeout:g} s")
+        raise ServingError(f"merging the LoRA adapter {path} into {run.base_model_path} took over {timeout:g} s") from None
     if done.returncode != 0 or not merged.is_dir():
         raise ServingError(f"merging the LoRA adapter {path} into {run.base_model_path} failed (exit "
                            f"{done.returncode}):\n{(done.stderr or done.stdout)[-2000:]}")  # fmt: skip

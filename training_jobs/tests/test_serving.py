@@ -8,6 +8,8 @@ write summary.txt with one tool call, then say it is done), then trained one SFT
 parser turns the model's `<tool_call>` output into an OpenAI tool call the agent executes, and the task scores 1.
 """
 
+# ruff: noqa: F811  (pytest fixtures imported from other test modules are test arguments here)
+
 import importlib.util
 import json
 import os
@@ -58,7 +60,7 @@ def fruit_conversation(workspace: str, tool_result: str) -> list[dict]:
 
 
 @pytest.fixture(scope="session")
-def fruit_model(tiny_model_path, tmp_path_factory):  # noqa: F811
+def fruit_model(tiny_model_path, tmp_path_factory):
     """The tiny model taught the fruit task's two assistant turns (loss on them only, as SFT would), whatever the
     workspace path in the system prompt and the write tool's reply."""
     import torch
@@ -105,7 +107,7 @@ def chat(endpoint: ModelEndpoint, messages: list[dict]) -> dict:
         return json.loads(response.read())
 
 
-def trained_checkpoint(dataset, base: str, **overrides) -> Checkpoint:  # noqa: F811
+def trained_checkpoint(dataset, base: str, **overrides) -> Checkpoint:
     # lr 1e-6: the SFT step goes through the real trainer without unteaching the fruit conversation.
     run = start_training_run(dataset=dataset, base_model_path=base, preset="tiny-cpu", cpu=True,
                              overrides={"max_steps": 1, "learning_rate": 1e-6, **overrides}, enqueue=False)  # fmt: skip
@@ -119,8 +121,12 @@ def serve(checkpoint: Checkpoint) -> dict:
     return json.loads(out.getvalue().strip().splitlines()[-1])
 
 
-def test_a_served_checkpoint_runs_a_rollout_through_the_proxy(live_server_asgi, fruit_task, dataset,  # noqa: F811
-                                                              fruit_model):
+def test_a_served_checkpoint_runs_a_rollout_through_the_proxy(
+    live_server_asgi,
+    fruit_task,
+    dataset,
+    fruit_model,
+):
     checkpoint = trained_checkpoint(dataset, fruit_model)
     report = serve(checkpoint)
     assert report["endpoint"] == f"ckpt-{checkpoint.run_id}-1" and report["base_url"].startswith("http://127.0.0.1:")
@@ -153,7 +159,7 @@ def test_a_served_checkpoint_runs_a_rollout_through_the_proxy(live_server_asgi, 
     assert server.status == "stopped" and not endpoint.enabled and not alive(server.pid)
 
 
-def test_a_lora_checkpoint_is_merged_once_and_served(dataset, fruit_model):  # noqa: F811
+def test_a_lora_checkpoint_is_merged_once_and_served(dataset, fruit_model):
     from safetensors.torch import load_file
 
     checkpoint = trained_checkpoint(dataset, fruit_model, **{"lora.enabled": True, "lora.r": 8, "lora.alpha": 16,
@@ -181,13 +187,15 @@ def test_a_lora_checkpoint_is_merged_once_and_served(dataset, fruit_model):  # n
     merged_at = (merged / "model.safetensors").stat().st_mtime_ns
     again = serve(checkpoint)  # merged once per checkpoint: the folder is reused
     try:
-        assert again["endpoint"] == report["endpoint"] and (merged / "model.safetensors").stat().st_mtime_ns == merged_at
+        assert (
+            again["endpoint"] == report["endpoint"] and (merged / "model.safetensors").stat().st_mtime_ns == merged_at
+        )
         assert ModelServer.objects.filter(checkpoint=checkpoint).count() == 2
     finally:
         call_command("serve_checkpoint", "--stop", report["endpoint"], stdout=StringIO())
 
 
-def test_idle_and_gone_servers_are_stopped_the_base_models_too(dataset, tiny_model_path):  # noqa: F811
+def test_idle_and_gone_servers_are_stopped_the_base_models_too(dataset, tiny_model_path):
     # No training needed to serve: a checkpoint row on a saved model folder (the tiny model's) is enough here.
     run = start_training_run(dataset=dataset, base_model_path=tiny_model_path, preset="tiny-cpu", cpu=True,
                              enqueue=False)  # fmt: skip
@@ -213,8 +221,12 @@ def test_idle_and_gone_servers_are_stopped_the_base_models_too(dataset, tiny_mod
     assert not ckpt_server.endpoint.enabled and not alive(ckpt_server.pid)
 
 
-def test_evaluate_checkpoints_serves_each_and_the_base_and_charts_them(admin_client, fruit_task, dataset,  # noqa: F811
-                                                                       tiny_model_path):  # noqa: F811
+def test_evaluate_checkpoints_serves_each_and_the_base_and_charts_them(
+    admin_client,
+    fruit_task,
+    dataset,
+    tiny_model_path,
+):
     from django.urls import reverse
 
     from evaluation.models import EvalRun
@@ -249,8 +261,10 @@ def test_evaluate_checkpoints_serves_each_and_the_base_and_charts_them(admin_cli
         html = admin_client.get(reverse("training:run", args=[run.pk])).content.decode()
         chart = json.loads(html.split('id="chart-scores" type="application/json">')[1].split("</script>")[0])
         assert chart["labels"] == ["step 1", "step 2"]
-        assert chart["datasets"][0]["data"] == [0.5, 0.75] and chart["datasets"][1] == {"label": "base model",
-                                                                                        "data": [0.25, 0.25]}
+        assert chart["datasets"][0]["data"] == [0.5, 0.75] and chart["datasets"][1] == {
+            "label": "base model",
+            "data": [0.25, 0.25],
+        }
     finally:
         for name in [f"base-{run.pk}", f"ckpt-{run.pk}-1", f"ckpt-{run.pk}-2"]:
             if ModelEndpoint.objects.filter(name=name).exists():

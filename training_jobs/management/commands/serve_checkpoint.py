@@ -14,7 +14,7 @@ class Command(BaseCommand):
         "Serve a checkpoint as an OpenAI-compatible endpoint (vLLM on a GPU worker, `transformers serve` without "
         "one; a LoRA checkpoint merged into its base first), wait until GET /v1/models answers, and register it as "
         'a ModelEndpoint with the agent role ("ckpt-RUN-STEP"). With --json the last line is {"endpoint", '
-        '"base_url"}. --stop ENDPOINT stops the servers of an endpoint (a checkpoint\'s or a base model\'s, '
+        "\"base_url\"}. --stop ENDPOINT stops the servers of an endpoint (a checkpoint's or a base model's, "
         '"base-RUN") and disables it.'
     )
 
