@@ -111,9 +111,10 @@ def rollouts_in(status: str) -> list[int]:
 
 
 def wait_page(base: str, cookie: tuple[str, str], since: float, timeout: float) -> float | None:
-    """Seconds from `since` until the review queue answers 200 again (polled every 0.2 s); None if not in time."""
+    """Seconds from `since` until the review queue answers 200 again (polled every 0.2 s); None if not in time.
+    Each try may take as long as the aim allows: a page slow under load is slow, not down."""
     deadline = time.time() + timeout
-    with httpx.Client(base_url=base, cookies=dict([cookie]), timeout=5) as client:
+    with httpx.Client(base_url=base, cookies=dict([cookie]), timeout=30) as client:
         while time.time() < deadline:
             try:
                 if client.get("/review/").status_code == 200:
