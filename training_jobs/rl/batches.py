@@ -18,7 +18,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from django.db import close_old_connections, connection, transaction
 
-from .groups import Generation, Group, all_dropped, apply_min_survivors, pick_sample, policy_tokens, step_metrics, truncate
+from .groups import (
+    Generation,
+    Group,
+    all_dropped,
+    apply_min_survivors,
+    pick_sample,
+    policy_tokens,
+    step_metrics,
+    truncate,
+)
 
 log = logging.getLogger(__name__)
 
@@ -163,12 +172,18 @@ def cancel_queued(rollout_ids: list[int], why: str) -> None:
 def _generation(rollout, config: dict) -> Generation:
     """A finished rollout's reward and trained sample. Reward None: it failed (infra), was cancelled or is still
     running, had no score of the kind the run trains on, or left no sample (no model call recorded)."""
-    wall = (rollout.finished_at - rollout.started_at).total_seconds() if rollout.finished_at and rollout.started_at else None
+    wall = (
+        (rollout.finished_at - rollout.started_at).total_seconds()
+        if rollout.finished_at and rollout.started_at
+        else None
+    )
     generation = Generation(rollout_id=rollout.pk, reward=None, wall_seconds=wall)
     if rollout.status not in ("scored", "incomplete"):
         generation.note = f"{rollout.status}: {rollout.exit_reason or rollout.error[:200]}"
         return generation
-    reward = rollout.code_score if config["reward"] == "code" else (rollout.score if rollout.status == "scored" else None)
+    reward = (
+        rollout.code_score if config["reward"] == "code" else (rollout.score if rollout.status == "scored" else None)
+    )
     samples = samples_of(rollout, tokenizer=config.get("base_model_path"))
     generation.samples = len(samples)
     generation.inexact_samples = sum(1 for s in samples if not s.exact)

@@ -50,7 +50,9 @@ def apply_min_survivors(group: Group, min_survivors: int) -> Group:
         group.dropped = True
         for generation in group.generations:
             if generation.reward is not None:
-                generation.note = generation.note or f"group dropped: {group.survivors} of {len(group.generations)} survived"
+                generation.note = (
+                    generation.note or f"group dropped: {group.survivors} of {len(group.generations)} survived"
+                )
             generation.reward = None
     return group
 

@@ -72,7 +72,9 @@ class LivePolicy:
         asked = body.get("max_completion_tokens") or body.get("max_tokens") or self.max_tokens
         limit = min(int(asked), self.max_tokens, self.max_context - len(prompt_ids))
         if limit < 1:
-            raise ValueError(f"the prompt ({len(prompt_ids)} tokens) leaves no room in the context of {self.max_context}")
+            raise ValueError(
+                f"the prompt ({len(prompt_ids)} tokens) leaves no room in the context of {self.max_context}"
+            )
         with self.lock, torch.no_grad():
             model = self.model_getter()
             was_training = model.training
@@ -132,8 +134,11 @@ def chunks(policy: LivePolicy, body: dict, out: dict, model_name: str):
     whole = completion(policy, body, out, model_name)
     base = {"id": whole["id"], "object": "chat.completion.chunk", "created": whole["created"], "model": model_name}
     message, reason = whole["choices"][0]["message"], whole["choices"][0]["finish_reason"]
-    yield {**base, "prompt_token_ids": out["prompt_ids"],
-           "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}
+    yield {
+        **base,
+        "prompt_token_ids": out["prompt_ids"],
+        "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}],
+    }
     ids, lps = out["token_ids"], out["logprobs"]
     # The text is split over the token chunks evenly (their concatenation is exactly the message's content); each
     # chunk carries its own token ids, which is what a recorder assembles.
@@ -150,8 +155,10 @@ def chunks(policy: LivePolicy, body: dict, out: dict, model_name: str):
         yield {**base, "choices": [choice]}
     final = {}
     if message.get("tool_calls"):
-        final = {"content": message["content"] or None,
-                 "tool_calls": [{**call, "index": i} for i, call in enumerate(message["tool_calls"])]}
+        final = {
+            "content": message["content"] or None,
+            "tool_calls": [{**call, "index": i} for i, call in enumerate(message["tool_calls"])],
+        }
     yield {**base, "choices": [{"index": 0, "delta": final, "finish_reason": reason, "token_ids": []}]}
     if (body.get("stream_options") or {}).get("include_usage"):
         yield {**base, "choices": [], "usage": whole["usage"]}
@@ -174,7 +181,9 @@ def handler(policy: LivePolicy, model_name: str):
 
         def do_GET(self):
             if self.path.rstrip("/") in ("/v1/models", "/models"):
-                self._send(200, {"object": "list", "data": [{"id": model_name, "object": "model", "owned_by": "clawgym"}]})
+                self._send(
+                    200, {"object": "list", "data": [{"id": model_name, "object": "model", "owned_by": "clawgym"}]}
+                )
             elif self.path.rstrip("/") == "/health":
                 self._send(200, {"status": "ok"})
             else:

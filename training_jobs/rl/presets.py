@@ -32,7 +32,14 @@ PAPER = {
     # live: a policy server in the trainer process serves its live model (small models, CPU); vllm: a vLLM server
     # started with weight transfer (`VLLM_SERVER_DEV_MODE=1 vllm serve … --weight-transfer-config '{"backend":
     # "nccl"}'`), synced by the trainer before each rollout batch.
-    "policy": {"backend": "vllm", "host": "127.0.0.1", "port": 0, "vllm_url": "http://127.0.0.1:8000"},
+    # served_model_name: the name vLLM serves the model under ("": the base model's path, vLLM's default).
+    "policy": {
+        "backend": "vllm",
+        "host": "127.0.0.1",
+        "port": 0,
+        "vllm_url": "http://127.0.0.1:8000",
+        "served_model_name": "",
+    },
     "distributed": {"deepspeed": None, "fsdp": None, "gpus": 1},
 }
 

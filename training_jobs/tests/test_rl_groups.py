@@ -173,5 +173,29 @@ def test_a_step_stopped_while_its_rollouts_wait_cancels_the_queued_ones():
     assert {r.status for r in rollouts} == {"cancelled"} and all(r.harness_options["record_tokens"] for r in rollouts)
     assert all(r.job_run.status == "cancelled" for r in rollouts)
     endpoint = rollouts.first().endpoint
-    assert (endpoint.name, endpoint.base_url, endpoint.model) == (f"rl-run-{run.pk}-policy", "http://127.0.0.1:9/v1", "policy")
+    assert (endpoint.name, endpoint.base_url, endpoint.model) == (
+        f"rl-run-{run.pk}-policy",
+        "http://127.0.0.1:9/v1",
+        "policy",
+    )
     assert endpoint.sampling == {"temperature": 1.0, "max_tokens": 32} and "agent" in endpoint.roles
+
+
+@pytest.mark.django_db
+def test_train_kind_rl_says_what_it_needs():
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match="--task ID … or --tasks-from"):
+        call_command("train", "--kind", "rl", "--base-model", "/models/x", stdout=StringIO(), stderr=StringIO())
+    with pytest.raises(CommandError, match="names no task"):
+        call_command("train", "--kind", "rl", "--base-model", "/models/x", "--tasks-from", "status=ready",
+                     stdout=StringIO(), stderr=StringIO())  # fmt: skip
+    revision("rl-cmd")
+    with pytest.raises(CommandError, match=r"min_group_survivors must be between 1 and num_generations \(2\)"):
+        call_command("train", "--kind", "rl", "--base-model", "/models/x", "--task", "rl-cmd", "--set",
+                     "num_generations=2", stdout=StringIO(), stderr=StringIO())  # fmt: skip
+    with pytest.raises(CommandError, match="no job worker took training run"):
+        call_command("train", "--kind", "rl", "--base-model", "/models/x", "--task", "rl-cmd", "--start-timeout",
+                     "0.5", stdout=StringIO(), stderr=StringIO())  # fmt: skip

@@ -23,7 +23,9 @@ def served(tmp_path_factory):
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
     model.train()  # as in the trainer: the server generates in eval mode and puts it back
-    server = PolicyServer(LivePolicy(lambda: model, tokenizer, temperature=TEMPERATURE, max_tokens=12, max_context=4096))
+    server = PolicyServer(
+        LivePolicy(lambda: model, tokenizer, temperature=TEMPERATURE, max_tokens=12, max_context=4096)
+    )
     url = server.start()
     yield url, model, tokenizer
     server.stop()
@@ -92,8 +94,13 @@ def test_tool_calls_are_parsed_every_one_of_them():
     message = to_message(text)
     assert message["content"] == "Let me look."
     assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in message["tool_calls"]] == [
-        ("read", {"path": "a.csv"}), ("ls", {"path": "."})]
-    assert to_message("<tool_call>{not json}</tool_call>") == {"role": "assistant", "content": "<tool_call>{not json}</tool_call>"}
+        ("read", {"path": "a.csv"}),
+        ("ls", {"path": "."}),
+    ]
+    assert to_message("<tool_call>{not json}</tool_call>") == {
+        "role": "assistant",
+        "content": "<tool_call>{not json}</tool_call>",
+    }
 
 
 def test_bad_requests_say_why(served):

@@ -30,12 +30,12 @@ pytestmark = [needs_bwrap, pytest.mark.workers, pytest.mark.once, pytest.mark.dj
 
 # The reward a random tiny policy can earn: its final message's length mod 7, over 6 (a real checker reading the
 # reward payload). Two samples of a group almost always differ, so the advantages are not all zero.
-LENGTH_CHECK = r'''
+LENGTH_CHECK = r"""
 import json, os
 with open(os.environ["OPENCLAW_REWARD_PAYLOAD"]) as handle:
     message = json.load(handle)["final_message"]
 print(json.dumps({"length_mod_7": (len(message) % 7) / 6}))
-'''
+"""
 REWARD_SH = """#!/usr/bin/env bash
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -45,13 +45,20 @@ v = [float(x) for x in json.load(sys.stdin).values()]
 print(round(sum(v) / len(v), 6))'
 """
 # A rubric rule: with no judge endpoint the rollout is "incomplete" (no task score), so a hybrid reward is None.
-RULE = {"name": "clear", "target_file": "notes.txt", "weight": 1.0,
-        "scores": {level: f"clear at {level}" for level in ("0", "0.25", "0.5", "0.75", "1")}}
+RULE = {
+    "name": "clear",
+    "target_file": "notes.txt",
+    "weight": 1.0,
+    "scores": {level: f"clear at {level}" for level in ("0", "0.25", "0.5", "0.75", "1")},
+}
 
 
 def task(external_id: str, *, rubric: bool = False):
-    files = [PackageFile("notes.txt", b"apples and pears\n", "input"),
-             PackageFile("check.py", LENGTH_CHECK.encode(), "reward"), PackageFile("reward.sh", REWARD_SH.encode(), "reward")]
+    files = [
+        PackageFile("notes.txt", b"apples and pears\n", "input"),
+        PackageFile("check.py", LENGTH_CHECK.encode(), "reward"),
+        PackageFile("reward.sh", REWARD_SH.encode(), "reward"),
+    ]
     package = TaskPackage(external_id=external_id, instruction="Summarise notes.txt in one line.",
                           metadata={"category": "Testing", "grading_type": "automated"}, files=files)  # fmt: skip
     if rubric:
@@ -115,8 +122,18 @@ def test_two_grpo_steps_on_sandboxed_rollouts_with_a_dropped_group(sandbox_worke
     assert set(report) == {"run", "status", "steps", "rollouts", "checkpoints", "metrics"}
     assert (report["status"], report["steps"], report["rollouts"]) == ("succeeded", 2, 8), run.log_tail
     assert [c["step"] for c in report["checkpoints"]] == [1, 2]
-    assert [set(m) for m in report["metrics"]] == [{"step", "reward_mean", "reward_std", "groups_dropped",
-                                                    "inexact_samples", "rollout_p50_s", "rollout_max_s", "loss"}] * 2
+    assert [set(m) for m in report["metrics"]] == [
+        {
+            "step",
+            "reward_mean",
+            "reward_std",
+            "groups_dropped",
+            "inexact_samples",
+            "rollout_p50_s",
+            "rollout_max_s",
+            "loss",
+        }
+    ] * 2
     assert "training_jobs.trainer.grpo" in run.log_tail and run.config["tasks"] == [good.pk, judged.pk]
 
     for metric in TrainingMetric.objects.filter(run=run).order_by("step"):
@@ -127,7 +144,9 @@ def test_two_grpo_steps_on_sandboxed_rollouts_with_a_dropped_group(sandbox_worke
         for row in rows:
             rollout = row.rollout
             assert rollout.harness == "builtin" and rollout.harness_options["record_tokens"] is True
-            assert rollout.worker.split(":")[1] != str(os.getpid()) and rollout.endpoint.name == f"rl-run-{run.pk}-policy"
+            assert (
+                rollout.worker.split(":")[1] != str(os.getpid()) and rollout.endpoint.name == f"rl-run-{run.pk}-policy"
+            )
         kept = [r for r in rows if r.rollout.revision_id == good.pk]
         dropped = [r for r in rows if r.rollout.revision_id == judged.pk]
         # Nobody judged the rubric: no task score, reward None, the group dropped and counted; the other one trained.
@@ -209,9 +228,9 @@ def test_a_killed_trainer_resumes_from_its_last_checkpoint(sandbox_worker, tiny_
 @pytest.mark.harness
 def test_an_openclaw_rollout_of_an_rl_step_has_an_exact_sample(sandbox_worker, tiny_model_path):
     """The real OpenClaw CLI streams its calls: the proxy records the live policy's streamed token ids."""
-    from evaluation.harnesses import HarnessUnavailable, get_harness
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from evaluation.harnesses import HarnessUnavailable, get_harness
     from training_jobs.rl.batches import run_step
     from training_jobs.rl.policy_server import LivePolicy, PolicyServer
 
@@ -239,7 +258,9 @@ def test_an_openclaw_rollout_of_an_rl_step_has_an_exact_sample(sandbox_worker, t
     for row, generation in zip(rows, answer["generations"]):
         rollout = row.rollout
         assert rollout.status == "scored", (rollout.exit_reason, rollout.error, rollout.log_tail[-2000:])
-        assert row.reward == rollout.code_score == generation["reward"] and row.samples >= 1 and row.inexact_samples == 0
+        assert (
+            row.reward == rollout.code_score == generation["reward"] and row.samples >= 1 and row.inexact_samples == 0
+        )
         sample = generation["sample"]
         assert sample["exact"] and len(sample["completion_ids"]) == len(sample["logprobs"]) == len(sample["env_mask"])
         assert sum(sample["env_mask"]) >= 1

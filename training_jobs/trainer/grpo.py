@@ -48,7 +48,9 @@ def trainer_class():
             sampled = output.get("sampling_per_token_logps")
             if sampled is None:
                 return None
-            mask = output["completion_mask"] * output["tool_mask"] if "tool_mask" in output else output["completion_mask"]
+            mask = (
+                output["completion_mask"] * output["tool_mask"] if "tool_mask" in output else output["completion_mask"]
+            )
             if not mask.sum():
                 return None
             trained = output.get("old_per_token_logps")
