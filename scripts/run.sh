@@ -43,6 +43,7 @@ trap 'stop; exit 143' TERM
 trap stop EXIT
 
 if [ "${CLAWGYM_JOB_ENGINE:-django_q}" = "django_q" ]; then
+  "$PY" manage.py schedule_periodic  # the periodic jobs' django-q2 schedules (jobs/periodic.py); idempotent
   "$PY" manage.py qcluster &
   pids+=($!)
 else
