@@ -49,6 +49,8 @@ if [ "${CLAWGYM_JOB_ENGINE:-django_q}" = "django_q" ]; then
 else
   "$PY" -m celery -A clawgym_site worker -Q default,sandbox,gpu --loglevel INFO &
   pids+=($!)
+  "$PY" -m celery -A clawgym_site beat --loglevel INFO &  # the periodic jobs (jobs/periodic.py); exactly one beat
+  pids+=($!)
 fi
 echo "ClawGym on http://$HOST:$PORT/ (Ctrl-C stops web and worker)"
 "$PY" -m uvicorn clawgym_site.asgi:application --host "$HOST" --port "$PORT" &
