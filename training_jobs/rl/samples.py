@@ -68,8 +68,10 @@ class CallTokens:
 
 
 def answered(call) -> bool:
-    """A call the policy answered: it sampled something to train on."""
-    return not call.error and call.status_code == 200 and isinstance(call.response, dict)
+    """A call the policy answered: it sampled something to train on (a Responses stream cut off holds no answer)."""
+    from evaluation.trajectories import _reply
+
+    return not call.error and call.status_code == 200 and _reply(call.response) is not None
 
 
 def build_samples(calls, tokenizer=None) -> list[Sample]:
@@ -126,10 +128,15 @@ def exact_tokens(call) -> CallTokens | None:
 def retokenize(call, tokenizer) -> CallTokens:
     """A call's tokens from its text: the request's messages (and tools) rendered with a generation prompt are the
     prompt; the answer's message rendered after them, up to and with the end-of-turn token, is the completion.
-    Inexact: the text's tokens, not necessarily the ones sampled; their logprobs unknown (None)."""
-    message = _answer_message(call)
-    messages = chat_messages(call.request.get("messages") or [])
-    tools = call.request.get("tools") or None
+    Either API (a Responses call's input items and answer read as the trajectory builder reads them). Inexact: the
+    text's tokens, not necessarily the ones sampled; their logprobs unknown (None)."""
+    from evaluation.trajectories import _reply, _request_messages, _tools
+
+    message = _reply(call.response)
+    if message is None:
+        raise SampleError(f"call #{call.pk}: the response holds no answer to re-tokenize")
+    messages = chat_messages(_request_messages(call.request, {}))
+    tools = _tools(call.request) or None
     prompt = _ids(tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=True))
     whole = _ids(tokenizer.apply_chat_template(messages + chat_messages([message]), tools=tools, tokenize=True))
     # What follows the generation prompt; a template that renders the answered turn's head otherwise than its
@@ -140,32 +147,6 @@ def retokenize(call, tokenizer) -> CallTokens:
     if eos in completion:  # the policy stopped at its end-of-turn token; what the template adds after is not its
         completion = completion[: completion.index(eos) + 1]
     return CallTokens(prompt, completion, [None] * len(completion), exact=False)
-
-
-def _answer_message(call) -> dict:
-    if call.api == "responses":
-        return _responses_message(call.response)
-    choices = call.response.get("choices") or []
-    if not choices or not isinstance(choices[0], dict):
-        raise SampleError(f"call #{call.pk}: the response has no choice to re-tokenize")
-    message = dict(choices[0].get("message") or {})
-    message["role"] = "assistant"
-    return message
-
-
-def _responses_message(response: dict) -> dict:
-    """A Responses API answer as one assistant chat message (its text and function calls)."""
-    text, calls = [], []
-    for item in response.get("output") or []:
-        if item.get("type") == "message":
-            text += [p.get("text", "") for p in item.get("content") or [] if p.get("type") == "output_text"]
-        elif item.get("type") == "function_call":
-            calls.append({"id": item.get("call_id"), "type": "function",
-                          "function": {"name": item.get("name", ""), "arguments": item.get("arguments", "")}})
-    message = {"role": "assistant", "content": "".join(text) or response.get("output_text") or ""}
-    if calls:
-        message["tool_calls"] = calls
-    return message
 
 
 def _ids(encoded) -> list[int]:

@@ -269,6 +269,27 @@ def test_calls_without_tokens_are_retokenized_and_flagged_inexact(session, token
     assert all(lp == 0.0 for m, _, lps in runs if not m for lp in lps)
 
 
+def test_a_responses_api_call_is_retokenized_from_its_items(session, tokenizer):
+    request = {"model": "policy", "instructions": "You work in /workspace.", "input": [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Read a.txt."}]}],
+        "tools": [{"type": "function", "name": "read", "parameters": {"type": "object"}}]}  # fmt: skip
+    response = {"object": "response", "status": "completed", "output": [
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Reading."}]},
+        {"type": "function_call", "call_id": "fc1", "name": "read", "arguments": '{"path": "a.txt"}'}]}  # fmt: skip
+    call = ModelCall.objects.create(endpoint_name="policy", purpose="proxy", session=session, api="responses",
+                                    request=request, response=response, status_code=200)  # fmt: skip
+    cut_off = {"object": "response", "status": "incomplete_stream", "output_text": "Rea"}
+    ModelCall.objects.create(endpoint_name="policy", purpose="proxy", session=session, api="responses",
+                             request=request, response=cut_off, status_code=200)  # fmt: skip
+
+    [sample] = build_samples(calls_of(session), tokenizer)  # the cut-off stream answered nothing: left out
+    assert sample.call_ids == [call.pk] and not sample.exact
+    prompt = tokenizer.decode(sample.prompt_ids)
+    assert "You work in /workspace." in prompt and "Read a.txt." in prompt and '"name": "read"' in prompt
+    completion = tokenizer.decode(sample.completion_ids)
+    assert "Reading." in completion and '"path": "a.txt"' in completion and completion.endswith("<|im_end|>")
+
+
 def test_one_inexact_call_makes_its_sample_inexact(session, tokenizer):
     record(session, [SYSTEM, USER], answer("exact"))
     record(session, [{"role": "user", "content": "new"}], answer("re-tokenized"), tokens=False)
