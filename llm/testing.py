@@ -18,10 +18,8 @@ Reply) answers each request by what it asks instead, for concurrent requests who
 vLLM's token fields (`ScriptedUpstream(vllm_tokens=True)`, fixture `vllm_upstream`): a chat request that asks for
 `return_token_ids` is answered as vLLM's OpenAI server answers it: `prompt_token_ids` (the top level of a whole
 answer, the first chunk of a stream), `choices[0].token_ids` (per delta chunk when streamed, the end-of-turn token
-on the finish chunk), and with `logprobs: true` also `choices[0].logprobs.content[].logprob`. The tokens come from a
-toy chat template (`toy_render`, `toy_tokenize`: one token per UTF-8 byte, plus a few special tokens) that is
-prefix-preserving as a training template is: a call's prompt is the previous call's prompt and completion plus the new
-messages. Each sampled token's logprob is `toy_logprob(token_id, position)`, so a test can check their alignment.
+on the finish chunk), and with `logprobs: true` also `choices[0].logprobs.content[].logprob`, from the toy chat
+template and tokenizer of llm.testing_tokens.
 
 Fixtures: `scripted_upstream` (a fresh server per test) and `live_server_asgi` (clawgym_site.asgi:application
 under uvicorn in this process, on the test database; ask for `transactional_db` too, it sees committed rows only).
@@ -36,6 +34,8 @@ import uuid
 from dataclasses import dataclass, field
 
 import pytest
+
+from .testing_tokens import vllm_tokens_chunks, vllm_tokens_whole
 
 READY_TIMEOUT = 20.0
 
@@ -178,139 +178,6 @@ def responses_events(reply: Reply, request: dict) -> list[dict]:
     return [{**event, "sequence_number": n} for n, event in enumerate(events)]
 
 
-# --- vLLM's token fields, from a toy chat template ---------------------------------------------------------------
-
-TOY_SPECIALS = {"<|im_start|>": 256, "<|im_end|>": 257, "<tool_call>": 258, "</tool_call>": 259}
-TOY_EOS = TOY_SPECIALS["<|im_end|>"]
-_TOY_SPECIAL_NAMES = {v: k for k, v in TOY_SPECIALS.items()}
-
-
-def toy_tokenize(text: str) -> list[int]:
-    """The special tokens their ids, every other character its UTF-8 bytes (so pieces tokenize to their whole)."""
-    ids, rest = [], text
-    while rest:
-        starts = [(rest.find(name), name) for name in TOY_SPECIALS if name in rest]
-        if not starts:
-            ids += list(rest.encode())
-            break
-        at, name = min(starts)
-        ids += list(rest[:at].encode()) + [TOY_SPECIALS[name]]
-        rest = rest[at + len(name) :]
-    return ids
-
-
-def toy_detokenize(ids: list[int]) -> str:
-    out, run = [], bytearray()
-    for token in ids:
-        if token in _TOY_SPECIAL_NAMES:
-            out.append(run.decode(errors="replace") + _TOY_SPECIAL_NAMES[token])
-            run = bytearray()
-        else:
-            run.append(token)
-    return "".join(out) + run.decode(errors="replace")
-
-
-def toy_logprob(token_id: int, position: int) -> float:
-    """The logprob the toy policy gave its `position`-th sampled token of a call."""
-    return -((token_id * 7 + position) % 13 + 1) / 8
-
-
-def _toy_text(content) -> str:
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return content or ""
-
-
-def toy_assistant(content, tool_calls) -> str:
-    """An assistant turn as the toy template renders it (and as the toy policy samples it, before its <|im_end|>)."""
-    calls = "".join(
-        f"<tool_call>{(c.get('function') or c).get('name', '')} {(c.get('function') or c).get('arguments', '')}"
-        "</tool_call>" for c in tool_calls or []
-    )  # fmt: skip
-    return _toy_text(content) + calls
-
-
-def toy_render(messages: list[dict], tools: list | None = None, add_generation_prompt: bool = False) -> str:
-    parts = []
-    if tools:
-        names = ",".join((t.get("function") or t).get("name", "") for t in tools)
-        parts.append(f"<|im_start|>system\ntools: {names}<|im_end|>\n")
-    for message in messages:
-        role = message.get("role", "user")
-        if role == "assistant":
-            body = toy_assistant(message.get("content"), message.get("tool_calls"))
-        elif role == "tool":
-            body = f"result {message.get('tool_call_id', '')}: {_toy_text(message.get('content'))}"
-        else:
-            body = _toy_text(message.get("content"))
-        parts.append(f"<|im_start|>{role}\n{body}<|im_end|>\n")
-    if add_generation_prompt:
-        parts.append("<|im_start|>assistant\n")
-    return "".join(parts)
-
-
-def toy_prompt_ids(request: dict) -> list[int]:
-    return toy_tokenize(toy_render(request.get("messages") or [], request.get("tools"), add_generation_prompt=True))
-
-
-def _toy_logprobs(ids: list[int], start: int) -> dict:
-    return {"content": [{"token": toy_detokenize([t]), "logprob": toy_logprob(t, start + n),
-                         "bytes": list(toy_detokenize([t]).encode()), "top_logprobs": []}
-                        for n, t in enumerate(ids)]}  # fmt: skip
-
-
-def vllm_tokens_whole(payload: dict, reply: Reply, request: dict) -> dict:
-    """A whole chat answer with vLLM's token fields (as asked for), its usage counted in those tokens."""
-    prompt = toy_prompt_ids(request)
-    completion = toy_tokenize(toy_assistant(reply.content, reply.tool_calls)) + [TOY_EOS]
-    choice = payload["choices"][0]
-    choice["token_ids"] = completion
-    choice["logprobs"] = _toy_logprobs(completion, 0) if request.get("logprobs") else None
-    payload["usage"] = {"prompt_tokens": len(prompt), "completion_tokens": len(completion),
-                        "total_tokens": len(prompt) + len(completion)}  # fmt: skip
-    return {**payload, "prompt_token_ids": prompt}
-
-
-def _chunk_token_text(chunk: dict, open_calls: set) -> str:
-    """The text a chat chunk's delta stands for in the toy template (a tool call's head and tail are its tokens)."""
-    delta = chunk["choices"][0]["delta"] if chunk.get("choices") else {}
-    text = delta.get("content") or ""
-    for fragment in delta.get("tool_calls") or []:
-        function = fragment.get("function") or {}
-        if fragment.get("id"):
-            text += ("</tool_call>" if open_calls else "") + f"<tool_call>{function.get('name', '')} "
-            open_calls.add(fragment["index"])
-        text += function.get("arguments") or ""
-    return text
-
-
-def vllm_tokens_chunks(chunks: list[dict], reply: Reply, request: dict) -> list[dict]:
-    """The chat chunks of a stream with vLLM's token fields: prompt ids on the first, each delta's tokens on it, the
-    closing tags and <|im_end|> on the finish chunk."""
-    out, open_calls, position = [], set(), 0
-    for n, chunk in enumerate(chunks):
-        chunk = json.loads(json.dumps(chunk))
-        if not chunk.get("choices"):  # the usage chunk
-            prompt = len(toy_prompt_ids(request))
-            chunk["usage"] = {"prompt_tokens": prompt, "completion_tokens": position,
-                              "total_tokens": prompt + position}  # fmt: skip
-            out.append(chunk)
-            continue
-        choice = chunk["choices"][0]
-        if n == 0:
-            chunk["prompt_token_ids"] = toy_prompt_ids(request)
-            ids = []
-        elif choice.get("finish_reason"):
-            ids = toy_tokenize("</tool_call>" if open_calls else "") + [TOY_EOS]
-        else:
-            ids = toy_tokenize(_chunk_token_text(chunk, open_calls))
-        choice["token_ids"] = ids
-        choice["logprobs"] = _toy_logprobs(ids, position) if request.get("logprobs") and ids else None
-        position += len(ids)
-        out.append(chunk)
-    return out
-
-
 class ScriptedUpstream:
     """An OpenAI-compatible server on 127.0.0.1 that plays scripted replies and records every request."""
 
@@ -327,6 +194,7 @@ class ScriptedUpstream:
         self._gate = threading.Event()
         self._server = None
         self._thread = None
+        self.host = "127.0.0.1"
         self.port = None
 
     # --- the script ---
@@ -347,7 +215,7 @@ class ScriptedUpstream:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"http://{self.host}:{self.port}/v1"
 
     # --- the ASGI app ---
     async def __call__(self, scope, receive, send):
@@ -436,8 +304,10 @@ class ScriptedUpstream:
         await send({"type": "http.response.body", "body": body})
 
     # --- running it ---
-    def start(self) -> "ScriptedUpstream":
-        self._server, self._thread, self.port = serve_in_thread(self)
+    def start(self, host: str = "127.0.0.1", **config) -> "ScriptedUpstream":
+        """host: another local address to listen on (the compose test's containers reach the host's bridge address)."""
+        self.host = host
+        self._server, self._thread, self.port = serve_in_thread(self, host=host, **config)
         return self
 
     def stop(self) -> None:
@@ -445,21 +315,21 @@ class ScriptedUpstream:
         stop_server(self._server, self._thread)
 
 
-def _bound_socket() -> socket.socket:
+def _bound_socket(host: str = "127.0.0.1") -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock.bind((host, 0))
     return sock
 
 
-def serve_in_thread(app, **config):
-    """Run `app` (an ASGI app or "module:attr") under uvicorn on a free loopback port in a daemon thread.
+def serve_in_thread(app, host: str = "127.0.0.1", **config):
+    """Run `app` (an ASGI app or "module:attr") under uvicorn on a free port of `host` in a daemon thread.
 
     Returns (server, thread, port); stop it with stop_server(server, thread).
     """
     import uvicorn
 
-    sock = _bound_socket()
+    sock = _bound_socket(host)
     options = {"log_level": "warning", "access_log": False, "lifespan": "off", "http": "h11", "loop": "asyncio"}
     server = uvicorn.Server(uvicorn.Config(app, **(options | config)))
     server.install_signal_handlers = lambda: None  # the main thread keeps its own handlers

@@ -30,7 +30,7 @@ from .models import ModelEndpoint
 
 log = logging.getLogger(__name__)
 
-TOKEN_FIELDS = ("prompt_token_ids", "token_ids")
+LOGPROB_TYPES = {float, int, type(None)}  # None: a logprob vLLM could not give (TRL reads it as NaN)
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,8 @@ def _logprob_values(logprobs) -> list | None:
 
 
 def _ints(value) -> bool:
-    return isinstance(value, list) and all(type(v) is int for v in value)  # JSON's ints (bools are not)
+    # By the set of the items' types (map and set run in C): a 64K-token prompt is checked in about a millisecond.
+    return isinstance(value, list) and set(map(type, value)) <= {int}  # JSON's ints (bools are not)
 
 
 class TokenCapture:
@@ -113,13 +114,13 @@ class TokenCapture:
             problem = "the answer has prompt token ids or completion token ids, not both"
         if not problem and len(self.logprobs) != len(self.completion_ids):
             problem = f"{len(self.logprobs)} logprobs for {len(self.completion_ids)} completion tokens"
-        if not problem and not all(v is None or isinstance(v, (int, float)) for v in self.logprobs):
+        if not problem and not set(map(type, self.logprobs)) <= LOGPROB_TYPES:
             problem = "a logprob is not a number"
         if problem:
             log.warning("proxied call's tokens not recorded (its sample will be re-tokenized): %s", problem)
             return None
         return {"prompt_token_ids": self.prompt_ids, "completion_token_ids": self.completion_ids,
-                "completion_logprobs": [None if v is None else float(v) for v in self.logprobs], "exact": True}
+                "completion_logprobs": self.logprobs, "exact": True}
 
 
 def strip_logprobs(body: dict) -> bool:

@@ -11,7 +11,8 @@ import pytest
 from llm.models import ModelCall, ModelCallTokens, ModelEndpoint
 from llm.services import open_proxy_session, proxy_base_url
 from llm.sse import StreamAssembler
-from llm.testing import TOY_EOS, Reply, toy_assistant, toy_logprob, toy_prompt_ids, toy_tokenize
+from llm.testing import Reply
+from llm.testing_tokens import TOY_EOS, toy_assistant, toy_logprob, toy_prompt_ids, toy_tokenize
 from llm.tokens import TokenAsk, TokenCapture, TokenStream
 
 MESSAGES = [{"role": "system", "content": "You edit files."}, {"role": "user", "content": "write notes.md"}]

@@ -50,10 +50,6 @@ class Sample:
     def policy_tokens(self) -> int:
         return sum(self.env_mask)
 
-    def chain(self) -> list[int]:
-        """Everything so far: what the next call's prompt must start with to extend this sample."""
-        return self.prompt_ids + self.completion_ids
-
     def as_dict(self) -> dict:
         return {"prompt_ids": self.prompt_ids, "completion_ids": self.completion_ids, "logprobs": self.logprobs,
                 "env_mask": self.env_mask, "exact": self.exact, "call_ids": self.call_ids}  # fmt: skip

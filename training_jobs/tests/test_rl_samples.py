@@ -10,9 +10,9 @@ from evaluation.models import Rollout
 from evaluation.services import RolloutError, create_rollouts, execute_rollout
 from evaluation.tests.conftest import RIGHT_SUMMARY, fruit_task, harness_installed, needs_bwrap  # noqa: F401 (fixtures)
 from llm.models import ModelCall, ModelCallTokens, ModelEndpoint, ProxySession
-from llm.testing import (
+from llm.testing import Reply
+from llm.testing_tokens import (
     TOY_EOS,
-    Reply,
     toy_assistant,
     toy_detokenize,
     toy_logprob,
