@@ -11,18 +11,19 @@ an NVIDIA GPU is visible, else `transformers serve`):
           --max-model-len 65536 --enable-auto-tool-choice --tool-call-parser hermes --generation-config vllm
 
   (hermes is the tool-call parser for Qwen3's <tool_call> format.)
-- "transformers": `transformers serve FOLDER --host HOST --port PORT` (the `transformers[serving]` extra, pinned in
-  requirements-training.txt). The folder given is preloaded and pinned: the server loads it once at start, before it
-  answers, and serves nothing else, so the endpoint's model is the folder's path (a request naming another model
-  is refused). Its tool-call parser is chosen by the model type: Qwen2/2.5/3 (`<tool_call>{json}</tool_call>`), Qwen3.5,
+- "transformers": `transformers serve ckpt-RUN-STEP --host HOST --port PORT` run in a folder where ckpt-RUN-STEP is
+  a link to the checkpoint (the `transformers[serving]` extra's packages, pinned in requirements-training.txt). The
+  folder given is preloaded and pinned: the server loads it once at start, before it answers, and serves nothing
+  else under that name (a request naming another model is refused). Its tool-call parser is chosen by the model type: Qwen2/2.5/3 (`<tool_call>{json}</tool_call>`), Qwen3.5,
   Gemma 4 and the others transformers knows, or a tokenizer's own `response_template`.
 
 LoRA checkpoints (an adapter, `adapter_config.json`) are merged into the run's base model first, in a subprocess
 (`python -m training_jobs.trainer.merge_lora`, peft's merge_and_unload; never in the calling process), into a
-folder next to the checkpoint named by the checkpoint's sha256 (`checkpoint-N-merged-SHA16`): a second serve of
-the same checkpoint reuses it. On a GPU worker vLLM could instead serve the adapter on the base model itself
-(`vllm serve BASE --enable-lora --lora-modules ckpt-RUN-STEP=CHECKPOINT --max-lora-rank R`), with no merged copy
-on disk; the merged folder is used for both backends so that the two serve the same weights.
+folder next to the checkpoint named by the checkpoint's sha256, `merged-checkpoint-N-SHA16` (not `checkpoint-*`,
+which the trainer's checkpoint rotation and resume look for): a second serve of the same checkpoint reuses it. On
+a GPU worker vLLM could instead serve the adapter on the base model itself (`vllm serve BASE --enable-lora
+--lora-modules ckpt-RUN-STEP=CHECKPOINT --max-lora-rank R`), with no merged copy on disk; the merged folder is used
+for both backends so that the two serve the same weights.
 
 Every server, a checkpoint's or a base model's (`base-RUN`, checkpoint empty, model_path the base's folder), is a
 ModelServer row and a subprocess in a session of its own (it outlives the command that started it); it counts as up
@@ -84,17 +85,25 @@ def transformers_cli() -> str:
 
 
 def start_command(backend: str, path: str, name: str, host: str, port: int) -> list[str]:
+    """vLLM serves PATH under --served-model-name NAME; transformers serve is given NAME, a link to PATH in the folder
+    it runs in (see model_link), since it names the model by the folder it was given."""
     if backend == "vllm":
         return ["vllm", "serve", path, "--served-model-name", name, "--host", host, "--port", str(port),
                 "--dtype", "bfloat16", "--max-model-len", "65536", "--enable-auto-tool-choice",
                 "--tool-call-parser", "hermes", "--generation-config", "vllm"]  # fmt: skip
-    # PATH preloads and pins the model (loaded once, never unloaded when idle); logs at info for the server log.
-    return [transformers_cli(), "serve", path, "--host", host, "--port", str(port), "--log-level", "info"]
+    # The folder given preloads and pins the model (loaded once, never unloaded when idle).
+    return [transformers_cli(), "serve", name, "--host", host, "--port", str(port), "--log-level", "info"]
 
 
-def served_model(backend: str, path: str, name: str) -> str:
-    """The model id requests must name: vLLM's --served-model-name, transformers serve's pinned folder."""
-    return name if backend == "vllm" else path
+def model_link(folder: Path, name: str, path: str) -> Path:
+    """folder/NAME → PATH: run in `folder`, transformers serve loads NAME (a local path) and calls the model NAME, so
+    requests name the endpoint's model as they do with vLLM's --served-model-name."""
+    folder.mkdir(parents=True, exist_ok=True)
+    link = folder / name
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to(Path(path).resolve(), target_is_directory=True)
+    return folder
 
 
 def free_port(host: str) -> int:
@@ -142,17 +151,18 @@ def _serve(path: str, name: str, *, checkpoint, backend, host, port, timeout, lo
     backend = backend or backend_name()
     port = port or free_port(host)
     command = start_command(backend, path, name, host, port)
+    cwd = model_link(log_dir / "served", name, path) if backend == "transformers" else Path(settings.BASE_DIR)
     server = ModelServer.objects.create(checkpoint=checkpoint, model_path=path, backend=backend, host=host,
                                         port=port, command=command, last_used_at=timezone.now())  # fmt: skip
     log_path = log_dir / f"serve-{name}-{port}.log"
     try:
-        pid = launch(command, _base_url(server), log_path, timeout=timeout,
+        pid = launch(command, _base_url(server), log_path, timeout=timeout, cwd=cwd,
                      on_start=lambda pid: ModelServer.objects.filter(pk=server.pk).update(pid=pid))  # fmt: skip
     except ServingError as exc:
         ModelServer.objects.filter(pk=server.pk).update(status=ModelServer.Status.FAILED, stopped_at=timezone.now(),
                                                         error=str(exc))  # fmt: skip
         raise
-    endpoint = register_endpoint(name, _base_url(server), backend, model=served_model(backend, path, name))
+    endpoint = register_endpoint(name, _base_url(server), backend)
     ModelServer.objects.filter(pk=server.pk).update(status=ModelServer.Status.READY, endpoint=endpoint, pid=pid)
     server.refresh_from_db()
     return server
@@ -166,7 +176,7 @@ def servable_path(checkpoint: Checkpoint, *, timeout: float = MERGE_TIMEOUT_SECO
         return str(path)
     if not checkpoint.sha256:
         raise ServingError(f"checkpoint #{checkpoint.pk} has no sha256 to name its merged model by")
-    merged = path.parent / f"{path.name}-merged-{checkpoint.sha256[:16]}"
+    merged = path.parent / f"merged-{path.name}-{checkpoint.sha256[:16]}"
     if merged.is_dir():
         return str(merged)
     run = checkpoint.run
@@ -178,18 +188,20 @@ def servable_path(checkpoint: Checkpoint, *, timeout: float = MERGE_TIMEOUT_SECO
         done = subprocess.run(command, cwd=settings.BASE_DIR, env=env, capture_output=True, text=True,
                               timeout=timeout, stdin=subprocess.DEVNULL)  # fmt: skip
     except subprocess.TimeoutExpired:
-        raise ServingError(f"merging the LoRA adapter {path} into {run.base_model_path} took over {timeout:g} s") from None
+        raise ServingError(
+            f"merging the LoRA adapter {path} into {run.base_model_path} took over {timeout:g} s"
+        ) from None
     if done.returncode != 0 or not merged.is_dir():
         raise ServingError(f"merging the LoRA adapter {path} into {run.base_model_path} failed (exit "
                            f"{done.returncode}):\n{(done.stderr or done.stdout)[-2000:]}")  # fmt: skip
     return str(merged)
 
 
-def launch(command: list[str], base_url: str, log_path: Path, *, timeout: float, on_start=None) -> int:
+def launch(command: list[str], base_url: str, log_path: Path, *, timeout: float, cwd: Path, on_start=None) -> int:
     """Start the server in a session of its own; its pid once GET /v1/models answers (ServingError otherwise)."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
     with log_path.open("ab") as log:
-        proc = subprocess.Popen(command, cwd=settings.BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
     if on_start:
         on_start(proc.pid)
@@ -204,10 +216,10 @@ def launch(command: list[str], base_url: str, log_path: Path, *, timeout: float,
     return proc.pid
 
 
-def register_endpoint(name: str, base_url: str, backend: str, *, model: str) -> ModelEndpoint:
+def register_endpoint(name: str, base_url: str, backend: str) -> ModelEndpoint:
     endpoint, _ = ModelEndpoint.objects.update_or_create(
         name=name,
-        defaults={"base_url": base_url, "model": model, "roles": [ModelEndpoint.Role.AGENT], "enabled": True,
+        defaults={"base_url": base_url, "model": name, "roles": [ModelEndpoint.Role.AGENT], "enabled": True,
                   "api_key_env": "", "max_concurrent": 1 if backend == "transformers" else 8},
     )  # fmt: skip
     return endpoint
@@ -280,15 +292,15 @@ def _answers(base_url: str) -> bool:
 
 
 def _owned_pid(server: ModelServer) -> int | None:
-    """The server's pid if that process runs here and is the server started (its command line holds the folder
-    served and the port): a pid recorded on another machine, or reused since, is never signalled."""
+    """The server's pid if that process runs here and is the server started (its command line holds the model it
+    was given and the port): a pid recorded on another machine, or reused since, is never signalled."""
     if not server.pid or not _alive(server.pid):
         return None
     try:
         args = Path(f"/proc/{server.pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return None
-    wanted = [str(server.port).encode()] + ([server.model_path.encode()] if server.model_path else [])
+    wanted = [str(server.port).encode()] + [arg.encode() for arg in server.command[2:3]]
     return server.pid if all(arg in args for arg in wanted) else None
 
 

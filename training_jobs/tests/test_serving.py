@@ -133,8 +133,10 @@ def test_a_served_checkpoint_runs_a_rollout_through_the_proxy(
     server = ModelServer.objects.get(checkpoint=checkpoint)
     endpoint = ModelEndpoint.objects.get(name=report["endpoint"])
     assert server.status == "ready" and server.endpoint == endpoint and endpoint.roles == ["agent"]
-    assert server.command[0].endswith("/transformers") and server.command[1:3] == ["serve", checkpoint.path]
-    assert endpoint.model == server.model_path == checkpoint.path and alive(server.pid)
+    assert server.command[0].endswith("/transformers") and server.command[1:3] == ["serve", endpoint.name]
+    assert endpoint.model == endpoint.name and server.model_path == checkpoint.path and alive(server.pid)
+    link = Path(checkpoint.path).parent / "served" / endpoint.name  # what the server loads, under the endpoint's name
+    assert link.resolve() == Path(checkpoint.path).resolve()
     try:
         assert serve(checkpoint) == report and ModelServer.objects.filter(checkpoint=checkpoint).count() == 1
 
@@ -167,9 +169,9 @@ def test_a_lora_checkpoint_is_merged_once_and_served(dataset, fruit_model):
     assert (Path(checkpoint.path) / "adapter_config.json").exists()
     report = serve(checkpoint)
     server = ModelServer.objects.get(checkpoint=checkpoint)
-    merged = Path(checkpoint.path).parent / f"{Path(checkpoint.path).name}-merged-{checkpoint.sha256[:16]}"
-    assert server.model_path == str(merged) == server.command[2] and ModelEndpoint.objects.get(
-        name=report["endpoint"]).model == str(merged)  # fmt: skip
+    merged = Path(checkpoint.path).parent / f"merged-{Path(checkpoint.path).name}-{checkpoint.sha256[:16]}"
+    assert server.model_path == str(merged) and server.command[2] == report["endpoint"]
+    assert (Path(checkpoint.path).parent / "served" / report["endpoint"]).resolve() == merged.resolve()
     assert not (merged / "adapter_config.json").exists() and (merged / "tokenizer.json").exists()
     assert json.loads((merged / "merged_from.json").read_text())["base_model_path"] == fruit_model
     # The adapter is in the weights: its target projections moved from the base's, the rest did not.
