@@ -76,7 +76,9 @@ def group_prompts(revision_ids: list[int], generations: int) -> list[int]:
     return [group[0] for group in groups]
 
 
-def run_step(run_id: int, step: int, revision_ids: list[int], policy_url: str, *, should_stop=None) -> dict:
+def run_step(
+    run_id: int, step: int, revision_ids: list[int], policy_url: str, *, first_group: int = 0, should_stop=None
+) -> dict:
     """Start the step's rollouts, wait for them, and answer {"generations": [...], "metrics", "skipped"}: one
     generation per prompt given, in order, each {"rollout", "reward", "sample": {prompt_ids, completion_ids,
     logprobs, env_mask, exact} | null}."""
@@ -95,7 +97,9 @@ def run_step(run_id: int, step: int, revision_ids: list[int], policy_url: str, *
     missing = [r for r in per_group if r not in revisions]
     if missing:
         raise ValueError(f"no task revision {missing}")
-    RLRollout.objects.filter(run=run, step=step).delete()  # an earlier attempt's half-done step
+    # An earlier attempt's half-done step (only this process's groups: on several GPUs each asks for its own).
+    mine = range(first_group, first_group + len(per_group))
+    RLRollout.objects.filter(run=run, step=step, group_index__gte=mine.start, group_index__lt=mine.stop).delete()
     rows: list[list] = []
     with transaction.atomic():
         for index, revision_id in enumerate(per_group):
@@ -104,14 +108,16 @@ def run_step(run_id: int, step: int, revision_ids: list[int], policy_url: str, *
             group_rows = []
             for rollout in rollouts:
                 enqueue_rollout(rollout)
-                group_rows.append(RLRollout.objects.create(run=run, step=step, group_index=index, rollout=rollout))
+                group_rows.append(
+                    RLRollout.objects.create(run=run, step=step, group_index=mine[index], rollout=rollout)
+                )
             rows.append(group_rows)
     rollout_ids = [row.rollout_id for group in rows for row in group]
     _wait(run, rollout_ids, deadline=time.monotonic() + float(config["batch_timeout"]), should_stop=should_stop)
     by_id = Rollout.objects.in_bulk(rollout_ids)
     groups = []
     for index, group_rows in enumerate(rows):
-        group = Group(index=index)
+        group = Group(index=mine[index])
         for row in group_rows:
             group.generations.append(_generation(by_id[row.rollout_id], config))
         groups.append(apply_min_survivors(group, int(config["min_group_survivors"])))
@@ -267,6 +273,7 @@ class RolloutBridge:
                 try:
                     body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
                     answer = run_step(bridge.run_id, int(body["step"]), body["prompts"], body["policy_url"],
+                        first_group=int(body.get("first_group") or 0),
                                       should_stop=bridge.stopping.is_set)  # fmt: skip
                     self._send(200, answer)
                 except StepCancelled as exc:

@@ -8,6 +8,9 @@ A prompt is a training task revision ("task-revision:<id>"). The step's rollouts
 run's job (training_jobs.rl.batches, over loopback HTTP), which answers each generation's sample (the rollout's
 exact tokens from the proxy) and reward. A generation without a sample (failed rollout, nothing recorded) trains on
 nothing: a one-token placeholder with env_mask 0 and reward None (advantage 0).
+
+On several GPUs each process asks the job for its own slice (whole groups, numbered after the earlier processes'),
+a step is skipped by all processes or none, and the step's logged rollout metrics are the main process's groups'.
 """
 
 import json
@@ -38,8 +41,10 @@ class StepState:
         self.sampling_logprobs: list | None = None
 
 
-def request_step(bridge_url: str, token: str, step: int, prompts: list[int], policy_url: str, timeout: float) -> dict:
-    data = json.dumps({"step": step, "prompts": prompts, "policy_url": policy_url}).encode()
+def request_step(
+    bridge_url: str, token: str, step: int, prompts: list[int], policy_url: str, timeout: float, first_group: int = 0
+) -> dict:
+    data = json.dumps({"step": step, "prompts": prompts, "policy_url": policy_url, "first_group": first_group}).encode()
     request = urllib.request.Request(f"{bridge_url}/step", data, {"Content-Type": "application/json",
                                                                   "Authorization": f"Bearer {token}"})  # fmt: skip
     try:
@@ -57,7 +62,11 @@ def make_rollout_func(*, bridge_url: str, token: str, policy_url: str, placehold
                       timeout: float, log=print):  # fmt: skip
     def rollout_func(prompts: list, trainer) -> dict:
         step = trainer.state.global_step + 1
-        answer = request_step(bridge_url, token, step, [revision_of(p) for p in prompts], policy_url, timeout)
+        # Each process asks for its own slice (whole groups); its groups are numbered after the earlier processes'.
+        first_group = trainer.accelerator.process_index * (len(prompts) // trainer.num_generations)
+        answer = request_step(
+            bridge_url, token, step, [revision_of(p) for p in prompts], policy_url, timeout, first_group
+        )
         out = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [], "checker_reward": [],
                "rollout_id": []}  # fmt: skip
         for generation in answer["generations"]:
@@ -74,12 +83,23 @@ def make_rollout_func(*, bridge_url: str, token: str, policy_url: str, placehold
         if len(out["prompt_ids"]) != len(prompts):
             raise RuntimeError(f"the job answered {len(out['prompt_ids'])} generations for {len(prompts)} prompts")
         state.metrics[step] = answer["metrics"]
-        if answer["skipped"]:
+        if every_process(trainer, answer["skipped"]):
             state.skip.add(step)
         log(f"step {step}: {json.dumps(answer['metrics'])}")
         return out
 
     return rollout_func
+
+
+def every_process(trainer, flag: bool) -> bool:
+    """Whether `flag` holds on every process: a step is skipped by all of them or by none (a process skipping its
+    backward alone would leave the others waiting in the gradient all-reduce)."""
+    if trainer.accelerator.num_processes == 1:
+        return bool(flag)
+    import torch
+
+    flags = trainer.accelerator.gather(torch.tensor([int(bool(flag))], device=trainer.accelerator.device))
+    return bool(flags.min().item())
 
 
 def checker_reward(prompts, completions, checker_reward, **kwargs) -> list:
