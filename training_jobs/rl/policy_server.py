@@ -230,6 +230,10 @@ class PolicyServer:
     @property
     def base_url(self) -> str:
         host, port = self.httpd.server_address[:2]
+        if host in ("0.0.0.0", ""):  # bound to every interface: the proxy on another host reaches it by name
+            import socket
+
+            host = socket.getfqdn()
         return f"http://{host}:{port}/v1"
 
     def start(self) -> str:
