@@ -13,6 +13,7 @@ from jobs.engine import JobEngineError
 from jobs.models import JobRun
 
 from ...models import BaseModel, TrainingDataset, TrainingRun
+from ...rl.presets import RL_PRESETS
 from ...runs import (
     PRESETS,
     TrainingRunError,
@@ -24,7 +25,6 @@ from ...runs import (
     start_training_run,
     tasks_from,
 )
-from ...rl.presets import RL_PRESETS
 
 POLL_SECONDS = 0.5
 
