@@ -29,8 +29,8 @@ Every server, a checkpoint's or a base model's (`base-RUN`, checkpoint empty, mo
 ModelServer row and a subprocess in a session of its own (it outlives the command that started it); it counts as up
 once GET /v1/models answers. It is stopped by `serve_checkpoint --stop ENDPOINT` or when idle: `stop_idle_servers()`
 stops ready servers whose endpoint had no model call for CLAWGYM_SERVE_IDLE_SECONDS (30 min), and marks stopped those
-that no longer answer; every SFT run job calls it when it starts, and it is meant to run every minute from the
-scheduler (directly, or as the `training.stop_idle_servers` job on the gpu queue).
+that no longer answer; every SFT run job calls it when it starts, and the scheduler queues it as the
+`training.stop_idle_servers` job (gpu queue, jobs/periodic.py).
 """
 
 import json
