@@ -52,6 +52,9 @@ log = logging.getLogger(__name__)
 
 PASSED_HEADERS = ("retry-after", "x-request-id")  # besides content-type, which every response sets itself
 CONNECT_TIMEOUT = 10.0
+UPSTREAM_KEEPALIVE_SECONDS = 2.0
+# Failures of a reused connection before any answer came: the request is sent once more, on a new connection.
+STALE_CONNECTION_ERRORS = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
 
 _clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient]" = weakref.WeakKeyDictionary()
 _db_pool: ThreadPoolExecutor | None = None  # created on first use, in the serving process
@@ -64,7 +67,10 @@ def upstream_client() -> httpx.AsyncClient:
     loop = asyncio.get_running_loop()
     client = _clients.get(loop)
     if client is None:
-        limits = httpx.Limits(max_connections=settings.CLAWGYM_PROXY_MAX_CONNECTIONS, max_keepalive_connections=64)
+        # Idle connections are dropped after 2 s: uvicorn and vLLM close theirs after 5 s, and a request sent on a
+        # connection the server is closing fails with a ReadError (seen under load by bench/load_bench.py).
+        limits = httpx.Limits(max_connections=settings.CLAWGYM_PROXY_MAX_CONNECTIONS, max_keepalive_connections=64,
+                              keepalive_expiry=UPSTREAM_KEEPALIVE_SECONDS)  # fmt: skip
         client = httpx.AsyncClient(limits=limits, trust_env=False)
         _clients[loop] = client
     return client
@@ -321,7 +327,12 @@ async def _forward(request, token: str, api: str, path: str):
     timeout = httpx.Timeout(endpoint.timeout_seconds, connect=CONNECT_TIMEOUT)
     upstream_request = client.build_request("POST", url, content=raw, headers=headers, timeout=timeout)
     try:
-        upstream = await client.send(upstream_request, stream=True)
+        try:
+            upstream = await client.send(upstream_request, stream=True)
+        except STALE_CONNECTION_ERRORS as exc:
+            log.info("proxy: upstream connection failed before an answer (%s); sending once more", type(exc).__name__)
+            upstream = await client.send(client.build_request("POST", url, content=raw, headers=headers,
+                                                              timeout=timeout), stream=True)  # fmt: skip
     except httpx.TimeoutException as exc:
         call.status_code, call.error = 504, f"upstream timed out: {type(exc).__name__}"
         await call.record()
@@ -464,4 +475,3 @@ async def models(request, token: str):
     created = int(session.endpoint.created_at.timestamp())
     model = {"id": session.endpoint.model, "object": "model", "created": created, "owned_by": "clawgym"}
     return JsonResponse({"object": "list", "data": [model]})
-
