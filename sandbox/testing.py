@@ -1,15 +1,24 @@
 """pytest fixtures and helpers for code that runs things in the sandbox (registered in the root conftest.py).
 
-What a test needs and this machine lacks (bubblewrap, the OpenClaw harness) skips the test on a developer's machine,
-but fails it in CI: a CI run must never lose a module to a quiet skip.
+What a test needs and this machine lacks (bubblewrap, the OpenClaw harness, a Docker engine) skips the test on a
+developer's machine, but fails it in CI: a CI run must never lose a module to a quiet skip.
+
+Docker: every test marked `docker` gets the session fixture `docker_engine`, which starts an engine where none
+answers (scripts/docker-engine.sh start: installs docker.io, starts dockerd; it is left running for the next run).
+`docker_sandbox` is the Docker backend with its image built (scripts/images/sandbox.sh: about 1 s when it is up to
+date, a minute otherwise).
 """
 
 import os
+import subprocess
+from pathlib import Path
 from typing import NoReturn
 
 import pytest
 
 from . import SandboxUnavailable, get_backend
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
 
 
 def in_ci() -> bool:
@@ -37,3 +46,60 @@ def require_bwrap():
 @pytest.fixture
 def bwrap():
     return require_bwrap()
+
+
+def run_script(*args: str, timeout: int) -> str:
+    """Run one of the project's scripts (scripts/<args[0]> <args[1:]>): '' when it succeeded, else why not."""
+    shown = "scripts/" + " ".join(args)
+    try:
+        done = subprocess.run(
+            [str(PROJECT_DIR / "scripts" / args[0]), *args[1:]],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=PROJECT_DIR,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{shown} failed: {exc}"
+    if done.returncode != 0:
+        return f"{shown} exited {done.returncode}: {(done.stderr or done.stdout).strip()[-600:]}"
+    return ""
+
+
+@pytest.fixture(scope="session")
+def docker_engine():
+    """A Docker engine answering at DOCKER_HOST or /var/run/docker.sock, started here where none does."""
+    failed = run_script("docker-engine.sh", "start", timeout=300)
+    if failed:
+        unavailable(f"no Docker engine could be started: {failed}")
+
+
+@pytest.fixture(scope="session")
+def docker_sandbox_image(docker_engine):
+    """The sandbox image of this code's runtime, built where it is missing or out of date."""
+    failed = run_script("images/sandbox.sh", timeout=600)
+    if failed:
+        unavailable(f"the Docker sandbox image could not be built: {failed}")
+
+
+def require_docker():
+    """The Docker backend, its engine and image ready; `unavailable` where they cannot be."""
+    backend = get_backend("docker")
+    try:
+        backend.check_available()
+    except SandboxUnavailable as exc:
+        unavailable(f"the Docker sandbox cannot run here: {exc}")
+    return backend
+
+
+@pytest.fixture
+def docker_sandbox(docker_sandbox_image):
+    return require_docker()
+
+
+def pytest_collection_modifyitems(config, items):
+    # A test marked `docker` gets the engine whether or not it asks for a fixture that needs it.
+    for item in items:
+        if item.get_closest_marker("docker") and "docker_engine" not in item.fixturenames:
+            item.fixturenames.insert(0, "docker_engine")

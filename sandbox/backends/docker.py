@@ -1,19 +1,39 @@
 """docker: one throw-away container per command, through the Docker SDK, for hosts that run a Docker engine.
 
-The container has no network (network_mode "none"), a read-only root filesystem, no capabilities,
-no-new-privileges, and runs as an unprivileged uid. Limits: the wall clock and output caps in this process, memory
-and process count through the container's cgroup (which, unlike rlimits, bound the sum over all processes and
-report an OOM kill), CPU time, file size and open files as ulimits, /tmp and /root as sized tmpfs. The container is
-removed whatever happens, so nothing it started outlives `run`.
+What the command finds: the image clawgym/sandbox:<runtime version> (scripts/images/sandbox.sh, `make images`), which
+is the sandbox runtime folder the bubblewrap backend mounts, cut to what bubblewrap shows of it, plus the OpenClaw
+harness at /opt/node and /opt/openclaw. So both backends run the same runtime, and results name it the same way
+(ExecResult.runtime is the image's clawgym.runtime label). Without the image `run` raises SandboxUnavailable.
 
-The workspace is bind-mounted, so the engine must see the same filesystem as this process (a local engine, which is
-how sandbox workers run: one per Docker host). The `docker` package is imported only when this backend is used.
+The container has no network at all (network_mode "none": only loopback, so the host's services, the outside and DNS
+are unreachable; a caller gives it a route by binding a Unix socket in, as rollouts do for the proxy), a read-only
+root filesystem, no capabilities, no-new-privileges, and runs as an unprivileged uid (nobody when the caller is root,
+the caller's own uid otherwise). How each limit is enforced:
+- memory and processes in total: the container's cgroup (memory and memory+swap at the same value, pids.max). An
+  OOM kill in it, of any of its processes, is status "oom": Docker's State.OOMKilled, set from the cgroup's OOM
+  event, never guessed from stderr.
+- CPU: RLIMIT_CPU per process (SIGXCPU, then SIGKILL a second later: status "timeout"), and, when the backend is
+  made with cpus=N, a CFS quota of N cores for the container as a whole.
+- wall clock and output caps: this process; on either, the container is killed. Its PID 1 is Docker's init, so
+  when the command ends or is killed, every process it left (daemons included) goes with the PID namespace; the
+  container is removed whatever happens.
+- file size, open files, address space where asked: ulimits. /tmp, /root and /dev/shm: tmpfs of tmpfs_bytes.
+- disk: as in bubblewrap, the workspace is a size-limited filesystem for the run (sandbox.backends.volume), bound
+  into the container; where that cannot be made (not root), the folder itself is bound and disk_bytes is listed in
+  ExecResult.unenforced.
+Output is read from the container's attach stream, never stored by the engine (logging driver "none").
+
+Every bind (the workspace, ro_binds, extra_binds) is a host path, so the engine must see this process's filesystem:
+a local engine, which is how sandbox workers run (one per Docker host, `scripts/docker-engine.sh start`). The
+`docker` package is imported only when this backend is used.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import socket
+import struct
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -22,7 +42,9 @@ from typing import Any
 from ..errors import SandboxError, SandboxUnavailable
 from ..limits import Limits
 from ..result import ExecResult, Status, classify
+from ..runtime import runtime_version
 from ..workspace import Workspace
+from . import volume
 from .base import (
     OPENCLAW_WORKSPACE_PATH,
     WORKSPACE_PATH,
@@ -35,29 +57,74 @@ from .base import (
     sandbox_cwd,
 )
 from .bwrap import NOBODY
+from .cgroups import _start_time
 from .supervise import Capture
 
-# Debian's python3 lives in /usr/local/bin in the official image, so the PATH here includes it.
-DEFAULT_IMAGE = "python:3.11-slim-bookworm"
-DOCKER_PATH = "/usr/local/bin:/usr/bin:/bin"
+IMAGE_ENV = "CLAWGYM_SANDBOX_IMAGE"
+IMAGE_REPOSITORY = "clawgym/sandbox"
+# Labels scripts/images/sandbox.sh puts on the image.
+RUNTIME_LABEL = "clawgym.runtime"
+PROVIDES_LABEL = "clawgym.provides"
+# Who made a container: "<hostname>:<pid>:<start time>". A worker killed mid-run leaves its container behind;
+# the next backend made on that host removes the containers of owners that are gone.
+OWNER_LABEL = "clawgym.sandbox.owner"
+# How long a killed container may take to stop before the run is reported as a broken sandbox.
+_STOP_SECONDS = 30
+
+
+def owner() -> str:
+    pid = os.getpid()
+    return f"{socket.gethostname()}:{pid}:{_start_time(pid)}"
+
+
+def _owner_gone(label: str) -> bool:
+    host, _, rest = label.partition(":")
+    pid, _, started = rest.partition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False  # another host's worker: only it can tell
+    return str(_start_time(int(pid))) != started
 
 
 def engine_address() -> str:
     return os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
 
 
+def default_image() -> str:
+    """CLAWGYM_SANDBOX_IMAGE, or the sandbox image of the runtime this code defines."""
+    return os.environ.get(IMAGE_ENV) or f"{IMAGE_REPOSITORY}:{runtime_version()}"
+
+
 class DockerBackend(Backend):
     name = "docker"
     isolated = True
 
-    def __init__(self, image: str = DEFAULT_IMAGE, client: Any = None, uid: int = NOBODY, gid: int = NOBODY):
-        self.image = image
+    def __init__(
+        self,
+        image: str | None = None,
+        client: Any = None,
+        uid: int = NOBODY,
+        gid: int = NOBODY,
+        cpus: float | None = None,
+        sized_workspace: bool | None = None,
+    ):
+        """uid/gid: who runs the command when the caller is root (otherwise the caller's own ids, so the files it
+        writes in the workspace stay the caller's). cpus: a CFS quota in cores for each container (None: none).
+        sized_workspace: give the workspace a size-limited filesystem (default: wherever volume.available())."""
+        if uid == 0 or gid == 0:
+            raise SandboxError("the Docker sandbox never runs as root: pick an unprivileged uid and gid")
+        if cpus is not None and not cpus > 0:
+            raise SandboxError(f"cpus must be a positive number of cores, got {cpus!r}")
+        self.image = image or default_image()
         self._client = client
-        self.uid, self.gid = uid, gid
+        self.as_root = os.geteuid() == 0
+        self.uid, self.gid = (uid, gid) if self.as_root else (os.getuid(), os.getgid())
+        self.cpus = cpus
+        self.sized_workspace = volume.available()[0] if sized_workspace is None else sized_workspace
+        self._labels: dict[str, str] | None = None
 
     @property
     def client(self) -> Any:
-        if self._client is None:
+        if self._client is None or self._labels is None:
             self.check_available()
         return self._client
 
@@ -70,8 +137,32 @@ class DockerBackend(Backend):
             client = self._client or docker.from_env()
             client.ping()
         except Exception as exc:  # the SDK raises DockerException, requests errors or OSError alike
-            raise SandboxUnavailable(f"no Docker engine answers at {engine_address()}: {exc}") from exc
+            raise SandboxUnavailable(
+                f"no Docker engine answers at {engine_address()}: {exc} (scripts/docker-engine.sh start)"
+            ) from exc
+        try:
+            image = client.images.get(self.image)
+        except docker.errors.ImageNotFound as exc:
+            raise SandboxUnavailable(
+                f"the Docker image {self.image} is not built here: run `make images` (scripts/images/sandbox.sh)"
+            ) from exc
+        except docker.errors.APIError as exc:
+            raise SandboxUnavailable(f"Docker could not inspect the image {self.image}: {exc}") from exc
         self._client = client
+        self._labels = dict(image.labels or {})
+        remove_stale(client)
+
+    @property
+    def runtime(self) -> str:
+        """The sandbox runtime the image holds (its label), or the image's name for an image not built by us."""
+        self.client  # noqa: B018 - reads the labels
+        return self._labels.get(RUNTIME_LABEL) or self.image
+
+    @property
+    def provided_paths(self) -> frozenset[str]:
+        """Folders inside the sandbox that the image itself holds (the harness): callers need not bind them in."""
+        self.client  # noqa: B018 - reads the labels
+        return frozenset(p for p in self._labels.get(PROVIDES_LABEL, "").split(",") if p)
 
     def run(
         self,
@@ -88,31 +179,72 @@ class DockerBackend(Backend):
 
         limits = limits or Limits()
         client = self.client
-        if os.geteuid() == 0:
+        args = argv(command)
+        options = {
+            "env": base_env(WORKSPACE_PATH, "/root", env),
+            "limits": limits,
+            "cwd": sandbox_cwd(cwd),
+            "ro_binds": checked_binds(ro_binds),
+            "extra_binds": checked_binds(extra_binds),
+            "user": f"{self.uid}:{self.gid}",
+            "cpus": self.cpus,
+        }
+        if self.as_root:
             workspace.chown_tree(self.uid, self.gid)
-        options = container_options(
-            argv(command),
-            workspace,
-            env=base_env(WORKSPACE_PATH, "/root", env) | {"PATH": DOCKER_PATH},
-            limits=limits,
-            cwd=sandbox_cwd(cwd),
-            ro_binds=checked_binds(ro_binds),
-            extra_binds=checked_binds(extra_binds),
-            user=f"{self.uid}:{self.gid}",
-        )
+        disk = None
         try:
-            container = client.containers.create(self.image, **options)
-        except docker.errors.ImageNotFound as exc:
-            raise SandboxUnavailable(f"Docker image {self.image} is not present: docker pull {self.image}") from exc
-        except docker.errors.APIError as exc:
-            raise SandboxError(f"Docker could not create the container: {exc}") from exc
-        try:
-            return self._run_container(client, container, limits)
+            disk = (
+                volume.Volume(workspace.root, limits.disk_bytes, self.uid, self.gid) if self.sized_workspace else None
+            )
+            try:
+                container = client.containers.create(
+                    self.image, **container_options(args, disk.mount_point if disk else workspace.root, **options)
+                )
+            except docker.errors.ImageNotFound as exc:
+                raise SandboxUnavailable(f"the Docker image {self.image} is gone: run `make images`") from exc
+            except docker.errors.APIError as exc:
+                raise SandboxError(f"Docker could not create the container: {exc}") from exc
+            try:
+                watched = self._run_container(client, container, limits)
+            finally:
+                with contextlib.suppress(docker.errors.NotFound):
+                    container.remove(force=True)
+            disk_full = bool(disk and disk.full())
+            if disk:
+                disk.copy_back()
         finally:
-            with contextlib.suppress(docker.errors.NotFound):
-                container.remove(force=True)
+            if disk:
+                disk.remove()
+        stdout, stderr, exit_code, killed, oom_killed, duration = watched
+        text = stderr.text()
+        status, reason = classify(
+            returncode=exit_code,
+            killed_for=killed,
+            stderr=text,
+            limits=limits,
+            oom_killed=oom_killed,
+            disk_full=disk_full,
+            address_space_limited=limits.address_space_bytes is not None,
+        )
+        return ExecResult(
+            status=status,
+            reason=reason,
+            returncode=None if killed else exit_code,
+            stdout=stdout.text(),
+            stderr=text,
+            stdout_truncated=stdout.truncated,
+            stderr_truncated=stderr.truncated,
+            duration=duration,
+            # The container's cgroup (and its CPU account) is gone with the container: unknown rather than wrong.
+            cpu_seconds=None,
+            backend=self.name,
+            isolated=True,
+            runtime=self.runtime,
+            unenforced=() if disk else ("disk_bytes",),
+        )
 
-    def _run_container(self, client: Any, container: Any, limits: Limits) -> ExecResult:
+    def _run_container(self, client: Any, container: Any, limits: Limits):
+        """Start the container, read its output under the caps, kill it at a limit, and say how it ended."""
         import docker.errors
         import requests  # the Docker SDK's own transport
 
@@ -130,70 +262,108 @@ class DockerBackend(Backend):
                 container.kill()
 
         # Attach before starting (as the docker CLI does), so not a byte of output is missed.
-        stream = client.api.attach(container.id, stdout=True, stderr=True, stream=True, demux=True)
-        started = time.monotonic()
-        container.start()
+        attached = client.api.attach_socket(container.id, params={"stdout": 1, "stderr": 1, "stream": 1})
+        connection: socket.socket = getattr(attached, "_sock", attached)
+        connection.settimeout(None)  # a command may be quiet for longer than the SDK's request timeout
+
+        def over_limit() -> None:
+            # Hang up first: the engine then stops copying output to us (unread output would back up through it
+            # into the container's runtime and stall the kill), and everything past the caps is dropped there.
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+            stop(Status.OUTPUT_LIMIT)
 
         def read() -> None:
-            for out, err in stream:
-                for capture, chunk in ((stdout, out), (stderr, err)):
-                    if chunk and capture.feed(chunk):
-                        stop(Status.OUTPUT_LIMIT)
+            with contextlib.suppress(OSError):
+                for stream_id, chunk in _frames(connection):
+                    if (stderr if stream_id == 2 else stdout).feed(chunk):
+                        over_limit()
+                        return
 
         reader = threading.Thread(target=read, name=f"sandbox-docker-{container.short_id}", daemon=True)
+        started = time.monotonic()
+        try:
+            container.start()
+        except docker.errors.APIError as exc:
+            # The engine could not start it (a bind source it cannot see); a missing command is Docker's init's
+            # exit 127 instead, like a shell's.
+            raise SandboxError(f"Docker could not start the container: {exc}") from exc
         reader.start()
         try:
             container.wait(timeout=limits.wall_seconds)
         except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
             # The SDK reports a wait that outlived its timeout as one of these two.
             stop(Status.TIMEOUT)
-            container.wait(timeout=30)
+            try:
+                container.wait(timeout=_STOP_SECONDS)
+            except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError) as exc:
+                raise SandboxError(f"the container did not stop {_STOP_SECONDS} s after it was killed") from exc
         duration = time.monotonic() - started
         reader.join(timeout=5)
+        with contextlib.suppress(OSError):
+            connection.shutdown(socket.SHUT_RDWR)
+        connection.close()
         container.reload()
         state = container.attrs["State"]
         killed = killed_for[0] if killed_for else None
-        text = stderr.text()
-        status, reason = classify(
-            returncode=state.get("ExitCode"),
-            killed_for=killed,
-            stderr=text,
-            limits=limits,
-            oom_killed=bool(state.get("OOMKilled")),
-        )
-        return ExecResult(
-            status=status,
-            reason=reason,
-            returncode=None if killed else state.get("ExitCode"),
-            stdout=stdout.text(),
-            stderr=text,
-            stdout_truncated=stdout.truncated,
-            stderr_truncated=stderr.truncated,
-            duration=duration,
-            cpu_seconds=None,
-            backend=self.name,
-            isolated=True,
-            # The image is the runtime here; once the runtime folder is imported as the image (the deployment
-            # issue), its tag names the runtime version.
-            runtime=self.image,
-            # The workspace is a bind mount of the host folder: only max_file_bytes and the wall clock bound it.
-            unenforced=("disk_bytes",),
-        )
+        return stdout, stderr, state.get("ExitCode"), killed, bool(state.get("OOMKilled")), duration
 
 
-def container_options(command, workspace, *, env, limits, cwd, ro_binds, extra_binds, user) -> dict[str, Any]:
+def remove_stale(client: Any) -> list[str]:
+    """Remove the sandbox containers whose owner on this host is gone (a worker killed mid-run); their names."""
+    import docker.errors
+
+    removed = []
+    for container in client.containers.list(all=True, filters={"label": "clawgym.sandbox=1"}):
+        if _owner_gone(container.labels.get(OWNER_LABEL, "")):
+            with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+                container.remove(force=True)
+                removed.append(container.name)
+    return removed
+
+
+def _frames(connection: socket.socket, chunk_bytes: int = 256 * 1024):
+    """(stream id, bytes) pieces of the engine's multiplexed attach stream (1 stdout, 2 stderr): an 8-byte header
+    (stream id, 3 zero bytes, big-endian length) before each frame. Ends when the engine closes the connection."""
+    header = bytearray()
+    while True:
+        while len(header) < 8:
+            data = connection.recv(8 - len(header))
+            if not data:
+                return
+            header += data
+        stream_id, size = struct.unpack(">BxxxL", header)
+        header.clear()
+        while size:
+            data = connection.recv(min(size, chunk_bytes))
+            if not data:
+                return
+            size -= len(data)
+            yield stream_id, data
+
+
+def container_options(command, workspace_dir, *, env, limits, cwd, ro_binds, extra_binds, user, cpus=None):
     """Keyword arguments for containers.create: everything that makes the container a sandbox."""
-    from docker.types import Mount, Ulimit
+    from docker.types import LogConfig, Mount, Ulimit
 
-    root = str(workspace.root)
+    root = str(workspace_dir)
     mounts = [
         Mount(WORKSPACE_PATH, root, type="bind"),
         Mount(OPENCLAW_WORKSPACE_PATH, root, type="bind"),
         *(Mount(target, source, type="bind", read_only=True) for source, target in ro_binds),
         *(Mount(target, source, type="bind") for source, target in extra_binds),
     ]
-    tmpfs = f"size={limits.tmpfs_bytes},mode=1777"
-    return {
+    # exec: as in bubblewrap, an agent may run a script it wrote to /tmp (Docker mounts tmpfs noexec by default).
+    tmpfs = f"size={limits.tmpfs_bytes},mode=1777,exec"
+    ulimits = [
+        Ulimit(name="cpu", soft=limits.cpu_seconds, hard=limits.cpu_seconds + 1),
+        Ulimit(name="fsize", soft=limits.max_file_bytes, hard=limits.max_file_bytes),
+        Ulimit(name="nofile", soft=limits.max_open_files, hard=limits.max_open_files),
+        Ulimit(name="core", soft=0, hard=0),
+    ]
+    if limits.address_space_bytes:
+        ulimits.append(Ulimit(name="as", soft=limits.address_space_bytes, hard=limits.address_space_bytes))
+    options = {
         "command": command,
         "user": user,
         "working_dir": cwd,
@@ -202,19 +372,18 @@ def container_options(command, workspace, *, env, limits, cwd, ro_binds, extra_b
         "read_only": True,
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges"],
-        "init": True,  # a reaping PID 1, so zombies do not eat the pids limit
+        "init": True,  # Docker's init as PID 1: it reaps zombies, and its end empties the PID namespace
         "mem_limit": limits.memory_bytes,
         "memswap_limit": limits.memory_bytes,  # the same value: no swap on top
         "pids_limit": limits.max_processes,
         "shm_size": limits.tmpfs_bytes,
-        "ulimits": [
-            Ulimit(name="cpu", soft=limits.cpu_seconds, hard=limits.cpu_seconds + 1),
-            Ulimit(name="fsize", soft=limits.max_file_bytes, hard=limits.max_file_bytes),
-            Ulimit(name="nofile", soft=limits.max_open_files, hard=limits.max_open_files),
-            Ulimit(name="core", soft=0, hard=0),
-        ],
+        "ulimits": ulimits,
         "tmpfs": {"/tmp": tmpfs, "/root": tmpfs},
         "mounts": mounts,
         "hostname": "sandbox",
-        "labels": {"clawgym.sandbox": "1"},
+        "log_config": LogConfig(type="none"),
+        "labels": {"clawgym.sandbox": "1", OWNER_LABEL: owner()},
     }
+    if cpus:
+        options["nano_cpus"] = int(cpus * 1e9)
+    return options

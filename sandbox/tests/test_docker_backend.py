@@ -1,28 +1,16 @@
-"""The docker backend. Tests that need an engine run where one answers and are skipped elsewhere."""
+"""The Docker backend: how a container is made a sandbox, and plain runs on a real engine (the hostile battery is
+test_docker_hostile.py). Tests marked docker start the engine (scripts/docker-engine.sh) and build the image
+(scripts/images/sandbox.sh) where they are missing; in CI an engine that cannot start fails them."""
 
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
-from sandbox import Limits, SandboxUnavailable, Status, get_backend
-from sandbox.backends.docker import container_options
-
-
-@pytest.fixture(scope="module")
-def docker_backend():
-    backend = get_backend("docker")
-    try:
-        backend.check_available()
-    except SandboxUnavailable as exc:
-        pytest.skip(str(exc))
-    image = backend.image
-    try:
-        backend.client.images.get(image)
-    except Exception:
-        pytest.skip(f"Docker image {image} is not present (docker pull {image})")
-    return backend
+from sandbox import Limits, SandboxUnavailable, Status, get_backend, runtime_version
+from sandbox.backends.docker import DockerBackend, container_options, default_image
 
 
 def test_unavailable_engine_is_reported_with_its_address(monkeypatch):
@@ -31,25 +19,37 @@ def test_unavailable_engine_is_reported_with_its_address(monkeypatch):
         get_backend("docker").check_available()
 
 
+def test_the_default_image_is_the_sandbox_image_of_this_runtime(monkeypatch):
+    monkeypatch.delenv("CLAWGYM_SANDBOX_IMAGE", raising=False)
+    assert default_image() == f"clawgym/sandbox:{runtime_version()}"
+    monkeypatch.setenv("CLAWGYM_SANDBOX_IMAGE", "registry.example/sandbox:7")
+    assert get_backend("docker").image == "registry.example/sandbox:7"
+
+
 def test_container_is_configured_as_a_sandbox(workspace):
-    limits = Limits(memory_bytes=512 << 20, max_processes=64, cpu_seconds=30, tmpfs_bytes=8 << 20)
+    limits = Limits(
+        memory_bytes=512 << 20, max_processes=64, cpu_seconds=30, tmpfs_bytes=8 << 20, address_space_bytes=4 << 30
+    )
     options = container_options(
         ["python3", "check.py"],
-        workspace,
+        workspace.root,
         env={"A": "1"},
         limits=limits,
         cwd="/workspace",
         ro_binds=[("/opt/node", "/opt/node")],
         extra_binds=[],
         user="65534:65534",
+        cpus=1.5,
     )
     assert options["network_mode"] == "none"
     assert options["read_only"] is True and options["cap_drop"] == ["ALL"]
-    assert options["security_opt"] == ["no-new-privileges"]
+    assert options["security_opt"] == ["no-new-privileges"] and options["init"] is True
     assert options["mem_limit"] == options["memswap_limit"] == 512 << 20
-    assert options["pids_limit"] == 64
-    assert {u["Name"]: (u["Soft"], u["Hard"]) for u in options["ulimits"]}["cpu"] == (30, 31)
-    assert options["tmpfs"]["/tmp"] == f"size={8 << 20},mode=1777"
+    assert options["pids_limit"] == 64 and options["nano_cpus"] == 1_500_000_000
+    ulimits = {u["Name"]: (u["Soft"], u["Hard"]) for u in options["ulimits"]}
+    assert ulimits["cpu"] == (30, 31) and ulimits["as"] == (4 << 30, 4 << 30) and ulimits["core"] == (0, 0)
+    assert options["tmpfs"]["/tmp"] == f"size={8 << 20},mode=1777,exec"
+    assert options["log_config"]["Type"] == "none"  # output is read from the attach stream, never stored
     mounts = {m["Target"]: (m["Source"], m["ReadOnly"]) for m in options["mounts"]}
     assert mounts == {
         "/workspace": (str(workspace.root), False),
@@ -60,42 +60,69 @@ def test_container_is_configured_as_a_sandbox(workspace):
     # The SDK's own translation accepts every option (a typo would raise TypeError here, not only on an engine).
     from docker.models.containers import _create_container_args
 
-    host_config = _create_container_args(dict(options, image="img", version="1.45"))["host_config"]
+    host_config = _create_container_args(dict(options, image="img", version="1.41"))["host_config"]
     assert host_config["NetworkMode"] == "none" and host_config["PidsLimit"] == 64
 
 
-def test_runs_python_in_the_workspace(docker_backend, workspace):
-    result = docker_backend.run(
-        ["python3", "-c", "import os, json; print(json.dumps([os.getcwd(), open('input.txt').read()]))"],
-        workspace,
-        limits=Limits(wall_seconds=120),
+@pytest.mark.docker
+def test_runs_the_runtimes_python_in_the_workspace_as_nobody(docker_sandbox, workspace):
+    script = (
+        "import os, json, sys; print(json.dumps([os.getcwd(), os.getuid(), sys.executable, open('input.txt').read()]))"
     )
+    result = docker_sandbox.run(["python3", "-c", script], workspace, limits=Limits(wall_seconds=120))
     assert result.status is Status.OK, result
-    assert json.loads(result.stdout) == ["/workspace", "hello\n"]
+    assert json.loads(result.stdout) == ["/workspace", 65534, "/usr/bin/python3", "hello\n"]
     assert result.isolated and result.backend == "docker"
+    # The same runtime as bubblewrap's, by name and by content.
+    assert result.runtime == runtime_version() == docker_sandbox.runtime
+    assert docker_sandbox.run(["cat", "/etc/clawgym-runtime"], workspace).stdout.strip() == runtime_version()
+    assert docker_sandbox.provided_paths == {"/opt/node", "/opt/openclaw"}
 
 
-def test_no_network(docker_backend, workspace):
-    script = "import socket; socket.create_connection(('1.1.1.1', 443), timeout=3)"
-    result = docker_backend.run(["python3", "-c", script], workspace, limits=Limits(wall_seconds=120))
-    assert result.status is Status.ERROR, result
-
-
-def test_limits(docker_backend, workspace):
-    loop = docker_backend.run(["python3", "-c", "while True: pass"], workspace, limits=Limits(wall_seconds=3))
-    assert loop.status is Status.TIMEOUT, loop
-    flood = docker_backend.run(["yes"], workspace, limits=Limits(wall_seconds=120, max_output_bytes=10_000))
-    assert flood.status is Status.OUTPUT_LIMIT and len(flood.stdout) == 10_000, flood
-    script = "x = bytearray(2 << 30); x[::4096] = b'x' * len(range(0, 2 << 30, 4096))"
-    oom = docker_backend.run(
-        ["python3", "-c", script], workspace, limits=Limits(wall_seconds=120, memory_bytes=256 << 20)
+@pytest.mark.docker
+def test_writes_come_back_to_the_workspace(docker_sandbox, workspace):
+    result = docker_sandbox.run(
+        "echo done > /root/.openclaw/workspace/out.txt && rm input.txt", workspace, limits=Limits(wall_seconds=120)
     )
-    assert oom.status is Status.OOM, oom
+    assert result.ok and result.unenforced == (), result
+    diff = workspace.diff()
+    assert diff.added["out.txt"].content == b"done\n" and set(diff.deleted) == {"input.txt"}
 
 
-def test_writes_come_back_to_the_workspace(docker_backend, workspace):
-    result = docker_backend.run(
-        "echo done > /root/.openclaw/workspace/out.txt", workspace, limits=Limits(wall_seconds=120)
+@pytest.mark.docker
+def test_a_missing_command_is_exit_127_and_a_missing_image_is_unavailable(docker_sandbox, workspace):
+    result = docker_sandbox.run(["no-such-command"], workspace)
+    assert (result.status, result.returncode, result.reason) == (Status.ERROR, 127, "exit code 127: command not found")
+    with pytest.raises(SandboxUnavailable, match=r"clawgym/sandbox:not-built is not built here: run `make images`"):
+        DockerBackend(image="clawgym/sandbox:not-built").check_available()
+
+
+@pytest.mark.docker
+def test_a_script_written_to_tmp_can_run(docker_sandbox, workspace):
+    # As in bubblewrap: agents write helper scripts to /tmp and run them (Docker mounts tmpfs noexec by default).
+    result = docker_sandbox.run(
+        "printf '#!/bin/sh\\necho ran\\n' > /tmp/x.sh && chmod +x /tmp/x.sh && /tmp/x.sh", workspace
     )
-    assert result.ok, result
-    assert workspace.diff().added["out.txt"].content == b"done\n"
+    assert result.ok and result.stdout == "ran\n", result
+
+
+@pytest.mark.docker
+def test_containers_of_a_worker_killed_mid_run_are_removed_by_the_next_backend(docker_sandbox):
+    import socket
+
+    from sandbox.backends.docker import OWNER_LABEL, remove_stale
+
+    client = docker_sandbox.client
+    dead = f"{socket.gethostname()}:{os.getpid()}:1"  # this pid with another start time: a process that is gone
+    elsewhere = "another-worker-host:1:1"
+    made = [
+        client.containers.create(docker_sandbox.image, ["true"], labels={"clawgym.sandbox": "1", OWNER_LABEL: owner})
+        for owner in (dead, elsewhere)
+    ]
+    try:
+        removed = remove_stale(client)
+        assert made[0].name in removed and made[1].name not in removed
+        left = {c.name for c in client.containers.list(all=True, filters={"label": "clawgym.sandbox=1"})}
+        assert made[0].name not in left and made[1].name in left
+    finally:
+        made[1].remove(force=True)

@@ -63,6 +63,8 @@ printf 'root:x:0:\nnogroup:x:65534:\n' >"$stage/etc/group"
 chmod 0644 "$stage/etc/passwd" "$stage/etc/group"
 # Mount points the container gets (the workspace twice, the run folder, the kernel's and Docker's own).
 mkdir -p "$stage"/{dev,proc,sys,tmp,root/.openclaw/workspace,workspace,run}
+# Docker copies a mount point's mode onto the tmpfs it mounts there: /tmp and /root (HOME) writable by any uid.
+chmod 1777 "$stage/tmp" "$stage/root"
 import_root "$stage" "$hashed" \
   --change "ENV PATH=/usr/bin:/bin:/usr/sbin:/sbin" \
   --change "ENV LANG=C.UTF-8" \
