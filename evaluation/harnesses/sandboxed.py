@@ -1,4 +1,4 @@
-"""Running one harness in the bubblewrap sandbox, with the recording proxy as its only way out.
+"""Running one harness in the sandbox (bubblewrap, or Docker), with the recording proxy as its only way out.
 
     outcome = run_agent(get_harness("openclaw"), task, workspace, proxy_base=proxy_base_url(session))
 
@@ -8,6 +8,10 @@ the proxy. Inside, harnesses/inside/driver.py listens on 127.0.0.1:BRIDGE_PORT, 
 agent under its deadline and then the harness's follow-up steps. The sandbox has its own network namespace (only
 loopback), so the web app, the database, Redis, DNS and the outside cannot be reached; the relay refuses any request
 that is not an OpenAI API call of this rollout. The run dir is deleted afterwards.
+
+With the Docker backend the same happens in a container with network "none": the run dir (and the socket in it) is
+bound in the same way, and the harness itself comes from the image (scripts/images/sandbox.sh puts OpenClaw at the
+paths it has inside), so only the folders the image lacks are bound from this host.
 """
 
 from __future__ import annotations
@@ -68,12 +72,16 @@ def agent_limits(task: AgentTask) -> Limits:
     )
 
 
+# Backends that can give the agent its only route out: a Unix socket bound into an otherwise network-less sandbox.
+ROLLOUT_BACKENDS = ("bwrap", "docker")
+
+
 def sandbox_backend(name: str | None = None) -> Backend:
     backend = get_backend(name or settings.CLAWGYM_SANDBOX_BACKEND)
-    if backend.name != "bwrap":
-        # The agent's route to the proxy is a Unix socket bound into the sandbox, built for bubblewrap only.
+    if backend.name not in ROLLOUT_BACKENDS:
         raise HarnessUnavailable(
-            f"rollouts run in the bwrap sandbox only (CLAWGYM_SANDBOX_BACKEND is {backend.name!r})"
+            f"rollouts run in the {' or '.join(ROLLOUT_BACKENDS)} sandbox only "
+            f"(CLAWGYM_SANDBOX_BACKEND is {backend.name!r})"
         )
     return backend
 
@@ -101,7 +109,15 @@ def run_agent(
     harness.check_available()
     limits = limits or agent_limits(task)
     run_dir = Path(tempfile.mkdtemp(prefix="clawgym-run-", dir=scratch_dir))
+    inside = INSIDE_HOST_DIR
     try:
+        if backend.name == "docker":
+            # The engine resolves binds on its own host, where a worker in a container (the compose deployment) has
+            # no code; the scratch folder it has at the same path there. A copy beside the run dir, not in it: the
+            # run dir is the agent's to write.
+            inside = Path(tempfile.mkdtemp(prefix="clawgym-inside-", dir=run_dir.parent))
+            shutil.copytree(INSIDE_HOST_DIR, inside, dirs_exist_ok=True)
+            inside.chmod(0o755)
         (run_dir / "out").mkdir()
         agent_step, after = harness.prepare(task, run_dir, OPENCLAW_WORKSPACE_PATH)
         unreachable = preflight() if preflight else ""
@@ -131,7 +147,7 @@ def run_agent(
                     ["/usr/bin/python3", f"{INSIDE_DIR}/driver.py", f"{RUN_DIR}/spec.json"],
                     workspace,
                     limits=limits,
-                    ro_binds=[(INSIDE_HOST_DIR, INSIDE_DIR), *harness.ro_binds()],
+                    ro_binds=[(inside, INSIDE_DIR), *_binds_not_in_image(backend, harness.ro_binds())],
                     extra_binds=[(run_dir, RUN_DIR)],
                 )
             except SandboxError as exc:
@@ -156,6 +172,14 @@ def run_agent(
         return outcome
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
+        if inside != INSIDE_HOST_DIR:
+            shutil.rmtree(inside, ignore_errors=True)
+
+
+def _binds_not_in_image(backend: Backend, binds: list[tuple[Path, str]]) -> list[tuple[Path, str]]:
+    """The harness's folders, less those the sandbox's image holds itself (Docker: DockerBackend.provided_paths)."""
+    provided = getattr(backend, "provided_paths", frozenset())
+    return [(source, target) for source, target in binds if target not in provided]
 
 
 def _chown_tree(root: Path, uid: int, gid: int) -> None:
