@@ -25,8 +25,9 @@ Backends (sandbox.backends), all with one method:
       the sandbox runtime's /usr, /bin, /sbin, /lib* and a few of its /etc files visible read-only, tmpfs /tmp and
       /root; everything the command started is gone when run returns; memory and processes bounded in total by the
       run's cgroup, the workspace by a size-limited filesystem. See sandbox/backends/bwrap.py for each limit.
-    - "docker": one container per run through the Docker SDK, network none, the same limits (memory and processes
-      by cgroup). Needs a local Docker engine and the image (default python:3.11-slim-bookworm).
+    - "docker": one container per run through the Docker SDK, network none, the same runtime (the image
+      clawgym/sandbox:<runtime version>, `make images`) and the same limits (memory and processes by the container's
+      cgroup, the sized workspace). Needs a local Docker engine (`make docker`). See sandbox/backends/docker.py.
     - "process": no isolation, for development machines without bubblewrap. Refused unless the environment has
       CLAWGYM_ALLOW_UNSANDBOXED=1; its results carry isolated=False.
 

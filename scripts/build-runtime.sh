@@ -9,7 +9,7 @@
 # a lock keeps two builds of the same folder from racing. Needs root (debootstrap, chroot, mount) and the mirror.
 # Downloaded packages are kept in .runtime/cache/, so a rebuild (a changed manifest) fetches only what is new.
 # CLAWGYM_RUNTIME_DIR: the folder holding runtimes (default .runtime in the project).
-# The folder is also a Docker image: tar -C .runtime/<version> -c . | docker import - clawgym-runtime:<version>
+# The folder is also the Docker backend's image: scripts/images/sandbox.sh imports it as clawgym/sandbox:<version>.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 manifest=sandbox/runtime/packages.txt

@@ -4,7 +4,7 @@ What a checker can call is part of its score, so scores must not depend on what 
 is defined once, by packages.txt beside this module, and built from it by scripts/build-runtime.sh (`make runtime`):
 a Debian root folder at `<runtimes_dir()>/<version>/`. The bubblewrap backend mounts that folder's system folders in
 place of the host's and refuses to run (SandboxUnavailable) where it is not built; the Docker backend's image is the
-same folder (`tar -C <folder> -c . | docker import - clawgym-runtime:<version>`).
+same folder, as bubblewrap shows it (scripts/images/sandbox.sh: clawgym/sandbox:<version>).
 
     runtime_version()   "clawgym-runtime-<N>-<sha12>": N is the manifest's `version` line, sha12 the first 12 hex
                         digits of the manifest file's sha256, so any change of the definition is a new name.
