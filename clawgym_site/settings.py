@@ -259,6 +259,11 @@ CLAWGYM_PERIODIC_SECONDS = env_json("CLAWGYM_PERIODIC_SECONDS", {})
 # CLAWGYM_WORKER_SEEN_SECONDS, per queue.
 CLAWGYM_WORKER_BEAT_SECONDS = env_float("CLAWGYM_WORKER_BEAT_SECONDS", 15.0)
 CLAWGYM_WORKER_SEEN_SECONDS = env_int("CLAWGYM_WORKER_SEEN_SECONDS", 60)
+# Checkpoint servers (training_jobs.serving) listen on CLAWGYM_SERVE_HOST of the gpu worker that starts them; their
+# endpoint's base_url names CLAWGYM_SERVE_ADVERTISE_HOST, the worker's address as the proxy reaches it (default: the
+# listening host, or the machine's name when that is 0.0.0.0).
+CLAWGYM_SERVE_HOST = env_str("CLAWGYM_SERVE_HOST", "127.0.0.1")
+CLAWGYM_SERVE_ADVERTISE_HOST = env_str("CLAWGYM_SERVE_ADVERTISE_HOST", "")
 
 # --- Health and metrics (ops/) ---
 # /healthz answers 503 unless the database and the broker answer, each queue listed here has a worker seen recently

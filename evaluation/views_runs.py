@@ -166,8 +166,10 @@ def run_start(request):
     from django.conf import settings
 
     if request.method == "GET":
+        # ?endpoint=NAME: the training run page's "Start an evaluation" link for a checkpoint just served.
         form = StartEvalRunForm(initial={"harness": settings.CLAWGYM_DEFAULT_HARNESS, "repeats": 1,
-                                         "pass_threshold": 1.0, "options": {}})  # fmt: skip
+                                         "pass_threshold": 1.0, "options": {},
+                                         "endpoint": request.GET.get("endpoint")})  # fmt: skip
         return render_page(request, "evaluation/run_start.html", {"nav": "evaluations", "form": form})
     form = StartEvalRunForm(request.POST)
     if not form.is_valid():

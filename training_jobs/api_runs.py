@@ -12,7 +12,10 @@ serving and evaluating the admin role.
     GET  /api/training/runs/{id}/metrics/         every logged step
     GET  /api/training/runs/{id}/rollouts/?step=N an RL run's rollouts (step, group, reward, samples, dropped), paged
     POST /api/training/runs/{id}/cancel/ | resume/ | clone/ {overrides?} | evaluate/ {benchmark_version}
-    GET  /api/training/checkpoints/{id}/          POST …/serve/: 200 + {endpoint, base_url}
+    GET  /api/training/checkpoints/{id}/          POST …/serve/: 202 + the server (status "starting"; its job on the gpu
+                                                  queue starts it on a worker), Location: its url
+    GET  /api/training/servers/{id}/              a server: starting → ready (endpoint, base_url) or failed (error);
+                                                  GET /api/training/servers/?checkpoint=ID lists one checkpoint's
 """
 
 from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, extend_schema
@@ -25,8 +28,15 @@ from clawgym_site.api_filters import QueryFilterMixin
 from jobs.engine import JobEngineError
 
 from . import rl_pages, runs
-from .models import BaseModel, Checkpoint, RLRollout, TrainingDataset, TrainingMetric, TrainingRun
-from .serializers import RLRolloutSerializer, RLStepSummarySerializer, StartRLRunSerializer, TrainingRunFilterSerializer
+from .models import BaseModel, Checkpoint, ModelServer, RLRollout, TrainingDataset, TrainingMetric, TrainingRun
+from .serializers import (
+    ModelServerFilterSerializer,
+    ModelServerSerializer,
+    RLRolloutSerializer,
+    RLStepSummarySerializer,
+    StartRLRunSerializer,
+    TrainingRunFilterSerializer,
+)
 
 
 class CheckpointSerializer(serializers.ModelSerializer):
@@ -230,18 +240,31 @@ class CheckpointViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
     serializer_class = CheckpointSerializer
     write_role = ADMIN
 
-    @extend_schema(request=None, responses={200: None})
+    @extend_schema(request=None, responses={202: ModelServerSerializer})
     @action(detail=True, methods=["post"])
     def serve(self, request, pk=None):
-        from .serving import ServingError, serve_checkpoint
+        """Queue the checkpoint's server on a gpu worker; 202 at once with the server, to follow at its url (the
+        same server again while one is starting or ready)."""
+        from .serving import request_serving
 
         try:
-            server = serve_checkpoint(self.get_object())
-        except ServingError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
-        return Response({"endpoint": server.endpoint.name, "base_url": server.endpoint.base_url})
+            server = request_serving(self.get_object(), user=request.user)
+        except JobEngineError as exc:
+            return _refused(exc)
+        body = ModelServerSerializer(server, context=self.get_serializer_context()).data
+        return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["url"]})
+
+
+@extend_schema(tags=["training"])
+class ModelServerViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Checkpoint and base-model servers, newest first (?checkpoint=ID: one checkpoint's; ?status=ready)."""
+
+    queryset = ModelServer.objects.select_related("endpoint")
+    serializer_class = ModelServerSerializer
+    filter_serializer_class = ModelServerFilterSerializer
 
 
 def register(router) -> None:
     router.register("training/runs", TrainingRunViewSet, basename="training-run")
     router.register("training/checkpoints", CheckpointViewSet, basename="training-checkpoint")
+    router.register("training/servers", ModelServerViewSet, basename="training-server")

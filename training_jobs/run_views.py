@@ -12,6 +12,7 @@ import json
 from django import forms
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect
+from django.template.response import TemplateResponse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.decorators import admin_required, viewer_required
@@ -188,14 +189,10 @@ def curves(run: TrainingRun) -> tuple[list[dict], dict, dict]:
 def checkpoint_scores(run: TrainingRun) -> tuple[list[dict], dict | None]:
     """Each checkpoint with its evaluations' scores, and the score-per-checkpoint chart (overall and per category)
     against the base model's evaluation."""
-    from evaluation.models import EvalRun
-
     rows, labels, overall, categories = [], [], [], {}
-    for checkpoint in run.checkpoints.order_by("step").prefetch_related("servers"):
-        evaluations = list(EvalRun.objects.filter(pk__in=checkpoint.evaluations.values("eval_run")))
-        server = next((s for s in checkpoint.servers.all() if s.status == "ready"), None)
-        rows.append({"checkpoint": checkpoint, "evaluations": evaluations, "server": server})
-        scored = [e for e in evaluations if e.overall_mean is not None]
+    for checkpoint in run.checkpoints.order_by("step").prefetch_related("servers__endpoint"):
+        rows.append(checkpoint_row(checkpoint))
+        scored = [e for e in rows[-1]["evaluations"] if e.overall_mean is not None]
         if scored:
             labels.append(f"step {checkpoint.step}")
             overall.append(scored[0].overall_mean)
@@ -212,6 +209,15 @@ def checkpoint_scores(run: TrainingRun) -> tuple[list[dict], dict | None]:
     chart = {"type": "line", "labels": labels, "datasets": datasets, "y": {"min": 0, "max": 1, "title": "score"},
              "x": {"title": "checkpoint"}}  # fmt: skip
     return rows, chart
+
+
+def checkpoint_row(checkpoint: Checkpoint) -> dict:
+    """A checkpoint's row: its evaluations, and its latest server (starting, ready, failed or stopped)."""
+    from evaluation.models import EvalRun
+
+    evaluations = list(EvalRun.objects.filter(pk__in=checkpoint.evaluations.values("eval_run")))
+    server = next(iter(checkpoint.servers.all()), None)  # newest first (the model's ordering)
+    return {"checkpoint": checkpoint, "evaluations": evaluations, "server": server}
 
 
 def _category_scores(eval_run) -> dict:
@@ -262,15 +268,7 @@ def run_action(request, pk: int, action: str):
             messages.success(request, f"Run #{clone.pk} queued: a clone of #{run.pk}.")
             return redirect("training:run", pk=clone.pk)
         elif action == "serve":
-            from .serving import ServingError, serve_checkpoint
-
-            checkpoint = get_object_or_404(Checkpoint, pk=request.POST.get("checkpoint"), run=run)
-            try:
-                server = serve_checkpoint(checkpoint)
-            except ServingError as exc:
-                messages.error(request, str(exc))
-            else:
-                messages.success(request, f"Serving step {checkpoint.step} as {server.endpoint.name}.")
+            return _serve(request, run)
         elif action == "evaluate":
             from review.models import BenchmarkVersion
 
@@ -290,6 +288,51 @@ def run_action(request, pk: int, action: str):
     except JobEngineError as exc:
         messages.error(request, f"The job engine did not take it: {exc}")
     return redirect("training:run", pk=run.pk)
+
+
+def _serve(request, run: TrainingRun):
+    """Queue the checkpoint's server on a gpu worker (or find the one starting or up) and answer at once: htmx gets
+    the checkpoint's row, which polls until the server is ready or failed; a plain form post the run page."""
+    from .serving import request_serving
+
+    checkpoint = get_object_or_404(Checkpoint, pk=request.POST.get("checkpoint") or 0, run=run)
+    error = ""
+    try:
+        server = request_serving(checkpoint, user=request.user)
+    except JobEngineError as exc:
+        error = f"The job engine did not take it: {exc}"
+    if request.htmx:
+        return _checkpoint_row_response(request, run, checkpoint, error=error)
+    if error:
+        messages.error(request, error)
+    elif server.status == server.Status.READY:
+        messages.success(request, f"Step {checkpoint.step} is served as {server.endpoint.name}.")
+    else:
+        messages.success(request, f"Step {checkpoint.step}: server #{server.pk} starting on a gpu worker.")
+    return redirect("training:run", pk=run.pk)
+
+
+@viewer_required
+@require_GET
+def checkpoint_server(request, pk: int, checkpoint: int):
+    """A checkpoint's row (htmx polls it while its server starts); a plain request goes to the run page."""
+    from .serving import current_server
+
+    run = get_object_or_404(TrainingRun, pk=pk)
+    found = get_object_or_404(Checkpoint, pk=checkpoint, run=run)
+    if not request.htmx:
+        return redirect("training:run", pk=run.pk)
+    latest = found.servers.first()
+    if latest is not None and latest.status == latest.Status.STARTING:
+        current_server(found)  # a row whose job ended without it coming up is marked failed (the polling stops)
+    return _checkpoint_row_response(request, run, found)
+
+
+def _checkpoint_row_response(request, run: TrainingRun, checkpoint: Checkpoint, *, error: str = ""):
+    checkpoint = Checkpoint.objects.prefetch_related("servers__endpoint").get(pk=checkpoint.pk)
+    context = {"run": run, "row": checkpoint_row(checkpoint), "is_admin": has_role(request.user, ADMIN),
+               "serve_error": error}  # fmt: skip
+    return TemplateResponse(request, "training/_checkpoint_row.html", context)
 
 
 def dashboard_panel_context(request) -> dict | None:

@@ -8,7 +8,7 @@ from jobs.serializers import JobRunSerializer
 from tasks.models import Task
 
 from .datasets import DEFAULT_FILTERS
-from .models import BaseModel, DatasetSample, RLRollout, TrainingDataset, TrainingRun
+from .models import BaseModel, DatasetSample, ModelServer, RLRollout, TrainingDataset, TrainingRun
 from .rl.presets import RL_PRESETS
 
 
@@ -196,3 +196,34 @@ class RLStepSummarySerializer(serializers.Serializer):
     inexact_samples = serializers.IntegerField(allow_null=True)
     reward_mean = serializers.FloatField(allow_null=True)
     wall_max_s = serializers.FloatField(allow_null=True)
+
+
+class ModelServerSerializer(serializers.ModelSerializer):
+    """A checkpoint's (or base model's) server: "starting" while its gpu job merges and loads, then "ready" with its
+    endpoint, or "failed" with the error; follow it at `url`."""
+
+    url = serializers.HyperlinkedIdentityField(view_name="training-server-detail")
+    endpoint = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    base_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ModelServer
+        fields = ["id", "url", "checkpoint", "status", "backend", "endpoint", "base_url", "host", "port", "error",
+                  "job_run", "created_at", "last_used_at", "stopped_at"]  # fmt: skip
+        read_only_fields = fields
+
+    def get_base_url(self, server) -> str | None:
+        return server.endpoint.base_url if server.endpoint_id else None
+
+
+class ModelServerFilterSerializer(serializers.Serializer):
+    """?checkpoint=ID&status=ready on the servers' list."""
+
+    checkpoint = serializers.IntegerField(required=False, min_value=1)
+    status = serializers.ChoiceField(choices=ModelServer.Status.choices, required=False)
+
+    def filter(self, queryset):
+        for name in ("checkpoint", "status"):
+            if self.validated_data.get(name):
+                queryset = queryset.filter(**{name: self.validated_data[name]})
+        return queryset

@@ -26,8 +26,13 @@ a GPU worker vLLM could instead serve the adapter on the base model itself (`vll
 for both backends so that the two serve the same weights.
 
 Every server, a checkpoint's or a base model's (`base-RUN`, checkpoint empty, model_path the base's folder), is a
-ModelServer row and a subprocess in a session of its own (it outlives the command that started it); it counts as up
-once GET /v1/models answers. It is stopped by `serve_checkpoint --stop ENDPOINT` or when idle: `stop_idle_servers()`
+ModelServer row and a subprocess in a session of its own (it outlives the command or job that started it); it counts
+as up once GET /v1/models answers. The pages and the API never start one themselves: request_serving() records a
+"starting" row and queues the `training.serve_checkpoint` job (gpu queue), which merges, starts the server on its
+worker, waits for the health check and marks the row ready (or failed, with the error). `manage.py serve_checkpoint`
+serves on the machine it runs on and waits. A server listens on CLAWGYM_SERVE_HOST (127.0.0.1: one machine) and its
+endpoint's base_url names CLAWGYM_SERVE_ADVERTISE_HOST, or the machine's name when it listens on 0.0.0.0, as the RL
+policy server does: the proxy may run on another machine. It is stopped by `serve_checkpoint --stop ENDPOINT` or when idle: `stop_idle_servers()`
 stops ready servers whose endpoint had no model call for CLAWGYM_SERVE_IDLE_SECONDS (30 min), and marks stopped those
 that no longer answer; every SFT run job calls it when it starts, and the scheduler queues it as the
 `training.stop_idle_servers` job (gpu queue, jobs/periodic.py).
@@ -46,9 +51,11 @@ from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from jobs.engine import JobEngineError
 from jobs.registry import job
 from llm.models import ModelCall, ModelEndpoint
 
@@ -112,18 +119,47 @@ def free_port(host: str) -> int:
         return sock.getsockname()[1]
 
 
-def serve_checkpoint(checkpoint: Checkpoint, *, backend: str | None = None, host: str = "127.0.0.1",
+def serve_host() -> str:
+    return getattr(settings, "CLAWGYM_SERVE_HOST", "127.0.0.1")
+
+
+def advertised_host(bind: str) -> str:
+    """The host the endpoint's base_url names: where the proxy, perhaps on another machine, connects."""
+    configured = getattr(settings, "CLAWGYM_SERVE_ADVERTISE_HOST", "")
+    if configured:
+        return configured
+    if bind in ("0.0.0.0", ""):  # every interface: the proxy elsewhere reaches it by the machine's name
+        return socket.getfqdn()
+    return bind
+
+
+def serve_checkpoint(checkpoint: Checkpoint, *, backend: str | None = None, host: str | None = None,
                      port: int | None = None, timeout: float = HEALTH_TIMEOUT_SECONDS) -> ModelServer:  # fmt: skip
-    """Start a server for the checkpoint (a LoRA one merged first), wait until it answers, register its endpoint.
-    A checkpoint already served (its server ready and its process alive) is not started twice."""
+    """Start a server for the checkpoint here (a LoRA one merged first), wait until it answers, register its endpoint
+    (the command; the pages queue training.serve_checkpoint instead). A checkpoint already served (its server ready
+    and its process alive) is not started twice."""
     running = _running(checkpoint.servers.all())
     if running:
         return running
-    return _serve(servable_path(checkpoint), endpoint_name(checkpoint), checkpoint=checkpoint, backend=backend,
-                  host=host, port=port, timeout=timeout, log_dir=Path(checkpoint.path).parent)  # fmt: skip
+    server = ModelServer.objects.create(checkpoint=checkpoint, backend=backend or "", last_used_at=timezone.now())
+    return start_server(server, host=host, port=port, timeout=timeout)
 
 
-def serve_base_model(run, *, backend: str | None = None, host: str = "127.0.0.1",
+def start_server(server: ModelServer, *, host: str | None = None, port: int | None = None,
+                 timeout: float = HEALTH_TIMEOUT_SECONDS) -> ModelServer:  # fmt: skip
+    """Bring a checkpoint's "starting" row up on this machine: merge a LoRA adapter, launch, health-check, register.
+    The row ends ready, or failed with the error (raised as ServingError)."""
+    checkpoint = server.checkpoint
+    try:
+        path = servable_path(checkpoint)
+    except ServingError as exc:
+        _failed(server, exc)
+        raise
+    return _launch_server(server, path, endpoint_name(checkpoint), host=host, port=port, timeout=timeout,
+                          log_dir=Path(checkpoint.path).parent)  # fmt: skip
+
+
+def serve_base_model(run, *, backend: str | None = None, host: str | None = None,
                      timeout: float = HEALTH_TIMEOUT_SECONDS) -> ModelServer:  # fmt: skip
     """The run's base model served as endpoint "base-RUN" (the baseline of its checkpoints), a ModelServer row with
     no checkpoint, so that it is stopped by name or when idle like a checkpoint's."""
@@ -136,8 +172,9 @@ def serve_base_model(run, *, backend: str | None = None, host: str = "127.0.0.1"
         return running
     folder = run_dir(run)
     folder.mkdir(parents=True, exist_ok=True)
-    return _serve(run.base_model_path, name, checkpoint=None, backend=backend, host=host, port=None,
-                  timeout=timeout, log_dir=folder)  # fmt: skip
+    server = ModelServer.objects.create(checkpoint=None, model_path=run.base_model_path, backend=backend or "",
+                                        last_used_at=timezone.now())  # fmt: skip
+    return _launch_server(server, run.base_model_path, name, host=host, port=None, timeout=timeout, log_dir=folder)
 
 
 def _running(servers) -> ModelServer | None:
@@ -147,25 +184,117 @@ def _running(servers) -> ModelServer | None:
     return None
 
 
-def _serve(path: str, name: str, *, checkpoint, backend, host, port, timeout, log_dir: Path) -> ModelServer:
-    backend = backend or backend_name()
-    port = port or free_port(host)
-    command = start_command(backend, path, name, host, port)
+def _launch_server(server: ModelServer, path: str, name: str, *, host, port, timeout, log_dir: Path) -> ModelServer:
+    bind = host or serve_host()
+    try:
+        backend = server.backend or backend_name()
+        port = port or free_port(bind)
+        command = start_command(backend, path, name, bind, port)
+    except (ServingError, OSError) as exc:
+        _failed(server, exc)
+        raise ServingError(str(exc)) from exc
     cwd = model_link(log_dir / "served", name, path) if backend == "transformers" else Path(settings.BASE_DIR)
-    server = ModelServer.objects.create(checkpoint=checkpoint, model_path=path, backend=backend, host=host,
-                                        port=port, command=command, last_used_at=timezone.now())  # fmt: skip
+    ModelServer.objects.filter(pk=server.pk).update(model_path=path, backend=backend, host=advertised_host(bind),
+                                                    port=port, command=command)  # fmt: skip
+    server.refresh_from_db()
     log_path = log_dir / f"serve-{name}-{port}.log"
     try:
         pid = launch(command, _base_url(server), log_path, timeout=timeout, cwd=cwd,
                      on_start=lambda pid: ModelServer.objects.filter(pk=server.pk).update(pid=pid))  # fmt: skip
     except ServingError as exc:
-        ModelServer.objects.filter(pk=server.pk).update(status=ModelServer.Status.FAILED, stopped_at=timezone.now(),
-                                                        error=str(exc))  # fmt: skip
+        _failed(server, exc)
         raise
     endpoint = register_endpoint(name, _base_url(server), backend)
-    ModelServer.objects.filter(pk=server.pk).update(status=ModelServer.Status.READY, endpoint=endpoint, pid=pid)
+    # Only a row still starting becomes ready: one stopped while it loaded keeps its status, and its process goes.
+    ready = ModelServer.objects.filter(pk=server.pk, status=ModelServer.Status.STARTING).update(
+        status=ModelServer.Status.READY, endpoint=endpoint, pid=pid, last_used_at=timezone.now())  # fmt: skip
+    if not ready:
+        _kill(pid)
+        ModelEndpoint.objects.filter(pk=endpoint.pk).update(enabled=False)
     server.refresh_from_db()
     return server
+
+
+def _failed(server: ModelServer, error) -> None:
+    # Only a starting row: one stopped meanwhile stays stopped.
+    ModelServer.objects.filter(pk=server.pk, status=ModelServer.Status.STARTING).update(
+        status=ModelServer.Status.FAILED, stopped_at=timezone.now(), error=str(error))  # fmt: skip
+
+
+def request_serving(checkpoint: Checkpoint, *, user=None) -> ModelServer:
+    """Queue the checkpoint's server on a gpu worker (the training.serve_checkpoint job) and return its row, still
+    "starting", at once. A checkpoint with a server starting, or ready and answering, gets that one back."""
+    from jobs import enqueue
+
+    server = None
+    try:
+        with transaction.atomic():
+            # Two requests at once: the second waits for the first's row (PostgreSQL; SQLite writes one at a time).
+            Checkpoint.objects.select_for_update().filter(pk=checkpoint.pk).first()
+            current = current_server(checkpoint)
+            if current is not None:
+                return current
+            server = ModelServer.objects.create(checkpoint=checkpoint, last_used_at=timezone.now())
+            job_run = enqueue("training.serve_checkpoint", created_by=user, server_id=server.pk,
+                              run_id=checkpoint.run_id)  # fmt: skip
+            ModelServer.objects.filter(pk=server.pk).update(job_run=job_run)
+    except JobEngineError as exc:  # raised as the block commits: the row exists, and says why nothing starts it
+        if server is not None:
+            _failed(server, f"the job engine did not take the job: {exc}")
+        raise
+    server.refresh_from_db()
+    return server
+
+
+def current_server(checkpoint: Checkpoint) -> ModelServer | None:
+    """The checkpoint's server that is starting (its job not finished), or ready and answering. Rows whose job ended
+    without them coming up are marked failed, and ready ones that no longer answer stopped, on the way."""
+    servers = checkpoint.servers.filter(status__in=[ModelServer.Status.STARTING, ModelServer.Status.READY])
+    for server in servers.select_related("job_run", "endpoint"):
+        if server.status == ModelServer.Status.READY:
+            if _answers(_base_url(server)):
+                return server
+            stop_server(server, reason="it stopped answering")
+        elif server.job_run is not None and server.job_run.is_finished:
+            job_run = server.job_run
+            _failed(server, f"its job #{job_run.pk} ended {job_run.status} before the server answered: "
+                            f"{job_run.error or 'no error given'}")  # fmt: skip
+        elif server.job_run is None and timezone.now() - server.created_at > timedelta(
+                seconds=MERGE_TIMEOUT_SECONDS + HEALTH_TIMEOUT_SECONDS):  # fmt: skip
+            _failed(server, "started by a command that never finished")
+        else:
+            return server
+    return None
+
+
+def _serve_subject(params: dict) -> tuple[str, str]:
+    return f"checkpoint server #{params.get('server_id')}", f"/training/runs/{params.get('run_id')}/"
+
+
+@job("training.serve_checkpoint", queue="gpu", title="Serve a checkpoint", subject=_serve_subject)
+def serve_checkpoint_job(ctx, *, server_id: int, run_id: int | None = None) -> dict:
+    """Start the row's server on this gpu worker and return once it answers; it outlives the job (a session of its
+    own). A second run of the job does nothing to a row no longer starting; one whose earlier attempt died mid-start
+    (the worker killed) starts afresh, its leftover process here killed first."""
+    server = ModelServer.objects.select_related("checkpoint__run").filter(pk=server_id).first()
+    if server is None or server.checkpoint is None:
+        raise ServingError(f"no checkpoint server #{server_id}")
+    if server.status != ModelServer.Status.STARTING:
+        return {**server_report(server), "note": f"{server.status}: nothing to do"}
+    _kill(_owned_pid(server))
+    ModelServer.objects.filter(pk=server.pk, status=ModelServer.Status.STARTING).update(pid=None, error="")
+    is_lora = (Path(server.checkpoint.path) / "adapter_config.json").exists()
+    ctx.progress(0, 1, f"merging the LoRA adapter, then starting {endpoint_name(server.checkpoint)}" if is_lora
+                 else f"starting {endpoint_name(server.checkpoint)}")  # fmt: skip
+    server = start_server(server)
+    ctx.progress(1, 1, f"{server.status}: {server.endpoint.base_url if server.endpoint else ''}")
+    return server_report(server)
+
+
+def server_report(server: ModelServer) -> dict:
+    endpoint = server.endpoint
+    return {"server": server.pk, "status": server.status, "endpoint": endpoint.name if endpoint else None,
+            "base_url": endpoint.base_url if endpoint else None}  # fmt: skip
 
 
 def servable_path(checkpoint: Checkpoint, *, timeout: float = MERGE_TIMEOUT_SECONDS) -> str:
@@ -318,7 +447,10 @@ def _alive(pid: int | None) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    try:  # a zombie serves nothing: exited, not yet reaped by the worker process that started it
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def _kill(pid: int | None) -> None:

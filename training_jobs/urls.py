@@ -18,5 +18,6 @@ urlpatterns = [
     path("runs/start-rl/", run_views.rl_run_start, name="rl-run-start"),
     path("runs/panel/", run_views.runs_panel, name="runs-panel"),
     path("runs/<int:pk>/", run_views.run_detail, name="run"),
+    path("runs/<int:pk>/checkpoints/<int:checkpoint>/server/", run_views.checkpoint_server, name="checkpoint-server"),
     path("runs/<int:pk>/<str:action>/", run_views.run_action, name="run-action"),
 ]

@@ -11,10 +11,12 @@ from ...serving import HEALTH_TIMEOUT_SECONDS, ServingError, serve_checkpoint, s
 
 class Command(BaseCommand):
     help = (
-        "Serve a checkpoint as an OpenAI-compatible endpoint (vLLM on a GPU worker, `transformers serve` without "
-        "one; a LoRA checkpoint merged into its base first), wait until GET /v1/models answers, and register it as "
+        "Serve a checkpoint as an OpenAI-compatible endpoint ON THIS MACHINE (vLLM where there is a GPU, `transformers "
+        "serve` without one; a LoRA checkpoint merged into its base first), wait until GET /v1/models answers, and "
+        "register it as "
         'a ModelEndpoint with the agent role ("ckpt-RUN-STEP"). With --json the last line is {"endpoint", '
-        "\"base_url\"}. --stop ENDPOINT stops the servers of an endpoint (a checkpoint's or a base model's, "
+        "\"base_url\"}. The run page and the API queue the training.serve_checkpoint job instead, which does the same "
+        "on a gpu worker. --stop ENDPOINT stops the servers of an endpoint (a checkpoint's or a base model's, "
         '"base-RUN") and disables it.'
     )
 
@@ -22,7 +24,7 @@ class Command(BaseCommand):
         parser.add_argument("checkpoint", nargs="?", type=int, help="the checkpoint's id")
         parser.add_argument("--stop", metavar="ENDPOINT", help="stop the server of this endpoint, disable it")
         parser.add_argument("--backend", choices=["vllm", "transformers"], help="default: settings (auto)")
-        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--host", help="the address to listen on (default: CLAWGYM_SERVE_HOST, 127.0.0.1)")
         parser.add_argument("--port", type=int, help="default: a free one")
         parser.add_argument("--timeout", type=float, default=HEALTH_TIMEOUT_SECONDS, help="seconds to answer")
         parser.add_argument("--json", dest="as_json", action="store_true")

@@ -1,0 +1,136 @@
+"""Serving a checkpoint from the API: the request queues the `training.serve_checkpoint` job and answers 202 at once
+with a "starting" server; a real django-q worker (listening on CLAWGYM_SERVE_HOST=0.0.0.0, so the endpoint names the
+machine as the policy server does) starts `transformers serve` detached, and the server, followed at its url, turns
+ready with an endpoint that answers after the job has ended. A second request gets the same server; one that cannot
+come up ends failed with the error, and the next request starts afresh."""
+
+# ruff: noqa: F811  (pytest fixtures imported from other test modules are test arguments here)
+
+import json
+import os
+import socket
+import urllib.request
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from jobs.models import JobRun
+from jobs.testing import start_django_q_worker, use_engine
+from training_jobs.models import Checkpoint, ModelServer, TrainingRun
+from training_jobs.runs import build_config
+from training_jobs.tests.test_sft_runs import tiny_model_path  # noqa: F401  (fixture)
+
+# once: a model server's start, nothing about the database engine (CI runs it in the PostgreSQL pass).
+pytestmark = [pytest.mark.workers, pytest.mark.once, pytest.mark.django_db(transaction=True)]
+
+READY_TIMEOUT = 180.0  # s: transformers serve imports torch and loads the model on a busy CPU
+
+
+@pytest.fixture(scope="module")
+def gpu_worker(django_db_setup, django_db_blocker):
+    # The worker's environment is this process's: it listens on every interface, the endpoint names the machine.
+    os.environ["CLAWGYM_SERVE_HOST"] = "0.0.0.0"
+    try:
+        with django_db_blocker.unblock():
+            worker = start_django_q_worker(workers=1)
+    finally:
+        del os.environ["CLAWGYM_SERVE_HOST"]
+    yield worker
+    worker.stop()
+    worker.cleanup()
+
+
+def served_run(model_path: str, tmp_path: Path, *, lora_without_hash: bool = False) -> Checkpoint:
+    """A finished run with one checkpoint: a folder of its own linked to the tiny model (or a LoRA adapter with no
+    sha256, which cannot be merged)."""
+    run = TrainingRun.objects.create(name="served", base_model_path=model_path, config=build_config("tiny-cpu"),
+                                     preset="tiny-cpu", cpu=True, status=TrainingRun.Status.SUCCEEDED)  # fmt: skip
+    folder = tmp_path / f"run-{run.pk}" / "checkpoint-2"
+    folder.parent.mkdir(parents=True)
+    if lora_without_hash:
+        folder.mkdir()
+        (folder / "adapter_config.json").write_text("{}")
+    else:
+        folder.symlink_to(model_path, target_is_directory=True)
+    return Checkpoint.objects.create(run=run, step=2, path=str(folder))
+
+
+def follow(client, url: str, timeout: float = READY_TIMEOUT) -> dict:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        body = client.get(url).json()
+        if body["status"] != "starting":
+            return body
+        assert time.monotonic() < deadline, f"server still starting after {timeout} s: {body}"
+        time.sleep(0.5)
+
+
+def process_state(pid: int) -> str:
+    """R, S, … for a live process; Z for one exited and not reaped; "" when gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
+
+
+def test_the_api_queues_the_serve_job_and_the_server_comes_up_on_the_worker(
+    gpu_worker, admin_user, viewer, api_as, tiny_model_path, tmp_path
+):
+    checkpoint = served_run(tiny_model_path, tmp_path)
+    admin = api_as(admin_user)
+    assert api_as(viewer).post(f"/api/training/checkpoints/{checkpoint.pk}/serve/").status_code == 403
+    with use_engine("django_q"):
+        started = admin.post(f"/api/training/checkpoints/{checkpoint.pk}/serve/")
+        assert started.status_code == 202, started.content
+        body = started.json()
+        assert body["status"] == "starting" and body["endpoint"] is None and body["checkpoint"] == checkpoint.pk
+        assert started["Location"] == body["url"] and body["url"].endswith(f"/api/training/servers/{body['id']}/")
+        again = admin.post(f"/api/training/checkpoints/{checkpoint.pk}/serve/")  # while it starts: the same one
+        assert again.status_code == 202 and again.json()["id"] == body["id"]
+        server = ModelServer.objects.get()
+        assert server.job_run.kind == "training.serve_checkpoint" and server.job_run.queue == "gpu"
+
+        done = follow(api_as(viewer), body["url"])
+    server.refresh_from_db()
+    assert done["status"] == "ready", (done, server.job_run.log_tail, gpu_worker.log_tail())
+    name = f"ckpt-{checkpoint.run_id}-2"
+    assert done["endpoint"] == name and server.command[server.command.index("--host") + 1] == "0.0.0.0"
+    assert done["base_url"] == f"http://{socket.getfqdn()}:{server.port}/v1" == server.endpoint.base_url
+    job_run = JobRun.objects.get(pk=server.job_run_id)
+    assert job_run.status == "succeeded" and job_run.result["status"] == "ready", job_run.error
+    # Started by the worker, in a session of its own, and still serving after the job has ended.
+    assert process_state(server.pid) not in ("", "Z") and os.getsid(server.pid) == server.pid
+    with urllib.request.urlopen(f"{done['base_url']}/models", timeout=10) as response:
+        assert name in [model["id"] for model in json.loads(response.read())["data"]]
+    try:
+        with use_engine("django_q"):
+            ready = admin.post(f"/api/training/checkpoints/{checkpoint.pk}/serve/")
+        assert ready.status_code == 202 and ready.json()["id"] == server.pk and ready.json()["status"] == "ready"
+        assert ModelServer.objects.count() == 1 and JobRun.objects.filter(kind="training.serve_checkpoint").count() == 1
+        listed = api_as(viewer).get(f"/api/training/servers/?checkpoint={checkpoint.pk}").json()
+        assert [row["id"] for row in listed["results"]] == [server.pk]
+    finally:
+        call_command("serve_checkpoint", "--stop", name, stdout=StringIO())
+    server.refresh_from_db()
+    assert server.status == "stopped" and not server.endpoint.enabled and process_state(server.pid) in ("", "Z")
+
+
+def test_a_server_that_cannot_come_up_ends_failed_and_the_next_request_starts_afresh(
+    gpu_worker, admin_user, api_as, tiny_model_path, tmp_path
+):
+    checkpoint = served_run(tiny_model_path, tmp_path, lora_without_hash=True)
+    admin = api_as(admin_user)
+    with use_engine("django_q"):
+        first = admin.post(f"/api/training/checkpoints/{checkpoint.pk}/serve/").json()
+        failed = follow(admin, first["url"], timeout=60)
+        assert failed["status"] == "failed" and failed["endpoint"] is None
+        assert f"checkpoint #{checkpoint.pk} has no sha256" in failed["error"]
+        assert JobRun.objects.get(pk=failed["job_run"]).status == "failed"
+        second = admin.post(f"/api/training/checkpoints/{checkpoint.pk}/serve/")
+        assert second.status_code == 202 and second.json()["id"] != first["id"]
+        assert second.json()["status"] == "starting"
+        assert follow(admin, second.json()["url"], timeout=60)["status"] == "failed"
