@@ -22,9 +22,6 @@ from training_jobs.models import Checkpoint, ModelServer, TrainingRun
 from training_jobs.runs import build_config
 from training_jobs.tests.test_sft_runs import tiny_model_path  # noqa: F401  (fixture)
 
-# once: a model server's start, nothing about the database engine (CI runs it in the PostgreSQL pass).
-pytestmark = [pytest.mark.workers, pytest.mark.once, pytest.mark.django_db(transaction=True)]
-
 READY_TIMEOUT = 180.0  # s: transformers serve imports torch and loads the model on a busy CPU
 
 
@@ -77,6 +74,9 @@ def process_state(pid: int) -> str:
         return ""
 
 
+@pytest.mark.workers
+@pytest.mark.once
+@pytest.mark.django_db(transaction=True)
 def test_the_api_queues_the_serve_job_and_the_server_comes_up_on_the_worker(
     gpu_worker, admin_user, viewer, api_as, tiny_model_path, tmp_path
 ):
@@ -119,6 +119,9 @@ def test_the_api_queues_the_serve_job_and_the_server_comes_up_on_the_worker(
     assert server.status == "stopped" and not server.endpoint.enabled and process_state(server.pid) in ("", "Z")
 
 
+@pytest.mark.workers
+@pytest.mark.once
+@pytest.mark.django_db(transaction=True)
 def test_a_server_that_cannot_come_up_ends_failed_and_the_next_request_starts_afresh(
     gpu_worker, admin_user, api_as, tiny_model_path, tmp_path
 ):
@@ -134,3 +137,41 @@ def test_a_server_that_cannot_come_up_ends_failed_and_the_next_request_starts_af
         assert second.status_code == 202 and second.json()["id"] != first["id"]
         assert second.json()["status"] == "starting"
         assert follow(admin, second.json()["url"], timeout=60)["status"] == "failed"
+
+
+@pytest.mark.django_db
+def test_the_page_queues_the_server_and_its_row_polls_until_it_is_up_or_failed(admin_client, viewer_client, tmp_path):
+    # No worker: the job is only recorded (this test's transaction never commits), its outcomes are written by hand.
+    from llm.models import ModelEndpoint
+
+    checkpoint = served_run(str(tmp_path), tmp_path)
+    serve_url = f"/training/runs/{checkpoint.run_id}/serve/"
+    row_url = f"/training/runs/{checkpoint.run_id}/checkpoints/{checkpoint.pk}/server/"
+    assert viewer_client.post(serve_url, {"checkpoint": checkpoint.pk}).status_code == 403
+    assert 'name="checkpoint"' not in viewer_client.get(f"/training/runs/{checkpoint.run_id}/").content.decode()
+
+    row = admin_client.post(serve_url, {"checkpoint": checkpoint.pk}, HTTP_HX_REQUEST="true").content.decode()
+    server = ModelServer.objects.get()
+    assert server.status == "starting" and server.job_run.kind == "training.serve_checkpoint"
+    assert 'data-server-status="starting"' in row and f'hx-get="{row_url}"' in row and "every 2s" in row
+    assert admin_client.get(row_url).status_code == 302  # a plain request: the run page
+    assert 'data-server-status="starting"' in viewer_client.get(row_url, HTTP_HX_REQUEST="true").content.decode()
+
+    # The worker died with it: the next poll marks it failed, and the row stops polling and offers Serve again.
+    JobRun.objects.filter(pk=server.job_run_id).update(status="failed", error="the worker was killed")
+    row = admin_client.get(row_url, HTTP_HX_REQUEST="true").content.decode()
+    server.refresh_from_db()
+    assert server.status == "failed" and "the worker was killed" in server.error
+    assert 'data-server-status="failed"' in row and "hx-get" not in row and "Serve again" in row
+
+    # Without JavaScript: the form posts, the run page follows with a message; a new server is starting.
+    page = admin_client.post(serve_url, {"checkpoint": checkpoint.pk}, follow=True).content.decode()
+    fresh = ModelServer.objects.exclude(pk=server.pk).get()
+    assert fresh.status == "starting" and f"server #{fresh.pk} starting on a gpu worker" in page
+
+    endpoint = ModelEndpoint.objects.create(name=f"ckpt-{checkpoint.run_id}-2", base_url="http://127.0.0.1:9/v1",
+                                            model=f"ckpt-{checkpoint.run_id}-2", roles=["agent"])  # fmt: skip
+    ModelServer.objects.filter(pk=fresh.pk).update(status="ready", endpoint=endpoint)
+    row = admin_client.get(row_url, HTTP_HX_REQUEST="true").content.decode()
+    assert 'data-server-status="ready"' in row and "hx-get" not in row and endpoint.name in row
+    assert f'href="/evaluations/start/?endpoint={endpoint.name}"' in row
