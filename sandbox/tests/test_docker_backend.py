@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 
 import pytest
 
@@ -126,3 +127,45 @@ def test_containers_of_a_worker_killed_mid_run_are_removed_by_the_next_backend(d
         assert made[0].name not in left and made[1].name in left
     finally:
         made[1].remove(force=True)
+
+
+@pytest.mark.docker
+def test_the_image_holds_the_runtime_bubblewrap_mounts(docker_sandbox, workspace):
+    """One definition, two backends: every listed command and module, the same Debian packages to the version."""
+    from sandbox.runtime import PACKAGES_FILE, read_manifest, runtime_root
+
+    manifest = read_manifest()
+    imports = "; ".join(f"import {module}" for module in manifest.modules)
+    script = (
+        f'for c in {" ".join(manifest.commands)}; do command -v "$c" >/dev/null || echo "missing command $c"; done; '
+        f'python -c "{imports}" || echo "a module does not import"'
+    )
+    result = docker_sandbox.run(script, workspace, limits=Limits(wall_seconds=120))
+    assert result.status is Status.OK and result.stdout == "" and result.stderr == "", result
+    packages = docker_sandbox.run(["cat", f"/{PACKAGES_FILE}"], workspace)
+    assert packages.ok and packages.stdout == (runtime_root() / PACKAGES_FILE).read_text()
+    # The harness's node runs on it (address space as rollouts give it: V8 reserves a lot up front).
+    node = docker_sandbox.run(
+        ["/opt/node/bin/node", "-e", "console.log(process.version)"],
+        workspace,
+        limits=Limits(wall_seconds=120, address_space_bytes=8 << 30),
+    )
+    assert node.ok and node.stdout.startswith("v24."), node
+
+
+@pytest.mark.docker
+def test_the_engine_script_is_idempotent_and_reports_the_engine():
+    from sandbox.testing import PROJECT_DIR
+
+    script = str(PROJECT_DIR / "scripts/docker-engine.sh")
+    started = subprocess.run([script, "start"], capture_output=True, text=True, timeout=120)
+    assert started.returncode == 0 and "an engine answers at" in started.stdout, started
+    status = subprocess.run([script, "status"], capture_output=True, text=True, timeout=60)
+    assert status.returncode == 0 and "an engine answers at" in status.stdout, status
+    wrong = subprocess.run([script, "restart"], capture_output=True, text=True, timeout=10)
+    assert wrong.returncode == 2 and "usage:" in wrong.stderr
+    elsewhere = subprocess.run(
+        [script, "status"], capture_output=True, text=True, timeout=60,
+        env={**os.environ, "DOCKER_HOST": "unix:///nonexistent/docker.sock"},
+    )  # fmt: skip
+    assert elsewhere.returncode == 1 and "no engine answers at unix:///nonexistent/docker.sock" in elsewhere.stdout

@@ -75,6 +75,10 @@ import_root "$stage" "$hashed" \
   --change 'CMD ["/bin/sh"]'
 docker tag "$hashed" "$image:$version"
 docker tag "$hashed" "$image:latest"
+# Builds of this runtime from older inputs are not used any more (containers still running keep theirs).
+for old in $(docker images --format '{{.Repository}}:{{.Tag}}' "$image" | grep -E ":$version-[0-9a-f]{12}\$" | grep -vxF "$hashed"); do
+  docker rmi "$old" >/dev/null 2>&1 || true
+done
 # It runs what the sandbox must run: Python with a checker's modules, and node.
 docker run --rm --network none --user 65534:65534 "$image:$version" \
   sh -c 'python -c "import yaml, pandas, openpyxl" && /opt/node/bin/node --version >/dev/null'
