@@ -65,23 +65,38 @@ IMAGE_REPOSITORY = "clawgym/sandbox"
 # Labels scripts/images/sandbox.sh puts on the image.
 RUNTIME_LABEL = "clawgym.runtime"
 PROVIDES_LABEL = "clawgym.provides"
-# Who made a container: "<hostname>:<pid>:<start time>". A worker killed mid-run leaves its container behind;
-# the next backend made on that host removes the containers of owners that are gone.
+# Who made a container, "<hostname>:<pid namespace>:<pid>:<start time>", and when it must be gone by (epoch seconds:
+# the wall clock plus a margin). A worker killed mid-run leaves its containers behind (they are the engine's, not its
+# children); the next backend made on that engine removes those whose owner is gone (seen from the same host and PID
+# namespace) or whose deadline has passed (a worker elsewhere, or in a container restarted since).
 OWNER_LABEL = "clawgym.sandbox.owner"
+DEADLINE_LABEL = "clawgym.sandbox.deadline"
+_DEADLINE_MARGIN_SECONDS = 120
 # How long a killed container may take to stop before the run is reported as a broken sandbox.
 _STOP_SECONDS = 30
 
 
+def _pid_namespace() -> str:
+    try:
+        return os.readlink("/proc/self/ns/pid").removeprefix("pid:[").removesuffix("]")
+    except OSError:
+        return "unknown"
+
+
 def owner() -> str:
     pid = os.getpid()
-    return f"{socket.gethostname()}:{pid}:{_start_time(pid)}"
+    return f"{socket.gethostname()}:{_pid_namespace()}:{pid}:{_start_time(pid)}"
 
 
-def _owner_gone(label: str) -> bool:
-    host, _, rest = label.partition(":")
-    pid, _, started = rest.partition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False  # another host's worker: only it can tell
+def _stale(labels: Mapping[str, str], now: float) -> bool:
+    try:
+        if now > float(labels.get(DEADLINE_LABEL, "")):
+            return True
+    except ValueError:
+        pass
+    host, namespace, pid, started = (labels.get(OWNER_LABEL, "").split(":") + ["", "", "", ""])[:4]
+    if (host, namespace) != (socket.gethostname(), _pid_namespace()) or not pid.isdigit():
+        return False  # another host's (or namespace's) worker: only it can tell before the deadline
     return str(_start_time(int(pid))) != started
 
 
@@ -310,12 +325,13 @@ class DockerBackend(Backend):
 
 
 def remove_stale(client: Any) -> list[str]:
-    """Remove the sandbox containers whose owner on this host is gone (a worker killed mid-run); their names."""
+    """Remove the sandbox containers left by workers killed mid-run (see OWNER_LABEL); their names."""
     import docker.errors
 
     removed = []
+    now = time.time()
     for container in client.containers.list(all=True, filters={"label": "clawgym.sandbox=1"}):
-        if _owner_gone(container.labels.get(OWNER_LABEL, "")):
+        if _stale(container.labels, now):
             with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
                 container.remove(force=True)
                 removed.append(container.name)
@@ -382,7 +398,11 @@ def container_options(command, workspace_dir, *, env, limits, cwd, ro_binds, ext
         "mounts": mounts,
         "hostname": "sandbox",
         "log_config": LogConfig(type="none"),
-        "labels": {"clawgym.sandbox": "1", OWNER_LABEL: owner()},
+        "labels": {
+            "clawgym.sandbox": "1",
+            OWNER_LABEL: owner(),
+            DEADLINE_LABEL: str(int(time.time() + limits.wall_seconds + _DEADLINE_MARGIN_SECONDS)),
+        },
     }
     if cpus:
         options["nano_cpus"] = int(cpus * 1e9)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -111,22 +112,32 @@ def test_a_script_written_to_tmp_can_run(docker_sandbox, workspace):
 def test_containers_of_a_worker_killed_mid_run_are_removed_by_the_next_backend(docker_sandbox):
     import socket
 
-    from sandbox.backends.docker import OWNER_LABEL, remove_stale
+    from sandbox.backends.docker import DEADLINE_LABEL, OWNER_LABEL, owner, remove_stale
 
     client = docker_sandbox.client
-    dead = f"{socket.gethostname()}:{os.getpid()}:1"  # this pid with another start time: a process that is gone
-    elsewhere = "another-worker-host:1:1"
+    namespace = os.readlink("/proc/self/ns/pid")[5:-1]
+    future, past = str(int(time.time()) + 600), str(int(time.time()) - 1)
+    labels = [
+        # This pid with another start time: a process of this host that is gone.
+        {OWNER_LABEL: f"{socket.gethostname()}:{namespace}:{os.getpid()}:1", DEADLINE_LABEL: future},
+        # A worker elsewhere, past its deadline: its worker would have killed it by now.
+        {OWNER_LABEL: "another-worker-host:1:1:1", DEADLINE_LABEL: past},
+        # A worker elsewhere, still in its time: left alone.
+        {OWNER_LABEL: "another-worker-host:1:1:1", DEADLINE_LABEL: future},
+        # Alive: this very process.
+        {OWNER_LABEL: owner(), DEADLINE_LABEL: future},
+    ]
     made = [
-        client.containers.create(docker_sandbox.image, ["true"], labels={"clawgym.sandbox": "1", OWNER_LABEL: owner})
-        for owner in (dead, elsewhere)
+        client.containers.create(docker_sandbox.image, ["true"], labels={"clawgym.sandbox": "1", **lb}) for lb in labels
     ]
     try:
         removed = remove_stale(client)
-        assert made[0].name in removed and made[1].name not in removed
+        assert [c.name in removed for c in made] == [True, True, False, False]
         left = {c.name for c in client.containers.list(all=True, filters={"label": "clawgym.sandbox=1"})}
-        assert made[0].name not in left and made[1].name in left
+        assert [c.name in left for c in made] == [False, False, True, True]
     finally:
-        made[1].remove(force=True)
+        for container in made[2:]:
+            container.remove(force=True)
 
 
 @pytest.mark.docker
