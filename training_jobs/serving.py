@@ -447,10 +447,18 @@ def _alive(pid: int | None) -> bool:
         return False
     except PermissionError:
         return True
-    try:  # a zombie serves nothing: exited, not yet reaped by the worker process that started it
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
         return True
+    if state != "Z":
+        return True
+    # A zombie serves nothing: exited, not reaped yet by the process that started it (a worker's job, or us).
+    try:
+        os.waitpid(pid, os.WNOHANG)  # ours (it exited since the waitpid above): reaped now
+    except ChildProcessError:
+        pass
+    return False
 
 
 def _kill(pid: int | None) -> None:
