@@ -11,6 +11,7 @@ import json
 
 from django import forms
 from django.contrib import messages
+from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -295,7 +296,10 @@ def _serve(request, run: TrainingRun):
     the checkpoint's row, which polls until the server is ready or failed; a plain form post the run page."""
     from .serving import request_serving
 
-    checkpoint = get_object_or_404(Checkpoint, pk=request.POST.get("checkpoint") or 0, run=run)
+    pk = request.POST.get("checkpoint", "")
+    if not pk.isdigit():
+        raise Http404("no such checkpoint")
+    checkpoint = get_object_or_404(Checkpoint, pk=pk, run=run)
     error = ""
     try:
         server = request_serving(checkpoint, user=request.user)

@@ -148,6 +148,7 @@ def test_the_page_queues_the_server_and_its_row_polls_until_it_is_up_or_failed(a
     serve_url = f"/training/runs/{checkpoint.run_id}/serve/"
     row_url = f"/training/runs/{checkpoint.run_id}/checkpoints/{checkpoint.pk}/server/"
     assert viewer_client.post(serve_url, {"checkpoint": checkpoint.pk}).status_code == 403
+    assert admin_client.post(serve_url, {"checkpoint": "x"}).status_code == 404
     assert 'name="checkpoint"' not in viewer_client.get(f"/training/runs/{checkpoint.run_id}/").content.decode()
 
     row = admin_client.post(serve_url, {"checkpoint": checkpoint.pk}, HTTP_HX_REQUEST="true").content.decode()
