@@ -453,12 +453,12 @@ def _alive(pid: int | None) -> bool:
         return True
     if state != "Z":
         return True
-    # A zombie serves nothing: exited, not reaped yet by the process that started it (a worker's job, or us).
+    # A zombie serves nothing: exited, not reaped yet by the process that started it (a worker's job).
     try:
-        os.waitpid(pid, os.WNOHANG)  # ours (it exited since the waitpid above): reaped now
+        reaped = os.waitpid(pid, os.WNOHANG)[0] == pid
     except ChildProcessError:
-        pass
-    return False
+        return False  # another process's child
+    return not reaped  # ours: reaped now, or its other threads still exiting (then waitpid cannot reap it yet)
 
 
 def _kill(pid: int | None) -> None:
