@@ -22,9 +22,11 @@ from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, 
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
+from rest_framework.reverse import reverse
 
 from accounts.roles import ADMIN
 from clawgym_site.api_filters import QueryFilterMixin
+from evaluation.harnesses import HARNESSES
 from jobs.engine import JobEngineError
 
 from . import rl_pages, runs
@@ -93,6 +95,8 @@ class EditsSerializer(serializers.Serializer):
 
 class EvaluateSerializer(serializers.Serializer):
     benchmark_version = serializers.IntegerField()
+    harness = serializers.ChoiceField(choices=sorted(HARNESSES), required=False)
+    include_base = serializers.BooleanField(default=True)
 
 
 def _refused(exc) -> Response:
@@ -218,9 +222,11 @@ class TrainingRunViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.Retriev
     @extend_schema(request=EvaluateSerializer, responses={202: None})
     @action(detail=True, methods=["post"])
     def evaluate(self, request, pk=None):
+        """Queue the training.evaluate_checkpoints job (gpu queue): 202 at once with its job run, to follow at
+        /api/jobs/ID/; the evaluation runs appear on the run's checkpoints as the job starts them."""
         from review.models import BenchmarkVersion
 
-        from .evaluations import EvaluationError, evaluate_checkpoints
+        from .evaluations import EvaluationError, request_evaluation
 
         form = EvaluateSerializer(data=request.data)
         form.is_valid(raise_exception=True)
@@ -228,10 +234,14 @@ class TrainingRunViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.Retriev
         if version is None:
             return Response({"detail": "no such benchmark version"}, status=status.HTTP_400_BAD_REQUEST)
         try:
-            started = evaluate_checkpoints(self.get_object(), version, user=request.user)
+            job_run = request_evaluation(self.get_object(), version, user=request.user,
+                                         harness=form.validated_data.get("harness"),
+                                         include_base=form.validated_data["include_base"])  # fmt: skip
         except (EvaluationError, JobEngineError) as exc:
             return _refused(exc)
-        return Response({"eval_runs": [e.pk for e in started]}, status=status.HTTP_202_ACCEPTED)
+        url = reverse("jobrun-detail", args=[job_run.pk], request=request)
+        return Response({"job_run": job_run.pk, "status": job_run.status, "url": url},
+                        status=status.HTTP_202_ACCEPTED, headers={"Location": url})  # fmt: skip
 
 
 @extend_schema(tags=["training"])

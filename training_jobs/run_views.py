@@ -236,13 +236,19 @@ def _run_context(request, run: TrainingRun) -> dict:
     context = {
         "nav": "training", "run": run, "progress": progress(run), "checkpoints": checkpoints, "score_chart": score_chart,
         "config_json": json.dumps(run.config, indent=2, sort_keys=True), "is_admin": has_role(request.user, ADMIN),
-        "live": not run.is_finished, "versions": BenchmarkVersion.objects.select_related("benchmark")[:50],
+        "live": not run.is_finished or _evaluating(run), "versions": BenchmarkVersion.objects.select_related("benchmark")[:50],
     }  # fmt: skip
     if run.kind == TrainingRun.Kind.RL:
         context["rl"] = rl_pages.rl_context(run, request.GET.get("step"))
     else:
         context["metric_rows"], context["loss_chart"], context["lr_chart"] = curves(run)
     return context
+
+
+def _evaluating(run: TrainingRun) -> bool:
+    from .evaluations import evaluation_job
+
+    return evaluation_job(run) is not None
 
 
 @viewer_required
@@ -271,23 +277,40 @@ def run_action(request, pk: int, action: str):
         elif action == "serve":
             return _serve(request, run)
         elif action == "evaluate":
-            from review.models import BenchmarkVersion
-
-            from .evaluations import EvaluationError, evaluate_checkpoints
-
-            version = get_object_or_404(BenchmarkVersion, pk=request.POST.get("version"))
-            try:
-                started = evaluate_checkpoints(run, version, user=request.user)
-            except EvaluationError as exc:
-                messages.error(request, str(exc))
-            else:
-                messages.success(request, f"{len(started)} evaluation runs started on {version}.")
+            return _evaluate(request, run)
         else:
             messages.error(request, f"Unknown action {action!r}.")
     except runs.TrainingRunError as exc:
         messages.error(request, str(exc))
     except JobEngineError as exc:
         messages.error(request, f"The job engine did not take it: {exc}")
+    return redirect("training:run", pk=run.pk)
+
+
+def _evaluate(request, run: TrainingRun):
+    """Queue the evaluate job on a gpu worker and answer at once with its link; the page polls while it runs and its
+    checkpoint table fills as the evaluation runs start."""
+    from django.urls import reverse
+    from django.utils.html import format_html
+
+    from review.models import BenchmarkVersion
+
+    from .evaluations import EvaluationError, request_evaluation
+
+    pk = request.POST.get("version", "")
+    if not pk.isdigit():
+        raise Http404("no such benchmark version")
+    version = get_object_or_404(BenchmarkVersion, pk=pk)
+    try:
+        job_run = request_evaluation(run, version, user=request.user)
+    except EvaluationError as exc:
+        messages.error(request, str(exc))
+    except JobEngineError as exc:
+        messages.error(request, f"The job engine did not take it: {exc}")
+    else:
+        messages.success(request, format_html(
+            'Evaluating every checkpoint on {} on a gpu worker: <a href="{}">job #{}</a>; the evaluation runs appear '
+            "below as they start.", version, reverse("jobs:detail", args=[job_run.pk]), job_run.pk))  # fmt: skip
     return redirect("training:run", pk=run.pk)
 
 
