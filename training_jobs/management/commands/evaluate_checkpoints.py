@@ -13,9 +13,11 @@ from ...models import TrainingRun
 
 class Command(BaseCommand):
     help = (
-        "Serve every checkpoint of a training run (and its base model) and start one evaluation run per endpoint "
-        "on a benchmark version (the newest without --version). The evaluation runs go on on the sandbox workers; "
-        "the run page charts score per checkpoint against the base model."
+        "Serve every checkpoint of a training run (and its base model) on this machine, waiting for each server, and "
+        "start one evaluation run per endpoint on a benchmark version (the newest without --version); checkpoints "
+        "already evaluated on it are not started again. The run page and the API queue the same work as the "
+        "training.evaluate_checkpoints job on a gpu worker instead. The evaluation runs go on on the sandbox "
+        "workers; the run page charts score per checkpoint against the base model."
     )
 
     def create_parser(self, prog_name, subcommand, **kwargs):
