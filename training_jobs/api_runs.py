@@ -26,7 +26,7 @@ from rest_framework.reverse import reverse
 
 from accounts.roles import ADMIN
 from clawgym_site.api_filters import QueryFilterMixin
-from evaluation.harnesses import HARNESSES
+from evaluation.harnesses import HARNESS_CHOICES
 from jobs.engine import JobEngineError
 
 from . import rl_pages, runs
@@ -95,7 +95,7 @@ class EditsSerializer(serializers.Serializer):
 
 class EvaluateSerializer(serializers.Serializer):
     benchmark_version = serializers.IntegerField()
-    harness = serializers.ChoiceField(choices=sorted(HARNESSES), required=False)
+    harness = serializers.ChoiceField(choices=HARNESS_CHOICES, required=False)
     include_base = serializers.BooleanField(default=True)
 
 
