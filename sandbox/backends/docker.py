@@ -330,7 +330,9 @@ def remove_stale(client: Any) -> list[str]:
 
     removed = []
     now = time.time()
-    for container in client.containers.list(all=True, filters={"label": "clawgym.sandbox=1"}):
+    # ignore_removed: the SDK inspects each listed container, and other runs remove theirs meanwhile (a worker with
+    # several slots, or several workers on one engine): without it, one finishing run failed the next one's start.
+    for container in client.containers.list(all=True, filters={"label": "clawgym.sandbox=1"}, ignore_removed=True):
         if _stale(container.labels, now):
             with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
                 container.remove(force=True)
