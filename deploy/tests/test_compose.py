@@ -207,7 +207,12 @@ def test_two_sandbox_hosts_share_a_batch_and_one_killed_loses_nothing(stack, api
         finished = datetime.fromisoformat(ended[pk]["finished_at"].replace("Z", "+00:00"))
         assert pk in lost or finished <= killed_at, (pk, ended[pk])
     for pk in lost:
-        assert ended[pk]["exit_reason"] == "worker_lost" and victim in ended[pk]["error"], ended[pk]
+        assert ended[pk]["exit_reason"] == "worker_lost" and victim in ended[pk]["error"], (
+            victim,
+            ended[pk]["exit_reason"],
+            ended[pk]["error"],
+            stack.logs("sandbox-worker", tail=200),
+        )
     assert all(r["status"] == "scored" and r["score"] == 1.0 for pk, r in ended.items() if pk not in lost), ended
     for task in CODE_ONLY:
         model.hold.pop(task)
