@@ -222,12 +222,16 @@ def _worker_env(engine: str, **extra: str) -> dict[str, str]:
     }
 
 
-def start_django_q_worker(workers: int = 1) -> WorkerProcess:
-    """Start `manage.py qcluster` on the test database and wait until it runs jobs."""
+def start_django_q_worker(workers: int = 1, *, proxy_url: str | None = None) -> WorkerProcess:
+    """Start `manage.py qcluster` on the test database and wait until it runs jobs.
+
+    proxy_url: where its rollouts reach the recording proxy (CLAWGYM_PROXY_PUBLIC_URL), e.g. the test process's
+    live ASGI server."""
+    extra = {"CLAWGYM_Q_WORKERS": str(workers)}
+    if proxy_url is not None:
+        extra["CLAWGYM_PROXY_PUBLIC_URL"] = proxy_url
     worker = WorkerProcess(
-        "django-q",
-        [sys.executable, "manage.py", "qcluster"],
-        _worker_env("django_q", CLAWGYM_Q_WORKERS=str(workers)),
+        "django-q", [sys.executable, "manage.py", "qcluster"], _worker_env("django_q", **extra)
     ).start()
     try:
         worker.wait_ready("django_q")

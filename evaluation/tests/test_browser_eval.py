@@ -10,7 +10,6 @@ tasks.services.revise_task (what the review pages' editor calls): the task pages
 """
 
 import dataclasses
-import os
 import re
 import time
 from decimal import ROUND_HALF_UP, Decimal
@@ -45,16 +44,8 @@ RUN_TIMEOUT = 180_000  # ms the pages may take to see a run (or a regrade) throu
 @pytest.fixture(scope="module")
 def eval_worker_process(_live_server_asgi_module, django_db_setup, django_db_blocker):
     """A django-q cluster whose workers reach the proxy of this test process (the live ASGI server)."""
-    previous = os.environ.get("CLAWGYM_PROXY_PUBLIC_URL")
-    os.environ["CLAWGYM_PROXY_PUBLIC_URL"] = _live_server_asgi_module.url
-    try:
-        with django_db_blocker.unblock():
-            worker = start_django_q_worker(workers=2)
-    finally:
-        if previous is None:
-            del os.environ["CLAWGYM_PROXY_PUBLIC_URL"]
-        else:
-            os.environ["CLAWGYM_PROXY_PUBLIC_URL"] = previous
+    with django_db_blocker.unblock():
+        worker = start_django_q_worker(workers=2, proxy_url=_live_server_asgi_module.url)
     yield worker
     worker.stop()
     worker.cleanup()

@@ -29,16 +29,8 @@ TASK_MARK = re.compile(r"\(task ([a-z0-9-]+)\)")
 @pytest.fixture(scope="module")
 def worker_process(_live_server_asgi_module, django_db_setup, django_db_blocker):
     """One django-q cluster (one worker process) for the module, reaching the proxy of this test process."""
-    previous = os.environ.get("CLAWGYM_PROXY_PUBLIC_URL")
-    os.environ["CLAWGYM_PROXY_PUBLIC_URL"] = _live_server_asgi_module.url
-    try:
-        with django_db_blocker.unblock():
-            worker = start_django_q_worker(workers=1)
-    finally:
-        if previous is None:
-            del os.environ["CLAWGYM_PROXY_PUBLIC_URL"]
-        else:
-            os.environ["CLAWGYM_PROXY_PUBLIC_URL"] = previous
+    with django_db_blocker.unblock():
+        worker = start_django_q_worker(workers=1, proxy_url=_live_server_asgi_module.url)
     yield worker
     worker.stop()
     worker.cleanup()

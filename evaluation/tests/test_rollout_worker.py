@@ -26,16 +26,8 @@ pytestmark = [needs_bwrap, pytest.mark.workers, pytest.mark.django_db(transactio
 @pytest.fixture(scope="module")
 def rollout_worker_process(_live_server_asgi_module, django_db_setup, django_db_blocker):
     """A django-q cluster whose workers reach the proxy of this test process (the live ASGI server)."""
-    previous = os.environ.get("CLAWGYM_PROXY_PUBLIC_URL")
-    os.environ["CLAWGYM_PROXY_PUBLIC_URL"] = _live_server_asgi_module.url
-    try:
-        with django_db_blocker.unblock():
-            worker = start_django_q_worker(workers=1)
-    finally:
-        if previous is None:
-            del os.environ["CLAWGYM_PROXY_PUBLIC_URL"]
-        else:
-            os.environ["CLAWGYM_PROXY_PUBLIC_URL"] = previous
+    with django_db_blocker.unblock():
+        worker = start_django_q_worker(workers=1, proxy_url=_live_server_asgi_module.url)
     yield worker
     worker.stop()
     worker.cleanup()
