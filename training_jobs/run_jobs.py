@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -68,6 +69,8 @@ def execute_training(run_id: int, ctx=None) -> dict:
         status=TrainingRun.Status.RUNNING, attempt=F("attempt") + 1, started_at=timezone.now(), finished_at=None,
         error="",
     )  # fmt: skip
+    if not claimed and ctx is not None:
+        claimed = _claim_after_lost_worker(run_id, ctx)
     run = TrainingRun.objects.select_related("dataset", "resumed_from").get(pk=run_id)
     if not claimed:
         return {"run": run.pk, "status": run.status, "note": "not queued: nothing to do"}
@@ -100,6 +103,27 @@ def execute_training(run_id: int, ctx=None) -> dict:
     if run.status == TrainingRun.Status.FAILED and ctx is not None:
         raise RuntimeError(f"training run #{run.pk} failed: {error[-500:]}")
     return {"run": run.pk, "status": run.status, "steps": run.steps}
+
+
+def _claim_after_lost_worker(run_id: int, ctx) -> int:
+    """The same job delivered again while its run still reads "running": its worker was lost mid-run (killed; the
+    trainer, watching it, exited too) and jobs.recover_lost queued the job again. This attempt goes on from the
+    run's last checkpoint, as `train --resume` would."""
+    if ctx.run.attempts < 2:
+        return 0
+    from .runs import rewind_to
+
+    last = Checkpoint.objects.filter(run_id=run_id).order_by("-step").first()
+    with transaction.atomic():
+        claimed = TrainingRun.objects.filter(pk=run_id, status=TrainingRun.Status.RUNNING, job_run=ctx.run).update(
+            attempt=F("attempt") + 1, started_at=timezone.now(), finished_at=None, error="", resumed_from=last,
+        )  # fmt: skip
+        if claimed:
+            rewind_to(TrainingRun.objects.get(pk=run_id), last)
+    if claimed:
+        ctx.log(f"the worker of the previous attempt was lost: resuming from "
+                f"{f'checkpoint step {last.step}' if last else 'the start (no checkpoint)'}")  # fmt: skip
+    return claimed
 
 
 @contextlib.contextmanager

@@ -227,6 +227,16 @@ def last_checkpoint(run: TrainingRun) -> Checkpoint | None:
     return run.checkpoints.order_by("-step").first()
 
 
+def rewind_to(run: TrainingRun, checkpoint: Checkpoint | None) -> None:
+    """Forget what came after `checkpoint` (the start when None), for an attempt that goes on from it."""
+    step = checkpoint.step if checkpoint else 0
+    # Metrics past the checkpoint are logged again by the resumed trainer.
+    TrainingMetric.objects.filter(run=run, step__gt=step).delete()
+    # So are an RL run's rollouts: the steps past the checkpoint are sampled again, by the resumed policy.
+    RLRollout.objects.filter(run=run, step__gt=step).delete()
+    TrainingRun.objects.filter(pk=run.pk).update(steps=step)
+
+
 def resume_training_run(run: TrainingRun, *, user=None, overrides: dict | None = None,
                         enqueue: bool = True) -> TrainingRun:  # fmt: skip
     """Queue the run's next attempt from its last checkpoint (from the start when it has none).
@@ -261,13 +271,10 @@ def resume_training_run(run: TrainingRun, *, user=None, overrides: dict | None =
     if overrides:
         note += f"; config edited: {json.dumps(overrides)}"
     with transaction.atomic():
-        # Metrics past the checkpoint are logged again by the resumed trainer.
-        TrainingMetric.objects.filter(run=run, step__gt=checkpoint.step if checkpoint else 0).delete()
-        # So are an RL run's rollouts: the steps past the checkpoint are sampled again, by the resumed policy.
-        RLRollout.objects.filter(run=run, step__gt=checkpoint.step if checkpoint else 0).delete()
+        rewind_to(run, checkpoint)
         TrainingRun.objects.filter(pk=run.pk).update(
             status=TrainingRun.Status.QUEUED, error="", finished_at=None, resumed_from=checkpoint, config=config,
-            steps=checkpoint.step if checkpoint else 0, log_tail=(run.log_tail + note + "\n")[-20000:],
+            log_tail=(run.log_tail + note + "\n")[-20000:],
         )  # fmt: skip
         run.refresh_from_db()
         if enqueue:
@@ -297,7 +304,9 @@ def run_json(run: TrainingRun) -> dict:
     if run.kind == TrainingRun.Kind.RL:
         return rl_run_json(run)
     checkpoints = [{"id": c.pk, "step": c.step, "path": c.path} for c in run.checkpoints.order_by("step")]
-    losses = [m.values["loss"] for m in run.metrics.order_by("step", "id") if isinstance(m.values.get("loss"), int | float)]
+    losses = [
+        m.values["loss"] for m in run.metrics.order_by("step", "id") if isinstance(m.values.get("loss"), int | float)
+    ]
     return {"run": run.pk, "status": run.status, "steps": run.steps, "checkpoints": checkpoints,
             "metrics": {"loss": losses}}  # fmt: skip
 
@@ -379,7 +388,9 @@ def resolve_tasks(tasks) -> list:
     pinned = set(PinnedRevision.objects.filter(revision__task_id__in=[r.task_id for r in revisions])
                  .values_list("revision__task__external_id", flat=True))  # fmt: skip
     if pinned:
-        raise TrainingRunError(f"benchmark tasks are never trained on (contamination guard): {', '.join(sorted(pinned))}")
+        raise TrainingRunError(
+            f"benchmark tasks are never trained on (contamination guard): {', '.join(sorted(pinned))}"
+        )
     return list({r.pk: r for r in revisions}.values())
 
 
@@ -395,7 +406,9 @@ def tasks_from(selection: str) -> list:
     for part in filter(None, (p.strip() for p in (selection or "").split(","))):
         key, sep, value = part.partition("=")
         if not sep:
-            raise TrainingRunError(f"a task selection is KEY=VALUE filters (status, source, category, limit), got {part!r}")
+            raise TrainingRunError(
+                f"a task selection is KEY=VALUE filters (status, source, category, limit), got {part!r}"
+            )
         if key == "status":
             tasks = tasks.filter(status=value)
         elif key == "source":
