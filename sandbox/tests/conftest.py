@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -25,7 +26,7 @@ def marker():
 
 def pytest_collection_modifyitems(config, items):
     # The sandbox is a plain library (no database): its tests are `once`, run in CI's PostgreSQL pass only.
-    here = __file__.rsplit("/", 1)[0] + "/"
+    here = Path(__file__).parent
     for item in items:
-        if str(item.fspath).startswith(here):
+        if item.path.is_relative_to(here):
             item.add_marker(pytest.mark.once)
