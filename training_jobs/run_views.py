@@ -133,46 +133,43 @@ def run_list(request):
 @admin_required
 @require_http_methods(["GET", "POST"])
 def run_start(request):
-    form = StartRunForm(request.POST or None, initial=request.GET or None)
-    if request.method == "POST" and form.is_valid():
-        data = form.cleaned_data
-        try:
-            run = runs.start_training_run(
-                dataset=data["dataset"], base_model=data["base_model"], base_model_path=data["base_model_path"],
-                preset=data["preset"], overrides=data["edits"], cpu=data["cpu"], user=request.user,
-            )  # fmt: skip
-        except runs.TrainingRunError as exc:
-            form.add_error(None, str(exc))
-        except JobEngineError as exc:
-            form.add_error(None, f"The job engine did not take the run: {exc}")
-        else:
-            messages.success(request, f"Training run #{run.pk} queued on the gpu queue.")
-            return redirect("training:run", pk=run.pk)
-    return render_page(request, "training/runs_start.html", {"nav": "training", "form": form},
-                       status=400 if form.errors else 200)  # fmt: skip
+    def start(data):
+        return runs.start_training_run(
+            dataset=data["dataset"], base_model=data["base_model"], base_model_path=data["base_model_path"],
+            preset=data["preset"], overrides=data["edits"], cpu=data["cpu"], user=request.user,
+        )  # fmt: skip
+
+    return _start_page(request, StartRunForm, start, "training/runs_start.html", "Training run")
 
 
 @admin_required
 @require_http_methods(["GET", "POST"])
 def rl_run_start(request):
-    form = StartRLRunForm(request.POST or None, initial=request.GET or None)
+    def start(data):
+        return runs.create_rl_run(
+            request.user, base_model=data["base_model"], base_model_path=data["base_model_path"],
+            tasks=data["revisions"], harness=data["harness"], preset=data["preset"], overrides=data["edits"],
+            cpu=data["cpu"],
+        )  # fmt: skip
+
+    return _start_page(request, StartRLRunForm, start, "training/runs_start_rl.html", "RL run")
+
+
+def _start_page(request, form_class, start, template: str, what: str):
+    """A start form: on a valid POST `start(cleaned_data)` queues the run and the run's page follows; refusals
+    (the run's own rules, a job engine that did not take it) are the form's errors."""
+    form = form_class(request.POST or None, initial=request.GET or None)
     if request.method == "POST" and form.is_valid():
-        data = form.cleaned_data
         try:
-            run = runs.create_rl_run(
-                request.user, base_model=data["base_model"], base_model_path=data["base_model_path"],
-                tasks=data["revisions"], harness=data["harness"], preset=data["preset"], overrides=data["edits"],
-                cpu=data["cpu"],
-            )  # fmt: skip
+            run = start(form.cleaned_data)
         except runs.TrainingRunError as exc:
             form.add_error(None, str(exc))
         except JobEngineError as exc:
             form.add_error(None, f"The job engine did not take the run: {exc}")
         else:
-            messages.success(request, f"RL run #{run.pk} queued on the gpu queue.")
+            messages.success(request, f"{what} #{run.pk} queued on the gpu queue.")
             return redirect("training:run", pk=run.pk)
-    return render_page(request, "training/runs_start_rl.html", {"nav": "training", "form": form},
-                       status=400 if form.errors else 200)  # fmt: skip
+    return render_page(request, template, {"nav": "training", "form": form}, status=400 if form.errors else 200)
 
 
 def curves(run: TrainingRun) -> tuple[list[dict], dict, dict]:
