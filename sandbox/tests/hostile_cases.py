@@ -214,6 +214,21 @@ print(json.dumps(outcome))
 
 # Every process keeps forking: at most 2**11 = 2048 processes if the limit failed. The command itself (the first
 # process, right under the sandbox's init) prints how many processes it sees and the RLIMIT_NPROC in force.
+# Each process alone fits (no per-process limit stops it); together they need 3.2 GiB of a 1 GiB total.
+FOUR_PROCESSES_OF_800_MIB = """
+import os, time
+children = []
+for _ in range(4):
+    pid = os.fork()
+    if pid == 0:
+        block = bytearray(800 << 20)
+        block[::4096] = b"x" * len(range(0, 800 << 20, 4096))
+        time.sleep(2)
+        os._exit(0)
+    children.append(pid)
+print([os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children])
+"""
+
 FORK_STORM = """
 import errno, os, resource, sys, time
 first = os.getpid()

@@ -22,7 +22,7 @@ from sandbox.backends import cgroups, volume
 
 from .helpers import processes_with
 from .hostile_cases import *  # noqa: F403 - the shared battery, collected here against bubblewrap
-from .hostile_cases import FORK_STORM, TIGHT, SandboxView
+from .hostile_cases import FORK_STORM, FOUR_PROCESSES_OF_800_MIB, TIGHT, SandboxView
 
 
 @pytest.fixture
@@ -65,20 +65,7 @@ def leftovers(tree) -> list[str]:
 
 def test_four_processes_of_800_mib_share_one_memory_limit(hostile, bounded):
     # Each process alone fits (no per-process limit stops it); together they need 3.2 GiB of a 1 GiB total.
-    script = """
-import os, time
-children = []
-for _ in range(4):
-    pid = os.fork()
-    if pid == 0:
-        block = bytearray(800 << 20)
-        block[::4096] = b"x" * len(range(0, 800 << 20, 4096))
-        time.sleep(2)
-        os._exit(0)
-    children.append(pid)
-print([os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children])
-"""
-    result = hostile(script, limits=Limits(wall_seconds=60, memory_bytes=1 << 30, max_processes=32))
+    result = hostile(FOUR_PROCESSES_OF_800_MIB, limits=Limits(wall_seconds=60, memory_bytes=1 << 30, max_processes=32))
     assert result.status is Status.OOM, result
     assert result.reason == "killed by the kernel for going past the memory limit of 1073741824 bytes"
     assert -9 in json.loads(result.stdout), "the OOM killer ended at least one of them"
