@@ -1,5 +1,9 @@
 """/healthz for load balancers and compose healthchecks (no sign-in), /metrics for Prometheus (protected).
 
+/healthz answers everyone ok or unhealthy (200 or 503); what each check found (the database's vendor, the broker,
+the workers seen per queue, free disk) only to those who may read /metrics (see below) and to admins, signed in or
+with an API token: an anonymous prober learns nothing of the deployment but whether it is up.
+
 /metrics is served to a request from CLAWGYM_METRICS_ALLOW_NETWORKS (loopback by default: a Prometheus on the same
 host, or a sidecar) or carrying `Authorization: Bearer <CLAWGYM_METRICS_TOKEN>` when a token is set; anyone else
 gets 403. Behind a front proxy on the same host every request comes from loopback unless uvicorn takes the client's
@@ -29,7 +33,35 @@ from .metrics import ClawGymCollector
 @require_GET
 def healthz(request):
     report = health.report()
-    return JsonResponse(report, status=200 if report["status"] == "ok" else 503)
+    code = 200 if report["status"] == "ok" else 503
+    if not sees_health_details(request):
+        return JsonResponse({"status": report["status"]}, status=code)
+    return JsonResponse(report, status=code)
+
+
+def sees_health_details(request) -> bool:
+    return metrics_allowed(request) or _admin(request)
+
+
+def _admin(request) -> bool:
+    """An admin signed in, or sending their API token (`Authorization: Token …`, as scripts and the deployment test
+    call the API): this is a plain Django view, which DRF's authentication does not reach by itself."""
+    from rest_framework.authentication import TokenAuthentication
+    from rest_framework.exceptions import AuthenticationFailed
+
+    from accounts.roles import ADMIN, has_role
+
+    user = getattr(request, "user", None)
+    if user is not None and user.is_authenticated:
+        return has_role(user, ADMIN)
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    if scheme != "Token" or not token.strip():
+        return False
+    try:
+        user, _ = TokenAuthentication().authenticate_credentials(token.strip())
+    except AuthenticationFailed:
+        return False
+    return has_role(user, ADMIN)
 
 
 def _allowed_network(address: str) -> bool:

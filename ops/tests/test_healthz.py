@@ -139,3 +139,30 @@ def test_a_real_django_q_cluster_is_seen_on_every_queue(django_q_worker, client)
     assert response.json()["checks"]["workers"]["seen"] == {"default": 1, "sandbox": 1, "gpu": 1}  # one process
     worker = Worker.objects.get(engine="django_q")
     assert worker.host == socket.gethostname() and worker.queue_list == ["default", "sandbox", "gpu"]
+
+
+OUTSIDE = "203.0.113.7"  # a prober's address: not in CLAWGYM_METRICS_ALLOW_NETWORKS (loopback)
+
+
+def test_anyone_else_learns_only_whether_it_is_up(client, viewer_client, admin_client, admin_user, api_as):
+    worker_seen()
+
+    anonymous = client.get("/healthz", REMOTE_ADDR=OUTSIDE)
+    assert anonymous.status_code == 200 and anonymous.json() == {"status": "ok"}  # no vendor, queues, disk
+    assert viewer_client.get("/healthz", REMOTE_ADDR=OUTSIDE).json() == {"status": "ok"}  # a role, but not admin
+    assert client.get("/healthz", REMOTE_ADDR=OUTSIDE, HTTP_AUTHORIZATION="Token wrong").json() == {"status": "ok"}
+
+    # Admins, signed in or with their API token, and loopback (a compose healthcheck, an operator's curl) see it all.
+    for response in (admin_client.get("/healthz", REMOTE_ADDR=OUTSIDE), api_as(admin_user).get("/healthz",
+                     REMOTE_ADDR=OUTSIDE), client.get("/healthz", REMOTE_ADDR="127.0.0.1")):  # fmt: skip
+        assert set(response.json()["checks"]) == {"database", "broker", "workers", "disk"}
+        assert response.json()["checks"]["database"]["vendor"] == connection.vendor
+
+
+def test_unhealthy_is_still_a_503_for_anyone(client, settings):
+    worker_seen()
+    settings.CLAWGYM_HEALTH_MIN_FREE_MB = 1024 * 1024 * 1024
+
+    response = client.get("/healthz", REMOTE_ADDR=OUTSIDE)
+
+    assert response.status_code == 503 and response.json() == {"status": "unhealthy"}
