@@ -49,6 +49,6 @@ def regrade(ctx, *, run_id: int | None = None, task_id: str | None = None) -> di
     result = regrade_rollouts(rollouts, user=ctx.run.created_by, on_progress=lambda done, n: ctx.progress(done, n))
     for failure in result["failed"]:
         ctx.log(f"rollout #{failure['rollout']}: {failure['error']}")
-    ctx.items_failed(len(result["failed"]))
+    ctx.items_failed(len(result["failed"]), of=total)
     ctx.progress(total, total, f"{result['changed']} of {result['rollouts']} score(s) changed")
     return result

@@ -42,7 +42,10 @@ class JobRun(models.Model):
     error = models.TextField(blank=True, help_text="The error and its traceback, when it failed.")
     failed_items = models.PositiveIntegerField(
         default=0,
-        help_text="How many of its items a succeeded job could not do (e.g. tasks an import could not read).",
+        help_text="How many of its items a job could not do (e.g. tasks an import could not read).",
+    )
+    items_total = models.PositiveIntegerField(
+        default=0, help_text="How many items the job went through, when it reports failed items (0: not told)."
     )
     attempts = models.PositiveIntegerField(default=0)
     worker = models.CharField(max_length=200, blank=True)
@@ -95,7 +98,8 @@ class JobRun(models.Model):
 
     @property
     def outcome(self) -> str:
-        """The status, except that a run which succeeded with failed items is "partial" (shown in amber)."""
+        """The status, except that a run which succeeded with failed items is "partial" (shown in amber). A run whose
+        every item failed has the status failed (jobs.runner)."""
         if self.status == self.Status.SUCCEEDED and self.failed_count:
             return self.PARTIAL
         return self.status
@@ -103,7 +107,10 @@ class JobRun(models.Model):
     @property
     def outcome_display(self) -> str:
         if self.outcome == self.PARTIAL:
-            return f"Succeeded with {self.failed_count} failed"
+            of = f" of {self.items_total}" if self.items_total else ""
+            return f"Completed with {self.failed_count}{of} failed"
+        if self.status == self.Status.FAILED and self.items_total and self.failed_items >= self.items_total:
+            return f"Failed: all {self.items_total} items failed" if self.items_total > 1 else "Failed: its item failed"
         return self.get_status_display()
 
     @property
@@ -158,6 +165,20 @@ class BatchProgress:
         if not self.total:
             return 100 if self.run.is_finished else 0
         return int(100 * self.done / self.total)
+
+    @property
+    def outcome(self) -> str:
+        """How the finished batch went: failed (the parent did, or every child), partial (some children failed) or
+        succeeded; the badge and the bar's colour."""
+        if self.run.status == JobRun.Status.FAILED or (self.total and self.failed == self.total):
+            return JobRun.Status.FAILED
+        return JobRun.PARTIAL if self.failed else JobRun.Status.SUCCEEDED
+
+    @property
+    def outcome_display(self) -> str:
+        if self.outcome == JobRun.Status.FAILED:
+            return f"Failed: all {self.total} failed" if self.total > 1 and self.failed == self.total else "Failed"
+        return f"Finished · {self.failed} of {self.total} failed" if self.failed else "Finished"
 
 
 class Worker(models.Model):

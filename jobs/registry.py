@@ -4,10 +4,10 @@
     def import_archive(ctx: JobContext, *, upload_path: str, fmt: str | None = None): ...
 
 A job function receives a JobContext and the JSON parameters given to `jobs.enqueue`. A job over many items that
-carries on past the ones that fail tells its run how many failed (`ctx.items_failed(n)`): the run then shows as
-succeeded with failures. `report` names a template that shows the run's result to people (job page, progress);
-`subject(params) -> (text, url)` says what a run is about ("count-orders r2"), stored on the run when it is queued,
-so that a list of many runs of one kind tells them apart.
+carries on past the ones that fail tells its run how many of how many failed (`ctx.items_failed(n, of=total)`): the
+run then shows as completed with failures, or as failed when every item did. `report` names a template that shows the
+run's result to people (job page, progress); `subject(params) -> (text, url)` says what a run is about
+("count-orders r2"), stored on the run when it is queued, so that a list of many runs of one kind tells them apart.
 """
 
 from collections.abc import Callable

@@ -136,10 +136,13 @@ class JobContext:
         self._last_flush = 0.0
         self.cancel_requested = False  # seen at the last flush
         self.failed_items = 0
+        self.items_total = 0
 
-    def items_failed(self, count: int) -> None:
-        """How many of the job's items failed although the job went on: the run ends "succeeded with failures"."""
+    def items_failed(self, count: int, *, of: int) -> None:
+        """How many of the job's `of` items failed although the job went on: the run ends "completed with
+        failures", or failed when every one of them did (a job that did nothing has not succeeded)."""
         self.failed_items = count
+        self.items_total = of
 
     @property
     def id(self) -> int:
@@ -356,14 +359,23 @@ def _finish(ctx: JobContext, status: str, *, error: str = "", result=None) -> No
         log.warning("%s; not recording how it ended", exc)
         return
     now = timezone.now()
+    if status == JobRun.Status.SUCCEEDED and ctx.items_total and ctx.failed_items >= ctx.items_total:
+        status = JobRun.Status.FAILED
+        error = error or all_failed_error(ctx.failed_items)
     updates = dict(status=status, finished_at=now, heartbeat_at=now, error=error[:100_000], result=result)
     if status == JobRun.Status.SUCCEEDED and ctx.run.progress_total:
         updates["progress_done"] = ctx.run.progress_total
-    if status == JobRun.Status.SUCCEEDED:
+    if result is not None:  # also a run whose every item failed: its result lists the failures
         updates["failed_items"] = ctx.failed_items
+        updates["items_total"] = ctx.items_total
     if status == JobRun.Status.CANCELLED:
         updates["log_tail"] = append_log(log_line("stopped: cancel requested"))
     JobRun.objects.filter(pk=ctx.run.pk, status=JobRun.Status.RUNNING, worker=ctx.run.worker).update(**updates)
+
+
+def all_failed_error(count: int) -> str:
+    which = "Its only item" if count == 1 else f"All {count} of its items"
+    return f"{which} failed: the log and the result say why."
 
 
 # --- lost workers -------------------------------------------------------------------------------------------

@@ -48,7 +48,7 @@ def annotate(ctx, *, skill_ids: list[int] | None = None, endpoint: str | None = 
         .values_list("pk", flat=True)
     )
     failed = [s for s in Skill.objects.filter(pk__in=[s.pk for s in skills]).order_by("name") if s.pk not in annotated]
-    ctx.items_failed(len(failed))
+    ctx.items_failed(len(failed), of=len(skills))
     ctx.log(f"annotated {len(annotated)}, failed {len(failed)}")
     return {
         "annotated": len(annotated),

@@ -20,7 +20,7 @@ import importlib
 import logging
 from dataclasses import dataclass, field
 
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from jobs.models import JobRun
@@ -205,12 +205,27 @@ def run_item(item_id: int, *, job_run: JobRun | None = None, backend: Backend | 
 
 
 def maybe_finish(batch_id: int) -> bool:
-    """Complete the batch once every item is kept, rejected or failed."""
-    unfinished = SynthesisItem.objects.filter(batch_id=batch_id).exclude(status__in=SynthesisItem.FINISHED)
-    if unfinished.exists():
+    """Finish the batch once every item is kept, rejected or failed: complete, or failed when every item failed
+    (a batch that made nothing is no success; resuming it retries the retryable failures)."""
+    items = SynthesisItem.objects.filter(batch_id=batch_id)
+    if items.exclude(status__in=SynthesisItem.FINISHED).exists():
         return False
+    status, reason = SynthesisBatch.Status.COMPLETE, ""
+    failed = items.filter(status=SynthesisItem.Status.FAILED)
+    if items.exists() and not items.exclude(status=SynthesisItem.Status.FAILED).exists():
+        status, reason = SynthesisBatch.Status.FAILED, all_failed_reason(failed)
     return bool(
         SynthesisBatch.objects.filter(Q(pk=batch_id), Q(status__in=RUNNABLE)).update(
-            status=SynthesisBatch.Status.COMPLETE, finished_at=timezone.now(), status_reason=""
+            status=status, finished_at=timezone.now(), status_reason=reason
         )
     )
+
+
+def all_failed_reason(failed) -> str:
+    """"All 9 items failed; most at the files stage: <its first reason>", for the batch's status_reason."""
+    count = failed.count()
+    common = failed.order_by().values("stage").annotate(n=Count("pk")).order_by("-n", "stage").first()
+    first = failed.filter(stage=common["stage"]).order_by("index").values_list("reason", flat=True).first() or ""
+    which = "Its only item" if count == 1 else f"All {count} items"
+    stage = Stage(common["stage"]).label.lower()
+    return f"{which} failed, {'at' if count == 1 else 'most at'} the {stage} stage: {first}"[:500]

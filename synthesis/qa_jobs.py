@@ -67,5 +67,5 @@ def assess(ctx, *, task_ids: list[str] | None = None, stages: list[str] | None =
 
     assess_tasks(todo, stages, judge=endpoint, user=ctx.run.created_by, on_assessed=heard)
     if errors:
-        ctx.items_failed(len({e["task"] for e in errors}))
+        ctx.items_failed(len({e["task"] for e in errors}), of=len(todo))
     return {"assessed": len(todo), "done_before": done_before, "stages": stages, "verdicts": counts, "errors": errors}

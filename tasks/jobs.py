@@ -57,7 +57,8 @@ def import_upload(ctx, *, upload_path: str, fmt: str | None = None) -> dict:
     finally:
         remove_upload(upload_path)
     result = report.as_dict()
-    ctx.items_failed(len(result["failed"]))
+    tried = len(result["failed"]) + result["imported"] + result["updated"] + result["unchanged"]
+    ctx.items_failed(len(result["failed"]), of=tried)
     ctx.log(
         f"imported {result['imported']}, updated {result['updated']}, unchanged {result['unchanged']}, "
         f"failed {len(result['failed'])}"
@@ -121,7 +122,7 @@ def categorize(ctx, *, task_ids: list[int] | None = None, endpoint: str | None =
 
     propose_categories(todo, endpoint=model, user=ctx.run.created_by, job_run=ctx.run, on_proposal=heard)
     failed = list(proposed.filter(status=CategoryProposal.Status.FAILED).select_related("task"))
-    ctx.items_failed(len(failed))
+    ctx.items_failed(len(failed), of=proposed.count())
     ctx.log(f"proposed {proposed.count() - len(failed)}, failed {len(failed)}")
     return {
         "proposed": proposed.count() - len(failed),
@@ -152,7 +153,7 @@ def accept_categories(ctx, *, up_to_id: int) -> dict:
         for proposal, error in done.errors:
             ctx.log(f"not applied: proposal #{proposal.pk} ({proposal.task.external_id}): {error}")
         ctx.progress(min(start + ACCEPT_CHUNK, len(todo)), len(todo))
-    ctx.items_failed(len(totals.errors))
+    ctx.items_failed(len(totals.errors), of=len(todo))
     ctx.log(f"accepted {len(totals.accepted)}, stale {len(totals.rejected)}, skipped {len(totals.skipped)}, "
             f"not applied {len(totals.errors)}")  # fmt: skip
     result = totals.as_dict()

@@ -30,6 +30,13 @@ def cancels_itself(ctx):
     raise AssertionError("progress should have raised JobCancelled")
 
 
+@job("jobs.tests.some_items_fail", title="Goes through items, of which some fail")
+def some_items_fail(ctx, *, items: int, failing: int):
+    ctx.progress(items, items)
+    ctx.items_failed(failing, of=items)
+    return {"failed": [f"item {n}" for n in range(failing)]}
+
+
 def make_run(kind="jobs.ping", **fields):
     fields.setdefault("engine", "django_q")
     return JobRun.objects.create(kind=kind, **fields)
@@ -82,6 +89,27 @@ def test_failing_job_is_failed_with_traceback():
     assert run.error.startswith("RuntimeError: asked to fail\n")
     assert "Traceback (most recent call last)" in run.error
     assert run.result is None and run.finished_at
+
+
+def test_a_run_whose_every_item_failed_has_failed_and_keeps_its_report():
+    run = make_run("jobs.tests.some_items_fail", params={"items": 51, "failing": 51})
+
+    assert execute(run.pk) == JobRun.Status.FAILED
+
+    run.refresh_from_db()
+    assert run.error == "All 51 of its items failed: the log and the result say why."
+    assert len(run.result["failed"]) == 51 and (run.failed_items, run.items_total) == (51, 51)
+    assert run.outcome == JobRun.Status.FAILED and run.outcome_display == "Failed: all 51 items failed"
+
+
+def test_a_run_with_some_failed_items_completed_with_failures():
+    run = make_run("jobs.tests.some_items_fail", params={"items": 51, "failing": 3})
+
+    assert execute(run.pk) == JobRun.Status.SUCCEEDED
+
+    run.refresh_from_db()
+    assert run.error == "" and (run.failed_items, run.items_total) == (3, 51)
+    assert run.outcome == JobRun.PARTIAL and run.outcome_display == "Completed with 3 of 51 failed"
 
 
 def test_a_result_that_is_not_json_fails_the_run_instead_of_leaving_it_running():

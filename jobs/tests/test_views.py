@@ -108,7 +108,20 @@ def test_batch_progress_counts_the_children_and_polls_until_all_have_finished(vi
     last = viewer_client.get(url, **HTMX)
     assert polling_attributes(last.content.decode()) == [] and "3/3 done" in last.content.decode()
     assert json.loads(last.headers["HX-Trigger"]) == {"batch-finished": {"id": parent.pk, "kind": "jobs.ping", "failed": 1}}
+    assert '<span class="badge s-partial" data-testid="batch-outcome">Finished · 1 of 3 failed</span>' in last.content.decode()
+    assert 'class="progress partial"' in last.content.decode()
     assert done.batch().total == 0  # a run without children
+
+
+def test_a_batch_whose_every_child_failed_is_shown_failed_not_finished(viewer_client):
+    parent = make_run(status=JobRun.Status.SUCCEEDED, finished_at=timezone.now())
+    for _ in range(2):
+        make_run(parent=parent, status=JobRun.Status.FAILED)
+
+    html = viewer_client.get(reverse("jobs:batch_progress", args=[parent.pk]), **HTMX).content.decode()
+
+    assert '<span class="badge s-failed" data-testid="batch-outcome">Failed: all 2 failed</span>' in html
+    assert 'class="progress failed"' in html and "s-succeeded" not in html
 
 
 def test_batch_progress_keeps_polling_while_the_parent_still_queues(viewer_client):
@@ -236,15 +249,15 @@ def test_an_import_with_failed_tasks_shows_amber_with_its_counts_and_reasons(vie
               "failed": [{"source": "broken-task", "error": "data_entry.json: user_query is missing"},
                          {"source": "other-task", "error": "reward/reward.sh is missing"}]}  # fmt: skip
     run = make_run(kind="tasks.import_upload", status=JobRun.Status.SUCCEEDED, result=result, failed_items=2,
-                   params={"upload_path": "/srv/up/tasks.zip"}, subject="tasks.zip")  # fmt: skip
+                   items_total=3, params={"upload_path": "/srv/up/tasks.zip"}, subject="tasks.zip")  # fmt: skip
     assert run.outcome == JobRun.PARTIAL
 
     html = viewer_client.get(reverse("jobs:detail", args=[run.pk])).content.decode()
-    assert '<span class="badge s-partial" data-testid="job-outcome">Succeeded with 2 failed</span>' in html
+    assert '<span class="badge s-partial" data-testid="job-outcome">Completed with 2 of 3 failed</span>' in html
     assert "0 imported" in html and "1 unchanged" in html and "2 failed" in html
     assert "user_query is missing" in html and "reward/reward.sh is missing" in html
     listed = viewer_client.get(reverse("jobs:list")).content.decode()
-    assert "Succeeded with 2 failed" in listed and "s-partial" in listed and "tasks.zip" in listed
+    assert "Completed with 2 of 3 failed" in listed and "s-partial" in listed and "tasks.zip" in listed
     # The progress partial (the import page shows it) ends with the same outcome and the report.
     progress = viewer_client.get(reverse("jobs:progress", args=[run.pk])).content.decode()
     assert "s-partial" in progress and "user_query is missing" in progress
@@ -332,7 +345,7 @@ def test_a_finished_run_tells_the_page_so_it_can_refresh(viewer_client):
     }
 
 
-def test_a_batch_whose_children_failed_is_shown_as_succeeded_with_failures(viewer_client):
+def test_a_batch_whose_children_failed_is_shown_as_completed_with_failures(viewer_client):
     batch = make_run(kind="jobs.ping", status=JobRun.Status.SUCCEEDED, subject="3 candidates")
     for status in (JobRun.Status.SUCCEEDED, JobRun.Status.FAILED, JobRun.Status.FAILED):
         make_run(kind="jobs.ping", status=status, parent=batch)
@@ -341,11 +354,11 @@ def test_a_batch_whose_children_failed_is_shown_as_succeeded_with_failures(viewe
 
     listed = viewer_client.get(reverse("jobs:list")).content.decode()
     row = listed[listed.index(f'href="{reverse("jobs:detail", args=[batch.pk])}"') :]
-    assert '<span class="badge s-partial">Succeeded with 2 failed</span>' in row[: row.index("</tr>")]
+    assert '<span class="badge s-partial">Completed with 2 failed</span>' in row[: row.index("</tr>")]
     row = listed[listed.index(f'href="{reverse("jobs:detail", args=[clean.pk])}"') :]
     assert '<span class="badge s-succeeded">Succeeded</span>' in row[: row.index("</tr>")]
     detail = viewer_client.get(reverse("jobs:detail", args=[batch.pk])).content.decode()
-    assert "Succeeded with 2 failed" in detail
+    assert "Completed with 2 failed" in detail
 
 
 def test_the_list_tells_runs_of_one_kind_apart_by_their_subject(viewer_client):

@@ -418,7 +418,10 @@ def test_qa_errors_are_retried_on_resume_and_a_new_judge_reruns_qa_only(endpoint
     model = scripted(scripted_upstream, ["good"])
     batch = run_here(start_batch("persona", 1, gen, judge, seed=3, options={"qa_stages": ["plausibility"]}, here=True))
     item = batch.items.get()
-    assert batch_json(batch)["failed"] == {"qa": 1} and batch.status == "complete"
+    assert batch_json(batch)["failed"] == {"qa": 1}
+    # Its only item failed: the batch made nothing, so it has failed (not a green "complete"), saying why.
+    assert batch.status == "failed" and batch.status_reason.startswith("Its only item failed, at the quality")
+    assert "HTTP 503" in batch.status_reason
     assert item.stage_results["qa"]["retryable"] is True and "HTTP 503" in item.reason
     asked = list(model.seen)
 

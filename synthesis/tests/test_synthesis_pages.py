@@ -233,6 +233,41 @@ def test_list_shows_progress_and_polls_while_a_batch_runs(viewer_client, endpoin
     assert f'data-batch="{running.pk}"' not in page and 'hx-trigger="every 2s"' not in page
 
 
+def test_a_batch_whose_every_item_failed_has_failed_and_one_with_failures_is_not_green(viewer_client, endpoints):
+    from synthesis.pipeline import maybe_finish
+
+    generator, judge = endpoints
+    failing = {"files": {"verdict": "error", "reason": "HTTP 503", "retryable": True}}
+    all_failed = make_batch(generator, judge, items=[
+        ("failed", "files", failing, "files: the generator did not answer (HTTP 503)"),
+        ("failed", "files", failing, "files: the generator did not answer (HTTP 503)"),
+        ("failed", "generate", {}, "generate: not JSON"),
+    ])  # fmt: skip
+    some_failed = make_batch(generator, judge, seed=4, items=[
+        ("kept", "catalog", {}, ""), ("failed", "files", failing, "files: HTTP 503"),
+    ])  # fmt: skip
+    none_kept = make_batch(generator, judge, seed=5, items=[("rejected", "generate", {}, "generate: needs the web")])
+    for batch in (all_failed, some_failed, none_kept):
+        assert maybe_finish(batch.pk)
+        batch.refresh_from_db()
+    assert (all_failed.status, some_failed.status, none_kept.status) == ("failed", "complete", "complete")
+    assert all_failed.status_reason == (
+        "All 3 items failed, most at the resource preparation stage: files: the generator did not answer (HTTP 503)"
+    )
+
+    page = viewer_client.get(reverse("synthesis:detail", args=[all_failed.pk])).content.decode()
+    assert '<span class="badge s-failed" id="batch-status">Failed</span>' in page and "All 3 items failed" in page
+    assert 'class="progress failed"' in page
+    page = viewer_client.get(reverse("synthesis:detail", args=[some_failed.pk])).content.decode()
+    assert '<span class="badge s-partial" id="batch-status">Complete · 1 failed</span>' in page
+    assert 'class="progress partial"' in page and 'class="progress succeeded"' not in page
+    listed = viewer_client.get(reverse("synthesis:list")).content.decode()
+    row = listed[listed.index(f'data-batch="{none_kept.pk}"'):]
+    assert '<span class="badge s-partial">Complete · none kept</span>' in row[: row.index("</tr>")]
+    row = listed[listed.index(f'data-batch="{all_failed.pk}"'):]
+    assert '<span class="badge s-failed">Failed</span>' in row[: row.index("</tr>")]
+
+
 # --- a batch made by the pipeline ------------------------------------------------------------------------------------
 
 

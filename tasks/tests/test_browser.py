@@ -232,13 +232,13 @@ def test_admin_uploads_task_zips_and_watches_each_import_end_with_its_report(
     task = Task.objects.get(external_id="uploaded-budget")
     assert task.current_revision.files.get(path="budget.csv").blob.size == len("item,cost\nrent,900\nfood,300\n")
 
-    # Every task of the next upload fails: not a green "Succeeded", but amber, with each failure's reason.
+    # Every task of the next upload fails: not a green "Succeeded" but a failed run, with each failure's reason.
     page.set_input_files("input[name=archive]", str(_task_folder_zip(tmp_path, "no-query", broken=True)))
     page.click("#import-panel button[type=submit]")
     page.wait_for_selector(f"#started-job .job-progress:not(#job-progress-{run.pk}) [data-testid=import-report]",
                            timeout=60_000)  # fmt: skip
     outcome = page.locator("#started-job [data-testid=job-outcome]")
-    assert outcome.inner_text() == "Succeeded with 1 failed" and "s-partial" in outcome.get_attribute("class")
+    assert outcome.inner_text() == "Failed: its item failed" and "s-failed" in outcome.get_attribute("class")
     failure = page.locator("#started-job .import-failures tbody tr")
     assert failure.count() == 1 and "no-query" in failure.inner_text()
     page.wait_for_selector("#recent-imports >> text=0 imported, 0 updated, 0 unchanged, 1 failed")
@@ -248,7 +248,7 @@ def test_admin_uploads_task_zips_and_watches_each_import_end_with_its_report(
     reason = failed_run.result["failed"][0]["error"]
     page.click("#started-job a:text('Import tasks')")  # the job's page: the same report
     page.wait_for_selector("#job-report")
-    assert "Succeeded with 1 failed" in page.inner_text("#job-live")
+    assert "Failed: its item failed" in page.inner_text("#job-live")
     assert reason in page.inner_text("#job-report")
 
     page.goto(f"{live_server.url}/")
