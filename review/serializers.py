@@ -1,5 +1,6 @@
 """What the review API shows and accepts. Serializers validate; review.services does the work."""
 
+from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 from rest_framework import serializers
@@ -170,6 +171,9 @@ class CandidateFilterSerializer(serializers.Serializer):
         help_text="the worst severity of the latest diagnosis",
     )  # fmt: skip
     mine = serializers.BooleanField(required=False, help_text="only candidates you hold")
+    diagnosis_failed = serializers.BooleanField(
+        required=False, help_text="only candidates whose last diagnosis attempt failed (true) or did not (false)"
+    )
     lazy_above = serializers.FloatField(
         required=False, min_value=0.0, max_value=1.0,
         help_text="only candidates whose checker pays a lazy agent more than this (the latest sanity report of the "
@@ -199,6 +203,9 @@ class CandidateFilterSerializer(serializers.Serializer):
                 queryset = queryset.filter(worst_rank=SEVERITY_RANK[data["severity"]])
         if data.get("mine"):
             queryset = queryset.filter(claimed_by=user, claim_expires_at__gt=timezone.now())
+        if "diagnosis_failed" in data:
+            failed = ~Q(diagnosis_error="")
+            queryset = queryset.filter(failed if data["diagnosis_failed"] else ~failed)
         if "lazy_above" in data:
             queryset = SanityReport.filter_lazy_above(queryset, data["lazy_above"], "task__current_revision")
         return queryset

@@ -248,7 +248,8 @@ def test_rows_show_issues_scores_and_claims(reviewer_client, queue_rows, second_
 def test_status_counts_follow_the_other_filters(reviewer_client, queue_rows):
     response = reviewer_client.get(QUEUE)
     assert status_counts(response) == {
-        "all": 5, "awaiting_diagnosis": 1, "awaiting_review": 3, "in_review": 1, "accepted": 0, "rejected": 0,
+        "all": 5, "awaiting_diagnosis": 1, "diagnosis_failed": 0, "awaiting_review": 3, "in_review": 1,
+        "accepted": 0, "rejected": 0,
     }  # fmt: skip
     # The status filter itself does not change the tabs: they say where each click leads.
     response = reviewer_client.get(f"{QUEUE}?benchmark=claw-bench&status=awaiting_review")
@@ -549,6 +550,26 @@ def test_a_failed_diagnosis_shows_in_the_row_also_beside_an_earlier_one(viewer_c
     assert "Major" in row_html(response, again) and "Last diagnosis failed" in row_html(response, again)
     assert 'title="the model answered no JSON"' in row_html(response, again)
     assert "failed" not in row_html(response, fine)
+
+
+def test_candidates_whose_diagnosis_failed_have_a_tab_and_stay_reviewable(reviewer_client, api_as, reviewer,
+                                                                          benchmark):  # fmt: skip
+    never = make_candidate(benchmark, "t-never", diagnosis_error="no endpoint serves the role 'diagnosis'")
+    make_candidate(benchmark, "t-waiting")
+    make_candidate(benchmark, "t-again", issues=["major"], diagnosis_error="the model answered no JSON",
+                   status=Status.AWAITING_REVIEW)  # fmt: skip
+
+    response = reviewer_client.get(QUEUE)
+    counts = status_counts(response)
+    assert (counts["all"], counts["awaiting_diagnosis"], counts["diagnosis_failed"], counts["awaiting_review"]) == (
+        3, 1, 1, 1)  # fmt: skip
+    assert listed(reviewer_client.get(QUEUE, {"status": "diagnosis_failed"})) == ["t-never"]
+    assert listed(reviewer_client.get(QUEUE, {"status": "awaiting_diagnosis"})) == ["t-waiting"]
+    ids = [row["task"] for row in api_as(reviewer).get("/api/candidates/", {"diagnosis_failed": True}).json()["results"]]
+    assert sorted(ids) == ["t-again", "t-never"]
+    # Not stuck behind a diagnosis that is not coming: a reviewer claims it and may decide it.
+    row = row_html(reviewer_client.get(QUEUE, {"status": "diagnosis_failed"}), never)
+    assert 'data-key="a"' in row and "Diagnosis failed" in row
 
 
 # --- what a row and the accept dialog say (issue 10, item 13) ----------------------------------------------------

@@ -40,6 +40,11 @@ from ..serializers import CandidateFilterSerializer
 
 PAGE_SIZE = 50
 Status = BenchmarkCandidate.Status
+# Candidates awaiting a diagnosis whose last attempt failed get a tab of their own: a person reviews them (or an admin
+# diagnoses them again) instead of waiting for a diagnosis nothing is making.
+DIAGNOSIS_FAILED = "diagnosis_failed"
+QUEUE_STATUSES = [(Status.AWAITING_DIAGNOSIS, Status.AWAITING_DIAGNOSIS.label), (DIAGNOSIS_FAILED, "Diagnosis failed"),
+                  *((value, label) for value, label in Status.choices if value != Status.AWAITING_DIAGNOSIS)]  # fmt: skip
 Decision = ReviewDecision.Decision
 # Fixing needs the candidate's files in front of the reviewer: the queue's `f` opens the candidate page instead.
 QUEUE_DECISIONS = (Decision.ACCEPT, Decision.REJECT)
@@ -78,7 +83,7 @@ class QueueFilterForm(forms.Form):
     severity = forms.ChoiceField(
         choices=[("", "Any severity"), *Severity.choices, ("none", "No issues or not diagnosed")], required=False
     )
-    status = forms.ChoiceField(choices=[("", "All statuses"), *Status.choices], required=False)
+    status = forms.ChoiceField(choices=[("", "All statuses"), *QUEUE_STATUSES], required=False)
     mine = forms.BooleanField(required=False, label="Claimed by me")
     # What a lazy agent earns with the checker of the task's current revision, above one of the thresholds.
     lazy = forms.ChoiceField(
@@ -116,6 +121,10 @@ class QueueFilterForm(forms.Form):
             shared["lazy_above"] = data["lazy"]
         if not with_status:
             shared.pop("status", None)
+        elif shared.get("status") == DIAGNOSIS_FAILED:
+            shared.update(status=Status.AWAITING_DIAGNOSIS, diagnosis_failed=True)
+        elif shared.get("status") == Status.AWAITING_DIAGNOSIS:
+            shared["diagnosis_failed"] = False
         candidates = BenchmarkCandidate.objects.order_by()
         api_filters = CandidateFilterSerializer(data=shared, context={"request": request})
         api_filters.is_valid(raise_exception=True)  # the form accepted exactly these values
@@ -186,8 +195,13 @@ def _running_batch():
 def queue(request):
     services.expire_claims()
     form = QueueFilterForm(request.GET)
-    by_status = dict(form.candidates(request, with_status=False).values_list("status").annotate(n=Count("id")))
+    matching = form.candidates(request, with_status=False)
+    by_status = dict(matching.values_list("status").annotate(n=Count("id")))
     total = sum(by_status.values())
+    if by_status.get(Status.AWAITING_DIAGNOSIS):  # those whose diagnosis failed have a tab of their own
+        failed = matching.filter(status=Status.AWAITING_DIAGNOSIS).exclude(diagnosis_error="").count()
+        by_status[Status.AWAITING_DIAGNOSIS] -= failed
+        by_status[DIAGNOSIS_FAILED] = failed
     status = form.cleaned_data.get("status")
     paginator = Paginator(_rows(form.candidates(request)).order_by(*SORTS[form.sort_name][1]), PAGE_SIZE)
     # The per-status counts already hold the number of matches: no second COUNT over the same filters.
@@ -200,7 +214,7 @@ def queue(request):
         "page": page,
         "total": total,
         "status": status,
-        "status_counts": [(value, label, by_status.get(value, 0)) for value, label in Status.choices],
+        "status_counts": [(value, label, by_status.get(value, 0)) for value, label in QUEUE_STATUSES],
         "queue_url": request.get_full_path(),
         # Called only by the whole page (a callable in the context): the results partial has no use for it.
         "batch_run": _running_batch,
