@@ -28,6 +28,7 @@ from accounts.roles import ADMIN
 from clawgym_site.api_filters import QueryFilterMixin
 from evaluation.harnesses import HARNESS_CHOICES
 from jobs.engine import JobEngineError
+from jobs.redaction import hide_paths, hide_paths_in, sees_server_details
 
 from . import rl_pages, runs
 from .models import BaseModel, Checkpoint, ModelServer, RLRollout, TrainingDataset, TrainingMetric, TrainingRun
@@ -41,13 +42,29 @@ from .serializers import (
 )
 
 
+def _sees_paths(serializer) -> bool:
+    request = serializer.context.get("request")
+    return request is not None and sees_server_details(request.user)
+
+
 class CheckpointSerializer(serializers.ModelSerializer):
+    """A checkpoint; its folder in full for admins, its last part for everyone else (jobs.redaction)."""
+
     class Meta:
         model = Checkpoint
         fields = ["id", "run", "step", "path", "sha256", "size_bytes", "metrics", "created_at"]
 
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        if not _sees_paths(self):
+            data["path"] = hide_paths(data["path"])
+        return data
+
 
 class TrainingRunSerializer(serializers.ModelSerializer):
+    """A run in full. Server paths (the base model's and output folders, checkpoints', any in the config or the
+    error) are admins' to see; everyone else gets their last part, as for jobs and rollouts."""
+
     checkpoints = CheckpointSerializer(many=True, read_only=True)
 
     class Meta:
@@ -56,6 +73,14 @@ class TrainingRunSerializer(serializers.ModelSerializer):
                   "config", "steps", "total_steps", "attempt", "resumed_from", "cloned_from", "error", "output_dir",
                   "job_run", "base_eval_run", "created_at", "started_at", "finished_at", "checkpoints"]  # fmt: skip
         read_only_fields = fields
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        if not _sees_paths(self):
+            for name in ("name", "base_model_path", "output_dir", "error"):  # a name made before it said no path
+                data[name] = hide_paths(data[name])
+            data["config"] = hide_paths_in(data["config"])
+        return data
 
 
 class TrainingRunListSerializer(serializers.ModelSerializer):
@@ -69,6 +94,12 @@ class TrainingRunListSerializer(serializers.ModelSerializer):
 
     def get_latest_reward(self, run) -> float | None:
         return rl_pages.latest_reward(run) if run.kind == TrainingRun.Kind.RL else None
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        if not _sees_paths(self):
+            data["name"] = hide_paths(data["name"])
+        return data
 
 
 class MetricSerializer(serializers.ModelSerializer):
@@ -127,7 +158,11 @@ class TrainingRunViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.Retriev
         return TrainingRunListSerializer if self.action == "list" else TrainingRunSerializer
 
     def _detail(self, run, code=status.HTTP_200_OK) -> Response:
-        body = {**TrainingRunSerializer(self.get_queryset().get(pk=run.pk)).data, "report": runs.run_json(run)}
+        context = self.get_serializer_context()
+        report = runs.run_json(run)  # `train --json`'s figures, checkpoints' paths among them
+        if not sees_server_details(self.request.user):
+            report = hide_paths_in(report)
+        body = {**TrainingRunSerializer(self.get_queryset().get(pk=run.pk), context=context).data, "report": report}
         if run.kind == TrainingRun.Kind.RL:
             tasks = [{"external_id": t["external_id"], "revision": t["revision"]} for t in rl_pages.run_tasks(run)]
             body["rl"] = RLRunDetailSerializer({"steps": runs.rl_step_table(run), "tasks": tasks,

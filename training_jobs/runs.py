@@ -190,7 +190,7 @@ def start_training_run(*, kind: str = "sft", dataset: TrainingDataset, base_mode
         config = for_cpu(config)
     with transaction.atomic():
         run = TrainingRun.objects.create(
-            name=name or f"sft {dataset.name or dataset.pk} on {base_model.name if base_model else base_model_path}"[:200],
+            name=name or f"sft {dataset.name or dataset.pk} on {model_label(base_model, base_model_path)}"[:200],
             kind=kind, dataset=dataset, base_model=base_model, base_model_path=base_model_path, config=config,
             preset=preset, cpu=cpu, created_by=user if user is not None and user.is_authenticated else None,
             cloned_from=cloned_from,
@@ -312,6 +312,12 @@ def run_json(run: TrainingRun) -> dict:
 
 
 # --- RL runs ----------------------------------------------------------------------------------------------------
+
+
+def model_label(base_model, base_model_path: str) -> str:
+    """What a run's default name calls its model: the registered name, or the folder's last part (everyone sees a
+    run's name; only admins see server paths)."""
+    return base_model.name if base_model else (base_model_path.rstrip("/").rsplit("/", 1)[-1] or base_model_path)
 
 
 def build_rl_config(preset: str, overrides: dict | None = None, *, base: dict | None = None) -> dict:
@@ -448,7 +454,7 @@ def create_rl_run(user, *, base_model_path: str = "", base_model: BaseModel | No
     if cpu:
         config = rl_for_cpu(config)
     config["tasks"] = [r.pk for r in revisions]
-    model_name = base_model.name if base_model else base_model_path
+    model_name = model_label(base_model, base_model_path)
     with transaction.atomic():
         run = TrainingRun.objects.create(
             name=name or f"rl on {len(revisions)} task(s) from {model_name}"[:200], kind=TrainingRun.Kind.RL,

@@ -4,6 +4,7 @@ training_jobs.datasets)."""
 from rest_framework import serializers
 
 from evaluation.harnesses import HARNESS_CHOICES
+from jobs.redaction import hide_paths, sees_server_details
 from jobs.serializers import JobRunSerializer
 from tasks.models import Task
 
@@ -214,6 +215,13 @@ class ModelServerSerializer(serializers.ModelSerializer):
 
     def get_base_url(self, server) -> str | None:
         return server.endpoint.base_url if server.endpoint_id else None
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        request = self.context.get("request")
+        if request is None or not sees_server_details(request.user):
+            data["error"] = hide_paths(data["error"])  # a failed start names its log and the model's folder
+        return data
 
 
 class ModelServerFilterSerializer(serializers.Serializer):

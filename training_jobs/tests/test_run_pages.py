@@ -36,7 +36,7 @@ def test_the_run_page_shows_config_curves_table_log_and_checkpoints(viewer_clien
     assert 'data-chart="chart-loss"' in html and 'data-chart="chart-lr"' in html
     loss = json.loads(html.split('id="chart-loss" type="application/json">')[1].split("</script>")[0])
     assert loss["labels"] == [1, 2] and loss["datasets"][0]["data"] == [5.25, 4.75]
-    assert "4.7500" in html and "/tmp/run/checkpoint-2" in html and "step 2 done" in html
+    assert "4.7500" in html and "…/checkpoint-2" in html and "step 2 done" in html  # the path is admins' (below)
     assert 'hx-trigger="every 2s"' in html  # running: it refreshes itself
     partial = viewer_client.get(reverse("training:run", args=[run.pk]), HTTP_HX_REQUEST="true").content.decode()
     assert partial.startswith('\n<div id="run-live"') or partial.lstrip().startswith('<div id="run-live"')
@@ -92,3 +92,30 @@ def test_the_api_starts_lists_and_shows_runs(api_as, dataset, viewer):  # noqa: 
     assert reader.post(f"/api/training/runs/{body['id']}/cancel/").status_code == 403
     cancelled = admin.post(f"/api/training/runs/{body['id']}/cancel/")
     assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+
+
+def test_server_paths_are_for_admins_only(api_as, admin_user, viewer, admin_client, viewer_client, run):
+    from training_jobs.models import ModelServer
+
+    TrainingRun.objects.filter(pk=run.pk).update(output_dir="/srv/clawgym/training/run-9/output",
+                                                 error="the trainer exited with 1: /srv/clawgym/training/run-9/x.json")  # fmt: skip
+    checkpoint = Checkpoint.objects.get(run=run)
+    ModelServer.objects.create(checkpoint=checkpoint, status="failed", error="exited (log: /srv/clawgym/serve.log)")
+    urls = [f"/api/training/runs/{run.pk}/", "/api/training/runs/", f"/api/training/checkpoints/{checkpoint.pk}/",
+            "/api/training/checkpoints/", f"/api/training/servers/?checkpoint={checkpoint.pk}"]  # fmt: skip
+    secret = ("/srv/clawgym", "/tmp/run", "/models/tiny")
+    for url in urls:
+        seen = api_as(viewer).get(url)
+        assert seen.status_code == 200 and not any(path in seen.content.decode() for path in secret), url
+    detail = api_as(viewer).get(f"/api/training/runs/{run.pk}/").json()
+    assert (detail["base_model_path"], detail["output_dir"]) == ("…/tiny", "…/output")
+    assert detail["checkpoints"][0]["path"] == "…/checkpoint-2" == detail["report"]["checkpoints"][0]["path"]
+    page = viewer_client.get(reverse("training:run", args=[run.pk])).content.decode()
+    assert not any(path in page for path in secret) and "…/checkpoint-2" in page
+
+    # Admins run the servers: they see every path in full, on the API and the page.
+    full = api_as(admin_user).get(f"/api/training/runs/{run.pk}/").json()
+    assert (full["base_model_path"], full["output_dir"]) == ("/models/tiny", "/srv/clawgym/training/run-9/output")
+    assert full["checkpoints"][0]["path"] == "/tmp/run/checkpoint-2" == full["report"]["checkpoints"][0]["path"]
+    assert "/srv/clawgym/serve.log" in api_as(admin_user).get(urls[-1]).content.decode()
+    assert "/tmp/run/checkpoint-2" in admin_client.get(reverse("training:run", args=[run.pk])).content.decode()
