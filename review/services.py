@@ -578,6 +578,10 @@ def decide(
         _require_holder(candidate, user)
         task = Task.objects.select_for_update().get(pk=candidate.task_id)
         revision = task.current_revision
+        if decision == Decision.FIX and candidate.decisions.filter(decision=Decision.FIX, revision=revision).exists():
+            # Saving an edit (or applying a suggested fix) recorded it already: a second row would list it twice.
+            raise ReviewError(f"r{revision.number} is recorded as a fix already; edit the task again to record "
+                              "another fix, or accept it")  # fmt: skip
         if decision == Decision.ACCEPT:
             blocked = sanity_block(revision, candidate.benchmark)
             if blocked and not override_reason.strip():

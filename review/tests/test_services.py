@@ -198,6 +198,22 @@ def test_decisions_are_append_only(candidate, reviewer):
     assert ReviewDecision.objects.get(pk=row.pk).reason == "bad"
 
 
+def test_a_revision_already_recorded_as_a_fix_is_not_recorded_twice(candidate, reviewer, django_capture_on_commit_callbacks):
+    diagnosis = add_diagnosis(candidate, [{"component": "checker", "path": "check.py", "replacement": "print('{}')\n"}])
+    with django_capture_on_commit_callbacks(execute=False):
+        fix = services.apply_suggested_fix(diagnosis.issues.get(), user=reviewer, base_revision=candidate.task.current_revision)
+
+    with pytest.raises(services.ReviewError, match=f"r{fix.revision.number} is recorded as a fix already"):
+        services.decide(candidate, "fix", user=reviewer, reason="recorded again")
+    fixes = [e for e in services.history(candidate) if e["kind"] == "decision" and e["what"] == "fix"]
+    assert [e["revision"] for e in fixes] == [fix.revision.number]
+    # A revision made elsewhere (the task page's editor records no fix) is still recorded by "Record fix".
+    task = candidate.task
+    revise_task(task, user=reviewer, message="by hand", base_revision=task.current_revision, instruction="Sum it all.")
+    row = services.decide(candidate, "fix", user=reviewer, reason="fixed on the task page")
+    assert row.revision.number == fix.revision.number + 1
+
+
 def test_apply_fix_makes_a_revision_and_queues_a_sanity_check(
     candidate, reviewer, django_capture_on_commit_callbacks
 ):
