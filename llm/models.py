@@ -122,6 +122,13 @@ class ModelEndpoint(models.Model):
     def serves(self, role: str) -> bool:
         return role in (self.roles or [])
 
+    @classmethod
+    def serving(cls, role: str):
+        """The enabled endpoints that serve `role`, by name: what a form offers for that role. (A queryset by
+        primary key: SQLite's JSON fields have no `contains` lookup.)"""
+        enabled = cls.objects.filter(enabled=True).order_by("name")
+        return enabled.filter(pk__in=[e.pk for e in enabled.only("pk", "roles") if e.serves(role)])
+
     def api_key(self) -> str | None:
         """The key from the environment, or None when no variable is named. Never log or render it.
 

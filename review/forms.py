@@ -34,8 +34,7 @@ class DecisionForm(forms.Form):
 
 def agent_endpoints():
     """The enabled endpoints that serve the agent role, by name."""
-    enabled = ModelEndpoint.objects.filter(enabled=True).order_by("name")
-    return enabled.filter(pk__in=[e.pk for e in enabled if e.serves(ModelEndpoint.Role.AGENT)])
+    return ModelEndpoint.serving(ModelEndpoint.Role.AGENT)
 
 
 class DifficultyFilterForm(forms.Form):

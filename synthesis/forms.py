@@ -9,16 +9,13 @@ from .batches import MAX_COUNT, MAX_SUPPORTING, OPERATIONS_PER_TASK
 from .models import QAStage, Route
 
 
-def _enabled_endpoints():
-    """Any enabled endpoint may be picked for either role (a role is advice); the default serves it."""
-    return ModelEndpoint.objects.filter(enabled=True).order_by("name")
-
-
-def _default(role: str) -> str:
-    for endpoint in _enabled_endpoints():
-        if endpoint.serves(role):
-            return endpoint.name
-    return ""
+def _offer(field: forms.ModelChoiceField, role: str) -> None:
+    """Offer the enabled endpoints that serve `role` (the `synthesize` command still takes any by name); with none,
+    the field says how to get one instead of showing an empty list."""
+    field.queryset = ModelEndpoint.serving(role)
+    if not field.queryset.exists():
+        field.help_text = (f"No enabled endpoint serves the {role} role: give one that role on the Models page "
+                           "(/llm/endpoints/).")  # fmt: skip
 
 
 class StartBatchForm(forms.Form):
@@ -53,12 +50,12 @@ class StartBatchForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("initial", {})
-        kwargs["initial"] = {"generator": _default(ModelEndpoint.Role.GENERATOR),
-                             "judge": _default(ModelEndpoint.Role.JUDGE), "qa_stages": QAStage.values,
-                             **kwargs["initial"]}  # fmt: skip
         super().__init__(*args, **kwargs)
-        self.fields["generator"].queryset = _enabled_endpoints()
-        self.fields["judge"].queryset = _enabled_endpoints()
+        for name, role in (("generator", ModelEndpoint.Role.GENERATOR), ("judge", ModelEndpoint.Role.JUDGE)):
+            _offer(self.fields[name], role)
+            first = self.fields[name].queryset.first()
+            self.initial.setdefault(name, first.name if first else "")
+        self.initial.setdefault("qa_stages", QAStage.values)
 
     def dashboard_fields(self):
         return [self[name] for name in self.DASHBOARD_FIELDS]

@@ -150,6 +150,18 @@ def test_start_form_starts_a_batch_or_a_preview_first(admin_client, endpoints, a
     assert f"#{batch.pk} goes on instead" in response.content.decode()
 
 
+def test_start_form_offers_each_role_its_endpoints_and_says_when_none_serves_it(admin_client, endpoints):
+    generator, judge = endpoints
+    page = admin_client.get(reverse("synthesis:start")).content.decode()
+    generators = page[page.index('name="generator"'):page.index("</select>", page.index('name="generator"'))]
+    judges = page[page.index('name="judge"'):page.index("</select>", page.index('name="judge"'))]
+    assert '<option value="gen"' in generators and "judge" not in generators.split(">", 1)[1]
+    assert '<option value="judge"' in judges and 'value="gen"' not in judges
+    ModelEndpoint.objects.filter(pk=judge.pk).update(roles=["agent"])
+    page = admin_client.get(reverse("synthesis:start")).content.decode()
+    assert "No enabled endpoint serves the judge role: give one that role on the Models page" in page
+
+
 def test_start_form_every_qa_stage_is_the_commands_default(admin_client, endpoints):
     fields = {"route": "persona", "count": "3", "generator": "gen", "judge": "judge", "seed": "5", "start": "1",
               "qa_stages": ["novelty", "plausibility", "difficulty", "leak", "alignment", "rubric"]}  # fmt: skip
