@@ -61,6 +61,11 @@ class BatchError(ValueError):
     """The batch cannot start or resume as asked; the message says why and what to do."""
 
 
+class NoSynthesizableSkills(BatchError):
+    """The skill route has no skill to draw: none is imported, annotated and labelled synthesizable (the pages link
+    the Skills page, where both are buttons; the message names the commands for scripts)."""
+
+
 # --- drawing the items ------------------------------------------------------------------------------------------
 
 
@@ -146,7 +151,7 @@ def _weighted_sample(rng: random.Random, choices: list[int], weights: list[float
 def _skill_seeds(rng: random.Random, count: int, options: dict) -> list[dict]:
     skills = [s for s in Skill.objects.order_by("name") if skill_synthesizable(s)]
     if not skills:
-        raise BatchError("the skill route needs synthesizable skills: import skills (`import_skills`) and annotate "
+        raise NoSynthesizableSkills("the skill route needs synthesizable skills: import skills (`import_skills`) and annotate "
                          "them (`annotate_skills`)")  # fmt: skip
     similarity, measure = skill_similarity([_annotation_text(s) for s in skills])
     most = min(MAX_SUPPORTING, int(options.get("supporting", MAX_SUPPORTING)), len(skills) - 1)

@@ -12,6 +12,7 @@ from django.core.paginator import Paginator
 from django.db.models import Count
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
+from django.utils.html import format_html
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.decorators import admin_required, viewer_required
@@ -151,6 +152,11 @@ def batch_start(request):
     earlier = set(SynthesisBatch.objects.values_list("pk", flat=True).order_by())
     try:
         batch = batches.start_batch(user=request.user, **settings)
+    except batches.NoSynthesizableSkills:
+        form.add_error(None, format_html(
+            'The skill route needs synthesizable skills: import and annotate them on the <a href="{}">Skills page</a> '
+            "(both are buttons there), or choose the persona route.", reverse("synthesis:skills")))  # fmt: skip
+        return _start_page(request, form, status=400)
     except batches.BatchError as exc:
         form.add_error(None, str(exc))
         return _start_page(request, form, status=400)

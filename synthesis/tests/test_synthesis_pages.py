@@ -178,11 +178,13 @@ def test_start_form_errors_are_shown_and_nothing_starts(admin_client, endpoints)
                                                               "judge": "nobody", "start": "1"})  # fmt: skip
     assert response.status_code == 400
     assert not SynthesisBatch.objects.exists()
-    # The skill route without a synthesizable skill: the service's reason is on the form.
+    # The skill route without a synthesizable skill: the form links the Skills page, where import and annotate are.
     response = admin_client.post(reverse("synthesis:start"), {"route": "skill", "count": "2", "generator": "gen",
                                                               "judge": "judge", "start": "1"})  # fmt: skip
     assert response.status_code == 400
-    assert "the skill route needs synthesizable skills" in response.content.decode()
+    assert (f'import and annotate them on the <a href="{reverse("synthesis:skills")}">Skills page</a>'
+            in response.content.decode())  # fmt: skip
+    assert "`import_skills`" not in response.content.decode()
     assert not SynthesisBatch.objects.exists()
 
 
