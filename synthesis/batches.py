@@ -496,9 +496,9 @@ def stage_costs(batch: SynthesisBatch) -> dict:
 
 
 def distributions(batch: SynthesisBatch) -> dict:
-    """Counts over the items: subcategories, operations, skills (main and supporting), difficulty, and the same
-    for the kept ones."""
-    found = {name: Counter() for name in ("subcategories", "operations", "skills", "difficulty")}
+    """Counts over the items: subcategories, operations, skills (main and supporting), difficulty as the generator
+    rated its own task and as the judge's quality assessment found it, and the same for the kept ones."""
+    found = {name: Counter() for name in ("subcategories", "operations", "skills", "difficulty", "judge_difficulty")}
     kept = {name: Counter() for name in found}
     for item in batch.items.only("seed", "draft", "status"):
         into = [found, kept] if item.status == SynthesisItem.Status.KEPT else [found]
@@ -511,6 +511,9 @@ def distributions(batch: SynthesisBatch) -> dict:
                 counts["skills"].update([seed["main"]["name"], *(s["name"] for s in seed["supporting"])])
             if item.draft.get("difficulty") is not None:
                 counts["difficulty"][str(item.draft["difficulty"])] += 1
+            judged = ((item.draft.get("qa") or {}).get("difficulty") or {}).get("details", {}).get("level")
+            if judged is not None:
+                counts["judge_difficulty"][str(judged)] += 1
     return {"all": {k: dict(v.most_common()) for k, v in found.items()},
             "kept": {k: dict(v.most_common()) for k, v in kept.items()}}  # fmt: skip
 

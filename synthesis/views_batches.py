@@ -27,7 +27,9 @@ from .models import STAGE_ORDER, QAStage, Stage, SynthesisBatch, SynthesisItem
 BATCHES_PAGE_SIZE = 30
 ITEMS_PAGE_SIZE = 50
 DISTRIBUTIONS = [("subcategories", "Subcategories"), ("operations", "Operations"), ("skills", "Skills"),
-                 ("difficulty", "Difficulty")]  # fmt: skip
+                 ("difficulty", "Difficulty as the generator rated its own task"),
+                 ("judge_difficulty", "Difficulty as the judge found it (quality assessment)")]  # fmt: skip
+LEVELS = ("difficulty", "judge_difficulty")  # 1..5, charted in order
 CHART_BARS = 20  # the most frequent values charted; the table beside lists them all
 
 
@@ -84,7 +86,7 @@ def distribution_tables(found: dict) -> list[dict]:
     tables = []
     for key, title in DISTRIBUTIONS:
         everything, kept = found["all"].get(key) or {}, found["kept"].get(key) or {}
-        if key == "difficulty":
+        if key in LEVELS:
             rows = [(level, everything[level], kept.get(level, 0)) for level in sorted(everything, key=str)]
         else:
             rows = [(value, n, kept.get(value, 0)) for value, n in everything.items()]  # most common first

@@ -282,6 +282,26 @@ def test_a_batch_whose_every_item_failed_has_failed_and_one_with_failures_is_not
     assert '<span class="badge s-failed">Failed</span>' in row[: row.index("</tr>")]
 
 
+def test_the_difficulty_charts_say_whose_rating_they_show(viewer_client, endpoints):
+    generator, judge = endpoints
+    batch = make_batch(generator, judge, status=SynthesisBatch.Status.COMPLETE,
+                       items=[("kept", "catalog", {}, ""), ("rejected", "qa", {}, "qa: too easy")])  # fmt: skip
+    judged = {"difficulty": {"verdict": "pass", "reason": "level 4", "details": {"level": 4}}}
+    SynthesisItem.objects.filter(batch=batch, index=0).update(draft={"difficulty": 2, "qa": judged})
+    too_easy = {"difficulty": {"verdict": "fail", "reason": "level 1", "details": {"level": 1}}}
+    SynthesisItem.objects.filter(batch=batch, index=1).update(draft={"difficulty": 3, "qa": too_easy})
+
+    page = viewer_client.get(reverse("synthesis:detail", args=[batch.pk])).content.decode()
+    mine = page.index("<h2>Difficulty as the generator rated its own task</h2>")
+    theirs = page.index("<h2>Difficulty as the judge found it (quality assessment)</h2>")
+    charts = {chart["labels"] == ["2", "3"]: chart for chart in (
+        json.loads(re.search(r'id="chart-difficulty" type="application/json">([^<]+)<', page).group(1)),
+        json.loads(re.search(r'id="chart-judge_difficulty" type="application/json">([^<]+)<', page).group(1)),
+    )}  # fmt: skip
+    assert mine < theirs and charts[True]["datasets"][1]["data"] == [1, 0]  # the generator's: 2 (kept) and 3
+    assert charts[False]["labels"] == ["1", "4"] and charts[False]["datasets"][1]["data"] == [0, 1]
+
+
 # --- a batch made by the pipeline ------------------------------------------------------------------------------------
 
 
