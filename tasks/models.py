@@ -173,7 +173,7 @@ class TaskRevision(models.Model):
 
 class RevisionFile(models.Model):
     class Role(models.TextChoices):
-        INPUT = "input", "Input file (s0)"
+        INPUT = "input", "Input file (starting workspace)"
         REWARD = "reward", "Checker file (reward/)"
         SOLUTION = "solution", "Reference solution"
 

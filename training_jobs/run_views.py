@@ -178,7 +178,8 @@ def curves(run: TrainingRun) -> tuple[list[dict], dict, dict]:
     steps = [m.step for m in metrics]
 
     def line(key: str, label: str, title: str) -> dict:
-        return {"type": "line", "labels": steps, "x": {"title": "step"}, "y": {"title": title},
+        # Both are never negative: from 0 up (a flat 0 would otherwise be drawn on an axis from -1 to 1).
+        return {"type": "line", "labels": steps, "x": {"title": "step"}, "y": {"min": 0, "title": title},
                 "datasets": [{"label": label, "data": [m.values.get(key) for m in metrics]}]}  # fmt: skip
 
     return rows, line("loss", "loss", "training loss"), line("learning_rate", "learning rate", "learning rate")

@@ -70,6 +70,8 @@
             max: y.max,
             title: { display: Boolean(y.title), text: y.title },
             ticks: spec.integers ? { precision: 0 } : {},
+            // An axis that goes below 0 (a difference A − B) marks 0, where its bars start.
+            grid: { color: (ctx) => (ctx.tick && ctx.tick.value === 0 && y.min < 0 ? "#6b7280" : "rgba(0, 0, 0, 0.1)") },
           },
           x: { title: { display: Boolean(spec.x && spec.x.title), text: spec.x && spec.x.title } },
         },

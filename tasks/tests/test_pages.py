@@ -195,7 +195,7 @@ def test_task_detail_shows_header_instruction_files_checker_rubric_history(viewe
     assert "r2" in page and "(current)" in page
     assert "Summarise the sales by region." in page
     # file tree grouped by role, with sizes and htmx links to the viewer
-    assert "Input file (s0)" in page and "Checker file (reward/)" in page and "Reference solution" in page
+    assert "Input file (starting workspace)" in page and "Checker file (reward/)" in page and "Reference solution" in page
     assert "data/sales.csv" in page and "31\xa0bytes" in page
     assert reverse("tasks:file", args=["sales-report", 2, "input", "data/sales.csv"]) in page
     assert 'hx-target="#file-viewer"' in page
