@@ -323,7 +323,8 @@ class ImportReportSerializer(serializers.Serializer):
     imported = serializers.IntegerField()
     updated = serializers.IntegerField()
     unchanged = serializers.IntegerField()
-    failed = ImportFailureSerializer(many=True)
+    failed = ImportFailureSerializer(many=True, help_text="The first 100 failures, each naming its line or folder.")
+    failed_count = serializers.IntegerField(help_text="All the failures, also those not listed in `failed`.")
 
 
 class SkillAnnotationSerializer(serializers.ModelSerializer):

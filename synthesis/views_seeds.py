@@ -24,12 +24,13 @@ FAILURES_SHOWN = 10
 
 
 def _report_message(request, what: str, report: dict) -> None:
-    """An import's {"imported", "updated", "unchanged", "failed"} as a message, with the first failures named."""
+    """An import's {"imported", "updated", "unchanged", "failed", "failed_count"} as a message, with the first
+    failures named."""
     text = (f"{what}: {report['imported']} imported, {report['updated']} updated, {report['unchanged']} unchanged, "
-            f"{len(report['failed'])} failed.")  # fmt: skip
+            f"{report['failed_count']} failed.")  # fmt: skip
     if report["failed"]:
         shown = "; ".join(f"{f['source']}: {f['error']}" for f in report["failed"][:FAILURES_SHOWN])
-        more = len(report["failed"]) - FAILURES_SHOWN
+        more = report["failed_count"] - FAILURES_SHOWN
         messages.warning(request, f"{text} {shown}" + (f"; and {more} more" if more > 0 else ""))
     else:
         messages.success(request, text)

@@ -28,18 +28,25 @@ from .services import SaveOutcome, save_package
 IMPORT_STAGE = "import"
 IMPORT_JOB = "tasks.import_upload"
 BATCH_SIZE = 50
+FAILURES_LISTED = 100  # a report names this many failures and counts the rest
 
 
 @dataclass
 class ImportReport:
+    """What an import did. `failed` lists the first FAILURES_LISTED failures ({source, error}) and `failed_count`
+    counts them all: a file of a million bad lines is a short report, not a million-entry answer held in memory."""
+
     imported: int = 0
     updated: int = 0
     unchanged: int = 0
     failed: list[dict] = field(default_factory=list)
+    failed_count: int = 0
     on_failure: Callable[[str, str], None] | None = field(default=None, repr=False, compare=False)
 
     def fail(self, source: str, error: str) -> None:
-        self.failed.append({"source": source, "error": error})
+        self.failed_count += 1
+        if len(self.failed) < FAILURES_LISTED:
+            self.failed.append({"source": source, "error": error})
         if self.on_failure:
             self.on_failure(source, error)
 
@@ -49,6 +56,7 @@ class ImportReport:
             "updated": self.updated,
             "unchanged": self.unchanged,
             "failed": list(self.failed),
+            "failed_count": self.failed_count,
         }
 
 

@@ -57,11 +57,11 @@ def import_upload(ctx, *, upload_path: str, fmt: str | None = None) -> dict:
     finally:
         remove_upload(upload_path)
     result = report.as_dict()
-    tried = len(result["failed"]) + result["imported"] + result["updated"] + result["unchanged"]
-    ctx.items_failed(len(result["failed"]), of=tried)
+    tried = result["failed_count"] + result["imported"] + result["updated"] + result["unchanged"]
+    ctx.items_failed(result["failed_count"], of=tried)
     ctx.log(
         f"imported {result['imported']}, updated {result['updated']}, unchanged {result['unchanged']}, "
-        f"failed {len(result['failed'])}"
+        f"failed {result['failed_count']}"
     )
     return result
 

@@ -160,7 +160,7 @@ def test_round_trip_into_an_empty_catalog_gives_the_same_content_hashes(version,
     Benchmark.objects.all().delete()  # its versions pin (and protect) the revisions
     Task.objects.all().delete()
     report = import_path(out)
-    assert report.as_dict() == {"imported": 2, "updated": 0, "unchanged": 0, "failed": []}
+    assert report.as_dict() == {"imported": 2, "updated": 0, "unchanged": 0, "failed": [], "failed_count": 0}
     imported = {t.external_id: t.current_revision.content_hash for t in Task.objects.select_related("current_revision")}
     assert imported == pinned
     assert Task.objects.get(external_id="t-rich").benchmark_category.slug == "office"

@@ -122,7 +122,7 @@ def test_plain_text_is_one_persona_per_non_empty_line_and_an_open_file_works_too
     path.write_text("A glassblower in Murano who keeps a log of furnace temperatures.\n\n"
                     "   A courier in Hanoi who plans routes around the morning floods.  \n")  # fmt: skip
     report = import_personas(path).as_dict()
-    assert report == {"imported": 2, "updated": 0, "unchanged": 0, "failed": []}
+    assert report == {"imported": 2, "updated": 0, "unchanged": 0, "failed": [], "failed_count": 0}
     assert Persona.objects.filter(source="mine.txt").count() == 2
 
     upload = io.BytesIO(b"A courier in HANOI who plans routes around the morning floods.\nA new one from a form.\n")
@@ -147,7 +147,7 @@ def test_the_command_prints_the_report_as_json_last(tmp_path):
     out, err = run_import(str(path), "--json")
 
     report = json.loads(out.strip().splitlines()[-1])
-    assert set(report) == {"imported", "updated", "unchanged", "failed"}
+    assert set(report) == {"imported", "updated", "unchanged", "failed", "failed_count"}
     assert (report["imported"], report["updated"], report["unchanged"]) == (1, 0, 0)
     assert [set(f) for f in report["failed"]] == [{"source", "error"}]
     assert report["failed"][0]["source"] == "p.jsonl:2" and report["failed"][0]["error"].startswith("not JSON")

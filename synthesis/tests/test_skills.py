@@ -218,7 +218,7 @@ def test_the_command_reports_as_json_and_refuses_what_it_cannot_read(tmp_path):
     out = StringIO()
     call_command("import_skills", str(tmp_path), "--json", stdout=out, stderr=StringIO())
     assert json.loads(out.getvalue().strip().splitlines()[-1]) == {
-        "imported": 1, "updated": 0, "unchanged": 0, "failed": []
+        "imported": 1, "updated": 0, "unchanged": 0, "failed": [], "failed_count": 0
     }  # fmt: skip
     (tmp_path / "empty").mkdir()
     with pytest.raises(CommandError, match="found no skill folder"):
@@ -252,7 +252,7 @@ def test_every_bundled_openclaw_skill_imports_and_a_second_run_is_all_unchanged(
     assert len(bundled_folders) == 51  # the pinned openclaw package (scripts/install-harness.sh)
 
     first = import_bundled()
-    assert first == {"imported": 51, "updated": 0, "unchanged": 0, "failed": []}
+    assert first == {"imported": 51, "updated": 0, "unchanged": 0, "failed": [], "failed_count": 0}
     assert sorted(Skill.objects.values_list("name", flat=True)) == bundled_folders  # folder name = skill name
     assert set(Skill.objects.values_list("source", flat=True)) == {"openclaw-bundled"}
     github = Skill.objects.get(name="github")
@@ -263,7 +263,7 @@ def test_every_bundled_openclaw_skill_imports_and_a_second_run_is_all_unchanged(
         "SKILL.md", "references/cli-examples.md", "references/get-started.md"
     ]  # fmt: skip
 
-    assert import_bundled() == {"imported": 0, "updated": 0, "unchanged": 51, "failed": []}
+    assert import_bundled() == {"imported": 0, "updated": 0, "unchanged": 51, "failed": [], "failed_count": 0}
 
 
 # --- what the model reads, and the runtime ----------------------------------------------------------------

@@ -185,7 +185,7 @@ def test_personas_list_and_import(viewer_api, admin_api):
     upload = SimpleUploadedFile("more.txt", b"A tram driver in Lisbon\n\nA tram driver in lisbon\nA night nurse\n")
     response = admin_api.post(f"{PERSONAS}import/", {"file": upload}, format="multipart")
     assert response.status_code == 200
-    assert response.json() == {"imported": 2, "updated": 0, "unchanged": 1, "failed": []}
+    assert response.json() == {"imported": 2, "updated": 0, "unchanged": 1, "failed": [], "failed_count": 0}
     found = viewer_api.get(PERSONAS + "?q=tram driver").json()["results"]
     assert [p["text"] for p in found] == ["A tram driver in Lisbon"] and found[0]["source"] == "more.txt"
     assert admin_api.post(f"{PERSONAS}import/", {}, format="multipart").status_code == 400

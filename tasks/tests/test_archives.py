@@ -35,7 +35,7 @@ def test_tar_gz_of_a_folder_of_task_folders(db, tmp_path):
     archive = tmp_path / "batch.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
         tar.add(_batch(tmp_path), arcname="batch")
-    assert import_path(archive).as_dict() == {"imported": 2, "updated": 0, "unchanged": 0, "failed": []}
+    assert import_path(archive).as_dict() == {"imported": 2, "updated": 0, "unchanged": 0, "failed": [], "failed_count": 0}
     assert set(Task.objects.values_list("external_id", flat=True)) == {"task_a", "task_b"}
 
 

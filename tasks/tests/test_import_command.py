@@ -27,6 +27,7 @@ def test_import_json_report_is_the_last_line(db, tmp_path):
         "updated": 0,
         "unchanged": 0,
         "failed": [{"source": "not_a_task", "error": "not_a_task: not a task folder: it has no data_entry.json"}],
+        "failed_count": 1,
     }
     assert "failed: not_a_task: " in err
 

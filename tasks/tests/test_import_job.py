@@ -57,6 +57,7 @@ def test_upload_is_stored_and_job_imports_it(db, tmp_path, upload_dir, admin_use
         "updated": 0,
         "unchanged": 0,
         "failed": [{"source": "broken", "error": "broken: not a task folder: it has no data_entry.json"}],
+        "failed_count": 1,
     }
     assert (run.progress_done, run.progress_total) == (3, 3)
     assert "failed: broken: broken: not a task folder" in run.log_tail

@@ -45,7 +45,7 @@ def test_folder_round_trip_is_exact(db, tmp_path):
     write_task(src, "binary", files={"input_files/img/logo.png": b"\x89PNG\x00\xff\xfe",
                                      "input_files/empty.txt": b"", "reward/check.py": "print('{}')\n"})
     report = import_path(src)
-    assert report.as_dict() == {"imported": len(SPELLINGS) + 1, "updated": 0, "unchanged": 0, "failed": []}
+    assert report.as_dict() == {"imported": len(SPELLINGS) + 1, "updated": 0, "unchanged": 0, "failed": [], "failed_count": 0}
 
     assert export_tasks(tmp_path / "out") == len(SPELLINGS) + 1
     assert_same_folders(src, tmp_path / "out")
@@ -88,7 +88,7 @@ def test_reimport_of_identical_content_creates_nothing(db, tmp_path):
     import_path(tmp_path / "src")
     revisions = sorted(Task.objects.values_list("external_id", "current_revision_id"))
 
-    assert import_path(tmp_path / "src").as_dict() == {"imported": 0, "updated": 0, "unchanged": 2, "failed": []}
+    assert import_path(tmp_path / "src").as_dict() == {"imported": 0, "updated": 0, "unchanged": 2, "failed": [], "failed_count": 0}
     assert sorted(Task.objects.values_list("external_id", "current_revision_id")) == revisions
     assert Task.objects.get(external_id="task_a").revisions.count() == 1
 
@@ -98,7 +98,7 @@ def test_changed_content_creates_revision_2_with_parent_1(db, tmp_path, admin_us
     import_path(tmp_path / "src", user=admin_user)
     (folder / "input_files" / "notes.md").write_text("# Notes\n- one\n- two\n- three\n")
 
-    assert import_path(tmp_path / "src").as_dict() == {"imported": 0, "updated": 1, "unchanged": 0, "failed": []}
+    assert import_path(tmp_path / "src").as_dict() == {"imported": 0, "updated": 1, "unchanged": 0, "failed": [], "failed_count": 0}
     task = Task.objects.get(external_id="task_a")
     r2, r1 = task.revisions.order_by("-number")
     assert (r1.number, r2.number) == (1, 2)

@@ -12,7 +12,7 @@ class Command(BaseCommand):
         'Import personas from Persona Hub style JSONL ({"persona": "..."} per line) or plain text (one persona '
         "per non-empty line). A persona already there (same text, case and white space aside) is left unchanged. "
         "Exits 0 when the import ran, even if some lines failed (they are listed, with their line numbers). With "
-        '--json the last line is {"imported", "updated", "unchanged", "failed": [{"source", "error"}]}.'
+        '--json the last line is {"imported", "updated", "unchanged", "failed": [{"source", "error"}], "failed_count"}.'
     )
 
     def add_arguments(self, parser):
@@ -26,9 +26,11 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         for failure in report["failed"]:
             self.stderr.write(f"failed: {failure['source']}: {failure['error']}")
+        if report["failed_count"] > len(report["failed"]):
+            self.stderr.write(f"failed: {report['failed_count'] - len(report['failed'])} more, not listed")
         summary = (
             f"imported {report['imported']}, updated {report['updated']}, "
-            f"unchanged {report['unchanged']}, failed {len(report['failed'])}"
+            f"unchanged {report['unchanged']}, failed {report['failed_count']}"
         )
         if as_json:
             self.stdout.write(summary)

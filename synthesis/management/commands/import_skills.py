@@ -13,7 +13,7 @@ class Command(BaseCommand):
         "folder, or a .zip/.tar.gz/.tgz/.tar of either; --bundled imports the skills shipped with the installed "
         "OpenClaw harness (make harness). A skill with the same files as before is left unchanged; changed files "
         "update it. Exits 0 when the import ran, even if some skills failed (they are listed). With --json the "
-        'last line is {"imported", "updated", "unchanged", "failed": [{"source", "error"}]}.'
+        'last line is {"imported", "updated", "unchanged", "failed": [{"source", "error"}], "failed_count"}.'
     )
 
     def add_arguments(self, parser):
@@ -29,9 +29,11 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         for failure in report["failed"]:
             self.stderr.write(f"failed: {failure['source']}: {failure['error']}")
+        if report["failed_count"] > len(report["failed"]):
+            self.stderr.write(f"failed: {report['failed_count'] - len(report['failed'])} more, not listed")
         summary = (
             f"imported {report['imported']}, updated {report['updated']}, "
-            f"unchanged {report['unchanged']}, failed {len(report['failed'])}"
+            f"unchanged {report['unchanged']}, failed {report['failed_count']}"
         )
         if as_json:
             self.stdout.write(summary)

@@ -29,9 +29,11 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         for failure in report["failed"]:
             self.stderr.write(f"failed: {failure['source']}: {failure['error']}")
+        if report["failed_count"] > len(report["failed"]):
+            self.stderr.write(f"failed: {report['failed_count'] - len(report['failed'])} more, not listed")
         summary = (
             f"imported {report['imported']}, updated {report['updated']}, "
-            f"unchanged {report['unchanged']}, failed {len(report['failed'])}"
+            f"unchanged {report['unchanged']}, failed {report['failed_count']}"
         )
         if as_json:
             self.stdout.write(summary)
