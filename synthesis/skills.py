@@ -35,6 +35,7 @@ from django.db import transaction
 from sandbox.runtime import read_manifest
 from tasks.formats import FormatError
 from tasks.formats.archive import opened
+from tasks.formats.safe_parse import YAMLRefused, load_json, load_yaml
 from tasks.importing import ImportReport
 from tasks.paths import printable
 
@@ -44,6 +45,7 @@ MAX_FILE_BYTES = 256 * 1024  # one stored file; skills are instructions and smal
 MAX_SKILL_BYTES = 2 * 1024 * 1024  # all of a skill's stored files together
 MAX_FILES = 300  # files stored per skill
 MAX_SEARCH_DEPTH = 4  # folders below the import root searched for skill folders
+MAX_FRONT_MATTER_CHARS = 64 * 1024  # a name, a description and OpenClaw's metadata; SKILL.md's body is the skill
 IGNORED_FOLDERS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", ".mypy_cache", ".pytest_cache"}
 IGNORED_FILES = {".DS_Store", "Thumbs.db"}
 README_NAMES = ("readme.md", "readme.txt", "readme")
@@ -95,7 +97,9 @@ def split_front_matter(text: str) -> tuple[dict, str]:
     else:
         raise SkillError(f"{SKILL_FILE}'s front matter has no closing '---' line")
     try:
-        data = yaml.safe_load("".join(lines[1:end]))
+        data = load_yaml("".join(lines[1:end]), max_chars=MAX_FRONT_MATTER_CHARS)
+    except YAMLRefused as exc:
+        raise SkillError(f"{SKILL_FILE}'s front matter is refused: {exc}") from None
     except yaml.YAMLError as exc:
         raise SkillError(f"{SKILL_FILE}'s front matter is not valid YAML: {exc}") from None
     if not isinstance(data, dict):
@@ -108,10 +112,12 @@ def _metadata(front: dict) -> dict:
     metadata = front.get("metadata")
     if isinstance(metadata, str):
         try:
-            metadata = json.loads(metadata)
+            metadata = load_json(metadata)
         except json.JSONDecodeError:
             try:
-                metadata = yaml.safe_load(metadata)  # JSON5's trailing commas read as YAML flow style
+                metadata = load_yaml(metadata)  # JSON5's trailing commas read as YAML flow style
+            except YAMLRefused as exc:
+                raise SkillError(f"metadata is refused: {exc}") from None
             except yaml.YAMLError:
                 raise SkillError("metadata is a string that is neither JSON nor YAML") from None
     if metadata is None:

@@ -18,6 +18,8 @@ from markdown.extensions import Extension
 from markdown.treeprocessors import Treeprocessor
 from markdown.util import AMP_SUBSTITUTE
 
+from .formats.safe_parse import load_json
+
 # Limits keep one huge file from making a page slow; the download link always gives the whole file.
 MAX_TEXT_BYTES = 512 * 1024
 MAX_TEXT_LINES = 5000
@@ -149,10 +151,13 @@ def view_file(path: str, data: bytes) -> FileView:
         return _csv_view(decode_text(data), CSV_EXTENSIONS[ext], size)
     if ext in JSON_EXTENSIONS and size <= MAX_TEXT_BYTES:
         try:
-            pretty = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
-        except ValueError as exc:
+            # An agent's or an import's JSON may nest thousands deep: load_json says so (a ValueError), and
+            # indenting, done in Python, has less room than parsing (a RecursionError).
+            pretty = json.dumps(load_json(text), indent=2, ensure_ascii=False)
+        except (ValueError, RecursionError) as exc:
             lines, truncated = _text_lines(text, size)
-            note = f"Not valid JSON ({exc}); shown as text."
+            why = "Nested too deeply to indent" if isinstance(exc, RecursionError) else f"Not valid JSON ({exc})"
+            note = f"{why}; shown as text."
             return FileView("text", size, lines=lines, truncated=truncated, note=note)
         lines, truncated = _text_lines(pretty, size)
         return FileView("json", size, lines=lines, truncated=truncated)

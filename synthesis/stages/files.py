@@ -1,7 +1,8 @@
 """Resource preparation: the task's file spec [(path, type, content spec)] → the input files' contents.
 
 Each file is validated for its type: CSV/TSV parse with the same number of columns on every row, JSON, JSONL and
-YAML parse, Python compiles, Markdown, HTML and text are not blank. Paths go through the catalog's rules
+YAML parse (through tasks.formats.safe_parse: a model's alias bomb or nesting thousands deep is a problem with the
+file, not a worker brought down), Python compiles, Markdown, HTML and text are not blank. Paths go through the catalog's rules
 (tasks.paths: normalize_path, validate_files for sizes and counts). Every workspace file the instruction names
 (tasks.sanity.output_paths, the scaffold's own reading of it) must be an input file or a declared output.
 Invalid files get one regeneration with the errors listed; still invalid → rejected at "files" with them.
@@ -15,6 +16,7 @@ import json
 
 import yaml
 
+from tasks.formats.safe_parse import load_json, load_yaml
 from tasks.paths import TaskFileError, normalize_path, validate_files
 from tasks.sanity import output_paths
 
@@ -67,20 +69,22 @@ def type_problem(kind: str, text: str) -> str:
                 bad = next(n for n, row in enumerate(rows, start=1) if len(row) != len(rows[0]))
                 return f"rows have different numbers of columns ({sorted(widths)}; row {bad} differs from the header)"
         elif kind == "json":
-            json.loads(text)
+            load_json(text)
         elif kind == "jsonl":
             for n, line in enumerate(text.splitlines(), start=1):
                 if line.strip():
                     try:
-                        json.loads(line)
+                        load_json(line)
                     except ValueError as exc:
                         return f"line {n} is not JSON: {exc}"
         elif kind == "yaml":
-            yaml.safe_load(text)
+            load_yaml(text)
         elif kind == "python":
             compile(text, "<file>", "exec")
     except (ValueError, yaml.YAMLError, SyntaxError, csv.Error) as exc:
         return f"does not parse as {kind}: {str(exc).splitlines()[0][:300]}"
+    except (RecursionError, MemoryError):  # how compile() says that expressions nest thousands deep
+        return f"does not parse as {kind}: it nests too deeply"
     return ""
 
 

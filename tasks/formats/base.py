@@ -25,6 +25,7 @@ from django.conf import settings
 
 from ..package import PackageError, PackageFile, TaskPackage, level_label
 from ..paths import MAX_PATH_CHARS, MAX_PATH_DEPTH, TaskFileError, is_text, normalize_path, printable
+from .safe_parse import load_json
 
 LAYOUT_KEY = "_layout"
 
@@ -140,7 +141,7 @@ def write_file(path: Path, data: bytes) -> None:
 
 def parse_json_text(data: bytes, shown: str):
     try:
-        return json.loads(data.decode("utf-8"))
+        return load_json(data.decode("utf-8"))
     except UnicodeDecodeError:
         raise PackageError("not UTF-8 text", shown) from None
     except json.JSONDecodeError as exc:

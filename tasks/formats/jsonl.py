@@ -49,6 +49,7 @@ from .base import (
     same_task,
     stable_id,
 )
+from .safe_parse import load_json
 
 FIELD_KEYS = {"task_id", "prompt", "hook_code", "input_files", "solution_files", "rule", "metadata", "checker_entry"}
 FILE_LISTS = {"input_files": "input", "solution_files": "solution"}
@@ -294,7 +295,7 @@ class ClawGymJsonl(TaskFormat):
 
     def read_line(self, raw: bytes, source: str) -> TaskPackage:
         try:
-            line = json.loads(raw.decode("utf-8").strip())
+            line = load_json(raw.decode("utf-8").strip())
         except UnicodeDecodeError:
             raise PackageError("not UTF-8 text") from None
         except json.JSONDecodeError as exc:

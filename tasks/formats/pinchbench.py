@@ -34,9 +34,11 @@ import yaml
 from ..package import STANDARD_REWARD_SH, PackageError, PackageFile, TaskPackage, level_label, validate_rubric
 from ..paths import TaskFileError, normalize_path, printable
 from .base import ReadFailure, TaskFormat, fill_score_levels, read_regular_file, rule_from_text
+from .safe_parse import YAMLRefused, load_yaml
 
 GRADING_TYPES = ("automated", "llm_judge", "hybrid")
 NOT_TASKS = {"readme.md", "task_template.md"}
+MAX_FRONT_MATTER_CHARS = 256 * 1024  # front matter may hold small input files inline (workspace_files content)
 
 CHECK_PY = '''"""Checker for an imported PinchBench task: runs its grade(transcript, workspace_path).
 
@@ -252,7 +254,9 @@ class PinchBench(TaskFormat):
         if not match:
             raise PackageError("no YAML front matter (the file must start with a '---' block)")
         try:
-            front = yaml.safe_load(match.group(1))
+            front = load_yaml(match.group(1), max_chars=MAX_FRONT_MATTER_CHARS)
+        except YAMLRefused as exc:
+            raise PackageError(f"front matter refused: {exc}") from None
         except yaml.YAMLError as exc:
             raise PackageError(f"front matter is not valid YAML: {exc}") from None
         if not isinstance(front, dict):
