@@ -8,7 +8,10 @@ Personas come as Persona Hub JSONL (`{"persona": "…"}` per line) or as plain t
 line); a file is read as JSONL when its name ends in .jsonl or its first non-empty line starts with "{". A persona
 is one row however often it is imported: rows are keyed by `persona_hash` (sha256 of the text with case and white
 space folded), so the same text again is "unchanged" (`updated` stays 0: a persona has nothing else to change).
-A JSONL line that is not JSON, or has no "persona" string, is a failure naming its line; the others go on.
+A JSONL line that is not JSON, or has no "persona" string, is a failure naming its line; the others go on. So is a
+line longer than MAX_LINE_CHARS (the file is read a line at a time, and such a line never whole) and a persona
+holding a control character or a lone surrogate, which no database column or page can hold. The report lists the
+first failures and counts them all (tasks.importing.ImportReport).
 
 ClawGym ships its own set (synthesis/data/personas.jsonl, written by us across professions, ages, countries and
 life situations) and its operations (synthesis/data/operations.yaml); the migration synthesis/0003_shipped_seeds
@@ -20,11 +23,13 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 from pathlib import Path
 
 import yaml
 from django.db import transaction
 
+from tasks.formats.safe_parse import load_json, load_yaml
 from tasks.importing import ImportReport
 
 DATA_DIR = Path(__file__).resolve().with_name("data")
@@ -32,6 +37,11 @@ SHIPPED_PERSONAS = DATA_DIR / "personas.jsonl"
 SHIPPED_OPERATIONS = DATA_DIR / "operations.yaml"
 SHIPPED_SOURCE = "clawgym"
 MAX_PERSONA_CHARS = 4_000  # Persona Hub's longest are a few hundred; more is not a persona
+MAX_LINE_CHARS = 32 * 1024  # room for the longest persona as JSON with every character escaped, and other fields
+SKIP_CHARS = 64 * 1024  # read at a time while passing over the rest of a line that is too long
+# Control characters but tab and line ends, and lone surrogates (JSON's "\ud800"): PostgreSQL refuses NUL and
+# surrogates, and none of them is text a persona holds.
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 BATCH = 1_000  # personas looked up and created per query
 
 
@@ -65,31 +75,67 @@ def _open_text(path_or_file) -> tuple[io.TextIOBase, str, str]:
     return open(path, encoding="utf-8", errors="replace"), path.name, "close"
 
 
+def _lines(stream):
+    """Yield (line number, line, or None for a line longer than MAX_LINE_CHARS, and its length): a line is read at
+    most MAX_LINE_CHARS at a time, so that no line of an upload, however long, is ever held whole."""
+    number = 0
+    while line := stream.readline(MAX_LINE_CHARS + 1):
+        number += 1
+        if len(line) <= MAX_LINE_CHARS or line.endswith("\n"):
+            yield number, line, len(line)
+            continue
+        length = len(line)
+        while line and not line.endswith("\n"):
+            line = stream.readline(SKIP_CHARS)
+            length += len(line)
+        yield number, None, length - line.endswith("\n")
+
+
+def _unprintable(text: str) -> str:
+    """What in `text` no persona may hold ("" when nothing): the first control character or lone surrogate."""
+    found = _UNPRINTABLE.search(text)
+    if found is None:
+        return ""
+    char = found.group()
+    if "\ud800" <= char <= "\udfff":
+        what = f"a lone surrogate (U+{ord(char):04X}), which is not Unicode text,"
+    else:
+        what = f"the control character U+{ord(char):04X}"
+    return f"the persona holds {what} at character {found.start() + 1:,}"
+
+
 def read_personas(stream, name: str):
     """Yield (line number, persona text or None, error or "") for each non-empty line of `stream`."""
     as_jsonl = name.lower().endswith(".jsonl")
     decided = as_jsonl
-    for number, raw in enumerate(stream, 1):
+    for number, raw, length in _lines(stream):
+        if raw is None:
+            yield number, None, f"the line has {length:,} characters (at most {MAX_LINE_CHARS:,})"
+            continue
         line = raw.strip().lstrip("\ufeff")
         if not line:
             continue
         if not decided:
             as_jsonl, decided = line.startswith("{"), True
-        if not as_jsonl:
-            yield number, line, ""
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            yield number, None, f"not JSON: {exc.msg} (column {exc.colno})"
-            continue
-        text = record.get("persona") if isinstance(record, dict) else None
-        if not isinstance(text, str):
-            yield number, None, 'no "persona" string in the object'
-        elif not text.strip():
-            yield number, None, "the persona is empty"
+        if as_jsonl:
+            try:
+                record = load_json(line)
+            except json.JSONDecodeError as exc:
+                yield number, None, f"not JSON: {exc.msg} (column {exc.colno})"
+                continue
+            text = record.get("persona") if isinstance(record, dict) else None
+            if not isinstance(text, str):
+                yield number, None, 'no "persona" string in the object'
+                continue
+            text = text.strip()
         else:
-            yield number, text.strip(), ""
+            text = line
+        if not text:
+            yield number, None, "the persona is empty"
+        elif problem := _unprintable(text):
+            yield number, None, problem
+        else:
+            yield number, text, ""
 
 
 def import_personas(path_or_file, *, source: str | None = None) -> ImportReport:
@@ -157,7 +203,7 @@ def read_operations(path: Path = SHIPPED_OPERATIONS) -> list[dict]:
     """The categories of an operations file, each {slug, name, description, operations: [{slug, name,
     description, needs_network}]}, checked: slugs unique, every field present."""
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        data = load_yaml(Path(path).read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise SeedError(f"{path} cannot be read: {exc}") from None
     categories = data.get("categories") if isinstance(data, dict) else None
