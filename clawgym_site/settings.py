@@ -318,6 +318,9 @@ CLAWGYM_REQUEST_BYTES_BY_PATH = {
 CLAWGYM_PROXY_SESSION_TTL_SECONDS = env_int("CLAWGYM_PROXY_SESSION_TTL_SECONDS", 12 * 3600)
 CLAWGYM_PROXY_MAX_CONNECTIONS = env_int("CLAWGYM_PROXY_MAX_CONNECTIONS", 512)  # upstream, per web process
 CLAWGYM_PROXY_DB_THREADS = env_int("CLAWGYM_PROXY_DB_THREADS", 2)  # the proxy's database threads, per web process
+# A rollout's calls ask for at most this many output tokens when its endpoint's sampling names no max_tokens (the proxy
+# caps what an agent asks for: llm.sampling).
+CLAWGYM_PROXY_MAX_OUTPUT_TOKENS = env_int("CLAWGYM_PROXY_MAX_OUTPUT_TOKENS", 32768)
 # Client retries: exponential backoff from this base, capped; a waiting call gives up on a busy endpoint after
 # CLAWGYM_LLM_SLOT_WAIT_SECONDS.
 CLAWGYM_LLM_BACKOFF_SECONDS = env_float("CLAWGYM_LLM_BACKOFF_SECONDS", 1.0)

@@ -33,6 +33,7 @@ from clawgym_site.bounds import TextRefused, check_json
 from jobs.models import JobRun
 from jobs.runner import lost_reason, worker_gone, worker_id
 from llm.models import ModelCall, ModelEndpoint
+from llm.sampling import policy_for
 from llm.services import close_proxy_session, open_proxy_session, proxy_base_url
 from sandbox import Workspace
 from tasks.judging import JudgingError, judge_rubric
@@ -274,10 +275,12 @@ def _run_attempt(rollout: Rollout, timeout: int) -> None:
     try:
         # The token opens the proxy for as long as the agent may run, and the session is closed when the attempt
         # ends however it ends (below, or _fail): a token read later opens nothing.
-        # record_tokens (an RL rollout): the proxy stores the exact tokens the policy sampled (llm.tokens).
+        # record_tokens (an RL rollout): the proxy stores the exact tokens the policy sampled (llm.tokens). Every
+        # rollout's calls are held to the run's sampling (the endpoint's settings), whatever the agent asks for.
         session = open_proxy_session(endpoint, subject=rollout.subject, ttl_seconds=timeout + 3 * WALL_MARGIN_SECONDS,
                                      token_limit=rollout.harness_options.get("token_limit"),
-                                     record_tokens=bool(rollout.harness_options.get("record_tokens")))  # fmt: skip
+                                     record_tokens=bool(rollout.harness_options.get("record_tokens")),
+                                     sampling=policy_for(endpoint))  # fmt: skip
         Rollout.objects.filter(pk=rollout.pk).update(proxy_session=session)
         rollout.proxy_session = session
         proxy_base = proxy_base_url(session)

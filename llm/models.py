@@ -243,6 +243,9 @@ class ProxySession(models.Model):
     # Training sessions (RL rollouts): the proxy asks the upstream for token ids and logprobs and stores them with
     # each call (ModelCallTokens), so the trainer trains on exactly the tokens the policy sampled.
     record_tokens = models.BooleanField(default=False)
+    # A rollout's session (evaluation and training runs): the run's sampling, which the proxy holds every call to
+    # (llm.sampling: {"set": {...}, "max_output_tokens": N}). Null: the body passes as it came (a person's session).
+    sampling = models.JSONField(null=True, blank=True, help_text="The run's sampling the proxy enforces (null: none).")
 
     objects = ProxySessionQuerySet.as_manager()
 
@@ -304,6 +307,10 @@ class ModelCall(models.Model):
     stream = models.BooleanField(default=False)
     request = models.JSONField(help_text="The request body as sent upstream.")
     response = models.JSONField(null=True, blank=True, help_text="The response (assembled, when streamed).")
+    sampling_changes = models.JSONField(
+        default=list, blank=True,
+        help_text="What the proxy set, capped, removed or refused of the agent's sampling (llm.sampling).",
+    )  # fmt: skip
     status_code = models.PositiveSmallIntegerField(null=True, blank=True)
     error = models.TextField(blank=True)
     attempts = models.PositiveSmallIntegerField(default=1)
@@ -343,6 +350,7 @@ class ModelCall(models.Model):
             "stream": self.stream,
             "request": self.request,
             "response": self.response,
+            "sampling_changes": self.sampling_changes,
             "status_code": self.status_code,
             "error": self.error,
             "attempts": self.attempts,

@@ -26,6 +26,12 @@ for its usage (stream_options.include_usage), without which it would count nothi
 A training session (`record_tokens`, an RL rollout's) also asks the upstream for the exact token ids and logprobs and
 stores them with the call as its ModelCallTokens row, in the same transaction; the agent still gets the answer it
 asked for (llm.tokens says what is added and what is taken back out).
+
+A rollout's session (ProxySession.sampling) is held to its run's sampling before anything else: temperature, top_p,
+seed and n set, the output cap at the endpoint's limit, and a call asking for anything that changes how the model
+samples refused with a recorded 400 (llm.sampling); what was changed is recorded on the call. Such a session's
+Responses calls may name as `previous_response_id` only a response recorded in the same session, since the
+upstream's stored conversation is history the record would not show.
 """
 
 import asyncio
@@ -45,6 +51,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from . import metrics
 from .models import MissingApiKey, ModelCall, ModelCallTokens, ModelEndpoint, ProxySession
+from .sampling import SAMPLING_NOT_ALLOWED, Held, hold_to_sampling
 from .sse import StreamAssembler, usage_of
 from .tokens import TokenAsk, TokenCapture, TokenStream, ask_for_tokens, whole_answer
 
@@ -178,6 +185,7 @@ class _Call:
         self.first_chunk_at: float | None = None
         self.tokens = tokens  # a training call: what was asked for the agent, and the tokens collected
         self.capture = TokenCapture() if tokens is not None else None
+        self.sampling_changes: list[dict] = []  # what holding it to its run's sampling changed (llm.sampling)
 
     def token_row(self) -> dict | None:
         """The call's exact tokens, for a training call that was answered in full; None otherwise."""
@@ -199,6 +207,7 @@ class _Call:
             "stream": self.stream,
             "request": self.body,
             "response": self.response,
+            "sampling_changes": self.sampling_changes,
             "status_code": self.status_code,
             "error": self.error,
             "input_tokens": input_tokens,
@@ -304,6 +313,13 @@ async def _forward(request, token: str, api: str, path: str):
     endpoint = session.endpoint
     changed = body.get("model") != endpoint.model
     body["model"] = endpoint.model
+    held = None
+    if session.sampling is not None:
+        held = hold_to_sampling(api, body, session.sampling)
+        refusal = await _history_refusal(session, api, body) if not held.refused else None
+        if held.refused or refusal:
+            return await _refuse_sampling(_Call(session, api, body, started), held, refusal)
+        changed |= bool(held.changes)
     if session.token_limit is not None:
         used = await in_db(session.tokens_used)
         if used >= session.token_limit:
@@ -313,6 +329,8 @@ async def _forward(request, token: str, api: str, path: str):
     if changed or tokens is not None:
         raw = json.dumps(body).encode()  # otherwise the caller's bytes go upstream as they came
     call = _Call(session, api, body, started, tokens)
+    if held is not None:
+        call.sampling_changes = held.changes
     headers = {"content-type": "application/json", "accept-encoding": "identity"}
     try:
         key = endpoint.api_key()
@@ -384,6 +402,35 @@ async def _refuse_over_budget(call: _Call, used: int) -> JsonResponse:
         "type": TOKEN_LIMIT_EXCEEDED, "code": TOKEN_LIMIT_EXCEEDED,
     }}  # fmt: skip
     call.status_code, call.response, call.error = 400, body, f"{TOKEN_LIMIT_EXCEEDED}: {body['error']['message']}"
+    await call.record()
+    return JsonResponse(body, status=400)
+
+
+def _response_recorded(session_id: int, response_id: str) -> bool:
+    return ModelCall.objects.filter(session_id=session_id, response__id=response_id).exists()
+
+
+async def _history_refusal(session: ProxySession, api: str, body: dict) -> dict | None:
+    """The refusal of a Responses call continuing a conversation this session did not record, None when it may go."""
+    previous = body.get("previous_response_id")
+    if api != ModelEndpoint.ApiStyle.RESPONSES or previous is None:
+        return None
+    if isinstance(previous, str) and previous and await in_db(_response_recorded, session.pk, previous):
+        return None
+    return {"error": {
+        "message": f"previous_response_id {str(previous)[:80]!r} is no response recorded in this rollout's session: "
+                   "its conversation would be history nobody recorded; send the input items instead",
+        "type": SAMPLING_NOT_ALLOWED, "code": SAMPLING_NOT_ALLOWED, "param": "previous_response_id",
+    }}  # fmt: skip
+
+
+async def _refuse_sampling(call: _Call, held: Held, refusal: dict | None) -> JsonResponse:
+    """A call asking for sampling the run does not allow: a 400 (a client error, not retried), recorded with what it
+    asked, so the rollout page shows the attempt."""
+    body = refusal if refusal is not None else held.refusal()
+    call.sampling_changes = held.changes
+    call.status_code, call.response = 400, body
+    call.error = f"{SAMPLING_NOT_ALLOWED}: {body['error']['message']}"[:2000]
     await call.record()
     return JsonResponse(body, status=400)
 

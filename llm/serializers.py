@@ -57,7 +57,7 @@ class ModelCallListSerializer(serializers.ModelSerializer):
         fields = [
             "id", "endpoint_name", "model", "purpose", "subject", "served_type", "served_id", "session", "api",
             "stream", "status_code", "ok", "error", "attempts", "input_tokens", "output_tokens", "latency_ms",
-            "ttft_ms", "cost", "created_at",
+            "ttft_ms", "cost", "sampling_changes", "created_at",
         ]
         read_only_fields = fields
 

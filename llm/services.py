@@ -62,13 +62,14 @@ def update_endpoint(endpoint: ModelEndpoint, *, user=None, **fields) -> ModelEnd
 
 def open_proxy_session(
     endpoint: ModelEndpoint, *, subject: str = "", ttl_seconds: float | None = None, token_limit: int | None = None,
-    record_tokens: bool = False,
+    record_tokens: bool = False, sampling: dict | None = None,
 ) -> ProxySession:
     """A new recording session on `endpoint`. The returned object's `token` is the agent's only credential and the
     only time the plaintext exists (only its hash is stored): hand it on, never log or show it. The session
     expires after `ttl_seconds` (default CLAWGYM_PROXY_SESSION_TTL_SECONDS) even if nobody closes it. With
     `token_limit`, the proxy refuses its calls once their input + output tokens reach it (llm.proxy). With
-    `record_tokens` (a training session) the proxy stores each call's exact token ids and logprobs (llm.tokens)."""
+    `record_tokens` (a training session) the proxy stores each call's exact token ids and logprobs (llm.tokens). With
+    `sampling` (a rollout's: llm.sampling.policy_for) the proxy holds every call to the run's sampling."""
     if not endpoint.enabled:
         raise ValueError(f"model endpoint {endpoint.name!r} is disabled; enable it before opening a session")
     ttl = settings.CLAWGYM_PROXY_SESSION_TTL_SECONDS if ttl_seconds is None else ttl_seconds
@@ -78,10 +79,13 @@ def open_proxy_session(
         raise ValueError(f"a proxy session's token limit must be a positive whole number, got {token_limit!r}")
     if not isinstance(record_tokens, bool):
         raise ValueError(f"record_tokens must be true or false, got {record_tokens!r}")
+    if sampling is not None and not (isinstance(sampling, dict) and isinstance(sampling.get("max_output_tokens"), int)):
+        raise ValueError(f"a session's sampling policy is llm.sampling.policy_for's shape, got {sampling!r}")
     token = new_session_token()
     session = ProxySession.objects.create(
         endpoint=endpoint, subject=subject, token_hash=hash_token(token),
         expires_at=timezone.now() + timedelta(seconds=ttl), token_limit=token_limit, record_tokens=record_tokens,
+        sampling=sampling,
     )  # fmt: skip
     session.token = token
     return session
