@@ -23,6 +23,9 @@ from django.utils import timezone
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 API_KEY_ENV_PREFIX = "CLAWGYM_KEY_"
+# The keys of model servers ClawGym starts itself (checkpoint servers, the RL live policy server): an endpoint names
+# one as CLAWGYM_KEY_SERVED_<server>, and it is derived from SECRET_KEY rather than read from the environment.
+SERVED_KEY_PREFIX = API_KEY_ENV_PREFIX + "SERVED_"
 MILLION = Decimal(1_000_000)
 # Set by the client or the caller, never by an endpoint's default sampling settings.
 RESERVED_SAMPLING_KEYS = {"model", "messages", "input", "stream"}
@@ -56,6 +59,21 @@ def key_env_refusal(name: str) -> str:
     )
 
 
+def served_key(name: str) -> str:
+    """The key of a server ClawGym started, for the endpoint whose api_key_env is `name` (SERVED_KEY_PREFIX…).
+
+    An HMAC of the name under SECRET_KEY (Django's salted_hmac, salted for this use only): every process that calls
+    the endpoint (the web app's proxy, the workers) holds SECRET_KEY and recomputes it, the server is given it when it
+    starts, and nothing is stored, in the database, a page or a file. The name carries the server's identity, so each
+    server has its own key; rotating SECRET_KEY changes them all (restart the servers then).
+    """
+    from django.utils.crypto import salted_hmac
+
+    if not name.startswith(SERVED_KEY_PREFIX) or len(name) == len(SERVED_KEY_PREFIX) or not ENV_NAME.match(name):
+        raise ValueError(f"{name!r} does not name a served model's key ({SERVED_KEY_PREFIX}…)")
+    return "cgk_" + salted_hmac("clawgym.llm.served_key", name, algorithm="sha256").hexdigest()
+
+
 def validate_env_name(value: str) -> None:
     refusal = key_env_refusal(value) if value else ""
     if refusal:
@@ -65,7 +83,8 @@ def validate_env_name(value: str) -> None:
 class ModelEndpoint(models.Model):
     """One model behind an OpenAI-compatible API (OpenAI, vLLM, SGLang, OpenRouter, a local server).
 
-    The API key is never stored: `api_key_env` names the environment variable that holds it, read at call time.
+    The API key is never stored: `api_key_env` names the environment variable that holds it, read at call time (a
+    server ClawGym started is named CLAWGYM_KEY_SERVED_…: its key is derived, see served_key).
     """
 
     class ApiStyle(models.TextChoices):
@@ -139,6 +158,8 @@ class ModelEndpoint(models.Model):
         refusal = key_env_refusal(self.api_key_env)
         if refusal:
             raise ApiKeyNotAllowed(f"endpoint {self.name!r}: {refusal}; change the endpoint's key variable")
+        if self.api_key_env.startswith(SERVED_KEY_PREFIX):
+            return served_key(self.api_key_env)  # a server ClawGym started: its key is derived, never in the env
         key = os.environ.get(self.api_key_env)
         if not key:
             raise MissingApiKey(f"endpoint {self.name!r} needs its API key in the environment variable {self.api_key_env}")
@@ -150,6 +171,8 @@ class ModelEndpoint(models.Model):
             return "none needed"
         if key_env_refusal(self.api_key_env):
             return "not allowed"
+        if self.api_key_env.startswith(SERVED_KEY_PREFIX):
+            return "set"
         return "set" if os.environ.get(self.api_key_env) else "missing"
 
     def cost(self, input_tokens: int | None, output_tokens: int | None) -> Decimal:
