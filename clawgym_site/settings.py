@@ -264,6 +264,12 @@ CLAWGYM_WORKER_SEEN_SECONDS = env_int("CLAWGYM_WORKER_SEEN_SECONDS", 60)
 # listening host, or the machine's name when that is 0.0.0.0).
 CLAWGYM_SERVE_HOST = env_str("CLAWGYM_SERVE_HOST", "127.0.0.1")
 CLAWGYM_SERVE_ADVERTISE_HOST = env_str("CLAWGYM_SERVE_ADVERTISE_HOST", "")
+# The largest request body a server ClawGym starts reads (its authenticating front, the RL live policy server): the
+# proxy's CLAWGYM_PROXY_MAX_REQUEST_BYTES (32 MiB) and room for the fields it adds.
+CLAWGYM_SERVE_MAX_REQUEST_BYTES = env_int("CLAWGYM_SERVE_MAX_REQUEST_BYTES", 33 * 1024 * 1024)
+# What trainers and model servers inherit of a gpu worker's environment is an allow-list (training_jobs.child_env);
+# these names (or prefixes, `NAME*`) are added to it, comma-separated. Never SECRET_KEY, DATABASE_URL or CLAWGYM_KEY_….
+CLAWGYM_CHILD_ENV_ALLOW = env_list("CLAWGYM_CHILD_ENV_ALLOW", [])
 
 # --- Health and metrics (ops/) ---
 # /healthz answers 503 unless the database and the broker answer, each queue listed here has a worker seen recently

@@ -27,7 +27,9 @@ from django.db.models import F
 from django.utils import timezone
 
 from jobs.registry import job
+from llm.models import served_key
 
+from .child_env import child_env
 from .models import Checkpoint, TrainingMetric, TrainingRun
 
 LOG_TAIL_CHARS = 20_000
@@ -148,6 +150,7 @@ def _rl_trainer_config(run: TrainingRun, output_dir: Path, bridge) -> dict:
         **run.config, "run_id": run.pk, "attempt": run.attempt, "base_model_path": run.base_model_path,
         "output_dir": str(output_dir), "resume_from_checkpoint": resume, "cpu": run.cpu,
         "bridge_url": bridge.url, "bridge_token": bridge.token,
+        "policy_max_request_bytes": settings.CLAWGYM_SERVE_MAX_REQUEST_BYTES,
     }  # fmt: skip
 
 
@@ -255,17 +258,23 @@ def deepspeed_config(stage: int, config: dict) -> dict:
 # --- the subprocess ---------------------------------------------------------------------------------------------
 
 
-def trainer_env() -> dict:
-    env = dict(os.environ)
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
-               PYTHONUNBUFFERED="1", CLAWGYM_WATCH_PID=str(os.getpid()), WANDB_DISABLED="true")  # fmt: skip
-    env.pop("DJANGO_SETTINGS_MODULE", None)  # the trainer knows no Django
-    return env
+def trainer_env(**extra: str) -> dict:
+    """The worker's environment by an allow-list (training_jobs.child_env: no SECRET_KEY, DATABASE_URL or model
+    keys; the trainer knows no Django), offline, and what it is given on purpose."""
+    return child_env(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1",
+                     TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1", CLAWGYM_WATCH_PID=str(os.getpid()),
+                     WANDB_DISABLED="true", **extra)  # fmt: skip
 
 
 def _launch(run: TrainingRun, command: list[str], folder: Path, stream, ctx) -> tuple[str, str]:
+    extra = {}
+    if run.kind == TrainingRun.Kind.RL:
+        from .rl.batches import policy_key_env
+
+        # The live policy server's key (the trainer serves it): derived here, given to the trainer alone.
+        extra["CLAWGYM_POLICY_KEY"] = served_key(policy_key_env(run))
     proc = subprocess.Popen(
-        command, cwd=settings.BASE_DIR, env=trainer_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        command, cwd=settings.BASE_DIR, env=trainer_env(**extra), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL, start_new_session=True, text=True, bufsize=1,
     )  # fmt: skip
     (folder / "trainer.pid").write_text(str(proc.pid))

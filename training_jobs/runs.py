@@ -356,6 +356,23 @@ def _check_rl(config: dict) -> None:
     dist = config["distributed"]
     if dist["deepspeed"] and dist["fsdp"]:
         raise TrainingRunError("choose DeepSpeed or FSDP, not both (distributed.deepspeed / distributed.fsdp)")
+    _check_policy(config["policy"])
+
+
+def _check_policy(policy: dict) -> None:
+    """A vLLM policy's key variable is fenced like an endpoint's (it becomes the run's policy endpoint's)."""
+    from llm.models import SERVED_KEY_PREFIX, key_env_refusal
+
+    key_env = policy.get("api_key_env") or ""
+    if key_env:
+        refusal = key_env_refusal(key_env)
+        if not refusal and key_env.startswith(SERVED_KEY_PREFIX):
+            refusal = f"{SERVED_KEY_PREFIX}… names the keys of servers ClawGym starts itself"
+        if refusal:
+            raise TrainingRunError(f"policy.api_key_env: {refusal}")
+    endpoint_url = policy.get("endpoint_url") or ""
+    if endpoint_url and not endpoint_url.startswith(("http://", "https://")):
+        raise TrainingRunError(f"policy.endpoint_url must be an http(s) URL, got {endpoint_url!r}")
 
 
 def rl_for_cpu(config: dict) -> dict:

@@ -7,11 +7,11 @@ an NVIDIA GPU is visible, else `transformers serve`):
 - "vllm" (GPU workers; installed there only, `pip install vllm==0.30.0` after requirements-training.txt). The start
   command, as run:
 
-      vllm serve FOLDER --served-model-name ckpt-RUN-STEP --host HOST --port PORT --dtype bfloat16 \
+      vllm serve FOLDER --served-model-name ckpt-RUN-STEP --host 127.0.0.1 --port PORT --dtype bfloat16 \
           --max-model-len 65536 --enable-auto-tool-choice --tool-call-parser hermes --generation-config vllm
 
-  (hermes is the tool-call parser for Qwen3's <tool_call> format.)
-- "transformers": `transformers serve ckpt-RUN-STEP --host HOST --port PORT` run in a folder where ckpt-RUN-STEP is
+  (hermes is the tool-call parser for Qwen3's <tool_call> format), with the server's key in VLLM_API_KEY.
+- "transformers": `transformers serve ckpt-RUN-STEP --host 127.0.0.1 --port PORT` run in a folder where ckpt-RUN-STEP is
   a link to the checkpoint (the `transformers[serving]` extra's packages, pinned in requirements-training.txt). The
   folder given is preloaded and pinned: the server loads it once at start, before it answers, and serves nothing
   else under that name (a request naming another model is refused). Its tool-call parser is chosen by the model type: Qwen2/2.5/3 (`<tool_call>{json}</tool_call>`), Qwen3.5,
@@ -25,9 +25,18 @@ a GPU worker vLLM could instead serve the adapter on the base model itself (`vll
 --lora-modules ckpt-RUN-STEP=CHECKPOINT --max-lora-rank R`), with no merged copy on disk; the merged folder is used
 for both backends so that the two serve the same weights.
 
+Either listens on loopback only, behind its authenticating front (training_jobs.front, the process started: the
+backend is its child, in its process group), which listens on CLAWGYM_SERVE_HOST, answers only requests carrying the
+server's key, passes on only the OpenAI routes (never transformers serve's /load_model and /reset, nor vLLM's routes
+outside /v1, which its --api-key does not guard) and bounds bodies (CLAWGYM_SERVE_MAX_REQUEST_BYTES). The key is the
+server's own: its endpoint names it CLAWGYM_KEY_SERVED_S<server id> as api_key_env, and every process that calls the
+endpoint derives it from SECRET_KEY (llm.models.served_key); nothing stores it. The front, its backend, a LoRA merge
+get the worker's environment by an allow-list (training_jobs.child_env: no SECRET_KEY, DATABASE_URL or model keys).
+
 Every server, a checkpoint's or a base model's (`base-RUN`, checkpoint empty, model_path the base's folder), is a
-ModelServer row and a subprocess in a session of its own (it outlives the command or job that started it); it counts
-as up once GET /v1/models answers. The pages and the API never start one themselves: request_serving() records a
+ModelServer row and a subprocess in a session of its own (it outlives the command or job that started it; a thread of
+the process that started it waits for it, so that it is reaped whoever stops it); it counts as up once GET /v1/models
+answers with its key. The pages and the API never start one themselves: request_serving() records a
 "starting" row and queues the `training.serve_checkpoint` job (gpu queue), which merges, starts the server on its
 worker, waits for the health check and marks the row ready (or failed, with the error). `manage.py serve_checkpoint`
 serves on the machine it runs on and waits. A server listens on CLAWGYM_SERVE_HOST (127.0.0.1: one machine) and its
@@ -45,6 +54,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from datetime import timedelta
@@ -57,12 +67,14 @@ from django.utils import timezone
 
 from jobs.engine import JobEngineError
 from jobs.registry import job
-from llm.models import ModelCall, ModelEndpoint
+from llm.models import SERVED_KEY_PREFIX, ModelCall, ModelEndpoint, served_key
 
+from .child_env import child_env
 from .models import Checkpoint, ModelServer
 
 HEALTH_TIMEOUT_SECONDS = 600.0  # vLLM loading an 8B model and capturing CUDA graphs takes minutes
 MERGE_TIMEOUT_SECONDS = 3600.0  # merging LoRA into an 8B base on CPU reads and writes ~16 GB
+BACKEND_HOST = "127.0.0.1"  # the model server itself: only its front, on the same machine, reaches it
 
 
 class ServingError(RuntimeError):
@@ -92,14 +104,38 @@ def transformers_cli() -> str:
 
 
 def start_command(backend: str, path: str, name: str, host: str, port: int) -> list[str]:
-    """vLLM serves PATH under --served-model-name NAME; transformers serve is given NAME, a link to PATH in the folder
-    it runs in (see model_link), since it names the model by the folder it was given."""
+    """The model server's own command (run behind the front, see served_command). vLLM serves PATH under
+    --served-model-name NAME; transformers serve is given NAME, a link to PATH in the folder it runs in (see
+    model_link), since it names the model by the folder it was given."""
     if backend == "vllm":
         return ["vllm", "serve", path, "--served-model-name", name, "--host", host, "--port", str(port),
                 "--dtype", "bfloat16", "--max-model-len", "65536", "--enable-auto-tool-choice",
                 "--tool-call-parser", "hermes", "--generation-config", "vllm"]  # fmt: skip
     # The folder given preloads and pins the model (loaded once, never unloaded when idle).
     return [transformers_cli(), "serve", name, "--host", host, "--port", str(port), "--log-level", "info"]
+
+
+def served_command(backend: str, path: str, name: str, bind: str, port: int, backend_port: int,
+                   cwd: Path) -> list[str]:  # fmt: skip
+    """The front on bind:port, starting the backend on loopback:backend_port in `cwd` as its child. The key goes in
+    the environment (launch), never on a command line every local user can read."""
+    backend_command = start_command(backend, path, name, BACKEND_HOST, backend_port)
+    return [sys.executable, "-m", "training_jobs.front", "--host", bind, "--port", str(port), "--upstream",
+            f"http://{BACKEND_HOST}:{backend_port}", "--max-body-bytes", str(max_request_bytes()), "--cwd",
+            str(cwd), "--", *backend_command]  # fmt: skip
+
+
+def max_request_bytes() -> int:
+    return int(getattr(settings, "CLAWGYM_SERVE_MAX_REQUEST_BYTES", 33 * 1024 * 1024))
+
+
+def key_env(server: ModelServer) -> str:
+    """The variable name the server's endpoint gives as api_key_env: its key is derived from it (served_key)."""
+    return f"{SERVED_KEY_PREFIX}S{server.pk}"
+
+
+def server_key(server: ModelServer) -> str:
+    return served_key(key_env(server))
 
 
 def model_link(folder: Path, name: str, path: str) -> Path:
@@ -179,7 +215,7 @@ def serve_base_model(run, *, backend: str | None = None, host: str | None = None
 
 def _running(servers) -> ModelServer | None:
     for server in servers.filter(status=ModelServer.Status.READY).select_related("endpoint"):
-        if _alive(server.pid) and _answers(_base_url(server)):
+        if _alive(server.pid) and _answers(_base_url(server), server_key(server)):
             return server
     return None
 
@@ -189,22 +225,22 @@ def _launch_server(server: ModelServer, path: str, name: str, *, host, port, tim
     try:
         backend = server.backend or backend_name()
         port = port or free_port(bind)
-        command = start_command(backend, path, name, bind, port)
+        cwd = model_link(log_dir / "served", name, path) if backend == "transformers" else Path(settings.BASE_DIR)
+        command = served_command(backend, path, name, bind, port, free_port(BACKEND_HOST), cwd)
     except (ServingError, OSError) as exc:
         _failed(server, exc)
         raise ServingError(str(exc)) from exc
-    cwd = model_link(log_dir / "served", name, path) if backend == "transformers" else Path(settings.BASE_DIR)
     ModelServer.objects.filter(pk=server.pk).update(model_path=path, backend=backend, host=advertised_host(bind),
                                                     port=port, command=command)  # fmt: skip
     server.refresh_from_db()
     log_path = log_dir / f"serve-{name}-{port}.log"
     try:
-        pid = launch(command, _base_url(server), log_path, timeout=timeout, cwd=cwd,
-                     on_start=lambda pid: ModelServer.objects.filter(pk=server.pk).update(pid=pid))  # fmt: skip
+        pid = launch(command, _base_url(server), log_path, timeout=timeout, key=server_key(server),
+                     backend=backend, on_start=lambda pid: ModelServer.objects.filter(pk=server.pk).update(pid=pid))  # fmt: skip
     except ServingError as exc:
         _failed(server, exc)
         raise
-    endpoint = register_endpoint(name, _base_url(server), backend)
+    endpoint = register_endpoint(name, _base_url(server), backend, key_env(server))
     # Only a row still starting becomes ready: one stopped while it loaded keeps its status, and its process goes.
     ready = ModelServer.objects.filter(pk=server.pk, status=ModelServer.Status.STARTING).update(
         status=ModelServer.Status.READY, endpoint=endpoint, pid=pid, last_used_at=timezone.now())  # fmt: skip
@@ -252,7 +288,7 @@ def current_server(checkpoint: Checkpoint) -> ModelServer | None:
     servers = checkpoint.servers.filter(status__in=[ModelServer.Status.STARTING, ModelServer.Status.READY])
     for server in servers.select_related("job_run", "endpoint"):
         if server.status == ModelServer.Status.READY:
-            if _answers(_base_url(server)):
+            if _answers(_base_url(server), server_key(server)):
                 return server
             stop_server(server, reason="it stopped answering")
         elif server.job_run is not None and server.job_run.is_finished:
@@ -312,7 +348,7 @@ def servable_path(checkpoint: Checkpoint, *, timeout: float = MERGE_TIMEOUT_SECO
     config = {"base_model_path": run.base_model_path, "yarn": run.config.get("yarn") or {},
               "bf16": bool(run.config.get("bf16")), "cpu": run.cpu}  # fmt: skip
     command = [sys.executable, "-m", "training_jobs.trainer.merge_lora", str(path), str(merged), json.dumps(config)]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    env = child_env(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     try:
         done = subprocess.run(command, cwd=settings.BASE_DIR, env=env, capture_output=True, text=True,
                               timeout=timeout, stdin=subprocess.DEVNULL)  # fmt: skip
@@ -326,16 +362,23 @@ def servable_path(checkpoint: Checkpoint, *, timeout: float = MERGE_TIMEOUT_SECO
     return str(merged)
 
 
-def launch(command: list[str], base_url: str, log_path: Path, *, timeout: float, cwd: Path, on_start=None) -> int:
-    """Start the server in a session of its own; its pid once GET /v1/models answers (ServingError otherwise)."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+def launch(command: list[str], base_url: str, log_path: Path, *, timeout: float, key: str,
+           backend: str = "transformers", on_start=None) -> int:  # fmt: skip
+    """Start the server (its front) in a session of its own; its pid once GET /v1/models answers with the key
+    (ServingError otherwise). The environment is the allow-listed one, with the key for the front (and for vLLM,
+    whose --api-key guards its /v1 routes again). A thread of this process waits for it: whoever stops it (the idle
+    sweep in another worker process, the command), it is reaped here and leaves no zombie behind."""
+    extra = {"VLLM_API_KEY": key} if backend == "vllm" else {}
+    env = child_env(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONUNBUFFERED="1", CLAWGYM_FRONT_KEY=key, **extra)
     with log_path.open("ab") as log:
-        proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
+        # In the project's folder (`-m training_jobs.front`); the front starts its backend in the folder it is given.
+        proc = subprocess.Popen(command, cwd=settings.BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    threading.Thread(target=proc.wait, name=f"reap-server-{proc.pid}", daemon=True).start()
     if on_start:
         on_start(proc.pid)
     deadline = time.monotonic() + timeout
-    while not _answers(base_url):
+    while not _answers(base_url, key):
         if proc.poll() is not None or time.monotonic() > deadline:
             why = f"exited with {proc.returncode}" if proc.poll() is not None else f"did not answer in {timeout:g} s"
             _kill(proc.pid)
@@ -345,11 +388,11 @@ def launch(command: list[str], base_url: str, log_path: Path, *, timeout: float,
     return proc.pid
 
 
-def register_endpoint(name: str, base_url: str, backend: str) -> ModelEndpoint:
+def register_endpoint(name: str, base_url: str, backend: str, api_key_env: str) -> ModelEndpoint:
     endpoint, _ = ModelEndpoint.objects.update_or_create(
         name=name,
         defaults={"base_url": base_url, "model": name, "roles": [ModelEndpoint.Role.AGENT], "enabled": True,
-                  "api_key_env": "", "max_concurrent": 1 if backend == "transformers" else 8},
+                  "api_key_env": api_key_env, "max_concurrent": 1 if backend == "transformers" else 8},
     )  # fmt: skip
     return endpoint
 
@@ -387,7 +430,7 @@ def stop_idle_servers(now=None, idle_seconds: float | None = None) -> list[int]:
                      getattr(settings, "CLAWGYM_SERVE_IDLE_SECONDS", 1800))  # fmt: skip
     stopped = []
     for server in ModelServer.objects.filter(status=ModelServer.Status.READY):
-        if not _answers(_base_url(server)):
+        if not _answers(_base_url(server), server_key(server)):
             stop_server(server, reason="it stopped answering")
             stopped.append(server.pk)
             continue
@@ -412,17 +455,19 @@ def _base_url(server: ModelServer) -> str:
     return f"http://{server.host}:{server.port}/v1"
 
 
-def _answers(base_url: str) -> bool:
+def _answers(base_url: str, key: str) -> bool:
+    request = urllib.request.Request(f"{base_url}/models", headers={"Authorization": f"Bearer {key}"})
     try:
-        with urllib.request.urlopen(f"{base_url}/models", timeout=2) as response:
+        with urllib.request.urlopen(request, timeout=2) as response:
             return response.status == 200 and "data" in json.loads(response.read() or b"{}")
     except (OSError, ValueError):
         return False
 
 
 def _owned_pid(server: ModelServer) -> int | None:
-    """The server's pid if that process runs here and is the server started (its command line holds the model it
-    was given and the port): a pid recorded on another machine, or reused since, is never signalled."""
+    """The server's pid if that process runs here and is the server started (its command line holds the program
+    it ran, its front's module, and the port): a pid recorded on another machine, or reused since, is never
+    signalled."""
     if not server.pid or not _alive(server.pid):
         return None
     try:

@@ -39,16 +39,27 @@ class StepCancelled(Exception):
     pass
 
 
+def policy_key_env(run) -> str:
+    """The live policy server's key, as its endpoint names it: a served key of its own per attempt (derived from
+    SECRET_KEY, llm.models.served_key), given to the trainer that serves it."""
+    from llm.models import SERVED_KEY_PREFIX
+
+    return f"{SERVED_KEY_PREFIX}RL{run.pk}_A{run.attempt}"
+
+
 def policy_endpoint(run, policy_url: str):
-    """The run's policy as a ModelEndpoint with the agent role (one per run, pointed at this attempt's server)."""
+    """The run's policy as a ModelEndpoint with the agent role (one per run, pointed at this attempt's server): the
+    live server's own key, or the key variable a vLLM policy's config names (policy.api_key_env)."""
     from llm.models import ModelEndpoint
 
     config = run.config
     policy = config["policy"]
-    model = "policy" if policy["backend"] == "live" else (policy.get("served_model_name") or run.base_model_path)
+    live = policy["backend"] == "live" or run.cpu
+    model = "policy" if live else (policy.get("served_model_name") or run.base_model_path)
     endpoint, _ = ModelEndpoint.objects.update_or_create(
         name=f"rl-run-{run.pk}-policy",
         defaults={"base_url": policy_url, "model": model, "roles": ["agent"], "enabled": True, "timeout_seconds": 600,
+                  "api_key_env": policy_key_env(run) if live else policy.get("api_key_env", ""),
                   # every rollout of a step may call at once: the policy server batches (vLLM) or queues (live)
                   "max_concurrent": max(4, min(int(config["prompts_per_step"]) * int(config["num_generations"]), 1024)),
                   "sampling": {"temperature": config["temperature"], "max_tokens": config["max_completion_length"]}},

@@ -11,9 +11,14 @@ is the model's chat template over the request's messages and tools; `<tool_call>
 becomes OpenAI tool calls (Qwen3's format). The run's temperature is used
 whatever the request says (GRPO's loss assumes the temperature it samples at); max_tokens is capped by the run's.
 
+It answers only requests carrying its key (`Authorization: Bearer KEY`, the key the job derived for this attempt and
+names on the run's policy endpoint), and reads a request body only when its Content-Length is within the limit (the
+proxy's own, by default): a listening server on a gpu worker is otherwise anyone's model and anyone's memory.
+
 Only the trainer subprocess imports this (torch is imported inside methods).
 """
 
+import hmac
 import json
 import re
 import sys
@@ -23,6 +28,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 STREAM_TOKENS_PER_CHUNK = 8
+DEFAULT_MAX_BODY_BYTES = 33 * 1024 * 1024  # the proxy's 32 MiB and room for the fields it adds
 TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
 
 
@@ -164,7 +170,9 @@ def chunks(policy: LivePolicy, body: dict, out: dict, model_name: str):
         yield {**base, "choices": [], "usage": whole["usage"]}
 
 
-def handler(policy: LivePolicy, model_name: str):
+def handler(policy: LivePolicy, model_name: str, api_key: str, max_body_bytes: int):
+    expected = f"Bearer {api_key}".encode()
+
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -176,10 +184,48 @@ def handler(policy: LivePolicy, model_name: str):
             self.send_response(status)
             self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(data)))
+            if self.close_connection:
+                self.send_header("Connection", "close")
             self.end_headers()
             self.wfile.write(data)
 
+        def _refuse(self, status: int, message: str):
+            self.close_connection = True  # the body (if any) is left unread: this connection carries nothing more
+            self._send(status, {"error": {"message": message, "type": "invalid_request", "code": status}})
+
+        def _authorized(self) -> bool:
+            given = (self.headers.get("Authorization") or "").encode("utf-8", "surrogateescape")
+            if hmac.compare_digest(given, expected):
+                return True
+            self._refuse(401, "this server answers only requests carrying its key")
+            return False
+
+        def _body(self) -> dict | None:
+            """The request's JSON, or None once refused: no length, a bad one or one over the limit (411/400/413)
+            before a byte is read; chunked bodies are not taken."""
+            length = self.headers.get("Content-Length")
+            if self.headers.get("Transfer-Encoding") or length is None:
+                self._refuse(411, "send the body with a Content-Length")
+                return None
+            if not length.isdigit():
+                self._refuse(400, "a bad Content-Length")
+                return None
+            if int(length) > max_body_bytes:
+                self._refuse(413, f"request bodies here are at most {max_body_bytes} bytes")
+                return None
+            try:
+                body = json.loads(self.rfile.read(int(length)) or b"{}")
+            except ValueError as exc:
+                self._refuse(400, f"the body is not JSON: {exc}")
+                return None
+            if not isinstance(body, dict):
+                self._refuse(400, "the body is not a JSON object")
+                return None
+            return body
+
         def do_GET(self):
+            if not self._authorized():
+                return
             if self.path.rstrip("/") in ("/v1/models", "/models"):
                 self._send(
                     200, {"object": "list", "data": [{"id": model_name, "object": "model", "owned_by": "clawgym"}]}
@@ -190,11 +236,15 @@ def handler(policy: LivePolicy, model_name: str):
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
 
         def do_POST(self):
+            if not self._authorized():
+                return
             if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
-                self._send(404, {"error": {"message": f"no route {self.path}"}})
+                self._refuse(404, f"no route {self.path}")
+                return
+            body = self._body()
+            if body is None:
                 return
             try:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
                 out = policy.generate(body)
             except Exception as exc:  # a bad request or a generate error: the client sees why
                 self._send(400, {"error": {"message": f"{type(exc).__name__}: {exc}", "type": "invalid_request"}})
@@ -218,12 +268,16 @@ def handler(policy: LivePolicy, model_name: str):
 
 
 class PolicyServer:
-    """The server on a thread: start() binds (port 0: a free one) and returns the OpenAI base URL (…/v1)."""
+    """The server on a thread: start() binds (port 0: a free one) and returns the OpenAI base URL (…/v1). It answers
+    only requests carrying `api_key` (required), with bodies of at most `max_body_bytes`."""
 
-    def __init__(self, policy: LivePolicy, *, host: str = "127.0.0.1", port: int = 0, model_name: str = "policy"):
+    def __init__(self, policy: LivePolicy, *, api_key: str, host: str = "127.0.0.1", port: int = 0,
+                 model_name: str = "policy", max_body_bytes: int = DEFAULT_MAX_BODY_BYTES):  # fmt: skip
+        if not api_key:
+            raise ValueError("the policy server needs a key (CLAWGYM_POLICY_KEY, given by the run's job)")
         self.policy = policy
         self.model_name = model_name
-        self.httpd = ThreadingHTTPServer((host, port), handler(policy, model_name))
+        self.httpd = ThreadingHTTPServer((host, port), handler(policy, model_name, api_key, int(max_body_bytes)))
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, name="policy-server", daemon=True)
 

@@ -33,12 +33,18 @@ PAPER = {
     # started with weight transfer (`VLLM_SERVER_DEV_MODE=1 vllm serve … --weight-transfer-config '{"backend":
     # "nccl"}'`), synced by the trainer before each rollout batch.
     # served_model_name: the name vLLM serves the model under ("": the base model's path, vLLM's default).
+    # vllm_url is where the trainer syncs weights (vLLM's dev-mode routes: keep it on loopback); endpoint_url, where
+    # the proxy reaches its OpenAI routes when that is elsewhere (an authenticating front, training_jobs.front; "":
+    # vllm_url), with the key in the variable api_key_env names (vLLM's --api-key; "": none). The live server has a
+    # key of its own, made for each attempt.
     "policy": {
         "backend": "vllm",
         "host": "127.0.0.1",
         "port": 0,
         "vllm_url": "http://127.0.0.1:8000",
         "served_model_name": "",
+        "endpoint_url": "",
+        "api_key_env": "",
     },
     "distributed": {"deepspeed": None, "fsdp": None, "gpus": 1},
 }

@@ -1,9 +1,13 @@
 """The live policy server on a tiny Qwen3: vLLM's token fields (prompt_token_ids, choices[].token_ids,
 logprobs.content[].logprob) streamed and not, the logprobs equal to the model's own (a forward pass at the run's
-temperature), the prompt the model's chat template with the request's tools, tool calls parsed, limits, errors."""
+temperature), the prompt the model's chat template with the request's tools, tool calls parsed, limits, errors; only
+requests carrying its key answered, and bodies bounded before they are read."""
 
+import http.client
 import json
+import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -13,6 +17,8 @@ from training_jobs.tests.tinykit import build_tiny_model
 from training_jobs.tiny import TOOLS
 
 TEMPERATURE = 0.7
+KEY = "cgk_test-policy-key"
+MAX_BODY = 64 * 1024
 
 
 @pytest.fixture(scope="module")
@@ -24,16 +30,17 @@ def served(tmp_path_factory):
     model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
     model.train()  # as in the trainer: the server generates in eval mode and puts it back
     server = PolicyServer(
-        LivePolicy(lambda: model, tokenizer, temperature=TEMPERATURE, max_tokens=12, max_context=4096)
-    )
+        LivePolicy(lambda: model, tokenizer, temperature=TEMPERATURE, max_tokens=12, max_context=4096), api_key=KEY,
+        max_body_bytes=MAX_BODY,
+    )  # fmt: skip
     url = server.start()
     yield url, model, tokenizer
     server.stop()
 
 
-def post(url: str, body: dict):
+def post(url: str, body: dict, key: str = KEY):
     request = urllib.request.Request(f"{url}/chat/completions", json.dumps(body).encode(),
-                                     {"Content-Type": "application/json"})  # fmt: skip
+                                     {"Content-Type": "application/json", "Authorization": f"Bearer {key}"})  # fmt: skip
     with urllib.request.urlopen(request, timeout=60) as response:
         return response.read().decode()
 
@@ -111,5 +118,79 @@ def test_bad_requests_say_why(served):
     with pytest.raises(urllib.error.HTTPError) as error:
         post(url, {"messages": [{"role": "user", "content": "word " * 3000}]})
     assert error.value.code == 400 and "leaves no room" in error.value.read().decode()
-    models = json.load(urllib.request.urlopen(f"{url}/models"))
+    models = json.load(urllib.request.urlopen(urllib.request.Request(f"{url}/models",
+                                                                     headers={"Authorization": f"Bearer {KEY}"})))  # fmt: skip
     assert models["data"][0]["id"] == "policy"
+
+
+def raw_request(url: str, method: str, path: str, headers: dict, body: bytes = b"") -> tuple[int, dict]:
+    """One request on a connection of its own, with exactly these headers (no Content-Length added)."""
+    parts = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+    try:
+        connection.putrequest(method, path, skip_accept_encoding=True)
+        for name, value in headers.items():
+            connection.putheader(name, value)
+        connection.endheaders(body or None)
+        response = connection.getresponse()
+        return response.status, json.loads(response.read() or b"{}")
+    finally:
+        connection.close()
+
+
+def test_it_answers_only_its_key_and_reads_only_bounded_bodies(served):
+    url, _, _ = served
+    body = json.dumps({"messages": MESSAGES}).encode()
+    plain = {"Content-Type": "application/json", "Content-Length": str(len(body))}
+    for key in ("", "Bearer wrong", f"Bearer {KEY}x", KEY):  # none, another, a longer one, no scheme
+        headers = {**plain, "Authorization": key} if key else plain
+        assert raw_request(url, "POST", "/v1/chat/completions", headers, body)[0] == 401
+        bare = {k: v for k, v in headers.items() if k != "Content-Length"}
+        assert raw_request(url, "GET", "/v1/models", bare)[0] == 401
+    authorized = {"Authorization": f"Bearer {KEY}"}
+    assert raw_request(url, "GET", "/health", authorized)[0] == 200
+
+    # A declared length past the limit is refused at once, before the server waits for a byte of it (a server that
+    # reads what Content-Length says would sit here, holding a thread, until the client's timeout).
+    started = time.monotonic()
+    status, answer = raw_request(url, "POST", "/v1/chat/completions", {**authorized, "Content-Length": str(10**12)})
+    assert status == 413 and str(MAX_BODY) in answer["error"]["message"] and time.monotonic() - started < 5
+    big = json.dumps({"messages": [{"role": "user", "content": "x" * MAX_BODY}]}).encode()
+    assert raw_request(url, "POST", "/v1/chat/completions", {**authorized, "Content-Length": str(len(big))},
+                       big)[0] == 413  # fmt: skip
+    assert raw_request(url, "POST", "/v1/chat/completions", authorized)[0] == 411  # no length: not read
+    assert raw_request(url, "POST", "/v1/chat/completions", {**authorized, "Content-Length": "-1"})[0] == 400
+    # And the server still answers a request within the limit, with its key.
+    assert json.loads(post(url, {"messages": MESSAGES}))["choices"][0]["token_ids"]
+
+
+def test_a_server_without_a_key_does_not_start():
+    with pytest.raises(ValueError, match="needs a key"):
+        PolicyServer(LivePolicy(lambda: None, None, temperature=1.0, max_tokens=1, max_context=8), api_key="")
+
+
+@pytest.mark.django_db
+def test_the_policy_endpoint_names_the_live_servers_own_key_or_the_vllm_policys():
+    from llm.models import served_key
+    from training_jobs.models import TrainingRun
+    from training_jobs.rl.batches import policy_endpoint, policy_key_env
+    from training_jobs.runs import TrainingRunError, build_rl_config, parse_overrides
+
+    live = TrainingRun.objects.create(kind="rl", base_model_path="/m", config=build_rl_config("tiny-cpu"), cpu=True,
+                                      attempt=2)  # fmt: skip
+    endpoint = policy_endpoint(live, "http://127.0.0.1:5/v1")
+    assert endpoint.api_key_env == policy_key_env(live) == f"CLAWGYM_KEY_SERVED_RL{live.pk}_A2"
+    assert endpoint.api_key() == served_key(endpoint.api_key_env)  # what the job gives the trainer's server
+    live.attempt = 3  # a resumed attempt: a server of its own, a key of its own
+    assert policy_endpoint(live, "http://127.0.0.1:6/v1").api_key() != endpoint.api_key()
+
+    # A vLLM policy started by hand: its key variable is fenced like any endpoint's (and never a served one's name).
+    edits = ["policy.api_key_env=CLAWGYM_KEY_RL_POLICY", "policy.endpoint_url=http://gpu1:8001"]
+    config = build_rl_config("paper", parse_overrides(edits))
+    vllm = TrainingRun.objects.create(kind="rl", base_model_path="/m", config=config, attempt=1)
+    assert policy_endpoint(vllm, "http://gpu1:8001/v1").api_key_env == "CLAWGYM_KEY_RL_POLICY"
+    for bad, says in [("SECRET_KEY", "may not hold an API key"), ("CLAWGYM_KEY_SERVED_S1", "servers ClawGym starts")]:
+        with pytest.raises(TrainingRunError, match=says):
+            build_rl_config("paper", parse_overrides([f"policy.api_key_env={bad}"]))
+    with pytest.raises(TrainingRunError, match="http"):
+        build_rl_config("paper", parse_overrides(["policy.endpoint_url=gpu1:8001"]))

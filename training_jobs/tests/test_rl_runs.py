@@ -223,7 +223,8 @@ def test_an_openclaw_rollout_of_an_rl_step_has_an_exact_sample(sandbox_worker, t
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from evaluation.harnesses import HarnessUnavailable, get_harness
-    from training_jobs.rl.batches import run_step
+    from llm.models import served_key
+    from training_jobs.rl.batches import policy_key_env, run_step
     from training_jobs.rl.policy_server import LivePolicy, PolicyServer
 
     try:
@@ -240,7 +241,9 @@ def test_an_openclaw_rollout_of_an_rl_step_has_an_exact_sample(sandbox_worker, t
     TrainingRun.objects.filter(pk=run.pk).update(config={**run.config, "num_generations": 1, "min_group_survivors": 1})
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_path, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_path, local_files_only=True)
-    server = PolicyServer(LivePolicy(lambda: model, tokenizer, temperature=1.0, max_tokens=32, max_context=32768))
+    # Its key, as the run's job gives it to the trainer (the policy endpoint names it; the proxy derives it too).
+    server = PolicyServer(LivePolicy(lambda: model, tokenizer, temperature=1.0, max_tokens=32, max_context=32768),
+                          api_key=served_key(policy_key_env(run)))  # fmt: skip
     try:
         answer = run_step(run.pk, 1, [good.pk], server.start())
     finally:

@@ -106,8 +106,9 @@ def alive(pid: int) -> bool:
 
 def chat(endpoint: ModelEndpoint, messages: list[dict]) -> dict:
     body = {"model": endpoint.model, "messages": messages, "tools": builtin_agent().TOOLS, "max_tokens": 80}
+    headers = {"content-type": "application/json", "authorization": f"Bearer {endpoint.api_key()}"}  # the server's own
     request = urllib.request.Request(f"{endpoint.base_url}/chat/completions", data=json.dumps(body).encode(),
-                                     headers={"content-type": "application/json"}, method="POST")  # fmt: skip
+                                     headers=headers, method="POST")  # fmt: skip
     with urllib.request.urlopen(request, timeout=120) as response:
         return json.loads(response.read())
 
@@ -138,7 +139,11 @@ def test_a_served_checkpoint_runs_a_rollout_through_the_proxy(
     server = ModelServer.objects.get(checkpoint=checkpoint)
     endpoint = ModelEndpoint.objects.get(name=report["endpoint"])
     assert server.status == "ready" and server.endpoint == endpoint and endpoint.roles == ["agent"]
-    assert server.command[0].endswith("/transformers") and server.command[1:3] == ["serve", endpoint.name]
+    # Its authenticating front, starting `transformers serve` behind it; the endpoint names the server's own key.
+    backend = server.command[server.command.index("--") + 1 :]
+    assert server.command[1:3] == ["-m", "training_jobs.front"]
+    assert endpoint.api_key_env == f"CLAWGYM_KEY_SERVED_S{server.pk}"
+    assert backend[0].endswith("/transformers") and backend[1:3] == ["serve", endpoint.name]
     assert endpoint.model == endpoint.name and server.model_path == checkpoint.path and alive(server.pid)
     link = Path(checkpoint.path).parent / "served" / endpoint.name  # what the server loads, under the endpoint's name
     assert link.resolve() == Path(checkpoint.path).resolve()
@@ -175,7 +180,7 @@ def test_a_lora_checkpoint_is_merged_once_and_served(dataset, fruit_model):
     report = serve(checkpoint)
     server = ModelServer.objects.get(checkpoint=checkpoint)
     merged = Path(checkpoint.path).parent / f"merged-{Path(checkpoint.path).name}-{checkpoint.sha256[:16]}"
-    assert server.model_path == str(merged) and server.command[2] == report["endpoint"]
+    assert server.model_path == str(merged) and server.command[server.command.index("--") + 3] == report["endpoint"]
     assert (Path(checkpoint.path).parent / "served" / report["endpoint"]).resolve() == merged.resolve()
     assert not (merged / "adapter_config.json").exists() and (merged / "tokenizer.json").exists()
     assert json.loads((merged / "merged_from.json").read_text())["base_model_path"] == fruit_model

@@ -2,13 +2,20 @@
 with a "starting" server; a real django-q worker (listening on CLAWGYM_SERVE_HOST=0.0.0.0, so the endpoint names the
 machine as the policy server does) starts `transformers serve` detached, and the server, followed at its url, turns
 ready with an endpoint that answers after the job has ended. A second request gets the same server; one that cannot
-come up ends failed with the error, and the next request starts afresh."""
+come up ends failed with the error, and the next request starts afresh.
+
+Served as anyone on the network would reach it: only with its own key (the endpoint's, derived from SECRET_KEY), only
+the OpenAI routes (transformers serve's /load_model and /reset are not reachable through its front), bodies bounded;
+the front and the model server hold none of the worker's secrets; stopped by the idle sweep from another process,
+it is reaped by the worker that started it (no zombie)."""
 
 # ruff: noqa: F811  (pytest fixtures imported from other test modules are test arguments here)
 
 import json
 import os
 import socket
+import time
+import urllib.error
 import urllib.request
 from io import StringIO
 from pathlib import Path
@@ -23,17 +30,29 @@ from training_jobs.runs import build_config
 from training_jobs.tests.test_sft_runs import tiny_model_path  # noqa: F401  (fixture)
 
 READY_TIMEOUT = 180.0  # s: transformers serve imports torch and loads the model on a busy CPU
+MAX_BODY = 64 * 1024
+PROBE = "probe-secret-of-the-worker"
 
 
 @pytest.fixture(scope="module")
 def gpu_worker(django_db_setup, django_db_blocker):
-    # The worker's environment is this process's: it listens on every interface, the endpoint names the machine.
-    os.environ["CLAWGYM_SERVE_HOST"] = "0.0.0.0"
+    # The worker's environment is this process's: it listens on every interface, the endpoint names the machine. It
+    # holds secrets as a deployed one does (SECRET_KEY, the same as here, and a model key; DATABASE_URL it is given).
+    from django.conf import settings
+
+    worker_env = {"CLAWGYM_SERVE_HOST": "0.0.0.0", "CLAWGYM_SERVE_MAX_REQUEST_BYTES": str(MAX_BODY),
+                  "SECRET_KEY": settings.SECRET_KEY, "CLAWGYM_KEY_PROBE": PROBE}  # fmt: skip
+    saved = {name: os.environ.get(name) for name in worker_env}
+    os.environ.update(worker_env)
     try:
         with django_db_blocker.unblock():
             worker = start_django_q_worker(workers=1)
     finally:
-        del os.environ["CLAWGYM_SERVE_HOST"]
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     yield worker
     worker.stop()
     worker.cleanup()
@@ -64,6 +83,32 @@ def follow(client, url: str, timeout: float = READY_TIMEOUT) -> dict:
             return body
         assert time.monotonic() < deadline, f"server still starting after {timeout} s: {body}"
         time.sleep(0.5)
+
+
+def environ(pid: int) -> dict:
+    raw = Path(f"/proc/{pid}/environ").read_bytes()
+    return dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+def call(url: str, *, key: str | None, method: str = "GET", body: bytes | None = None) -> tuple[int, bytes]:
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
+    request = urllib.request.Request(url, data=body, headers=headers, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
 
 
 def process_state(pid: int) -> str:
@@ -104,8 +149,35 @@ def test_the_api_queues_the_serve_job_and_the_server_comes_up_on_the_worker(
     assert job_run.status == "succeeded" and job_run.result["status"] == "ready", job_run.error
     # Started by the worker, in a session of its own, and still serving after the job has ended.
     assert process_state(server.pid) not in ("", "Z") and os.getsid(server.pid) == server.pid
-    with urllib.request.urlopen(f"{done['base_url']}/models", timeout=10) as response:
-        assert name in [model["id"] for model in json.loads(response.read())["data"]]
+    endpoint = server.endpoint
+    key = endpoint.api_key()  # derived here as in the worker: the same SECRET_KEY, the server's own name
+    assert endpoint.api_key_env == f"CLAWGYM_KEY_SERVED_S{server.pk}" and key.startswith("cgk_")
+    assert key not in json.dumps(done) and key not in json.dumps(server.command)
+    base = done["base_url"].removesuffix("/v1")  # as anyone on the network reaches it, by the machine's name
+    status, models = call(f"{base}/v1/models", key=key)
+    assert status == 200 and name in [model["id"] for model in json.loads(models)["data"]]
+    # Without its key nothing answers; with it, still none of transformers serve's own management routes.
+    for method, path, body in [("GET", "/v1/models", None), ("POST", "/load_model", {"model": str(tmp_path)}),
+                               ("POST", "/reset", {}), ("POST", "/v1/chat/completions", {"messages": []})]:  # fmt: skip
+        data = None if body is None else json.dumps(body).encode()
+        assert call(f"{base}{path}", key=None, method=method, body=data)[0] == 401, path
+        assert call(f"{base}{path}", key="cgk_" + "0" * 64, method=method, body=data)[0] == 401, path
+    for path in ("/load_model", "/reset", "/v1/responses", "/v1/audio/transcriptions", "/docs"):
+        assert call(f"{base}{path}", key=key, method="POST", body=b"{}")[0] == 404, path
+    # The model server itself listens on loopback only, behind its front.
+    backend = server.command[server.command.index("--") + 1 :]
+    assert backend[backend.index("--host") + 1] == "127.0.0.1"
+    # Bodies are bounded (CLAWGYM_SERVE_MAX_REQUEST_BYTES); one within the bound is answered.
+    big = json.dumps({"model": name, "messages": [{"role": "user", "content": "x" * MAX_BODY}]}).encode()
+    assert call(f"{base}/v1/chat/completions", key=key, method="POST", body=big)[0] == 413
+    chat = {"model": name, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}
+    assert call(f"{base}/v1/chat/completions", key=key, method="POST", body=json.dumps(chat).encode())[0] == 200
+    # Neither the front nor the model server under it inherited the worker's secrets.
+    [backend_pid] = children(server.pid)
+    for pid, env in ((server.pid, environ(server.pid)), (backend_pid, environ(backend_pid))):
+        leaked = {"SECRET_KEY", "DATABASE_URL", "CLAWGYM_KEY_PROBE"} & set(env)
+        assert not leaked and PROBE not in env.values() and env["HF_HUB_OFFLINE"] == "1", (pid, leaked)
+    assert "CLAWGYM_FRONT_KEY" not in environ(backend_pid) and key not in environ(backend_pid).values()
     try:
         with use_engine("django_q"):
             ready = admin.post(f"/api/training/checkpoints/{checkpoint.pk}/serve/")
@@ -113,10 +185,20 @@ def test_the_api_queues_the_serve_job_and_the_server_comes_up_on_the_worker(
         assert ModelServer.objects.count() == 1 and JobRun.objects.filter(kind="training.serve_checkpoint").count() == 1
         listed = api_as(viewer).get(f"/api/training/servers/?checkpoint={checkpoint.pk}").json()
         assert [row["id"] for row in listed["results"]] == [server.pk]
+        # The idle sweep, from another process than the worker that started it (here the test's; on a deployment
+        # another worker process, or the next run's job): the worker's waiting thread reaps it, no zombie is left.
+        from training_jobs.serving import stop_idle_servers
+
+        assert stop_idle_servers(idle_seconds=0) == [server.pk]
     finally:
         call_command("serve_checkpoint", "--stop", name, stdout=StringIO())
     server.refresh_from_db()
-    assert server.status == "stopped" and not server.endpoint.enabled and process_state(server.pid) in ("", "Z")
+    assert server.status == "stopped" and not server.endpoint.enabled and server.error.startswith("idle since")
+    deadline = time.monotonic() + 15
+    while process_state(server.pid) != "" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert process_state(server.pid) == "", f"the stopped server is still there ({process_state(server.pid)})"
+    assert process_state(backend_pid) == ""
 
 
 @pytest.mark.workers

@@ -167,14 +167,18 @@ def event_callback(rl_state):
 
 
 def start_policy_server(config: dict, holder: dict, tokenizer):
-    from training_jobs.rl.policy_server import LivePolicy, PolicyServer
+    from training_jobs.rl.policy_server import DEFAULT_MAX_BODY_BYTES, LivePolicy, PolicyServer
 
     policy = LivePolicy(
         lambda: holder["trainer"].accelerator.unwrap_model(holder["trainer"].model), tokenizer,
         temperature=config["temperature"], max_tokens=config["max_completion_length"],
         max_context=config["max_context"],
     )  # fmt: skip
-    server = PolicyServer(policy, host=config["policy"]["host"], port=int(config["policy"]["port"]))
+    # Its key is the job's (derived for this attempt; the endpoint the rollouts call names it), taken out of the
+    # environment so that nothing this process starts inherits it.
+    server = PolicyServer(policy, host=config["policy"]["host"], port=int(config["policy"]["port"]),
+                          api_key=os.environ.pop("CLAWGYM_POLICY_KEY", ""),
+                          max_body_bytes=int(config.get("policy_max_request_bytes") or DEFAULT_MAX_BODY_BYTES))  # fmt: skip
     return server, server.start()
 
 
@@ -195,8 +199,8 @@ def main(argv: list[str]) -> int:
     server = None
     if config["policy"]["backend"] == "live" or config.get("cpu"):
         server, policy_url = start_policy_server(config, holder, tokenizer)
-    else:
-        policy_url = config["policy"]["vllm_url"].rstrip("/") + "/v1"
+    else:  # where the proxy reaches vLLM's OpenAI routes: its authenticating front, or vLLM itself on one machine
+        policy_url = (config["policy"].get("endpoint_url") or config["policy"]["vllm_url"]).rstrip("/") + "/v1"
     rollout_func = make_rollout_func(
         bridge_url=config["bridge_url"], token=config["bridge_token"], policy_url=policy_url,
         placeholder_id=tokenizer.eos_token_id, state=rl_state, timeout=float(config["batch_timeout"]) + 300,
