@@ -233,6 +233,11 @@ class Trajectory(models.Model):
     model_call_ids = models.JSONField(default=list, blank=True, help_text="The ModelCall ids it was built from.")
     excluded = models.BooleanField(default=False)
     exclusion_reason = models.CharField(max_length=300, blank=True)
+    # Assistant turns (indices in `messages`) that no call of the session answered: history the agent sent of its own
+    # (evaluation.trajectories). Such a trajectory is left out of training datasets unless an admin says why not.
+    unverified_turns = models.JSONField(
+        default=list, blank=True, help_text="Indices of assistant turns that are no recorded answer (forged history)."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -242,6 +247,11 @@ class Trajectory(models.Model):
 
     def __str__(self):
         return f"trajectory {self.index} of rollout #{self.rollout_id}"
+
+    @property
+    def verified(self) -> bool:
+        """Every assistant turn is an answer the proxy recorded."""
+        return not self.unverified_turns
 
 
 class SandboxSlot(models.Model):

@@ -84,7 +84,7 @@ class TrajectorySerializer(serializers.ModelSerializer):
     class Meta:
         model = Trajectory
         fields = ["id", "rollout", "index", "messages", "tools", "reward", "stats", "model_call_ids", "excluded",
-                  "exclusion_reason", "created_at"]  # fmt: skip
+                  "exclusion_reason", "unverified_turns", "created_at"]  # fmt: skip
         read_only_fields = fields
 
 

@@ -487,10 +487,11 @@ def store_trajectories(rollout: Rollout, *, reward: float | None) -> list[Trajec
     """Rebuild the rollout's trajectories from its current attempt's model calls (replacing earlier ones)."""
     calls = list(
         ModelCall.objects.filter(session_id=rollout.proxy_session_id).order_by("created_at", "id")
-        .values("id", "request", "response")
+        .values("id", "request", "response", "error")
     )  # fmt: skip
     rebuilt = rebuild_trajectories(
-        [{"request": c["request"], "response": c["response"]} for c in calls], rules=TrajectoryRules.from_settings()
+        [{"request": c["request"], "response": c["response"], "error": c["error"]} for c in calls],
+        rules=TrajectoryRules.from_settings(),
     )
     Trajectory.objects.filter(rollout=rollout).delete()
     rows = [
@@ -498,6 +499,7 @@ def store_trajectories(rollout: Rollout, *, reward: float | None) -> list[Trajec
             rollout=rollout, index=index, messages=data.messages, tools=data.tools, reward=reward,
             stats=asdict(data.stats), model_call_ids=[calls[i]["id"] for i in data.call_indices],
             excluded=data.excluded, exclusion_reason=data.exclusion_reason[:300],
+            unverified_turns=data.unverified_turns,
         )
         for index, data in enumerate(rebuilt)
     ]  # fmt: skip

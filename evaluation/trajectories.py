@@ -11,6 +11,15 @@ call ids, reasoning fields), because harnesses re-serialise history slightly dif
 sent it. The Responses API shape (`instructions`, `input`/`output` items, `previous_response_id`) is turned
 into chat messages first, so one algorithm serves both APIs.
 
+History is the agent's word, answers are the record's: the agent sends the whole conversation, assistant turns
+included, and could send turns its model never said. So every assistant turn of a trajectory must be the answer of a
+call of the same session recorded before (compared by the same normalised key: content, tool calls and their
+arguments; one hash per recorded answer); it is kept as sent but for what the key does not cover (its reasoning is
+the recorded one's, other fields are dropped), and any other is listed in `unverified_turns` (the training dataset
+leaves such a trajectory out). `chain_roles` tells the session's main chain (each call continuing the previous one's
+prompt and answer with tool results or user turns only) from side calls (anything else: a retry, a forged prompt,
+a call answering a heartbeat): only the main chain is trained by RL (training_jobs.rl.samples).
+
 Pure logic on plain dicts: no Django models (`TrajectoryRules.from_settings` reads settings lazily).
 """
 
@@ -118,6 +127,8 @@ class TrajectoryData:
     excluded: bool = False
     exclusion_reason: str = ""
     model: str = ""
+    # Indices in `messages` of assistant turns that are no answer recorded in the session before (forged history).
+    unverified_turns: list[int] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -137,6 +148,7 @@ class _Call:
     usage: tuple[int, int, int]
     model: str
     answers_auxiliary: str | None  # the pattern that matched the prompt this call answers, if auxiliary
+    failed: bool = False  # recorded with an error (a cut-off stream): its answer may be partial
 
 
 def rebuild_trajectories(calls: list[dict], *, rules: TrajectoryRules | None = None) -> list[TrajectoryData]:
@@ -146,6 +158,7 @@ def rebuild_trajectories(calls: list[dict], *, rules: TrajectoryRules | None = N
     """
     rules = rules or TrajectoryRules()
     parsed = _parse_calls(calls, rules)
+    answers = recorded_answers(parsed)
     by_index = {call.index: call for call in parsed}
     hashes: dict[int, list[str]] = {}
     parent: dict[int, int | None] = {}
@@ -171,12 +184,13 @@ def rebuild_trajectories(calls: list[dict], *, rules: TrajectoryRules | None = N
         while parent[chain[-1]] is not None:
             chain.append(parent[chain[-1]])
         chain_calls = [by_index[i] for i in reversed(chain)]
-        trajectories.append(_trajectory(chain_calls, chain_calls[-1].messages + [chain_calls[-1].reply], rules))
+        trajectories.append(_trajectory(chain_calls, chain_calls[-1].messages + [chain_calls[-1].reply], rules,
+                                        answers))  # fmt: skip
 
     if not rules.drop_auxiliary_calls:
         for call in parsed:
             if call.answers_auxiliary:
-                trajectory = _trajectory([call], call.recorded + [call.reply], rules)
+                trajectory = _trajectory([call], call.recorded + [call.reply], rules, answers)
                 trajectory.excluded = True
                 trajectory.exclusion_reason = f"auxiliary call: answers a prompt matching {call.answers_auxiliary!r}"
                 trajectories.append(trajectory)
@@ -184,7 +198,8 @@ def rebuild_trajectories(calls: list[dict], *, rules: TrajectoryRules | None = N
     return trajectories
 
 
-def _trajectory(chain: list[_Call], messages: list[dict], rules: TrajectoryRules) -> TrajectoryData:
+def _trajectory(chain: list[_Call], messages: list[dict], rules: TrajectoryRules, answers: dict) -> TrajectoryData:
+    messages, unverified = _as_recorded(messages, before=chain[-1].index, answers=answers)
     names = [_tool_name(c) for m in messages if m.get("role") == "assistant" for c in m.get("tool_calls") or []]
     stats = TrajectoryStats(
         turns=sum(1 for m in messages if m.get("role") == "assistant"),
@@ -194,13 +209,102 @@ def _trajectory(chain: list[_Call], messages: list[dict], rules: TrajectoryRules
         tool_calls=len(names),
         tool_types=sorted(set(names)),
     )
-    trajectory = TrajectoryData(messages, chain[-1].tools, [c.index for c in chain], stats, model=chain[-1].model)
+    trajectory = TrajectoryData(messages, chain[-1].tools, [c.index for c in chain], stats, model=chain[-1].model,
+                                unverified_turns=unverified)  # fmt: skip
     if rules.supported_tools is not None:
         unsupported = [name for name in stats.tool_types if name not in rules.supported_tools]
         if unsupported:
             trajectory.excluded = True
             trajectory.exclusion_reason = f"calls unsupported tools: {', '.join(unsupported)}"
     return trajectory
+
+
+# --- recorded answers and the main chain ------------------------------------------------------------------------
+
+MAIN, SIDE = "main", "side"
+PROMPT_OR_TOOL_ROLES = PROMPT_ROLES | {"tool"}
+
+
+def recorded_answers(parsed: list[_Call]) -> dict[str, tuple[int, dict]]:
+    """The session's recorded answers by their normalised key: (the first call that answered it, its answer)."""
+    answers: dict[str, tuple[int, dict]] = {}
+    for call in parsed:
+        answers.setdefault(_answer_hash(call.reply), (call.index, call.reply))
+    return answers
+
+
+def _answer_hash(message: Mapping) -> str:
+    return hashlib.blake2b(_key(message).encode(), digest_size=16).hexdigest()
+
+
+def _recorded_before(message: Mapping, before: int, answers: dict) -> dict | None:
+    """The recorded answer `message` repeats, if a call recorded before call `before` gave it."""
+    found = answers.get(_answer_hash(message))
+    return found[1] if found is not None and found[0] < before else None
+
+
+def _as_recorded(messages: list[dict], *, before: int, answers: dict) -> tuple[list[dict], list[int]]:
+    """The conversation with each assistant turn but the last (the call's own answer) held to the recorded answer it
+    repeats (_as_answered), and the indices of those that repeat none."""
+    out, unverified = [], []
+    for index, message in enumerate(messages):
+        if message.get("role") == "assistant" and index < len(messages) - 1:
+            answer = _recorded_before(message, before, answers)
+            if answer is None:
+                unverified.append(index)
+            else:
+                message = _as_answered(message, answer)
+        out.append(message)
+    return out, unverified
+
+
+def _as_answered(sent: Mapping, answer: Mapping) -> dict:
+    """An assistant turn as the harness sent it (what the model saw: its serialisation, its tool call ids), keeping
+    only what the comparison key covers (so it equals the recorded answer) and, where the harness sent reasoning, the
+    recorded answer's own: nothing the agent slipped in beside (reasoning, extra fields) rides along into training."""
+    message = {key: sent[key] for key in ("role", "content", "tool_calls") if key in sent}
+    if (sent.get("reasoning_content") or sent.get("reasoning")) and answer.get("reasoning_content"):
+        message["reasoning_content"] = answer["reasoning_content"]
+    return message
+
+
+def unverified_in(messages: list[dict], earlier_responses: Iterable) -> list[int]:
+    """The indices of a stored conversation's assistant turns (all but its last message, the call's own answer) that
+    repeat no answer among `earlier_responses` (the response bodies of the session's calls before its last one)."""
+    known = {_answer_hash(reply) for reply in map(_reply, earlier_responses) if reply is not None}
+    return [i for i, m in enumerate(messages[:-1])
+            if isinstance(m, Mapping) and m.get("role") == "assistant" and _answer_hash(m) not in known]  # fmt: skip
+
+
+def chain_roles(calls: list[dict], *, rules: TrajectoryRules | None = None) -> list[str]:
+    """Per recorded call (the shape rebuild_trajectories takes, with its `error`): MAIN when it continues the
+    session's main chain, SIDE when not, "" when it holds no answer.
+
+    The chain starts at the first call whose conversation holds no assistant turn; a later call continues it when its
+    messages (auxiliary prompts and injected blocks removed, as for trajectories) begin with the last main call's
+    messages and answer and add only system, user or tool turns. A call that failed (a cut-off stream), answers an
+    auxiliary prompt, or carries any assistant turn that is no answer recorded before it, is a side call."""
+    rules = rules or TrajectoryRules()
+    parsed = _parse_calls(calls, rules)
+    answers = recorded_answers(parsed)
+    roles = [""] * len(calls)
+    head: list[str] | None = None  # prefix hashes of the last main call's conversation, its answer included
+    for call in parsed:
+        roles[call.index] = SIDE
+        if call.failed or call.answers_auxiliary:
+            continue
+        if any(m.get("role") == "assistant" and _recorded_before(m, call.index, answers) is None
+               for m in call.recorded):  # fmt: skip
+            continue
+        hashes = _prefix_hashes(call.messages)
+        start = 0 if head is None else len(head)
+        if head is not None and (len(hashes) < start or hashes[start - 1] != head[-1]):
+            continue
+        if any(m.get("role") not in PROMPT_OR_TOOL_ROLES for m in call.messages[start:]):
+            continue
+        roles[call.index] = MAIN
+        head = _prefix_hashes(call.messages + [call.reply])
+    return roles
 
 
 # --- reading recorded calls ---------------------------------------------------------------------------------
@@ -222,7 +326,7 @@ def _parse_calls(calls: list[dict], rules: TrajectoryRules) -> list[_Call]:
         messages, answers_auxiliary = _strip(recorded, rules)
         model = request.get("model") or response.get("model") or ""
         parsed.append(_Call(index, recorded, messages, reply, _tools(request), _usage(response), model,
-                            answers_auxiliary))
+                            answers_auxiliary, failed=bool(call.get("error"))))  # fmt: skip
     return parsed
 
 

@@ -22,7 +22,7 @@ from .forms import RolloutFilterForm, StartRolloutsForm, TrajectoryFilterForm
 from .models import Rollout, Trajectory
 from .presenting import conversation, workspace_diff
 from .services import RolloutError, rejudge_rollout, retry_rollout, start_rollouts
-from .trajectories import TrajectoryData, TrajectoryStats, corpus_stats
+from .trajectories import TrajectoryData, TrajectoryStats, chain_roles, corpus_stats
 
 PAGE_SIZE = 50
 METRIC_LABELS = {
@@ -88,7 +88,11 @@ def rollout_detail(request, pk: int):
     rollout = get_object_or_404(
         Rollout.objects.select_related("revision__task", "endpoint", "proxy_session", "job_run", "created_by"), pk=pk
     )
-    calls = ModelCall.objects.filter(session_id=rollout.proxy_session_id).order_by("created_at", "id")
+    calls = list(ModelCall.objects.filter(session_id=rollout.proxy_session_id).order_by("created_at", "id"))
+    # Which calls continue the agent's main conversation and which are side calls (never trained as RL samples).
+    roles = chain_roles([{"request": c.request, "response": c.response, "error": c.error} for c in calls])
+    for call, role in zip(calls, roles, strict=True):
+        call.chain_role = role
     context = {
         "nav": "rollouts",
         "rollout": rollout,
@@ -142,7 +146,8 @@ def rollout_trajectories(request, pk: int):
     lines = [
         json.dumps({"rollout": rollout.pk, "index": t.index, "messages": t.messages, "tools": t.tools,
                     "reward": t.reward, "stats": t.stats, "excluded": t.excluded,
-                    "exclusion_reason": t.exclusion_reason}, ensure_ascii=False)  # fmt: skip
+                    "exclusion_reason": t.exclusion_reason, "unverified_turns": t.unverified_turns},
+                   ensure_ascii=False)  # fmt: skip
         for t in rollout.trajectories.all()
     ]
     response = HttpResponse("".join(line + "\n" for line in lines), content_type="application/x-ndjson")
