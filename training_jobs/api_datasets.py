@@ -5,7 +5,8 @@ guard's override an admin with a reason, as on the pages).
     POST /api/training/datasets/                {eval_runs?, groups?, endpoints?, harnesses?, sources?, since?,
                                                 until?, min_reward?, max_tokens?, complete_only?, dedup?,
                                                 validation_share?, seed?, name?, allow_benchmark_tasks?,
-                                                override_reason?}: 202 + {dataset, url, job}; the dataset is
+                                                override_reason?, allow_unverified_history?,
+                                                unverified_history_reason?}: 202 + {dataset, url, job}; the dataset is
                                                 status building until its job has built it
     GET  /api/training/datasets/{id}/           with its selection, filters, exclusions and statistics
     GET  /api/training/datasets/{id}/samples/   ?split=train|validation   paginated, messages and tools included
@@ -45,7 +46,7 @@ class TrainingDatasetViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.Ret
     """Training datasets: frozen selections of trajectories (reward threshold, complete interactions, token limit,
     no benchmark task unless overridden, near-duplicates removed), content-hashed, split by task."""
 
-    queryset = TrainingDataset.objects.select_related("created_by", "override_by")
+    queryset = TrainingDataset.objects.select_related("created_by", "override_by", "unverified_history_by")
     filter_serializer_class = DatasetFilterSerializer
     write_role = ADMIN
 

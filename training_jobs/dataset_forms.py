@@ -38,6 +38,13 @@ class BuildDatasetForm(forms.Form):
     )  # fmt: skip
     override_reason = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
                                       label="Why (written on the dataset)")  # fmt: skip
+    allow_unverified_history = forms.BooleanField(
+        required=False, label="Include unverified history (override the history guard)",
+        help_text="Trajectories with an assistant turn no recorded model call answered (history the agent sent of "
+                  "its own) are left out unless you say why here.",
+    )  # fmt: skip
+    unverified_history_reason = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
+                                                label="Why (written on the dataset)")  # fmt: skip
 
     DASHBOARD_FIELDS = ("eval_runs", "groups", "min_reward", "max_tokens", "name")
 
@@ -56,6 +63,9 @@ class BuildDatasetForm(forms.Form):
             raise forms.ValidationError("Choose at least one evaluation run or rollout group.")
         if data.get("allow_benchmark_tasks") and not (data.get("override_reason") or "").strip():
             self.add_error("override_reason", "Say why benchmark tasks are included: it is written on the dataset.")
+        if data.get("allow_unverified_history") and not (data.get("unverified_history_reason") or "").strip():
+            self.add_error("unverified_history_reason",
+                           "Say why unverified history is included: it is written on the dataset.")  # fmt: skip
         return data
 
     def build_settings(self) -> dict:
@@ -68,4 +78,6 @@ class BuildDatasetForm(forms.Form):
             "name": data["name"],
             "allow_benchmark_tasks": data["allow_benchmark_tasks"],
             "override_reason": data["override_reason"] if data["allow_benchmark_tasks"] else "",
+            "allow_unverified_history": data["allow_unverified_history"],
+            "unverified_history_reason": data["unverified_history_reason"] if data["allow_unverified_history"] else "",
         }  # fmt: skip

@@ -31,6 +31,7 @@ SAMPLES_PAGE_SIZE = 50
 RECENT_DATASETS = 5
 REASON_LABELS = {
     "benchmark_task": "Task of a benchmark version (contamination guard)",
+    "unverified_history": "An assistant turn no recorded call answered (history guard)",
     "excluded_by_rules": "Excluded when the trajectory was rebuilt",
     "incomplete": "Incomplete interaction",
     "no_reward": "No reward",
@@ -217,5 +218,6 @@ def _dataset_context(request, dataset: TrainingDataset) -> dict:
 @viewer_required
 @require_GET
 def dataset_detail(request, pk: int):
-    dataset = get_object_or_404(TrainingDataset.objects.select_related("created_by", "override_by", "job_run"), pk=pk)
+    dataset = get_object_or_404(TrainingDataset.objects.select_related("created_by", "override_by", "unverified_history_by",
+                                                                       "job_run"), pk=pk)  # fmt: skip
     return render_page(request, "training/datasets_detail.html", _dataset_context(request, dataset), partial="live")

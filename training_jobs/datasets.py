@@ -8,6 +8,8 @@ A dataset is immutable: building always makes a new one (`create_dataset` writes
 trajectory either becomes a sample or is counted under one reason, tried in this order:
 
     benchmark_task               its task has a revision pinned by a benchmark version (unless an admin overrode it)
+    unverified_history           an assistant turn is no answer the proxy recorded in its session: history the agent
+                                 sent of its own (Trajectory.unverified_turns; unless an admin overrode it)
     excluded_by_rules:<reason>   evaluation.trajectories left it out (auxiliary call, unsupported tools, …)
     incomplete                   its rollout did not end cleanly and scored (status scored, exit completed), or the
                                  conversation does not end with an assistant answer (complete_only)
@@ -50,8 +52,8 @@ DEFAULT_FILTERS = {
     "seed": 0,
 }
 CHUNK = 500  # trajectories read at a time while building
-REASONS = ("benchmark_task", "excluded_by_rules", "incomplete", "no_reward", "below_min_reward", "too_long",
-           "near_duplicate")  # fmt: skip
+REASONS = ("benchmark_task", "unverified_history", "excluded_by_rules", "incomplete", "no_reward", "below_min_reward",
+           "too_long", "near_duplicate")  # fmt: skip
 
 
 class DatasetError(ValueError):
@@ -228,26 +230,34 @@ def split_tasks(tasks: list[str], *, share: float, seed: int) -> set[str]:
 # --- building ----------------------------------------------------------------------------------------------------
 
 
-def check_override(user, allow_benchmark_tasks: bool, override_reason: str) -> None:
+def check_override(user, allow_benchmark_tasks: bool, override_reason: str, *, guard: str = "benchmark_tasks") -> None:
     if not allow_benchmark_tasks:
         return
+    what = {"benchmark_tasks": ("benchmark tasks", "the contamination guard's override"),
+            "unverified_history": ("trajectories with unverified history", "the history guard's override")}  # fmt: skip
+    included, override = what[guard]
     if user is None or not has_role(user, ADMIN):
-        raise DatasetError("only an admin may include benchmark tasks (the contamination guard's override)")
+        raise DatasetError(f"only an admin may include {included} ({override})")
     if not (override_reason or "").strip():
-        raise DatasetError("including benchmark tasks needs a reason: it is written on the dataset")
+        raise DatasetError(f"including {included} needs a reason: it is written on the dataset")
 
 
 def create_dataset(*, selection: dict, filters: dict | None = None, name: str = "", user=None,
-                   allow_benchmark_tasks: bool = False, override_reason: str = "") -> TrainingDataset:
+                   allow_benchmark_tasks: bool = False, override_reason: str = "",
+                   allow_unverified_history: bool = False, unverified_history_reason: str = "") -> TrainingDataset:  # fmt: skip
     """The dataset's row, status building, with what was asked (validated): nothing is selected yet."""
     selection = normalize_selection(selection)
     filters = normalize_filters(filters)
     check_override(user, allow_benchmark_tasks, override_reason)
+    check_override(user, allow_unverified_history, unverified_history_reason, guard="unverified_history")
     user = user if user is not None and user.is_authenticated else None
     return TrainingDataset.objects.create(
         name=name.strip()[:200], selection=selection, filters=filters, allow_benchmark_tasks=allow_benchmark_tasks,
         override_reason=override_reason.strip() if allow_benchmark_tasks else "",
         override_by=user if allow_benchmark_tasks else None, created_by=user,
+        allow_unverified_history=allow_unverified_history,
+        unverified_history_reason=unverified_history_reason.strip() if allow_unverified_history else "",
+        unverified_history_by=user if allow_unverified_history else None,
     )  # fmt: skip
 
 
@@ -259,7 +269,7 @@ def _candidates(dataset: TrainingDataset) -> list[Candidate]:
         selected_trajectories(dataset.selection)
         .select_related("rollout__revision__task")
         .only("id", "messages", "tools", "reward", "stats", "excluded", "exclusion_reason", "model_call_ids",
-              "rollout__status", "rollout__exit_reason", "rollout__revision__task__external_id",
+              "unverified_turns", "rollout__status", "rollout__exit_reason", "rollout__revision__task__external_id",
               "rollout__revision__task__id")
         .order_by("pk")
     )  # fmt: skip
@@ -299,6 +309,8 @@ def _judge(rows: list, dataset: TrainingDataset, pinned_tasks: set) -> list[Cand
                       content_digest(task.external_id, t.messages, t.tools), conversation_digest(t.messages))
         if task.pk in pinned_tasks and not dataset.allow_benchmark_tasks:
             c.reason = "benchmark_task"
+        elif t.unverified_turns and not dataset.allow_unverified_history:
+            c.reason = "unverified_history"
         elif t.excluded:
             c.reason = f"excluded_by_rules:{t.exclusion_reason or 'unspecified'}"
         elif filters["complete_only"] and not (rollout_complete(t.rollout) and ends_with_answer(t.messages)):
@@ -356,22 +368,24 @@ def fill_dataset(dataset: TrainingDataset) -> TrainingDataset:
     return dataset
 
 
-def build_dataset(*, selection: dict, filters: dict | None = None, name: str = "", user=None,
-                  allow_benchmark_tasks: bool = False, override_reason: str = "") -> TrainingDataset:
-    """A new dataset built here and now (the command's way; pages and the API queue `start_build`)."""
-    dataset = create_dataset(selection=selection, filters=filters, name=name, user=user,
-                             allow_benchmark_tasks=allow_benchmark_tasks, override_reason=override_reason)  # fmt: skip
+def build_dataset(
+    *, selection: dict, filters: dict | None = None, name: str = "", user=None, **overrides
+) -> TrainingDataset:
+    """A new dataset built here and now (the command's way; pages and the API queue `start_build`). `overrides`:
+    create_dataset's allow_benchmark_tasks / override_reason and allow_unverified_history /
+    unverified_history_reason (an admin's, with a reason)."""
+    dataset = create_dataset(selection=selection, filters=filters, name=name, user=user, **overrides)
     return fill_dataset(dataset)
 
 
-def start_build(*, selection: dict, filters: dict | None = None, name: str = "", user=None,
-                allow_benchmark_tasks: bool = False, override_reason: str = "") -> TrainingDataset:
+def start_build(
+    *, selection: dict, filters: dict | None = None, name: str = "", user=None, **overrides
+) -> TrainingDataset:
     """A new dataset, status building, its job queued (raises jobs.engine.JobEngineError when it cannot be)."""
     import jobs
     from jobs.engine import JobEngineError
 
-    dataset = create_dataset(selection=selection, filters=filters, name=name, user=user,
-                             allow_benchmark_tasks=allow_benchmark_tasks, override_reason=override_reason)
+    dataset = create_dataset(selection=selection, filters=filters, name=name, user=user, **overrides)
     try:
         run = jobs.enqueue(BUILD_JOB, created_by=user, dataset_id=dataset.pk)
     except JobEngineError as exc:

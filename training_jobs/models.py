@@ -34,6 +34,13 @@ class TrainingDataset(models.Model):
     override_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # The history guard: a trajectory with an assistant turn no recorded call answered (history the agent wrote) is
+    # never included unless an admin overrode it (why, and who).
+    allow_unverified_history = models.BooleanField(default=False)
+    unverified_history_reason = models.TextField(blank=True)
+    unverified_history_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     sha256 = models.CharField(max_length=64, blank=True, db_index=True)
     trajectories_count = models.PositiveIntegerField(default=0)
     excluded = models.JSONField(default=dict, blank=True, help_text="reason -> trajectories left out.")

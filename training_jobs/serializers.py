@@ -33,17 +33,19 @@ class TrainingDatasetListSerializer(serializers.ModelSerializer):
     class Meta:
         model = TrainingDataset
         fields = ["id", "url", "name", "status", "sha256", "trajectories", "excluded", "allow_benchmark_tasks",
-                  "created_by", "created_at", "built_at"]  # fmt: skip
+                  "allow_unverified_history", "created_by", "created_at", "built_at"]  # fmt: skip
 
 
 class TrainingDatasetDetailSerializer(TrainingDatasetListSerializer):
     override_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    unverified_history_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
     samples_url = serializers.SerializerMethodField()
     job_run = serializers.PrimaryKeyRelatedField(read_only=True)
 
     class Meta(TrainingDatasetListSerializer.Meta):
         fields = [*TrainingDatasetListSerializer.Meta.fields, "error", "selection", "filters", "override_reason",
-                  "override_by", "stats", "job_run", "samples_url"]  # fmt: skip
+                  "override_by", "unverified_history_reason", "unverified_history_by", "stats", "job_run",
+                  "samples_url"]  # fmt: skip
 
     def get_samples_url(self, dataset) -> str:
         from rest_framework.reverse import reverse
@@ -84,6 +86,9 @@ class BuildDatasetSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=200, required=False, default="", allow_blank=True)
     allow_benchmark_tasks = serializers.BooleanField(default=False)
     override_reason = serializers.CharField(required=False, default="", allow_blank=True, max_length=2000)
+    allow_unverified_history = serializers.BooleanField(
+        default=False, help_text="Admins: include trajectories with assistant turns no recorded call answered.")
+    unverified_history_reason = serializers.CharField(required=False, default="", allow_blank=True, max_length=2000)
 
     SELECTION = ("eval_runs", "groups", "endpoints", "harnesses", "sources", "since", "until")
     FILTERS = ("min_reward", "max_tokens", "complete_only", "dedup", "validation_share", "seed")
@@ -109,6 +114,8 @@ class BuildDatasetSerializer(serializers.Serializer):
             "name": data["name"],
             "allow_benchmark_tasks": data["allow_benchmark_tasks"],
             "override_reason": data["override_reason"],
+            "allow_unverified_history": data["allow_unverified_history"],
+            "unverified_history_reason": data["unverified_history_reason"],
         }
 
 

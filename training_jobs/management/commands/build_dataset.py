@@ -1,5 +1,6 @@
 """python manage.py build_dataset (--run EVAL_RUN … | --group ROLLOUT_GROUP …) [--min-reward 0.5] [--max-tokens N]
-    [--validation-share 0.05] [--seed 0] [--include-benchmark-tasks --reason TEXT --by ADMIN] [--name N] [--json]"""
+    [--validation-share 0.05] [--seed 0] [--include-benchmark-tasks --reason TEXT --by ADMIN]
+    [--include-unverified-history --history-reason TEXT --by ADMIN] [--name N] [--json]"""
 
 import json
 
@@ -13,7 +14,8 @@ class Command(BaseCommand):
     help = (
         "Build a training dataset, in this process, from the trajectories of evaluation runs and/or rollout groups: "
         "reward >= --min-reward, complete interactions only, at most --max-tokens, near-duplicates removed, tasks "
-        "of any benchmark version left out (unless an admin overrides it with a reason), split by task. Prints what "
+        "of any benchmark version and trajectories whose assistant turns the proxy did not record left out (unless "
+        "an admin overrides either with a reason), split by task. Prints what "
         "was kept and why the rest was left out; with --json one JSON object on the last line: "
         '{"dataset", "sha256", "trajectories", "excluded": {reason: n}}.'
     )
@@ -30,7 +32,12 @@ class Command(BaseCommand):
         parser.add_argument("--include-benchmark-tasks", action="store_true",
                             help="override the contamination guard (needs --reason and --by)")  # fmt: skip
         parser.add_argument("--reason", default="", help="why benchmark tasks are included (written on the dataset)")
-        parser.add_argument("--by", default="", metavar="USERNAME", help="the admin who overrides the guard")
+        parser.add_argument("--include-unverified-history", action="store_true",
+                            help="override the history guard: include trajectories with assistant turns no recorded "
+                                 "call answered (needs --history-reason and --by)")  # fmt: skip
+        parser.add_argument("--history-reason", default="",
+                            help="why unverified history is included (written on the dataset)")  # fmt: skip
+        parser.add_argument("--by", default="", metavar="USERNAME", help="the admin who overrides a guard")
         parser.add_argument("--name", default="", help="the dataset's name")
         parser.add_argument("--json", dest="as_json", action="store_true", help="print the summary as JSON last")
 
@@ -38,9 +45,10 @@ class Command(BaseCommand):
         if not flags["run"] and not flags["group"]:
             raise CommandError("name at least one --run EVAL_RUN or --group ROLLOUT_GROUP")
         user = None
-        if flags["include_benchmark_tasks"]:
+        if flags["include_benchmark_tasks"] or flags["include_unverified_history"]:
             if not flags["by"]:
-                raise CommandError("--include-benchmark-tasks needs --by ADMIN (who overrides the guard) and --reason")
+                raise CommandError("--include-benchmark-tasks and --include-unverified-history need --by ADMIN (who "
+                                   "overrides the guard) and a reason (--reason, --history-reason)")  # fmt: skip
             user = get_user_model().objects.filter(username=flags["by"]).first()
             if user is None:
                 raise CommandError(f"no user {flags['by']!r}")
@@ -50,7 +58,9 @@ class Command(BaseCommand):
         try:
             dataset = build_dataset(selection=selection, filters=filters, name=flags["name"], user=user,
                                     allow_benchmark_tasks=flags["include_benchmark_tasks"],
-                                    override_reason=flags["reason"])  # fmt: skip
+                                    override_reason=flags["reason"],
+                                    allow_unverified_history=flags["include_unverified_history"],
+                                    unverified_history_reason=flags["history_reason"])  # fmt: skip
         except DatasetError as exc:
             raise CommandError(str(exc)) from None
         result = summary(dataset)
