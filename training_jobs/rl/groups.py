@@ -63,10 +63,13 @@ def policy_tokens(sample) -> int:
 
 def pick_sample(samples: list):
     """A rollout can hold several samples (a history rewrite or compaction starts a new one), but TRL trains one
-    completion per generation: we train the sample with the most policy tokens (ties: the last, the one that led to
-    the final workspace) and count the others. None when there is none."""
+    completion per generation: we train the main chain's sample with the most policy tokens (ties: the last, the one
+    that led to the final workspace) and count the others. A side call's sample (`side`: a prompt the agent chose,
+    not its conversation's next turn) is never trained, however long. None when there is none."""
     best = None
     for sample in samples:
+        if getattr(sample, "side", False):
+            continue
         if best is None or policy_tokens(sample) >= policy_tokens(best):
             best = sample
     return best

@@ -16,6 +16,12 @@ A call whose prompt does not extend the chain (the harness rewrote its history: 
 a template that re-renders earlier turns) starts a new sample of the same rollout; parallel tool calls are simply part
 of one completion. Calls that got no answer (errors, refusals) are skipped: they sampled nothing.
 
+Only the session's main chain may be trained (evaluation.trajectories.chain_roles, on the calls' messages): a call
+that does not continue the previous main call's prompt and answer, or whose prompt carries an assistant turn that
+is no answer the proxy recorded, is a side call. The agent holds its proxy token and can send any prompt with it,
+so a side call is the agent's choice of what to train: its sample is kept (`side`, counted) but never picked
+(training_jobs.rl.groups.pick_sample), and it never joins a main chain's sample, nor a main call a side one's.
+
 Exact tokens are the ModelCallTokens the proxy stored (llm.tokens). A call without them (the upstream gave no token
 ids, or the Responses API) is re-tokenized from its text with the policy's tokenizer (`retokenize`): its sample is
 flagged `exact=False` and counted as inexact, since the text's tokens need not be the ones sampled. Re-tokenized
@@ -45,6 +51,7 @@ class Sample:
     env_mask: list[int] = field(default_factory=list)
     exact: bool = True
     call_ids: list[int] = field(default_factory=list)
+    side: bool = False  # made of side calls: never trained
 
     @property
     def policy_tokens(self) -> int:
@@ -52,7 +59,7 @@ class Sample:
 
     def as_dict(self) -> dict:
         return {"prompt_ids": self.prompt_ids, "completion_ids": self.completion_ids, "logprobs": self.logprobs,
-                "env_mask": self.env_mask, "exact": self.exact, "call_ids": self.call_ids}  # fmt: skip
+                "env_mask": self.env_mask, "exact": self.exact, "call_ids": self.call_ids, "side": self.side}  # fmt: skip
 
 
 @dataclass
@@ -74,29 +81,34 @@ def build_samples(calls, tokenizer=None) -> list[Sample]:
     """The samples of one rollout's calls, in the order they were made. `tokenizer` (a transformers tokenizer, or
     the path of one, loaded on first use) re-tokenizes calls without exact tokens; without one such a call raises
     SampleError."""
+    from evaluation.trajectories import MAIN, chain_roles
+
     lazy = _LazyTokenizer(tokenizer)
+    calls = list(calls)
+    roles = chain_roles([{"request": c.request, "response": c.response, "error": c.error} for c in calls])
     samples: list[Sample] = []
-    current: Sample | None = None
-    for call in calls:
+    current: dict[bool, Sample | None] = {False: None, True: None}  # the latest main and side samples
+    for call, role in zip(calls, roles, strict=True):
         if not answered(call):
             continue
+        side = role != MAIN
         tokens = exact_tokens(call)
         if tokens is None:
             tokens = retokenize(call, lazy.get(call))
-        if current is not None and _extends(tokens.prompt_ids, current):
-            env = tokens.prompt_ids[len(current.prompt_ids) + len(current.completion_ids) :]
-            current.completion_ids += env + tokens.completion_ids
-            current.env_mask += [0] * len(env) + [1] * len(tokens.completion_ids)
-            current.logprobs += [0.0] * len(env) + tokens.logprobs
-            current.exact = current.exact and tokens.exact
-            current.call_ids.append(call.pk)
+        if (sample := current[side]) is not None and _extends(tokens.prompt_ids, sample):
+            env = tokens.prompt_ids[len(sample.prompt_ids) + len(sample.completion_ids) :]
+            sample.completion_ids += env + tokens.completion_ids
+            sample.env_mask += [0] * len(env) + [1] * len(tokens.completion_ids)
+            sample.logprobs += [0.0] * len(env) + tokens.logprobs
+            sample.exact = sample.exact and tokens.exact
+            sample.call_ids.append(call.pk)
             continue
-        current = Sample(
+        current[side] = Sample(
             prompt_ids=list(tokens.prompt_ids), completion_ids=list(tokens.completion_ids),
             logprobs=list(tokens.logprobs), env_mask=[1] * len(tokens.completion_ids), exact=tokens.exact,
-            call_ids=[call.pk],
+            call_ids=[call.pk], side=side,
         )  # fmt: skip
-        samples.append(current)
+        samples.append(current[side])
     return samples
 
 
