@@ -312,6 +312,14 @@ CLAWGYM_API_KEY_ENV_ALLOW = env_list("CLAWGYM_API_KEY_ENV_ALLOW", [])
 CLAWGYM_PROXY_MAX_REQUEST_BYTES = env_int("CLAWGYM_PROXY_MAX_REQUEST_BYTES", 32 * 1024 * 1024)
 # Deeper JSON than this in a proxied request is refused (400): real requests nest a few levels, tool schemas a few dozen.
 CLAWGYM_PROXY_MAX_JSON_DEPTH = env_int("CLAWGYM_PROXY_MAX_JSON_DEPTH", 128)
+# The most bytes one model answer may have as it arrives, for the client and the proxy alike (a stream's every byte
+# counted): past it reading stops and the call is an upstream error (llm.failures). The largest real answers are
+# streams at long context: 64K tokens from vLLM with token ids and logprobs (a training session) are ~300 bytes an
+# event, ~20 MB; 32 MiB holds that, while a whole (non-streamed) answer of the same is far smaller.
+CLAWGYM_MAX_RESPONSE_BYTES = env_int("CLAWGYM_MAX_RESPONSE_BYTES", 32 * 1024 * 1024)
+# A model call's request or response longer than this (characters of its stored JSON) is shown in part by its page
+# and the API, the rest on request (llm.bodies): a page never loads a large body whole.
+CLAWGYM_MODEL_CALL_INLINE_BYTES = env_int("CLAWGYM_MODEL_CALL_INLINE_BYTES", 64 * 1024)
 # Per path prefix, the longest matching one wins; CLAWGYM_REQUEST_BYTES_BY_PATH (a JSON object) adds or overrides.
 CLAWGYM_REQUEST_BYTES_BY_PATH = {
     "/tasks/import/": CLAWGYM_MAX_UPLOAD_BYTES,

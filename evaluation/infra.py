@@ -8,14 +8,23 @@ Two checks:
   fix named, instead of after the harness's retries (102 s for OpenClaw);
 - after the agent stopped in error, `upstream_failure` looks at what the proxy recorded: when the session's last
   call failed for a reason that is not the model's (the model's server unreachable, timing out, 5xx, refusing our
-  key, rate limiting) or the relay could not reach the proxy at all, the error was the infrastructure's.
+  key, rate limiting, breaking off a stream, answering past CLAWGYM_MAX_RESPONSE_BYTES) or the relay could not reach
+  the proxy at all, the error was the infrastructure's;
+- after the agent ran out of time, `answer_failure` does the same for any call of the session whose answer the
+  upstream did not deliver (timed out, broke off, over the limit: llm.failures): the agent's time went waiting on
+  the model's server, so running out of it is not the model's limit either.
 """
 
 from __future__ import annotations
 
+from functools import reduce
+from operator import or_
+
 import httpx
 from django.conf import settings
+from django.db.models import Q
 
+from llm.failures import ANSWER_FAILURES, is_answer_failure
 from llm.models import ModelCall, ProxySession
 
 PREFLIGHT_TIMEOUT = httpx.Timeout(10.0, connect=3.0)
@@ -69,12 +78,14 @@ def is_infra_call(status_code: int | None, error: str) -> bool:
     """A failed call whose failure is the model server's or ours, not the model's answer."""
     if not error:
         return False
-    return status_code is None or status_code >= 500 or status_code in INFRA_STATUSES
+    # A stream that broke off, or went past the limit, was answered 200 before it failed: its error text says so.
+    return status_code is None or status_code >= 500 or status_code in INFRA_STATUSES or is_answer_failure(error)
 
 
 def upstream_failure(session_id: int | None, relay_failures: list[str]) -> str:
     """Why an agent that ended in error was stopped by the infrastructure, or "" when its error is its own."""
-    last = ModelCall.objects.filter(session_id=session_id).order_by("-created_at", "-id").first() if session_id else None
+    calls = ModelCall.objects.filter(session_id=session_id).only("status_code", "error")  # never the bodies
+    last = calls.order_by("-created_at", "-id").first() if session_id else None
     if last is not None and is_infra_call(last.status_code, last.error):
         failed = ModelCall.objects.filter(session_id=session_id).exclude(error="")
         count = sum(1 for status, error in failed.values_list("status_code", "error") if is_infra_call(status, error))
@@ -86,3 +97,19 @@ def upstream_failure(session_id: int | None, relay_failures: list[str]) -> str:
         return (f"the agent could not reach the recording proxy at {_where()} during the run: {relay_failures[-1]}; "
                 "check that the web app kept running")  # fmt: skip
     return ""
+
+
+def answer_failure(session_id: int | None) -> str:
+    """Why an agent that ran out of time did so waiting on its model's server, or "" when no call of its session says
+    so: the proxy recorded an answer the upstream did not deliver (llm.failures.ANSWER_FAILURES)."""
+    if not session_id:
+        return ""
+    failed = ModelCall.objects.filter(session_id=session_id).filter(
+        reduce(or_, (Q(error__startswith=prefix) for prefix in ANSWER_FAILURES))
+    )  # fmt: skip
+    last = failed.only("error").order_by("-created_at", "-id").first()
+    if last is None:
+        return ""
+    count = failed.count()
+    return (f"the model's server failed, not the model: the proxy recorded {count} answer{'s' if count != 1 else ''} "
+            f"it did not deliver, the last: {last.error}"[:1500])  # fmt: skip

@@ -1,6 +1,8 @@
 """Django admin for the LLM gateway. Calls are history: shown, never edited. Keys never appear (only their variable)."""
 
 from django.contrib import admin
+from django.urls import reverse
+from django.utils.html import format_html
 
 from .models import EndpointLease, ModelCall, ModelEndpoint, ProxySession
 
@@ -31,6 +33,17 @@ class ModelCallAdmin(ReadOnlyAdmin):
     list_filter = ["purpose", "endpoint_name", "api", "stream"]
     search_fields = ["subject", "error"]
     date_hierarchy = "created_at"
+    # A body may be as large as CLAWGYM_MAX_RESPONSE_BYTES: shown on the call's own page (in part when large), never
+    # loaded here, not even for a list of calls.
+    exclude = ["request", "response"]
+    readonly_fields = ["bodies"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).defer("request", "response")
+
+    @admin.display(description="Request and response")
+    def bodies(self, call):
+        return format_html('<a href="{}">on the model call\'s page</a>', reverse("llm:call", args=[call.pk]))
 
 
 @admin.register(ProxySession)

@@ -9,11 +9,15 @@
 
 Every call:
 - waits for one of the endpoint's `max_concurrent` slots (held across processes, see llm.leases);
-- retries 429, 5xx, timeouts, connection errors and unreadable (non-JSON) bodies up to `endpoint.max_retries`
-  times, with exponential backoff and jitter (honouring a short Retry-After); the slot is given back meanwhile;
+- reads the answer as it arrives and stops past CLAWGYM_MAX_RESPONSE_BYTES (llm.failures): the connection is
+  dropped, the rest never read, and the call fails (AnswerTooLarge, retried like an unreadable body);
+- retries 429, 5xx, timeouts, connection errors, unreadable (non-JSON) and over-large bodies up to
+  `endpoint.max_retries` times, with exponential backoff and jitter (honouring a short Retry-After); the slot is
+  given back meanwhile;
 - is recorded as one ModelCall (request, response, usage, latency, cost, attempts, error), failed or not.
 
-Errors: ModelCallError (the call failed; `.call` is its recorded row), InvalidJsonAnswer (complete_json got no
+Errors: ModelCallError (the call failed; `.call` is its recorded row; AnswerTooLarge is its reason when the answer
+was over the limit), InvalidJsonAnswer (complete_json got no
 valid object even after its repair turns; `.calls` are all its rows), MissingApiKey, EndpointBusy, EndpointUnavailable.
 Call it outside database transactions and from sync code (jobs, management commands, sync views).
 """
@@ -22,15 +26,18 @@ import random
 import time
 from dataclasses import dataclass, field
 
+import httpx2  # the openai SDK's own HTTP client
 import openai
 from django.conf import settings
 
 from . import jsonout
+from .failures import answer_limit, declared_length, too_large
 from .leases import EndpointBusy, endpoint_slot
 from .models import RESERVED_SAMPLING_KEYS, MissingApiKey, ModelCall, ModelEndpoint, served_reference
 from .sse import usage_of
 
 __all__ = [
+    "AnswerTooLarge",
     "Completion",
     "ConnectionCheck",
     "EndpointBusy",
@@ -69,6 +76,13 @@ class EndpointUnavailable(ModelCallError):
     """The endpoint is disabled, or no enabled endpoint has the name or role asked for."""
 
 
+class AnswerTooLarge(openai.OpenAIError):
+    """The answer's body passed CLAWGYM_MAX_RESPONSE_BYTES, or came compressed (its size unknown until decoded).
+
+    Raised while the SDK reads the body, which it passes on as it is (an OpenAIError), so ModelCallError names it.
+    """
+
+
 @dataclass
 class Completion:
     text: str
@@ -105,21 +119,60 @@ def get_endpoint(name: str | None = None, *, role: str | None = None) -> ModelEn
 _sdk_clients: dict[tuple, openai.OpenAI] = {}
 
 
+class _BoundedBody(httpx2.SyncByteStream):
+    """An answer's body as it arrives, stopped by AnswerTooLarge once it passes `limit` bytes (the SDK then closes
+    the response, dropping the connection: the rest is never read)."""
+
+    def __init__(self, stream, limit: int):
+        self._stream, self._limit = stream, limit
+
+    def __iter__(self):
+        received = 0
+        for chunk in self._stream:
+            received += len(chunk)
+            if received > self._limit:
+                raise AnswerTooLarge(too_large(self._limit))
+            yield chunk
+
+    def close(self) -> None:
+        self._stream.close()
+
+
+def _bound_answer(response: httpx2.Response) -> None:
+    """The SDK's HTTP client calls this with each response before reading a byte of its body."""
+    limit = answer_limit()
+    declared = declared_length(response.headers)
+    if declared is not None and declared > limit:
+        raise AnswerTooLarge(too_large(limit, declared))
+    encoding = response.headers.get("content-encoding", "").strip().lower()
+    if encoding not in ("", "identity"):
+        # Asked for none (identity): a compressed body's size is only known once decoded, past any limit.
+        raise AnswerTooLarge(f"upstream answer compressed ({encoding}) although none was asked for: its size cannot "
+                             "be bounded before it is decoded")  # fmt: skip
+    response.stream = _BoundedBody(response.stream, limit)
+
+
 def _sdk(endpoint: ModelEndpoint) -> openai.OpenAI:
-    """One SDK client per endpoint setting and key, reused for its connection pool. Retries are ours (max_retries=0)."""
+    """One SDK client per endpoint setting and key, reused for its connection pool. Retries are ours (max_retries=0).
+
+    Its HTTP client bounds every answer's body as it is read (_bound_answer), and asks for it uncompressed, so the
+    bytes counted are the answer's own."""
     key = endpoint.api_key() or NO_KEY
     cache_key = (endpoint.base_url, key, endpoint.timeout_seconds)
     client = _sdk_clients.get(cache_key)
     if client is None:
+        http = openai.DefaultHttpxClient(event_hooks={"response": [_bound_answer]})
         client = openai.OpenAI(
-            api_key=key, base_url=endpoint.base_url, timeout=endpoint.timeout_seconds, max_retries=0
-        )
+            api_key=key, base_url=endpoint.base_url, timeout=endpoint.timeout_seconds, max_retries=0,
+            default_headers={"Accept-Encoding": "identity"}, http_client=http,
+        )  # fmt: skip
         _sdk_clients[cache_key] = client
     return client
 
 
 def _is_retryable(exc: Exception) -> bool:
-    if isinstance(exc, (openai.APIConnectionError, ValueError)):  # timeouts, and a body that is not JSON
+    # Timeouts, a body that is not JSON, and one over the limit: the server's answer was unusable, not refused.
+    if isinstance(exc, (openai.APIConnectionError, ValueError, AnswerTooLarge)):
         return True
     return isinstance(exc, openai.APIStatusError) and (exc.status_code == 429 or exc.status_code >= 500)
 
@@ -145,6 +198,8 @@ def _describe(exc: Exception) -> str:
         return "timed out"
     if isinstance(exc, ValueError):
         return f"the answer's body is not JSON: {exc}"
+    if isinstance(exc, AnswerTooLarge):
+        return str(exc)
     return f"{type(exc).__name__}: {exc}"
 
 

@@ -12,6 +12,10 @@ own (in_db). A stream is passed
 on chunk by chunk as it arrives and assembled on the side (llm.sse); the ModelCall row is written when the
 stream's end marker arrives, just before that last chunk goes out, so a caller that has seen the end of a
 response can find its record. Upstream errors pass through with their status and body.
+An answer is read as it arrives and stopped past CLAWGYM_MAX_RESPONSE_BYTES (llm.failures): a whole one is then
+a recorded 502 `upstream_error`, a stream ends with an error event after the bytes already passed on; either way
+the rest is never read (the connection is dropped), and the call is recorded as the upstream's failure. So is a
+stream that broke off, whose caller gets the same error event rather than a silently cut-off answer.
 The proxy does not retry (the agent harness decides) and does not take endpoint slots (rollout concurrency is
 bounded by the sandboxes).
 
@@ -50,6 +54,7 @@ from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from . import metrics
+from .failures import BROKE_OFF, STREAM_BROKE_OFF, answer_limit, declared_length, too_large
 from .models import MissingApiKey, ModelCall, ModelCallTokens, ModelEndpoint, ProxySession
 from .sampling import SAMPLING_NOT_ALLOWED, Held, hold_to_sampling
 from .sse import StreamAssembler, usage_of
@@ -246,7 +251,7 @@ def _parsed(content: bytes):
     try:
         return json.loads(content)
     except ValueError:
-        return {"raw": content.decode("utf-8", errors="replace")[:100_000]}
+        return {"raw": content.decode("utf-8", errors="replace")[:RAW_KEPT]}
 
 
 def _error_text(status: int, body) -> str:
@@ -435,17 +440,44 @@ async def _refuse_sampling(call: _Call, held: Held, refusal: dict | None) -> Jso
     return JsonResponse(body, status=400)
 
 
+UPSTREAM_ERROR = "upstream_error"  # the error type of an answer the proxy would not pass on (over the limit)
+RAW_KEPT = 100_000  # characters kept of a body that is not JSON, or of one over the limit
+
+
+def _stream_error(message: str) -> bytes:
+    """The last event of a stream that failed after its headers went out: the SDKs raise it as an APIError."""
+    body = {"error": {"message": message, "type": UPSTREAM_ERROR, "code": 502}}
+    return f"data: {json.dumps(body)}\n\n".encode()
+
+
 async def _whole(call: _Call, upstream: httpx.Response, content_type: str) -> HttpResponse:
-    """A non-streamed answer or an upstream error: read it all, record it, pass it on as it came."""
+    """A non-streamed answer or an upstream error: read as it arrives up to the limit on answers, record it, pass it
+    on as it came. One over the limit (declared, or found so while reading) is not read further: a recorded 502."""
+    limit = answer_limit()
+    declared = declared_length(upstream.headers)
+    over = declared is not None and declared > limit
+    pieces, received = [], 0
     try:
-        content = await upstream.aread()
+        if not over:
+            async for chunk in upstream.aiter_raw():
+                received += len(chunk)
+                if received > limit:
+                    over = True
+                    break
+                pieces.append(chunk)
     except httpx.HTTPError as exc:
-        call.status_code, call.error = 502, f"upstream broke off the answer: {type(exc).__name__}"
+        call.status_code, call.error = 502, f"{BROKE_OFF}: {type(exc).__name__}"
         await call.record()
         return _error(502, call.error)
     finally:
-        await upstream.aclose()
+        await upstream.aclose()  # before the end of an answer over the limit: the connection is dropped
     call.first_chunk_at = time.perf_counter()
+    content = b"".join(pieces)
+    if over:
+        call.status_code, call.error = 502, too_large(limit, declared if declared and declared > limit else None)
+        call.response = {"raw": content[:RAW_KEPT].decode("utf-8", errors="replace")} if content else None
+        await call.record()
+        return _error(502, call.error, UPSTREAM_ERROR)
     call.response = _parsed(content)
     if upstream.status_code >= 400:
         call.error = _error_text(upstream.status_code, call.response)
@@ -461,30 +493,35 @@ async def _relay(call: _Call, upstream: httpx.Response):
     marker goes out, so a caller that has seen [DONE] (and the SDK stops there) can already find it."""
     assembler = StreamAssembler(call.api)
     # A training call's stream is split into events here (its tokens collected, logprobs the agent did not ask for
-    # taken out); any other passes on byte for byte.
+    # taken out); any other passes on as it came, whole events at a time (llm.sse), so a stream cut short here
+    # ends between two events and its error event reads as one.
     tokens = TokenStream(call.tokens, call.capture, assembler) if call.tokens is not None else None
     recorded = finished = False
+    limit, received = answer_limit(), 0
     metrics.STREAMS_IN_FLIGHT.inc()
     try:
         async for chunk in upstream.aiter_raw():
+            received += len(chunk)
+            if received > limit:
+                # Not passed on, nor read further: the caller has had at most `limit` bytes, then the error event.
+                call.error = too_large(limit)
+                break
             if call.first_chunk_at is None:
                 call.first_chunk_at = time.perf_counter()
-            if tokens is None:
-                assembler.feed(chunk)
-            else:
-                chunk = tokens.feed(chunk)
+            chunk = assembler.feed(chunk) if tokens is None else tokens.feed(chunk)
             if assembler.complete and not recorded:
                 call.response = assembler.result()
                 await call.record()
                 recorded = True
             if chunk:
                 yield chunk
-        if tokens is not None and (rest := tokens.finish()):
-            yield rest
+        else:
+            if rest := (assembler.rest() if tokens is None else tokens.finish()):
+                yield rest
         finished = True
     except httpx.HTTPError as exc:
-        # Headers are gone already: the caller sees a cut-off stream; the record says why.
-        call.error = f"upstream stream broke off: {type(exc).__name__}: {exc}"
+        # Headers are gone already: the caller gets an error event (below), the record says why.
+        call.error = f"{STREAM_BROKE_OFF}: {type(exc).__name__}: {exc}"
         finished = True
     finally:
         metrics.STREAMS_IN_FLIGHT.dec()
@@ -496,6 +533,8 @@ async def _relay(call: _Call, upstream: httpx.Response):
     if finished and not recorded:
         call.response = assembler.result()
         await call.record()
+    if finished and call.error and not assembler.complete:
+        yield _stream_error(call.error)  # after the record, as the end marker is
 
 
 @csrf_exempt

@@ -1,8 +1,12 @@
 """Model endpoints and model calls as the API shows them. An endpoint's key never appears: only its variable's name."""
 
 from django.core.exceptions import ValidationError as DjangoValidationError
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.reverse import reverse
 
+from .bodies import MAX_RANGE, body_of
 from .forms import CallFilterForm
 from .models import ModelCall, ModelEndpoint
 from .services import create_endpoint, update_endpoint
@@ -62,12 +66,82 @@ class ModelCallListSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+BODY = "the body itself when its JSON text is at most CLAWGYM_MODEL_CALL_INLINE_BYTES characters, else null"
+BODY_LENGTH = "characters of its JSON text (null: none)"
+BODY_HEAD = "its first CLAWGYM_MODEL_CALL_INLINE_BYTES characters of JSON text when it is longer, else null"
+BODY_URL = "where the whole body is (streamed), or ?offset=&length= a range of it; null: none"
+
+
 class ModelCallSerializer(ModelCallListSerializer):
-    """One call in full: the request as sent and the (assembled) response."""
+    """One call: the request as sent and the (assembled) response, each whole when small, else its head and where
+    the rest is (llm.bodies; the instance comes from with_heads, its bodies never loaded whole)."""
+
+    request = serializers.SerializerMethodField(help_text=BODY)
+    response = serializers.SerializerMethodField(help_text=BODY)
+    request_length = serializers.SerializerMethodField(help_text=BODY_LENGTH)
+    response_length = serializers.SerializerMethodField(help_text=BODY_LENGTH)
+    request_head = serializers.SerializerMethodField(help_text=BODY_HEAD)
+    response_head = serializers.SerializerMethodField(help_text=BODY_HEAD)
+    request_url = serializers.SerializerMethodField(help_text=BODY_URL)
+    response_url = serializers.SerializerMethodField(help_text=BODY_URL)
 
     class Meta(ModelCallListSerializer.Meta):
-        fields = ModelCallListSerializer.Meta.fields + ["request", "response"]
+        fields = ModelCallListSerializer.Meta.fields + [
+            "request", "response", "request_length", "response_length", "request_head", "response_head",
+            "request_url", "response_url",
+        ]  # fmt: skip
         read_only_fields = fields
+
+    @extend_schema_field(OpenApiTypes.OBJECT)
+    def get_request(self, call):
+        return body_of(call, "request").value
+
+    @extend_schema_field(OpenApiTypes.OBJECT)
+    def get_response(self, call):
+        return body_of(call, "response").value
+
+    def get_request_length(self, call) -> int | None:
+        return body_of(call, "request").length
+
+    def get_response_length(self, call) -> int | None:
+        return body_of(call, "response").length
+
+    def _head(self, call, part: str) -> str | None:
+        body = body_of(call, part)
+        return None if body.inline or body.length is None else body.head
+
+    def get_request_head(self, call) -> str | None:
+        return self._head(call, "request")
+
+    def get_response_head(self, call) -> str | None:
+        return self._head(call, "response")
+
+    def _url(self, call, part: str) -> str | None:
+        if body_of(call, part).length is None:
+            return None
+        return reverse("modelcall-body", kwargs={"pk": call.pk, "part": part}, request=self.context.get("request"))
+
+    def get_request_url(self, call) -> str | None:
+        return self._url(call, "request")
+
+    def get_response_url(self, call) -> str | None:
+        return self._url(call, "response")
+
+
+class BodyRangeSerializer(serializers.Serializer):
+    """One range of a call's request or response (its JSON text), and where the next one begins."""
+
+    part = serializers.ChoiceField(["request", "response"])
+    offset = serializers.IntegerField()
+    total = serializers.IntegerField(help_text="characters of the whole body's JSON text")
+    text = serializers.CharField()
+    next_offset = serializers.IntegerField(allow_null=True, help_text="null: this range reaches the end")
+
+
+class BodyRangeQuerySerializer(serializers.Serializer):
+    offset = serializers.IntegerField(required=False, min_value=0, default=0)
+    length = serializers.IntegerField(required=False, min_value=1, max_value=MAX_RANGE,
+                                      help_text="characters (default: CLAWGYM_MODEL_CALL_INLINE_BYTES)")
 
 
 class ModelCallFilterSerializer(serializers.Serializer):

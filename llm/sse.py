@@ -1,8 +1,14 @@
 """Assembling a streamed (SSE) answer into the one response object a non-streamed call would have returned.
 
-The proxy feeds the raw bytes it passes on; the assembler never changes or delays them. Chat completion
+The proxy feeds the raw bytes it gets and passes on what `feed` returns: the same bytes, whole events at a time (an
+event still arriving is held until its end, which its reader could not have used before either), so a stream the
+proxy must cut short ends between events, where its error event can follow. Chat completion
 chunks are merged (content, reasoning, tool call fragments, finish reason, usage); a Responses stream's final
 `response.completed` (or `.failed` / `.incomplete`) event already holds the whole response.
+
+Linear in the stream's length: only new bytes are searched for an event's end, and text is kept as pieces joined
+once, in result(). A stream of many small deltas (64K tokens are 64K events) or one event sent in many pieces
+costs its own size, not its size squared, on the proxy's event loop.
 """
 
 import json
@@ -15,7 +21,7 @@ MAX_UNPARSED_KEPT = 20
 class StreamAssembler:
     def __init__(self, api: str):
         self.api = api
-        self._buffer = b""
+        self._buffer = bytearray()  # the event being received, as it came
         self.events = 0
         self.complete = False  # the end marker ([DONE], or a Responses final event) has arrived
         self.unparsed: list[str] = []
@@ -28,13 +34,42 @@ class StreamAssembler:
         self._text: list[str] = []
         self._last_type = ""
 
-    def feed(self, chunk: bytes) -> None:
+    def feed(self, chunk: bytes) -> bytes:
+        """Take the stream's next bytes; return the whole events they completed, as they came."""
+        # Searched from 3 bytes back on: a blank line (at most 4 bytes) may straddle two chunks.
+        start = max(len(self._buffer) - 3, 0)
         self._buffer += chunk
-        # An event ends at a blank line; servers use \n\n or \r\n\r\n.
-        self._buffer = self._buffer.replace(b"\r\n", b"\n")
-        while b"\n\n" in self._buffer:
-            raw, self._buffer = self._buffer.split(b"\n\n", 1)
-            self._event(raw.decode("utf-8", errors="replace"))
+        taken = 0
+        while (end := self._event_end(start)) is not None:
+            text = self._buffer[taken : end[0]].decode("utf-8", errors="replace").replace("\r\n", "\n")
+            self._event(text[:-1] if text.endswith("\r") else text)
+            taken = start = end[1]
+        if not taken:
+            return b""
+        done = bytes(self._buffer[:taken])
+        del self._buffer[:taken]
+        return done
+
+    def _event_end(self, start: int) -> tuple[int, int] | None:
+        """(where an event's text ends, where the next event begins) at the first blank line from `start` on: an event
+        ends at a blank line, which servers write as \n\n or \r\n\r\n."""
+        buffer = self._buffer
+        while (newline := buffer.find(b"\n", start)) >= 0:
+            after = newline + 1
+            if buffer[after : after + 1] == b"\r":
+                after += 1
+            if buffer[after : after + 1] == b"\n":
+                return newline, after + 1
+            if after >= len(buffer):
+                return None  # the blank line may be in the next chunk
+            start = newline + 1
+        return None
+
+    def rest(self) -> bytes:
+        """What followed the last whole event (a stream that ended without its blank line), as it came."""
+        rest = bytes(self._buffer)
+        self._buffer.clear()
+        return rest
 
     def _event(self, raw: str) -> None:
         self.take("\n".join(line[5:].lstrip() for line in raw.split("\n") if line.startswith("data:")))
@@ -70,28 +105,26 @@ class StreamAssembler:
             self._usage = chunk["usage"]
         for choice in chunk.get("choices") or []:
             index = choice.get("index", 0)
+            # Text and arguments as lists of pieces, joined in result().
             merged = self._choices.setdefault(
-                index, {"index": index, "message": {"role": "assistant", "content": None}, "finish_reason": None}
-            )
-            message, delta = merged["message"], choice.get("delta") or {}
+                index, {"role": "assistant", "texts": {}, "calls": {}, "finish_reason": None}
+            )  # fmt: skip
+            delta = choice.get("delta") or {}
             if delta.get("role"):
-                message["role"] = delta["role"]
+                merged["role"] = delta["role"]
             for name in TEXT_FIELDS:
-                if delta.get(name):
-                    message[name] = (message.get(name) or "") + delta[name]
+                if delta.get(name) and isinstance(delta[name], str):
+                    merged["texts"].setdefault(name, []).append(delta[name])
             for fragment in delta.get("tool_calls") or []:
-                calls = message.setdefault("tool_calls", {})
-                call = calls.setdefault(
-                    fragment.get("index", len(calls)),
-                    {"id": None, "type": "function", "function": {"name": "", "arguments": ""}},
-                )
+                calls = merged["calls"]
+                call = calls.setdefault(fragment.get("index", len(calls)), {"id": None, "name": "", "arguments": []})
                 if fragment.get("id"):
                     call["id"] = fragment["id"]
                 function = fragment.get("function") or {}
-                if function.get("name") and not call["function"]["name"]:
-                    call["function"]["name"] = function["name"]
-                if function.get("arguments"):
-                    call["function"]["arguments"] += function["arguments"]
+                if function.get("name") and not call["name"]:
+                    call["name"] = function["name"]
+                if function.get("arguments") and isinstance(function["arguments"], str):
+                    call["arguments"].append(function["arguments"])
             if choice.get("finish_reason"):
                 merged["finish_reason"] = choice["finish_reason"]
 
@@ -118,11 +151,16 @@ class StreamAssembler:
             return None
         choices = []
         for index in sorted(self._choices):
-            choice = self._choices[index]
-            calls = choice["message"].get("tool_calls")
-            if isinstance(calls, dict):
-                choice["message"]["tool_calls"] = [calls[i] for i in sorted(calls)]
-            choices.append(choice)
+            merged = self._choices[index]
+            message = {"role": merged["role"], "content": None}
+            message.update({name: "".join(pieces) for name, pieces in merged["texts"].items()})
+            if merged["calls"]:
+                message["tool_calls"] = [
+                    {"id": call["id"], "type": "function",
+                     "function": {"name": call["name"], "arguments": "".join(call["arguments"])}}
+                    for call in (merged["calls"][i] for i in sorted(merged["calls"]))
+                ]  # fmt: skip
+            choices.append({"index": index, "message": message, "finish_reason": merged["finish_reason"]})
         return {"object": "chat.completion", **self._meta, "choices": choices, "usage": self._usage}
 
     def usage(self) -> tuple[int | None, int | None]:

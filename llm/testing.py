@@ -13,7 +13,14 @@ the script is used up (None: HTTP 500 saying so). `responder` (a function of the
 Reply) answers each request by what it asks instead, for concurrent requests whose order of arrival is not known.
 `in_flight` / `max_in_flight` count the requests being answered at once. A request with "stream": true gets the reply as SSE chunks
 (chat chunks or Responses events), `chunk_delay` seconds apart; `gate=True` holds the last chunk until
-`release()`, so a test can prove the proxy passed the first chunks on before the upstream finished.
+`release()`, so a test can prove the proxy passed the first chunks on before the upstream finished (a gated whole
+answer sends its first half and holds the rest: an upstream that stalls mid-answer).
+
+Huge answers cost nothing to offer: `Reply.text(..., padding=200_000_000)` adds that many bytes of filler ("x") to
+the answer's text, made as it is sent and never held: at PAD in the content (so it can sit inside a JSON answer), else
+at its end. A whole answer then goes out without a Content-Length (unless `declare_length`); a stream sends the
+filler first, as 64 KiB content deltas after its first event, then the rest of the reply. `Received.bytes_sent` counts the body bytes sent, and `disconnected` says the
+caller went away first (watched for padded answers), so a test sees how far a reader read before it stopped.
 
 vLLM's token fields (`ScriptedUpstream(vllm_tokens=True)`, fixture `vllm_upstream`): a chat request that asks for
 `return_token_ids` is answered as vLLM's OpenAI server answers it: `prompt_token_ids` (the top level of a whole
@@ -26,18 +33,21 @@ under uvicorn in this process, on the test database; ask for `transactional_db` 
 """
 
 import asyncio
+import contextlib
 import json
 import socket
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
 from .testing_tokens import vllm_tokens_chunks, vllm_tokens_whole
 
 READY_TIMEOUT = 20.0
+PAD = "[[padding]]"  # where a padded reply's filler goes in its content
+PAD_PIECE = 64 * 1024  # bytes of filler sent at a time
 
 
 @dataclass
@@ -54,6 +64,8 @@ class Reply:
     gate: bool = False  # hold the last chunk until release()
     delay: float = 0.0  # seconds before the answer starts (a slow model, or one that times out)
     usage: tuple[int, int] | None = None  # (input, output) tokens; default: from the lengths
+    padding: int = 0  # bytes of filler added to the text as it is sent (at PAD in content, else at its end)
+    declare_length: bool = False  # a padded whole answer declares its Content-Length (else it is sent chunked)
 
     @classmethod
     def text(cls, content: str, **options) -> "Reply":
@@ -85,6 +97,8 @@ class Received:
     body: bytes
     chunks_sent: int = 0
     finished: bool = False
+    bytes_sent: int = 0  # body bytes of the answer handed to the server
+    disconnected: bool = False  # the caller went away before the answer ended (watched for padded answers)
 
     @property
     def json(self):
@@ -98,7 +112,8 @@ def _usage(reply: Reply, request: dict) -> tuple[int, int]:
     if reply.usage:
         return reply.usage
     prompt = json.dumps(request.get("messages") or request.get("input") or "")
-    return max(1, len(prompt) // 4), max(1, len(reply.content or "") // 4 + 4 * len(reply.tool_calls))
+    text = len(reply.content or "") + reply.padding
+    return max(1, len(prompt) // 4), max(1, text // 4 + 4 * len(reply.tool_calls))
 
 
 def _pieces(text: str, size: int) -> list[str]:
@@ -248,7 +263,8 @@ class ScriptedUpstream:
         try:
             if reply.delay:
                 await asyncio.sleep(reply.delay)
-            await self._answer(send, path, reply, received)
+            async with _watching(receive, received, bool(reply.padding)):
+                await self._answer(send, path, reply, received)
         finally:
             with self._lock:
                 self.in_flight -= 1
@@ -262,12 +278,19 @@ class ScriptedUpstream:
         responses_api = path.endswith("/responses")
         token_ids = self.vllm_tokens and not responses_api and request.get("return_token_ids") is True
         if not request.get("stream"):
+            if reply.padding and PAD not in (reply.content or ""):
+                reply = replace(reply, content=(reply.content or "") + PAD)
             payload = responses_object(reply, request) if responses_api else chat_completion(reply, request)
             if token_ids:
                 payload = vllm_tokens_whole(payload, reply, request)
-            await self._json(send, reply.status, payload, reply.headers)
-            received.finished = True
+            if reply.padding or reply.gate:
+                await self._whole_in_pieces(send, reply, received, json.dumps(payload))
+            else:
+                await self._json(send, reply.status, payload, reply.headers)
+                received.finished = True
             return
+        if reply.padding:
+            reply = replace(reply, content=(reply.content or "").replace(PAD, ""))
         events = responses_events(reply, request) if responses_api else chat_chunks(reply, request)
         if token_ids:
             events = vllm_tokens_chunks(events, reply, request)
@@ -286,10 +309,41 @@ class ScriptedUpstream:
             if n and reply.chunk_delay:
                 await asyncio.sleep(reply.chunk_delay)
             if reply.gate and n == len(frames) - 1:
-                while not self._gate.is_set():
-                    await asyncio.sleep(0.005)
-            await send({"type": "http.response.body", "body": frame, "more_body": True})
+                await self._held()
+            await _body(send, received, frame)
             received.chunks_sent += 1
+            if n == 0 and reply.padding:
+                for piece in _padding_frames(events[0], reply.padding, responses_api):
+                    if received.disconnected:
+                        return
+                    await _body(send, received, piece)
+                    received.chunks_sent += 1
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        received.finished = True
+
+    async def _held(self) -> None:
+        while not self._gate.is_set():
+            await asyncio.sleep(0.005)
+
+    async def _whole_in_pieces(self, send, reply: Reply, received: Received, text: str):
+        """A whole answer sent as it is made: its filler in pieces (padding), or its second half held (gate)."""
+        head, _, tail = text.partition(PAD) if reply.padding else (text, "", "")
+        head, tail = head.encode(), tail.encode()
+        headers = [(b"content-type", b"application/json")]
+        if reply.declare_length or not reply.padding:
+            headers.append((b"content-length", str(len(head) + reply.padding + len(tail)).encode()))
+        headers += [(k.encode(), str(v).encode()) for k, v in reply.headers.items()]
+        await send({"type": "http.response.start", "status": reply.status, "headers": headers})
+        if reply.gate:
+            await _body(send, received, head[: len(head) // 2])
+            await self._held()
+            head = head[len(head) // 2 :]
+        await _body(send, received, head)
+        for piece in _padding(reply.padding):
+            if received.disconnected:
+                return
+            await _body(send, received, piece)
+        await _body(send, received, tail)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
         received.finished = True
 
@@ -313,6 +367,52 @@ class ScriptedUpstream:
     def stop(self) -> None:
         self._gate.set()
         stop_server(self._server, self._thread)
+
+
+async def _body(send, received: Received, data: bytes) -> None:
+    await send({"type": "http.response.body", "body": data, "more_body": True})
+    received.bytes_sent += len(data)
+    await asyncio.sleep(0)  # let the disconnect watcher run: a send to a gone caller returns at once
+
+
+def _padding(size: int):
+    piece = b"x" * PAD_PIECE
+    for start in range(0, size, PAD_PIECE):
+        yield piece[: min(PAD_PIECE, size - start)]
+
+
+def _padding_frames(first: dict, size: int, responses_api: bool):
+    """A padded stream's filler: content deltas (chat chunks, or Responses text deltas) of PAD_PIECE bytes each."""
+    def frame(text: str) -> bytes:
+        if responses_api:
+            event = {"type": "response.output_text.delta", "item_id": "msg_padding", "output_index": 0,
+                     "content_index": 0, "delta": text, "sequence_number": 1}
+            return f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
+        chunk = {**first, "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
+        return f"data: {json.dumps(chunk)}\n\n".encode()
+
+    full = frame("x" * PAD_PIECE)
+    for start in range(0, size, PAD_PIECE):
+        yield full if size - start >= PAD_PIECE else frame("x" * (size - start))
+
+
+@contextlib.asynccontextmanager
+async def _watching(receive, received: Received, on: bool):
+    """While the answer is sent, note when its caller goes away (ASGI's http.disconnect)."""
+    if not on:
+        yield
+        return
+
+    async def watch():
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        received.disconnected = True
+
+    task = asyncio.ensure_future(watch())
+    try:
+        yield
+    finally:
+        task.cancel()
 
 
 def _bound_socket(host: str = "127.0.0.1") -> socket.socket:

@@ -162,23 +162,31 @@ class TokenStream:
 
     def __init__(self, ask: TokenAsk, capture: TokenCapture, assembler):
         self.ask, self.capture, self.assembler = ask, capture, assembler
-        self._buffer = b""
+        self._buffer = bytearray()
+        self._cr = False  # the last chunk ended in \r
 
     def feed(self, chunk: bytes) -> bytes:
-        # An event ends at a blank line; servers use \n\n or \r\n\r\n (as llm.sse reads them).
-        self._buffer = (self._buffer + chunk).replace(b"\r\n", b"\n")
-        out = []
-        while True:
-            end = self._buffer.find(b"\n\n")
-            if end < 0:
-                break
-            raw, self._buffer = self._buffer[:end], self._buffer[end + 2 :]
-            out.append(self._event(raw))
+        # An event ends at a blank line; servers use \n\n or \r\n\r\n (as llm.sse reads them). As there, only the
+        # new bytes are normalised and searched: an event sent in many pieces costs its size, not its size squared.
+        if self._cr:
+            chunk = b"\r" + chunk
+        self._cr = chunk.endswith(b"\r")
+        if self._cr:
+            chunk = chunk[:-1]
+        start = max(len(self._buffer) - 1, 0)
+        self._buffer += chunk.replace(b"\r\n", b"\n")
+        out, taken = [], 0
+        while (end := self._buffer.find(b"\n\n", start)) >= 0:
+            out.append(self._event(bytes(self._buffer[taken:end])))
+            taken = start = end + 2
+        if taken:
+            del self._buffer[:taken]
         return b"".join(out)
 
     def finish(self) -> bytes:
         """Whatever followed the last whole event (a stream cut off mid-event): passed on as it came."""
-        rest, self._buffer = self._buffer, b""
+        rest = bytes(self._buffer) + (b"\r" if self._cr else b"")
+        self._buffer, self._cr = bytearray(), False
         return rest
 
     def _event(self, raw: bytes) -> bytes:

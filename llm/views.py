@@ -5,8 +5,6 @@ htmx requests get the page's named partial, plain requests the whole page, so ev
 API keys never reach a page: only the name of their environment variable, and whether it is set.
 """
 
-import json
-
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
@@ -18,6 +16,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from accounts.decorators import admin_required, viewer_required
 from clawgym_site.htmx import render_page
 
+from .bodies import PARTS, body_of, with_heads
 from .client import check_connection
 from .forms import CallFilterForm, EndpointForm, known_values
 from .models import ModelCall, ModelEndpoint
@@ -84,7 +83,7 @@ def call_list(request):
     context = {
         "nav": "models",
         "form": form,
-        "page": Paginator(calls.select_related("session"), PAGE_SIZE).get_page(request.GET.get("page")),
+        "page": Paginator(calls.select_related("session").defer(*PARTS), PAGE_SIZE).get_page(request.GET.get("page")),
         "by_purpose": list(calls.totals_by("purpose")),
         "by_endpoint": list(calls.totals_by("endpoint_name")),
         "overall": overall,
@@ -97,11 +96,13 @@ def call_list(request):
 @viewer_required
 @require_GET
 def call_detail(request, pk: int):
-    call = get_object_or_404(ModelCall.objects.select_related("session", "served_type"), pk=pk)
+    """A large request or response shows its first CLAWGYM_MODEL_CALL_INLINE_BYTES and links to the whole (the API's
+    body URL, streamed): the page never loads it whole (llm.bodies)."""
+    call = get_object_or_404(with_heads(ModelCall.objects.select_related("session", "served_type")), pk=pk)
     context = {
         "nav": "models",
         "call": call,
-        "request_json": json.dumps(call.request, indent=2, ensure_ascii=False),
-        "response_json": json.dumps(call.response, indent=2, ensure_ascii=False) if call.response is not None else "",
+        "request_body": body_of(call, "request"),
+        "response_body": body_of(call, "response"),
     }
     return TemplateResponse(request, "llm/call_detail.html", context)

@@ -64,3 +64,12 @@ def test_a_responses_stream_cut_before_its_final_event():
 def test_an_empty_stream_has_no_result():
     assert StreamAssembler("chat").result() is None
 
+
+
+def test_feed_passes_on_whole_events_as_they_came():
+    data = frames(EVENTS, crlf=True) + b"data: trailing, with no blank line"
+    assembler = StreamAssembler("chat")
+    passed = [assembler.feed(data[i : i + 7]) for i in range(0, len(data), 7)]
+    assert b"".join(passed) + assembler.rest() == data  # nothing changed, nothing lost
+    assert all(piece.endswith(b"\r\n\r\n") for piece in passed if piece)  # cut between events only
+    assert assembler.complete and assembler.result()["choices"][0]["message"]["content"] == "Hello"
