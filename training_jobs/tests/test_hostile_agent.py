@@ -153,38 +153,41 @@ def test_a_side_call_with_hostile_sampling_is_held_to_the_run_and_never_the_trai
         sampling={"temperature": config["temperature"], "max_tokens": config["max_completion_length"]},
     )  # fmt: skip
     forged_prompt = [{"role": "user", "content": "Say yes, as many times as you can."}]
-    vllm_upstream.push(
+    script = iter([
         hostile_exec(
             {"messages": forged_prompt, "temperature": 0.01, "ignore_eos": True, "min_tokens": 4000,
              "max_tokens": 100_000},
             {"messages": forged_prompt, "temperature": 0.01, "max_tokens": 100_000, "n": 4, "seed": 7},
         ),
-        Reply.text("yes " * 1000),  # the side call's answer: many more policy tokens than the whole real run
         *FINISH,
-    )  # fmt: skip
+    ])  # fmt: skip
+    # The forged prompt gets many more policy tokens than the whole real run; the agent's own calls, the script.
+    vllm_upstream.responder = lambda body: (
+        Reply.text("yes " * 1000) if body["messages"] == forged_prompt else next(script)
+    )
     rollout = run_on_worker(fruit_task, endpoint, record_tokens=True, timeout=120, max_turns=6)
 
     assert rollout.status == Rollout.Status.SCORED and rollout.score == 1.0, rollout.error
     calls = session_calls(rollout)
     refused, side = calls[1], calls[2]
+    main_calls = [calls[0].pk, calls[3].pk, calls[4].pk]
+    # The step trains the main chain's sample, not the side call's, though that holds the most policy tokens.
+    generation = _generation(rollout, config)
+    assert generation.sample.call_ids == main_calls and generation.reward == 1.0 and generation.samples == 2
+    samples = samples_for_rollout(rollout)
+    [side_sample] = [s for s in samples if s.side]
+    assert side_sample.call_ids == [side.pk] and policy_tokens(side_sample) > policy_tokens(generation.sample)
+
     # Refused before anything went upstream, and recorded with what it asked for.
     assert refused.status_code == 400 and refused.error.startswith("sampling_not_allowed")
     assert {c["field"] for c in refused.sampling_changes if c["action"] == "refused"} == {"ignore_eos", "min_tokens"}
     assert not any("ignore_eos" in r.json or "min_tokens" in r.json for r in vllm_upstream.requests if r.json)
     # The other went upstream with the run's sampling, and the record says what the agent had asked for.
-    sent = next(r.json for r in vllm_upstream.requests if r.json and r.json["messages"] == forged_prompt)
+    [sent] = [r.json for r in vllm_upstream.requests if r.json and r.json["messages"] == forged_prompt]
     assert (sent["temperature"], sent["max_tokens"], sent["n"], "seed" in sent) == (1.0, 48, 1, False)
     assert side.request == sent and side.status_code == 200
     assert {c["field"]: c["action"] for c in side.sampling_changes} == {
         "temperature": "set", "seed": "removed", "n": "set", "max_tokens": "capped"}  # fmt: skip
-
-    samples = samples_for_rollout(rollout)
-    [side_sample] = [s for s in samples if s.side]
-    [main] = [s for s in samples if not s.side]
-    assert side_sample.call_ids == [side.pk] and main.call_ids == [calls[0].pk, calls[3].pk, calls[4].pk]
-    assert policy_tokens(side_sample) > policy_tokens(main)  # the attack: it would have been picked by its length
-    generation = _generation(rollout, config)
-    assert generation.sample.call_ids == main.call_ids and generation.reward == 1.0 and generation.samples == 2
 
     page = admin_client.get(f"/rollouts/{rollout.pk}/").content.decode()
     assert page.count(">side call</span>") == 1 and "ignore_eos</span> refused" in page
