@@ -31,9 +31,13 @@ class RolloutFilterForm(forms.Form):
 
 class StartRolloutsForm(forms.Form):
     task = forms.CharField(help_text="The task's id; its current revision runs.")
-    endpoint = forms.ModelChoiceField(queryset=ModelEndpoint.objects.filter(enabled=True), to_field_name="name")
+    endpoint = forms.ModelChoiceField(queryset=None, to_field_name="name", label="Model (agent endpoint)")
     harness = forms.ChoiceField(choices=HARNESS_CHOICES)
     repeats = forms.IntegerField(min_value=1, max_value=MAX_REPEATS, initial=1)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["endpoint"].queryset = _agent_endpoints()
 
     def clean_task(self):
         external_id = self.cleaned_data["task"].strip()
@@ -68,8 +72,7 @@ class TrajectoryFilterForm(forms.Form):
 
 
 def _agent_endpoints():
-    enabled = ModelEndpoint.objects.filter(enabled=True).order_by("name")
-    return enabled.filter(pk__in=[e.pk for e in enabled if e.serves(ModelEndpoint.Role.AGENT)])
+    return ModelEndpoint.serving(ModelEndpoint.Role.AGENT)
 
 
 class StartEvalRunForm(forms.Form):

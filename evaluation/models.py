@@ -346,6 +346,13 @@ class EvalRun(models.Model):
         return self.status in self.FINISHED
 
     @property
+    def is_resumable(self) -> bool:
+        """Finished with something left to run: repeats without a score (incomplete) or cancelled. A running run
+        needs no resume: its infrastructure failures are retried as they happen and the jobs of lost workers are
+        queued again by the periodic jobs.recover_lost."""
+        return self.status in (self.Status.INCOMPLETE, self.Status.CANCELLED)
+
+    @property
     def progress_percent(self) -> int:
         return int(100 * self.rollouts_finished / self.rollouts_total) if self.rollouts_total else 0
 

@@ -294,10 +294,21 @@ def test_a_running_run_page_polls_itself_and_stops_once_finished(world, viewer_c
 
 def test_admins_cancel_resume_change_the_threshold_and_regrade(world, admin_client):
     run = finished_run(ModelEndpoint.objects.get(name="weak"), world["version"], WEAK, finish=False)
+    page = text(admin_client.get(url("detail", run.pk)))
+    # Running: Cancel asks first (static/js/confirm.js); nothing to resume yet.
+    assert 'id="cancel-run" data-confirm="Cancel ' in page and url("resume", run.pk) not in page
     response = admin_client.post(url("cancel", run.pk), follow=True)
     run.refresh_from_db()
     assert run.status == EvalRun.Status.CANCELLED and "is cancelled" in text(response)
     assert run.rollouts.filter(status=Rollout.Status.CANCELLED).count() == 4
+    assert url("resume", run.pk) in text(response) and 'id="cancel-run"' not in text(response)
+    # A cancelled run has no score in the lists, although its finished rollouts had figures.
+    assert run.overall_mean is not None
+    listing = text(admin_client.get(url("list")))
+    row = listing[listing.index(f'<tr data-run="{run.pk}">'):]
+    assert '<td class="num overall"><span class="muted" title="a cancelled run has no score">—</span></td>' in row[
+        : row.index("</tr>")]  # fmt: skip
+    assert url("resume", world["strong"].pk) not in text(admin_client.get(url("detail", world["strong"].pk)))
 
     response = admin_client.post(url("resume", run.pk), follow=True)
     run.refresh_from_db()

@@ -9,7 +9,7 @@ from django.urls import reverse
 from evaluation.models import Rollout, RolloutFile, Trajectory
 from evaluation.presenting import show_arguments
 from jobs.models import JobRun
-from llm.models import ModelCall
+from llm.models import ModelCall, ModelEndpoint
 from llm.services import open_proxy_session
 from tasks.services import store_blobs
 
@@ -132,6 +132,15 @@ def test_a_reviewer_starts_rollouts_as_sandbox_jobs(reviewer_client, fruit_task,
     bad = reviewer_client.post(reverse("evaluation:start"), {"task": "nope", "endpoint": "scripted",
                                                              "harness": "builtin", "repeats": 1})  # fmt: skip
     assert bad.status_code == 400 and "No task has the id" in bad.content.decode()
+
+
+def test_the_rollout_form_offers_agent_endpoints_only(reviewer_client, fruit_task, agent_endpoint):
+    ModelEndpoint.objects.create(name="judge-only", base_url="http://127.0.0.1:9/v1", model="j", roles=["judge"])
+    page = reviewer_client.get(reverse("evaluation:start")).content.decode()
+    assert '<option value="scripted"' in page and "judge-only" not in page
+    refused = reviewer_client.post(reverse("evaluation:start"), {"task": "fruit-summary", "endpoint": "judge-only",
+                                                                 "harness": "builtin", "repeats": 1})  # fmt: skip
+    assert refused.status_code == 400 and not Rollout.objects.exists()
 
 
 def test_viewers_cannot_start_or_retry(viewer_client, scored):
