@@ -1,11 +1,13 @@
 """An evaluation run exported for papers and notebooks: JSON (the run, its figures, every rollout) and CSV (one row
-per rollout). Both stream over the run's rollouts in id order, a few hundred rows at a time."""
+per rollout). Both stream over the run's rollouts in id order, a few hundred rows at a time. The CSV's text cells are
+neutralised for spreadsheets (clawgym_site.csvsafe): an error text can hold what a model or a harness wrote."""
 
 from __future__ import annotations
 
-import csv
 import io
 from collections.abc import Iterator
+
+from clawgym_site.csvsafe import SafeDictWriter
 
 from .models import EvalRun, Rollout
 from .runs import run_json
@@ -81,10 +83,10 @@ def run_export(run: EvalRun) -> dict:
 def iter_csv(run: EvalRun) -> Iterator[str]:
     """The CSV text, a header and one line per rollout, as chunks (for a streaming response or a file)."""
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer = SafeDictWriter(buffer, fieldnames=CSV_COLUMNS)
     writer.writeheader()
     for index, row in enumerate(iter_rows(run), 1):
-        writer.writerow({k: "" if v is None else v for k, v in row.items()})
+        writer.writerow(row)
         if index % CHUNK == 0:
             yield buffer.getvalue()
             buffer.seek(0)

@@ -1,0 +1,48 @@
+"""CSV for spreadsheets (clawgym_site.csvsafe): text that a spreadsheet would run as a formula is written as text, and
+every CSV the apps write goes through it."""
+
+import csv
+import io
+import re
+
+from django.conf import settings
+
+from clawgym_site.csvsafe import SafeDictWriter, safe_cell
+
+APPS = ("accounts", "clawgym_site", "evaluation", "jobs", "llm", "ops", "review", "sandbox", "synthesis", "tasks",
+        "training_jobs")  # fmt: skip
+
+
+def test_text_starting_a_formula_gets_a_quote_and_nothing_else_changes():
+    for start in ("=", "+", "-", "@", "\t", "\r"):
+        assert safe_cell(f"{start}HYPERLINK(1)") == f"'{start}HYPERLINK(1)"
+    assert safe_cell('a =HYPERLINK("x")') == 'a =HYPERLINK("x")'
+    assert (safe_cell(""), safe_cell(None), safe_cell("'=x")) == ("", "", "'=x")
+    # Numbers are ClawGym's own figures: a negative one stays a number.
+    assert (safe_cell(-0.5), safe_cell(-3), safe_cell(0)) == (-0.5, -3, 0)
+
+
+def test_the_dict_writer_neutralises_rows_and_the_header():
+    buffer = io.StringIO()
+    writer = SafeDictWriter(buffer, fieldnames=["=name", "score"])
+    writer.writeheader()
+    writer.writerow({"=name": "@evil", "score": -1.5})
+    writer.writerows([{"=name": "\t=1+1", "score": None}, {"=name": "\r=1\r+2", "score": 0}])
+    rows = list(csv.reader(io.StringIO(buffer.getvalue(), newline="")))
+    assert rows == [["'=name", "score"], ["'@evil", "-1.5"], ["'\t=1+1", ""], ["'\r=1\r+2", "0"]]
+    # A carriage return inside a cell is quoted, so it never splits the row.
+    assert buffer.getvalue().endswith('"\'\r=1\r+2",0\r\n')
+
+
+def test_no_app_writes_csv_but_through_csvsafe():
+    """A new CSV export must not bring back formulas: the csv module's writers are used in csvsafe alone."""
+    writers = re.compile(r"\bcsv\.(writer|DictWriter)\b|from csv import .*\b(writer|DictWriter)\b")
+    found = []
+    for app in APPS:
+        for path in (settings.BASE_DIR / app).rglob("*.py"):
+            if "tests" in path.parts or path.name == "csvsafe.py":
+                continue
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if writers.search(line):
+                    found.append(f"{path.relative_to(settings.BASE_DIR)}:{number}: {line.strip()}")
+    assert found == [], "write CSV with clawgym_site.csvsafe.SafeDictWriter:\n" + "\n".join(found)
