@@ -82,14 +82,22 @@ class Rollout(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     agent_seconds = models.FloatField(null=True, blank=True)
     checker_seconds = models.FloatField(null=True, blank=True)
-    # What the agent did (from the harness) ...
+    # What the agent did, from the proxy's record of its model calls (evaluation.proxy_record) ...
     final_message = models.TextField(blank=True)
     turns = models.PositiveIntegerField(null=True, blank=True)
     tool_calls = models.PositiveIntegerField(default=0)
     tools_used = models.JSONField(default=dict, blank=True, help_text="Tool name -> calls.")
-    harness_usage = models.JSONField(default=dict, blank=True, help_text="Token usage as the harness reported it.")
     transcript = models.JSONField(default=list, blank=True)
+    # ... what the agent said about itself (its output files: anything in the sandbox may have written them), kept
+    # apart and shown as its own account, never used for a score ...
+    agent_account = models.JSONField(
+        default=dict, blank=True,
+        help_text="What the agent reported about itself: exit_reason, detail, final_message, turns, tool_calls, "
+        "tools_used, transcript (harnesses.base.AgentAccount).",
+    )  # fmt: skip
+    harness_usage = models.JSONField(default=dict, blank=True, help_text="Token usage as the harness reported it.")
     log_tail = models.TextField(blank=True)
+    # ... what the sandbox saw ...
     max_rss_bytes = models.BigIntegerField(null=True, blank=True)
     # ... what the proxy recorded (authoritative) ...
     model_calls = models.PositiveIntegerField(default=0)

@@ -36,7 +36,7 @@ class RolloutSerializer(RolloutListSerializer):
             "harness_options", "error", "previous_attempts", "final_message", "tools_used", "harness_usage",
             "score_reason", "code_score", "rubric_score", "sub_scores", "check_status", "check_reason",
             "rubric_judgements", "checker_seconds", "runtime",
-            "max_rss_bytes", "job_run", "proxy_session", "transcript", "workspace_changes",
+            "max_rss_bytes", "job_run", "proxy_session", "transcript", "agent_account", "workspace_changes",
         ]  # fmt: skip
         read_only_fields = fields
 
@@ -51,6 +51,8 @@ class RolloutSerializer(RolloutListSerializer):
             data["error"] = hide_paths(data["error"])
             data["check_reason"] = hide_paths(data["check_reason"])
             data["previous_attempts"] = hide_paths_in(data["previous_attempts"])
+            if data["agent_account"].get("detail"):
+                data["agent_account"] = {**data["agent_account"], "detail": hide_paths(data["agent_account"]["detail"])}
         return data
 
 

@@ -9,6 +9,9 @@ A rollout's life: queued -> running -> scored | failed (| cancelled). One attemp
 5. only now install the checker's reward/ files and score the workspace (tasks.scoring.score_run: the checker, with
    the final message and the transcript in the reward payload, and the rubric's judge when the task has a rubric);
 6. count the model calls the proxy recorded, rebuild the trajectories from them, and store everything.
+The turns, tool calls, transcript and final message stored (and given to the checker and the judge) are the proxy's
+record (evaluation.proxy_record), never the agent's word: what it wrote about itself is stored apart, as its own
+account (Rollout.agent_account), and `error` holds only what ClawGym saw.
 An agent that times out, crashes or errs is still scored (its workspace is what it is), unless it stopped in error
 because its model's server or the proxy failed (evaluation.infra.upstream_failure): that is not the model's 0, the
 rollout fails and may be retried, like one whose preflight failed. A rubric rule left without
@@ -46,6 +49,7 @@ from .harnesses import HARNESSES, AgentOutcome, AgentTask, ExitReason, HarnessUn
 from .harnesses.sandboxed import WALL_MARGIN_SECONDS, run_agent
 from .infra import preflight, upstream_failure
 from .models import Rollout, RolloutFile, RolloutScore, Trajectory
+from .proxy_record import ProxyRecord, proxy_record
 from .slots import NoSlotFree, rollout_slot
 from .trajectories import TrajectoryRules, rebuild_trajectories
 from .workspaces import attempt_folder, final_workspace, remove_orphaned_folders
@@ -65,7 +69,7 @@ NOT_SCORED = {
 RESULT_FIELDS = {
     "exit_reason": "", "error": "", "started_at": None, "finished_at": None, "agent_seconds": None,
     "checker_seconds": None, "final_message": "", "turns": None, "tool_calls": 0, "tools_used": {},
-    "harness_usage": {}, "transcript": [], "log_tail": "", "max_rss_bytes": None, "model_calls": 0,
+    "harness_usage": {}, "transcript": [], "agent_account": {}, "log_tail": "", "max_rss_bytes": None, "model_calls": 0,
     "input_tokens": None, "output_tokens": None, "cost": 0, "outcome": "", "score": None, "score_reason": "", "code_score": None,
     "rubric_score": None, "sub_scores": {},
     "check_status": "", "check_reason": "", "rubric_judgements": [], "worker": "", "runtime": "",
@@ -304,14 +308,15 @@ def _run_attempt(rollout: Rollout, timeout: int) -> None:
                 outcome = AgentOutcome(ExitReason.HARNESS_UNAVAILABLE, detail=str(exc))
             finally:
                 close_proxy_session(session)  # the agent stopped: its token opens nothing any more
-            _classify_agent_error(outcome, session)
+            record = proxy_record(session.pk)
+            _classify_agent_error(outcome, session, record)
             if outcome.exit_reason in NOT_SCORED:
-                _record_failure(rollout, outcome)
+                _record_failure(rollout, outcome, record)
                 return
             changes = workspace.diff()
             # The checker (and the judge, when the task has a rubric) only now: reward/ enters the workspace here.
-            scored = score_run(revision, workspace, outcome.final_message, outcome.transcript, subject=rollout.subject)
-        _record(rollout, outcome, changes, scored)
+            scored = score_run(revision, workspace, record.final_message, record.transcript, subject=rollout.subject)
+        _record(rollout, outcome, record, changes, scored)
     except Exception as exc:
         _fail(rollout, ExitReason.RUNNER_ERROR, f"{type(exc).__name__}: {exc}", expected=Rollout.Status.RUNNING)
         raise
@@ -320,47 +325,52 @@ def _run_attempt(rollout: Rollout, timeout: int) -> None:
             close_proxy_session(session)
 
 
-def _classify_agent_error(outcome: AgentOutcome, session) -> None:
+def _classify_agent_error(outcome: AgentOutcome, session, record: ProxyRecord) -> None:
     """An agent that stopped in error because its model's server (or the proxy) failed is not the model's 0.
     One whose calls used up the session's token limit ran out of tokens, whatever the harness made of the proxy's
-    refusal (an error, or a final answer after it): a limit, scored as the checker finds the workspace."""
+    refusal (an error, or a final answer after it): a limit, scored as the checker finds the workspace. An error of
+    the model's own is told by the proxy's record of the last call, not by what the agent said about it (its
+    account)."""
     limit = session.token_limit
     used = session.tokens_used() if limit is not None else 0
     if outcome.exit_reason in (ExitReason.ERROR, ExitReason.COMPLETED) and limit is not None and used >= limit:
-        own = f" (the agent said: {outcome.detail})" if outcome.detail else ""
         outcome.exit_reason = ExitReason.TOKEN_LIMIT
-        outcome.detail = f"its model calls used {used} tokens of its limit of {limit}{own}"[:2000]
+        refused = f"; its last call failed: {record.last_failure}" if record.last_failure else ""
+        outcome.detail = f"its model calls used {used} tokens of its limit of {limit}{refused}"[:2000]
         return
     if outcome.exit_reason != ExitReason.ERROR:
         return
     reason = upstream_failure(session.pk, outcome.relay_failures)
     if reason:
-        own = f" (the agent said: {outcome.detail})" if outcome.detail else ""
         outcome.exit_reason = ExitReason.UPSTREAM_ERROR
-        outcome.detail = f"{reason}{own}"[:2000]
+        outcome.detail = reason[:2000]
+    elif record.last_failure:
+        outcome.detail = f"{outcome.detail}; its last model call failed: {record.last_failure}"[:2000]
 
 
-def _agent_fields(outcome: AgentOutcome) -> dict:
+def _agent_fields(outcome: AgentOutcome, record: ProxyRecord) -> dict:
     return {
         "exit_reason": outcome.exit_reason,
         "error": outcome.detail,
         "agent_seconds": round(outcome.seconds, 3),
-        "final_message": outcome.final_message,
-        "turns": outcome.turns,
-        "tool_calls": outcome.tool_calls,
-        "tools_used": outcome.tools_used,
+        "final_message": record.final_message,
+        "turns": record.turns,
+        "tool_calls": record.tool_calls,
+        "tools_used": record.tools_used,
         "harness_usage": outcome.usage,
-        "transcript": outcome.transcript,
+        "transcript": record.transcript,
+        "agent_account": outcome.account.as_dict(),
         "log_tail": outcome.log_tail,
         "max_rss_bytes": outcome.max_rss_bytes,
         "runtime": outcome.runtime,
     }
 
 
-def _record_failure(rollout: Rollout, outcome: AgentOutcome) -> None:
+def _record_failure(rollout: Rollout, outcome: AgentOutcome, record: ProxyRecord) -> None:
     Rollout.objects.filter(pk=rollout.pk, status=Rollout.Status.RUNNING, attempt=rollout.attempt).update(
-        status=Rollout.Status.FAILED, finished_at=timezone.now(), **_agent_fields(outcome), **_call_totals(rollout)
-    )
+        status=Rollout.Status.FAILED, finished_at=timezone.now(), **_agent_fields(outcome, record),
+        **_call_totals(rollout),
+    )  # fmt: skip
     log.warning("rollout %s failed: %s: %s", rollout.pk, outcome.exit_reason, outcome.detail)
 
 
@@ -391,11 +401,11 @@ def _score_fields(scored: TaskScore) -> dict:
     }
 
 
-def _record(rollout: Rollout, outcome: AgentOutcome, changes, scored: TaskScore) -> None:
+def _record(rollout: Rollout, outcome: AgentOutcome, record: ProxyRecord, changes, scored: TaskScore) -> None:
     check = scored.code
     if scored.status is ScoreStatus.UNSCORED:
         # The checker could not run: not its fault nor the agent's. No score, and the rollout may be retried.
-        fields = {**_agent_fields(outcome), "check_status": str(check.status), "check_reason": check.reason[:400]}
+        fields = {**_agent_fields(outcome, record), "check_status": str(check.status), "check_reason": check.reason[:400]}
         fields["exit_reason"] = ExitReason.SANDBOX_ERROR
         fields["error"] = f"the checker could not run: {check.reason}"[:2000]
         Rollout.objects.filter(pk=rollout.pk, status=Rollout.Status.RUNNING, attempt=rollout.attempt).update(
@@ -414,7 +424,7 @@ def _record(rollout: Rollout, outcome: AgentOutcome, changes, scored: TaskScore)
             finished_at=timezone.now(),
             checker_seconds=round(check.duration, 3),
             **_score_fields(scored),
-            **_agent_fields(outcome),
+            **_agent_fields(outcome, record),
             **_call_totals(rollout),
         )
         store_trajectories(rollout, reward=scored.score)

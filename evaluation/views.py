@@ -97,6 +97,9 @@ def rollout_detail(request, pk: int):
         "nav": "rollouts",
         "rollout": rollout,
         "entries": conversation(rollout.transcript),
+        # What the agent said about itself, shown apart from the proxy's record above (harnesses.base.AgentAccount).
+        "account": rollout.agent_account,
+        "account_entries": conversation(rollout.agent_account.get("transcript") or []),
         "files": workspace_diff(rollout),
         "calls": calls,
         "earlier_calls": ModelCall.objects.filter(subject=rollout.subject, purpose="proxy")

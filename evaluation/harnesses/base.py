@@ -3,13 +3,21 @@
 A harness is a black box that gets an instruction, a model reachable at an OpenAI-compatible base URL with an API
 key, and a workspace. It never talks to the database or the network itself: `run_agent`
 (evaluation.harnesses.sandboxed) puts it in the sandbox behind the recording proxy and hands back an AgentOutcome.
+
+What the agent writes about itself (its output files: final answer, turns, transcript, errors) is its own account,
+never a fact: anything inside the sandbox may have written those files. So a harness reads them into an AgentAccount,
+kept and shown as such, and says in AgentOutcome.detail only what it observed itself (exit statuses, its deadline);
+the turns, tool calls, transcript and final message a rollout stores come from the proxy's record
+(evaluation.proxy_record).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
@@ -72,17 +80,34 @@ class AgentTask:
 
 
 @dataclass
-class AgentOutcome:
-    exit_reason: str
-    detail: str = ""  # one line on why, for anything but a clean completion
+class AgentAccount:
+    """What the agent reported about itself, as its output files had it when every process of the sandbox was gone.
+    Stored and shown labelled as its own account (Rollout.agent_account); never used for a score, a trajectory, or
+    the turns and transcript a rollout stores."""
+
+    exit_reason: str = ""  # how it said it ended (the builtin agent's own exit_reason; OpenClaw's status)
+    detail: str = ""  # its words on why (an error message, its last log line)
     final_message: str = ""
     turns: int | None = None  # model round trips (assistant turns)
-    tool_calls: int = 0
+    tool_calls: int | None = None
     tools_used: dict[str, int] = field(default_factory=dict)  # tool name -> calls
-    usage: dict = field(default_factory=dict)  # as the harness reported it; the proxy's records are authoritative
     # The conversation, one message a dict: {"role": system|user|assistant|tool, "content": text,
     # "tool_calls": [{"id", "name", "arguments"}], "tool_call_id", "name", "is_error"} (keys present when set).
     transcript: list[dict] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        """As stored (Rollout.agent_account); {} when the agent said nothing at all."""
+        return asdict(self) if self != AgentAccount() else {}
+
+
+@dataclass
+class AgentOutcome:
+    exit_reason: str
+    # One line on why, for anything but a clean completion: what ClawGym saw (an exit status, a deadline, the
+    # sandbox's reason), never the agent's words (those are in account.detail).
+    detail: str = ""
+    account: AgentAccount = field(default_factory=AgentAccount)
+    usage: dict = field(default_factory=dict)  # as the harness reported it; the proxy's records are authoritative
     seconds: float = 0.0
     max_rss_bytes: int | None = None  # the largest resident set of one agent process (Node: the whole agent)
     log_tail: str = ""
@@ -123,31 +148,79 @@ class Harness(ABC):
         """Write what the agent needs into run_dir (host side) and return the agent's step and the steps after it."""
 
     @abstractmethod
-    def collect(self, task: AgentTask, run_dir: Path, agent: dict) -> AgentOutcome:
-        """Read what the agent left in run_dir/out. `agent` is the driver's record of the agent step
+    def collect(self, task: AgentTask, files: AgentFiles, agent: dict) -> AgentOutcome:
+        """Read what the agent left in its output folder. `agent` is the driver's record of the agent step
         ({returncode, signal, timed_out, seconds}). Never raises for what the agent did or failed to write."""
 
 
-def read_tail(path: Path, chars: int = LOG_TAIL_CHARS) -> str:
-    """The end of a file the agent wrote (bounded: it may be huge)."""
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(0, 2)
-            size = handle.tell()
-            handle.seek(max(0, size - chars * 4))
-            return handle.read().decode("utf-8", "replace")[-chars:]
-    except OSError:
-        return ""
+class AgentFiles:
+    """The agent side's output folder (the run dir's out/), read on this host once every process of the sandbox is
+    gone (sandboxed.run_agent).
 
+    Everything in it was the agent's to write, so a name in it may be a link (to a file of this host, such as
+    /proc/self/environ or another rollout's run dir), a FIFO (whose open would block this worker for ever), or the
+    folder itself a link. Only regular files are read, opened without following any link, and never more than asked.
+    """
 
-def read_json(path: Path, limit: int) -> object | None:
-    """A JSON file the agent side wrote, or None when it is missing, too large or not JSON."""
-    try:
-        if path.stat().st_size > limit:
+    def __init__(self, folder: Path):
+        self.folder = folder
+
+    def read(self, name: str, limit: int) -> bytes | None:
+        """The file's bytes, or None when it is missing, not a regular file, or over `limit` bytes."""
+        with self._open(name) as handle:
+            if handle is None or os.fstat(handle.fileno()).st_size > limit:
+                return None
+            return handle.read(limit + 1)[:limit]
+
+    def tail(self, name: str, chars: int = LOG_TAIL_CHARS) -> str:
+        """The end of a text file (bounded: it may be huge); "" when there is none."""
+        with self._open(name) as handle:
+            if handle is None:
+                return ""
+            handle.seek(max(0, os.fstat(handle.fileno()).st_size - chars * 4))
+            return handle.read(chars * 4).decode("utf-8", "replace")[-chars:]
+
+    def json(self, name: str, limit: int) -> object | None:
+        """A JSON file, or None when it is missing, too large or not JSON."""
+        data = self.read(name, limit)
+        try:
+            return json.loads(data.decode("utf-8", "replace")) if data is not None else None
+        except ValueError:
             return None
-        return json.loads(path.read_text(encoding="utf-8", errors="replace"))
-    except (OSError, ValueError):
-        return None
+
+    def _open(self, name: str):
+        return _RegularFile(self.folder, name)
+
+
+class _RegularFile:
+    """`with _RegularFile(folder, name) as handle`: a binary file object, or None (see AgentFiles)."""
+
+    def __init__(self, folder: Path, name: str):
+        self.handle = None
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            folder_fd = os.open(folder, flags | os.O_DIRECTORY)
+        except OSError:
+            return
+        try:
+            # O_NONBLOCK: opening a FIFO for reading returns at once (and is then refused) instead of waiting for a
+            # writer that never comes.
+            fd = os.open(name, flags | os.O_NONBLOCK, dir_fd=folder_fd)
+        except OSError:
+            return
+        finally:
+            os.close(folder_fd)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            return
+        self.handle = os.fdopen(fd, "rb")
+
+    def __enter__(self):
+        return self.handle
+
+    def __exit__(self, *exc):
+        if self.handle is not None:
+            self.handle.close()
 
 
 def memory_exhausted(stderr: str) -> bool:

@@ -18,6 +18,8 @@ from .base import (
     INSIDE_DIR,
     OUT_DIR,
     RUN_DIR,
+    AgentAccount,
+    AgentFiles,
     AgentOutcome,
     AgentTask,
     DriverStep,
@@ -25,8 +27,6 @@ from .base import (
     Harness,
     HarnessUnavailable,
     memory_exhausted,
-    read_json,
-    read_tail,
 )
 
 MAX_OUTPUT_BYTES = 64 * 1024 * 1024
@@ -69,35 +69,39 @@ class BuiltinHarness(Harness):
         )
         return agent, []
 
-    def collect(self, task: AgentTask, run_dir: Path, agent: dict) -> AgentOutcome:
-        out = run_dir / "out"
-        log = read_tail(out / "agent.log")
-        state = read_json(out / "agent.json", MAX_OUTPUT_BYTES)
+    def collect(self, task: AgentTask, files: AgentFiles, agent: dict) -> AgentOutcome:
+        log = files.tail("agent.log")
+        state = files.json("agent.json", MAX_OUTPUT_BYTES)
         state = state if isinstance(state, dict) else {}
-        reason = state.get("exit_reason")
-        detail = str(state.get("detail") or "")[:400]
+        # The agent's word on how it ended counts only for what it cannot change: the score (the checker judges
+        # the workspace) and the infrastructure verdict (the proxy's record) do not depend on it.
+        reason, detail = state.get("exit_reason"), ""
         if agent.get("timed_out"):
             reason, detail = ExitReason.TIMEOUT, f"stopped at its deadline of {task.timeout} s"
         elif agent.get("signal") or (agent.get("returncode") or 0) > 128 or reason not in KNOWN_REASONS:
             if memory_exhausted(log):
                 reason, detail = ExitReason.OOM, "the agent ran out of memory"
             else:
-                tail = [line for line in log.splitlines() if line.strip()]
-                reason = ExitReason.CRASHED
-                detail = f"the agent died (exit {agent.get('returncode')}): {tail[-1][:300] if tail else 'no output'}"
+                # Its last words are in its log (Rollout.log_tail), which is its own.
+                reason, detail = ExitReason.CRASHED, f"the agent died (exit {agent.get('returncode')})"
+        elif reason == ExitReason.ERROR:
+            detail = "the agent stopped on an error"
+        elif reason == ExitReason.MAX_TURNS:
+            turns = int(task.options.get("max_turns", settings.CLAWGYM_BUILTIN_MAX_TURNS))
+            detail = f"the agent used its {turns} turns without a final answer"
         messages = state.get("messages") if isinstance(state.get("messages"), list) else []
         used = state.get("tools_used") if isinstance(state.get("tools_used"), dict) else {}
-        return AgentOutcome(
-            exit_reason=reason,
-            detail=detail,
+        account = AgentAccount(
+            exit_reason=str(state.get("exit_reason") or "")[:40],
+            detail=str(state.get("detail") or "")[:2000],
             final_message=str(state.get("final_message") or ""),
             turns=state.get("turns") if isinstance(state.get("turns"), int) else None,
-            tool_calls=state.get("tool_calls") if isinstance(state.get("tool_calls"), int) else 0,
+            tool_calls=state.get("tool_calls") if isinstance(state.get("tool_calls"), int) else None,
             tools_used={str(k): v for k, v in used.items() if isinstance(v, int)},
-            usage=state.get("usage") if isinstance(state.get("usage"), dict) else {},
             transcript=[normalise(m) for m in messages if isinstance(m, dict)],
-            log_tail=log,
         )
+        usage = state.get("usage") if isinstance(state.get("usage"), dict) else {}
+        return AgentOutcome(exit_reason=reason, detail=detail, account=account, usage=usage, log_tail=log)
 
 
 def normalise(message: dict) -> dict:

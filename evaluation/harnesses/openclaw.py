@@ -5,9 +5,10 @@ key is the rollout's proxy token; the chat or responses API follows the endpoint
 (Rollout.harness_options):
     deny: more tools or groups to deny (e.g. ["exec"]);  context_window, max_tokens: the model's catalog entry;
     thinking: off|minimal|low|…;  config: a dict deep-merged over the generated config (other tool settings).
-What is read back: the exit status (0 ok, 1 error, 2 timeout), the `--json` envelope (final text, usage, assistant
-turns, tool summary) and the transcript from its state database (dumped inside the sandbox by
-inside/openclaw_transcript.mjs, since its large events are zstd-compressed).
+What is read back: the exit status (0 ok, 1 error, 2 timeout), and as OpenClaw's own account the `--json` envelope
+(final text, usage, assistant turns, tool summary, error) and the transcript from its state database (dumped inside
+the sandbox by inside/openclaw_transcript.mjs, since its large events are zstd-compressed; the dump runs once every
+process the agent started is gone, so nothing of the agent rewrites the database or the dump meanwhile).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from .base import (
     INSIDE_DIR,
     OUT_DIR,
     RUN_DIR,
+    AgentAccount,
+    AgentFiles,
     AgentOutcome,
     AgentTask,
     DriverStep,
@@ -30,8 +33,6 @@ from .base import (
     Harness,
     HarnessUnavailable,
     memory_exhausted,
-    read_json,
-    read_tail,
 )
 
 PROVIDER = "clawgym"
@@ -129,12 +130,11 @@ class OpenClawHarness(Harness):
                           f"{OUT_DIR}/transcript.log", env=env)
         return agent, [dump]
 
-    def collect(self, task: AgentTask, run_dir: Path, agent: dict) -> AgentOutcome:
-        out = run_dir / "out"
-        log = read_tail(out / "agent.log")
-        envelope = read_json(out / "agent.json", MAX_ENVELOPE_BYTES)
+    def collect(self, task: AgentTask, files: AgentFiles, agent: dict) -> AgentOutcome:
+        log = files.tail("agent.log")
+        envelope = files.json("agent.json", MAX_ENVELOPE_BYTES)
         envelope = envelope if isinstance(envelope, dict) else {}
-        transcript = read_transcript(out / "transcript.jsonl")
+        transcript = read_transcript(files.read("transcript.jsonl", MAX_TRANSCRIPT_BYTES))
         reason, detail = exit_reason(agent, envelope, log)
         used = Counter(call["name"] for message in transcript for call in message.get("tool_calls", []))
         summary = envelope.get("toolSummary") if isinstance(envelope.get("toolSummary"), dict) else {}
@@ -142,34 +142,41 @@ class OpenClawHarness(Harness):
         if not isinstance(final, str):
             final = next((m["content"] for m in reversed(transcript) if m["role"] == "assistant" and m["content"]), "")
         turns = envelope.get("assistantTurns")
-        return AgentOutcome(
-            exit_reason=reason,
-            detail=detail,
+        account = AgentAccount(
+            exit_reason=str(envelope.get("status") or "")[:40],
+            detail=own_words(envelope, log),
             final_message=final,
             turns=turns if isinstance(turns, int) else sum(1 for m in transcript if m["role"] == "assistant"),
             tool_calls=summary.get("calls") if isinstance(summary.get("calls"), int) else sum(used.values()),
             tools_used=dict(used),
-            usage=envelope.get("usage") if isinstance(envelope.get("usage"), dict) else {},
             transcript=transcript,
-            log_tail=log,
         )
+        usage = envelope.get("usage") if isinstance(envelope.get("usage"), dict) else {}
+        return AgentOutcome(exit_reason=reason, detail=detail, account=account, usage=usage, log_tail=log)
 
 
 def exit_reason(agent: dict, envelope: dict, log: str) -> tuple[str, str]:
+    """How OpenClaw ended, from the driver's record of its exit (and, for a timeout or running out of memory, what it
+    printed), in ClawGym's words: its own are kept by own_words."""
     code = agent.get("returncode")
-    error = envelope.get("error") if isinstance(envelope.get("error"), dict) else {}
-    message = str(error.get("message") or "")[:400]
     if agent.get("timed_out"):
         return ExitReason.TIMEOUT, f"OpenClaw did not stop at its deadline; killed after {agent.get('seconds')} s"
     if code == 0:
         return ExitReason.COMPLETED, ""
     if code == 2 or envelope.get("status") == "timeout":
-        return ExitReason.TIMEOUT, message or "OpenClaw stopped at its deadline"
+        return ExitReason.TIMEOUT, "OpenClaw stopped at its deadline"
     if agent.get("signal") or code is None or code > 128:
         if memory_exhausted(log):
-            return ExitReason.OOM, "OpenClaw ran out of memory: " + last_line(log)
-        return ExitReason.CRASHED, f"OpenClaw died (exit {code}): {last_line(log)}"
-    return ExitReason.ERROR, message or f"OpenClaw exited {code}: {last_line(log)}"
+            return ExitReason.OOM, "OpenClaw ran out of memory"
+        return ExitReason.CRASHED, f"OpenClaw died (exit {code})"
+    return ExitReason.ERROR, f"OpenClaw exited {code}"
+
+
+def own_words(envelope: dict, log: str) -> str:
+    """What OpenClaw said about how it ended: its envelope's error message, else the last line of its log."""
+    error = envelope.get("error") if isinstance(envelope.get("error"), dict) else {}
+    message = str(error.get("message") or "")[:2000]
+    return message or (last_line(log) if log.strip() else "")
 
 
 def last_line(text: str) -> str:
@@ -177,14 +184,12 @@ def last_line(text: str) -> str:
     return lines[-1][:300] if lines else "no output"
 
 
-def read_transcript(path: Path) -> list[dict]:
-    """OpenClaw's transcript events as normalised messages (see AgentOutcome.transcript)."""
-    try:
-        if path.stat().st_size > MAX_TRANSCRIPT_BYTES:
-            return [{"role": "system", "content": f"(transcript over {MAX_TRANSCRIPT_BYTES} bytes, not kept)"}]
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
+def read_transcript(data: bytes | None) -> list[dict]:
+    """OpenClaw's transcript events (the dump's JSON lines; None: no dump, or one over MAX_TRANSCRIPT_BYTES) as
+    normalised messages (see AgentAccount.transcript)."""
+    if data is None:
         return []
+    lines = data.decode("utf-8", "replace").splitlines()
     messages = []
     for line in lines:
         try:

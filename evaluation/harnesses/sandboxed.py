@@ -9,6 +9,13 @@ agent under its deadline and then the harness's follow-up steps. The sandbox has
 loopback), so the web app, the database, Redis, DNS and the outside cannot be reached; the relay refuses any request
 that is not an OpenAI API call of this rollout. The run dir is deleted afterwards.
 
+What the agent left is read once, after the sandbox is gone: both backends give the sandbox a PID namespace of its
+own and return only once it is empty (bubblewrap waits for its init, Docker for the container), and inside it the
+driver kills every process but itself once the agent stopped, before the harness's follow-up steps and before it
+writes its own record. So nothing the agent started (a `setsid` loop, a double fork) can rewrite an output after it
+was read, nor the driver's record after it was written. The output folder is read without following links
+(harnesses.base.AgentFiles).
+
 With the Docker backend the same happens in a container with network "none": the run dir (and the socket in it) is
 bound in the same way, and the harness itself comes from the image (scripts/images/sandbox.sh puts OpenClaw at the
 paths it has inside), so only the folders the image lacks are bound from this host.
@@ -35,12 +42,12 @@ from .base import (
     OUT_DIR,
     RUN_DIR,
     SOCKET_PATH,
+    AgentFiles,
     AgentOutcome,
     AgentTask,
     ExitReason,
     Harness,
     HarnessUnavailable,
-    read_json,
 )
 
 INSIDE_HOST_DIR = Path(__file__).resolve().parent / "inside"
@@ -128,6 +135,8 @@ def run_agent(
             "agent": agent_step.as_dict(),
             "after": [step.as_dict() for step in after],
             "result": f"{OUT_DIR}/driver.json",
+            # Both rollout backends run the driver as the child of the init of a PID namespace of its own.
+            "pid_namespace": True,
         }
         (run_dir / "spec.json").write_text(json.dumps(spec))
         owner = (backend.uid, backend.gid) if getattr(backend, "as_root", False) else None
@@ -152,16 +161,20 @@ def run_agent(
                 )
             except SandboxError as exc:
                 return AgentOutcome(ExitReason.SANDBOX_ERROR, detail=f"{type(exc).__name__}: {exc}"[:400])
-        driver = read_json(run_dir / "out" / "driver.json", 1 * MiB)
-        if executed.status is Status.OK and isinstance(driver, dict):
-            outcome = harness.collect(task, run_dir, driver)
+        # The sandbox is gone, and every process in it: what is in the run dir now stays as it is.
+        files = AgentFiles(run_dir / "out")
+        # The driver exited 0 only after it wrote its record, which it did once nothing else was left in the
+        # sandbox. Any other end leaves no record worth reading (the agent may have written one).
+        driver = files.json("driver.json", 1 * MiB) if executed.status is Status.OK else None
+        if isinstance(driver, dict):
+            outcome = harness.collect(task, files, driver)
             outcome.seconds = float(driver.get("seconds") or executed.duration)
             rss = driver.get("max_rss_kb")
             outcome.max_rss_bytes = int(rss) * 1024 if isinstance(rss, int) else None
         else:
             # The sandbox itself stopped the run (its wall clock, memory, a kill) or the driver broke: keep
             # whatever the agent wrote, and the sandbox's reason.
-            outcome = harness.collect(task, run_dir, {"returncode": executed.returncode, "timed_out": False})
+            outcome = harness.collect(task, files, {"returncode": executed.returncode, "timed_out": False})
             outcome.exit_reason = SANDBOX_STATUS_REASONS.get(executed.status, ExitReason.CRASHED)
             outcome.detail = f"the sandbox ended the run: {executed.reason}"[:400]
             outcome.seconds = executed.duration

@@ -2,13 +2,14 @@
 leave a rollout unscored (and retryable)."""
 
 import json
+import os
 
 import pytest
 
 from evaluation.harnesses import AgentTask
-from evaluation.harnesses.base import BASE_URL
+from evaluation.harnesses.base import BASE_URL, AgentFiles
 from evaluation.harnesses.builtin import BuiltinHarness
-from evaluation.harnesses.openclaw import exit_reason, openclaw_config, read_transcript
+from evaluation.harnesses.openclaw import exit_reason, openclaw_config, own_words, read_transcript
 from evaluation.models import Rollout
 from evaluation.services import create_rollouts, execute_rollout
 
@@ -45,16 +46,15 @@ def test_openclaw_transcript_events_become_chat_like_messages(tmp_path):
                                         "content": [{"type": "text", "text": "fruit,count"}], "isError": False}},
         {"type": "message", "message": {"role": "assistant", "content": [{"type": "text", "text": "Done."}]}},
     ]  # fmt: skip
-    path = tmp_path / "transcript.jsonl"
-    path.write_text("".join(json.dumps({"seq": n, "event": e}) + "\n" for n, e in enumerate(events)) + "not json\n")
-    assert read_transcript(path) == [
+    dump = "".join(json.dumps({"seq": n, "event": e}) + "\n" for n, e in enumerate(events)) + "not json\n"
+    assert read_transcript(dump.encode()) == [
         {"role": "user", "content": "Count the fruit"},
         {"role": "assistant", "content": "Looking.", "reasoning": "csv first",
          "tool_calls": [{"id": "call_0", "name": "read", "arguments": {"path": "fruit.csv"}}]},
         {"role": "tool", "tool_call_id": "call_0", "name": "read", "content": "fruit,count", "is_error": False},
         {"role": "assistant", "content": "Done."},
     ]  # fmt: skip
-    assert read_transcript(tmp_path / "missing.jsonl") == []
+    assert read_transcript(None) == []
 
 
 @pytest.mark.parametrize(
@@ -62,10 +62,11 @@ def test_openclaw_transcript_events_become_chat_like_messages(tmp_path):
     [
         ({"returncode": 0}, {"status": "ok"}, "", ("completed", "")),
         ({"returncode": 2}, {"status": "timeout"}, "", ("timeout", "OpenClaw stopped at its deadline")),
-        ({"returncode": 1}, {"status": "error", "error": {"message": "model said 400"}}, "", ("error", "model said 400")),
-        ({"returncode": 1}, {}, "boom\nlast words\n", ("error", "OpenClaw exited 1: last words")),
+        # What OpenClaw said about its error is its own account (own_words), not ClawGym's reason.
+        ({"returncode": 1}, {"status": "error", "error": {"message": "model said 400"}}, "", ("error", "OpenClaw exited 1")),
+        ({"returncode": 1}, {}, "boom\nlast words\n", ("error", "OpenClaw exited 1")),
         ({"returncode": 133, "signal": None}, {}, "Fatal process out of memory: CodeRange", None),
-        ({"returncode": None, "signal": 9}, {}, "", ("crashed", "OpenClaw died (exit None): no output")),
+        ({"returncode": None, "signal": 9}, {}, "", ("crashed", "OpenClaw died (exit None)")),
         ({"returncode": None, "timed_out": True, "seconds": 630}, {}, "", None),
     ],
 )
@@ -77,24 +78,63 @@ def test_openclaw_exit_reasons(agent, envelope, log, expected):
         assert (reason, detail) == expected
 
 
-def test_the_builtin_agent_state_is_read_back_and_a_dead_agent_is_a_crash(tmp_path):
+def test_openclaw_own_words_are_its_error_message_or_its_last_log_line():
+    assert own_words({"error": {"message": "model said 400"}}, "boom\n") == "model said 400"
+    assert own_words({}, "boom\nlast words\n") == "last words"
+    assert own_words({}, "") == ""
+
+
+def test_the_builtin_agent_state_is_its_own_account_and_a_dead_agent_is_a_crash(tmp_path):
     (tmp_path / "out").mkdir()
+    files = AgentFiles(tmp_path / "out")
     state = {"exit_reason": "completed", "final_message": "ok", "turns": 2, "tool_calls": 1, "tools_used": {"ls": 1},
              "usage": {"input": 5, "output": 2}, "messages": [
                  {"role": "assistant", "content": None, "tool_calls": [
                      {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{\"path\": \".\"}"}}]},
                  {"role": "tool", "tool_call_id": "c1", "content": "error: nope"}]}  # fmt: skip
     (tmp_path / "out" / "agent.json").write_text(json.dumps(state))
-    outcome = BuiltinHarness().collect(TASK, tmp_path, {"returncode": 0, "timed_out": False})
-    assert (outcome.exit_reason, outcome.final_message, outcome.turns, outcome.tools_used) == ("completed", "ok", 2, {"ls": 1})
-    assert outcome.transcript == [
+    outcome = BuiltinHarness().collect(TASK, files, {"returncode": 0, "timed_out": False})
+    account = outcome.account
+    assert (outcome.exit_reason, outcome.detail) == ("completed", "")
+    assert (account.exit_reason, account.final_message, account.turns, account.tools_used) == ("completed", "ok", 2, {"ls": 1})
+    assert account.transcript == [
         {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "ls", "arguments": {"path": "."}}]},
         {"role": "tool", "content": "error: nope", "tool_call_id": "c1", "is_error": True},
     ]
     (tmp_path / "out" / "agent.json").write_text(json.dumps({**state, "exit_reason": "running"}))
     (tmp_path / "out" / "agent.log").write_text("Traceback …\nKeyError: 'x'\n")
-    crashed = BuiltinHarness().collect(TASK, tmp_path, {"returncode": 1, "timed_out": False})
-    assert crashed.exit_reason == "crashed" and "KeyError: 'x'" in crashed.detail
+    crashed = BuiltinHarness().collect(TASK, files, {"returncode": 1, "timed_out": False})
+    assert (crashed.exit_reason, crashed.detail) == ("crashed", "the agent died (exit 1)")
+    assert crashed.log_tail.endswith("KeyError: 'x'\n") and crashed.account.exit_reason == "running"
+
+    # Its words on an error are its own; ClawGym says only that it stopped on one.
+    (tmp_path / "out" / "agent.json").write_text(json.dumps({**state, "exit_reason": "error", "detail": "=cmd|x"}))
+    erred = BuiltinHarness().collect(TASK, files, {"returncode": 1, "timed_out": False})
+    assert (erred.exit_reason, erred.detail, erred.account.detail) == ("error", "the agent stopped on an error", "=cmd|x")
+
+
+def test_the_output_folder_is_read_without_following_links_or_opening_fifos(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"final_message": "host file"}')
+    (out / "agent.json").symlink_to(secret)
+    (out / "agent.log").symlink_to(secret)
+    os.mkfifo(out / "transcript.jsonl")  # opening it for reading would wait for a writer for ever
+    (out / "big.json").write_text(json.dumps({"x": "y" * 100}))
+    files = AgentFiles(out)
+    assert files.json("agent.json", 1024) is None and files.tail("agent.log") == ""
+    assert files.read("transcript.jsonl", 1024) is None
+    assert files.read("missing", 1024) is None
+    assert files.json("big.json", 50) is None and files.json("big.json", 1024) == {"x": "y" * 100}
+    assert files.tail("big.json", chars=5) == 'yyy"}'
+
+    # The folder itself replaced by a link (to another folder of this host) is not read either.
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "agent.json").write_text("{}")
+    os.rename(out, tmp_path / "out.real")
+    (tmp_path / "out").symlink_to(tmp_path / "elsewhere")
+    assert AgentFiles(tmp_path / "out").json("agent.json", 1024) is None
 
 
 @pytest.mark.django_db(transaction=True)

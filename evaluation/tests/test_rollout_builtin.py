@@ -118,7 +118,8 @@ def test_running_out_of_turns_is_scored_with_its_reason(live_server_asgi, script
     rollout = run_one(fruit_task, agent_endpoint, max_turns=3)
 
     assert rollout.status == Rollout.Status.SCORED
-    assert rollout.exit_reason == "max_turns" and "3 model calls" in rollout.error
+    assert rollout.exit_reason == "max_turns" and "its 3 turns" in rollout.error
+    assert rollout.agent_account["detail"] == "stopped after 3 model calls without a final answer"  # its own words
     assert rollout.turns == rollout.model_calls == 3
     assert rollout.score == 0.25  # only the untouched input file counts
 
@@ -146,4 +147,7 @@ def test_an_agent_past_its_deadline_is_stopped_and_scored(live_server_asgi, scri
     # Stopped inside the sleep: the model handed out the `exec` and was never asked again with its result.
     assert rollout.model_calls == len(scripted_upstream.requests) == 2
     assert rollout.sub_scores["summary_right"] == 1.0  # what it wrote before its deadline counts
-    assert rollout.transcript[-1]["role"] == "tool"  # the transcript so far was kept
+    # The transcript is the proxy's: it ends with the exec the model asked for. The agent's own transcript so far
+    # was kept as its account, with the result it had when it was stopped.
+    assert rollout.transcript[-1]["tool_calls"][0]["name"] == "exec" and rollout.final_message == ""
+    assert rollout.agent_account["transcript"][-1]["role"] == "tool"

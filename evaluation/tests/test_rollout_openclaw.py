@@ -59,9 +59,16 @@ def test_openclaw_writing_the_right_file_scores_one(
     assert all(call.stream and call.status_code == 200 and call.subject == rollout.subject for call in calls)
     assert rollout.input_tokens == sum(call.input_tokens for call in calls) > 0
 
-    # The transcript from OpenClaw's state database, with the tool results it got inside the sandbox.
-    assert [m["role"] for m in rollout.transcript] == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
-    result = rollout.transcript[2]["content"]
+    # The transcript as the proxy saw it (the tool results OpenClaw got inside the sandbox are in its requests), and
+    # OpenClaw's own from its state database, kept as its account.
+    assert [m["role"] for m in rollout.transcript if m["role"] != "system"] == [
+        "user", "assistant", "tool", "assistant", "tool", "assistant"
+    ]  # fmt: skip
+    own = rollout.agent_account["transcript"]
+    assert [m["role"] for m in own] == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert rollout.agent_account["final_message"] == rollout.final_message
+    result = next(m["content"] for m in rollout.transcript if m["role"] == "tool")
+    assert result == own[2]["content"]
     assert "fruit.csv" in result and "No such file" in result  # the agent never saw reward/
     probed = probe_result(result)
     for name in ("web_app", "postgres", "redis", "host_web_app", "outside"):

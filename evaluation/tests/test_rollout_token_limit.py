@@ -42,7 +42,8 @@ def test_a_rollout_out_of_tokens_stops_as_token_limit_and_is_scored_on_what_it_w
     assert rollout.status == Rollout.Status.SCORED, rollout.error
     assert rollout.exit_reason == "token_limit"
     assert rollout.error.startswith("its model calls used 1050 tokens of its limit of 1000")
-    assert "token_limit_exceeded" in rollout.error  # what the agent said it stopped on
+    assert "token_limit_exceeded" in rollout.error  # the proxy's record of the call it refused
+    assert "token_limit_exceeded" in rollout.agent_account["detail"]  # and what the agent said it stopped on
     assert rollout.sub_scores == {"summary_written": 1.0, "summary_right": 1.0, "input_kept": 1.0, "reported_done": 0.0}
     assert rollout.score == 0.75
     assert rollout.harness_options == {"token_limit": 1000} and rollout.proxy_session.token_limit == 1000
