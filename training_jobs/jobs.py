@@ -26,4 +26,4 @@ def build_dataset(ctx, *, dataset_id: int) -> dict:
     ctx.progress(1, 1, "ready")
     return summary(dataset)
 
-from . import evaluations, run_jobs, serving  # noqa: E402,F401  (training.sft_run, .serve_checkpoint, .evaluate_checkpoints, … gpu queue)
+from . import base_models, evaluations, run_jobs, serving  # noqa: E402,F401  (training.sft_run, .serve_checkpoint, .evaluate_checkpoints, .convert_base_model, … gpu queue)

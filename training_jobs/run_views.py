@@ -23,6 +23,7 @@ from evaluation.harnesses import HARNESS_CHOICES
 from jobs.engine import JobEngineError
 
 from . import rl_pages, runs
+from .base_model_views import no_base_model_help
 from .models import BaseModel, Checkpoint, TrainingDataset, TrainingRun
 from .rl.presets import RL_PRESETS
 
@@ -40,6 +41,10 @@ class StartRunForm(forms.Form):
     overrides = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}), label="Config edits",
                                 help_text="One key=value a line, e.g. lora.enabled=true, learning_rate=2e-5.")  # fmt: skip
     cpu = forms.BooleanField(required=False, label="Train on CPU (tiny models)")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["base_model"].help_text = no_base_model_help()  # an empty choice says why, and where to add one
 
     def clean(self):
         data = super().clean()
@@ -76,6 +81,7 @@ class StartRLRunForm(forms.Form):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("auto_id", "id_rl_%s")  # the dashboard shows it beside the SFT form: ids of its own
         super().__init__(*args, **kwargs)
+        self.fields["base_model"].help_text = no_base_model_help()
 
     def clean(self):
         data = super().clean()

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import dataset_views, run_views
+from . import base_model_views, dataset_views, run_views
 
 app_name = "training"
 urlpatterns = [
@@ -12,6 +12,10 @@ urlpatterns = [
     path("datasets/recent/", dataset_views.recent_datasets, name="datasets-recent"),
     path("datasets/<int:pk>/", dataset_views.dataset_detail, name="dataset"),
     path("datasets/<int:pk>/messages.jsonl", dataset_views.dataset_messages, name="dataset-messages"),
+    # base models
+    path("base-models/", base_model_views.base_model_list, name="base-models"),
+    path("base-models/add/", base_model_views.base_model_add, name="base-model-add"),
+    path("base-models/convert/<slug:name>/", base_model_views.base_model_convert, name="base-model-convert"),
     # runs
     path("runs/", run_views.run_list, name="runs"),
     path("runs/start/", run_views.run_start, name="run-start"),
