@@ -50,9 +50,9 @@ def test_an_empty_choice_on_the_training_forms_says_why_and_links_the_page(admin
     for url in (reverse("training:run-start"), reverse("training:rl-run-start")):
         page = unescape(admin_client.get(url).content.decode())
         assert "No base model is registered yet" in page and reverse("training:base-models") in page
-    base_models.add_by_path("tiny", tiny_model_path)
+    row, _ = base_models.add_by_path("tiny", tiny_model_path)
     page = unescape(admin_client.get(reverse("training:run-start")).content.decode())
-    assert "No base model is registered yet" not in page and '<option value="1">tiny</option>' in page
+    assert "No base model is registered yet" not in page and f'<option value="{row.pk}">tiny</option>' in page
 
 
 def test_the_page_registers_by_path_and_refuses_a_folder_that_is_no_model(admin_client, viewer_client,
