@@ -47,7 +47,7 @@ from tasks.verification import CheckResult, CheckStatus
 
 from .harnesses import HARNESSES, AgentOutcome, AgentTask, ExitReason, HarnessUnavailable, get_harness
 from .harnesses.sandboxed import WALL_MARGIN_SECONDS, run_agent
-from .infra import preflight, upstream_failure
+from .infra import answer_failure, preflight, upstream_failure
 from .models import Rollout, RolloutFile, RolloutScore, Trajectory
 from .proxy_record import ProxyRecord, proxy_record
 from .slots import NoSlotFree, rollout_slot
@@ -326,11 +326,12 @@ def _run_attempt(rollout: Rollout, timeout: int) -> None:
 
 
 def _classify_agent_error(outcome: AgentOutcome, session, record: ProxyRecord) -> None:
-    """An agent that stopped in error because its model's server (or the proxy) failed is not the model's 0.
-    One whose calls used up the session's token limit ran out of tokens, whatever the harness made of the proxy's
-    refusal (an error, or a final answer after it): a limit, scored as the checker finds the workspace. An error of
-    the model's own is told by the proxy's record of the last call, not by what the agent said about it (its
-    account)."""
+    """An agent that stopped in error because its model's server (or the proxy) failed is not the model's 0, nor is
+    one that ran out of time after the model's server stalled or failed an answer (the harness saw a timeout, but the
+    time went waiting on the server: infra, retried). One whose calls used up the session's token limit ran out of
+    tokens, whatever the harness made of the proxy's refusal (an error, or a final answer after it): a limit, scored
+    as the checker finds the workspace. An error of the model's own is told by the proxy's record of the last call, not
+    by what the agent said about it (its account)."""
     limit = session.token_limit
     used = session.tokens_used() if limit is not None else 0
     if outcome.exit_reason in (ExitReason.ERROR, ExitReason.COMPLETED) and limit is not None and used >= limit:
@@ -338,13 +339,16 @@ def _classify_agent_error(outcome: AgentOutcome, session, record: ProxyRecord) -
         refused = f"; its last call failed: {record.last_failure}" if record.last_failure else ""
         outcome.detail = f"its model calls used {used} tokens of its limit of {limit}{refused}"[:2000]
         return
-    if outcome.exit_reason != ExitReason.ERROR:
+    if outcome.exit_reason == ExitReason.ERROR:
+        reason = upstream_failure(session.pk, outcome.relay_failures)
+    elif outcome.exit_reason == ExitReason.TIMEOUT:
+        reason = answer_failure(session.pk)
+    else:
         return
-    reason = upstream_failure(session.pk, outcome.relay_failures)
     if reason:
         outcome.exit_reason = ExitReason.UPSTREAM_ERROR
         outcome.detail = reason[:2000]
-    elif record.last_failure:
+    elif outcome.exit_reason == ExitReason.ERROR and record.last_failure:
         outcome.detail = f"{outcome.detail}; its last model call failed: {record.last_failure}"[:2000]
 
 

@@ -9,7 +9,7 @@ import pytest
 from evaluation.harnesses.sandboxed import WALL_MARGIN_SECONDS
 from evaluation.models import Rollout
 from evaluation.services import create_rollouts, execute_rollout, retry_rollout, rollout_timeout
-from llm.models import ModelEndpoint, ProxySession
+from llm.models import ModelCall, ModelEndpoint, ProxySession
 from llm.testing import Reply, serve_in_thread, stop_server
 
 from .conftest import RIGHT_SUMMARY, needs_bwrap
@@ -123,3 +123,53 @@ def test_an_error_the_model_caused_is_still_scored_and_the_runtime_recorded(live
     with Workspace.create({}) as workspace:
         expected = getattr(sandbox_backend().run(["/bin/true"], workspace), "runtime", "")
     assert rollout.runtime == expected and rollout.as_dict()["runtime"] == expected
+
+
+# --- an answer the model's server did not deliver (issue 20 item 6, issue 24 item 5) -----------------------------
+
+
+@needs_bwrap
+def test_an_answer_over_the_limit_fails_the_rollout_never_scores_it(live_server_asgi, scripted_upstream, fruit_task,
+                                                                    agent_endpoint, settings):
+    """The proxy stops reading a 200 MB answer at CLAWGYM_MAX_RESPONSE_BYTES and the agent gets a 502 (and its
+    retries the same): the model's server misbehaved, so the rollout is infra, retryable, never a score."""
+    settings.CLAWGYM_MAX_RESPONSE_BYTES = 1024 * 1024
+    scripted_upstream.default = Reply.text("Done: summary.txt is written.", padding=200_000_000)
+    rollout = run_one(fruit_task, agent_endpoint)
+    assert_infra_failure(rollout, "upstream_error", "the model's server failed", "over the limit of 1048576 bytes",
+                         "CLAWGYM_MAX_RESPONSE_BYTES")  # fmt: skip
+    assert rollout.model_calls >= 2 and all(r.bytes_sent < 32 * 1024 * 1024 for r in scripted_upstream.requests)
+
+
+@needs_bwrap
+def test_a_server_stalling_mid_answer_is_infra_even_when_the_agent_ran_out_of_time(live_server_asgi, scripted_upstream,
+                                                                                   fruit_task, agent_endpoint):
+    """Every answer stops halfway (a served model that hangs): the proxy's read times out after the endpoint's 2 s,
+    the agent retries until its own deadline of 7 s and the harness reports a timeout. That time went waiting on
+    the server: infra, retried, not the agent's limit scored as the checker finds the workspace."""
+    agent_endpoint.timeout_seconds = 2
+    agent_endpoint.save()
+    scripted_upstream.default = Reply.text("Done: summary.txt is written.", gate=True)  # never released
+    rollout = run_one(fruit_task, agent_endpoint, timeout=7)
+    assert_infra_failure(rollout, "upstream_error", "the model's server failed",
+                         "upstream broke off the answer: ReadTimeout")  # fmt: skip
+    # The agent ran to its deadline (its own retries would have given up in error after ~12 s), its calls recorded.
+    assert rollout.agent_seconds >= 7 and rollout.model_calls >= 1
+
+
+@needs_bwrap
+@pytest.mark.harness
+def test_openclaw_whose_stream_stalls_mid_answer_is_infra_not_a_score(harness_installed, live_server_asgi,
+                                                                      scripted_upstream, fruit_task, agent_endpoint):
+    """The served-checkpoint case: OpenClaw streams, every stream stops before its end, the proxy records
+    `upstream stream broke off: ReadTimeout` and ends the stream with an error event. Whatever OpenClaw makes of it
+    (it retries until its deadline: ~2 min), the rollout is infra, retried, never the model's 0."""
+    agent_endpoint.timeout_seconds = 3
+    agent_endpoint.save()
+    scripted_upstream.default = Reply.text("Writing summary.txt now.", gate=True)  # the last chunk never comes
+    [rollout] = create_rollouts(fruit_task, agent_endpoint, harness="openclaw", options={"timeout": 120})
+    rollout = execute_rollout(rollout.pk)
+    assert_infra_failure(rollout, "upstream_error", "the model's server failed",
+                         "upstream stream broke off: ReadTimeout")  # fmt: skip
+    calls = ModelCall.objects.filter(session_id=rollout.proxy_session_id)
+    assert calls.count() >= 1 and all(call.stream for call in calls)
