@@ -121,3 +121,8 @@ def test_the_admin_adds_by_path_through_the_same_checks(admin_client, tiny_model
     admin_client.post(url, {"name": "tiny", "path": tiny_model_path, "chat_template": "", "notes": ""})
     row = BaseModel.objects.get()
     assert (row.name, row.architecture, row.context_length) == ("tiny", "Qwen3ForCausalLM", 32768)
+
+
+def test_the_runs_page_links_the_base_models(viewer_client):
+    page = viewer_client.get(reverse("training:runs")).content.decode()
+    assert f'href="{reverse("training:base-models")}">Base models</a>' in page
