@@ -31,9 +31,10 @@ RUN rm -rf /app/deploy/.build && /opt/venv/bin/python -m compileall -q /app >/de
 
 FROM ${BASE_IMAGE}
 # An unprivileged user for the web app, the default worker and the scheduler. The sandbox worker runs as root (see
-# docker-compose.yml): it hands each workspace to the sandbox's uid and speaks to the Docker engine.
+# docker-compose.yml): it hands each workspace to the sandbox's uid and speaks to the Docker engine. /run/clawgym-web
+# holds the web app's socket (a volume shared with the front only).
 RUN useradd --system --uid 10001 --home-dir /app --shell /usr/sbin/nologin clawgym \
- && mkdir -p /data && chown clawgym:clawgym /data
+ && mkdir -p /data /run/clawgym-web && chown clawgym:clawgym /data /run/clawgym-web
 # The wheels stay in the build stage: only the installed virtual environment and the sources come over.
 COPY --from=build /opt/venv /opt/venv
 COPY --from=build /app /app

@@ -1,9 +1,11 @@
 """The compose stack under test: docker-compose.yml + deploy/compose.test.yml, brought up as a project of its own.
 
 `Stack` drives `docker-compose` (Debian's 1.29, or whatever `CLAWGYM_COMPOSE` names) with a project name unique to
-the test session, its secrets made up on the spot, the web port an ephemeral one on 127.0.0.1, and the sandbox
-workers' scratch folder (bind-mounted at the same path, see docker-compose.yml) a fresh one under /tmp. `down()`
-removes the containers, the network and the volumes, and the sandbox containers the workers left behind.
+the test session, its secrets made up on the spot, the front's port an ephemeral one on 127.0.0.1, and the sandbox
+workers' scratch folder (bind-mounted at the same path, see docker-compose.yml) a fresh one under /tmp. Compose gets
+no variable of the caller's shell but those that reach the engine: a shell that also runs the app (its
+CLAWGYM_PROXY_PUBLIC_URL, CLAWGYM_SANDBOX_BACKEND, …) changes nothing. `down()` removes the containers, the networks
+and the volumes, and the sandbox containers the workers left behind.
 
 `Api` is the API seen from the host (token auth), `SolvingModel` the scripted model: an OpenAI-compatible server
 (llm.testing.ScriptedUpstream) on the host's bridge address, which the web container's proxy reaches as
@@ -14,13 +16,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shlex
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
 from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -30,7 +35,10 @@ from llm.testing import Reply, ScriptedUpstream
 BASE_DIR = Path(__file__).resolve().parents[2]
 EXAMPLES = BASE_DIR / "examples" / "tasks"
 COMPOSE = shlex.split(os.environ.get("CLAWGYM_COMPOSE", "docker-compose"))
+FRONT_IMAGE = "clawgym/front:latest"
 SANDBOX_REPLICAS = 2
+# What docker-compose takes from the caller's environment: where the engine is, and what a process needs to run.
+ENGINE_ENV = ("PATH", "HOME", "LANG", "TMPDIR", "DOCKER_HOST", "DOCKER_CONFIG", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY")
 
 
 def run(argv: list[str], *, timeout: float = 120, check: bool = True, env=None) -> subprocess.CompletedProcess:
@@ -48,9 +56,10 @@ class Stack:
         # Short: a rollout's Unix socket lives under it (108 bytes at most).
         self.scratch = Path(tempfile.mkdtemp(prefix="cgd-", dir="/tmp"))
         self.scratch.chmod(0o755)  # the sandbox's uid traverses it
-        self.env = os.environ | {
+        self.env = {name: os.environ[name] for name in ENGINE_ENV if name in os.environ} | {
             "SECRET_KEY": secrets.token_urlsafe(32),
             "POSTGRES_PASSWORD": secrets.token_urlsafe(16),
+            "POSTGRES_SANDBOX_PASSWORD": secrets.token_urlsafe(16),
             "REDIS_PASSWORD": secrets.token_urlsafe(16),
             "CLAWGYM_WEB_PORT": "127.0.0.1:",  # an ephemeral port, on loopback only
             "CLAWGYM_WEB_PROCESSES": "2",
@@ -78,7 +87,7 @@ class Stack:
         """Everything up (compose waits for the database, Redis and the migrations), then healthy, then the URL."""
         self.compose("up", "-d", "--no-build", "--scale", f"sandbox-worker={SANDBOX_REPLICAS}", timeout=600)
         self.wait_healthy()
-        host, port = self.compose("port", "web", "8000").stdout.strip().rsplit(":", 1)
+        host, port = self.compose("port", "front", "8000").stdout.strip().rsplit(":", 1)
         self.url = f"http://{host}:{port}"
 
     def containers(self, service: str) -> list[str]:
@@ -90,7 +99,8 @@ class Stack:
         while True:
             states = self.states()
             services = Counter(name.split("/")[0] for name in states)
-            expected = {"db": 1, "redis": 1, "web": 1, "worker": 1, "sandbox-worker": SANDBOX_REPLICAS, "scheduler": 1}
+            expected = {"db": 1, "redis": 1, "front": 1, "web": 1, "worker": 1, "sandbox-worker": SANDBOX_REPLICAS,
+                        "scheduler": 1}  # fmt: skip
             if all(services[s] == n for s, n in expected.items()) and set(states.values()) == {"healthy"}:
                 return
             if time.monotonic() > deadline:
@@ -118,13 +128,53 @@ class Stack:
         """manage.py in the web container; its stdout."""
         return self.compose("exec", "-T", "web", "python", "manage.py", *args, timeout=timeout).stdout
 
-    def query(self, code: str) -> object:
-        """Run Python in the web container (Django set up) that prints one JSON value last; that value."""
-        out = self.manage("shell", "-c", code)
+    def query(self, code: str, container: str = "") -> object:
+        """Run Python (Django set up) that prints one JSON value last in the web container, or in `container` (an id);
+        that value."""
+        if container:
+            out = run(["docker", "exec", container, "python", "manage.py", "shell", "-c", code]).stdout
+        else:
+            out = self.manage("shell", "-c", code)
         return json.loads(out.strip().splitlines()[-1])
+
+    def network(self, name: str) -> str:
+        """The engine's name of one of the compose file's networks (docker-compose 1.29's: project_name)."""
+        return f"{re.sub(r'[^-_a-z0-9]', '', self.project.lower())}_{name}"
+
+    @contextmanager
+    def host_proxy(self):
+        """A proxy on this host in front of the published port, as the README's TLS proxy is (the front's own image
+        on the host's network, so that it sees this host's clients by their loopback addresses, 127.0.0.2 and so on,
+        and trusts no one's X-Forwarded-For): yields its URL."""
+        with socket.socket() as probe:  # a free port on loopback, for nginx to listen on
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        published = self.url.rsplit(":", 1)[1]
+        name = f"{self.project}-host-proxy"
+        run(["docker", "run", "-d", "--rm", "--name", name, "--network", "host", "--label", f"clawgym.test={self.project}",
+             "-e", f"CLAWGYM_FRONT_LISTEN=127.0.0.1:{port}", "-e", f"CLAWGYM_FRONT_UPSTREAM=127.0.0.1:{published}",
+             "-e", "CLAWGYM_FRONT_TRUSTED_PROXIES=", FRONT_IMAGE])  # fmt: skip
+        try:
+            url = f"http://127.0.0.1:{port}"
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    httpx.get(f"{url}/healthz", timeout=5)
+                    break
+                except httpx.TransportError:
+                    if time.monotonic() > deadline:
+                        logs = run(["docker", "logs", name], check=False)
+                        raise AssertionError(f"the host proxy never answered: {logs.stdout}{logs.stderr}") from None
+                    time.sleep(0.5)
+            yield url
+        finally:
+            run(["docker", "rm", "-f", name], check=False)
 
     def down(self) -> None:
         self.compose("down", "--volumes", "--remove-orphans", "-t", "5", timeout=300, check=False)
+        left = run(["docker", "ps", "-aq", "--filter", f"label=clawgym.test={self.project}"], check=False)
+        for container in left.stdout.split():
+            run(["docker", "rm", "-f", container], check=False)
         for container in self.sandbox_containers():
             run(["docker", "rm", "-f", container], check=False)
         shutil.rmtree(self.scratch, ignore_errors=True)

@@ -1,7 +1,8 @@
 """The compose deployment brought up for real (docker-compose.yml with the Debian stand-ins of deploy/compose.test.yml):
 health, the example tasks imported through the API, sanity checks and a rollout scored by the sandbox workers (Docker
-backend) against a scripted model on the host, a worker container restarted mid-rollout, and two sandbox worker hosts
-sharing one batch while one of them is killed.
+backend) against a scripted model on the host, a worker container restarted mid-rollout, two sandbox worker hosts
+sharing one batch while one of them is killed, and the trust boundaries: sign-in lockouts per client behind the
+published port, and sandbox workers without SECRET_KEY, on a database role of their own.
 
 One stack for the module (bringing it up is most of the cost); the tests run in order and the second uses the tasks
 the first imported. `make deploy-test` runs this module alone (scripts/deploy-test.sh).
@@ -19,6 +20,7 @@ import time
 from collections import Counter
 from datetime import UTC, datetime
 
+import httpx
 import pytest
 
 from sandbox.testing import run_script, unavailable
@@ -264,3 +266,113 @@ def worker_addresses(hosts: dict[str, str]) -> dict[str, str]:
 def web_log(stack) -> str:
     [web] = stack.containers("web")
     return run(["docker", "logs", web], check=False).stdout  # uvicorn's access log; Django's goes to stderr
+
+
+LOGIN_FAILURE_LIMIT = 10  # the deployment's (CLAWGYM_LOGIN_FAILURE_LIMIT is not set by the test)
+
+
+def test_a_clients_sign_in_lockout_leaves_other_clients_signing_in(stack, api):
+    """Behind compose's published port every client arrived from the bridge gateway, so ten failed sign-ins by anyone
+    locked everyone out. Two clients of this host, 127.0.0.2 and 127.0.0.3, through a proxy on this host (as the
+    README's TLS proxy: the front's image on the host's network) in front of the published port: the one that fails
+    ten times is locked out, with the right password too and whatever X-Forwarded-For it sends; the other signs in.
+    A worker container, which reaches the front from inside the deployment's network, cannot name another client in
+    X-Forwarded-For either (its own address is the one locked out), nor reach the web app but through the front."""
+    # uvicorn runs with every option the compose file gives it (a folded command line once ran it with the first
+    # line's only: no --proxy-headers trust, no header timeouts, one process).
+    [web] = stack.containers("web")
+    argv = run(["docker", "exec", web, "cat", "/proc/1/cmdline"]).stdout.split("\0")
+    for option in ("--uds", "--workers", "--http", "--timeout-keep-alive", "--proxy-headers", "--forwarded-allow-ips"):
+        assert option in argv, argv
+    assert argv[argv.index("--http") + 1] == "clawgym_site.http_timeouts:HttpToolsProtocol", argv
+
+    def token(url: str, address: str, password: str, **headers) -> int:
+        transport = httpx.HTTPTransport(local_address=address)
+        with httpx.Client(base_url=url, transport=transport, timeout=60) as client:
+            form = {"username": "deploy-admin", "password": password}
+            return client.post("/api/auth/token/", data=form, headers=headers).status_code
+
+    with stack.host_proxy() as url:
+        failures = [token(url, "127.0.0.2", "a guess") for _ in range(LOGIN_FAILURE_LIMIT)]
+        assert failures == [400] * (LOGIN_FAILURE_LIMIT - 1) + [429], failures
+        assert token(url, "127.0.0.2", stack.admin_password) == 429
+        assert token(url, "127.0.0.2", stack.admin_password, **{"X-Forwarded-For": "127.0.0.3"}) == 429
+        assert token(url, "127.0.0.3", stack.admin_password) == 200
+
+        inside = json.loads(stack.compose("exec", "-T", "worker", "python", "-c", f"""
+import json, socket, httpx
+form = {{"username": "deploy-admin", "password": "a guess"}}
+codes = [httpx.post("http://front:8000/api/auth/token/", data=form, headers={{"X-Forwarded-For": "127.0.0.3"}},
+                    timeout=60).status_code for _ in range({LOGIN_FAILURE_LIMIT})]
+with socket.create_connection(("front", 8000), timeout=10) as front:
+    address = front.getsockname()[0]  # what the front sees this container as
+try:
+    socket.create_connection(("web", 8000), timeout=10).close()
+    web = "answered"
+except OSError as exc:
+    web = type(exc).__name__
+print(json.dumps({{"codes": codes, "address": address, "web": web}}))
+""").stdout.strip().splitlines()[-1])  # fmt: skip
+        assert inside["codes"] == [400] * (LOGIN_FAILURE_LIMIT - 1) + [429], inside
+        assert inside["web"] == "ConnectionRefusedError", inside
+        assert token(url, "127.0.0.3", stack.admin_password) == 200
+
+    # Who axes saw: each client by its own address, none by the gateway or the front's.
+    seen = stack.query("import json; from axes.models import AccessAttempt; "
+                       "print(json.dumps(sorted(set(AccessAttempt.objects.values_list('ip_address', flat=True)))))")  # fmt: skip
+    assert seen == sorted(["127.0.0.2", inside["address"]]), seen
+
+
+def test_the_sandbox_workers_hold_no_secret_key_and_a_limited_database_role(stack):
+    """The sandbox workers run as root with the engine's socket, beside untrusted code: they get no SECRET_KEY (their
+    settings make one of their own) and the database as clawgym_sandbox (deploy/db_roles.py), which cannot read API
+    tokens or sessions, change accounts or model endpoints, or change the schema, yet ran every rollout and sanity
+    check above. PostgreSQL and Redis are on the internal network only, which the front is not on."""
+    key_hash = "hashlib.sha256(settings.SECRET_KEY.encode()).hexdigest()"
+    web_key = stack.query(f"import hashlib, json; from django.conf import settings; print(json.dumps({key_hash}))")
+    attempts = {
+        "tokens": "SELECT key FROM authtoken_token",
+        "sessions": "SELECT session_key FROM django_session",
+        "endpoints": "UPDATE llm_modelendpoint SET base_url = 'http://elsewhere.invalid/v1'",
+        "roles": "DELETE FROM auth_user_groups",
+        "schema": "CREATE TABLE taken (x int)",
+        "rollouts": "SELECT count(*) FROM evaluation_rollout",
+    }
+    probe = f"""
+import hashlib, json, os
+from django.conf import settings
+from django.db import DatabaseError, connection, transaction
+found = {{"secret_key_in_env": "SECRET_KEY" in os.environ, "key": {key_hash}, "refused": {{}}}}
+with connection.cursor() as cursor:
+    cursor.execute("SELECT current_user")
+    found["user"] = cursor.fetchone()[0]
+for name, statement in {attempts!r}.items():
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(statement)
+        found["refused"][name] = ""
+    except DatabaseError as exc:
+        found["refused"][name] = str(exc).splitlines()[0]
+print(json.dumps(found))
+"""
+    # The running ones (the test before kills one).
+    containers = [c for c in stack.containers("sandbox-worker")
+                  if run(["docker", "inspect", "-f", "{{.State.Running}}", c]).stdout.strip() == "true"]  # fmt: skip
+    assert containers
+    for container in containers:
+        found = stack.query(probe, container=container)
+        assert (found["secret_key_in_env"], found["user"]) == (False, "clawgym_sandbox"), found
+        assert found["key"] != web_key
+        refused = found["refused"]
+        assert all("permission denied" in refused[name] for name in attempts if name != "rollouts"), refused
+        assert refused["rollouts"] == "", refused
+
+    for service, networks in {"db": {"data"}, "redis": {"data"}, "front": {"default"}}.items():
+        [container] = stack.containers(service)
+        attached = run(["docker", "inspect", "-f", "{{range $name, $_ := .NetworkSettings.Networks}}{{$name}} {{end}}",
+                        container]).stdout.split()  # fmt: skip
+        assert set(attached) == {stack.network(n) for n in networks}, (service, attached)
+    internal = run(["docker", "network", "inspect", "-f", "{{.Internal}}", stack.network("data")]).stdout.strip()
+    assert internal == "true"
+    unresolved = stack.compose("exec", "-T", "front", "getent", "hosts", "db", "redis", check=False)
+    assert unresolved.returncode != 0 and not unresolved.stdout.strip(), unresolved.stdout
