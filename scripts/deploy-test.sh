@@ -2,8 +2,9 @@
 # `make deploy-test`: the compose deployment brought up and tested (deploy/tests/test_compose.py): the stack of
 # docker-compose.yml with the Debian stand-ins for PostgreSQL and Redis, health, the example tasks imported through
 # the API, sanity checks and rollouts on the sandbox workers against a scripted model on this host, a worker container
-# restarted mid-rollout, two sandbox worker hosts sharing a batch while one is killed; then everything torn down,
-# volumes included. Exit 0 only when every step passed.
+# restarted mid-rollout, two sandbox worker hosts sharing a batch while one is killed, sign-in lockouts per client
+# behind the published port, the sandbox workers without SECRET_KEY on their own database role; then everything torn
+# down, volumes included. Exit 0 only when every step passed. The stack gets none of the caller's shell (Stack.env).
 #
 # Needs root (the Docker engine, apt-get for docker-compose where it is missing) and `make images` (the Makefile
 # target runs it first; the test runs scripts/build-images.sh again, which only checks the images are up to date).
