@@ -310,6 +310,17 @@ def django_q_worker_process(django_db_setup, django_db_blocker):
 
 
 @pytest.fixture(scope="module")
+def proxied_django_q_worker_process(_live_server_asgi_module, django_db_setup, django_db_blocker):
+    """A django-q cluster (one worker process) whose rollouts reach the proxy of this test process: the live ASGI
+    server of llm.testing."""
+    with django_db_blocker.unblock():
+        worker = start_django_q_worker(workers=1, proxy_url=_live_server_asgi_module.url)
+    yield worker
+    worker.stop()
+    worker.cleanup()
+
+
+@pytest.fixture(scope="module")
 def celery_worker_process(django_db_setup, django_db_blocker, celery_broker_url):
     with django_db_blocker.unblock():
         worker = start_celery_worker(celery_broker_url)
@@ -325,6 +336,15 @@ def django_q_worker(django_q_worker_process, transactional_db):
         pytest.fail(f"the django-q worker died:\n{django_q_worker_process.log_tail()}")
     with use_engine("django_q"):
         yield django_q_worker_process
+
+
+@pytest.fixture
+def proxied_django_q_worker(proxied_django_q_worker_process, live_server_asgi):
+    """proxied_django_q_worker_process, alive, with the test process enqueueing on django_q."""
+    if not proxied_django_q_worker_process.alive():
+        pytest.fail(f"the django-q worker died:\n{proxied_django_q_worker_process.log_tail()}")
+    with use_engine("django_q"):
+        yield proxied_django_q_worker_process
 
 
 @pytest.fixture

@@ -6,10 +6,12 @@ The proxy is the real ASGI app under uvicorn (`live_server_asgi`), the model the
 
 import json
 import socket
+import time
 
 import pytest
 
 from evaluation.harnesses.base import BRIDGE_PORT
+from evaluation.models import Rollout
 from llm.models import ModelEndpoint
 from sandbox.testing import unavailable
 from tasks.package import PackageFile, TaskPackage
@@ -134,3 +136,14 @@ def harness_installed(settings):
         get_harness("openclaw").check_available()
     except HarnessUnavailable as exc:
         unavailable(f"the OpenClaw harness cannot run here: {exc}")
+
+
+def wait_rollout(rollout: Rollout, statuses, timeout: float = 60.0) -> Rollout:
+    deadline = time.monotonic() + timeout
+    while True:
+        rollout.refresh_from_db()
+        if rollout.status in statuses:
+            return rollout
+        if time.monotonic() > deadline:
+            raise AssertionError(f"rollout #{rollout.pk} is {rollout.status} after {timeout} s: {rollout.error}")
+        time.sleep(0.1)

@@ -15,7 +15,7 @@ from django.core.management.base import CommandError
 
 from evaluation.models import EvalRun, Rollout, RolloutScore
 from evaluation.runs import start_eval_run
-from jobs.testing import start_django_q_worker, use_engine, wait_for
+from jobs.testing import use_engine, wait_for
 from llm.testing import Reply
 
 from .conftest import needs_bwrap
@@ -26,26 +26,16 @@ pytestmark = [needs_bwrap, pytest.mark.workers, pytest.mark.django_db(transactio
 TASK_MARK = re.compile(r"\(task ([a-z0-9-]+)\)")
 
 
-@pytest.fixture(scope="module")
-def worker_process(_live_server_asgi_module, django_db_setup, django_db_blocker):
-    """One django-q cluster (one worker process) for the module, reaching the proxy of this test process."""
-    with django_db_blocker.unblock():
-        worker = start_django_q_worker(workers=1, proxy_url=_live_server_asgi_module.url)
-    yield worker
-    worker.stop()
-    worker.cleanup()
-
-
 @pytest.fixture
-def world(worker_process, live_server_asgi, scripted_upstream, settings):
-    if not worker_process.alive():
-        pytest.fail(f"the django-q worker died:\n{worker_process.log_tail()}")
+def world(proxied_django_q_worker_process, live_server_asgi, scripted_upstream, settings):
+    if not proxied_django_q_worker_process.alive():
+        pytest.fail(f"the django-q worker died:\n{proxied_django_q_worker_process.log_tail()}")
     settings.CLAWGYM_EVAL_RETRY_BACKOFF_SECONDS = 0
     scripted_upstream.responder = respond
     revisions = make_tasks()
     strong, _weak = endpoints(scripted_upstream)
     with use_engine("django_q"):
-        yield worker_process, revisions, strong, scripted_upstream
+        yield proxied_django_q_worker_process, revisions, strong, scripted_upstream
 
 
 def task_of(body: dict) -> str:

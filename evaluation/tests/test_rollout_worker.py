@@ -14,45 +14,16 @@ from django.core.management import call_command
 from evaluation.models import Rollout
 from evaluation.services import retry_rollout, start_rollouts
 from evaluation.workspaces import attempt_folders
-from jobs.testing import start_django_q_worker, use_engine, wait_for
+from jobs.testing import wait_for
 from llm.models import ModelCall
 from llm.testing import Reply
 
-from .conftest import RIGHT_SUMMARY, needs_bwrap
+from .conftest import RIGHT_SUMMARY, needs_bwrap, wait_rollout
 
 pytestmark = [needs_bwrap, pytest.mark.workers, pytest.mark.django_db(transaction=True)]
 
 
-@pytest.fixture(scope="module")
-def rollout_worker_process(_live_server_asgi_module, django_db_setup, django_db_blocker):
-    """A django-q cluster whose workers reach the proxy of this test process (the live ASGI server)."""
-    with django_db_blocker.unblock():
-        worker = start_django_q_worker(workers=1, proxy_url=_live_server_asgi_module.url)
-    yield worker
-    worker.stop()
-    worker.cleanup()
-
-
-@pytest.fixture
-def rollout_worker(rollout_worker_process, live_server_asgi):
-    if not rollout_worker_process.alive():
-        pytest.fail(f"the django-q worker died:\n{rollout_worker_process.log_tail()}")
-    with use_engine("django_q"):
-        yield rollout_worker_process
-
-
-def wait_rollout(rollout: Rollout, statuses, timeout: float = 60.0) -> Rollout:
-    deadline = time.monotonic() + timeout
-    while True:
-        rollout.refresh_from_db()
-        if rollout.status in statuses:
-            return rollout
-        if time.monotonic() > deadline:
-            raise AssertionError(f"rollout #{rollout.pk} is {rollout.status} after {timeout} s: {rollout.error}")
-        time.sleep(0.1)
-
-
-def test_the_rollout_command_waits_for_the_worker(rollout_worker, scripted_upstream, fruit_task, agent_endpoint):
+def test_the_rollout_command_waits_for_the_worker(proxied_django_q_worker, scripted_upstream, fruit_task, agent_endpoint):
     scripted_upstream.push(Reply.tool_call("write", {"path": "summary.txt", "content": RIGHT_SUMMARY}), Reply.text("Done."))
     out = StringIO()
     call_command("rollout", "--task", "fruit-summary", "--endpoint", "scripted", "--harness", "builtin", "--json",
@@ -66,7 +37,7 @@ def test_the_rollout_command_waits_for_the_worker(rollout_worker, scripted_upstr
 
 
 def test_a_killed_worker_leaves_the_rollout_failed_and_a_retry_counts_once(
-    rollout_worker, scripted_upstream, fruit_task, agent_endpoint
+    proxied_django_q_worker, scripted_upstream, fruit_task, agent_endpoint
 ):
     # The model takes its time on the first call: the worker is killed while the agent waits for it.
     scripted_upstream.push(Reply.text("never seen", delay=30))

@@ -26,9 +26,8 @@ from evaluation.tests.conftest import (  # noqa: F401 (fixtures)
     agent_endpoint,
     fruit_task,
     needs_bwrap,
+    wait_rollout,
 )
-from evaluation.tests.test_rollout_worker import wait_rollout
-from jobs.testing import start_django_q_worker, use_engine
 from llm.models import ModelCall, ModelEndpoint
 from llm.testing import Reply
 from training_jobs import exports, masks
@@ -67,24 +66,6 @@ FINISH = (Reply.tool_call("write", {"path": "summary.txt", "content": RIGHT_SUMM
           Reply.text("Done: summary.txt holds the counts."))  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def worker_process(_live_server_asgi_module, django_db_setup, django_db_blocker):
-    """A django-q cluster whose rollouts reach the proxy of this test process (the live ASGI server)."""
-    with django_db_blocker.unblock():
-        worker = start_django_q_worker(workers=1, proxy_url=_live_server_asgi_module.url)
-    yield worker
-    worker.stop()
-    worker.cleanup()
-
-
-@pytest.fixture
-def worker(worker_process, live_server_asgi):
-    if not worker_process.alive():
-        pytest.fail(f"the django-q worker died:\n{worker_process.log_tail()}")
-    with use_engine("django_q"):
-        yield worker_process
-
-
 def run_on_worker(revision, endpoint, **options) -> Rollout:
     [rollout] = start_rollouts(revision, endpoint, harness="builtin", options=options or None)
     return wait_rollout(rollout, Rollout.FINISHED, timeout=120)
@@ -95,7 +76,7 @@ def session_calls(rollout) -> list[ModelCall]:
 
 
 def test_a_forged_history_is_flagged_and_kept_out_of_the_dataset_and_its_exports(
-    worker, scripted_upstream, fruit_task, agent_endpoint, admin_user, reviewer, admin_client, tmp_path
+    proxied_django_q_worker, scripted_upstream, fruit_task, agent_endpoint, admin_user, reviewer, admin_client, tmp_path
 ):
     forged = {"model": "any", "messages": [
         {"role": "user", "content": INSTRUCTION},
@@ -144,7 +125,7 @@ def test_a_forged_history_is_flagged_and_kept_out_of_the_dataset_and_its_exports
 
 
 def test_a_side_call_with_hostile_sampling_is_held_to_the_run_and_never_the_trained_sample(
-    worker, vllm_upstream, fruit_task, admin_client
+    proxied_django_q_worker, vllm_upstream, fruit_task, admin_client
 ):
     config = {**TINY_CPU, "temperature": 1.0, "max_completion_length": 48}
     # Registered as an RL run registers its policy (training_jobs.rl.batches.policy_endpoint): the run's sampling.
