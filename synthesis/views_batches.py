@@ -43,7 +43,12 @@ def progress(batch: SynthesisBatch, counts: dict | None = None) -> dict:
     by_status = {status: counts.get(status, 0) for status in SynthesisItem.Status.values}
     finished = sum(by_status[s] for s in SynthesisItem.FINISHED)
     total = batch.requested or 1
-    return {**by_status, "finished": finished, "total": batch.requested, "percent": round(100 * finished / total)}
+    # A complete batch some of whose items failed, or that kept none, is no plain success: shown amber, saying so.
+    label = ""
+    if batch.status == SynthesisBatch.Status.COMPLETE and (by_status["failed"] or not by_status["kept"]):
+        label = f"Complete · {by_status['failed']} failed" if by_status["failed"] else "Complete · none kept"
+    return {**by_status, "finished": finished, "total": batch.requested, "percent": round(100 * finished / total),
+            "partial_label": label}  # fmt: skip
 
 
 def with_progress(batch_list) -> list:
