@@ -77,12 +77,17 @@ parameters = sum(p.numel() for p in Qwen3ForCausalLM(config).parameters())
 
 vllm = None
 holder = {}
+policy_key = ""  # vLLM here is started without --api-key
 if args.cpu:
     from training_jobs.rl.policy_server import LivePolicy, PolicyServer
 
+    import secrets
+
+    # The live server answers only its key (the job derives one per attempt; here any fresh one does).
+    policy_key = secrets.token_urlsafe(24)
     server = PolicyServer(LivePolicy(lambda: holder["trainer"].accelerator.unwrap_model(holder["trainer"].model),
                                      tokenizer, temperature=args.temperature, max_tokens=args.max_tokens,
-                                     max_context=4096), port=0)
+                                     max_context=4096), api_key=policy_key, port=0)
     policy_url = server.start()
     model_name = "policy"
 else:
@@ -110,8 +115,10 @@ rl_state = StepState()
 def sample(prompt: str) -> dict:
     body = {"model": model_name, "messages": [{"role": "user", "content": prompt}], "max_tokens": args.max_tokens,
             "temperature": args.temperature, "logprobs": True, "return_token_ids": True}
-    request = urllib.request.Request(f"{policy_url}/chat/completions", json.dumps(body).encode(),
-                                     {"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json"}
+    if policy_key:
+        headers["Authorization"] = f"Bearer {policy_key}"
+    request = urllib.request.Request(f"{policy_url}/chat/completions", json.dumps(body).encode(), headers)
     with urllib.request.urlopen(request, timeout=600) as response:
         return json.load(response)
 
