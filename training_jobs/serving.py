@@ -201,16 +201,31 @@ def serve_base_model(run, *, backend: str | None = None, host: str | None = None
     no checkpoint, so that it is stopped by name or when idle like a checkpoint's."""
     from .run_jobs import run_dir
 
-    name = f"base-{run.pk}"
-    running = _running(ModelServer.objects.filter(checkpoint=None, endpoint__name=name,
-                                                  model_path=run.base_model_path))  # fmt: skip
+    return serve_folder(run.base_model_path, f"base-{run.pk}", run_dir(run), backend=backend, host=host,
+                        timeout=timeout)  # fmt: skip
+
+
+def serve_registered_base_model(base_model, *, backend: str | None = None, host: str | None = None,
+                                port: int | None = None, timeout: float = HEALTH_TIMEOUT_SECONDS) -> ModelServer:  # fmt: skip
+    """A registered base model served as endpoint "base-NAME" (`base_models serve NAME`): what its checkpoints are
+    compared against, evaluated before any run exists."""
+    from .run_jobs import training_root
+
+    folder = training_root() / "served-base-models" / base_model.name
+    return serve_folder(base_model.path, f"base-{base_model.name}", folder, backend=backend, host=host, port=port,
+                        timeout=timeout)  # fmt: skip
+
+
+def serve_folder(path: str, name: str, log_dir: Path, *, backend: str | None = None, host: str | None = None,
+                 port: int | None = None, timeout: float = HEALTH_TIMEOUT_SECONDS) -> ModelServer:  # fmt: skip
+    """A model folder served as endpoint NAME (a ModelServer row with no checkpoint), unless it is served already."""
+    running = _running(ModelServer.objects.filter(checkpoint=None, endpoint__name=name, model_path=path))
     if running:
         return running
-    folder = run_dir(run)
-    folder.mkdir(parents=True, exist_ok=True)
-    server = ModelServer.objects.create(checkpoint=None, model_path=run.base_model_path, backend=backend or "",
+    log_dir.mkdir(parents=True, exist_ok=True)
+    server = ModelServer.objects.create(checkpoint=None, model_path=path, backend=backend or "",
                                         last_used_at=timezone.now())  # fmt: skip
-    return _launch_server(server, run.base_model_path, name, host=host, port=None, timeout=timeout, log_dir=folder)
+    return _launch_server(server, path, name, host=host, port=port, timeout=timeout, log_dir=log_dir)
 
 
 def _running(servers) -> ModelServer | None:

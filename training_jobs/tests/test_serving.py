@@ -233,6 +233,35 @@ def test_idle_and_gone_servers_are_stopped_the_base_models_too(dataset, tiny_mod
     assert not ckpt_server.endpoint.enabled and not alive(ckpt_server.pid)
 
 
+def test_a_registered_base_model_is_served_by_name_before_any_run(training_dir, tiny_model_path):
+    """`base_models serve NAME` (what the learning bench evaluates first): endpoint base-NAME, not started twice,
+    stopped and disabled by `base_models stop NAME`; an unknown name is a clear error."""
+    from django.core.management.base import CommandError
+
+    call_command("base_models", "add", "tiny", "--path", tiny_model_path, stdout=StringIO())
+    out = StringIO()
+    call_command("base_models", "serve", "tiny", "--backend", "transformers", "--json", stdout=out)
+    report = json.loads(out.getvalue().strip().splitlines()[-1])
+    server = ModelServer.objects.get(endpoint__name="base-tiny")
+    try:
+        assert report == {"endpoint": "base-tiny", "base_url": server.endpoint.base_url}
+        assert (server.checkpoint, server.model_path, server.status) == (None, tiny_model_path, "ready")
+        with urllib.request.urlopen(urllib.request.Request(
+                f"{server.endpoint.base_url}/models",
+                headers={"Authorization": f"Bearer {server.endpoint.api_key()}"}), timeout=30) as answer:  # fmt: skip
+            assert answer.status == 200
+        again = StringIO()
+        call_command("base_models", "serve", "tiny", "--json", stdout=again)
+        assert json.loads(again.getvalue().strip().splitlines()[-1]) == report
+        assert ModelServer.objects.filter(endpoint__name="base-tiny").count() == 1
+    finally:
+        call_command("base_models", "stop", "tiny", stdout=StringIO())
+    server.refresh_from_db()
+    assert server.status == "stopped" and not server.endpoint.enabled and not alive(server.pid)
+    with pytest.raises(CommandError, match="no base model 'nope' is registered"):
+        call_command("base_models", "serve", "nope")
+
+
 def test_evaluate_checkpoints_serves_each_and_the_base_and_charts_them(
     admin_client,
     fruit_task,
