@@ -18,8 +18,10 @@ from django.contrib.contenttypes.fields import GenericForeignKey
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
-from django.db import models
+from django.db import connections, models
 from django.utils import timezone
+
+from . import token_chain
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 API_KEY_ENV_PREFIX = "CLAWGYM_KEY_"
@@ -412,17 +414,97 @@ def served_reference(obj) -> tuple[ContentType | None, str]:
     return ContentType.objects.get_for_model(obj), str(obj.pk)
 
 
+class ModelCallTokensManager(models.Manager):
+    def record(self, call, prompt_token_ids, completion_token_ids, completion_logprobs, exact=True):
+        """Store a call's tokens (in the transaction that creates the call): its prompt as a reference to the earlier
+        row of its session sharing the longest prefix of ids, plus the rest (llm.token_chain)."""
+        prompt = list(prompt_token_ids)
+        base, shared = self._base_for(call, prompt)
+        return self.create(
+            call=call, prompt_base_id=base, prompt_base_length=shared, prompt_suffix_ids=prompt[shared:],
+            prompt_length=len(prompt), completion_token_ids=completion_token_ids,
+            completion_logprobs=completion_logprobs, exact=exact,
+        )  # fmt: skip
+
+    def _base_for(self, call, prompt: list[int]) -> tuple[int | None, int]:
+        """(base row, ids shared) for a new prompt, or (None, 0). Candidates are tried longest possible share first
+        and only while one could share more than the best so far: usually the previous call alone is rebuilt."""
+        if call.session_id is None or not prompt:
+            return None, 0
+        # The session's rows without their prompt ids (completions are short): enough to order the candidates.
+        heads = {pk: (base, length, completion) for pk, base, length, completion in
+                 self.filter(call__session_id=call.session_id)
+                 .values_list("pk", "prompt_base_id", "prompt_length", "completion_token_ids")}  # fmt: skip
+        bound = {pk: min(len(prompt), length + len(completion)) for pk, (_, length, completion) in heads.items()}
+        links: dict[int, token_chain.Link] = {}
+        best, best_shared = None, 0
+        for pk in sorted(heads, key=lambda pk: (bound[pk], pk), reverse=True):
+            if bound[pk] <= best_shared:
+                break
+            chain = [pk]
+            while (base := heads[chain[-1]][0]) is not None and base in heads and base not in chain:
+                chain.append(base)
+            if heads[chain[-1]][0] is not None:
+                continue  # its chain leaves the session (or loops): not a base to rely on
+            if missing := [p for p in chain if p not in links]:
+                for p, base_length, suffix in self.filter(pk__in=missing).values_list(
+                        "pk", "prompt_base_length", "prompt_suffix_ids"):  # fmt: skip
+                    base, length, completion = heads[p]
+                    links[p] = token_chain.Link(p, base, base_length, suffix, length, completion)
+            try:
+                shared = token_chain.shared_length(token_chain.sequence(links, pk), prompt)
+            except token_chain.BrokenChain:
+                continue
+            if shared > best_shared:
+                best, best_shared = pk, shared
+        return (best, best_shared) if token_chain.worth_a_base(best_shared, len(prompt)) else (None, 0)
+
+
 class ModelCallTokens(models.Model):
     """The exact tokens of one proxied call of a training session: the prompt as the upstream tokenized it, the
     tokens it sampled (first choice) and their logprobs. `exact` is False when the upstream gave no token ids and
-    they were re-tokenized afterwards (the sample builder counts those as inexact)."""
+    they were re-tokenized afterwards (the sample builder counts those as inexact).
+
+    The prompt is stored as a reference to an earlier row of the session plus the ids after what they share
+    (llm.token_chain); read it with `prompt_ids()`. A row without a base holds its whole prompt (as rows written
+    before the reference existed do). Write rows with `ModelCallTokens.objects.record`."""
 
     call = models.OneToOneField(ModelCall, on_delete=models.CASCADE, related_name="tokens")
-    prompt_token_ids = models.JSONField(default=list)
+    # RESTRICT: a base deleted alone would leave the rows built on it unreadable; calls deleted together (with
+    # the rows built on them) go together.
+    prompt_base = models.ForeignKey("self", null=True, blank=True, on_delete=models.RESTRICT, related_name="+")
+    prompt_base_length = models.PositiveIntegerField(
+        default=0, help_text="Ids of the base's prompt and completion that open this prompt."
+    )
+    prompt_suffix_ids = models.JSONField(default=list, help_text="The prompt's ids after those shared with the base.")
+    prompt_length = models.PositiveIntegerField(help_text="The whole prompt's length (checked on every rebuild).")
     completion_token_ids = models.JSONField(default=list)
     completion_logprobs = models.JSONField(default=list, help_text="One float per completion token.")
     exact = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
+    objects = ModelCallTokensManager()
+
     def __str__(self):
         return f"tokens of call #{self.call_id}"
+
+    def prompt_ids(self) -> list[int]:
+        """The whole prompt's ids (a new list), rebuilt from the row's chain: its ancestors are read in one query
+        (a recursive CTE). Raises token_chain.BrokenChain when the stored rows do not add up."""
+        links = {self.pk: self._link()}
+        if self.prompt_base_id is not None:
+            table = connections[self._state.db].ops.quote_name(self._meta.db_table)
+            # UNION, not UNION ALL: a (forged) loop ends the recursion, and token_chain.sequence reports it.
+            ancestors = ModelCallTokens.objects.db_manager(self._state.db).raw(
+                f"WITH RECURSIVE chain(id, base) AS (SELECT id, prompt_base_id FROM {table} WHERE id = %s"
+                f" UNION SELECT t.id, t.prompt_base_id FROM {table} t JOIN chain ON t.id = chain.base)"
+                " SELECT id, prompt_base_id, prompt_base_length, prompt_suffix_ids, prompt_length,"
+                f" completion_token_ids FROM {table} WHERE id IN (SELECT id FROM chain)",
+                [self.prompt_base_id],
+            )
+            links.update((row.pk, row._link()) for row in ancestors)
+        return token_chain.prompt_of(links, self.pk)
+
+    def _link(self) -> token_chain.Link:
+        return token_chain.Link(self.pk, self.prompt_base_id, self.prompt_base_length, self.prompt_suffix_ids,
+                                self.prompt_length, self.completion_token_ids)  # fmt: skip

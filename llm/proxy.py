@@ -28,7 +28,8 @@ checked alone, so the total can pass the limit by one round of calls, never run 
 for its usage (stream_options.include_usage), without which it would count nothing.
 
 A training session (`record_tokens`, an RL rollout's) also asks the upstream for the exact token ids and logprobs and
-stores them with the call as its ModelCallTokens row, in the same transaction; the agent still gets the answer it
+stores them with the call as its ModelCallTokens row, in the same transaction (the prompt as a reference to an
+earlier call of the session plus its new ids: llm.token_chain); the agent still gets the answer it
 asked for (llm.tokens says what is added and what is taken back out).
 
 A rollout's session (ProxySession.sampling) is held to its run's sampling before anything else: temperature, top_p,
@@ -244,7 +245,7 @@ def _create_call(row: dict, tokens: dict | None = None) -> None:
         ModelCall.objects.create(**row)
         return
     with transaction.atomic():  # a call of a training session is never seen without its tokens
-        ModelCallTokens.objects.create(call=ModelCall.objects.create(**row), **tokens)
+        ModelCallTokens.objects.record(ModelCall.objects.create(**row), **tokens)
 
 
 def _parsed(content: bytes):

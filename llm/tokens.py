@@ -106,7 +106,7 @@ class TokenCapture:
             self.logprobs.extend(values)
 
     def row(self) -> dict | None:
-        """The ModelCallTokens fields, or None when the answer does not hold the whole of them (logged)."""
+        """What ModelCallTokens.objects.record takes, or None when the answer does not hold the whole of it (logged)."""
         if self.prompt_ids is None and not self.saw_completion_ids and not self.malformed:
             return None  # the upstream returns no token ids at all (not vLLM): nothing to say per call
         problem = self.malformed

@@ -47,7 +47,7 @@ def assert_exact_tokens(call: ModelCall, request: dict, reply: Reply) -> ModelCa
     tokens = ModelCallTokens.objects.get(call=call)
     completion = expected_completion(reply)
     assert tokens.exact
-    assert tokens.prompt_token_ids == toy_prompt_ids(request)
+    assert tokens.prompt_ids() == toy_prompt_ids(request)
     assert tokens.completion_token_ids == completion
     assert tokens.completion_logprobs == [toy_logprob(t, n) for n, t in enumerate(completion)]
     return tokens

@@ -130,7 +130,7 @@ def exact_tokens(call) -> CallTokens | None:
     logprobs = list(row.completion_logprobs)
     if len(logprobs) != len(row.completion_token_ids):
         raise SampleError(f"call #{call.pk}: {len(logprobs)} logprobs for {len(row.completion_token_ids)} tokens")
-    return CallTokens(list(row.prompt_token_ids), list(row.completion_token_ids), logprobs, row.exact)
+    return CallTokens(row.prompt_ids(), list(row.completion_token_ids), logprobs, row.exact)
 
 
 def retokenize(call, tokenizer) -> CallTokens:

@@ -69,7 +69,7 @@ def test_a_sandboxed_rollout_recorded_with_exact_tokens_makes_one_chained_sample
     assert sample.prompt_ids == toy_prompt_ids(requests[0])
     # The whole chain is the last prompt followed by the last completion: nothing lost, nothing doubled.
     last = calls[-1].tokens
-    assert sample.prompt_ids + sample.completion_ids == last.prompt_token_ids + last.completion_token_ids
+    assert sample.prompt_ids + sample.completion_ids == last.prompt_ids() + last.completion_token_ids
     runs = segments(sample)
     assert [mask for mask, _, _ in runs] == [1, 0, 1, 0, 1]
     for (_, ids, logprobs), call in zip(runs[::2], calls, strict=True):
@@ -109,7 +109,7 @@ def test_openclaw_streams_through_token_recording_and_every_call_is_exact(harnes
     assert [s.call_ids for s in samples] == [[calls[0].pk], [calls[1].pk]]
     assert all(s.exact for s in samples)
     for sample, call in zip(samples, calls, strict=True):
-        assert (sample.prompt_ids, sample.completion_ids) == (call.tokens.prompt_token_ids,
+        assert (sample.prompt_ids, sample.completion_ids) == (call.tokens.prompt_ids(),
                                                               call.tokens.completion_token_ids)  # fmt: skip
         assert sample.env_mask == [1] * len(sample.completion_ids)
 
@@ -146,7 +146,7 @@ def record(session, messages, message, *, tokens=True, error="", status=200, too
     )  # fmt: skip
     if tokens and not error:
         completion = toy_tokenize(toy_assistant(message.get("content"), message.get("tool_calls"))) + [TOY_EOS]
-        ModelCallTokens.objects.create(call=call, prompt_token_ids=toy_prompt_ids(request),
+        ModelCallTokens.objects.record(call=call, prompt_token_ids=toy_prompt_ids(request),
                                        completion_token_ids=completion,
                                        completion_logprobs=[toy_logprob(t, n) for n, t in enumerate(completion)])
     return call
@@ -220,7 +220,7 @@ def test_a_rewritten_history_starts_a_new_sample_of_the_same_rollout(session):
     samples = build_samples(calls_of(session))
     calls = list(calls_of(session))
     assert [s.call_ids for s in samples] == [[calls[0].pk, calls[1].pk], [calls[2].pk, calls[3].pk]]
-    assert samples[1].prompt_ids == calls[2].tokens.prompt_token_ids
+    assert samples[1].prompt_ids == calls[2].tokens.prompt_ids()
     assert [m for m, _, _ in segments(samples[1])] == [1, 0, 1]
     assert all(s.exact for s in samples)
 
