@@ -419,7 +419,8 @@ def resolve_tasks(tasks) -> list:
 
 def tasks_from(selection: str) -> list:
     """The tasks a selection names: comma-separated filters status=…, source=…, category=<benchmark category slug>,
-    limit=N (e.g. "status=ready,source=skill,limit=200"); newest first, benchmark tasks left out."""
+    prefix=<start of the external id>, limit=N (e.g. "status=ready,source=skill,limit=200", or a curriculum's train
+    split "prefix=curriculum-s0-train-"); newest first, benchmark tasks left out."""
     from review.models import PinnedRevision
     from tasks.models import Task
 
@@ -430,7 +431,7 @@ def tasks_from(selection: str) -> list:
         key, sep, value = part.partition("=")
         if not sep:
             raise TrainingRunError(
-                f"a task selection is KEY=VALUE filters (status, source, category, limit), got {part!r}"
+                f"a task selection is KEY=VALUE filters (status, source, category, prefix, limit), got {part!r}"
             )
         if key == "status":
             tasks = tasks.filter(status=value)
@@ -438,10 +439,14 @@ def tasks_from(selection: str) -> list:
             tasks = tasks.filter(source=value)
         elif key == "category":
             tasks = tasks.filter(benchmark_category__slug=value)
+        elif key == "prefix" and value:
+            tasks = tasks.filter(external_id__startswith=value)
         elif key == "limit" and value.isdigit():
             limit = int(value)
         else:
-            raise TrainingRunError(f"unknown task selection filter {part!r}; known: status, source, category, limit=N")
+            raise TrainingRunError(
+                f"unknown task selection filter {part!r}; known: status, source, category, prefix, limit=N"
+            )
     tasks = tasks.order_by("-updated_at", "-id").select_related("current_revision")
     chosen = [t.current_revision for t in (tasks[:limit] if limit else tasks)]
     if not chosen:
