@@ -272,3 +272,33 @@ def test_completion_of_a_base_is_part_of_what_is_shared(training, vllm_upstream)
     first, second = stored_rows(training)
     assert first.completion_token_ids == toy_tokenize(toy_assistant("Hello.", None)) + [TOY_EOS]
     assert second.prompt_base_length == first.prompt_length + len(first.completion_token_ids)
+
+
+# --- rows written before the chain ------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_rows_written_before_the_migration_read_as_their_whole_prompt():
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    before, after = [("llm", "0006_proxy_sampling_policy")], [("llm", "0007_token_prompt_chain")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    old = executor.loader.project_state(before).apps
+
+    def model(name: str):
+        return old.get_model("llm", name).objects  # the model as it was at 0006
+
+    endpoint = model("ModelEndpoint").create(name="p", base_url="http://127.0.0.1:9/v1", model="p")
+    session = model("ProxySession").create(endpoint=endpoint, record_tokens=True)
+    call = model("ModelCall").create(endpoint_name="p", session=session, request={})
+    model("ModelCallTokens").create(call=call, prompt_token_ids=list(range(600)), completion_token_ids=[7],
+                                    completion_logprobs=[-0.1])  # fmt: skip
+
+    MigrationExecutor(connection).migrate(after)
+    row = ModelCallTokens.objects.get(call_id=call.pk)
+    assert (row.prompt_base_id, row.prompt_length, row.prompt_ids()) == (None, 600, list(range(600)))
+    # A call recorded after it, in the same session, builds on it.
+    new = record(ProxySession.objects.get(pk=session.pk), list(range(600)) + [7, 8, 9], [10])
+    assert (new.prompt_base_id, new.prompt_suffix_ids) == (row.pk, [8, 9])
