@@ -274,6 +274,8 @@ def test_import_refuses_a_non_admin_and_another_seed(admin_user, reviewer):
         import_json("--by", reviewer.username)
     with pytest.raises(CommandError, match="no admin"):
         import_json("--by", "nobody")
+    with pytest.raises(CommandError, match="must be letters"):
+        import_json("--by", admin_user.username, "--benchmark", "two words")
     # A benchmark already holding other tasks (here: another seed's) is never mixed into.
     bench = Benchmark.objects.create(name="curriculum-heldout")
     other = Task.objects.create(external_id="someone-elses-task")

@@ -4,7 +4,9 @@ python manage.py curriculum import [--seed N] [--sizes ...] [--benchmark NAME] [
 import json
 
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
+from django.core.validators import validate_slug
 
 from accounts.roles import ADMIN, has_role
 
@@ -70,6 +72,10 @@ class Command(BaseCommand):
         if user is None or not has_role(user, ADMIN):
             raise CommandError(f"no admin {options['by']!r}: pass --by USERNAME of an admin "
                                "(`manage.py ensure_admin` makes one)")  # fmt: skip
+        try:
+            validate_slug(options["benchmark"])
+        except ValidationError:
+            raise CommandError(f"--benchmark {options['benchmark']!r} must be letters, digits, '-' or '_'") from None
         if options["workers"] is not None and options["workers"] < 1:
             raise CommandError("--workers must be at least 1")
         result = import_curriculum(drawn, user=user, benchmark=options["benchmark"], workers=options["workers"])
