@@ -23,7 +23,7 @@ from .groups import (
     Group,
     all_dropped,
     apply_min_survivors,
-    pick_sample,
+    main_samples,
     policy_tokens,
     step_metrics,
     truncate,
@@ -91,8 +91,9 @@ def run_step(
     run_id: int, step: int, revision_ids: list[int], policy_url: str, *, first_group: int = 0, should_stop=None
 ) -> dict:
     """Start the step's rollouts, wait for them, and answer {"generations": [...], "metrics", "skipped"}: one
-    generation per prompt given, in order, each {"rollout", "reward", "sample": {prompt_ids, completion_ids,
-    logprobs, env_mask, exact} | null}."""
+    generation per prompt given, in order, each {"rollout", "reward", "note", "samples": [{prompt_ids,
+    completion_ids, logprobs, env_mask, exact}, …]}: every main-chain sample of the rollout, [] when it trains
+    nothing (no reward, no sample that fits)."""
     from evaluation.models import Rollout
     from evaluation.services import create_rollouts, enqueue_rollout
     from tasks.models import TaskRevision
@@ -139,15 +140,15 @@ def run_step(
                 dropped=group.dropped, wall_seconds=generation.wall_seconds,
             )  # fmt: skip
     metrics = step_metrics(groups)
-    answer = []
-    for group in groups:
-        for g in group.generations:
-            sample = g.sample
-            answer.append({"rollout": g.rollout_id, "reward": g.reward, "note": g.note, "sample": None if sample is None else {
-                "prompt_ids": list(sample.prompt_ids), "completion_ids": list(sample.completion_ids),
-                "logprobs": [None if x is None else float(x) for x in sample.logprobs], "env_mask": [int(m) for m in sample.env_mask],
-                "exact": bool(sample.exact)}})  # fmt: skip
+    answer = [{"rollout": g.rollout_id, "reward": g.reward, "note": g.note,
+               "samples": [sample_json(s) for s in g.trained]} for group in groups for g in group.generations]  # fmt: skip
     return {"generations": answer, "metrics": metrics, "skipped": all_dropped(groups)}
+
+
+def sample_json(sample) -> dict:
+    return {"prompt_ids": list(sample.prompt_ids), "completion_ids": list(sample.completion_ids),
+            "logprobs": [None if x is None else float(x) for x in sample.logprobs],
+            "env_mask": [int(m) for m in sample.env_mask], "exact": bool(sample.exact)}  # fmt: skip
 
 
 def _wait(run, rollout_ids: list[int], *, deadline: float, should_stop) -> None:
@@ -187,8 +188,9 @@ def cancel_queued(rollout_ids: list[int], why: str) -> None:
 
 
 def _generation(rollout, config: dict) -> Generation:
-    """A finished rollout's reward and trained sample. Reward None: it failed (infra), was cancelled or is still
-    running, had no score of the kind the run trains on, or left no sample (no model call recorded)."""
+    """A finished rollout's reward and main-chain samples, each cut to the run's lengths. Reward None: it failed
+    (infra), was cancelled or is still running, had no score of the kind the run trains on, or left no main-chain
+    sample that fits (no model call recorded, only side calls, prompts longer than max_context)."""
     wall = (
         (rollout.finished_at - rollout.started_at).total_seconds()
         if rollout.finished_at and rollout.started_at
@@ -203,15 +205,16 @@ def _generation(rollout, config: dict) -> Generation:
     )
     samples = samples_of(rollout, tokenizer=config.get("base_model_path"))
     generation.samples = len(samples)
+    generation.side_samples = sum(1 for s in samples if s.side)
     generation.inexact_samples = sum(1 for s in samples if not s.exact)
     generation.tokens_sampled = sum(policy_tokens(s) for s in samples)
-    chosen = pick_sample(samples)
-    if chosen is not None:
-        chosen = truncate(chosen, int(config["max_completion_length"]), int(config["max_context"]))
-    if chosen is None or not policy_tokens(chosen):
-        generation.note = "no sample to train on" if not samples else "its sample does not fit max_context"
+    main = main_samples(samples)
+    cut = [truncate(s, int(config["max_completion_length"]), int(config["max_context"])) for s in main]
+    generation.main = [s for s in cut if s is not None and policy_tokens(s)]
+    if not generation.main:
+        generation.note = ("no sample to train on" if not samples else "only side samples" if not main
+                           else "no sample fits max_context")  # fmt: skip
         return generation
-    generation.sample = chosen
     generation.reward = None if reward is None else float(reward)
     if reward is None:
         generation.note = f"no {config['reward']} score"

@@ -1,10 +1,14 @@
-"""Groups of an RL step: which rewards count, which groups are dropped, which sample of a rollout is trained, and the
-step's metrics. Plain Python (no Django, no torch): the job that runs a step's rollouts and the trainer both use it.
+"""Groups of an RL step: which rewards count, which groups are dropped, which samples of a rollout are trained, and
+the step's metrics. Plain Python (no Django, no torch): the job that runs a step's rollouts and the trainer both use it.
 
 GRPO's baseline is the mean reward of a prompt's group. A rollout that failed for infra reasons, or left no sample to
 train on, has reward None: TRL 1.16 turns None into NaN, leaves it out of the group's mean and std (nanmean/nanstd)
 and gives it advantage 0. A group with fewer than `min_group_survivors` rewards is dropped for the step: every reward
 None, so it moves nothing. A step whose every group dropped is not trained on at all (the trainer skips it).
+
+Every main-chain sample of a rollout is trained, each with the rollout's advantage (training_jobs.trainer.grpo); a
+rollout without a reward trains none (its tokens would only weigh in the step's token count). Side samples are
+counted, never trained.
 """
 
 import math
@@ -14,23 +18,30 @@ from dataclasses import dataclass, field
 # The metric names of one RL step (TrainingMetric.values, one row per optimizer step): the rollout side here, the
 # optimizer side from TRL's logs (training_jobs.trainer.grpo).
 ROLLOUT_METRICS = ("reward_mean", "reward_std", "reward_spread", "groups_dropped", "groups", "inexact_samples",
-                   "samples", "rollouts", "rollout_p50_s", "rollout_max_s", "tokens_sampled")  # fmt: skip
+                   "samples", "samples_trained", "side_samples", "rollouts", "rollout_p50_s", "rollout_max_s",
+                   "tokens_sampled", "tokens_trained")  # fmt: skip
 TRAINER_METRICS = ("logprob_mismatch", "loss", "kl", "clip_fraction", "learning_rate", "skipped")
 METRICS = ROLLOUT_METRICS + TRAINER_METRICS
 
 
 @dataclass
 class Generation:
-    """One rollout of a group as the trainer sees it: the sample trained (None: nothing to train on), its reward."""
+    """One rollout of a group as the trainer sees it: its main-chain samples (cut to fit), its reward."""
 
     rollout_id: int | None
     reward: float | None
-    sample: object | None = None  # a training_jobs.rl.samples.Sample
-    samples: int = 0
+    main: list = field(default_factory=list)  # training_jobs.rl.samples.Sample, in the order they were made
+    samples: int = 0  # every sample of the rollout, side ones too
+    side_samples: int = 0
     inexact_samples: int = 0
     tokens_sampled: int = 0  # policy tokens over every sample of the rollout
     wall_seconds: float | None = None
     note: str = ""
+
+    @property
+    def trained(self) -> list:
+        """The samples the trainer gets: every main-chain one, none without a reward (a dropped group, no score)."""
+        return self.main if self.reward is not None else []
 
 
 @dataclass
@@ -61,18 +72,11 @@ def policy_tokens(sample) -> int:
     return sum(1 for m in sample.env_mask if m)
 
 
-def pick_sample(samples: list):
-    """A rollout can hold several samples (a history rewrite or compaction starts a new one), but TRL trains one
-    completion per generation: we train the main chain's sample with the most policy tokens (ties: the last, the one
-    that led to the final workspace) and count the others. A side call's sample (`side`: a prompt the agent chose,
-    not its conversation's next turn) is never trained, however long. None when there is none."""
-    best = None
-    for sample in samples:
-        if getattr(sample, "side", False):
-            continue
-        if best is None or policy_tokens(sample) >= policy_tokens(best):
-            best = sample
-    return best
+def main_samples(samples: list) -> list:
+    """The main chain's samples of a rollout, in order: a rollout holds several when its calls do not chain (a
+    history rewrite or compaction, OpenClaw's internal-context message), and each is trained. A side call's sample
+    (`side`: a prompt the agent chose, not its conversation's next turn) is never trained, however long."""
+    return [s for s in samples if not getattr(s, "side", False)]
 
 
 def truncate(sample, max_completion: int, max_context: int):
@@ -101,8 +105,9 @@ def percentile(values: list[float], q: float) -> float | None:
 
 def step_metrics(groups: list[Group]) -> dict:
     """The rollout side of a step's metrics: rewards over the rewards that count (after dropping), the mean over
-    groups of the reward spread (max − min; 0 means the group teaches nothing), counts, and rollout wall time (p50 and
-    max: the max is the straggler every step waits for)."""
+    groups of the reward spread (max − min; 0 means the group teaches nothing), counts (samples built, trained and
+    side; policy tokens sampled and trained), and rollout wall time (p50 and max: the max is the straggler every step
+    waits for)."""
     rewards = [g.reward for group in groups for g in group.generations if g.reward is not None]
     spreads = [max(r) - min(r) for r in ([g.reward for g in group.generations if g.reward is not None]
                                          for group in groups if not group.dropped) if r]  # fmt: skip
@@ -116,10 +121,14 @@ def step_metrics(groups: list[Group]) -> dict:
         "groups": len(groups),
         "inexact_samples": sum(g.inexact_samples for g in generations),
         "samples": sum(g.samples for g in generations),
+        "samples_trained": sum(len(g.trained) for g in generations),
+        "side_samples": sum(g.side_samples for g in generations),
         "rollouts": len(generations),
         "rollout_p50_s": percentile(walls, 0.5),
         "rollout_max_s": max(walls) if walls else None,
         "tokens_sampled": sum(g.tokens_sampled for g in generations),
+        # the loss's normaliser (training_jobs.trainer.grpo; on several GPUs this process's share of it)
+        "tokens_trained": sum(policy_tokens(s) for g in generations for s in g.trained),
     }
 
 

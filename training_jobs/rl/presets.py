@@ -74,7 +74,9 @@ RL_PRESETS = {"paper": PAPER, "tiny-cpu": TINY_CPU}
 RL_CHOICES = {
     "reward": ("code", "hybrid"),
     "harness": ("builtin", "openclaw"),
-    "loss_type": ("grpo", "dapo", "dr_grpo", "bnpo"),
+    # DAPO's per-token normalisation over the step is the one that stays exact when every sample of a rollout is a
+    # row of its own (training_jobs.trainer.grpo); TRL's others count rows or a micro-batch's tokens.
+    "loss_type": ("dapo",),
     "policy.backend": ("live", "vllm"),
     "distributed.deepspeed": (None, "zero2", "zero3"),
     "distributed.fsdp": (None, "fsdp2"),

@@ -5,9 +5,12 @@ fields, which it forwards to the reward functions, except `env_mask` (TRL's tool
 sampled, trained; 0 = an environment token, in the context but not in the loss).
 
 A prompt is a training task revision ("task-revision:<id>"). The step's rollouts are started and awaited by the
-run's job (training_jobs.rl.batches, over loopback HTTP), which answers each generation's sample (the rollout's
-exact tokens from the proxy) and reward. A generation without a sample (failed rollout, nothing recorded) trains on
-nothing: a one-token placeholder with env_mask 0 and reward None (advantage 0).
+run's job (training_jobs.rl.batches, over loopback HTTP), which answers each generation's main-chain samples (the
+rollout's exact tokens from the proxy) and reward. The first sample is the generation's TRL completion; the others
+go in the `extra_samples` field (a list per generation), which ClawGym's trainer (training_jobs.trainer.grpo) takes
+out before the reward functions see it and trains as rows of their own with the generation's advantage. A generation
+without a sample (failed rollout, nothing recorded, no reward) trains on nothing: a one-token placeholder with
+env_mask 0 and reward None (advantage 0).
 
 On several GPUs each process asks the job for its own slice (whole groups, numbered after the earlier processes'),
 a step is skipped by all processes or none, and the step's logged rollout metrics are the main process's groups'.
@@ -18,6 +21,7 @@ import urllib.error
 import urllib.request
 
 PROMPT_PREFIX = "task-revision:"
+EXTRA_SAMPLES = "extra_samples"  # the generations' samples after their first, read by ClawGymGRPOTrainer
 
 
 def prompt_for(revision_id: int) -> str:
@@ -67,19 +71,7 @@ def make_rollout_func(*, bridge_url: str, token: str, policy_url: str, placehold
         answer = request_step(
             bridge_url, token, step, [revision_of(p) for p in prompts], policy_url, timeout, first_group
         )
-        out = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [], "checker_reward": [],
-               "rollout_id": []}  # fmt: skip
-        for generation in answer["generations"]:
-            sample = generation["sample"]
-            if sample is None:
-                sample = {"prompt_ids": [placeholder_id], "completion_ids": [placeholder_id], "logprobs": [0.0],
-                          "env_mask": [0]}  # fmt: skip
-            out["prompt_ids"].append(sample["prompt_ids"])
-            out["completion_ids"].append(sample["completion_ids"])
-            out["logprobs"].append(sample["logprobs"])
-            out["env_mask"].append(sample["env_mask"])
-            out["checker_reward"].append(generation["reward"])
-            out["rollout_id"].append(generation["rollout"])
+        out = trl_output(answer["generations"], placeholder_id)
         if len(out["prompt_ids"]) != len(prompts):
             raise RuntimeError(f"the job answered {len(out['prompt_ids'])} generations for {len(prompts)} prompts")
         state.metrics[step] = answer["metrics"]
@@ -89,6 +81,27 @@ def make_rollout_func(*, bridge_url: str, token: str, policy_url: str, placehold
         return out
 
     return rollout_func
+
+
+def placeholder(token_id: int) -> dict:
+    """A sample that trains nothing: one token of prompt, one of completion, env_mask 0."""
+    return {"prompt_ids": [token_id], "completion_ids": [token_id], "logprobs": [0.0], "env_mask": [0]}
+
+
+def trl_output(generations: list[dict], placeholder_id: int) -> dict:
+    """The job's generations (run_step's answer) as TRL's rollout_func output: one completion per generation (its
+    first sample, or a placeholder), its other samples in EXTRA_SAMPLES."""
+    out = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [], "checker_reward": [],
+           "rollout_id": [], EXTRA_SAMPLES: []}  # fmt: skip
+    for generation in generations:
+        first, *rest = generation["samples"] or [placeholder(placeholder_id)]
+        for key in ("prompt_ids", "completion_ids", "logprobs", "env_mask"):
+            out[key].append(first[key])
+        out[EXTRA_SAMPLES].append([{key: s[key] for key in ("prompt_ids", "completion_ids", "logprobs", "env_mask")}
+                                   for s in rest])  # fmt: skip
+        out["checker_reward"].append(generation["reward"])
+        out["rollout_id"].append(generation["rollout"])
+    return out
 
 
 def every_process(trainer, flag: bool) -> bool:

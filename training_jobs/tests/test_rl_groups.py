@@ -1,4 +1,4 @@
-"""Groups of an RL step: rewards that count, groups dropped below min_group_survivors, the sample trained of a
+"""Groups of an RL step: rewards that count, groups dropped below min_group_survivors, the samples trained of a
 rollout with several, truncation to the run's lengths, the step's metrics; the RL config's rules; the bridge's
 grouping of TRL's repeated prompts. Plain Python and a database for the config's task checks."""
 
@@ -11,8 +11,8 @@ from training_jobs.rl.groups import (
     Group,
     all_dropped,
     apply_min_survivors,
+    main_samples,
     percentile,
-    pick_sample,
     step_metrics,
     truncate,
 )
@@ -41,6 +41,10 @@ def test_step_metrics_count_only_the_rewards_that_count():
               apply_min_survivors(group(1, [1.0, None, None, None], walls=[1.0, 1.0, 1.0, 1.0]), 3)]  # fmt: skip
     groups[0].generations[0].inexact_samples = 1
     groups[0].generations[1].tokens_sampled = 7
+    groups[0].generations[1].side_samples = 2
+    groups[0].generations[0].main = [sample(5, env=3), sample(2)]  # trained: the group kept, the rollout rewarded
+    groups[0].generations[3].main = [sample(4)]  # no reward: trains nothing
+    groups[1].generations[0].main = [sample(6)]  # its group dropped: trains nothing
     metrics = step_metrics(groups)
     assert set(metrics) <= set(METRICS)
     assert metrics["reward_mean"] == pytest.approx(0.5)  # group 1's 1.0 was dropped with its group
@@ -48,6 +52,7 @@ def test_step_metrics_count_only_the_rewards_that_count():
     assert metrics["reward_spread"] == pytest.approx(1.0)  # only the kept group's max − min
     assert (metrics["groups"], metrics["groups_dropped"], metrics["rollouts"]) == (2, 1, 8)
     assert (metrics["inexact_samples"], metrics["samples"], metrics["tokens_sampled"]) == (1, 8, 7)
+    assert (metrics["samples_trained"], metrics["side_samples"], metrics["tokens_trained"]) == (2, 2, 7)
     assert metrics["rollout_max_s"] == 30.0 and metrics["rollout_p50_s"] == pytest.approx(1.5)
     empty = step_metrics([apply_min_survivors(group(0, [None, None]), 1)])
     assert empty["reward_mean"] is None and empty["reward_spread"] is None and empty["groups_dropped"] == 1
@@ -64,9 +69,12 @@ def sample(policy, env=0, prompt=3):
                   logprobs=[-0.5] * policy + [0.0] * env, env_mask=[1] * policy + [0] * env)  # fmt: skip
 
 
-def test_the_sample_with_most_policy_tokens_is_trained_and_cut_to_fit():
+def test_every_main_chain_sample_is_trained_and_cut_to_fit():
     a, b, c = sample(5, env=20), sample(9), sample(9, env=1)
-    assert pick_sample([a, b, c]) is c and pick_sample([a]) is a and pick_sample([]) is None
+    side = Sample(**{**sample(50).__dict__, "side": True})
+    assert main_samples([a, side, b, c]) == [a, b, c] and main_samples([side]) == [] and main_samples([]) == []
+    rewarded = Generation(rollout_id=1, reward=0.5, main=[a, b])
+    assert rewarded.trained == [a, b] and Generation(rollout_id=2, reward=None, main=[a]).trained == []
     cut = truncate(sample(6, env=4), max_completion=7, max_context=100)
     assert cut.completion_ids == list(range(7)) and cut.env_mask == [1] * 6 + [0] and len(cut.logprobs) == 7
     assert truncate(sample(6, prompt=10), max_completion=50, max_context=12).completion_ids == [0, 1]

@@ -256,7 +256,11 @@ def test_an_openclaw_rollout_of_an_rl_step_has_an_exact_sample(sandbox_worker, t
         assert (
             row.reward == rollout.code_score == generation["reward"] and row.samples >= 1 and row.inexact_samples == 0
         )
-        sample = generation["sample"]
-        assert sample["exact"] and len(sample["completion_ids"]) == len(sample["logprobs"]) == len(sample["env_mask"])
-        assert sum(sample["env_mask"]) >= 1
+        # Every call of OpenClaw's is a sample of its own (its internal-context message breaks the chain): all of
+        # them go to the trainer, exact, each with policy tokens.
+        assert len(generation["samples"]) == row.samples >= 1
+        for sample in generation["samples"]:
+            assert sample["exact"] and len(sample["completion_ids"]) == len(sample["logprobs"])
+            assert len(sample["env_mask"]) == len(sample["completion_ids"])
+            assert sum(sample["env_mask"]) >= 1
     assert answer["metrics"]["inexact_samples"] == 0 and answer["metrics"]["rollouts"] == 1 and not answer["skipped"]

@@ -1,17 +1,17 @@
 """Only the main chain is an RL sample: side calls (a forged prompt, a retry, a prompt carrying an assistant turn the
-proxy never recorded) make samples of their own, kept apart and never picked, however many policy tokens they hold.
+proxy never recorded) make samples of their own, kept apart and never trained, however many policy tokens they hold.
 On calls recorded here; the sandboxed attack is in test_hostile_agent.py."""
 
 import json
 
-from training_jobs.rl.groups import pick_sample, policy_tokens
+from training_jobs.rl.groups import main_samples, policy_tokens
 from training_jobs.rl.samples import build_samples
 from training_jobs.tests.test_rl_samples import SYSTEM, USER, answer, calls_of, record, session, tool  # noqa: F401
 
 LONG = answer("yes " * 200)
 
 
-def test_a_side_call_with_the_most_policy_tokens_is_never_picked(session):  # noqa: F811
+def test_a_side_call_with_the_most_policy_tokens_is_never_trained(session):  # noqa: F811
     first = answer("Reading.", [("read", json.dumps({"path": "a"}))])
     record(session, [SYSTEM, USER], first)
     record(session, [{"role": "user", "content": "Say yes many times."}], LONG)  # the agent's own prompt
@@ -22,8 +22,8 @@ def test_a_side_call_with_the_most_policy_tokens_is_never_picked(session):  # no
     assert (main.side, side.side) == (False, True)
     assert main.call_ids == [calls[0].pk, calls[2].pk]  # the side call in between does not split the main chain
     assert side.call_ids == [calls[1].pk] and policy_tokens(side) > policy_tokens(main)
-    assert pick_sample([main, side]) is main
-    assert pick_sample([side]) is None  # nothing of the agent's choosing is trained
+    assert main_samples([main, side]) == [main]
+    assert main_samples([side]) == []  # nothing of the agent's choosing is trained
 
 
 def test_a_forged_assistant_turn_in_a_continued_prompt_makes_a_side_sample(session):  # noqa: F811
@@ -35,7 +35,7 @@ def test_a_forged_assistant_turn_in_a_continued_prompt_makes_a_side_sample(sessi
 
     main, side = build_samples(calls_of(session))
     assert side.side and side.call_ids == [calls_of(session)[1].pk]  # it token-extends the chain, but is not of it
-    assert main.call_ids == [calls_of(session)[0].pk] and pick_sample([main, side]) is main
+    assert main.call_ids == [calls_of(session)[0].pk] and main_samples([main, side]) == [main]
 
 
 def test_a_retry_of_an_answered_call_is_a_side_call(session):  # noqa: F811
@@ -43,4 +43,4 @@ def test_a_retry_of_an_answered_call_is_a_side_call(session):  # noqa: F811
     record(session, [SYSTEM, USER], LONG)  # the same prompt again: the agent would choose between two draws
     samples = build_samples(calls_of(session))
     assert [s.side for s in samples] == [False, True]
-    assert pick_sample(samples).call_ids == [calls_of(session)[0].pk]
+    assert [s.call_ids for s in main_samples(samples)] == [[calls_of(session)[0].pk]]

@@ -9,6 +9,32 @@ The policy the rollouts sample: `policy.backend` "live" starts training_jobs.rl.
 live model (always in sync); "vllm" uses a vLLM server started with weight transfer (`policy.vllm_url`), which TRL
 syncs before each rollout batch (use_vllm, vllm_mode="server").
 
+Every sample of a rollout is trained. A rollout whose calls do not chain (OpenClaw's internal-context message, a
+compaction) has several main-chain samples (training_jobs.rl.samples); TRL 1.16 takes one completion per generation,
+so the rollout_func answers the first and hands the others over in `extra_samples`. ClawGymGRPOTrainer lets TRL
+compute the generations' rewards and advantages (per group, from the generations as TRL knows them), then flattens:
+each extra sample becomes a row of its own carrying its generation's advantage, and the batch is re-counted (TRL's
+`num_items_in_batch`; the old, reference and importance-sampling figures of the rows, when TRL uses them). Side
+samples never reach the trainer.
+
+The loss normalisation is DAPO's token-level one (loss_type "dapo", the only one the trainer takes): the step's loss
+is the sum over every trained token (env_mask 1) of every sample of the step, on every process, of the clipped
+surrogate −min(r·A, clip(r, 1−ε, 1+ε_high)·A) with r the token's probability ratio and A its rollout's advantage,
+divided by the number of those tokens. Why this one:
+- A rollout weighs by its policy tokens however its calls fall into samples: the builtin harness's rollout as one
+  300-token chain and an OpenClaw rollout of three 100-token samples weigh the same. TRL's per-sequence mean
+  ("grpo") would give the OpenClaw rollout three times the weight, and a rollout's weight would depend on where its
+  chain broke. Averaging per rollout (its tokens' mean, then the mean over rollouts) would keep rollouts equal but
+  make a token of a long rollout count less than one of a short one, which DAPO dropped for good reason (long bad
+  rollouts barely penalised); it is also the paper's setup (presets.PAPER).
+- It stays exact under flattening. The normaliser is counted once over the whole generation batch, so how the rows
+  fall into micro-batches, the placeholder rows (env_mask 0, advantage 0) that make every micro-batch and every
+  process the same size, and the number of GPUs change nothing. TRL's other normalisations count rows ("grpo",
+  "dr_grpo") or a micro-batch's tokens ("bnpo"), which flattening and padding change.
+A generation without a reward sends no sample at all (the job's Generation.trained): its tokens would weigh in the
+count while teaching nothing. Memory: a micro-batch holds about 1/gradient_accumulation_steps of the step's rows, so
+a step whose rollouts hold many samples forwards that many more rows at once (TRL forwards a micro-batch whole).
+
 Events go to stdout as JSON lines (main process only), like SFT's:
     {"event": "start", "total_steps", "resumed_at", "policy_url"}
     {"event": "metric", "step", <training_jobs.rl.groups.METRICS>}      one per optimizer step
@@ -28,19 +54,172 @@ class SkipStep(Exception):
     parameter as it is; the step still counts, so max_steps is steps taken, trained or not)."""
 
 
+# TRL's batch keys by the side their rows are padded on, with the padding value (None: the tokenizer's pad token).
+PROMPT_SIDE = {"prompt_ids": None, "prompt_mask": 0}
+COMPLETION_SIDE = {"completion_ids": None, "completion_mask": 0, "tool_mask": 1, "sampling_per_token_logps": 0.0}
+# What TRL computes from the rows with a model; recomputed over the flattened rows.
+COMPUTED = ("old_per_token_logps", "ref_per_token_logps", "importance_sampling_ratio")
+MULTIMODAL = ("pixel_values", "image_grid_thw", "pixel_attention_mask", "spatial_shapes", "image_sizes",
+              "token_type_ids", "mm_token_type_ids", "image_position_ids", "num_images")  # fmt: skip
+
+
 def trainer_class():
+    import math
+
     import torch
     from trl import GRPOTrainer
+    from trl.trainer import grpo_trainer as trl_grpo  # the helpers TRL's own trainer uses
+    from trl.trainer.utils import pad
+
+    from training_jobs.rl.rollout_func import EXTRA_SAMPLES, placeholder
+
+    def widen(tensor, width: int, value, left: bool):
+        if tensor.size(1) >= width:
+            return tensor
+        fill = tensor.new_full((tensor.size(0), width - tensor.size(1)), value)
+        return torch.cat([fill, tensor] if left else [tensor, fill], dim=1)
 
     class ClawGymGRPOTrainer(GRPOTrainer):
+        """GRPO over a variable number of samples per generation (the module's docstring)."""
+
         rl_state = None
+        _extra_samples = None
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            if self.loss_type != "dapo":
+                raise ValueError(f"ClawGym's GRPO trainer normalises the loss per token over the step (loss_type "
+                                 f"'dapo'), whatever the samples of a rollout; loss_type {self.loss_type!r} counts "
+                                 "rows, which training every sample changes")  # fmt: skip
+
+        def _generate(self, prompts):
+            generated = super()._generate(prompts)
+            extra_fields = generated[5]  # the rollout_func's fields, before they reach the reward functions
+            extra = extra_fields.pop(EXTRA_SAMPLES, None)
+            self._extra_samples = list(extra) if extra is not None else [[] for _ in prompts]
+            return generated
 
         def _generate_and_score_completions(self, inputs):
             output = super()._generate_and_score_completions(inputs)
+            extra, self._extra_samples = self._extra_samples or [], None
+            output = self._with_every_sample(output, extra)
             if self.model.training:
                 step = self.state.global_step + 1
                 self.rl_state.metrics.setdefault(step, {})["logprob_mismatch"] = self._logprob_mismatch(output)
             return output
+
+        def _with_every_sample(self, output: dict, extra: list) -> dict:
+            """TRL's batch (one row per generation, its advantage computed per group) with a row for each extra
+            sample, carrying its generation's advantage, and placeholder rows so that every process holds the same
+            number of rows, a multiple of the micro-batches (split_tensor_dict cuts equal parts and drops the rest;
+            the loss's metrics gather per-row tensors across processes)."""
+            device = self.accelerator.device
+            generations = output["advantages"].size(0)
+            rows = [(index, sample) for index, samples in enumerate(extra) for sample in samples]
+            counts = self.accelerator.gather(torch.tensor([generations + len(rows)], device=device))
+            if int(counts.max()) == generations:  # one sample per generation on every process: TRL's batch as is
+                return output
+            if any(key in output for key in MULTIMODAL):
+                raise ValueError("ClawGym's GRPO trainer trains text samples only")
+            chunks = self.args.steps_per_generation if self.model.training else 1
+            target = math.ceil(int(counts.max()) / chunks) * chunks
+            fillers = target - generations - len(rows)
+            samples = [sample for _, sample in rows] + [placeholder(self._tokenizer.pad_token_id)] * fillers
+            # Each extra sample carries its generation's advantage; a placeholder row none.
+            carried = output["advantages"][torch.tensor([index for index, _ in rows], dtype=torch.long, device=device)]
+            advantages = torch.cat([output["advantages"], carried, output["advantages"].new_zeros(fillers)])
+            block = self._rows_of(samples)
+            if "tool_mask" not in output:  # no env_mask from the rollout_func: every completion token trained
+                output["tool_mask"] = torch.ones_like(output["completion_mask"])
+            merged = {**output, "advantages": advantages}
+            for side, left in ((PROMPT_SIDE, True), (COMPLETION_SIDE, False)):
+                first = next(iter(side))  # the ids: every key of a side is as wide (both padded to pad_to_multiple_of)
+                width = max(output[first].size(1), block[first].size(1))
+                for key, value in side.items():
+                    if key not in output:
+                        continue
+                    value = self._tokenizer.pad_token_id if value is None else value
+                    merged[key] = torch.cat([widen(output[key], width, value, left),
+                                             widen(block[key], width, value, left)])  # fmt: skip
+            mask = merged["completion_mask"] * merged["tool_mask"]
+            merged["num_items_in_batch"] = self.accelerator.gather(mask.sum()).sum()
+            if self.model.training:  # TRL counts what it saw; the extra samples' tokens were seen too
+                seen = sum(len(s["prompt_ids"]) + sum(s["env_mask"]) for _, s in rows)
+                self.state.num_input_tokens_seen += int(
+                    self.accelerator.gather(torch.tensor([seen], device=device)).sum()
+                )
+            for key in COMPUTED:
+                merged.pop(key, None)
+            if "old_per_token_logps" in output:
+                merged["old_per_token_logps"] = self._logps(merged, "policy")
+            if "ref_per_token_logps" in output:
+                merged["ref_per_token_logps"] = self._logps(merged, "reference")
+            if "importance_sampling_ratio" in output:
+                merged["importance_sampling_ratio"] = self._importance_sampling_ratio(
+                    merged["old_per_token_logps"], merged["sampling_per_token_logps"], mask
+                )
+            return merged
+
+        def _rows_of(self, samples: list[dict]) -> dict:
+            """Samples as TRL pads its rows: prompts on the left, completions on the right; a None logprob (a
+            re-tokenized call's) NaN, as TRL reads it; truncated completions masked when TRL masks them."""
+            device, pad_id = self.accelerator.device, self._tokenizer.pad_token_id
+
+            def padded(lists, value, side, dtype=None):
+                tensors = [torch.tensor(values, dtype=dtype) for values in lists]
+                return pad(tensors, padding_value=value, padding_side=side,
+                           pad_to_multiple_of=self.pad_to_multiple_of).to(device)  # fmt: skip
+
+            prompts = [s["prompt_ids"] for s in samples]
+            completions = [s["completion_ids"] for s in samples]
+            block = {
+                "prompt_ids": padded(prompts, pad_id, "left"),
+                "prompt_mask": padded([[1] * len(p) for p in prompts], 0, "left"),
+                "completion_ids": padded(completions, pad_id, "right"),
+                "completion_mask": padded([[1] * len(c) for c in completions], 0, "right"),
+                "tool_mask": padded([s["env_mask"] for s in samples], 1, "right"),
+                "sampling_per_token_logps": padded([[math.nan if x is None else x for x in s["logprobs"]]
+                                                    for s in samples], 0.0, "right", torch.float32),
+            }  # fmt: skip
+            if self.mask_truncated_completions:
+                ends = [*self.eos_token_ids, pad_id]
+                kept = torch.tensor([c[-1] in ends for c in completions], device=device).unsqueeze(1).int()
+                block["completion_mask"], block["tool_mask"] = (
+                    block["completion_mask"] * kept,
+                    block["tool_mask"] * kept,
+                )
+            return block
+
+        def _logps(self, batch: dict, model: str):
+            """The per-token logprobs of the batch's completions under the policy or the reference model, computed
+            as TRL computes them before a step (no gradient, no checkpointing; the reference a PEFT model's
+            adapter-free or "ref" weights when there is no reference model)."""
+            ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
+            attention = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
+            keep, size = batch["completion_ids"].size(1), (self.args.per_device_train_batch_size if self.model.training
+                                                          else self.args.per_device_eval_batch_size)  # fmt: skip
+            with torch.no_grad(), trl_grpo.disable_gradient_checkpointing(self.model,
+                                                                         self.args.gradient_checkpointing_kwargs):  # fmt: skip
+                if model == "policy" or self.ref_model is not None:
+                    scorer = self.model if model == "policy" else self.ref_model
+                    return self._get_per_token_logps_and_entropies(scorer, ids, attention, keep, batch_size=size)[0]
+                unwrapped = self.accelerator.unwrap_model(self.model)
+                with trl_grpo.use_adapter(unwrapped, adapter_name="ref" if "ref" in unwrapped.peft_config else None):
+                    return self._get_per_token_logps_and_entropies(self.model, ids, attention, keep, batch_size=size)[0]
+
+        def _importance_sampling_ratio(self, old, sampled, mask):
+            """TRL 1.16's vLLM importance-sampling correction (its _generate_and_score_completions), over the rows
+            as flattened: a NaN sampling logprob gets ratio 1; per token or per sequence, truncated or masked."""
+            diff = torch.nan_to_num((old - sampled) * mask, nan=0.0)
+            mode = self.vllm_importance_sampling_mode
+            if mode in ("sequence_mask", "sequence_truncate"):
+                diff = diff.sum(dim=-1, keepdim=True)
+            ratio = torch.exp(diff)
+            low, high = self.vllm_importance_sampling_clip_min, self.vllm_importance_sampling_clip_max
+            if mode in ("sequence_truncate", "token_truncate"):
+                return torch.clamp(ratio, min=low, max=high)
+            invalid = (ratio < (-math.inf if low is None else low)) | (ratio > (math.inf if high is None else high))
+            return ratio.masked_fill(invalid, 0.0)
 
         def _logprob_mismatch(self, output) -> float | None:
             """Mean |policy logprob − trainer logprob| over the sampled (policy) tokens, right after the sync that
@@ -55,13 +234,7 @@ def trainer_class():
                 return None
             trained = output.get("old_per_token_logps")
             if trained is None:
-                ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
-                attention = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
-                with torch.no_grad():
-                    trained, _, _ = self._get_per_token_logps_and_entropies(
-                        self.model, ids, attention, output["completion_ids"].size(1),
-                        batch_size=self.args.per_device_train_batch_size,
-                    )  # fmt: skip
+                trained = self._logps(output, "policy")
             diff = ((trained - sampled).abs() * mask).nan_to_num(0.0)
             return float(self.accelerator.gather(diff.sum()).sum() / self.accelerator.gather(mask.sum()).sum())
 
