@@ -7,6 +7,7 @@ from django.db.models import Max
 from evaluation.models import EvalRun, Rollout
 
 from .datasets import DEFAULT_FILTERS
+from .models import BaseModel
 
 CHOICES_SHOWN = 200  # the latest runs and groups offered; the API and the command take any
 
@@ -26,8 +27,16 @@ class BuildDatasetForm(forms.Form):
                                        help_text="Rollouts started together (outside evaluation runs).")  # fmt: skip
     min_reward = forms.FloatField(required=False, min_value=0, max_value=1, initial=DEFAULT_FILTERS["min_reward"],
                                   label="Reward at least", help_text="Blank: 0.5.")  # fmt: skip
+    base_model = forms.ModelChoiceField(
+        queryset=BaseModel.objects.all(), required=False, label="Count tokens with",
+        help_text="The base model that will train on it: its tokenizer counts each sample as training sees it. "
+                  "Blank: the models' reported usage, an estimate.",
+    )  # fmt: skip
+    base_model_path = forms.CharField(required=False, max_length=1000, label="Or a model folder",
+                                      help_text="A local folder with the tokenizer (instead of a base model).")  # fmt: skip
     max_tokens = forms.IntegerField(required=False, min_value=1, label="Tokens at most",
-                                    help_text="Longer trajectories are left out. Blank: no limit.")  # fmt: skip
+                                    help_text="Longer trajectories are left out (counted as above). Blank: no "
+                                              "limit.")  # fmt: skip
     validation_share = forms.FloatField(required=False, min_value=0, max_value=0.5, initial=DEFAULT_FILTERS["validation_share"],
                                         label="Validation share", help_text="Of the tasks (split by task).")  # fmt: skip
     seed = forms.IntegerField(required=False, min_value=0, initial=DEFAULT_FILTERS["seed"], help_text="Seeds the split.")
@@ -46,7 +55,7 @@ class BuildDatasetForm(forms.Form):
     unverified_history_reason = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
                                                 label="Why (written on the dataset)")  # fmt: skip
 
-    DASHBOARD_FIELDS = ("eval_runs", "groups", "min_reward", "max_tokens", "name")
+    DASHBOARD_FIELDS = ("eval_runs", "groups", "min_reward", "base_model", "max_tokens", "name")
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -76,6 +85,8 @@ class BuildDatasetForm(forms.Form):
             "filters": {"min_reward": data["min_reward"], "max_tokens": data["max_tokens"],
                         "validation_share": data["validation_share"], "seed": data["seed"]},
             "name": data["name"],
+            "base_model": data.get("base_model"),
+            "tokenizer_path": data.get("base_model_path") or "",
             "allow_benchmark_tasks": data["allow_benchmark_tasks"],
             "override_reason": data["override_reason"] if data["allow_benchmark_tasks"] else "",
             "allow_unverified_history": data["allow_unverified_history"],

@@ -1,8 +1,10 @@
 """A dataset's statistics (stored on it at build time; the statistics page and the API show them).
 
-Per trajectory: turns (assistant messages), tokens (its length as a sample: datasets.sample_tokens), tool calls and
-tool types (distinct tools called), each with mean, median and a histogram; the reward distribution; counts per
-benchmark category and task source; the split; and the paper's averages beside ours.
+Per trajectory: turns (assistant messages), tokens (its length as a sample: counted with the dataset's tokenizer, or
+the usage estimate of datasets.sample_tokens), tool calls and tool types (distinct tools called), each with mean,
+median and a histogram; the reward distribution; counts per benchmark category and task source; the split; and the
+paper's averages beside ours. Counted with a tokenizer, also the assistant (trained) tokens and, per max_length, how
+many samples keep all, some or none of their assistant tokens once cut to it.
 """
 
 from collections import Counter, defaultdict
@@ -11,6 +13,7 @@ from statistics import mean, median
 from evaluation.trajectories import HISTOGRAMS
 
 from .models import DatasetSample, TrainingDataset
+from .token_counts import SampleTokens
 
 # ClawGym-Agents' SFT corpus, averages per trajectory (the paper's Table: 13 turns, 18.67K tokens, 15.82 tool calls,
 # 3.25 tool types).
@@ -23,6 +26,7 @@ EDGES = {
     "tool_types": HISTOGRAMS["tool_types"],
 }
 REWARD_BUCKETS = 10  # [0, 0.1), …, [0.9, 1.0]
+MAX_LENGTHS = (2048, 4096, 8192, 16384, 32768, 65536)  # the presets' and the usual context lengths
 
 
 def summary(values: list[float]) -> dict:
@@ -75,7 +79,7 @@ def dataset_statistics(dataset: TrainingDataset, *, candidates: int | None = Non
     samples = (
         DatasetSample.objects.filter(dataset=dataset)
         .select_related("trajectory__rollout__revision__task__benchmark_category")
-        .only("split", "task_external_id", "reward", "tokens", "trajectory__stats",
+        .only("split", "task_external_id", "reward", "tokens", "assistant_spans", "trajectory__stats",
               "trajectory__rollout__revision__task__source",
               "trajectory__rollout__revision__task__benchmark_category__name")
         .order_by("position")
@@ -87,6 +91,7 @@ def dataset_statistics(dataset: TrainingDataset, *, candidates: int | None = Non
         tool_types = stats.get("tool_types") or []
         rows.append({
             "task": s.task_external_id, "split": s.split, "reward": s.reward, "tokens": s.tokens,
+            "counted": SampleTokens(s.tokens, [tuple(span) for span in s.assistant_spans or []]),
             "turns": int(stats.get("turns") or 0), "tool_calls": int(stats.get("tool_calls") or 0),
             "tool_types": len(tool_types) if isinstance(tool_types, list) else int(tool_types or 0),
             "tool_names": tool_types if isinstance(tool_types, list) else [],
@@ -115,4 +120,20 @@ def dataset_statistics(dataset: TrainingDataset, *, candidates: int | None = Non
         "split": splits,
         "tool_usage": [{"tool": t, "trajectories": n} for t, n in sorted(tools.items(), key=lambda i: (-i[1], i[0]))],
         "paper": PAPER,
+        "tokens_counted_with": "tokenizer" if dataset.tokenized else "usage",
+        **(_assistant_figures([r["counted"] for r in rows]) if dataset.tokenized else {}),
+    }
+
+
+def _assistant_figures(counted: list[SampleTokens]) -> dict:
+    """The assistant tokens per sample, and what a max_length leaves of them (samples keeping all, some, none)."""
+    assistant = [c.assistant_tokens for c in counted]
+    fits = []
+    for max_length in MAX_LENGTHS:
+        kept = [(c.trainable(max_length), c.assistant_tokens) for c in counted]
+        fits.append({"max_length": max_length, "all": sum(1 for k, a in kept if k == a > 0),
+                     "some": sum(1 for k, a in kept if 0 < k < a), "none": sum(1 for k, _ in kept if k == 0)})  # fmt: skip
+    return {
+        "assistant_tokens": {**summary(assistant), "histogram": histogram(assistant, EDGES["tokens"], tokens=True)},
+        "max_length_fit": fits,
     }

@@ -79,10 +79,11 @@ def dataset_rows(queryset):
 
 
 def with_totals(dataset_list) -> list:
-    """Each dataset with its .left_out (trajectories excluded, all reasons)."""
+    """Each dataset with its .left_out (trajectories excluded, all reasons) and .empty_reason (an empty one's)."""
     dataset_list = list(dataset_list)
     for dataset in dataset_list:
         dataset.left_out = sum((dataset.excluded or {}).values())
+        dataset.empty_reason = datasets.empty_reason(dataset)
     return dataset_list
 
 
@@ -199,6 +200,8 @@ def _dataset_context(request, dataset: TrainingDataset) -> dict:
         samples = samples.filter(split=split)
     sample_page = Paginator(samples.order_by("position"), SAMPLES_PAGE_SIZE).get_page(request.GET.get("page"))
     reward = stats.get("reward") or {}
+    assistant = (stats.get("assistant_tokens") or {}).get("histogram") or []
+    assistant_chart = count_chart(assistant, label="trajectories", y_title="trajectories", x_title="assistant tokens")
     return {
         "nav": "training",
         "dataset": dataset,
@@ -212,12 +215,26 @@ def _dataset_context(request, dataset: TrainingDataset) -> dict:
         "sample_split": split,
         "live": is_live(dataset),
         "selection": dataset.selection,
+        "empty_reason": datasets.empty_reason(dataset),
+        "is_admin": has_role(request.user, ADMIN),
+        "built": dataset.status in (TrainingDataset.Status.READY, TrainingDataset.Status.EMPTY),
+        "counted_with": _counted_with(dataset),
+        "assistant_chart": assistant_chart,
     }
+
+
+def _counted_with(dataset: TrainingDataset) -> str:
+    """What counted the samples' tokens, as everyone may see it (a folder's last part only: paths are admins')."""
+    if not dataset.tokenized:
+        return ""
+    if dataset.base_model_id:
+        return f"the base model {dataset.base_model}"
+    return f"the model folder …/{dataset.tokenizer_path.rstrip('/').rsplit('/', 1)[-1]}"
 
 
 @viewer_required
 @require_GET
 def dataset_detail(request, pk: int):
     dataset = get_object_or_404(TrainingDataset.objects.select_related("created_by", "override_by", "unverified_history_by",
-                                                                       "job_run"), pk=pk)  # fmt: skip
+                                                                       "job_run", "base_model"), pk=pk)  # fmt: skip
     return render_page(request, "training/datasets_detail.html", _dataset_context(request, dataset), partial="live")

@@ -18,15 +18,22 @@ trajectory either becomes a sample or is counted under one reason, tried in this
     too_long                     more tokens than max_tokens
     near_duplicate               the same task and the same final conversation as a sample already kept
 
+A sample's tokens are counted with the tokenizer that will train on it when the dataset is given a base model (or a
+tokenizer folder): the tokenized sample as the SFT trainer renders it, with where its assistant tokens are
+(training_jobs.token_counts), so `max_tokens` and a run's max_length mean the same thing. Without one they are the
+usage estimate (sample_tokens), and the pages say so. A build that keeps nothing is "empty", with the reason
+(empty_reason), and training refuses it.
+
 Samples are ordered by (task, content digest), so the order, the split and the dataset's sha256 depend on what the
 trajectories say, not on their ids: the same selection and filters over the same trajectories give the same hash.
-No torch, transformers or datasets here: the web process imports this module.
+No torch, transformers or datasets here: the web process imports this module (the tokenizer runs in a subprocess).
 """
 
+import contextlib
 import hashlib
 import json
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db import transaction
@@ -39,7 +46,8 @@ from evaluation.models import EvalRun, Rollout, Trajectory
 from llm.models import ModelCall
 from review.models import PinnedRevision
 
-from .models import DatasetSample, TrainingDataset
+from .models import BaseModel, DatasetSample, TrainingDataset
+from .token_counts import TokenCounter, TokenCountError, tokenizer_sha256
 
 BUILD_JOB = "training_jobs.build_dataset"
 SELECTION_KEYS = ("eval_runs", "groups", "endpoints", "harnesses", "sources", "since", "until")
@@ -215,6 +223,7 @@ class Candidate:
     digest: str
     final_digest: str
     reason: str = ""
+    spans: list = field(default_factory=list)  # the assistant tokens' [start, end), when counted with a tokenizer
 
 
 def split_tasks(tasks: list[str], *, share: float, seed: int) -> set[str]:
@@ -242,16 +251,34 @@ def check_override(user, allow_benchmark_tasks: bool, override_reason: str, *, g
         raise DatasetError(f"including {included} needs a reason: it is written on the dataset")
 
 
+def tokenizer_folder(base_model: BaseModel | None, tokenizer_path: str) -> str:
+    """The folder whose tokenizer counts the samples (the base model's, or one given), checked to hold a model's
+    config and tokenizer; blank when neither is given (the usage estimate)."""
+    from .base_models import BaseModelError, folder_facts
+
+    path = (tokenizer_path or "").strip() or (base_model.path if base_model else "")
+    if path:
+        try:
+            folder_facts(path)
+        except BaseModelError as exc:
+            raise DatasetError(f"the base model to count tokens with: {exc}") from None
+    return path
+
+
 def create_dataset(*, selection: dict, filters: dict | None = None, name: str = "", user=None,
                    allow_benchmark_tasks: bool = False, override_reason: str = "",
-                   allow_unverified_history: bool = False, unverified_history_reason: str = "") -> TrainingDataset:  # fmt: skip
-    """The dataset's row, status building, with what was asked (validated): nothing is selected yet."""
+                   allow_unverified_history: bool = False, unverified_history_reason: str = "",
+                   base_model: BaseModel | None = None, tokenizer_path: str = "") -> TrainingDataset:  # fmt: skip
+    """The dataset's row, status building, with what was asked (validated): nothing is selected yet. `base_model`
+    (or `tokenizer_path`, a model folder): whose tokenizer counts the samples' tokens."""
     selection = normalize_selection(selection)
     filters = normalize_filters(filters)
     check_override(user, allow_benchmark_tasks, override_reason)
     check_override(user, allow_unverified_history, unverified_history_reason, guard="unverified_history")
+    tokenizer_path = tokenizer_folder(base_model, tokenizer_path)
     user = user if user is not None and user.is_authenticated else None
     return TrainingDataset.objects.create(
+        base_model=base_model, tokenizer_path=tokenizer_path,
         name=name.strip()[:200], selection=selection, filters=filters, allow_benchmark_tasks=allow_benchmark_tasks,
         override_reason=override_reason.strip() if allow_benchmark_tasks else "",
         override_by=user if allow_benchmark_tasks else None, created_by=user,
@@ -261,7 +288,7 @@ def create_dataset(*, selection: dict, filters: dict | None = None, name: str = 
     )  # fmt: skip
 
 
-def _candidates(dataset: TrainingDataset) -> list[Candidate]:
+def _candidates(dataset: TrainingDataset, counter: TokenCounter | None) -> list[Candidate]:
     filters = dataset.filters
     # By task: a task with any revision in any benchmark version is out, whichever revision the rollout ran.
     pinned_tasks = set(PinnedRevision.objects.values_list("revision__task_id", flat=True).distinct())
@@ -279,9 +306,9 @@ def _candidates(dataset: TrainingDataset) -> list[Candidate]:
     for trajectory in rows.iterator(chunk_size=CHUNK):
         chunk.append(trajectory)
         if len(chunk) == CHUNK:
-            candidates += _judge(chunk, dataset, pinned_tasks)
+            candidates += _judge(chunk, dataset, pinned_tasks, counter)
             chunk = []
-    candidates += _judge(chunk, dataset, pinned_tasks)
+    candidates += _judge(chunk, dataset, pinned_tasks, counter)
     # Near-duplicates: within a task, one sample per conversation (conversation_digest): the best rewarded, then the
     # first by content digest (so which one is kept depends on what they say, not on their ids).
     kept = sorted((c for c in candidates if not c.reason),
@@ -295,8 +322,9 @@ def _candidates(dataset: TrainingDataset) -> list[Candidate]:
     return candidates
 
 
-def _judge(rows: list, dataset: TrainingDataset, pinned_tasks: set) -> list[Candidate]:
-    """Each trajectory as a candidate with the first reason it is left out for (blank: kept so far)."""
+def _judge(rows: list, dataset: TrainingDataset, pinned_tasks: set, counter: TokenCounter | None) -> list[Candidate]:
+    """Each trajectory as a candidate with the first reason it is left out for (blank: kept so far). With a counter,
+    those that get as far as the token limit are tokenized (the others never need it)."""
     filters = dataset.filters
     last_calls = [t.model_call_ids[-1] for t in rows if t.model_call_ids]
     usage = {pk: (i, o) for pk, i, o in ModelCall.objects.filter(pk__in=last_calls)
@@ -319,22 +347,29 @@ def _judge(rows: list, dataset: TrainingDataset, pinned_tasks: set) -> list[Cand
             c.reason = "no_reward"
         elif filters["min_reward"] is not None and t.reward < filters["min_reward"]:
             c.reason = "below_min_reward"
-        elif filters["max_tokens"] is not None and c.tokens > filters["max_tokens"]:
-            c.reason = "too_long"
+        else:
+            if counter is not None:
+                counted = counter.count({"messages": t.messages, "tools": t.tools})
+                c.tokens, c.spans = counted.tokens, [list(span) for span in counted.spans]
+            if filters["max_tokens"] is not None and c.tokens > filters["max_tokens"]:
+                c.reason = "too_long"
         candidates.append(c)
     return candidates
 
 
 def fill_dataset(dataset: TrainingDataset) -> TrainingDataset:
-    """Select, filter, split and hash the dataset's samples, and its statistics. A dataset that is ready already is
-    returned as it is (a job delivered twice builds once)."""
+    """Select, filter, split and hash the dataset's samples (tokenized with its tokenizer, when it has one), and its
+    statistics: status ready, or empty when nothing is kept. A dataset built already is returned as it is (a job
+    delivered twice builds once)."""
     from .dataset_stats import dataset_statistics
 
     dataset.refresh_from_db()
-    if dataset.status == TrainingDataset.Status.READY:
+    if dataset.status in (TrainingDataset.Status.READY, TrainingDataset.Status.EMPTY):
         return dataset
     try:
-        candidates = _candidates(dataset)
+        tokenizer_digest = tokenizer_sha256(dataset.tokenizer_path) if dataset.tokenizer_path else ""
+        with TokenCounter(dataset.tokenizer_path) if dataset.tokenizer_path else contextlib.nullcontext() as counter:
+            candidates = _candidates(dataset, counter)
         excluded = Counter(c.reason for c in candidates if c.reason)
         kept = sorted((c for c in candidates if not c.reason), key=lambda c: (c.task, c.digest, c.trajectory_id))
         filters = dataset.filters
@@ -346,21 +381,27 @@ def fill_dataset(dataset: TrainingDataset) -> TrainingDataset:
             split = DatasetSample.Split.VALIDATION if c.task in validation else DatasetSample.Split.TRAIN
             digest.update(f"{c.digest} {split}\n".encode())
             samples.append(DatasetSample(dataset=dataset, position=position, trajectory_id=c.trajectory_id,
-                                         split=split, task_external_id=c.task, reward=c.reward, tokens=c.tokens))
+                                         split=split, task_external_id=c.task, reward=c.reward, tokens=c.tokens,
+                                         assistant_spans=c.spans))  # fmt: skip
         with transaction.atomic():
             DatasetSample.objects.filter(dataset=dataset).delete()
             DatasetSample.objects.bulk_create(samples, batch_size=1000)
             dataset.sha256 = digest.hexdigest()
             dataset.trajectories_count = len(samples)
             dataset.excluded = dict(sorted(excluded.items(), key=lambda item: (-item[1], item[0])))
+            dataset.tokenizer_sha256 = tokenizer_digest
             dataset.stats = dataset_statistics(dataset, candidates=len(candidates))
-            dataset.status = TrainingDataset.Status.READY
+            dataset.status = TrainingDataset.Status.READY if samples else TrainingDataset.Status.EMPTY
             dataset.error = ""
             dataset.built_at = timezone.now()
             if not dataset.name:
                 dataset.name = f"dataset {dataset.built_at:%Y-%m-%d %H:%M} ({len(samples)} trajectories)"
             dataset.save(update_fields=["sha256", "trajectories_count", "excluded", "stats", "status", "error",
-                                        "built_at", "name"])  # not job_run: start_build may be writing it
+                                        "built_at", "name", "tokenizer_sha256"])  # not job_run: start_build may be writing it
+    except TokenCountError as exc:
+        error = f"counting tokens with {dataset.tokenizer_path}: {exc}"
+        TrainingDataset.objects.filter(pk=dataset.pk).update(status=TrainingDataset.Status.FAILED, error=error)
+        raise DatasetError(error) from None
     except Exception as exc:
         TrainingDataset.objects.filter(pk=dataset.pk).update(status=TrainingDataset.Status.FAILED,
                                                              error=f"{type(exc).__name__}: {exc}")  # fmt: skip
@@ -398,8 +439,46 @@ def start_build(
 
 def summary(dataset: TrainingDataset) -> dict:
     """The `build_dataset --json` shape."""
-    return {"dataset": dataset.pk, "sha256": dataset.sha256, "trajectories": dataset.trajectories_count,
-            "excluded": dataset.excluded}  # fmt: skip
+    return {"dataset": dataset.pk, "status": dataset.status, "empty_reason": empty_reason(dataset),
+            "sha256": dataset.sha256, "trajectories": dataset.trajectories_count, "excluded": dataset.excluded,
+            "tokens_counted_with": dataset.tokenizer_path if dataset.tokenized else "usage estimate"}  # fmt: skip
+
+
+# What each reason makes of a trajectory, for the empty dataset's reason (singular, plural).
+LEFT_OUT_AS = {
+    "benchmark_task": ("is a benchmark task (the contamination guard)", "are benchmark tasks (the contamination guard)"),
+    "unverified_history": ("has unverified history (the history guard)", "have unverified history (the history guard)"),
+    "excluded_by_rules": ("was excluded by the rules", "were excluded by the rules"),
+    "incomplete": ("is incomplete", "are incomplete"),
+    "no_reward": ("has no reward", "have no reward"),
+    "below_min_reward": ("is rewarded below {min_reward}", "are rewarded below {min_reward}"),
+    "too_long": ("is longer than {max_tokens} tokens", "are longer than {max_tokens} tokens"),
+    "near_duplicate": ("is a near-duplicate", "are near-duplicates"),
+}  # fmt: skip
+
+
+def empty_reason(dataset: TrainingDataset) -> str:
+    """Why an empty dataset holds nothing, e.g. "all 28 trajectories are benchmark tasks (the contamination guard),
+    excluded"; blank for any other status."""
+    if dataset.status != TrainingDataset.Status.EMPTY:
+        return ""
+    by_kind = Counter()
+    for reason, count in (dataset.excluded or {}).items():
+        by_kind[exclusion_kind(reason)] += count
+    total = sum(by_kind.values())
+    if not total:
+        return "the selection holds no trajectory"
+    filters = {"min_reward": dataset.filters.get("min_reward"), "max_tokens": dataset.filters.get("max_tokens")}
+
+    def said(kind: str, count: int) -> str:
+        singular, plural = LEFT_OUT_AS.get(kind, ("was left out: " + kind, "were left out: " + kind))
+        return (singular if count == 1 else plural).format(**filters)
+
+    if len(by_kind) == 1:
+        kind = next(iter(by_kind))
+        return f"{'the one trajectory' if total == 1 else f'all {total} trajectories'} {said(kind, total)}, excluded"
+    parts = [f"{count} {said(kind, count)}" for kind, count in by_kind.most_common()]
+    return f"all {total} trajectories were left out: " + "; ".join(parts)
 
 
 def exclusion_kind(reason: str) -> str:

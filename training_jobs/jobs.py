@@ -16,14 +16,14 @@ def _dataset_subject(params: dict) -> tuple[str, str]:
 def build_dataset(ctx, *, dataset_id: int) -> dict:
     """Select, filter, split and hash the dataset's samples (training_jobs.datasets.fill_dataset). A second delivery
     of a dataset built already returns its summary without building it again."""
-    from .datasets import fill_dataset, summary
+    from .datasets import empty_reason, fill_dataset, summary
     from .models import TrainingDataset
 
     dataset = TrainingDataset.objects.get(pk=dataset_id)
     ctx.progress(0, 1, f"building {dataset}")
     dataset = fill_dataset(dataset)
     ctx.log(f"{dataset.trajectories_count} trajectories kept; left out: {dataset.excluded or 'none'}")
-    ctx.progress(1, 1, "ready")
+    ctx.progress(1, 1, f"empty: {empty_reason(dataset)}" if dataset.status == dataset.Status.EMPTY else "ready")
     return summary(dataset)
 
 from . import base_models, evaluations, run_jobs, serving  # noqa: E402,F401  (training.sft_run, .serve_checkpoint, .evaluate_checkpoints, .convert_base_model, … gpu queue)

@@ -18,6 +18,7 @@ class TrainingDataset(models.Model):
     class Status(models.TextChoices):
         BUILDING = "building", "Building"
         READY = "ready", "Ready"
+        EMPTY = "empty", "Empty"  # built, and every trajectory was left out (datasets.empty_reason says why)
         FAILED = "failed", "Failed"
 
     name = models.CharField(max_length=200)
@@ -41,6 +42,11 @@ class TrainingDataset(models.Model):
     unverified_history_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # The tokenizer its samples' tokens were counted with (a base model's folder): the tokenized sample, as training
+    # sees it. Blank: the tokens are the usage estimate (the last model call's prompt and answer as reported).
+    base_model = models.ForeignKey("BaseModel", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    tokenizer_path = models.CharField(max_length=1000, blank=True)
+    tokenizer_sha256 = models.CharField(max_length=64, blank=True, help_text="Over the tokenizer's files.")
     sha256 = models.CharField(max_length=64, blank=True, db_index=True)
     trajectories_count = models.PositiveIntegerField(default=0)
     excluded = models.JSONField(default=dict, blank=True, help_text="reason -> trajectories left out.")
@@ -58,6 +64,11 @@ class TrainingDataset(models.Model):
     def __str__(self):
         return self.name or f"dataset #{self.pk}"
 
+    @property
+    def tokenized(self) -> bool:
+        """Its tokens were counted with a tokenizer (not the usage estimate)."""
+        return bool(self.tokenizer_sha256)
+
 
 class DatasetSample(models.Model):
     """One trajectory in a dataset, in order, with its split."""
@@ -73,7 +84,10 @@ class DatasetSample(models.Model):
     split = models.CharField(max_length=12, choices=Split.choices, default=Split.TRAIN)
     task_external_id = models.CharField(max_length=200)
     reward = models.FloatField(null=True, blank=True)
+    # Counted with the dataset's tokenizer when it has one (else the usage estimate, and no spans).
     tokens = models.PositiveIntegerField(default=0)
+    assistant_spans = models.JSONField(default=list, blank=True,
+                                       help_text="[start, end) of each run of assistant (trained) tokens.")  # fmt: skip
 
     class Meta:
         ordering = ["dataset", "position"]

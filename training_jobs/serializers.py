@@ -29,11 +29,17 @@ class TrainingDatasetListSerializer(serializers.ModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="training-dataset-detail")
     created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
     trajectories = serializers.IntegerField(source="trajectories_count", read_only=True)
+    empty_reason = serializers.SerializerMethodField(help_text='Why an "empty" dataset holds nothing (else blank).')
 
     class Meta:
         model = TrainingDataset
-        fields = ["id", "url", "name", "status", "sha256", "trajectories", "excluded", "allow_benchmark_tasks",
-                  "allow_unverified_history", "created_by", "created_at", "built_at"]  # fmt: skip
+        fields = ["id", "url", "name", "status", "empty_reason", "sha256", "trajectories", "excluded",
+                  "allow_benchmark_tasks", "allow_unverified_history", "created_by", "created_at", "built_at"]  # fmt: skip
+
+    def get_empty_reason(self, dataset) -> str:
+        from .datasets import empty_reason
+
+        return empty_reason(dataset)
 
 
 class TrainingDatasetDetailSerializer(TrainingDatasetListSerializer):
@@ -41,11 +47,26 @@ class TrainingDatasetDetailSerializer(TrainingDatasetListSerializer):
     unverified_history_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
     samples_url = serializers.SerializerMethodField()
     job_run = serializers.PrimaryKeyRelatedField(read_only=True)
+    base_model = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    tokens_counted_with = serializers.SerializerMethodField(
+        help_text='"tokenizer" (the tokenized sample, with tokenizer_path\'s tokenizer) or "usage" (an estimate).'
+    )
 
     class Meta(TrainingDatasetListSerializer.Meta):
         fields = [*TrainingDatasetListSerializer.Meta.fields, "error", "selection", "filters", "override_reason",
                   "override_by", "unverified_history_reason", "unverified_history_by", "stats", "job_run",
-                  "samples_url"]  # fmt: skip
+                  "samples_url", "base_model", "tokens_counted_with", "tokenizer_path", "tokenizer_sha256"]  # fmt: skip
+
+    def get_tokens_counted_with(self, dataset) -> str:
+        return "tokenizer" if dataset.tokenized else "usage"
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        request = self.context.get("request")
+        if request is None or not sees_server_details(request.user):
+            data["tokenizer_path"] = hide_paths(data["tokenizer_path"])  # a server's folder: admins'
+            data["error"] = hide_paths(data["error"])
+        return data
 
     def get_samples_url(self, dataset) -> str:
         from rest_framework.reverse import reverse
@@ -61,7 +82,8 @@ class DatasetSampleSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = DatasetSample
-        fields = ["position", "split", "task", "reward", "tokens", "trajectory", "rollout", "messages", "tools"]
+        fields = ["position", "split", "task", "reward", "tokens", "assistant_spans", "trajectory", "rollout",
+                  "messages", "tools"]  # fmt: skip
 
 
 class BuildDatasetSerializer(serializers.Serializer):
@@ -84,6 +106,13 @@ class BuildDatasetSerializer(serializers.Serializer):
                                               default=DEFAULT_FILTERS["validation_share"])  # fmt: skip
     seed = serializers.IntegerField(min_value=0, default=DEFAULT_FILTERS["seed"])
     name = serializers.CharField(max_length=200, required=False, default="", allow_blank=True)
+    base_model = serializers.SlugRelatedField(
+        slug_field="name", queryset=BaseModel.objects.all(), required=False, allow_null=True, default=None,
+        help_text="The base model whose tokenizer counts the samples' tokens (as training sees them); none: the "
+                  "models' reported usage, an estimate.",
+    )  # fmt: skip
+    base_model_path = serializers.CharField(required=False, allow_blank=True, default="", max_length=1000,
+                                            help_text="Instead of base_model: a model folder with its tokenizer.")  # fmt: skip
     allow_benchmark_tasks = serializers.BooleanField(default=False)
     override_reason = serializers.CharField(required=False, default="", allow_blank=True, max_length=2000)
     allow_unverified_history = serializers.BooleanField(
@@ -112,6 +141,8 @@ class BuildDatasetSerializer(serializers.Serializer):
             "selection": {k: data[k] for k in self.SELECTION if data.get(k)},
             "filters": {k: data[k] for k in self.FILTERS},
             "name": data["name"],
+            "base_model": data["base_model"],
+            "tokenizer_path": data["base_model_path"],
             "allow_benchmark_tasks": data["allow_benchmark_tasks"],
             "override_reason": data["override_reason"],
             "allow_unverified_history": data["allow_unverified_history"],

@@ -216,7 +216,9 @@ def test_the_command_prints_the_summary_as_json_last(corpus, capsys):
                  "--name", "cli", "--json")  # fmt: skip
     out = capsys.readouterr().out.strip().splitlines()
     result = json.loads(out[-1])
-    assert set(result) == {"dataset", "sha256", "trajectories", "excluded"}
+    assert set(result) == {"dataset", "status", "empty_reason", "sha256", "trajectories", "excluded",
+                           "tokens_counted_with"}  # fmt: skip
+    assert (result["status"], result["empty_reason"], result["tokens_counted_with"]) == ("ready", "", "usage estimate")
     dataset = TrainingDataset.objects.get(pk=result["dataset"])
     assert dataset.name == "cli" and result["sha256"] == dataset.sha256
     assert result["trajectories"] == len(KEPT) and result["excluded"] == EXCLUDED
@@ -248,6 +250,7 @@ def test_the_command_runs_in_its_own_process(tmp_path, settings):
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["trajectories"] == 0 and result["excluded"] == {"below_min_reward": 5}
+    assert result["status"] == "empty" and result["empty_reason"] == "all 5 trajectories are rewarded below 0.8, excluded"
 
 
 # --- pages -------------------------------------------------------------------------------------------------------

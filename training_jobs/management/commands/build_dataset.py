@@ -1,5 +1,5 @@
-"""python manage.py build_dataset (--run EVAL_RUN … | --group ROLLOUT_GROUP …) [--min-reward 0.5] [--max-tokens N]
-    [--validation-share 0.05] [--seed 0] [--include-benchmark-tasks --reason TEXT --by ADMIN]
+"""python manage.py build_dataset (--run EVAL_RUN … | --group ROLLOUT_GROUP …) [--base-model NAME|PATH]
+    [--min-reward 0.5] [--max-tokens N] [--validation-share 0.05] [--seed 0] [--include-benchmark-tasks --reason TEXT --by ADMIN]
     [--include-unverified-history --history-reason TEXT --by ADMIN] [--name N] [--json]"""
 
 import json
@@ -8,6 +8,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from ...datasets import DatasetError, build_dataset, summary
+from ...models import BaseModel
 
 
 class Command(BaseCommand):
@@ -15,9 +16,11 @@ class Command(BaseCommand):
         "Build a training dataset, in this process, from the trajectories of evaluation runs and/or rollout groups: "
         "reward >= --min-reward, complete interactions only, at most --max-tokens, near-duplicates removed, tasks "
         "of any benchmark version and trajectories whose assistant turns the proxy did not record left out (unless "
-        "an admin overrides either with a reason), split by task. Prints what "
-        "was kept and why the rest was left out; with --json one JSON object on the last line: "
-        '{"dataset", "sha256", "trajectories", "excluded": {reason: n}}.'
+        "an admin overrides either with a reason), split by task. Tokens are counted with --base-model's tokenizer "
+        "(the tokenized sample, as training sees it); without one they are the models' reported usage, an "
+        "estimate. Prints what was kept and why the rest was left out (a dataset that keeps nothing is empty, and "
+        'says why); with --json one JSON object on the last line: {"dataset", "status", "empty_reason", "sha256", '
+        '"trajectories", "excluded": {reason: n}, "tokens_counted_with"}.'
     )
 
     def add_arguments(self, parser):
@@ -25,6 +28,8 @@ class Command(BaseCommand):
                             help="evaluation run ids")  # fmt: skip
         parser.add_argument("--group", action="extend", nargs="+", default=[], metavar="ROLLOUT_GROUP",
                             help="rollout groups (rollouts started together)")  # fmt: skip
+        parser.add_argument("--base-model", default="", metavar="NAME|PATH",
+                            help="the base model (registered name, or a model folder) whose tokenizer counts tokens")  # fmt: skip
         parser.add_argument("--min-reward", type=float, default=0.5, help="keep rewards at or above this (0.5)")
         parser.add_argument("--max-tokens", type=int, help="leave out trajectories longer than this")
         parser.add_argument("--validation-share", type=float, default=0.05, help="tasks on the validation side")
@@ -52,6 +57,7 @@ class Command(BaseCommand):
             user = get_user_model().objects.filter(username=flags["by"]).first()
             if user is None:
                 raise CommandError(f"no user {flags['by']!r}")
+        registered = BaseModel.objects.filter(name=flags["base_model"]).first() if flags["base_model"] else None
         selection = {"eval_runs": flags["run"], "groups": flags["group"]}
         filters = {"min_reward": flags["min_reward"], "max_tokens": flags["max_tokens"],
                    "validation_share": flags["validation_share"], "seed": flags["seed"]}  # fmt: skip
@@ -60,7 +66,8 @@ class Command(BaseCommand):
                                     allow_benchmark_tasks=flags["include_benchmark_tasks"],
                                     override_reason=flags["reason"],
                                     allow_unverified_history=flags["include_unverified_history"],
-                                    unverified_history_reason=flags["history_reason"])  # fmt: skip
+                                    unverified_history_reason=flags["history_reason"], base_model=registered,
+                                    tokenizer_path="" if registered else flags["base_model"])  # fmt: skip
         except DatasetError as exc:
             raise CommandError(str(exc)) from None
         result = summary(dataset)
@@ -70,6 +77,11 @@ class Command(BaseCommand):
                           f"{split.get('validation', {}).get('trajectories', 0)} validation), sha256 {dataset.sha256}")
         for reason, count in dataset.excluded.items():
             self.stderr.write(f"  left out {count}: {reason}")
+        if dataset.status == dataset.Status.EMPTY:
+            self.stderr.write(f"dataset #{dataset.pk} is empty: {result['empty_reason']}; training refuses it")
+        if not dataset.tokenized:
+            self.stderr.write("tokens: the models' reported usage, an estimate (--base-model counts them as training "
+                              "sees them)")  # fmt: skip
         if flags["as_json"]:
             self.stdout.write(json.dumps(result))
         else:
