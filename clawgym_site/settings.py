@@ -259,6 +259,9 @@ CLAWGYM_PERIODIC_SECONDS = env_json("CLAWGYM_PERIODIC_SECONDS", {})
 # CLAWGYM_WORKER_SEEN_SECONDS, per queue.
 CLAWGYM_WORKER_BEAT_SECONDS = env_float("CLAWGYM_WORKER_BEAT_SECONDS", 15.0)
 CLAWGYM_WORKER_SEEN_SECONDS = env_int("CLAWGYM_WORKER_SEEN_SECONDS", 60)
+# The GPUs of a gpu-queue worker, which a training run may ask for (distributed.gpus; a run not on CPU needs one):
+# -1 counts this machine's (the NVIDIA driver's). Set it where the web and the gpu workers are different machines.
+CLAWGYM_TRAINING_GPUS = env_int("CLAWGYM_TRAINING_GPUS", -1)
 # Checkpoint servers (training_jobs.serving) listen on CLAWGYM_SERVE_HOST of the gpu worker that starts them; their
 # endpoint's base_url names CLAWGYM_SERVE_ADVERTISE_HOST, the worker's address as the proxy reaches it (default: the
 # listening host, or the machine's name when that is 0.0.0.0).

@@ -6,6 +6,9 @@ serving and evaluating the admin role.
                                                   value}, cpu?, name?}; RL: {kind: "rl", base_model? | base_model_path?,
                                                   tasks: [ids] | tasks_from: "selection", harness?, preset?,
                                                   overrides?, cpu?, name?}: 201 + the run (queued on the gpu queue)
+                                                  and an SFT run's "warnings" (samples that lose assistant turns
+                                                  to max_length); 400 {detail} for what cannot train (an empty
+                                                  dataset, no model folder, GPUs it lacks, no token left to train)
     GET  /api/training/runs/{id}/                 with its whole config, checkpoints and the `train --json` figures;
                                                   an RL run's also "rl": its step metrics, per-step rollout summaries
                                                   and tasks
@@ -187,7 +190,9 @@ class TrainingRunViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.Retriev
             )  # fmt: skip
         except (runs.TrainingRunError, JobEngineError) as exc:
             return _refused(exc)
-        return self._detail(run, status.HTTP_201_CREATED)
+        response = self._detail(run, status.HTTP_201_CREATED)
+        response.data["warnings"] = run.warnings
+        return response
 
     def _create_rl(self, request) -> Response:
         form = StartRLRunSerializer(data=request.data)

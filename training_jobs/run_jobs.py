@@ -3,8 +3,9 @@
 into TrainingMetric and Checkpoint rows. An SFT run's dataset is exported first; an RL run's trainer asks this job
 for each step's rollouts over a loopback bridge (training_jobs.rl.batches), so the trainer never needs Django.
 
-The trainer prints one JSON line per event ({"event": "start" | "metric" | "checkpoint", …}); every other line is
-its log. The job watches for a cancel (the run's status, or its JobRun's cancel request) and kills the group. If
+The trainer prints one JSON line per event ({"event": "dataset" | "start" | "metric" | "checkpoint" | "finished" |
+"error", …}); every other line is its log. A run ends "succeeded" only when the trainer finished and its prepared
+dataset held trainable tokens; an "error" event is the trainer's refusal, and becomes the run's error as it says it. The job watches for a cancel (the run's status, or its JobRun's cancel request) and kills the group. If
 the worker itself is killed, the trainer notices its watched parent is gone and exits (CLAWGYM_WATCH_PID): the run
 keeps its checkpoints and `train --resume RUN` goes on from the last one.
 """
@@ -308,13 +309,19 @@ def _launch(run: TrainingRun, command: list[str], folder: Path, stream, ctx) -> 
         raise
     finally:
         reader.join(timeout=5)
+    if stream.refused:  # the trainer said why it will not train: its input, which a resume would not change
+        return TrainingRun.Status.FAILED, f"{stream.refused}\n" + stream.recent(3000)
     if rc == 0 and stream.finished:
+        if stream.trainable_tokens == 0:
+            return TrainingRun.Status.FAILED, "the trainer's steps saw no trainable token: nothing was learnt"
         return TrainingRun.Status.SUCCEEDED, ""
     why = f"the trainer exited with {rc}" + ("" if rc else " before saying it finished")
     if rc < 0:
         why = f"the trainer was killed by signal {-rc}"
-    return TrainingRun.Status.FAILED, f"{why}; resumable from its last checkpoint (`train --resume {run.pk}`)\n" + \
-        stream.recent(3000)  # fmt: skip
+    last = Checkpoint.objects.filter(run_id=run.pk).order_by("-step").first()
+    then = (f"resumable from its last checkpoint, step {last.step} (`train --resume {run.pk}`)" if last else
+            f"no checkpoint was saved, so `train --resume {run.pk}` starts it again from the start")  # fmt: skip
+    return TrainingRun.Status.FAILED, f"{why}; {then}\n" + stream.recent(3000)
 
 
 def _read(pipe, lines: queue.Queue) -> None:
@@ -374,6 +381,8 @@ class _Stream:
         self.steps = run.steps
         self.total_steps = run.total_steps
         self.finished = False
+        self.trainable_tokens: int | None = None  # as the trainer counted them in its prepared dataset
+        self.refused = ""  # the trainer's reason for not training
         self.last_metrics: dict = {}
         self._pending: list[str] = []
         self._recent: list[str] = []
@@ -396,6 +405,13 @@ class _Stream:
             self.last_metrics = {**self.last_metrics, **values}
             self.steps = max(self.steps, step)
             TrainingRun.objects.filter(pk=self.run.pk).update(steps=self.steps)
+        elif kind == "dataset":
+            self.trainable_tokens = event.get("trainable_tokens")
+            self.log(f"the trainer's dataset: {event.get('samples')} samples in {event.get('sequences')} sequences, "
+                     f"{self.trainable_tokens} trainable tokens")  # fmt: skip
+        elif kind == "error":
+            self.refused = str(event.get("message") or "the trainer refused to train")
+            self.log(f"the trainer will not train: {self.refused}")
         elif kind == "checkpoint":
             self.checkpoint(int(event["step"]), event["path"])
         elif kind == "finished":

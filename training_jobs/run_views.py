@@ -174,8 +174,15 @@ def _start_page(request, form_class, start, template: str, what: str):
             form.add_error(None, f"The job engine did not take the run: {exc}")
         else:
             messages.success(request, f"{what} #{run.pk} queued on the gpu queue.")
+            _warn(request, run)
             return redirect("training:run", pk=run.pk)
     return render_page(request, template, {"nav": "training", "form": form}, status=400 if form.errors else 200)
+
+
+def _warn(request, run: TrainingRun) -> None:
+    """What the run's checks found it trains on less than asked (runs.start_training_run's warnings)."""
+    for warning in getattr(run, "warnings", []):
+        messages.warning(request, f"Run #{run.pk}: {warning}.")
 
 
 def curves(run: TrainingRun) -> tuple[list[dict], dict, dict]:
@@ -277,6 +284,7 @@ def run_action(request, pk: int, action: str):
             edits = runs.parse_overrides([x for x in request.POST.get("overrides", "").splitlines() if x.strip()])
             clone = runs.clone_training_run(run, edits, user=request.user)
             messages.success(request, f"Run #{clone.pk} queued: a clone of #{run.pk}.")
+            _warn(request, clone)
             return redirect("training:run", pk=clone.pk)
         elif action == "serve":
             return _serve(request, run)

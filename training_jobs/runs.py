@@ -176,11 +176,13 @@ def start_training_run(*, kind: str = "sft", dataset: TrainingDataset, base_mode
                        cpu: bool = False, user=None, name: str = "", enqueue: bool = True,
                        config: dict | None = None, cloned_from: TrainingRun | None = None) -> TrainingRun:  # fmt: skip
     """Record a run with its whole config and queue it on the `gpu` queue (enqueue=False: the caller runs the job
-    body itself, `train --here`)."""
+    body itself, `train --here`). What cannot train is refused first (training_jobs.run_checks: the dataset, the
+    base model's folder, the GPUs, the tokens left after the cut to max_length); what trains on less than asked is
+    written in the run's log and given back as `run.warnings`."""
+    from .run_checks import check_sft_run
+
     if kind != TrainingRun.Kind.SFT:
         raise TrainingRunError(f"only kind 'sft' runs are implemented (got {kind!r})")
-    if dataset.status != TrainingDataset.Status.READY:
-        raise TrainingRunError(f"dataset #{dataset.pk} is {dataset.status}, not ready")
     if base_model is not None:
         base_model_path = base_model_path or base_model.path
     if not base_model_path:
@@ -188,15 +190,17 @@ def start_training_run(*, kind: str = "sft", dataset: TrainingDataset, base_mode
     config = build_config(preset, overrides, base=config)
     if cpu:
         config = for_cpu(config)
+    warnings = check_sft_run(dataset=dataset, base_model_path=base_model_path, config=config, cpu=cpu, preset=preset)
     with transaction.atomic():
         run = TrainingRun.objects.create(
             name=name or f"sft {dataset.name or dataset.pk} on {model_label(base_model, base_model_path)}"[:200],
             kind=kind, dataset=dataset, base_model=base_model, base_model_path=base_model_path, config=config,
             preset=preset, cpu=cpu, created_by=user if user is not None and user.is_authenticated else None,
-            cloned_from=cloned_from,
+            cloned_from=cloned_from, log_tail="".join(f"warning: {w}\n" for w in warnings),
         )  # fmt: skip
         if enqueue:
             _enqueue(run, user)
+    run.warnings = warnings
     return run
 
 
@@ -263,6 +267,10 @@ def resume_training_run(run: TrainingRun, *, user=None, overrides: dict | None =
     if overrides:
         build = build_rl_config if run.kind == TrainingRun.Kind.RL else build_config
         config = build(run.preset, overrides, base=run.config)
+        if run.kind == TrainingRun.Kind.SFT:  # an edit (max_length, GPUs) may leave nothing to train on
+            from .run_checks import check_sft_run
+
+            check_sft_run(dataset=run.dataset, base_model_path=run.base_model_path, config=config, cpu=run.cpu)
     else:
         config = run.config
     checkpoint = last_checkpoint(run)

@@ -166,7 +166,7 @@ def test_an_empty_dataset_is_built_empty_with_its_reason(corpus, viewer_client, 
     page = viewer_client.get(reverse("training:dataset", args=[dataset.pk])).content.decode()
     assert 'id="dataset-status">Empty' in page and reason in page and 'id="dataset-empty"' in page
     assert 'data-reason="benchmark_task"' in page  # what was left out, and why
-    assert 'hx-trigger' not in page.split('id="dataset-live"')[1].split(">")[0]  # built: no more polling
+    assert "hx-trigger" not in page.split('id="dataset-live"')[1].split(">")[0]  # built: no more polling
     listing = viewer_client.get(reverse("training:datasets")).content.decode()
     assert 'class="badge s-empty"' in listing and reason in listing
     detail = api_as(viewer).get(f"/api/training/datasets/{dataset.pk}/").json()

@@ -10,16 +10,18 @@ from django.urls import reverse
 
 from training_jobs.models import Checkpoint, TrainingMetric, TrainingRun
 from training_jobs.runs import start_training_run
-from training_jobs.tests.test_sft_runs import dataset  # noqa: F401  (fixture)
+from training_jobs.tests.test_sft_runs import dataset, tiny_model_path  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def run(dataset):  # noqa: F811
-    run = start_training_run(dataset=dataset, base_model_path="/models/tiny", preset="tiny-cpu", cpu=True,
+def run(dataset, tiny_model_path):  # noqa: F811
+    run = start_training_run(dataset=dataset, base_model_path=tiny_model_path, preset="tiny-cpu", cpu=True,
                              enqueue=False)  # fmt: skip
-    TrainingRun.objects.filter(pk=run.pk).update(status="running", steps=2, total_steps=4, log_tail="step 2 done\n")
+    # A server folder as a deployment has them (the path tests below look for it).
+    TrainingRun.objects.filter(pk=run.pk).update(status="running", steps=2, total_steps=4, log_tail="step 2 done\n",
+                                                 base_model_path="/models/tiny")  # fmt: skip
     for step, loss in [(1, 5.25), (2, 4.75)]:
         TrainingMetric.objects.create(run=run, step=step, epoch=step / 4, values={"loss": loss, "learning_rate": 1e-3})
     Checkpoint.objects.create(run=run, step=2, path="/tmp/run/checkpoint-2", sha256="ab" * 32, size_bytes=2048,
@@ -55,13 +57,13 @@ def test_the_list_and_the_admin_actions(admin_client, run):
     assert run.status == "cancelled"
 
 
-def test_admins_start_a_run_from_the_form(admin_client, viewer_client, dataset):  # noqa: F811
+def test_admins_start_a_run_from_the_form(admin_client, viewer_client, dataset, tiny_model_path):  # noqa: F811
     assert viewer_client.get(reverse("training:run-start")).status_code == 403
     refused = admin_client.post(reverse("training:run-start"), {"dataset": dataset.pk, "base_model_path": "/m",
                                                                 "preset": "paper", "overrides": "lora.rank=8"})
     assert refused.status_code == 400 and "unknown config key" in refused.content.decode()
     response = admin_client.post(reverse("training:run-start"), {
-        "dataset": dataset.pk, "base_model_path": "/models/tiny", "preset": "tiny-cpu", "cpu": "on",
+        "dataset": dataset.pk, "base_model_path": tiny_model_path, "preset": "tiny-cpu", "cpu": "on",
         "overrides": "max_steps=3\nlearning_rate=0.002"})  # fmt: skip
     run = TrainingRun.objects.get()
     assert response.status_code == 302 and response["Location"] == reverse("training:run", args=[run.pk])
@@ -74,18 +76,19 @@ def test_the_dashboard_panel(admin_client, run):
     assert 'id="training-runs-panel"' in html and "Start a training run" in html and f"#{run.pk}" in html
 
 
-def test_the_api_starts_lists_and_shows_runs(api_as, dataset, viewer):  # noqa: F811
+def test_the_api_starts_lists_and_shows_runs(api_as, dataset, viewer, tiny_model_path):  # noqa: F811
     from clawgym_site.testing import make_user
 
     admin = api_as(make_user("api-admin", "admin"))
     refused = admin.post("/api/training/runs/", {"dataset": dataset.pk, "base_model_path": "/m",
                                                  "overrides": {"lora.rank": 8}}, format="json")  # fmt: skip
     assert refused.status_code == 400 and "unknown config key" in refused.json()["detail"]
-    created = admin.post("/api/training/runs/", {"dataset": dataset.pk, "base_model_path": "/m", "preset": "tiny-cpu",
-                                                 "overrides": {"max_steps": 3}, "cpu": True}, format="json")  # fmt: skip
+    created = admin.post("/api/training/runs/", {"dataset": dataset.pk, "base_model_path": tiny_model_path,
+                                                 "preset": "tiny-cpu", "overrides": {"max_steps": 3}, "cpu": True},
+                         format="json")  # fmt: skip
     assert created.status_code == 201, created.content
     body = created.json()
-    assert body["config"]["max_steps"] == 3 and body["status"] == "queued"
+    assert body["config"]["max_steps"] == 3 and body["status"] == "queued" and body["warnings"] == []
     assert body["report"] == {"run": body["id"], "status": "queued", "steps": 0, "checkpoints": [], "metrics": {"loss": []}}
     reader = api_as(viewer)
     assert [row["id"] for row in reader.get("/api/training/runs/").json()["results"]] == [body["id"]]

@@ -97,7 +97,8 @@ def test_paper_preset_and_typed_edits():
         build_config("paper", parse_overrides(["distributed.fsdp=fsdp2"]))
 
 
-def test_start_stores_the_whole_config_and_queues_a_gpu_job(dataset, tiny_model_path):
+def test_start_stores_the_whole_config_and_queues_a_gpu_job(dataset, tiny_model_path, settings):
+    settings.CLAWGYM_TRAINING_GPUS = 8  # the paper preset's (this machine may have none: the run is only queued)
     run = start_training_run(dataset=dataset, base_model_path=tiny_model_path, preset="paper",
                              overrides={"save_steps": 10})  # fmt: skip
     run.refresh_from_db()

@@ -3,8 +3,12 @@
 CONFIG.json is the run's stored config plus where things are (base_model_path, dataset_path: {"messages", "tools"}
 JSON lines, output_dir, resume_from_checkpoint, cpu). Loss only on the model's own tokens (assistant_only_loss: TRL's
 training chat template with {% generation %} markers), packing, LoRA via peft or full fine-tuning, YaRN rope scaling
-when asked. Events go to stdout as JSON lines, from the main process only:
+when asked. A dataset that keeps no assistant token once cut to max_length is refused before the first step: every
+step would train on nothing (loss and grad_norm 0) and the run would look like a success. Events go to stdout as JSON
+lines, from the main process only:
 
+    {"event": "dataset", "samples", "sequences", "trainable_tokens"}   once prepared (tokenized, cut, packed)
+    {"event": "error", "message"}                                      it will not train, and why (then exit 3)
     {"event": "start", "total_steps", "samples"}
     {"event": "metric", "step", "epoch", "loss", "learning_rate", "grad_norm", "tokens_per_second", "gpu_memory_bytes"}
     {"event": "checkpoint", "step", "path"}
@@ -161,6 +165,19 @@ def event_callback():
     return JsonEvents()
 
 
+def trainable_tokens(dataset) -> int | None:
+    """The tokens the loss is taken on in the prepared dataset (labels other than -100; None: no labels to read)."""
+    columns = getattr(dataset, "column_names", None) or []
+    name = "labels" if "labels" in columns else "assistant_masks" if "assistant_masks" in columns else None
+    if name is None:
+        return None
+    total = 0
+    for batch in dataset.select_columns([name]).iter(batch_size=256):
+        for row in batch[name]:
+            total += sum(1 for token in row if token != -100) if name == "labels" else sum(row)
+    return total
+
+
 def _number(value):
     if hasattr(value, "item"):
         value = value.item()
@@ -183,6 +200,13 @@ def main(argv: list[str]) -> int:
         model=load_model(config), args=sft_config(config), train_dataset=samples, processing_class=tokenizer,
         peft_config=peft_config(config), callbacks=[event_callback()],
     )  # fmt: skip
+    trainable = trainable_tokens(trainer.train_dataset)
+    emit("dataset", samples=len(samples), sequences=len(trainer.train_dataset), trainable_tokens=trainable)
+    if trainable == 0:
+        emit("error", message=f"no sample would be trained on: cut to max_length {config['max_length']}, none of the "
+                              f"{len(samples)} samples keeps an assistant token, so every step would train on nothing. "
+                              "Raise max_length, or train on shorter samples.")  # fmt: skip
+        return 3
     resume = config.get("resume_from_checkpoint")
     trainer.train(resume_from_checkpoint=resume or None)
     emit("finished", step=trainer.state.global_step)

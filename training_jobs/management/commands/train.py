@@ -32,7 +32,9 @@ POLL_SECONDS = 0.5
 class Command(BaseCommand):
     help = (
         "Fine-tune a base model on a dataset (SFT with TRL, loss on the model's own tokens). The run is a job on the "
-        "`gpu` queue and this command waits for it; --here runs the job body in this process. --resume RUN goes on "
+        "`gpu` queue and this command waits for it; --here runs the job body in this process. What cannot train is "
+        "refused before anything is queued (an empty dataset, a base model that is no model folder here, GPUs this "
+        "install lacks, samples that keep no assistant token once cut to max_length). --resume RUN goes on "
         "from the run's last checkpoint (a worker killed mid-run leaves it resumable). With --json the last line is "
         '{"run", "status", "steps", "checkpoints": [{"id", "step", "path"}], "metrics": {"loss": [...]}}. '
         "--kind rl trains with GRPO on sandboxed rollouts of the given tasks (their checker's score the reward); its "
@@ -114,6 +116,8 @@ class Command(BaseCommand):
         )  # fmt: skip
         self.stderr.write(f"run #{run.pk} ({run.name}): {run.config['gradient_accumulation_steps']} accumulation "
                           f"steps, {'CPU' if run.cpu else str(run.config['distributed']['gpus']) + ' GPU(s)'}")
+        for warning in run.warnings:
+            self.stderr.write(f"warning: {warning}")
         return run
 
     def _start_rl(self, base_model, tasks, selection, harness, preset, edits, cpu, here, name) -> TrainingRun:
