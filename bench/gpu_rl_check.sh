@@ -6,15 +6,20 @@
 # its weights into vLLM (TRL's vllm_mode="server"), our rollout_func samples through vLLM's OpenAI chat completions
 # with return_token_ids + logprobs (what the recording proxy asks for), and the trainer computes the logprobs of
 # exactly those tokens: their mismatch after a sync must be ~0 (bf16 noise), and grows if the sync did not happen.
+# Each generation is --samples-per-generation samples (separate calls, as an OpenClaw rollout's are): the first is
+# TRL's completion, the others go in `extra_samples`, which the trainer trains as rows of their own; the mismatch is
+# over every row, so extra samples scored against the wrong tokens or positions would show.
 # Prints ONE JSON object on its last line:
 #   {"device", "policy": "vllm"|"live", "model": {...}, "steps", "seconds", "steps_per_second",
-#    "logprob_mismatch": [per step], "mismatch_after_sync": max over steps ≥ 2, "synced": bool, "loss": [...]}
+#    "samples_per_generation", "logprob_mismatch": [per step], "mismatch_after_sync": max over steps ≥ 2,
+#    "synced": bool, "loss": [...]}
 #
 #   bench/gpu_rl_check.sh                                    # GPU: a Qwen3-0.6B-shaped model, vLLM on the same GPU
 #   bench/gpu_rl_check.sh --cpu --hidden 64 --layers 2       # here: the live policy server instead of vLLM
 #
 # Flags: --cpu, --hidden N, --layers N, --heads N, --kv-heads N, --intermediate N, --steps N, --generations N,
-# --prompts N, --max-tokens N, --lr X, --gpu-memory-utilization X (vLLM's share of the GPU), --port N.
+# --prompts N, --samples-per-generation N, --max-tokens N, --lr X, --gpu-memory-utilization X (vLLM's share of the
+# GPU), --port N.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-.venv/bin/python}"
@@ -42,6 +47,7 @@ parser.add_argument("--intermediate", type=int, default=3072)
 parser.add_argument("--steps", type=int, default=3)
 parser.add_argument("--generations", type=int, default=8)
 parser.add_argument("--prompts", type=int, default=2)
+parser.add_argument("--samples-per-generation", type=int, default=2)
 parser.add_argument("--max-tokens", type=int, default=256)
 parser.add_argument("--lr", type=float, default=1e-5)
 parser.add_argument("--temperature", type=float, default=0.7)
@@ -54,7 +60,7 @@ from datasets import Dataset
 from transformers import Qwen3Config, Qwen3ForCausalLM, TrainerCallback
 from trl import GRPOConfig
 
-from training_jobs.rl.rollout_func import StepState
+from training_jobs.rl.rollout_func import EXTRA_SAMPLES, StepState
 from training_jobs.tiny import tiny_tokenizer
 from training_jobs.trainer.grpo import trainer_class
 
@@ -123,18 +129,27 @@ def sample(prompt: str) -> dict:
         return json.load(response)
 
 
+def as_sample(reply) -> dict:
+    choice = reply["choices"][0]
+    ids = choice["token_ids"]
+    return {"prompt_ids": reply["prompt_token_ids"], "completion_ids": ids, "env_mask": [1] * len(ids),
+            "logprobs": [c["logprob"] for c in choice["logprobs"]["content"]]}
+
+
 def rollout_func(prompts, trainer):
-    with ThreadPoolExecutor(max_workers=min(len(prompts), 64)) as pool:
-        replies = list(pool.map(sample, prompts))
-    out = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [], "checker_reward": []}
-    for reply in replies:
-        choice = reply["choices"][0]
-        ids = choice["token_ids"]
-        out["prompt_ids"].append(reply["prompt_token_ids"])
-        out["completion_ids"].append(ids)
-        out["logprobs"].append([c["logprob"] for c in choice["logprobs"]["content"]])
-        out["env_mask"].append([1] * len(ids))
-        out["checker_reward"].append((len(ids) % 7) / 6)  # any reward that differs within a group
+    per = args.samples_per_generation
+    asked = [f"{prompt} (part {n + 1})" if n else prompt for prompt in prompts for n in range(per)]
+    with ThreadPoolExecutor(max_workers=min(len(asked), 64)) as pool:
+        replies = [as_sample(r) for r in pool.map(sample, asked)]
+    out = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [], "checker_reward": [],
+           EXTRA_SAMPLES: []}
+    for index in range(len(prompts)):
+        first, *rest = replies[index * per : (index + 1) * per]
+        for key in ("prompt_ids", "completion_ids", "logprobs", "env_mask"):
+            out[key].append(first[key])
+        out[EXTRA_SAMPLES].append(rest)
+        tokens = sum(len(s["completion_ids"]) for s in [first, *rest])
+        out["checker_reward"].append((tokens % 7) / 6)  # any reward that differs within a group
     return out
 
 
@@ -182,6 +197,7 @@ report = {
     "model": {"architecture": "Qwen3ForCausalLM", "parameters": parameters, "hidden": args.hidden,
               "layers": args.layers, "dtype": str(dtype).removeprefix("torch.")},
     "steps": trainer.state.global_step, "seconds": round(seconds, 2),
+    "samples_per_generation": args.samples_per_generation,
     "steps_per_second": round(trainer.state.global_step / seconds, 4) if seconds else None,
     "logprob_mismatch": mismatch, "mismatch_after_sync": max(after) if after else None,
     "synced": bool(after) and max(after) < threshold, "loss": times.losses,
