@@ -278,8 +278,9 @@ def run_action(request, pk: int, action: str):
             runs.cancel_training_run(run, user=request.user)
             messages.success(request, f"Run #{run.pk} cancelled.")
         elif action == "resume":
-            runs.resume_training_run(run, user=request.user)
-            messages.success(request, f"Run #{run.pk} queued again from its last checkpoint.")
+            run = runs.resume_training_run(run, user=request.user)
+            where = f"checkpoint step {run.resumed_from.step}" if run.resumed_from else "the start (it has no checkpoint)"
+            messages.success(request, f"Run #{run.pk} queued again from {where}.")
         elif action == "clone":
             edits = runs.parse_overrides([x for x in request.POST.get("overrides", "").splitlines() if x.strip()])
             clone = runs.clone_training_run(run, edits, user=request.user)

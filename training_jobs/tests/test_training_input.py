@@ -248,3 +248,18 @@ def test_the_sft_trainer_refuses_a_dataset_with_no_trainable_token(dataset, mode
     assert "resumable" not in run.error and "0 trainable tokens" in run.log_tail
     assert not TrainingMetric.objects.filter(run=run).exists() and not Checkpoint.objects.filter(run=run).exists()
     assert json.loads((run_dir(run) / f"trainer-{run.attempt}.json").read_text())["max_length"] == 64
+
+
+def test_the_run_page_offers_a_resume_only_from_a_checkpoint_it_has(dataset, model, admin_client):
+    run = start(dataset, model)
+    TrainingRun.objects.filter(pk=run.pk).update(status="failed", error="the trainer exited with 1; no checkpoint was "
+                                                 "saved, so `train --resume 1` starts it again from the start")  # fmt: skip
+    page = admin_client.get(reverse("training:run", args=[run.pk])).content.decode()
+    assert "Start again (no checkpoint was saved)" in page and "Resume from the last checkpoint" not in page
+    after = admin_client.post(reverse("training:run-action", args=[run.pk, "resume"]), follow=True).content.decode()
+    assert f"Run #{run.pk} queued again from the start (it has no checkpoint)." in after
+    Checkpoint.objects.create(run=run, step=2, path="/tmp/checkpoint-2")
+    TrainingRun.objects.filter(pk=run.pk).update(status="failed")
+    assert "Resume from the last checkpoint" in admin_client.get(reverse("training:run", args=[run.pk])).content.decode()
+    after = admin_client.post(reverse("training:run-action", args=[run.pk, "resume"]), follow=True).content.decode()
+    assert f"Run #{run.pk} queued again from checkpoint step 2." in after
