@@ -15,6 +15,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from .datasets import empty_reason
 from .masks import chat_messages, require_generation_markers, tokenize_sample
 from .models import DatasetSample, TrainingDataset
 
@@ -26,6 +27,8 @@ class ExportError(ValueError):
 
 
 def check_exportable(dataset: TrainingDataset, split: str | None) -> None:
+    if dataset.status == TrainingDataset.Status.EMPTY:
+        raise ExportError(f"dataset #{dataset.pk} is empty ({empty_reason(dataset)}): nothing to export")
     if dataset.status != TrainingDataset.Status.READY:
         raise ExportError(f"dataset #{dataset.pk} is {dataset.status}, not ready: nothing to export yet")
     if split is not None and split not in DatasetSample.Split.values:

@@ -196,3 +196,11 @@ def test_a_bad_tokenizer_folder_fails_the_build_saying_why(corpus, tmp_path):
     with pytest.raises(DatasetError, match="holds no tokenizer"):
         build_dataset(selection=both(corpus), tokenizer_path=str(folder))
     assert not TrainingDataset.objects.exists()  # refused before a row was made
+
+
+def test_an_empty_dataset_exports_nothing_and_says_why(corpus, tmp_path):
+    from training_jobs.exports import ExportError, export_messages
+
+    empty = build_dataset(selection={"groups": [corpus.group]}, filters={"min_reward": 0.9})
+    with pytest.raises(ExportError, match=r"is empty \(all 5 trajectories are rewarded below 0.9, excluded\)"):
+        export_messages(empty, tmp_path / "out.jsonl")
