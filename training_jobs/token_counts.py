@@ -12,8 +12,11 @@ truncation before it is queued (training_jobs.run_checks).
 
 The web process and the job workers never load transformers (training_jobs.tests.test_imports): there the tokenizer
 runs in a subprocess of its own (`python -m training_jobs.token_counts PATH`: JSON lines of samples in, of counts
-out), one per counter. A process that has loaded transformers already (a trainer, a test, `export_dataset`) counts
-in itself. No Django here.
+out), one per counter, with the allow-listed environment of training_jobs.child_env. A process that has loaded
+transformers already (a trainer, a test, `export_dataset`) counts in itself. Where transformers is not installed at
+all (an image without requirements-training.txt) the counter raises NoTrainingStack: a dataset build with a tokenizer
+fails saying so, and a run's check says it could not count. The module imports no Django (the subprocess runs it
+bare); starting a subprocess reads the settings.
 """
 
 import hashlib
