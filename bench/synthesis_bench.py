@@ -11,7 +11,7 @@
    the same way, whatever their values ("pool_vectors_random" counts them).
 3. novelty_500_vs_13500_s: in a process that has the model loaded but no index, the novelty of the new
    instructions against the cached pool as a batch runs it: the catalog index (one bulk read of the cached
-   vectors), the new texts' embeddings, then for each in turn the nearest task within its subcategory and, when
+   vectors), the new texts' embeddings, then for each in turn the nearest task of the whole pool and, when
    it is novel (cosine < 0.90), its addition to the index, so that the next ones are compared with it too
    (NoveltyIndex.screen: two matrix products, not a pass over the pool per item).
 4. overhead_per_task_s: `--pipeline-tasks` tasks through the whole pipeline (synthesis.batches.start_batch, run in

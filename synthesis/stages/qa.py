@@ -1,8 +1,9 @@
 """Quality assessment of the finished draft: synthesis.qa.assess with the batch's judge and thresholds.
 
-The stages asked are the batch's options["qa_stages"] (default: all of QAStage). Novelty compares with the
-catalog pool, which holds the tasks this batch kept before (they enter the catalog as they are kept); items of
-one batch running at the same moment on different workers do not see each other until one is kept.
+The stages asked are the batch's options["qa_stages"] (default: all of QAStage). Novelty compares with the whole
+catalog pool, which holds the tasks this batch kept before (they enter the catalog as they are kept), and with the
+batch's drafts not there yet (batch_drafts): those that passed QA and wait for the catalog stage, and those of a
+lower index being assessed at the same moment on another worker (of two near-duplicates the earlier item wins).
 Any "fail" rejects the item at "qa:<stage>" (the first failing stage, in QAStage order; every verdict is kept);
 an "error" (the judge unreachable, no verdict) fails the item at "qa", to be tried again when the batch is
 resumed. The verdicts travel in the draft to the catalog stage, which stores them as QualityAssessment rows.
@@ -10,11 +11,14 @@ resumed. The verdicts travel in the draft to the catalog stage, which stores the
 
 from __future__ import annotations
 
+from django.db.models import Q
+
 from llm.models import ModelCall
 
 from ..llm_json import StageFailure, add_usage, check_budget
-from ..models import QAStage
+from ..models import QAStage, Stage, SynthesisItem
 from ..pipeline import FAIL, PASS, SKIPPED, StageResult
+from .catalog import external_id
 
 STAGE = "qa"
 DEFAULT_STAGES = [s.value for s in QAStage]
@@ -34,6 +38,25 @@ def qa_task(item):
         external_id=f"synthesis-item-{item.pk}",
         expected_behavior=draft.get("expected_behavior", ""),
     )
+
+
+def batch_drafts(item) -> list[tuple[str, str, str | None]]:
+    """(the id it will have in the catalog, instruction, subcategory group) of the batch's other drafts that novelty
+    compares the item with besides the catalog: past QA and not in the catalog yet, or of a lower index and in QA
+    now."""
+    from synthesis.novelty import group_of
+
+    Status = SynthesisItem.Status
+    waiting = Q(stage=Stage.CATALOG, status__in=(Status.PENDING, Status.RUNNING))
+    assessed_now = Q(stage=Stage.QA, status=Status.RUNNING, index__lt=item.index)
+    others = SynthesisItem.objects.filter(waiting | assessed_now, batch_id=item.batch_id).exclude(pk=item.pk)
+    found = []
+    for other in others.order_by("index").only("batch_id", "index", "draft"):
+        draft = other.draft
+        if draft.get("instruction"):
+            group = group_of(draft.get("category"), draft.get("subcategory"))
+            found.append((external_id(other), draft["instruction"], group))
+    return found
 
 
 def _as_dict(verdict) -> dict:
@@ -57,8 +80,9 @@ def run(item, ctx):
     try:
         # reuse_answers: a batch resumed in the middle of QA asks the judge nothing it has the answer of (answers are
         # matched by judge endpoint, so a new judge is asked again).
+        also = batch_drafts(item) if QAStage.NOVELTY in stages else None
         verdicts = qa.assess(qa_task(item), stages, judge=ctx.judge, thresholds=ctx.batch.qa_thresholds or None,
-                             subject=item.subject, reuse_answers=True)  # fmt: skip
+                             also=also, subject=item.subject, reuse_answers=True)  # fmt: skip
     finally:
         for call in ModelCall.objects.filter(subject=item.subject, pk__gt=before):
             add_usage(item, call)

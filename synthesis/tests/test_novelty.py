@@ -103,36 +103,37 @@ def unit(*weights):
     return vector / np.linalg.norm(vector)
 
 
-def test_nearest_compares_within_the_subcategory_when_both_have_one_else_with_every_task():
+def test_nearest_compares_with_the_whole_pool_and_within_a_subcategory_only_when_asked():
     index = NoveltyIndex(
         ["sales-a", "sales-b", "mail-a", "loose"],
         np.stack([unit(1, 0, 0), unit(0.8, 0.6, 0), unit(1, 0.05, 0), unit(0.6, 0, 0.8)]),
         ["office/spreadsheets", "office/spreadsheets", "comm/email-triage", None],
     )
     query = unit(1, 0.04, 0)
-    # The whole pool: mail-a is the most similar.
+    # The whole pool, whatever the subcategories: mail-a is the most similar.
     assert index.nearest(query)[0] == "mail-a"
-    # Within spreadsheets: mail-a (another subcategory) is left out; sales-a wins.
-    found, similarity = index.nearest(query, "office/spreadsheets")
+    # Within spreadsheets (what a verdict reports besides): mail-a is left out; sales-a wins.
+    found, similarity = index.nearest(query, within="office/spreadsheets")
     assert found == "sales-a" and similarity == pytest.approx(float(query @ unit(1, 0, 0)), abs=1e-6)
-    # A task without a subcategory is compared with any query.
-    assert index.nearest(unit(0, 0, 1), "office/spreadsheets")[0] == "loose"
-    assert index.nearest(unit(0, 0, 1), "a/new-one")[0] == "loose"
+    assert index.nearest(unit(0, 1, 1), within="office/spreadsheets")[0] == "sales-b"  # loose is nearer
+    assert index.nearest(unit(0, 0, 1), within="a/new-one") == (None, 0.0)
+    assert (index.group("mail-a"), index.group("loose"), index.group("nobody")) == ("comm/email-triage", None, None)
     # exclude leaves the task itself out; nothing left gives (None, 0.0).
-    assert index.nearest(query, "office/spreadsheets", exclude="sales-a")[0] == "sales-b"
+    assert index.nearest(query, exclude="mail-a")[0] == "sales-a"
     assert index.nearest(query, exclude=["sales-a", "sales-b", "mail-a", "loose"]) == (None, 0.0)
     assert NoveltyIndex([], np.zeros((0, 384), np.float32), []).nearest(query) == (None, 0.0)
 
 
 def test_add_makes_an_item_kept_in_the_same_batch_the_nearest_for_the_next():
     index = NoveltyIndex(["old"], unit(0, 1)[None], ["office/spreadsheets"])
-    assert index.nearest(unit(1, 0), "office/spreadsheets")[0] == "old"
+    assert index.nearest(unit(1, 0))[0] == "old"
     for i in range(100):  # past the room reserved at first: the matrix grows
         index.add(f"filler-{i}", unit(0, 0, 1), "comm/email-triage")
     index.add("kept-1", unit(1, 0.01), "office/spreadsheets")
-    found, similarity = index.nearest(unit(1, 0), "office/spreadsheets")
+    found, similarity = index.nearest(unit(1, 0))
     assert found == "kept-1" and similarity > 0.99 and len(index) == 102
-    many = index.nearest_many(np.stack([unit(1, 0), unit(0, 0, 1)]), ["office/spreadsheets", None], [None, None])
+    assert index.group("kept-1") == "office/spreadsheets"
+    many = index.nearest_many(np.stack([unit(1, 0), unit(0, 0, 1)]))
     assert many[0][0] == "kept-1" and many[1][0].startswith("filler-")
 
 
@@ -141,7 +142,7 @@ def test_screen_is_nearest_then_add_item_by_item():
     pool = rng.standard_normal((200, 384)).astype(np.float32)
     pool /= np.linalg.norm(pool, axis=1, keepdims=True)
     new = rng.standard_normal((40, 384)).astype(np.float32)
-    new[10:20] = pool[:10] + 0.05 * new[10:20]  # near-duplicates of pool tasks
+    new[10:20] = pool[:10] + 0.005 * new[10:20]  # near-duplicates of pool tasks (the noise has norm ~0.1)
     new[30:40] = new[:10] + 0.05 * new[30:40]  # near-duplicates of earlier new items
     new /= np.linalg.norm(new, axis=1, keepdims=True)
     names = ["a/x", "a/y", None]
@@ -152,7 +153,7 @@ def test_screen_is_nearest_then_add_item_by_item():
     one_by_one = NoveltyIndex([f"p{i}" for i in range(200)], pool, pool_groups)
     expected = []
     for eid, vector, group in zip(new_ids, new, new_groups):
-        nearest, similarity = one_by_one.nearest(vector, group)
+        nearest, similarity = one_by_one.nearest(vector)
         expected.append((nearest, similarity))
         if nearest is None or similarity < 0.9:
             one_by_one.add(eid, vector, group)
@@ -162,7 +163,10 @@ def test_screen_is_nearest_then_add_item_by_item():
     assert [n for n, _ in found] == [n for n, _ in expected]
     np.testing.assert_allclose([s for _, s in found], [s for _, s in expected], atol=1e-5)
     assert len(at_once) == len(one_by_one) and 200 < len(at_once) < 240  # some were near-duplicates
-    assert sum(1 for _, s in found if s >= 0.9) >= 10
+    # Every near-duplicate is found, of a pool task or of an earlier new item, in whatever subcategory it is.
+    duplicates = [i for i, (_, s) in enumerate(found) if s >= 0.9]
+    assert duplicates == [*range(10, 20), *range(30, 40)]
+    assert any(new_groups[i] != pool_groups[i - 10] for i in range(10, 20))
 
 
 def test_group_is_the_subcategory_with_its_category():
@@ -199,7 +203,8 @@ def test_the_catalog_pool_follows_the_catalog(db):
     sales = make_task("sales", SENTENCES[0], spreadsheets)
     assert sales.scenario_subcategory == spreadsheets
     index = catalog_index()
-    assert len(index) == 1 and index.nearest(SENTENCES[1], group_of("office-work", "spreadsheets"))[0] == "sales"
+    assert len(index) == 1 and index.nearest(SENTENCES[1])[0] == "sales"
+    assert index.group("sales") == group_of("office-work", "spreadsheets")
     # A task added since is embedded and added; the same index object grows.
     make_task("haiku", SENTENCES[2])
     assert catalog_index() is index and len(index) == 2
@@ -222,16 +227,36 @@ def test_novelty_fails_at_the_threshold_and_names_the_nearest_task(db):
     assert (verdict.verdict, verdict.details["nearest"]) == ("fail", "sales-total")
     assert verdict.details["similarity"] == pytest.approx(0.9034, abs=1e-3)
     assert "near-duplicate of sales-total" in verdict.reason and "0.90" in verdict.reason
+    assert "in the whole pool; it is of the same subcategory, spreadsheets" in verdict.reason
     assert verdict.model_call_id is None and verdict.prompt_version == "novelty/1"
     # A stricter threshold lets it pass, still naming the nearest task.
     verdict = assess(task_of(paraphrase, spreadsheets), ["novelty"], judge=None, thresholds={"novelty": 0.95})
     assert (verdict["novelty"].verdict, verdict["novelty"].details["nearest"]) == ("pass", "sales-total")
-    # Another subcategory: sales-total is not compared; only the task without a subcategory is.
+    # Another subcategory, or none: still the whole pool. The subcategory only says more in the report.
     verdict = assess(task_of(paraphrase, documents), ["novelty"], judge=None)["novelty"]
-    assert (verdict.verdict, verdict.details["nearest"]) == ("pass", "haiku")
+    assert (verdict.verdict, verdict.details["nearest"]) == ("fail", "sales-total")
+    assert "no other task is of its subcategory, documents" in verdict.reason
+    verdict = assess(task_of(paraphrase), ["novelty"], judge=None)["novelty"]
+    assert (verdict.verdict, verdict.details) == ("fail", {"nearest": "sales-total", "similarity": 0.9034})
+    make_task("memo", SENTENCES[3], documents)
+    verdict = assess(task_of(paraphrase, documents), ["novelty"], judge=None)["novelty"]
+    assert verdict.verdict == "fail" and verdict.details["nearest_in_subcategory"] == "memo"
+    assert "the nearest of its subcategory, documents, is memo at 0.00" in verdict.reason
     # The task itself is left out when it is in the pool.
     verdict = assess(task_of(SENTENCES[0], spreadsheets, "sales-total"), ["novelty"], judge=None)["novelty"]
-    assert (verdict.verdict, verdict.details["nearest"]) == ("pass", "haiku")
+    assert (verdict.verdict, verdict.details["nearest"]) == ("pass", "memo")  # cosine -0.0005, haiku's -0.07
+
+
+def test_novelty_compares_with_the_drafts_given_besides_the_pool(db):
+    spreadsheets, documents = subcategories()
+    make_task("haiku", SENTENCES[2], documents)
+    drafts = [("syn-1-1", SENTENCES[0], group_of("office-work", "spreadsheets"))]
+    verdict = assess(task_of(SENTENCES[1], documents), ["novelty"], judge=None, also=drafts)["novelty"]
+    assert (verdict.verdict, verdict.details["nearest"]) == ("fail", "syn-1-1")
+    assert "as an item of this batch not in the catalog yet" in verdict.reason
+    assert verdict.details["nearest_in_subcategory"] == "haiku"
+    verdict = assess(task_of(SENTENCES[3], documents), ["novelty"], judge=None, also=drafts)["novelty"]
+    assert verdict.verdict == "pass"
 
 
 def test_novelty_against_a_given_pool(db):
@@ -241,3 +266,4 @@ def test_novelty_against_a_given_pool(db):
     empty = NoveltyIndex([], np.zeros((0, 384), np.float32), [])
     verdict = assess(task_of(SENTENCES[1]), ["novelty"], judge=None, pool=empty)["novelty"]
     assert verdict.verdict == "pass" and verdict.details == {"nearest": None, "similarity": None}
+    assert verdict.reason == "no task to compare with in the whole pool"

@@ -341,7 +341,7 @@ def qa_module(monkeypatch, *, stand_in=False, plausibility=None):
         from dataclasses import dataclass, field
 
         import synthesis
-        from synthesis.novelty import NoveltyIndex, group_of
+        from synthesis.novelty import NoveltyIndex
 
         qa = types.ModuleType("synthesis.qa")
 
@@ -366,14 +366,13 @@ def qa_module(monkeypatch, *, stand_in=False, plausibility=None):
             endpoint_name: str = ""
             prompt_version: str = "stand-in"
 
-        def assess(task, stages, *, judge, thresholds=None, pool=None, subject="", reuse_answers=False):
+        def assess(task, stages, *, judge, thresholds=None, pool=None, also=None, subject="", reuse_answers=False):
             if stages == ["plausibility"]:
                 verdict, reason = plausibility(judge)
                 return {"plausibility": QAVerdict("plausibility", verdict, reason, endpoint_name=judge.name)}
             assert stages == ["novelty"]
             limit = (thresholds or {}).get("novelty", 0.90)
-            nearest, similarity = NoveltyIndex.from_catalog().nearest(
-                task.instruction, group_of(task.category, task.subcategory))  # fmt: skip
+            nearest, similarity = NoveltyIndex.from_catalog().nearest(task.instruction)
             verdict = "fail" if nearest and similarity >= limit else "pass"
             reason = f"nearest {nearest} at {similarity:.3f} (limit {limit})"
             return {"novelty": QAVerdict("novelty", verdict, reason, {"nearest": nearest, "similarity": similarity})}
@@ -388,7 +387,7 @@ def test_a_near_duplicate_is_rejected_at_qa_novelty_naming_the_nearest_task(endp
     qa_module(monkeypatch)
     from tasks.models import ScenarioSubcategory
 
-    # One subcategory: every draw has it, so the two tasks are compared (novelty compares within a subcategory).
+    # One subcategory: every draw has it (novelty compares with the whole pool; test_novelty_batch draws others).
     keep = ScenarioSubcategory.objects.order_by("pk").first()
     ScenarioSubcategory.objects.exclude(pk=keep.pk).delete()
     scripted(scripted_upstream, ["good", "good"])
