@@ -19,6 +19,8 @@ cannot run at all raises SanityUnavailable instead: that says nothing of the che
 
 from __future__ import annotations
 
+import hashlib
+import json
 import posixpath
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -237,23 +239,39 @@ def evaluate(
     return SanityOutcome(runs=runs, tolerance=tolerance)
 
 
-def store_report(revision: TaskRevision, material: SanityMaterial, outcome: SanityOutcome, *, job_run=None):
+def report_fields(material: SanityMaterial, outcome: SanityOutcome) -> dict:
+    """A SanityReport's fields but its revision and job, as JSON: what store_report stores, and what the synthesis
+    verify stage keeps with its draft until the task it checked is in the catalog."""
     solution = outcome.runs.get(SOLUTION_RUN)
-    return SanityReport.objects.create(
-        revision=revision,
-        runs={kind: outcome.runs[kind].as_dict() for kind in RUN_KINDS},
-        solution_run=solution.as_dict() if solution else None,
-        scaffold_paths=material.scaffold_paths,
-        crashed=outcome.crashed,
-        over_lenient=outcome.over_lenient,
-        lazy_score=outcome.lazy_score,
-        solvable=outcome.solvable,
-        tolerance=outcome.tolerance,
-        backend=next(iter(outcome.runs.values())).backend,
-        runtime=outcome.runtime[:80],
-        isolated=all(run.isolated for run in outcome.runs.values()),
-        job_run=job_run,
-    )
+    return {
+        "runs": {kind: outcome.runs[kind].as_dict() for kind in RUN_KINDS},
+        "solution_run": solution.as_dict() if solution else None,
+        "scaffold_paths": list(material.scaffold_paths),
+        "crashed": outcome.crashed,
+        "over_lenient": outcome.over_lenient,
+        "lazy_score": outcome.lazy_score,
+        "solvable": outcome.solvable,
+        "tolerance": outcome.tolerance,
+        "backend": next(iter(outcome.runs.values())).backend,
+        "runtime": outcome.runtime[:80],
+        "isolated": all(run.isolated for run in outcome.runs.values()),
+    }
+
+
+def material_digest(material: SanityMaterial) -> str:
+    """sha256 over what a check ran on (the checker's entry and files, the inputs, the solution, the scaffold's
+    paths): a report made on material of this digest is a report of any revision with the same."""
+    digest = hashlib.sha256(json.dumps([material.checker.entry, material.scaffold_paths]).encode())
+    for role, files in (("reward", material.checker.reward_files), ("input", material.inputs),
+                        ("solution", material.solution)):  # fmt: skip
+        for path in sorted(files):
+            digest.update(f"\0{role}\0{path}\0{len(files[path])}\0".encode())
+            digest.update(files[path])
+    return digest.hexdigest()
+
+
+def store_report(revision: TaskRevision, material: SanityMaterial, outcome: SanityOutcome, *, job_run=None):
+    return SanityReport.objects.create(revision=revision, job_run=job_run, **report_fields(material, outcome))
 
 
 def check_revision(revision: TaskRevision, *, job_run=None, backend=None, tolerance=None, progress=None):

@@ -1,18 +1,21 @@
 """Into the catalog: the draft becomes a task (tasks.services.save_package), a draft for reviewers to look at.
 
 Task.source is the route (persona / skill); the revision's metadata["synthesis"] says how it was made: {batch,
-item, route, seed, prompt_versions}. The QA verdicts become QualityAssessment rows of the new revision. Running
-the stage again (a worker lost after the save) changes nothing: the same content is the same revision
-(save_package answers "unchanged") and the verdicts are stored once per revision and item.
+item, route, seed, prompt_versions}. The QA verdicts become QualityAssessment rows of the new revision, and the
+verify stage's sandboxed check its SanityReport (when the revision holds exactly what that check ran on, and has
+no report yet). Running the stage again (a worker lost after the save) changes nothing: the same content is the
+same revision (save_package answers "unchanged") and the verdicts are stored once per revision and item.
 """
 
 from __future__ import annotations
 
 from django.db import transaction
 
-from tasks.models import Task
+from jobs.models import JobRun
+from tasks.models import SanityReport, Task
 from tasks.package import PackageFile, TaskPackage
-from tasks.services import save_package
+from tasks.sanity import SanityMaterial, material_digest
+from tasks.services import SaveOutcome, save_package
 
 from ..models import QualityAssessment, Route
 from ..pipeline import PASS, StageResult
@@ -50,6 +53,22 @@ def package(item) -> TaskPackage:
     )  # fmt: skip
 
 
+# What became of the package, in words: a synthesized task is never "imported" (SaveOutcome.CREATED's value).
+SAVED = {SaveOutcome.CREATED: "new task", SaveOutcome.UPDATED: "new revision", SaveOutcome.UNCHANGED: "unchanged"}
+
+
+def store_sanity_report(revision, report: dict | None):
+    """The verify stage's check as the revision's SanityReport; None (nothing stored) without one, when the
+    revision has a report already, or when it does not hold what was checked."""
+    if not report or SanityReport.objects.filter(revision=revision).exists():
+        return None
+    fields = {k: v for k, v in report.items() if k not in ("digest", "job_run")}
+    if report.get("digest") != material_digest(SanityMaterial.from_revision(revision)):
+        return None
+    job_run = JobRun.objects.filter(pk=report.get("job_run")).first() if report.get("job_run") else None
+    return SanityReport.objects.create(revision=revision, job_run=job_run, **fields)
+
+
 def run(item, ctx):
     source = Task.Source.SKILL if item.batch.route == Route.SKILL else Task.Source.PERSONA
     with transaction.atomic():
@@ -64,6 +83,7 @@ def run(item, ctx):
                 prompt_version=verdict.get("prompt_version", ""), model_call_id=verdict.get("model_call_id"),
                 item=item, created_by=ctx.batch.created_by,
             )  # fmt: skip
-    return StageResult(PASS, f"{saved.task.external_id} r{saved.revision.number} ({saved.outcome.value})",
+        store_sanity_report(saved.revision, item.draft.get("sanity_report"))
+    return StageResult(PASS, f"{saved.task.external_id} r{saved.revision.number} ({SAVED[saved.outcome]})",
                        details={"task": saved.task.external_id, "task_pk": saved.task.pk,
                                 "revision": saved.revision.number})  # fmt: skip

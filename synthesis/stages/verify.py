@@ -11,6 +11,10 @@ over-lenient), gave the same sub-score keys on every run, and scored the solutio
 the runs' scores go back to the generator, up to 3 rounds; after the third the item is rejected at "verify" with
 every round's problems kept in stage_results["verify"]["rounds"]. A sandbox that cannot run at all is a failure
 to retry (the checker is not to blame).
+
+The passing round's check is the task's sanity check: its report (tasks.sanity.report_fields, with the digest of
+what it ran on) goes with the draft, and the catalog stage stores it as the new revision's SanityReport when the
+revision holds exactly what was checked. A kept task is sanity-checked already; accepting it needs no other run.
 """
 
 from __future__ import annotations
@@ -21,12 +25,22 @@ import sys
 
 from tasks.package import STANDARD_REWARD_SH
 from tasks.paths import TaskFileError, normalize_path
-from tasks.sanity import RUN_KINDS, SOLUTION_RUN, SanityMaterial, SanityUnavailable, evaluate, output_paths
+from tasks.sanity import (
+    RUN_KINDS,
+    SOLUTION_RUN,
+    SanityMaterial,
+    SanityUnavailable,
+    evaluate,
+    material_digest,
+    output_paths,
+    report_fields,
+)
 from tasks.verification import REWARD_DIR, CheckerSpec
 
 from ..llm_json import StageFailure, ask_json
 from ..pipeline import FAIL, PASS, StageResult
 from . import PROMPT_VERSIONS, messages, quoted
+from .catalog import external_id
 
 STAGE = "verify"
 PROMPT_VERSION = PROMPT_VERSIONS["verify"]
@@ -156,9 +170,10 @@ def run(item, ctx):
         sane = False
         if not problems:
             reward = {"check.py": answer["check_py"].encode(), "reward.sh": STANDARD_REWARD_SH.encode()}
+            # The task id it will have in the catalog: the checker's payload is the one a later check gives it.
             material = SanityMaterial(
                 revision_id=0,
-                checker=CheckerSpec(task_id=f"synthesis-item-{item.pk}", instruction=draft["instruction"],
+                checker=CheckerSpec(task_id=external_id(item), instruction=draft["instruction"],
                                     metadata={}, entry=CHECKER_ENTRY, reward_files=reward),
                 inputs=inputs, solution=solution,
                 scaffold_paths=output_paths(draft["instruction"], inputs),
@@ -174,8 +189,10 @@ def run(item, ctx):
         if not problems:
             checker = {"check.py": answer["check_py"], "reward.sh": STANDARD_REWARD_SH}
             solution_text = {path: data.decode() for path, data in sorted(solution.items())}
+            sanity = {**report_fields(material, outcome), "digest": material_digest(material),
+                      "job_run": item.job_run_id}  # fmt: skip
             return StageResult(PASS, f"sane and solvable in round {number}",
-                               data={"checker": checker, "solution": solution_text},
+                               data={"checker": checker, "solution": solution_text, "sanity_report": sanity},
                                details={"rounds": rounds, "sane": True, "solvable": True})  # fmt: skip
         conversation = conversation + [
             {"role": "assistant", "content": json.dumps(answer)},
