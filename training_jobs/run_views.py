@@ -112,12 +112,9 @@ def progress(run: TrainingRun) -> dict:
 
 
 def latest_score(run: TrainingRun):
-    from evaluation.models import EvalRun
+    from .evaluations import latest_score
 
-    evaluation = (Checkpoint.objects.filter(run=run, evaluations__isnull=False).order_by("-step")
-                  .values_list("evaluations__eval_run", flat=True).first())  # fmt: skip
-    eval_run = EvalRun.objects.filter(pk=evaluation).first() if evaluation else None
-    return eval_run.overall_mean if eval_run else None
+    return latest_score(run)
 
 
 def run_rows(queryset) -> list[dict]:
@@ -225,9 +222,9 @@ def checkpoint_scores(run: TrainingRun) -> tuple[list[dict], dict | None]:
 
 def checkpoint_row(checkpoint: Checkpoint) -> dict:
     """A checkpoint's row: its evaluations, and its latest server (starting, ready, failed or stopped)."""
-    from evaluation.models import EvalRun
+    from .evaluations import checkpoint_eval_runs
 
-    evaluations = list(EvalRun.objects.filter(pk__in=checkpoint.evaluations.values("eval_run")))
+    evaluations = list(checkpoint_eval_runs(checkpoint))
     server = next(iter(checkpoint.servers.all()), None)  # newest first (the model's ordering)
     return {"checkpoint": checkpoint, "evaluations": evaluations, "server": server}
 
@@ -249,6 +246,10 @@ def _run_context(request, run: TrainingRun) -> dict:
         "config_json": json.dumps(run.config, indent=2, sort_keys=True), "is_admin": has_role(request.user, ADMIN),
         "live": not run.is_finished or _evaluating(run), "versions": BenchmarkVersion.objects.select_related("benchmark")[:50],
     }  # fmt: skip
+    if context["is_admin"] and checkpoints:
+        from .evaluations import expectations
+
+        context["expect"] = expectations(run)  # what each harness is expected to do against the run's servers
     if run.kind == TrainingRun.Kind.RL:
         context["rl"] = rl_pages.rl_context(run, request.GET.get("step"))
     else:
@@ -315,7 +316,7 @@ def _evaluate(request, run: TrainingRun):
         raise Http404("no such benchmark version")
     version = get_object_or_404(BenchmarkVersion, pk=pk)
     try:
-        job_run = request_evaluation(run, version, user=request.user)
+        job_run = request_evaluation(run, version, user=request.user, harness=request.POST.get("harness") or None)
     except EvaluationError as exc:
         messages.error(request, str(exc))
     except JobEngineError as exc:
