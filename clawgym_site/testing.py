@@ -77,3 +77,19 @@ def token_client(user) -> APIClient:
 def api_as():
     """api_as(user) -> an APIClient authenticated with the user's API token."""
     return token_client
+
+
+# Fixtures through which a test reaches the database (item.fixturenames is the closure: admin_client counts too).
+DATABASE_FIXTURES = frozenset({"db", "transactional_db", "django_db_setup", "live_server"})
+
+
+def pytest_collection_modifyitems(config, items):
+    """Marks CI selects by (pytest.ini): `nodb` on a test that never touches the database (nothing about the
+    database engine, so CI's SQLite pass leaves it to the PostgreSQL pass), `celery` on one that runs Celery workers
+    (a deployment on PostgreSQL: the embedded SQLite default runs django-q2)."""
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if item.get_closest_marker("django_db") is None and not names & DATABASE_FIXTURES:
+            item.add_marker(pytest.mark.nodb)
+        if "celery_broker_url" in names:
+            item.add_marker(pytest.mark.celery)
