@@ -154,10 +154,12 @@ def test_a_side_call_with_hostile_sampling_is_held_to_the_run_and_never_the_trai
     main_calls = [calls[0].pk, calls[3].pk, calls[4].pk]
     # The step trains the main chain's sample, not the side call's, though that holds the most policy tokens.
     generation = _generation(rollout, config)
-    assert generation.sample.call_ids == main_calls and generation.reward == 1.0 and generation.samples == 2
+    [trained] = generation.trained
+    assert trained.call_ids == main_calls and generation.reward == 1.0 and generation.samples == 2
+    assert generation.side_samples == 1
     samples = samples_for_rollout(rollout)
     [side_sample] = [s for s in samples if s.side]
-    assert side_sample.call_ids == [side.pk] and policy_tokens(side_sample) > policy_tokens(generation.sample)
+    assert side_sample.call_ids == [side.pk] and policy_tokens(side_sample) > policy_tokens(trained)
 
     # Refused before anything went upstream, and recorded with what it asked for.
     assert refused.status_code == 400 and refused.error.startswith("sampling_not_allowed")
