@@ -10,6 +10,16 @@ from accounts.roles import ADMIN, REVIEWER, VIEWER, grant_role
 PASSWORD = "correct-horse-battery"
 
 
+def pytest_configure(config):
+    # Hashing a password with the deployment's PBKDF2 takes 0.3 s here, and most tests make users and sign them in:
+    # the test process hashes new ones with MD5 (still checking passwords, so sign-in and rate limits are exercised)
+    # and keeps the real hashers after it, for passwords set by a command in a subprocess.
+    from django.conf import settings
+
+    fast = "django.contrib.auth.hashers.MD5PasswordHasher"
+    settings.PASSWORD_HASHERS = [fast, *[h for h in settings.PASSWORD_HASHERS if h != fast]]
+
+
 def make_user(username: str, role: str | None):
     from django.contrib.auth import get_user_model
 
