@@ -70,7 +70,8 @@ def start_server(model: Path, folder: Path, continuous_batching: bool):
 
     port = free_port()
     cwd = model_link(folder, NAME, str(model))
-    command = start_command("transformers", str(model), NAME, "127.0.0.1", port)
+    command = [part for part in start_command("transformers", str(model), NAME, "127.0.0.1", port)
+               if part != "--continuous-batching"]  # fmt: skip
     if continuous_batching:
         command.append("--continuous-batching")
     log = open(folder / f"serve-{port}.log", "w")

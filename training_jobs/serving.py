@@ -112,7 +112,10 @@ def start_command(backend: str, path: str, name: str, host: str, port: int) -> l
                 "--dtype", "bfloat16", "--max-model-len", "65536", "--enable-auto-tool-choice",
                 "--tool-call-parser", "hermes", "--generation-config", "vllm"]  # fmt: skip
     # The folder given preloads and pins the model (loaded once, never unloaded when idle).
-    return [transformers_cli(), "serve", name, "--host", host, "--port", str(port), "--log-level", "info"]
+    command = [transformers_cli(), "serve", name, "--host", host, "--port", str(port), "--log-level", "info"]
+    if getattr(settings, "CLAWGYM_SERVE_CONTINUOUS_BATCHING", True):
+        command.append("--continuous-batching")  # concurrent agents' calls batched: see bench/serve_bench.py
+    return command
 
 
 def served_command(backend: str, path: str, name: str, bind: str, port: int, backend_port: int,
