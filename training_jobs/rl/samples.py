@@ -57,6 +57,16 @@ class Sample:
     def policy_tokens(self) -> int:
         return sum(self.env_mask)
 
+    def segments(self) -> list[tuple[int, list[int], list[float | None]]]:
+        """The completion cut into runs of equal mask: [(mask, ids, logprobs)] (policy turns and environment between)."""
+        runs = []
+        for token, mask, logprob in zip(self.completion_ids, self.env_mask, self.logprobs, strict=True):
+            if not runs or runs[-1][0] != mask:
+                runs.append((mask, [], []))
+            runs[-1][1].append(token)
+            runs[-1][2].append(logprob)
+        return runs
+
     def as_dict(self) -> dict:
         return {"prompt_ids": self.prompt_ids, "completion_ids": self.completion_ids, "logprobs": self.logprobs,
                 "env_mask": self.env_mask, "exact": self.exact, "call_ids": self.call_ids, "side": self.side}  # fmt: skip

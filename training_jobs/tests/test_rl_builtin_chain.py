@@ -72,15 +72,6 @@ def tokenizer():
     return tiny_tokenizer()
 
 
-def segments(sample):
-    runs = []
-    for token, mask, logprob in zip(sample.completion_ids, sample.env_mask, sample.logprobs, strict=True):
-        if not runs or runs[-1][0] != mask:
-            runs.append((mask, [], []))
-        runs[-1][1].append(token)
-        runs[-1][2].append(logprob)
-    return runs
-
 
 @needs_bwrap
 @pytest.mark.django_db(transaction=True)
@@ -117,7 +108,7 @@ def test_a_builtin_rollout_on_the_live_policy_is_one_sample_with_tool_results_ma
     assert sample.exact and sample.call_ids == [c.pk for c in calls]
     last = calls[-1].tokens
     assert sample.prompt_ids + sample.completion_ids == last.prompt_ids() + list(last.completion_token_ids)
-    runs = segments(sample)
+    runs = sample.segments()
     assert [mask for mask, _, _ in runs] == [1, 0, 1, 0, 1]
     for (_, ids, logprobs), call in zip(runs[::2], calls, strict=True):  # the policy's tokens, with its logprobs
         assert ids == list(call.tokens.completion_token_ids) and logprobs == list(call.tokens.completion_logprobs)

@@ -27,17 +27,6 @@ SYSTEM = {"role": "system", "content": "You work in /workspace."}
 USER = {"role": "user", "content": "Summarise fruit.csv."}
 
 
-def segments(sample):
-    """The completion cut into runs of equal mask: [(mask, ids, logprobs)]."""
-    runs = []
-    for token, mask, logprob in zip(sample.completion_ids, sample.env_mask, sample.logprobs, strict=True):
-        if not runs or runs[-1][0] != mask:
-            runs.append((mask, [], []))
-        runs[-1][1].append(token)
-        runs[-1][2].append(logprob)
-    return runs
-
-
 # --- a real rollout ---------------------------------------------------------------------------------------------
 
 
@@ -70,7 +59,7 @@ def test_a_sandboxed_rollout_recorded_with_exact_tokens_makes_one_chained_sample
     # The whole chain is the last prompt followed by the last completion: nothing lost, nothing doubled.
     last = calls[-1].tokens
     assert sample.prompt_ids + sample.completion_ids == last.prompt_ids() + last.completion_token_ids
-    runs = segments(sample)
+    runs = sample.segments()
     assert [mask for mask, _, _ in runs] == [1, 0, 1, 0, 1]
     for (_, ids, logprobs), call in zip(runs[::2], calls, strict=True):
         assert ids == call.tokens.completion_token_ids and ids[-1] == TOY_EOS
@@ -181,7 +170,7 @@ def test_four_calls_chain_into_one_sample_with_environment_tokens_masked(session
     # the template's, not sampled).
     whole = toy_render(messages + [answer("Done.")])
     assert toy_detokenize(sample.prompt_ids + sample.completion_ids) + "\n" == whole
-    runs = segments(sample)
+    runs = sample.segments()
     assert [m for m, _, _ in runs] == [1, 0, 1, 0, 1, 0, 1]
     policy = [f'step {n}<tool_call>read {{"path": "f{n}"}}</tool_call><|im_end|>' for n in range(3)]
     assert [toy_detokenize(ids) for m, ids, _ in runs if m] == policy + ["Done.<|im_end|>"]
@@ -201,7 +190,7 @@ def test_parallel_tool_calls_are_one_completion(session):
            answer("Read both."))
 
     [sample] = build_samples(calls_of(session))
-    runs = segments(sample)
+    runs = sample.segments()
     assert [m for m, _, _ in runs] == [1, 0, 1]
     assert toy_detokenize(runs[0][1]).count("<tool_call>") == 3
     assert toy_detokenize(runs[1][1]).count("<|im_start|>tool") == 3  # the three results, all environment
@@ -221,7 +210,7 @@ def test_a_rewritten_history_starts_a_new_sample_of_the_same_rollout(session):
     calls = list(calls_of(session))
     assert [s.call_ids for s in samples] == [[calls[0].pk, calls[1].pk], [calls[2].pk, calls[3].pk]]
     assert samples[1].prompt_ids == calls[2].tokens.prompt_ids()
-    assert [m for m, _, _ in segments(samples[1])] == [1, 0, 1]
+    assert [m for m, _, _ in samples[1].segments()] == [1, 0, 1]
     assert all(s.exact for s in samples)
 
 
@@ -260,7 +249,7 @@ def test_calls_without_tokens_are_retokenized_and_flagged_inexact(session, token
     expected_prompt = tokenizer.apply_chat_template(chat_messages([SYSTEM, USER]), tools=stored_tools,
                                                     add_generation_prompt=True, tokenize=True)["input_ids"]
     assert sample.prompt_ids == list(expected_prompt)
-    runs = segments(sample)
+    runs = sample.segments()
     assert [m for m, _, _ in runs] == [1, 0, 1]
     assert tokenizer.decode(runs[0][1]).endswith("</tool_call><|im_end|>") and "a.txt" in tokenizer.decode(runs[0][1])
     assert "alpha" in tokenizer.decode(runs[1][1]) and tokenizer.decode(runs[2][1]).endswith("Done.<|im_end|>")
