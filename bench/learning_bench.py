@@ -36,6 +36,7 @@ wall time is printed to stderr as it goes, so a slower machine shows where its t
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -195,10 +196,6 @@ def evaluate_model(endpoint: str, benchmarks: dict, args, timings: dict, tag: st
 def serve_tokens_per_s(*run_ids: int) -> float | None:
     """Output tokens over the agent seconds of the evaluation runs' rollouts (the server's rate as the agents saw
     it, tool time included: a lower bound)."""
-    import django
-
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clawgym_site.settings")
-    django.setup()
     from evaluation.models import EvalRun
 
     runs = list(EvalRun.objects.filter(pk__in=run_ids))
@@ -209,12 +206,6 @@ def serve_tokens_per_s(*run_ids: int) -> float | None:
 
 def train_tokens_per_s(report: dict) -> float | None:
     """The SFT trainer's tokens/s (its metric events), the median over the logged steps."""
-    import statistics
-
-    import django
-
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clawgym_site.settings")
-    django.setup()
     from training_jobs.models import TrainingMetric
 
     rates = [m.values.get("tokens_per_second") for m in TrainingMetric.objects.filter(run_id=report["run"])]
@@ -243,6 +234,12 @@ def main(argv=None) -> int:
     parser.add_argument("--rl-tasks", type=int, default=16)
     parser.add_argument("--work", type=Path, default=BASE_DIR / "var" / "learning-bench")
     args = parser.parse_args(argv)
+    # The steps are commands (subprocesses); this process reads the figures they leave (and the expert server the
+    # task folders) through the same settings and DATABASE_URL.
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clawgym_site.settings")
+    import django
+
+    django.setup()
     started = time.monotonic()
     timings: dict = {}
 
