@@ -16,6 +16,9 @@ diagnoses and sanity overrides the admin role.
     POST /api/candidates/{id}/verdict/          reviewer: {"verdicts": {issue id: valid|not_valid|fixed}}
     POST /api/candidates/{id}/apply-fix/        reviewer: {"issue", "base_revision"}: 409 on a stale revision
     POST /api/candidates/{id}/decide/           reviewer: accept|fix|reject; override_reason needs admin
+    POST /api/candidates/bulk-decide/           reviewer: {"candidates": [ids], "decision": accept|reject, "reason"}:
+                                                each through decide (no override); 200 + what was decided and what
+                                                was refused, with each reason
     POST /api/candidates/{id}/diagnose/         admin: queue a diagnosis job: 202 + the job run
     GET  /api/candidates/{id}/history/
     GET  /api/diagnoses/[{id}/]                 ?candidate=ID
@@ -37,7 +40,7 @@ from jobs.engine import JobEngineError
 from jobs.serializers import JobRunSerializer
 from tasks.services import StaleRevisionError
 
-from . import services
+from . import bulk, services
 from .difficulty import DifficultyError, set_difficulty_thresholds, start_difficulty_filter
 from .exporting import ARCHIVE_FORMATS, CONTENT_TYPES, download_response
 from .models import Benchmark, BenchmarkCandidate, BenchmarkVersion, DiagnosisIssue, DifficultyFilter, LLMDiagnosis
@@ -46,6 +49,8 @@ from .serializers import (
     BenchmarkSerializer,
     BenchmarkVersionFilterSerializer,
     BenchmarkVersionSerializer,
+    BulkDecideSerializer,
+    BulkDecisionSerializer,
     CandidateDetailSerializer,
     CandidateFilterSerializer,
     CandidateListSerializer,
@@ -294,6 +299,18 @@ class CandidateViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):
         except services.ReviewError as exc:
             return _error(exc)
         return Response(DecisionSerializer(row).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=BulkDecideSerializer, responses={200: BulkDecisionSerializer})
+    @action(detail=False, methods=["post"], url_path="bulk-decide")
+    def bulk_decide(self, request):
+        """Accept or reject many candidates: each through decide, alone (its gate, its claim, its decision row); a
+        refusal of one leaves the others decided and is listed with its reason."""
+        data = _valid(BulkDecideSerializer, request.data)
+        try:
+            result = bulk.decide_many(data["candidates"], data["decision"], user=request.user, reason=data["reason"])
+        except services.ReviewError as exc:
+            return _error(exc)
+        return Response(BulkDecisionSerializer(result).data)
 
     @extend_schema(request=None, responses={202: JobRunSerializer})
     @action(detail=True, methods=["post"])

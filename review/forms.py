@@ -29,6 +29,35 @@ class DecisionForm(forms.Form):
         return data
 
 
+class CandidateIdsField(forms.Field):
+    """The candidates ticked in the queue: every `ids` value of the form, as ids, each once."""
+
+    widget = forms.MultipleHiddenInput
+    default_error_messages = {"required": "Select at least one candidate.", "invalid": "Not a candidate id: %(value)s."}
+
+    def to_python(self, value):
+        ids = []
+        for item in value or []:
+            if not str(item).isdigit():
+                raise forms.ValidationError(self.error_messages["invalid"], code="invalid", params={"value": item})
+            ids.append(int(item))
+        return list(dict.fromkeys(ids))
+
+
+class BulkDecisionForm(forms.Form):
+    """Accept or reject the ticked candidates of the queue at once (review.bulk.decide_many)."""
+
+    ids = CandidateIdsField()
+    decision = forms.ChoiceField(choices=[(Decision.ACCEPT, "Accept"), (Decision.REJECT, "Reject")])
+    reason = forms.CharField(required=False, max_length=10_000)
+
+    def clean(self):
+        data = super().clean()
+        if data.get("decision") == Decision.REJECT and not data.get("reason", "").strip():
+            self.add_error("reason", "Rejecting needs a reason.")
+        return data
+
+
 # --- difficulty filtering --------------------------------------------------------------------------------------
 
 

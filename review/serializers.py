@@ -10,6 +10,7 @@ from evaluation.services import MAX_REPEATS
 from llm.models import ModelEndpoint
 from tasks.models import SanityReport
 
+from .bulk import MAX_BULK
 from .difficulty import verdict_counts
 from .exporting import ARCHIVE_FORMATS
 from .models import (
@@ -243,6 +244,47 @@ class DecideSerializer(serializers.Serializer):
         child=serializers.ChoiceField(choices=ReviewDecision.Verdict.choices), required=False, default=dict
     )
     override_reason = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class BulkDecideSerializer(serializers.Serializer):
+    candidates = serializers.ListField(
+        child=serializers.IntegerField(min_value=1), allow_empty=False, max_length=MAX_BULK,
+        help_text=f"candidate ids, at most {MAX_BULK}: each is decided alone, through the same accept gate",
+    )  # fmt: skip
+    decision = serializers.ChoiceField(choices=["accept", "reject"])
+    reason = serializers.CharField(required=False, allow_blank=True, default="", help_text="required to reject")
+
+
+class BulkDecidedSerializer(serializers.Serializer):
+    candidate = serializers.IntegerField()
+    task = serializers.CharField()
+    decision = DecisionSerializer()
+
+
+class BulkRefusedSerializer(serializers.Serializer):
+    candidate = serializers.IntegerField()
+    task = serializers.CharField(help_text="empty when there is no such candidate")
+    reason = serializers.CharField(help_text="why services.decide refused it")
+    status = serializers.IntegerField(help_text="the status deciding it alone would have had (403, 404, 409 or 400)")
+
+
+class BulkDecisionSerializer(serializers.Serializer):
+    """What a bulk decision did, one entry per candidate asked for."""
+
+    decision = serializers.CharField()
+    summary = serializers.CharField()
+    decided = BulkDecidedSerializer(many=True)
+    refused = BulkRefusedSerializer(many=True)
+
+    def to_representation(self, result):
+        return {
+            "decision": result.decision,
+            "summary": result.summary(),
+            "decided": [{"candidate": i.candidate_id, "task": i.task, "decision": DecisionSerializer(i.decision).data}
+                        for i in result.decided],
+            "refused": [{"candidate": i.candidate_id, "task": i.task, "reason": i.refused, "status": i.status}
+                        for i in result.refused],
+        }  # fmt: skip
 
 
 class ApplyFixSerializer(serializers.Serializer):

@@ -1,5 +1,5 @@
-"""The candidate queue: filters, per-status counts, claims, keyboard triage (accept and reject in a dialog) and
-starting LLM diagnoses.
+"""The candidate queue: filters, per-status counts, claims, keyboard triage (accept and reject in a dialog), bulk
+accept and reject of the ticked rows, and starting LLM diagnoses.
 
 Rows are one partial (review/_queue_row.html) that every action answers htmx with, so a claim, a decision or a
 finished diagnosis updates its row in place; plain forms redirect back to a safe `next` with a message instead.
@@ -24,8 +24,8 @@ from jobs.engine import JobEngineError
 from jobs.models import JobRun
 from tasks.models import BenchmarkCategory, SanityReport
 
-from .. import services
-from ..forms import DecisionForm
+from .. import bulk, services
+from ..forms import BulkDecisionForm, DecisionForm
 from ..jobs import DIAGNOSE_BATCH_JOB, DIAGNOSE_JOB
 from ..models import (
     Benchmark,
@@ -350,6 +350,40 @@ def queue_decide(request, pk: int):
     return TemplateResponse(request, "review/_queue_decide.html", context, status=status)
 
 
+@reviewer_required
+@require_POST
+def bulk_decide(request):
+    """Accept or reject the ticked candidates, each through services.decide (review.bulk.decide_many): the same
+    accept gate, claims and decision row as one at a time. htmx gets the report (what was decided, what was refused
+    and why) with the rows acted on, out of band, and a `queue-changed` event that refreshes the counts; a plain form
+    returns to the queue with the report as messages."""
+    form = BulkDecisionForm(request.POST)
+    result, error = None, ""
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            result = bulk.decide_many(data["ids"], data["decision"], user=request.user, reason=data["reason"])
+        except services.ReviewError as exc:
+            error = str(exc)
+    else:
+        error = " ".join(text for field_errors in form.errors.values() for text in field_errors)
+    if not request.htmx:
+        if error:
+            messages.error(request, f"Nothing was decided: {error}")
+        else:
+            (messages.success if result.decided else messages.warning)(request, result.summary())
+            for item in result.refused:
+                messages.warning(request, f"Refused {item.task or f'#{item.candidate_id}'}: {item.refused}")
+        return redirect(_next_url(request))
+    acted = [item.candidate_id for item in result.items if item.task] if result else []
+    rows = decorate(list(_rows(BenchmarkCandidate.objects.filter(pk__in=acted)))) if acted else []
+    context = {"result": result, "error": error, "rows": rows, "queue_url": _next_url(request)}
+    response = TemplateResponse(request, "review/_queue_bulk.html", context)
+    if result and result.decided:
+        trigger_client_event(response, "queue-changed", {"ids": [item.candidate_id for item in result.decided]})
+    return response
+
+
 # --- diagnoses -----------------------------------------------------------------------------------------------------
 
 
@@ -406,5 +440,6 @@ urlpatterns = [
     path("candidates/<int:pk>/claim/", claim, name="claim"),
     path("candidates/<int:pk>/release/", release, name="release"),
     path("candidates/<int:pk>/decide-from-queue/", queue_decide, name="queue_decide"),
+    path("bulk-decide/", bulk_decide, name="bulk_decide"),
     path("candidates/<int:pk>/diagnose/", diagnose_one, name="diagnose_one"),
 ]

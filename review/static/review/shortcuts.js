@@ -5,8 +5,9 @@
  *
  *   [data-shortcut-list]            a list; its [data-shortcut-item] elements (with a data-id) are what j/k select
  *   [data-shortcut-open]            inside an item: the link Enter or o follows
- *   [data-key="a"|"f"|"r"]          the control a, f or r clicks: the first inside the selected item, or when the
- *                                   item has none (or nothing is selected), the first on the page outside any item
+ *   [data-key="a"|"f"|"r"|"x"]      the control a, f, r or x clicks: the first inside the selected item, or when
+ *                                   the item has none (or nothing is selected), the first on the page outside any
+ *                                   item (x: the row's checkbox, ticked for a bulk decision)
  *   dialog#shortcut-help            the help that ? shows and hides (Escape closes it)
  *
  * The selection is the class "selected" plus aria-selected="true", kept across htmx swaps by data-id. Keys do
@@ -17,7 +18,7 @@
   "use strict";
 
   const ITEMS = "[data-shortcut-list] [data-shortcut-item]";
-  const ACTIONS = new Set(["a", "f", "r"]);
+  const ACTIONS = new Set(["a", "f", "r", "x"]);
   let selectedId = null;
 
   function items() {
@@ -81,7 +82,9 @@
   }
 
   function typing(el) {
-    return el instanceof HTMLElement && (el.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(el.tagName));
+    if (!(el instanceof HTMLElement)) return false;
+    if (el.tagName === "INPUT") return !["checkbox", "radio"].includes(el.type); // a ticked box takes no keys
+    return el.isContentEditable || /^(TEXTAREA|SELECT)$/.test(el.tagName);
   }
 
   function otherDialogOpen() {
