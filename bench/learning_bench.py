@@ -44,6 +44,8 @@ from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
+from demo.plans import expert_plan, instruction_of  # noqa: E402  (the scripted expert's plans)
+
 MANAGE = [sys.executable, str(BASE_DIR / "manage.py")]
 EXPERT = "curriculum-expert"
 HELDOUT, UNSEEN = "heldout", "unseen_kind"
@@ -79,29 +81,6 @@ def manage(*args, timeout: float = 4 * 3600, timings: dict | None = None, label:
 
 
 # --- the scripted expert ---------------------------------------------------------------------------------------
-
-
-def expert_plan(task_dir: Path) -> list[tuple[str, dict]]:
-    """The reference solution as builtin-harness tool calls: read every input file, then write every file the
-    solution adds or changes (a ClawGym solution/ folder is laid over input_files/, as the sanity check applies it)."""
-    inputs, solution = task_dir / "input_files", task_dir / "solution"
-
-    def files(root: Path) -> dict[str, bytes]:
-        if not root.is_dir():
-            return {}
-        return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
-
-    before, after = files(inputs), files(solution)
-    plan = [("read", {"path": path}) for path in before]
-    for path, content in after.items():
-        if before.get(path) != content:
-            plan.append(("write", {"path": path, "content": content.decode("utf-8")}))
-    return plan
-
-
-def instruction_of(task_dir: Path) -> str:
-    entry = json.loads((task_dir / "data_entry.json").read_text())
-    return str(entry.get("user_query") or entry.get("instruction") or "").strip()
 
 
 def spread(ids: list[str], n: int) -> list[str]:
@@ -232,7 +211,7 @@ def main(argv=None) -> int:
     parser.add_argument("--sft-lr", type=float, default=5e-5)
     parser.add_argument("--rl-steps", type=int, default=4)
     parser.add_argument("--rl-tasks", type=int, default=16)
-    parser.add_argument("--work", type=Path, default=BASE_DIR / "var" / "learning-bench")
+    parser.add_argument("--work", type=Path, default=None, help="where the curriculum is built (default: VAR_DIR)")
     args = parser.parse_args(argv)
     # The steps are commands (subprocesses); this process reads the figures they leave (and the expert server the
     # task folders) through the same settings and DATABASE_URL.
@@ -240,6 +219,9 @@ def main(argv=None) -> int:
     import django
 
     django.setup()
+    from django.conf import settings
+
+    args.work = args.work or Path(settings.VAR_DIR) / "learning-bench"
     started = time.monotonic()
     timings: dict = {}
 
@@ -287,7 +269,7 @@ def main(argv=None) -> int:
     if not data_runs:
         raise BenchError("no training data: give --self-tasks or --expert-tasks")
     dataset = manage("build_dataset", *[a for r in data_runs for a in ("--run", r)], "--min-reward", "1.0",
-                     "--validation-share", "0.0", "--name", f"learning-bench seed {args.seed}", "--json",
+                     "--base-model", args.base_model, "--validation-share", "0.0", "--name", f"learning-bench seed {args.seed}", "--json",
                      label="dataset", timings=timings)  # fmt: skip
     data["dataset"] = dataset
     log(f"dataset: {json.dumps(dataset)[:400]}")

@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "review",
     "training_jobs",
     "ops",
+    "demo",
 ]
 
 MIDDLEWARE = [

@@ -29,6 +29,9 @@ API_KEY_ENV_PREFIX = "CLAWGYM_KEY_"
 # one as CLAWGYM_KEY_SERVED_<server>, and it is derived from SECRET_KEY rather than read from the environment.
 SERVED_KEY_PREFIX = API_KEY_ENV_PREFIX + "SERVED_"
 MILLION = Decimal(1_000_000)
+# The model ids of the demo models (`manage.py demo_models`: scripted answers, no real model): pages mark an endpoint
+# serving one "demo", so that nobody takes its figures for a model's.
+DEMO_MODEL_PREFIX = "clawgym-demo/"
 # Set by the client or the caller, never by an endpoint's default sampling settings.
 RESERVED_SAMPLING_KEYS = {"model", "messages", "input", "stream"}
 
@@ -143,6 +146,11 @@ class ModelEndpoint(models.Model):
     def serves(self, role: str) -> bool:
         return role in (self.roles or [])
 
+    @property
+    def is_demo(self) -> bool:
+        """A demo model (scripted answers, DEMO_MODEL_PREFIX): pages show it with a "demo" badge."""
+        return is_demo_model(self.model)
+
     @classmethod
     def serving(cls, role: str):
         """The enabled endpoints that serve `role`, by name: what a form offers for that role. (A queryset by
@@ -199,6 +207,10 @@ class ModelEndpoint(models.Model):
             "price_output_per_mtok": str(self.price_output_per_mtok),
             "enabled": self.enabled,
         }
+
+
+def is_demo_model(model: str) -> bool:
+    return (model or "").startswith(DEMO_MODEL_PREFIX)
 
 
 class MissingApiKey(Exception):

@@ -38,12 +38,13 @@ import json
 import socket
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field, replace
 
 import pytest
 
 from .testing_tokens import vllm_tokens_chunks, vllm_tokens_whole
+from .wire import Reply as WireReply
+from .wire import chat_chunks, chat_completion, responses_events, responses_object, sse_frames
 
 READY_TIMEOUT = 20.0
 PAD = "[[padding]]"  # where a padded reply's filler goes in its content
@@ -51,30 +52,17 @@ PAD_PIECE = 64 * 1024  # bytes of filler sent at a time
 
 
 @dataclass
-class Reply:
-    """One scripted answer. Build it with the class methods."""
+class Reply(WireReply):
+    """One scripted answer (llm.wire.Reply, and what only tests need). Build it with the class methods."""
 
     status: int = 200
-    content: str | None = None
-    tool_calls: list[dict] = field(default_factory=list)
     raw_body: str | None = None  # sent as is (an error body, or malformed JSON)
     headers: dict = field(default_factory=dict)
-    chunk_size: int = 4  # characters of content per streamed delta
     chunk_delay: float = 0.0  # seconds between streamed chunks
     gate: bool = False  # hold the last chunk until release()
     delay: float = 0.0  # seconds before the answer starts (a slow model, or one that times out)
-    usage: tuple[int, int] | None = None  # (input, output) tokens; default: from the lengths
     padding: int = 0  # bytes of filler added to the text as it is sent (at PAD in content, else at its end)
     declare_length: bool = False  # a padded whole answer declares its Content-Length (else it is sent chunked)
-
-    @classmethod
-    def text(cls, content: str, **options) -> "Reply":
-        return cls(content=content, **options)
-
-    @classmethod
-    def tool_call(cls, name: str, arguments: dict | str, *, content: str | None = None, **options) -> "Reply":
-        args = arguments if isinstance(arguments, str) else json.dumps(arguments)
-        return cls(content=content, tool_calls=[{"name": name, "arguments": args}], **options)
 
     @classmethod
     def error(cls, status: int, message: str = "scripted error", *, retry_after: float | None = None) -> "Reply":
@@ -85,6 +73,9 @@ class Reply:
     @classmethod
     def raw(cls, body: str, status: int = 200) -> "Reply":
         return cls(status=status, raw_body=body)
+
+    def text_length(self) -> int:
+        return len(self.content or "") + self.padding
 
 
 @dataclass
@@ -106,91 +97,6 @@ class Received:
             return json.loads(self.body)
         except ValueError:
             return None
-
-
-def _usage(reply: Reply, request: dict) -> tuple[int, int]:
-    if reply.usage:
-        return reply.usage
-    prompt = json.dumps(request.get("messages") or request.get("input") or "")
-    text = len(reply.content or "") + reply.padding
-    return max(1, len(prompt) // 4), max(1, text // 4 + 4 * len(reply.tool_calls))
-
-
-def _pieces(text: str, size: int) -> list[str]:
-    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
-
-
-def chat_completion(reply: Reply, request: dict) -> dict:
-    message = {"role": "assistant", "content": reply.content}
-    if reply.tool_calls:
-        message["tool_calls"] = [
-            {"id": f"call_{i}", "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
-            for i, c in enumerate(reply.tool_calls)
-        ]
-    prompt, completion = _usage(reply, request)
-    return {
-        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": request.get("model", "scripted"),
-        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if reply.tool_calls else "stop"}],
-        "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
-    }
-
-
-def chat_chunks(reply: Reply, request: dict) -> list[dict]:
-    base = {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion.chunk",
-            "created": int(time.time()), "model": request.get("model", "scripted")}
-
-    def chunk(delta, finish=None):
-        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-
-    chunks = [chunk({"role": "assistant", "content": ""})]
-    if reply.content:
-        chunks += [chunk({"content": piece}) for piece in _pieces(reply.content, reply.chunk_size)]
-    for i, call in enumerate(reply.tool_calls):
-        head = {"index": i, "id": f"call_{i}", "type": "function", "function": {"name": call["name"], "arguments": ""}}
-        chunks.append(chunk({"tool_calls": [head]}))
-        chunks += [
-            chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
-            for piece in _pieces(call["arguments"], reply.chunk_size * 4)
-        ]
-    chunks.append(chunk({}, "tool_calls" if reply.tool_calls else "stop"))
-    if (request.get("stream_options") or {}).get("include_usage"):
-        prompt, completion = _usage(reply, request)
-        usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
-        chunks.append({**base, "choices": [], "usage": usage})
-    return chunks
-
-
-def responses_object(reply: Reply, request: dict, status: str = "completed") -> dict:
-    output = []
-    if reply.content is not None:
-        output.append({
-            "type": "message", "id": f"msg_{uuid.uuid4().hex[:8]}", "role": "assistant", "status": "completed",
-            "content": [{"type": "output_text", "text": reply.content, "annotations": []}],
-        })
-    for i, call in enumerate(reply.tool_calls):
-        output.append({"type": "function_call", "id": f"fc_{i}", "call_id": f"call_{i}", "name": call["name"],
-                       "arguments": call["arguments"], "status": "completed"})
-    prompt, completion = _usage(reply, request)
-    return {
-        "id": f"resp_{uuid.uuid4().hex[:12]}", "object": "response", "created_at": int(time.time()),
-        "status": status, "model": request.get("model", "scripted"), "output": output,
-        "usage": {"input_tokens": prompt, "output_tokens": completion, "total_tokens": prompt + completion},
-    }
-
-
-def responses_events(reply: Reply, request: dict) -> list[dict]:
-    final = responses_object(reply, request)
-    started = {**final, "status": "in_progress", "output": [], "usage": None}
-    events = [{"type": "response.created", "response": started}]
-    item_id = final["output"][0]["id"] if reply.content is not None else None
-    for piece in _pieces(reply.content or "", reply.chunk_size) if item_id else []:
-        events.append({"type": "response.output_text.delta", "item_id": item_id, "output_index": 0,
-                       "content_index": 0, "delta": piece})
-    events.append({"type": "response.completed", "response": final})
-    return [{**event, "sequence_number": n} for n, event in enumerate(events)]
 
 
 class ScriptedUpstream:
@@ -299,12 +205,7 @@ class ScriptedUpstream:
     async def _stream(self, send, reply: Reply, received: Received, events: list[dict], responses_api: bool):
         headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
         await send({"type": "http.response.start", "status": reply.status, "headers": headers})
-        frames = []
-        for event in events:
-            prefix = f"event: {event['type']}\n" if responses_api else ""
-            frames.append(f"{prefix}data: {json.dumps(event)}\n\n".encode())
-        if not responses_api:
-            frames.append(b"data: [DONE]\n\n")
+        frames = sse_frames(events, responses_api)
         for n, frame in enumerate(frames):
             if n and reply.chunk_delay:
                 await asyncio.sleep(reply.chunk_delay)

@@ -1,0 +1,47 @@
+"""python manage.py demo_models [--host 127.0.0.1] [--port 0] [--json]
+python manage.py demo_models --disable [--json]"""
+
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+
+from demo import server
+from demo.services import DEMO_ENDPOINTS, disable_demo_endpoints, register_demo_endpoints
+
+
+class Command(BaseCommand):
+    help = (
+        "Serve the demo models (scripted, no real model: two agents of different skill, a judge and a generator that "
+        "answers every synthesis stage) on one local OpenAI-compatible server until stopped (Ctrl-C or SIGTERM), "
+        f"with their endpoints ({', '.join(DEMO_ENDPOINTS)}) registered at its address and enabled. When it stops "
+        "they are disabled. `make demo` runs it beside the web app and worker. --disable only disables them. With "
+        '--json, one line {"base_url", "endpoints"} once it serves.'
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+        parser.add_argument("--port", type=int, default=0, help="port to listen on (default 0: a free one)")
+        parser.add_argument("--disable", action="store_true", help="disable the demo endpoints, serve nothing")
+        parser.add_argument("--json", dest="as_json", action="store_true")
+
+    def handle(self, *args, host, port, disable, as_json, **options):
+        if disable:
+            names = [e.name for e in disable_demo_endpoints()]
+            self.stdout.write(json.dumps({"disabled": names}) if as_json else f"disabled: {', '.join(names) or 'none'}")
+            return
+        try:
+            sock = server.bind(host, port)
+        except OSError as exc:
+            raise CommandError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+        base_url = f"http://{host}:{sock.getsockname()[1]}/v1"
+        endpoints = register_demo_endpoints(base_url)
+        if as_json:
+            self.stdout.write(json.dumps({"base_url": base_url, "endpoints": [e.as_dict() for e in endpoints]}))
+        else:
+            self.stdout.write(f"Demo models on {base_url}: {', '.join(e.name for e in endpoints)} (Ctrl-C stops them)")
+        self.stdout.flush()
+        try:
+            server.serve(sock)
+        finally:
+            disabled = disable_demo_endpoints(base_url=base_url)
+            self.stderr.write(f"demo models stopped; disabled {', '.join(e.name for e in disabled) or 'nothing'}")
