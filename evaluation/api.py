@@ -1,6 +1,7 @@
 """Rollouts and trajectories over the API. Reads need the viewer role; starting and retrying need reviewer.
 
-    GET  /api/rollouts/               ?task=&endpoint=&harness=&status=&group=   newest first
+    GET  /api/rollouts/               ?task=&endpoint=&harness=&status=&group=&eval_run=&outcome=&min_score=
+                                      &max_score=&q=   newest first
     POST /api/rollouts/               {task, endpoint, harness?, repeats?, revision?, options?}: queued jobs; 201 + list
     GET  /api/rollouts/{id}/          one rollout with its transcript, sub-scores and workspace changes
     POST /api/rollouts/{id}/retry/    the next attempt of a failed or cancelled rollout (409 otherwise)

@@ -13,7 +13,9 @@ changing the pass threshold the admin role; a reviewer may regrade one task (aft
                                             run, every rollout of that task): 202 + the job run
     POST /api/eval-runs/{id}/threshold/     {pass_threshold}: pass@k, pass^k and solved tasks recomputed
     GET  /api/eval-runs/{id}/tasks/         ?sort=task|mean|-mean|std|-std|tokens|-tokens   per-task rows, paginated
-    GET  /api/eval-runs/{id}/rollouts/      ?task=&status=&outcome=   paginated
+    GET  /api/eval-runs/{id}/rollouts/      ?task=&status=&outcome=&min_score=&max_score=&q=&sort=   its samples, as
+                                            its samples page filters them (q: a text in the transcript, the final
+                                            message, the reasons); paginated
     GET  /api/eval-runs/{id}/export/        ?format=json|csv   a download (CSV: one row per rollout, streamed)
     GET  /api/eval-runs/compare/            ?a=RUN&b=RUN   the `compare --json` shape and per-task rows
     GET  /api/leaderboard/                  ?benchmark=NAME&version=N (latest unless given): complete runs only
@@ -42,6 +44,7 @@ from .exports import iter_csv, run_export
 from .models import EvalRun, EvalRunTask, Rollout
 from .regrade import regradable
 from .run_jobs import REGRADE_JOB
+from .samples import filter_samples, sorted_samples
 from .serializers import RolloutListSerializer
 from .serializers_runs import (
     CompareQuerySerializer,
@@ -260,17 +263,11 @@ class EvalRunViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveMod
     @extend_schema(parameters=[RunRolloutsQuerySerializer], responses=RolloutListSerializer(many=True))
     @action(detail=True, methods=["get"])
     def rollouts(self, request, pk=None):
-        """The run's rollouts, by task and repeat."""
+        """The run's rollouts (its samples), filtered as its samples page does; by task and repeat unless sorted."""
         run = self.get_object()
         data = _query(request, RunRolloutsQuerySerializer, also=self._page_parameters())
-        rollouts = run.rollouts.select_related("revision__task", "endpoint").order_by(
-            "revision__task__external_id", "repeat_index", "id"
-        )
-        lookups = {"task": "revision__task__external_id", "status": "status", "outcome": "outcome"}
-        for name, lookup in lookups.items():
-            if name in data:
-                rollouts = rollouts.filter(**{lookup: data[name]})
-        page = self.paginate_queryset(rollouts)
+        rollouts = filter_samples(run.rollouts.select_related("revision__task", "endpoint"), data)
+        page = self.paginate_queryset(sorted_samples(rollouts, data["sort"]))
         context = self.get_serializer_context()
         return self.get_paginated_response(RolloutListSerializer(page, many=True, context=context).data)
 

@@ -4,7 +4,8 @@ from llm.models import ModelEndpoint
 from tasks.models import Task
 
 from .harnesses import HARNESS_CHOICES
-from .models import Rollout
+from .models import Outcome, Rollout
+from .samples import SORT_LABELS, filter_samples, sorted_samples
 from .services import MAX_REPEATS
 
 
@@ -27,6 +28,30 @@ class RolloutFilterForm(forms.Form):
             if data[name]:
                 rollouts = rollouts.filter(**{name: data[name]})
         return rollouts
+
+
+class SampleFilterForm(forms.Form):
+    """The samples page's filters and sort. Invalid values are dropped one by one rather than failing the page; the
+    filtering itself is evaluation.samples.filter_samples, as on the API's /api/eval-runs/{id}/rollouts/."""
+
+    q = forms.CharField(required=False, max_length=200, label="Search")
+    task = forms.CharField(required=False, max_length=200)
+    outcome = forms.ChoiceField(required=False, choices=[("", "Any outcome"), *Outcome.choices])
+    status = forms.ChoiceField(required=False, choices=[("", "Any status"), *Rollout.Status.choices])
+    min_score = forms.FloatField(required=False, min_value=0.0, max_value=1.0, label="Score at least")
+    max_score = forms.FloatField(required=False, min_value=0.0, max_value=1.0, label="Score at most")
+    sort = forms.ChoiceField(required=False, choices=SORT_LABELS)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.is_valid()  # cleaned_data then holds the valid fields only
+
+    @property
+    def sort_name(self) -> str:
+        return self.cleaned_data.get("sort") or "task"
+
+    def samples(self, rollouts):
+        return sorted_samples(filter_samples(rollouts, self.cleaned_data), self.sort_name)
 
 
 class StartRolloutsForm(forms.Form):

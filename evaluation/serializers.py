@@ -5,7 +5,8 @@ from rest_framework import serializers
 from jobs.redaction import hide_paths, hide_paths_in, sees_server_details
 
 from .harnesses import HARNESS_CHOICES
-from .models import Rollout, Trajectory
+from .models import Outcome, Rollout, Trajectory
+from .samples import filter_samples
 from .services import MAX_REPEATS
 
 
@@ -71,15 +72,20 @@ class RolloutFilterSerializer(serializers.Serializer):
     harness = serializers.ChoiceField(choices=HARNESS_CHOICES, required=False)
     status = serializers.ChoiceField(choices=Rollout.Status.choices, required=False)
     group = serializers.CharField(required=False)
+    eval_run = serializers.IntegerField(required=False, min_value=1, help_text="only this evaluation run's")
+    outcome = serializers.ChoiceField(choices=Outcome.choices, required=False)
+    min_score = serializers.FloatField(required=False, min_value=0.0, max_value=1.0, help_text="score at least")
+    max_score = serializers.FloatField(required=False, min_value=0.0, max_value=1.0, help_text="score at most")
+    q = serializers.CharField(required=False, max_length=200, help_text="a text (case-insensitive) in the task's id "
+                              "or title, the final message, the error, the reasons or the transcript")  # fmt: skip
 
     def filter(self, queryset):
         data = self.validated_data
-        lookups = {"task": "revision__task__external_id", "endpoint": "endpoint__name", "harness": "harness",
-                   "status": "status", "group": "group"}  # fmt: skip
+        lookups = {"endpoint": "endpoint__name", "harness": "harness", "group": "group", "eval_run": "eval_run_id"}
         for name, lookup in lookups.items():
             if name in data:
                 queryset = queryset.filter(**{lookup: data[name]})
-        return queryset
+        return filter_samples(queryset, data)  # task, status, outcome, scores and text: as on a run's samples page
 
 
 class TrajectorySerializer(serializers.ModelSerializer):

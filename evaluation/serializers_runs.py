@@ -12,6 +12,7 @@ from tasks.models import Task
 from .harnesses import HARNESS_CHOICES
 from .models import EvalRun, EvalRunTask, Outcome, Rollout
 from .runs import LIMIT_KEYS, MAX_TASKS, run_json
+from .samples import SORT_LABELS
 from .services import MAX_REPEATS
 
 # --- what a run is started with --------------------------------------------------------------------------------
@@ -149,9 +150,17 @@ class TaskRowsQuerySerializer(serializers.Serializer):
 
 
 class RunRolloutsQuerySerializer(serializers.Serializer):
+    """A run's samples, filtered as on its samples page (evaluation.samples.filter_samples)."""
+
     task = serializers.CharField(required=False)
     status = serializers.ChoiceField(choices=Rollout.Status.choices, required=False)
     outcome = serializers.ChoiceField(choices=Outcome.choices, required=False)
+    min_score = serializers.FloatField(required=False, min_value=0.0, max_value=1.0, help_text="score at least")
+    max_score = serializers.FloatField(required=False, min_value=0.0, max_value=1.0, help_text="score at most")
+    q = serializers.CharField(required=False, max_length=200, help_text="a text (case-insensitive) in the task's id "
+                              "or title, the final message, the error, the reasons or the transcript")  # fmt: skip
+    sort = serializers.ChoiceField(choices=[name for name, _ in SORT_LABELS], default="task",
+                                   help_text="task (then repeat), score (worst first), -score, tokens")  # fmt: skip
 
 
 EXPORT_FORMATS = ("json", "csv")

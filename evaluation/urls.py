@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views, views_runs
+from . import views, views_runs, views_samples
 
 app_name = "evaluation"
 urlpatterns = [
@@ -21,8 +21,10 @@ run_urlpatterns = [
     path("panel/", views_runs.dashboard_panel, name="panel"),
     path("leaderboard/", views_runs.leaderboard, name="leaderboard"),
     path("compare/", views_runs.compare, name="compare"),
+    path("compare/rollouts/", views_samples.rollout_pair, name="compare-rollouts"),
     path("<int:pk>/", views_runs.run_detail, name="detail"),
     path("<int:pk>/tasks/<int:row>/", views_runs.run_task_repeats, name="repeats"),
+    path("<int:pk>/samples/", views_samples.run_samples, name="samples"),
     path("<int:pk>/resume/", views_runs.run_resume, name="resume"),
     path("<int:pk>/cancel/", views_runs.run_cancel, name="cancel"),
     path("<int:pk>/regrade/", views_runs.run_regrade, name="regrade"),
