@@ -71,9 +71,11 @@ def ci_row(figure: dict | None) -> dict:
     return {"mean": figure.get("mean"), "lo": lo, "hi": hi, "tasks": figure.get("tasks", 0)}
 
 
-def bar_chart(labels: list[str], datasets: list[dict], *, y_title: str = "mean score", y_min=0, y_max=1) -> dict:
+def bar_chart(labels: list[str], datasets: list[dict], *, y_title: str = "mean score", y_min=0, y_max=1,
+              y_step=None) -> dict:  # fmt: skip
     """The data static/js/charts.js draws: datasets are {"label", "data", "low", "high"} (low/high: CI whiskers)."""
-    return {"type": "bar", "labels": labels, "datasets": datasets, "y": {"min": y_min, "max": y_max, "title": y_title}}
+    y = {"min": y_min, "max": y_max, "title": y_title, **({"step": y_step} if y_step else {})}
+    return {"type": "bar", "labels": labels, "datasets": datasets, "y": y}
 
 
 def leaderboard_table(entries: list[dict], names: dict) -> dict:
@@ -438,7 +440,7 @@ def compare(request):
                               "url": task_url.replace(URL_MARK, quote(t["task"], safe=""))} for t in per_task],
                 "chart": bar_chart([c["name"] for c in categories],
                                    [{"label": "A − B", "data": [c["difference"] for c in categories]}],
-                                   y_title="mean difference (A − B)", y_min=-1, y_max=1),
+                                   y_title="mean difference (A − B)", y_min=-1, y_max=1, y_step=0.5),
             })  # fmt: skip
     elif request.GET.get("a") or request.GET.get("b"):
         context["error"] = "Choose two runs to compare."

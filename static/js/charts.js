@@ -4,7 +4,7 @@
    {{ chart|json_script:"chart-categories" }}
 
    The data: {"type": "bar", "labels": [...], "datasets": [{"label", "data": [...], "low": [...], "high": [...]}],
-   "y": {"min", "max", "title"}, "x": {"title"}, "integers": counts on the y axis}. `low`/`high` (optional) draw a confidence interval's whiskers on each
+   "y": {"min", "max", "title", "step"}, "x": {"title"}, "integers": counts on the y axis}. `low`/`high` (optional) draw a confidence interval's whiskers on each
    bar or point (the ciWhiskers plugin below: no plugin library); a dataset's `interval` names them in the tooltip
    ("95% CI" unless given, e.g. "± std"). Every chart has a table beside it: the page reads without
    this script. Charts are drawn on page load and again in content htmx swaps in (a page that refreshes itself). */
@@ -69,7 +69,9 @@
             min: y.min,
             max: y.max,
             title: { display: Boolean(y.title), text: y.title },
-            ticks: spec.integers ? { precision: 0 } : {},
+            // A step counted from the minimum: an axis from -1 by 0.5 has 0 among its ticks whatever the chart's
+            // height (Chart.js's own choice, -1 by 0.2, is thinned to -1, -0.6, -0.2, 0.2, … on a short chart).
+            ticks: { ...(spec.integers ? { precision: 0 } : {}), ...(y.step ? { stepSize: y.step } : {}) },
             // An axis that goes below 0 (a difference A − B) marks 0, where its bars start.
             grid: { color: (ctx) => (ctx.tick && ctx.tick.value === 0 && y.min < 0 ? "#6b7280" : "rgba(0, 0, 0, 0.1)") },
           },
