@@ -12,7 +12,9 @@ serving and evaluating the admin role.
     GET  /api/training/runs/{id}/                 with its whole config, checkpoints and the `train --json` figures;
                                                   an RL run's also "rl": its step metrics, per-step rollout summaries
                                                   and tasks
-    GET  /api/training/runs/{id}/metrics/         every logged step
+    GET  /api/training/runs/{id}/metrics/         every logged step (an SFT step's validation loss: eval_loss);
+                                                  ?names=loss,eval_loss: only those values (steps that logged one of
+                                                  them); ?min_step=&max_step=
     GET  /api/training/runs/{id}/rollouts/?step=N an RL run's rollouts (step, group, reward, samples, dropped), paged
     POST /api/training/runs/{id}/cancel/ | resume/ | clone/ {overrides?} | evaluate/ {benchmark_version}
     GET  /api/training/checkpoints/{id}/          POST …/serve/: 202 + the server (status "starting"; its job on the gpu
@@ -26,6 +28,7 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
+from rest_framework.settings import api_settings
 
 from accounts.roles import ADMIN
 from clawgym_site.api_filters import QueryFilterMixin
@@ -109,6 +112,27 @@ class MetricSerializer(serializers.ModelSerializer):
     class Meta:
         model = TrainingMetric
         fields = ["step", "epoch", "values", "created_at"]
+
+
+class MetricFilterSerializer(serializers.Serializer):
+    names = serializers.CharField(required=False, help_text="comma-separated metric names, e.g. loss,eval_loss: only "
+                                  "those values, of the steps that logged one of them")  # fmt: skip
+    min_step = serializers.IntegerField(required=False, min_value=0)
+    max_step = serializers.IntegerField(required=False, min_value=0)
+
+    def filter(self, rows) -> list[dict]:
+        """The metric rows (serialized) these parameters keep."""
+        data = self.validated_data
+        if "min_step" in data:
+            rows = rows.filter(step__gte=data["min_step"])
+        if "max_step" in data:
+            rows = rows.filter(step__lte=data["max_step"])
+        shown = MetricSerializer(rows, many=True).data
+        names = [name.strip() for name in data.get("names", "").split(",") if name.strip()]
+        if not names:
+            return shown
+        kept = ({**row, "values": {k: v for k, v in row["values"].items() if k in names}} for row in shown)
+        return [row for row in kept if row["values"]]
 
 
 class StartRunSerializer(serializers.Serializer):
@@ -237,11 +261,16 @@ class TrainingRunViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.Retriev
             return _refused(exc)
         return self._detail(run, status.HTTP_201_CREATED)
 
-    @extend_schema(responses={200: MetricSerializer(many=True)})
+    @extend_schema(parameters=[MetricFilterSerializer], responses={200: MetricSerializer(many=True)})
     @action(detail=True, methods=["get"])
     def metrics(self, request, pk=None):
-        rows = self.get_object().metrics.order_by("step", "id")
-        return Response(MetricSerializer(rows, many=True).data)
+        query = MetricFilterSerializer(data=request.query_params)
+        unknown = sorted(set(request.query_params) - set(query.fields) - {api_settings.URL_FORMAT_OVERRIDE})
+        if unknown:  # a misspelt filter is a 400, as on the lists, not every metric
+            return Response({name: [f"unknown query parameter (it takes: {', '.join(query.fields)})"]
+                             for name in unknown}, status=status.HTTP_400_BAD_REQUEST)  # fmt: skip
+        query.is_valid(raise_exception=True)
+        return Response(query.filter(self.get_object().metrics.order_by("step", "id")))
 
     @extend_schema(parameters=[OpenApiParameter("step", int, description="Only this step's rollouts.")],
                    responses={200: RLRolloutSerializer(many=True)})  # fmt: skip

@@ -3,8 +3,9 @@
 into TrainingMetric and Checkpoint rows. An SFT run's dataset is exported first; an RL run's trainer asks this job
 for each step's rollouts over a loopback bridge (training_jobs.rl.batches), so the trainer never needs Django.
 
-The trainer prints one JSON line per event ({"event": "dataset" | "start" | "metric" | "checkpoint" | "finished" |
-"error", …}); every other line is its log. A run ends "succeeded" only when the trainer finished and its prepared
+The trainer prints one JSON line per event ({"event": "dataset" | "start" | "metric" | "eval" | "checkpoint" |
+"finished" | "error", …}); every other line is its log. An "eval" (the validation split's loss, SFT) joins its step's
+metric row. A run ends "succeeded" only when the trainer finished and its prepared
 dataset held trainable tokens; an "error" event is the trainer's refusal, and becomes the run's error as it says it. The job watches for a cancel (the run's status, or its JobRun's cancel request) and kills the group. If
 the worker itself is killed, the trainer notices its watched parent is gone and exits (CLAWGYM_WATCH_PID): the run
 keeps its checkpoints and `train --resume RUN` goes on from the last one.
@@ -31,7 +32,7 @@ from jobs.registry import job
 from llm.models import served_key
 
 from .child_env import child_env
-from .models import Checkpoint, TrainingMetric, TrainingRun
+from .models import Checkpoint, DatasetSample, TrainingMetric, TrainingRun
 
 LOG_TAIL_CHARS = 20_000
 KILL_GRACE_SECONDS = 10
@@ -171,6 +172,12 @@ def _trainer_config(run: TrainingRun, folder: Path, output_dir: Path) -> dict:
     dataset_path = folder / "train.jsonl"
     if not dataset_path.exists():
         export_train_messages(run.dataset, dataset_path)
+    # The validation split, when the dataset has one: the trainer evaluates it at each save (the validation loss).
+    eval_path = folder / "validation.jsonl"
+    if not eval_path.exists() and run.dataset.samples.filter(split=DatasetSample.Split.VALIDATION).exists():
+        from .exports import export_messages
+
+        export_messages(run.dataset, eval_path, split=DatasetSample.Split.VALIDATION)
     resume = run.resumed_from.path if run.resumed_from else None
     return {
         **run.config,
@@ -178,6 +185,7 @@ def _trainer_config(run: TrainingRun, folder: Path, output_dir: Path) -> dict:
         "attempt": run.attempt,
         "base_model_path": run.base_model_path,
         "dataset_path": str(dataset_path),
+        "eval_dataset_path": str(eval_path) if eval_path.exists() else None,
         "output_dir": str(output_dir),
         "resume_from_checkpoint": resume,
         "cpu": run.cpu,
@@ -405,6 +413,8 @@ class _Stream:
             self.last_metrics = {**self.last_metrics, **values}
             self.steps = max(self.steps, step)
             TrainingRun.objects.filter(pk=self.run.pk).update(steps=self.steps)
+        elif kind == "eval":
+            self.eval_metric(int(event.pop("step", self.steps)), event)
         elif kind == "dataset":
             self.trainable_tokens = event.get("trainable_tokens")
             self.log(f"the trainer's dataset: {event.get('samples')} samples in {event.get('sequences')} sequences, "
@@ -418,6 +428,18 @@ class _Stream:
             self.finished = True
             self.steps = max(self.steps, int(event.get("step") or 0))
             TrainingRun.objects.filter(pk=self.run.pk).update(steps=self.steps)
+
+    def eval_metric(self, step: int, event: dict) -> None:
+        """The validation loss at `step`, kept on that step's row beside its training loss (one row a step, as the
+        curves, the API and a checkpoint's metrics read them); a row of its own when the step logged nothing else."""
+        epoch = event.pop("epoch", None)
+        values = {k: v for k, v in event.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+        row = TrainingMetric.objects.filter(run_id=self.run.pk, step=step).order_by("-id").first()
+        if row is None:
+            TrainingMetric.objects.create(run_id=self.run.pk, step=step, epoch=epoch, values=values)
+        else:
+            TrainingMetric.objects.filter(pk=row.pk).update(values={**row.values, **values})
+        self.last_metrics = {**self.last_metrics, **values}
 
     def checkpoint(self, step: int, path: str) -> None:
         digest, size = hash_folder(Path(path))

@@ -1,8 +1,8 @@
 """Pages of training runs: the list (running ones with progress, refreshing themselves), the start forms (admins:
-SFT on a dataset, RL on tasks), one run's page (its whole config, live curves with a table beside — loss and learning
-rate for SFT; reward mean ± std, loss, groups dropped, inexact samples and rollout times per step and each step's
-rollouts for RL —, logs, checkpoints with their evaluation scores, the score-per-checkpoint chart against the base
-model, actions), and the dashboard panel.
+SFT on a dataset, RL on tasks), one run's page (its whole config, live curves with a table beside — loss, validation
+loss and learning rate for SFT; reward mean ± std, loss, groups dropped, inexact samples and rollout times per step and
+each step's rollouts for RL —, logs, checkpoints with their evaluation scores, the score-per-checkpoint chart against
+the base model, actions), several runs' curves overlaid, and the dashboard panel.
 
 State changes are training_jobs.runs' and training_jobs.serving's; these views validate and call them.
 """
@@ -133,6 +133,25 @@ def run_list(request):
     return render_page(request, "training/runs.html", context, partial="runs")
 
 
+@viewer_required
+@require_GET
+def run_overlay(request):
+    """?run=ID&run=ID…: those runs' curves on one chart each (training loss, validation loss, mean reward, learning
+    rate; training_jobs.overlay), with each run's last and best values beside; the recent runs to pick from."""
+    from .overlay import MAX_RUNS, overlay
+
+    asked = list(dict.fromkeys(int(value) for value in request.GET.getlist("run") if value.isdigit()))
+    # Oldest first, whatever order they were ticked in: the same runs get the same colours every time.
+    picked = list(TrainingRun.objects.filter(pk__in=asked[:MAX_RUNS]).order_by("pk"))
+    context = {
+        "nav": "training", "picked": picked, "picked_ids": {run.pk for run in picked},
+        "overlay": overlay(picked) if picked else None, "left_out": len(asked) - len(asked[:MAX_RUNS]),
+        "max_runs": MAX_RUNS, "choices": TrainingRun.objects.select_related("dataset")[:RUNS_SHOWN],
+        "live": any(not run.is_finished for run in picked),  # the curves refresh themselves while one trains
+    }  # fmt: skip
+    return render_page(request, "training/runs_overlay.html", context, partial="curves")
+
+
 @admin_required
 @require_http_methods(["GET", "POST"])
 def run_start(request):
@@ -192,7 +211,12 @@ def curves(run: TrainingRun) -> tuple[list[dict], dict, dict]:
         return {"type": "line", "labels": steps, "x": {"title": "step"}, "y": {"min": 0, "title": title},
                 "datasets": [{"label": label, "data": [m.values.get(key) for m in metrics]}]}  # fmt: skip
 
-    return rows, line("loss", "loss", "training loss"), line("learning_rate", "learning rate", "learning rate")
+    loss = line("loss", "loss", "training loss")
+    if any("eval_loss" in m.values for m in metrics):
+        # The validation split's, at each checkpoint (training_jobs.trainer.sft): a line through those steps.
+        loss["datasets"].append({"label": "validation loss", "data": [m.values.get("eval_loss") for m in metrics],
+                                 "spanGaps": True})  # fmt: skip
+    return rows, loss, line("learning_rate", "learning rate", "learning rate")
 
 
 def checkpoint_scores(run: TrainingRun) -> tuple[list[dict], dict | None]:

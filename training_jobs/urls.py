@@ -21,6 +21,7 @@ urlpatterns = [
     path("runs/start/", run_views.run_start, name="run-start"),
     path("runs/start-rl/", run_views.rl_run_start, name="rl-run-start"),
     path("runs/panel/", run_views.runs_panel, name="runs-panel"),
+    path("runs/overlay/", run_views.run_overlay, name="runs-overlay"),
     path("runs/<int:pk>/", run_views.run_detail, name="run"),
     path("runs/<int:pk>/checkpoints/<int:checkpoint>/server/", run_views.checkpoint_server, name="checkpoint-server"),
     path("runs/<int:pk>/<str:action>/", run_views.run_action, name="run-action"),

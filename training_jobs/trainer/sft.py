@@ -1,7 +1,8 @@
 """SFT with TRL: `accelerate launch [--config_file ACC] -m training_jobs.trainer.sft CONFIG.json`.
 
 CONFIG.json is the run's stored config plus where things are (base_model_path, dataset_path: {"messages", "tools"}
-JSON lines, output_dir, resume_from_checkpoint, cpu). Loss only on the model's own tokens (assistant_only_loss: TRL's
+JSON lines, eval_dataset_path: the validation split's, when the dataset has one, output_dir, resume_from_checkpoint,
+cpu). Loss only on the model's own tokens (assistant_only_loss: TRL's
 training chat template with {% generation %} markers), packing, LoRA via peft or full fine-tuning, YaRN rope scaling
 when asked. A dataset that keeps no assistant token once cut to max_length is refused before the first step: every
 step would train on nothing (loss and grad_norm 0) and the run would look like a success. Events go to stdout as JSON
@@ -11,11 +12,15 @@ lines, from the main process only:
     {"event": "error", "message"}                                      it will not train, and why (then exit 3)
     {"event": "start", "total_steps", "samples"}
     {"event": "metric", "step", "epoch", "loss", "learning_rate", "grad_norm", "tokens_per_second", "gpu_memory_bytes"}
+    {"event": "eval", "step", "epoch", "eval_loss", "eval_mean_token_accuracy"}   the validation split's loss, at each
+                                                                                 save (when CONFIG.json has an
+                                                                                 eval_dataset_path)
     {"event": "checkpoint", "step", "path"}
     {"event": "finished", "step"}
 """
 
 import json
+import math
 import os
 import sys
 import threading
@@ -95,7 +100,13 @@ def peft_config(config: dict):
 def sft_config(config: dict):
     from trl import SFTConfig
 
+    evaluation = {}
+    if config.get("eval_dataset_path"):
+        # The validation loss where a checkpoint is saved: a point of the curve for each checkpoint that is evaluated.
+        evaluation = {"eval_strategy": "steps", "eval_steps": config["save_steps"],
+                      "per_device_eval_batch_size": config["per_device_batch_size"]}  # fmt: skip
     return SFTConfig(
+        **evaluation,
         output_dir=config["output_dir"],
         assistant_only_loss=True,
         packing=config["packing"],
@@ -141,6 +152,13 @@ def event_callback():
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             logs = dict(logs or {})
+            if "eval_loss" in logs:
+                # NaN when no validation token was trained on (all cut to max_length): no point rather than a bad one.
+                fields = {key: _number(logs[key]) for key in ("eval_loss", "eval_mean_token_accuracy") if key in logs}
+                fields = {key: value for key, value in fields.items() if value is not None and math.isfinite(value)}
+                if fields:
+                    emit("eval", step=state.global_step, epoch=_number(state.epoch), **fields)
+                return
             if "loss" not in logs:
                 return  # the end-of-training summary; its figures are in the step metrics already
             now, seen = time.monotonic(), state.num_input_tokens_seen or 0
@@ -196,9 +214,10 @@ def main(argv: list[str]) -> int:
     set_seed(config["seed"])
     tokenizer = AutoTokenizer.from_pretrained(config["base_model_path"], local_files_only=True)
     samples = load_samples(config["dataset_path"])
+    validation = load_samples(config["eval_dataset_path"]) if config.get("eval_dataset_path") else None
     trainer = SFTTrainer(
-        model=load_model(config), args=sft_config(config), train_dataset=samples, processing_class=tokenizer,
-        peft_config=peft_config(config), callbacks=[event_callback()],
+        model=load_model(config), args=sft_config(config), train_dataset=samples, eval_dataset=validation,
+        processing_class=tokenizer, peft_config=peft_config(config), callbacks=[event_callback()],
     )  # fmt: skip
     trainable = trainable_tokens(trainer.train_dataset)
     emit("dataset", samples=len(samples), sequences=len(trainer.train_dataset), trainable_tokens=trainable)
