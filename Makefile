@@ -1,11 +1,12 @@
-# ClawGym. `make run` starts the app with its embedded defaults; `make test` runs every test.
+# ClawGym. `make run` starts the app with its embedded defaults (`make demo`: with the demo models); `make test` runs
+# every test.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test test-postgres test-sqlite install system-deps harness runtime migrate examples bench clean docker images deploy-test
+.PHONY: run demo test test-postgres test-sqlite install system-deps harness runtime migrate examples bench clean docker images deploy-test
 
 # Reinstalled whenever a requirements file changes (pip skips what is already satisfied). The training stack
 # (requirements-training.txt) is in because its tests need it; torch goes in alone before it, so that nothing that
@@ -51,6 +52,12 @@ run: migrate harness runtime
 	$(PY) manage.py import_tasks examples/tasks
 	$(PY) manage.py ensure_admin
 	HOST=$(HOST) PORT=$(PORT) PY=$(PY) exec scripts/run.sh
+
+# `make run` with the demo models (manage.py demo_models): two scripted agents, a judge and a generator on a local
+# server, registered as the endpoints demo-agent-good, demo-agent-weak, demo-judge and demo-generator (shown as
+# "demo" on every page), so that synthesis, evaluation, comparison and training can be tried without a real model.
+demo:
+	$(MAKE) run CLAWGYM_DEMO_MODELS=1
 
 # Runs the whole suite on the database DATABASE_URL names (the embedded SQLite default when unset).
 test: install system-deps harness runtime

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Starts the web server (uvicorn, ASGI) and the worker (django-q2 cluster, or Celery); stops both, and everything
-# they started, on Ctrl-C and on SIGTERM (what systemd and `docker stop` send) alike.
+# Starts the web server (uvicorn, ASGI) and the worker (django-q2 cluster, or Celery), and with CLAWGYM_DEMO_MODELS=1
+# the demo models' server; stops them all, and everything they started, on Ctrl-C and on SIGTERM (what systemd and
+# `docker stop` send) alike.
 #
 # Stopping: each child gets SIGTERM and CLAWGYM_STOP_GRACE_SECONDS (default 8, under Docker's 10 s) to exit on its
 # own; then whatever is left of its process group (a django-q2 worker still busy with a job, its sandbox) is
@@ -50,6 +51,12 @@ else
   "$PY" -m celery -A clawgym_site worker -Q default,sandbox,gpu --loglevel INFO &
   pids+=($!)
   "$PY" -m celery -A clawgym_site beat --loglevel INFO &  # the periodic jobs (jobs/periodic.py); exactly one beat
+  pids+=($!)
+fi
+# CLAWGYM_DEMO_MODELS=1 (`make demo`): the demo models' server too (scripted agents, judge and generator; demo/),
+# which registers their endpoints at its address and disables them when it stops.
+if [ "${CLAWGYM_DEMO_MODELS:-0}" = 1 ]; then
+  "$PY" manage.py demo_models &
   pids+=($!)
 fi
 echo "ClawGym on http://$HOST:$PORT/ (Ctrl-C stops web and worker)"

@@ -2,6 +2,7 @@
 python manage.py demo_models --disable [--json]"""
 
 import json
+import signal
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -34,14 +35,23 @@ class Command(BaseCommand):
         except OSError as exc:
             raise CommandError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
         base_url = f"http://{host}:{sock.getsockname()[1]}/v1"
-        endpoints = register_demo_endpoints(base_url)
-        if as_json:
-            self.stdout.write(json.dumps({"base_url": base_url, "endpoints": [e.as_dict() for e in endpoints]}))
-        else:
-            self.stdout.write(f"Demo models on {base_url}: {', '.join(e.name for e in endpoints)} (Ctrl-C stops them)")
-        self.stdout.flush()
+        # uvicorn stops on SIGINT and SIGTERM, then raises the signal again for the handler it found: this one, so
+        # that SIGTERM (run.sh's stop, systemd, docker stop) ends here too, with the endpoints disabled.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, _stopped)
         try:
+            endpoints = register_demo_endpoints(base_url)
+            if as_json:
+                self.stdout.write(json.dumps({"base_url": base_url, "endpoints": [e.as_dict() for e in endpoints]}))
+            else:
+                names = ", ".join(e.name for e in endpoints)
+                self.stdout.write(f"Demo models on {base_url}: {names} (Ctrl-C stops them)")
+            self.stdout.flush()
             server.serve(sock)
         finally:
             disabled = disable_demo_endpoints(base_url=base_url)
             self.stderr.write(f"demo models stopped; disabled {', '.join(e.name for e in disabled) or 'nothing'}")
+
+
+def _stopped(signum, frame):
+    raise SystemExit(0)

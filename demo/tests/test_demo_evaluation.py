@@ -1,0 +1,43 @@
+"""The demo agents evaluated on the example tasks, end to end: the builtin harness in the sandbox, the recording proxy
+(uvicorn), the demo server on loopback, the tasks' real checkers (and the demo judge for rubric rules). The good
+agent scores, the weak one less, and the paired comparison says so."""
+
+from pathlib import Path
+
+import pytest
+
+from evaluation.models import EvalRun
+from evaluation.runs import compare_runs, create_eval_run, run_here, run_json
+from llm.models import ModelEndpoint
+from tasks.importing import import_path
+from tasks.models import Task
+
+pytestmark = [pytest.mark.once, pytest.mark.usefixtures("bwrap")]
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tasks"
+
+
+def evaluate(name: str, revisions) -> EvalRun:
+    run, _ = create_eval_run(endpoint=ModelEndpoint.objects.get(name=name), revisions=revisions, harness="builtin",
+                             inline=True)  # fmt: skip
+    return run_here(run)
+
+
+def test_the_good_demo_agent_scores_on_the_example_tasks_and_the_weak_one_less(live_server_asgi, demo_server):
+    import_path(EXAMPLES)
+    revisions = [task.current_revision for task in Task.objects.order_by("external_id")]
+    assert len(revisions) == 6
+
+    good, weak = evaluate("demo-agent-good", revisions), evaluate("demo-agent-weak", revisions)
+    for run in (good, weak):
+        assert run.status == EvalRun.Status.COMPLETE, run.summary
+        assert run_json(run)["outcomes"]["scored"] == 6
+    good_report, weak_report = run_json(good), run_json(weak)
+    assert good_report["overall"]["mean"] > 0.9
+    assert 0 < weak_report["overall"]["mean"] < good_report["overall"]["mean"]
+    # One-file solutions: the weak agent writes nothing of them.
+    assert good_report["tasks"]["expense-reconciliation-q1"]["mean"] == 1.0
+    assert weak_report["tasks"]["expense-reconciliation-q1"]["mean"] < 1.0
+
+    compared = compare_runs(good, weak)
+    assert compared["mean_difference"] > 0
