@@ -34,6 +34,10 @@ def test_bulk_accept_of_two_candidates_with_one_refused_by_the_gate(page, live_s
     page.keyboard.press("x")
     assert row(page, crashing).locator("input[name=ids]").is_checked()
     assert not row(page, untouched).locator("input[name=ids]").is_checked()
+    page.fill("#bulk-form input[name=reason]", "checked against the sanity reports")
+    page.keyboard.press("Enter")  # Enter in the reason decides nothing: a button says which decision
+    page.wait_for_timeout(500)
+    assert not ReviewDecision.objects.exists() and page.locator("[data-testid=bulk-report]").count() == 0
     page.click("#bulk-form button:text('Accept ticked')")
 
     report = page.locator("[data-testid=bulk-report]")
@@ -51,7 +55,7 @@ def test_bulk_accept_of_two_candidates_with_one_refused_by_the_gate(page, live_s
 
     assert BenchmarkCandidate.objects.get(pk=passing.pk).status == BenchmarkCandidate.Status.ACCEPTED
     assert BenchmarkCandidate.objects.get(pk=crashing.pk).status == BenchmarkCandidate.Status.AWAITING_REVIEW
-    assert [(d.candidate_id, d.decision, d.reviewer_id) for d in ReviewDecision.objects.all()] == [
-        (passing.pk, "accept", reviewer.pk)
+    assert [(d.candidate_id, d.decision, d.reviewer_id, d.reason) for d in ReviewDecision.objects.all()] == [
+        (passing.pk, "accept", reviewer.pk, "checked against the sanity reports")
     ]
     assert not watched.console_errors
