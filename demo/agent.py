@@ -59,9 +59,14 @@ def revision_for(user_text: str):
     return found
 
 
+def plan_of(revision) -> tuple[tuple[str, str], ...] | None:
+    """The revision's reference plan (JSON arguments), or None when it has no solution."""
+    return _plan(revision.pk, revision.content_hash)
+
+
+# By id and content: revisions never change, but an id may come again (SQLite reuses the highest one after a delete).
 @functools.lru_cache(maxsize=256)
-def plan_of(revision_id: int) -> tuple[tuple[str, str], ...] | None:
-    """The revision's reference plan (JSON arguments), or None when it has no solution. Revisions never change."""
+def _plan(revision_id: int, content_hash: str) -> tuple[tuple[str, str], ...] | None:
     from tasks.models import RevisionFile, TaskRevision
 
     revision = TaskRevision.objects.get(pk=revision_id)
@@ -91,7 +96,7 @@ def reply(body: dict, skill: Skill) -> Reply:
     messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
     user_text = "\n".join(_text(m.get("content")) for m in messages if m.get("role") == "user")
     revision = revision_for(user_text)
-    plan = plan_of(revision.pk) if revision is not None else None
+    plan = plan_of(revision) if revision is not None else None
     if plan is None:
         return Reply.text(
             "I am a ClawGym demo agent: I can only work tasks of the catalog that have a reference solution, and "

@@ -1,4 +1,7 @@
-"""The demo server on loopback (uvicorn in a thread of the test process) with its endpoints registered."""
+"""The demo server on loopback (uvicorn in a thread of the test process) with its endpoints registered, and the
+synthesis seeds for tests on a transactional database (whose flush removes what the migrations loaded)."""
+
+import importlib
 
 import pytest
 
@@ -15,3 +18,11 @@ def demo_server(transactional_db):
     register_demo_endpoints(base_url)
     yield base_url
     stop_server(uvicorn_server, thread)
+
+
+@pytest.fixture
+def shipped_seeds(transactional_db):
+    """The shipped personas and atomic operations (with the `taxonomy` fixture: the persona route's seeds)."""
+    from django.apps import apps
+
+    importlib.import_module("synthesis.migrations.0003_shipped_seeds").load(apps, None)

@@ -8,6 +8,7 @@ import pytest
 
 from evaluation.models import EvalRun
 from evaluation.runs import compare_runs, create_eval_run, run_here, run_json
+from evaluation.tests.conftest import harness_installed  # noqa: F401 (fixture)
 from llm.models import ModelEndpoint
 from tasks.importing import import_path
 from tasks.models import Task
@@ -41,3 +42,15 @@ def test_the_good_demo_agent_scores_on_the_example_tasks_and_the_weak_one_less(l
 
     compared = compare_runs(good, weak)
     assert compared["mean_difference"] > 0
+
+
+@pytest.mark.harness
+@pytest.mark.usefixtures("harness_installed")
+def test_the_good_demo_agent_works_a_task_through_openclaw_too(live_server_asgi, demo_server):
+    import_path(EXAMPLES / "lease-terms-extraction")
+    run, _ = create_eval_run(endpoint=ModelEndpoint.objects.get(name="demo-agent-good"), harness="openclaw",
+                             revisions=[Task.objects.get().current_revision], limits={"timeout": 300}, inline=True)  # fmt: skip
+    run = run_here(run)
+    [rollout] = run.rollouts.all()
+    assert (rollout.status, rollout.score) == ("scored", 1.0), (rollout.exit_reason, rollout.error, rollout.log_tail)
+    assert rollout.tools_used.get("write") == 2

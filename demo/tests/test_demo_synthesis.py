@@ -11,7 +11,7 @@ from llm.models import ModelCall
 from synthesis.models import SynthesisBatch, SynthesisItem
 from tasks.models import SanityReport, Task
 
-pytestmark = [pytest.mark.once, pytest.mark.usefixtures("bwrap")]
+pytestmark = [pytest.mark.once, pytest.mark.usefixtures("bwrap", "taxonomy", "shipped_seeds")]
 
 
 def test_a_persona_batch_completes_with_tasks_kept_and_duplicates_rejected_by_novelty(demo_server):
