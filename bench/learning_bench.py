@@ -140,7 +140,8 @@ def set_sampling(name: str, sampling: dict, *, as_name: str | None = None) -> st
     target = as_name or name
     manage("endpoints", "add", target, "--base-url", row["base_url"], "--model", row["model"], "--api-key-env",
            row.get("api_key_env") or "", "--role", "agent", "--max-concurrent", str(row.get("max_concurrent") or 4),
-           "--sampling", json.dumps(sampling), "--update", "--json")  # fmt: skip
+           "--timeout", str(row.get("timeout_seconds") or 120), "--sampling", json.dumps(sampling), "--update",
+           "--json")  # fmt: skip
     return target
 
 

@@ -274,6 +274,8 @@ CLAWGYM_SERVE_MAX_REQUEST_BYTES = env_int("CLAWGYM_SERVE_MAX_REQUEST_BYTES", 33 
 # `transformers serve --continuous-batching` (the CPU backend): at 8 concurrent agent streams on SmolLM2-135M it gave
 # 2.8x the tokens/s of the plain server and a tenth of its time to first token (bench/serve_bench.py).
 CLAWGYM_SERVE_CONTINUOUS_BATCHING = env_bool("CLAWGYM_SERVE_CONTINUOUS_BATCHING", True)
+CLAWGYM_SERVE_REQUEST_TIMEOUT_SECONDS = env_float("CLAWGYM_SERVE_REQUEST_TIMEOUT_SECONDS", 1800.0)
+CLAWGYM_SERVE_CPU_KV_MEMORY_SHARE = env_float("CLAWGYM_SERVE_CPU_KV_MEMORY_SHARE", 0.1)
 # What trainers and model servers inherit of a gpu worker's environment is an allow-list (training_jobs.child_env);
 # these names (or prefixes, `NAME*`) are added to it, comma-separated. Never SECRET_KEY, DATABASE_URL or CLAWGYM_KEY_….
 CLAWGYM_CHILD_ENV_ALLOW = env_list("CLAWGYM_CHILD_ENV_ALLOW", [])

@@ -11,7 +11,8 @@ an NVIDIA GPU is visible, else `transformers serve`):
           --max-model-len 65536 --enable-auto-tool-choice --tool-call-parser hermes --generation-config vllm
 
   (hermes is the tool-call parser for Qwen3's <tool_call> format), with the server's key in VLLM_API_KEY.
-- "transformers": `transformers serve ckpt-RUN-STEP --host 127.0.0.1 --port PORT` run in a folder where ckpt-RUN-STEP is
+- "transformers": `transformers serve ckpt-RUN-STEP --host 127.0.0.1 --port PORT` (through serve_backend.py: a tool call
+  that does not parse is returned as the model's text, not as a 500) run in a folder where ckpt-RUN-STEP is
   a link to the checkpoint (the `transformers[serving]` extra's packages, pinned in requirements-training.txt). The
   folder given is preloaded and pinned: the server loads it once at start, before it answers, and serves nothing
   else under that name (a request naming another model is refused). Its tool-call parser is chosen by the model type: Qwen2/2.5/3 (`<tool_call>{json}</tool_call>`), Qwen3.5,
@@ -47,6 +48,7 @@ that no longer answer; every SFT run job calls it when it starts, and the schedu
 `training.stop_idle_servers` job (gpu queue, jobs/periodic.py).
 """
 
+import importlib.util
 import json
 import os
 import shutil
@@ -94,13 +96,13 @@ def endpoint_name(checkpoint: Checkpoint) -> str:
     return f"ckpt-{checkpoint.run_id}-{checkpoint.step}"
 
 
-def transformers_cli() -> str:
-    # The console script of the interpreter running us (a venv's bin/), not whatever is first on PATH.
-    cli = Path(sys.executable).parent / "transformers"
-    if not cli.exists():
-        raise ServingError(f"no `transformers` command beside {sys.executable}: install requirements-training.txt "
+def transformers_serve() -> list[str]:
+    """`transformers serve` as ClawGym runs it (serve_backend.py: a tool call that does not parse is the model's
+    text, not a 500), by the interpreter running us."""
+    if importlib.util.find_spec("transformers.cli.serving") is None:
+        raise ServingError(f"no `transformers serve` for {sys.executable}: install requirements-training.txt "
                            "(transformers with its [serving] extra's packages)")  # fmt: skip
-    return str(cli)
+    return [sys.executable, "-P", str(Path(__file__).with_name("serve_backend.py")), "serve"]
 
 
 def start_command(backend: str, path: str, name: str, host: str, port: int) -> list[str]:
@@ -112,9 +114,13 @@ def start_command(backend: str, path: str, name: str, host: str, port: int) -> l
                 "--dtype", "bfloat16", "--max-model-len", "65536", "--enable-auto-tool-choice",
                 "--tool-call-parser", "hermes", "--generation-config", "vllm"]  # fmt: skip
     # The folder given preloads and pins the model (loaded once, never unloaded when idle).
-    command = [transformers_cli(), "serve", name, "--host", host, "--port", str(port), "--log-level", "info"]
+    command = [*transformers_serve(), name, "--host", host, "--port", str(port), "--log-level", "info"]
     if getattr(settings, "CLAWGYM_SERVE_CONTINUOUS_BATCHING", True):
         command.append("--continuous-batching")  # concurrent agents' calls batched: see bench/serve_bench.py
+        if not shutil.which("nvidia-smi"):
+            # Without a GPU the paged KV cache takes its share of the machine's free RAM (transformers' default is
+            # 90%: 11.5 GB for a 135M model here, and a second server gets what is left).
+            command += ["--cb-max-memory-percent", str(settings.CLAWGYM_SERVE_CPU_KV_MEMORY_SHARE)]
     return command
 
 
@@ -415,11 +421,22 @@ def concurrent_streams(backend: str) -> int:
     return 1
 
 
+def request_timeout(backend: str) -> float:
+    """The registered endpoint's timeout per model call. A local transformers server on CPU answers its streams in
+    turn (a call can wait behind seven others of 192 tokens each), and it does not stop generating when the client
+    gives up, so a short timeout turns a slow answer into the same work queued twice: wait long (30 min, or
+    CLAWGYM_SERVE_REQUEST_TIMEOUT_SECONDS). vLLM keeps the endpoints' default."""
+    if backend == "transformers":
+        return float(getattr(settings, "CLAWGYM_SERVE_REQUEST_TIMEOUT_SECONDS", 1800))
+    return ModelEndpoint._meta.get_field("timeout_seconds").default
+
+
 def register_endpoint(name: str, base_url: str, backend: str, api_key_env: str) -> ModelEndpoint:
     endpoint, _ = ModelEndpoint.objects.update_or_create(
         name=name,
         defaults={"base_url": base_url, "model": name, "roles": [ModelEndpoint.Role.AGENT], "enabled": True,
-                  "api_key_env": api_key_env, "max_concurrent": concurrent_streams(backend)},
+                  "api_key_env": api_key_env, "max_concurrent": concurrent_streams(backend),
+                  "timeout_seconds": request_timeout(backend)},
     )  # fmt: skip
     return endpoint
 

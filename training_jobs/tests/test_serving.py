@@ -143,8 +143,12 @@ def test_a_served_checkpoint_runs_a_rollout_through_the_proxy(
     backend = server.command[server.command.index("--") + 1 :]
     assert server.command[1:3] == ["-m", "training_jobs.front"]
     assert endpoint.api_key_env == f"CLAWGYM_KEY_SERVED_S{server.pk}"
-    assert backend[0].endswith("/transformers") and backend[1:3] == ["serve", endpoint.name]
+    assert backend[2].endswith("/serve_backend.py") and backend[3:5] == ["serve", endpoint.name]
     assert endpoint.model == endpoint.name and server.model_path == checkpoint.path and alive(server.pid)
+    # Continuous batching on CPU: eight streams at once, a KV cache of a tenth of the free RAM, a long timeout (the
+    # server finishes what a client gave up on).
+    assert "--continuous-batching" in backend and backend[backend.index("--cb-max-memory-percent") + 1] == "0.1"
+    assert (endpoint.max_concurrent, endpoint.timeout_seconds) == (8, 1800.0)
     link = Path(checkpoint.path).parent / "served" / endpoint.name  # what the server loads, under the endpoint's name
     assert link.resolve() == Path(checkpoint.path).resolve()
     try:

@@ -1,0 +1,40 @@
+"""`transformers serve`, with one change: an answer whose tool-call markup does not parse is the model's text.
+
+transformers serve parses `<tool_call>{json}</tool_call>` with the response template (chat_template.py) and answers
+500 when the JSON does not parse: a call cut off by max_tokens, or JSON the model got wrong. The proxy must count a
+500 as the server's failure (retried as infrastructure, never scored), so the model's own mistake would be retried
+until the rollout failed as infrastructure and left the mean. Here such an answer is returned as what the model
+wrote, with no tool call, as vLLM's hermes parser does: the agent reads text, and the checker scores the outcome.
+
+Run by path with -P (the launcher, serving.start_command), so that nothing of ClawGym is on sys.path: this module
+imports only transformers.
+"""
+
+import logging
+import sys
+
+from transformers.cli.serving import chat_completion, response, utils
+
+log = logging.getLogger("clawgym.serve_backend")
+_parse = utils.parse_assistant_message
+
+
+def tolerant_parse(processor, model, generated_ids, input_ids, cleaned_content: str = "", tools=None):
+    try:
+        return _parse(processor, model, generated_ids, input_ids, cleaned_content=cleaned_content, tools=tools)
+    except ValueError as exc:  # json.JSONDecodeError and the parser's own "could not parse" are ValueErrors
+        log.warning("the answer's tool-call markup does not parse; returned as text: %s", str(exc)[:300])
+        return cleaned_content, None, None
+
+
+def install() -> None:
+    chat_completion.parse_assistant_message = tolerant_parse  # the non-streaming chat completions path
+    response.parse_assistant_message = tolerant_parse  # the Responses API's
+
+
+if __name__ == "__main__":
+    install()
+    from transformers.cli.transformers import main
+
+    sys.argv = ["transformers", *sys.argv[1:]]
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""The serving backend's one change to `transformers serve`: an answer whose tool-call markup does not parse (a call
+cut off by max_tokens, JSON the model got wrong) is the model's text with no tool call, not a 500 the proxy would
+have to count as the server's failure. A well-formed call still becomes an OpenAI tool call."""
+
+import importlib.util
+import types
+from pathlib import Path
+
+import pytest
+
+from training_jobs import chat_template
+from training_jobs.tiny import tiny_tokenizer
+
+
+@pytest.fixture(scope="module")
+def backend():
+    spec = importlib.util.spec_from_file_location(
+        "serve_backend", Path(chat_template.__file__).with_name("serve_backend.py")
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    tokenizer = tiny_tokenizer()
+    tokenizer.add_tokens(["<|im_start|>"], special_tokens=True)  # ChatML's, which the template needs
+    chat_template.apply(tokenizer)
+    return tokenizer
+
+
+def answer(tokenizer, text: str):
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], add_generation_prompt=True,
+                                           tokenize=False)  # fmt: skip
+    input_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    generated = tokenizer(text, add_special_tokens=False)["input_ids"]
+    return generated, input_ids, tokenizer.decode(generated, skip_special_tokens=True)
+
+
+def test_a_call_cut_off_by_max_tokens_is_the_models_text_not_a_server_error(backend, tokenizer):
+    model = types.SimpleNamespace(config=types.SimpleNamespace(model_type="llama"))
+    generated, input_ids, cleaned = answer(
+        tokenizer, '<tool_call>\n{"name": "write", "arguments": {"path": "a.txt", "con'
+    )
+    with pytest.raises(ValueError):  # what transformers serve does by itself: its 500
+        backend._parse(tokenizer, model, generated, input_ids, cleaned_content=cleaned)
+    content, reasoning, calls = backend.tolerant_parse(tokenizer, model, generated, input_ids, cleaned_content=cleaned)
+    # The text as the server returns it without a parser (its special tokens skipped), no tool call.
+    assert (content, reasoning, calls) == (cleaned, None, None) and '{"name": "write"' in content
+
+    whole = '<tool_call>\n{"name": "write", "arguments": {"path": "a.txt", "content": "x"}}\n</tool_call><|im_end|>'
+    generated, input_ids, cleaned = answer(tokenizer, whole)
+    content, _, calls = backend.tolerant_parse(tokenizer, model, generated, input_ids, cleaned_content=cleaned)
+    assert [(c.name, c.arguments) for c in calls] == [("write", '{"path": "a.txt", "content": "x"}')]
+
+
+def test_installed_in_both_chat_paths(backend):
+    from transformers.cli.serving import chat_completion, response
+
+    backend.install()
+    assert chat_completion.parse_assistant_message is response.parse_assistant_message is backend.tolerant_parse
