@@ -3,12 +3,14 @@
 A django-q2 cluster beats from each of its worker processes (they all take every queue); a Celery worker beats from
 its main process, with the queues it consumes. The beat is a daemon thread, so a worker busy with a long job still
 beats; a killed worker just stops, and /healthz no longer counts it once its last beat is older than
-CLAWGYM_WORKER_SEEN_SECONDS. `seen_by_queue` is what /healthz and /metrics read.
+CLAWGYM_WORKER_SEEN_SECONDS. `seen_by_queue` is what /healthz and /metrics read; `queue_wait` is what a page says of
+a queued run (no worker on its queue, or the runs before it).
 """
 
 import logging
 import socket
 import threading
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
@@ -17,7 +19,7 @@ from django.dispatch import receiver
 from django.utils import timezone
 from django_q.signals import post_spawn
 
-from .models import Worker
+from .models import JobRun, Worker
 from .registry import QUEUES
 
 log = logging.getLogger(__name__)
@@ -107,6 +109,30 @@ def seen_by_queue(now=None) -> dict[str, int]:
 def forget_gone(now=None) -> int:
     """Remove the rows of workers not seen for a day; how many."""
     return Worker.objects.filter(seen_at__lt=(now or timezone.now()) - FORGET_AFTER).delete()[0]
+
+
+@dataclass(frozen=True)
+class QueueWait:
+    """Why a queued run has not started: the runs of its queue before it and running, the workers taking it."""
+
+    queue: str
+    ahead: int  # runs queued on the same queue before this one (the engines take them in that order)
+    running: int  # runs of that queue running now
+    workers: int  # workers seen on that queue within CLAWGYM_WORKER_SEEN_SECONDS
+    seen_seconds: int
+    engine: str
+
+
+def queue_wait(run) -> QueueWait | None:
+    """What a queued JobRun waits for (None once it is no longer queued): three small queries."""
+    if run is None or run.status != JobRun.Status.QUEUED:
+        return None
+    on_queue = JobRun.objects.filter(queue=run.queue)
+    return QueueWait(
+        queue=run.queue, ahead=on_queue.filter(status=JobRun.Status.QUEUED, pk__lt=run.pk).count(),
+        running=on_queue.filter(status=JobRun.Status.RUNNING).count(), workers=seen_by_queue().get(run.queue, 0),
+        seen_seconds=settings.CLAWGYM_WORKER_SEEN_SECONDS, engine=settings.CLAWGYM_JOB_ENGINE,
+    )  # fmt: skip
 
 
 @receiver(post_spawn, dispatch_uid="clawgym-jobs-worker-beat")

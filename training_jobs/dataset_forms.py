@@ -2,29 +2,50 @@
 training_jobs.datasets.start_build; no logic of its own."""
 
 from django import forms
-from django.db.models import Max
+from django.db.models import Count, Max, Min
+from django.utils import timezone
 
 from evaluation.models import EvalRun, Rollout
 
 from .datasets import DEFAULT_FILTERS
-from .models import BaseModel
+from .models import BaseModel, RLRollout
 
 CHOICES_SHOWN = 200  # the latest runs and groups offered; the API and the command take any
 
 
-def _groups() -> list[tuple[str, str]]:
-    """Rollout groups with trajectories, the latest first (one aggregate query)."""
-    groups = (
-        Rollout.objects.exclude(group="").filter(trajectories__isnull=False).values("group")
-        .annotate(latest=Max("created_at")).order_by("-latest").values_list("group", flat=True)[:CHOICES_SHOWN]
+def rollout_groups(groups=None) -> list[tuple[str, str]]:
+    """(group, what made it) for the rollout groups with trajectories, the latest first: without `groups`, those
+    outside evaluation runs (a run is chosen as a run), else those named. Two queries."""
+    rollouts = Rollout.objects.exclude(group="").filter(trajectories__isnull=False)
+    rollouts = rollouts.filter(eval_run__isnull=True) if groups is None else rollouts.filter(group__in=groups)
+    rows = list(
+        rollouts.values("group").annotate(
+            latest=Max("created_at"), task=Min("revision__task__external_id"),
+            tasks=Count("revision__task", distinct=True), model=Min("endpoint__name"),
+            models=Count("endpoint", distinct=True), harness=Min("harness"), rollouts=Count("id", distinct=True),
+        ).order_by("-latest")[:CHOICES_SHOWN]
     )  # fmt: skip
-    return [(g, g) for g in groups]
+    rl_runs = dict(RLRollout.objects.filter(rollout__group__in=[row["group"] for row in rows])
+                   .values_list("rollout__group", "run_id"))  # fmt: skip
+    return [(row["group"], _group_label(row, rl_runs.get(row["group"]))) for row in rows]
+
+
+def _group_label(row: dict, rl_run: int | None) -> str:
+    """What made a group: "sales-report · gpt-4o · builtin · 4 rollouts · 2026-12-02 14:05" ("RL run #3 · …")."""
+    task = row["task"] + (f" +{row['tasks'] - 1} tasks" if row["tasks"] > 1 else "")
+    model = row["model"] + (f" +{row['models'] - 1} models" if row["models"] > 1 else "")
+    when = timezone.localtime(row["latest"]).strftime("%Y-%m-%d %H:%M")
+    made = [f"RL run #{rl_run}"] if rl_run else []
+    rollouts = f"{row['rollouts']} rollout{'s' if row['rollouts'] != 1 else ''}"
+    return " · ".join([*made, task, model, row["harness"], rollouts, when])
 
 
 class BuildDatasetForm(forms.Form):
     eval_runs = forms.ModelMultipleChoiceField(queryset=None, required=False, label="Evaluation runs")
     groups = forms.MultipleChoiceField(choices=(), required=False, label="Rollout groups",
-                                       help_text="Rollouts started together (outside evaluation runs).")  # fmt: skip
+                                       help_text="Rollouts started together outside evaluation runs (from a task's "
+                                                 "page, manage.py rollout, an RL run): task · model · harness · "
+                                                 "rollouts · latest.")  # fmt: skip
     min_reward = forms.FloatField(required=False, min_value=0, max_value=1, initial=DEFAULT_FILTERS["min_reward"],
                                   label="Reward at least", help_text="Blank: 0.5.")  # fmt: skip
     base_model = forms.ModelChoiceField(
@@ -60,7 +81,7 @@ class BuildDatasetForm(forms.Form):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["eval_runs"].queryset = EvalRun.objects.select_related("endpoint").order_by("-created_at")
-        self.fields["groups"].choices = _groups()
+        self.fields["groups"].choices = rollout_groups()
 
     @property
     def dashboard_fields(self):

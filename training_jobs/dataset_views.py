@@ -21,7 +21,7 @@ from clawgym_site.htmx import render_page
 from jobs.engine import JobEngineError
 
 from . import datasets
-from .dataset_forms import BuildDatasetForm
+from .dataset_forms import BuildDatasetForm, rollout_groups
 from .dataset_stats import METRICS
 from .masks import chat_messages
 from .models import DatasetSample, TrainingDataset
@@ -215,12 +215,21 @@ def _dataset_context(request, dataset: TrainingDataset) -> dict:
         "sample_split": split,
         "live": is_live(dataset),
         "selection": dataset.selection,
+        "selection_groups": _named_groups(dataset.selection.get("groups") or []),
         "empty_reason": datasets.empty_reason(dataset),
         "is_admin": has_role(request.user, ADMIN),
         "built": dataset.status in (TrainingDataset.Status.READY, TrainingDataset.Status.EMPTY),
         "counted_with": _counted_with(dataset),
         "assistant_chart": assistant_chart,
     }
+
+
+def _named_groups(groups: list[str]) -> list[tuple[str, str]]:
+    """The selection's rollout groups with what made them (a group whose rollouts are gone keeps its id)."""
+    if not groups:
+        return []
+    names = dict(rollout_groups(groups))
+    return [(group, names.get(group, group)) for group in groups]
 
 
 def _counted_with(dataset: TrainingDataset) -> str:

@@ -21,6 +21,7 @@ from accounts.roles import ADMIN, has_role
 from clawgym_site.htmx import render_page
 from evaluation.harnesses import HARNESS_CHOICES
 from jobs.engine import JobEngineError
+from jobs.workers import queue_wait
 
 from . import rl_pages, runs
 from .base_model_views import no_base_model_help
@@ -274,6 +275,8 @@ def _run_context(request, run: TrainingRun) -> dict:
         from .evaluations import expectations
 
         context["expect"] = expectations(run)  # what each harness is expected to do against the run's servers
+    if run.status == TrainingRun.Status.QUEUED:
+        context["wait"] = queue_wait(run.job_run)  # no worker on the gpu queue, or the runs before it
     if run.kind == TrainingRun.Kind.RL:
         context["rl"] = rl_pages.rl_context(run, request.GET.get("step"))
     else:
@@ -306,12 +309,6 @@ def run_action(request, pk: int, action: str):
             run = runs.resume_training_run(run, user=request.user)
             where = f"checkpoint step {run.resumed_from.step}" if run.resumed_from else "the start (it has no checkpoint)"
             messages.success(request, f"Run #{run.pk} queued again from {where}.")
-        elif action == "clone":
-            edits = runs.parse_overrides([x for x in request.POST.get("overrides", "").splitlines() if x.strip()])
-            clone = runs.clone_training_run(run, edits, user=request.user)
-            messages.success(request, f"Run #{clone.pk} queued: a clone of #{run.pk}.")
-            _warn(request, clone)
-            return redirect("training:run", pk=clone.pk)
         elif action == "serve":
             return _serve(request, run)
         elif action == "evaluate":

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import base_model_views, dataset_views, run_views
+from . import base_model_views, clone_views, dataset_views, run_views
 
 app_name = "training"
 urlpatterns = [
@@ -24,5 +24,6 @@ urlpatterns = [
     path("runs/overlay/", run_views.run_overlay, name="runs-overlay"),
     path("runs/<int:pk>/", run_views.run_detail, name="run"),
     path("runs/<int:pk>/checkpoints/<int:checkpoint>/server/", run_views.checkpoint_server, name="checkpoint-server"),
+    path("runs/<int:pk>/clone/", clone_views.run_clone, name="run-clone"),  # before the actions (it was one of them)
     path("runs/<int:pk>/<str:action>/", run_views.run_action, name="run-action"),
 ]

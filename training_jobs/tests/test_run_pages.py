@@ -122,3 +122,24 @@ def test_server_paths_are_for_admins_only(api_as, admin_user, viewer, admin_clie
     assert full["checkpoints"][0]["path"] == "/tmp/run/checkpoint-2" == full["report"]["checkpoints"][0]["path"]
     assert "/srv/clawgym/serve.log" in api_as(admin_user).get(urls[-1]).content.decode()
     assert "/tmp/run/checkpoint-2" in admin_client.get(reverse("training:run", args=[run.pk])).content.decode()
+
+
+def test_clone_opens_the_config_and_queues_the_changed_lines_as_edits(admin_client, viewer_client, run,
+                                                                       tiny_model_path):  # noqa: F811
+    page = admin_client.get(reverse("training:run-clone", args=[run.pk]))
+    html = unescape(page.content.decode())
+    assert page.status_code == 200 and '<label for="id_overrides">Config (one key=value a line)</label>' in html
+    assert "learning_rate=0.001\n" in html and "lr_scheduler_type=cosine\n" in html and "lora.r=64\n" in html
+    assert viewer_client.get(reverse("training:run-clone", args=[run.pk])).status_code == 403
+    lines = html.split('name="overrides"')[1].split(">", 1)[1].split("</textarea>")[0].strip().splitlines()
+    edited = [("learning_rate=0.002" if line.startswith("learning_rate=") else line) for line in lines]
+    refused = admin_client.post(reverse("training:run-clone", args=[run.pk]), {"overrides": "lora.rank=8"})
+    assert refused.status_code == 400 and "unknown config key" in refused.content.decode()
+    # The run's own checks: the fixture's base model path is no model folder here.
+    refused = admin_client.post(reverse("training:run-clone", args=[run.pk]), {"overrides": "\n".join(edited)})
+    assert refused.status_code == 400 and "the base model" in refused.content.decode()
+    TrainingRun.objects.filter(pk=run.pk).update(base_model_path=tiny_model_path)
+    response = admin_client.post(reverse("training:run-clone", args=[run.pk]), {"overrides": "\n".join(edited)})
+    clone = TrainingRun.objects.get(cloned_from=run)
+    assert response.status_code == 302 and response["Location"] == reverse("training:run", args=[clone.pk])
+    assert clone.config == {**run.config, "learning_rate": 0.002} and clone.cpu and clone.job_run.queue == "gpu"

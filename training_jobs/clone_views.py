@@ -1,0 +1,101 @@
+"""The clone page of a training run (admins): the run's whole config as key=value lines to edit, then a new run with
+the lines that changed as its edits (training_jobs.runs.clone_training_run: the same dataset or tasks, base model,
+preset and CPU choice), refused with the reason when the edits or the run's checks say no, as a new run is."""
+
+import json
+
+from django import forms
+from django.contrib import messages
+from django.shortcuts import get_object_or_404, redirect
+from django.views.decorators.http import require_http_methods
+
+from accounts.decorators import admin_required
+from clawgym_site.htmx import render_page
+from jobs.engine import JobEngineError
+
+from . import runs
+from .models import TrainingRun
+
+
+def config_lines(config: dict) -> str:
+    """The config's keys as `key=value` lines, each value as the edits read it back (JSON; a plain string bare). An
+    RL run's tasks are given apart from the config: they are not among the lines."""
+    lines = []
+    for key in runs.known_keys({k: v for k, v in config.items() if k != "tasks"}):
+        value = _value(config, key)
+        lines.append(f"{key}={value if isinstance(value, str) and not _reads_as_json(value) else json.dumps(value)}")
+    return "\n".join(lines)
+
+
+def _value(config: dict, key: str):
+    for part in key.split("."):
+        config = config[part]
+    return config
+
+
+def _reads_as_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+class CloneRunForm(forms.Form):
+    overrides = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 24, "cols": 100, "spellcheck": "false", "class": "mono"}), required=False,
+        label="Config (one key=value a line)",
+        help_text="This run's config: change the values to edit. A line left out keeps its value; a key that is not "
+                  "in the config is refused.",
+    )  # fmt: skip
+
+    def __init__(self, run: TrainingRun, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.run = run
+
+    def clean_overrides(self) -> dict:
+        """The lines whose value differs from the run's: the clone's edits, checked against its config."""
+        try:
+            asked = runs.parse_overrides([line for line in self.cleaned_data["overrides"].splitlines() if line.strip()])
+        except runs.TrainingRunError as exc:
+            raise forms.ValidationError(str(exc)) from None
+        edits = {}
+        for key, value in asked.items():
+            try:
+                if _value(self.run.config, key) == value:
+                    continue
+            except (KeyError, TypeError):
+                pass  # not a key of the config: the run's own check names the keys it knows
+            edits[key] = value
+        build = runs.build_rl_config if self.run.kind == TrainingRun.Kind.RL else runs.build_config
+        try:
+            build(self.run.preset, edits, base=self.run.config)
+        except runs.TrainingRunError as exc:
+            raise forms.ValidationError(str(exc)) from None
+        return edits
+
+
+@admin_required
+@require_http_methods(["GET", "POST"])
+def run_clone(request, pk: int):
+    run = get_object_or_404(TrainingRun.objects.select_related("dataset", "base_model"), pk=pk)
+    if request.method == "GET":
+        form = CloneRunForm(run, initial={"overrides": config_lines(run.config)})
+    else:
+        form = CloneRunForm(run, request.POST)
+        if form.is_valid():
+            try:
+                clone = runs.clone_training_run(run, form.cleaned_data["overrides"], user=request.user)
+            except runs.TrainingRunError as exc:
+                form.add_error(None, str(exc))
+            except JobEngineError as exc:
+                form.add_error(None, f"The job engine did not take the run: {exc}")
+            else:
+                edits = form.cleaned_data["overrides"]
+                messages.success(request, f"Run #{clone.pk} queued: a clone of #{run.pk}"
+                                          f"{' with ' + ', '.join(edits) + ' edited' if edits else ', unchanged'}.")  # fmt: skip
+                for warning in getattr(clone, "warnings", []):  # what its checks found it trains on less than asked
+                    messages.warning(request, f"Run #{clone.pk}: {warning}.")
+                return redirect("training:run", pk=clone.pk)
+    context = {"nav": "training", "run": run, "form": form}
+    return render_page(request, "training/runs_clone.html", context, status=400 if form.errors else 200)
