@@ -27,7 +27,8 @@ already running there (`make run` starts both): nothing here trains, serves or s
    ordinary evaluation runs: the leaderboard, compare and the training curves show them.
 
     DATABASE_URL=... .venv/bin/python bench/learning_bench.py [--base-model smollm2-135m-instruct] [--seed 0]
-        [--repeats 2] [--samples 4] [--self-tasks 24] [--expert-tasks 96] [--sft-epochs 2] [--rl-steps 4]
+        [--sizes train=23,heldout=3,unseen_kind=8] [--repeats 2] [--samples 4] [--self-tasks 7] [--expert-tasks 56]
+        [--sft-epochs 3] [--sft-lr 1e-4] [--sft-batch 4] [--rl-steps 4] [--rl-tasks 16] [--rl-lr 5e-6]
 
 Sizes: the defaults are chosen for a 2-core CPU within about 90 minutes (see the README's figures); each step's
 wall time is printed to stderr as it goes, so a slower machine shows where its time went.
@@ -198,20 +199,24 @@ def main(argv=None) -> int:
     parser.add_argument("--base-model", default="smollm2-135m-instruct")
     parser.add_argument("--seed", type=int, default=0, help="the curriculum's seed")
     parser.add_argument(
-        "--sizes", default="", help="the curriculum's tasks per kind, e.g. train=23,heldout=6,unseen_kind=16"
+        "--sizes",
+        default="train=23,heldout=3,unseen_kind=8",
+        help="the curriculum's tasks per kind ('': the curriculum's own, train=23,heldout=6,unseen_kind=16)",
     )
-    parser.add_argument("--benchmark", default="curriculum", help="the held-out benchmarks' name start")
+    parser.add_argument("--benchmark", default="learning-bench", help="the held-out benchmarks' name start")
     parser.add_argument("--repeats", type=int, default=2, help="rollouts per held-out task")
     parser.add_argument("--samples", type=int, default=4, help="expert iteration: base-model rollouts per task")
-    parser.add_argument("--self-tasks", type=int, default=24, help="expert iteration: train tasks (0: none)")
-    parser.add_argument("--expert-tasks", type=int, default=96, help="demonstrations: train tasks (0: none)")
+    parser.add_argument("--self-tasks", type=int, default=7, help="expert iteration: train tasks (0: none)")
+    parser.add_argument("--expert-tasks", type=int, default=56, help="demonstrations: train tasks (0: none)")
     parser.add_argument("--max-turns", type=int, default=6)
     parser.add_argument("--max-tokens", type=int, default=192, help="per model call")
     parser.add_argument("--temperature", type=float, default=0.7, help="evaluation sampling (expert iteration: 1.0)")
-    parser.add_argument("--sft-epochs", type=float, default=2.0)
-    parser.add_argument("--sft-lr", type=float, default=5e-5)
+    parser.add_argument("--sft-epochs", type=float, default=3.0)
+    parser.add_argument("--sft-lr", type=float, default=1e-4)
+    parser.add_argument("--sft-batch", type=int, default=4, help="SFT global batch size (packed rows)")
     parser.add_argument("--rl-steps", type=int, default=4)
     parser.add_argument("--rl-tasks", type=int, default=16)
+    parser.add_argument("--rl-lr", type=float, default=5e-6)
     parser.add_argument("--work", type=Path, default=None, help="where the curriculum is built (default: VAR_DIR)")
     args = parser.parse_args(argv)
     # The steps are commands (subprocesses); this process reads the figures they leave (and the expert server the
@@ -267,6 +272,7 @@ def main(argv=None) -> int:
         data_runs.append(report["run"])
         data["demonstrations"] = {"run": report["run"], "rollouts": sum(report["outcomes"].values()),
                                   "mean": report["overall"]["mean"]}  # fmt: skip
+    manage("base_models", "stop", args.base_model, label="serve", timings=timings)  # its RAM and cores to training
     if not data_runs:
         raise BenchError("no training data: give --self-tasks or --expert-tasks")
     dataset = manage("build_dataset", *[a for r in data_runs for a in ("--run", r)], "--min-reward", "1.0",
@@ -279,7 +285,7 @@ def main(argv=None) -> int:
     sft_run = manage("train", "--kind", "sft", "--dataset", dataset["dataset"], "--base-model", args.base_model,
                      "--preset", "tiny-cpu", "--cpu", "--set", f"num_train_epochs={args.sft_epochs}", "--set",
                      f"learning_rate={args.sft_lr}", "--set", "max_steps=-1", "--set", "max_length=2048", "--set",
-                     "global_batch_size=8", "--set", "save_steps=100000", "--set", "lr_scheduler_type=constant",
+                     f"global_batch_size={args.sft_batch}", "--set", "save_steps=100000", "--set", "lr_scheduler_type=constant",
                      "--name", "learning-bench sft", "--json", label="sft", timings=timings)  # fmt: skip
     if sft_run["status"] != "succeeded" or not sft_run["checkpoints"]:
         raise BenchError(f"the SFT run did not succeed: {json.dumps(sft_run)[:600]}")
@@ -293,7 +299,7 @@ def main(argv=None) -> int:
     # RL from the SFT checkpoint.
     rl_tasks = [a for t in spread(train, args.rl_tasks) for a in ("--task", t)]
     rl_run = manage("train", "--kind", "rl", "--base-model", sft_checkpoint["path"], *rl_tasks, "--harness", "builtin",
-                    "--preset", "tiny-cpu", "--cpu", "--set", f"max_steps={args.rl_steps}", "--set", "learning_rate=1e-6",
+                    "--preset", "tiny-cpu", "--cpu", "--set", f"max_steps={args.rl_steps}", "--set", f"learning_rate={args.rl_lr}",
                     "--set", "prompts_per_step=2", "--set", "num_generations=4", "--set",
                     f"max_completion_length={args.max_tokens}", "--set", f"max_turns={args.max_turns}", "--set",
                     "temperature=1.0", "--set", f"save_steps={args.rl_steps}", "--name", "learning-bench rl",
@@ -305,7 +311,6 @@ def main(argv=None) -> int:
     rl_endpoint = set_sampling(served["endpoint"], sampling)
     rl = evaluate_model(rl_endpoint, benchmarks, args, timings, "rl")
     manage("serve_checkpoint", "--stop", rl_endpoint, label="serve", timings=timings)
-    manage("base_models", "stop", args.base_model, label="serve", timings=timings)
     rewards = [m.get("reward_mean") for m in rl_run.get("metrics") or []]
 
     result = {
