@@ -156,6 +156,27 @@ def evaluate(endpoint: str, *, benchmark: str | None = None, tasks: list[str] | 
     return report
 
 
+def run_pair(text: str) -> tuple[int, int]:
+    held, unseen = (int(part) for part in text.split(","))
+    return held, unseen
+
+
+def reported(run_id: int) -> dict:
+    """An earlier evaluation run's figures, as `evaluate --json` printed them (eval_report's export holds them)."""
+    return manage("eval_report", run_id, "--json")
+
+
+def earlier_sft(run_id: int) -> dict:
+    """An earlier SFT run in `train --json`'s shape (the fields the bench reads)."""
+    from training_jobs.models import Checkpoint, TrainingRun
+
+    run = TrainingRun.objects.get(pk=run_id)
+    checkpoints = [
+        {"id": c.pk, "step": c.step, "path": c.path} for c in Checkpoint.objects.filter(run=run).order_by("step")
+    ]
+    return {"run": run.pk, "status": run.status, "checkpoints": checkpoints}
+
+
 def figures(held: dict, unseen: dict) -> dict:
     return {"run": held["run"], "mean": held["overall"]["mean"], "ci": held["overall"]["ci"],
             "unseen_kind": {"run": unseen["run"], "mean": unseen["overall"]["mean"], "ci": unseen["overall"]["ci"]}}  # fmt: skip
@@ -218,6 +239,11 @@ def main(argv=None) -> int:
     parser.add_argument("--rl-tasks", type=int, default=16)
     parser.add_argument("--rl-lr", type=float, default=5e-6)
     parser.add_argument("--work", type=Path, default=None, help="where the curriculum is built (default: VAR_DIR)")
+    # Going on from an earlier invocation (one that stopped or was stopped part way): its finished steps by id.
+    parser.add_argument("--base-runs", type=run_pair, help="HELD,UNSEEN: the base model's evaluation runs")
+    parser.add_argument("--sft-train-run", type=int, help="the SFT training run (its last checkpoint is used)")
+    parser.add_argument("--sft-runs", type=run_pair, help="HELD,UNSEEN: the SFT checkpoint's evaluation runs")
+    parser.add_argument("--minutes-before", type=float, default=0.0, help="the earlier invocation's minutes")
     args = parser.parse_args(argv)
     # The steps are commands (subprocesses); this process reads the figures they leave (and the expert server the
     # task folders) through the same settings and DATABASE_URL.
@@ -246,13 +272,67 @@ def main(argv=None) -> int:
     train = list(splits["train"])
 
     sampling = {"temperature": args.temperature, "max_tokens": args.max_tokens, "seed": args.seed}
-    served = manage("base_models", "serve", args.base_model, "--json", label="serve", timings=timings)
-    base_endpoint = set_sampling(served["endpoint"], sampling)
-    base = evaluate_model(base_endpoint, benchmarks, args, timings, "base")
+    data: dict = {}
+    if args.base_runs:
+        base = figures(*map(reported, args.base_runs))
+        log(f"base: the earlier runs {args.base_runs}")
+    else:
+        base = evaluate_model(serve_base(args, sampling, timings), benchmarks, args, timings, "base")
+    if args.sft_train_run:
+        sft_run = earlier_sft(args.sft_train_run)
+        data = {"from_sft_run": args.sft_train_run}
+    else:
+        sft_run = train_sft(args, sampling, train, folder, timings, data)
+    if sft_run["status"] != "succeeded" or not sft_run["checkpoints"]:
+        raise BenchError(f"the SFT run did not succeed: {json.dumps(sft_run)[:600]}")
+    sft_checkpoint = sft_run["checkpoints"][-1]
+    if args.sft_runs:
+        sft = figures(*map(reported, args.sft_runs))
+    else:
+        served = manage("serve_checkpoint", sft_checkpoint["id"], "--backend", "transformers", "--json",
+                        label="serve", timings=timings)  # fmt: skip
+        sft_endpoint = set_sampling(served["endpoint"], sampling)
+        sft = evaluate_model(sft_endpoint, benchmarks, args, timings, "sft")
+        manage("serve_checkpoint", "--stop", sft_endpoint, label="serve", timings=timings)
+    rl_run, rl = train_rl(args, sft_checkpoint, train, sampling, benchmarks, timings)
+    rewards = [m.get("reward_mean") for m in rl_run.get("metrics") or []]
 
-    # Training data: expert iteration and demonstrations.
-    data_runs, data = [], {}
+    result = {
+        "base": base,
+        "sft": sft,
+        "rl": rl,
+        "sft_vs_base": compared(sft["run"], base["run"]),
+        "rl_vs_sft": compared(rl["run"], sft["run"]),
+        "train_tokens_per_s": train_tokens_per_s(sft_run),
+        "serve_tokens_per_s": serve_tokens_per_s(base["run"], sft["run"], rl["run"]),
+        "minutes": round(args.minutes_before + (time.monotonic() - started) / 60, 1),
+        # Beyond the contract:
+        "data": data,
+        "rl_run": rl_run.get("run"),
+        "rl_reward": rewards,
+        "rl_reward_mean": (
+            sum(r for r in rewards if r is not None) / len([r for r in rewards if r is not None])
+            if any(r is not None for r in rewards)
+            else None
+        ),  # fmt: skip
+        "curriculum": {k: len(v) for k, v in splits.items()} | {"seed": args.seed, "sizes": built.get("sizes")},
+        "seconds": timings,
+    }
+    print(json.dumps(result))
+    return 0
+
+
+def serve_base(args, sampling: dict, timings: dict) -> str:
+    """The base model served (`base_models serve`: the same server again when it runs) with the bench's sampling."""
+    served = manage("base_models", "serve", args.base_model, "--json", label="serve", timings=timings)
+    return set_sampling(served["endpoint"], sampling)
+
+
+def train_sft(args, sampling: dict, train: list[str], folder: Path, timings: dict, data: dict) -> dict:
+    """Training data two ways (expert iteration, demonstrations), the dataset of what scored 1.0, the SFT run."""
+    data_runs = []
     if args.self_tasks:
+        base_endpoint = serve_base(args, sampling, timings)
         hot = set_sampling(base_endpoint, {**sampling, "temperature": 1.0}, as_name=f"{base_endpoint}-t1")
         report = evaluate(hot, tasks=spread(train, args.self_tasks), repeats=args.samples, max_turns=args.max_turns,
                           name="learning-bench expert iteration", timings=timings, label="data-self")  # fmt: skip
@@ -276,34 +356,30 @@ def main(argv=None) -> int:
     if not data_runs:
         raise BenchError("no training data: give --self-tasks or --expert-tasks")
     dataset = manage("build_dataset", *[a for r in data_runs for a in ("--run", r)], "--min-reward", "1.0",
-                     "--base-model", args.base_model, "--validation-share", "0.0", "--name", f"learning-bench seed {args.seed}", "--json",
-                     label="dataset", timings=timings)  # fmt: skip
+                     "--base-model", args.base_model, "--validation-share", "0.0", "--name",
+                     f"learning-bench seed {args.seed}", "--json", label="dataset", timings=timings)  # fmt: skip
     data["dataset"] = dataset
     log(f"dataset: {json.dumps(dataset)[:400]}")
 
-    # SFT, served and evaluated.
     sft_run = manage("train", "--kind", "sft", "--dataset", dataset["dataset"], "--base-model", args.base_model,
                      "--preset", "tiny-cpu", "--cpu", "--set", f"num_train_epochs={args.sft_epochs}", "--set",
                      f"learning_rate={args.sft_lr}", "--set", "max_steps=-1", "--set", "max_length=2048", "--set",
-                     f"global_batch_size={args.sft_batch}", "--set", "save_steps=100000", "--set", "lr_scheduler_type=constant",
-                     "--name", "learning-bench sft", "--json", label="sft", timings=timings)  # fmt: skip
-    if sft_run["status"] != "succeeded" or not sft_run["checkpoints"]:
-        raise BenchError(f"the SFT run did not succeed: {json.dumps(sft_run)[:600]}")
-    sft_checkpoint = sft_run["checkpoints"][-1]
-    served = manage("serve_checkpoint", sft_checkpoint["id"], "--backend", "transformers", "--json", label="serve",
-                    timings=timings)  # fmt: skip
-    sft_endpoint = set_sampling(served["endpoint"], sampling)
-    sft = evaluate_model(sft_endpoint, benchmarks, args, timings, "sft")
-    manage("serve_checkpoint", "--stop", sft_endpoint, label="serve", timings=timings)
+                     f"global_batch_size={args.sft_batch}", "--set", "save_steps=100000", "--set",
+                     "lr_scheduler_type=constant", "--name", "learning-bench sft", "--json", label="sft",
+                     timings=timings)  # fmt: skip
+    return sft_run
 
-    # RL from the SFT checkpoint.
+
+def train_rl(args, sft_checkpoint: dict, train: list[str], sampling: dict, benchmarks: dict,
+             timings: dict) -> tuple[dict, dict]:  # fmt: skip
+    """GRPO from the SFT checkpoint on train tasks, its last checkpoint served and evaluated."""
     rl_tasks = [a for t in spread(train, args.rl_tasks) for a in ("--task", t)]
-    rl_run = manage("train", "--kind", "rl", "--base-model", sft_checkpoint["path"], *rl_tasks, "--harness", "builtin",
-                    "--preset", "tiny-cpu", "--cpu", "--set", f"max_steps={args.rl_steps}", "--set", f"learning_rate={args.rl_lr}",
-                    "--set", "prompts_per_step=2", "--set", "num_generations=4", "--set",
-                    f"max_completion_length={args.max_tokens}", "--set", f"max_turns={args.max_turns}", "--set",
-                    "temperature=1.0", "--set", f"save_steps={args.rl_steps}", "--name", "learning-bench rl",
-                    "--json", label="rl", timings=timings)  # fmt: skip
+    rl_run = manage("train", "--kind", "rl", "--base-model", sft_checkpoint["path"], *rl_tasks, "--harness",
+                    "builtin", "--preset", "tiny-cpu", "--cpu", "--set", f"max_steps={args.rl_steps}", "--set",
+                    f"learning_rate={args.rl_lr}", "--set", "prompts_per_step=2", "--set", "num_generations=4",
+                    "--set", f"max_completion_length={args.max_tokens}", "--set", f"max_turns={args.max_turns}",
+                    "--set", "temperature=1.0", "--set", f"save_steps={args.rl_steps}", "--name",
+                    "learning-bench rl", "--json", label="rl", timings=timings)  # fmt: skip
     if rl_run["status"] != "succeeded" or not rl_run["checkpoints"]:
         raise BenchError(f"the RL run did not succeed: {json.dumps(rl_run)[:600]}")
     served = manage("serve_checkpoint", rl_run["checkpoints"][-1]["id"], "--backend", "transformers", "--json",
@@ -311,30 +387,7 @@ def main(argv=None) -> int:
     rl_endpoint = set_sampling(served["endpoint"], sampling)
     rl = evaluate_model(rl_endpoint, benchmarks, args, timings, "rl")
     manage("serve_checkpoint", "--stop", rl_endpoint, label="serve", timings=timings)
-    rewards = [m.get("reward_mean") for m in rl_run.get("metrics") or []]
-
-    result = {
-        "base": base,
-        "sft": sft,
-        "rl": rl,
-        "sft_vs_base": compared(sft["run"], base["run"]),
-        "rl_vs_sft": compared(rl["run"], sft["run"]),
-        "train_tokens_per_s": train_tokens_per_s(sft_run),
-        "serve_tokens_per_s": serve_tokens_per_s(base["run"], sft["run"], rl["run"]),
-        "minutes": round((time.monotonic() - started) / 60, 1),
-        # Beyond the contract:
-        "data": data,
-        "rl_reward": rewards,
-        "rl_reward_mean": (
-            sum(r for r in rewards if r is not None) / len([r for r in rewards if r is not None])
-            if any(r is not None for r in rewards)
-            else None
-        ),  # fmt: skip
-        "curriculum": {k: len(v) for k, v in splits.items()} | {"seed": args.seed, "sizes": built.get("sizes")},
-        "seconds": timings,
-    }
-    print(json.dumps(result))
-    return 0
+    return rl_run, rl
 
 
 if __name__ == "__main__":
