@@ -6,6 +6,11 @@ POST /api/training/base-models/            {name, path, notes?}: 201 + the base 
                                            {converter}: 202 + {job} (the conversion, queued on the gpu queue)
                                            or 200 + the base model when it is registered already
 GET  /api/training/base-models/converters/ the shipped converters and whether each is installed, registered
+POST /api/training/base-models/{name}/serve/  202 + the server (status "starting"; the training.serve_checkpoint job
+                                           on the gpu queue starts it as endpoint base-NAME), Location: its url under
+                                           /api/training/servers/ (the same server while one is starting or ready)
+POST /api/training/base-models/{name}/stop/   200 + {stopped: [servers]}: those starting or ready, now stopped (their
+                                           endpoint disabled); an empty list when none was
 """
 
 from drf_spectacular.utils import extend_schema
@@ -17,8 +22,9 @@ from accounts.roles import ADMIN
 from jobs.engine import JobEngineError
 from jobs.serializers import JobRunSerializer
 
-from . import base_models, converters
+from . import base_models, converters, serving
 from .models import BaseModel
+from .serializers import ModelServerSerializer
 
 
 class BaseModelSerializer(serializers.ModelSerializer):
@@ -26,6 +32,10 @@ class BaseModelSerializer(serializers.ModelSerializer):
         model = BaseModel
         fields = ["name", "path", "architecture", "chat_template", "context_length", "notes", "created_at"]
         read_only_fields = fields
+
+
+class StoppedServersSerializer(serializers.Serializer):
+    stopped = ModelServerSerializer(many=True)
 
 
 class AddBaseModelSerializer(serializers.Serializer):
@@ -81,3 +91,25 @@ class BaseModelViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewset
         rows = [{**c, "converting": c["converting"].pk if c["converting"] else None}
                 for c in base_models.converter_choices()]  # fmt: skip
         return Response(rows)
+
+    @extend_schema(request=None, responses={202: ModelServerSerializer})
+    @action(detail=True, methods=["post"])
+    def serve(self, request, name=None):
+        """Queue the model's server (endpoint base-NAME) on a gpu worker; 202 at once with the server, to follow at
+        its url (the same server again while one is starting or ready)."""
+        try:
+            server = serving.request_serving(self.get_object(), user=request.user)
+        except JobEngineError as exc:
+            return Response({"detail": f"the job engine did not take the server: {exc}"},
+                            status=status.HTTP_503_SERVICE_UNAVAILABLE)  # fmt: skip
+        body = ModelServerSerializer(server, context=self.get_serializer_context()).data
+        return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["url"]})
+
+    @extend_schema(request=None, responses={200: StoppedServersSerializer})
+    @action(detail=True, methods=["post"])
+    def stop(self, request, name=None):
+        """Stop the model's servers that are starting or ready and disable the endpoint base-NAME."""
+        stopped = serving.stop_serving(self.get_object())
+        return Response(
+            {"stopped": ModelServerSerializer(stopped, many=True, context=self.get_serializer_context()).data}
+        )

@@ -21,6 +21,8 @@ serving and evaluating the admin role.
                                                   queue starts it on a worker), Location: its url
     GET  /api/training/servers/{id}/              a server: starting → ready (endpoint, base_url) or failed (error);
                                                   GET /api/training/servers/?checkpoint=ID lists one checkpoint's
+                                                  (?base_model=NAME a base model's, served by
+                                                  POST /api/training/base-models/NAME/serve/)
 """
 
 from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, extend_schema
@@ -336,9 +338,10 @@ class CheckpointViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
 
 @extend_schema(tags=["training"])
 class ModelServerViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
-    """Checkpoint and base-model servers, newest first (?checkpoint=ID: one checkpoint's; ?status=ready)."""
+    """Checkpoint and base-model servers, newest first (?checkpoint=ID: one checkpoint's; ?base_model=NAME: a registered
+    base model's; ?status=ready)."""
 
-    queryset = ModelServer.objects.select_related("endpoint")
+    queryset = ModelServer.objects.select_related("endpoint", "base_model")
     serializer_class = ModelServerSerializer
     filter_serializer_class = ModelServerFilterSerializer
 

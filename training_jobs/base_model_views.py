@@ -1,12 +1,16 @@
 """The Base models page: the registered base models (what the training forms offer), adding one by path, and adding
-one from a shipped converter, which queues the conversion job and shows its progress until it is registered.
+one from a shipped converter, which queues the conversion job and shows its progress until it is registered. Each
+model can be served as an agent (endpoint base-NAME, to evaluate before any run): its row polls while a gpu worker
+starts the server, then names the endpoint with a link to evaluate it, and offers Stop.
 
-State changes are training_jobs.base_models'; these views validate and call them.
+State changes are training_jobs.base_models' and training_jobs.serving's; these views validate and call them.
 """
 
 from django import forms
 from django.contrib import messages
-from django.shortcuts import redirect
+from django.db.models import Prefetch
+from django.shortcuts import get_object_or_404, redirect
+from django.template.response import TemplateResponse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.decorators import admin_required, viewer_required
@@ -14,8 +18,8 @@ from accounts.roles import ADMIN, has_role
 from clawgym_site.htmx import render_page
 from jobs.engine import JobEngineError
 
-from . import base_models, converters
-from .models import BaseModel
+from . import base_models, converters, serving
+from .models import BaseModel, ModelServer
 
 
 class AddByPathForm(forms.Form):
@@ -26,10 +30,18 @@ class AddByPathForm(forms.Form):
     notes = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
 
 
+def model_rows(models=None) -> list[dict]:
+    """Each base model as base_models.listing() gives it, with its latest server (starting, ready, failed, stopped or
+    None) and its pk."""
+    servers = Prefetch("servers", queryset=ModelServer.objects.select_related("endpoint"))  # newest first
+    found = (models if models is not None else BaseModel.objects.all()).prefetch_related(servers)
+    return [{**base_models.describe(m), "pk": m.pk, "server": next(iter(m.servers.all()), None)} for m in found]
+
+
 def _context(request, path_form=None) -> dict:
     choices = base_models.converter_choices()
     return {
-        "nav": "training", "models": base_models.listing(), "converters": choices,
+        "nav": "training", "models": model_rows(), "converters": choices,
         "converting": any(c["converting"] for c in choices), "is_admin": has_role(request.user, ADMIN),
         "path_form": path_form or AddByPathForm(),
     }  # fmt: skip
@@ -81,3 +93,56 @@ def no_base_model_help():
     return format_html('No base model is registered yet: <a href="{}">add one on the Base models page</a> (a '
                        "shipped model such as {} is one click), or give a folder's path below.",
                        reverse("training:base-models"), next(iter(converters.CONVERTERS)))  # fmt: skip
+
+
+@admin_required
+@require_POST
+def base_model_serve(request, name: str):
+    """Queue the model's server on a gpu worker (or find the one starting or up) and answer at once: htmx gets the
+    model's row, which polls until the server is ready or failed; a plain form post the page."""
+    row = get_object_or_404(BaseModel, name=name)
+    error = ""
+    try:
+        server = serving.request_serving(row, user=request.user)
+    except JobEngineError as exc:
+        error = f"The job engine did not take it: {exc}"
+    if request.htmx:
+        return _model_row_response(request, row, error=error)
+    if error:
+        messages.error(request, error)
+    elif server.status == server.Status.READY:
+        messages.success(request, f"{row.name} is served as {server.endpoint.name}.")
+    else:
+        messages.success(request, f"{row.name}: server #{server.pk} starting on a gpu worker.")
+    return redirect("training:base-models")
+
+
+@admin_required
+@require_POST
+def base_model_stop(request, name: str):
+    row = get_object_or_404(BaseModel, name=name)
+    stopped = serving.stop_serving(row)
+    if request.htmx:
+        return _model_row_response(request, row)
+    messages.success(request, f"{row.name}: stopped {len(stopped)} server(s)." if stopped else
+                     f"{row.name} was not being served.")  # fmt: skip
+    return redirect("training:base-models")
+
+
+@viewer_required
+@require_GET
+def base_model_server(request, name: str):
+    """A model's row (htmx polls it while its server starts); a plain request goes to the page."""
+    row = get_object_or_404(BaseModel, name=name)
+    if not request.htmx:
+        return redirect("training:base-models")
+    latest = row.servers.first()
+    if latest is not None and latest.status == latest.Status.STARTING:
+        serving.current_server(row)  # a row whose job ended without it coming up is marked failed (polling stops)
+    return _model_row_response(request, row)
+
+
+def _model_row_response(request, row: BaseModel, *, error: str = ""):
+    [m] = model_rows(BaseModel.objects.filter(pk=row.pk))
+    context = {"m": m, "is_admin": has_role(request.user, ADMIN), "serve_error": error}
+    return TemplateResponse(request, "training/base_models.html#model-row", context)

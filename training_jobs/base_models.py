@@ -143,12 +143,13 @@ def request_conversion(name: str, *, user=None):
 
 def listing() -> list[dict]:
     """Each base model as the command's --json and the API show it, with whether its folder is on this machine."""
-    return [
-        {"name": m.name, "path": m.path, "architecture": m.architecture, "chat_template": m.chat_template,
-         "context_length": m.context_length, "notes": m.notes, "created_at": m.created_at.isoformat(),
-         "on_this_machine": Path(m.path).is_dir()}
-        for m in BaseModel.objects.all()
-    ]  # fmt: skip
+    return [describe(m) for m in BaseModel.objects.all()]
+
+
+def describe(m: BaseModel) -> dict:
+    return {"name": m.name, "path": m.path, "architecture": m.architecture, "chat_template": m.chat_template,
+            "context_length": m.context_length, "notes": m.notes, "created_at": m.created_at.isoformat(),
+            "on_this_machine": Path(m.path).is_dir()}  # fmt: skip
 
 
 def converter_choices() -> list[dict]:

@@ -215,8 +215,8 @@ class Checkpoint(models.Model):
 
 
 class ModelServer(models.Model):
-    """A checkpoint served as an OpenAI-compatible endpoint (vLLM on a GPU worker, `transformers serve` without
-    one), registered as a ModelEndpoint with the agent role."""
+    """A checkpoint or a base model served as an OpenAI-compatible endpoint (vLLM on a GPU worker, `transformers
+    serve` without one), registered as a ModelEndpoint with the agent role."""
 
     class Status(models.TextChoices):
         STARTING = "starting", "Starting"
@@ -225,8 +225,11 @@ class ModelServer(models.Model):
         FAILED = "failed", "Failed"
 
     # A checkpoint's server, or a base model's (checkpoint empty, model_path the base model's folder): both are
-    # health-checked, registered as endpoints and stopped when idle the same way.
+    # health-checked, registered as endpoints and stopped when idle the same way. A registered base model's
+    # (endpoint base-NAME) names it; a run's own base (base-RUN, evaluate_checkpoints) names neither.
     checkpoint = models.ForeignKey(Checkpoint, null=True, blank=True, on_delete=models.CASCADE, related_name="servers")
+    # SET_NULL: a server outlives its base model's registration until it is stopped (by name, or when idle).
+    base_model = models.ForeignKey(BaseModel, null=True, blank=True, on_delete=models.SET_NULL, related_name="servers")
     model_path = models.CharField(max_length=1000, blank=True, help_text="The folder served (merged, for LoRA).")
     backend = models.CharField(max_length=20, help_text='"vllm" or "transformers".')
     endpoint = models.ForeignKey("llm.ModelEndpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")

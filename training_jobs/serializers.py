@@ -239,15 +239,17 @@ class RLStepSummarySerializer(serializers.Serializer):
 
 class ModelServerSerializer(serializers.ModelSerializer):
     """A checkpoint's (or base model's) server: "starting" while its gpu job merges and loads, then "ready" with its
-    endpoint, or "failed" with the error; follow it at `url`."""
+    endpoint, or "failed" with the error; follow it at `url`. `base_model`: the registered base model's name (its
+    endpoint base-NAME), null for a checkpoint's or a run's own base."""
 
     url = serializers.HyperlinkedIdentityField(view_name="training-server-detail")
+    base_model = serializers.SlugRelatedField(slug_field="name", read_only=True)
     endpoint = serializers.SlugRelatedField(slug_field="name", read_only=True)
     base_url = serializers.SerializerMethodField()
 
     class Meta:
         model = ModelServer
-        fields = ["id", "url", "checkpoint", "status", "backend", "endpoint", "base_url", "host", "port", "error",
+        fields = ["id", "url", "checkpoint", "base_model", "status", "backend", "endpoint", "base_url", "host", "port", "error",
                   "job_run", "created_at", "last_used_at", "stopped_at"]  # fmt: skip
         read_only_fields = fields
 
@@ -263,13 +265,15 @@ class ModelServerSerializer(serializers.ModelSerializer):
 
 
 class ModelServerFilterSerializer(serializers.Serializer):
-    """?checkpoint=ID&status=ready on the servers' list."""
+    """?checkpoint=ID&base_model=NAME&status=ready on the servers' list."""
 
     checkpoint = serializers.IntegerField(required=False, min_value=1)
+    base_model = serializers.SlugField(required=False, help_text="A registered base model's name.")
     status = serializers.ChoiceField(choices=ModelServer.Status.choices, required=False)
 
     def filter(self, queryset):
-        for name in ("checkpoint", "status"):
+        lookups = {"checkpoint": "checkpoint", "base_model": "base_model__name", "status": "status"}
+        for name, lookup in lookups.items():
             if self.validated_data.get(name):
-                queryset = queryset.filter(**{name: self.validated_data[name]})
+                queryset = queryset.filter(**{lookup: self.validated_data[name]})
         return queryset

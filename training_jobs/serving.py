@@ -1,5 +1,5 @@
-"""Serve a checkpoint (or a run's base model) as an OpenAI-compatible endpoint and register it as a ModelEndpoint
-with the agent role.
+"""Serve a checkpoint (or a base model: a registered one, or a run's) as an OpenAI-compatible endpoint and register it
+as a ModelEndpoint with the agent role.
 
 Two backends, picked by name (settings.CLAWGYM_SERVE_BACKEND, default "auto": vLLM where `vllm` is installed and
 an NVIDIA GPU is visible, else `transformers serve`):
@@ -34,18 +34,21 @@ server's own: its endpoint names it CLAWGYM_KEY_SERVED_S<server id> as api_key_e
 endpoint derives it from SECRET_KEY (llm.models.served_key); nothing stores it. The front, its backend, a LoRA merge
 get the worker's environment by an allow-list (training_jobs.child_env: no SECRET_KEY, DATABASE_URL or model keys).
 
-Every server, a checkpoint's or a base model's (`base-RUN`, checkpoint empty, model_path the base's folder), is a
-ModelServer row and a subprocess in a session of its own (it outlives the command or job that started it; a thread of
-the process that started it waits for it, so that it is reaped whoever stops it); it counts as up once GET /v1/models
-answers with its key. The pages and the API never start one themselves: request_serving() records a
-"starting" row and queues the `training.serve_checkpoint` job (gpu queue), which merges, starts the server on its
-worker, waits for the health check and marks the row ready (or failed, with the error). `manage.py serve_checkpoint`
-serves on the machine it runs on and waits. A server listens on CLAWGYM_SERVE_HOST (127.0.0.1: one machine) and its
-endpoint's base_url names CLAWGYM_SERVE_ADVERTISE_HOST, or the machine's name when it listens on 0.0.0.0, as the RL
-policy server does: the proxy may run on another machine. It is stopped by `serve_checkpoint --stop ENDPOINT` or when idle: `stop_idle_servers()`
-stops ready servers whose endpoint had no model call for CLAWGYM_SERVE_IDLE_SECONDS (30 min), and marks stopped those
-that no longer answer; every SFT run job calls it when it starts, and the scheduler queues it as the
-`training.stop_idle_servers` job (gpu queue, jobs/periodic.py).
+Every server, a checkpoint's or a base model's (`base-NAME` for a registered one, its row naming it; `base-RUN` for a
+run's own; checkpoint empty, model_path the base's folder), is a ModelServer row and a subprocess in a session of its
+own (it outlives the command or job that started it; a thread of the process that started it waits for it, so that it
+is reaped whoever stops it); it counts as up once GET /v1/models answers with its key. The pages and the API never
+start one themselves: request_serving(checkpoint or base model) records a "starting" row and queues the
+`training.serve_checkpoint` job (gpu queue), which merges, starts the server on its worker, waits for the health check
+and marks the row ready (or failed, with the error). `manage.py serve_checkpoint` and `base_models serve` serve on the
+machine they run on and wait. A server listens on CLAWGYM_SERVE_HOST (127.0.0.1: one machine) and its endpoint's
+base_url names CLAWGYM_SERVE_ADVERTISE_HOST, or the machine's name when it listens on 0.0.0.0, as the RL policy server
+does: the proxy may run on another machine. It is stopped by `serve_checkpoint --stop ENDPOINT`, by stop_serving()
+(the Base models page's Stop) or when idle: `stop_idle_servers()` stops ready servers whose endpoint had no model call
+for CLAWGYM_SERVE_IDLE_SECONDS (30 min), and marks stopped those that no longer answer; every SFT run job calls it
+when it starts, and the scheduler queues it as the `training.stop_idle_servers` job (gpu queue, jobs/periodic.py),
+which also kills what still runs on its machine of a server stopped from another (the web app's container stops the
+row; the process is the gpu worker's).
 """
 
 import importlib.util
@@ -72,8 +75,9 @@ from jobs.registry import job
 from llm.models import SERVED_KEY_PREFIX, ModelCall, ModelEndpoint, served_key
 
 from .child_env import child_env
-from .models import Checkpoint, ModelServer
+from .models import BaseModel, Checkpoint, ModelServer
 
+STOPPED_ELSEWHERE_SECONDS = 86400  # how far back the sweep looks for processes of servers stopped on another machine
 HEALTH_TIMEOUT_SECONDS = 600.0  # vLLM loading an 8B model and capturing CUDA graphs takes minutes
 MERGE_TIMEOUT_SECONDS = 3600.0  # merging LoRA into an 8B base on CPU reads and writes ~16 GB
 BACKEND_HOST = "127.0.0.1"  # the model server itself: only its front, on the same machine, reaches it
@@ -94,6 +98,17 @@ def backend_name() -> str:
 
 def endpoint_name(checkpoint: Checkpoint) -> str:
     return f"ckpt-{checkpoint.run_id}-{checkpoint.step}"
+
+
+def base_endpoint_name(base_model: BaseModel) -> str:
+    return f"base-{base_model.name}"
+
+
+def served_name(server: ModelServer) -> str:
+    """The endpoint a checkpoint's or registered base model's server registers."""
+    if server.checkpoint_id:
+        return endpoint_name(server.checkpoint)
+    return base_endpoint_name(server.base_model)
 
 
 def transformers_serve() -> list[str]:
@@ -192,16 +207,20 @@ def serve_checkpoint(checkpoint: Checkpoint, *, backend: str | None = None, host
 
 def start_server(server: ModelServer, *, host: str | None = None, port: int | None = None,
                  timeout: float = HEALTH_TIMEOUT_SECONDS) -> ModelServer:  # fmt: skip
-    """Bring a checkpoint's "starting" row up on this machine: merge a LoRA adapter, launch, health-check, register.
-    The row ends ready, or failed with the error (raised as ServingError)."""
-    checkpoint = server.checkpoint
+    """Bring a checkpoint's or a registered base model's "starting" row up on this machine: merge a LoRA adapter,
+    launch, health-check, register. The row ends ready, or failed with the error (raised as ServingError)."""
     try:
-        path = servable_path(checkpoint)
-    except ServingError as exc:
+        if server.checkpoint_id:
+            path, log_dir = servable_path(server.checkpoint), Path(server.checkpoint.path).parent
+        else:
+            path, log_dir = server.base_model.path, base_model_log_dir(server.base_model)
+            if not Path(path).is_dir():
+                raise ServingError(f"the base model {server.base_model.name}'s folder {path} is not on this machine")
+            log_dir.mkdir(parents=True, exist_ok=True)
+    except (ServingError, OSError) as exc:
         _failed(server, exc)
-        raise
-    return _launch_server(server, path, endpoint_name(checkpoint), host=host, port=port, timeout=timeout,
-                          log_dir=Path(checkpoint.path).parent)  # fmt: skip
+        raise ServingError(str(exc)) from exc
+    return _launch_server(server, path, served_name(server), host=host, port=port, timeout=timeout, log_dir=log_dir)
 
 
 def serve_base_model(run, *, backend: str | None = None, host: str | None = None,
@@ -214,15 +233,23 @@ def serve_base_model(run, *, backend: str | None = None, host: str | None = None
                         timeout=timeout)  # fmt: skip
 
 
-def serve_registered_base_model(base_model, *, backend: str | None = None, host: str | None = None,
+def serve_registered_base_model(base_model: BaseModel, *, backend: str | None = None, host: str | None = None,
                                 port: int | None = None, timeout: float = HEALTH_TIMEOUT_SECONDS) -> ModelServer:  # fmt: skip
-    """A registered base model served as endpoint "base-NAME" (`base_models serve NAME`): what its checkpoints are
-    compared against, evaluated before any run exists."""
+    """A registered base model served here as endpoint "base-NAME" (`base_models serve NAME`; the page queues
+    request_serving instead): what its checkpoints are compared against, evaluated before any run exists. One
+    ready and answering is not started twice."""
+    running = _running(base_model.servers.all())
+    if running:
+        return running
+    server = ModelServer.objects.create(base_model=base_model, model_path=base_model.path, backend=backend or "",
+                                        last_used_at=timezone.now())  # fmt: skip
+    return start_server(server, host=host, port=port, timeout=timeout)
+
+
+def base_model_log_dir(base_model: BaseModel) -> Path:
     from .run_jobs import training_root
 
-    folder = training_root() / "served-base-models" / base_model.name
-    return serve_folder(base_model.path, f"base-{base_model.name}", folder, backend=backend, host=host, port=port,
-                        timeout=timeout)  # fmt: skip
+    return training_root() / "served-base-models" / base_model.name
 
 
 def serve_folder(path: str, name: str, log_dir: Path, *, backend: str | None = None, host: str | None = None,
@@ -281,22 +308,26 @@ def _failed(server: ModelServer, error) -> None:
         status=ModelServer.Status.FAILED, stopped_at=timezone.now(), error=str(error))  # fmt: skip
 
 
-def request_serving(checkpoint: Checkpoint, *, user=None) -> ModelServer:
-    """Queue the checkpoint's server on a gpu worker (the training.serve_checkpoint job) and return its row, still
-    "starting", at once. A checkpoint with a server starting, or ready and answering, gets that one back."""
+def request_serving(subject: Checkpoint | BaseModel, *, user=None) -> ModelServer:
+    """Queue the server of a checkpoint or a registered base model on a gpu worker (the training.serve_checkpoint job)
+    and return its row, still "starting", at once. One with a server starting, or ready and answering, gets that one
+    back."""
     from jobs import enqueue
 
+    if isinstance(subject, Checkpoint):
+        fields, about = {"checkpoint": subject}, {"run_id": subject.run_id}
+    else:
+        fields, about = {"base_model": subject, "model_path": subject.path}, {"base_model": subject.name}
     server = None
     try:
         with transaction.atomic():
             # Two requests at once: the second waits for the first's row (PostgreSQL; SQLite writes one at a time).
-            Checkpoint.objects.select_for_update().filter(pk=checkpoint.pk).first()
-            current = current_server(checkpoint)
+            type(subject).objects.select_for_update().filter(pk=subject.pk).first()
+            current = current_server(subject)
             if current is not None:
                 return current
-            server = ModelServer.objects.create(checkpoint=checkpoint, last_used_at=timezone.now())
-            job_run = enqueue("training.serve_checkpoint", created_by=user, server_id=server.pk,
-                              run_id=checkpoint.run_id)  # fmt: skip
+            server = ModelServer.objects.create(**fields, last_used_at=timezone.now())
+            job_run = enqueue("training.serve_checkpoint", created_by=user, server_id=server.pk, **about)
             ModelServer.objects.filter(pk=server.pk).update(job_run=job_run)
     except JobEngineError as exc:  # raised as the block commits: the row exists, and says why nothing starts it
         if server is not None:
@@ -306,10 +337,11 @@ def request_serving(checkpoint: Checkpoint, *, user=None) -> ModelServer:
     return server
 
 
-def current_server(checkpoint: Checkpoint) -> ModelServer | None:
-    """The checkpoint's server that is starting (its job not finished), or ready and answering. Rows whose job ended
-    without them coming up are marked failed, and ready ones that no longer answer stopped, on the way."""
-    servers = checkpoint.servers.filter(status__in=[ModelServer.Status.STARTING, ModelServer.Status.READY])
+def current_server(subject: Checkpoint | BaseModel) -> ModelServer | None:
+    """The checkpoint's (or base model's) server that is starting (its job not finished), or ready and answering.
+    Rows whose job ended without them coming up are marked failed, and ready ones that no longer answer stopped, on
+    the way."""
+    servers = subject.servers.filter(status__in=[ModelServer.Status.STARTING, ModelServer.Status.READY])
     for server in servers.select_related("job_run", "endpoint"):
         if server.status == ModelServer.Status.READY:
             if _answers(_base_url(server), server_key(server)):
@@ -328,25 +360,34 @@ def current_server(checkpoint: Checkpoint) -> ModelServer | None:
 
 
 def _serve_subject(params: dict) -> tuple[str, str]:
+    if params.get("base_model"):
+        return f"base model {params['base_model']}'s server #{params.get('server_id')}", "/training/base-models/"
     return f"checkpoint server #{params.get('server_id')}", f"/training/runs/{params.get('run_id')}/"
 
 
-@job("training.serve_checkpoint", queue="gpu", title="Serve a checkpoint", subject=_serve_subject)
-def serve_checkpoint_job(ctx, *, server_id: int, run_id: int | None = None) -> dict:
-    """Start the row's server on this gpu worker and return once it answers; it outlives the job (a session of its
-    own). A second run of the job does nothing to a row no longer starting; one whose earlier attempt died mid-start
-    (the worker killed) starts afresh, its leftover process here killed first."""
-    server = ModelServer.objects.select_related("checkpoint__run").filter(pk=server_id).first()
-    if server is None or server.checkpoint is None:
-        raise ServingError(f"no checkpoint server #{server_id}")
+@job("training.serve_checkpoint", queue="gpu", title="Serve a model", subject=_serve_subject)
+def serve_checkpoint_job(ctx, *, server_id: int, run_id: int | None = None, base_model: str | None = None) -> dict:
+    """Start the row's server (a checkpoint's or a registered base model's; run_id and base_model only say which, for
+    the jobs page) on this gpu worker and return once it answers; it outlives the job (a session of its own). A
+    second run of the job does nothing to a row no longer starting; one whose earlier attempt died mid-start (the
+    worker killed) starts afresh, its leftover process here killed first."""
+    server = ModelServer.objects.select_related("checkpoint__run", "base_model").filter(pk=server_id).first()
+    if server is None or (server.checkpoint is None and server.base_model is None):
+        raise ServingError(f"no checkpoint or base model server #{server_id}")
     if server.status != ModelServer.Status.STARTING:
         return {**server_report(server), "note": f"{server.status}: nothing to do"}
     _kill(_owned_pid(server))
     ModelServer.objects.filter(pk=server.pk, status=ModelServer.Status.STARTING).update(pid=None, error="")
-    is_lora = (Path(server.checkpoint.path) / "adapter_config.json").exists()
-    ctx.progress(0, 1, f"merging the LoRA adapter, then starting {endpoint_name(server.checkpoint)}" if is_lora
-                 else f"starting {endpoint_name(server.checkpoint)}")  # fmt: skip
-    server = start_server(server)
+    is_lora = server.checkpoint is not None and (Path(server.checkpoint.path) / "adapter_config.json").exists()
+    ctx.progress(0, 1, f"merging the LoRA adapter, then starting {served_name(server)}" if is_lora
+                 else f"starting {served_name(server)}")  # fmt: skip
+    try:
+        server = start_server(server)
+    except ServingError:
+        server.refresh_from_db()
+        if server.status == ModelServer.Status.STOPPED:  # stopped while it loaded: what was asked, no failure
+            return {**server_report(server), "note": "stopped while it started"}
+        raise
     ctx.progress(1, 1, f"{server.status}: {server.endpoint.base_url if server.endpoint else ''}")
     return server_report(server)
 
@@ -453,6 +494,24 @@ def stop_server(server: ModelServer, *, reason: str = "stopped") -> ModelServer:
     return server
 
 
+def stop_serving(subject: Checkpoint | BaseModel) -> list[ModelServer]:
+    """Stop the checkpoint's (or base model's) servers that are starting or ready (the Base models page's Stop):
+    the rows stopped and their endpoints disabled at once. A process on another machine (a gpu worker's, the web
+    app stopping it) is killed there: a starting one by its own job as it comes up (the row is no longer
+    starting), a ready one by the next idle sweep on that machine, queued now."""
+    from jobs import enqueue
+
+    servers = list(subject.servers.filter(status__in=[ModelServer.Status.STARTING, ModelServer.Status.READY]))
+    elsewhere = [s for s in servers if s.status == ModelServer.Status.READY and s.pid and _owned_pid(s) is None]
+    stopped = [stop_server(server) for server in servers]
+    if elsewhere:
+        try:
+            enqueue("training.stop_idle_servers")
+        except JobEngineError:
+            pass  # the scheduler's sweep (jobs/periodic.py) kills it on its next tick instead
+    return stopped
+
+
 def stop_endpoint(name: str) -> list[ModelServer]:
     """Stop every server of the endpoint (a checkpoint's or a base model's) and disable the endpoint."""
     servers = ModelServer.objects.filter(endpoint__name=name).exclude(status=ModelServer.Status.STOPPED)
@@ -490,9 +549,25 @@ def stop_idle_servers(now=None, idle_seconds: float | None = None) -> list[int]:
     return stopped
 
 
+def kill_stopped_here(now=None) -> list[int]:
+    """Kill the processes still running on this machine of servers stopped recently from another (the web app's
+    Stop: its container cannot signal the gpu worker's process); their ids."""
+    now = now or timezone.now()
+    recent = ModelServer.objects.filter(status=ModelServer.Status.STOPPED, pid__isnull=False,
+                                        stopped_at__gte=now - timedelta(seconds=STOPPED_ELSEWHERE_SECONDS))  # fmt: skip
+    killed = []
+    for server in recent:
+        pid = _owned_pid(server)
+        if pid is not None:
+            _kill(pid)
+            killed.append(server.pk)
+    return killed
+
+
 @job("training.stop_idle_servers", queue="gpu", title="Stop idle checkpoint servers")
 def stop_idle_servers_job(ctx) -> dict:
-    return {"stopped": stop_idle_servers()}
+    killed = kill_stopped_here()
+    return {"stopped": stop_idle_servers(), **({"killed": killed} if killed else {})}
 
 
 def _base_url(server: ModelServer) -> str:

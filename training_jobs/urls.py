@@ -15,6 +15,10 @@ urlpatterns = [
     # base models
     path("base-models/", base_model_views.base_model_list, name="base-models"),
     path("base-models/add/", base_model_views.base_model_add, name="base-model-add"),
+    # before convert/NAME/: a base model named "convert" is served at convert/serve/
+    path("base-models/<slug:name>/serve/", base_model_views.base_model_serve, name="base-model-serve"),
+    path("base-models/<slug:name>/stop/", base_model_views.base_model_stop, name="base-model-stop"),
+    path("base-models/<slug:name>/server/", base_model_views.base_model_server, name="base-model-server"),
     path("base-models/convert/<slug:name>/", base_model_views.base_model_convert, name="base-model-convert"),
     # runs
     path("runs/", run_views.run_list, name="runs"),

@@ -20,7 +20,7 @@ class Command(BaseCommand):
         "same as a gpu job) and registers it; `add NAME --path FOLDER` registers a folder already here. Both are "
         "idempotent. `list` shows them (--json: one JSON list); `converters` the shipped converters. `serve NAME` "
         'serves one ON THIS MACHINE as the agent endpoint "base-NAME" (its baseline; --json: {"endpoint", '
-        '"base_url"} last), `stop NAME` stops it.'
+        '"base_url"} last; the page\'s "Serve as an agent" queues the same on a gpu worker), `stop NAME` stops it.'
     )
 
     def add_arguments(self, parser):
