@@ -184,7 +184,7 @@ def test_a_lora_checkpoint_is_merged_once_and_served(dataset, fruit_model):
     report = serve(checkpoint)
     server = ModelServer.objects.get(checkpoint=checkpoint)
     merged = Path(checkpoint.path).parent / f"merged-{Path(checkpoint.path).name}-{checkpoint.sha256[:16]}"
-    assert server.model_path == str(merged) and server.command[server.command.index("--") + 3] == report["endpoint"]
+    assert server.model_path == str(merged) and server.command[server.command.index("--") + 5] == report["endpoint"]
     assert (Path(checkpoint.path).parent / "served" / report["endpoint"]).resolve() == merged.resolve()
     assert not (merged / "adapter_config.json").exists() and (merged / "tokenizer.json").exists()
     assert json.loads((merged / "merged_from.json").read_text())["base_model_path"] == fruit_model
