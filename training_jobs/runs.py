@@ -426,37 +426,18 @@ def resolve_tasks(tasks) -> list:
 
 
 def tasks_from(selection: str) -> list:
-    """The tasks a selection names: comma-separated filters status=…, source=…, category=<benchmark category slug>,
-    prefix=<start of the external id>, limit=N (e.g. "status=ready,source=skill,limit=200", or a curriculum's train
-    split "prefix=curriculum-s0-train-"); newest first, benchmark tasks left out."""
+    """The current revisions of the tasks a selection names (tasks.selection: status=…, source=…, category=…,
+    prefix=…, limit=N, e.g. "status=ready,source=skill,limit=200", or a curriculum's train split
+    "prefix=curriculum-s0-train-"); newest first, benchmark tasks left out (the contamination guard)."""
     from review.models import PinnedRevision
     from tasks.models import Task
+    from tasks.selection import SelectionError, select_tasks
 
-    tasks = Task.objects.filter(current_revision__isnull=False).exclude(
-        pk__in=PinnedRevision.objects.values("revision__task_id"))  # fmt: skip
-    limit = None
-    for part in filter(None, (p.strip() for p in (selection or "").split(","))):
-        key, sep, value = part.partition("=")
-        if not sep:
-            raise TrainingRunError(
-                f"a task selection is KEY=VALUE filters (status, source, category, prefix, limit), got {part!r}"
-            )
-        if key == "status":
-            tasks = tasks.filter(status=value)
-        elif key == "source":
-            tasks = tasks.filter(source=value)
-        elif key == "category":
-            tasks = tasks.filter(benchmark_category__slug=value)
-        elif key == "prefix" and value:
-            tasks = tasks.filter(external_id__startswith=value)
-        elif key == "limit" and value.isdigit():
-            limit = int(value)
-        else:
-            raise TrainingRunError(
-                f"unknown task selection filter {part!r}; known: status, source, category, prefix, limit=N"
-            )
-    tasks = tasks.order_by("-updated_at", "-id").select_related("current_revision")
-    chosen = [t.current_revision for t in (tasks[:limit] if limit else tasks)]
+    unpinned = Task.objects.exclude(pk__in=PinnedRevision.objects.values("revision__task_id"))
+    try:
+        chosen = [t.current_revision for t in select_tasks(selection, unpinned)]
+    except SelectionError as exc:
+        raise TrainingRunError(str(exc)) from None
     if not chosen:
         raise TrainingRunError(f"the selection {selection!r} names no task (benchmark tasks are left out)")
     return chosen

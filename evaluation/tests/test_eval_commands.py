@@ -288,7 +288,7 @@ def test_the_human_summary_and_unknown_names(world):
         (["--benchmark", "nope", "--endpoint", "strong"], "no benchmark named 'nope'"),
         (["--benchmark", "eval-bench", "--version", "7", "--endpoint", "strong"], "has no version 7"),
         (["--task", "eval-a", "--endpoint", "nobody"], "no model endpoint named 'nobody'"),
-        (["--task", "eval-z", "--endpoint", "strong"], "no such task(s): eval-z"),
+        (["--task", "eval-z", "--endpoint", "strong"], "no such task: eval-z"),
         (["--endpoint", "strong"], "give either --benchmark"),
         (["--resume", "999"], "no evaluation run #999"),
         (["--task", "eval-a", "--endpoint", "strong", "--option", "timeout=5"], "give --time-limit instead of"),

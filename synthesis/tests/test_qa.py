@@ -329,8 +329,8 @@ def test_command_prints_a_line_per_task_and_fails_when_a_stage_could_not_judge(j
         (["--task", "nope"], "no such task: nope"),
         (["--all", "--stages", "novelty,vibes"], "unknown QA stage(s): vibes"),
         (["--all", "--judge", "missing"], "no enabled model endpoint is named 'missing'"),
-        (["--all", "--task", "x"], "not allowed with argument"),
-        ([], "one of the arguments --all --task is required"),
+        (["--all", "--task", "x"], "--all goes alone"),
+        ([], "give --all, --task ID ... or --tasks-from SELECTION"),
     ],
 )
 def test_command_refuses_what_it_cannot_do(judge, args, message):

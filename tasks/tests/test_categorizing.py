@@ -391,7 +391,7 @@ def test_command_failed_rows_are_in_the_json_too(generator, scripted_upstream):
     [
         (["--task", "nope"], "no such task: nope"),
         (["--endpoint", "missing"], "no enabled model endpoint is named 'missing'"),
-        (["--all", "--task", "x"], "not allowed with argument"),
+        (["--all", "--task", "x"], "--all goes alone"),
     ],
 )
 def test_command_refuses_what_it_cannot_do(generator, args, message):

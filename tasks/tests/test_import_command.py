@@ -92,7 +92,7 @@ def test_export_folder_and_selected_tasks(db, tmp_path):
 def test_export_refusals(db, tmp_path):
     write_task(tmp_path / "src", "task_a")
     run("import_tasks", str(tmp_path / "src"))
-    with pytest.raises(CommandError, match="no task with id nope, nada"):
+    with pytest.raises(CommandError, match="no such task: nope, nada"):
         run("export_tasks", str(tmp_path / "out"), "--task", "task_a", "nope", "--task", "nada")
     assert not (tmp_path / "out").exists()
     with pytest.raises(CommandError, match="the pinchbench format is import only"):

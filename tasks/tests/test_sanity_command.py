@@ -69,7 +69,9 @@ def test_without_workers_it_says_so_and_fails(db):
     make_task("waiting")
     out, _, error = sanity_check("--all", "--json", "--start-timeout", "0.3")
     assert error is not None and "no job worker took sanity check job" in str(error) and "--here" in str(error)
-    assert out == ""
+    assert error.returncode == 3  # jobs.cli: not started
+    (row,) = json.loads(out.strip().splitlines()[-1])  # the JSON last, on failure too
+    assert row["task"] == "waiting" and row["error"] == "no job worker took the check" and row["crashed"] is None
     batch = JobRun.objects.get()
     # Cancelled, so that a worker starting later does not run it; nothing ran inline.
     assert batch.kind == "tasks.sanity_check_batch" and batch.status == JobRun.Status.CANCELLED
@@ -91,8 +93,8 @@ def test_a_sandbox_that_cannot_run_is_an_error_not_a_finding(db, settings, monke
     ("args", "message"),
     [
         (["--task", "nope", "also-nope", "--here"], "no such task: nope, also-nope"),
-        (["--here"], "one of the arguments --all --task is required"),
-        (["--all", "--task", "x"], "not allowed with argument"),
+        (["--here"], "give --all, --task ID ... or --tasks-from SELECTION"),
+        (["--all", "--task", "x"], "--all goes alone"),
         (["--all", "--here"], "there are no tasks"),
     ],
 )

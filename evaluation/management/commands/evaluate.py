@@ -1,18 +1,19 @@
-"""python manage.py evaluate (--benchmark NAME [--version N] | --task ID ...) --endpoint NAME [--harness H]
-    [--repeats N] [--option k=v ...] [--time-limit S] [--max-turns N] [--token-limit N] [--pass-threshold X]
-    [--name NAME] [--fresh] [--resume RUN] [--here] [--json]
+"""python manage.py evaluate (--benchmark NAME [--version N] | --task ID ... | --tasks-from SELECTION)
+    --endpoint NAME [--harness H] [--repeats N] [--option k=v ...] [--time-limit S] [--max-turns N]
+    [--token-limit N] [--pass-threshold X] [--name NAME] [--fresh] [--resume RUN] [--here] [--json]
 python manage.py evaluate --resume RUN [--here] [--json]"""
 
 import json
-import time
 
 from django.core.management.base import BaseCommand, CommandError
 
+from jobs.cli import UsageError, engine_refused
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
+from jobs.waiting import NotFinished, NoWorker, Work, add_wait_arguments, wait_for
 from llm.models import ModelEndpoint
 from review.models import Benchmark
-from tasks.models import Task
+from tasks.selection import add_task_arguments, tasks_given, tasks_of
 
 from ...harnesses import HARNESSES
 from ...models import EvalRun, Outcome, Rollout
@@ -31,9 +32,6 @@ from ...runs import (
 from ...services import fail_lost_rollouts
 from .rollout import _options
 
-POLL_SECONDS = 0.5
-RECHECK_LOST_SECONDS = 10.0
-
 
 class Command(BaseCommand):
     help = (
@@ -41,7 +39,8 @@ class Command(BaseCommand):
         "task --repeats times, and wait for the run: its rollouts run as jobs on the `sandbox` queue (--here: in "
         "this process). A run with the configuration of an earlier one resumes that one (its finished rollouts "
         "are kept) unless --fresh. One line per finished rollout goes to stderr; the figures to stdout, with --json "
-        "as one JSON object on the last line. Exits non-zero when the run is incomplete or cancelled."
+        "as one JSON object on the last line (also when the run did not complete). Exit status (jobs.cli): 1 when the "
+        "run is incomplete or cancelled, 2 when refused, 3 when no worker took its jobs."
     )
 
     def create_parser(self, prog_name, subcommand, **kwargs):
@@ -51,8 +50,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--benchmark", help="the benchmark's name")
         parser.add_argument("--version", type=int, help="its version number (default: the latest frozen one)")
-        parser.add_argument("--task", action="extend", nargs="+", default=[], metavar="ID",
-                            help="task external ids (their current revisions), instead of --benchmark")  # fmt: skip
+        add_task_arguments(parser, what="task external ids (their current revisions), instead of --benchmark")
         parser.add_argument("--endpoint", help="the agent model endpoint's name")
         parser.add_argument("--harness", choices=sorted(HARNESSES), help="default: settings.CLAWGYM_DEFAULT_HARNESS")
         parser.add_argument("--repeats", type=int, help="rollouts per task (epochs; default 1)")
@@ -68,25 +66,25 @@ class Command(BaseCommand):
         parser.add_argument("--name", default="", help="the run's name (default: endpoint on benchmark version)")
         parser.add_argument("--fresh", action="store_true", help="a new run even if one has the same configuration")
         parser.add_argument("--resume", type=int, metavar="RUN", help="run again what is left of that run")
-        parser.add_argument("--here", action="store_true", help="run in this process instead of on the job workers")
         parser.add_argument("--json", dest="as_json", action="store_true", help="print the run as JSON last")
-        parser.add_argument("--timeout", type=float, default=24 * 3600.0, help="seconds to wait for the run (24 h)")
-        parser.add_argument(
-            "--start-timeout", type=float, default=60.0,
-            help="seconds to wait for a worker to take the first job before cancelling the run (60)",
-        )  # fmt: skip
+        add_wait_arguments(parser, timeout=24 * 3600.0)
 
     def handle(self, *args, **flags):
         try:
             run = self._resume(flags) if flags["resume"] else self._start(flags)
         except EvalRunError as exc:
-            raise CommandError(str(exc)) from None
+            raise UsageError(str(exc)) from None
         except JobEngineError as exc:
-            raise CommandError(f"the job engine did not take the rollouts: {exc}") from None
+            raise engine_refused("the rollouts", exc) from None
         if flags["here"]:
             run = run_here(run, on_rollout=lambda rollout: self.stderr.write(rollout_line(rollout, run.repeats)))
         else:
-            self._wait(run, timeout=flags["timeout"], start_timeout=flags["start_timeout"], as_json=flags["as_json"])
+            try:
+                self._wait(run, timeout=flags["timeout"], start_timeout=flags["start_timeout"])
+            except (NoWorker, NotFinished):
+                run.refresh_from_db()
+                self._print(run, flags["as_json"])
+                raise
             run.refresh_from_db()
         self._print(run, flags["as_json"])
         if run.status != EvalRun.Status.COMPLETE:
@@ -96,11 +94,12 @@ class Command(BaseCommand):
 
     def _start(self, flags) -> EvalRun:
         if not flags["endpoint"]:
-            raise CommandError("--endpoint NAME is required (or --resume RUN)")
-        if bool(flags["benchmark"]) == bool(flags["task"]):
-            raise CommandError("give either --benchmark NAME [--version N] or --task ID ... (or --resume RUN)")
+            raise UsageError("--endpoint NAME is required (or --resume RUN)")
+        if bool(flags["benchmark"]) == tasks_given(flags):
+            raise UsageError("give either --benchmark NAME [--version N] or --task ID ... / --tasks-from SELECTION "
+                             "(or --resume RUN)")  # fmt: skip
         if flags["version"] is not None and not flags["benchmark"]:
-            raise CommandError("--version goes with --benchmark")
+            raise UsageError("--version goes with --benchmark")
         settings_ = {
             "endpoint": endpoint_named(flags["endpoint"]),
             "harness": flags["harness"],
@@ -115,7 +114,7 @@ class Command(BaseCommand):
         if flags["benchmark"]:
             settings_["benchmark_version"] = benchmark_version(flags["benchmark"], flags["version"])
         else:
-            settings_["revisions"] = current_revisions(flags["task"])
+            settings_["revisions"] = current_revisions(flags)
         if flags["here"]:
             run, reused = create_eval_run(inline=True, **settings_)
             if reused:
@@ -134,10 +133,10 @@ class Command(BaseCommand):
 
     def _resume(self, flags) -> EvalRun:
         if flags["fresh"]:
-            raise CommandError("--fresh starts a new run: it does not go with --resume")
+            raise UsageError("--fresh starts a new run: it does not go with --resume")
         run = EvalRun.objects.select_related("endpoint", "benchmark_version").filter(pk=flags["resume"]).first()
         if run is None:
-            raise CommandError(f"no evaluation run #{flags['resume']}")
+            raise UsageError(f"no evaluation run #{flags['resume']}")
         config = self._asked_config(run, flags)
         inline = run.inline
         self._set_inline(run, flags["here"])
@@ -155,21 +154,21 @@ class Command(BaseCommand):
     def _asked_config(self, run: EvalRun, flags) -> dict | None:
         """The configuration the flags given with --resume describe (the run's own settings where none is given),
         or None when none is given: the run is resumed as it is."""
-        keys = ("benchmark", "version", "task", "endpoint", "harness", "repeats", "option", "time_limit",
-                "max_turns", "token_limit")  # fmt: skip
+        keys = ("benchmark", "version", "task_ids", "tasks_from", "endpoint", "harness", "repeats", "option",
+                "time_limit", "max_turns", "token_limit")  # fmt: skip
         if not any(flags[key] not in (None, []) for key in keys):
             return None
-        if flags["benchmark"] and flags["task"]:
-            raise CommandError("give either --benchmark or --task, not both")
+        if flags["benchmark"] and tasks_given(flags):
+            raise UsageError("give either --benchmark or --task / --tasks-from, not both")
         if flags["version"] is not None and not flags["benchmark"]:
-            raise CommandError("--version goes with --benchmark")
+            raise UsageError("--version goes with --benchmark")
         version = run.benchmark_version
         revisions = [row.revision for row in run.task_results.select_related("revision")]
         if flags["benchmark"]:
             version = benchmark_version(flags["benchmark"], flags["version"])
             revisions = list(version.revisions.all())
-        elif flags["task"]:
-            version, revisions = None, current_revisions(flags["task"])
+        elif tasks_given(flags):
+            version, revisions = None, current_revisions(flags)
         return run_config(
             revisions=revisions, benchmark_version=version,
             endpoint=endpoint_named(flags["endpoint"]) if flags["endpoint"] else run.endpoint,
@@ -188,42 +187,32 @@ class Command(BaseCommand):
 
     # --- waiting for the workers ---------------------------------------------------------------------------------
 
-    def _wait(self, run: EvalRun, *, timeout: float, start_timeout: float, as_json: bool) -> None:
-        started = time.monotonic()
-        last_lost_check = started
+    def _wait(self, run: EvalRun, *, timeout: float, start_timeout: float) -> None:
         finished_before = run.rollouts_finished
-        taken = False
         seen = set(self._finished(run))  # finished before this command started: not reported again
-        while True:
+
+        def report_finished():
             new = [pk for pk, *_ in set(self._finished(run)) - seen]
             for rollout in self._finished(run, objects=True).filter(pk__in=new).select_related("revision__task"):
                 seen.add((rollout.pk, rollout.attempt, rollout.status))
                 self.stderr.write(rollout_line(rollout, run.repeats))
+
+        def finished() -> bool:
             run.refresh_from_db()
-            if run.is_finished:
-                return
-            now = time.monotonic()
-            if not taken:
-                pending = run.rollouts.exclude(status__in=Rollout.FINISHED)
-                taken = run.rollouts_finished != finished_before or pending.filter(job_run__isnull=False).exclude(
-                    job_run__status=JobRun.Status.QUEUED).exists()  # fmt: skip
-            if not taken and now - started > start_timeout:
-                run = cancel_eval_run(run)  # a worker starting later must not run what nobody waits for
-                self._print(run, as_json)
-                raise CommandError(
-                    f"no job worker took the rollout jobs of run #{run.pk} within {start_timeout:g} s: are workers "
-                    "running on the sandbox queue? (`manage.py check_workers` tells; `manage.py qcluster` or a "
-                    "Celery worker with -Q sandbox starts one). Or pass --here to run them in this process. The run "
-                    f"was cancelled; `manage.py evaluate --resume {run.pk}` runs it again."
-                )
-            if now - started > timeout:
-                self._print(run, as_json)
-                raise CommandError(f"run #{run.pk} did not finish within {timeout:g} s; it goes on running "
-                                   f"(`manage.py eval_report {run.pk}` shows where it is)")  # fmt: skip
-            if now - last_lost_check > RECHECK_LOST_SECONDS:
-                fail_lost_rollouts()  # a killed worker's rollout would otherwise look "running" forever
-                last_lost_check = now
-            time.sleep(POLL_SECONDS)
+            return run.is_finished
+
+        def taken() -> bool:
+            pending = run.rollouts.exclude(status__in=Rollout.FINISHED)
+            return run.rollouts_finished != finished_before or pending.filter(job_run__isnull=False).exclude(
+                job_run__status=JobRun.Status.QUEUED).exists()  # fmt: skip
+
+        wait_for(Work(
+            what=f"the rollout jobs of run #{run.pk}", queues=("sandbox",), finished=finished, taken=taken,
+            cancel=lambda: cancel_eval_run(run),  # a worker starting later must not run what nobody waits for
+            cancelled=f"The run was cancelled; `manage.py evaluate --resume {run.pk}` runs it again.",
+            follow=f"`manage.py eval_report {run.pk}` shows where it is", progress=report_finished,
+            reclaim_lost=fail_lost_rollouts,  # a killed worker's rollout would otherwise look "running" forever
+        ), timeout=timeout, start_timeout=start_timeout)  # fmt: skip
 
     def _finished(self, run: EvalRun, *, objects: bool = False):
         finished = run.rollouts.filter(status__in=Rollout.FINISHED).order_by("pk")
@@ -246,7 +235,7 @@ def endpoint_named(name: str) -> ModelEndpoint:
     endpoint = ModelEndpoint.objects.filter(name=name).first()
     if endpoint is None:
         known = ", ".join(ModelEndpoint.objects.values_list("name", flat=True)) or "none"
-        raise CommandError(f"no model endpoint named {name!r} (known: {known}); add one with `endpoints add`")
+        raise UsageError(f"no model endpoint named {name!r} (known: {known}); add one with `endpoints add`")
     return endpoint
 
 
@@ -254,26 +243,20 @@ def benchmark_version(name: str, number: int | None):
     benchmark = Benchmark.objects.filter(name=name).first()
     if benchmark is None:
         known = ", ".join(Benchmark.objects.values_list("name", flat=True)) or "none"
-        raise CommandError(f"no benchmark named {name!r} (known: {known})")
+        raise UsageError(f"no benchmark named {name!r} (known: {known})")
     versions = benchmark.versions.order_by("-number")
     version = versions.filter(number=number).first() if number is not None else versions.first()
     if version is None:
         if number is None:
-            raise CommandError(f"benchmark {name} has no frozen version yet: freeze one first")
+            raise UsageError(f"benchmark {name} has no frozen version yet: freeze one first")
         known = ", ".join(f"v{n}" for n in versions.values_list("number", flat=True))
-        raise CommandError(f"benchmark {name} has no version {number} (it has: {known})")
+        raise UsageError(f"benchmark {name} has no version {number} (it has: {known})")
     return version
 
 
-def current_revisions(task_ids: list[str]) -> list:
-    tasks = {t.external_id: t for t in Task.objects.filter(external_id__in=task_ids).select_related("current_revision")}
-    unknown = [t for t in task_ids if t not in tasks]
-    if unknown:
-        raise CommandError(f"no such task(s): {', '.join(unknown)}")
-    without = [t for t in task_ids if tasks[t].current_revision is None]
-    if without:
-        raise CommandError(f"task(s) without a revision: {', '.join(without)}")
-    return [tasks[t].current_revision for t in dict.fromkeys(task_ids)]
+def current_revisions(flags) -> list:
+    """The current revisions of the tasks --task and --tasks-from name."""
+    return [task.current_revision for task in tasks_of(flags, revision="to evaluate")]
 
 
 def harness_options(pairs: list[str]) -> dict:
@@ -281,7 +264,7 @@ def harness_options(pairs: list[str]) -> dict:
     limits = {"timeout": "--time-limit", "max_turns": "--max-turns", "token_limit": "--token-limit"}
     clash = [f"{limits[key]} instead of --option {key}=…" for key in limits if key in options]
     if clash:
-        raise CommandError(f"the limits are flags of their own: give {', '.join(clash)}")
+        raise UsageError(f"the limits are flags of their own: give {', '.join(clash)}")
     return options
 
 

@@ -1,33 +1,41 @@
-"""python manage.py regrade (--run RUN | --task ID) [--json]"""
+"""python manage.py regrade (--run RUN | --task ID ... | --tasks-from SELECTION) [--json]"""
 
 import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ...regrade import regrade_rollouts
+from jobs.cli import UsageError
+from tasks.selection import add_task_arguments, tasks_given, tasks_of
+
+from ...models import Rollout
+from ...regrade import regradable, regrade_rollouts
 from ...run_jobs import NothingToRegrade, rollouts_to_regrade
 
 
 class Command(BaseCommand):
     help = (
         "Score again, in this process, the stored final workspaces of a run's rollouts (--run) or of every finished "
-        "rollout of a task, in all runs and alone (--task), with the task's current checker and rubric, without "
-        "running the agent again. Each regrade is a new scoring record (the earlier ones are kept) and the runs' "
-        "figures take the new scores. With --json the last line is one JSON object. Exits non-zero when a rollout "
-        "could not be regraded."
+        "rollout of tasks, in all runs and alone (--task, --tasks-from), with the task's current checker and rubric, "
+        "without running the agent again. Each regrade is a new scoring record (the earlier ones are kept) and the "
+        "runs' figures take the new scores. With --json the last line is one JSON object. Exit status (jobs.cli): 1 "
+        "when a rollout could not be regraded, 2 when refused."
     )
 
     def add_arguments(self, parser):
-        which = parser.add_mutually_exclusive_group(required=True)
-        which.add_argument("--run", type=int, metavar="RUN", help="the evaluation run's id")
-        which.add_argument("--task", metavar="ID", help="the task's external id")
+        parser.add_argument("--run", type=int, metavar="RUN", help="the evaluation run's id")
+        add_task_arguments(parser, what="the tasks' external ids")
         parser.add_argument("--json", dest="as_json", action="store_true", help="print the result as JSON last")
 
-    def handle(self, *args, run, task, as_json, **_options):
-        try:
-            rollouts = rollouts_to_regrade(run_id=run, task_id=task)
-        except NothingToRegrade as exc:
-            raise CommandError(str(exc)) from None
+    def handle(self, *args, run, as_json, **flags):
+        if (run is None) == (not tasks_given(flags)):
+            raise UsageError("give --run RUN or --task ID ... / --tasks-from SELECTION: one of them")
+        if run is not None:
+            try:
+                rollouts = rollouts_to_regrade(run_id=run)
+            except NothingToRegrade as exc:
+                raise UsageError(str(exc)) from None
+        else:
+            rollouts = regradable(Rollout.objects.filter(revision__task__in=tasks_of(flags))).order_by("pk")
         total = rollouts.count()
         self.stderr.write(f"regrading {total} rollout(s)")
 

@@ -7,6 +7,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 import jobs
+from jobs.cli import NOT_STARTED
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
 from jobs.registry import QUEUES
@@ -19,7 +20,10 @@ START_HINTS = {
 
 
 class Command(BaseCommand):
-    help = "Enqueue a jobs.ping and wait for a worker to finish it; exits non-zero when none does."
+    help = (
+        "Enqueue a jobs.ping and wait for a worker to finish it. Exit status (jobs.cli): 3 when no worker took it "
+        "(or the engine refused it), 1 when the ping failed."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--timeout", type=float, default=30.0, help="seconds to wait (default 30)")
@@ -33,7 +37,8 @@ class Command(BaseCommand):
         try:
             run = jobs.enqueue("jobs.ping", queue=queue, steps=1)
         except JobEngineError as exc:
-            return self._end(report, f"the {engine} engine did not take the ping job: {exc}", options["json"])
+            return self._end(report, f"the {engine} engine did not take the ping job: {exc}", options["json"],
+                             returncode=NOT_STARTED)  # fmt: skip
         report["job_run"] = run.pk
         while run.status not in JobRun.FINISHED and time.monotonic() - started < timeout:
             time.sleep(0.2)
@@ -52,14 +57,14 @@ class Command(BaseCommand):
             f"no {engine} worker finished ping #{run.pk} on queue {queue!r} within {timeout:g} s "
             f"(it is {run.status}); {START_HINTS[engine]}"
         )
-        return self._end(report, error, options["json"])
+        return self._end(report, error, options["json"], returncode=NOT_STARTED)
 
-    def _end(self, report: dict, text: str, as_json: bool) -> None:
+    def _end(self, report: dict, text: str, as_json: bool, returncode: int = 1) -> None:
         if not report["ok"]:
             report["error"] = text
         if as_json:
             self.stdout.write(json.dumps(report))
         if not report["ok"]:
-            raise CommandError(text)
+            raise CommandError(text, returncode=returncode)
         if not as_json:
             self.stdout.write(self.style.SUCCESS(f"{text} in {report['seconds']} s"))

@@ -1,18 +1,18 @@
-"""python manage.py diagnose --benchmark NAME [--json] [--here] [--timeout S]"""
+"""python manage.py diagnose --benchmark NAME [--json] [--here] [--timeout S] [--start-timeout S]"""
 
 import json
-import time
 
 from django.core.management.base import BaseCommand, CommandError
 
+from jobs.cli import UsageError, engine_refused
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
 from jobs.services import cancel_job
+from jobs.waiting import NotFinished, NoWorker, Work, add_wait_arguments, wait_for
 from review.diagnosis import DiagnosisFailed, diagnose_candidate
 from review.models import Benchmark, BenchmarkCandidate
 from review.services import start_diagnosis
 
-POLL_SECONDS = 0.5
 PROGRESS_SECONDS = 5.0
 
 
@@ -20,23 +20,19 @@ class Command(BaseCommand):
     help = (
         "Diagnose every candidate of a benchmark that awaits diagnosis: one review.diagnose job each, on the job "
         "workers, and wait for them (--here: in this process, one after another). With --json the last line is a "
-        "JSON array, one object per candidate. Exits non-zero when a diagnosis failed."
+        "JSON array, one object per candidate (also when diagnoses failed). Exit status (jobs.cli): 1 when a "
+        "diagnosis failed, 2 when refused, 3 when no worker took the jobs."
     )
 
     def add_arguments(self, parser):
         parser.add_argument("--benchmark", required=True)
         parser.add_argument("--json", dest="as_json", action="store_true", help="print the outcomes as JSON last")
-        parser.add_argument("--here", action="store_true", help="diagnose in this process instead of on the workers")
-        parser.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for all jobs (3600)")
-        parser.add_argument(
-            "--start-timeout", type=float, default=20.0,
-            help="seconds to wait for a worker to take the first job before giving up (20)",
-        )  # fmt: skip
+        add_wait_arguments(parser, timeout=3600.0, here="diagnose in this process instead of on the job workers")
 
     def handle(self, *args, benchmark, as_json, here, timeout, start_timeout, **options):
         bench = Benchmark.objects.filter(name=benchmark).first()
         if bench is None:
-            raise CommandError(f"no benchmark is named {benchmark!r} (propose_candidates makes it)")
+            raise UsageError(f"no benchmark is named {benchmark!r} (propose_candidates makes it)")
         candidates = list(
             bench.candidates.filter(status=BenchmarkCandidate.Status.AWAITING_DIAGNOSIS)
             .select_related("task__current_revision")
@@ -47,8 +43,19 @@ class Command(BaseCommand):
             if as_json:
                 self.stdout.write("[]")
             return
-        outcomes = self._run_here(candidates) if here else self._run_on_workers(candidates, timeout, start_timeout)
+        try:
+            outcomes = self._run_here(candidates) if here else self._run_on_workers(candidates, timeout, start_timeout)
+        except NoWorker:
+            self._print(bench, [{"task": c.task.external_id, "candidate": c.pk, "error": "no job worker took it"}
+                                for c in candidates], as_json)  # fmt: skip
+            raise
         rows = [{"task": c.task.external_id, "candidate": c.pk, **outcomes[c.pk]} for c in candidates]
+        failed = self._print(bench, rows, as_json)
+        if failed:
+            raise CommandError(f"{len(failed)} diagnosis(es) failed; first: {failed[0]['task']}: {failed[0]['error']}")
+
+    def _print(self, bench: Benchmark, rows: list[dict], as_json: bool) -> list[dict]:
+        """Print the rows; returns those of failed diagnoses."""
         failed = [r for r in rows if "error" in r]
         if not as_json:
             for row in rows:
@@ -57,8 +64,7 @@ class Command(BaseCommand):
         self.stdout.write(f"{bench.name}: diagnosed {len(rows) - len(failed)} of {len(rows)} candidates")
         if as_json:
             self.stdout.write(json.dumps(rows, ensure_ascii=False))
-        if failed:
-            raise CommandError(f"{len(failed)} diagnosis(es) failed; first: {failed[0]['task']}: {failed[0]['error']}")
+        return failed
 
     def _run_here(self, candidates) -> dict[int, dict]:
         outcomes = {}
@@ -72,31 +78,28 @@ class Command(BaseCommand):
         return outcomes
 
     def _run_on_workers(self, candidates, timeout: float, start_timeout: float) -> dict[int, dict]:
-        started = time.monotonic()
         try:
             runs = start_diagnosis(candidates, user=None)
         except JobEngineError as exc:
-            raise CommandError(f"the job engine did not take the diagnoses: {exc}") from None
-        pending = {run.pk: run for run in runs}
+            raise engine_refused("the diagnoses", exc) from None
         by_run = {run.pk: c for run, c in zip(runs, candidates)}
-        last_note = time.monotonic()
-        while pending and time.monotonic() - started < timeout:
-            finished = JobRun.objects.filter(pk__in=pending, status__in=JobRun.FINISHED).values_list("pk", flat=True)
-            for pk in finished:
-                del pending[pk]
-            waiting = JobRun.objects.filter(pk__in=[r.pk for r in runs], status=JobRun.Status.QUEUED)
-            if len(waiting) == len(runs) and time.monotonic() - started > min(start_timeout, timeout):
-                for run in runs:
-                    cancel_job(run, user=None)  # so that a worker starting later does not run a stale request
-                raise CommandError(
-                    f"no job worker took the diagnosis jobs within {min(start_timeout, timeout):g} s: are workers "
-                    "running? (`manage.py check_workers` tells). Or pass --here to diagnose in this process."
-                )
-            if time.monotonic() - last_note > PROGRESS_SECONDS:
-                self.stderr.write(f"diagnose: {len(runs) - len(pending)}/{len(runs)} done")
-                last_note = time.monotonic()
-            if pending:
-                time.sleep(POLL_SECONDS)
+        mine = JobRun.objects.filter(pk__in=by_run)
+
+        def cancel() -> None:
+            for run in runs:
+                cancel_job(run, user=None)  # so that a worker starting later does not run a stale request
+
+        try:
+            wait_for(Work(
+                what="the diagnosis jobs", queues=("default",), cancel=cancel,
+                finished=lambda: not mine.exclude(status__in=JobRun.FINISHED).exists(),
+                taken=lambda: mine.exclude(status=JobRun.Status.QUEUED).exists(),
+                progress=lambda: self.stderr.write(f"diagnose: {mine.filter(status__in=JobRun.FINISHED).count()}/"
+                                                   f"{len(runs)} done"),
+                progress_every=PROGRESS_SECONDS,
+            ), timeout=timeout, start_timeout=start_timeout)  # fmt: skip
+        except NotFinished:
+            pass  # the diagnoses still waiting are cancelled and reported as failed
         outcomes = {}
         for run in JobRun.objects.filter(pk__in=by_run):
             candidate = by_run[run.pk]

@@ -2,7 +2,6 @@
 [--harness openclaw|builtin] [--here] [--json]"""
 
 import json
-import time
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -10,8 +9,10 @@ from evaluation.harnesses import HARNESSES
 from evaluation.models import EvalRun, Rollout
 from evaluation.runs import cancel_eval_run
 from evaluation.services import fail_lost_rollouts
+from jobs.cli import UsageError, engine_refused
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
+from jobs.waiting import NotFinished, NoWorker, Work, add_wait_arguments, wait_for
 from llm.models import ModelEndpoint
 from review.difficulty import (
     DifficultyError,
@@ -23,8 +24,6 @@ from review.difficulty import (
 )
 from review.models import Benchmark, DifficultyFilter
 
-POLL_SECONDS = 0.5
-RECHECK_LOST_SECONDS = 10.0
 PROGRESS_SECONDS = 5.0
 
 
@@ -35,8 +34,9 @@ class Command(BaseCommand):
         "evaluation runs on the job workers (--here: in this process), and each candidate gets a verdict: keep "
         "(strong >= the benchmark's strong minimum, small <= its small maximum, strong > small), too_hard, "
         "too_easy, not_discriminative or incomplete (an agent has no score: infrastructure failures). "
-        'With --json the last line is {task id: {"strong", "small", "verdict"}}. Exits non-zero when '
-        "the filter failed or did not finish."
+        'With --json the last line is {task id: {"strong", "small", "verdict"}} (also when the filter failed). '
+        "Exit status (jobs.cli): 1 when the filter failed or did not finish, 2 when refused, 3 when no worker took "
+        "the rollout jobs."
     )
 
     def add_arguments(self, parser):
@@ -45,23 +45,18 @@ class Command(BaseCommand):
         parser.add_argument("--small", required=True, metavar="ENDPOINT", help="the small agent's model endpoint")
         parser.add_argument("--n", type=int, default=4, help="rollouts of each agent per candidate (4)")
         parser.add_argument(
-            "--candidate", action="append", default=[], metavar="TASK_ID",
-            help="only this candidate (its task id); repeatable. Default: the open and accepted candidates",
+            "--candidate", action="extend", nargs="+", default=[], metavar="TASK_ID",
+            help="only these candidates (their task ids); repeatable. Default: the open and accepted candidates",
         )  # fmt: skip
         parser.add_argument("--harness", choices=sorted(HARNESSES), help="default: settings.CLAWGYM_DEFAULT_HARNESS")
         parser.add_argument("--json", dest="as_json", action="store_true", help="print the verdicts as JSON last")
-        parser.add_argument("--here", action="store_true", help="run in this process instead of on the job workers")
-        parser.add_argument("--timeout", type=float, default=24 * 3600.0, help="seconds to wait for both runs (24 h)")
-        parser.add_argument(
-            "--start-timeout", type=float, default=60.0,
-            help="seconds to wait for a worker to take the first rollout job before giving up (60)",
-        )  # fmt: skip
+        add_wait_arguments(parser, timeout=24 * 3600.0)
 
     def handle(self, *args, benchmark, strong, small, n, candidate, harness, as_json, here, timeout, start_timeout,
                **options):  # fmt: skip
         bench = Benchmark.objects.filter(name=benchmark).first()
         if bench is None:
-            raise CommandError(f"no benchmark is named {benchmark!r}")
+            raise UsageError(f"no benchmark is named {benchmark!r}")
         settings_ = {
             "strong": _endpoint(strong), "small": _endpoint(small), "n": n, "harness": harness,
             "candidates": _candidates(bench, candidate) if candidate else None, "user": None,
@@ -75,43 +70,42 @@ class Command(BaseCommand):
                                   f"#{flt.small_run_id} (small, {small}) queued")  # fmt: skip
                 flt = self._wait(flt, timeout=timeout, start_timeout=start_timeout)
         except DifficultyError as exc:
-            raise CommandError(str(exc)) from None
+            raise UsageError(str(exc)) from None
         except JobEngineError as exc:
-            raise CommandError(f"the job engine did not take the rollouts: {exc}") from None
+            raise engine_refused("the rollouts", exc) from None
+        except (NoWorker, NotFinished):
+            flt.refresh_from_db()
+            self._print(flt, as_json)
+            raise
         self._print(flt, as_json)
+        if flt.status == DifficultyFilter.Status.FAILED:
+            raise CommandError(f"difficulty filter #{flt.pk} failed: {flt.error}")
+        if flt.status != DifficultyFilter.Status.FINISHED:
+            raise CommandError(f"difficulty filter #{flt.pk} has not finished")
 
     # --- waiting for the workers ---------------------------------------------------------------------------------
 
     def _wait(self, flt: DifficultyFilter, *, timeout: float, start_timeout: float) -> DifficultyFilter:
-        """Until both runs have finished (as `rollout` waits: a start timeout when no worker takes the jobs, and
-        rollouts of lost workers marked failed now and then), then the verdicts."""
+        """Until both runs have finished, then the verdicts."""
         run_ids = [flt.strong_run_id, flt.small_run_id]
-        started = last_lost_check = last_progress = time.monotonic()
-        while True:
-            runs = list(EvalRun.objects.filter(pk__in=run_ids).order_by("pk"))
-            if all(run.is_finished for run in runs):
-                break
-            now = time.monotonic()
-            if now - last_progress > PROGRESS_SECONDS:
-                self.stderr.write(", ".join(f"run #{r.pk} {r.status}: {r.rollouts_finished}/{r.rollouts_total}"
-                                            for r in runs))  # fmt: skip
-                last_progress = now
-            if now - started > start_timeout and not self._taken(run_ids):
-                for run in runs:
-                    cancel_eval_run(run)  # a worker starting later must not run stale requests
-                finish_difficulty_filter(flt)  # fails it: its runs were cancelled
-                raise CommandError(
-                    f"no job worker took the rollout jobs within {start_timeout:g} s: are workers running on the "
-                    "sandbox queue? (`manage.py check_workers` tells; `manage.py qcluster` or a Celery worker with "
-                    "-Q sandbox starts one). Or pass --here to run them in this process. The runs were cancelled."
-                )
-            if now - started > timeout:
-                raise CommandError(f"the runs did not finish within {timeout:g} s; they go on running and the "
-                                   f"filter gives its verdicts when they end (GET /api/difficulty-filters/{flt.pk}/)")  # fmt: skip
-            if now - last_lost_check > RECHECK_LOST_SECONDS:
-                fail_lost_rollouts()  # a killed worker's rollout would otherwise look "running" forever
-                last_lost_check = now
-            time.sleep(POLL_SECONDS)
+
+        def runs() -> list[EvalRun]:
+            return list(EvalRun.objects.filter(pk__in=run_ids).order_by("pk"))
+
+        def cancel() -> None:
+            for run in runs():
+                cancel_eval_run(run)  # a worker starting later must not run stale requests
+            finish_difficulty_filter(flt)  # fails it: its runs were cancelled
+
+        wait_for(Work(
+            what="the rollout jobs", queues=("sandbox",), finished=lambda: all(run.is_finished for run in runs()),
+            taken=lambda: self._taken(run_ids), cancel=cancel, cancelled="The runs were cancelled.",
+            follow=f"the filter gives its verdicts when they end: GET /api/difficulty-filters/{flt.pk}/",
+            progress=lambda: self.stderr.write(", ".join(f"run #{r.pk} {r.status}: {r.rollouts_finished}/"
+                                                         f"{r.rollouts_total}" for r in runs())),
+            progress_every=PROGRESS_SECONDS,
+            reclaim_lost=fail_lost_rollouts,  # a killed worker's rollout would otherwise look "running" forever
+        ), timeout=timeout, start_timeout=start_timeout)  # fmt: skip
         # The runs' jobs give the verdicts too; whichever comes first does it, the other finds it done.
         return finish_difficulty_filter(flt)
 
@@ -144,10 +138,6 @@ class Command(BaseCommand):
         )
         if as_json:
             self.stdout.write(json.dumps(verdicts, ensure_ascii=False))
-        if flt.status == DifficultyFilter.Status.FAILED:
-            raise CommandError(f"difficulty filter #{flt.pk} failed: {flt.error}")
-        if flt.status != DifficultyFilter.Status.FINISHED:
-            raise CommandError(f"difficulty filter #{flt.pk} has not finished")
 
 
 def _mean(value) -> str:
@@ -158,7 +148,7 @@ def _endpoint(name: str) -> ModelEndpoint:
     endpoint = ModelEndpoint.objects.filter(name=name).first()
     if endpoint is None:
         known = ", ".join(ModelEndpoint.objects.values_list("name", flat=True)) or "none"
-        raise CommandError(f"no model endpoint named {name!r} (known: {known}); add one with `endpoints add`")
+        raise UsageError(f"no model endpoint named {name!r} (known: {known}); add one with `endpoints add`")
     return endpoint
 
 
@@ -169,5 +159,5 @@ def _candidates(benchmark: Benchmark, task_ids: list[str]) -> list:
     }
     missing = [t for t in task_ids if t not in found]
     if missing:
-        raise CommandError(f"not candidates of {benchmark.name}: {', '.join(missing)}")
+        raise UsageError(f"not candidates of {benchmark.name}: {', '.join(missing)}")
     return [found[t] for t in dict.fromkeys(task_ids)]

@@ -1,11 +1,14 @@
-"""python manage.py assess_tasks (--all | --task ID ...) [--stages novelty,plausibility,...] [--judge E] [--json]"""
+"""python manage.py assess_tasks (--all | --task ID ... | --tasks-from SELECTION) [--stages novelty,plausibility,...]
+[--judge E] [--json]"""
 
 import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from jobs.cli import UsageError
 from synthesis.qa import STAGES, QAError, assess_tasks, judge_endpoint, parse_stages, verdict_json
 from tasks.models import Task
+from tasks.selection import add_task_arguments, tasks_of
 
 
 class Command(BaseCommand):
@@ -15,24 +18,28 @@ class Command(BaseCommand):
         f"its reason (shown on the task page). Stages: {', '.join(STAGES)} (default: all). The judge is --judge, "
         "else the first enabled endpoint with the judge role. With --json the last line is "
         '{task id: {stage: {"verdict": "pass"|"fail"|"error", "reason", ...}}} (novelty also "nearest" and '
-        '"similarity"). Exits non-zero when a stage could not judge (an "error" verdict).'
+        '"similarity"). Exit status (jobs.cli): 1 when a stage could not judge (an "error" verdict), 2 when refused.'
     )
 
     def add_arguments(self, parser):
-        which = parser.add_mutually_exclusive_group(required=True)
-        which.add_argument("--all", dest="all_tasks", action="store_true", help="every task that has a revision")
-        which.add_argument("--task", dest="task_ids", nargs="+", metavar="ID", help="these tasks (external ids)")
+        add_task_arguments(parser, every="every task that has a revision")
         parser.add_argument("--stages", help=f"comma-separated, of {','.join(STAGES)} (default: all)")
         parser.add_argument("--judge", help="the judge endpoint's name (default: the first with the judge role)")
         parser.add_argument("--json", dest="as_json", action="store_true", help="print the verdicts as JSON last")
 
-    def handle(self, *args, all_tasks, task_ids, stages, judge, as_json, **options):
+    def handle(self, *args, stages, judge, as_json, **flags):
+        chosen = tasks_of(flags, required="give --all, --task ID ... or --tasks-from SELECTION", revision="to assess")
         try:
             stages = parse_stages(stages)
             endpoint = judge_endpoint(judge, stages)
         except QAError as exc:
-            raise CommandError(str(exc)) from None
-        tasks = self._tasks(all_tasks, task_ids)
+            raise UsageError(str(exc)) from None
+        tasks = Task.objects.filter(current_revision__isnull=False).select_related(
+            "current_revision", "scenario_category", "scenario_subcategory"
+        )
+        if chosen is not None:
+            tasks = tasks.filter(pk__in=[t.pk for t in chosen])
+        tasks = list(tasks.order_by("external_id"))
 
         def heard(task, rows):
             if not as_json:
@@ -56,19 +63,3 @@ class Command(BaseCommand):
         if errors:
             eid, stage, reason = errors[0]
             raise CommandError(f"{len(errors)} stage verdict(s) could not be had; first: {eid} {stage}: {reason}")
-
-    def _tasks(self, all_tasks: bool, task_ids) -> list[Task]:
-        found = Task.objects.filter(current_revision__isnull=False).select_related(
-            "current_revision", "scenario_category", "scenario_subcategory"
-        )
-        if all_tasks:
-            return list(found.order_by("external_id"))
-        tasks = list(Task.objects.filter(external_id__in=task_ids).order_by("external_id"))
-        known = {t.external_id for t in tasks}
-        missing = [i for i in dict.fromkeys(task_ids) if i not in known]
-        if missing:
-            raise CommandError(f"no such task: {', '.join(missing)}")
-        empty = [t.external_id for t in tasks if t.current_revision_id is None]
-        if empty:
-            raise CommandError(f"these tasks have no revision to assess: {', '.join(empty)}")
-        return list(found.filter(external_id__in=task_ids).order_by("external_id"))

@@ -3,19 +3,18 @@
 python manage.py synthesize --resume BATCH [--budget-usd X] [--budget-tokens N] [--here] [--json]"""
 
 import json
-import time
 
 from django.core.management.base import BaseCommand, CommandError
 
+from jobs.cli import UsageError, engine_refused
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
+from jobs.waiting import NotFinished, NoWorker, Work, add_wait_arguments, wait_for
 
 from ...batches import RUN_ITEM_JOB, BatchError, batch_json, cancel_batch, resume_batch, run_here, start_batch
 from ...models import QAStage, SynthesisBatch, SynthesisItem
 from ...pipeline import reclaim_lost_items
 
-POLL_SECONDS = 0.5
-RECHECK_LOST_SECONDS = 10.0
 _UNSET = object()
 
 
@@ -25,8 +24,9 @@ class Command(BaseCommand):
         "items run as jobs (synthesis.run_item on the `sandbox` queue), or in this process with --here. A batch "
         "with the same configuration as an earlier one (same --seed) resumes that one. --preview runs 5 items "
         "through every stage. One line per finished item goes to stderr; with --json the last line is "
-        '{"batch", "status", "requested", "kept", "rejected", "failed", "tokens", "cost"}. Exits 0 when the batch '
-        "is complete, non-zero when it is paused (budget), failed or cancelled."
+        '{"batch", "status", "requested", "kept", "rejected", "failed", "tokens", "cost"} (also when it did not '
+        "complete). Exit status (jobs.cli): 0 when the batch is complete, 1 when it is paused (budget), failed or "
+        "cancelled, 2 when refused, 3 when no worker took it."
     )
 
     def add_arguments(self, parser):
@@ -44,25 +44,25 @@ class Command(BaseCommand):
             '"" none)',
         )  # fmt: skip
         parser.add_argument("--resume", type=int, metavar="BATCH", help="go on with that batch")
-        parser.add_argument("--here", action="store_true", help="run in this process instead of on the job workers")
         parser.add_argument("--json", dest="as_json", action="store_true", help="print the batch as JSON last")
-        parser.add_argument("--timeout", type=float, default=24 * 3600.0, help="seconds to wait for the batch (24 h)")
-        parser.add_argument(
-            "--start-timeout", type=float, default=60.0,
-            help="seconds to wait for a worker to take the batch's first job before cancelling it (60)",
-        )  # fmt: skip
+        add_wait_arguments(parser, timeout=24 * 3600.0)
 
     def handle(self, *args, **flags):
         try:
             batch = self._resume(flags) if flags["resume"] else self._start(flags)
         except BatchError as exc:
-            raise CommandError(str(exc)) from None
+            raise UsageError(str(exc)) from None
         except JobEngineError as exc:
-            raise CommandError(f"the job engine did not take the batch: {exc}") from None
+            raise engine_refused("the batch", exc) from None
         if flags["here"]:
             batch = run_here(batch, on_item=lambda item: self.stderr.write(item_line(item)))
         else:
-            self._wait(batch, timeout=flags["timeout"], start_timeout=flags["start_timeout"], as_json=flags["as_json"])
+            try:
+                self._wait(batch, timeout=flags["timeout"], start_timeout=flags["start_timeout"])
+            except (NoWorker, NotFinished):
+                batch.refresh_from_db()
+                self._print(batch, flags["as_json"])
+                raise
             batch.refresh_from_db()
         self._print(batch, flags["as_json"])
         if batch.status != SynthesisBatch.Status.COMPLETE:
@@ -83,7 +83,7 @@ class Command(BaseCommand):
         if flags["count"] is None and not flags["preview"]:
             missing.append("--count")
         if missing:
-            raise CommandError(f"{', '.join(missing)} required (or --resume BATCH)")
+            raise UsageError(f"{', '.join(missing)} required (or --resume BATCH)")
         batch = start_batch(
             flags["route"], flags["count"] or 0, flags["generator"], flags["judge"], seed=flags["seed"],
             preview=flags["preview"], here=flags["here"], options=qa_options(flags["qa_stages"]),
@@ -96,47 +96,41 @@ class Command(BaseCommand):
     def _resume(self, flags) -> SynthesisBatch:
         given = [f"--{name}" for name in ("route", "count", "generator", "judge", "seed") if flags[name] is not None]
         if given or flags["preview"]:
-            raise CommandError(f"--resume goes on with the batch as it was started: {', '.join(given) or '--preview'} "
+            raise UsageError(f"--resume goes on with the batch as it was started: {', '.join(given) or '--preview'} "
                                "does not go with it")  # fmt: skip
         batch = SynthesisBatch.objects.filter(pk=flags["resume"]).first()
         if batch is None:
-            raise CommandError(f"no synthesis batch #{flags['resume']}")
+            raise UsageError(f"no synthesis batch #{flags['resume']}")
         batch = resume_batch(batch, here=flags["here"], **self._budgets(flags))
         self.stderr.write(f"batch #{batch.pk} resumed: {batch.items.filter(status__in=SynthesisItem.FINISHED).count()}"
                           f" of {batch.requested} items finished before")  # fmt: skip
         return batch
 
-    def _wait(self, batch: SynthesisBatch, *, timeout: float, start_timeout: float, as_json: bool) -> None:
-        started = last_lost_check = time.monotonic()
+    def _wait(self, batch: SynthesisBatch, *, timeout: float, start_timeout: float) -> None:
         seen = set(self._finished(batch))  # finished before this command started: not reported again
-        finished_before, taken = len(seen), False
-        while True:
+        finished_before = len(seen)
+
+        def report_finished() -> None:
             for item in batch.items.filter(status__in=SynthesisItem.FINISHED).exclude(pk__in=seen).order_by("index"):
                 seen.add(item.pk)
                 self.stderr.write(item_line(item))
+
+        def finished() -> bool:
             batch.refresh_from_db()
-            if batch.is_finished or batch.status == SynthesisBatch.Status.PAUSED:
-                return
-            now = time.monotonic()
-            if not taken:
-                taken = self._taken(batch, finished_before=finished_before)
-            if not taken and now - started > start_timeout:
-                batch = cancel_batch(batch)  # a worker starting later must not run what nobody waits for
-                self._print(batch, as_json)
-                raise CommandError(
-                    f"no job worker took batch #{batch.pk} within {start_timeout:g} s: are workers running on the "
-                    "default and sandbox queues? (`manage.py check_workers` tells). Or pass --here to run it in this "
-                    f"process. The batch was cancelled; `manage.py synthesize --resume {batch.pk}` runs it again."
-                )
-            if now - started > timeout:
-                self._print(batch, as_json)
-                raise CommandError(f"batch #{batch.pk} did not finish within {timeout:g} s; it goes on running "
-                                   f"(`manage.py synthesis_report {batch.pk}` shows where it is)")  # fmt: skip
-            if now - last_lost_check > RECHECK_LOST_SECONDS:
-                if reclaim_lost_items(batch):  # a killed worker's items would otherwise look "running" forever
-                    batch = resume_batch(batch)
-                last_lost_check = now
-            time.sleep(POLL_SECONDS)
+            return batch.is_finished or batch.status == SynthesisBatch.Status.PAUSED
+
+        def reclaim_lost() -> None:
+            if reclaim_lost_items(batch):  # a killed worker's items would otherwise look "running" forever
+                resume_batch(batch)
+
+        wait_for(Work(
+            what=f"batch #{batch.pk}", queues=("default", "sandbox"), finished=finished,
+            taken=lambda: self._taken(batch, finished_before=finished_before),
+            cancel=lambda: cancel_batch(batch),  # a worker starting later must not run what nobody waits for
+            cancelled=f"The batch was cancelled; `manage.py synthesize --resume {batch.pk}` runs it again.",
+            follow=f"`manage.py synthesis_report {batch.pk}` shows where it is", progress=report_finished,
+            reclaim_lost=reclaim_lost,
+        ), timeout=timeout, start_timeout=start_timeout)  # fmt: skip
 
     def _taken(self, batch: SynthesisBatch, *, finished_before: int) -> bool:
         """Whether a worker has started on the batch's items (its own job only fans them out)."""
@@ -168,7 +162,7 @@ def qa_options(value: str | None) -> dict:
     stages = [stage.strip() for stage in value.split(",") if stage.strip()]
     unknown = [stage for stage in stages if stage not in QAStage.values]
     if unknown:
-        raise CommandError(f"unknown QA stage(s) {', '.join(unknown)}; choose from {', '.join(QAStage.values)}")
+        raise UsageError(f"unknown QA stage(s) {', '.join(unknown)}; choose from {', '.join(QAStage.values)}")
     return {"qa_stages": stages}
 
 

@@ -1,9 +1,10 @@
-"""python manage.py categorize_tasks [--all | --task ID ...] [--endpoint NAME] [--json]"""
+"""python manage.py categorize_tasks [--all | --task ID ... | --tasks-from SELECTION] [--endpoint NAME] [--json]"""
 
 import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from jobs.cli import UsageError
 from tasks.categorizing import (
     CategorizingError,
     ProposalError,
@@ -12,30 +13,35 @@ from tasks.categorizing import (
     propose_categories,
 )
 from tasks.models import CategoryProposal, Task
+from tasks.selection import add_task_arguments, tasks_of
 
 
 class Command(BaseCommand):
     help = (
         "Ask a model (an endpoint with the generator role, else the judge role, or --endpoint) to propose a "
         "benchmark category, with a one-sentence reason, for each task without one (and without a pending "
-        "proposal); --all asks about every task, --task about these. Runs in this process, one call per task (as many "
-        "at a time as the endpoint's max_concurrent), and stores each answer as a proposal an admin accepts on /tasks/categories/. With --json the last line is a "
-        'JSON array [{"task", "category", "reason", "status", "error"}]. Exits non-zero when a proposal failed.'
+        "proposal); --all asks about every task, --task / --tasks-from about these. Runs in this process, one call "
+        "per task (as many at a time as the endpoint's max_concurrent), and stores each answer as a proposal an "
+        "admin accepts on /tasks/categories/. With --json the last line is a JSON array "
+        '[{"task", "category", "reason", "status", "error"}]. Exit status (jobs.cli): 1 when a proposal failed, 2 '
+        "when refused."
     )
 
     def add_arguments(self, parser):
-        which = parser.add_mutually_exclusive_group()
-        which.add_argument("--all", dest="all_tasks", action="store_true", help="every task that has a revision")
-        which.add_argument("--task", dest="task_ids", nargs="+", metavar="ID", help="these tasks (external ids)")
+        add_task_arguments(parser, every="every task that has a revision")
         parser.add_argument("--endpoint", help="the model endpoint to ask (default: generator role, else judge)")
         parser.add_argument("--json", dest="as_json", action="store_true", help="print the proposals as JSON last")
 
-    def handle(self, *args, all_tasks, task_ids, endpoint, as_json, **options):
+    def handle(self, *args, endpoint, as_json, **flags):
         try:
             model = categorizer_endpoint(endpoint)
         except CategorizingError as exc:
-            raise CommandError(str(exc)) from None
-        tasks = self._tasks(all_tasks, task_ids)
+            raise UsageError(str(exc)) from None
+        tasks = tasks_of(flags, revision="to categorize")
+        if tasks is None:
+            found = Task.objects.filter(current_revision__isnull=False) if flags["all_tasks"] else awaiting_proposal()
+            tasks = found.order_by("external_id")
+        tasks = sorted(tasks, key=lambda t: t.external_id)
         if not tasks:
             self.stdout.write("no task awaits a category: every task has one or a pending proposal")
             if as_json:
@@ -60,20 +66,6 @@ class Command(BaseCommand):
         if failed:
             first = failed[0]
             raise CommandError(f"{len(failed)} proposal(s) failed; first: {first.task.external_id}: {first.error}")
-
-    def _tasks(self, all_tasks: bool, task_ids) -> list[Task]:
-        if task_ids is None:
-            found = Task.objects.filter(current_revision__isnull=False) if all_tasks else awaiting_proposal()
-            return list(found.order_by("external_id"))
-        found = list(Task.objects.filter(external_id__in=task_ids).order_by("external_id"))
-        known = {t.external_id for t in found}
-        missing = [i for i in dict.fromkeys(task_ids) if i not in known]
-        if missing:
-            raise CommandError(f"no such task: {', '.join(missing)}")
-        empty = [t.external_id for t in found if t.current_revision_id is None]
-        if empty:
-            raise CommandError(f"these tasks have no revision to categorize: {', '.join(empty)}")
-        return found
 
 
 def _row(proposal: CategoryProposal) -> dict:

@@ -1,4 +1,5 @@
-"""python manage.py sanity_check [--all | --task ID ...] [--json] [--here [--workers N]] [--timeout S]"""
+"""python manage.py sanity_check (--all | --task ID ... | --tasks-from SELECTION) [--json] [--here [--workers N]]
+[--timeout S] [--start-timeout S]"""
 
 import json
 import os
@@ -7,13 +8,15 @@ import time
 from django.core.management.base import BaseCommand, CommandError
 
 import jobs
+from jobs.cli import UsageError, engine_refused
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
 from jobs.services import cancel_job
+from jobs.waiting import NotFinished, NoWorker, Work, add_wait_arguments, wait_for
 from tasks.models import SanityReport, Task
 from tasks.sanity import SANITY_BATCH_JOB, check_here
+from tasks.selection import add_task_arguments, tasks_of
 
-POLL_SECONDS = 0.5
 PROGRESS_SECONDS = 5.0
 
 
@@ -21,54 +24,38 @@ class Command(BaseCommand):
     help = (
         "Sanity-check task checkers on the empty, initial and scaffold workspaces (and the reference solution): "
         "one background job per task, spread across the workers, and wait for them. With --json the last line "
-        "is a JSON array, one object per task. Exits non-zero when a check could not run (no workers, a timeout, "
-        "a sandbox that cannot start); crashed, over-lenient or unsolvable checkers are findings, not failures."
+        "is a JSON array, one object per task (also when checks could not run). Crashed, over-lenient or "
+        "unsolvable checkers are findings, not failures. Exit status (jobs.cli): 1 when a check could not run (a "
+        "timeout, a sandbox that cannot start), 2 when refused, 3 when no worker took the job."
     )
 
     def add_arguments(self, parser):
-        which = parser.add_mutually_exclusive_group(required=True)
-        which.add_argument("--all", dest="all_tasks", action="store_true", help="every task that has a revision")
-        which.add_argument("--task", dest="task_ids", nargs="+", metavar="ID", help="these tasks (external ids)")
+        add_task_arguments(parser, every="every task that has a revision")
         parser.add_argument("--json", dest="as_json", action="store_true", help="print the reports as JSON last")
-        parser.add_argument(
-            "--here", action="store_true", help="run the checks in this process instead of on the job workers"
-        )
+        add_wait_arguments(parser, timeout=3600.0, here="run the checks in this process instead of on the job workers")
         parser.add_argument(
             "--workers", type=int, default=os.cpu_count() or 1, help="with --here: checks at a time (default: CPUs)"
         )
-        parser.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for all checks (3600)")
-        parser.add_argument(
-            "--start-timeout",
-            type=float,
-            default=20.0,
-            help="seconds to wait for a worker to take the job before giving up (20)",
-        )
 
-    def handle(self, *args, task_ids, as_json, here, workers, timeout, start_timeout, **options):
-        tasks = self._tasks(task_ids)
+    def handle(self, *args, as_json, here, workers, timeout, start_timeout, **flags):
+        chosen = tasks_of(flags, required="give --all, --task ID ... or --tasks-from SELECTION", revision="to check")
+        if chosen is None:
+            chosen = Task.objects.filter(current_revision__isnull=False).select_related("current_revision")
+        tasks = sorted(chosen, key=lambda t: t.external_id)
         if not tasks:
-            raise CommandError("there are no tasks with a revision to check")
-        if here:
-            if workers < 1:
-                raise CommandError("--workers must be at least 1")
-            outcomes = self._run_here(tasks, workers)
-        else:
-            outcomes = self._run_on_workers(tasks, timeout=timeout, start_timeout=start_timeout)
-        self._print(tasks, outcomes, as_json)
-
-    def _tasks(self, task_ids) -> list[Task]:
-        found = Task.objects.select_related("current_revision").order_by("external_id")
-        if task_ids is None:
-            return list(found.filter(current_revision__isnull=False))
-        found = list(found.filter(external_id__in=task_ids))
-        known = {t.external_id for t in found}
-        missing = [i for i in dict.fromkeys(task_ids) if i not in known]
-        if missing:
-            raise CommandError(f"no such task: {', '.join(missing)}")
-        empty = [t.external_id for t in found if t.current_revision_id is None]
-        if empty:
-            raise CommandError(f"these tasks have no revision to check: {', '.join(empty)}")
-        return found
+            raise UsageError("there are no tasks with a revision to check")
+        if here and workers < 1:
+            raise UsageError("--workers must be at least 1")
+        try:
+            outcomes = self._run_here(tasks, workers) if here else self._run_on_workers(tasks, timeout, start_timeout)
+        except NoWorker:
+            self._print(tasks, {t.current_revision_id: {"error": "no job worker took the check"} for t in tasks},
+                        as_json)  # fmt: skip
+            raise
+        errors = self._print(tasks, outcomes, as_json)
+        if errors:
+            first = errors[0]
+            raise CommandError(f"{len(errors)} check(s) could not run; first: {first['task']}: {first['error']}")
 
     # --- where the checks run ----------------------------------------------------------------------------------
 
@@ -84,42 +71,40 @@ class Command(BaseCommand):
                 last_note = time.monotonic()
         return outcomes
 
-    def _run_on_workers(self, tasks: list[Task], *, timeout: float, start_timeout: float) -> dict[int, dict]:
-        started = time.monotonic()
+    def _run_on_workers(self, tasks: list[Task], timeout: float, start_timeout: float) -> dict[int, dict]:
         revision_ids = [t.current_revision_id for t in tasks]
         try:
             batch = jobs.enqueue(SANITY_BATCH_JOB, total=len(revision_ids), revision_ids=revision_ids)
         except JobEngineError as exc:
-            raise CommandError(f"the job engine did not take the sanity checks: {exc}") from None
-        while batch.status == JobRun.Status.QUEUED and time.monotonic() - started < min(start_timeout, timeout):
-            time.sleep(POLL_SECONDS)
-            batch.refresh_from_db()
-        if batch.status == JobRun.Status.QUEUED:
-            cancel_job(batch, user=None)  # so that a worker starting later does not run a stale request
-            raise CommandError(
-                f"no job worker took sanity check job #{batch.pk} within {min(start_timeout, timeout):g} s: are "
-                "workers running? (`manage.py check_workers` tells; `manage.py qcluster` or a Celery worker on "
-                "queues default,sandbox starts them). Or pass --here to run the checks in this process."
-            )
+            raise engine_refused("the sanity checks", exc) from None
         children = JobRun.objects.filter(parent=batch)
-        last_note = 0.0
-        while True:
+
+        def finished() -> bool:
             batch.refresh_from_db()
-            finished = children.filter(status__in=JobRun.FINISHED).count()
-            if batch.status == JobRun.Status.SUCCEEDED and finished >= len(revision_ids):
-                break
             if batch.status in (JobRun.Status.FAILED, JobRun.Status.CANCELLED):
-                first_line = batch.error.splitlines()[0] if batch.error else "no error recorded"
-                raise CommandError(f"sanity check job #{batch.pk} {batch.status}: {first_line}")
-            if time.monotonic() - started > timeout:
-                break
-            if time.monotonic() - last_note > PROGRESS_SECONDS:
-                self._progress(finished, len(revision_ids))
-                last_note = time.monotonic()
-            time.sleep(POLL_SECONDS)
+                return True
+            return batch.status == JobRun.Status.SUCCEEDED and children.filter(
+                status__in=JobRun.FINISHED).count() >= len(revision_ids)  # fmt: skip
+
+        try:
+            wait_for(Work(
+                what=f"sanity check job #{batch.pk}", queues=("default", "sandbox"), finished=finished,
+                taken=lambda: batch.status != JobRun.Status.QUEUED,
+                cancel=lambda: cancel_job(batch, user=None),  # so that a worker starting later does not run it
+                progress=lambda: self._progress(children.filter(status__in=JobRun.FINISHED).count(), len(tasks)),
+                progress_every=PROGRESS_SECONDS,
+            ), timeout=timeout, start_timeout=start_timeout)  # fmt: skip
+        except NotFinished:
+            pass  # the checks still waiting are cancelled and reported as not run
         return self._collect(batch, revision_ids, timeout)
 
     def _collect(self, batch: JobRun, revision_ids: list[int], timeout: float) -> dict[int, dict]:
+        """{revision id: report dict or {"error": ...}}; checks still waiting are cancelled."""
+        batch.refresh_from_db()
+        batch_ended = ""  # why checks it did not finish could not run, when it ended failed or cancelled
+        if batch.status in (JobRun.Status.FAILED, JobRun.Status.CANCELLED):
+            first_line = batch.error.splitlines()[0] if batch.error else "no error recorded"
+            batch_ended = f"sanity check job #{batch.pk} {batch.status}: {first_line}"
         outcomes = {}
         reports = {
             r.job_run_id: r
@@ -135,11 +120,13 @@ class Command(BaseCommand):
             else:
                 cancel_job(child, user=None)
                 outcomes[revision_id] = {
-                    "error": f"job #{child.pk} did not finish within {timeout:g} s (it was {child.status}; "
-                    "cancelled): is a worker listening on the sandbox queue?"
-                }
+                    "error": f"job #{child.pk} cancelled: {batch_ended}" if batch_ended else
+                    f"job #{child.pk} did not finish within {timeout:g} s (it was {child.status}; cancelled): is a "
+                    "worker listening on the sandbox queue?"
+                }  # fmt: skip
         for revision_id in revision_ids:
-            outcomes.setdefault(revision_id, {"error": f"batch job #{batch.pk} queued no check for it in time"})
+            outcomes.setdefault(revision_id, {"error": batch_ended or f"batch job #{batch.pk} queued no check for it "
+                                                                      "in time"})  # fmt: skip
         return outcomes
 
     # --- output ------------------------------------------------------------------------------------------------
@@ -147,7 +134,8 @@ class Command(BaseCommand):
     def _progress(self, done: int, total: int) -> None:
         self.stderr.write(f"sanity: {done}/{total} checked")
 
-    def _print(self, tasks: list[Task], outcomes: dict[int, dict], as_json: bool) -> None:
+    def _print(self, tasks: list[Task], outcomes: dict[int, dict], as_json: bool) -> list[dict]:
+        """Print the rows; returns those of checks that could not run."""
         rows = []
         for task in tasks:
             outcome = outcomes[task.current_revision_id]
@@ -178,9 +166,7 @@ class Command(BaseCommand):
         self.stdout.write(summary)
         if as_json:
             self.stdout.write(json.dumps(rows, ensure_ascii=False))
-        if errors:
-            first = errors[0]
-            raise CommandError(f"{len(errors)} check(s) could not run; first: {first['task']}: {first['error']}")
+        return errors
 
 
 def _verdict(row: dict) -> str:

@@ -5,7 +5,9 @@
 import json
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
+
+from jobs.cli import UsageError
 
 from ...datasets import DatasetError, build_dataset, summary
 from ...models import BaseModel
@@ -20,7 +22,8 @@ class Command(BaseCommand):
         "(the tokenized sample, as training sees it); without one they are the models' reported usage, an "
         "estimate. Prints what was kept and why the rest was left out (a dataset that keeps nothing is empty, and "
         'says why); with --json one JSON object on the last line: {"dataset", "status", "empty_reason", "sha256", '
-        '"trajectories", "excluded": {reason: n}, "tokens_counted_with"}.'
+        '"trajectories", "excluded": {reason: n}, "tokens_counted_with"}. Exit status (jobs.cli): 2 when refused '
+        "(an empty dataset is made, and exits 0)."
     )
 
     def add_arguments(self, parser):
@@ -48,15 +51,15 @@ class Command(BaseCommand):
 
     def handle(self, *args, **flags):
         if not flags["run"] and not flags["group"]:
-            raise CommandError("name at least one --run EVAL_RUN or --group ROLLOUT_GROUP")
+            raise UsageError("name at least one --run EVAL_RUN or --group ROLLOUT_GROUP")
         user = None
         if flags["include_benchmark_tasks"] or flags["include_unverified_history"]:
             if not flags["by"]:
-                raise CommandError("--include-benchmark-tasks and --include-unverified-history need --by ADMIN (who "
+                raise UsageError("--include-benchmark-tasks and --include-unverified-history need --by ADMIN (who "
                                    "overrides the guard) and a reason (--reason, --history-reason)")  # fmt: skip
             user = get_user_model().objects.filter(username=flags["by"]).first()
             if user is None:
-                raise CommandError(f"no user {flags['by']!r}")
+                raise UsageError(f"no user {flags['by']!r}")
         registered = BaseModel.objects.filter(name=flags["base_model"]).first() if flags["base_model"] else None
         selection = {"eval_runs": flags["run"], "groups": flags["group"]}
         filters = {"min_reward": flags["min_reward"], "max_tokens": flags["max_tokens"],
@@ -69,7 +72,7 @@ class Command(BaseCommand):
                                     unverified_history_reason=flags["history_reason"], base_model=registered,
                                     tokenizer_path="" if registered else flags["base_model"])  # fmt: skip
         except DatasetError as exc:
-            raise CommandError(str(exc)) from None
+            raise UsageError(str(exc)) from None
         result = summary(dataset)
         split = dataset.stats.get("split", {})
         self.stderr.write(f"dataset #{dataset.pk} {dataset.name}: {dataset.trajectories_count} trajectories "

@@ -5,12 +5,15 @@ python manage.py train --kind rl --base-model PATH (--task ID … | --tasks-from
 python manage.py train --resume RUN [--set key=value …] [--here] [--json]"""
 
 import json
-import time
 
 from django.core.management.base import BaseCommand, CommandError
+from django.urls import reverse
 
+from jobs.cli import UsageError, engine_refused
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
+from jobs.waiting import NotFinished, NoWorker, Work, add_wait_arguments, wait_for
+from tasks.selection import SELECTION_HELP, add_task_arguments
 
 from ...models import BaseModel, TrainingDataset, TrainingRun
 from ...rl.presets import RL_PRESETS
@@ -26,8 +29,6 @@ from ...runs import (
     tasks_from,
 )
 
-POLL_SECONDS = 0.5
-
 
 class Command(BaseCommand):
     help = (
@@ -39,57 +40,65 @@ class Command(BaseCommand):
         '{"run", "status", "steps", "checkpoints": [{"id", "step", "path"}], "metrics": {"loss": [...]}}. '
         "--kind rl trains with GRPO on sandboxed rollouts of the given tasks (their checker's score the reward); its "
         '--json line is {"run", "status", "steps", "rollouts", "checkpoints", "metrics": [{"step", "reward_mean", '
-        '"reward_std", "groups_dropped", "inexact_samples", "rollout_p50_s", "rollout_max_s", "loss"}]}.'
+        '"reward_std", "groups_dropped", "inexact_samples", "rollout_p50_s", "rollout_max_s", "loss"}]}; a selection '
+        "(--tasks-from) leaves benchmark tasks out, and a benchmark task given by id is refused. The JSON is printed "
+        "when the run did not succeed too. Exit status (jobs.cli): 1 when the run did not succeed, 2 when refused, 3 "
+        "when no gpu worker took it."
     )
 
     def add_arguments(self, parser):
         parser.add_argument("--kind", default="sft", choices=["sft", "rl"])
         parser.add_argument("--dataset", type=int, help="the training dataset's id")
         parser.add_argument("--base-model", help="a local folder, or the name of a registered base model")
-        parser.add_argument("--task", dest="tasks", action="append", default=[], metavar="ID",
-                            help="RL: a task to train on (its external id, or a revision id); repeatable")
-        parser.add_argument("--tasks-from", metavar="SELECTION",
-                            help="RL: the tasks a selection names, e.g. status=ready,source=skill,limit=200")
+        add_task_arguments(parser, what="RL: the tasks to train on (external ids, or revision ids)",
+                           selection=f"RL: {SELECTION_HELP}; benchmark tasks left out")  # fmt: skip
         parser.add_argument("--harness", default="", choices=["", "builtin", "openclaw"],
                             help="RL: the agent each rollout runs (the preset's: builtin)")
         parser.add_argument("--preset", default="paper", choices=sorted(set(PRESETS) | set(RL_PRESETS)))
         parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                             help="a config edit, dotted keys (lora.enabled=true, learning_rate=2e-5); repeatable")
         parser.add_argument("--cpu", action="store_true", help="train on CPU (tiny models)")
-        parser.add_argument("--here", action="store_true", help="run in this process instead of on a gpu worker")
         parser.add_argument("--resume", type=int, metavar="RUN", help="resume a run from its last checkpoint")
         parser.add_argument("--name", default="")
         parser.add_argument("--json", dest="as_json", action="store_true")
-        parser.add_argument("--timeout", type=float, default=7 * 24 * 3600.0, help="seconds to wait for the run")
-        parser.add_argument("--start-timeout", type=float, default=60.0,
-                            help="seconds to wait for a gpu worker to take the run before giving up (60)")
+        add_wait_arguments(parser, timeout=7 * 24 * 3600.0, here="run in this process instead of on a gpu worker")
 
     def handle(self, *args, kind, dataset, base_model, preset, overrides, cpu, here, resume, name, as_json, timeout,
-               start_timeout, tasks, tasks_from, harness, **_options):  # fmt: skip
+               start_timeout, task_ids, tasks_from, harness, **_options):  # fmt: skip
         try:
             edits = parse_overrides(overrides)
             if resume:
                 run = TrainingRun.objects.filter(pk=resume).first()
                 if run is None:
-                    raise CommandError(f"no training run #{resume}")
+                    raise UsageError(f"no training run #{resume}")
                 run = resume_training_run(run, overrides=edits or None, enqueue=not here)
                 self.stderr.write(f"run #{run.pk}: attempt {run.attempt + 1}, from "
                                   f"{run.resumed_from.path if run.resumed_from else 'the start'}")  # fmt: skip
             elif kind == "rl":
-                run = self._start_rl(base_model, tasks, tasks_from, harness, preset, edits, cpu, here, name)
+                run = self._start_rl(base_model, task_ids or [], tasks_from, harness, preset, edits, cpu, here, name)
             else:
                 run = self._start(kind, dataset, base_model, preset, edits, cpu, here, name)
         except TrainingRunError as exc:
-            raise CommandError(str(exc)) from None
+            raise UsageError(str(exc)) from None
         except JobEngineError as exc:
-            raise CommandError(f"the job engine did not take the run: {exc}") from None
+            raise engine_refused("the run", exc) from None
         if here:
             from ...run_jobs import execute_training
 
             self.stderr.write(f"run #{run.pk}: training here")
             execute_training(run.pk)
         else:
-            self._wait(run, timeout=timeout, start_timeout=start_timeout)
+            try:
+                self._wait(run, timeout=timeout, start_timeout=start_timeout)
+            except (NoWorker, NotFinished):
+                run.refresh_from_db()
+                self._print(run, as_json)
+                raise
+        report = self._print(run, as_json)
+        if report["status"] != TrainingRun.Status.SUCCEEDED:
+            raise CommandError(f"run #{run.pk} {report['status']}: {run.error.splitlines()[0] if run.error else ''}")
+
+    def _print(self, run: TrainingRun, as_json: bool) -> dict:
         report = run_json(run)
         if as_json:
             self.stdout.write(json.dumps(report))
@@ -100,15 +109,14 @@ class Command(BaseCommand):
         else:
             self.stdout.write(f"run #{run.pk} {report['status']}: {report['steps']} steps, "
                               f"{len(report['checkpoints'])} checkpoints, loss {report['metrics']['loss'][-1:]}")
-        if report["status"] != TrainingRun.Status.SUCCEEDED:
-            raise CommandError(f"run #{run.pk} {report['status']}: {run.error.splitlines()[0] if run.error else ''}")
+        return report
 
     def _start(self, kind, dataset_id, base_model, preset, edits, cpu, here, name) -> TrainingRun:
         if not dataset_id or not base_model:
-            raise CommandError("--dataset ID and --base-model PATH are required (or --resume RUN)")
+            raise UsageError("--dataset ID and --base-model PATH are required (or --resume RUN)")
         dataset = TrainingDataset.objects.filter(pk=dataset_id).first()
         if dataset is None:
-            raise CommandError(f"no training dataset #{dataset_id}")
+            raise UsageError(f"no training dataset #{dataset_id}")
         registered = BaseModel.objects.filter(name=base_model).first()
         run = start_training_run(
             kind=kind, dataset=dataset, base_model=registered, base_model_path="" if registered else base_model,
@@ -122,7 +130,7 @@ class Command(BaseCommand):
 
     def _start_rl(self, base_model, tasks, selection, harness, preset, edits, cpu, here, name) -> TrainingRun:
         if not base_model or not (tasks or selection):
-            raise CommandError("--kind rl needs --base-model PATH and --task ID … or --tasks-from SELECTION")
+            raise UsageError("--kind rl needs --base-model PATH and --task ID … or --tasks-from SELECTION")
         chosen = list(tasks) + (tasks_from(selection) if selection else [])
         registered = BaseModel.objects.filter(name=base_model).first()
         run = create_rl_run(
@@ -136,26 +144,24 @@ class Command(BaseCommand):
         return run
 
     def _wait(self, run: TrainingRun, *, timeout: float, start_timeout: float) -> None:
-        started = time.monotonic()
         seen = None
-        while True:
+
+        def progress() -> None:
+            nonlocal seen
             run.refresh_from_db()
             if (run.status, run.steps) != seen:
                 seen = (run.status, run.steps)
                 self.stderr.write(f"run #{run.pk}: {run.status}, step {run.steps}"
                                   + (f" of {run.total_steps}" if run.total_steps else ""))  # fmt: skip
-            if run.is_finished:
-                return
-            now = time.monotonic()
-            job = JobRun.objects.filter(pk=run.job_run_id).first()
-            if job is not None and job.status == JobRun.Status.QUEUED and now - started > start_timeout:
-                cancel_training_run(run)  # a worker starting later must not train what nobody waits for
-                raise CommandError(
-                    f"no job worker took training run #{run.pk} within {start_timeout:g} s: is a worker running on "
-                    "the gpu queue? (`manage.py check_workers` tells; a Celery worker with -Q gpu, or "
-                    "`manage.py qcluster`, starts one). Or pass --here to train in this process. The run was "
-                    f"cancelled; `manage.py train --resume {run.pk}` starts it again."
-                )
-            if now - started > timeout:
-                raise CommandError(f"run #{run.pk} did not finish within {timeout:g} s; it goes on training")
-            time.sleep(POLL_SECONDS)
+
+        def taken() -> bool:
+            return not JobRun.objects.filter(pk=run.job_run_id, status=JobRun.Status.QUEUED).exists()
+
+        # No lost-worker check here: a gpu worker killed mid-run leaves the run resumable, and the worker started
+        # after it queues the run again (jobs.runner.recover_lost).
+        wait_for(Work(
+            what=f"training run #{run.pk}", queues=("gpu",), finished=lambda: run.is_finished, taken=taken,
+            cancel=lambda: cancel_training_run(run),  # a worker starting later must not train what nobody waits for
+            cancelled=f"The run was cancelled; `manage.py train --resume {run.pk}` starts it again.",
+            follow=f"its page {reverse('training:run', args=[run.pk])} shows where it is", progress=progress,
+        ), timeout=timeout, start_timeout=start_timeout)  # fmt: skip
