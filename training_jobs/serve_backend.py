@@ -13,23 +13,31 @@ imports only transformers.
 import logging
 import sys
 
-from transformers.cli.serving import chat_completion, response, utils
-
 log = logging.getLogger("clawgym.serve_backend")
-_parse = utils.parse_assistant_message
 
 
-def tolerant_parse(processor, model, generated_ids, input_ids, cleaned_content: str = "", tools=None):
-    try:
-        return _parse(processor, model, generated_ids, input_ids, cleaned_content=cleaned_content, tools=tools)
-    except ValueError as exc:  # json.JSONDecodeError and the parser's own "could not parse" are ValueErrors
-        log.warning("the answer's tool-call markup does not parse; returned as text: %s", str(exc)[:300])
-        return cleaned_content, None, None
+def tolerant(parse):
+    """transformers serve's parse_assistant_message, answering what the model wrote where its markup fails."""
+
+    def tolerant_parse(processor, model, generated_ids, input_ids, cleaned_content: str = "", tools=None):
+        try:
+            return parse(processor, model, generated_ids, input_ids, cleaned_content=cleaned_content, tools=tools)
+        except ValueError as exc:  # json.JSONDecodeError and the parser's own "could not parse" are ValueErrors
+            log.warning("the answer's tool-call markup does not parse; returned as text: %s", str(exc)[:300])
+            return cleaned_content, None, None
+
+    return tolerant_parse
 
 
-def install() -> None:
+def install():
+    """The tolerant parse in both chat paths (the web process never imports this module's transformers: only the
+    server subprocess calls it)."""
+    from transformers.cli.serving import chat_completion, response, utils
+
+    tolerant_parse = tolerant(utils.parse_assistant_message)
     chat_completion.parse_assistant_message = tolerant_parse  # the non-streaming chat completions path
     response.parse_assistant_message = tolerant_parse  # the Responses API's
+    return tolerant_parse
 
 
 if __name__ == "__main__":

@@ -43,20 +43,27 @@ def test_a_call_cut_off_by_max_tokens_is_the_models_text_not_a_server_error(back
     generated, input_ids, cleaned = answer(
         tokenizer, '<tool_call>\n{"name": "write", "arguments": {"path": "a.txt", "con'
     )
+    from transformers.cli.serving import utils
+
     with pytest.raises(ValueError):  # what transformers serve does by itself: its 500
-        backend._parse(tokenizer, model, generated, input_ids, cleaned_content=cleaned)
-    content, reasoning, calls = backend.tolerant_parse(tokenizer, model, generated, input_ids, cleaned_content=cleaned)
+        utils.parse_assistant_message(tokenizer, model, generated, input_ids, cleaned_content=cleaned)
+    parse = backend.tolerant(utils.parse_assistant_message)
+    content, reasoning, calls = parse(tokenizer, model, generated, input_ids, cleaned_content=cleaned)
     # The text as the server returns it without a parser (its special tokens skipped), no tool call.
     assert (content, reasoning, calls) == (cleaned, None, None) and '{"name": "write"' in content
 
     whole = '<tool_call>\n{"name": "write", "arguments": {"path": "a.txt", "content": "x"}}\n</tool_call><|im_end|>'
     generated, input_ids, cleaned = answer(tokenizer, whole)
-    content, _, calls = backend.tolerant_parse(tokenizer, model, generated, input_ids, cleaned_content=cleaned)
+    content, _, calls = parse(tokenizer, model, generated, input_ids, cleaned_content=cleaned)
     assert [(c.name, c.arguments) for c in calls] == [("write", '{"path": "a.txt", "content": "x"}')]
 
 
 def test_installed_in_both_chat_paths(backend):
     from transformers.cli.serving import chat_completion, response
 
-    backend.install()
-    assert chat_completion.parse_assistant_message is response.parse_assistant_message is backend.tolerant_parse
+    original = chat_completion.parse_assistant_message, response.parse_assistant_message
+    try:
+        installed = backend.install()
+        assert chat_completion.parse_assistant_message is response.parse_assistant_message is installed
+    finally:
+        chat_completion.parse_assistant_message, response.parse_assistant_message = original
