@@ -8,10 +8,10 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
+from benchmarks.models import Benchmark
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
 from llm.models import ModelEndpoint
-from review.models import Benchmark
 from tasks.models import Task
 
 from ...harnesses import HARNESSES

@@ -5,11 +5,12 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
+from benchmarks.models import Benchmark
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
 from jobs.services import cancel_job
 from review.diagnosis import DiagnosisFailed, diagnose_candidate
-from review.models import Benchmark, BenchmarkCandidate
+from review.models import BenchmarkCandidate
 from review.services import start_diagnosis
 
 POLL_SECONDS = 0.5

@@ -6,6 +6,7 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
+from benchmarks.models import Benchmark
 from evaluation.harnesses import HARNESSES
 from evaluation.models import EvalRun, Rollout
 from evaluation.runs import cancel_eval_run
@@ -21,7 +22,7 @@ from review.difficulty import (
     start_difficulty_filter,
     verdict_counts,
 )
-from review.models import Benchmark, DifficultyFilter
+from review.models import DifficultyFilter
 
 POLL_SECONDS = 0.5
 RECHECK_LOST_SECONDS = 10.0

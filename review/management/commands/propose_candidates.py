@@ -4,7 +4,8 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.core.validators import validate_slug
 
-from review.services import get_or_create_benchmark, propose_candidates
+from benchmarks.services import get_or_create_benchmark
+from review.services import propose_candidates
 from tasks.models import Task
 
 
