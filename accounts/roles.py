@@ -20,7 +20,18 @@ _GROUP_PERMISSIONS = {
     REVIEWER: {"view"},
     ADMIN: {"view", "add", "change", "delete"},
 }
-_ADMIN_APPS = {"tasks", "jobs", "accounts", "llm", "synthesis", "evaluation", "review", "training_jobs", "authtoken"}
+_ADMIN_APPS = {
+    "tasks",
+    "jobs",
+    "accounts",
+    "llm",
+    "synthesis",
+    "benchmarks",
+    "evaluation",
+    "review",
+    "training_jobs",
+    "authtoken",
+}
 
 
 def user_role(user) -> str | None:

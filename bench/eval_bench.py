@@ -195,7 +195,7 @@ def throughput(revisions: list, endpoint, repeats: int) -> dict:
 
 
 def make_version(revisions: list):
-    from review.models import Benchmark, BenchmarkVersion, PinnedRevision
+    from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
 
     benchmark = Benchmark.objects.create(name="eval-bench")
     version = BenchmarkVersion.objects.create(benchmark=benchmark, number=1, note="eval bench")

@@ -52,7 +52,8 @@ STATUS_SHARES = [("awaiting_diagnosis", 0.15), ("in_review", 0.10), ("accepted",
 
 def build_queue(n: int, reviewer, other) -> dict:
     """`n` candidates over two benchmarks, with diagnoses, issues, claims and scores. Returns what was built."""
-    from review.models import SEVERITY_RANK, Benchmark, BenchmarkCandidate, DiagnosisIssue, LLMDiagnosis
+    from benchmarks.models import Benchmark
+    from review.models import SEVERITY_RANK, BenchmarkCandidate, DiagnosisIssue, LLMDiagnosis
     from tasks.models import Task
 
     rng = random.Random(SEED)

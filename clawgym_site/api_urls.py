@@ -4,6 +4,7 @@ from django.urls import include, path
 from rest_framework.routers import DefaultRouter
 
 from accounts.api import obtain_token
+from benchmarks.api import register as register_benchmarks
 from evaluation.api import register as register_evaluation
 from jobs.api import register as register_jobs
 from llm.api import register as register_llm
@@ -17,6 +18,7 @@ router = DefaultRouter()
 register_tasks(router)
 register_jobs(router)
 register_llm(router)
+register_benchmarks(router)
 register_evaluation(router)
 register_review(router)
 register_quality(router)

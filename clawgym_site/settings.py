@@ -41,6 +41,7 @@ INSTALLED_APPS = [
     "llm",
     "tasks",
     "synthesis",
+    "benchmarks",
     "evaluation",
     "review",
     "training_jobs",

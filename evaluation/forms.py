@@ -1,5 +1,6 @@
 from django import forms
 
+from benchmarks.models import BenchmarkVersion
 from llm.models import ModelEndpoint
 from tasks.models import Task
 
@@ -125,7 +126,6 @@ class StartEvalRunForm(forms.Form):
     name = forms.CharField(required=False, max_length=200, help_text="Default: the model and what it runs on.")
 
     def __init__(self, *args, **kwargs):
-        from review.models import BenchmarkVersion
 
         super().__init__(*args, **kwargs)
         self.fields["benchmark_version"].queryset = BenchmarkVersion.objects.select_related("benchmark").order_by(

@@ -299,7 +299,7 @@ class EvalRun(models.Model):
 
     name = models.CharField(max_length=200)
     benchmark_version = models.ForeignKey(
-        "review.BenchmarkVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="eval_runs"
+        "benchmarks.BenchmarkVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="eval_runs"
     )
     endpoint = models.ForeignKey("llm.ModelEndpoint", on_delete=models.PROTECT, related_name="eval_runs")
     harness = models.CharField(max_length=40, choices=HARNESS_CHOICES)

@@ -5,8 +5,8 @@ validate a request and resolve its names (benchmark, endpoint, tasks) to rows.""
 from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
+from benchmarks.models import BenchmarkVersion
 from llm.models import ModelEndpoint
-from review.models import BenchmarkVersion
 from tasks.models import Task
 
 from .harnesses import HARNESS_CHOICES

@@ -23,11 +23,11 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 import jobs
 from accounts.decorators import admin_required, reviewer_required, viewer_required
 from accounts.roles import ADMIN, has_role
+from benchmarks.models import BenchmarkVersion
 from clawgym_site.htmx import render_page
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
 from jobs.registry import UnknownJobKind
-from review.models import BenchmarkVersion
 from tasks.models import BenchmarkCategory, Task
 
 from . import exports, runs

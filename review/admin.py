@@ -3,9 +3,7 @@
 from django.contrib import admin
 
 from .models import (
-    Benchmark,
     BenchmarkCandidate,
-    BenchmarkVersion,
     DiagnosisIssue,
     DifficultyFilter,
     DifficultyResult,
@@ -17,26 +15,14 @@ from .models import (
 )
 
 
-@admin.register(Benchmark)
-class BenchmarkAdmin(admin.ModelAdmin):
-    list_display = ["name", "created_at"]
-    search_fields = ["name"]
-
-
 class ReadOnlyAdmin(admin.ModelAdmin):
-    """Frozen versions, diagnoses and decisions are append-only: the admin may look, not edit."""
+    """Diagnoses and decisions are append-only: the admin may look, not edit."""
 
     def has_add_permission(self, request):
         return False
 
     def has_change_permission(self, request, obj=None):
         return False
-
-
-@admin.register(BenchmarkVersion)
-class BenchmarkVersionAdmin(ReadOnlyAdmin):
-    list_display = ["benchmark", "number", "frozen_at", "created_by"]
-    list_filter = ["benchmark"]
 
 
 @admin.register(BenchmarkCandidate)

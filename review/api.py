@@ -8,8 +8,7 @@ diagnoses and sanity overrides the admin role.
                                                               start a difficulty filter: 202 + the filter
     POST /api/benchmarks/{name or id}/difficulty-thresholds/  admin: {"strong_min", "small_max", "margin"}
     GET  /api/difficulty-filters/[{id}/]        ?benchmark=&status=; one filter with its verdicts and results
-    GET  /api/benchmark-versions/[{id}/]        ?benchmark=NAME
-    GET  /api/benchmark-versions/{id}/export/   ?format=tar.gz|zip: the version in the ClawGym folder format
+    (GET /api/benchmark-versions/: benchmarks.api)
     GET  /api/candidates/[{id}/]                ?benchmark=&status=&category=&severity=&mine=&lazy_above=&difficulty=
     POST /api/candidates/{id}/claim/            reviewer: 409 when another reviewer holds it
     POST /api/candidates/{id}/release/
@@ -26,8 +25,7 @@ diagnoses and sanity overrides the admin role.
 
 from django.db.models import Count
 from django.http import Http404
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
@@ -35,6 +33,9 @@ from rest_framework.generics import get_object_or_404
 from rest_framework.response import Response
 
 from accounts.roles import ADMIN, REVIEWER
+from benchmarks.models import Benchmark
+from benchmarks.serializers import BenchmarkSerializer, BenchmarkVersionSerializer
+from benchmarks.services import BenchmarkError, get_or_create_benchmark
 from clawgym_site.api_filters import QueryFilterMixin
 from jobs.engine import JobEngineError
 from jobs.serializers import JobRunSerializer
@@ -42,13 +43,9 @@ from tasks.services import StaleRevisionError
 
 from . import bulk, services
 from .difficulty import DifficultyError, set_difficulty_thresholds, start_difficulty_filter
-from .exporting import ARCHIVE_FORMATS, CONTENT_TYPES, download_response
-from .models import Benchmark, BenchmarkCandidate, BenchmarkVersion, DiagnosisIssue, DifficultyFilter, LLMDiagnosis
+from .models import BenchmarkCandidate, DiagnosisIssue, DifficultyFilter, LLMDiagnosis
 from .serializers import (
     ApplyFixSerializer,
-    BenchmarkSerializer,
-    BenchmarkVersionFilterSerializer,
-    BenchmarkVersionSerializer,
     BulkDecideSerializer,
     BulkDecisionSerializer,
     CandidateDetailSerializer,
@@ -93,11 +90,11 @@ class BenchmarkViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         """Through the service, like the pages: its bounds (name, description) and rules apply to the API too."""
         data = serializer.validated_data
         try:
-            serializer.instance, _created = services.get_or_create_benchmark(
+            serializer.instance, _created = get_or_create_benchmark(
                 data["name"], user=self.request.user, description=data.get("description", ""),
                 lazy_tolerance=data.get("lazy_tolerance", 0.0),
             )  # fmt: skip
-        except services.ReviewError as exc:
+        except BenchmarkError as exc:
             raise ValidationError({"detail": [str(exc)]}) from None
 
     @extend_schema(request=FreezeSerializer, responses={201: BenchmarkVersionSerializer})
@@ -168,47 +165,6 @@ class BenchmarkViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         except services.ReviewError as exc:
             return _error(exc)
         return Response(BenchmarkSerializer(benchmark, context={"request": request}).data)
-
-
-class BenchmarkVersionViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):
-    serializer_class = BenchmarkVersionSerializer
-    filter_serializer_class = BenchmarkVersionFilterSerializer
-
-    def get_queryset(self):
-        return (
-            BenchmarkVersion.objects.select_related("benchmark", "created_by")
-            .annotate(task_count=Count("pins"))
-            .order_by("benchmark__name", "-number")  # an aggregate drops Meta.ordering
-        )
-
-    def perform_content_negotiation(self, request, force=False):
-        if self.action == "export":
-            # `?format=` names the archive here, not a renderer: errors are answered in JSON.
-            renderer = self.get_renderers()[0]
-            return renderer, renderer.media_type
-        return super().perform_content_negotiation(request, force)
-
-    @extend_schema(
-        parameters=[
-            OpenApiParameter(
-                "format", enum=list(ARCHIVE_FORMATS), default=ARCHIVE_FORMATS[0], description="a .tar.gz or a .zip"
-            ),
-        ],
-        responses={(200, CONTENT_TYPES[fmt]): OpenApiTypes.BINARY for fmt in ARCHIVE_FORMATS},
-        description="The frozen version in the ClawGym folder format (benchmark.json and one task folder per "
-        "pinned revision, under one top folder), streamed; the same bytes every time.",
-    )
-    @action(detail=True, methods=["get"])
-    def export(self, request, pk=None):
-        fmt = request.query_params.get("format", ARCHIVE_FORMATS[0])
-        if fmt not in ARCHIVE_FORMATS:
-            raise ValidationError({"format": f"{fmt!r} is not one of {', '.join(ARCHIVE_FORMATS)}"})
-        return download_response(self.get_object(), fmt)
-
-    # Defined after `export`: in a class body, a method named `list` hides the builtin from the lines below it.
-    @extend_schema(parameters=[BenchmarkVersionFilterSerializer])
-    def list(self, request, *args, **kwargs):
-        return super().list(request, *args, **kwargs)
 
 
 class CandidateViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):
@@ -360,7 +316,6 @@ class DifficultyFilterViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):
 
 def register(router):
     router.register("benchmarks", BenchmarkViewSet, basename="benchmark")
-    router.register("benchmark-versions", BenchmarkVersionViewSet, basename="benchmark-version")
     router.register("candidates", CandidateViewSet, basename="candidate")
     router.register("diagnoses", DiagnosisViewSet, basename="diagnosis")
     router.register("difficulty-filters", DifficultyFilterViewSet, basename="difficulty-filter")

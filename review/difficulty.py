@@ -30,11 +30,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.roles import ADMIN, has_role
+from benchmarks.models import Benchmark
 from evaluation.models import EvalRun, EvalRunTask
 from evaluation.runs import EvalRunError, cancel_eval_run, create_eval_run, run_here, start_eval_run
 
 from .jobs import DIFFICULTY_JOB
-from .models import Benchmark, BenchmarkCandidate, DifficultyFilter, DifficultyResult, DifficultyVerdict
+from .models import BenchmarkCandidate, DifficultyFilter, DifficultyResult, DifficultyVerdict
 from .services import NotAllowed, ReviewError
 
 log = logging.getLogger(__name__)

@@ -1,8 +1,8 @@
-"""Benchmarks, their frozen versions, the candidates proposed for them, LLM diagnoses, reviewers' decisions and
-difficulty filtering (a strong and a small agent's scores on each candidate, and the verdict they give).
+"""The candidates proposed for benchmarks (benchmarks.models), LLM diagnoses, reviewers' decisions, quality samples
+and difficulty filtering (a strong and a small agent's scores on each candidate, and the verdict they give).
 
-Every change goes through review.services. Decisions and diagnoses are append-only; a frozen BenchmarkVersion
-never changes: it pins exact task revisions, so a score always names exactly what was scored.
+Every change goes through review.services. Decisions and diagnoses are append-only; freezing a benchmark version
+(review.services.freeze_version) pins the revisions the reviewers accepted.
 """
 
 from typing import NamedTuple
@@ -12,77 +12,6 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models.functions import Coalesce
 from django.utils import timezone
-
-
-class Benchmark(models.Model):
-    name = models.SlugField(max_length=120, unique=True)
-    description = models.TextField(blank=True)
-    # The accept gate: a candidate whose checker pays a lazy agent more than this (the lazy score of its latest
-    # sanity report) cannot be accepted without an admin's override.
-    lazy_tolerance = models.FloatField(
-        default=0.0,
-        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
-        help_text="Accepting is blocked while a lazy agent earns more than this with the candidate's checker.",
-    )
-    # Difficulty filtering (review.difficulty) keeps a candidate when strong >= strong_min, small <= small_max and
-    # strong > small + margin, the means over n rollouts of a strong and a small agent.
-    difficulty_strong_min = models.FloatField(
-        default=0.2,
-        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
-        help_text="Difficulty filtering: a candidate whose strong agent scores below this (mean) is too hard.",
-    )
-    difficulty_small_max = models.FloatField(
-        default=0.6,
-        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
-        help_text="Difficulty filtering: a candidate whose small agent scores above this (mean) is too easy.",
-    )
-    difficulty_margin = models.FloatField(
-        default=0.0,
-        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
-        help_text="Difficulty filtering: the strong agent must beat the small one by more than this, else the "
-        "candidate does not tell them apart (0: strictly better).",
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self):
-        return self.name
-
-
-class BenchmarkVersion(models.Model):
-    """A frozen benchmark: the revisions of the accepted candidates at freezing time. Immutable once created."""
-
-    benchmark = models.ForeignKey(Benchmark, on_delete=models.CASCADE, related_name="versions")
-    number = models.PositiveIntegerField()
-    frozen_at = models.DateTimeField(default=timezone.now)
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    note = models.CharField(max_length=500, blank=True)
-    revisions = models.ManyToManyField("tasks.TaskRevision", through="PinnedRevision", related_name="benchmark_versions")
-
-    class Meta:
-        ordering = ["benchmark", "-number"]
-        constraints = [models.UniqueConstraint(fields=["benchmark", "number"], name="unique_benchmark_version")]
-
-    def __str__(self):
-        return f"{self.benchmark.name} v{self.number}"
-
-    def save(self, *args, **kwargs):
-        if self.pk is not None:
-            raise ValueError("a frozen BenchmarkVersion is immutable: freeze a new version instead")
-        super().save(*args, **kwargs)
-
-
-class PinnedRevision(models.Model):
-    version = models.ForeignKey(BenchmarkVersion, on_delete=models.CASCADE, related_name="pins")
-    # PROTECT: a task whose revision a frozen version pins cannot be deleted out from under it.
-    revision = models.ForeignKey("tasks.TaskRevision", on_delete=models.PROTECT, related_name="+")
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["version", "revision"], name="unique_pinned_revision")]
 
 
 class DifficultyVerdict(models.TextChoices):
@@ -106,7 +35,7 @@ class BenchmarkCandidate(models.Model):
     OPEN = (Status.AWAITING_DIAGNOSIS, Status.AWAITING_REVIEW, Status.IN_REVIEW)
 
     task = models.ForeignKey("tasks.Task", on_delete=models.CASCADE, related_name="benchmark_candidates")
-    benchmark = models.ForeignKey(Benchmark, on_delete=models.CASCADE, related_name="candidates")
+    benchmark = models.ForeignKey("benchmarks.Benchmark", on_delete=models.CASCADE, related_name="candidates")
     status = models.CharField(max_length=24, choices=Status.choices, default=Status.AWAITING_DIAGNOSIS)
     claimed_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="claimed_candidates"
@@ -437,7 +366,7 @@ class DifficultyFilter(models.Model):
         FINISHED = "finished", "Finished"
         FAILED = "failed", "Failed"
 
-    benchmark = models.ForeignKey(Benchmark, on_delete=models.CASCADE, related_name="difficulty_filters")
+    benchmark = models.ForeignKey("benchmarks.Benchmark", on_delete=models.CASCADE, related_name="difficulty_filters")
     strong_endpoint = models.ForeignKey("llm.ModelEndpoint", on_delete=models.PROTECT, related_name="+")
     small_endpoint = models.ForeignKey("llm.ModelEndpoint", on_delete=models.PROTECT, related_name="+")
     n = models.PositiveSmallIntegerField(default=4, help_text="Rollouts of each agent per candidate.")

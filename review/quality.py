@@ -17,12 +17,12 @@ from django.db import transaction
 from django.db.models import Count, Exists, OuterRef, Q
 
 from accounts.roles import ADMIN, REVIEWER
+from benchmarks.models import Benchmark
 from tasks.models import BenchmarkCategory, Task
 
 from .models import (
     QUALITY_DIMENSIONS,
     QUALITY_SCALE,
-    Benchmark,
     BenchmarkCandidate,
     QualityRating,
     QualitySample,

@@ -1,7 +1,6 @@
 """What the review API shows and accepts. Serializers validate; review.services does the work."""
 
 from django.db.models import Q
-from django.urls import reverse
 from django.utils import timezone
 from rest_framework import serializers
 
@@ -12,12 +11,9 @@ from tasks.models import SanityReport
 
 from .bulk import MAX_BULK
 from .difficulty import verdict_counts
-from .exporting import ARCHIVE_FORMATS
 from .models import (
     SEVERITY_RANK,
-    Benchmark,
     BenchmarkCandidate,
-    BenchmarkVersion,
     DiagnosisIssue,
     DifficultyFilter,
     DifficultyResult,
@@ -27,56 +23,6 @@ from .models import (
     Severity,
 )
 from .services import current_verdicts
-
-
-class BenchmarkSerializer(serializers.ModelSerializer):
-    class Meta:
-        model = Benchmark
-        fields = [
-            "id", "name", "description", "lazy_tolerance", "difficulty_strong_min", "difficulty_small_max",
-            "difficulty_margin", "created_at",
-        ]  # fmt: skip
-        # The difficulty thresholds change through POST /api/benchmarks/{id}/difficulty-thresholds/.
-        read_only_fields = ["id", "difficulty_strong_min", "difficulty_small_max", "difficulty_margin", "created_at"]
-
-
-class BenchmarkVersionSerializer(serializers.ModelSerializer):
-    benchmark = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    revisions = serializers.SerializerMethodField()
-    task_count = serializers.SerializerMethodField()
-    downloads = serializers.SerializerMethodField()
-
-    class Meta:
-        model = BenchmarkVersion
-        fields = [
-            "id",
-            "benchmark",
-            "number",
-            "frozen_at",
-            "created_by",
-            "note",
-            "task_count",
-            "revisions",
-            "downloads",
-        ]
-
-    def get_task_count(self, version) -> int:
-        counted = getattr(version, "task_count", None)  # annotated by the viewset's queryset
-        return counted if counted is not None else version.pins.count()
-
-    def get_downloads(self, version) -> dict[str, str]:
-        """The export URL of each archive format."""
-        path = reverse("benchmark-version-export", args=[version.pk])
-        request = self.context.get("request")
-        url = request.build_absolute_uri(path) if request is not None else path
-        return {fmt: f"{url}?format={fmt}" for fmt in ARCHIVE_FORMATS}
-
-    def get_revisions(self, version) -> list[dict]:
-        return [
-            {"task": pin.revision.task.external_id, "revision": pin.revision.number, "revision_id": pin.revision_id}
-            for pin in version.pins.select_related("revision__task").order_by("revision__task__external_id")
-        ]
 
 
 class FreezeSerializer(serializers.Serializer):
@@ -210,14 +156,6 @@ class CandidateFilterSerializer(serializers.Serializer):
         if "lazy_above" in data:
             queryset = SanityReport.filter_lazy_above(queryset, data["lazy_above"], "task__current_revision")
         return queryset
-
-
-class BenchmarkVersionFilterSerializer(serializers.Serializer):
-    benchmark = serializers.CharField(required=False, help_text="benchmark name")
-
-    def filter(self, queryset):
-        name = self.validated_data.get("benchmark")
-        return queryset.filter(benchmark__name=name) if name else queryset
 
 
 class DiagnosisFilterSerializer(serializers.Serializer):

@@ -1,4 +1,5 @@
-"""Every state change of the review: proposing, claiming, verdicts, fixes, decisions and freezing.
+"""Every state change of the review: proposing, claiming, verdicts, fixes, decisions and freezing (which chooses the
+revisions a new benchmark version pins; benchmarks.services stores it, and makes benchmarks).
 
 Views, the API, commands and jobs call these with the acting user; nothing else writes review rows.
 """
@@ -8,12 +9,15 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
 import jobs
 from accounts.roles import ADMIN, REVIEWER, has_role
+from benchmarks.models import Benchmark, BenchmarkVersion
+from benchmarks.services import BenchmarkError, create_version
+from benchmarks.services import NotAllowed as BenchmarkNotAllowed
 from clawgym_site.bounds import TextRefused, check_chars, check_text
 from jobs.models import JobRun
 from tasks.diffing import role_folder
@@ -24,15 +28,7 @@ from tasks.sanity import SANITY_JOB
 from tasks.services import SaveOutcome, StaleRevisionError, revise_task
 
 from .jobs import DIAGNOSE_BATCH_JOB, DIAGNOSE_JOB
-from .models import (
-    Benchmark,
-    BenchmarkCandidate,
-    BenchmarkVersion,
-    ClaimEvent,
-    DiagnosisIssue,
-    PinnedRevision,
-    ReviewDecision,
-)
+from .models import BenchmarkCandidate, ClaimEvent, DiagnosisIssue, ReviewDecision
 
 Status = BenchmarkCandidate.Status
 Decision = ReviewDecision.Decision
@@ -89,24 +85,7 @@ def _require(user, role: str, what: str) -> None:
         raise NotAllowed(f"{what} needs the {role} role")
 
 
-# --- benchmarks and candidates ---------------------------------------------------------------------------------
-
-
-def get_or_create_benchmark(
-    name: str, *, user, description: str = "", lazy_tolerance: float = 0.0
-) -> tuple[Benchmark, bool]:
-    """The benchmark called `name`, made when missing. `user` None: a trusted script (a management command)."""
-    found = Benchmark.objects.filter(name=name).first()
-    if found is not None:
-        return found, False
-    if user is not None:
-        _require(user, ADMIN, "creating a benchmark")
-    if not 0.0 <= float(lazy_tolerance) <= 1.0:
-        raise ReviewError(f"the lazy-score tolerance must be in [0, 1], not {lazy_tolerance:g}")
-    _name(name, "the benchmark name", Benchmark)
-    _note(description, "the benchmark description")
-    defaults = {"description": description, "lazy_tolerance": float(lazy_tolerance)}
-    return Benchmark.objects.get_or_create(name=name, defaults=defaults)
+# --- candidates ------------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -611,7 +590,6 @@ def accepted_revision(candidate: BenchmarkCandidate) -> TaskRevision | None:
 def freeze_version(benchmark: Benchmark, *, user, note: str = "") -> BenchmarkVersion:
     """A new immutable version pinning the revision each accepted candidate was accepted at."""
     _require(user, ADMIN, "freezing a benchmark version")
-    _name(note, "the version note", BenchmarkVersion, "note")
     accepted = BenchmarkCandidate.objects.filter(benchmark=benchmark, status=Status.ACCEPTED)
     revision_ids = []
     for candidate in accepted:
@@ -620,22 +598,12 @@ def freeze_version(benchmark: Benchmark, *, user, note: str = "") -> BenchmarkVe
             revision_ids.append(revision.pk)
     if not revision_ids:
         raise ReviewError(f"{benchmark.name} has no accepted candidates to freeze")
-    for attempt in range(2):
-        try:
-            with transaction.atomic():
-                last = benchmark.versions.order_by("-number").values_list("number", flat=True).first() or 0
-                version = BenchmarkVersion.objects.create(
-                    benchmark=benchmark, number=last + 1, created_by=user, note=note
-                )
-                PinnedRevision.objects.bulk_create(
-                    PinnedRevision(version=version, revision_id=pk) for pk in revision_ids
-                )
-                return version
-        except IntegrityError:
-            # Two admins froze at once and took the same number: the second retries with the next.
-            if attempt:
-                raise
-    raise AssertionError("unreachable")
+    try:
+        return create_version(benchmark, revision_ids, user=user, note=note)
+    except BenchmarkNotAllowed as exc:
+        raise NotAllowed(str(exc)) from None
+    except BenchmarkError as exc:
+        raise ReviewError(str(exc)) from None
 
 
 # --- history ---------------------------------------------------------------------------------------------------

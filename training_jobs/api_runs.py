@@ -33,6 +33,7 @@ from rest_framework.reverse import reverse
 from rest_framework.settings import api_settings
 
 from accounts.roles import ADMIN
+from benchmarks.models import BenchmarkVersion
 from clawgym_site.api_filters import QueryFilterMixin
 from evaluation.harnesses import HARNESS_CHOICES
 from jobs.engine import JobEngineError
@@ -295,7 +296,6 @@ class TrainingRunViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.Retriev
     def evaluate(self, request, pk=None):
         """Queue the training.evaluate_checkpoints job (gpu queue): 202 at once with its job run, to follow at
         /api/jobs/ID/; the evaluation runs appear on the run's checkpoints as the job starts them."""
-        from review.models import BenchmarkVersion
 
         from .evaluations import EvaluationError, request_evaluation
 

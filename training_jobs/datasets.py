@@ -41,10 +41,10 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from accounts.roles import ADMIN, has_role
+from benchmarks.models import PinnedRevision
 from evaluation.harnesses import ExitReason
 from evaluation.models import EvalRun, Rollout, Trajectory
 from llm.models import ModelCall
-from review.models import PinnedRevision
 
 from .models import BaseModel, DatasetSample, TrainingDataset
 from .token_counts import TokenCounter, TokenCountError, tokenizer_sha256

@@ -19,6 +19,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Q
 
+from benchmarks.models import BenchmarkVersion
 from evaluation.runs import start_eval_run
 from jobs.models import JobRun
 from jobs.registry import job
@@ -243,7 +244,6 @@ def evaluate_checkpoints_job(ctx, *, run_id: int, version_id: int, user_id: int 
                              harness: str | None = None, include_base: bool = True) -> dict:  # fmt: skip
     """Serve the base model and each checkpoint on this gpu worker (detached: they outlive the job) and start their
     evaluation runs; a second run of the job starts only what the first did not."""
-    from review.models import BenchmarkVersion
 
     run = TrainingRun.objects.get(pk=run_id)
     version = BenchmarkVersion.objects.get(pk=version_id)

@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from accounts.decorators import admin_required, viewer_required
 from accounts.roles import ADMIN, has_role
+from benchmarks.models import BenchmarkVersion
 from clawgym_site.htmx import render_page
 from evaluation.harnesses import HARNESS_CHOICES
 from jobs.engine import JobEngineError
@@ -263,7 +264,6 @@ def _category_scores(eval_run) -> dict:
 
 
 def _run_context(request, run: TrainingRun) -> dict:
-    from review.models import BenchmarkVersion
 
     checkpoints, score_chart = checkpoint_scores(run)
     context = {
@@ -327,8 +327,6 @@ def _evaluate(request, run: TrainingRun):
     checkpoint table fills as the evaluation runs start."""
     from django.urls import reverse
     from django.utils.html import format_html
-
-    from review.models import BenchmarkVersion
 
     from .evaluations import EvaluationError, request_evaluation
 

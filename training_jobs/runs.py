@@ -395,7 +395,7 @@ def resolve_tasks(tasks) -> list:
     """Task revisions from revisions, tasks, revision ids, or task external ids (a task: its current revision).
     Benchmark tasks are refused (the contamination guard of datasets: a task with any revision pinned by a benchmark
     version is never trained on), and so is a task without a revision."""
-    from review.models import PinnedRevision
+    from benchmarks.models import PinnedRevision
     from tasks.models import Task, TaskRevision
 
     revisions = []
@@ -429,7 +429,7 @@ def tasks_from(selection: str) -> list:
     """The current revisions of the tasks a selection names (tasks.selection: status=…, source=…, category=…,
     prefix=…, limit=N, e.g. "status=ready,source=skill,limit=200", or a curriculum's train split
     "prefix=curriculum-s0-train-"); newest first, benchmark tasks left out (the contamination guard)."""
-    from review.models import PinnedRevision
+    from benchmarks.models import PinnedRevision
     from tasks.models import Task
     from tasks.selection import SelectionError, select_tasks
 

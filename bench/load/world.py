@@ -39,9 +39,10 @@ def seed(*, reviewers: int, agents: int, queue_candidates: int, upstream_url: st
     from review_bench import build_queue, queue_urls  # bench/ helpers: the queue in use, and its URLs
 
     from accounts.roles import REVIEWER, grant_role
+    from benchmarks.models import Benchmark
     from evaluation.tests.conftest import fruit_package
     from llm.services import create_endpoint, open_proxy_session, proxy_base_url
-    from review.models import Benchmark, BenchmarkCandidate
+    from review.models import BenchmarkCandidate
     from tasks.services import save_package
 
     users = get_user_model().objects

@@ -17,7 +17,7 @@ REQUIRED = {"leaderboard": {"benchmark": "b-1"}}
 @pytest.fixture(autouse=True)
 def a_task(db):
     save_package(TaskPackage(external_id="t-1", instruction="Say hi", files=[PackageFile("a.txt", b"x")]))
-    from review.models import Benchmark, BenchmarkVersion
+    from benchmarks.models import Benchmark, BenchmarkVersion
 
     BenchmarkVersion.objects.create(benchmark=Benchmark.objects.create(name="b-1"), number=1)
 

@@ -5,11 +5,11 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
 from clawgym_site.browser_testing import log_in, screenshot
 from evaluation import runs
 from evaluation.models import EvalRun
 from llm.models import ModelEndpoint
-from review.models import Benchmark, BenchmarkVersion, PinnedRevision
 
 from .evalkit import make_tasks
 

@@ -16,6 +16,7 @@ from django.utils import timezone
 from django_q.models import OrmQ
 from rest_framework.test import APIClient
 
+from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
 from evaluation import runs
 from evaluation.exports import CSV_COLUMNS
 from evaluation.harnesses import ExitReason
@@ -24,7 +25,6 @@ from evaluation.run_jobs import REGRADE_JOB
 from evaluation.services import ROLLOUT_JOB
 from jobs.models import JobRun
 from llm.models import ModelEndpoint
-from review.models import Benchmark, BenchmarkVersion, PinnedRevision
 
 from .evalkit import RIGHT, WRONG, make_tasks
 

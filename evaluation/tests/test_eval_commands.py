@@ -19,11 +19,11 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
 from evaluation.exports import CSV_COLUMNS
 from evaluation.models import EvalRun, Rollout, RolloutScore
 from jobs.models import JobRun
 from llm.testing import Reply
-from review.models import Benchmark, BenchmarkVersion, PinnedRevision
 
 from .conftest import needs_bwrap
 from .evalkit import RIGHT, TASKS, WRONG, endpoints, expected_scores, make_tasks, respond

@@ -13,12 +13,12 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
 
+from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
 from evaluation import runs
 from evaluation.harnesses.base import ExitReason
 from evaluation.models import EvalRun, EvalRunTask, Rollout
 from jobs.models import JobRun
 from llm.models import ModelEndpoint
-from review.models import Benchmark, BenchmarkVersion, PinnedRevision
 from tasks.models import BenchmarkCategory
 
 from .evalkit import make_tasks

@@ -217,7 +217,8 @@ def run_now(kind: str) -> JobRun:
 
 
 def test_expired_review_claims_are_handed_back(admin_user, reviewer):
-    from review.models import Benchmark, BenchmarkCandidate, ClaimEvent
+    from benchmarks.models import Benchmark
+    from review.models import BenchmarkCandidate, ClaimEvent
     from review.services import claim, propose_candidates
     from review.tests.conftest import add_diagnosis, make_task
 

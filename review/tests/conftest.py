@@ -2,7 +2,8 @@
 
 import pytest
 
-from review.models import SEVERITY_RANK, Benchmark, BenchmarkCandidate, DiagnosisIssue, LLMDiagnosis
+from benchmarks.models import Benchmark
+from review.models import SEVERITY_RANK, BenchmarkCandidate, DiagnosisIssue, LLMDiagnosis
 from review.services import propose_candidates
 from tasks.models import SanityReport
 from tasks.package import PackageFile, TaskPackage

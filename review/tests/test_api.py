@@ -2,8 +2,9 @@
 
 import pytest
 
+from benchmarks.models import BenchmarkVersion
 from jobs.models import JobRun
-from review.models import BenchmarkCandidate, BenchmarkVersion, ReviewDecision
+from review.models import BenchmarkCandidate, ReviewDecision
 from review.services import claim, decide
 from tasks.services import revise_task
 
@@ -120,7 +121,8 @@ def test_freeze_admin_only_and_versions_listed(api_as, reviewer, admin_user, can
     url = f"/api/benchmarks/{benchmark.pk}/freeze/"
     assert api_as(reviewer).post(url, {}, format="json").status_code == 403
     response = api_as(admin_user).post(url, {"note": "v1"}, format="json")
-    assert response.status_code == 201
+    assert response.status_code == 201 and response.json()["number"] == 1 and response.json()["task_count"] == 1
+    assert response.json()["downloads"]["zip"].startswith("http://testserver/api/benchmark-versions/")
     assert response.json()["revisions"] == [
         {"task": "t-review", "revision": 1, "revision_id": candidate.task.current_revision_id}
     ]

@@ -6,8 +6,9 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from review.exporting import archive_chunks
-from review.models import Benchmark, BenchmarkCandidate, BenchmarkVersion
+from benchmarks.exporting import archive_chunks
+from benchmarks.models import Benchmark, BenchmarkVersion
+from review.models import BenchmarkCandidate
 from review.services import claim, decide, freeze_version, propose_candidates
 from tasks.models import BenchmarkCategory, Task
 from tasks.services import revise_task

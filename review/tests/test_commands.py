@@ -6,10 +6,11 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
+from benchmarks.models import Benchmark
 from jobs.models import JobRun
 from llm.models import ModelEndpoint
 from llm.testing import Reply
-from review.models import Benchmark, BenchmarkCandidate, LLMDiagnosis
+from review.models import BenchmarkCandidate, LLMDiagnosis
 
 from .conftest import make_task
 

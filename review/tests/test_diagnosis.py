@@ -156,8 +156,8 @@ def _candidate(benchmark, external_id):
 def test_diagnose_all_queues_one_child_per_waiting_candidate_and_skips_busy_ones(
     benchmark, candidate, admin_user, reviewer, django_capture_on_commit_callbacks
 ):
+    from benchmarks.models import Benchmark
     from review.jobs import DIAGNOSE_BATCH_JOB, DIAGNOSE_JOB
-    from review.models import Benchmark
 
     from .conftest import add_diagnosis
 

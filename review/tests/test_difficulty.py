@@ -19,6 +19,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from benchmarks.models import Benchmark
 from evaluation.models import EvalRun, Outcome, Rollout
 from evaluation.runs import run_here
 from evaluation.tests.conftest import RIGHT_SUMMARY, fruit_package
@@ -35,7 +36,7 @@ from review.difficulty import (
     verdict_for,
 )
 from review.jobs import DIFFICULTY_JOB
-from review.models import Benchmark, BenchmarkCandidate, DifficultyFilter, DifficultyResult
+from review.models import BenchmarkCandidate, DifficultyFilter, DifficultyResult
 from review.services import propose_candidates
 from tasks.services import save_package
 

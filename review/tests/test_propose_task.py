@@ -3,7 +3,8 @@
 import pytest
 from django.urls import reverse
 
-from review.models import Benchmark, BenchmarkCandidate
+from benchmarks.models import Benchmark
+from review.models import BenchmarkCandidate
 
 from .conftest import make_task
 

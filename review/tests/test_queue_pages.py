@@ -15,9 +15,10 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from benchmarks.models import Benchmark
 from jobs.models import JobRun
 from review.jobs import DIAGNOSE_BATCH_JOB, DIAGNOSE_JOB
-from review.models import Benchmark, BenchmarkCandidate, ClaimEvent, ReviewDecision
+from review.models import BenchmarkCandidate, ClaimEvent, ReviewDecision
 from review.views.queue import PAGE_SIZE
 from tasks.models import BenchmarkCategory, Task
 

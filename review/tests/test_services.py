@@ -7,9 +7,10 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from benchmarks.models import BenchmarkVersion
 from jobs.models import JobRun
 from review import services
-from review.models import BenchmarkCandidate, BenchmarkVersion, ReviewDecision
+from review.models import BenchmarkCandidate, ReviewDecision
 from tasks.models import Task
 from tasks.services import StaleRevisionError, revise_task
 

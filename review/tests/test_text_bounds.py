@@ -8,8 +8,10 @@ import json
 
 import pytest
 
+from benchmarks.models import Benchmark, BenchmarkVersion
+from benchmarks.services import BenchmarkError, get_or_create_benchmark
 from review import quality, services
-from review.models import Benchmark, BenchmarkVersion, ReviewDecision
+from review.models import ReviewDecision
 from review.tests.conftest import accept_all, add_diagnosis, make_task
 
 NOTE_LIMIT = 16 * 1024
@@ -63,10 +65,10 @@ def test_the_inline_editor_refuses_an_oversized_instruction_or_rubric(candidate,
 
 
 def test_names_and_notes_of_benchmarks_versions_and_samples(benchmark, admin_user, reviewer):
-    with pytest.raises(services.ReviewError, match="the benchmark name is 121 characters, over the limit of 120"):
-        services.get_or_create_benchmark("b" * 121, user=admin_user)
-    with pytest.raises(services.ReviewError, match="the benchmark description is"):
-        services.get_or_create_benchmark("office-bench", user=admin_user, description=PASTED)
+    with pytest.raises(BenchmarkError, match="the benchmark name is 121 characters, over the limit of 120"):
+        get_or_create_benchmark("b" * 121, user=admin_user)
+    with pytest.raises(BenchmarkError, match="the benchmark description is"):
+        get_or_create_benchmark("office-bench", user=admin_user, description=PASTED)
     assert list(Benchmark.objects.values_list("name", flat=True)) == ["claw-bench"]
 
     accept_all(benchmark, [make_task("t-1")], admin_user=admin_user, reviewer=reviewer)

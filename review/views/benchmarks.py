@@ -23,12 +23,14 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from accounts.decorators import admin_required, viewer_required
 from accounts.roles import ADMIN, has_role
+from benchmarks.exporting import ARCHIVE_FORMATS, download_response, manifest
+from benchmarks.models import Benchmark, BenchmarkVersion
+from benchmarks.services import get_or_create_benchmark
 from clawgym_site.htmx import render_page
 from tasks.models import BenchmarkCategory, Task
 
 from .. import services
-from ..exporting import ARCHIVE_FORMATS, download_response, manifest
-from ..models import Benchmark, BenchmarkCandidate, BenchmarkVersion, ReviewDecision
+from ..models import BenchmarkCandidate, ReviewDecision
 
 Status = BenchmarkCandidate.Status
 MAX_TASK_IDS = 20_000
@@ -224,7 +226,7 @@ def benchmark_list(request):
         raise PermissionDenied("Creating a benchmark needs the admin role.")
     form = BenchmarkForm(request.POST)
     if form.is_valid():
-        benchmark, made = services.get_or_create_benchmark(
+        benchmark, made = get_or_create_benchmark(
             form.cleaned_data["name"], user=request.user, description=form.cleaned_data["description"]
         )
         if made:

@@ -21,6 +21,7 @@ from django.urls import NoReverseMatch, path, reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.decorators import admin_required, viewer_required
+from benchmarks.models import Benchmark
 from clawgym_site.htmx import render_page
 from evaluation.models import Rollout
 from jobs.engine import JobEngineError
@@ -28,7 +29,7 @@ from jobs.engine import JobEngineError
 from .. import services
 from ..difficulty import DifficultyError, default_candidates, set_difficulty_thresholds, start_difficulty_filter
 from ..forms import DifficultyFilterForm, DifficultyThresholdsForm
-from ..models import Benchmark, BenchmarkCandidate, DifficultyFilter, DifficultyResult, DifficultyVerdict
+from ..models import BenchmarkCandidate, DifficultyFilter, DifficultyResult, DifficultyVerdict
 
 RECENT_FILTERS = 20
 

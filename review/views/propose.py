@@ -13,11 +13,12 @@ from django.urls import path
 from django.views.decorators.http import require_http_methods
 
 from accounts.decorators import admin_required
+from benchmarks.models import Benchmark
 from clawgym_site.htmx import render_page
 from tasks.models import Task
 
 from .. import services
-from ..models import Benchmark, BenchmarkCandidate
+from ..models import BenchmarkCandidate
 
 
 class ProposeTaskForm(forms.Form):

@@ -12,12 +12,12 @@ from django.urls import path, reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.decorators import admin_required, reviewer_required, viewer_required
+from benchmarks.models import Benchmark
 from clawgym_site.htmx import render_page
 from review import quality
 from review.models import (
     QUALITY_DIMENSIONS,
     QUALITY_SCALE,
-    Benchmark,
     BenchmarkCandidate,
     QualityRating,
     QualitySample,

@@ -19,6 +19,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import reswap, retarget, trigger_client_event
 
 from accounts.decorators import admin_required, reviewer_required, viewer_required
+from benchmarks.models import Benchmark
 from clawgym_site.htmx import render_page
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
@@ -27,15 +28,7 @@ from tasks.models import BenchmarkCategory, SanityReport
 from .. import bulk, services
 from ..forms import BulkDecisionForm, DecisionForm
 from ..jobs import DIAGNOSE_BATCH_JOB, DIAGNOSE_JOB
-from ..models import (
-    Benchmark,
-    BenchmarkCandidate,
-    DiagnosisIssue,
-    DifficultyVerdict,
-    LLMDiagnosis,
-    ReviewDecision,
-    Severity,
-)
+from ..models import BenchmarkCandidate, DiagnosisIssue, DifficultyVerdict, LLMDiagnosis, ReviewDecision, Severity
 from ..serializers import CandidateFilterSerializer
 
 PAGE_SIZE = 50

@@ -6,7 +6,7 @@ The item page says "new task", never "imported"."""
 import pytest
 from django.urls import reverse
 
-from review.models import Benchmark
+from benchmarks.models import Benchmark
 from review.services import sanity_block
 from synthesis.batches import run_here, start_batch
 from synthesis.stages.catalog import store_sanity_report

@@ -20,15 +20,9 @@ import os
 import tempfile
 from pathlib import Path
 
+from benchmarks.services import get_or_create_benchmark
 from review.models import BenchmarkCandidate
-from review.services import (
-    ReviewError,
-    accepted_revision,
-    decide,
-    freeze_version,
-    get_or_create_benchmark,
-    propose_candidates,
-)
+from review.services import ReviewError, accepted_revision, decide, freeze_version, propose_candidates
 from tasks.importing import import_path
 from tasks.models import BenchmarkCategory, SanityReport, Task
 from tasks.sanity import check_here

@@ -3,9 +3,9 @@ the dataset tests: a corpus with one trajectory for each way of being left out."
 
 from dataclasses import dataclass, field
 
+from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
 from evaluation.models import EvalRun, Rollout, Trajectory
 from llm.models import ModelEndpoint
-from review.models import Benchmark, BenchmarkVersion, PinnedRevision
 from tasks.models import BenchmarkCategory, Task, TaskRevision
 
 TOOLS = [

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from review.models import Benchmark, BenchmarkVersion
+from benchmarks.models import Benchmark, BenchmarkVersion
 from sandbox import Workspace
 from sandbox.testing import require_bwrap
 from tasks.formats.clawgym import ClawGymFolder

@@ -13,11 +13,11 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
+from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
 from evaluation.tests.conftest import fruit_task  # noqa: F401  (fixture)
 from jobs.models import JobRun
 from jobs.testing import use_engine
 from llm.models import ModelEndpoint
-from review.models import Benchmark, BenchmarkVersion, PinnedRevision
 from training_jobs.evaluations import evaluate_checkpoints
 from training_jobs.models import CheckpointEvaluation, ModelServer, TrainingRun
 from training_jobs.tests.test_serving_job import gpu_worker, served_run  # noqa: F401  (fixture)

@@ -131,7 +131,7 @@ def revision(external_id: str):
 
 @pytest.mark.django_db
 def test_an_rl_run_is_queued_on_the_gpu_queue_and_refuses_benchmark_tasks():
-    from review.models import Benchmark, BenchmarkVersion, PinnedRevision
+    from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
     from training_jobs.runs import cancel_training_run, clone_training_run, create_rl_run, rl_run_json, tasks_from
 
     one, two, pinned = revision("rl-one"), revision("rl-two"), revision("rl-bench")

@@ -10,10 +10,10 @@ from html import unescape
 import pytest
 from django.urls import reverse
 
+from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
 from clawgym_site.testing import make_user
 from evaluation.models import Rollout
 from llm.models import ModelEndpoint
-from review.models import Benchmark, BenchmarkVersion, PinnedRevision
 from tasks.models import Task, TaskRevision
 from training_jobs.models import RLRollout, TrainingMetric, TrainingRun
 from training_jobs.runs import create_rl_run

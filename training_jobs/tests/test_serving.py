@@ -274,8 +274,8 @@ def test_evaluate_checkpoints_serves_each_and_the_base_and_charts_them(
 ):
     from django.urls import reverse
 
+    from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
     from evaluation.models import EvalRun
-    from review.models import Benchmark, BenchmarkVersion, PinnedRevision
     from training_jobs.models import CheckpointEvaluation, TrainingRun
 
     version = BenchmarkVersion.objects.create(benchmark=Benchmark.objects.create(name="fruit-bench"), number=1)

@@ -7,12 +7,12 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from benchmarks.models import Benchmark
 from jobs.cli import UsageError, engine_refused
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
 from jobs.waiting import NotFinished, NoWorker, Work, add_wait_arguments, wait_for
 from llm.models import ModelEndpoint
-from review.models import Benchmark
 from tasks.selection import add_task_arguments, tasks_given, tasks_of
 
 from ...harnesses import HARNESSES

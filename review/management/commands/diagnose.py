@@ -4,13 +4,14 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from benchmarks.models import Benchmark
 from jobs.cli import UsageError, engine_refused
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
 from jobs.services import cancel_job
 from jobs.waiting import NotFinished, NoWorker, Work, add_wait_arguments, wait_for
 from review.diagnosis import DiagnosisFailed, diagnose_candidate
-from review.models import Benchmark, BenchmarkCandidate
+from review.models import BenchmarkCandidate
 from review.services import start_diagnosis
 
 PROGRESS_SECONDS = 5.0

@@ -5,6 +5,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from benchmarks.models import Benchmark
 from evaluation.harnesses import HARNESSES
 from evaluation.models import EvalRun, Rollout
 from evaluation.runs import cancel_eval_run
@@ -22,7 +23,7 @@ from review.difficulty import (
     start_difficulty_filter,
     verdict_counts,
 )
-from review.models import Benchmark, DifficultyFilter
+from review.models import DifficultyFilter
 
 PROGRESS_SECONDS = 5.0
 

@@ -7,8 +7,9 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand
 from django.core.validators import validate_slug
 
+from benchmarks.services import get_or_create_benchmark
 from jobs.cli import UsageError
-from review.services import get_or_create_benchmark, propose_candidates
+from review.services import propose_candidates
 from tasks.models import Task
 from tasks.selection import add_task_arguments, tasks_of
 

@@ -10,22 +10,22 @@ from unittest import mock
 import pytest
 from django.core.management import CommandError, call_command
 
-from review import exporting
-from review.exporting import BenchmarkExportError, archive_chunks, export_version, find_version
-from review.models import Benchmark, BenchmarkCandidate
-from review.services import freeze_version
+from benchmarks import exporting
+from benchmarks.exporting import BenchmarkExportError, archive_chunks, export_version, find_version
+from benchmarks.models import Benchmark
+from benchmarks.services import create_version
 from tasks.importing import import_path
 from tasks.models import BenchmarkCategory, Task, TaskRevision
 from tasks.package import PackageFile, TaskPackage
 from tasks.services import revise_task, save_package
 
-from .conftest import accept_all, make_task
+from .conftest import make_task
 
 RUBRIC = [{"name": "report", "target_file": "report.md", "scores": {s: f"level {s}" for s in ("0", "0.25", "0.5", "0.75", "1")}, "weight": 2.0}]  # fmt: skip
 
 
 @pytest.fixture
-def version(benchmark, admin_user, reviewer):
+def version(benchmark, admin_user):
     """v1 of claw-bench pinning two tasks: one plain, one with a rubric, λ, a script, a category and extras."""
     BenchmarkCategory.objects.create(slug="office", name="Office tasks")
     rich = save_package(
@@ -44,10 +44,11 @@ def version(benchmark, admin_user, reviewer):
             entry_extra={"input_mount_dir": "/workspace"},
         )
     ).task
-    accept_all(benchmark, [make_task("t-plain"), rich], admin_user=admin_user, reviewer=reviewer)
+    plain = make_task("t-plain")
     benchmark.description = "Claw tasks, reviewed."
     benchmark.save()
-    return freeze_version(benchmark, user=admin_user, note="first cut")
+    pinned = [plain.current_revision_id, rich.current_revision_id]
+    return create_version(benchmark, pinned, user=admin_user, note="first cut")
 
 
 def archive_bytes(version, fmt) -> bytes:
@@ -224,7 +225,7 @@ def test_format_comes_from_the_suffix_unless_named(version, tmp_path):
 
 def test_find_version(version, admin_user):
     assert find_version("claw-bench") == version
-    v2 = freeze_version(version.benchmark, user=admin_user)
+    v2 = create_version(version.benchmark, version.revisions.values_list("pk", flat=True), user=admin_user)
     assert find_version("claw-bench") == v2 and find_version("claw-bench", 1) == version
     with pytest.raises(BenchmarkExportError, match=r"claw-bench has no version 7 \(it has v1, v2\)"):
         find_version("claw-bench", 7)
@@ -245,11 +246,8 @@ def run(*args) -> str:
 
 
 def test_command_exports_the_latest_version_and_prints_json(version, tmp_path, admin_user):
-    task = Task.objects.get(external_id="t-plain")
-    revise_task(task, user=admin_user, message="edit", instruction="A second take.")
-    candidate = BenchmarkCandidate.objects.get(task=task)
-    BenchmarkCandidate.objects.filter(pk=candidate.pk).update(status=BenchmarkCandidate.Status.REJECTED)
-    freeze_version(version.benchmark, user=admin_user, note="without t-plain")
+    rich = Task.objects.get(external_id="t-rich")
+    create_version(version.benchmark, [rich.current_revision_id], user=admin_user, note="without t-plain")
     out = tmp_path / "latest.zip"
     last = run("--benchmark", "claw-bench", "--out", str(out), "--json").strip().splitlines()[-1]
     assert json.loads(last) == {
@@ -313,13 +311,10 @@ def test_api_export_defaults_to_tar_gz_and_refuses_other_formats(api_as, viewer,
     assert client.get(f"/api/benchmark-versions/{version.pk + 100}/export/").status_code == 404
 
 
-def test_api_versions_show_task_count_and_download_urls(api_as, viewer, admin_user, version):
+def test_api_versions_show_task_count_and_download_urls(api_as, viewer, version):
     base = f"http://testserver{export_url(version)}"
     body = api_as(viewer).get(f"/api/benchmark-versions/{version.pk}/").json()
     assert body["task_count"] == 2 and body["note"] == "first cut"
     assert body["downloads"] == {"tar.gz": f"{base}?format=tar.gz", "zip": f"{base}?format=zip"}
     (row,) = api_as(viewer).get("/api/benchmark-versions/", {"benchmark": "claw-bench"}).json()["results"]
     assert row["task_count"] == 2 and row["downloads"] == body["downloads"]
-    frozen = api_as(admin_user).post(f"/api/benchmarks/{version.benchmark.pk}/freeze/", {"note": "v2"}, format="json")
-    assert frozen.status_code == 201 and frozen.json()["number"] == 2 and frozen.json()["task_count"] == 2
-    assert frozen.json()["downloads"]["zip"].startswith("http://testserver/api/benchmark-versions/")

@@ -4,7 +4,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from review.exporting import FORMATS, BenchmarkExportError, export_version, find_version
+from benchmarks.exporting import FORMATS, BenchmarkExportError, export_version, find_version
 
 
 class Command(BaseCommand):
