@@ -77,7 +77,7 @@ def cpu_timing(values: list[float]) -> dict:
 def make_tasks(n: int) -> list:
     """`n` fruit-summary tasks (a real checker each), spread over the benchmark categories; every seventh is left
     uncategorized, as tasks of the ClawGym release are until categorize_tasks runs."""
-    from evaluation.tests.conftest import fruit_package
+    from evaluation.testing import fruit_package
     from tasks.models import BenchmarkCategory
     from tasks.services import save_package
 
@@ -94,7 +94,7 @@ def make_tasks(n: int) -> list:
 
 def respond(body: dict):
     """The scripted model: write the right summary, then (once a tool result is in the conversation) say done."""
-    from evaluation.tests.conftest import RIGHT_SUMMARY
+    from evaluation.testing import RIGHT_SUMMARY
     from llm.testing import Reply
 
     messages = (body or {}).get("messages") or []

@@ -50,7 +50,7 @@ def serve_model(port: int) -> None:
     import uvicorn
 
     django.setup()  # the task's fixtures module reads models
-    from evaluation.tests.conftest import RIGHT_SUMMARY
+    from evaluation.testing import RIGHT_SUMMARY
     from llm.testing import Reply, ScriptedUpstream
 
     class ConversationModel(ScriptedUpstream):
@@ -75,7 +75,7 @@ def serve_model(port: int) -> None:
 def make_tasks(n: int) -> list:
     import dataclasses
 
-    from evaluation.tests.conftest import fruit_package
+    from evaluation.testing import fruit_package
     from tasks.services import save_package
 
     revisions = []

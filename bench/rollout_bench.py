@@ -59,7 +59,7 @@ def serve_model(port: int, stall: bool = False) -> None:
     import uvicorn
 
     django.setup()  # the task's fixtures module reads models
-    from evaluation.tests.conftest import RIGHT_SUMMARY
+    from evaluation.testing import RIGHT_SUMMARY
     from llm.testing import Reply, ScriptedUpstream
 
     class ConversationModel(ScriptedUpstream):
@@ -264,7 +264,7 @@ def main() -> None:
         from django.core.management import call_command
 
         from evaluation.harnesses import get_harness
-        from evaluation.tests.conftest import fruit_package
+        from evaluation.testing import fruit_package
         from jobs.testing import WorkerProcess
         from llm.services import create_endpoint
         from tasks.services import save_package

@@ -32,7 +32,7 @@ def main() -> None:
     django.setup()  # for the fruit task's constants (no database is used here)
     import uvicorn
 
-    from evaluation.tests.conftest import RIGHT_SUMMARY
+    from evaluation.testing import RIGHT_SUMMARY
     from llm.testing import Reply, ScriptedUpstream
 
     streamed = Reply.text("tok " * args.chunks, chunk_size=4, chunk_delay=args.chunk_delay)

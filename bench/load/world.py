@@ -40,7 +40,7 @@ def seed(*, reviewers: int, agents: int, queue_candidates: int, upstream_url: st
 
     from accounts.roles import REVIEWER, grant_role
     from benchmarks.models import Benchmark
-    from evaluation.tests.conftest import fruit_package
+    from evaluation.testing import fruit_package
     from llm.services import create_endpoint, open_proxy_session, proxy_base_url
     from review.models import BenchmarkCandidate
     from tasks.services import save_package

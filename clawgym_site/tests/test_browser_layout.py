@@ -16,7 +16,7 @@ from django.utils import timezone
 from clawgym_site.browser_testing import log_in, screenshot, watch
 from evaluation import runs
 from evaluation.models import EvalRun, Rollout
-from evaluation.tests.conftest import fruit_package
+from evaluation.testing import fruit_package
 from evaluation.tests.test_eval_pages import endpoint, freeze
 from tasks.models import BenchmarkCategory
 from tasks.services import save_package

@@ -10,11 +10,10 @@ import dataclasses
 import json
 import re
 
+from evaluation.testing import RIGHT_SUMMARY, fruit_package
 from llm.models import ModelEndpoint
 from llm.testing import Reply
 from tasks.models import BenchmarkCategory
-
-from .conftest import RIGHT_SUMMARY, fruit_package
 
 TASKS = {  # task id -> benchmark category slug (None: uncategorized)
     "eval-a": "analysis-reasoning",

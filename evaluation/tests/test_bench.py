@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import needs_bwrap
+from evaluation.testing import needs_bwrap
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 

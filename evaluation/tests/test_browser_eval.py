@@ -21,12 +21,12 @@ from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
 from clawgym_site.browser_testing import assert_no_reload, log_in, mark_document, screenshot, watch
 from evaluation import runs
 from evaluation.models import EvalRun, EvalRunTask
+from evaluation.testing import needs_bwrap
 from jobs.models import JobRun
 from jobs.testing import start_django_q_worker, use_engine
 from tasks.models import RevisionFile
 from tasks.services import revise_task
 
-from .conftest import needs_bwrap
 from .evalkit import RIGHT, WRONG, endpoints, make_tasks, respond
 
 pytestmark = [

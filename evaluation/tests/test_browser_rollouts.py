@@ -15,9 +15,8 @@ from django.urls import reverse
 from clawgym_site.browser_testing import assert_no_reload, log_in, mark_document, screenshot
 from evaluation.models import Rollout
 from evaluation.services import create_rollouts, execute_rollout
+from evaluation.testing import RIGHT_SUMMARY, needs_bwrap
 from llm.testing import Reply, ScriptedUpstream
-
-from .conftest import RIGHT_SUMMARY, needs_bwrap
 
 pytestmark = [
     needs_bwrap,

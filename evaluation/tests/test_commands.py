@@ -7,9 +7,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from evaluation.models import Rollout
+from evaluation.testing import FRUIT_CSV, RIGHT_SUMMARY, needs_bwrap
 from llm.testing import Reply
-
-from .conftest import FRUIT_CSV, RIGHT_SUMMARY, needs_bwrap
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -11,6 +11,7 @@ import pytest
 from evaluation.harnesses.sandboxed import sandbox_backend
 from evaluation.models import Rollout
 from evaluation.services import create_rollouts, execute_rollout
+from evaluation.testing import RIGHT_SUMMARY, network_probe, probe_result
 from llm.models import ModelCall
 from llm.testing import Reply
 from sandbox import Limits, runtime_version
@@ -19,8 +20,6 @@ from tasks.models import Task
 from tasks.sanity import check_revision
 from tasks.tests.test_sanity import EXAMPLES
 from tasks.tests.test_verification import HOSTILE, run, shell
-
-from .conftest import RIGHT_SUMMARY, network_probe, probe_result
 
 pytestmark = [pytest.mark.docker, pytest.mark.once]
 

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .conftest import needs_bwrap
+from evaluation.testing import needs_bwrap
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 

@@ -22,10 +22,10 @@ from django.core.management.base import CommandError
 from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
 from evaluation.exports import CSV_COLUMNS
 from evaluation.models import EvalRun, Rollout, RolloutScore
+from evaluation.testing import needs_bwrap
 from jobs.models import JobRun
 from llm.testing import Reply
 
-from .conftest import needs_bwrap
 from .evalkit import RIGHT, TASKS, WRONG, endpoints, expected_scores, make_tasks, respond
 
 pytestmark = [needs_bwrap, pytest.mark.django_db(transaction=True)]

@@ -11,8 +11,8 @@ import pytest
 
 from evaluation.models import EvalRun, Outcome
 from evaluation.runs import compare_runs, create_eval_run, run_here, run_json
+from evaluation.testing import needs_bwrap
 
-from .conftest import needs_bwrap
 from .evalkit import RIGHT, TASK_MARK, WRONG, endpoints, expected_scores, make_tasks, respond
 
 pytestmark = [needs_bwrap, pytest.mark.harness, pytest.mark.django_db(transaction=True)]

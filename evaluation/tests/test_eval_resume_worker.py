@@ -15,10 +15,10 @@ from django.core.management.base import CommandError
 
 from evaluation.models import EvalRun, Rollout, RolloutScore
 from evaluation.runs import start_eval_run
+from evaluation.testing import needs_bwrap
 from jobs.testing import use_engine, wait_for
 from llm.testing import Reply
 
-from .conftest import needs_bwrap
 from .evalkit import RIGHT, WRONG, endpoints, expected_scores, make_tasks, respond
 
 pytestmark = [needs_bwrap, pytest.mark.workers, pytest.mark.django_db(transaction=True)]

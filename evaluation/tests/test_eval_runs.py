@@ -6,9 +6,9 @@ import pytest
 
 from evaluation.models import EvalRun, Outcome, Rollout, RolloutScore
 from evaluation.runs import EvalRunError, create_eval_run, resume_eval_run, run_here, run_json
+from evaluation.testing import needs_bwrap
 from llm.testing import Reply
 
-from .conftest import needs_bwrap
 from .evalkit import RIGHT, WRONG, endpoints, expected_scores, make_tasks, respond
 
 pytestmark = [needs_bwrap, pytest.mark.django_db(transaction=True)]

@@ -8,12 +8,11 @@ from django.urls import reverse
 
 from evaluation.models import Rollout, RolloutFile, Trajectory
 from evaluation.presenting import show_arguments
+from evaluation.testing import RIGHT_SUMMARY
 from jobs.models import JobRun
 from llm.models import ModelCall, ModelEndpoint
 from llm.services import open_proxy_session
 from tasks.services import store_blobs
-
-from .conftest import RIGHT_SUMMARY
 
 pytestmark = pytest.mark.django_db
 

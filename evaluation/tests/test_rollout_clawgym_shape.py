@@ -10,6 +10,7 @@ from django.urls import reverse
 
 from evaluation.models import Rollout, RolloutFile
 from evaluation.services import create_rollouts, execute_rollout
+from evaluation.testing import needs_bwrap
 from llm.testing import Reply
 from tasks.package import PackageFile, TaskPackage
 from tasks.services import save_package
@@ -20,8 +21,6 @@ from tasks.tests.data.clawgym_shapes import (
     PLANIFY_INPUTS,
     PLANIFY_INSTRUCTION,
 )
-
-from .conftest import needs_bwrap
 
 pytestmark = [needs_bwrap, pytest.mark.django_db(transaction=True)]
 

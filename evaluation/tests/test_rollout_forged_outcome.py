@@ -15,10 +15,9 @@ from django.urls import reverse
 
 from evaluation.models import Rollout
 from evaluation.services import create_rollouts, execute_rollout
+from evaluation.testing import needs_bwrap
 from llm.models import ModelCall
 from llm.testing import Reply
-
-from .conftest import needs_bwrap
 
 pytestmark = [needs_bwrap, pytest.mark.django_db(transaction=True)]
 

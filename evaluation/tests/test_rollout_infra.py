@@ -9,10 +9,9 @@ import pytest
 from evaluation.harnesses.sandboxed import WALL_MARGIN_SECONDS
 from evaluation.models import Rollout
 from evaluation.services import create_rollouts, execute_rollout, retry_rollout, rollout_timeout
+from evaluation.testing import RIGHT_SUMMARY, needs_bwrap
 from llm.models import ModelCall, ModelEndpoint, ProxySession
 from llm.testing import Reply, serve_in_thread, stop_server
-
-from .conftest import RIGHT_SUMMARY, needs_bwrap
 
 
 def run_one(revision, endpoint, **options) -> Rollout:

@@ -12,10 +12,9 @@ import pytest
 
 from evaluation.models import Rollout, Trajectory
 from evaluation.services import create_rollouts, execute_rollout
+from evaluation.testing import RIGHT_SUMMARY, needs_bwrap, network_probe, probe_result
 from llm.models import ModelCall
 from llm.testing import Reply
-
-from .conftest import RIGHT_SUMMARY, needs_bwrap, network_probe, probe_result
 
 pytestmark = [needs_bwrap, pytest.mark.harness, pytest.mark.django_db(transaction=True)]
 

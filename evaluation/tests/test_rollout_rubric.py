@@ -9,11 +9,10 @@ from django.core.management import CommandError, call_command
 
 from evaluation.models import Rollout
 from evaluation.services import create_rollouts, execute_rollout
+from evaluation.testing import RIGHT_SUMMARY, fruit_package, needs_bwrap
 from llm.models import ModelCall, ModelEndpoint
 from llm.testing import Reply
 from tasks.services import save_package
-
-from .conftest import RIGHT_SUMMARY, fruit_package, needs_bwrap
 
 pytestmark = [needs_bwrap, pytest.mark.django_db(transaction=True)]
 

@@ -11,10 +11,9 @@ from django.urls import reverse
 
 from evaluation.models import Rollout
 from evaluation.services import RolloutError, create_rollouts, execute_rollout
+from evaluation.testing import RIGHT_SUMMARY, needs_bwrap
 from llm.models import ModelCall
 from llm.testing import Reply
-
-from .conftest import RIGHT_SUMMARY, needs_bwrap
 
 pytestmark = pytest.mark.django_db(transaction=True)
 WRITE_SUMMARY = {"path": "summary.txt", "content": RIGHT_SUMMARY}

@@ -13,12 +13,11 @@ from django.core.management import call_command
 
 from evaluation.models import Rollout
 from evaluation.services import retry_rollout, start_rollouts
+from evaluation.testing import RIGHT_SUMMARY, needs_bwrap, wait_rollout
 from evaluation.workspaces import attempt_folders
 from jobs.testing import wait_for
 from llm.models import ModelCall
 from llm.testing import Reply
-
-from .conftest import RIGHT_SUMMARY, needs_bwrap, wait_rollout
 
 pytestmark = [needs_bwrap, pytest.mark.workers, pytest.mark.django_db(transaction=True)]
 

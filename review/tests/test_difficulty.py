@@ -1,7 +1,7 @@
 """Difficulty-aware filtering, end to end: the builtin harness in the sandbox, a scripted "strong" and "weak" model
 on one loopback upstream, real evaluation runs and checkers, every candidate's verdict computed by hand.
 
-The fruit checker (evaluation/tests/conftest.py CHECK_PY) averages four checks: summary written, summary right,
+The fruit checker (evaluation/testing.py CHECK_PY) averages four checks: summary written, summary right,
 input kept (fruit.csv still starts with "fruit,"), "done" said in the final message. Here a model's answer to a task
 is one of
     right    writes the right summary, then says "Done"            4/4 = 1.0
@@ -22,7 +22,7 @@ from django.core.management.base import CommandError
 from benchmarks.models import Benchmark
 from evaluation.models import EvalRun, Outcome, Rollout
 from evaluation.runs import run_here
-from evaluation.tests.conftest import RIGHT_SUMMARY, fruit_package
+from evaluation.testing import RIGHT_SUMMARY, fruit_package
 from evaluation.tests.evalkit import SOLVES, TASK_MARK, endpoints, make_tasks
 from jobs.models import JobRun
 from jobs.runner import execute

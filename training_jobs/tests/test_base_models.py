@@ -2,8 +2,6 @@
 which queues the conversion on the gpu queue and polls its progress), the API and the admin, and the training forms
 saying why their base-model choice is empty. The conversion itself is test_smollm2's (slow)."""
 
-# ruff: noqa: F811  (pytest fixtures imported from other test modules are test arguments here)
-
 import json
 from html import unescape
 from io import StringIO
@@ -15,7 +13,6 @@ from django.urls import reverse
 from jobs.models import JobRun
 from training_jobs import base_models
 from training_jobs.models import BaseModel
-from training_jobs.tests.test_sft_runs import tiny_model_path  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.django_db
 

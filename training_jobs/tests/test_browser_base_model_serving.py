@@ -3,8 +3,6 @@ shows the server starting, then ready with the endpoint base-NAME and a link to 
 reload; Stop (confirmed) stops it and the row offers Serve again. The click answers at once; a real django-q worker
 starts `transformers serve` on the tiny model."""
 
-# ruff: noqa: F811  (pytest fixtures imported from other test modules are test arguments here)
-
 import os
 
 import pytest
@@ -13,7 +11,6 @@ from clawgym_site.browser_testing import assert_no_reload, log_in, mark_document
 from jobs.testing import start_django_q_worker, use_engine
 from training_jobs.models import BaseModel, ModelServer
 from training_jobs.serving import _alive, stop_server
-from training_jobs.tests.test_sft_runs import tiny_model_path  # noqa: F401  (fixture)
 
 # once: a model server's start, nothing about the database engine (CI runs it in the PostgreSQL pass).
 pytestmark = [pytest.mark.browser, pytest.mark.workers, pytest.mark.once, pytest.mark.django_db(transaction=True)]

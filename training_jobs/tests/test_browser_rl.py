@@ -12,11 +12,11 @@ import shutil
 import pytest
 
 from clawgym_site.browser_testing import assert_no_reload, log_in, mark_document, screenshot, watch
-from evaluation.tests.conftest import needs_bwrap
+from evaluation.testing import needs_bwrap
 from jobs.testing import start_django_q_worker, use_engine
 from training_jobs.models import RLRollout, TrainingMetric, TrainingRun
 from training_jobs.run_jobs import run_dir
-from training_jobs.tests.test_rl_runs import task, tiny_model_path  # noqa: F401  (tiny_model_path: a fixture)
+from training_jobs.tests.helpers import task
 
 pytestmark = [needs_bwrap, pytest.mark.browser, pytest.mark.workers, pytest.mark.once,
               pytest.mark.django_db(transaction=True)]  # fmt: skip
@@ -54,7 +54,7 @@ def run_folders():
 
 
 def test_an_admin_starts_an_rl_run_from_the_dashboard_and_watches_the_reward_curve(
-    page, live_server, live_server_asgi, admin_user, cluster, tiny_model_path, run_folders  # noqa: F811
+    page, live_server, live_server_asgi, admin_user, cluster, tiny_model_path, run_folders
 ):
     revision = task("rl-browser")
     problems = watch(page)

@@ -18,7 +18,7 @@ from jobs.models import JobRun, Worker
 from jobs.testing import use_engine
 from training_jobs.models import TrainingDataset, TrainingRun
 from training_jobs.runs import build_config, create_rl_run
-from training_jobs.tests.test_rl_pages import make_task
+from training_jobs.tests.helpers import make_task
 
 from .datakit import make_corpus
 

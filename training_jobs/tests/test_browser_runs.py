@@ -9,7 +9,6 @@ import pytest
 from clawgym_site.browser_testing import assert_no_reload, log_in, mark_document, watch
 from jobs.testing import start_django_q_worker, use_engine
 from training_jobs.models import TrainingMetric, TrainingRun
-from training_jobs.tests.test_sft_runs import dataset, tiny_model_path  # noqa: F401  (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.workers, pytest.mark.django_db(transaction=True)]
 
@@ -26,7 +25,7 @@ def gpu_worker(django_db_setup, django_db_blocker):
 
 
 def test_an_admin_starts_a_run_from_the_dashboard_and_watches_the_loss_curve(
-    page, live_server, admin_user, gpu_worker, dataset, tiny_model_path  # noqa: F811
+    page, live_server, admin_user, gpu_worker, dataset, tiny_model_path
 ):
     problems = watch(page)
     with use_engine("django_q"):

@@ -2,16 +2,13 @@
 starting, then ready with the endpoint's name and a link to start an evaluation, without a reload. The click
 answers at once; a real django-q worker starts `transformers serve` on the tiny model."""
 
-# ruff: noqa: F811  (pytest fixtures imported from other test modules are test arguments here)
-
 import pytest
 
 from clawgym_site.browser_testing import assert_no_reload, log_in, mark_document, watch
 from jobs.testing import start_django_q_worker, use_engine
 from training_jobs.models import ModelServer
 from training_jobs.serving import stop_server
-from training_jobs.tests.test_serving_job import served_run
-from training_jobs.tests.test_sft_runs import tiny_model_path  # noqa: F401  (fixture)
+from training_jobs.tests.helpers import served_run
 
 # once: a model server's start, nothing about the database engine (CI runs it in the PostgreSQL pass).
 pytestmark = [pytest.mark.browser, pytest.mark.workers, pytest.mark.once, pytest.mark.django_db(transaction=True)]

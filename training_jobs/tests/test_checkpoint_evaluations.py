@@ -3,17 +3,13 @@ row's "Start an evaluation", the evaluation start form with the checkpoint's end
 every checkpoint" form says to expect of each harness against the run's servers (their measured speed, or the
 documented estimate) before anything is queued. No worker: the jobs are only recorded, their ends written by hand."""
 
-# ruff: noqa: F811  (pytest fixtures imported from other test modules are test arguments here)
-
 import pytest
 
 from evaluation.models import EvalRun
-from evaluation.tests.conftest import fruit_task  # noqa: F401  (fixture)
 from jobs.models import JobRun
 from llm.models import ModelCall, ModelEndpoint
 from training_jobs.models import ModelServer
-from training_jobs.tests.test_evaluate_job import pinned_version
-from training_jobs.tests.test_serving_job import served_run
+from training_jobs.tests.helpers import pinned_version, served_run
 
 pytestmark = pytest.mark.django_db
 

@@ -3,8 +3,6 @@ DATABASE_URL or a model provider's key, read from the real trainer's /proc/PID/e
 trainer it starts) while an SFT run trains. The model server's front and its backend are checked the same way in
 test_serving_job."""
 
-# ruff: noqa: F811  (pytest fixtures imported from other test modules are test arguments here)
-
 import os
 import time
 from pathlib import Path
@@ -14,10 +12,10 @@ from django.conf import settings
 
 from jobs.testing import database_url
 from training_jobs.runs import start_training_run
-from training_jobs.tests.test_sft_runs import dataset, in_thread, tiny_model_path, trainer_pid, training_dir  # noqa: F401
+from training_jobs.tests.helpers import in_thread, trainer_pid
 
 # once: a trainer run, nothing about the database engine.
-pytestmark = [pytest.mark.once, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.once, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("training_dir")]
 
 SECRETS = ("SECRET_KEY", "DATABASE_URL", "CLAWGYM_KEY_PROBE", "DJANGO_SETTINGS_MODULE")
 

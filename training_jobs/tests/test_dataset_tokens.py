@@ -15,7 +15,6 @@ from training_jobs.base_models import add_by_path
 from training_jobs.datasets import DatasetError, build_dataset, empty_reason
 from training_jobs.masks import masked_runs, tokenize_sample
 from training_jobs.models import TrainingDataset
-from training_jobs.tests.test_sft_runs import tiny_model_path  # noqa: F401  (fixture)
 from training_jobs.token_counts import SampleTokens, TokenCounter, TokenCountError
 
 from .datakit import KEPT, add, conversation, make_corpus
@@ -29,7 +28,7 @@ def corpus(db):
 
 
 @pytest.fixture
-def tiny(tiny_model_path):  # noqa: F811
+def tiny(tiny_model_path):
     return add_by_path("tiny", tiny_model_path)[0]
 
 
@@ -37,7 +36,7 @@ def both(corpus) -> dict:
     return {"eval_runs": [corpus.run.pk], "groups": [corpus.group]}
 
 
-def test_the_counter_gives_the_masks_spans_in_this_process_and_in_a_subprocess(tiny_model_path):  # noqa: F811
+def test_the_counter_gives_the_masks_spans_in_this_process_and_in_a_subprocess(tiny_model_path):
     from transformers import AutoTokenizer
 
     from .datakit import TOOLS
@@ -60,7 +59,7 @@ def test_the_counter_gives_the_masks_spans_in_this_process_and_in_a_subprocess(t
     assert counted.trainable(None) == counted.trainable(counted.tokens) == counted.assistant_tokens
 
 
-def test_a_tokenizer_without_generation_markers_is_refused_by_name(tiny_model_path, tmp_path):  # noqa: F811
+def test_a_tokenizer_without_generation_markers_is_refused_by_name(tiny_model_path, tmp_path):
     import shutil
 
     folder = tmp_path / "plain"

@@ -4,8 +4,6 @@ test_serving_job) serves the base model and the checkpoint detached, its endpoin
 evaluation run for each. Run again, nothing already evaluated on the version is served or started twice. The run
 page polls while the job is queued or running, a finished run's page included."""
 
-# ruff: noqa: F811  (pytest fixtures imported from other test modules are test arguments here)
-
 import socket
 import time
 from io import StringIO
@@ -13,23 +11,14 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
-from evaluation.tests.conftest import fruit_task  # noqa: F401  (fixture)
 from jobs.models import JobRun
 from jobs.testing import use_engine
 from llm.models import ModelEndpoint
 from training_jobs.evaluations import evaluate_checkpoints
 from training_jobs.models import CheckpointEvaluation, ModelServer, TrainingRun
-from training_jobs.tests.test_serving_job import gpu_worker, served_run  # noqa: F401  (fixture)
-from training_jobs.tests.test_sft_runs import tiny_model_path  # noqa: F401  (fixture)
+from training_jobs.tests.helpers import pinned_version, served_run
 
 JOB_TIMEOUT = 300.0  # s: two `transformers serve` start-ups, each importing torch and loading the model on a busy CPU
-
-
-def pinned_version(revision) -> BenchmarkVersion:
-    version = BenchmarkVersion.objects.create(benchmark=Benchmark.objects.create(name="fruit-bench"), number=1)
-    PinnedRevision.objects.create(version=version, revision=revision)
-    return version
 
 
 def wait_finished(job_run: JobRun, timeout: float = JOB_TIMEOUT) -> JobRun:

@@ -11,7 +11,6 @@ recorded is a candidate for training:
   is refused or held to the run's sampling, recorded with what was changed, and never the RL sample picked, though
   it holds the most policy tokens.
 """
-# ruff: noqa: F811 (the rollout fixtures are imported from evaluation's conftest by name)
 
 import base64
 import json
@@ -20,14 +19,7 @@ import pytest
 
 from evaluation.models import Rollout
 from evaluation.services import start_rollouts
-from evaluation.tests.conftest import (  # noqa: F401 (fixtures)
-    INSTRUCTION,
-    RIGHT_SUMMARY,
-    agent_endpoint,
-    fruit_task,
-    needs_bwrap,
-    wait_rollout,
-)
+from evaluation.testing import INSTRUCTION, RIGHT_SUMMARY, needs_bwrap, wait_rollout
 from llm.models import ModelCall, ModelEndpoint
 from llm.testing import Reply
 from training_jobs import exports, masks

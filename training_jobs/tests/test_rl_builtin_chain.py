@@ -12,7 +12,7 @@ import pytest
 
 from evaluation.models import Rollout
 from evaluation.services import create_rollouts, execute_rollout
-from evaluation.tests.conftest import RIGHT_SUMMARY, fruit_task, needs_bwrap  # noqa: F401 (fixtures)
+from evaluation.testing import RIGHT_SUMMARY, needs_bwrap
 from llm.models import SERVED_KEY_PREFIX, ModelCall, ModelEndpoint, served_key
 from training_jobs.rl.groups import main_samples
 from training_jobs.rl.samples import samples_for_rollout
@@ -75,7 +75,7 @@ def tokenizer():
 
 @needs_bwrap
 @pytest.mark.django_db(transaction=True)
-def test_a_builtin_rollout_on_the_live_policy_is_one_sample_with_tool_results_masked(live_server_asgi, fruit_task,  # noqa: F811
+def test_a_builtin_rollout_on_the_live_policy_is_one_sample_with_tool_results_masked(live_server_asgi, fruit_task,
                                                                                     tokenizer):  # fmt: skip
     from training_jobs.rl.policy_server import LivePolicy, PolicyServer
 

@@ -14,9 +14,10 @@ from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
 from clawgym_site.testing import make_user
 from evaluation.models import Rollout
 from llm.models import ModelEndpoint
-from tasks.models import Task, TaskRevision
+from tasks.models import TaskRevision
 from training_jobs.models import RLRollout, TrainingMetric, TrainingRun
 from training_jobs.runs import create_rl_run
+from training_jobs.tests.helpers import make_task
 
 pytestmark = pytest.mark.django_db
 
@@ -30,13 +31,6 @@ STEP_METRICS = {
         "tokens_sampled": 96, "logprob_mismatch": None, "loss": -0.0625, "clip_fraction": 0.05, "learning_rate": 1e-3},
 }  # fmt: skip
 REWARDS = {1: [[0.25, 0.75], [0.5, 0.5]], 2: [[0.5, 1.0], [None, 0.75]]}
-
-
-def make_task(external_id: str, *, source: str = Task.Source.MANUAL) -> TaskRevision:
-    task = Task.objects.create(external_id=external_id, status=Task.Status.READY, title=external_id, source=source)
-    revision = TaskRevision.objects.create(task=task, number=1, instruction="Do it.", content_hash=f"h-{external_id}")
-    Task.objects.filter(pk=task.pk).update(current_revision=revision)
-    return revision
 
 
 def pin(revision: TaskRevision) -> None:

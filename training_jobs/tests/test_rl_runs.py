@@ -17,58 +17,14 @@ import pytest
 from django.core.management import call_command
 
 from evaluation.models import Rollout
-from evaluation.tests.conftest import needs_bwrap
+from evaluation.testing import needs_bwrap
 from jobs.testing import start_django_q_worker, use_engine
-from tasks.package import PackageFile, TaskPackage
-from tasks.services import save_package
 from training_jobs.models import Checkpoint, RLRollout, TrainingMetric, TrainingRun
 from training_jobs.run_jobs import execute_training, run_dir
 from training_jobs.runs import create_rl_run
-from training_jobs.tests.tinykit import build_tiny_model
+from training_jobs.tests.helpers import task
 
 pytestmark = [needs_bwrap, pytest.mark.workers, pytest.mark.once, pytest.mark.django_db(transaction=True)]
-
-# The reward a random tiny policy can earn: its final message's length mod 7, over 6 (a real checker reading the
-# reward payload). Two samples of a group almost always differ, so the advantages are not all zero.
-LENGTH_CHECK = r"""
-import json, os
-with open(os.environ["OPENCLAW_REWARD_PAYLOAD"]) as handle:
-    message = json.load(handle)["final_message"]
-print(json.dumps({"length_mod_7": (len(message) % 7) / 6}))
-"""
-REWARD_SH = """#!/usr/bin/env bash
-set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-scores="$(python3 "$here/check.py")"
-printf '%s' "$scores" | python3 -c 'import json, sys
-v = [float(x) for x in json.load(sys.stdin).values()]
-print(round(sum(v) / len(v), 6))'
-"""
-# A rubric rule: with no judge endpoint the rollout is "incomplete" (no task score), so a hybrid reward is None.
-RULE = {
-    "name": "clear",
-    "target_file": "notes.txt",
-    "weight": 1.0,
-    "scores": {level: f"clear at {level}" for level in ("0", "0.25", "0.5", "0.75", "1")},
-}
-
-
-def task(external_id: str, *, rubric: bool = False):
-    files = [
-        PackageFile("notes.txt", b"apples and pears\n", "input"),
-        PackageFile("check.py", LENGTH_CHECK.encode(), "reward"),
-        PackageFile("reward.sh", REWARD_SH.encode(), "reward"),
-    ]
-    package = TaskPackage(external_id=external_id, instruction="Summarise notes.txt in one line.",
-                          metadata={"category": "Testing", "grading_type": "automated"}, files=files)  # fmt: skip
-    if rubric:
-        package.rubric, package.code_weight = [RULE], 0.7
-    return save_package(package).revision
-
-
-@pytest.fixture(scope="session")
-def tiny_model_path(tmp_path_factory) -> str:
-    return str(build_tiny_model(tmp_path_factory.mktemp("tiny-rl") / "tiny-qwen3"))
 
 
 @pytest.fixture(scope="module")

@@ -8,12 +8,11 @@ import pytest
 
 from evaluation.models import Rollout
 from evaluation.services import RolloutError, create_rollouts, execute_rollout
-from evaluation.tests.conftest import RIGHT_SUMMARY, fruit_task, harness_installed, needs_bwrap  # noqa: F401 (fixtures)
-from llm.models import ModelCall, ModelCallTokens, ModelEndpoint, ProxySession
+from evaluation.testing import RIGHT_SUMMARY, needs_bwrap
+from llm.models import ModelCall, ModelCallTokens, ModelEndpoint
 from llm.testing import Reply
 from llm.testing_tokens import (
     TOY_EOS,
-    toy_assistant,
     toy_detokenize,
     toy_logprob,
     toy_prompt_ids,
@@ -22,10 +21,7 @@ from llm.testing_tokens import (
 )
 from training_jobs.masks import chat_messages
 from training_jobs.rl.samples import SampleError, build_samples, retokenize, samples_for_rollout
-
-SYSTEM = {"role": "system", "content": "You work in /workspace."}
-USER = {"role": "user", "content": "Summarise fruit.csv."}
-
+from training_jobs.tests.helpers import SYSTEM, USER, answer, calls_of, record, tool
 
 # --- a real rollout ---------------------------------------------------------------------------------------------
 
@@ -33,7 +29,7 @@ USER = {"role": "user", "content": "Summarise fruit.csv."}
 @needs_bwrap
 @pytest.mark.django_db(transaction=True)
 def test_a_sandboxed_rollout_recorded_with_exact_tokens_makes_one_chained_sample(live_server_asgi, vllm_upstream,
-                                                                                 fruit_task):  # noqa: F811
+                                                                                 fruit_task):
     endpoint = ModelEndpoint.objects.create(name="policy", base_url=vllm_upstream.base_url, model="policy",
                                             roles=["agent"], timeout_seconds=30)  # fmt: skip
     vllm_upstream.push(
@@ -74,8 +70,8 @@ def test_a_sandboxed_rollout_recorded_with_exact_tokens_makes_one_chained_sample
 @needs_bwrap
 @pytest.mark.harness
 @pytest.mark.django_db(transaction=True)
-def test_openclaw_streams_through_token_recording_and_every_call_is_exact(harness_installed, live_server_asgi,  # noqa: F811
-                                                                          vllm_upstream, fruit_task):  # noqa: F811
+def test_openclaw_streams_through_token_recording_and_every_call_is_exact(harness_installed, live_server_asgi,
+                                                                          vllm_upstream, fruit_task):
     """The real OpenClaw CLI, streaming, gets the token fields and none of the logprobs in its chunks: it runs as ever,
     and every call it made has its exact tokens."""
     endpoint = ModelEndpoint.objects.create(name="policy", base_url=vllm_upstream.base_url, model="policy",
@@ -103,7 +99,7 @@ def test_openclaw_streams_through_token_recording_and_every_call_is_exact(harnes
         assert sample.env_mask == [1] * len(sample.completion_ids)
 
 
-def test_record_tokens_is_a_bool_option(fruit_task):  # noqa: F811
+def test_record_tokens_is_a_bool_option(fruit_task):
     endpoint = ModelEndpoint.objects.create(name="p", base_url="http://127.0.0.1:9/v1", model="p")
     with pytest.raises(RolloutError, match="record_tokens option must be true or false"):
         create_rollouts(fruit_task, endpoint, harness="builtin", options={"record_tokens": "yes"})
@@ -112,41 +108,14 @@ def test_record_tokens_is_a_bool_option(fruit_task):  # noqa: F811
 # --- calls recorded here ----------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def session(db):
-    endpoint = ModelEndpoint.objects.create(name="policy", base_url="http://127.0.0.1:9/v1", model="policy")
-    return ProxySession.objects.create(endpoint=endpoint, subject="rollout:1", record_tokens=True)
 
 
-def answer(content=None, calls=()):
-    message = {"role": "assistant", "content": content}
-    if calls:
-        message["tool_calls"] = [{"id": f"call_{i}", "type": "function", "function": {"name": n, "arguments": a}}
-                                 for i, (n, a) in enumerate(calls)]  # fmt: skip
-    return message
 
 
-def record(session, messages, message, *, tokens=True, error="", status=200, tools=None) -> ModelCall:
-    """One proxied call as the proxy stores it: its request, answer and (with `tokens`) the toy policy's tokens."""
-    request = {"model": "policy", "messages": messages, **({"tools": tools} if tools else {})}
-    call = ModelCall.objects.create(
-        endpoint_name="policy", purpose="proxy", session=session, request=request, status_code=status, error=error,
-        response=None if error else {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]},
-    )  # fmt: skip
-    if tokens and not error:
-        completion = toy_tokenize(toy_assistant(message.get("content"), message.get("tool_calls"))) + [TOY_EOS]
-        ModelCallTokens.objects.record(call=call, prompt_token_ids=toy_prompt_ids(request),
-                                       completion_token_ids=completion,
-                                       completion_logprobs=[toy_logprob(t, n) for n, t in enumerate(completion)])
-    return call
 
 
-def calls_of(session):
-    return ModelCall.objects.filter(session=session).select_related("tokens").order_by("created_at", "id")
 
 
-def tool(call_id, text):
-    return {"role": "tool", "tool_call_id": call_id, "content": text}
 
 
 def conversation(session, turns: int):

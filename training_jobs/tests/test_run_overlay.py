@@ -10,20 +10,11 @@ from django.urls import reverse
 from training_jobs.models import TrainingMetric, TrainingRun
 from training_jobs.overlay import COLORS, MAX_RUNS
 from training_jobs.run_jobs import _Stream
+from training_jobs.tests.helpers import make_run
 
 pytestmark = pytest.mark.django_db
 
 OVERLAY = reverse("training:runs-overlay")
-
-
-def make_run(name: str, kind: str = "sft", steps: dict | None = None, **fields) -> TrainingRun:
-    """A run with one metric row per step of `steps` ({step: values}); an RL step may be two rows (`[values, …]`)."""
-    fields = {"status": "succeeded", "steps": max(steps or {0: None})} | fields
-    run = TrainingRun.objects.create(name=name, kind=kind, base_model_path="/models/tiny", **fields)
-    for step, values in (steps or {}).items():
-        for row in values if isinstance(values, list) else [values]:
-            TrainingMetric.objects.create(run=run, step=step, epoch=step / 10, values=row)
-    return run
 
 
 @pytest.fixture

@@ -10,13 +10,12 @@ from django.urls import reverse
 
 from training_jobs.models import Checkpoint, TrainingMetric, TrainingRun
 from training_jobs.runs import start_training_run
-from training_jobs.tests.test_sft_runs import dataset, tiny_model_path  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def run(dataset, tiny_model_path):  # noqa: F811
+def run(dataset, tiny_model_path):
     run = start_training_run(dataset=dataset, base_model_path=tiny_model_path, preset="tiny-cpu", cpu=True,
                              enqueue=False)  # fmt: skip
     # A server folder as a deployment has them (the path tests below look for it).
@@ -57,7 +56,7 @@ def test_the_list_and_the_admin_actions(admin_client, run):
     assert run.status == "cancelled"
 
 
-def test_admins_start_a_run_from_the_form(admin_client, viewer_client, dataset, tiny_model_path):  # noqa: F811
+def test_admins_start_a_run_from_the_form(admin_client, viewer_client, dataset, tiny_model_path):
     assert viewer_client.get(reverse("training:run-start")).status_code == 403
     refused = admin_client.post(reverse("training:run-start"), {"dataset": dataset.pk, "base_model_path": "/m",
                                                                 "preset": "paper", "overrides": "lora.rank=8"})
@@ -76,7 +75,7 @@ def test_the_dashboard_panel(admin_client, run):
     assert 'id="training-runs-panel"' in html and "Start a training run" in html and f"#{run.pk}" in html
 
 
-def test_the_api_starts_lists_and_shows_runs(api_as, dataset, viewer, tiny_model_path):  # noqa: F811
+def test_the_api_starts_lists_and_shows_runs(api_as, dataset, viewer, tiny_model_path):
     from clawgym_site.testing import make_user
 
     admin = api_as(make_user("api-admin", "admin"))
@@ -125,7 +124,7 @@ def test_server_paths_are_for_admins_only(api_as, admin_user, viewer, admin_clie
 
 
 def test_clone_opens_the_config_and_queues_the_changed_lines_as_edits(admin_client, viewer_client, run,
-                                                                       tiny_model_path):  # noqa: F811
+                                                                       tiny_model_path):
     page = admin_client.get(reverse("training:run-clone", args=[run.pk]))
     html = unescape(page.content.decode())
     assert page.status_code == 200 and '<label for="id_overrides">Config (one key=value a line)</label>' in html

@@ -8,8 +8,6 @@ write summary.txt with one tool call, then say it is done), then trained one SFT
 parser turns the model's `<tool_call>` output into an OpenAI tool call the agent executes, and the task scores 1.
 """
 
-# ruff: noqa: F811  (pytest fixtures imported from other test modules are test arguments here)
-
 import importlib.util
 import json
 import os
@@ -24,16 +22,20 @@ from django.core.management import call_command
 
 from evaluation.models import Rollout
 from evaluation.services import create_rollouts, execute_rollout
-from evaluation.tests.conftest import INSTRUCTION, RIGHT_SUMMARY, fruit_task, needs_bwrap  # noqa: F401  (fixture)
+from evaluation.testing import INSTRUCTION, RIGHT_SUMMARY, needs_bwrap
 from llm.models import ModelCall, ModelEndpoint
 from training_jobs.models import Checkpoint, ModelServer
 from training_jobs.run_jobs import execute_training
 from training_jobs.runs import start_training_run
 from training_jobs.serving import serve_base_model, stop_idle_servers
-from training_jobs.tests.test_sft_runs import dataset, tiny_model_path, training_dir  # noqa: F401  (fixtures)
 
 # once: trainer runs and model servers, nothing about the database engine (CI runs them in the PostgreSQL pass).
-pytestmark = [needs_bwrap, pytest.mark.once, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    needs_bwrap,
+    pytest.mark.once,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("training_dir"),
+]
 
 BUILTIN_AGENT = Path(settings.BASE_DIR) / "evaluation" / "harnesses" / "inside" / "builtin_agent.py"
 DONE = "Done: summary.txt says 3 apples, 2 pears."

@@ -9,8 +9,6 @@ the OpenAI routes (transformers serve's /load_model and /reset are not reachable
 the front and the model server hold none of the worker's secrets; stopped by the idle sweep from another process,
 it is reaped by the worker that started it (no zombie)."""
 
-# ruff: noqa: F811  (pytest fixtures imported from other test modules are test arguments here)
-
 import json
 import os
 import socket
@@ -24,53 +22,11 @@ import pytest
 from django.core.management import call_command
 
 from jobs.models import JobRun
-from jobs.testing import start_django_q_worker, use_engine
-from training_jobs.models import Checkpoint, ModelServer, TrainingRun
-from training_jobs.runs import build_config
-from training_jobs.tests.test_sft_runs import tiny_model_path  # noqa: F401  (fixture)
+from jobs.testing import use_engine
+from training_jobs.models import ModelServer
+from training_jobs.tests.helpers import MAX_BODY, PROBE, served_run
 
 READY_TIMEOUT = 180.0  # s: transformers serve imports torch and loads the model on a busy CPU
-MAX_BODY = 64 * 1024
-PROBE = "probe-secret-of-the-worker"
-
-
-@pytest.fixture(scope="module")
-def gpu_worker(django_db_setup, django_db_blocker):
-    # The worker's environment is this process's: it listens on every interface, the endpoint names the machine. It
-    # holds secrets as a deployed one does (SECRET_KEY, the same as here, and a model key; DATABASE_URL it is given).
-    from django.conf import settings
-
-    worker_env = {"CLAWGYM_SERVE_HOST": "0.0.0.0", "CLAWGYM_SERVE_MAX_REQUEST_BYTES": str(MAX_BODY),
-                  "SECRET_KEY": settings.SECRET_KEY, "CLAWGYM_KEY_PROBE": PROBE}  # fmt: skip
-    saved = {name: os.environ.get(name) for name in worker_env}
-    os.environ.update(worker_env)
-    try:
-        with django_db_blocker.unblock():
-            worker = start_django_q_worker(workers=1)
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-    yield worker
-    worker.stop()
-    worker.cleanup()
-
-
-def served_run(model_path: str, tmp_path: Path, *, lora_without_hash: bool = False) -> Checkpoint:
-    """A finished run with one checkpoint: a folder of its own linked to the tiny model (or a LoRA adapter with no
-    sha256, which cannot be merged)."""
-    run = TrainingRun.objects.create(name="served", base_model_path=model_path, config=build_config("tiny-cpu"),
-                                     preset="tiny-cpu", cpu=True, status=TrainingRun.Status.SUCCEEDED)  # fmt: skip
-    folder = tmp_path / f"run-{run.pk}" / "checkpoint-2"
-    folder.parent.mkdir(parents=True)
-    if lora_without_hash:
-        folder.mkdir()
-        (folder / "adapter_config.json").write_text("{}")
-    else:
-        folder.symlink_to(model_path, target_is_directory=True)
-    return Checkpoint.objects.create(run=run, step=2, path=str(folder))
 
 
 def follow(client, url: str, timeout: float = READY_TIMEOUT) -> dict:

@@ -5,17 +5,14 @@ last checkpoint."""
 import json
 import os
 import signal
-import threading
-import time
 from io import StringIO
 from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
 
-from training_jobs.datasets import build_dataset
 from training_jobs.models import Checkpoint, TrainingMetric, TrainingRun
-from training_jobs.run_jobs import execute_training, group_alive, hash_folder, run_dir
+from training_jobs.run_jobs import group_alive, hash_folder, run_dir
 from training_jobs.runs import (
     TrainingRunError,
     build_config,
@@ -24,56 +21,9 @@ from training_jobs.runs import (
     parse_overrides,
     start_training_run,
 )
-from training_jobs.tests.datakit import make_corpus
-from training_jobs.tests.tinykit import build_tiny_model
+from training_jobs.tests.helpers import in_thread, trainer_pid, wait_until
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(scope="session")
-def tiny_model_path(tmp_path_factory) -> str:
-    return str(build_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny-qwen3"))
-
-
-@pytest.fixture(autouse=True)
-def training_dir(settings, tmp_path):
-    settings.CLAWGYM_TRAINING_DIR = tmp_path / "training"
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ["TRANSFORMERS_OFFLINE"] = "1"
-
-
-@pytest.fixture
-def dataset():
-    corpus = make_corpus()
-    return build_dataset(selection={"eval_runs": [corpus.run.pk], "groups": [corpus.group]}, name="sales")
-
-
-def wait_until(predicate, what: str, timeout: float = 300.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout} s")
-        time.sleep(0.2)
-
-
-def in_thread(run_id: int) -> threading.Thread:
-    def body():
-        from django.db import connection
-
-        try:
-            execute_training(run_id)
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=body, daemon=True)
-    thread.start()
-    return thread
-
-
-def trainer_pid(run: TrainingRun) -> int:
-    path = run_dir(run) / "trainer.pid"
-    wait_until(path.exists, "the trainer's pid file")
-    return int(path.read_text())
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("training_dir")]
 
 
 # --- config --------------------------------------------------------------------------------------------------

@@ -7,7 +7,6 @@ Slow (a conversion, a 135M-parameter training step and a server start on CPU): m
 and server tests.
 """
 
-# ruff: noqa: F811  (pytest fixtures imported from other test modules are test arguments here)
 
 import json
 from io import StringIO
@@ -19,7 +18,7 @@ from django.core.management import call_command
 
 from evaluation.models import Rollout, Trajectory
 from evaluation.services import create_rollouts, execute_rollout
-from evaluation.tests.conftest import RIGHT_SUMMARY, agent_endpoint, fruit_task, needs_bwrap  # noqa: F401
+from evaluation.testing import RIGHT_SUMMARY, needs_bwrap
 from llm.models import ModelCall, ModelEndpoint
 from llm.testing import Reply
 from training_jobs import base_models, converters
@@ -27,7 +26,6 @@ from training_jobs.masks import tokenize_sample
 from training_jobs.models import BaseModel, Checkpoint
 from training_jobs.run_jobs import execute_training
 from training_jobs.runs import start_training_run
-from training_jobs.tests.test_sft_runs import dataset  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.once, pytest.mark.django_db(transaction=True)]
 

@@ -18,11 +18,10 @@ from training_jobs.datasets import build_dataset
 from training_jobs.models import Checkpoint, TrainingMetric, TrainingRun
 from training_jobs.run_jobs import _launch, _Stream, execute_training, run_dir
 from training_jobs.runs import TrainingRunError, start_training_run
-from training_jobs.tests.test_sft_runs import tiny_model_path, training_dir  # noqa: F401  (fixtures)
 
 from .datakit import add, conversation, make_corpus, make_task
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("training_dir")]
 
 
 
@@ -37,7 +36,7 @@ def first_assistant(dataset, model) -> int:
 
 
 @pytest.fixture
-def model(tiny_model_path) -> str:  # noqa: F811
+def model(tiny_model_path) -> str:
     """The tiny Qwen3's folder (weights, config, tokenizer with generation markers)."""
     return tiny_model_path
 

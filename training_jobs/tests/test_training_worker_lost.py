@@ -11,7 +11,7 @@ from jobs.testing import start_celery_worker
 from training_jobs.models import Checkpoint, TrainingMetric, TrainingRun
 from training_jobs.run_jobs import group_alive, run_dir
 from training_jobs.runs import cancel_training_run, start_training_run
-from training_jobs.tests.test_sft_runs import dataset, tiny_model_path, trainer_pid, wait_until  # noqa: F401
+from training_jobs.tests.helpers import trainer_pid, wait_until
 
 pytestmark = [pytest.mark.workers, pytest.mark.once, pytest.mark.django_db(transaction=True)]
 
@@ -32,8 +32,8 @@ def workers():
         worker.cleanup()
 
 
-def test_a_killed_workers_run_goes_on_from_its_last_checkpoint(settings, celery_broker_url, workers, dataset,  # noqa: F811
-                                                               tiny_model_path):  # noqa: F811  # fmt: skip
+def test_a_killed_workers_run_goes_on_from_its_last_checkpoint(settings, celery_broker_url, workers, dataset,
+                                                               tiny_model_path):
     settings.CLAWGYM_JOB_ENGINE = "celery"
     settings.CELERY_BROKER_URL = celery_broker_url
     first = start_celery_worker(celery_broker_url, queues="gpu")

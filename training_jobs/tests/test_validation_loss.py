@@ -10,12 +10,11 @@ from django.core.management import call_command
 
 from training_jobs.models import Checkpoint, DatasetSample, TrainingMetric, TrainingRun
 from training_jobs.run_jobs import run_dir
-from training_jobs.tests.test_sft_runs import dataset, tiny_model_path, training_dir  # noqa: F401  (fixtures)
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.once]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.once, pytest.mark.usefixtures("training_dir")]
 
 
-def test_an_sft_run_logs_the_validation_loss_at_each_checkpoint(dataset, tiny_model_path):  # noqa: F811
+def test_an_sft_run_logs_the_validation_loss_at_each_checkpoint(dataset, tiny_model_path):
     validation = dataset.samples.filter(split=DatasetSample.Split.VALIDATION)
     assert validation.exists()  # the corpus keeps one task aside
     out = StringIO()

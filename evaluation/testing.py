@@ -1,4 +1,6 @@
-"""Fixtures for rollout tests: a small task with a real checker, and a model endpoint on the scripted upstream.
+"""Pytest plugin (registered in the root conftest.py) for rollout tests of every app: a small task with a real checker
+(`fruit_task`, `fruit_package`), a model endpoint on the scripted upstream (`agent_endpoint`), `harness_installed`,
+`needs_bwrap`, the network probe and `wait_rollout`. The benchmarks under bench/ use the fruit package too.
 
 The proxy is the real ASGI app under uvicorn (`live_server_asgi`), the model the scripted OpenAI-compatible server
 (`scripted_upstream`), the sandbox bubblewrap: nothing is patched.
