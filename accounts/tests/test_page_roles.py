@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from clawgym_site.testing import make_user
 from jobs.models import JobRun
-from tasks.tests.test_pages import make_task
+from tasks.tests.helpers import make_task
 
 ANON, OUTSIDER, VIEWER, REVIEWER, ADMIN = "anonymous", "outsider", "viewer", "reviewer", "admin"
 USERS = [ANON, OUTSIDER, VIEWER, REVIEWER, ADMIN]

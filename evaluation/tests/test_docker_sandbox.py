@@ -18,8 +18,7 @@ from sandbox import Limits, runtime_version
 from tasks.importing import import_path
 from tasks.models import Task
 from tasks.sanity import check_revision
-from tasks.tests.test_sanity import EXAMPLES
-from tasks.tests.test_verification import HOSTILE, run, shell
+from tasks.tests.helpers import EXAMPLES, HOSTILE, run, shell
 
 pytestmark = [pytest.mark.docker, pytest.mark.once]
 

@@ -363,7 +363,7 @@ def test_a_batch_whose_children_failed_is_shown_as_completed_with_failures(viewe
 
 def test_the_list_tells_runs_of_one_kind_apart_by_their_subject(viewer_client):
     import jobs
-    from tasks.tests.test_pages import make_task
+    from tasks.tests.helpers import make_task
 
     first, second = make_task("count-orders"), make_task("sum-sales")
     runs = [jobs.enqueue("tasks.sanity_check", revision_id=t.current_revision_id) for t in (first, second)]

@@ -16,7 +16,7 @@ from sandbox.testing import require_bwrap
 from tasks.models import ScenarioCategory, Task
 from tasks.package import STANDARD_REWARD_SH, PackageFile, TaskPackage
 from tasks.services import revise_task, save_package
-from tasks.tests.test_pages import make_task
+from tasks.tests.helpers import make_task
 from tasks.views import PAGE_SIZE
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("taxonomy")]

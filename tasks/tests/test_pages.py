@@ -9,45 +9,13 @@ from django.urls import reverse
 
 from jobs.models import JobRun
 from tasks.models import Blob, SanityReport, ScenarioCategory, Task, TaskRevision
-from tasks.package import PackageFile, TaskPackage
-from tasks.services import revise_task, save_package
+from tasks.package import PackageFile
+from tasks.services import revise_task
+from tasks.tests.helpers import make_task
 from tasks.viewers import MAX_CSV_ROWS, render_markdown, view_file
 from tasks.views import PAGE_SIZE
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
-
-RUBRIC = [
-    {
-        "name": "Report clarity",
-        "target_file": "report.md",
-        "scores": {
-            "0": "missing", "0.25": "hard to read", "0.5": "readable", "0.75": "clear", "1": "crisp and complete"
-        },
-        "weight": 2,
-    }
-]
-
-
-def make_task(external_id="sales-report", *, instruction=None, category="analysis-reasoning", files=None, **kwargs):
-    """A task with input, reward and solution files, saved through the real service."""
-    package = TaskPackage(
-        external_id=external_id,
-        instruction=instruction or f"Summarise the sales for {external_id}.\n\nWrite **report.md** with totals.",
-        metadata={"category": category, "grading_type": "hybrid"},
-        files=files
-        if files is not None
-        else [
-            PackageFile("data/sales.csv", b"region,total\nnorth,10\nsouth,20\n"),
-            PackageFile("README.md", b"# Notes\n\nSome *notes*.\n"),
-            PackageFile("config.json", b'{"currency":"EUR","regions":["north","south"]}'),
-            PackageFile("logo.png", b"\x89PNG\r\n\x1a\n\x00\x00binary"),
-            PackageFile("check.py", b"import json\nprint(json.dumps({'exists': 1.0}))\n", role="reward"),
-            PackageFile("reward.sh", b"#!/usr/bin/env bash\npython3 reward/check.py\n", role="reward"),
-            PackageFile("report.md", b"# Report\nnorth 10, south 20\n", role="solution"),
-        ],
-        rubric=RUBRIC,
-    )
-    return save_package(package, **kwargs).task
 
 
 # --- viewers -----------------------------------------------------------------------------------------------

@@ -1,7 +1,6 @@
 """Sanity checks of checkers (tasks.sanity): the scaffold, the findings, the stored report, its page, API and filter."""
 
 import json
-from pathlib import Path
 
 import pytest
 from django.db import connection, transaction
@@ -13,9 +12,10 @@ from sandbox import get_backend, runtime_version
 from sandbox.testing import require_bwrap
 from tasks.importing import import_path
 from tasks.models import SanityReport, Task
-from tasks.package import STANDARD_REWARD_SH, PackageFile, TaskPackage
+from tasks.package import PackageFile, TaskPackage
 from tasks.sanity import SanityUnavailable, check_revision, output_paths, placeholder
 from tasks.services import save_package
+from tasks.tests.helpers import EXAMPLES, make_sanity_task
 
 from .data.clawgym_shapes import (
     AVERAGING_REWARD_SH,
@@ -26,39 +26,6 @@ from .data.clawgym_shapes import (
     PLANIFY_INSTRUCTION,
     PLANIFY_SOLUTION,
 )
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tasks"
-
-# Scores a summary of data.csv written to out.json; "out_exists" is the lenient kind of check the scaffold catches.
-CHECK = """import json, os
-def load():
-    try:
-        return json.load(open("out.json"))
-    except (OSError, ValueError):
-        return None
-out = load()
-scores = {"total_right": isinstance(out, dict) and out.get("total") == 3}
-if LENIENT:
-    scores["out_exists"] = os.path.exists("out.json")
-if CRASH_WITHOUT_INPUT:
-    open("data.csv").read()
-print(json.dumps(scores))
-"""
-INPUTS = {"data.csv": b"n\n1\n2\n"}
-SOLVED = {"out.json": b'{"total": 3}\n'}
-
-
-def make_task(external_id, *, lenient=False, crash=False, solution=SOLVED, inputs=INPUTS):
-    check = f"LENIENT = {lenient}\nCRASH_WITHOUT_INPUT = {crash}\n" + CHECK
-    files = [
-        PackageFile("reward.sh", STANDARD_REWARD_SH.encode(), "reward"),
-        PackageFile("check.py", check.encode(), "reward"),
-    ]
-    files += [PackageFile(path, data, "input") for path, data in inputs.items()]
-    files += [PackageFile(path, data, "solution") for path, data in (solution or {}).items()]
-    instruction = "Sum the numbers in data.csv into out.json as {total}."
-    package = TaskPackage(external_id=external_id, instruction=instruction, files=files)
-    return save_package(package).task
 
 
 def report_for(task, **flags):
@@ -117,7 +84,7 @@ def test_placeholders():
 
 
 def test_a_sound_checker_passes(db, bwrap):
-    task = make_task("sound")
+    task = make_sanity_task("sound")
     report = check_revision(task.current_revision, backend=bwrap)
     assert (report.crashed, report.over_lenient, report.solvable) == (False, False, True)
     assert report.verdict == "passed" and report.problems == []
@@ -132,7 +99,7 @@ def test_a_sound_checker_passes(db, bwrap):
 
 
 def test_a_checker_crediting_a_placeholder_is_over_lenient(db, bwrap):
-    report = check_revision(make_task("lenient", lenient=True).current_revision, backend=bwrap)
+    report = check_revision(make_sanity_task("lenient", lenient=True).current_revision, backend=bwrap)
     assert report.over_lenient and not report.crashed and report.solvable
     assert report.runs["initial"]["score"] == 0.0 and report.runs["scaffold"]["score"] == 0.5
     assert report.problems == [
@@ -192,12 +159,12 @@ def test_a_checker_running_the_agents_script_is_a_warning_not_a_crash(db, bwrap)
 
 def test_the_tolerance_is_a_setting(db, bwrap, settings):
     settings.CLAWGYM_SANITY_TOLERANCE = 0.5
-    report = check_revision(make_task("lenient", lenient=True).current_revision, backend=bwrap)
+    report = check_revision(make_sanity_task("lenient", lenient=True).current_revision, backend=bwrap)
     assert not report.over_lenient and report.tolerance == 0.5
 
 
 def test_a_checker_that_crashes_on_the_empty_workspace_is_crashed(db, bwrap):
-    report = check_revision(make_task("fragile", crash=True).current_revision, backend=bwrap)
+    report = check_revision(make_sanity_task("fragile", crash=True).current_revision, backend=bwrap)
     assert report.crashed and report.verdict == "crashed" and report.solvable
     empty = report.runs["empty"]
     assert empty["status"] == "error" and empty["score"] == 0.0 and "FileNotFoundError" in empty["reason"]
@@ -207,23 +174,25 @@ def test_a_checker_that_crashes_on_the_empty_workspace_is_crashed(db, bwrap):
 
 
 def test_a_wrong_solution_is_unsolvable_and_no_solution_is_unknown(db, bwrap):
-    wrong = check_revision(make_task("wrong", solution={"out.json": b'{"total": 4}'}).current_revision, backend=bwrap)
+    wrong = check_revision(
+        make_sanity_task("wrong", solution={"out.json": b'{"total": 4}'}).current_revision, backend=bwrap
+    )
     assert wrong.solvable is False and wrong.verdict == "unsolvable"
     assert wrong.problems == ["the reference solution does not score 1: scored 0"]
-    unknown = check_revision(make_task("no-solution", solution=None).current_revision, backend=bwrap)
+    unknown = check_revision(make_sanity_task("no-solution", solution=None).current_revision, backend=bwrap)
     assert unknown.solvable is None and unknown.solution_run is None and unknown.verdict == "passed"
 
 
 def test_a_sandbox_that_cannot_run_stores_no_report(db, monkeypatch):
     monkeypatch.delenv("CLAWGYM_ALLOW_UNSANDBOXED", raising=False)
     with pytest.raises(SanityUnavailable, match="CLAWGYM_ALLOW_UNSANDBOXED"):
-        check_revision(make_task("t").current_revision, backend=get_backend("process"))
+        check_revision(make_sanity_task("t").current_revision, backend=get_backend("process"))
     assert not SanityReport.objects.exists()
 
 
 def test_every_run_is_marked_when_no_sandbox_was_used(db, monkeypatch):
     monkeypatch.setenv("CLAWGYM_ALLOW_UNSANDBOXED", "1")
-    report = check_revision(make_task("t").current_revision, backend=get_backend("process"))
+    report = check_revision(make_sanity_task("t").current_revision, backend=get_backend("process"))
     assert report.verdict == "passed" and report.isolated is False and report.backend == "process"
 
 
@@ -263,7 +232,9 @@ def test_example_checkers_are_not_over_lenient(example_reports, name):
 @pytest.fixture
 def flagged(db):
     """One task per filter group. `stale` crashed, then passed; `moved-on` passed on a revision no longer current."""
-    tasks = {name: make_task(name) for name in ("crashy", "lenient", "unsolvable", "fine", "stale", "moved-on", "new")}
+    tasks = {
+        name: make_sanity_task(name) for name in ("crashy", "lenient", "unsolvable", "fine", "stale", "moved-on", "new")
+    }
     report_for(tasks["crashy"], crashed=True)
     report_for(tasks["lenient"], over_lenient=True)
     report_for(tasks["unsolvable"], solvable=False)
@@ -271,7 +242,7 @@ def flagged(db):
     report_for(tasks["stale"], crashed=True)
     report_for(tasks["stale"])
     report_for(tasks["moved-on"])
-    moved = make_task("moved-on", lenient=True)  # a new revision of the same task: its report is not current
+    moved = make_sanity_task("moved-on", lenient=True)  # a new revision of the same task: its report is not current
     assert moved.current_revision.number == 2
     return tasks
 
@@ -305,10 +276,10 @@ def lazy_tasks(db):
     score is of an earlier report."""
     tasks = {}
     for name, lazy in (("strict", 0.0), ("slight", 0.15), ("jsonl", 0.78), ("free", 1.0), ("unchecked", None)):
-        tasks[name] = make_task(name)
+        tasks[name] = make_sanity_task(name)
         if lazy is not None:
             report_for(tasks[name], lazy_score=lazy, over_lenient=lazy > 0)
-    tasks["fixed"] = make_task("fixed")
+    tasks["fixed"] = make_sanity_task("fixed")
     report_for(tasks["fixed"], lazy_score=0.9, over_lenient=True)
     report_for(tasks["fixed"], lazy_score=0.0)
     return tasks
@@ -362,7 +333,7 @@ def test_the_api_list_filters_by_sanity(flagged, api_as, viewer):
 
 
 def test_the_task_page_shows_the_latest_report(db, viewer_client):
-    task = make_task("shown")
+    task = make_sanity_task("shown")
     report_for(task, crashed=True)
     report = report_for(task, over_lenient=True, lazy_score=0.5, runtime="clawgym-runtime 3")
     report.runs["scaffold"] = {
@@ -382,19 +353,19 @@ def test_the_task_page_shows_the_latest_report(db, viewer_client):
 
 
 def test_the_task_page_says_when_a_check_ran_without_a_sandbox(db, viewer_client):
-    report_for(make_task("bare"), isolated=False, backend="process")
+    report_for(make_sanity_task("bare"), isolated=False, backend="process")
     html = viewer_client.get(reverse("tasks:detail", args=["bare"])).content.decode()
     assert 'data-testid="sanity-unsandboxed"' in html and "Ran without a sandbox" in html
 
 
 def test_a_task_never_checked_says_so(db, viewer_client):
-    make_task("fresh")
+    make_sanity_task("fresh")
     html = viewer_client.get(reverse("tasks:detail", args=["fresh"])).content.decode()
     assert "has not been sanity-checked yet" in html
 
 
 def test_reviewers_start_a_check_from_the_page(db, reviewer_client, reviewer):
-    task = make_task("startable")
+    task = make_sanity_task("startable")
     url = reverse("tasks:sanity", args=["startable"])
     assert "Run sanity check" in reviewer_client.get(reverse("tasks:detail", args=["startable"])).content.decode()
     response = reviewer_client.post(url, HTTP_HX_REQUEST="true")
@@ -410,14 +381,14 @@ def test_reviewers_start_a_check_from_the_page(db, reviewer_client, reviewer):
 
 
 def test_viewers_cannot_start_a_check(db, viewer_client):
-    make_task("guarded")
+    make_sanity_task("guarded")
     assert viewer_client.post(reverse("tasks:sanity", args=["guarded"])).status_code == 403
     assert viewer_client.get(reverse("tasks:sanity", args=["guarded"])).status_code in (403, 405)
     assert not JobRun.objects.exists()
 
 
 def test_the_api_starts_a_check_and_shows_the_report_on_the_revision(db, api_as, reviewer, viewer):
-    task = make_task("api-task")
+    task = make_sanity_task("api-task")
     assert api_as(viewer).post("/api/tasks/api-task/sanity/").status_code == 403
     response = api_as(reviewer).post("/api/tasks/api-task/sanity/")
     assert response.status_code == 202

@@ -11,7 +11,7 @@ from django.core.management import CommandError, call_command
 
 from jobs.models import JobRun
 from tasks.models import SanityReport
-from tasks.tests.test_sanity import make_task
+from tasks.tests.helpers import make_sanity_task
 
 RUN_KEYS = {"score", "status", "reason", "subscores", "duration"}
 
@@ -29,10 +29,10 @@ def sanity_check(*args):
 
 
 def test_here_with_json_prints_one_object_per_task_on_the_last_line(db):
-    make_task("b-lenient", lenient=True)
-    make_task("a-sound")
-    make_task("c-fragile", crash=True, solution=None)
-    make_task("d-not-asked")
+    make_sanity_task("b-lenient", lenient=True)
+    make_sanity_task("a-sound")
+    make_sanity_task("c-fragile", crash=True, solution=None)
+    make_sanity_task("d-not-asked")
     out, _, error = sanity_check("--task", "c-fragile", "a-sound", "b-lenient", "--here", "--workers", "2", "--json")
     assert error is None
     lines = out.strip().splitlines()
@@ -53,8 +53,8 @@ def test_here_with_json_prints_one_object_per_task_on_the_last_line(db):
 
 
 def test_here_without_json_prints_a_line_per_task(db):
-    make_task("sound")
-    make_task("lenient", lenient=True, solution={"out.json": b'{"total": 4}'})
+    make_sanity_task("sound")
+    make_sanity_task("lenient", lenient=True, solution={"out.json": b'{"total": 4}'})
     out, _, error = sanity_check("--all", "--here")
     assert error is None
     assert out.splitlines() == [
@@ -66,7 +66,7 @@ def test_here_without_json_prints_a_line_per_task(db):
 
 
 def test_without_workers_it_says_so_and_fails(db):
-    make_task("waiting")
+    make_sanity_task("waiting")
     out, _, error = sanity_check("--all", "--json", "--start-timeout", "0.3")
     assert error is not None and "no job worker took sanity check job" in str(error) and "--here" in str(error)
     assert error.returncode == 3  # jobs.cli: not started
@@ -81,7 +81,7 @@ def test_without_workers_it_says_so_and_fails(db):
 def test_a_sandbox_that_cannot_run_is_an_error_not_a_finding(db, settings, monkeypatch):
     monkeypatch.delenv("CLAWGYM_ALLOW_UNSANDBOXED", raising=False)
     settings.CLAWGYM_SANDBOX_BACKEND = "process"
-    make_task("blocked")
+    make_sanity_task("blocked")
     out, _, error = sanity_check("--task", "blocked", "--here", "--json")
     assert error is not None and "1 check(s) could not run" in str(error) and "CLAWGYM_ALLOW_UNSANDBOXED" in str(error)
     (row,) = json.loads(out.strip().splitlines()[-1])

@@ -12,7 +12,7 @@ from jobs.runner import execute
 from jobs.testing import wait_for
 from tasks.models import SanityReport
 from tasks.sanity import start_sanity_check
-from tasks.tests.test_sanity import make_task
+from tasks.tests.helpers import make_sanity_task
 
 pytestmark = pytest.mark.usefixtures("bwrap")  # every test here runs checkers in bubblewrap
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.usefixtures("bwrap")  # every test here runs checkers i
 
 
 def test_the_job_stores_a_report_once_even_when_delivered_again(db, reviewer, django_capture_on_commit_callbacks):
-    task = make_task("again", lenient=True)
+    task = make_sanity_task("again", lenient=True)
     with django_capture_on_commit_callbacks(execute=False):  # no engine: executed below, in this process
         run = start_sanity_check(task, user=reviewer)
     assert execute(run.pk) == JobRun.Status.SUCCEEDED
@@ -42,7 +42,7 @@ def test_the_job_fails_with_the_reason_when_the_sandbox_cannot_run(
     monkeypatch.delenv("CLAWGYM_ALLOW_UNSANDBOXED", raising=False)
     settings.CLAWGYM_SANDBOX_BACKEND = "process"
     with django_capture_on_commit_callbacks(execute=False):
-        run = start_sanity_check(make_task("blocked"), user=reviewer)
+        run = start_sanity_check(make_sanity_task("blocked"), user=reviewer)
     assert execute(run.pk) == JobRun.Status.FAILED
     run.refresh_from_db()
     assert run.error.startswith("SanityUnavailable: the sandbox could not run the checker")
@@ -50,7 +50,7 @@ def test_the_job_fails_with_the_reason_when_the_sandbox_cannot_run(
 
 
 def test_the_batch_queues_each_revision_once(db, django_capture_on_commit_callbacks):
-    a, b = make_task("a"), make_task("b")
+    a, b = make_sanity_task("a"), make_sanity_task("b")
     ids = [a.current_revision_id, b.current_revision_id]
     with django_capture_on_commit_callbacks(execute=False):
         batch = jobs.enqueue("tasks.sanity_check_batch", revision_ids=ids)
@@ -68,9 +68,9 @@ def test_the_batch_queues_each_revision_once(db, django_capture_on_commit_callba
 @pytest.mark.workers
 @pytest.mark.django_db(transaction=True)
 def test_the_command_spreads_the_checks_over_the_workers(django_q_worker):
-    make_task("sound")
-    make_task("lenient", lenient=True)
-    make_task("fragile", crash=True, solution=None)
+    make_sanity_task("sound")
+    make_sanity_task("lenient", lenient=True)
+    make_sanity_task("fragile", crash=True, solution=None)
     out = StringIO()
     call_command("sanity_check", "--all", "--json", "--timeout", "120", stdout=out, stderr=StringIO())
     rows = {row["task"]: row for row in json.loads(out.getvalue().strip().splitlines()[-1])}
@@ -89,7 +89,7 @@ def test_the_command_spreads_the_checks_over_the_workers(django_q_worker):
 @pytest.mark.workers
 @pytest.mark.django_db(transaction=True)
 def test_a_check_started_through_the_api_runs_on_a_worker(django_q_worker, api_as, reviewer):
-    make_task("api-task")
+    make_sanity_task("api-task")
     response = api_as(reviewer).post("/api/tasks/api-task/sanity/")
     assert response.status_code == 202
     run = wait_for(JobRun.objects.get(pk=response.json()["id"]), timeout=60)

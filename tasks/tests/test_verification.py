@@ -13,13 +13,12 @@ import threading
 import pytest
 
 from sandbox import Limits, Workspace, get_backend, runtime_version
-from tasks.package import STANDARD_REWARD_SH
+from tasks.tests.helpers import FAST, HOSTILE, run, shell, spec
 from tasks.verification import (
     CAPTURE_BYTES,
     CAPTURE_HOOK,
     PAYLOAD_ENV,
     BadOutput,
-    CheckerSpec,
     CheckStatus,
     WorkspaceWrite,
     parse_output,
@@ -27,28 +26,6 @@ from tasks.verification import (
 )
 
 from .data.clawgym_shapes import AVERAGING_REWARD_SH, PLANIFY_CHECK_PY, PLANIFY_INPUTS, PLANIFY_SOLUTION
-
-FAST = Limits(wall_seconds=10, cpu_seconds=10, max_output_bytes=64 * 1024)
-
-
-def spec(check_py: str = "", reward_sh: str = STANDARD_REWARD_SH, entry: str = "bash reward/reward.sh"):
-    files = {"reward.sh": reward_sh.encode()}
-    if check_py:
-        files["check.py"] = check_py.encode()
-    return CheckerSpec(
-        task_id="t-1", instruction="Write out.json", metadata={"category": "Analysis"}, entry=entry,
-        reward_files=files,
-    )  # fmt: skip
-
-
-def run(checker, files=None, backend=None, limits=FAST, **kwargs):
-    with Workspace.create(files or {"data.csv": b"a,b\n1,2\n"}) as workspace:
-        return run_checker(checker, workspace, backend=backend, limits=limits, **kwargs), workspace
-
-
-def shell(script: str, check_py: str = "") -> CheckerSpec:
-    return spec(check_py, reward_sh="#!/usr/bin/env bash\n" + script + "\n")
-
 
 # --- parsing ---------------------------------------------------------------------------------------------------
 
@@ -256,25 +233,6 @@ def test_an_agents_module_named_like_one_of_the_runtimes_cannot_choose_the_score
 
 
 # --- the hostile battery: score 0, a reason, no exception ------------------------------------------------------
-
-HOSTILE = {
-    "bad_json": ("echo '{\"a\": 1,'; echo 1.0", CheckStatus.BAD_OUTPUT, "not valid JSON"),
-    "nan_score": ("echo '{\"a\": 1}'; echo nan", CheckStatus.BAD_OUTPUT, "not a finite number"),
-    "inf_subscore": ("echo '{\"a\": Infinity}'; echo 1", CheckStatus.BAD_OUTPUT, "sub-score 'a' is inf"),
-    "score_above_one": ("echo '{\"a\": 1}'; echo 1.01", CheckStatus.BAD_OUTPUT, "outside [0, 1]"),
-    "negative_score": ("echo -1", CheckStatus.BAD_OUTPUT, "outside [0, 1]"),
-    "no_output": ("true", CheckStatus.BAD_OUTPUT, "printed nothing"),
-    "words_not_score": ("echo 'all good!'", CheckStatus.BAD_OUTPUT, "not a number"),
-    "non_zero_exit": ("echo '{\"a\": 1}'; echo 1.0; echo 'boom' >&2; exit 3", CheckStatus.ERROR, "exit code 3: boom"),
-    "crash_in_check_py": (
-        "set -e; python3 reward/check.py; echo 1.0",
-        CheckStatus.ERROR,
-        "exit code 1: SystemExit: check.py cannot parse out.json",
-    ),
-    "timeout": ("echo 1.0; sleep 30", CheckStatus.TIMEOUT, "wall-clock limit of 2 s"),
-    "killed": ("echo 1.0; kill -9 $$", CheckStatus.KILLED, "SIGKILL"),
-    "output_flood": ("yes 1.0", CheckStatus.OUTPUT_LIMIT, "output went past"),
-}
 
 
 @pytest.mark.parametrize("name", sorted(HOSTILE))
