@@ -17,7 +17,7 @@ from clawgym_site.browser_testing import log_in, screenshot, watch
 from evaluation import runs
 from evaluation.models import EvalRun, Rollout
 from evaluation.testing import fruit_package
-from evaluation.tests.test_eval_pages import endpoint, freeze
+from evaluation.tests.helpers import endpoint, freeze
 from tasks.models import BenchmarkCategory
 from tasks.services import save_package
 from training_jobs.models import TrainingMetric, TrainingRun

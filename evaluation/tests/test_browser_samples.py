@@ -8,9 +8,7 @@ Screenshots go to $CLAWGYM_SCREENSHOT_DIR (default /tmp/clawgym-screens) for a l
 import pytest
 
 from clawgym_site.browser_testing import assert_no_reload, log_in, mark_document, screenshot, watch
-
-from .test_eval_pages import url
-from .test_run_samples import build_world
+from evaluation.tests.helpers import build_world, url
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("taxonomy")]
 

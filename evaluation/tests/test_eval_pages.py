@@ -13,10 +13,9 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
 
-from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
 from evaluation import runs
-from evaluation.harnesses.base import ExitReason
 from evaluation.models import EvalRun, EvalRunTask, Rollout
+from evaluation.tests.helpers import FLAKY, STRONG, WEAK, endpoint, finished_run, freeze, text, url
 from jobs.models import JobRun
 from llm.models import ModelEndpoint
 from tasks.models import BenchmarkCategory
@@ -26,50 +25,6 @@ from .evalkit import make_tasks
 pytestmark = pytest.mark.django_db
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
-# Per task, the score of each of two repeats (None: the infrastructure failed it: no score).
-STRONG = {"eval-a": [1.0, 1.0], "eval-b": [1.0, 0.5], "eval-c": [1.0, 1.0], "eval-d": [0.75, 0.75]}
-WEAK = {"eval-a": [1.0, 1.0], "eval-b": [0.75, 0.75], "eval-c": [0.5, 0.75], "eval-d": [0.25, 0.25]}
-FLAKY = {"eval-a": [1.0, 1.0], "eval-b": [1.0, 1.0], "eval-c": [1.0, 1.0], "eval-d": [None, 0.5]}
-TOKENS = {"eval-a": 100, "eval-b": 200, "eval-c": 300, "eval-d": 400}  # input tokens of each rollout of a task
-
-
-def endpoint(name: str) -> ModelEndpoint:
-    return ModelEndpoint.objects.create(name=name, base_url="http://127.0.0.1:9/v1", model=f"{name}-model",
-                                        roles=["agent"])  # fmt: skip
-
-
-def freeze(revisions, name="eval-bench") -> BenchmarkVersion:
-    benchmark, _ = Benchmark.objects.get_or_create(name=name)
-    number = benchmark.versions.count() + 1
-    version = BenchmarkVersion.objects.create(benchmark=benchmark, number=number)
-    PinnedRevision.objects.bulk_create(PinnedRevision(version=version, revision=r) for r in revisions)
-    return version
-
-
-def finished_run(model: ModelEndpoint, version, scores: dict, *, finish=True) -> EvalRun:
-    """A run whose rollouts ended as `scores` says (scored, or an infra failure for None), its figures recomputed."""
-    run, _ = runs.create_eval_run(endpoint=model, benchmark_version=version, harness="builtin", repeats=2,
-                                  fresh=True)  # fmt: skip
-    EvalRun.objects.filter(pk=run.pk).update(status=EvalRun.Status.RUNNING, started_at=timezone.now())
-    for rollout in run.rollouts.select_related("revision__task"):
-        task = rollout.revision.task.external_id
-        if not finish and rollout.repeat_index == 1:
-            continue  # still queued
-        score = scores[task][rollout.repeat_index]
-        common = {"attempt": 1, "finished_at": timezone.now(), "input_tokens": TOKENS[task], "output_tokens": 10,
-                  "cost": "0.01", "agent_seconds": 2.0}  # fmt: skip
-        if score is None:  # every attempt the run allows failed: it is not retried again
-            common["attempt"] = run.max_attempts
-            Rollout.objects.filter(pk=rollout.pk).update(status=Rollout.Status.FAILED,
-                                                         exit_reason=ExitReason.UPSTREAM_ERROR, **common)  # fmt: skip
-        else:
-            Rollout.objects.filter(pk=rollout.pk).update(status=Rollout.Status.SCORED,
-                                                         exit_reason=ExitReason.COMPLETED, score=score, **common)  # fmt: skip
-    runs.recompute_run(run)
-    # As the last rollout's worker would: the run finishes once nothing is left to run.
-    runs.rollout_changed(run.rollouts.filter(status=Rollout.Status.SCORED).order_by("pk").last().pk)
-    run.refresh_from_db()
-    return run
 
 
 @pytest.fixture
@@ -84,15 +39,6 @@ def world(db):
         "flaky": finished_run(flaky, version, FLAKY),
         "revisions": revisions,
     }
-
-
-def url(name, *args, **query):
-    path = reverse(f"evaluations:{name}", args=args)
-    return path + ("?" + "&".join(f"{k}={v}" for k, v in query.items()) if query else "")
-
-
-def text(response) -> str:
-    return re.sub(r"\s+", " ", response.content.decode()).strip()
 
 
 def category(slug: str) -> str:

@@ -8,47 +8,11 @@ import pytest
 from django.urls import reverse
 
 from evaluation.models import Rollout
-
-from .test_eval_pages import FLAKY, STRONG, WEAK, endpoint, finished_run, freeze, make_tasks, text, url
+from evaluation.tests.helpers import build_world, text, url
 
 pytestmark = pytest.mark.django_db
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
-CHECKS = ("input_kept", "reported_done", "summary_right", "summary_written")
-
-
-def dress(run):
-    """Give the run's rollouts what a real one has: a transcript, a final message and the checker's sub-scores (all
-    four at 1 for a full score, `summary_right` at 0 otherwise) and, for eval-b, a rubric judgement."""
-    for rollout in run.rollouts.select_related("revision__task"):
-        task, repeat = rollout.revision.task.external_id, rollout.repeat_index
-        right = rollout.score == 1.0
-        answer = "3 apples, 2 pears" if right else f"I miscounted the pears in {task}"
-        sub = dict.fromkeys(CHECKS, 1.0) | ({} if right else {"summary_right": 0.0})
-        judgements = (
-            [{"rule": "tidy", "weight": 1, "score": 1.0 if right else 0.0, "reason": "ok"}] if task == "eval-b" else []
-        )
-        Rollout.objects.filter(pk=rollout.pk).update(
-            final_message=f"Done with {task} (repeat {repeat}).",
-            sub_scores=sub if rollout.score is not None else {},
-            check_status="ok" if rollout.score is not None else "",
-            rubric_judgements=judgements,
-            transcript=[
-                {"role": "user", "content": f"Count the fruit (task {task})."},
-                {"role": "assistant", "content": "",
-                 "tool_calls": [{"id": "c1", "name": "write", "arguments": {"path": "summary.txt", "content": answer}}]},
-                {"role": "tool", "tool_call_id": "c1", "content": "written"},
-                {"role": "assistant", "content": f"Done: {answer}."},
-            ],
-        )  # fmt: skip
-    return run
-
-
-def build_world() -> dict:
-    """Three finished runs of one benchmark version, dressed: {"strong", "weak", "flaky"} (test_eval_pages' scores)."""
-    version = freeze(make_tasks().values())
-    return {name: dress(finished_run(endpoint(name), version, scores))
-            for name, scores in (("strong", STRONG), ("weak", WEAK), ("flaky", FLAKY))}  # fmt: skip
 
 
 @pytest.fixture
