@@ -220,7 +220,7 @@ def test_expired_review_claims_are_handed_back(admin_user, reviewer):
     from benchmarks.models import Benchmark
     from review.models import BenchmarkCandidate, ClaimEvent
     from review.services import claim, propose_candidates
-    from review.tests.conftest import add_diagnosis, make_task
+    from review.tests.helpers import add_diagnosis, make_task
 
     benchmark = Benchmark.objects.create(name="claw-bench")
     propose_candidates(benchmark, [make_task()], user=admin_user)

@@ -124,7 +124,7 @@ def test_a_part_that_cannot_be_read_is_left_out_and_counted(client, settings):
 
 def test_running_rollouts(client, admin_user):
     from evaluation.models import Rollout
-    from review.tests.conftest import make_task
+    from review.tests.helpers import make_task
 
     endpoint = ModelEndpoint.objects.create(name="agent", base_url="http://127.0.0.1:9/v1", model="m", roles=["agent"])
     revision = make_task().current_revision

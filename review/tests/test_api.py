@@ -6,9 +6,8 @@ from benchmarks.models import BenchmarkVersion
 from jobs.models import JobRun
 from review.models import BenchmarkCandidate, ReviewDecision
 from review.services import claim, decide
+from review.tests.helpers import add_diagnosis, sanity
 from tasks.services import revise_task
-
-from .conftest import add_diagnosis, sanity
 
 URL = "/api/candidates/"
 
@@ -49,8 +48,7 @@ def test_claim_conflict_is_409(api_as, candidate, reviewer, second_reviewer):
 
 def test_filters(api_as, reviewer, candidate, benchmark, admin_user):
     from review.services import propose_candidates
-
-    from .conftest import make_task
+    from review.tests.helpers import make_task
 
     propose_candidates(benchmark, [make_task("t-two")], user=admin_user)
     add_diagnosis(candidate, [{"severity": "major"}, {"severity": "blocker"}])

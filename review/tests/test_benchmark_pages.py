@@ -10,10 +10,9 @@ from benchmarks.exporting import archive_chunks
 from benchmarks.models import Benchmark, BenchmarkVersion
 from review.models import BenchmarkCandidate
 from review.services import claim, decide, freeze_version, propose_candidates
+from review.tests.helpers import accept_all, make_task, sanity
 from tasks.models import BenchmarkCategory, Task
 from tasks.services import revise_task
-
-from .conftest import accept_all, make_task, sanity
 
 Status = BenchmarkCandidate.Status
 HTMX = {"HTTP_HX_REQUEST": "true"}

@@ -9,10 +9,7 @@ from django.urls import reverse
 
 from clawgym_site.browser_testing import assert_no_reload, log_in, mark_document, screenshot, watch
 from review.models import BenchmarkCandidate, ReviewDecision
-
-from .conftest import sanity
-from .test_browser_queue import row, settled
-from .test_queue_pages import make_candidate
+from review.tests.helpers import make_candidate, row, sanity, settled
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("taxonomy")]
 

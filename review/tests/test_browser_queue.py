@@ -10,21 +10,9 @@ from clawgym_site.browser_testing import assert_no_reload, log_in, mark_document
 from jobs.models import JobRun
 from review.jobs import DIAGNOSE_BATCH_JOB
 from review.models import BenchmarkCandidate, ReviewDecision
-
-from .conftest import add_diagnosis, sanity
-from .test_queue_pages import make_candidate
+from review.tests.helpers import add_diagnosis, make_candidate, row, sanity, settled
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("taxonomy")]
-
-
-def row(page, candidate):
-    return page.locator(f"#candidate-{candidate.pk}")
-
-
-def settled(page) -> None:
-    """Wait until htmx has settled: it readies swapped-in content (links, forms) only then, and a click before that
-    would be the browser's own navigation."""
-    page.wait_for_function("!document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling, .htmx-added')")
 
 
 def selected_task(page) -> str:

@@ -10,9 +10,7 @@ from django.urls import reverse
 from review.bulk import MAX_BULK, decide_many
 from review.models import BenchmarkCandidate, ClaimEvent, ReviewDecision
 from review.services import NotAllowed, ReviewError, history
-
-from .conftest import sanity
-from .test_queue_pages import claim_for, make_candidate, row_html
+from review.tests.helpers import claim_for, make_candidate, row_html, sanity
 
 Status = BenchmarkCandidate.Status
 HTMX = {"HTTP_HX_REQUEST": "true"}

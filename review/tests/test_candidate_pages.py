@@ -6,19 +6,16 @@ import re
 from datetime import timedelta
 
 import pytest
-from django.urls import reverse
 from django.utils import timezone
 
 from jobs.models import JobRun
 from review import services
 from review.models import BenchmarkCandidate, ReviewDecision
+from review.tests.helpers import HTMX, add_diagnosis, make_task, sanity, save, text, url
 from review.views.candidate_parts import Unit
 from tasks.models import RevisionFile, TaskRevision
 from tasks.services import revise_task
 
-from .conftest import add_diagnosis, make_task, sanity
-
-HTMX = {"HTTP_HX_REQUEST": "true"}
 STRICT_CHECK = "import json, os\nprint(json.dumps({'report_exists': os.path.exists('report.md')}))\n"
 RUBRIC = [
     {
@@ -29,14 +26,6 @@ RUBRIC = [
     }
 ]
 Status = BenchmarkCandidate.Status
-
-
-def url(name, candidate, *args):
-    return reverse(f"review:{name}", args=[candidate.pk, *args])
-
-
-def text(response) -> str:
-    return response.content.decode()
 
 
 def triggered(response) -> set:
@@ -66,11 +55,6 @@ def issues(candidate):
         {"component": "rubric", "problem": "no rubric", "replacement": json.dumps(RUBRIC)},
     ])  # fmt: skip
     return {i.component + (":" + i.path if i.path else ""): i for i in diagnosis.issues.all()}
-
-
-def save(client, candidate, field, content, base=1, path="", htmx=True, **extra):
-    data = {"field": field, "path": path, "content": content, "base_revision": base, **extra}
-    return client.post(url("candidate_edit", candidate), data, **(HTMX if htmx else {}))
 
 
 # --- who may see and do what -----------------------------------------------------------------------------------

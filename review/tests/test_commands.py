@@ -11,8 +11,7 @@ from jobs.models import JobRun
 from llm.models import ModelEndpoint
 from llm.testing import Reply
 from review.models import BenchmarkCandidate, LLMDiagnosis
-
-from .conftest import make_task
+from review.tests.helpers import make_task
 
 
 def run(*args) -> str:

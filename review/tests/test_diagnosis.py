@@ -11,9 +11,8 @@ from llm.testing import Reply
 from review.diagnosis import DIAGNOSIS_PROMPT_VERSION, MAX_FILE_BYTES, DiagnosisFailed, diagnose_candidate
 from review.models import BenchmarkCandidate, LLMDiagnosis
 from review.services import NotAllowed, start_diagnosis, start_diagnosis_batch
+from review.tests.helpers import sanity
 from tasks.services import revise_task
-
-from .conftest import sanity
 
 REPORT = {
     "overall": "Clear task; the checker is too lenient.",
@@ -143,11 +142,9 @@ def test_job_fails_with_the_reason(candidate, endpoint, scripted_upstream, djang
     assert "DiagnosisFailed" in run.error and "no valid JSON answer" in run.error
 
 
-
 def _candidate(benchmark, external_id):
     from review.services import propose_candidates
-
-    from .conftest import make_task
+    from review.tests.helpers import make_task
 
     propose_candidates(benchmark, [make_task(external_id)], user=None)
     return BenchmarkCandidate.objects.get(task__external_id=external_id)
@@ -158,8 +155,7 @@ def test_diagnose_all_queues_one_child_per_waiting_candidate_and_skips_busy_ones
 ):
     from benchmarks.models import Benchmark
     from review.jobs import DIAGNOSE_BATCH_JOB, DIAGNOSE_JOB
-
-    from .conftest import add_diagnosis
+    from review.tests.helpers import add_diagnosis
 
     add_diagnosis(_candidate(benchmark, "t-done"), [])  # awaiting review: not diagnosed again
     busy = _candidate(benchmark, "t-busy")

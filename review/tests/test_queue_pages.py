@@ -19,10 +19,9 @@ from benchmarks.models import Benchmark
 from jobs.models import JobRun
 from review.jobs import DIAGNOSE_BATCH_JOB, DIAGNOSE_JOB
 from review.models import BenchmarkCandidate, ClaimEvent, ReviewDecision
+from review.tests.helpers import add_diagnosis, claim_for, make_candidate, row_html, sanity
 from review.views.queue import PAGE_SIZE
 from tasks.models import BenchmarkCategory, Task
-
-from .conftest import add_diagnosis, make_task, sanity
 
 Status = BenchmarkCandidate.Status
 HTMX = {"HTTP_HX_REQUEST": "true"}
@@ -40,33 +39,6 @@ def status_counts(response) -> dict[str, int]:
         r'data-testid="status-(\w+)">[^<]*<span class="count">([\d,]+)</span>', response.content.decode()
     )
     return {name: int(n.replace(",", "")) for name, n in found}
-
-
-def row_html(response, candidate) -> str:
-    html = response.content.decode()
-    start = html.index(f'<tr id="candidate-{candidate.pk}"')
-    return html[start : html.index("</tr>", start)]
-
-
-def make_candidate(benchmark, external_id, *, title=None, category=None, issues=None, **fields):
-    """A candidate of `benchmark`; `issues` (a list of severities) stores a diagnosis, `fields` are set last."""
-    task = make_task(external_id, instruction=title or f"Work on {external_id}.")
-    if category:
-        Task.objects.filter(pk=task.pk).update(benchmark_category=BenchmarkCategory.objects.get(slug=category))
-    candidate = BenchmarkCandidate.objects.create(task=task, benchmark=benchmark)
-    if issues is not None:
-        add_diagnosis(candidate, [{"severity": severity} for severity in issues])
-    if fields:
-        BenchmarkCandidate.objects.filter(pk=candidate.pk).update(**fields)
-    candidate.refresh_from_db()
-    return candidate
-
-
-def claim_for(candidate, user, minutes=30):
-    now = timezone.now()
-    BenchmarkCandidate.objects.filter(pk=candidate.pk).update(
-        claimed_by=user, claimed_at=now, claim_expires_at=now + timedelta(minutes=minutes), status=Status.IN_REVIEW
-    )
 
 
 @pytest.fixture

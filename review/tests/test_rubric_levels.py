@@ -3,7 +3,7 @@
 import json
 
 from review import services
-from review.tests.test_candidate_pages import HTMX, save, text, url
+from review.tests.helpers import HTMX, save, text, url
 from tasks.package import rule_levels
 
 FIFTHS = [{

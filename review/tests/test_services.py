@@ -11,10 +11,9 @@ from benchmarks.models import BenchmarkVersion
 from jobs.models import JobRun
 from review import services
 from review.models import BenchmarkCandidate, ReviewDecision
+from review.tests.helpers import add_diagnosis, make_task, sanity
 from tasks.models import Task
 from tasks.services import StaleRevisionError, revise_task
-
-from .conftest import add_diagnosis, make_task, sanity
 
 Status = BenchmarkCandidate.Status
 
