@@ -7,7 +7,6 @@ import time
 import httpx
 import openai
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 import jobs
 from jobs.models import JobRun
@@ -15,17 +14,9 @@ from jobs.workers import beat
 from llm.models import ModelEndpoint
 from llm.services import open_proxy_session, proxy_base_url
 from llm.testing import Reply
+from ops.tests.helpers import samples
 
 pytestmark = pytest.mark.django_db
-
-
-def samples(text: str) -> dict:
-    """{(name, ((label, value), …)): value} of a Prometheus text page."""
-    found = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return found
 
 
 def scrape(client, **extra) -> dict:

@@ -20,8 +20,7 @@ from jobs.testing import BASE_DIR, database_url
 from llm.models import ModelEndpoint
 from llm.services import open_proxy_session
 from llm.testing import Reply
-
-from .test_metrics import samples
+from ops.tests.helpers import samples
 
 # Not about the database engine (the sum is prometheus_client's), and a server start of 10-60 s.
 pytestmark = [pytest.mark.once, pytest.mark.django_db(transaction=True)]

@@ -19,9 +19,9 @@ from django.urls import reverse
 from clawgym_site.browser_testing import assert_no_reload, log_in, mark_document, screenshot, watch
 from synthesis.batches import batch_json, rejected_stage
 from synthesis.models import SynthesisBatch, SynthesisItem
+from synthesis.tests.helpers import make_endpoints
 
 from .scripted import ScriptedPipeline
-from .test_synthesis_pages import make_endpoints
 
 pytestmark = [
     pytest.mark.usefixtures("bwrap", "taxonomy", "shipped_seeds"),

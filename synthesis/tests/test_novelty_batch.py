@@ -10,9 +10,9 @@ from synthesis.batches import draw_seeds, run_here, start_batch
 from synthesis.models import SynthesisBatch, SynthesisItem
 from synthesis.pipeline import StageContext
 from synthesis.stages import qa as qa_stage
+from synthesis.tests.helpers import make_batch, make_endpoints
 
 from .scripted import ScriptedPipeline
-from .test_synthesis_pages import make_batch, make_endpoints
 
 pytestmark = pytest.mark.django_db
 

@@ -16,11 +16,11 @@ from synthesis.annotation import ANNOTATE_JOB
 from synthesis.batches import batch_json, funnel, report, run_here, start_batch
 from synthesis.models import Persona, QualityAssessment, Skill, SkillAnnotation, SynthesisBatch, SynthesisItem
 from synthesis.qa_jobs import ASSESS_JOB
+from synthesis.tests.helpers import DEAD_WORKER, make_batch, make_endpoints, running_batch
 from tasks.package import TaskPackage
 from tasks.services import save_package
 
 from .scripted import ScriptedPipeline
-from .test_synthesis_pages import DEAD_WORKER, make_batch, make_endpoints, running_batch
 
 pytestmark = pytest.mark.django_db
 

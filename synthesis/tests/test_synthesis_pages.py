@@ -9,7 +9,6 @@ bubblewrap sandbox); the others are rows written directly, to put a batch in a g
 
 import json
 import re
-import socket
 from decimal import Decimal
 
 import pytest
@@ -19,8 +18,9 @@ from django.urls import reverse
 from jobs.models import JobRun
 from llm.models import ModelEndpoint
 from synthesis.annotation import ANNOTATE_JOB
-from synthesis.batches import batch_config, config_hash, funnel, run_here, start_batch
+from synthesis.batches import funnel, run_here, start_batch
 from synthesis.models import Persona, Skill, SkillAnnotation, SynthesisBatch, SynthesisItem
+from synthesis.tests.helpers import DEAD_WORKER, make_batch, make_endpoints, running_batch
 from tasks.models import Task
 
 from .scripted import ScriptedPipeline
@@ -28,49 +28,9 @@ from .scripted import ScriptedPipeline
 pytestmark = pytest.mark.django_db
 
 
-def make_endpoints(upstream) -> tuple[ModelEndpoint, ModelEndpoint]:
-    """The generator "gen" and the judge "judge", both the scripted model on loopback."""
-    common = {"base_url": upstream.base_url, "model": "scripted-model", "timeout_seconds": 30,
-              "max_retries": 0, "price_input_per_mtok": 1, "price_output_per_mtok": 2}  # fmt: skip
-    return (
-        ModelEndpoint.objects.create(name="gen", roles=["generator"], **common),
-        ModelEndpoint.objects.create(name="judge", roles=["judge"], **common),
-    )
-
-
 @pytest.fixture
 def endpoints(scripted_upstream):
     return make_endpoints(scripted_upstream)
-
-
-def make_batch(generator, judge, *, status=SynthesisBatch.Status.RUNNING, items=(), preview=False, seed=3):
-    """A batch written directly, with items given as (status, stage, stage_results, reason)."""
-    config = batch_config(route="persona", count=len(items) or 1, generator=generator, judge=judge, seed=seed,
-                          preview=preview, options={}, qa_thresholds={})  # fmt: skip
-    batch = SynthesisBatch.objects.create(
-        route="persona", requested=len(items) or 1, preview=preview, generator=generator, judge=judge, seed=seed,
-        config=config, config_hash=config_hash(config), status=status, cost=Decimal("0.0125"), input_tokens=1000,
-        output_tokens=250,
-    )  # fmt: skip
-    for index, (item_status, stage, results, reason) in enumerate(items):
-        SynthesisItem.objects.create(batch=batch, index=index, status=item_status, stage=stage, stage_results=results,
-                                     reason=reason, seed={"persona": {"id": 1, "text": "a nurse"}})  # fmt: skip
-    return batch
-
-
-PASS = {"verdict": "pass", "reason": ""}
-# A worker id on this host whose process does not exist: jobs.runner.worker_gone says it is gone.
-DEAD_WORKER = f"{socket.gethostname()}:4190001:1"
-
-
-def running_batch(endpoints):
-    generator, judge = endpoints
-    return make_batch(generator, judge, items=[
-        ("rejected", "generate", {"generate": {"verdict": "fail", "reason": "needs the network"}},
-         "generate: needs the network"),
-        ("pending", "files", {"generate": PASS}, ""),
-        ("running", "verify", {"generate": PASS, "files": PASS}, ""),
-    ])  # fmt: skip
 
 
 def live_attributes(html: str, element_id: str) -> bool:
