@@ -14,12 +14,11 @@ from benchmarks import exporting
 from benchmarks.exporting import BenchmarkExportError, archive_chunks, export_version, find_version
 from benchmarks.models import Benchmark
 from benchmarks.services import create_version
+from benchmarks.tests.helpers import make_task
 from tasks.importing import import_path
 from tasks.models import BenchmarkCategory, Task, TaskRevision
 from tasks.package import PackageFile, TaskPackage
 from tasks.services import revise_task, save_package
-
-from .conftest import make_task
 
 RUBRIC = [{"name": "report", "target_file": "report.md", "scores": {s: f"level {s}" for s in ("0", "0.25", "0.5", "0.75", "1")}, "weight": 2.0}]  # fmt: skip
 

@@ -8,7 +8,6 @@ import pytest
 
 from evaluation.models import EvalRun
 from evaluation.runs import compare_runs, create_eval_run, run_here, run_json
-from evaluation.testing import harness_installed  # noqa: F401 (fixture)
 from llm.models import ModelEndpoint
 from tasks.importing import import_path
 from tasks.models import Task
