@@ -222,12 +222,13 @@ def _worker_env(engine: str, **extra: str) -> dict[str, str]:
     }
 
 
-def start_django_q_worker(workers: int = 1, *, proxy_url: str | None = None) -> WorkerProcess:
+def start_django_q_worker(workers: int = 1, *, proxy_url: str | None = None,
+                          env: dict[str, str] | None = None) -> WorkerProcess:  # fmt: skip
     """Start `manage.py qcluster` on the test database and wait until it runs jobs.
 
     proxy_url: where its rollouts reach the recording proxy (CLAWGYM_PROXY_PUBLIC_URL), e.g. the test process's
-    live ASGI server."""
-    extra = {"CLAWGYM_Q_WORKERS": str(workers)}
+    live ASGI server. env: more variables for the worker's environment only (this process's is left as it is)."""
+    extra = {**(env or {}), "CLAWGYM_Q_WORKERS": str(workers)}
     if proxy_url is not None:
         extra["CLAWGYM_PROXY_PUBLIC_URL"] = proxy_url
     worker = WorkerProcess(

@@ -42,17 +42,8 @@ def gpu_worker(django_db_setup, django_db_blocker):
 
     worker_env = {"CLAWGYM_SERVE_HOST": "0.0.0.0", "CLAWGYM_SERVE_MAX_REQUEST_BYTES": str(MAX_BODY),
                   "SECRET_KEY": settings.SECRET_KEY, "CLAWGYM_KEY_PROBE": PROBE}  # fmt: skip
-    saved = {name: os.environ.get(name) for name in worker_env}
-    os.environ.update(worker_env)
-    try:
-        with django_db_blocker.unblock():
-            worker = start_django_q_worker(workers=1)
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    with django_db_blocker.unblock():
+        worker = start_django_q_worker(workers=1, env=worker_env)
     yield worker
     worker.stop()
     worker.cleanup()

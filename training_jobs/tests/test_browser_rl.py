@@ -5,7 +5,6 @@ rollouts are linked to their pages. The run is real and tiny: the `training.rl_r
 server), whose rollout_func runs builtin-harness rollouts in bubblewrap on the same cluster's other workers, through
 the recording proxy (this process's ASGI server), scored by a real checker."""
 
-import os
 import re
 import shutil
 
@@ -29,17 +28,8 @@ def cluster(_live_server_asgi_module, django_db_setup, django_db_blocker):
     """A django-q cluster of three workers: one runs the RL job (the trainer), two the step's rollouts side by side;
     the rollouts reach the proxy of this test process (the live ASGI server); the trainer never looks for the hub."""
     env = {"CLAWGYM_PROXY_PUBLIC_URL": _live_server_asgi_module.url, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    previous = {name: os.environ.get(name) for name in env}
-    os.environ.update(env)
-    try:
-        with django_db_blocker.unblock():
-            worker = start_django_q_worker(workers=3)
-    finally:
-        for name, value in previous.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    with django_db_blocker.unblock():
+        worker = start_django_q_worker(workers=3, env=env)
     yield worker
     worker.stop()
     worker.cleanup()
