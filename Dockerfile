@@ -44,4 +44,4 @@ ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/
     CLAWGYM_VAR_DIR=/data
 USER clawgym
 EXPOSE 8000
-CMD ["uvicorn", "clawgym_site.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--http", "clawgym_site.http_timeouts:HttpToolsProtocol", "--timeout-keep-alive", "5"]
+CMD ["uvicorn", "clawgym_site.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--http", "lib.http_timeouts:HttpToolsProtocol", "--timeout-keep-alive", "5"]

@@ -1,6 +1,8 @@
 pytest_plugins = [
-    "clawgym_site.testing",
-    "clawgym_site.browser_testing",
+    "lib.testing",
+    "lib.browser_testing",
+    "accounts.testing",
+    "tasks.testing",
     "jobs.testing",
     "llm.testing",
     "sandbox.testing",

@@ -11,7 +11,7 @@ from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
-from clawgym_site.api_parsers import JSONParser
+from lib.api_parsers import JSONParser
 
 
 class ObtainToken(ObtainAuthToken):

@@ -148,7 +148,7 @@ class Bench:
         """The ASGI app as the deployment serves it (docker-compose.yml's web command)."""
         return self.spawn(name, [sys.executable, "-m", "uvicorn", "clawgym_site.asgi:application", "--host", "127.0.0.1",
                                  "--port", str(port), "--workers", str(workers), "--http",
-                                 "clawgym_site.http_timeouts:HttpToolsProtocol", "--no-access-log",
+                                 "lib.http_timeouts:HttpToolsProtocol", "--no-access-log",
                                  "--log-level", "warning"])  # fmt: skip
 
     def start_worker(self, queue: str, concurrency: int) -> Process:

@@ -12,7 +12,7 @@ from rest_framework import viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 
-from clawgym_site.api_filters import QueryFilterMixin
+from lib.api_filters import QueryFilterMixin
 
 from .exporting import ARCHIVE_FORMATS, CONTENT_TYPES, download_response
 from .models import BenchmarkVersion

@@ -7,7 +7,7 @@ candidate was accepted at); this module numbers the version and stores it with i
 from django.db import IntegrityError, transaction
 
 from accounts.roles import ADMIN, has_role
-from clawgym_site.bounds import TextRefused, check_chars, check_text
+from lib.bounds import TextRefused, check_chars, check_text
 
 from .models import Benchmark, BenchmarkVersion, PinnedRevision
 

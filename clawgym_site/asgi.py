@@ -7,13 +7,13 @@ django_application = get_asgi_application()
 
 from django.conf import settings  # noqa: E402  (after the app registry is ready)
 
-from clawgym_site.body_limits import BodyLimit  # noqa: E402
+from lib.body_limits import BodyLimit  # noqa: E402
 
 # The recording proxy (/proxy/…) skips the site's middleware: see llm/asgi.py.
 from llm.asgi import PREFIX as PROXY_PREFIX  # noqa: E402  (needs the apps loaded above)
 from llm.asgi import with_proxy_lane  # noqa: E402
 
-# Every body is bounded before anything reads it (clawgym_site.body_limits); the proxy's token is its credential.
+# Every body is bounded before anything reads it (lib.body_limits); the proxy's token is its credential.
 application = BodyLimit(
     with_proxy_lane(django_application),
     default=settings.CLAWGYM_MAX_REQUEST_BYTES,

@@ -140,7 +140,7 @@ STORAGES = {
 # Uploaded archives can be large; they are streamed to disk, never held in memory.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
-# Request bodies are bounded before they are read (clawgym_site.body_limits, around the whole ASGI app): a body over
+# Request bodies are bounded before they are read (lib.body_limits, around the whole ASGI app): a body over
 # its route's limit gets 413 at once (declared length) or as soon as the bytes pass it (chunked). The import upload
 # routes take archives; the proxy's limit is CLAWGYM_PROXY_MAX_REQUEST_BYTES; a request carrying no credential (no
 # session cookie, no Authorization header) can only be a login, so it gets the anonymous limit.
@@ -148,7 +148,7 @@ CLAWGYM_MAX_REQUEST_BYTES = env_int("CLAWGYM_MAX_REQUEST_BYTES", 64 * 1024 * 102
 CLAWGYM_MAX_UPLOAD_BYTES = env_int("CLAWGYM_MAX_UPLOAD_BYTES", 1024 * 1024 * 1024)
 CLAWGYM_ANONYMOUS_MAX_REQUEST_BYTES = env_int("CLAWGYM_ANONYMOUS_MAX_REQUEST_BYTES", 64 * 1024)
 # A connection's request line and headers must arrive whole within this many seconds of it opening (or of the last
-# response): slow-loris and never-speaking connections are closed (clawgym_site.http_timeouts, uvicorn --http).
+# response): slow-loris and never-speaking connections are closed (lib.http_timeouts, uvicorn --http).
 # Idle keep-alive connections are closed by uvicorn itself after --timeout-keep-alive (5 s).
 CLAWGYM_HEADER_TIMEOUT_SECONDS = env_float("CLAWGYM_HEADER_TIMEOUT_SECONDS", 10.0)
 
@@ -167,16 +167,16 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["accounts.permissions.RolePermission"],
-    # DRF's JSON parser, but deeply nested JSON is a 400 (clawgym_site.api_parsers), not a RecursionError's 500.
+    # DRF's JSON parser, but deeply nested JSON is a 400 (lib.api_parsers), not a RecursionError's 500.
     "DEFAULT_PARSER_CLASSES": [
-        "clawgym_site.api_parsers.JSONParser", "rest_framework.parsers.FormParser",
+        "lib.api_parsers.JSONParser", "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     # A list answers 400 for a query parameter it does not understand (a view with its own filter_backends lists
     # this one first too).
-    "DEFAULT_FILTER_BACKENDS": ["clawgym_site.api_filters.UnknownParametersFilter"],
+    "DEFAULT_FILTER_BACKENDS": ["lib.api_filters.UnknownParametersFilter"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
 SPECTACULAR_SETTINGS = {
@@ -211,7 +211,7 @@ SPECTACULAR_SETTINGS = {
 CLAWGYM_MAX_FILE_BYTES = env_int("CLAWGYM_MAX_FILE_BYTES", 10 * 1024 * 1024)
 CLAWGYM_MAX_FILES_PER_TASK = env_int("CLAWGYM_MAX_FILES_PER_TASK", 500)
 CLAWGYM_MAX_TASK_BYTES = env_int("CLAWGYM_MAX_TASK_BYTES", 50 * 1024 * 1024)
-# Text people and imports send (clawgym_site.bounds), in UTF-8 bytes: over a bound is refused, saying which.
+# Text people and imports send (lib.bounds), in UTF-8 bytes: over a bound is refused, saying which.
 CLAWGYM_MAX_INSTRUCTION_BYTES = env_int("CLAWGYM_MAX_INSTRUCTION_BYTES", 64 * 1024)
 CLAWGYM_MAX_RUBRIC_BYTES = env_int("CLAWGYM_MAX_RUBRIC_BYTES", 64 * 1024)  # the rubric as JSON
 CLAWGYM_MAX_METADATA_BYTES = env_int("CLAWGYM_MAX_METADATA_BYTES", 64 * 1024)  # metadata, extra entry fields: JSON
@@ -244,6 +244,8 @@ Q_CLUSTER = {
     "label": "Background queue (django-q2)",
 }
 
+# The Celery app, named as ROOT_URLCONF names the URLs: jobs and ops send through it without importing this package.
+CLAWGYM_CELERY_APP = "clawgym_site.celery.app"
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ACKS_LATE = True

@@ -16,8 +16,8 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from accounts.roles import REVIEWER
-from clawgym_site.api_filters import QueryFilterMixin
 from jobs.engine import JobEngineError
+from lib.api_filters import QueryFilterMixin
 from llm.models import ModelEndpoint
 from tasks.models import Task
 

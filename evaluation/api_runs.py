@@ -35,9 +35,9 @@ from rest_framework.settings import api_settings
 
 import jobs
 from accounts.roles import ADMIN, REVIEWER, has_role
-from clawgym_site.api_filters import QueryFilterMixin
 from jobs.engine import JobEngineError
 from jobs.serializers import JobRunSerializer
+from lib.api_filters import QueryFilterMixin
 
 from . import runs
 from .exports import iter_csv, run_export

@@ -1,13 +1,13 @@
 """An evaluation run exported for papers and notebooks: JSON (the run, its figures, every rollout) and CSV (one row
 per rollout). Both stream over the run's rollouts in id order, a few hundred rows at a time. The CSV's text cells are
-neutralised for spreadsheets (clawgym_site.csvsafe): an error text can hold what a model or a harness wrote."""
+neutralised for spreadsheets (lib.csvsafe): an error text can hold what a model or a harness wrote."""
 
 from __future__ import annotations
 
 import io
 from collections.abc import Iterator
 
-from clawgym_site.csvsafe import SafeDictWriter
+from lib.csvsafe import SafeDictWriter
 
 from .models import EvalRun, Rollout
 from .runs import run_json

@@ -32,9 +32,9 @@ from django.db.models import Count, F, Sum
 from django.utils import timezone
 
 import jobs
-from clawgym_site.bounds import TextRefused, check_json
 from jobs.models import JobRun
 from jobs.runner import lost_reason, worker_gone, worker_id
+from lib.bounds import TextRefused, check_json
 from llm.models import ModelCall, ModelEndpoint
 from llm.sampling import policy_for
 from llm.services import close_proxy_session, open_proxy_session, proxy_base_url

@@ -14,8 +14,8 @@ from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.decorators import reviewer_required, viewer_required
-from clawgym_site.htmx import render_page
 from jobs.engine import JobEngineError
+from lib.htmx import render_page
 from llm.models import ModelCall, ModelEndpoint
 
 from .forms import RolloutFilterForm, StartRolloutsForm, TrajectoryFilterForm

@@ -24,10 +24,10 @@ import jobs
 from accounts.decorators import admin_required, reviewer_required, viewer_required
 from accounts.roles import ADMIN, has_role
 from benchmarks.models import BenchmarkVersion
-from clawgym_site.htmx import render_page
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
 from jobs.registry import UnknownJobKind
+from lib.htmx import render_page
 from tasks.models import BenchmarkCategory, Task
 
 from . import exports, runs

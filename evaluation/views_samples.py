@@ -11,7 +11,7 @@ from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_GET
 
 from accounts.decorators import viewer_required
-from clawgym_site.htmx import render_page
+from lib.htmx import render_page
 
 from .forms import SampleFilterForm
 from .models import EvalRun, EvalRunTask, Outcome

@@ -11,7 +11,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from accounts.roles import ADMIN
-from clawgym_site.api_filters import QueryFilterMixin
+from lib.api_filters import QueryFilterMixin
 
 from .models import JobRun
 from .serializers import JobRunFilterSerializer, JobRunListSerializer, JobRunSerializer

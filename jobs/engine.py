@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db import transaction
 from django.dispatch import receiver
 from django.utils import timezone
+from django.utils.module_loading import import_string
 from django_q.signals import post_spawn
 
 from . import registry
@@ -42,7 +43,7 @@ class CeleryEngine:
     name = "celery"
 
     def submit(self, run: JobRun) -> None:
-        from clawgym_site.celery import app
+        app = import_string(settings.CLAWGYM_CELERY_APP)
 
         # The broker URL is read now (not when the Celery app was configured), so that it follows settings.
         with app.connection_for_write(url=settings.CELERY_BROKER_URL) as conn:

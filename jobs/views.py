@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import trigger_client_event
 
 from accounts.decorators import admin_required, viewer_required
-from clawgym_site.htmx import render_page
+from lib.htmx import render_page
 
 from . import periodic, registry
 from .models import JobRun

@@ -19,7 +19,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
 from accounts.roles import ADMIN
-from clawgym_site.api_filters import QueryFilterMixin
+from lib.api_filters import QueryFilterMixin
 
 from .bodies import PARTS, body_range, inline_limit, pieces, with_heads
 from .models import ModelCall, ModelEndpoint

@@ -11,7 +11,7 @@ Measured with bench/proxy_bench.py: at 64 concurrent streams the added time to f
 (the whole Django stack) to tens of ms on a 2-core machine.
 Added: the token is checked before the body is read (401 without reading a byte of it), and the session found is
 handed to the view in the scope, so it is still looked up once per request. Body sizes are bounded around the
-whole app (clawgym_site.body_limits).
+whole app (lib.body_limits).
 """
 
 import asyncio

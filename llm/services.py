@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from clawgym_site.bounds import TextRefused, check_json
+from lib.bounds import TextRefused, check_json
 
 from .models import ModelEndpoint, ProxySession, hash_token, new_session_token
 

@@ -14,7 +14,7 @@ from django.template.response import TemplateResponse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.decorators import admin_required, viewer_required
-from clawgym_site.htmx import render_page
+from lib.htmx import render_page
 
 from .bodies import PARTS, body_of, with_heads
 from .client import check_connection

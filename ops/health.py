@@ -11,6 +11,7 @@ import time
 
 from django.conf import settings
 from django.db import connection
+from django.utils.module_loading import import_string
 
 BROKER_TIMEOUT_SECONDS = 2.0
 
@@ -56,7 +57,7 @@ def ping_celery_broker(url: str) -> None:
         finally:
             client.close()
         return
-    from clawgym_site.celery import app
+    app = import_string(settings.CLAWGYM_CELERY_APP)
 
     with app.connection_for_write(url=url) as conn:  # another transport: kombu connects (and fails) in ~2 s
         conn.ensure_connection(max_retries=1, timeout=BROKER_TIMEOUT_SECONDS)

@@ -36,9 +36,9 @@ from accounts.roles import ADMIN, REVIEWER
 from benchmarks.models import Benchmark
 from benchmarks.serializers import BenchmarkSerializer, BenchmarkVersionSerializer
 from benchmarks.services import BenchmarkError, get_or_create_benchmark
-from clawgym_site.api_filters import QueryFilterMixin
 from jobs.engine import JobEngineError
 from jobs.serializers import JobRunSerializer
+from lib.api_filters import QueryFilterMixin
 from tasks.services import StaleRevisionError
 
 from . import bulk, services

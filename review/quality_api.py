@@ -16,7 +16,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from accounts.roles import REVIEWER
-from clawgym_site.api_filters import QueryFilterMixin
+from lib.api_filters import QueryFilterMixin
 from tasks.models import Task
 
 from . import quality

@@ -18,8 +18,8 @@ from accounts.roles import ADMIN, REVIEWER, has_role
 from benchmarks.models import Benchmark, BenchmarkVersion
 from benchmarks.services import BenchmarkError, create_version
 from benchmarks.services import NotAllowed as BenchmarkNotAllowed
-from clawgym_site.bounds import TextRefused, check_chars, check_text
 from jobs.models import JobRun
+from lib.bounds import TextRefused, check_chars, check_text
 from tasks.diffing import role_folder
 from tasks.models import SanityReport, Task, TaskRevision
 from tasks.package import PackageError, validate_rubric
@@ -51,7 +51,7 @@ class NotAllowed(ReviewError):
 
 
 def _note(text: str, what: str) -> str:
-    """A reason, note or comment a person wrote, within CLAWGYM_MAX_NOTE_BYTES (clawgym_site.bounds)."""
+    """A reason, note or comment a person wrote, within CLAWGYM_MAX_NOTE_BYTES (lib.bounds)."""
     try:
         return check_text(text or "", what, setting="CLAWGYM_MAX_NOTE_BYTES")
     except TextRefused as exc:

@@ -31,9 +31,9 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 
 from accounts.roles import ADMIN
-from clawgym_site.api_filters import QueryFilterMixin
 from jobs.engine import JobEngineError
 from jobs.serializers import JobRunSerializer
+from lib.api_filters import QueryFilterMixin
 
 from . import annotation, batches, seeds, skills
 from .models import Persona, QualityAssessment, Skill, SkillAnnotation, SynthesisBatch, SynthesisItem

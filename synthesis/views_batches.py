@@ -16,8 +16,8 @@ from django.utils.html import format_html
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.decorators import admin_required, viewer_required
-from clawgym_site.htmx import render_page
 from jobs.engine import JobEngineError
+from lib.htmx import render_page
 from llm.models import ModelCall
 
 from . import batches

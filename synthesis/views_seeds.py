@@ -11,8 +11,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.decorators import admin_required, viewer_required
-from clawgym_site.htmx import render_page
 from jobs.engine import JobEngineError
+from lib.htmx import render_page
 
 from . import annotation, seeds, skills
 from .forms import PersonaImportForm, PersonaSearchForm, SkillOverrideForm

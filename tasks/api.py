@@ -38,11 +38,11 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 
 from accounts.roles import ADMIN, REVIEWER
-from clawgym_site.api_filters import QueryFilterMixin, UnknownParametersFilter
 from jobs.api import JobRunReadViewSet
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
 from jobs.serializers import JobRunListSerializer, JobRunSerializer
+from lib.api_filters import QueryFilterMixin, UnknownParametersFilter
 
 from .categorizing import (
     CategorizingError,

@@ -18,9 +18,9 @@ from django.views.decorators.http import require_http_methods
 
 from accounts.decorators import viewer_required
 from accounts.roles import ADMIN, has_role
-from clawgym_site.htmx import render_page
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
+from lib.htmx import render_page
 
 from .categorizing import (
     ACCEPT_JOB,

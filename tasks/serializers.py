@@ -14,9 +14,9 @@ from rest_framework import serializers
 from rest_framework.reverse import reverse
 from rest_framework.settings import api_settings
 
-from clawgym_site.bounds import TextRefused, check_json, check_text
 from jobs.redaction import hide_paths_in, sees_server_details
 from jobs.serializers import JobRunFilterSerializer
+from lib.bounds import TextRefused, check_json, check_text
 
 from .formats import FORMATS
 from .models import BenchmarkCategory, CategoryProposal, RevisionFile, SanityReport, Task, TaskRevision
@@ -368,7 +368,7 @@ class FileRefSerializer(serializers.Serializer):
 
 
 def _bounded(check, value, what: str, setting: str):
-    """A field's value within its size bound (clawgym_site.bounds), else a 400 on that field saying by how much."""
+    """A field's value within its size bound (lib.bounds), else a 400 on that field saying by how much."""
     try:
         return check(value, what, setting=setting)
     except TextRefused as exc:

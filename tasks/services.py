@@ -8,7 +8,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from clawgym_site.bounds import TextRefused, check_chars, check_json, check_text
+from lib.bounds import TextRefused, check_chars, check_json, check_text
 
 from .models import BenchmarkCategory, Blob, RevisionFile, ScenarioCategory, ScenarioSubcategory, Task, TaskRevision
 from .package import (

@@ -19,9 +19,9 @@ from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.decorators import admin_required, reviewer_required, viewer_required
-from clawgym_site.htmx import render_page
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
+from lib.htmx import render_page
 
 from . import dashboard_panels
 from .diffing import diff_revisions, role_folder

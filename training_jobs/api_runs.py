@@ -34,10 +34,10 @@ from rest_framework.settings import api_settings
 
 from accounts.roles import ADMIN
 from benchmarks.models import BenchmarkVersion
-from clawgym_site.api_filters import QueryFilterMixin
 from evaluation.harnesses import HARNESS_CHOICES
 from jobs.engine import JobEngineError
 from jobs.redaction import hide_paths, hide_paths_in, sees_server_details
+from lib.api_filters import QueryFilterMixin
 
 from . import rl_pages, runs
 from .models import BaseModel, Checkpoint, ModelServer, RLRollout, TrainingDataset, TrainingMetric, TrainingRun

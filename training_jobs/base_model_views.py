@@ -15,8 +15,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from accounts.decorators import admin_required, viewer_required
 from accounts.roles import ADMIN, has_role
-from clawgym_site.htmx import render_page
 from jobs.engine import JobEngineError
+from lib.htmx import render_page
 
 from . import base_models, converters, serving
 from .models import BaseModel, ModelServer

@@ -10,8 +10,8 @@ from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.http import require_http_methods
 
 from accounts.decorators import admin_required
-from clawgym_site.htmx import render_page
 from jobs.engine import JobEngineError
+from lib.htmx import render_page
 
 from . import runs
 from .models import TrainingRun

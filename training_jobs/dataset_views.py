@@ -17,8 +17,8 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from accounts.decorators import admin_required, viewer_required
 from accounts.roles import ADMIN, VIEWER, has_role
-from clawgym_site.htmx import render_page
 from jobs.engine import JobEngineError
+from lib.htmx import render_page
 
 from . import datasets
 from .dataset_forms import BuildDatasetForm, rollout_groups

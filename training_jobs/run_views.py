@@ -19,10 +19,10 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from accounts.decorators import admin_required, viewer_required
 from accounts.roles import ADMIN, has_role
 from benchmarks.models import BenchmarkVersion
-from clawgym_site.htmx import render_page
 from evaluation.harnesses import HARNESS_CHOICES
 from jobs.engine import JobEngineError
 from jobs.workers import queue_wait
+from lib.htmx import render_page
 
 from . import rl_pages, runs
 from .base_model_views import no_base_model_help

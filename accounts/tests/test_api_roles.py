@@ -11,8 +11,9 @@ import pytest
 from rest_framework.test import APIClient
 
 from accounts.roles import ADMIN, REVIEWER, VIEWER
-from clawgym_site.testing import make_user, token_client
+from accounts.testing import make_user
 from jobs.models import JobRun
+from lib.testing import token_client
 from tasks.models import Task, TaskRevision
 from tasks.package import PackageFile, TaskPackage
 from tasks.services import save_package

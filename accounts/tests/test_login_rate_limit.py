@@ -6,7 +6,7 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
-from clawgym_site.testing import PASSWORD
+from lib.testing import PASSWORD
 
 ATTACKER = "203.0.113.7"
 SOMEONE_ELSE = "198.51.100.2"

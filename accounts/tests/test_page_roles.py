@@ -5,7 +5,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from clawgym_site.testing import make_user
+from accounts.testing import make_user
 from jobs.models import JobRun
 from tasks.tests.helpers import make_task
 

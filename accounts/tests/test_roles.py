@@ -3,7 +3,7 @@ from django.contrib.auth.models import Group
 from django.core.management import call_command
 
 from accounts.roles import ADMIN, REVIEWER, VIEWER, grant_role, has_role, user_role
-from clawgym_site.testing import make_user
+from accounts.testing import make_user
 
 
 @pytest.mark.django_db

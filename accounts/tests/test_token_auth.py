@@ -84,7 +84,7 @@ def test_session_auth_reads_and_writes_with_csrf(reviewer, task):
 
 
 def test_scripts_exchange_a_password_for_their_token(viewer):
-    from clawgym_site.testing import PASSWORD
+    from lib.testing import PASSWORD
 
     response = APIClient().post("/api/auth/token/", {"username": viewer.username, "password": PASSWORD}, format="json")
     assert response.status_code == 200

@@ -13,11 +13,11 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from clawgym_site.browser_testing import log_in, screenshot, watch
 from evaluation import runs
 from evaluation.models import EvalRun, Rollout
 from evaluation.testing import fruit_package
 from evaluation.tests.helpers import endpoint, freeze
+from lib.browser_testing import log_in, screenshot, watch
 from tasks.models import BenchmarkCategory
 from tasks.services import save_package
 from training_jobs.models import TrainingMetric, TrainingRun

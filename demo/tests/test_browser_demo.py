@@ -3,8 +3,8 @@ not), and its connection test reaches the demo server on loopback."""
 
 import pytest
 
-from clawgym_site.browser_testing import log_in, screenshot
 from demo.services import DEMO_ENDPOINTS
+from lib.browser_testing import log_in, screenshot
 from llm.models import ModelEndpoint
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("taxonomy")]

@@ -284,7 +284,7 @@ def test_a_clients_sign_in_lockout_leaves_other_clients_signing_in(stack, api):
     argv = run(["docker", "exec", web, "cat", "/proc/1/cmdline"]).stdout.split("\0")
     for option in ("--uds", "--workers", "--http", "--timeout-keep-alive", "--proxy-headers", "--forwarded-allow-ips"):
         assert option in argv, argv
-    assert argv[argv.index("--http") + 1] == "clawgym_site.http_timeouts:HttpToolsProtocol", argv
+    assert argv[argv.index("--http") + 1] == "lib.http_timeouts:HttpToolsProtocol", argv
 
     def token(url: str, address: str, password: str, **headers) -> int:
         transport = httpx.HTTPTransport(local_address=address)

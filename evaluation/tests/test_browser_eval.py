@@ -18,12 +18,12 @@ import pytest
 from django.urls import reverse
 
 from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
-from clawgym_site.browser_testing import assert_no_reload, log_in, mark_document, screenshot, watch
 from evaluation import runs
 from evaluation.models import EvalRun, EvalRunTask
 from evaluation.testing import needs_bwrap
 from jobs.models import JobRun
 from jobs.testing import start_django_q_worker, use_engine
+from lib.browser_testing import assert_no_reload, log_in, mark_document, screenshot, watch
 from tasks.models import RevisionFile
 from tasks.services import revise_task
 

@@ -12,10 +12,10 @@ import pytest
 from django.db import connections
 from django.urls import reverse
 
-from clawgym_site.browser_testing import assert_no_reload, log_in, mark_document, screenshot
 from evaluation.models import Rollout
 from evaluation.services import create_rollouts, execute_rollout
 from evaluation.testing import RIGHT_SUMMARY, needs_bwrap
+from lib.browser_testing import assert_no_reload, log_in, mark_document, screenshot
 from llm.testing import Reply, ScriptedUpstream
 
 pytestmark = [

@@ -6,9 +6,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
-from clawgym_site.browser_testing import log_in, screenshot
 from evaluation import runs
 from evaluation.models import EvalRun
+from lib.browser_testing import log_in, screenshot
 from llm.models import ModelEndpoint
 
 from .evalkit import make_tasks

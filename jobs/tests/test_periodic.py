@@ -110,7 +110,10 @@ def test_only_the_newest_finished_runs_of_a_periodic_kind_are_kept(monkeypatch):
 
 
 def test_celery_beat_schedule_is_built_from_the_table():
-    from clawgym_site.celery import app
+    from django.conf import settings
+    from django.utils.module_loading import import_string
+
+    app = import_string(settings.CLAWGYM_CELERY_APP)
 
     schedule = app.conf.beat_schedule
     assert schedule == periodic.beat_schedule()

@@ -23,6 +23,6 @@ def candidate(benchmark, admin_user):
 @pytest.fixture
 def second_reviewer(db):
     from accounts.roles import REVIEWER
-    from clawgym_site.testing import make_user
+    from accounts.testing import make_user
 
     return make_user("rob_reviewer", REVIEWER)

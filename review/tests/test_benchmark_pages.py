@@ -324,7 +324,7 @@ def test_propose_errors_are_shown_in_place(admin_client, benchmark, catalog):
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("taxonomy")
 def test_admin_proposes_freezes_and_downloads_in_a_browser(page, live_server, admin_user, reviewer):
-    from clawgym_site.browser_testing import assert_no_reload, log_in, mark_document, screenshot
+    from lib.browser_testing import assert_no_reload, log_in, mark_document, screenshot
 
     benchmark = Benchmark.objects.create(name="claw-bench", description="Reviewed claw tasks.")
     for external_id in ("t-a", "t-b"):

@@ -7,7 +7,7 @@ Screenshots go to $CLAWGYM_SCREENSHOT_DIR (default /tmp/clawgym-screens) for a l
 import pytest
 from django.urls import reverse
 
-from clawgym_site.browser_testing import assert_no_reload, log_in, mark_document, screenshot, watch
+from lib.browser_testing import assert_no_reload, log_in, mark_document, screenshot, watch
 from review.models import BenchmarkCandidate, ReviewDecision
 from review.tests.helpers import make_candidate, row, sanity, settled
 

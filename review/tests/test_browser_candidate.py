@@ -9,8 +9,8 @@ that meets someone else's save gets the conflict panel with the reviewer's own t
 import pytest
 from django.urls import reverse
 
-from clawgym_site.browser_testing import assert_no_reload, log_in, mark_document, screenshot
 from jobs.models import JobRun
+from lib.browser_testing import assert_no_reload, log_in, mark_document, screenshot
 from review.models import SEVERITY_RANK, BenchmarkCandidate, DiagnosisIssue, LLMDiagnosis, ReviewDecision
 from review.services import claim, propose_candidates
 from sandbox.testing import require_bwrap

@@ -4,7 +4,7 @@ sample's table count them."""
 import pytest
 from django.urls import reverse
 
-from clawgym_site.browser_testing import assert_no_reload, log_in, mark_document, screenshot
+from lib.browser_testing import assert_no_reload, log_in, mark_document, screenshot
 from review.models import QualityRating
 from review.quality import draw_sample
 from review.tests.helpers import make_task

@@ -6,8 +6,8 @@ Screenshots go to $CLAWGYM_SCREENSHOT_DIR (default /tmp/clawgym-screens) for a l
 import pytest
 from django.urls import reverse
 
-from clawgym_site.browser_testing import assert_no_reload, log_in, mark_document, screenshot
 from jobs.models import JobRun
+from lib.browser_testing import assert_no_reload, log_in, mark_document, screenshot
 from review.jobs import DIAGNOSE_BATCH_JOB
 from review.models import BenchmarkCandidate, ReviewDecision
 from review.tests.helpers import add_diagnosis, make_candidate, row, sanity, settled

@@ -1,6 +1,6 @@
 """Bounds on what reviewers write: reasons, override reasons, verdict comments, notes, names, inline edits.
 
-The services check them (clawgym_site.bounds), so the pages and the API refuse the same way, saying how long the text
+The services check them (lib.bounds), so the pages and the API refuse the same way, saying how long the text
 is and which setting bounds it; nothing is recorded.
 """
 

@@ -26,7 +26,7 @@ from accounts.roles import ADMIN, has_role
 from benchmarks.exporting import ARCHIVE_FORMATS, download_response, manifest
 from benchmarks.models import Benchmark, BenchmarkVersion
 from benchmarks.services import get_or_create_benchmark
-from clawgym_site.htmx import render_page
+from lib.htmx import render_page
 from tasks.models import BenchmarkCategory, Task
 
 from .. import services

@@ -22,9 +22,9 @@ from django.views.decorators.http import require_GET, require_POST
 
 from accounts.decorators import admin_required, viewer_required
 from benchmarks.models import Benchmark
-from clawgym_site.htmx import render_page
 from evaluation.models import Rollout
 from jobs.engine import JobEngineError
+from lib.htmx import render_page
 
 from .. import services
 from ..difficulty import DifficultyError, default_candidates, set_difficulty_thresholds, start_difficulty_filter

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_http_methods
 
 from accounts.decorators import admin_required
 from benchmarks.models import Benchmark
-from clawgym_site.htmx import render_page
+from lib.htmx import render_page
 from tasks.models import Task
 
 from .. import services

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from accounts.decorators import admin_required, reviewer_required, viewer_required
 from benchmarks.models import Benchmark
-from clawgym_site.htmx import render_page
+from lib.htmx import render_page
 from review import quality
 from review.models import (
     QUALITY_DIMENSIONS,

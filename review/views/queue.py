@@ -20,9 +20,9 @@ from django_htmx.http import reswap, retarget, trigger_client_event
 
 from accounts.decorators import admin_required, reviewer_required, viewer_required
 from benchmarks.models import Benchmark
-from clawgym_site.htmx import render_page
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
+from lib.htmx import render_page
 from tasks.models import BenchmarkCategory, SanityReport
 
 from .. import bulk, services

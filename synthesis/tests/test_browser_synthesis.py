@@ -16,7 +16,7 @@ import pytest
 from django.apps import apps
 from django.urls import reverse
 
-from clawgym_site.browser_testing import assert_no_reload, log_in, mark_document, screenshot, watch
+from lib.browser_testing import assert_no_reload, log_in, mark_document, screenshot, watch
 from synthesis.batches import batch_json, rejected_stage
 from synthesis.models import SynthesisBatch, SynthesisItem
 from synthesis.tests.helpers import make_endpoints

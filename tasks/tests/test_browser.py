@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 
-from clawgym_site.browser_testing import assert_no_reload, log_in, mark_document, screenshot, watch
 from jobs.models import JobRun
+from lib.browser_testing import assert_no_reload, log_in, mark_document, screenshot, watch
 from sandbox.testing import require_bwrap
 from tasks.models import ScenarioCategory, Task
 from tasks.package import STANDARD_REWARD_SH, PackageFile, TaskPackage

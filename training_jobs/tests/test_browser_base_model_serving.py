@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from clawgym_site.browser_testing import assert_no_reload, log_in, mark_document, watch
 from jobs.testing import start_django_q_worker, use_engine
+from lib.browser_testing import assert_no_reload, log_in, mark_document, watch
 from training_jobs.models import BaseModel, ModelServer
 from training_jobs.serving import _alive, stop_server
 

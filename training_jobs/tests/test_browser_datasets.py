@@ -9,8 +9,8 @@ import re
 import pytest
 from django.urls import reverse
 
-from clawgym_site.browser_testing import assert_no_reload, log_in, mark_document, screenshot, watch
 from jobs.testing import start_django_q_worker, use_engine
+from lib.browser_testing import assert_no_reload, log_in, mark_document, screenshot, watch
 from training_jobs.models import TrainingDataset
 
 from .datakit import EXCLUDED, KEPT, make_corpus

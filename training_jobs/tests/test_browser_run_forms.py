@@ -12,10 +12,10 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from clawgym_site.browser_testing import assert_no_reload, log_in, mark_document, screenshot, watch
 from evaluation.models import Rollout
 from jobs.models import JobRun, Worker
 from jobs.testing import use_engine
+from lib.browser_testing import assert_no_reload, log_in, mark_document, screenshot, watch
 from training_jobs.models import TrainingDataset, TrainingRun
 from training_jobs.runs import build_config, create_rl_run
 from training_jobs.tests.helpers import make_task

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from clawgym_site.browser_testing import assert_no_reload, log_in, mark_document, watch
 from jobs.testing import start_django_q_worker, use_engine
+from lib.browser_testing import assert_no_reload, log_in, mark_document, watch
 from training_jobs.models import TrainingMetric, TrainingRun
 
 pytestmark = [pytest.mark.browser, pytest.mark.workers, pytest.mark.django_db(transaction=True)]

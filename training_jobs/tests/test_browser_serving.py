@@ -4,8 +4,8 @@ answers at once; a real django-q worker starts `transformers serve` on the tiny 
 
 import pytest
 
-from clawgym_site.browser_testing import assert_no_reload, log_in, mark_document, watch
 from jobs.testing import start_django_q_worker, use_engine
+from lib.browser_testing import assert_no_reload, log_in, mark_document, watch
 from training_jobs.models import ModelServer
 from training_jobs.serving import stop_server
 from training_jobs.tests.helpers import served_run

@@ -10,8 +10,8 @@ from html import unescape
 import pytest
 from django.urls import reverse
 
+from accounts.testing import make_user
 from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
-from clawgym_site.testing import make_user
 from evaluation.models import Rollout
 from llm.models import ModelEndpoint
 from tasks.models import TaskRevision

@@ -76,7 +76,7 @@ def test_the_dashboard_panel(admin_client, run):
 
 
 def test_the_api_starts_lists_and_shows_runs(api_as, dataset, viewer, tiny_model_path):
-    from clawgym_site.testing import make_user
+    from accounts.testing import make_user
 
     admin = api_as(make_user("api-admin", "admin"))
     refused = admin.post("/api/training/runs/", {"dataset": dataset.pk, "base_model_path": "/m",

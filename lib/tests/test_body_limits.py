@@ -10,7 +10,7 @@ import socket
 
 import pytest
 
-from clawgym_site.body_limits import BodyLimit
+from lib.body_limits import BodyLimit
 
 GIB = 1024 * 1024 * 1024
 CHUNK = 64 * 1024

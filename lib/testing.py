@@ -1,11 +1,10 @@
-"""Shared test fixtures: one user per role plus an outsider, and clients signed in as each."""
+"""What every app's tests share and that knows no app: the test password and a fast hasher for it, clients signed in
+or holding an API token, and the marks CI selects by. The users of each role are `accounts.testing`'s."""
 
 import pytest
 from django.test import Client
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
-
-from accounts.roles import ADMIN, REVIEWER, VIEWER, grant_role
 
 PASSWORD = "correct-horse-battery"
 
@@ -20,60 +19,10 @@ def pytest_configure(config):
     settings.PASSWORD_HASHERS = [fast, *[h for h in settings.PASSWORD_HASHERS if h != fast]]
 
 
-def make_user(username: str, role: str | None):
-    from django.contrib.auth import get_user_model
-
-    user = get_user_model().objects.create_user(username=username, password=PASSWORD)
-    if role:
-        grant_role(user, role)
-    return user
-
-
-@pytest.fixture
-def admin_user(db):
-    return make_user("ada_admin", ADMIN)
-
-
-@pytest.fixture
-def reviewer(db):
-    return make_user("rita_reviewer", REVIEWER)
-
-
-@pytest.fixture
-def viewer(db):
-    return make_user("vic_viewer", VIEWER)
-
-
-@pytest.fixture
-def outsider(db):
-    """Signed in, but holds no role."""
-    return make_user("olga_outsider", None)
-
-
-def _client(user):
+def signed_in_client(user) -> Client:
     client = Client()
     client.force_login(user)
     return client
-
-
-@pytest.fixture
-def admin_client(admin_user):
-    return _client(admin_user)
-
-
-@pytest.fixture
-def reviewer_client(reviewer):
-    return _client(reviewer)
-
-
-@pytest.fixture
-def viewer_client(viewer):
-    return _client(viewer)
-
-
-@pytest.fixture
-def outsider_client(outsider):
-    return _client(outsider)
 
 
 def token_client(user) -> APIClient:

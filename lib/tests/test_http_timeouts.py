@@ -1,13 +1,13 @@
 """Idle and slow-loris connections are closed (issue 10, item 18): uvicorn held a connection that never sent a
 request, or sent its headers a byte at a time, open forever. The app runs under uvicorn with the project's
-protocols (clawgym_site.http_timeouts), both of them: httptools (what scripts/run.sh gets) and h11."""
+protocols (lib.http_timeouts), both of them: httptools (what scripts/run.sh gets) and h11."""
 
 import socket
 import time
 
 import pytest
 
-from clawgym_site.http_timeouts import H11Protocol, HttpToolsProtocol
+from lib.http_timeouts import H11Protocol, HttpToolsProtocol
 from llm.testing import serve_in_thread, stop_server
 
 WAIT = 20.0  # how long the test is willing to wait for the close; the deadline under test is far shorter

@@ -1,6 +1,6 @@
 """Fixtures and helpers of the browser tests: Debian's chromium driven by Playwright against a live server.
 
-    pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("taxonomy")]
+    pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("taxonomy")]  # taxonomy: tasks.testing
 
     def test_something(page, live_server, reviewer):
         log_in(page, live_server, reviewer)
@@ -10,13 +10,12 @@ these sets DJANGO_ALLOW_ASYNC_UNSAFE (this module does it on import): Playwright
 the test's thread, and Django's ORM would refuse to run beside it.
 """
 
-import importlib
 import os
 from pathlib import Path
 
 import pytest
 
-from clawgym_site.testing import PASSWORD
+from lib.testing import PASSWORD
 
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
 
@@ -31,18 +30,6 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 SCREENS = Path(os.environ.get("CLAWGYM_SCREENSHOT_DIR", "/tmp/clawgym-screens"))
-
-
-@pytest.fixture
-def taxonomy(transactional_db):
-    """Load the taxonomy the data migration loads: a transactional test's flush empties it.
-
-    (serialized_rollback cannot do it here: once Playwright's event loop runs in this thread, Django's
-    connection handler hands out a fresh connection object that lacks the serialized test data.)
-    """
-    from django.apps import apps
-
-    importlib.import_module("tasks.migrations.0002_taxonomy").load(apps, None)
 
 
 @pytest.fixture(scope="module")

@@ -1,11 +1,11 @@
-"""uvicorn's HTTP protocols with a request-header deadline: `--http clawgym_site.http_timeouts:HttpToolsProtocol`.
+"""uvicorn's HTTP protocols with a request-header deadline: `--http lib.http_timeouts:HttpToolsProtocol`.
 
 uvicorn closes a keep-alive connection that stays idle after a response (--timeout-keep-alive), but nothing else:
 a connection that is opened and never sends a request, or one that sends its request line and headers a byte at a
 time (slow-loris), is held open forever, and enough of them use up the server's sockets. These subclasses give the
 request's head CLAWGYM_HEADER_TIMEOUT_SECONDS from the moment the connection opens, or the previous response ended,
 until its headers are complete; then the connection is closed. A body (a large upload, a long stream) is not bound
-by it: bodies are bounded in size by clawgym_site.body_limits.
+by it: bodies are bounded in size by lib.body_limits.
 """
 
 from __future__ import annotations

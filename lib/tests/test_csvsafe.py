@@ -1,4 +1,4 @@
-"""CSV for spreadsheets (clawgym_site.csvsafe): text that a spreadsheet would run as a formula is written as text, and
+"""CSV for spreadsheets (lib.csvsafe): text that a spreadsheet would run as a formula is written as text, and
 every CSV the apps write goes through it."""
 
 import csv
@@ -7,10 +7,10 @@ import re
 
 from django.conf import settings
 
-from clawgym_site.csvsafe import SafeDictWriter, safe_cell
+from lib.csvsafe import SafeDictWriter, safe_cell
 
-APPS = ("accounts", "clawgym_site", "evaluation", "jobs", "llm", "ops", "review", "sandbox", "synthesis", "tasks",
-        "training_jobs")  # fmt: skip
+APPS = ("accounts", "benchmarks", "clawgym_site", "demo", "evaluation", "jobs", "lib", "llm", "ops", "review", "sandbox",
+        "synthesis", "tasks", "training_jobs")  # fmt: skip
 
 
 def test_text_starting_a_formula_gets_a_quote_and_nothing_else_changes():
@@ -45,4 +45,4 @@ def test_no_app_writes_csv_but_through_csvsafe():
             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
                 if writers.search(line):
                     found.append(f"{path.relative_to(settings.BASE_DIR)}:{number}: {line.strip()}")
-    assert found == [], "write CSV with clawgym_site.csvsafe.SafeDictWriter:\n" + "\n".join(found)
+    assert found == [], "write CSV with lib.csvsafe.SafeDictWriter:\n" + "\n".join(found)
