@@ -14,7 +14,7 @@
    vectors), the new texts' embeddings, then for each in turn the nearest task of the whole pool and, when
    it is novel (cosine < 0.90), its addition to the index, so that the next ones are compared with it too
    (NoveltyIndex.screen: two matrix products, not a pass over the pool per item).
-4. overhead_per_task_s: `--pipeline-tasks` tasks through the whole pipeline (synthesis.batches.start_batch, run in
+4. overhead_per_task_s: `--pipeline-tasks` tasks through the whole pipeline (synthesis.services.start_batch, run in
    this process) against a scripted OpenAI-compatible model on loopback that answers at once, with every QA
    stage (novelty against the whole catalog of step 1, its threshold raised so that the look-alike scripted tasks
    are kept): wall time less the model calls' recorded latency, per task. It includes the sandboxed checker runs
@@ -188,7 +188,7 @@ def novelty_run(new_texts: list[str], groups: list[str | None], limit: float = 0
 def pipeline_overhead(count: int) -> dict:
     """Seconds per task outside model time for `count` tasks through every stage, or a note why there is none."""
     try:
-        from synthesis.batches import run_here, start_batch
+        from synthesis.services import run_here, start_batch
         from synthesis.tests.scripted import ScriptedPipeline
     except ImportError as exc:
         return {"overhead_per_task_s": None, "note": f"the pipeline is not there: {exc}"}
@@ -227,7 +227,7 @@ def pipeline_overhead(count: int) -> dict:
         judge = ModelEndpoint.objects.create(name="bench-judge", roles=["judge"], **common)
         began = time.perf_counter()
         batch = start_batch(
-            "persona", count, gen, judge, seed=SEED, here=True, qa_thresholds={"novelty": 1.01}
+            "persona", count, gen, judge, seed=SEED, here=True, qa_thresholds={"novelty": 1.01}, user=None
         )  # fmt: skip  (the scripted tasks look alike)
         batch = run_here(batch)
         wall = time.perf_counter() - began

@@ -1,6 +1,6 @@
 """Django admin for synthesis seeds. Personas and operations are editable data; skills are imported (their files
 and annotations are shown, never edited here), and an admin may override a skill's synthesizable label, with a
-reason, through synthesis.annotation.set_override."""
+reason, through synthesis.services.set_override."""
 
 from django import forms
 from django.contrib import admin, messages
@@ -8,9 +8,10 @@ from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.template.response import TemplateResponse
 from django.utils.html import format_html
 
-from .annotation import set_override, skill_synthesizable
+from .annotation import skill_synthesizable
 from .models import AtomicOperation, OperationCategory, Persona, Skill, SkillAnnotation, SkillFile
 from .seeds import persona_hash
+from .services import set_override
 
 MAX_SHOWN_CHARS = 20_000  # of one skill file on its skill's page
 

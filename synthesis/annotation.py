@@ -1,10 +1,12 @@
 """Skill annotation: a model reads each skill and says what it is for, what it needs and whether a task built on
 it can be run in the sandbox; from that, whether the skill route may use it.
 
-    annotation = annotate_skill(skill, endpoint)        # one call; raises AnnotationFailed (skill.annotation_error)
-    results = annotate_skills(skills, endpoint)         # one call each, in order; failures kept with their error
+    messages = annotation_messages(skill)               # what the model is asked (ANNOTATE_PROMPT_VERSION)
     skill_synthesizable(skill)                          # the admin's override if set, else the latest label
-    set_override(skill, True, reason="…", user=admin)  # None clears it
+
+Asking and storing are synthesis.services': annotate_skill (one call; raises AnnotationFailed, kept on the skill
+as Skill.annotation_error), annotate_skills (one call each, in order; failures kept with their error),
+store_annotation, set_override(skill, True, reason="…", user=admin) (None clears it) and start_annotation (the job).
 
 The model sees the skill's name, description, declared requirements and its files (synthesis.skills.skill_text,
 at most 30,000 characters) and answers ANNOTATION_SCHEMA: summary, core_content, auth_required, required_env,
@@ -19,12 +21,9 @@ environment variables stored are those the skill declares (requires.env, primary
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from django.utils import timezone
-
-from llm.client import EndpointBusy, EndpointUnavailable, MissingApiKey, ModelCallError, complete_json, get_endpoint
+from llm.client import EndpointUnavailable, get_endpoint
 from llm.models import ModelEndpoint
 
 from .models import Skill, SkillAnnotation
@@ -150,68 +149,6 @@ def annotation_messages(skill: Skill) -> list[dict]:
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
-def _fail(skill: Skill, reason: str) -> AnnotationFailed:
-    Skill.objects.filter(pk=skill.pk).update(annotation_error=reason[:5000], updated_at=timezone.now())
-    skill.annotation_error = reason[:5000]
-    return AnnotationFailed(reason)
-
-
-def annotate_skill(skill: Skill, endpoint: ModelEndpoint) -> SkillAnnotation:
-    """Ask the model about the skill and store its annotation. Raises AnnotationFailed (recorded on the skill)."""
-    try:
-        answer, call = complete_json(
-            endpoint, annotation_messages(skill), ANNOTATION_SCHEMA, purpose=ANNOTATE_PURPOSE,
-            subject=f"skill:{skill.name}", served=skill, repairs=1,
-        )  # fmt: skip
-    except (ModelCallError, MissingApiKey, EndpointBusy) as exc:  # InvalidJsonAnswer is a ModelCallError
-        raise _fail(skill, f"annotation by {endpoint.name} failed: {exc}") from None
-    return store_annotation(skill, answer, endpoint=endpoint, call=call)
-
-
-def store_annotation(skill: Skill, answer: dict, *, endpoint: ModelEndpoint, call=None) -> SkillAnnotation:
-    """Store an answer that matched ANNOTATION_SCHEMA, with the binaries the runtime lacks and the label."""
-    missing = missing_bins(skill)
-    declared = [*skill.required_env, *([skill.primary_env] if skill.primary_env else [])]
-    env = list(dict.fromkeys([*declared, *(e.strip() for e in answer["required_env"] if e.strip())]))
-    annotation = SkillAnnotation.objects.create(
-        skill=skill, summary=answer["summary"].strip(), core_content=answer["core_content"].strip(),
-        auth_required=answer["auth_required"], required_env=env,
-        input_format=answer["input_format"].strip(), output_format=answer["output_format"].strip(),
-        text_only_compatible=answer["text_only_compatible"], risk=answer["risk"],
-        risk_reason=answer["risk_reason"].strip(), missing_bins=missing,
-        synthesizable=not answer["auth_required"] and answer["text_only_compatible"] and not missing,
-        endpoint_name=endpoint.name, prompt_version=ANNOTATE_PROMPT_VERSION, model_call=call,
-    )  # fmt: skip
-    Skill.objects.filter(pk=skill.pk).update(annotation_error="")
-    skill.annotation_error = ""
-    return annotation
-
-
-def annotate_skills(
-    skills: Iterable[Skill],
-    endpoint: ModelEndpoint,
-    *,
-    on_result: Callable[[AnnotationResult], None] | None = None,
-) -> list[AnnotationResult]:
-    """Annotate each skill, one call after another, in order; a failure is a result with its error (and on the
-    skill), never a skipped skill. `on_result` hears of each as it is stored (it may raise to stop, e.g. a
-    cancelled job). Raises AnnotationError when the endpoint has no API key (every call would fail alike)."""
-    try:
-        endpoint.api_key()
-    except MissingApiKey as exc:
-        raise AnnotationError(str(exc)) from None
-    results = []
-    for skill in skills:
-        try:
-            result = AnnotationResult(skill, annotate_skill(skill, endpoint))
-        except AnnotationFailed as exc:
-            result = AnnotationResult(skill, None, str(exc))
-        results.append(result)
-        if on_result is not None:
-            on_result(result)
-    return results
-
-
 # --- the label -------------------------------------------------------------------------------------------------
 
 
@@ -224,25 +161,3 @@ def skill_synthesizable(skill: Skill) -> bool:
     return bool(latest and latest.synthesizable)
 
 
-def set_override(skill: Skill, value: bool | None, *, reason: str, user) -> Skill:
-    """Set (True/False) or clear (None) the admin's decision over the annotation's label. A decision needs a
-    reason; clearing keeps none."""
-    reason = (reason or "").strip()
-    if value is not None and not reason:
-        raise ValueError("say why the label is overridden (a reason is required)")
-    skill.synthesizable_override = value
-    skill.override_reason = reason if value is not None else ""
-    skill.override_by = user if value is not None and user is not None and user.is_authenticated else None
-    skill.save(update_fields=["synthesizable_override", "override_reason", "override_by", "updated_at"])
-    return skill
-
-
-def start_annotation(*, user, endpoint_name: str | None = None, skill_ids: list[int] | None = None):
-    """Queue the annotate job (of `skill_ids`, or of every skill); returns its JobRun. Raises AnnotationError when no
-    endpoint could serve it (checked now, so a page says so at once), jobs.engine.JobEngineError when the engine
-    refuses the job."""
-    import jobs
-
-    annotator_endpoint(endpoint_name)
-    total = Skill.objects.count() if skill_ids is None else len(skill_ids)
-    return jobs.enqueue(ANNOTATE_JOB, created_by=user, total=total, skill_ids=skill_ids, endpoint=endpoint_name)

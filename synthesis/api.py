@@ -1,6 +1,6 @@
 """Synthesis over the API. Reads need the viewer role; starting, resuming and cancelling batches, importing seeds,
-overriding a skill's label, annotating and assessing the admin role. Serializers validate; synthesis.batches, .seeds,
-.skills, .annotation and the assess job do the work.
+overriding a skill's label, annotating and assessing the admin role. Serializers validate; synthesis.services does
+the work.
 
     GET  /api/synthesis/batches/                ?status=&route=&preview=   newest first
     POST /api/synthesis/batches/                {route, count | preview: true, generator, judge, seed?, budget_usd?,
@@ -35,10 +35,9 @@ from jobs.engine import JobEngineError
 from jobs.serializers import JobRunSerializer
 from lib.api_filters import QueryFilterMixin
 
-from . import annotation, batches, seeds, skills
+from . import annotation, batches, seeds, services, skills
 from .models import Persona, QualityAssessment, Skill, SkillAnnotation, SynthesisBatch, SynthesisItem
 from .qa import QAError
-from .qa_jobs import start_assessment
 from .serializers import (
     AnnotateSerializer,
     AssessSerializer,
@@ -126,7 +125,7 @@ class SynthesisBatchViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.Retr
         form = _valid(StartBatchSerializer, request.data)
         earlier = set(SynthesisBatch.objects.order_by().values_list("pk", flat=True))
         try:
-            batch = batches.start_batch(user=request.user, **form.batch_settings())
+            batch = services.start_batch(user=request.user, **form.batch_settings())
         except batches.BatchError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         except JobEngineError as exc:
@@ -155,7 +154,7 @@ class SynthesisBatchViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.Retr
                             status=status.HTTP_409_CONFLICT)  # fmt: skip
         budgets = _valid(ResumeBatchSerializer, request.data).validated_data
         try:
-            batch = batches.resume_batch(batch, user=request.user, **budgets)
+            batch = services.resume_batch(batch, user=request.user, **budgets)
         except batches.BatchError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         except JobEngineError as exc:
@@ -177,7 +176,7 @@ class SynthesisBatchViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.Retr
         if batch.is_finished:
             return Response({"detail": f"batch #{batch.pk} already finished ({batch.status}); there is nothing to "
                                        "cancel"}, status=status.HTTP_409_CONFLICT)  # fmt: skip
-        return self._detail(batches.cancel_batch(batch, user=request.user))
+        return self._detail(services.cancel_batch(batch, user=request.user))
 
     @extend_schema(request=None, responses=BatchReportSerializer)
     @action(detail=True, methods=["get"])
@@ -233,7 +232,7 @@ class PersonaViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveMod
     def import_file(self, request):
         upload = _valid(PersonaImportSerializer, request.data).validated_data["file"]
         try:
-            report = seeds.import_personas(upload, source=upload.name)
+            report = services.import_personas(upload, source=upload.name)
         except seeds.SeedError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         return Response(report.as_dict())
@@ -264,7 +263,7 @@ class SkillViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModel
         """Set (true/false, with a reason) or clear (null) the admin's decision over the annotation's label."""
         skill = self.get_object()
         data = _valid(SkillOverrideSerializer, request.data).validated_data
-        annotation.set_override(skill, data["synthesizable"], reason=data.get("reason", ""), user=request.user)
+        services.set_override(skill, data["synthesizable"], reason=data.get("reason", ""), user=request.user)
         return Response(
             SkillSerializer(self.get_queryset().get(pk=skill.pk), context=self.get_serializer_context()).data
         )
@@ -283,8 +282,8 @@ class SkillViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModel
     def annotate(self, request):
         data = _valid(AnnotateSerializer, request.data).validated_data
         try:
-            run = annotation.start_annotation(user=request.user, endpoint_name=data.get("endpoint"),
-                                              skill_ids=data.get("skills"))  # fmt: skip
+            run = services.start_annotation(user=request.user, endpoint_name=data.get("endpoint"),
+                                            skill_ids=data.get("skills"))  # fmt: skip
         except annotation.AnnotationError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         except JobEngineError as exc:
@@ -302,7 +301,7 @@ class SkillViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModel
     @action(detail=False, methods=["post"], url_path="import-bundled")
     def import_bundled(self, request):
         try:
-            report = skills.import_skills(bundled=True)
+            report = services.import_skills(bundled=True)
         except skills.SkillImportError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         return Response(report.as_dict())
@@ -340,8 +339,8 @@ class QualityAssessmentViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.R
     def assess(self, request):
         data = _valid(AssessSerializer, request.data).validated_data
         try:
-            run = start_assessment(user=request.user, task_ids=None if data["all"] else data["tasks"],
-                                   stages=data.get("stages"), judge=data.get("judge"))  # fmt: skip
+            run = services.start_assessment(user=request.user, task_ids=None if data["all"] else data["tasks"],
+                                            stages=data.get("stages"), judge=data.get("judge"))  # fmt: skip
         except QAError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         except JobEngineError as exc:

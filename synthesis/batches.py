@@ -1,7 +1,9 @@
-"""Synthesis batches: start, resume, cancel, run in this process, and what they produced.
+"""Synthesis batches: their items drawn, their configuration, and what they produced. Starting, resuming,
+cancelling and running one in this process are synthesis.services' (start_batch, resume_batch, cancel_batch,
+run_here), on what this module gives them.
 
-    batch = start_batch("persona", 20, generator, judge, seed=7)         # queued as jobs (synthesis.run_batch)
-    batch = start_batch("skill", 5, generator, judge, preview=True, here=True); run_here(batch)
+    seeds = draw_seeds("persona", 20, seed=7, options={})   # the items' seeds, the same for the same seed
+    config = batch_config(route=…, …); config_hash(config)   # what a batch is, and what a resume may change
     batch_json(batch)   # the `synthesize --json` shape;  funnel(batch), stage_costs(batch), report(batch)
 
 Items and their seeds are drawn when the batch starts, from the batch seed alone (random.Random(seed)), so the same
@@ -30,16 +32,10 @@ import json
 import random
 import re
 from collections import Counter
-from decimal import Decimal
 
-from django.db import transaction
 from django.db.models import Count, Sum
-from django.utils import timezone
 
-import jobs
-from jobs.models import JobRun
-from jobs.services import cancel_job
-from llm.models import ModelCall, ModelEndpoint
+from llm.models import ModelCall
 from tasks.models import ScenarioSubcategory
 
 from . import pipeline
@@ -54,7 +50,6 @@ OPERATIONS_PER_TASK = 3
 MAX_SUPPORTING = 3
 BASE_WEIGHT = 0.05  # a supporting skill unlike the main one may still be drawn, rarely
 QA_KEYS = ("judge", "qa_thresholds", "qa_stages")  # what a resume may change: QA is run again
-_UNSET = object()
 
 
 class BatchError(ValueError):
@@ -178,15 +173,6 @@ def draw_seeds(route: str, count: int, seed: int, options: dict) -> list[dict]:
 # --- configuration --------------------------------------------------------------------------------------------
 
 
-def _endpoint(value) -> ModelEndpoint:
-    if isinstance(value, ModelEndpoint):
-        return value
-    found = ModelEndpoint.objects.filter(name=value).first()
-    if found is None:
-        raise BatchError(f"no model endpoint named {value!r}")
-    return found
-
-
 def prompt_versions(route: str) -> dict:
     generate = PROMPT_VERSIONS["generate_skill" if route == Route.SKILL else "generate_persona"]
     return {"generate": generate, **{k: v for k, v in PROMPT_VERSIONS.items() if not k.startswith("generate")}}
@@ -215,179 +201,6 @@ def config_differences(old: dict, new: dict) -> list[str]:
     return keys
 
 
-def _budget(value, kind):
-    if value is None:
-        return None
-    if kind is int:
-        if int(value) < 0:
-            raise BatchError("the token budget must not be negative")
-        return int(value)
-    value = Decimal(str(value))
-    if value < 0:
-        raise BatchError("the cost budget must not be negative")
-    return value
-
-
-# --- starting, resuming, cancelling ----------------------------------------------------------------------------
-
-
-def start_batch(
-    route, count, generator, judge, seed=None, preview=False, budget_usd=None, budget_tokens=None, options=None,
-    qa_thresholds=None, user=None, here=False, name="",
-) -> SynthesisBatch:
-    """Create the batch and its items (or resume the earlier batch of this configuration, see the module
-    docstring), and queue it on the job workers unless `here` (then call run_here). Raises BatchError."""
-    if route not in Route.values:
-        raise BatchError(f"unknown route {route!r}; choose one of {', '.join(Route.values)}")
-    count = PREVIEW_COUNT if preview else int(count)
-    if not 1 <= count <= MAX_COUNT:
-        raise BatchError(f"the count must be between 1 and {MAX_COUNT:,}")
-    generator, judge = _endpoint(generator), _endpoint(judge)
-    seed = random.SystemRandom().randrange(2**31) if seed is None else int(seed)
-    options = dict(options or {})
-    config = batch_config(route=route, count=count, generator=generator, judge=judge, seed=seed, preview=preview,
-                          options=options, qa_thresholds=qa_thresholds)  # fmt: skip
-    digest = config_hash(config)
-    budgets = {"budget_usd": _budget(budget_usd, Decimal), "budget_tokens": _budget(budget_tokens, int)}
-    earlier = SynthesisBatch.objects.filter(config_hash=digest).order_by("pk").first()
-    if earlier is not None:
-        return resume_batch(earlier, user=user, here=here, **budgets)
-    seeds = draw_seeds(route, count, seed, options)
-    with transaction.atomic():
-        batch = SynthesisBatch.objects.create(
-            name=name, route=route, requested=count, preview=preview, generator=generator, judge=judge, seed=seed,
-            prompt_versions=config["prompt_versions"], qa_thresholds=qa_thresholds or {}, options=options,
-            config=config, config_hash=digest, created_by=user if user and user.is_authenticated else None,
-            **budgets,
-        )  # fmt: skip
-        SynthesisItem.objects.bulk_create(
-            SynthesisItem(batch=batch, index=i, seed=item_seed) for i, item_seed in enumerate(seeds)
-        )
-        if not here:
-            _queue(batch, user)
-    return batch
-
-
-def _queue(batch: SynthesisBatch, user=None) -> None:
-    run = jobs.enqueue(RUN_BATCH_JOB, created_by=user if user and user.is_authenticated else None, batch_id=batch.pk)
-    SynthesisBatch.objects.filter(pk=batch.pk).update(job_run=run)
-    batch.job_run = run
-
-
-def _rerun_qa(batch: SynthesisBatch) -> int:
-    """Send the items that were not kept and had reached QA back to it; returns how many."""
-    count = 0
-    for item in batch.items.filter(stage="qa").exclude(status=SynthesisItem.Status.KEPT).exclude(
-        status=SynthesisItem.Status.RUNNING
-    ):  # fmt: skip
-        results = {k: v for k, v in item.stage_results.items() if k != "qa"}
-        draft = {k: v for k, v in item.draft.items() if k != "qa"}
-        count += SynthesisItem.objects.filter(pk=item.pk, status=item.status).update(
-            status=SynthesisItem.Status.PENDING, stage_results=results, draft=draft, reason="", worker=""
-        )
-    return count
-
-
-def _retry_failures(batch: SynthesisBatch) -> int:
-    """Failed items whose failure was retryable go back to pending at the stage that failed."""
-    count = 0
-    for item in batch.items.filter(status=SynthesisItem.Status.FAILED):
-        if not (item.stage_results.get(item.stage) or {}).get("retryable"):
-            continue
-        results = {k: v for k, v in item.stage_results.items() if k != item.stage}
-        count += SynthesisItem.objects.filter(pk=item.pk, status=SynthesisItem.Status.FAILED).update(
-            status=SynthesisItem.Status.PENDING, stage_results=results, reason=""
-        )
-    return count
-
-
-def resume_batch(
-    batch: SynthesisBatch, config: dict | None = None, *, budget_usd=_UNSET, budget_tokens=_UNSET, user=None,
-    here: bool = False,
-) -> SynthesisBatch:
-    """Go on with the batch: what it has not finished, retryable failures, items a dead worker left running.
-
-    `config` (a batch_config dict) that differs from the batch's is refused (BatchError naming the keys) unless
-    only the judge, qa_thresholds and options["qa_stages"] differ: then those are taken and the QA stage is run
-    again on the items not kept. `budget_usd` / `budget_tokens` replace the budget (None: no limit); a paused
-    batch still over its budget pauses again at its next model call. A complete batch with nothing to retry
-    stays complete.
-    """
-    batch = SynthesisBatch.objects.select_related("generator", "judge").get(pk=batch.pk)
-    rerun_qa = False
-    updates = {}
-    if config is not None:
-        changed = config_differences(batch.config, config)
-        refused = [key for key in changed if key.removeprefix("options.") not in QA_KEYS]
-        if refused:
-            raise BatchError(f"batch #{batch.pk} was started with another {', '.join(refused)}; only the judge and "
-                             "the QA settings may change on resume (they rerun QA): start a new batch")  # fmt: skip
-        if changed:
-            rerun_qa = True
-            updates.update(config=config, config_hash=config_hash(config), qa_thresholds=config["qa_thresholds"],
-                           options=config["options"], judge=_endpoint(config["judge"]["name"]))  # fmt: skip
-    if budget_usd is not _UNSET:
-        updates["budget_usd"] = _budget(budget_usd, Decimal)
-    if budget_tokens is not _UNSET:
-        updates["budget_tokens"] = _budget(budget_tokens, int)
-    with transaction.atomic():
-        if updates:
-            SynthesisBatch.objects.filter(pk=batch.pk).update(**updates)
-        pipeline.reclaim_lost_items(batch)
-        redo = (_rerun_qa(batch) if rerun_qa else 0) + _retry_failures(batch)
-        left = batch.items.exclude(status__in=SynthesisItem.FINISHED).exists()
-        if batch.status == SynthesisBatch.Status.COMPLETE and not redo and not left:
-            batch.refresh_from_db()
-            return batch
-        SynthesisBatch.objects.filter(pk=batch.pk).update(
-            status=SynthesisBatch.Status.QUEUED, status_reason="", finished_at=None
-        )
-        batch.refresh_from_db()
-        if not here:
-            _queue(batch, user)
-    return batch
-
-
-def cancel_batch(batch: SynthesisBatch, *, user=None) -> SynthesisBatch:
-    """Stop the batch: no item starts another stage (a stage running now finishes and is recorded). Its
-    unfinished items stay pending, so `resume_batch` can go on with them."""
-    SynthesisBatch.objects.filter(pk=batch.pk).exclude(status__in=SynthesisBatch.FINISHED).update(
-        status=SynthesisBatch.Status.CANCELLED, finished_at=timezone.now(),
-        status_reason=f"cancelled by {user}" if user and user.is_authenticated else "cancelled",
-    )  # fmt: skip
-    if batch.job_run_id:  # queued item jobs end at once; running ones stop between stages anyway
-        for run in JobRun.objects.filter(parent_id=batch.job_run_id).exclude(status__in=JobRun.FINISHED):
-            cancel_job(run, user=user)
-    batch.refresh_from_db()
-    return batch
-
-
-def begin(batch: SynthesisBatch) -> None:
-    """The batch is being worked on (from queued)."""
-    SynthesisBatch.objects.filter(pk=batch.pk, status=SynthesisBatch.Status.QUEUED).update(
-        status=SynthesisBatch.Status.RUNNING, started_at=timezone.now()
-    )
-
-
-def run_here(batch: SynthesisBatch, *, backend=None, on_item=None) -> SynthesisBatch:
-    """Run the batch's pending items one after another in this process (`synthesize --here`), until none is
-    left or the batch is paused or cancelled; the batch finishes as it would on the workers."""
-    begin(batch)
-    pipeline.reclaim_lost_items(batch)
-    while True:
-        status = SynthesisBatch.objects.filter(pk=batch.pk).values_list("status", flat=True).get()
-        item = batch.items.filter(status=SynthesisItem.Status.PENDING).order_by("index").first()
-        if item is None or status not in pipeline.RUNNABLE:
-            break
-        done = pipeline.run_item(item.pk, backend=backend)
-        if on_item and done is not None:
-            on_item(done)
-    pipeline.maybe_finish(batch.pk)
-    batch.refresh_from_db()
-    return batch
-
-
-# --- what it produced ------------------------------------------------------------------------------------------
 
 
 def rejected_stage(item: SynthesisItem) -> str:

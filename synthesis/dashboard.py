@@ -4,11 +4,11 @@ running and recent batches with their progress and cost, refreshing themselves w
 
 from accounts.roles import ADMIN, VIEWER, has_role
 
+from .forms import StartBatchForm
+from .views.batches import running_context
+
 
 def panel_context(request) -> dict | None:
-    from .forms import StartBatchForm
-    from .views_batches import running_context
-
     if not has_role(request.user, VIEWER):
         return None
     return {"form": StartBatchForm() if has_role(request.user, ADMIN) else None, **running_context()}

@@ -1,5 +1,4 @@
-"""Forms of the synthesis pages: what they validate and hand to the services (synthesis.batches, .seeds,
-.annotation); no logic of their own."""
+"""Forms of the synthesis pages: what they validate and hand to synthesis.services; no logic of their own."""
 
 from django import forms
 
@@ -19,7 +18,7 @@ def _offer(field: forms.ModelChoiceField, role: str) -> None:
 
 
 class StartBatchForm(forms.Form):
-    """What synthesis.batches.start_batch takes. `batch_settings()` gives its keyword arguments. The dashboard shows
+    """What synthesis.services.start_batch takes. `batch_settings()` gives its keyword arguments. The dashboard shows
     route, count, endpoints, seed and QA stages; the start page every field."""
 
     route = forms.ChoiceField(choices=Route.choices, initial=Route.PERSONA)

@@ -1,12 +1,17 @@
-"""Background entry points of synthesis (registered with jobs.registry on start-up)."""
+"""Background entry points of synthesis (registered with jobs.registry on start-up): annotating skills, a batch
+fanning out one job per item, and assessing the quality of tasks; each hands the work to synthesis.services and the
+pipeline."""
 
 from jobs.registry import job
 from jobs.runner import worker_id
+from tasks.models import Task
 
-from . import pipeline, qa_jobs  # noqa: F401  (qa_jobs registers synthesis.assess_tasks; jobs are found as <app>.jobs)
-from .annotation import ANNOTATE_JOB, AnnotationResult, annotate_skills, annotator_endpoint
-from .batches import RUN_BATCH_JOB, RUN_ITEM_JOB, begin
-from .models import Skill, SynthesisBatch, SynthesisItem
+from . import pipeline
+from .annotation import ANNOTATE_JOB, AnnotationResult, annotator_endpoint
+from .batches import RUN_BATCH_JOB, RUN_ITEM_JOB
+from .models import QualityAssessment, Skill, SynthesisBatch, SynthesisItem
+from .qa import ASSESS_JOB, STAGES, judge_endpoint
+from .services import annotate_skills, assess_tasks, begin
 
 # --- seeds: skill annotation ---------------------------------------------------------------------------------------
 
@@ -110,3 +115,53 @@ def run_item(ctx, *, item_id: int) -> dict:
         return {"item": item_id, "status": item.status, "stage": item.stage}
     ctx.log(f"item #{item_id}: {done.status} at {done.stage}" + (f": {done.reason[:200]}" if done.reason else ""))
     return {"item": item_id, "status": done.status, "stage": done.stage}
+
+
+# --- quality assessment: assess_tasks in the background (the command runs the same in its own process) -------------
+#
+# A second delivery of a run assesses only the tasks that have no verdict from this run yet (a verdict stored since
+# the run was queued, for every stage asked, counts as done).
+
+
+def _assess_subject(params: dict) -> tuple[str, str]:
+    ids = params.get("task_ids")
+    if ids is None:
+        return "every task", ""
+    return (ids[0] if len(ids) == 1 else f"{len(ids)} tasks"), ""
+
+
+@job(ASSESS_JOB, queue="default", title="Assess task quality", subject=_assess_subject)
+def assess(ctx, *, task_ids: list[str] | None = None, stages: list[str] | None = None,
+           judge: str | None = None) -> dict:  # fmt: skip
+    stages = stages or list(STAGES)
+    endpoint = judge_endpoint(judge, stages)
+    tasks = Task.objects.filter(current_revision__isnull=False)
+    if task_ids is not None:
+        tasks = tasks.filter(external_id__in=task_ids)
+    tasks = list(tasks.select_related("current_revision").order_by("external_id"))
+    # Verdicts stored since this run was queued: a second delivery does not ask about those tasks again.
+    since = QualityAssessment.objects.filter(created_at__gte=ctx.run.created_at, stage__in=stages)
+    seen: dict[int, set] = {}
+    for revision_id, stage in since.values_list("revision_id", "stage"):
+        seen.setdefault(revision_id, set()).add(stage)
+    todo = [t for t in tasks if seen.get(t.current_revision_id, set()) != set(stages)]
+    done_before = len(tasks) - len(todo)
+    ctx.log(f"assessing {len(todo)} task(s) ({', '.join(stages)})" + (f"; {done_before} done before" if done_before else "")
+            + (f" with {endpoint.name}" if endpoint else ""))  # fmt: skip
+    ctx.progress(done_before, len(tasks), "assessing")
+    counts = {"pass": 0, "fail": 0, "error": 0}
+    errors = []
+
+    def heard(task, rows):
+        for stage, row in rows.items():
+            counts[row.verdict] = counts.get(row.verdict, 0) + 1
+            if row.verdict == "error":
+                errors.append({"task": task.external_id, "stage": stage, "reason": row.reason})
+                ctx.log(f"error: {task.external_id} {stage}: {row.reason}")
+        ctx.progress(ctx.run.progress_done + 1, len(tasks), task.external_id)
+
+    assess_tasks(todo, stages, judge=endpoint, user=ctx.run.created_by, on_assessed=heard)
+    if errors:
+        # Counted per assessment (a task's stage): a task whose one stage erred was still assessed by the others.
+        ctx.items_failed(len(errors), of=len(todo) * len(stages))
+    return {"assessed": len(todo), "done_before": done_before, "stages": stages, "verdicts": counts, "errors": errors}

@@ -1,7 +1,7 @@
 """Quality assessment of a task, synthesized or not: six stages, each a verdict with its reason.
 
     verdicts = assess(task, ["novelty", "plausibility"], judge=endpoint)     # {stage: QAVerdict}
-    rows = assess_revision(revision, STAGES, judge=endpoint, user=admin)     # stored as QualityAssessment rows
+    task = qa_task_from_revision(revision)                                  # what a catalog revision shows QA
 
 - novelty: the instruction's MiniLM embedding against the whole pool (synthesis.novelty; default the catalog's
   current instructions, the task itself left out) and the drafts given as `also` (a batch's items not in the catalog
@@ -19,6 +19,7 @@
 Each judged stage is one call through llm.client (a JSON answer checked against the stage's schema, one repair
 turn; ModelCall purpose "qa:<stage>", the caller's subject). A stage whose call fails is an "error" verdict with
 the error as its reason: the task was not judged, which is not the task's fault. Prompts: synthesis.qa_prompts.
+Storing the verdicts (assess_revision, assess_tasks, the job's start_assessment) is synthesis.services'.
 """
 
 from __future__ import annotations
@@ -28,12 +29,15 @@ import json
 from dataclasses import dataclass, field
 
 from llm import jsonout
-from llm.client import EndpointBusy, MissingApiKey, ModelCallError, complete_json
+from llm.client import EndpointBusy, EndpointUnavailable, MissingApiKey, ModelCallError, complete_json, get_endpoint
 from llm.models import ModelCall, ModelEndpoint
+from tasks.models import RevisionFile
 
+from . import novelty
 from .models import QAStage, QualityAssessment
 from .qa_prompts import PROMPT_VERSIONS, SCHEMAS, SYSTEM
 
+ASSESS_JOB = "synthesis.assess_tasks"  # synthesis.jobs.assess: assess_tasks in the background
 STAGES = [s.value for s in QAStage]  # in the order they run
 JUDGED = [s for s in STAGES if s != QAStage.NOVELTY]
 DEFAULT_THRESHOLDS = {"novelty": 0.90, "difficulty_min": 2, "difficulty_max": 5}
@@ -176,8 +180,6 @@ def _cut(text: str) -> str:
 
 
 def _novelty(task: QATask, limit: float, pool, also) -> QAVerdict:
-    from . import novelty
-
     version = PROMPT_VERSIONS["novelty"]
     try:
         pools = [pool if pool is not None else novelty.catalog_index()]
@@ -342,8 +344,6 @@ def assess(
 
 
 def qa_task_from_revision(revision) -> QATask:
-    from tasks.models import RevisionFile
-
     task = revision.task
     files = {"input": {}, "reward": {}}
     for f in revision.files.filter(role__in=files).select_related("blob"):
@@ -361,25 +361,6 @@ def qa_task_from_revision(revision) -> QATask:
     )
 
 
-def assess_revision(
-    revision, stages, *, judge, user=None, item=None, thresholds=None, pool=None
-) -> dict[str, QualityAssessment]:
-    """Assess a task revision and store each stage's verdict as a QualityAssessment row (append-only: the latest
-    per revision and stage is the one shown). The model calls' subject is "task:<external id>"."""
-    task = qa_task_from_revision(revision)
-    verdicts = assess(task, list(stages), judge=judge, thresholds=thresholds, pool=pool,
-                      subject=f"task:{task.external_id}")  # fmt: skip
-    person = user if user is not None and user.is_authenticated else None
-    stored = {}
-    for stage, v in verdicts.items():
-        stored[stage] = QualityAssessment.objects.create(
-            revision=revision, stage=stage, verdict=v.verdict, reason=v.reason, details=v.details,
-            endpoint_name=v.endpoint_name, prompt_version=v.prompt_version, model_call_id=v.model_call_id,
-            item=item, created_by=person,
-        )  # fmt: skip
-    return stored
-
-
 def latest_assessments(revision) -> list[QualityAssessment]:
     """The latest verdict per stage of a revision, in QAStage order (what the task page shows)."""
     found = {}
@@ -388,7 +369,7 @@ def latest_assessments(revision) -> list[QualityAssessment]:
     return [found[s] for s in STAGES if s in found]
 
 
-# --- many tasks (assess_tasks, the job) ---------------------------------------------------------------------------
+# --- many tasks (services.assess_tasks, the job) ----------------------------------------------------------------------
 
 
 class QAError(Exception):
@@ -409,8 +390,6 @@ def parse_stages(text: str | None) -> list[str]:
 def judge_endpoint(name: str | None, stages: list[str]) -> ModelEndpoint | None:
     """The endpoint called `name`, else the first enabled one serving the judge role; None when no stage asked
     needs a judge. Raises QAError when one is needed and there is none."""
-    from llm.client import EndpointUnavailable, get_endpoint
-
     if name:
         try:
             return get_endpoint(name)
@@ -425,26 +404,6 @@ def judge_endpoint(name: str | None, stages: list[str]) -> ModelEndpoint | None:
             "no enabled model endpoint serves the role 'judge': add one (manage.py endpoints add … --role judge), "
             "or name one with --judge"
         ) from None
-
-
-def assess_tasks(tasks, stages, *, judge, user=None, on_assessed=None) -> dict[str, dict[str, QualityAssessment]]:
-    """assess_revision for each task's current revision, one after another, sharing one novelty pool (the
-    catalog's). {external id: {stage: row}}; `on_assessed(task, rows)` hears of each as it is stored."""
-    pool = None
-    if QAStage.NOVELTY in stages:
-        from .novelty import catalog_index
-
-        try:
-            pool = catalog_index()
-        except (ImportError, OSError, ValueError):
-            pool = None  # each task's novelty verdict says why (an "error")
-    done = {}
-    for task in tasks:
-        rows = assess_revision(task.current_revision, stages, judge=judge, user=user, pool=pool)
-        done[task.external_id] = rows
-        if on_assessed is not None:
-            on_assessed(task, rows)
-    return done
 
 
 def verdict_json(row: QualityAssessment | QAVerdict) -> dict:

@@ -1,8 +1,10 @@
 """The persona route's seeds: personas (who asks) and atomic operations (what the task makes the agent do).
 
-    result = import_personas("persona.jsonl")        # or plain text, or an open file: tasks.importing.ImportReport
-    result.as_dict()                                 # {"imported", "updated", "unchanged", "failed": [{source, error}]}
+    read_personas(stream, "hub.jsonl")               # (line number, persona or None, error) per non-empty line
     load_operations()                                # synthesis/data/operations.yaml into the database, by slug
+
+Importing a file of personas is synthesis.services.import_personas (a tasks.importing.ImportReport: {"imported",
+"updated", "unchanged", "failed": [{source, error}]}); it reads the file with open_text and read_personas.
 
 Personas come as Persona Hub JSONL (`{"persona": "…"}` per line) or as plain text (one persona per non-empty
 line); a file is read as JSONL when its name ends in .jsonl or its first non-empty line starts with "{". A persona
@@ -30,7 +32,8 @@ import yaml
 from django.db import transaction
 
 from tasks.formats.safe_parse import load_json, load_yaml
-from tasks.importing import ImportReport
+
+from . import models
 
 DATA_DIR = Path(__file__).resolve().with_name("data")
 SHIPPED_PERSONAS = DATA_DIR / "personas.jsonl"
@@ -61,7 +64,7 @@ def persona_hash(text: str) -> str:
 # --- personas ----------------------------------------------------------------------------------------------------
 
 
-def _open_text(path_or_file) -> tuple[io.TextIOBase, str, str]:
+def open_text(path_or_file) -> tuple[io.TextIOBase, str, str]:
     """(text stream, name for messages, how to let go of it: "close" what we opened, "detach" the text layer we put
     over the caller's binary file so that the caller's file stays open, "" for the caller's own text stream)."""
     if hasattr(path_or_file, "read"):
@@ -138,54 +141,6 @@ def read_personas(stream, name: str):
             yield number, text, ""
 
 
-def import_personas(path_or_file, *, source: str | None = None) -> ImportReport:
-    """Import the personas of a JSONL or plain-text file (a path or an open file). Raises SeedError when it cannot
-    be opened; a line that cannot be used is a failure in the report, the rest are imported."""
-    from .models import Persona
-
-    stream, name, release = _open_text(path_or_file)
-    report = ImportReport()
-    source = source or name
-    try:
-        pending: dict[str, str] = {}  # hash -> text, in file order
-        for number, text, error in read_personas(stream, name):
-            where = f"{name}:{number}"
-            if error:
-                report.fail(where, error)
-            elif len(text) > MAX_PERSONA_CHARS:
-                report.fail(where, f"the persona has {len(text):,} characters (at most {MAX_PERSONA_CHARS:,})")
-            else:
-                key = persona_hash(text)
-                if key in pending:
-                    report.unchanged += 1  # the same persona twice in one file
-                else:
-                    pending[key] = " ".join(text.split())
-            if len(pending) >= BATCH:
-                _save_personas(Persona, pending, source, report)
-                pending = {}
-        _save_personas(Persona, pending, source, report)
-    finally:
-        if release == "close":
-            stream.close()
-        elif release == "detach":
-            stream.detach()
-    return report
-
-
-def _save_personas(Persona, pending: dict[str, str], source: str, report: ImportReport) -> None:
-    if not pending:
-        return
-    with transaction.atomic():
-        known = set(Persona.objects.filter(text_hash__in=pending).values_list("text_hash", flat=True))
-        new = [
-            Persona(text=text, text_hash=key, source=source[:200]) for key, text in pending.items() if key not in known
-        ]
-        # ignore_conflicts: another import adding the same persona meanwhile is not an error (it is there).
-        Persona.objects.bulk_create(new, ignore_conflicts=True)
-    report.imported += len(new)
-    report.unchanged += len(known)
-
-
 def shipped_personas() -> list[str]:
     """The personas ClawGym ships, in file order."""
     with open(SHIPPED_PERSONAS, encoding="utf-8") as stream:
@@ -232,7 +187,7 @@ def load_operations(path: Path = SHIPPED_OPERATIONS, *, OperationCategory=None, 
     """Create or update the file's categories and operations by slug (the model classes may be a migration's
     historical ones). Operations only in the database are left as they are. Returns the operations loaded."""
     if OperationCategory is None or AtomicOperation is None:
-        from .models import AtomicOperation, OperationCategory
+        OperationCategory, AtomicOperation = models.OperationCategory, models.AtomicOperation
     count = 0
     with transaction.atomic():
         for order, c in enumerate(read_operations(path)):
@@ -252,7 +207,7 @@ def load_operations(path: Path = SHIPPED_OPERATIONS, *, OperationCategory=None, 
 def load_shipped_personas(*, Persona=None) -> int:
     """Add the shipped personas that are not there yet (as source "clawgym"); returns how many were added."""
     if Persona is None:
-        from .models import Persona
+        Persona = models.Persona
     texts = {persona_hash(t): " ".join(t.split()) for t in shipped_personas()}
     known = set(Persona.objects.filter(text_hash__in=texts).values_list("text_hash", flat=True))
     new = [Persona(text=t, text_hash=k, source=SHIPPED_SOURCE) for k, t in texts.items() if k not in known]

@@ -1,6 +1,7 @@
 """Synthesis as the API shows and takes it. The figures come from synthesis.batches (batch_json, funnel, report);
 the input serializers validate a request and resolve names (endpoints, tasks, skills) to rows."""
 
+from django.db.models import Q
 from rest_framework import serializers
 
 from llm.models import ModelEndpoint
@@ -367,8 +368,6 @@ class SkillFilterSerializer(serializers.Serializer):
     annotated = serializers.BooleanField(required=False, allow_null=True, default=None)
 
     def filter(self, queryset):
-        from django.db.models import Q
-
         data = self.validated_data
         if data.get("q"):
             queryset = queryset.filter(Q(name__icontains=data["q"]) | Q(description__icontains=data["q"]))

@@ -1,8 +1,7 @@
 """Agent skills: folders in the AgentSkills / OpenClaw `SKILL.md` format, imported into the catalog of seeds.
 
-    report = import_skills("skills/")             # a folder of skill folders, one skill folder, or a .zip/.tar.gz
-    report = import_skills(bundled=True)          # the skills shipped with the installed OpenClaw harness
-    report.as_dict()                              # {"imported", "updated", "unchanged", "failed": [{source, error}]}
+    parsed = parse_skill_folder(folder)           # a ParsedSkill, or SkillError saying why not
+    find_skill_folders(root); bundled_skills_dir() # where the folders are; the installed OpenClaw harness's skills
     skill_text(skill, limit=30_000)               # SKILL.md, then README, then the other files: the model's view
     runtime_bins()                                # the commands the sandbox runtime puts on PATH
     missing_bins(skill)                           # what the skill requires that the runtime lacks
@@ -13,7 +12,8 @@ then Markdown. OpenClaw keeps what a skill needs under `metadata.openclaw` (a JS
 `requires.env`, and `primaryEnv`. The folder's other files are stored with it as blobs (tasks.Blob); a file too
 large, binary, a link, or in a build folder (.git, node_modules, __pycache__) is not stored, and the skill records
 why (Skill.skipped_files). Skills are keyed by name: the same files again are "unchanged" (Skill.content_hash),
-other files "updated" (its files replaced).
+other files "updated" (its files replaced). Importing is synthesis.services.import_skills (a folder of skill
+folders, one skill folder, a .zip/.tar.gz, or bundled=True; a tasks.importing.ImportReport) and save_skill.
 
 Archives are opened by the task import's reader (tasks.formats.archive): members are distrusted, links and paths
 outside the folder refused, sizes bounded. An archive it refuses fails the whole import (SkillImportError), as
@@ -30,13 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
-from django.db import transaction
 
+from evaluation.harnesses.openclaw import harness_paths
 from sandbox.runtime import read_manifest
-from tasks.formats import FormatError
-from tasks.formats.archive import opened
 from tasks.formats.safe_parse import YAMLRefused, load_json, load_yaml
-from tasks.importing import ImportReport
 from tasks.paths import printable
 
 SKILL_FILE = "SKILL.md"
@@ -275,8 +272,6 @@ def find_skill_folders(root: Path) -> list[Path]:
 
 def bundled_skills_dir() -> Path:
     """The skills folder of the installed OpenClaw harness. Raises SkillImportError naming `make harness`."""
-    from evaluation.harnesses.openclaw import harness_paths
-
     _node, openclaw = harness_paths()
     folder = openclaw / "node_modules" / "openclaw" / "skills"
     if not folder.is_dir():
@@ -285,85 +280,6 @@ def bundled_skills_dir() -> Path:
             "(scripts/install-harness.sh installs the pinned openclaw package with its bundled skills)"
         )
     return folder
-
-
-def import_skills(path=None, *, bundled: bool = False, source: str | None = None) -> ImportReport:
-    """Import every skill at `path` (or the bundled ones). Each skill is saved on its own; one that fails is in
-    the report's `failed` and the others go on. Raises SkillImportError when the input cannot be read at all."""
-    if bundled == (path is not None):
-        raise ValueError("import_skills needs a path or bundled=True, not both")
-    if bundled:
-        path, source = bundled_skills_dir(), source or BUNDLED_SOURCE
-    path = Path(path)
-    if path.name == SKILL_FILE and path.is_file():  # the SKILL.md of a folder: that folder
-        path = path.parent
-    report = ImportReport()
-    try:
-        with opened(path) as root:
-            if root.is_file():  # a .jsonl: the task reader's other kind of input, never a skill
-                raise SkillImportError(f"{path.name} is not a folder or an archive of skill folders")
-            folders = find_skill_folders(root)
-            if not folders:
-                raise SkillImportError(f"found no skill folder (a folder with {SKILL_FILE}) in {path.name}")
-            first_seen: dict[str, str] = {}
-            for folder in folders:
-                where = folder.relative_to(root).as_posix()
-                where = path.name if where == "." else f"{path.name}/{where}"
-                _import_one(folder, where, source or str(path), report, first_seen)
-    except FormatError as exc:  # ArchiveError included: an unsafe or unreadable archive
-        raise SkillImportError(str(exc)) from None
-    return report
-
-
-def _import_one(folder: Path, where: str, source: str, report: ImportReport, first_seen: dict[str, str]) -> None:
-    try:
-        parsed = parse_skill_folder(folder)
-    except (SkillError, OSError) as exc:
-        report.fail(printable(where), str(exc))
-        return
-    if parsed.name in first_seen:
-        report.fail(printable(where), f"the skill name {parsed.name!r} is also that of {first_seen[parsed.name]}")
-        return
-    first_seen[parsed.name] = where
-    outcome = save_skill(parsed, source=source[:500])
-    if outcome == "imported":
-        report.imported += 1
-    elif outcome == "updated":
-        report.updated += 1
-    else:
-        report.unchanged += 1
-
-
-def save_skill(parsed: ParsedSkill, *, source: str) -> str:
-    """Create or replace the skill named `parsed.name`: "imported", "updated" or "unchanged"."""
-    from tasks.models import Blob
-    from tasks.services import store_blobs
-
-    from .models import Skill, SkillFile
-
-    content_hash = parsed.content_hash
-    fields = {
-        "description": parsed.description, "source": source, "front_matter": parsed.front_matter,
-        "required_bins": parsed.required_bins, "required_env": parsed.required_env,
-        "primary_env": parsed.primary_env, "content_hash": content_hash, "skipped_files": parsed.skipped,
-    }  # fmt: skip
-    with transaction.atomic():
-        skill = Skill.objects.select_for_update().filter(name=parsed.name).first()
-        if skill is not None and skill.content_hash == content_hash:
-            return "unchanged"
-        outcome = "imported" if skill is None else "updated"
-        if skill is None:
-            skill = Skill.objects.create(name=parsed.name, **fields)
-        else:
-            for key, value in fields.items():
-                setattr(skill, key, value)
-            skill.save()
-            skill.files.all().delete()
-        blobs = store_blobs(list(parsed.files.values()))
-        SkillFile.objects.bulk_create(
-            SkillFile(skill=skill, path=path, blob=blobs[Blob.digest(data)]) for path, data in parsed.files.items()
-        )
-    return outcome
 
 
 # --- what the model reads and what the sandbox has ---------------------------------------------------------------

@@ -6,9 +6,10 @@ drafts not in the catalog yet are compared with too (stages.qa.batch_drafts)."""
 import pytest
 from django.urls import reverse
 
-from synthesis.batches import draw_seeds, run_here, start_batch
+from synthesis.batches import draw_seeds
 from synthesis.models import SynthesisBatch, SynthesisItem
 from synthesis.pipeline import StageContext
+from synthesis.services import run_here, start_batch
 from synthesis.stages import qa as qa_stage
 from synthesis.tests.helpers import make_batch, make_endpoints
 
@@ -31,7 +32,7 @@ def test_near_identical_tasks_of_other_subcategories_are_rejected_as_duplicates(
     generator, judge = make_endpoints(scripted_upstream)
     scripted_upstream.responder = ScriptedPipeline(["good"] * 3)  # "sum sales.csv", differing only in "Request n"
     seed = seed_of_distinct_subcategories(3)
-    batch = start_batch("persona", 3, generator, judge, seed=seed, options={"qa_stages": ["novelty"]}, here=True)
+    batch = start_batch("persona", 3, generator, judge, seed=seed, options={"qa_stages": ["novelty"]}, here=True, user=None)
     batch = run_here(batch)
 
     items = list(batch.items.order_by("index"))

@@ -6,11 +6,13 @@ The QA stage runs with no QA stages here (--qa-stages ""): synthesis.qa is writt
 case belongs with it.
 """
 
+import importlib
 import json
 import socket
 from io import StringIO
 
 import pytest
+from django.apps import apps
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
@@ -19,16 +21,9 @@ from jobs.runner import execute
 from jobs.testing import start_django_q_worker, use_engine
 from llm.models import ModelCall, ModelEndpoint
 from synthesis import pipeline
-from synthesis.batches import (
-    BatchError,
-    batch_config,
-    batch_json,
-    draw_seeds,
-    resume_batch,
-    run_here,
-    start_batch,
-)
-from synthesis.models import Skill, SkillAnnotation, SynthesisBatch, SynthesisItem
+from synthesis.batches import BatchError, batch_config, batch_json, draw_seeds
+from synthesis.models import AtomicOperation, Skill, SkillAnnotation, SynthesisBatch, SynthesisItem
+from synthesis.services import resume_batch, run_here, start_batch
 from synthesis.stages import verify
 from tasks.models import Task
 from tasks.sanity import check_revision
@@ -182,8 +177,6 @@ def test_persona_route_end_to_end_with_faults(endpoints, scripted_upstream):
 def test_persona_draws_are_reproducible_and_leave_network_operations_out(db):
     first = draw_seeds("persona", 30, 11, {})
     assert first == draw_seeds("persona", 30, 11, {}) != draw_seeds("persona", 30, 12, {})
-    from synthesis.models import AtomicOperation
-
     networked = set(AtomicOperation.objects.filter(needs_network=True).values_list("pk", flat=True))
     assert networked, "the shipped operations include some that need the network"
     drawn = {op["id"] for seed in first for op in seed["operations"]}
@@ -271,7 +264,7 @@ class Killed(BaseException):
 
 def test_killed_worker_resume_repeats_no_finished_item_and_no_model_call(endpoints, scripted_upstream, monkeypatch):
     model = scripted(scripted_upstream, ["good", "good"])
-    batch = start_batch("persona", 2, "gen", "judge", seed=4, options={"qa_stages": []}, here=True)
+    batch = start_batch("persona", 2, "gen", "judge", seed=4, options={"qa_stages": []}, here=True, user=None)
     assert pipeline.run_item(batch.items.get(index=0).pk).status == "kept"
     second = batch.items.get(index=1)
 
@@ -292,7 +285,7 @@ def test_killed_worker_resume_repeats_no_finished_item_and_no_model_call(endpoin
     assert set(second.stage_results) == {"generate", "files"}
     before = len(model.seen)
 
-    batch = run_here(resume_batch(batch, here=True))
+    batch = run_here(resume_batch(batch, here=True, user=None))
     assert batch_json(batch)["kept"] == 2 and batch.status == "complete"
     assert model.seen[before:] == [("rubric", "good")]  # verify's answer was on record; only the rubric was asked
     assert ModelCall.objects.filter(subject=second.subject, purpose="synthesis:verify").count() == 1
@@ -302,14 +295,14 @@ def test_killed_worker_resume_repeats_no_finished_item_and_no_model_call(endpoin
 
 def test_resume_refuses_another_configuration_but_takes_a_new_judge(endpoints, scripted_upstream):
     gen, judge = endpoints
-    batch = start_batch("persona", 1, gen, judge, seed=9, options={"qa_stages": []}, here=True)
+    batch = start_batch("persona", 1, gen, judge, seed=9, options={"qa_stages": []}, here=True, user=None)
     other = ModelEndpoint.objects.create(name="judge2", base_url=scripted_upstream.base_url, model="other")
     config = dict(batch.config)
     with pytest.raises(BatchError, match="another generator"):
-        resume_batch(batch, {**config, "generator": {"name": "judge2", "model": "other"}})
+        resume_batch(batch, {**config, "generator": {"name": "judge2", "model": "other"}}, user=None)
     with pytest.raises(BatchError, match="another seed"):
-        resume_batch(batch, {**config, "seed": 10})
-    resumed = resume_batch(batch, {**config, "judge": {"name": "judge2", "model": "other"}}, here=True)
+        resume_batch(batch, {**config, "seed": 10}, user=None)
+    resumed = resume_batch(batch, {**config, "judge": {"name": "judge2", "model": "other"}}, here=True, user=None)
     assert resumed.judge == other and resumed.config["judge"]["name"] == "judge2"
     same = batch_config(route="persona", count=1, generator=gen, judge=judge, seed=9, preview=False,
                         options={"qa_stages": []}, qa_thresholds={})  # fmt: skip
@@ -415,7 +408,7 @@ def test_qa_errors_are_retried_on_resume_and_a_new_judge_reruns_qa_only(endpoint
     answers = {"judge": ("error", "the judge did not answer (HTTP 503)")}
     qa_module(monkeypatch, stand_in=True, plausibility=lambda endpoint: answers[endpoint.name])
     model = scripted(scripted_upstream, ["good"])
-    batch = run_here(start_batch("persona", 1, gen, judge, seed=3, options={"qa_stages": ["plausibility"]}, here=True))
+    batch = run_here(start_batch("persona", 1, gen, judge, seed=3, options={"qa_stages": ["plausibility"]}, here=True, user=None))
     item = batch.items.get()
     assert batch_json(batch)["failed"] == {"qa": 1}
     # Its only item failed: the batch made nothing, so it has failed (not a green "complete"), saying why.
@@ -426,7 +419,7 @@ def test_qa_errors_are_retried_on_resume_and_a_new_judge_reruns_qa_only(endpoint
 
     # Resumed: the QA error is tried again (and this time the judge finds the task implausible).
     answers["judge"] = ("fail", "no shop owner keeps sales like this")
-    batch = run_here(resume_batch(batch, here=True))
+    batch = run_here(resume_batch(batch, here=True, user=None))
     assert batch_json(batch)["rejected"] == {"qa:plausibility": 1}
     assert "no shop owner" in batch.items.get().reason
 
@@ -434,7 +427,7 @@ def test_qa_errors_are_retried_on_resume_and_a_new_judge_reruns_qa_only(endpoint
     answers["judge2"] = ("pass", "a plausible request")
     ModelEndpoint.objects.create(name="judge2", base_url=scripted_upstream.base_url, model="scripted-model")
     changed = {**batch.config, "judge": {"name": "judge2", "model": "scripted-model"}}
-    batch = run_here(resume_batch(batch, changed, here=True))
+    batch = run_here(resume_batch(batch, changed, here=True, user=None))
     item = batch.items.get()
     assert (batch.status, batch_json(batch)["kept"], batch.judge.name) == ("complete", 1, "judge2")
     assert item.stage_results["qa"]["verdicts"]["plausibility"]["verdict"] == "pass"
@@ -448,7 +441,7 @@ def test_qa_errors_are_retried_on_resume_and_a_new_judge_reruns_qa_only(endpoint
 
 def test_run_batch_job_fans_out_item_jobs_and_the_batch_completes(endpoints, scripted_upstream):
     scripted(scripted_upstream, ["good", "network"])
-    batch = start_batch("persona", 2, "gen", "judge", seed=2, options={"qa_stages": []})
+    batch = start_batch("persona", 2, "gen", "judge", seed=2, options={"qa_stages": []}, user=None)
     assert batch.job_run.kind == "synthesis.run_batch" and batch.status == "queued"
     assert execute(batch.job_run.pk) == JobRun.Status.SUCCEEDED
     children = list(JobRun.objects.filter(parent=batch.job_run).order_by("pk"))
@@ -470,10 +463,6 @@ def test_run_batch_job_fans_out_item_jobs_and_the_batch_completes(endpoints, scr
 @pytest.fixture
 def seeds_after_flush(transactional_db):
     """The taxonomy and the shipped personas and operations: an earlier transactional test's flush empties them."""
-    import importlib
-
-    from django.apps import apps
-
     importlib.import_module("tasks.migrations.0002_taxonomy").load(apps, None)
     importlib.import_module("synthesis.migrations.0003_shipped_seeds").load(apps, None)
 
@@ -493,7 +482,7 @@ def test_synthesize_waits_for_a_worker_and_a_killed_worker_is_resumed(seeds_afte
 
             # The worker is killed while the second item of a new batch waits for its checker from the model.
             model.hold("verify", "Request 3.")
-            batch = start_batch("persona", 2, "gen", "judge", seed=2, options={"qa_stages": []})
+            batch = start_batch("persona", 2, "gen", "judge", seed=2, options={"qa_stages": []}, user=None)
             assert model.reached.wait(timeout=240), worker.log_tail()
             worker.kill()
             second = batch.items.get(index=1)

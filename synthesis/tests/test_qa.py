@@ -17,8 +17,8 @@ from jobs.models import JobRun
 from llm.models import ModelCall, ModelEndpoint
 from llm.testing import Reply
 from synthesis.models import QualityAssessment
-from synthesis.qa import STAGES, QATask, assess, assess_revision, messages_for, qa_task_from_revision
-from synthesis.qa_jobs import start_assessment
+from synthesis.qa import STAGES, QATask, assess, messages_for, qa_task_from_revision
+from synthesis.services import assess_revision, start_assessment
 from tasks.package import PackageFile, TaskPackage
 from tasks.services import save_package
 
@@ -382,9 +382,9 @@ def test_the_task_page_fetches_the_card_and_the_card_shows_the_latest_verdicts(j
     assert "Not assessed yet" in viewer_client.get(card_url, **HTMX).content.decode()
 
     answering(scripted_upstream, {"difficulty": {"level": 1, "reason": "Trivial."}})
-    assess_revision(task.current_revision, ["difficulty"], judge=judge)
+    assess_revision(task.current_revision, ["difficulty"], judge=judge, user=None)
     answering(scripted_upstream, {"difficulty": {"level": 4, "reason": "Many steps."}})
-    assess_revision(task.current_revision, ["novelty", "difficulty"], judge=judge)
+    assess_revision(task.current_revision, ["novelty", "difficulty"], judge=judge, user=None)
     card = viewer_client.get(card_url, **HTMX)
     html = card.content.decode()
     assert card.status_code == 200 and "<html" not in html and 'id="qa-card"' in html

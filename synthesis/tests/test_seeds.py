@@ -13,12 +13,12 @@ from synthesis.models import AtomicOperation, OperationCategory, Persona
 from synthesis.seeds import (
     SHIPPED_SOURCE,
     SeedError,
-    import_personas,
     load_operations,
     persona_hash,
     read_operations,
     shipped_personas,
 )
+from synthesis.services import import_personas
 
 pytestmark = pytest.mark.django_db
 

@@ -24,19 +24,16 @@ from synthesis.annotation import (
     ANNOTATE_PROMPT_VERSION,
     ANNOTATE_PURPOSE,
     AnnotationFailed,
-    annotate_skill,
-    set_override,
     skill_synthesizable,
-    start_annotation,
 )
 from synthesis.models import Skill, SkillAnnotation
+from synthesis.services import annotate_skill, import_skills, set_override, start_annotation
 from synthesis.skills import (
     MAX_FILE_BYTES,
     SKILL_FILE,
     SkillError,
     SkillImportError,
     bundled_skills_dir,
-    import_skills,
     missing_bins,
     parse_skill_folder,
     runtime_bins,

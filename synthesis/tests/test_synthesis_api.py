@@ -13,9 +13,10 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from jobs.models import JobRun
 from synthesis.annotation import ANNOTATE_JOB
-from synthesis.batches import batch_json, funnel, report, run_here, start_batch
+from synthesis.batches import batch_json, funnel, report
 from synthesis.models import Persona, QualityAssessment, Skill, SkillAnnotation, SynthesisBatch, SynthesisItem
-from synthesis.qa_jobs import ASSESS_JOB
+from synthesis.qa import ASSESS_JOB
+from synthesis.services import run_here, start_batch
 from synthesis.tests.helpers import DEAD_WORKER, make_batch, make_endpoints, running_batch
 from tasks.package import TaskPackage
 from tasks.services import save_package
@@ -157,7 +158,7 @@ def test_cancel_resume_and_report(admin_api, endpoints):
 @pytest.mark.usefixtures("bwrap")
 def test_items_of_a_batch_the_pipeline_made(viewer_api, endpoints, scripted_upstream):
     scripted_upstream.responder = ScriptedPipeline(["good", "broken", "network"])
-    batch = run_here(start_batch("persona", 3, *endpoints, seed=2, options={"qa_stages": []}, here=True))
+    batch = run_here(start_batch("persona", 3, *endpoints, seed=2, options={"qa_stages": []}, here=True, user=None))
     other = running_batch(endpoints)
     rows = viewer_api.get(f"{ITEMS}?batch={batch.pk}").json()["results"]
     assert [r["index"] for r in rows] == [0, 1, 2] and all(r["batch"] == batch.pk for r in rows)

@@ -17,11 +17,16 @@ from django.urls import reverse
 
 from jobs.models import JobRun
 from llm.models import ModelEndpoint
+from synthesis import skills
 from synthesis.annotation import ANNOTATE_JOB
-from synthesis.batches import funnel, run_here, start_batch
+from synthesis.batches import funnel
 from synthesis.models import Persona, Skill, SkillAnnotation, SynthesisBatch, SynthesisItem
+from synthesis.pipeline import maybe_finish
+from synthesis.services import run_here, start_batch
 from synthesis.tests.helpers import DEAD_WORKER, make_batch, make_endpoints, running_batch
 from tasks.models import Task
+from tasks.package import TaskPackage
+from tasks.services import save_package
 
 from .scripted import ScriptedPipeline
 
@@ -208,8 +213,6 @@ def test_list_shows_progress_and_polls_while_a_batch_runs(viewer_client, endpoin
 
 
 def test_a_batch_whose_every_item_failed_has_failed_and_one_with_failures_is_not_green(viewer_client, endpoints):
-    from synthesis.pipeline import maybe_finish
-
     generator, judge = endpoints
     failing = {"files": {"verdict": "error", "reason": "HTTP 503", "retryable": True}}
     all_failed = make_batch(generator, judge, items=[
@@ -269,7 +272,7 @@ def test_the_difficulty_charts_say_whose_rating_they_show(viewer_client, endpoin
 def test_pages_of_a_batch_the_pipeline_made(viewer_client, endpoints, scripted_upstream):
     scripted_upstream.responder = ScriptedPipeline(["good", "broken", "network", "lenient"])
     generator, judge = endpoints
-    batch = start_batch("persona", 4, generator, judge, seed=11, options={"qa_stages": []}, here=True)
+    batch = start_batch("persona", 4, generator, judge, seed=11, options={"qa_stages": []}, here=True, user=None)
     batch = run_here(batch)
     assert batch.status == SynthesisBatch.Status.COMPLETE
     broken = next(i for i in batch.items.all() if "[case:broken]" in json.dumps(i.draft))
@@ -307,9 +310,6 @@ def test_pages_of_a_batch_the_pipeline_made(viewer_client, endpoints, scripted_u
 
 
 def test_a_task_not_synthesized_has_no_made_by_line(viewer_client):
-    from tasks.package import TaskPackage
-    from tasks.services import save_package
-
     saved = save_package(TaskPackage(external_id="hand-1", instruction="Write hello.txt.", metadata={}, files=[]),
                          user=None, stage="import", message="by hand")  # fmt: skip
     page = viewer_client.get(reverse("tasks:detail", args=[saved.task.external_id])).content.decode()
@@ -369,8 +369,6 @@ def test_skills_page_labels_override_and_annotate(viewer_client, admin_client, e
 
 
 def test_bundled_skills_import_reports_what_it_did(admin_client, settings, tmp_path):
-    from synthesis import skills
-
     try:
         skills.bundled_skills_dir()
     except skills.SkillImportError:

@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from benchmarks.models import Benchmark
 from review.services import sanity_block
-from synthesis.batches import run_here, start_batch
+from synthesis.services import run_here, start_batch
 from synthesis.stages.catalog import store_sanity_report
 from synthesis.tests.helpers import make_endpoints
 from tasks.models import SanityReport
@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("bwrap")]
 def test_a_kept_task_carries_the_verify_stages_sanity_report(viewer_client, scripted_upstream):
     generator, judge = make_endpoints(scripted_upstream)
     scripted_upstream.responder = ScriptedPipeline(["lenient"])  # round 1 over-lenient, round 2 sane
-    batch = run_here(start_batch("persona", 1, generator, judge, seed=4, options={"qa_stages": []}, here=True))
+    batch = run_here(start_batch("persona", 1, generator, judge, seed=4, options={"qa_stages": []}, here=True, user=None))
     item = batch.items.get()
     assert item.status == "kept" and len(item.stage_results["verify"]["rounds"]) == 2
     revision = item.task.current_revision
@@ -51,7 +51,7 @@ def test_a_kept_task_carries_the_verify_stages_sanity_report(viewer_client, scri
 def test_a_revision_not_holding_what_was_checked_gets_no_report(scripted_upstream):
     generator, judge = make_endpoints(scripted_upstream)
     scripted_upstream.responder = ScriptedPipeline(["good"])
-    batch = run_here(start_batch("persona", 1, generator, judge, seed=5, options={"qa_stages": []}, here=True))
+    batch = run_here(start_batch("persona", 1, generator, judge, seed=5, options={"qa_stages": []}, here=True, user=None))
     item = batch.items.get()
     revision = item.task.current_revision
     stored = item.draft["sanity_report"]

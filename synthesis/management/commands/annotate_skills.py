@@ -4,8 +4,9 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from synthesis.annotation import AnnotationError, AnnotationResult, annotate_skills, annotator_endpoint
+from synthesis.annotation import AnnotationError, AnnotationResult, annotator_endpoint
 from synthesis.models import Skill
+from synthesis.services import annotate_skills
 
 
 class Command(BaseCommand):

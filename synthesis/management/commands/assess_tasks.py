@@ -6,7 +6,8 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from jobs.cli import UsageError
-from synthesis.qa import STAGES, QAError, assess_tasks, judge_endpoint, parse_stages, verdict_json
+from synthesis.qa import STAGES, QAError, judge_endpoint, parse_stages, verdict_json
+from synthesis.services import assess_tasks
 from tasks.models import Task
 from tasks.selection import add_task_arguments, tasks_of
 
@@ -47,7 +48,7 @@ class Command(BaseCommand):
                     f"{task.external_id}: " + "; ".join(f"{s} {r.verdict} ({r.reason})" for s, r in rows.items())
                 )
 
-        done = assess_tasks(tasks, stages, judge=endpoint, on_assessed=heard)
+        done = assess_tasks(tasks, stages, judge=endpoint, user=None, on_assessed=heard)
         report = {eid: {stage: verdict_json(row) for stage, row in rows.items()} for eid, rows in done.items()}
         errors = [
             (eid, s, v["reason"]) for eid, rows in report.items() for s, v in rows.items() if v["verdict"] == "error"

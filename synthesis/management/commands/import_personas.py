@@ -4,7 +4,8 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from synthesis.seeds import SeedError, import_personas
+from synthesis.seeds import SeedError
+from synthesis.services import import_personas
 
 
 class Command(BaseCommand):

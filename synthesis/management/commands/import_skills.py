@@ -4,7 +4,8 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from synthesis.skills import SkillImportError, import_skills
+from synthesis.services import import_skills
+from synthesis.skills import SkillImportError
 
 
 class Command(BaseCommand):

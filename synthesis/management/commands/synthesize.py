@@ -11,9 +11,10 @@ from jobs.engine import JobEngineError
 from jobs.models import JobRun
 from jobs.waiting import NotFinished, NoWorker, Work, add_wait_arguments, wait_for
 
-from ...batches import RUN_ITEM_JOB, BatchError, batch_json, cancel_batch, resume_batch, run_here, start_batch
+from ...batches import RUN_ITEM_JOB, BatchError, batch_json
 from ...models import QAStage, SynthesisBatch, SynthesisItem
 from ...pipeline import reclaim_lost_items
+from ...services import cancel_batch, resume_batch, run_here, start_batch
 
 _UNSET = object()
 
@@ -86,7 +87,7 @@ class Command(BaseCommand):
             raise UsageError(f"{', '.join(missing)} required (or --resume BATCH)")
         batch = start_batch(
             flags["route"], flags["count"] or 0, flags["generator"], flags["judge"], seed=flags["seed"],
-            preview=flags["preview"], here=flags["here"], options=qa_options(flags["qa_stages"]),
+            preview=flags["preview"], here=flags["here"], options=qa_options(flags["qa_stages"]), user=None,
             **self._budgets(flags),
         )  # fmt: skip
         self.stderr.write(f"batch #{batch.pk} ({batch.route}, seed {batch.seed}): {batch.requested} items, "
@@ -101,7 +102,7 @@ class Command(BaseCommand):
         batch = SynthesisBatch.objects.filter(pk=flags["resume"]).first()
         if batch is None:
             raise UsageError(f"no synthesis batch #{flags['resume']}")
-        batch = resume_batch(batch, here=flags["here"], **self._budgets(flags))
+        batch = resume_batch(batch, here=flags["here"], user=None, **self._budgets(flags))
         self.stderr.write(f"batch #{batch.pk} resumed: {batch.items.filter(status__in=SynthesisItem.FINISHED).count()}"
                           f" of {batch.requested} items finished before")  # fmt: skip
         return batch
@@ -121,12 +122,12 @@ class Command(BaseCommand):
 
         def reclaim_lost() -> None:
             if reclaim_lost_items(batch):  # a killed worker's items would otherwise look "running" forever
-                resume_batch(batch)
+                resume_batch(batch, user=None)
 
         wait_for(Work(
             what=f"batch #{batch.pk}", queues=("default", "sandbox"), finished=finished,
             taken=lambda: self._taken(batch, finished_before=finished_before),
-            cancel=lambda: cancel_batch(batch),  # a worker starting later must not run what nobody waits for
+            cancel=lambda: cancel_batch(batch, user=None),  # a worker starting later must not run what nobody waits for
             cancelled=f"The batch was cancelled; `manage.py synthesize --resume {batch.pk}` runs it again.",
             follow=f"`manage.py synthesis_report {batch.pk}` shows where it is", progress=report_finished,
             reclaim_lost=reclaim_lost,

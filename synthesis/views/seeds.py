@@ -1,6 +1,6 @@
 """Pages of the synthesis seeds: personas (search, import for admins) and skills (each with its latest annotation,
 whether the skill route may use it and why not, the admin's override; import of the bundled skills, annotation as a
-job). The services are synthesis.seeds, synthesis.skills and synthesis.annotation; these views validate and call.
+job). They validate and call synthesis.services.
 """
 
 from django.contrib import messages
@@ -14,9 +14,9 @@ from accounts.decorators import admin_required, viewer_required
 from jobs.engine import JobEngineError
 from lib.htmx import render_page
 
-from . import annotation, seeds, skills
-from .forms import PersonaImportForm, PersonaSearchForm, SkillOverrideForm
-from .models import Persona, Skill, SkillAnnotation
+from .. import annotation, seeds, services, skills
+from ..forms import PersonaImportForm, PersonaSearchForm, SkillOverrideForm
+from ..models import Persona, Skill, SkillAnnotation
 
 PERSONAS_PAGE_SIZE = 50
 SKILLS_PAGE_SIZE = 100
@@ -68,7 +68,7 @@ def persona_import(request):
         return redirect("synthesis:personas")
     upload = form.cleaned_data["file"]
     try:
-        report = seeds.import_personas(upload, source=upload.name)
+        report = services.import_personas(upload, source=upload.name)
     except seeds.SeedError as exc:
         messages.error(request, f"The personas were not imported: {exc}")
     else:
@@ -113,7 +113,7 @@ def skill_list(request):
 @require_POST
 def skills_import_bundled(request):
     try:
-        report = skills.import_skills(bundled=True)
+        report = services.import_skills(bundled=True)
     except skills.SkillImportError as exc:
         messages.error(request, f"The bundled skills were not imported: {exc}")
     else:
@@ -128,7 +128,7 @@ def skills_annotate(request):
     ids = [int(pk) for pk in request.POST.getlist("skill") if pk.isdigit()] or None
     endpoint = request.POST.get("endpoint", "").strip() or None
     try:
-        run = annotation.start_annotation(user=request.user, endpoint_name=endpoint, skill_ids=ids)
+        run = services.start_annotation(user=request.user, endpoint_name=endpoint, skill_ids=ids)
     except (annotation.AnnotationError, JobEngineError) as exc:
         messages.error(request, f"The annotation was not started: {exc}")
         return redirect("synthesis:skills")
@@ -146,7 +146,7 @@ def skill_override(request, pk: int):
         messages.error(request, f"The label of {skill.name} was not changed: {errors}")
         return redirect("synthesis:skills")
     value = form.cleaned_data["value"]
-    annotation.set_override(skill, value, reason=form.cleaned_data["reason"], user=request.user)
+    services.set_override(skill, value, reason=form.cleaned_data["reason"], user=request.user)
     if value is None:
         messages.success(request, f"{skill.name} follows its annotation again.")
     else:

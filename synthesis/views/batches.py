@@ -3,13 +3,14 @@ its reasons and example items, cost per stage, distributions), and one item (its
 draft, the task it became).
 
 Every figure comes from synthesis.batches (funnel, stage_costs, distributions, batch_json); starting, resuming and
-cancelling call its services. A page whose batch is still going polls its own partial (htmx gets the partial, plain
+cancelling call synthesis.services. A page whose batch is still going polls its own partial (htmx gets the partial, plain
 requests the page) until the batch is finished or paused; the finished partial has no polling attributes.
 """
 
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Count
+from django.http import QueryDict
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
 from django.utils.html import format_html
@@ -20,9 +21,9 @@ from jobs.engine import JobEngineError
 from lib.htmx import render_page
 from llm.models import ModelCall
 
-from . import batches
-from .forms import StartBatchForm
-from .models import STAGE_ORDER, QAStage, Stage, SynthesisBatch, SynthesisItem
+from .. import batches, services
+from ..forms import StartBatchForm
+from ..models import STAGE_ORDER, QAStage, Stage, SynthesisBatch, SynthesisItem
 
 BATCHES_PAGE_SIZE = 30
 ITEMS_PAGE_SIZE = 50
@@ -158,7 +159,7 @@ def batch_start(request):
     settings = form.batch_settings(preview=preview)
     earlier = set(SynthesisBatch.objects.values_list("pk", flat=True).order_by())
     try:
-        batch = batches.start_batch(user=request.user, **settings)
+        batch = services.start_batch(user=request.user, **settings)
     except batches.NoSynthesizableSkills:
         form.add_error(None, format_html(
             'The skill route needs synthesizable skills: import and annotate them on the <a href="{}">Skills page</a> '
@@ -189,8 +190,6 @@ def _batch(pk: int) -> SynthesisBatch:
 
 def full_batch_query(batch: SynthesisBatch) -> str:
     """The start form's query string with a preview's settings: its full batch, the same seed and options."""
-    from django.http import QueryDict
-
     query = QueryDict(mutable=True)
     query.update({"route": batch.route, "generator": batch.generator.name, "judge": batch.judge.name,
                   "seed": batch.seed})  # fmt: skip
@@ -276,7 +275,7 @@ def batch_detail(request, pk: int):
 def batch_resume(request, pk: int):
     batch = _batch(pk)
     try:
-        batch = batches.resume_batch(batch, user=request.user)
+        batch = services.resume_batch(batch, user=request.user)
     except (batches.BatchError, JobEngineError) as exc:
         messages.error(request, f"The batch was not resumed: {exc}")
     else:
@@ -295,7 +294,7 @@ def batch_cancel(request, pk: int):
     if batch.is_finished:
         messages.error(request, f"Batch #{batch.pk} has finished already ({batch.get_status_display()}).")
     else:
-        batches.cancel_batch(batch, user=request.user)
+        services.cancel_batch(batch, user=request.user)
         messages.success(request, f"Batch #{batch.pk} is cancelled: no item starts another stage; it can be resumed.")
     return redirect("synthesis:detail", pk=pk)
 
