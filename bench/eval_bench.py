@@ -119,12 +119,12 @@ class BareRollouts:
 
     def run_one(self) -> float:
         from evaluation.models import Rollout
-        from evaluation.services import create_rollouts, execute_rollout
+        from evaluation.services.rollouts import create_rollouts, execute_rollout
 
         began = time.perf_counter()
         if not self.queue:
             revision = self.revisions.pop(0)
-            self.queue = create_rollouts(revision, self.endpoint, harness="builtin", repeats=self.repeats)
+            self.queue = create_rollouts(revision, self.endpoint, harness="builtin", repeats=self.repeats, user=None)
         rollout = self.queue.pop(0)
         try:
             execute_rollout(rollout.pk)
@@ -139,11 +139,11 @@ class BareRollouts:
 
 def throughput(revisions: list, endpoint, repeats: int) -> dict:
     from evaluation.models import EvalRun, Rollout
-    from evaluation.runs import create_eval_run, run_here
-    from evaluation.services import create_rollouts, execute_rollout
+    from evaluation.services.rollouts import create_rollouts, execute_rollout
+    from evaluation.services.runs import create_eval_run, run_here
 
     # One untimed rollout first: cold caches (the sandbox's, the checker's interpreter) would charge the first side.
-    [warm] = create_rollouts(revisions[0], endpoint, harness="builtin")
+    [warm] = create_rollouts(revisions[0], endpoint, harness="builtin", user=None)
     warm = execute_rollout(warm.pk)
     if warm.score != 1.0:
         raise RuntimeError(f"the warm-up rollout did not score 1.0: {warm.status} {warm.exit_reason} {warm.error}")
@@ -159,7 +159,7 @@ def throughput(revisions: list, endpoint, repeats: int) -> dict:
 
     began = clock["resumed"] = time.perf_counter()
     run, _ = create_eval_run(endpoint=endpoint, revisions=revisions, harness="builtin", repeats=repeats, inline=True,
-                             name="eval-bench throughput", fresh=True)  # fmt: skip
+                             name="eval-bench throughput", fresh=True, user=None)  # fmt: skip
     run = run_here(run, on_rollout=after_each)
     total_run_seconds = time.perf_counter() - began - clock["bare"]
     rollouts = len(revisions) * repeats
@@ -236,7 +236,7 @@ def build_runs(version, revisions: list, *, runs: int, models: int, repeats: int
     from django.db import transaction
 
     from evaluation.models import EvalRun, Rollout
-    from evaluation.runs import create_eval_run, recompute_run, rollout_changed
+    from evaluation.services.runs import create_eval_run, recompute_run, rollout_changed
     from llm.models import ModelEndpoint
 
     rng = random.Random(SEED)
@@ -252,7 +252,7 @@ def build_runs(version, revisions: list, *, runs: int, models: int, repeats: int
         endpoint = endpoints[m]
         strength = 0.3 + 0.6 * m / max(models - 1, 1)
         run, _ = create_eval_run(endpoint=endpoint, benchmark_version=version, harness="builtin", repeats=repeats,
-                                 name=f"bench run {n}", fresh=True)  # fmt: skip
+                                 name=f"bench run {n}", fresh=True, user=None)  # fmt: skip
         with transaction.atomic():
             finished = finished_rollouts(run, rng, strength, difficulty)
             run.rollouts.all().delete()
@@ -325,7 +325,7 @@ def time_services(version, runs: list, requests: int) -> dict:
     from django.test.utils import CaptureQueriesContext
 
     from evaluation.models import EvalRun
-    from evaluation.runs import compare_runs, current_summary, leaderboard, task_rows
+    from evaluation.services.runs import compare_runs, current_summary, leaderboard, task_rows
 
     def run_page(run_id):
         run = EvalRun.objects.select_related("endpoint", "benchmark_version").get(pk=run_id)

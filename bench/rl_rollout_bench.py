@@ -3,7 +3,7 @@
 
 1. The batch. `--prompts` tasks (fruit summaries, each with its real checker) x `--samples` rollouts each, with the
    builtin harness and the rollout option `record_tokens: true`, started as an RL step starts them
-   (evaluation.services.start_rollouts per prompt: rollout jobs on the `sandbox` queue) and run by a real django-q
+   (evaluation.services.rollouts.start_rollouts per prompt: jobs on the `sandbox` queue) and run by a real django-q
    cluster of `--slots` workers (CLAWGYM_ROLLOUT_SLOTS = `--slots`): bubblewrap sandbox, relay, the recording proxy
    (the ASGI app under uvicorn), checker. The model is a vLLM-shaped scripted server in a process of its own
    (llm.testing.ScriptedUpstream with vllm_tokens: prompt_token_ids, token_ids, logprobs): a `write` of the right
@@ -88,14 +88,14 @@ def make_tasks(n: int) -> list:
 
 def batch(revisions, endpoint, samples: int, slots: int, timeout: float) -> dict:
     from evaluation.models import Rollout
-    from evaluation.services import start_rollouts
+    from evaluation.services.rollouts import start_rollouts
     from training_jobs.rl.samples import samples_for_rollout
 
     started = time.monotonic()
     ids = []
     for revision in revisions:
         created = start_rollouts(revision, endpoint, harness="builtin", repeats=samples,
-                                 options={"record_tokens": True, "timeout": 300})  # fmt: skip
+                                 options={"record_tokens": True, "timeout": 300}, user=None)  # fmt: skip
         ids += [r.pk for r in created]
     while Rollout.objects.filter(pk__in=ids, status__in=Rollout.FINISHED).count() < len(ids):
         if time.monotonic() - started > timeout:

@@ -137,10 +137,10 @@ def bare_loop(harness, workdir, model_url, inputs, instruction, rollouts, concur
 
 def runner(harness, revision, endpoint, rollouts, concurrency, timeout) -> dict:
     from evaluation.models import Rollout
-    from evaluation.services import start_rollouts
+    from evaluation.services.rollouts import start_rollouts
 
     started = time.monotonic()
-    created = start_rollouts(revision, endpoint, harness=harness, repeats=rollouts, options={"timeout": 300})
+    created = start_rollouts(revision, endpoint, harness=harness, repeats=rollouts, options={"timeout": 300}, user=None)
     ids = [r.pk for r in created]
     while True:
         done = Rollout.objects.filter(pk__in=ids, status__in=Rollout.FINISHED)
@@ -165,10 +165,10 @@ def deadline_runs(harness, revision, endpoint, rollouts, concurrency, deadline, 
     """K rollouts whose agent runs past `deadline`: how long each agent ran before it was stopped."""
     from evaluation.harnesses.inside.driver import GRACE_SECONDS
     from evaluation.models import Rollout
-    from evaluation.services import start_rollouts
+    from evaluation.services.rollouts import start_rollouts
 
     started = time.monotonic()
-    created = start_rollouts(revision, endpoint, harness=harness, repeats=rollouts, options={"timeout": deadline})
+    created = start_rollouts(revision, endpoint, harness=harness, repeats=rollouts, options={"timeout": deadline}, user=None)
     ids = [r.pk for r in created]
     while Rollout.objects.filter(pk__in=ids, status__in=Rollout.FINISHED).count() < len(ids):
         if time.monotonic() - started > timeout:

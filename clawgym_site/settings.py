@@ -374,7 +374,7 @@ CLAWGYM_BUILTIN_MAX_TURNS = env_int("CLAWGYM_BUILTIN_MAX_TURNS", 40)
 # {"supported_tools": ["read", "write", "edit", "exec"]}; empty keeps the defaults.
 CLAWGYM_TRAJECTORY_RULES = env_json("CLAWGYM_TRAJECTORY_RULES", {})
 
-# --- Evaluation runs (evaluation.runs) ---
+# --- Evaluation runs (evaluation.services.runs) ---
 # Attempts per rollout of a run when the infrastructure fails it (sandbox, worker, proxy, upstream): retried with
 # exponential backoff from CLAWGYM_EVAL_RETRY_BACKOFF_SECONDS, capped; each resume grants as many again.
 CLAWGYM_EVAL_MAX_ATTEMPTS = env_int("CLAWGYM_EVAL_MAX_ATTEMPTS", 3)

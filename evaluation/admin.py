@@ -43,7 +43,7 @@ class SandboxSlotAdmin(admin.ModelAdmin):
 
 @admin.register(EvalRun)
 class EvalRunAdmin(ReadOnlyAdmin):
-    """Runs change through their pages, the API and `evaluate` (evaluation.runs): shown here, never edited."""
+    """Runs change through their pages, the API and `evaluate` (evaluation.services.runs): shown here, never edited."""
 
     list_display = ["id", "name", "endpoint", "harness", "benchmark_version", "repeats", "status", "overall_mean",
                     "rollouts_finished", "rollouts_total", "created_at"]  # fmt: skip

@@ -8,7 +8,7 @@ class EvaluationConfig(AppConfig):
         # The dashboard belongs to tasks, which must not import evaluation: evaluation adds its panel.
         from tasks.dashboard_panels import register
 
-        from .dashboard import panel_context
+        from .views.dashboard import panel_context
 
         register("evaluation", "evaluation/_dashboard_panel.html", panel_context, order=10,
                  scripts=["vendor/chartjs/chart.umd.min.js", "js/charts.js"])  # fmt: skip

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from lib.csvsafe import SafeDictWriter
 
 from .models import EvalRun, Rollout
-from .runs import run_json
+from .services.runs import run_json
 
 CSV_COLUMNS = [
     "run", "rollout", "task", "revision", "category", "grading", "repeat", "attempt", "endpoint", "model",

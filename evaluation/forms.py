@@ -7,7 +7,7 @@ from tasks.models import Task
 from .harnesses import HARNESS_CHOICES
 from .models import Outcome, Rollout
 from .samples import SORT_LABELS, filter_samples, sorted_samples
-from .services import MAX_REPEATS
+from .services.rollouts import MAX_REPEATS
 
 
 class RolloutFilterForm(forms.Form):
@@ -102,7 +102,7 @@ def _agent_endpoints():
 
 
 class StartEvalRunForm(forms.Form):
-    """What evaluation.runs.start_eval_run takes: a benchmark version or task ids, a model, a harness, repeats,
+    """What evaluation.services.runs.start_eval_run takes: a benchmark version or task ids, a model, a harness, repeats,
     options, limits, a pass threshold and a name. `run_settings()` gives its keyword arguments."""
 
     benchmark_version = forms.ModelChoiceField(

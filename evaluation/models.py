@@ -286,7 +286,7 @@ class SandboxSlot(models.Model):
 class EvalRun(models.Model):
     """One model (endpoint) with one harness over a frozen benchmark version (or an explicit list of task
     revisions), each revision `repeats` times. Its rollouts are ordinary Rollout rows (eval_run set); the figures are
-    kept in EvalRunTask rows, one per revision, updated as each rollout finishes (evaluation.runs)."""
+    kept in EvalRunTask rows, one per revision, updated as each rollout finishes (evaluation.services.runs)."""
 
     class Status(models.TextChoices):
         QUEUED = "queued", "Queued"
@@ -310,7 +310,7 @@ class EvalRun(models.Model):
     max_attempts = models.PositiveSmallIntegerField(
         default=3, help_text="Attempts per rollout when the infrastructure fails (retried with backoff)."
     )
-    # What it was started with, normalised; a resume with other settings is refused (evaluation.runs.run_config).
+    # What it was started with, normalised; a resume with other settings is refused (services.runs.run_config).
     config = models.JSONField(default=dict)
     config_hash = models.CharField(max_length=64, db_index=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from evaluation.harnesses import HarnessUnavailable, get_harness
 from evaluation.harnesses.base import BRIDGE_PORT
 from evaluation.models import Rollout
 from llm.models import ModelEndpoint
@@ -132,8 +133,6 @@ def probe_result(text: str) -> dict:
 
 @pytest.fixture
 def harness_installed(settings):
-    from evaluation.harnesses import HarnessUnavailable, get_harness
-
     try:
         get_harness("openclaw").check_available()
     except HarnessUnavailable as exc:

@@ -1,34 +1,34 @@
 from django.urls import path
 
-from . import views, views_runs, views_samples
+from .views import rollouts, runs, samples
 
 app_name = "evaluation"
 urlpatterns = [
-    path("", views.rollout_list, name="list"),
-    path("start/", views.rollout_start, name="start"),
-    path("trajectories/", views.trajectory_stats, name="trajectory-stats"),
-    path("<int:pk>/", views.rollout_detail, name="detail"),
-    path("<int:pk>/retry/", views.rollout_retry, name="retry"),
-    path("<int:pk>/rejudge/", views.rollout_rejudge, name="rejudge"),
-    path("<int:pk>/trajectories.jsonl", views.rollout_trajectories, name="trajectories"),
+    path("", rollouts.rollout_list, name="list"),
+    path("start/", rollouts.rollout_start, name="start"),
+    path("trajectories/", rollouts.trajectory_stats, name="trajectory-stats"),
+    path("<int:pk>/", rollouts.rollout_detail, name="detail"),
+    path("<int:pk>/retry/", rollouts.rollout_retry, name="retry"),
+    path("<int:pk>/rejudge/", rollouts.rollout_rejudge, name="rejudge"),
+    path("<int:pk>/trajectories.jsonl", rollouts.rollout_trajectories, name="trajectories"),
 ]
 
 # Evaluation runs, under /evaluations/ (clawgym_site.urls includes them as the "evaluations" namespace).
 run_urlpatterns = [
-    path("", views_runs.run_list, name="list"),
-    path("start/", views_runs.run_start, name="start"),
-    path("recent/", views_runs.recent_runs, name="recent"),
-    path("panel/", views_runs.dashboard_panel, name="panel"),
-    path("leaderboard/", views_runs.leaderboard, name="leaderboard"),
-    path("compare/", views_runs.compare, name="compare"),
-    path("compare/rollouts/", views_samples.rollout_pair, name="compare-rollouts"),
-    path("<int:pk>/", views_runs.run_detail, name="detail"),
-    path("<int:pk>/tasks/<int:row>/", views_runs.run_task_repeats, name="repeats"),
-    path("<int:pk>/samples/", views_samples.run_samples, name="samples"),
-    path("<int:pk>/resume/", views_runs.run_resume, name="resume"),
-    path("<int:pk>/cancel/", views_runs.run_cancel, name="cancel"),
-    path("<int:pk>/regrade/", views_runs.run_regrade, name="regrade"),
-    path("<int:pk>/threshold/", views_runs.run_threshold, name="threshold"),
-    path("<int:pk>/export.json", views_runs.run_export_json, name="export-json"),
-    path("<int:pk>/export.csv", views_runs.run_export_csv, name="export-csv"),
+    path("", runs.run_list, name="list"),
+    path("start/", runs.run_start, name="start"),
+    path("recent/", runs.recent_runs, name="recent"),
+    path("panel/", runs.dashboard_panel, name="panel"),
+    path("leaderboard/", runs.leaderboard, name="leaderboard"),
+    path("compare/", runs.compare, name="compare"),
+    path("compare/rollouts/", samples.rollout_pair, name="compare-rollouts"),
+    path("<int:pk>/", runs.run_detail, name="detail"),
+    path("<int:pk>/tasks/<int:row>/", runs.run_task_repeats, name="repeats"),
+    path("<int:pk>/samples/", samples.run_samples, name="samples"),
+    path("<int:pk>/resume/", runs.run_resume, name="resume"),
+    path("<int:pk>/cancel/", runs.run_cancel, name="cancel"),
+    path("<int:pk>/regrade/", runs.run_regrade, name="regrade"),
+    path("<int:pk>/threshold/", runs.run_threshold, name="threshold"),
+    path("<int:pk>/export.json", runs.run_export_json, name="export-json"),
+    path("<int:pk>/export.csv", runs.run_export_csv, name="export-csv"),
 ]

@@ -2,7 +2,7 @@
 and still tell it apart from a small one.
 
 A filter runs a strong and a small agent endpoint n times on each candidate's current task revision, as two
-ordinary evaluation runs (evaluation.runs), and once both have finished gives each candidate a verdict from the
+ordinary evaluation runs (evaluation.services.runs), and once both have finished gives each candidate a verdict from the
 two means (each over the repeats that have a score). With the benchmark's thresholds, copied onto the filter when
 it starts (strong_min 0.2, small_max 0.6, margin 0 by default), the verdict is the first of these that holds:
 
@@ -32,7 +32,7 @@ from django.utils import timezone
 from accounts.roles import ADMIN, has_role
 from benchmarks.models import Benchmark
 from evaluation.models import EvalRun, EvalRunTask
-from evaluation.runs import EvalRunError, cancel_eval_run, create_eval_run, run_here, start_eval_run
+from evaluation.services.runs import EvalRunError, cancel_eval_run, create_eval_run, run_here, start_eval_run
 
 from .jobs import DIFFICULTY_JOB
 from .models import BenchmarkCandidate, DifficultyFilter, DifficultyResult, DifficultyVerdict
@@ -210,7 +210,7 @@ def finish_difficulty_filter(flt: DifficultyFilter) -> DifficultyFilter:
         # Without one side there is no verdict to give: the other side's rollouts would run for nothing.
         for run in flt.runs:
             if not run.is_finished:
-                cancel_eval_run(run)
+                cancel_eval_run(run, user=None)
         return _fail(flt, f"evaluation run {' and '.join(cancelled)} was cancelled")
     if not (flt.strong_run.is_finished and flt.small_run.is_finished):
         return flt

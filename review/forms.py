@@ -4,7 +4,7 @@ from django import forms
 from django.conf import settings
 
 from evaluation.harnesses import HARNESS_CHOICES
-from evaluation.services import MAX_REPEATS
+from evaluation.services.rollouts import MAX_REPEATS
 from llm.models import ModelEndpoint
 
 from .models import ReviewDecision

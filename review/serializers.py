@@ -5,7 +5,7 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from evaluation.harnesses import HARNESS_CHOICES
-from evaluation.services import MAX_REPEATS
+from evaluation.services.rollouts import MAX_REPEATS
 from llm.models import ModelEndpoint
 from tasks.models import SanityReport
 

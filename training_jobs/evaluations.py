@@ -1,5 +1,5 @@
 """Evaluate every checkpoint of a run on a benchmark version: serve each one (and the base model), start an
-evaluation run per endpoint (evaluation.runs.start_eval_run), record CheckpointEvaluation rows and the run's
+evaluation run per endpoint (evaluation.services.runs.start_eval_run), record CheckpointEvaluation rows and the run's
 base_eval_run. Every server, the base model's included, is a ModelServer row: they stay up while their rollouts run
 and are stopped when idle (training_jobs.serving.stop_idle_servers).
 
@@ -20,7 +20,7 @@ from django.db import transaction
 from django.db.models import Q
 
 from benchmarks.models import BenchmarkVersion
-from evaluation.runs import start_eval_run
+from evaluation.services.runs import start_eval_run
 from jobs.models import JobRun
 from jobs.registry import job
 

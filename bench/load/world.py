@@ -88,7 +88,7 @@ def seed(*, reviewers: int, agents: int, queue_candidates: int, upstream_url: st
 
 
 def start_rollouts(revisions: list, endpoint, count: int) -> list[int]:
-    from evaluation.services import start_rollouts as start
+    from evaluation.services.rollouts import start_rollouts as start
 
     ids = []
     for i in range(count):
@@ -186,9 +186,10 @@ def wait_running_rollout(revisions, endpoint, timeout: float = 60) -> list[int]:
 
 def settle(timeout: float, stale_seconds: int) -> dict:
     """Wait until no job run or rollout is queued or running, sweeping lost ones as the periodic jobs do
-    (jobs.runner.reap_stale: dead workers' runs; evaluation.services.fail_lost_rollouts). Returns what was swept."""
+    (jobs.runner.reap_stale: dead workers' runs; evaluation.services.rollouts.fail_lost_rollouts). Returns what was
+    swept."""
     from evaluation.models import Rollout
-    from evaluation.services import fail_lost_rollouts
+    from evaluation.services.rollouts import fail_lost_rollouts
     from jobs.models import JobRun
     from jobs.runner import reap_stale
 
@@ -210,11 +211,11 @@ def settle(timeout: float, stale_seconds: int) -> dict:
 def retry_failed() -> list[int]:
     """A retry of every failed rollout (the explicit, new attempt an operator or an evaluation run starts)."""
     from evaluation.models import Rollout
-    from evaluation.services import retry_rollout
+    from evaluation.services.rollouts import retry_rollout
 
     failed = list(Rollout.objects.filter(status=Rollout.Status.FAILED))
     for rollout in failed:
-        retry_rollout(rollout)
+        retry_rollout(rollout, user=None)
     return [r.pk for r in failed]
 
 

@@ -13,8 +13,8 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from evaluation import runs
 from evaluation.models import EvalRun, Rollout
+from evaluation.services import runs
 from evaluation.testing import fruit_package
 from evaluation.tests.helpers import endpoint, freeze
 from lib.browser_testing import log_in, screenshot, watch
@@ -30,7 +30,7 @@ PHONE, LAPTOP, SMALL_LAPTOP = 390, 1280, 1024
 
 def scored_run(model, version, score: float) -> EvalRun:
     """A complete run of `model` whose rollouts scored around `score`."""
-    run, _ = runs.create_eval_run(endpoint=model, benchmark_version=version, harness="builtin", repeats=2, fresh=True)
+    run, _ = runs.create_eval_run(endpoint=model, benchmark_version=version, harness="builtin", repeats=2, fresh=True, user=None)
     EvalRun.objects.filter(pk=run.pk).update(status=EvalRun.Status.RUNNING, started_at=timezone.now())
     for i, rollout in enumerate(run.rollouts.order_by("pk")):
         Rollout.objects.filter(pk=rollout.pk).update(

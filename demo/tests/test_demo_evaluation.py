@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from evaluation.models import EvalRun
-from evaluation.runs import compare_runs, create_eval_run, run_here, run_json
+from evaluation.services.runs import compare_runs, create_eval_run, run_here, run_json
 from llm.models import ModelEndpoint
 from tasks.importing import import_path
 from tasks.models import Task
@@ -19,7 +19,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tasks"
 
 def evaluate(name: str, revisions) -> EvalRun:
     run, _ = create_eval_run(endpoint=ModelEndpoint.objects.get(name=name), revisions=revisions, harness="builtin",
-                             inline=True)  # fmt: skip
+                             inline=True, user=None)  # fmt: skip
     return run_here(run)
 
 
@@ -48,7 +48,8 @@ def test_the_good_demo_agent_scores_on_the_example_tasks_and_the_weak_one_less(l
 def test_the_good_demo_agent_works_a_task_through_openclaw_too(live_server_asgi, demo_server):
     import_path(EXAMPLES / "lease-terms-extraction")
     run, _ = create_eval_run(endpoint=ModelEndpoint.objects.get(name="demo-agent-good"), harness="openclaw",
-                             revisions=[Task.objects.get().current_revision], limits={"timeout": 300}, inline=True)  # fmt: skip
+                             revisions=[Task.objects.get().current_revision], limits={"timeout": 300}, inline=True,
+                             user=None)  # fmt: skip
     run = run_here(run)
     [rollout] = run.rollouts.all()
     assert (rollout.status, rollout.score) == ("scored", 1.0), (rollout.exit_reason, rollout.error, rollout.log_tail)

@@ -40,7 +40,7 @@ def thousands(value) -> str:
 
 @register.filter
 def with_ci(figure) -> str:
-    """A {"mean", "lo", "hi"} figure (views_runs.ci_row) as the mean and its 95% interval."""
+    """A {"mean", "lo", "hi"} figure (views.runs.ci_row) as the mean and its 95% interval."""
     if not figure or figure.get("mean") is None:
         return format_html('<span class="muted">{}</span>', NONE)
     if figure.get("lo") is None:

@@ -14,6 +14,7 @@ from evaluation.testing import RIGHT_SUMMARY, fruit_package
 from llm.models import ModelEndpoint
 from llm.testing import Reply
 from tasks.models import BenchmarkCategory
+from tasks.services import save_package
 
 TASKS = {  # task id -> benchmark category slug (None: uncategorized)
     "eval-a": "analysis-reasoning",
@@ -31,7 +32,6 @@ TASK_MARK = re.compile(r"\(task ([a-z0-9-]+)\)")
 
 def make_tasks(db_ready=True) -> dict:
     """The tasks (current revisions), each with its category."""
-    from tasks.services import save_package
 
     # A transactional test's flush removes the taxonomy the migrations loaded: put back what these tasks use.
     for slug in sorted({c for c in TASKS.values() if c}):

@@ -8,9 +8,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
-from evaluation import runs
 from evaluation.harnesses.base import ExitReason
 from evaluation.models import EvalRun, Rollout
+from evaluation.services import runs
 from evaluation.tests.evalkit import make_tasks
 from llm.models import ModelEndpoint
 
@@ -42,7 +42,7 @@ def freeze(revisions, name="eval-bench") -> BenchmarkVersion:
 def finished_run(model: ModelEndpoint, version, scores: dict, *, finish=True) -> EvalRun:
     """A run whose rollouts ended as `scores` says (scored, or an infra failure for None), its figures recomputed."""
     run, _ = runs.create_eval_run(endpoint=model, benchmark_version=version, harness="builtin", repeats=2,
-                                  fresh=True)  # fmt: skip
+                                  fresh=True, user=None)  # fmt: skip
     EvalRun.objects.filter(pk=run.pk).update(status=EvalRun.Status.RUNNING, started_at=timezone.now())
     for rollout in run.rollouts.select_related("revision__task"):
         task = rollout.revision.task.external_id

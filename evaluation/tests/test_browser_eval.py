@@ -18,8 +18,8 @@ import pytest
 from django.urls import reverse
 
 from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
-from evaluation import runs
 from evaluation.models import EvalRun, EvalRunTask
+from evaluation.services import runs
 from evaluation.testing import needs_bwrap
 from jobs.models import JobRun
 from jobs.testing import start_django_q_worker, use_engine

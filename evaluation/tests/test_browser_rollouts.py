@@ -13,7 +13,7 @@ from django.db import connections
 from django.urls import reverse
 
 from evaluation.models import Rollout
-from evaluation.services import create_rollouts, execute_rollout
+from evaluation.services.rollouts import create_rollouts, execute_rollout
 from evaluation.testing import RIGHT_SUMMARY, needs_bwrap
 from lib.browser_testing import assert_no_reload, log_in, mark_document, screenshot
 from llm.testing import Reply, ScriptedUpstream
@@ -81,7 +81,7 @@ def test_the_rollout_page_and_list_follow_a_rollout_from_queued_to_scored(
         Reply.tool_call("write", {"path": "summary.txt", "content": RIGHT_SUMMARY}),
         Reply.text("Done: summary.txt holds the counts."),
     )
-    [rollout] = create_rollouts(fruit_task, agent_endpoint, harness="builtin")
+    [rollout] = create_rollouts(fruit_task, agent_endpoint, harness="builtin", user=None)
     log_in(page, live_server, viewer)
     detail = page
     detail.goto(live_server.url + reverse("evaluation:detail", args=[rollout.pk]))

@@ -6,8 +6,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
-from evaluation import runs
 from evaluation.models import EvalRun
+from evaluation.services import runs
 from lib.browser_testing import log_in, screenshot
 from llm.models import ModelEndpoint
 
@@ -20,7 +20,7 @@ def test_cancel_asks_first_and_a_cancelled_run_offers_resume(page, live_server, 
     version = BenchmarkVersion.objects.create(benchmark=Benchmark.objects.create(name="b"), number=1)
     PinnedRevision.objects.bulk_create(PinnedRevision(version=version, revision=r) for r in make_tasks().values())
     model = ModelEndpoint.objects.create(name="m", base_url="http://127.0.0.1:9/v1", model="m", roles=["agent"])
-    run, _ = runs.create_eval_run(endpoint=model, benchmark_version=version, harness="builtin", fresh=True)
+    run, _ = runs.create_eval_run(endpoint=model, benchmark_version=version, harness="builtin", fresh=True, user=None)
     EvalRun.objects.filter(pk=run.pk).update(status=EvalRun.Status.RUNNING, started_at=timezone.now())
     asked = []
     log_in(page, live_server, admin_user)

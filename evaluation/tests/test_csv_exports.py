@@ -10,9 +10,9 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from evaluation import runs
 from evaluation.harnesses.base import ExitReason
 from evaluation.models import Rollout
+from evaluation.services import runs
 from llm.models import ModelEndpoint
 
 from .evalkit import make_tasks
@@ -27,7 +27,7 @@ def run(db):
     endpoint = ModelEndpoint.objects.create(name="m", base_url="http://127.0.0.1:9/v1", model="\r=model()",
                                             roles=["agent"])  # fmt: skip
     run, _ = runs.create_eval_run(endpoint=endpoint, revisions=list(make_tasks().values()), harness="builtin",
-                                  repeats=2)  # fmt: skip
+                                  repeats=2, user=None)  # fmt: skip
     for index, rollout in enumerate(run.rollouts.order_by("pk")):
         Rollout.objects.filter(pk=rollout.pk).update(
             status=Rollout.Status.SCORED, exit_reason=ExitReason.ERROR, score=0.25, cost="0.01", attempt=1,

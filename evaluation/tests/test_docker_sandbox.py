@@ -8,9 +8,10 @@ from the sandbox image, not from this host's .harness (the image's clawgym.provi
 
 import pytest
 
-from evaluation.harnesses.sandboxed import sandbox_backend
+from evaluation.harnesses import get_harness
+from evaluation.harnesses.sandboxed import _binds_not_in_image, sandbox_backend
 from evaluation.models import Rollout
-from evaluation.services import create_rollouts, execute_rollout
+from evaluation.services.rollouts import create_rollouts, execute_rollout
 from evaluation.testing import RIGHT_SUMMARY, network_probe, probe_result
 from llm.models import ModelCall
 from llm.testing import Reply
@@ -62,7 +63,7 @@ def test_the_example_tasks_pass_their_sanity_checks_in_docker(docker_backend_set
 
 
 def run_one(revision, endpoint, harness, **options) -> Rollout:
-    [rollout] = create_rollouts(revision, endpoint, harness=harness, options=options)
+    [rollout] = create_rollouts(revision, endpoint, harness=harness, options=options, user=None)
     return execute_rollout(rollout.pk)
 
 
@@ -101,7 +102,7 @@ def test_openclaw_rollout_in_docker_scores_one_with_the_images_harness(
         Reply.tool_call("write", {"path": "summary.txt", "content": RIGHT_SUMMARY}),
         Reply.text("Done: summary.txt holds the counts."),
     )
-    [rollout] = create_rollouts(fruit_task, agent_endpoint, harness="openclaw", options={"timeout": 120})
+    [rollout] = create_rollouts(fruit_task, agent_endpoint, harness="openclaw", options={"timeout": 120}, user=None)
     rollout = execute_rollout(rollout.pk)
 
     assert rollout.status == Rollout.Status.SCORED, (rollout.error, rollout.log_tail)
@@ -120,9 +121,6 @@ def test_openclaw_rollout_in_docker_scores_one_with_the_images_harness(
 
 
 def test_the_images_harness_is_not_bound_from_the_host(docker_sandbox):
-    from evaluation.harnesses import get_harness
-    from evaluation.harnesses.sandboxed import _binds_not_in_image
-
     harness = get_harness("openclaw")
     assert {target for _, target in harness.ro_binds()} == {"/opt/node", "/opt/openclaw"}
     assert _binds_not_in_image(docker_sandbox, harness.ro_binds()) == []

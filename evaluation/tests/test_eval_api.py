@@ -1,9 +1,9 @@
-"""The evaluation-run API (evaluation.api_runs): lists, detail, start/reuse, resume, cancel, regrade, threshold, the
+"""The evaluation-run API (evaluation.api.runs): lists, detail, start/reuse, resume, cancel, regrade, threshold, the
 per-task rows, rollouts, exports, comparison and leaderboard, and who may do what.
 
-Runs are built without the sandbox: created through evaluation.runs with their rollouts queued, then each rollout is
-given its final state as a worker would leave it and `rollout_changed` called, which keeps the figures and finishes
-the run. So every figure here is computed by hand from the scores below.
+Runs are built without the sandbox: created through evaluation.services.runs with their rollouts queued, then each
+rollout is given its final state as a worker would leave it and `rollout_changed` called, which keeps the figures and
+finishes the run. So every figure here is computed by hand from the scores below.
 """
 
 import csv
@@ -17,12 +17,12 @@ from django_q.models import OrmQ
 from rest_framework.test import APIClient
 
 from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
-from evaluation import runs
 from evaluation.exports import CSV_COLUMNS
 from evaluation.harnesses import ExitReason
+from evaluation.jobs.runs import REGRADE_JOB
 from evaluation.models import EvalRun, Rollout
-from evaluation.run_jobs import REGRADE_JOB
-from evaluation.services import ROLLOUT_JOB
+from evaluation.services import runs
+from evaluation.services.rollouts import ROLLOUT_JOB
 from jobs.models import JobRun
 from llm.models import ModelEndpoint
 
@@ -376,10 +376,10 @@ def test_regrade_queues_the_job_for_the_run_or_one_task_and_reviewers_may_do_one
 
     unknown = admin_api.post(regrade, {"task": "eval-z"}, format="json")
     assert unknown.status_code == 400 and "task" in unknown.json()
-    one_task, _ = runs.create_eval_run(endpoint=world.weak, revisions=[world.revisions["eval-a"]], harness="builtin")
+    one_task, _ = runs.create_eval_run(endpoint=world.weak, revisions=[world.revisions["eval-a"]], harness="builtin", user=None)
     other = reviewer_api.post(f"{RUNS}{one_task.pk}/regrade/", {"task": "eval-b"}, format="json")
     assert other.status_code == 400 and "not a task of run" in other.json()["task"][0]
-    queued, _ = runs.create_eval_run(endpoint=world.weak, benchmark_version=world.v1, harness="builtin")
+    queued, _ = runs.create_eval_run(endpoint=world.weak, benchmark_version=world.v1, harness="builtin", user=None)
     nothing = admin_api.post(f"{RUNS}{queued.pk}/regrade/")
     assert nothing.status_code == 409 and "no finished rollout" in nothing.json()["detail"]
     assert JobRun.objects.filter(kind=REGRADE_JOB).count() == 2
@@ -437,7 +437,7 @@ def test_compare_gives_the_paired_figures_and_the_flipped_tasks(world, viewer_ap
     flipped = viewer_api.get(f"{RUNS}compare/?a={weak.pk}&b={strong.pk}").json()
     assert flipped["flipped"] == {"a_only": [], "b_only": ["eval-b", "eval-c"]}
 
-    other, _ = runs.create_eval_run(endpoint=world.weak, revisions=[world.revisions["eval-a"]], harness="builtin")
+    other, _ = runs.create_eval_run(endpoint=world.weak, revisions=[world.revisions["eval-a"]], harness="builtin", user=None)
     refused = viewer_api.get(f"{RUNS}compare/?a={strong.pk}&b={other.pk}")
     assert refused.status_code == 400 and "same benchmark version" in refused.json()["detail"]
     missing = viewer_api.get(f"{RUNS}compare/?a={strong.pk}&b=999999")

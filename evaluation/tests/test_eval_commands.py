@@ -22,9 +22,14 @@ from django.core.management.base import CommandError
 from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
 from evaluation.exports import CSV_COLUMNS
 from evaluation.models import EvalRun, Rollout, RolloutScore
+from evaluation.services.rollouts import create_rollouts, execute_rollout
 from evaluation.testing import needs_bwrap
+from jobs import enqueue
 from jobs.models import JobRun
+from jobs.runner import execute
 from llm.testing import Reply
+from tasks.models import RevisionFile
+from tasks.services import revise_task
 
 from .evalkit import RIGHT, TASKS, WRONG, endpoints, expected_scores, make_tasks, respond
 
@@ -220,9 +225,6 @@ def test_no_worker_taking_the_jobs_cancels_the_run_and_says_how_to_start_one(wor
 
 def _fix_fruit_order(task) -> None:
     """A reviewer decides the order of the fruit does not matter (as in test_eval_runs.test_regrade...)."""
-    from tasks.models import RevisionFile
-    from tasks.services import revise_task
-
     check = task.current_revision.files.get(role=RevisionFile.Role.REWARD, path="check.py").blob.content.decode()
     fixed = check.replace('text.strip() == "3 apples, 2 pears"',
                           'sorted(text.strip().split(", ")) == sorted(["3 apples", "2 pears"])')  # fmt: skip
@@ -231,15 +233,11 @@ def _fix_fruit_order(task) -> None:
 
 
 def test_regrade_of_a_task_after_a_checker_fix_changes_both_models_scores(world):
-    from evaluation.services import create_rollouts, execute_rollout
-    from jobs import enqueue
-    from jobs.runner import execute
-
     revisions, _upstream = world
     strong, _out, _err = evaluate("--task", "eval-d", "eval-a", "--endpoint", "strong")
     weak, _out, _err = evaluate("--task", "eval-d", "eval-a", "--endpoint", "weak")
     assert strong["tasks"]["eval-d"]["mean"] == weak["tasks"]["eval-d"]["mean"] == WRONG  # neither solves eval-d
-    [lone] = create_rollouts(revisions["eval-d"], EvalRun.objects.get(pk=weak["run"]).endpoint, harness="builtin")
+    [lone] = create_rollouts(revisions["eval-d"], EvalRun.objects.get(pk=weak["run"]).endpoint, harness="builtin", user=None)
     assert execute_rollout(lone.pk).score == WRONG  # a rollout of no run: regraded with the task too
     _fix_fruit_order(revisions["eval-d"].task)
 

@@ -10,7 +10,7 @@ instruction (so the "(task ID)" mark evalkit's responder reads), and the write t
 import pytest
 
 from evaluation.models import EvalRun, Outcome
-from evaluation.runs import compare_runs, create_eval_run, run_here, run_json
+from evaluation.services.runs import compare_runs, create_eval_run, run_here, run_json
 from evaluation.testing import needs_bwrap
 
 from .evalkit import RIGHT, TASK_MARK, WRONG, endpoints, expected_scores, make_tasks, respond
@@ -41,7 +41,7 @@ def test_strong_and_weak_models_through_openclaw_give_the_hand_computed_figures_
     reports = {}
     for endpoint in (strong, weak):
         run, _ = create_eval_run(endpoint=endpoint, revisions=chosen, harness="openclaw", limits={"timeout": 120},
-                                 inline=True)  # fmt: skip
+                                 inline=True, user=None)  # fmt: skip
         run = run_here(run)
         rollouts = list(run.rollouts.all())
         assert run.status == EvalRun.Status.COMPLETE, [(r.status, r.exit_reason, r.error[:300]) for r in rollouts]

@@ -9,12 +9,13 @@ import json
 import re
 
 import pytest
+from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
 
-from evaluation import runs
 from evaluation.models import EvalRun, EvalRunTask, Rollout
+from evaluation.services import runs
 from evaluation.tests.helpers import FLAKY, STRONG, WEAK, endpoint, finished_run, freeze, text, url
 from jobs.models import JobRun
 from llm.models import ModelEndpoint
@@ -97,8 +98,6 @@ def test_reviewers_cannot_start_cancel_resume_or_regrade_a_run_but_may_regrade_a
 
 
 def test_posts_need_the_csrf_token(world, admin_user):
-    from django.test import Client
-
     client = Client(enforce_csrf_checks=True)
     client.force_login(admin_user)
     assert client.post(url("cancel", world["strong"].pk)).status_code == 403
@@ -334,7 +333,7 @@ def test_the_comparison_names_the_flipped_tasks_and_the_differences(world, viewe
     assert 'data-chart="chart-compare"' in page
 
     other = freeze([world["revisions"]["eval-a"]], name="other-bench")
-    elsewhere, _ = runs.create_eval_run(endpoint=strong.endpoint, benchmark_version=other, harness="builtin")
+    elsewhere, _ = runs.create_eval_run(endpoint=strong.endpoint, benchmark_version=other, harness="builtin", user=None)
     refused = text(viewer_client.get(url("compare", a=strong.pk, b=elsewhere.pk)))
     assert "not over the same benchmark version" in refused and "chart.umd.min.js" not in refused
     choose = text(viewer_client.get(url("compare")))

@@ -14,7 +14,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from evaluation.models import EvalRun, Rollout, RolloutScore
-from evaluation.runs import start_eval_run
+from evaluation.services.runs import start_eval_run
 from evaluation.testing import needs_bwrap
 from jobs.testing import use_engine, wait_for
 from llm.testing import Reply
@@ -96,7 +96,7 @@ def test_a_worker_killed_mid_run_is_resumed_without_running_the_finished_rollout
         return reply
 
     upstream.responder = slow_third
-    run, reused = start_eval_run(endpoint=strong, revisions=list(revisions.values()), harness="builtin")
+    run, reused = start_eval_run(endpoint=strong, revisions=list(revisions.values()), harness="builtin", user=None)
     assert not reused and run.rollouts.count() == 4
     deadline = time.monotonic() + 120
     while not (run.rollouts.filter(status=Rollout.Status.SCORED).count() == 2 and upstream.in_flight == 1):

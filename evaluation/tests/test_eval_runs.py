@@ -5,9 +5,12 @@ infra retries that never count as a 0, and regrade."""
 import pytest
 
 from evaluation.models import EvalRun, Outcome, Rollout, RolloutScore
-from evaluation.runs import EvalRunError, create_eval_run, resume_eval_run, run_here, run_json
+from evaluation.services.regrade import regrade_rollouts
+from evaluation.services.runs import EvalRunError, create_eval_run, resume_eval_run, run_here, run_json
 from evaluation.testing import needs_bwrap
 from llm.testing import Reply
+from tasks.models import RevisionFile
+from tasks.services import revise_task
 
 from .evalkit import RIGHT, WRONG, endpoints, expected_scores, make_tasks, respond
 
@@ -26,7 +29,7 @@ def world(live_server_asgi, scripted_upstream, settings):
 def test_a_run_scores_every_task_and_repeat_and_its_figures_are_the_hand_computed_ones(world):
     revisions, strong, _weak, _upstream = world
     run, reused = create_eval_run(endpoint=strong, revisions=list(revisions.values()), harness="builtin", repeats=2,
-                                  inline=True)  # fmt: skip
+                                  inline=True, user=None)  # fmt: skip
     assert not reused and run.rollouts.count() == 8
     run = run_here(run)
 
@@ -52,16 +55,16 @@ def test_a_run_scores_every_task_and_repeat_and_its_figures_are_the_hand_compute
 
 def test_the_same_configuration_reuses_the_run_and_a_changed_one_is_refused_on_resume(world):
     revisions, strong, _weak, upstream = world
-    run, _ = create_eval_run(endpoint=strong, revisions=[revisions["eval-a"]], harness="builtin", inline=True)
+    run, _ = create_eval_run(endpoint=strong, revisions=[revisions["eval-a"]], harness="builtin", inline=True, user=None)
     run_here(run)
     calls = len(upstream.requests)
-    again, reused = create_eval_run(endpoint=strong, revisions=[revisions["eval-a"]], harness="builtin", inline=True)
+    again, reused = create_eval_run(endpoint=strong, revisions=[revisions["eval-a"]], harness="builtin", inline=True, user=None)
     assert reused and again.pk == run.pk
-    resume_eval_run(again)
+    resume_eval_run(again, user=None)
     assert len(upstream.requests) == calls  # nothing ran again
     other = dict(run.config, repeats=3)
     with pytest.raises(EvalRunError, match="repeats"):
-        resume_eval_run(run, config=other)
+        resume_eval_run(run, config=other, user=None)
 
 
 def test_an_upstream_failure_is_retried_and_never_counted_as_a_zero(world, settings):
@@ -77,7 +80,7 @@ def test_an_upstream_failure_is_retried_and_never_counted_as_a_zero(world, setti
         return respond(body)
 
     upstream.responder = flaky
-    run, _ = create_eval_run(endpoint=strong, revisions=[revisions["eval-a"]], harness="builtin", inline=True)
+    run, _ = create_eval_run(endpoint=strong, revisions=[revisions["eval-a"]], harness="builtin", inline=True, user=None)
     run = run_here(run)
     [rollout] = run.rollouts.all()
     assert rollout.attempt == 2 and rollout.previous_attempts[0]["status"] == "failed"
@@ -89,7 +92,7 @@ def test_an_infra_failure_that_persists_leaves_the_run_incomplete_with_no_score(
     settings.CLAWGYM_EVAL_MAX_ATTEMPTS = 2
     upstream.responder = lambda body: Reply.error(503, "down for good")
     run, _ = create_eval_run(endpoint=strong, revisions=[revisions["eval-a"], revisions["eval-b"]],
-                             harness="builtin", inline=True)  # fmt: skip
+                             harness="builtin", inline=True, user=None)  # fmt: skip
     run = run_here(run)
     report = run_json(run)
     assert run.status == EvalRun.Status.INCOMPLETE
@@ -101,12 +104,8 @@ def test_an_infra_failure_that_persists_leaves_the_run_incomplete_with_no_score(
 
 
 def test_regrade_rescores_stored_workspaces_with_the_current_checker(world):
-    from evaluation.regrade import regrade_rollouts
-    from tasks.models import RevisionFile
-    from tasks.services import revise_task
-
     revisions, strong, _weak, _upstream = world
-    run, _ = create_eval_run(endpoint=strong, revisions=[revisions["eval-d"]], harness="builtin", inline=True)
+    run, _ = create_eval_run(endpoint=strong, revisions=[revisions["eval-d"]], harness="builtin", inline=True, user=None)
     run = run_here(run)
     assert run_json(run)["tasks"]["eval-d"]["mean"] == WRONG
     # A reviewer decides the order of the fruit does not matter: the fixed checker accepts both.
@@ -116,7 +115,7 @@ def test_regrade_rescores_stored_workspaces_with_the_current_checker(world):
                           'sorted(text.strip().split(", ")) == sorted(["3 apples", "2 pears"])')  # fmt: skip
     assert fixed != check
     revise_task(task, user=None, message="order does not matter", file_changes={("reward", "check.py"): fixed.encode()})
-    result = regrade_rollouts(run.rollouts.all())
+    result = regrade_rollouts(run.rollouts.all(), user=None)
     assert result["changed"] == 1 and result["tasks"]["eval-d"] == {"revision": 2, "before": WRONG, "after": RIGHT,
                                                                     "rollouts": 1}  # fmt: skip
     run.refresh_from_db()

@@ -11,7 +11,7 @@ from evaluation.harnesses.base import BASE_URL, AgentFiles
 from evaluation.harnesses.builtin import BuiltinHarness
 from evaluation.harnesses.openclaw import exit_reason, openclaw_config, own_words, read_transcript
 from evaluation.models import Rollout
-from evaluation.services import create_rollouts, execute_rollout
+from evaluation.services.rollouts import create_rollouts, execute_rollout
 
 TASK = AgentTask("Do it", "org/model-7b", "chat", "session-token", 300)
 
@@ -140,7 +140,7 @@ def test_the_output_folder_is_read_without_following_links_or_opening_fifos(tmp_
 @pytest.mark.django_db(transaction=True)
 def test_a_harness_that_cannot_run_fails_the_rollout_retryably(fruit_task, agent_endpoint, settings, tmp_path):
     settings.CLAWGYM_HARNESS_DIR = tmp_path  # nothing installed there
-    [missing] = create_rollouts(fruit_task, agent_endpoint, harness="openclaw")
+    [missing] = create_rollouts(fruit_task, agent_endpoint, harness="openclaw", user=None)
     missing = execute_rollout(missing.pk)
     assert (missing.status, missing.exit_reason) == (Rollout.Status.FAILED, "harness_unavailable")
     assert "make harness" in missing.error and missing.retryable and missing.score is None
@@ -148,6 +148,6 @@ def test_a_harness_that_cannot_run_fails_the_rollout_retryably(fruit_task, agent
 
     agent_endpoint.api_style = "responses"
     agent_endpoint.save()
-    [wrong_api] = create_rollouts(fruit_task, agent_endpoint, harness="builtin")
+    [wrong_api] = create_rollouts(fruit_task, agent_endpoint, harness="builtin", user=None)
     wrong_api = execute_rollout(wrong_api.pk)
     assert wrong_api.exit_reason == "harness_unavailable" and "chat completions API only" in wrong_api.error

@@ -13,6 +13,7 @@ from evaluation import slots
 from evaluation.harnesses import HarnessUnavailable, get_harness
 from evaluation.models import SandboxSlot
 from evaluation.relay import ProxyRelay
+from jobs.runner import worker_id
 from llm.testing import Reply
 
 TOKEN = "rollout-token-123"
@@ -109,7 +110,6 @@ def test_slots_bound_concurrent_rollouts_and_free_up_after_a_dead_holder(setting
     # A holder process that died frees its slot at once (same host); an expired lease frees it anywhere.
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    from jobs.runner import worker_id
 
     dead_holder = worker_id().split(":")[0] + f":{dead.pid}:1:x"
     SandboxSlot.objects.filter(pk=second).update(holder=dead_holder)

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from evaluation.models import Rollout, RolloutFile, Trajectory
-from evaluation.services import create_rollouts, execute_rollout
+from evaluation.services.rollouts import create_rollouts, execute_rollout
 from evaluation.testing import RIGHT_SUMMARY, needs_bwrap, network_probe, probe_result
 from llm.models import ModelCall
 from llm.testing import Reply
@@ -16,7 +16,7 @@ pytestmark = [needs_bwrap, pytest.mark.django_db(transaction=True)]
 
 
 def run_one(revision, endpoint, **options) -> Rollout:
-    [rollout] = create_rollouts(revision, endpoint, harness="builtin", options=options)
+    [rollout] = create_rollouts(revision, endpoint, harness="builtin", options=options, user=None)
     return execute_rollout(rollout.pk)
 
 

@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 
 from evaluation.models import Rollout, RolloutFile
-from evaluation.services import create_rollouts, execute_rollout
+from evaluation.services.rollouts import create_rollouts, execute_rollout
 from evaluation.testing import needs_bwrap
 from llm.testing import Reply
 from tasks.package import PackageFile, TaskPackage
@@ -43,7 +43,7 @@ def test_a_rollout_keeps_check_py_subscores_and_the_checkers_writes_are_a_warnin
         Reply.tool_call("write", {"path": "scripts/planify.py", "content": PLANIFY_FIXED}),
         Reply.text("Fixed scripts/planify.py."),
     )
-    [rollout] = create_rollouts(planify_task, agent_endpoint, harness="builtin")
+    [rollout] = create_rollouts(planify_task, agent_endpoint, harness="builtin", user=None)
     rollout = execute_rollout(rollout.pk)
 
     assert rollout.status == Rollout.Status.SCORED, rollout.error

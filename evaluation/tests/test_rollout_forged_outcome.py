@@ -14,7 +14,7 @@ import pytest
 from django.urls import reverse
 
 from evaluation.models import Rollout
-from evaluation.services import create_rollouts, execute_rollout
+from evaluation.services.rollouts import create_rollouts, execute_rollout
 from evaluation.testing import needs_bwrap
 from llm.models import ModelCall
 from llm.testing import Reply
@@ -81,7 +81,7 @@ def test_a_setsid_loop_rewriting_the_outputs_changes_nothing_that_is_stored(
     live_server_asgi, scripted_upstream, fruit_task, agent_endpoint, viewer_client
 ):
     scripted_upstream.push(Reply.tool_call("exec", {"command": START_FORGER}), Reply.text("Done."))
-    [rollout] = create_rollouts(fruit_task, agent_endpoint, harness="builtin")
+    [rollout] = create_rollouts(fruit_task, agent_endpoint, harness="builtin", user=None)
     rollout = execute_rollout(rollout.pk)
 
     # The loop ran (it wrote into the workspace), and nothing of it outlived the rollout.
@@ -130,7 +130,7 @@ def test_links_the_agent_plants_in_its_output_folder_are_not_followed(
     forged.write_text(json.dumps(FORGED_DRIVER))
     plant = f"cd /run/clawgym/out && ln -sf {secret} agent.log && ln -sf {forged} driver.json && echo planted"
     scripted_upstream.push(Reply.tool_call("exec", {"command": plant}), Reply.text("Done."))
-    [rollout] = create_rollouts(fruit_task, agent_endpoint, harness="builtin")
+    [rollout] = create_rollouts(fruit_task, agent_endpoint, harness="builtin", user=None)
     rollout = execute_rollout(rollout.pk)
 
     assert "planted" in rollout.transcript[3]["content"]
@@ -148,7 +148,7 @@ def test_openclaw_gets_the_same_guarantee(harness_installed, live_server_asgi, s
     forger = start_forger({"agent.json": json.dumps(forged_envelope), "transcript.jsonl": FORGED_TRANSCRIPT,
                            "driver.json": json.dumps(FORGED_DRIVER)})  # fmt: skip
     scripted_upstream.push(Reply.tool_call("exec", {"command": forger}), Reply.text("Done."))
-    [rollout] = create_rollouts(fruit_task, agent_endpoint, harness="openclaw", options={"timeout": 120})
+    [rollout] = create_rollouts(fruit_task, agent_endpoint, harness="openclaw", options={"timeout": 120}, user=None)
     rollout = execute_rollout(rollout.pk)
 
     assert "forger.txt" in {f.path for f in rollout.files.all()}, rollout.log_tail

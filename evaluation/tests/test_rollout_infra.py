@@ -6,16 +6,17 @@ fails the same way."""
 
 import pytest
 
-from evaluation.harnesses.sandboxed import WALL_MARGIN_SECONDS
+from evaluation.harnesses.sandboxed import WALL_MARGIN_SECONDS, sandbox_backend
 from evaluation.models import Rollout
-from evaluation.services import create_rollouts, execute_rollout, retry_rollout, rollout_timeout
+from evaluation.services.rollouts import create_rollouts, execute_rollout, retry_rollout, rollout_timeout
 from evaluation.testing import RIGHT_SUMMARY, needs_bwrap
 from llm.models import ModelCall, ModelEndpoint, ProxySession
 from llm.testing import Reply, serve_in_thread, stop_server
+from sandbox import Workspace
 
 
 def run_one(revision, endpoint, **options) -> Rollout:
-    [rollout] = create_rollouts(revision, endpoint, harness="builtin", options=options)
+    [rollout] = create_rollouts(revision, endpoint, harness="builtin", options=options, user=None)
     return execute_rollout(rollout.pk)
 
 
@@ -82,7 +83,7 @@ def test_a_failed_preflight_is_retried_on_the_same_row(settings, live_server_asg
     rollout = run_one(fruit_task, agent_endpoint)
     assert rollout.exit_reason == "proxy_unavailable"
     settings.CLAWGYM_PROXY_PUBLIC_URL = working
-    retry_rollout(rollout, enqueue=False)
+    retry_rollout(rollout, enqueue=False, user=None)
     assert Rollout.objects.get(pk=rollout.pk).status == Rollout.Status.QUEUED
     assert rollout.previous_attempts[0]["exit_reason"] == "proxy_unavailable"
 
@@ -113,9 +114,6 @@ def test_server_errors_and_a_refused_key_fail_the_rollout(live_server_asgi, scri
 @needs_bwrap
 def test_an_error_the_model_caused_is_still_scored_and_the_runtime_recorded(live_server_asgi, scripted_upstream,
                                                                             fruit_task, agent_endpoint):
-    from evaluation.harnesses.sandboxed import sandbox_backend
-    from sandbox import Workspace
-
     scripted_upstream.push(Reply.error(400, "context length exceeded"))
     rollout = run_one(fruit_task, agent_endpoint)
     assert rollout.status == Rollout.Status.SCORED and rollout.exit_reason == "error"
@@ -166,7 +164,7 @@ def test_openclaw_whose_stream_stalls_mid_answer_is_infra_not_a_score(harness_in
     agent_endpoint.timeout_seconds = 3
     agent_endpoint.save()
     scripted_upstream.default = Reply.text("Writing summary.txt now.", gate=True)  # the last chunk never comes
-    [rollout] = create_rollouts(fruit_task, agent_endpoint, harness="openclaw", options={"timeout": 120})
+    [rollout] = create_rollouts(fruit_task, agent_endpoint, harness="openclaw", options={"timeout": 120}, user=None)
     rollout = execute_rollout(rollout.pk)
     assert_infra_failure(rollout, "upstream_error", "the model's server failed",
                          "upstream stream broke off: ReadTimeout")  # fmt: skip

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from evaluation.models import Rollout, Trajectory
-from evaluation.services import create_rollouts, execute_rollout
+from evaluation.services.rollouts import create_rollouts, execute_rollout
 from evaluation.testing import RIGHT_SUMMARY, needs_bwrap, network_probe, probe_result
 from llm.models import ModelCall
 from llm.testing import Reply
@@ -20,7 +20,7 @@ pytestmark = [needs_bwrap, pytest.mark.harness, pytest.mark.django_db(transactio
 
 
 def run_openclaw(revision, endpoint) -> Rollout:
-    [rollout] = create_rollouts(revision, endpoint, harness="openclaw", options={"timeout": 120})
+    [rollout] = create_rollouts(revision, endpoint, harness="openclaw", options={"timeout": 120}, user=None)
     return execute_rollout(rollout.pk)
 
 

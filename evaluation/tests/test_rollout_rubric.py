@@ -8,7 +8,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from evaluation.models import Rollout
-from evaluation.services import create_rollouts, execute_rollout
+from evaluation.services.rollouts import create_rollouts, execute_rollout
 from evaluation.testing import RIGHT_SUMMARY, fruit_package, needs_bwrap
 from llm.models import ModelCall, ModelEndpoint
 from llm.testing import Reply
@@ -49,7 +49,7 @@ def test_the_judge_scores_the_rubric_after_the_checker(
 ):
     judge_endpoint(scripted_upstream)
     scripted_upstream.push(*agent_script(), verdict(0.5))
-    [rollout] = create_rollouts(rubric_task, agent_endpoint, harness="builtin")
+    [rollout] = create_rollouts(rubric_task, agent_endpoint, harness="builtin", user=None)
     rollout = execute_rollout(rollout.pk)
 
     assert rollout.status == Rollout.Status.SCORED, rollout.score_reason
@@ -69,7 +69,7 @@ def test_without_a_judge_the_rollout_is_incomplete_until_judged_again(
     live_server_asgi, scripted_upstream, rubric_task, agent_endpoint
 ):
     scripted_upstream.push(*agent_script())
-    [rollout] = create_rollouts(rubric_task, agent_endpoint, harness="builtin")
+    [rollout] = create_rollouts(rubric_task, agent_endpoint, harness="builtin", user=None)
     rollout = execute_rollout(rollout.pk)
 
     assert rollout.status == Rollout.Status.INCOMPLETE and rollout.score is None
@@ -93,7 +93,7 @@ def test_a_rollout_checked_under_the_retired_tampered_status_is_not_recombined_f
     """Before checkers could write to the workspace, such a run was 'tampered' and its score dropped to 0: judging
     its rubric again must not combine that 0 as if the checker had given it."""
     scripted_upstream.push(*agent_script())
-    [rollout] = create_rollouts(rubric_task, agent_endpoint, harness="builtin")
+    [rollout] = create_rollouts(rubric_task, agent_endpoint, harness="builtin", user=None)
     rollout = execute_rollout(rollout.pk)
     Rollout.objects.filter(pk=rollout.pk).update(check_status="tampered", code_score=0.0)
     judge_endpoint(scripted_upstream)

@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from evaluation.models import Rollout
-from evaluation.services import RolloutError, create_rollouts, execute_rollout
+from evaluation.services.rollouts import RolloutError, create_rollouts, execute_rollout
 from evaluation.testing import RIGHT_SUMMARY, needs_bwrap
 from llm.models import ModelCall
 from llm.testing import Reply
@@ -64,7 +64,7 @@ def test_an_agent_that_answers_after_spending_its_budget_still_ran_out_of_tokens
     live_server_asgi, scripted_upstream, fruit_task, agent_endpoint
 ):
     scripted_upstream.push(Reply.tool_call("write", WRITE_SUMMARY, usage=(300, 100)), Reply.text("Done.", usage=(100, 50)))
-    [rollout] = create_rollouts(fruit_task, agent_endpoint, harness="builtin", options={"token_limit": 500})
+    [rollout] = create_rollouts(fruit_task, agent_endpoint, harness="builtin", options={"token_limit": 500}, user=None)
     rollout = execute_rollout(rollout.pk)
 
     # The harness saw a final answer; the budget was spent all the same (550 of 500).
@@ -78,7 +78,7 @@ def test_a_rollout_under_its_limit_is_unaffected(live_server_asgi, scripted_upst
     scripted_upstream.push(
         Reply.tool_call("write", WRITE_SUMMARY, usage=(100, 10)), Reply.text("Done: written.", usage=(150, 20))
     )
-    [rollout] = create_rollouts(fruit_task, agent_endpoint, harness="builtin", options={"token_limit": 10_000})
+    [rollout] = create_rollouts(fruit_task, agent_endpoint, harness="builtin", options={"token_limit": 10_000}, user=None)
     rollout = execute_rollout(rollout.pk)
 
     assert rollout.status == Rollout.Status.SCORED and rollout.exit_reason == "completed" and rollout.error == ""
@@ -90,7 +90,7 @@ def test_a_rollout_under_its_limit_is_unaffected(live_server_asgi, scripted_upst
 @pytest.mark.parametrize("limit", [0, -1, "x", True, 2.5])
 def test_a_token_limit_that_is_not_a_positive_whole_number_is_refused(fruit_task, agent_endpoint, limit):
     with pytest.raises(RolloutError, match="the token_limit option must be a whole number of tokens"):
-        create_rollouts(fruit_task, agent_endpoint, harness="builtin", options={"token_limit": limit})
+        create_rollouts(fruit_task, agent_endpoint, harness="builtin", options={"token_limit": limit}, user=None)
     assert not Rollout.objects.exists()
 
 
@@ -105,7 +105,7 @@ def test_openclaw_stops_at_the_refusal_without_retrying_it(
         Reply.text("Done."),
     )
     options = {"timeout": 120, "token_limit": 5000}
-    [rollout] = create_rollouts(fruit_task, agent_endpoint, harness="openclaw", options=options)
+    [rollout] = create_rollouts(fruit_task, agent_endpoint, harness="openclaw", options=options, user=None)
     rollout = execute_rollout(rollout.pk)
 
     assert rollout.status == Rollout.Status.SCORED, (rollout.error, rollout.log_tail)

@@ -12,7 +12,7 @@ import pytest
 from django.core.management import call_command
 
 from evaluation.models import Rollout
-from evaluation.services import retry_rollout, start_rollouts
+from evaluation.services.rollouts import retry_rollout, start_rollouts
 from evaluation.testing import RIGHT_SUMMARY, needs_bwrap, wait_rollout
 from evaluation.workspaces import attempt_folders
 from jobs.testing import wait_for
@@ -40,7 +40,7 @@ def test_a_killed_worker_leaves_the_rollout_failed_and_a_retry_counts_once(
 ):
     # The model takes its time on the first call: the worker is killed while the agent waits for it.
     scripted_upstream.push(Reply.text("never seen", delay=30))
-    [rollout] = start_rollouts(fruit_task, agent_endpoint, harness="builtin")
+    [rollout] = start_rollouts(fruit_task, agent_endpoint, harness="builtin", user=None)
     wait_rollout(rollout, [Rollout.Status.RUNNING])
     deadline = time.monotonic() + 30
     while scripted_upstream.in_flight == 0 and time.monotonic() < deadline:
@@ -67,7 +67,7 @@ def test_a_killed_worker_leaves_the_rollout_failed_and_a_retry_counts_once(
         Reply.tool_call("write", {"path": "summary.txt", "content": RIGHT_SUMMARY}),
         Reply.text("Done."),
     )
-    retry_rollout(rollout)
+    retry_rollout(rollout, user=None)
     wait_rollout(rollout, Rollout.FINISHED)
 
     assert (rollout.status, rollout.score, rollout.attempt) == ("scored", 1.0, 2)

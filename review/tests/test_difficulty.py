@@ -21,7 +21,7 @@ from django.core.management.base import CommandError
 
 from benchmarks.models import Benchmark
 from evaluation.models import EvalRun, Outcome, Rollout
-from evaluation.runs import run_here
+from evaluation.services.runs import run_here
 from evaluation.testing import RIGHT_SUMMARY, fruit_package
 from evaluation.tests.evalkit import SOLVES, TASK_MARK, endpoints, make_tasks
 from jobs.models import JobRun
@@ -435,7 +435,7 @@ def test_the_api_starts_a_filter_and_shows_its_results_and_the_candidates_verdic
 
 @pytest.mark.django_db(transaction=True)
 def test_a_cancelled_run_fails_its_filter_through_the_job_it_queues(scripted_upstream, admin_user):
-    from evaluation.runs import cancel_eval_run
+    from evaluation.services.runs import cancel_eval_run
 
     strong, weak = endpoints(scripted_upstream)
     benchmark = Benchmark.objects.create(name="b")

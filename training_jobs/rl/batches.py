@@ -95,7 +95,7 @@ def run_step(
     completion_ids, logprobs, env_mask, exact}, …]}: every main-chain sample of the rollout, [] when it trains
     nothing (no reward, no sample that fits)."""
     from evaluation.models import Rollout
-    from evaluation.services import create_rollouts, enqueue_rollout
+    from evaluation.services.rollouts import create_rollouts, enqueue_rollout
     from tasks.models import TaskRevision
 
     from ..models import RLRollout, TrainingRun
@@ -116,10 +116,10 @@ def run_step(
     with transaction.atomic():
         for index, revision_id in enumerate(per_group):
             rollouts = create_rollouts(revisions[revision_id], endpoint, harness=config["harness"], repeats=generations,
-                                       options=harness_options(config))  # fmt: skip
+                                       options=harness_options(config), user=run.created_by)  # fmt: skip
             group_rows = []
             for rollout in rollouts:
-                enqueue_rollout(rollout)
+                enqueue_rollout(rollout, user=run.created_by)
                 group_rows.append(
                     RLRollout.objects.create(run=run, step=step, group_index=mine[index], rollout=rollout)
                 )

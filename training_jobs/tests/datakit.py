@@ -1,5 +1,5 @@
-"""Rollouts and trajectories made directly (fast), shaped as evaluation.services.store_trajectories writes them, for
-the dataset tests: a corpus with one trajectory for each way of being left out."""
+"""Rollouts and trajectories made directly (fast), shaped as evaluation.services.rollouts.store_trajectories writes
+them, for the dataset tests: a corpus with one trajectory for each way of being left out."""
 
 from dataclasses import dataclass, field
 

@@ -32,7 +32,7 @@ def no_problems(problems) -> None:
 
 def test_the_dataset_form_names_rollout_groups_and_offers_no_evaluation_run_as_one(page, live_server, admin_user):
     corpus = make_corpus()
-    # As evaluation.runs starts them: an evaluation run's rollouts share the group "run<id>".
+    # As evaluation.services.runs starts them: an evaluation run's rollouts share the group "run<id>".
     Rollout.objects.filter(eval_run=corpus.run).update(group=f"run{corpus.run.pk}")
     problems = watch(page)
     log_in(page, live_server, admin_user)

@@ -18,7 +18,7 @@ import json
 import pytest
 
 from evaluation.models import Rollout
-from evaluation.services import start_rollouts
+from evaluation.services.rollouts import start_rollouts
 from evaluation.testing import INSTRUCTION, RIGHT_SUMMARY, needs_bwrap, wait_rollout
 from llm.models import ModelCall, ModelEndpoint
 from llm.testing import Reply
@@ -59,7 +59,7 @@ FINISH = (Reply.tool_call("write", {"path": "summary.txt", "content": RIGHT_SUMM
 
 
 def run_on_worker(revision, endpoint, **options) -> Rollout:
-    [rollout] = start_rollouts(revision, endpoint, harness="builtin", options=options or None)
+    [rollout] = start_rollouts(revision, endpoint, harness="builtin", options=options or None, user=None)
     return wait_rollout(rollout, Rollout.FINISHED, timeout=120)
 
 

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from evaluation.models import Rollout
-from evaluation.services import create_rollouts, execute_rollout
+from evaluation.services.rollouts import create_rollouts, execute_rollout
 from evaluation.testing import RIGHT_SUMMARY, needs_bwrap
 from llm.models import SERVED_KEY_PREFIX, ModelCall, ModelEndpoint, served_key
 from training_jobs.rl.groups import main_samples
@@ -92,7 +92,7 @@ def test_a_builtin_rollout_on_the_live_policy_is_one_sample_with_tool_results_ma
     try:
         endpoint = ModelEndpoint.objects.create(name="policy", base_url=server.start(), model="policy",
                                                 roles=["agent"], timeout_seconds=30, api_key_env=KEY_ENV)  # fmt: skip
-        [rollout] = create_rollouts(fruit_task, endpoint, harness="builtin", options={"record_tokens": True})
+        [rollout] = create_rollouts(fruit_task, endpoint, harness="builtin", options={"record_tokens": True}, user=None)
         rollout = execute_rollout(rollout.pk)
     finally:
         server.stop()

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from evaluation.models import Rollout
-from evaluation.services import RolloutError, create_rollouts, execute_rollout
+from evaluation.services.rollouts import RolloutError, create_rollouts, execute_rollout
 from evaluation.testing import RIGHT_SUMMARY, needs_bwrap
 from llm.models import ModelCall, ModelCallTokens, ModelEndpoint
 from llm.testing import Reply
@@ -39,7 +39,7 @@ def test_a_sandboxed_rollout_recorded_with_exact_tokens_makes_one_chained_sample
             {"name": "read", "arguments": '{"path": "summary.txt"}'}]),
         Reply.text("Done: summary.txt holds the counts."),
     )  # fmt: skip
-    [rollout] = create_rollouts(fruit_task, endpoint, harness="builtin", options={"record_tokens": True})
+    [rollout] = create_rollouts(fruit_task, endpoint, harness="builtin", options={"record_tokens": True}, user=None)
     rollout = execute_rollout(rollout.pk)
 
     assert rollout.status == Rollout.Status.SCORED and rollout.score == 1.0, rollout.error
@@ -78,7 +78,7 @@ def test_openclaw_streams_through_token_recording_and_every_call_is_exact(harnes
                                             roles=["agent"], timeout_seconds=30)  # fmt: skip
     vllm_upstream.push(Reply.tool_call("write", {"path": "summary.txt", "content": RIGHT_SUMMARY}),
                        Reply.text("Done: summary.txt holds the counts."))  # fmt: skip
-    [rollout] = create_rollouts(fruit_task, endpoint, harness="openclaw", options={"timeout": 120, "record_tokens": True})
+    [rollout] = create_rollouts(fruit_task, endpoint, harness="openclaw", options={"timeout": 120, "record_tokens": True}, user=None)
     rollout = execute_rollout(rollout.pk)
 
     assert rollout.status == Rollout.Status.SCORED and rollout.score == 1.0, (rollout.error, rollout.log_tail)
@@ -102,7 +102,7 @@ def test_openclaw_streams_through_token_recording_and_every_call_is_exact(harnes
 def test_record_tokens_is_a_bool_option(fruit_task):
     endpoint = ModelEndpoint.objects.create(name="p", base_url="http://127.0.0.1:9/v1", model="p")
     with pytest.raises(RolloutError, match="record_tokens option must be true or false"):
-        create_rollouts(fruit_task, endpoint, harness="builtin", options={"record_tokens": "yes"})
+        create_rollouts(fruit_task, endpoint, harness="builtin", options={"record_tokens": "yes"}, user=None)
 
 
 # --- calls recorded here ----------------------------------------------------------------------------------------

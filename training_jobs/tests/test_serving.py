@@ -21,7 +21,7 @@ from django.conf import settings
 from django.core.management import call_command
 
 from evaluation.models import Rollout
-from evaluation.services import create_rollouts, execute_rollout
+from evaluation.services.rollouts import create_rollouts, execute_rollout
 from evaluation.testing import INSTRUCTION, RIGHT_SUMMARY, needs_bwrap
 from llm.models import ModelCall, ModelEndpoint
 from training_jobs.models import Checkpoint, ModelServer
@@ -156,7 +156,7 @@ def test_a_served_checkpoint_runs_a_rollout_through_the_proxy(
     try:
         assert serve(checkpoint) == report and ModelServer.objects.filter(checkpoint=checkpoint).count() == 1
 
-        [rollout] = create_rollouts(fruit_task, endpoint, harness="builtin", options={"max_turns": 3})
+        [rollout] = create_rollouts(fruit_task, endpoint, harness="builtin", options={"max_turns": 3}, user=None)
         rollout = execute_rollout(rollout.pk)
         assert (rollout.status, rollout.exit_reason) == (Rollout.Status.SCORED, "completed"), (
             rollout.status, rollout.exit_reason, rollout.error, rollout.log_tail)  # fmt: skip

@@ -17,7 +17,7 @@ import pytest
 from django.core.management import call_command
 
 from evaluation.models import Rollout, Trajectory
-from evaluation.services import create_rollouts, execute_rollout
+from evaluation.services.rollouts import create_rollouts, execute_rollout
 from evaluation.testing import RIGHT_SUMMARY, needs_bwrap
 from llm.models import ModelCall, ModelEndpoint
 from llm.testing import Reply
@@ -93,7 +93,7 @@ def test_datasets_serving_and_rl_tokens_agree_on_a_recorded_trajectory(
         Reply.tool_call("write", {"path": "summary.txt", "content": RIGHT_SUMMARY}),
         Reply.text("Done: summary.txt holds the counts."),
     )
-    [rollout] = create_rollouts(fruit_task, agent_endpoint, harness="builtin")
+    [rollout] = create_rollouts(fruit_task, agent_endpoint, harness="builtin", user=None)
     rollout = execute_rollout(rollout.pk)
     assert rollout.score == 1.0, (rollout.status, rollout.error)
     [trajectory] = Trajectory.objects.filter(rollout=rollout)
@@ -153,7 +153,7 @@ def test_one_sft_step_from_it_serves_and_scores_a_rollout(live_server_asgi, frui
         # Greedy and short: the test is that a real model's answer goes through the server, the proxy and the agent
         # to a score, not what it scores.
         ModelEndpoint.objects.filter(pk=endpoint.pk).update(sampling={"temperature": 0, "max_tokens": 24})
-        [rollout] = create_rollouts(fruit_task, endpoint, harness="builtin", options={"max_turns": 1})
+        [rollout] = create_rollouts(fruit_task, endpoint, harness="builtin", options={"max_turns": 1}, user=None)
         rollout = execute_rollout(rollout.pk)
         assert rollout.status == Rollout.Status.SCORED, (rollout.status, rollout.error, rollout.log_tail)
         assert rollout.score is not None and rollout.model_calls >= 1

@@ -5,7 +5,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from ...models import EvalRun
-from ...runs import EvalRunError, compare_runs
+from ...services.runs import EvalRunError, compare_runs
 
 
 class Command(BaseCommand):

@@ -5,7 +5,7 @@ import json
 from django.core.management.base import BaseCommand
 
 from ...exports import iter_csv, run_export
-from ...runs import run_json
+from ...services.runs import run_json
 from .compare import eval_run
 from .evaluate import write_summary
 

@@ -17,7 +17,8 @@ from tasks.selection import add_task_arguments, tasks_given, tasks_of
 
 from ...harnesses import HARNESSES
 from ...models import EvalRun, Outcome, Rollout
-from ...runs import (
+from ...services.rollouts import fail_lost_rollouts
+from ...services.runs import (
     EvalRunError,
     cancel_eval_run,
     create_eval_run,
@@ -29,7 +30,6 @@ from ...runs import (
     set_pass_threshold,
     start_eval_run,
 )
-from ...services import fail_lost_rollouts
 from .rollout import _options
 
 
@@ -116,17 +116,17 @@ class Command(BaseCommand):
         else:
             settings_["revisions"] = current_revisions(flags)
         if flags["here"]:
-            run, reused = create_eval_run(inline=True, **settings_)
+            run, reused = create_eval_run(inline=True, user=None, **settings_)
             if reused:
                 self._set_inline(run, True)
-                run = resume_eval_run(run)
+                run = resume_eval_run(run, user=None)
         else:
-            run, reused = start_eval_run(**settings_)
+            run, reused = start_eval_run(user=None, **settings_)
         if reused:
             self.stderr.write(f"run #{run.pk} ({run.name}) has this configuration: resuming it (its finished "
                               "rollouts are kept; --fresh starts a new run)")  # fmt: skip
             if flags["pass_threshold"] is not None and flags["pass_threshold"] != run.pass_threshold:
-                run = set_pass_threshold(run, flags["pass_threshold"])
+                run = set_pass_threshold(run, flags["pass_threshold"], user=None)
         else:
             self.stderr.write(f"run #{run.pk} ({run.name}): {run.rollouts_total} rollouts")
         return run
@@ -141,12 +141,12 @@ class Command(BaseCommand):
         inline = run.inline
         self._set_inline(run, flags["here"])
         try:
-            run = resume_eval_run(run, config=config)
+            run = resume_eval_run(run, config=config, user=None)
         except EvalRunError:
             self._set_inline(run, inline)  # refused: whoever runs it goes on as before
             raise
         if flags["pass_threshold"] is not None and flags["pass_threshold"] != run.pass_threshold:
-            run = set_pass_threshold(run, flags["pass_threshold"])
+            run = set_pass_threshold(run, flags["pass_threshold"], user=None)
         self.stderr.write(f"run #{run.pk} ({run.name}) resumed: {run.rollouts_finished} of {run.rollouts_total} "
                           "rollouts finished before")  # fmt: skip
         return run
@@ -208,7 +208,7 @@ class Command(BaseCommand):
 
         wait_for(Work(
             what=f"the rollout jobs of run #{run.pk}", queues=("sandbox",), finished=finished, taken=taken,
-            cancel=lambda: cancel_eval_run(run),  # a worker starting later must not run what nobody waits for
+            cancel=lambda: cancel_eval_run(run, user=None),  # a worker starting later must not run what nobody waits for
             cancelled=f"The run was cancelled; `manage.py evaluate --resume {run.pk}` runs it again.",
             follow=f"`manage.py eval_report {run.pk}` shows where it is", progress=report_finished,
             reclaim_lost=fail_lost_rollouts,  # a killed worker's rollout would otherwise look "running" forever

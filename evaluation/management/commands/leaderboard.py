@@ -4,7 +4,7 @@ import json
 
 from django.core.management.base import BaseCommand
 
-from ...runs import leaderboard
+from ...services.runs import leaderboard
 from .evaluate import benchmark_version
 
 

@@ -7,9 +7,9 @@ from django.core.management.base import BaseCommand, CommandError
 from jobs.cli import UsageError
 from tasks.selection import add_task_arguments, tasks_given, tasks_of
 
+from ...jobs.runs import NothingToRegrade, rollouts_to_regrade
 from ...models import Rollout
-from ...regrade import regradable, regrade_rollouts
-from ...run_jobs import NothingToRegrade, rollouts_to_regrade
+from ...services.regrade import regradable, regrade_rollouts
 
 
 class Command(BaseCommand):
@@ -42,7 +42,7 @@ class Command(BaseCommand):
         def progress(done: int, of: int) -> None:
             self.stderr.write(f"regraded {done} of {of}")
 
-        result = regrade_rollouts(rollouts, on_progress=progress)
+        result = regrade_rollouts(rollouts, on_progress=progress, user=None)
         if as_json:
             self.stdout.write(json.dumps(result, ensure_ascii=False))
         else:

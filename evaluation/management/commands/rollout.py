@@ -17,7 +17,7 @@ from tasks.selection import add_task_arguments, tasks_given, tasks_of
 
 from ...harnesses import HARNESSES
 from ...models import Rollout
-from ...services import (
+from ...services.rollouts import (
     RolloutError,
     create_rollouts,
     enqueue_rollout,
@@ -66,7 +66,7 @@ class Command(BaseCommand):
             if rollout is None:
                 raise UsageError(f"no rollout #{rejudge}")
             try:
-                rollout = rejudge_rollout(rollout)
+                rollout = rejudge_rollout(rollout, user=None)
             except RolloutError as exc:
                 raise UsageError(str(exc)) from None
             self._report_one(rollout)
@@ -125,18 +125,18 @@ class Command(BaseCommand):
         rollouts = [
             rollout
             for revision in revisions
-            for rollout in create_rollouts(revision, endpoint, harness=harness, repeats=repeats, options=options)
+            for rollout in create_rollouts(revision, endpoint, harness=harness, repeats=repeats, options=options, user=None)
         ]
         if not here:
             for rollout in rollouts:
-                enqueue_rollout(rollout)
+                enqueue_rollout(rollout, user=None)
         return rollouts
 
     def _retry(self, rollout_id: int, here: bool) -> list[Rollout]:
         rollout = Rollout.objects.filter(pk=rollout_id).first()
         if rollout is None:
             raise UsageError(f"no rollout #{rollout_id}")
-        return [retry_rollout(rollout, enqueue=not here)]
+        return [retry_rollout(rollout, enqueue=not here, user=None)]
 
     # --- waiting for the workers ---------------------------------------------------------------------------------
 

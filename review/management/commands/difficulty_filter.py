@@ -8,8 +8,8 @@ from django.core.management.base import BaseCommand, CommandError
 from benchmarks.models import Benchmark
 from evaluation.harnesses import HARNESSES
 from evaluation.models import EvalRun, Rollout
-from evaluation.runs import cancel_eval_run
-from evaluation.services import fail_lost_rollouts
+from evaluation.services.rollouts import fail_lost_rollouts
+from evaluation.services.runs import cancel_eval_run
 from jobs.cli import UsageError, engine_refused
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
@@ -95,7 +95,7 @@ class Command(BaseCommand):
 
         def cancel() -> None:
             for run in runs():
-                cancel_eval_run(run)  # a worker starting later must not run stale requests
+                cancel_eval_run(run, user=None)  # a worker starting later must not run stale requests
             finish_difficulty_filter(flt)  # fails it: its runs were cancelled
 
         wait_for(Work(

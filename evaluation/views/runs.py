@@ -4,12 +4,13 @@ exports), the leaderboard of a benchmark version and the paired comparison of tw
 Every page reads stored figures (runs.current_summary, runs.leaderboard, the EvalRunTask rows): never all rollouts of
 a run; a task's repeats are loaded when its row is opened. A page whose work is still going polls its own partial
 (htmx gets the partial, plain requests the page), so it follows a run to its end without a reload; the finished
-partial has no polling attributes. Actions call evaluation.runs (and the evaluation.regrade job); they hold no logic.
+partial has no polling attributes. Actions call services.runs (and the evaluation.regrade job); they hold no logic.
 """
 
 import json
 from urllib.parse import quote
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
@@ -30,10 +31,11 @@ from jobs.registry import UnknownJobKind
 from lib.htmx import render_page
 from tasks.models import BenchmarkCategory, Task
 
-from . import exports, runs
-from .figures import UNCATEGORIZED
-from .forms import PassThresholdForm, StartEvalRunForm
-from .models import EvalRun, EvalRunTask, Outcome, Rollout
+from .. import exports
+from ..figures import UNCATEGORIZED
+from ..forms import PassThresholdForm, StartEvalRunForm
+from ..models import EvalRun, EvalRunTask, Outcome, Rollout
+from ..services import runs
 
 REGRADE_JOB = "evaluation.regrade"
 URL_MARK, ROW_MARK = "__task__", 987654321  # placeholders of the links reversed once for every row
@@ -165,8 +167,6 @@ def dashboard_panel(request):
 @admin_required
 @require_http_methods(["GET", "POST"])
 def run_start(request):
-    from django.conf import settings
-
     if request.method == "GET":
         # ?endpoint=NAME: the training run page's "Start an evaluation" link for a checkpoint just served.
         form = StartEvalRunForm(initial={"harness": settings.CLAWGYM_DEFAULT_HARNESS, "repeats": 1,

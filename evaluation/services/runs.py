@@ -30,10 +30,12 @@ from django.utils import timezone
 import jobs
 from jobs.models import JobRun
 from jobs.services import cancel_job
+from tasks.models import Task
 
-from .figures import TaskRow, category_stamp, compare_figures, run_figures
-from .harnesses import HARNESSES, ExitReason
-from .models import SCORED_OUTCOMES, EvalRun, EvalRunTask, Outcome, Rollout
+from ..figures import TaskRow, category_stamp, compare_figures, run_figures
+from ..harnesses import HARNESSES, ExitReason
+from ..models import SCORED_OUTCOMES, EvalRun, EvalRunTask, Outcome, Rollout
+from .rollouts import MAX_REPEATS, ROLLOUT_JOB, RolloutError, execute_rollout, fail_lost_rollouts, retry_rollout
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +91,6 @@ def config_differences(old: dict, new: dict) -> list[str]:
 
 
 def _validate(*, revisions, endpoint, harness, options, limits, repeats, pass_threshold, max_attempts) -> None:
-    from .services import MAX_REPEATS
-
     if harness not in HARNESSES:
         raise EvalRunError(f"unknown harness {harness!r}; known: {', '.join(HARNESSES)}")
     if not revisions:
@@ -132,7 +132,7 @@ def create_eval_run(
     name: str = "",
     pass_threshold: float = 1.0,
     max_attempts: int | None = None,
-    user=None,
+    user,
     inline: bool = False,
     fresh: bool = False,
     on_finish: str = "",
@@ -185,7 +185,7 @@ def _default_name(endpoint, version, revisions) -> str:
     return f"{endpoint.name} on {what}"
 
 
-def start_eval_run(*, user=None, **settings_) -> tuple[EvalRun, bool]:
+def start_eval_run(*, user, **settings_) -> tuple[EvalRun, bool]:
     """Create the run (or find the earlier one of the same configuration) and queue what is left to run, one
     job per rollout on the `sandbox` queue. Returns (run, whether an earlier run was resumed)."""
     with transaction.atomic():
@@ -208,9 +208,7 @@ def _begin(run: EvalRun) -> None:
     run.refresh_from_db()
 
 
-def _enqueue(rollout: Rollout, *, user=None, delay: float = 0.0) -> JobRun:
-    from .services import ROLLOUT_JOB
-
+def _enqueue(rollout: Rollout, *, user, delay: float = 0.0) -> JobRun:
     params = {"rollout_id": rollout.pk}
     if delay > 0:
         params["not_before"] = time.time() + delay
@@ -219,12 +217,10 @@ def _enqueue(rollout: Rollout, *, user=None, delay: float = 0.0) -> JobRun:
     return job_run
 
 
-def resume_eval_run(run: EvalRun, *, user=None, config: dict | None = None) -> EvalRun:
+def resume_eval_run(run: EvalRun, *, user, config: dict | None = None) -> EvalRun:
     """Run again what is left of a run: rollouts that failed, were cancelled, or were queued and lost their job
     (a worker killed mid-run). Finished rollouts are kept. `config` (what the resumer asked for) must equal the
     run's: a resume never changes what a run measures."""
-    from .services import fail_lost_rollouts, retry_rollout
-
     if config is not None and config_hash(config) != run.config_hash:
         changed = config_differences(run.config, config)
         raise EvalRunError(f"run #{run.pk} was started with other settings ({', '.join(changed)} differ); start a "
@@ -249,7 +245,7 @@ def resume_eval_run(run: EvalRun, *, user=None, config: dict | None = None) -> E
     return run
 
 
-def cancel_eval_run(run: EvalRun, *, user=None) -> EvalRun:
+def cancel_eval_run(run: EvalRun, *, user) -> EvalRun:
     """Stop a run: its queued rollouts are cancelled (and their jobs); running ones finish and are counted."""
     with transaction.atomic():
         stopped = EvalRun.objects.filter(pk=run.pk).exclude(status__in=EvalRun.FINISHED).update(
@@ -272,7 +268,7 @@ def cancel_eval_run(run: EvalRun, *, user=None) -> EvalRun:
     return run
 
 
-def set_pass_threshold(run: EvalRun, threshold: float, *, user=None) -> EvalRun:
+def set_pass_threshold(run: EvalRun, threshold: float, *, user) -> EvalRun:
     """Change what counts as a pass (pass@k, pass^k, solved tasks): figures only, the config is unchanged."""
     if not 0.0 < threshold <= 1.0:
         raise EvalRunError(f"the pass threshold must be in (0, 1], got {threshold!r}")
@@ -400,17 +396,16 @@ def retry_delay(attempt: int) -> float:
 
 def _retry_infra(rollout_id: int, run_id: int) -> bool:
     """Queue the next attempt of a rollout the infrastructure failed, if the run's attempt budget allows."""
-    from .services import RolloutError, retry_rollout
-
     run = EvalRun.objects.get(pk=run_id)
     rollout = Rollout.objects.get(pk=rollout_id)
     if run.status == EvalRun.Status.CANCELLED or rollout.attempt >= run.max_attempts * (1 + len(run.resumes)):
         return False
     try:
         with transaction.atomic():
-            retried = retry_rollout(rollout, enqueue=False)
+            # No one asks for this attempt: the run retries by itself (recorded as no one's, as a script's).
+            retried = retry_rollout(rollout, user=None, enqueue=False)
             if not run.inline:
-                _enqueue(retried, delay=retry_delay(rollout.attempt))
+                _enqueue(retried, user=None, delay=retry_delay(rollout.attempt))
     except RolloutError:
         return False  # another process retried it first
     log.info("evaluation run %s: rollout %s failed (%s), attempt %s queued", run_id, rollout_id,
@@ -588,8 +583,6 @@ def leaderboard(version) -> list[dict]:
 
 
 def version_category_stamp(version) -> str:
-    from tasks.models import Task
-
     pairs = Task.objects.filter(revisions__benchmark_versions=version).values_list(
         "external_id", "benchmark_category__slug"
     )
@@ -602,8 +595,6 @@ def version_category_stamp(version) -> str:
 def run_here(run: EvalRun, *, on_rollout=None) -> EvalRun:
     """Run the run's queued rollouts one after another in this process (`evaluate --here`), retries included
     (after their backoff), until none is left; the run finishes as it would on the workers."""
-    from .services import execute_rollout
-
     if not run.inline:
         EvalRun.objects.filter(pk=run.pk).update(inline=True)
     if run.status == EvalRun.Status.QUEUED:

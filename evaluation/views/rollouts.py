@@ -18,11 +18,11 @@ from jobs.engine import JobEngineError
 from lib.htmx import render_page
 from llm.models import ModelCall, ModelEndpoint
 
-from .forms import RolloutFilterForm, StartRolloutsForm, TrajectoryFilterForm
-from .models import Rollout, Trajectory
-from .presenting import conversation, workspace_diff
-from .services import RolloutError, rejudge_rollout, retry_rollout, start_rollouts
-from .trajectories import TrajectoryData, TrajectoryStats, chain_roles, corpus_stats
+from ..forms import RolloutFilterForm, StartRolloutsForm, TrajectoryFilterForm
+from ..models import Rollout, Trajectory
+from ..presenting import conversation, workspace_diff
+from ..services.rollouts import RolloutError, rejudge_rollout, retry_rollout, start_rollouts
+from ..trajectories import TrajectoryData, TrajectoryStats, chain_roles, corpus_stats
 
 PAGE_SIZE = 50
 METRIC_LABELS = {

@@ -4,10 +4,10 @@ from rest_framework import serializers
 
 from jobs.redaction import hide_paths, hide_paths_in, sees_server_details
 
-from .harnesses import HARNESS_CHOICES
-from .models import Outcome, Rollout, Trajectory
-from .samples import filter_samples
-from .services import MAX_REPEATS
+from ..harnesses import HARNESS_CHOICES
+from ..models import Outcome, Rollout, Trajectory
+from ..samples import filter_samples
+from ..services.rollouts import MAX_REPEATS
 
 
 class RolloutListSerializer(serializers.ModelSerializer):

@@ -1,4 +1,4 @@
-"""Evaluation runs as the API shows and takes them. The figures are computed by evaluation.runs (run_json,
+"""Evaluation runs as the API shows and takes them. The figures are computed by evaluation.services.runs (run_json,
 compare_runs, leaderboard): the output serializers here describe those shapes for the schema, and the input ones
 validate a request and resolve its names (benchmark, endpoint, tasks) to rows."""
 
@@ -9,11 +9,11 @@ from benchmarks.models import BenchmarkVersion
 from llm.models import ModelEndpoint
 from tasks.models import Task
 
-from .harnesses import HARNESS_CHOICES
-from .models import EvalRun, EvalRunTask, Outcome, Rollout
-from .runs import LIMIT_KEYS, MAX_TASKS, run_json
-from .samples import SORT_LABELS
-from .services import MAX_REPEATS
+from ..harnesses import HARNESS_CHOICES
+from ..models import EvalRun, EvalRunTask, Outcome, Rollout
+from ..samples import SORT_LABELS
+from ..services.rollouts import MAX_REPEATS
+from ..services.runs import LIMIT_KEYS, MAX_TASKS, run_json
 
 # --- what a run is started with --------------------------------------------------------------------------------
 

@@ -13,10 +13,10 @@ from django.views.decorators.http import require_GET
 from accounts.decorators import viewer_required
 from lib.htmx import render_page
 
-from .forms import SampleFilterForm
-from .models import EvalRun, EvalRunTask, Outcome
-from .presenting import conversation
-from .samples import check_rows, pick, run_rollouts, snippet
+from ..forms import SampleFilterForm
+from ..models import EvalRun, EvalRunTask, Outcome
+from ..presenting import conversation
+from ..samples import check_rows, pick, run_rollouts, snippet
 
 PAGE_SIZE = 50
 # What a samples row shows; the transcript only when a text is searched for (its snippet), never for the list alone.

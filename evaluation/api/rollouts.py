@@ -21,9 +21,8 @@ from lib.api_filters import QueryFilterMixin
 from llm.models import ModelEndpoint
 from tasks.models import Task
 
-from .api_runs import register as register_runs
-from .models import Rollout, Trajectory
-from .serializers import (
+from ..models import Rollout, Trajectory
+from ..serializers.rollouts import (
     RolloutFilterSerializer,
     RolloutListSerializer,
     RolloutSerializer,
@@ -31,7 +30,7 @@ from .serializers import (
     TrajectoryFilterSerializer,
     TrajectorySerializer,
 )
-from .services import RolloutError, rejudge_rollout, retry_rollout, start_rollouts
+from ..services.rollouts import RolloutError, rejudge_rollout, retry_rollout, start_rollouts
 
 
 @extend_schema(tags=["rollouts"])
@@ -110,4 +109,3 @@ class TrajectoryViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.Retrieve
 def register(router):
     router.register("rollouts", RolloutViewSet, basename="rollout")
     router.register("trajectories", TrajectoryViewSet, basename="trajectory")
-    register_runs(router)  # evaluation runs and the leaderboard (evaluation.api_runs)

@@ -1,12 +1,12 @@
-"""Background entry points of evaluation runs (registered through evaluation/jobs.py): regrade."""
+"""Background entry points of evaluation runs (registered through evaluation/jobs/__init__.py): regrade."""
 
 from django.urls import reverse
 
 from jobs.registry import job
 from tasks.models import Task
 
-from .models import EvalRun, Rollout
-from .regrade import regradable, regrade_rollouts
+from ..models import EvalRun, Rollout
+from ..services.regrade import regradable, regrade_rollouts
 
 REGRADE_JOB = "evaluation.regrade"
 

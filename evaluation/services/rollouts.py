@@ -45,14 +45,14 @@ from tasks.scoring import ScoreStatus, TaskScore, combine, score_run
 from tasks.services import store_blobs
 from tasks.verification import CheckResult, CheckStatus
 
-from .harnesses import HARNESSES, AgentOutcome, AgentTask, ExitReason, HarnessUnavailable, get_harness
-from .harnesses.sandboxed import WALL_MARGIN_SECONDS, run_agent
-from .infra import answer_failure, preflight, upstream_failure
-from .models import Rollout, RolloutFile, RolloutScore, Trajectory
-from .proxy_record import ProxyRecord, proxy_record
-from .slots import NoSlotFree, rollout_slot
-from .trajectories import TrajectoryRules, rebuild_trajectories
-from .workspaces import attempt_folder, final_workspace, remove_orphaned_folders
+from ..harnesses import HARNESSES, AgentOutcome, AgentTask, ExitReason, HarnessUnavailable, get_harness
+from ..harnesses.sandboxed import WALL_MARGIN_SECONDS, run_agent
+from ..infra import answer_failure, preflight, upstream_failure
+from ..models import Rollout, RolloutFile, RolloutScore, Trajectory
+from ..proxy_record import ProxyRecord, proxy_record
+from ..slots import NoSlotFree, rollout_slot
+from ..trajectories import TrajectoryRules, rebuild_trajectories
+from ..workspaces import attempt_folder, final_workspace, remove_orphaned_folders
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ def create_rollouts(
     harness: str | None = None,
     repeats: int = 1,
     options: dict | None = None,
-    user=None,
+    user,
 ) -> list[Rollout]:
     """`repeats` queued rollouts of one revision with one model, sharing a group id. Nothing runs yet."""
     harness = harness or settings.CLAWGYM_DEFAULT_HARNESS
@@ -124,7 +124,7 @@ def create_rollouts(
     ]  # fmt: skip
 
 
-def enqueue_rollout(rollout: Rollout, *, user=None) -> JobRun:
+def enqueue_rollout(rollout: Rollout, *, user) -> JobRun:
     """Queue a job on the `sandbox` queue that runs the rollout's next attempt."""
     run = jobs.enqueue(ROLLOUT_JOB, created_by=user, total=1, rollout_id=rollout.pk)
     Rollout.objects.filter(pk=rollout.pk).update(job_run=run)
@@ -132,7 +132,7 @@ def enqueue_rollout(rollout: Rollout, *, user=None) -> JobRun:
     return run
 
 
-def start_rollouts(revision, endpoint, *, harness=None, repeats=1, options=None, user=None) -> list[Rollout]:
+def start_rollouts(revision, endpoint, *, harness=None, repeats=1, options=None, user) -> list[Rollout]:
     """Create the rollouts and queue one job each (handed to the engine when the transaction commits)."""
     with transaction.atomic():
         rollouts = create_rollouts(revision, endpoint, harness=harness, repeats=repeats, options=options, user=user)
@@ -141,7 +141,7 @@ def start_rollouts(revision, endpoint, *, harness=None, repeats=1, options=None,
     return rollouts
 
 
-def retry_rollout(rollout: Rollout, *, user=None, enqueue: bool = True) -> Rollout:
+def retry_rollout(rollout: Rollout, *, user, enqueue: bool = True) -> Rollout:
     """Queue the next attempt of a failed or cancelled rollout: its results are cleared (the earlier attempt is
     noted in `previous_attempts`), so the row counts once. Raises RolloutError for a rollout that is not retryable."""
     with transaction.atomic():
@@ -163,7 +163,7 @@ def retry_rollout(rollout: Rollout, *, user=None, enqueue: bool = True) -> Rollo
 
 
 def _changed(rollout_id: int) -> None:
-    """Keep the rollout's outcome class and its evaluation run's figures up to date (evaluation.runs)."""
+    """Keep the rollout's outcome class and its evaluation run's figures up to date (evaluation.services.runs)."""
     from .runs import rollout_changed
 
     rollout_changed(rollout_id)
@@ -432,10 +432,11 @@ def _record(rollout: Rollout, outcome: AgentOutcome, record: ProxyRecord, change
             **_call_totals(rollout),
         )
         store_trajectories(rollout, reward=scored.score)
-        record_scoring(rollout, rollout.revision, scored, kind=RolloutScore.Kind.RUN)
+        # The attempt's own scoring: no one asked for it (a rejudge or a regrade records who did).
+        record_scoring(rollout, rollout.revision, scored, kind=RolloutScore.Kind.RUN, user=None)
 
 
-def record_scoring(rollout: Rollout, revision: TaskRevision, scored: TaskScore, *, kind: str, user=None) -> RolloutScore:
+def record_scoring(rollout: Rollout, revision: TaskRevision, scored: TaskScore, *, kind: str, user) -> RolloutScore:
     """Keep one scoring of the rollout's final workspace (they are never replaced: a regrade adds one)."""
     fields = _score_fields(scored)
     return RolloutScore.objects.create(
@@ -446,7 +447,7 @@ def record_scoring(rollout: Rollout, revision: TaskRevision, scored: TaskScore, 
     )  # fmt: skip
 
 
-def rejudge_rollout(rollout: Rollout, *, judge_endpoint=None, user=None) -> Rollout:
+def rejudge_rollout(rollout: Rollout, *, judge_endpoint=None, user) -> Rollout:
     """Judge the rubric of a scored or incomplete rollout again, from its stored final workspace and final message,
     and recombine the task score with its stored code score. Raises RolloutError when there is nothing to judge
     or no judge endpoint; a rule the judge fails again leaves the rollout incomplete."""

@@ -15,9 +15,10 @@ from jobs import scratch
 from sandbox import Workspace
 from tasks.scoring import ScoreStatus, score_run
 
-from .models import Outcome, Rollout, RolloutScore
-from .runs import rollout_changed
-from .workspaces import write_final_workspace
+from ..models import EvalRun, Outcome, Rollout, RolloutScore
+from ..workspaces import write_final_workspace
+from .rollouts import _score_fields
+from .runs import current_summary, rollout_changed
 
 log = logging.getLogger(__name__)
 
@@ -29,12 +30,10 @@ def regradable(queryset):
     return queryset.filter(outcome__in=REGRADABLE)
 
 
-def regrade_rollouts(rollouts, *, user=None, judge_endpoint=None, on_progress=None) -> dict:
+def regrade_rollouts(rollouts, *, user, judge_endpoint=None, on_progress=None) -> dict:
     """Regrade each rollout; returns {"rollouts", "changed", "failed": [{"rollout", "error"}], "tasks": {task id:
     {"revision", "before", "after", "rollouts"}}, "runs": {run id: {"before", "after"}}} (means over the regraded
     rollouts of each task, and each touched run's overall mean before and after)."""
-    from .models import EvalRun
-
     rollouts = list(rollouts.select_related("revision__task__current_revision", "eval_run"))
     run_ids = sorted({r.eval_run_id for r in rollouts if r.eval_run_id})
     runs_before = dict(EvalRun.objects.filter(pk__in=run_ids).values_list("pk", "overall_mean"))
@@ -56,8 +55,6 @@ def regrade_rollouts(rollouts, *, user=None, judge_endpoint=None, on_progress=No
         changed += new.score != old
         if on_progress:
             on_progress(done, len(rollouts))
-    from .runs import current_summary
-
     runs_after = {}
     for run in EvalRun.objects.filter(pk__in=run_ids):
         runs_after[run.pk] = current_summary(run)["overall"]["mean"] if run.is_finished else run.overall_mean
@@ -83,10 +80,8 @@ class RegradeError(RuntimeError):
     """This rollout cannot be regraded; the message says why."""
 
 
-def regrade_one(rollout: Rollout, *, user=None, judge_endpoint=None) -> RolloutScore:
+def regrade_one(rollout: Rollout, *, user, judge_endpoint=None) -> RolloutScore:
     """Score the rollout's final workspace with its task's current revision; record it and take it."""
-    from .services import _score_fields
-
     if rollout.outcome not in REGRADABLE:
         raise RegradeError(f"rollout #{rollout.pk} has no stored final workspace to score ({rollout.status})")
     revision = rollout.revision.task.current_revision

@@ -4,14 +4,14 @@ version with a complete run), as a table and a grouped bar chart with CIs, and t
 
 from django.db.models import Q
 
-from .models import EvalRun
+from ..models import EvalRun
 
 RECENT_RUNS = 6
 
 
 def recent_context() -> dict:
     """The running runs and the latest others (at most RECENT_RUNS in all, running first)."""
-    from .views_runs import run_rows
+    from .runs import run_rows
 
     running = list(run_rows(EvalRun.objects.filter(status__in=[EvalRun.Status.QUEUED, EvalRun.Status.RUNNING])))
     others = list(run_rows(EvalRun.objects.filter(~Q(pk__in=[r.pk for r in running])))[:RECENT_RUNS])
@@ -20,8 +20,8 @@ def recent_context() -> dict:
 
 
 def panel_context(request) -> dict:
-    from . import runs
-    from .views_runs import category_names, chosen_version, leaderboard_table
+    from ..services import runs
+    from .runs import category_names, chosen_version, leaderboard_table
 
     version, versions = chosen_version(request)
     entries = runs.leaderboard(version) if version is not None else []

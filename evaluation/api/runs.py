@@ -39,14 +39,12 @@ from jobs.engine import JobEngineError
 from jobs.serializers import JobRunSerializer
 from lib.api_filters import QueryFilterMixin
 
-from . import runs
-from .exports import iter_csv, run_export
-from .models import EvalRun, EvalRunTask, Rollout
-from .regrade import regradable
-from .run_jobs import REGRADE_JOB
-from .samples import filter_samples, sorted_samples
-from .serializers import RolloutListSerializer
-from .serializers_runs import (
+from ..exports import iter_csv, run_export
+from ..jobs.runs import REGRADE_JOB
+from ..models import EvalRun, EvalRunTask, Rollout
+from ..samples import filter_samples, sorted_samples
+from ..serializers.rollouts import RolloutListSerializer
+from ..serializers.runs import (
     CompareQuerySerializer,
     CompareSerializer,
     EvalRunConfigSerializer,
@@ -64,6 +62,8 @@ from .serializers_runs import (
     TaskRowsQuerySerializer,
     ThresholdSerializer,
 )
+from ..services import runs
+from ..services.regrade import regradable
 
 # Which config keys (runs.run_config) each field of a resume's body sets; the rest stay the run's own.
 CONFIG_KEYS = {

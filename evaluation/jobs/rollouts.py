@@ -7,10 +7,9 @@ from django.urls import reverse
 from jobs.registry import job
 from jobs.runner import JobCancelled
 
-from . import run_jobs  # noqa: F401  (registers the evaluation-run jobs)
-from .models import Rollout
-from .runs import rollout_changed
-from .services import ROLLOUT_JOB, execute_rollout, fail_lost_rollouts, fail_redelivered
+from ..models import Rollout
+from ..services.rollouts import ROLLOUT_JOB, execute_rollout, fail_lost_rollouts, fail_redelivered
+from ..services.runs import rollout_changed
 
 
 def _rollout_subject(params: dict) -> tuple[str, str]:
