@@ -82,6 +82,8 @@ class LongRunningActions:
     def cancellable(self, obj):
         """`obj`, or a 409 when it has finished: there is nothing to cancel."""
         if obj.is_finished:
-            raise Refused(f"{self.noun} #{obj.pk} already finished ({obj.status}); there is nothing to cancel",
-                          status.HTTP_409_CONFLICT)  # fmt: skip
+            raise Refused(
+                f"{self.noun} #{obj.pk} already finished ({obj.status}); there is nothing to cancel",
+                status.HTTP_409_CONFLICT,
+            )
         return obj

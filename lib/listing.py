@@ -56,8 +56,13 @@ class ListPage:
 
     def context(self) -> dict:
         """What the list templates read: `page`, `status`, `statuses`, `unfinished` and `poll`."""
-        return {"page": self.page, "status": self.status, "statuses": self.statuses, "unfinished": self.live,
-                "poll": self.poll}  # fmt: skip
+        return {
+            "page": self.page,
+            "status": self.status,
+            "statuses": self.statuses,
+            "unfinished": self.live,
+            "poll": self.poll,
+        }
 
 
 def list_page(
