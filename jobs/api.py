@@ -5,14 +5,15 @@
     POST /api/jobs/{id}/cancel/     admin; a queued run stops at once, a running one at its next progress report
 """
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
-from rest_framework import mixins, serializers, status, viewsets
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from accounts.roles import ADMIN
 from lib.api_filters import QueryFilterMixin
 
+from .api_actions import LongRunningActions, detail_error
 from .models import JobRun
 from .serializers import JobRunFilterSerializer, JobRunListSerializer, JobRunSerializer
 from .services import cancel_job
@@ -29,8 +30,9 @@ class JobRunReadViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.Retrieve
 
 
 @extend_schema(tags=["jobs"])
-class JobRunViewSet(JobRunReadViewSet):
+class JobRunViewSet(JobRunReadViewSet, LongRunningActions):
     write_role = ADMIN
+    noun = "job"
 
     @extend_schema(parameters=[JobRunFilterSerializer])
     def list(self, request, *args, **kwargs):
@@ -40,22 +42,13 @@ class JobRunViewSet(JobRunReadViewSet):
         request=None,
         responses={
             200: JobRunSerializer,
-            409: OpenApiResponse(
-                inline_serializer("JobAlreadyFinished", {"detail": serializers.CharField()}),
-                description="The run had already finished; nothing changed.",
-            ),
+            409: detail_error("JobAlreadyFinished", "The run had already finished; nothing changed."),
         },
     )
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
         """Cancel a run: a queued one is cancelled at once, a running one is asked to stop."""
-        run = self.get_object()
-        if run.is_finished:
-            return Response(
-                {"detail": f"job #{run.pk} already finished ({run.status}); there is nothing to cancel"},
-                status=status.HTTP_409_CONFLICT,
-            )
-        run = cancel_job(run, user=request.user)
+        run = cancel_job(self.cancellable(self.get_object()), user=request.user)
         return Response(JobRunSerializer(run, context=self.get_serializer_context()).data)
 
 

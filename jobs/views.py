@@ -8,7 +8,6 @@ import json
 
 from django.conf import settings
 from django.contrib import messages
-from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.views.decorators.http import require_GET, require_POST
@@ -16,6 +15,7 @@ from django_htmx.http import trigger_client_event
 
 from accounts.decorators import admin_required, viewer_required
 from lib.htmx import render_page
+from lib.listing import render_list
 
 from . import periodic, registry
 from .models import JobRun
@@ -30,28 +30,18 @@ CHILDREN_SHOWN = 200
 @require_GET
 def job_list(request):
     runs = JobRun.objects.select_related("created_by").with_failed_children()
-    status = request.GET.get("status", "")
     kind = request.GET.get("kind", "")
-    if status in JobRun.Status.values:
-        runs = runs.filter(status=status)
-    else:
-        status = ""
     if kind:
         runs = runs.filter(kind=kind)
     # Kinds that ran once may no longer be registered; both belong in the filter.
     known_kinds = set(registry.kinds()) | set(JobRun.objects.order_by().values_list("kind", flat=True).distinct())
-    context = {
-        "nav": "jobs",
-        "page": Paginator(runs, PAGE_SIZE).get_page(request.GET.get("page")),
-        "statuses": JobRun.Status.choices,
-        "kinds": sorted(known_kinds),
-        "status": status,
-        "kind": kind,
-    }
+    context = {"nav": "jobs", "kinds": sorted(known_kinds), "kind": kind}
     if not request.htmx:  # the filters swap only the results; the schedule is read for the whole page
         context["periodic"] = periodic.statuses()
         context["engine"] = settings.CLAWGYM_JOB_ENGINE
-    return render_page(request, "jobs/list.html", context, partial="results")
+    # Not polling: the list of every job changes all the time; a run's page follows it.
+    return render_list(request, "jobs/list.html", runs, partial="results", context=context, per_page=PAGE_SIZE,
+                       statuses=JobRun.Status.choices)  # fmt: skip
 
 
 def _detail_context(run: JobRun, user) -> dict:

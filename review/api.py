@@ -36,6 +36,7 @@ from accounts.roles import ADMIN, REVIEWER
 from benchmarks.models import Benchmark
 from benchmarks.serializers import BenchmarkSerializer, BenchmarkVersionSerializer
 from benchmarks.services import BenchmarkError, get_or_create_benchmark
+from jobs.api_actions import validated
 from jobs.engine import JobEngineError
 from jobs.serializers import JobRunSerializer
 from lib.api_filters import QueryFilterMixin
@@ -75,12 +76,6 @@ def _error(exc: Exception) -> Response:
     return Response(body, status=services.http_status(exc))
 
 
-def _valid(serializer_class, data):
-    form = serializer_class(data=data)
-    form.is_valid(raise_exception=True)
-    return form.validated_data
-
-
 class BenchmarkViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     queryset = Benchmark.objects.all()
     serializer_class = BenchmarkSerializer
@@ -100,7 +95,7 @@ class BenchmarkViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     @extend_schema(request=FreezeSerializer, responses={201: BenchmarkVersionSerializer})
     @action(detail=True, methods=["post"])
     def freeze(self, request, pk=None):
-        data = _valid(FreezeSerializer, request.data)
+        data = validated(FreezeSerializer, request.data)
         try:
             version = services.freeze_version(self.get_object(), user=request.user, note=data["note"])
         except services.ReviewError as exc:
@@ -111,7 +106,7 @@ class BenchmarkViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     @extend_schema(request=LazyToleranceSerializer, responses={200: BenchmarkSerializer})
     @action(detail=True, methods=["post"], url_path="lazy-tolerance")
     def lazy_tolerance(self, request, pk=None):
-        data = _valid(LazyToleranceSerializer, request.data)
+        data = validated(LazyToleranceSerializer, request.data)
         try:
             benchmark = services.set_lazy_tolerance(self.get_object(), data["lazy_tolerance"], user=request.user)
         except services.ReviewError as exc:
@@ -133,7 +128,7 @@ class BenchmarkViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         """Start a difficulty filter (two evaluation runs on the job workers); poll GET /api/difficulty-filters/{id}/
         for its verdicts."""
         benchmark = self._named(pk)
-        data = _valid(DifficultyStartSerializer, request.data)
+        data = validated(DifficultyStartSerializer, request.data)
         candidates = None
         if "candidates" in data:
             wanted = list(dict.fromkeys(data["candidates"]))
@@ -159,7 +154,7 @@ class BenchmarkViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["post"], url_path="difficulty-thresholds")
     def difficulty_thresholds(self, request, pk=None):
         benchmark = self._named(pk)
-        data = _valid(DifficultyThresholdsSerializer, request.data)
+        data = validated(DifficultyThresholdsSerializer, request.data)
         try:
             benchmark = set_difficulty_thresholds(benchmark, user=request.user, **data)
         except services.ReviewError as exc:
@@ -196,7 +191,7 @@ class CandidateViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):
     @extend_schema(request=ClaimSerializer, responses={200: CandidateDetailSerializer})
     @action(detail=True, methods=["post"])
     def claim(self, request, pk=None):
-        data = _valid(ClaimSerializer, request.data)
+        data = validated(ClaimSerializer, request.data)
         try:
             candidate = services.claim(self.get_object(), user=request.user, minutes=data.get("minutes"))
         except services.ReviewError as exc:
@@ -215,7 +210,7 @@ class CandidateViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):
     @extend_schema(request=VerdictSerializer, responses={201: DecisionSerializer})
     @action(detail=True, methods=["post"])
     def verdict(self, request, pk=None):
-        data = _valid(VerdictSerializer, request.data)
+        data = validated(VerdictSerializer, request.data)
         try:
             row = services.record_verdicts(
                 self.get_object(), data["verdicts"], user=request.user, reason=data["reason"]
@@ -227,7 +222,7 @@ class CandidateViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):
     @extend_schema(request=ApplyFixSerializer, responses={201: DecisionSerializer})
     @action(detail=True, methods=["post"], url_path="apply-fix")
     def apply_fix(self, request, pk=None):
-        data = _valid(ApplyFixSerializer, request.data)
+        data = validated(ApplyFixSerializer, request.data)
         candidate = self.get_object()
         issue = get_object_or_404(DiagnosisIssue, pk=data["issue"], diagnosis__candidate=candidate)
         base = candidate.task.revisions.filter(number=data["base_revision"]).first()
@@ -249,7 +244,7 @@ class CandidateViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):
     @extend_schema(request=DecideSerializer, responses={201: DecisionSerializer})
     @action(detail=True, methods=["post"])
     def decide(self, request, pk=None):
-        data = _valid(DecideSerializer, request.data)
+        data = validated(DecideSerializer, request.data)
         try:
             row = services.decide(self.get_object(), user=request.user, **data)
         except services.ReviewError as exc:
@@ -261,7 +256,7 @@ class CandidateViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):
     def bulk_decide(self, request):
         """Accept or reject many candidates: each through decide, alone (its gate, its claim, its decision row); a
         refusal of one leaves the others decided and is listed with its reason."""
-        data = _valid(BulkDecideSerializer, request.data)
+        data = validated(BulkDecideSerializer, request.data)
         try:
             result = bulk.decide_many(data["candidates"], data["decision"], user=request.user, reason=data["reason"])
         except services.ReviewError as exc:

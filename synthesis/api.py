@@ -23,15 +23,14 @@ the work.
 """
 
 from django.db.models import Count, Prefetch, Q
-from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
-from rest_framework import mixins, serializers, status, viewsets
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
-from rest_framework.reverse import reverse
 
 from accounts.roles import ADMIN
-from jobs.engine import JobEngineError
+from jobs.api_actions import LongRunningActions, Refused, detail_error, refusals, valid, validated
 from jobs.serializers import JobRunSerializer
 from lib.api_filters import QueryFilterMixin
 
@@ -62,18 +61,7 @@ from .serializers import (
     SynthesisItemSerializer,
 )
 
-
-def _valid(serializer_class, data, **kwargs):
-    form = serializer_class(data=data, **kwargs)
-    form.is_valid(raise_exception=True)
-    return form
-
-
-def _detail_error(name: str, description: str) -> OpenApiResponse:
-    return OpenApiResponse(inline_serializer(name, {"detail": serializers.CharField()}), description=description)
-
-
-NOT_QUEUED = _detail_error("SynthesisNotQueued", "The job engine did not take the job.")
+NOT_QUEUED = detail_error("SynthesisNotQueued", "The job engine did not take the job.")
 
 
 def _job_response(view, run) -> Response:
@@ -84,7 +72,7 @@ def _job_response(view, run) -> Response:
 
 
 @extend_schema(tags=["synthesis"])
-class SynthesisBatchViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+class SynthesisBatchViewSet(LongRunningActions, QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
                             viewsets.GenericViewSet):  # fmt: skip
     """Synthesis batches: a route, a number of tasks wanted, a generator and a judge endpoint and a seed; its items go
     through the pipeline's stages as jobs. One batch gives the `synthesize --json` figures, its funnel and settings."""
@@ -92,6 +80,8 @@ class SynthesisBatchViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.Retr
     queryset = SynthesisBatch.objects.select_related("generator", "judge", "created_by")
     filter_serializer_class = BatchFilterSerializer
     write_role = ADMIN
+    noun = "batch"
+    detail_serializer_class = SynthesisBatchDetailSerializer
 
     def get_serializer_class(self):
         return SynthesisBatchListSerializer if self.action == "list" else SynthesisBatchDetailSerializer
@@ -106,10 +96,6 @@ class SynthesisBatchViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.Retr
         # Meta.ordering does not apply to a query with aggregates: newest first, said again.
         return queryset.annotate(**counts, finished=finished).order_by("-created_at", "-id")
 
-    def _detail(self, batch, code=status.HTTP_200_OK, **extra) -> Response:
-        fresh = self.get_queryset().get(pk=batch.pk)
-        return Response({**SynthesisBatchDetailSerializer(fresh).data, **extra}, status=code)
-
     @extend_schema(parameters=[BatchFilterSerializer])
     def list(self, request, *args, **kwargs):
         return super().list(request, *args, **kwargs)
@@ -122,24 +108,17 @@ class SynthesisBatchViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.Retr
         'instead (200, "resumed": true): nothing is synthesized twice. `preview`: 5 items through every stage.',
     )
     def create(self, request):
-        form = _valid(StartBatchSerializer, request.data)
+        form = valid(StartBatchSerializer, request.data)
         earlier = set(SynthesisBatch.objects.order_by().values_list("pk", flat=True))
-        try:
+        with refusals(batches.BatchError):
             batch = services.start_batch(user=request.user, **form.batch_settings())
-        except batches.BatchError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
-        except JobEngineError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
-        resumed = batch.pk in earlier
-        response = self._detail(batch, status.HTTP_200_OK if resumed else status.HTTP_201_CREATED, resumed=resumed)
-        response["Location"] = reverse("synthesis-batch-detail", args=[batch.pk], request=request)
-        return response
+        return self.started(batch, again=batch.pk in earlier, flag="resumed")
 
     @extend_schema(
         request=ResumeBatchSerializer,
         responses={
             200: SynthesisBatchDetailSerializer,
-            409: _detail_error("SynthesisBatchNotResumed", "The batch cannot go on (the message says why)."),
+            409: detail_error("SynthesisBatchNotResumed", "The batch cannot go on (the message says why)."),
             503: NOT_QUEUED,
         },  # fmt: skip
         description="Go on with the items not finished, retryable failures and items a lost worker left running; "
@@ -150,33 +129,25 @@ class SynthesisBatchViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.Retr
     def resume(self, request, pk=None):
         batch = self.get_object()
         if batch.status in (SynthesisBatch.Status.QUEUED, SynthesisBatch.Status.RUNNING):
-            return Response({"detail": f"batch #{batch.pk} is {batch.status}: it is going on already"},
-                            status=status.HTTP_409_CONFLICT)  # fmt: skip
-        budgets = _valid(ResumeBatchSerializer, request.data).validated_data
-        try:
+            raise Refused(f"batch #{batch.pk} is {batch.status}: it is going on already", status.HTTP_409_CONFLICT)
+        budgets = validated(ResumeBatchSerializer, request.data)
+        with refusals(batches.BatchError, code=status.HTTP_409_CONFLICT):
             batch = services.resume_batch(batch, user=request.user, **budgets)
-        except batches.BatchError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-        except JobEngineError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
-        return self._detail(batch)
+        return self.detail_response(batch)
 
     @extend_schema(
         request=None,
         responses={
             200: SynthesisBatchDetailSerializer,
-            409: _detail_error("SynthesisBatchFinished", "The batch has finished."),
+            409: detail_error("SynthesisBatchFinished", "The batch has finished."),
         },  # fmt: skip
         description="No item starts another stage (a stage running now finishes and is recorded); unfinished items "
         "stay pending, so the batch can be resumed.",
     )
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
-        batch = self.get_object()
-        if batch.is_finished:
-            return Response({"detail": f"batch #{batch.pk} already finished ({batch.status}); there is nothing to "
-                                       "cancel"}, status=status.HTTP_409_CONFLICT)  # fmt: skip
-        return self._detail(services.cancel_batch(batch, user=request.user))
+        batch = self.cancellable(self.get_object())
+        return self.detail_response(services.cancel_batch(batch, user=request.user))
 
     @extend_schema(request=None, responses=BatchReportSerializer)
     @action(detail=True, methods=["get"])
@@ -224,17 +195,15 @@ class PersonaViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveMod
 
     @extend_schema(
         request={"multipart/form-data": PersonaImportSerializer},
-        responses={200: ImportReportSerializer, 400: _detail_error("PersonasNotImported", "The file cannot be read.")},
+        responses={200: ImportReportSerializer, 400: detail_error("PersonasNotImported", "The file cannot be read.")},
         description="Import a Persona Hub JSONL or plain-text file; the same persona twice is one row (unchanged). "
         "A line that cannot be used is in `failed`, naming its line; the others are imported.",
     )
     @action(detail=False, methods=["post"], url_path="import", parser_classes=[MultiPartParser, FormParser])
     def import_file(self, request):
-        upload = _valid(PersonaImportSerializer, request.data).validated_data["file"]
-        try:
+        upload = validated(PersonaImportSerializer, request.data)["file"]
+        with refusals(seeds.SeedError):
             report = services.import_personas(upload, source=upload.name)
-        except seeds.SeedError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         return Response(report.as_dict())
 
 
@@ -262,7 +231,7 @@ class SkillViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModel
     def override(self, request, name=None):
         """Set (true/false, with a reason) or clear (null) the admin's decision over the annotation's label."""
         skill = self.get_object()
-        data = _valid(SkillOverrideSerializer, request.data).validated_data
+        data = validated(SkillOverrideSerializer, request.data)
         services.set_override(skill, data["synthesizable"], reason=data.get("reason", ""), user=request.user)
         return Response(
             SkillSerializer(self.get_queryset().get(pk=skill.pk), context=self.get_serializer_context()).data
@@ -272,7 +241,7 @@ class SkillViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModel
         request=AnnotateSerializer,
         responses={
             202: JobRunSerializer,
-            400: _detail_error("AnnotationNotStarted", "No endpoint can annotate."),
+            400: detail_error("AnnotationNotStarted", "No endpoint can annotate."),
             503: NOT_QUEUED,
         },  # fmt: skip
         description="Annotate the skills named (or every skill), one model call each, as the synthesis."
@@ -280,30 +249,24 @@ class SkillViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModel
     )
     @action(detail=False, methods=["post"])
     def annotate(self, request):
-        data = _valid(AnnotateSerializer, request.data).validated_data
-        try:
+        data = validated(AnnotateSerializer, request.data)
+        with refusals(annotation.AnnotationError):
             run = services.start_annotation(user=request.user, endpoint_name=data.get("endpoint"),
-                                            skill_ids=data.get("skills"))  # fmt: skip
-        except annotation.AnnotationError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
-        except JobEngineError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+                                              skill_ids=data.get("skills"))  # fmt: skip
         return _job_response(self, run)
 
     @extend_schema(
         request=None,
         responses={
             200: ImportReportSerializer,
-            400: _detail_error("SkillsNotImported", "The harness's skills are not installed."),
+            400: detail_error("SkillsNotImported", "The harness's skills are not installed."),
         },  # fmt: skip
         description="Import the skills bundled with the installed OpenClaw harness (`import_skills --bundled`).",
     )
     @action(detail=False, methods=["post"], url_path="import-bundled")
     def import_bundled(self, request):
-        try:
+        with refusals(skills.SkillImportError):
             report = services.import_skills(bundled=True)
-        except skills.SkillImportError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         return Response(report.as_dict())
 
 
@@ -329,7 +292,7 @@ class QualityAssessmentViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.R
         request=AssessSerializer,
         responses={
             202: JobRunSerializer,
-            400: _detail_error("AssessmentNotStarted", "No judge for the stages asked."),
+            400: detail_error("AssessmentNotStarted", "No judge for the stages asked."),
             503: NOT_QUEUED,
         },  # fmt: skip
         description="Assess tasks (their current revisions) with the QA stages, as the synthesis.assess_tasks job "
@@ -337,14 +300,10 @@ class QualityAssessmentViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.R
     )
     @action(detail=False, methods=["post"])
     def assess(self, request):
-        data = _valid(AssessSerializer, request.data).validated_data
-        try:
+        data = validated(AssessSerializer, request.data)
+        with refusals(QAError):
             run = services.start_assessment(user=request.user, task_ids=None if data["all"] else data["tasks"],
                                             stages=data.get("stages"), judge=data.get("judge"))  # fmt: skip
-        except QAError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
-        except JobEngineError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
         return _job_response(self, run)
 
 

@@ -12,14 +12,14 @@ guard's override an admin with a reason, as on the pages).
     GET  /api/training/datasets/{id}/samples/   ?split=train|validation   paginated, messages and tools included
 """
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
-from rest_framework import mixins, serializers, status, viewsets
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
 
 from accounts.roles import ADMIN
-from jobs.engine import JobEngineError
+from jobs.api_actions import detail_error, refusals, valid
 from jobs.serializers import JobRunSerializer
 from lib.api_filters import QueryFilterMixin
 
@@ -34,10 +34,6 @@ from .serializers import (
     TrainingDatasetDetailSerializer,
     TrainingDatasetListSerializer,
 )
-
-
-def _detail_error(name: str, description: str) -> OpenApiResponse:
-    return OpenApiResponse(inline_serializer(name, {"detail": serializers.CharField()}), description=description)
 
 
 @extend_schema(tags=["training"])
@@ -63,34 +59,26 @@ class TrainingDatasetViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.Ret
 
     @extend_schema(
         request=BuildDatasetSerializer,
-        responses={202: BuildStartedSerializer, 400: _detail_error("DatasetNotBuilt", "The selection, a filter or "
-                   "the override cannot be built."), 503: _detail_error("DatasetNotQueued", "The job engine did "
+        responses={202: BuildStartedSerializer, 400: detail_error("DatasetNotBuilt", "The selection, a filter or "
+                   "the override cannot be built."), 503: detail_error("DatasetNotQueued", "The job engine did "
                    "not take the build job.")},
         description="Build a dataset: its row is created (status building) and the training_jobs.build_dataset job "
         "queued; the dataset is ready once the job has run.",
     )  # fmt: skip
     def create(self, request):
-        form = BuildDatasetSerializer(data=request.data)
-        form.is_valid(raise_exception=True)
-        try:
+        form = valid(BuildDatasetSerializer, request.data)
+        with refusals(datasets.DatasetError):
             dataset = datasets.start_build(user=request.user, **form.build_settings())
-        except datasets.DatasetError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
-        except JobEngineError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
-        context = self.get_serializer_context()
-        return Response({
-            "dataset": dataset.pk,
-            "url": reverse("training-dataset-detail", args=[dataset.pk], request=request),
-            "job": JobRunSerializer(dataset.job_run, context=context).data,
-        }, status=status.HTTP_202_ACCEPTED)  # fmt: skip
+        url = reverse("training-dataset-detail", args=[dataset.pk], request=request)
+        job = JobRunSerializer(dataset.job_run, context=self.get_serializer_context()).data
+        return Response({"dataset": dataset.pk, "url": url, "job": job}, status=status.HTTP_202_ACCEPTED,
+                        headers={"Location": url})  # fmt: skip
 
     @extend_schema(parameters=[SampleFilterSerializer], responses=DatasetSampleSerializer(many=True))
     @action(detail=True, methods=["get"])
     def samples(self, request, pk=None):
         dataset = self.get_object()
-        query = SampleFilterSerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
+        query = valid(SampleFilterSerializer, request.query_params)
         samples = dataset.samples.select_related("trajectory").order_by("position")
         if query.validated_data.get("split"):
             samples = samples.filter(split=query.validated_data["split"])

@@ -35,7 +35,7 @@ from rest_framework.settings import api_settings
 from accounts.roles import ADMIN
 from benchmarks.models import BenchmarkVersion
 from evaluation.harnesses import HARNESS_CHOICES
-from jobs.engine import JobEngineError
+from jobs.api_actions import LongRunningActions, detail_error, refusals, validated
 from jobs.redaction import hide_paths, hide_paths_in, sees_server_details
 from lib.api_filters import QueryFilterMixin
 
@@ -160,11 +160,6 @@ class EvaluateSerializer(serializers.Serializer):
     include_base = serializers.BooleanField(default=True)
 
 
-def _refused(exc) -> Response:
-    code = status.HTTP_503_SERVICE_UNAVAILABLE if isinstance(exc, JobEngineError) else status.HTTP_400_BAD_REQUEST
-    return Response({"detail": str(exc)}, status=code)
-
-
 class RLRunDetailSerializer(serializers.Serializer):
     steps = serializers.ListField(child=serializers.DictField(), help_text="One row per step: its logged metrics.")
     step_summaries = RLStepSummarySerializer(many=True)
@@ -176,18 +171,20 @@ START_RUN = PolymorphicProxySerializer(component_name="StartTrainingRun", resour
 
 
 @extend_schema(tags=["training"])
-class TrainingRunViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class TrainingRunViewSet(LongRunningActions, QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                         viewsets.GenericViewSet):  # fmt: skip
     """SFT and RL runs: their whole config, progress, checkpoints (an RL run's step metrics and rollouts); started,
     cancelled, resumed and cloned by admins."""
 
     queryset = TrainingRun.objects.prefetch_related("checkpoints")
     filter_serializer_class = TrainingRunFilterSerializer
     write_role = ADMIN
+    noun = "training run"
 
     def get_serializer_class(self):
         return TrainingRunListSerializer if self.action == "list" else TrainingRunSerializer
 
-    def _detail(self, run, code=status.HTTP_200_OK) -> Response:
+    def detail_response(self, run, code=status.HTTP_200_OK, **extra) -> Response:
         context = self.get_serializer_context()
         report = runs.run_json(run)  # `train --json`'s figures, checkpoints' paths among them
         if not sees_server_details(self.request.user):
@@ -197,72 +194,57 @@ class TrainingRunViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.Retriev
             tasks = [{"external_id": t["external_id"], "revision": t["revision"]} for t in rl_pages.run_tasks(run)]
             body["rl"] = RLRunDetailSerializer({"steps": runs.rl_step_table(run), "tasks": tasks,
                                                 "step_summaries": rl_pages.step_summaries(run)}).data  # fmt: skip
-        return Response(body, status=code)
+        return Response({**body, **extra}, status=code)
 
     def retrieve(self, request, *args, **kwargs):
-        return self._detail(self.get_object())
+        return self.detail_response(self.get_object())
 
     @extend_schema(request=START_RUN, responses={201: TrainingRunSerializer})
     def create(self, request):
         if request.data.get("kind") == TrainingRun.Kind.RL:
             return self._create_rl(request)
-        form = StartRunSerializer(data=request.data)
-        form.is_valid(raise_exception=True)
-        data = form.validated_data
-        try:
+        data = validated(StartRunSerializer, request.data)
+        with refusals(runs.TrainingRunError):
             run = runs.start_training_run(
                 dataset=data["dataset"], base_model=data.get("base_model"), base_model_path=data["base_model_path"],
                 preset=data["preset"], overrides=data["overrides"], cpu=data["cpu"], name=data["name"],
                 user=request.user,
             )  # fmt: skip
-        except (runs.TrainingRunError, JobEngineError) as exc:
-            return _refused(exc)
-        response = self._detail(run, status.HTTP_201_CREATED)
-        response.data["warnings"] = run.warnings
-        return response
+        return self.started(run, warnings=run.warnings)
 
     def _create_rl(self, request) -> Response:
-        form = StartRLRunSerializer(data=request.data)
-        form.is_valid(raise_exception=True)
-        data = form.validated_data
-        try:
+        data = validated(StartRLRunSerializer, request.data)
+        with refusals(runs.TrainingRunError):
             tasks = runs.tasks_from(data["tasks_from"]) if data["tasks_from"] else data["tasks"]
             run = runs.create_rl_run(
                 request.user, base_model=data.get("base_model"), base_model_path=data["base_model_path"], tasks=tasks,
                 harness=data["harness"], preset=data["preset"], overrides=data["overrides"], cpu=data["cpu"],
                 name=data["name"],
             )  # fmt: skip
-        except (runs.TrainingRunError, JobEngineError) as exc:
-            return _refused(exc)
-        return self._detail(run, status.HTTP_201_CREATED)
+        return self.started(run)
 
-    @extend_schema(request=None, responses={200: TrainingRunSerializer})
+    @extend_schema(request=None, responses={200: TrainingRunSerializer,
+                                            409: detail_error("TrainingRunFinished", "The run has finished.")})
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
-        return self._detail(runs.cancel_training_run(self.get_object(), user=request.user))
+        run = self.cancellable(self.get_object())
+        return self.detail_response(runs.cancel_training_run(run, user=request.user))
 
     @extend_schema(request=EditsSerializer, responses={200: TrainingRunSerializer})
     @action(detail=True, methods=["post"])
     def resume(self, request, pk=None):
-        form = EditsSerializer(data=request.data)
-        form.is_valid(raise_exception=True)
-        try:
-            run = runs.resume_training_run(self.get_object(), user=request.user,
-                                           overrides=form.validated_data["overrides"] or None)  # fmt: skip
-        except (runs.TrainingRunError, JobEngineError) as exc:
-            return _refused(exc)
-        return self._detail(run)
+        overrides = validated(EditsSerializer, request.data)["overrides"]
+        with refusals(runs.TrainingRunError):
+            run = runs.resume_training_run(self.get_object(), user=request.user, overrides=overrides or None)
+        return self.detail_response(run)
 
     @extend_schema(request=EditsSerializer, responses={201: TrainingRunSerializer})
     @action(detail=True, methods=["post"])
     def clone(self, request, pk=None):
-        form = EditsSerializer(data=request.data)
-        form.is_valid(raise_exception=True)
-        try:
-            run = runs.clone_training_run(self.get_object(), form.validated_data["overrides"], user=request.user)
-        except (runs.TrainingRunError, JobEngineError) as exc:
-            return _refused(exc)
-        return self._detail(run, status.HTTP_201_CREATED)
+        overrides = validated(EditsSerializer, request.data)["overrides"]
+        with refusals(runs.TrainingRunError):
+            run = runs.clone_training_run(self.get_object(), overrides, user=request.user)
+        return self.started(run)
 
     @extend_schema(parameters=[MetricFilterSerializer], responses={200: MetricSerializer(many=True)})
     @action(detail=True, methods=["get"])
@@ -304,12 +286,10 @@ class TrainingRunViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.Retriev
         version = BenchmarkVersion.objects.filter(pk=form.validated_data["benchmark_version"]).first()
         if version is None:
             return Response({"detail": "no such benchmark version"}, status=status.HTTP_400_BAD_REQUEST)
-        try:
+        with refusals(EvaluationError):
             job_run = request_evaluation(self.get_object(), version, user=request.user,
                                          harness=form.validated_data.get("harness"),
                                          include_base=form.validated_data["include_base"])  # fmt: skip
-        except (EvaluationError, JobEngineError) as exc:
-            return _refused(exc)
         url = reverse("jobrun-detail", args=[job_run.pk], request=request)
         return Response({"job_run": job_run.pk, "status": job_run.status, "url": url},
                         status=status.HTTP_202_ACCEPTED, headers={"Location": url})  # fmt: skip
@@ -328,10 +308,8 @@ class CheckpointViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
         same server again while one is starting or ready)."""
         from .serving import request_serving
 
-        try:
+        with refusals():
             server = request_serving(self.get_object(), user=request.user)
-        except JobEngineError as exc:
-            return _refused(exc)
         body = ModelServerSerializer(server, context=self.get_serializer_context()).data
         return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["url"]})
 

@@ -19,6 +19,7 @@ from accounts.decorators import admin_required, viewer_required
 from accounts.roles import ADMIN, VIEWER, has_role
 from jobs.engine import JobEngineError
 from lib.htmx import render_page
+from lib.listing import render_list
 
 from . import datasets
 from .dataset_forms import BuildDatasetForm, rollout_groups
@@ -102,20 +103,9 @@ def dashboard_panel_context(request) -> dict | None:
 @viewer_required
 @require_GET
 def dataset_list(request):
-    queryset = dataset_rows(TrainingDataset.objects.all())
-    status = request.GET.get("status", "")
-    if status in TrainingDataset.Status.values:
-        queryset = queryset.filter(status=status)
-    page = Paginator(queryset, DATASETS_PAGE_SIZE).get_page(request.GET.get("page"))
-    page.object_list = with_totals(page.object_list)
-    context = {
-        "nav": "training",
-        "page": page,
-        "status": status,
-        "statuses": TrainingDataset.Status.choices,
-        "unfinished": any(is_live(d) for d in page.object_list),
-    }
-    return render_page(request, "training/datasets.html", context, partial="datasets")
+    return render_list(request, "training/datasets.html", dataset_rows(TrainingDataset.objects.all()),
+                       partial="datasets", context={"nav": "training"}, per_page=DATASETS_PAGE_SIZE,
+                       statuses=TrainingDataset.Status.choices, is_live=is_live, rows=with_totals)  # fmt: skip
 
 
 @viewer_required

@@ -23,6 +23,7 @@ from evaluation.harnesses import HARNESS_CHOICES
 from jobs.engine import JobEngineError
 from jobs.workers import queue_wait
 from lib.htmx import render_page
+from lib.listing import render_list
 
 from . import rl_pages, runs
 from .base_model_views import no_base_model_help
@@ -128,11 +129,10 @@ def run_rows(queryset) -> list[dict]:
 @viewer_required
 @require_GET
 def run_list(request):
-    shown = TrainingRun.objects.select_related("dataset", "base_model")[:RUNS_SHOWN]
-    rows = run_rows(shown)
-    context = {"nav": "training", "rows": rows, "unfinished": any(not r["run"].is_finished for r in rows),
-               "is_admin": has_role(request.user, ADMIN)}  # fmt: skip
-    return render_page(request, "training/runs.html", context, partial="runs")
+    return render_list(request, "training/runs.html", TrainingRun.objects.select_related("dataset", "base_model"),
+                       partial="runs", context={"nav": "training", "is_admin": has_role(request.user, ADMIN)},
+                       per_page=RUNS_SHOWN, statuses=TrainingRun.Status.choices,
+                       is_live=lambda run: not run.is_finished, rows=run_rows)  # fmt: skip
 
 
 @viewer_required

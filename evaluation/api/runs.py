@@ -25,17 +25,16 @@ from django.db.models import F
 from django.http import StreamingHttpResponse
 from django.utils.http import content_disposition_header
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
-from rest_framework import mixins, serializers, status, viewsets
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
-from rest_framework.reverse import reverse
 from rest_framework.settings import api_settings
 
 import jobs
 from accounts.roles import ADMIN, REVIEWER, has_role
-from jobs.engine import JobEngineError
+from jobs.api_actions import LongRunningActions, detail_error, refusals, validated
 from jobs.serializers import JobRunSerializer
 from lib.api_filters import QueryFilterMixin
 
@@ -77,12 +76,6 @@ CONFIG_KEYS = {
 TASK_ORDER = {"mean": "mean", "std": "std", "tokens": "total_tokens"}
 
 
-def _valid(serializer_class, data):
-    form = serializer_class(data=data)
-    form.is_valid(raise_exception=True)
-    return form.validated_data
-
-
 def _query(request, serializer_class, *, also=(), where="here"):
     """An action's query parameters, validated; one it does not take is a 400, as on the lists (whose wording a
     list route keeps: where="for this list")."""
@@ -96,15 +89,12 @@ def _query(request, serializer_class, *, also=(), where="here"):
     return form.validated_data
 
 
-def _detail_error(name: str, description: str) -> OpenApiResponse:
-    return OpenApiResponse(inline_serializer(name, {"detail": serializers.CharField()}), description=description)
-
-
-NOT_STARTED = _detail_error("EvalRunNotStarted", "The job engine did not take the run's jobs.")
+NOT_STARTED = detail_error("EvalRunNotStarted", "The job engine did not take the run's jobs.")
 
 
 @extend_schema(tags=["evaluation runs"])
-class EvalRunViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class EvalRunViewSet(LongRunningActions, QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                     viewsets.GenericViewSet):  # fmt: skip
     """Evaluation runs: a model (endpoint) with a harness over a frozen benchmark version or a list of task
     revisions, each `repeats` times. A list row gives the progress and, once finished, the overall mean; one run
     gives its figures (the `evaluate --json` shape) and the settings it was started with."""
@@ -113,6 +103,8 @@ class EvalRunViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveMod
     filter_serializer_class = EvalRunFilterSerializer
     write_role = ADMIN
     write_roles = {"regrade": REVIEWER}  # a whole run needs admin: checked in the action, which reads the body
+    noun = "evaluation run"
+    detail_serializer_class = EvalRunDetailSerializer
 
     def get_serializer_class(self):
         return EvalRunListSerializer if self.action == "list" else EvalRunDetailSerializer
@@ -123,10 +115,6 @@ class EvalRunViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveMod
             renderer = self.get_renderers()[0]
             return renderer, renderer.media_type
         return super().perform_content_negotiation(request, force)
-
-    def _detail(self, run: EvalRun, code=status.HTTP_200_OK, **extra) -> Response:
-        fresh = self.get_queryset().get(pk=run.pk)
-        return Response({**EvalRunDetailSerializer(fresh).data, **extra}, status=code)
 
     @extend_schema(parameters=[EvalRunFilterSerializer])
     def list(self, request, *args, **kwargs):
@@ -140,27 +128,21 @@ class EvalRunViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveMod
         '(200, "reused": true): its finished rollouts are kept.',
     )
     def create(self, request):
-        data = _valid(StartEvalRunSerializer, request.data)
-        try:
+        data = validated(StartEvalRunSerializer, request.data)
+        with refusals(runs.EvalRunError):
             run, reused = runs.start_eval_run(
                 endpoint=data["endpoint"], revisions=data["revisions"], benchmark_version=data["benchmark_version"],
                 harness=data.get("harness"), repeats=data["repeats"], options=data.get("options"),
                 limits=data.get("limits"), name=data.get("name", ""), pass_threshold=data.get("pass_threshold", 1.0),
                 fresh=data["fresh"], user=request.user,
             )  # fmt: skip
-        except runs.EvalRunError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
-        except JobEngineError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
-        response = self._detail(run, status.HTTP_200_OK if reused else status.HTTP_201_CREATED, reused=reused)
-        response["Location"] = reverse("eval-run-detail", args=[run.pk], request=request)
-        return response
+        return self.started(run, again=reused, flag="reused")
 
     @extend_schema(
         request=EvalRunConfigSerializer,
         responses={
             200: EvalRunDetailSerializer,
-            409: _detail_error("EvalRunConfigDiffers", "The body's configuration is not the run's: the message "
+            409: detail_error("EvalRunConfigDiffers", "The body's configuration is not the run's: the message "
                                "names the keys that differ."),  # fmt: skip
             503: NOT_STARTED,
         },
@@ -170,33 +152,26 @@ class EvalRunViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveMod
     @action(detail=True, methods=["post"])
     def resume(self, request, pk=None):
         run = self.get_object()
-        data = _valid(EvalRunConfigSerializer, request.data)
-        try:
+        data = validated(EvalRunConfigSerializer, request.data)
+        with refusals(runs.EvalRunError, code=status.HTTP_409_CONFLICT):
             run = runs.resume_eval_run(run, user=request.user, config=_asked_config(run, data) if data else None)
-        except runs.EvalRunError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-        except JobEngineError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
-        return self._detail(run)
+        return self.detail_response(run)
 
     @extend_schema(
         request=None,
-        responses={200: EvalRunDetailSerializer, 409: _detail_error("EvalRunFinished", "The run has finished.")},
+        responses={200: EvalRunDetailSerializer, 409: detail_error("EvalRunFinished", "The run has finished.")},
         description="Queued rollouts are cancelled (and their jobs); running ones finish and are counted.",
     )
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
-        run = self.get_object()
-        if run.is_finished:
-            return Response({"detail": f"evaluation run #{run.pk} already finished ({run.status}); there is "
-                                       "nothing to cancel"}, status=status.HTTP_409_CONFLICT)  # fmt: skip
-        return self._detail(runs.cancel_eval_run(run, user=request.user))
+        run = self.cancellable(self.get_object())
+        return self.detail_response(runs.cancel_eval_run(run, user=request.user))
 
     @extend_schema(
         request=RegradeSerializer,
         responses={
             202: JobRunSerializer,
-            409: _detail_error("EvalRunNothingToRegrade", "No finished rollout of the run (or task) to regrade."),
+            409: detail_error("EvalRunNothingToRegrade", "No finished rollout of the run (or task) to regrade."),
             503: NOT_STARTED,
         },
         description="Score finished rollouts again from their stored final workspaces with the tasks' current "
@@ -207,7 +182,7 @@ class EvalRunViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveMod
     @action(detail=True, methods=["post"])
     def regrade(self, request, pk=None):
         run = self.get_object()
-        data = _valid(RegradeSerializer, request.data)
+        data = validated(RegradeSerializer, request.data)
         if "task" in data:
             row = EvalRunTask.objects.filter(run=run, task__external_id=data["task"]).select_related("task").first()
             if row is None:
@@ -220,10 +195,8 @@ class EvalRunViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveMod
         if not regradable(rollouts).exists():
             what = f"task {data['task']}" if "task" in data else f"run #{run.pk}"
             return Response({"detail": f"{what} has no finished rollout to regrade"}, status=status.HTTP_409_CONFLICT)
-        try:
+        with refusals():
             job_run = jobs.enqueue(REGRADE_JOB, created_by=request.user, **params)
-        except JobEngineError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
         body = JobRunSerializer(job_run, context=self.get_serializer_context()).data
         return Response(body, status=status.HTTP_202_ACCEPTED)
 
@@ -232,12 +205,10 @@ class EvalRunViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveMod
     def threshold(self, request, pk=None):
         """Change what counts as a pass: pass@k, pass^k and solved tasks are recomputed; the config is unchanged."""
         run = self.get_object()
-        data = _valid(ThresholdSerializer, request.data)
-        try:
+        data = validated(ThresholdSerializer, request.data)
+        with refusals(runs.EvalRunError):
             run = runs.set_pass_threshold(run, data["pass_threshold"], user=request.user)
-        except runs.EvalRunError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
-        return self._detail(run)
+        return self.detail_response(run)
 
     @extend_schema(parameters=[TaskRowsQuerySerializer], responses=EvalRunTaskSerializer(many=True))
     @action(detail=True, methods=["get"])
@@ -295,7 +266,7 @@ class EvalRunViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveMod
 
     @extend_schema(
         parameters=[CompareQuerySerializer],
-        responses={200: CompareSerializer, 400: _detail_error("EvalRunsNotComparable", "Not the same tasks.")},
+        responses={200: CompareSerializer, 400: detail_error("EvalRunsNotComparable", "Not the same tasks.")},
         description="The paired comparison of run A with run B over the same benchmark version (or task revisions): "
         "per-task differences, the tasks solved by one only, the mean difference with a paired bootstrap CI and a "
         "sign-flip p-value, per category.",
@@ -303,10 +274,8 @@ class EvalRunViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveMod
     @action(detail=False, methods=["get"])
     def compare(self, request):
         data = _query(request, CompareQuerySerializer)
-        try:
+        with refusals(runs.EvalRunError):
             figures = runs.compare_runs(data["a"], data["b"])
-        except runs.EvalRunError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         return Response(figures)
 
 

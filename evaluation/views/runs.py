@@ -13,7 +13,6 @@ from urllib.parse import quote
 from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.core.paginator import Paginator
 from django.db.models import F
 from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect
@@ -29,6 +28,7 @@ from jobs.engine import JobEngineError
 from jobs.models import JobRun
 from jobs.registry import UnknownJobKind
 from lib.htmx import render_page
+from lib.listing import render_list
 from tasks.models import BenchmarkCategory, Task
 
 from .. import exports
@@ -133,14 +133,10 @@ def run_rows(queryset):
 @viewer_required
 @require_GET
 def run_list(request):
-    page = Paginator(run_rows(EvalRun.objects.all()), RUNS_PAGE_SIZE).get_page(request.GET.get("page"))
-    context = {
-        "nav": "evaluations",
-        "page": page,
-        # The list polls while a run on show is unfinished.
-        "unfinished": any(not r.is_finished for r in page.object_list),
-    }
-    return render_page(request, "evaluation/run_list.html", context, partial="runs")
+    # The list polls while a run on show is unfinished.
+    return render_list(request, "evaluation/run_list.html", run_rows(EvalRun.objects.all()), partial="runs",
+                       context={"nav": "evaluations"}, per_page=RUNS_PAGE_SIZE, statuses=EvalRun.Status.choices,
+                       is_live=lambda run: not run.is_finished)  # fmt: skip
 
 
 @viewer_required

@@ -19,6 +19,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from accounts.decorators import admin_required, viewer_required
 from jobs.engine import JobEngineError
 from lib.htmx import render_page
+from lib.listing import render_list
 from llm.models import ModelCall
 
 from .. import batches, services
@@ -112,20 +113,9 @@ def distribution_tables(found: dict) -> list[dict]:
 @viewer_required
 @require_GET
 def batch_list(request):
-    queryset = batch_rows(SynthesisBatch.objects.all())
-    status = request.GET.get("status", "")
-    if status in SynthesisBatch.Status.values:
-        queryset = queryset.filter(status=status)
-    page = Paginator(queryset, BATCHES_PAGE_SIZE).get_page(request.GET.get("page"))
-    page.object_list = with_progress(page.object_list)
-    context = {
-        "nav": "synthesis",
-        "page": page,
-        "status": status,
-        "statuses": SynthesisBatch.Status.choices,
-        "unfinished": any(is_live(b) for b in page.object_list),
-    }
-    return render_page(request, "synthesis/batch_list.html", context, partial="batches")
+    return render_list(request, "synthesis/batch_list.html", batch_rows(SynthesisBatch.objects.all()),
+                       partial="batches", context={"nav": "synthesis"}, per_page=BATCHES_PAGE_SIZE,
+                       statuses=SynthesisBatch.Status.choices, is_live=is_live, rows=with_progress)  # fmt: skip
 
 
 @viewer_required
