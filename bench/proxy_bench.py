@@ -198,8 +198,8 @@ def main() -> None:
         proxy = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "clawgym_site.asgi:application", "--host", "127.0.0.1", "--port",
              str(proxy_port), "--log-level", "warning", "--no-access-log",
-             "--loop", args.proxy_loop, "--http", args.proxy_http, "--workers", str(args.proxy_workers)],
-            cwd=BASE_DIR, env=child_env)
+             "--loop", args.proxy_loop, "--http", args.proxy_http,
+             *(["--workers", str(args.proxy_workers)] if args.proxy_workers > 1 else [])], cwd=BASE_DIR, env=child_env)
         procs.append(proxy)
         wait_for_port(upstream_port, upstream)
         wait_for_port(proxy_port, proxy)
