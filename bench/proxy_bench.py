@@ -10,11 +10,18 @@
   0..`--think` seconds before each request (the same seeded pauses for both runs); `--think 0` makes every round
   a burst of simultaneous requests instead.
 
+With `--mixed` both are measured under the same load in one run instead: every client alternates, its even
+requests straight to the upstream and its odd ones through the proxy (client n starts on the side n % 2), so
+the proxy's own CPU weighs on both sides alike; the report then gives proxy/direct ratios of TTFT (p50, p99) and
+of each side's streaming rate (chunks over the seconds its requests took). `--proxy-workers N` runs the proxy under
+uvicorn with N worker processes (SQLite in WAL mode takes their writes).
+
 Per request it times the first content byte (TTFT) and the last byte. Added latency is the proxy's percentile
 minus the direct one (p50, p99), for TTFT and for the whole response; throughput is chunks received per second,
 proxy over direct. The last line is one JSON object.
 
     .venv/bin/python bench/proxy_bench.py [--streams 64] [--rounds 3] [--chunks 40] [--chunk-delay 0.02]
+    .venv/bin/python bench/proxy_bench.py --mixed [--proxy-workers 2]
 """
 
 import argparse
@@ -36,6 +43,7 @@ from netutil import free_port, wait_for_port  # noqa: E402  (bench/ helper)
 
 AIM_P50_ADDED_MS = 5.0
 AIM_THROUGHPUT_RATIO = 0.8
+AIM_MIXED = {"ttft_p50_ratio_max": 1.10, "throughput_ratio_min": 0.9}  # issue 23, with --mixed
 
 
 def serve_upstream(port: int, chunks: int, delay: float) -> None:
@@ -57,6 +65,16 @@ def cpu_seconds(pid: int) -> float | None:
         return None
 
 
+def proxy_cpu_seconds(pid: int) -> float | None:
+    """CPU time of the proxy: its process and, under --workers, its worker processes (its children)."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        children = []
+    times = [cpu_seconds(p) for p in [pid, *map(int, children)]]
+    return None if times[0] is None else sum(t or 0 for t in times)
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
@@ -76,28 +94,38 @@ async def one_stream(client, url: str, n: int) -> tuple[float, float, int]:
     return (first - started) * 1000, (time.perf_counter() - started) * 1000, chunks
 
 
-async def load(url: str, streams: int, rounds: int, think: float) -> dict:
+async def load(url: str | list[str], streams: int, rounds: int, think: float) -> dict | list[dict]:
+    """The figures of one load on `url`; given [direct, proxied], one load alternating between them (client n's
+    request k goes to urls[(n + k) % 2]) and the figures of each side."""
     import random
 
     import httpx
 
+    urls = url if isinstance(url, list) else [url]
     pauses = random.Random(42)
     schedule = [[pauses.uniform(0, think) for _ in range(rounds)] for _ in range(streams)]
 
     limits = httpx.Limits(max_connections=streams * 2, max_keepalive_connections=streams * 2)
     async with httpx.AsyncClient(limits=limits, timeout=120) as client:
-        await one_stream(client, url, -1)  # warm the connection path
+        for each in urls:
+            await one_stream(client, each, -1)  # warm the connection path
 
         async def worker(n):
             results = []
-            for pause in schedule[n]:
+            for k, pause in enumerate(schedule[n]):
                 await asyncio.sleep(pause)
-                results.append(await one_stream(client, url, n))
+                side = (n + k) % len(urls)
+                results.append((side, await one_stream(client, urls[side], n)))
             return results
 
         started = time.perf_counter()
         results = [r for batch in await asyncio.gather(*(worker(n) for n in range(streams))) for r in batch]
         wall = time.perf_counter() - started
+    sides = [figures([r for side, r in results if side == n], wall) for n in range(len(urls))]
+    return sides if isinstance(url, list) else sides[0]
+
+
+def figures(results: list[tuple[float, float, int]], wall: float) -> dict:
     ttft = [r[0] for r in results]
     total = [r[1] for r in results]
     chunks = sum(r[2] for r in results)
@@ -106,6 +134,7 @@ async def load(url: str, streams: int, rounds: int, think: float) -> dict:
         "ttft_ms": {"p50": percentile(ttft, 50), "p99": percentile(ttft, 99), "mean": statistics.fmean(ttft)},
         "total_ms": {"p50": percentile(total, 50), "p99": percentile(total, 99), "mean": statistics.fmean(total)},
         "chunks_per_s": chunks / wall,
+        "chunks_per_stream_s": chunks / (sum(total) / 1000),  # the streaming rate while its requests ran
         "wall_s": wall,
     }
 
@@ -140,6 +169,9 @@ def main() -> None:
                         help="uvicorn --loop for the proxy (auto: uvloop when installed)")
     parser.add_argument("--proxy-http", default="auto", choices=["auto", "h11", "httptools"],
                         help="uvicorn --http for the proxy (auto: httptools when installed)")
+    parser.add_argument("--mixed", action="store_true",
+                        help="direct and proxied requests alternating within one load (the same load on both)")
+    parser.add_argument("--proxy-workers", type=int, default=1, help="uvicorn worker processes for the proxy")
     parser.add_argument("--serve-upstream", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_upstream:
@@ -166,16 +198,22 @@ def main() -> None:
         proxy = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "clawgym_site.asgi:application", "--host", "127.0.0.1", "--port",
              str(proxy_port), "--log-level", "warning", "--no-access-log",
-             "--loop", args.proxy_loop, "--http", args.proxy_http], cwd=BASE_DIR, env=child_env)
+             "--loop", args.proxy_loop, "--http", args.proxy_http,
+             *(["--workers", str(args.proxy_workers)] if args.proxy_workers > 1 else [])], cwd=BASE_DIR, env=child_env)
         procs.append(proxy)
         wait_for_port(upstream_port, upstream)
         wait_for_port(proxy_port, proxy)
 
         direct_url = f"http://127.0.0.1:{upstream_port}/v1/chat/completions"
-        direct = asyncio.run(load(direct_url, args.streams, args.rounds, args.think))
-        cpu_before = cpu_seconds(proxy.pid)
-        proxied = asyncio.run(load(f"{base_url}/chat/completions", args.streams, args.rounds, args.think))
-        cpu_used = cpu_seconds(proxy.pid) - cpu_before if cpu_before is not None else None
+        proxy_url = f"{base_url}/chat/completions"
+        if args.mixed:
+            cpu_before = proxy_cpu_seconds(proxy.pid)
+            direct, proxied = asyncio.run(load([direct_url, proxy_url], args.streams, args.rounds, args.think))
+        else:
+            direct = asyncio.run(load(direct_url, args.streams, args.rounds, args.think))
+            cpu_before = proxy_cpu_seconds(proxy.pid)
+            proxied = asyncio.run(load(proxy_url, args.streams, args.rounds, args.think))
+        cpu_used = proxy_cpu_seconds(proxy.pid) - cpu_before if cpu_before is not None else None
         recorded = prepare_database.count_calls()
     finally:
         for proc in procs:
@@ -193,8 +231,13 @@ def main() -> None:
         "total_p50": proxied["total_ms"]["p50"] - direct["total_ms"]["p50"],
         "total_p99": proxied["total_ms"]["p99"] - direct["total_ms"]["p99"],
     }
-    ratio = proxied["chunks_per_s"] / direct["chunks_per_s"]
+    if args.mixed:  # the same wall for both sides: compare each side's streaming rate instead
+        ratio = proxied["chunks_per_stream_s"] / direct["chunks_per_stream_s"]
+    else:
+        ratio = proxied["chunks_per_s"] / direct["chunks_per_s"]
     report = {
+        "mixed": args.mixed,
+        "proxy_workers": args.proxy_workers,
         "streams": args.streams,
         "rounds": args.rounds,
         "chunks_per_answer": args.chunks,
@@ -208,9 +251,14 @@ def main() -> None:
         "proxy_cpu_ms_per_request": round(cpu_used * 1000 / proxied["requests"], 2) if cpu_used is not None else None,
         "added_latency_ms": {k: round(v, 2) for k, v in added.items()},
         "throughput_ratio": round(ratio, 3),
+        "ttft_ratio": {q: round(proxied["ttft_ms"][q] / direct["ttft_ms"][q], 3) for q in ("p50", "p99")},
         "aim": {"p50_added_ms_max": AIM_P50_ADDED_MS, "throughput_ratio_min": AIM_THROUGHPUT_RATIO},
         "aim_met": added["ttft_p50"] <= AIM_P50_ADDED_MS and ratio >= AIM_THROUGHPUT_RATIO,
     }
+    if args.mixed:
+        ttft_ratio = proxied["ttft_ms"]["p50"] / direct["ttft_ms"]["p50"]
+        report["aim"] = AIM_MIXED
+        report["aim_met"] = ttft_ratio <= AIM_MIXED["ttft_p50_ratio_max"] and ratio >= AIM_MIXED["throughput_ratio_min"]
     print(f"direct: TTFT p50 {direct['ttft_ms']['p50']:.1f} ms, {direct['chunks_per_s']:.0f} chunks/s")
     print(f"proxy:  TTFT p50 {proxied['ttft_ms']['p50']:.1f} ms, {proxied['chunks_per_s']:.0f} chunks/s, "
           f"{recorded} calls recorded")

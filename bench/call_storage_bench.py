@@ -1,0 +1,269 @@
+#!/usr/bin/env python
+"""Storage per rollout: the bytes one long OpenClaw rollout leaves in the database, per rollout and per model call.
+
+One real OpenClaw rollout (the CLI `make harness` installs, in the bubblewrap sandbox, through the recording proxy
+served by uvicorn) of the fruit task, its model a scripted server in a process of its own that answers from the
+conversation: `exec` calls until the agent has `--turns - 2` tool results, then a `write` of the right summary,
+then "Done." So the rollout makes `--turns` model calls (40 by default), each request carrying OpenClaw's own
+system prompt, its tools and the whole history so far.
+
+"before" is what is stored now, read back from the database: the characters of each call's `request` and `response`
+JSON (as `llm.bodies` measures them: on SQLite, where JSON is stored ASCII-escaped, characters are bytes), its token
+row when there is one, and the rollout's own rows (transcript, the trajectory's messages, the workspace diff).
+
+"difference" is what the prompt-as-difference design would store for the same calls (computed here from the stored
+rows, not stored: see the report): each call's request with its `messages` cut to those after the longest prefix of
+whole messages it shares with the previous call of its session, its `tools` left out when they equal the previous
+call's, and a reference (base call id, shared count). Rebuilding every request from its base chain must give the
+stored request exactly (`rebuilt_equal`).
+
+It runs on a throwaway SQLite database in a temp folder and prints its figures as one JSON object on the last line:
+{"turns", "model_calls", "score", "before": {...}, "difference": {...}, "ratio", "rebuilt_equal"}.
+
+    .venv/bin/python bench/call_storage_bench.py [--turns 40]
+"""
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(BASE_DIR))
+from netutil import free_port, wait_for_port  # noqa: E402  (bench/ helper)
+
+MODEL = "bench-model"
+REFERENCE_BYTES = 16  # what a base call id and a shared count cost in a row: two integer columns, generously
+
+
+def serve_model(port: int, turns: int) -> None:
+    """The scripted model process: `exec` calls until turns - 2 tool results, then a write, then a final answer."""
+    import django
+    import uvicorn
+
+    django.setup()
+    from evaluation.testing import RIGHT_SUMMARY
+    from llm.testing import Reply, ScriptedUpstream
+
+    class ConversationModel(ScriptedUpstream):
+        async def _answer(self, send, path, reply, received):
+            messages = (received.json or {}).get("messages") or []
+            results = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "tool")
+            if results < turns - 2:
+                command = f"echo step {results + 1}; cat fruit.csv; ls -la"
+                reply = Reply.tool_call("exec", {"command": command})
+            elif results == turns - 2:
+                reply = Reply.tool_call("write", {"path": "summary.txt", "content": RIGHT_SUMMARY})
+            else:
+                reply = Reply.text("Done: summary.txt holds the counts.")
+            await super()._answer(send, path, reply, received)
+
+    model = ConversationModel(default=Reply.text("unused"), model=MODEL)
+    uvicorn.run(model, host="127.0.0.1", port=port, log_level="warning", access_log=False, lifespan="off")
+
+
+def dumped(value) -> int:
+    """Characters of a value as Django's JSONField writes it (json.dumps, ASCII-escaped)."""
+    return len(json.dumps(value))
+
+
+def shared_prefix(previous: list, messages: list) -> int:
+    shared = 0
+    for before, now in zip(previous, messages):
+        if before != now:
+            break
+        shared += 1
+    return shared
+
+
+def difference(calls: list[dict]) -> tuple[list[int], bool]:
+    """The characters each call's request would take stored as a difference against the previous call of its session,
+    and whether rebuilding every request from those differences gives it back exactly."""
+    sizes, stored, equal = [], [], True
+    for index, call in enumerate(calls):
+        request = call["request"]
+        previous = calls[index - 1]["request"] if index else {}
+        shared = shared_prefix(previous.get("messages") or [], request.get("messages") or [])
+        row = {key: value for key, value in request.items() if key != "messages"}
+        row["messages"] = (request.get("messages") or [])[shared:]
+        same_tools = index > 0 and "tools" in request and request.get("tools") == previous.get("tools")
+        if same_tools:
+            del row["tools"]
+        sizes.append(dumped(row) + (REFERENCE_BYTES if index else 0))
+        stored.append((row, shared, same_tools))
+    rebuilt_previous: dict = {}
+    for call, (row, shared, same_tools) in zip(calls, stored):
+        rebuilt = dict(row)
+        rebuilt["messages"] = (rebuilt_previous.get("messages") or [])[:shared] + row["messages"]
+        if same_tools:
+            rebuilt["tools"] = rebuilt_previous["tools"]
+        equal = equal and json.dumps(rebuilt, sort_keys=True) == json.dumps(call["request"], sort_keys=True)
+        rebuilt_previous = rebuilt
+    return sizes, equal
+
+
+def stats(values: list[int]) -> dict:
+    ordered = sorted(values)
+    return {"total": sum(values), "per_call_mean": round(sum(values) / max(len(values), 1)),
+            "first": values[0] if values else 0, "last": values[-1] if values else 0,
+            "max": ordered[-1] if ordered else 0}  # fmt: skip
+
+
+def measure(rollout_id: int) -> dict:
+    from django.db.models import TextField
+    from django.db.models.functions import Cast, Length
+
+    from evaluation.models import Rollout, Trajectory
+    from llm.models import ModelCall, ModelCallTokens
+
+    rollout = Rollout.objects.get(pk=rollout_id)
+    calls = ModelCall.objects.filter(session=rollout.proxy_session).order_by("created_at", "id")
+    rows = list(
+        calls.annotate(
+            request_chars=Length(Cast("request", TextField())), response_chars=Length(Cast("response", TextField()))
+        ).values("id", "request", "response", "request_chars", "response_chars")
+    )
+    requests = [row["request_chars"] or 0 for row in rows]
+    responses = [row["response_chars"] or 0 for row in rows]
+    tokens = [
+        dumped(t.prompt_suffix_ids) + dumped(t.completion_token_ids) + dumped(t.completion_logprobs)
+        for t in ModelCallTokens.objects.filter(call__in=calls)
+    ]
+    trajectories = sum(dumped(t.messages) + dumped(t.tools) for t in Trajectory.objects.filter(rollout=rollout))
+    rollout_rows = dumped(rollout.transcript) + trajectories
+    diff_requests, rebuilt_equal = difference(rows)
+    messages = [len((row["request"] or {}).get("messages") or []) for row in rows]
+    before_calls = sum(requests) + sum(responses) + sum(tokens)
+    after_calls = sum(diff_requests) + sum(responses) + sum(tokens)
+    n = max(len(rows), 1)
+    return {
+        "model_calls": len(rows),
+        "messages_in_last_request": messages[-1] if messages else 0,
+        "score": rollout.score,
+        "status": rollout.status,
+        "agent_seconds": rollout.agent_seconds,
+        "before": {
+            "request_chars": stats(requests),
+            "response_chars": stats(responses),
+            "token_row_chars": sum(tokens),
+            "rollout_rows_chars": rollout_rows,  # transcript and trajectory messages, the same before and after
+            "per_model_call": round(before_calls / n),
+            "per_rollout": before_calls + rollout_rows,
+        },
+        "difference": {
+            "request_chars": stats(diff_requests),
+            "per_model_call": round(after_calls / n),
+            "per_rollout": after_calls + rollout_rows,
+        },
+        "ratio": {
+            "requests": round(sum(requests) / max(sum(diff_requests), 1), 1),
+            "per_rollout": round((before_calls + rollout_rows) / max(after_calls + rollout_rows, 1), 1),
+        },
+        "rebuilt_equal": rebuilt_equal,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--turns", type=int, default=40, help="model calls in the rollout (at least 3)")
+    parser.add_argument(
+        "--timeout", type=int, default=3600, help="the rollout's deadline (s): OpenClaw is slow on a busy machine"
+    )
+    parser.add_argument("--serve-model", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve_model:
+        serve_model(args.serve_model, args.turns)
+        return
+    if args.turns < 3:
+        parser.error("--turns must be at least 3 (exec calls, a write, the final answer)")
+
+    workdir = Path(tempfile.mkdtemp(prefix="clawgym-call-storage-bench-"))
+    model_port, app_port = free_port(), free_port()
+    os.environ.update({
+        "CLAWGYM_VAR_DIR": str(workdir),
+        "DATABASE_URL": f"sqlite:///{workdir / 'bench.sqlite3'}",
+        "CLAWGYM_PROXY_PUBLIC_URL": f"http://127.0.0.1:{app_port}",
+        "LOG_LEVEL": "WARNING",
+        "PYTHONUNBUFFERED": "1",
+        "DJANGO_SETTINGS_MODULE": "clawgym_site.settings",
+    })  # fmt: skip
+    procs: list[subprocess.Popen] = []
+    try:
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+
+        from evaluation.harnesses import get_harness
+        from evaluation.services import create_rollouts, execute_rollout
+        from evaluation.testing import fruit_package
+        from llm.services import create_endpoint
+        from tasks.services import save_package
+
+        get_harness("openclaw").check_available()
+        call_command("migrate", verbosity=0)
+        endpoint = create_endpoint("bench-model", base_url=f"http://127.0.0.1:{model_port}/v1", model=MODEL)
+        revision = save_package(fruit_package("bench-fruit")).revision
+        child_env = {**os.environ}
+        procs.append(subprocess.Popen(
+            [sys.executable, __file__, "--serve-model", str(model_port), "--turns", str(args.turns)],
+            cwd=BASE_DIR, env=child_env))  # fmt: skip
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "uvicorn",
+                    "clawgym_site.asgi:application",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(app_port),
+                    "--log-level",
+                    "warning",
+                    "--no-access-log",
+                ],
+                cwd=BASE_DIR,
+                env=child_env,
+            )
+        )
+        wait_for_port(model_port, procs[0])
+        wait_for_port(app_port, procs[1])
+        # The app imports its views on the first request: on a busy machine that outlasts the rollout's own check.
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{app_port}/healthz", timeout=300).close()
+        except urllib.error.HTTPError:
+            pass  # an answer (503: no job workers here) is all this waits for
+        [rollout] = create_rollouts(revision, endpoint, harness="openclaw", options={"timeout": args.timeout})
+        started = time.monotonic()
+        rollout = execute_rollout(rollout.pk)
+        report = {"turns": args.turns, "rollout_s": round(time.monotonic() - started, 1), **measure(rollout.pk)}
+        if rollout.error:
+            report["error"] = rollout.error[:500]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    before, after = report["before"], report["difference"]
+    print(f"{report['model_calls']} model calls: {before['per_rollout']} chars stored per rollout "
+          f"({before['per_model_call']} per call) now; {after['per_rollout']} ({after['per_model_call']} per call) "
+          f"with prompts as differences", file=sys.stderr)  # fmt: skip
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()
