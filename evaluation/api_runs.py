@@ -41,9 +41,9 @@ from lib.api_filters import QueryFilterMixin
 
 from . import runs
 from .exports import iter_csv, run_export
+from .kinds import REGRADE_JOB
 from .models import EvalRun, EvalRunTask, Rollout
 from .regrade import regradable
-from .run_jobs import REGRADE_JOB
 from .samples import filter_samples, sorted_samples
 from .serializers import RolloutListSerializer
 from .serializers_runs import (

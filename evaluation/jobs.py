@@ -8,9 +8,10 @@ from jobs.registry import job
 from jobs.runner import JobCancelled
 
 from . import run_jobs  # noqa: F401  (registers the evaluation-run jobs)
+from .kinds import ROLLOUT_JOB
 from .models import Rollout
 from .runs import rollout_changed
-from .services import ROLLOUT_JOB, execute_rollout, fail_lost_rollouts, fail_redelivered
+from .services import execute_rollout, fail_lost_rollouts, fail_redelivered
 
 
 def _rollout_subject(params: dict) -> tuple[str, str]:

@@ -209,7 +209,7 @@ def _begin(run: EvalRun) -> None:
 
 
 def _enqueue(rollout: Rollout, *, user=None, delay: float = 0.0) -> JobRun:
-    from .services import ROLLOUT_JOB
+    from .kinds import ROLLOUT_JOB
 
     params = {"rollout_id": rollout.pk}
     if delay > 0:

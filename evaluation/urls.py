@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views, views_runs, views_samples
+from . import dashboard, views, views_runs, views_samples
 
 app_name = "evaluation"
 urlpatterns = [
@@ -17,8 +17,8 @@ urlpatterns = [
 run_urlpatterns = [
     path("", views_runs.run_list, name="list"),
     path("start/", views_runs.run_start, name="start"),
-    path("recent/", views_runs.recent_runs, name="recent"),
-    path("panel/", views_runs.dashboard_panel, name="panel"),
+    path("recent/", dashboard.recent_runs, name="recent"),
+    path("panel/", dashboard.dashboard_panel, name="panel"),
     path("leaderboard/", views_runs.leaderboard, name="leaderboard"),
     path("compare/", views_runs.compare, name="compare"),
     path("compare/rollouts/", views_samples.rollout_pair, name="compare-rollouts"),

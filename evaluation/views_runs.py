@@ -33,9 +33,9 @@ from tasks.models import BenchmarkCategory, Task
 from . import exports, runs
 from .figures import UNCATEGORIZED
 from .forms import PassThresholdForm, StartEvalRunForm
+from .kinds import REGRADE_JOB
 from .models import EvalRun, EvalRunTask, Outcome, Rollout
 
-REGRADE_JOB = "evaluation.regrade"
 URL_MARK, ROW_MARK = "__task__", 987654321  # placeholders of the links reversed once for every row
 RUNS_PAGE_SIZE = 50
 TASK_SORTS = {  # ?sort= of the run page's tasks table; every ordering ends on the task id
@@ -139,24 +139,6 @@ def run_list(request):
         "unfinished": any(not r.is_finished for r in page.object_list),
     }
     return render_page(request, "evaluation/run_list.html", context, partial="runs")
-
-
-@viewer_required
-@require_GET
-def recent_runs(request):
-    """The dashboard panel's recent and running runs (it polls this while one of them runs)."""
-    from .dashboard import recent_context
-
-    return render_page(request, "evaluation/_run_recent.html", recent_context())
-
-
-@viewer_required
-@require_GET
-def dashboard_panel(request):
-    """The dashboard panel alone, for another benchmark version (?version=)."""
-    from .dashboard import panel_context
-
-    return render_page(request, "evaluation/_dashboard_panel.html", {"panel": panel_context(request)})
 
 
 # --- starting ----------------------------------------------------------------------------------------------------

@@ -2,10 +2,11 @@
 
 import time
 
+from .kinds import PING_JOB, RECOVER_LOST_JOB
 from .registry import job
 
 
-@job("jobs.ping", title="Ping the workers")
+@job(PING_JOB, title="Ping the workers")
 def ping(ctx, *, steps: int = 3, sleep: float = 0.0, fail: bool = False):
     """Report progress `steps` times; fail on request. Used by `check_workers` and the engine tests."""
     for i in range(steps):
@@ -18,7 +19,7 @@ def ping(ctx, *, steps: int = 3, sleep: float = 0.0, fail: bool = False):
     return {"steps": steps}
 
 
-@job("jobs.recover_lost", title="Recover the runs of lost workers")
+@job(RECOVER_LOST_JOB, title="Recover the runs of lost workers")
 def recover_lost_runs(ctx) -> dict:
     """Periodic (jobs.periodic): what a starting worker does, for workers that died on hosts where none restarts.
 

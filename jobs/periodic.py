@@ -23,6 +23,8 @@ from datetime import timedelta
 
 from django.conf import settings
 
+from .kinds import RECOVER_LOST_JOB
+
 SCHEDULE_PREFIX = "clawgym:"
 KEEP_FINISHED = 100
 SUPERSEDE_AFTER_TICKS = 6
@@ -38,7 +40,7 @@ class Periodic:
 
 PERIODIC = (
     Periodic("review.expire_claims", 300, "Hands back review claims that ran out (the queue pages also do on read)."),
-    Periodic("jobs.recover_lost", 300, "Queues again, or fails, the runs of workers that died; forgets workers gone."),
+    Periodic(RECOVER_LOST_JOB, 300, "Queues again, or fails, the runs of workers that died; forgets workers gone."),
     Periodic("training.stop_idle_servers", 600, "Stops checkpoint servers with no model call for a while (gpu)."),
     Periodic("llm.close_stale_sessions", 900, "Closes proxy sessions past their expiry that nobody closed."),
 )

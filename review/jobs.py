@@ -5,12 +5,8 @@ from django.urls import reverse
 from jobs.registry import job
 
 from .diagnosis import diagnose_candidate
+from .kinds import DIAGNOSE_BATCH_JOB, DIAGNOSE_JOB, DIFFICULTY_JOB, EXPIRE_CLAIMS_JOB
 from .models import BenchmarkCandidate, DifficultyFilter, LLMDiagnosis
-
-DIAGNOSE_JOB = "review.diagnose"
-DIAGNOSE_BATCH_JOB = "review.diagnose_batch"
-DIFFICULTY_JOB = "review.difficulty_verdicts"
-EXPIRE_CLAIMS_JOB = "review.expire_claims"
 
 
 def _candidate_subject(params: dict) -> tuple[str, str]:

@@ -4,8 +4,9 @@ from jobs.registry import job
 from jobs.runner import worker_id
 
 from . import pipeline, qa_jobs  # noqa: F401  (qa_jobs registers synthesis.assess_tasks; jobs are found as <app>.jobs)
-from .annotation import ANNOTATE_JOB, AnnotationResult, annotate_skills, annotator_endpoint
-from .batches import RUN_BATCH_JOB, RUN_ITEM_JOB, begin
+from .annotation import AnnotationResult, annotate_skills, annotator_endpoint
+from .batches import begin
+from .kinds import ANNOTATE_JOB, RUN_BATCH_JOB, RUN_ITEM_JOB
 from .models import Skill, SynthesisBatch, SynthesisItem
 
 # --- seeds: skill annotation ---------------------------------------------------------------------------------------

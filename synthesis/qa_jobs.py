@@ -11,10 +11,9 @@ import jobs
 from jobs.registry import job
 from tasks.models import Task
 
+from .kinds import ASSESS_JOB
 from .models import QualityAssessment
 from .qa import STAGES, assess_tasks, judge_endpoint, parse_stages
-
-ASSESS_JOB = "synthesis.assess_tasks"
 
 
 def _subject(params: dict) -> tuple[str, str]:

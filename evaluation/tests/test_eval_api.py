@@ -20,9 +20,8 @@ from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
 from evaluation import runs
 from evaluation.exports import CSV_COLUMNS
 from evaluation.harnesses import ExitReason
+from evaluation.kinds import REGRADE_JOB, ROLLOUT_JOB
 from evaluation.models import EvalRun, Rollout
-from evaluation.run_jobs import REGRADE_JOB
-from evaluation.services import ROLLOUT_JOB
 from jobs.models import JobRun
 from llm.models import ModelEndpoint
 

@@ -17,8 +17,8 @@ from django.urls import reverse
 
 from jobs.models import JobRun
 from llm.models import ModelEndpoint
-from synthesis.annotation import ANNOTATE_JOB
 from synthesis.batches import funnel, run_here, start_batch
+from synthesis.kinds import ANNOTATE_JOB
 from synthesis.models import Persona, Skill, SkillAnnotation, SynthesisBatch, SynthesisItem
 from synthesis.tests.helpers import DEAD_WORKER, make_batch, make_endpoints, running_batch
 from tasks.models import Task
