@@ -25,6 +25,7 @@ from jobs.registry import job
 
 from . import converters
 from .child_env import child_env
+from .folders import training_root
 from .kinds import CONVERT_JOB
 from .models import BaseModel
 
@@ -37,8 +38,6 @@ class BaseModelError(ValueError):
 
 
 def base_models_dir() -> Path:
-    from .run_jobs import training_root
-
     return training_root() / "base-models"
 
 

@@ -33,8 +33,10 @@ from llm.models import served_key
 
 from .child_env import child_env
 from .exports import export_messages
+from .folders import run_dir
 from .kinds import RL_RUN_JOB, SFT_RUN_JOB
 from .models import Checkpoint, DatasetSample, TrainingMetric, TrainingRun
+from .serving import stop_idle_servers
 
 LOG_TAIL_CHARS = 20_000
 KILL_GRACE_SECONDS = 10
@@ -42,16 +44,6 @@ KILL_GRACE_SECONDS = 10
 
 class TrainingCancelled(Exception):
     pass
-
-
-def training_root() -> Path:
-    return Path(getattr(settings, "CLAWGYM_TRAINING_DIR", settings.VAR_DIR / "training"))
-
-
-def run_dir(run: TrainingRun) -> Path:
-    # The creation time in the name: a database started afresh (tests, a new deployment) reuses run ids, and a new
-    # run must never find an old one's data or checkpoints.
-    return training_root() / f"run-{run.pk}-{run.created_at:%Y%m%d%H%M%S%f}"
 
 
 def _subject(params: dict) -> tuple[str, str]:
@@ -160,8 +152,6 @@ def _rl_trainer_config(run: TrainingRun, output_dir: Path, bridge) -> dict:
 
 def _stop_idle_servers() -> None:
     # A gpu worker starting a run first frees what idle checkpoint servers hold (their GPU memory above all).
-    from .serving import stop_idle_servers
-
     try:
         stop_idle_servers()
     except Exception:  # never in the way of the run
@@ -177,8 +167,6 @@ def _trainer_config(run: TrainingRun, folder: Path, output_dir: Path) -> dict:
     # The validation split, when the dataset has one: the trainer evaluates it at each save (the validation loss).
     eval_path = folder / "validation.jsonl"
     if not eval_path.exists() and run.dataset.samples.filter(split=DatasetSample.Split.VALIDATION).exists():
-        from .exports import export_messages
-
         export_messages(run.dataset, eval_path, split=DatasetSample.Split.VALIDATION)
     resume = run.resumed_from.path if run.resumed_from else None
     return {

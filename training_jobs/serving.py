@@ -75,6 +75,7 @@ from jobs.registry import job
 from llm.models import SERVED_KEY_PREFIX, ModelCall, ModelEndpoint, served_key
 
 from .child_env import child_env
+from .folders import run_dir, training_root
 from .kinds import SERVE_JOB, STOP_IDLE_SERVERS_JOB
 from .models import BaseModel, Checkpoint, ModelServer
 
@@ -228,8 +229,6 @@ def serve_base_model(run, *, backend: str | None = None, host: str | None = None
                      timeout: float = HEALTH_TIMEOUT_SECONDS) -> ModelServer:  # fmt: skip
     """The run's base model served as endpoint "base-RUN" (the baseline of its checkpoints), a ModelServer row with
     no checkpoint, so that it is stopped by name or when idle like a checkpoint's."""
-    from .run_jobs import run_dir
-
     return serve_folder(run.base_model_path, f"base-{run.pk}", run_dir(run), backend=backend, host=host,
                         timeout=timeout)  # fmt: skip
 
@@ -248,8 +247,6 @@ def serve_registered_base_model(base_model: BaseModel, *, backend: str | None = 
 
 
 def base_model_log_dir(base_model: BaseModel) -> Path:
-    from .run_jobs import training_root
-
     return training_root() / "served-base-models" / base_model.name
 
 
