@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
+from django_q.tasks import async_task
 
 from . import registry
 from .models import JobRun
@@ -29,8 +30,6 @@ class DjangoQEngine:
     name = "django_q"
 
     def submit(self, run: JobRun) -> None:
-        from django_q.tasks import async_task
-
         # One cluster serves every queue; the JobRun keeps its queue name for display and for Celery.
         async_task("jobs.runner.execute", run.pk, task_name=f"{run.kind}#{run.pk}", group=run.kind)
 

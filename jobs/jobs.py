@@ -4,6 +4,8 @@ import time
 
 from .kinds import PING_JOB, RECOVER_LOST_JOB
 from .registry import job
+from .runner import recover_lost
+from .workers import forget_gone
 
 
 @job(PING_JOB, title="Ping the workers")
@@ -26,9 +28,6 @@ def recover_lost_runs(ctx) -> dict:
     A run is lost when its worker's process is gone (this host) or it sent no heartbeat for CLAWGYM_JOB_STALE_SECONDS
     (any host); it is queued again up to MAX_ATTEMPTS, then failed. Workers not seen for a day are forgotten.
     """
-    from .runner import recover_lost
-    from .workers import forget_gone
-
     done = recover_lost()
     for outcome, ids in done.items():
         if ids:

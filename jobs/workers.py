@@ -22,7 +22,7 @@ from django_q.signals import post_spawn
 
 from .models import JobRun, Worker
 from .registry import QUEUES
-from .runner import recover_lost
+from .runner import recover_lost, worker_id
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +45,6 @@ class Beat(threading.Thread):
     """Beats for this process every CLAWGYM_WORKER_BEAT_SECONDS until stopped; a failed beat is logged and retried."""
 
     def __init__(self, engine: str, queues):
-        from .runner import worker_id
-
         super().__init__(name="worker-beat", daemon=True)
         self.worker, self.engine, self.queues = worker_id(), engine, list(queues)
         self.started_at = timezone.now()
