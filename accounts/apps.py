@@ -7,7 +7,7 @@ class AccountsConfig(AppConfig):
     verbose_name = "People and roles"
 
     def ready(self):
-        from .roles import sync_role_groups
+        from .roles import sync_role_groups  # imports auth's models: only once the apps are loaded
 
         # accounts has no models, so it gets no post_migrate of its own: sync after every app's migration,
         # which also picks up the permissions of apps migrated later. It is idempotent and cheap.

@@ -18,7 +18,7 @@
    this process) against a scripted OpenAI-compatible model on loopback that answers at once, with every QA
    stage (novelty against the whole catalog of step 1, its threshold raised so that the look-alike scripted tasks
    are kept): wall time less the model calls' recorded latency, per task. It includes the sandboxed checker runs
-   of the verification stage (bubblewrap); where bubblewrap or the pipeline is missing it is null with a "note".
+   of the verification stage (bubblewrap); where bubblewrap is missing it is null with a "note".
 
 It runs on a throwaway test database (SQLite by default, or the PostgreSQL that DATABASE_URL names), prints a
 summary, and as its last line one JSON object: {"novelty_500_vs_13500_s", "pool_embedding_s",
@@ -187,14 +187,11 @@ def novelty_run(new_texts: list[str], groups: list[str | None], limit: float = 0
 
 def pipeline_overhead(count: int) -> dict:
     """Seconds per task outside model time for `count` tasks through every stage, or a note why there is none."""
-    try:
-        from synthesis.services import run_here, start_batch
-        from synthesis.tests.scripted import ScriptedPipeline
-    except ImportError as exc:
-        return {"overhead_per_task_s": None, "note": f"the pipeline is not there: {exc}"}
     from llm.models import ModelCall, ModelEndpoint
     from llm.testing import Reply, ScriptedUpstream
     from sandbox import SandboxUnavailable, get_backend
+    from synthesis.batches import run_here, start_batch
+    from synthesis.tests.scripted import ScriptedPipeline
 
     try:
         get_backend("bwrap").check_available()

@@ -41,8 +41,7 @@ def recover_lost_runs(sender=None, **kwargs):
     # visibility timeout (hours); a worker starting on the same host re-queues such runs at once.
     from django.db import connections
 
-    from jobs.engine import recover_on_worker_start
-    from jobs.workers import start_beat
+    from jobs.workers import recover_on_worker_start, start_beat
 
     try:
         recover_on_worker_start("celery")

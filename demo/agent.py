@@ -19,6 +19,7 @@ import json
 from dataclasses import dataclass
 
 from llm.wire import Reply
+from tasks.models import RevisionFile, TaskRevision
 
 from .plans import reference_plan
 
@@ -46,8 +47,6 @@ def _text(content) -> str:
 
 def revision_for(user_text: str):
     """The newest catalog revision whose instruction is the user turn, or is in it (the harness may wrap it)."""
-    from tasks.models import TaskRevision
-
     text = user_text.strip()
     found = TaskRevision.objects.filter(instruction=text).order_by("-pk").first()
     if found is None:
@@ -67,8 +66,6 @@ def plan_of(revision) -> tuple[tuple[str, str], ...] | None:
 # By id and content: revisions never change, but an id may come again (SQLite reuses the highest one after a delete).
 @functools.lru_cache(maxsize=256)
 def _plan(revision_id: int, content_hash: str) -> tuple[tuple[str, str], ...] | None:
-    from tasks.models import RevisionFile, TaskRevision
-
     revision = TaskRevision.objects.get(pk=revision_id)
     files = {role: {f.path: f.blob.content for f in revision.files_by_role(role)}
              for role in (RevisionFile.Role.INPUT, RevisionFile.Role.SOLUTION)}  # fmt: skip

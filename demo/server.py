@@ -20,11 +20,16 @@ import logging
 import re
 import socket
 
+import uvicorn
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 
 from llm.models import served_key
 from llm.wire import Reply, chat_chunks, chat_completion, sse_frames
+from review.diagnosis import SYSTEM_PROMPT as DIAGNOSIS
+from synthesis.annotation import SYSTEM_PROMPT as ANNOTATION
+from tasks.categorizing import SYSTEM_PROMPT as CATEGORIZING
+from tasks.judging import SYSTEM_PROMPT as RUBRIC_JUDGING
 
 from . import agent, generator, judge
 
@@ -51,11 +56,6 @@ def _text(content) -> str:
 
 def structured(system: str, user: str, messages: list[dict]) -> dict | None:
     """The JSON answer to one of ClawGym's judging or generating prompts, or None when it is none of them."""
-    from review.diagnosis import SYSTEM_PROMPT as DIAGNOSIS
-    from synthesis.annotation import SYSTEM_PROMPT as ANNOTATION
-    from tasks.categorizing import SYSTEM_PROMPT as CATEGORIZING
-    from tasks.judging import SYSTEM_PROMPT as RUBRIC_JUDGING
-
     if found := STAGE.match(system):
         return generator.answer(found[1], messages)
     if found := QA.match(system):
@@ -170,7 +170,5 @@ def bind(host: str, port: int) -> socket.socket:
 
 def serve(sock: socket.socket) -> None:
     """Serve on the bound socket until SIGINT or SIGTERM (uvicorn's handlers: it finishes the answers in flight)."""
-    import uvicorn
-
     config = uvicorn.Config(app(), log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=3)
     uvicorn.Server(config).run(sockets=[sock])

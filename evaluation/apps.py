@@ -5,6 +5,11 @@ class EvaluationConfig(AppConfig):
     name = "evaluation"
 
     def ready(self):
+        # Rollout state changes (services) reach their evaluation run (runs, which builds on services): an explicit hook.
+        from .services import rollouts, runs
+
+        rollouts.register_rollout_changed(runs.rollout_changed)
+
         # The dashboard belongs to tasks, which must not import evaluation: evaluation adds its panel.
         from tasks.dashboard_panels import register
 

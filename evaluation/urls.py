@@ -1,6 +1,6 @@
 from django.urls import path
 
-from .views import rollouts, runs, samples
+from .views import dashboard, rollouts, runs, samples
 
 app_name = "evaluation"
 urlpatterns = [
@@ -17,8 +17,8 @@ urlpatterns = [
 run_urlpatterns = [
     path("", runs.run_list, name="list"),
     path("start/", runs.run_start, name="start"),
-    path("recent/", runs.recent_runs, name="recent"),
-    path("panel/", runs.dashboard_panel, name="panel"),
+    path("recent/", dashboard.recent_runs, name="recent"),
+    path("panel/", dashboard.dashboard_panel, name="panel"),
     path("leaderboard/", runs.leaderboard, name="leaderboard"),
     path("compare/", runs.compare, name="compare"),
     path("compare/rollouts/", samples.rollout_pair, name="compare-rollouts"),

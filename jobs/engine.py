@@ -8,10 +8,9 @@ import logging
 
 from django.conf import settings
 from django.db import transaction
-from django.dispatch import receiver
 from django.utils import timezone
 from django.utils.module_loading import import_string
-from django_q.signals import post_spawn
+from django_q.tasks import async_task
 
 from . import registry
 from .models import JobRun
@@ -31,8 +30,6 @@ class DjangoQEngine:
     name = "django_q"
 
     def submit(self, run: JobRun) -> None:
-        from django_q.tasks import async_task
-
         # One cluster serves every queue; the JobRun keeps its queue name for display and for Celery.
         async_task("jobs.runner.execute", run.pk, task_name=f"{run.kind}#{run.pk}", group=run.kind)
 
@@ -103,22 +100,3 @@ def enqueue(kind: str, *, created_by=None, parent=None, queue: str | None = None
     # The worker must see the committed JobRun (and whatever the caller wrote with it).
     transaction.on_commit(submit, robust=False)
     return run
-
-
-def recover_on_worker_start(engine_name: str) -> None:
-    """Re-queue the runs a dead worker left "running". Engines call this when a worker starts."""
-    from .runner import recover_lost
-
-    try:
-        done = recover_lost()
-    except Exception:  # a worker that cannot recover others' runs can still do new work
-        log.exception("%s worker start: recovering lost job runs failed", engine_name)
-        return
-    if any(done.values()):
-        log.warning("%s worker start: lost job runs %s", engine_name, done)
-
-
-@receiver(post_spawn, dispatch_uid="clawgym-jobs-recover")
-def _django_q_worker_spawned(sender, proc_name, **kwargs):
-    # Sent in each new django-q worker process, also when the cluster replaces one that died mid-job.
-    recover_on_worker_start(DjangoQEngine.name)

@@ -2,10 +2,13 @@
 
 import time
 
+from .kinds import PING_JOB, RECOVER_LOST_JOB
 from .registry import job
+from .runner import recover_lost
+from .workers import forget_gone
 
 
-@job("jobs.ping", title="Ping the workers")
+@job(PING_JOB, title="Ping the workers")
 def ping(ctx, *, steps: int = 3, sleep: float = 0.0, fail: bool = False):
     """Report progress `steps` times; fail on request. Used by `check_workers` and the engine tests."""
     for i in range(steps):
@@ -18,16 +21,13 @@ def ping(ctx, *, steps: int = 3, sleep: float = 0.0, fail: bool = False):
     return {"steps": steps}
 
 
-@job("jobs.recover_lost", title="Recover the runs of lost workers")
+@job(RECOVER_LOST_JOB, title="Recover the runs of lost workers")
 def recover_lost_runs(ctx) -> dict:
     """Periodic (jobs.periodic): what a starting worker does, for workers that died on hosts where none restarts.
 
     A run is lost when its worker's process is gone (this host) or it sent no heartbeat for CLAWGYM_JOB_STALE_SECONDS
     (any host); it is queued again up to MAX_ATTEMPTS, then failed. Workers not seen for a day are forgotten.
     """
-    from .runner import recover_lost
-    from .workers import forget_gone
-
     done = recover_lost()
     for outcome, ids in done.items():
         if ids:

@@ -1,6 +1,9 @@
 from django.conf import settings
 from django.db import models
 
+from . import registry
+from .redaction import hide_paths
+
 
 class JobRunQuerySet(models.QuerySet):
     def with_failed_children(self):
@@ -69,8 +72,6 @@ class JobRun(models.Model):
     @property
     def title(self) -> str:
         """The registered job's title (its kind when the kind is no longer registered)."""
-        from . import registry
-
         try:
             return registry.get(self.kind).title
         except registry.UnknownJobKind:
@@ -86,8 +87,6 @@ class JobRun(models.Model):
         parameters in short, paths cut to their last part."""
         if self.subject:
             return self.subject
-        from .redaction import hide_paths
-
         shown = [f"{k} {v}" for k, v in sorted((self.params or {}).items()) if isinstance(v, str | int | float)]
         return hide_paths(", ".join(shown))[:120]
 
@@ -116,8 +115,6 @@ class JobRun(models.Model):
     @property
     def report_template(self) -> str:
         """The template that shows this kind's result to people (its counts, its failures), or ""."""
-        from . import registry
-
         try:
             return registry.get(self.kind).report
         except registry.UnknownJobKind:

@@ -22,6 +22,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
+from django.core.checks import Error
+from django.utils import timezone
+
+from . import enqueue, registry
+from .kinds import RECOVER_LOST_JOB
+
+# Models (JobRun, django-q's Schedule) and what imports them are imported inside the functions below:
+# clawgym_site.celery imports this module before Django's apps are loaded.
 
 SCHEDULE_PREFIX = "clawgym:"
 KEEP_FINISHED = 100
@@ -38,7 +46,7 @@ class Periodic:
 
 PERIODIC = (
     Periodic("review.expire_claims", 300, "Hands back review claims that ran out (the queue pages also do on read)."),
-    Periodic("jobs.recover_lost", 300, "Queues again, or fails, the runs of workers that died; forgets workers gone."),
+    Periodic(RECOVER_LOST_JOB, 300, "Queues again, or fails, the runs of workers that died; forgets workers gone."),
     Periodic("training.stop_idle_servers", 600, "Stops checkpoint servers with no model call for a while (gpu)."),
     Periodic("llm.close_stale_sessions", 900, "Closes proxy sessions past their expiry that nobody closed."),
 )
@@ -81,9 +89,6 @@ def tick(kind: str) -> int | None:
     What both schedulers call (django-q's Schedule and Celery beat's task).
     """
     # Imported here: clawgym_site.celery imports this module before Django's apps are loaded.
-    from django.utils import timezone
-
-    from . import enqueue
     from .models import JobRun
     from .services import cancel_job
 
@@ -137,7 +142,6 @@ def sync_django_q_schedules() -> dict:
     A schedule that exists keeps its next run (a restart does not postpone it). Returns {"created", "updated",
     "deleted", "unchanged"} lists of kinds.
     """
-    from django.utils import timezone
     from django_q.models import Schedule
 
     done = {"created": [], "updated": [], "deleted": [], "unchanged": []}
@@ -181,7 +185,6 @@ def statuses(engine: str | None = None) -> list[PeriodicStatus]:
     """Every entry of the table (also those turned off), with its last run, last result and next run."""
     from django_q.models import Schedule
 
-    from . import registry
     from .models import JobRun
 
     engine = engine or settings.CLAWGYM_JOB_ENGINE
@@ -210,10 +213,6 @@ def statuses(engine: str | None = None) -> list[PeriodicStatus]:
 
 def check_table(app_configs=None, **kwargs):
     """System check (registered by jobs.apps): every entry names a registered job, and the overrides are sound."""
-    from django.core.checks import Error
-
-    from . import registry
-
     errors = []
     for entry in PERIODIC:
         if entry.kind not in registry.kinds():

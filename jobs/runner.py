@@ -29,6 +29,7 @@ from django.db.models.functions import Concat, Right
 from django.utils import timezone
 
 from . import registry, scratch
+from .engine import enqueue, get_engine
 from .models import JobRun
 
 log = logging.getLogger(__name__)
@@ -171,8 +172,6 @@ class JobContext:
         need; JobRun.batch() tells how far they are). A second delivery queues only the values that have no child
         yet. Returns how many children the run has in all.
         """
-        from . import enqueue
-
         queued = {child.params.get(param) for child in JobRun.objects.filter(parent=self.run).only("params")}
         todo = [value for value in values if value not in queued]
         self.progress(0, len(todo), f"queueing {noun}")
@@ -418,8 +417,6 @@ def recover_lost(now=None) -> dict:
     Called when a worker starts: a worker killed mid-job is usually followed by a new one on the same host.
     Returns the run ids by outcome: {"requeued": [...], "failed": [...], "cancelled": [...]}.
     """
-    from .engine import get_engine
-
     now = now or timezone.now()
     _sweep_scratch()
     done = {"requeued": [], "failed": [], "cancelled": []}

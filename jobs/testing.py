@@ -32,6 +32,8 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
+from .kinds import PING_JOB
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 READY_TIMEOUT = 60  # cold start of Django + the worker on a busy CI machine
 REDIS_URL = os.environ.get("CLAWGYM_TEST_REDIS_URL", "redis://127.0.0.1:6379")
@@ -193,7 +195,7 @@ class WorkerProcess:
         if broker_url:
             overrides["CELERY_BROKER_URL"] = broker_url
         with override_settings(**overrides):
-            run = enqueue("jobs.ping", queue=queue, steps=1)
+            run = enqueue(PING_JOB, queue=queue, steps=1)
         deadline = time.monotonic() + timeout
         try:
             while run.status not in JobRun.FINISHED:

@@ -4,7 +4,8 @@ A django-q2 cluster beats from each of its worker processes (they all take every
 its main process, with the queues it consumes. The beat is a daemon thread, so a worker busy with a long job still
 beats; a killed worker just stops, and /healthz no longer counts it once its last beat is older than
 CLAWGYM_WORKER_SEEN_SECONDS. `seen_by_queue` is what /healthz and /metrics read; `queue_wait` is what a page says of
-a queued run (no worker on its queue, or the runs before it).
+a queued run (no worker on its queue, or the runs before it). A worker starting also re-queues the runs a dead one
+left "running" (`recover_on_worker_start`, jobs.runner.recover_lost).
 """
 
 import logging
@@ -21,6 +22,7 @@ from django_q.signals import post_spawn
 
 from .models import JobRun, Worker
 from .registry import QUEUES
+from .runner import recover_lost, worker_id
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +45,6 @@ class Beat(threading.Thread):
     """Beats for this process every CLAWGYM_WORKER_BEAT_SECONDS until stopped; a failed beat is logged and retried."""
 
     def __init__(self, engine: str, queues):
-        from .runner import worker_id
-
         super().__init__(name="worker-beat", daemon=True)
         self.worker, self.engine, self.queues = worker_id(), engine, list(queues)
         self.started_at = timezone.now()
@@ -133,6 +133,23 @@ def queue_wait(run) -> QueueWait | None:
         running=on_queue.filter(status=JobRun.Status.RUNNING).count(), workers=seen_by_queue().get(run.queue, 0),
         seen_seconds=settings.CLAWGYM_WORKER_SEEN_SECONDS, engine=settings.CLAWGYM_JOB_ENGINE,
     )  # fmt: skip
+
+
+def recover_on_worker_start(engine_name: str) -> None:
+    """Re-queue the runs a dead worker left "running". Engines call this when a worker starts."""
+    try:
+        done = recover_lost()
+    except Exception:  # a worker that cannot recover others' runs can still do new work
+        log.exception("%s worker start: recovering lost job runs failed", engine_name)
+        return
+    if any(done.values()):
+        log.warning("%s worker start: lost job runs %s", engine_name, done)
+
+
+@receiver(post_spawn, dispatch_uid="clawgym-jobs-recover")
+def _recover_when_a_django_q_worker_starts(sender, proc_name, **kwargs):
+    # Sent in each new django-q worker process, also when the cluster replaces one that died mid-job.
+    recover_on_worker_start("django_q")
 
 
 @receiver(post_spawn, dispatch_uid="clawgym-jobs-worker-beat")

@@ -22,6 +22,8 @@ from django.core.handlers.exception import convert_exception_to_response
 from django.urls import set_script_prefix
 from django.utils.log import log_response
 
+from .proxy import SESSION_SCOPE_KEY, token_refusal, usable_session
+
 PREFIX = "/proxy/"
 
 
@@ -38,8 +40,6 @@ class ProxyASGIHandler(ASGIHandler):
     async def handle(self, scope, receive, send):
         """Django's ASGIHandler.handle without the request signals (see the module's docstring), and the session's
         token checked before a byte of the body is read: without a usable token nobody can make us read one."""
-        from .proxy import SESSION_SCOPE_KEY, token_refusal, usable_session
-
         session = await usable_session(token_in_path(scope["path"]))
         if session is None:
             set_script_prefix(get_script_prefix(scope))

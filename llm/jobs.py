@@ -2,10 +2,11 @@
 
 from jobs.registry import job
 
+from .kinds import CLOSE_STALE_SESSIONS_JOB
 from .services import close_expired_sessions
 
 
-@job("llm.close_stale_sessions", title="Close expired proxy sessions")
+@job(CLOSE_STALE_SESSIONS_JOB, title="Close expired proxy sessions")
 def close_stale_sessions(ctx) -> dict:
     """Periodic (jobs.periodic): sessions nobody closed (their rollout's worker died) are closed once expired."""
     return {"closed": close_expired_sessions()}

@@ -20,6 +20,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import connections, models
 from django.utils import timezone
+from django.utils.crypto import salted_hmac
 
 from . import token_chain
 
@@ -72,8 +73,6 @@ def served_key(name: str) -> str:
     starts, and nothing is stored, in the database, a page or a file. The name carries the server's identity, so each
     server has its own key; rotating SECRET_KEY changes them all (restart the servers then).
     """
-    from django.utils.crypto import salted_hmac
-
     if not name.startswith(SERVED_KEY_PREFIX) or len(name) == len(SERVED_KEY_PREFIX) or not ENV_NAME.match(name):
         raise ValueError(f"{name!r} does not name a served model's key ({SERVED_KEY_PREFIX}…)")
     return "cgk_" + salted_hmac("clawgym.llm.served_key", name, algorithm="sha256").hexdigest()

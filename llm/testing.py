@@ -35,18 +35,17 @@ under uvicorn in this process, on the test database; ask for `transactional_db` 
 import asyncio
 import contextlib
 import json
-import socket
 import threading
-import time
 from dataclasses import dataclass, field, replace
 
 import pytest
+
+from lib.testing import serve_in_thread, stop_server  # noqa: F401  (the llm tests' servers)
 
 from .testing_tokens import vllm_tokens_chunks, vllm_tokens_whole
 from .wire import Reply as WireReply
 from .wire import chat_chunks, chat_completion, responses_events, responses_object, sse_frames
 
-READY_TIMEOUT = 20.0
 PAD = "[[padding]]"  # where a padded reply's filler goes in its content
 PAD_PIECE = 64 * 1024  # bytes of filler sent at a time
 
@@ -314,41 +313,6 @@ async def _watching(receive, received: Received, on: bool):
         yield
     finally:
         task.cancel()
-
-
-def _bound_socket(host: str = "127.0.0.1") -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, 0))
-    return sock
-
-
-def serve_in_thread(app, host: str = "127.0.0.1", **config):
-    """Run `app` (an ASGI app or "module:attr") under uvicorn on a free port of `host` in a daemon thread.
-
-    Returns (server, thread, port); stop it with stop_server(server, thread).
-    """
-    import uvicorn
-
-    sock = _bound_socket(host)
-    options = {"log_level": "warning", "access_log": False, "lifespan": "off", "http": "h11", "loop": "asyncio"}
-    server = uvicorn.Server(uvicorn.Config(app, **(options | config)))
-    server.install_signal_handlers = lambda: None  # the main thread keeps its own handlers
-    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True)
-    thread.start()
-    deadline = time.monotonic() + READY_TIMEOUT
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError(f"uvicorn serving {app!r} did not start within {READY_TIMEOUT} s")
-        time.sleep(0.01)
-    return server, thread, sock.getsockname()[1]
-
-
-def stop_server(server, thread) -> None:
-    if server is None:
-        return
-    server.should_exit = True
-    thread.join(timeout=10)
 
 
 @pytest.fixture

@@ -9,9 +9,13 @@ import shutil
 import threading
 import time
 
+import redis
 from django.conf import settings
 from django.db import connection
 from django.utils.module_loading import import_string
+from django_q.models import OrmQ
+
+from jobs.workers import seen_by_queue
 
 BROKER_TIMEOUT_SECONDS = 2.0
 
@@ -36,8 +40,6 @@ def check_broker() -> tuple[bool, dict]:
     engine = settings.CLAWGYM_JOB_ENGINE
     try:
         if engine == "django_q":
-            from django_q.models import OrmQ
-
             OrmQ.objects.exists()
         else:
             ping_celery_broker(settings.CELERY_BROKER_URL)
@@ -48,8 +50,6 @@ def check_broker() -> tuple[bool, dict]:
 
 def ping_celery_broker(url: str) -> None:
     if url.startswith(("redis://", "rediss://", "unix://")):
-        import redis
-
         client = redis.Redis.from_url(url, socket_timeout=BROKER_TIMEOUT_SECONDS,
                                       socket_connect_timeout=BROKER_TIMEOUT_SECONDS)  # fmt: skip
         try:
@@ -66,7 +66,6 @@ def ping_celery_broker(url: str) -> None:
 def workers_seen() -> dict:
     """{queue: workers seen recently}, cached briefly in this process."""
     global _workers_cache
-    from jobs.workers import seen_by_queue
 
     with _workers_lock:
         now = time.monotonic()

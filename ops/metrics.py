@@ -13,9 +13,17 @@ clawgym_metrics_errors_total{part}, so a scrape still answers with the rest.
 
 import logging
 
+import redis
 from django.conf import settings
+from django.db.models import Count
+from django_q.models import OrmQ
 from prometheus_client import REGISTRY, Counter
 from prometheus_client.core import GaugeMetricFamily
+
+from evaluation.models import Rollout
+from jobs.models import JobRun
+from jobs.registry import QUEUES
+from jobs.workers import seen_by_queue
 
 log = logging.getLogger(__name__)
 
@@ -26,8 +34,6 @@ CELERY_PRIORITY_STEPS = (0, 3, 6, 9)
 
 
 def celery_queue_depth(url: str, queues) -> dict[str, int]:
-    import redis
-
     client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
     try:
         pipe = client.pipeline(transaction=False)
@@ -69,11 +75,6 @@ class ClawGymCollector:
         return families
 
     def _job_runs(self):
-        from django.db.models import Count
-
-        from jobs.models import JobRun
-        from jobs.registry import QUEUES
-
         family = GaugeMetricFamily(
             "clawgym_job_runs", "Job runs queued or running, per queue.", labels=["queue", "status"]
         )
@@ -86,8 +87,6 @@ class ClawGymCollector:
         yield family
 
     def _broker(self):
-        from jobs.registry import QUEUES
-
         engine = settings.CLAWGYM_JOB_ENGINE
         family = GaugeMetricFamily(
             "clawgym_broker_queue_depth", "Messages waiting in the job broker, per queue.", labels=["engine", "queue"]
@@ -96,23 +95,17 @@ class ClawGymCollector:
             for queue, depth in celery_queue_depth(settings.CELERY_BROKER_URL, QUEUES).items():
                 family.add_metric([engine, queue], depth)
         else:
-            from django_q.models import OrmQ
-
             name = settings.Q_CLUSTER["name"]
             family.add_metric([engine, name], OrmQ.objects.filter(key=name).count())
         yield family
 
     def _workers(self):
-        from jobs.workers import seen_by_queue
-
         family = GaugeMetricFamily("clawgym_workers_seen", "Workers seen alive recently, per queue.", labels=["queue"])
         for queue, n in seen_by_queue().items():
             family.add_metric([queue], n)
         yield family
 
     def _rollouts(self):
-        from evaluation.models import Rollout
-
         running = Rollout.objects.filter(status=Rollout.Status.RUNNING).count()
         yield GaugeMetricFamily("clawgym_rollouts_running", "Rollouts running now.", value=running)
 

@@ -24,6 +24,10 @@ from django.http import HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from prometheus_client import multiprocess
+from rest_framework.authentication import TokenAuthentication
+from rest_framework.exceptions import AuthenticationFailed
+
+from accounts.roles import ADMIN, has_role
 
 from . import health
 from .metrics import ClawGymCollector
@@ -46,11 +50,6 @@ def sees_health_details(request) -> bool:
 def _admin(request) -> bool:
     """An admin signed in, or sending their API token (`Authorization: Token …`, as scripts and the deployment test
     call the API): this is a plain Django view, which DRF's authentication does not reach by itself."""
-    from rest_framework.authentication import TokenAuthentication
-    from rest_framework.exceptions import AuthenticationFailed
-
-    from accounts.roles import ADMIN, has_role
-
     user = getattr(request, "user", None)
     if user is not None and user.is_authenticated:
         return has_role(user, ADMIN)

@@ -5,12 +5,10 @@ from django.urls import reverse
 from jobs.registry import job
 
 from .diagnosis import diagnose_candidate
+from .difficulty import finish_difficulty_filter, verdict_counts
+from .kinds import DIAGNOSE_BATCH_JOB, DIAGNOSE_JOB, DIFFICULTY_JOB, EXPIRE_CLAIMS_JOB
 from .models import BenchmarkCandidate, DifficultyFilter, LLMDiagnosis
-
-DIAGNOSE_JOB = "review.diagnose"
-DIAGNOSE_BATCH_JOB = "review.diagnose_batch"
-DIFFICULTY_JOB = "review.difficulty_verdicts"
-EXPIRE_CLAIMS_JOB = "review.expire_claims"
+from .services import expire_claims as hand_back  # review.services imports this module
 
 
 def _candidate_subject(params: dict) -> tuple[str, str]:
@@ -68,7 +66,6 @@ def difficulty_verdicts(ctx, *, filter_id: int) -> dict:
     finished gives the candidates their verdicts; any other call (the first run's, a second delivery) does nothing.
     """
     # Imported here: review.difficulty imports the services, which import this module.
-    from .difficulty import finish_difficulty_filter, verdict_counts
 
     flt = finish_difficulty_filter(DifficultyFilter.objects.get(pk=filter_id))
     if flt.status == DifficultyFilter.Status.RUNNING:
@@ -83,6 +80,4 @@ def difficulty_verdicts(ctx, *, filter_id: int) -> dict:
 @job(EXPIRE_CLAIMS_JOB, title="Hand back expired review claims")
 def expire_claims(ctx) -> dict:
     """Periodic (jobs.periodic): claims that ran out go back to the queue even when nobody opens its pages."""
-    from .services import expire_claims as hand_back  # review.services imports this module
-
     return {"handed_back": hand_back()}

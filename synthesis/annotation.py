@@ -32,7 +32,6 @@ from .skills import any_bins, missing_bins, skill_text
 # Bumped whenever the wording or the schema below changes, so stored annotations say which prompt produced them.
 ANNOTATE_PROMPT_VERSION = "annotate-skill/1"
 ANNOTATE_PURPOSE = "synthesis.annotate_skill"
-ANNOTATE_JOB = "synthesis.annotate_skills"
 ROLES = (ModelEndpoint.Role.JUDGE, ModelEndpoint.Role.GENERATOR)  # the first an enabled endpoint serves
 SKILL_TEXT_CHARS = 30_000
 

@@ -39,11 +39,10 @@ from llm.models import ModelCall
 from tasks.models import ScenarioSubcategory
 
 from . import pipeline
+from .annotation import skill_synthesizable
 from .models import AtomicOperation, Persona, Route, Skill, SynthesisBatch, SynthesisItem
 from .stages import PROMPT_VERSIONS
 
-RUN_BATCH_JOB = "synthesis.run_batch"
-RUN_ITEM_JOB = "synthesis.run_item"
 PREVIEW_COUNT = 5
 MAX_COUNT = 10_000
 OPERATIONS_PER_TASK = 3
@@ -90,18 +89,6 @@ def _persona_seeds(rng: random.Random, count: int, options: dict) -> list[dict]:
                             "category": op.category.name} for op in ops],
         })  # fmt: skip
     return seeds
-
-
-def skill_synthesizable(skill: Skill) -> bool:
-    """S1's rule (synthesis.annotation) when it is there; else the admin's override, else the latest label."""
-    try:
-        from .annotation import skill_synthesizable as decided
-    except ImportError:
-        if skill.synthesizable_override is not None:
-            return skill.synthesizable_override
-        annotation = skill.latest_annotation()
-        return bool(annotation and annotation.synthesizable)
-    return decided(skill)
 
 
 def _annotation_text(skill: Skill) -> str:

@@ -7,10 +7,10 @@ from jobs.runner import worker_id
 from tasks.models import Task
 
 from . import pipeline
-from .annotation import ANNOTATE_JOB, AnnotationResult, annotator_endpoint
-from .batches import RUN_BATCH_JOB, RUN_ITEM_JOB
+from .annotation import AnnotationResult, annotator_endpoint
+from .kinds import ANNOTATE_JOB, ASSESS_JOB, RUN_BATCH_JOB, RUN_ITEM_JOB
 from .models import QualityAssessment, Skill, SynthesisBatch, SynthesisItem
-from .qa import ASSESS_JOB, STAGES, judge_endpoint
+from .qa import STAGES, judge_endpoint
 from .services import annotate_skills, assess_tasks, begin
 
 # --- seeds: skill annotation ---------------------------------------------------------------------------------------

@@ -37,7 +37,6 @@ from . import novelty
 from .models import QAStage, QualityAssessment
 from .qa_prompts import PROMPT_VERSIONS, SCHEMAS, SYSTEM
 
-ASSESS_JOB = "synthesis.assess_tasks"  # synthesis.jobs.assess: assess_tasks in the background
 STAGES = [s.value for s in QAStage]  # in the order they run
 JUDGED = [s for s in STAGES if s != QAStage.NOVELTY]
 DEFAULT_THRESHOLDS = {"novelty": 0.90, "difficulty_min": 2, "difficulty_max": 5}

@@ -53,7 +53,8 @@ from .categorizing import (
     start_categorization,
 )
 from .formats import FormatError
-from .importing import IMPORT_JOB, start_upload_import
+from .importing import start_upload_import
+from .kinds import IMPORT_JOB
 from .models import CategoryProposal, Task, TaskRevision
 from .package import PackageError
 from .paths import TaskFileError

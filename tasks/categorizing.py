@@ -31,6 +31,7 @@ from jobs.models import JobRun
 from llm.client import EndpointBusy, EndpointUnavailable, MissingApiKey, ModelCallError, complete_json, get_endpoint
 from llm.models import ModelEndpoint
 
+from .kinds import ACCEPT_JOB, CATEGORIZE_JOB
 from .models import BenchmarkCategory, CategoryProposal, RevisionFile, Task, TaskRevision
 from .package import PackageError
 from .paths import TaskFileError
@@ -39,8 +40,6 @@ from .services import revise_task
 # Bumped whenever the wording below changes, so stored proposals say which prompt produced them.
 CATEGORIZE_PROMPT_VERSION = "categorize/1"
 CATEGORIZE_PURPOSE = "categorize"
-CATEGORIZE_JOB = "tasks.categorize"
-ACCEPT_JOB = "tasks.accept_categories"
 ROLES = (ModelEndpoint.Role.GENERATOR, ModelEndpoint.Role.JUDGE)  # the first that an enabled endpoint serves
 MAX_INSTRUCTION_CHARS = 6_000  # of the instruction shown (its start)
 MAX_FILE_NAMES = 60  # input files named; the rest are counted

@@ -23,8 +23,6 @@ from jobs.models import JobRun
 from lib.htmx import render_page
 
 from .categorizing import (
-    ACCEPT_JOB,
-    CATEGORIZE_JOB,
     CategorizingError,
     ProposalError,
     accept_proposals,
@@ -34,6 +32,7 @@ from .categorizing import (
     start_accept_all,
     start_categorization,
 )
+from .kinds import ACCEPT_JOB, CATEGORIZE_JOB
 from .models import BenchmarkCategory, CategoryProposal, Task
 
 PAGE_SIZE = 50

@@ -20,13 +20,13 @@ import jobs
 
 from .formats import FormatError, ReadFailure, get_format, locate_tasks
 from .formats.archive import opened
+from .kinds import IMPORT_JOB
 from .models import Task
 from .package import PackageError
 from .paths import TaskFileError
 from .services import SaveOutcome, save_package
 
 IMPORT_STAGE = "import"
-IMPORT_JOB = "tasks.import_upload"
 BATCH_SIZE = 50
 FAILURES_LISTED = 100  # a report names this many failures and counts the rest
 

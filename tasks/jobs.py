@@ -7,8 +7,6 @@ from django.urls import reverse
 from jobs.registry import job
 
 from .categorizing import (
-    ACCEPT_JOB,
-    CATEGORIZE_JOB,
     Decisions,
     accept_proposals,
     awaiting_proposal,
@@ -17,8 +15,9 @@ from .categorizing import (
     propose_categories,
 )
 from .importing import import_path, remove_upload
+from .kinds import ACCEPT_JOB, CATEGORIZE_JOB, IMPORT_JOB, SANITY_BATCH_JOB, SANITY_JOB
 from .models import CategoryProposal, SanityReport, Task, TaskRevision
-from .sanity import SANITY_BATCH_JOB, SANITY_JOB, check_revision
+from .sanity import check_revision
 
 
 def _upload_subject(params: dict) -> tuple[str, str]:
@@ -38,7 +37,7 @@ def _revisions_subject(params: dict) -> tuple[str, str]:
     return f"{n} revision{'' if n == 1 else 's'}", ""
 
 
-@job("tasks.import_upload", title="Import tasks", report="tasks/_import_report.html", subject=_upload_subject)
+@job(IMPORT_JOB, title="Import tasks", report="tasks/_import_report.html", subject=_upload_subject)
 def import_upload(ctx, *, upload_path: str, fmt: str | None = None) -> dict:
     """Import an uploaded folder archive or .jsonl file, then delete the upload (also when it fails).
 

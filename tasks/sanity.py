@@ -33,12 +33,11 @@ import jobs
 from jobs.scratch import scratch_folder
 from sandbox import Backend, Limits, Workspace
 
+from .kinds import SANITY_JOB
 from .models import SanityReport, TaskRevision
 from .paths import TaskFileError, normalize_path
 from .verification import REWARD_DIR, CheckerSpec, CheckResult, CheckStatus, checker_backend, run_checker
 
-SANITY_JOB = "tasks.sanity_check"
-SANITY_BATCH_JOB = "tasks.sanity_check_batch"
 RUN_KINDS = SanityReport.LAZY_RUNS  # empty, initial, scaffold
 SOLUTION_RUN = "solution"
 SOLVED_SCORE = 1.0 - 1e-9  # a solution must score 1.0; the tolerance only absorbs float noise

@@ -26,9 +26,10 @@ from lib.htmx import render_page
 from . import dashboard_panels
 from .diffing import diff_revisions, role_folder
 from .forms import CompareForm, ImportForm, TaskFilterForm
-from .importing import IMPORT_JOB, start_upload_import
+from .importing import start_upload_import
+from .kinds import IMPORT_JOB, SANITY_JOB
 from .models import BenchmarkCategory, Blob, RevisionFile, SanityReport, Task, TaskRevision
-from .sanity import SANITY_JOB, start_sanity_check
+from .sanity import start_sanity_check
 from .viewers import view_file
 
 PAGE_SIZE = 50

@@ -25,9 +25,10 @@ from jobs.registry import job
 
 from . import converters
 from .child_env import child_env
+from .folders import training_root
+from .kinds import CONVERT_JOB
 from .models import BaseModel
 
-CONVERT_JOB = "training.convert_base_model"
 CONVERT_TIMEOUT_SECONDS = 1800.0  # 2 busy cores: ~100 s for SmolLM2-135M, most of it importing and dequantising
 TEMPLATE_NAME = "clawgym-chatml-tools"  # BaseModel.chat_template of a converted model (in its folder's tokenizer)
 
@@ -37,8 +38,6 @@ class BaseModelError(ValueError):
 
 
 def base_models_dir() -> Path:
-    from .run_jobs import training_root
-
     return training_root() / "base-models"
 
 

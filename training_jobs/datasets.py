@@ -46,10 +46,10 @@ from evaluation.harnesses import ExitReason
 from evaluation.models import EvalRun, Rollout, Trajectory
 from llm.models import ModelCall
 
+from .kinds import BUILD_JOB
 from .models import BaseModel, DatasetSample, TrainingDataset
 from .token_counts import TokenCounter, TokenCountError, tokenizer_sha256
 
-BUILD_JOB = "training_jobs.build_dataset"
 SELECTION_KEYS = ("eval_runs", "groups", "endpoints", "harnesses", "sources", "since", "until")
 DEFAULT_FILTERS = {
     "min_reward": 0.5,  # the reference's threshold (0.4–0.9 swept; 0.5 best)

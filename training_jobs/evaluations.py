@@ -24,10 +24,9 @@ from evaluation.services.runs import start_eval_run
 from jobs.models import JobRun
 from jobs.registry import job
 
+from .kinds import EVALUATE_JOB
 from .models import CheckpointEvaluation, ModelServer, TrainingRun
 from .serving import ServingError, serve_base_model, serve_checkpoint
-
-EVALUATE_JOB = "training.evaluate_checkpoints"
 
 
 class EvaluationError(RuntimeError):

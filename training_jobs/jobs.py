@@ -2,7 +2,7 @@
 
 from jobs.registry import job
 
-from .datasets import BUILD_JOB
+from .kinds import BUILD_JOB
 
 
 def _dataset_subject(params: dict) -> tuple[str, str]:

@@ -32,7 +32,11 @@ from jobs.registry import job
 from llm.models import served_key
 
 from .child_env import child_env
+from .exports import export_messages
+from .folders import run_dir
+from .kinds import RL_RUN_JOB, SFT_RUN_JOB
 from .models import Checkpoint, DatasetSample, TrainingMetric, TrainingRun
+from .serving import stop_idle_servers
 
 LOG_TAIL_CHARS = 20_000
 KILL_GRACE_SECONDS = 10
@@ -42,26 +46,16 @@ class TrainingCancelled(Exception):
     pass
 
 
-def training_root() -> Path:
-    return Path(getattr(settings, "CLAWGYM_TRAINING_DIR", settings.VAR_DIR / "training"))
-
-
-def run_dir(run: TrainingRun) -> Path:
-    # The creation time in the name: a database started afresh (tests, a new deployment) reuses run ids, and a new
-    # run must never find an old one's data or checkpoints.
-    return training_root() / f"run-{run.pk}-{run.created_at:%Y%m%d%H%M%S%f}"
-
-
 def _subject(params: dict) -> tuple[str, str]:
     return f"training run #{params.get('run_id')}", f"/training/runs/{params.get('run_id')}/"
 
 
-@job("training.sft_run", queue="gpu", title="SFT run", subject=_subject)
+@job(SFT_RUN_JOB, queue="gpu", title="SFT run", subject=_subject)
 def sft_run(ctx, *, run_id: int):
     return execute_training(run_id, ctx=ctx)
 
 
-@job("training.rl_run", queue="gpu", title="RL run", subject=_subject)
+@job(RL_RUN_JOB, queue="gpu", title="RL run", subject=_subject)
 def rl_run(ctx, *, run_id: int):
     return execute_training(run_id, ctx=ctx)
 
@@ -158,8 +152,6 @@ def _rl_trainer_config(run: TrainingRun, output_dir: Path, bridge) -> dict:
 
 def _stop_idle_servers() -> None:
     # A gpu worker starting a run first frees what idle checkpoint servers hold (their GPU memory above all).
-    from .serving import stop_idle_servers
-
     try:
         stop_idle_servers()
     except Exception:  # never in the way of the run
@@ -175,8 +167,6 @@ def _trainer_config(run: TrainingRun, folder: Path, output_dir: Path) -> dict:
     # The validation split, when the dataset has one: the trainer evaluates it at each save (the validation loss).
     eval_path = folder / "validation.jsonl"
     if not eval_path.exists() and run.dataset.samples.filter(split=DatasetSample.Split.VALIDATION).exists():
-        from .exports import export_messages
-
         export_messages(run.dataset, eval_path, split=DatasetSample.Split.VALIDATION)
     resume = run.resumed_from.path if run.resumed_from else None
     return {
@@ -193,29 +183,8 @@ def _trainer_config(run: TrainingRun, folder: Path, output_dir: Path) -> dict:
 
 
 def export_train_messages(dataset, path: Path) -> int:
-    """The dataset's train split as {"messages", "tools"} JSON lines (T1's exporter when it is there)."""
-    try:
-        from .exports import export_messages
-    except ImportError:
-        export_messages = None
-    if export_messages is not None:
-        try:
-            result = export_messages(dataset, path, split="train")
-            return result if isinstance(result, int) else sum(1 for _ in path.open())
-        except TypeError:
-            pass  # another signature: our own writer below
-    samples = dataset.samples.filter(split="train").select_related("trajectory").order_by("position")
-    if not samples.exists():
-        samples = dataset.samples.select_related("trajectory").order_by("position")
-    count = 0
-    tmp = path.with_suffix(".tmp")
-    with tmp.open("w") as fh:
-        for sample in samples:
-            trajectory = sample.trajectory
-            fh.write(json.dumps({"messages": trajectory.messages, "tools": trajectory.tools or []}) + "\n")
-            count += 1
-    tmp.replace(path)
-    return count
+    """The dataset's train split as {"messages", "tools"} JSON lines; returns how many."""
+    return export_messages(dataset, path, split="train")
 
 
 def write_accelerate_config(config: dict, folder: Path, *, cpu: bool) -> Path:

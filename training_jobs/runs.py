@@ -11,6 +11,7 @@ import json
 from django.db import transaction
 from django.utils import timezone
 
+from .kinds import RL_RUN_JOB, SFT_RUN_JOB
 from .models import BaseModel, Checkpoint, RLRollout, TrainingDataset, TrainingMetric, TrainingRun
 from .rl.presets import RL_CHOICES, RL_PRESETS
 
@@ -207,7 +208,7 @@ def start_training_run(*, kind: str = "sft", dataset: TrainingDataset, base_mode
 def _enqueue(run: TrainingRun, user) -> None:
     from jobs import enqueue
 
-    job = "training.rl_run" if run.kind == TrainingRun.Kind.RL else "training.sft_run"
+    job = RL_RUN_JOB if run.kind == TrainingRun.Kind.RL else SFT_RUN_JOB
     job_run = enqueue(job, created_by=user, run_id=run.pk)
     TrainingRun.objects.filter(pk=run.pk).update(job_run=job_run)
     run.job_run = job_run

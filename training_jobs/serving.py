@@ -75,6 +75,8 @@ from jobs.registry import job
 from llm.models import SERVED_KEY_PREFIX, ModelCall, ModelEndpoint, served_key
 
 from .child_env import child_env
+from .folders import run_dir, training_root
+from .kinds import SERVE_JOB, STOP_IDLE_SERVERS_JOB
 from .models import BaseModel, Checkpoint, ModelServer
 
 STOPPED_ELSEWHERE_SECONDS = 86400  # how far back the sweep looks for processes of servers stopped on another machine
@@ -227,8 +229,6 @@ def serve_base_model(run, *, backend: str | None = None, host: str | None = None
                      timeout: float = HEALTH_TIMEOUT_SECONDS) -> ModelServer:  # fmt: skip
     """The run's base model served as endpoint "base-RUN" (the baseline of its checkpoints), a ModelServer row with
     no checkpoint, so that it is stopped by name or when idle like a checkpoint's."""
-    from .run_jobs import run_dir
-
     return serve_folder(run.base_model_path, f"base-{run.pk}", run_dir(run), backend=backend, host=host,
                         timeout=timeout)  # fmt: skip
 
@@ -247,8 +247,6 @@ def serve_registered_base_model(base_model: BaseModel, *, backend: str | None = 
 
 
 def base_model_log_dir(base_model: BaseModel) -> Path:
-    from .run_jobs import training_root
-
     return training_root() / "served-base-models" / base_model.name
 
 
@@ -327,7 +325,7 @@ def request_serving(subject: Checkpoint | BaseModel, *, user=None) -> ModelServe
             if current is not None:
                 return current
             server = ModelServer.objects.create(**fields, last_used_at=timezone.now())
-            job_run = enqueue("training.serve_checkpoint", created_by=user, server_id=server.pk, **about)
+            job_run = enqueue(SERVE_JOB, created_by=user, server_id=server.pk, **about)
             ModelServer.objects.filter(pk=server.pk).update(job_run=job_run)
     except JobEngineError as exc:  # raised as the block commits: the row exists, and says why nothing starts it
         if server is not None:
@@ -365,7 +363,7 @@ def _serve_subject(params: dict) -> tuple[str, str]:
     return f"checkpoint server #{params.get('server_id')}", f"/training/runs/{params.get('run_id')}/"
 
 
-@job("training.serve_checkpoint", queue="gpu", title="Serve a model", subject=_serve_subject)
+@job(SERVE_JOB, queue="gpu", title="Serve a model", subject=_serve_subject)
 def serve_checkpoint_job(ctx, *, server_id: int, run_id: int | None = None, base_model: str | None = None) -> dict:
     """Start the row's server (a checkpoint's or a registered base model's; run_id and base_model only say which, for
     the jobs page) on this gpu worker and return once it answers; it outlives the job (a session of its own). A
@@ -506,7 +504,7 @@ def stop_serving(subject: Checkpoint | BaseModel) -> list[ModelServer]:
     stopped = [stop_server(server) for server in servers]
     if elsewhere:
         try:
-            enqueue("training.stop_idle_servers")
+            enqueue(STOP_IDLE_SERVERS_JOB)
         except JobEngineError:
             pass  # the scheduler's sweep (jobs/periodic.py) kills it on its next tick instead
     return stopped
@@ -564,7 +562,7 @@ def kill_stopped_here(now=None) -> list[int]:
     return killed
 
 
-@job("training.stop_idle_servers", queue="gpu", title="Stop idle checkpoint servers")
+@job(STOP_IDLE_SERVERS_JOB, queue="gpu", title="Stop idle checkpoint servers")
 def stop_idle_servers_job(ctx) -> dict:
     killed = kill_stopped_here()
     return {"stopped": stop_idle_servers(), **({"killed": killed} if killed else {})}

@@ -48,6 +48,7 @@ from tasks.verification import CheckResult, CheckStatus
 from ..harnesses import HARNESSES, AgentOutcome, AgentTask, ExitReason, HarnessUnavailable, get_harness
 from ..harnesses.sandboxed import WALL_MARGIN_SECONDS, run_agent
 from ..infra import answer_failure, preflight, upstream_failure
+from ..kinds import ROLLOUT_JOB
 from ..models import Rollout, RolloutFile, RolloutScore, Trajectory
 from ..proxy_record import ProxyRecord, proxy_record
 from ..slots import NoSlotFree, rollout_slot
@@ -56,7 +57,6 @@ from ..workspaces import attempt_folder, final_workspace, remove_orphaned_folder
 
 log = logging.getLogger(__name__)
 
-ROLLOUT_JOB = "evaluation.run_rollout"
 MAX_REPEATS = 64
 # Rollout options ClawGym acts on itself (the sandbox's deadline, the proxy's budget and token recording): never
 # passed to the harness as agent options.
@@ -162,11 +162,23 @@ def retry_rollout(rollout: Rollout, *, user, enqueue: bool = True) -> Rollout:
     return rollout
 
 
-def _changed(rollout_id: int) -> None:
-    """Keep the rollout's outcome class and its evaluation run's figures up to date (evaluation.services.runs)."""
-    from .runs import rollout_changed
+# Every state change of a rollout must reach its evaluation run (the outcome class, the run's figures, finishing it):
+# evaluation.services.runs does that, and it builds on this module, so it is handed in here (EvaluationConfig.ready) instead of
+# this module importing it back. One hook, set once; none set is an error, never a run whose figures silently stop.
+_rollout_changed_hook = None
 
-    rollout_changed(rollout_id)
+
+def register_rollout_changed(hook) -> None:
+    """Name the function told of each rollout state change, by id (evaluation.services.runs.rollout_changed)."""
+    global _rollout_changed_hook
+    _rollout_changed_hook = hook
+
+
+def _changed(rollout_id: int) -> None:
+    """Keep the rollout's outcome class and its evaluation run's figures up to date (the registered hook)."""
+    if _rollout_changed_hook is None:
+        raise RuntimeError("no rollout hook registered: EvaluationConfig.ready registers evaluation.services.runs.rollout_changed")
+    _rollout_changed_hook(rollout_id)
 
 
 def _attempt_record(rollout: Rollout) -> dict:

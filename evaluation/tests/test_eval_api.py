@@ -19,10 +19,9 @@ from rest_framework.test import APIClient
 from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
 from evaluation.exports import CSV_COLUMNS
 from evaluation.harnesses import ExitReason
-from evaluation.jobs.runs import REGRADE_JOB
+from evaluation.kinds import REGRADE_JOB, ROLLOUT_JOB
 from evaluation.models import EvalRun, Rollout
 from evaluation.services import runs
-from evaluation.services.rollouts import ROLLOUT_JOB
 from jobs.models import JobRun
 from llm.models import ModelEndpoint
 

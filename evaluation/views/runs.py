@@ -34,10 +34,10 @@ from tasks.models import BenchmarkCategory, Task
 from .. import exports
 from ..figures import UNCATEGORIZED
 from ..forms import PassThresholdForm, StartEvalRunForm
+from ..kinds import REGRADE_JOB
 from ..models import EvalRun, EvalRunTask, Outcome, Rollout
 from ..services import runs
 
-REGRADE_JOB = "evaluation.regrade"
 URL_MARK, ROW_MARK = "__task__", 987654321  # placeholders of the links reversed once for every row
 RUNS_PAGE_SIZE = 50
 TASK_SORTS = {  # ?sort= of the run page's tasks table; every ordering ends on the task id
@@ -137,24 +137,6 @@ def run_list(request):
     return render_list(request, "evaluation/run_list.html", run_rows(EvalRun.objects.all()), partial="runs",
                        context={"nav": "evaluations"}, per_page=RUNS_PAGE_SIZE, statuses=EvalRun.Status.choices,
                        is_live=lambda run: not run.is_finished)  # fmt: skip
-
-
-@viewer_required
-@require_GET
-def recent_runs(request):
-    """The dashboard panel's recent and running runs (it polls this while one of them runs)."""
-    from .dashboard import recent_context
-
-    return render_page(request, "evaluation/_run_recent.html", recent_context())
-
-
-@viewer_required
-@require_GET
-def dashboard_panel(request):
-    """The dashboard panel alone, for another benchmark version (?version=)."""
-    from .dashboard import panel_context
-
-    return render_page(request, "evaluation/_dashboard_panel.html", {"panel": panel_context(request)})
 
 
 # --- starting ----------------------------------------------------------------------------------------------------

@@ -144,6 +144,7 @@ class DockerBackend(Backend):
         return self._client
 
     def check_available(self) -> None:
+        # The docker SDK is imported by this backend's methods only: a machine that uses bubblewrap needs none of it.
         try:
             import docker
         except ImportError as exc:

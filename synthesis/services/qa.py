@@ -6,9 +6,10 @@ from __future__ import annotations
 import jobs
 from tasks.models import Task
 
+from ..kinds import ASSESS_JOB
 from ..models import QAStage, QualityAssessment
 from ..novelty import catalog_index
-from ..qa import ASSESS_JOB, assess, judge_endpoint, parse_stages, qa_task_from_revision
+from ..qa import assess, judge_endpoint, parse_stages, qa_task_from_revision
 
 
 def assess_revision(

@@ -14,6 +14,7 @@ from __future__ import annotations
 from django.db.models import Q
 
 from llm.models import ModelCall
+from synthesis import qa
 
 from ..llm_json import StageFailure, add_usage, check_budget
 from ..models import QAStage, Stage, SynthesisItem
@@ -71,10 +72,6 @@ def run(item, ctx):
     stages = ctx.options.get("qa_stages", DEFAULT_STAGES)
     if not stages:
         return StageResult(SKIPPED, "no quality-assessment stages were asked for this batch", data={"qa": {}})
-    try:
-        from synthesis import qa
-    except ImportError as exc:
-        raise StageFailure(f"qa: the quality assessment is not available ({exc})", retryable=True) from None
     check_budget(item.batch_id)
     before = ModelCall.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
     try:

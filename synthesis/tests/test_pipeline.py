@@ -2,8 +2,8 @@
 checkers proven by the real sandboxed sanity check (bubblewrap), faults taking their documented paths, budget
 pauses, resumes after a killed worker, the jobs that fan a batch out, and the commands' JSON.
 
-The QA stage runs with no QA stages here (--qa-stages ""): synthesis.qa is written alongside; the near-duplicate
-case belongs with it.
+Most batches here run with no QA stages (--qa-stages ""); the QA tests run synthesis.qa itself, its judge's answers
+scripted (Judges).
 """
 
 import importlib
@@ -20,12 +20,13 @@ from jobs.models import JobRun
 from jobs.runner import execute
 from jobs.testing import start_django_q_worker, use_engine
 from llm.models import ModelCall, ModelEndpoint
+from llm.testing import Reply
 from synthesis import pipeline
 from synthesis.batches import BatchError, batch_config, batch_json, draw_seeds
 from synthesis.models import AtomicOperation, Skill, SkillAnnotation, SynthesisBatch, SynthesisItem
 from synthesis.services import resume_batch, run_here, start_batch
 from synthesis.stages import verify
-from tasks.models import Task
+from tasks.models import ScenarioSubcategory, Task
 from tasks.sanity import check_revision
 
 from .scripted import ScriptedPipeline
@@ -320,65 +321,25 @@ def test_without_a_worker_the_batch_is_cancelled_after_the_start_timeout_and_res
     assert (done["batch"], done["status"], done["kept"]) == (cancelled["batch"], "complete", 1)
 
 
-def qa_module(monkeypatch, *, stand_in=False, plausibility=None):
-    """synthesis.qa (S3's) when it is there; until then (or with `stand_in`) a stand-in whose novelty is
-    synthesis.novelty's real NoveltyIndex over the catalog, and whose plausibility verdict is
-    `plausibility(judge)` (a stand-in judge: the test says what it answers)."""
-    try:
-        if stand_in:
-            raise ImportError("the stand-in was asked for")
-        from synthesis import qa
-    except ImportError:
-        import sys
-        import types
-        from dataclasses import dataclass, field
+class Judges:
+    """The scripted model with QA judges in front of it: synthesis.qa asks its real plausibility question, and the
+    judge answers what the test says (`answers`, by the endpoint's model name); every other call goes to `pipeline`."""
 
-        import synthesis
-        from synthesis.novelty import NoveltyIndex
+    def __init__(self, pipeline: ScriptedPipeline, answers: dict):
+        self.pipeline, self.answers = pipeline, answers
 
-        qa = types.ModuleType("synthesis.qa")
-
-        @dataclass
-        class QATask:
-            instruction: str
-            input_files: dict
-            checker_files: dict
-            rubric: list
-            category: str | None
-            subcategory: str | None
-            external_id: str = ""
-            expected_behavior: str = ""
-
-        @dataclass
-        class QAVerdict:
-            stage: str
-            verdict: str
-            reason: str
-            details: dict = field(default_factory=dict)
-            model_call_id: int | None = None
-            endpoint_name: str = ""
-            prompt_version: str = "stand-in"
-
-        def assess(task, stages, *, judge, thresholds=None, pool=None, also=None, subject="", reuse_answers=False):
-            if stages == ["plausibility"]:
-                verdict, reason = plausibility(judge)
-                return {"plausibility": QAVerdict("plausibility", verdict, reason, endpoint_name=judge.name)}
-            assert stages == ["novelty"]
-            limit = (thresholds or {}).get("novelty", 0.90)
-            nearest, similarity = NoveltyIndex.from_catalog().nearest(task.instruction)
-            verdict = "fail" if nearest and similarity >= limit else "pass"
-            reason = f"nearest {nearest} at {similarity:.3f} (limit {limit})"
-            return {"novelty": QAVerdict("novelty", verdict, reason, {"nearest": nearest, "similarity": similarity})}
-
-        qa.QATask, qa.QAVerdict, qa.assess = QATask, QAVerdict, assess
-        monkeypatch.setitem(sys.modules, "synthesis.qa", qa)
-        monkeypatch.setattr(synthesis, "qa", qa, raising=False)
-    return qa
+    def __call__(self, body: dict) -> Reply:
+        system = next((m["content"] for m in body.get("messages") or [] if m["role"] == "system"), "")
+        if "[qa:plausibility]" in system:
+            return self.answers[body["model"]]
+        return self.pipeline(body)
 
 
-def test_a_near_duplicate_is_rejected_at_qa_novelty_naming_the_nearest_task(endpoints, scripted_upstream, monkeypatch):
-    qa_module(monkeypatch)
-    from tasks.models import ScenarioSubcategory
+def plausible(verdict: bool, reason: str) -> Reply:
+    return Reply.text(json.dumps({"plausible": verdict, "reason": reason, "problems": []}))
+
+
+def test_a_near_duplicate_is_rejected_at_qa_novelty_naming_the_nearest_task(endpoints, scripted_upstream):
 
     # One subcategory: every draw has it (novelty compares with the whole pool; test_novelty_batch draws others).
     keep = ScenarioSubcategory.objects.order_by("pk").first()
@@ -403,11 +364,11 @@ def test_a_near_duplicate_is_rejected_at_qa_novelty_naming_the_nearest_task(endp
     assert not Task.objects.filter(external_id__startswith=f"syn-{second['batch']}-").exists()
 
 
-def test_qa_errors_are_retried_on_resume_and_a_new_judge_reruns_qa_only(endpoints, scripted_upstream, monkeypatch):
+def test_qa_errors_are_retried_on_resume_and_a_new_judge_reruns_qa_only(endpoints, scripted_upstream):
     gen, judge = endpoints
-    answers = {"judge": ("error", "the judge did not answer (HTTP 503)")}
-    qa_module(monkeypatch, stand_in=True, plausibility=lambda endpoint: answers[endpoint.name])
-    model = scripted(scripted_upstream, ["good"])
+    model = ScriptedPipeline(["good"])
+    answers = {"scripted-model": Reply.error(503, "the judge is down")}
+    scripted_upstream.responder = Judges(model, answers)
     batch = run_here(start_batch("persona", 1, gen, judge, seed=3, options={"qa_stages": ["plausibility"]}, here=True, user=None))
     item = batch.items.get()
     assert batch_json(batch)["failed"] == {"qa": 1}
@@ -418,15 +379,15 @@ def test_qa_errors_are_retried_on_resume_and_a_new_judge_reruns_qa_only(endpoint
     asked = list(model.seen)
 
     # Resumed: the QA error is tried again (and this time the judge finds the task implausible).
-    answers["judge"] = ("fail", "no shop owner keeps sales like this")
+    answers["scripted-model"] = plausible(False, "no shop owner keeps sales like this")
     batch = run_here(resume_batch(batch, here=True, user=None))
     assert batch_json(batch)["rejected"] == {"qa:plausibility": 1}
     assert "no shop owner" in batch.items.get().reason
 
     # Another judge: only QA runs again; the earlier stages' results are kept, no model call of theirs is made.
-    answers["judge2"] = ("pass", "a plausible request")
-    ModelEndpoint.objects.create(name="judge2", base_url=scripted_upstream.base_url, model="scripted-model")
-    changed = {**batch.config, "judge": {"name": "judge2", "model": "scripted-model"}}
+    answers["judge2-model"] = plausible(True, "a plausible request")
+    ModelEndpoint.objects.create(name="judge2", base_url=scripted_upstream.base_url, model="judge2-model")
+    changed = {**batch.config, "judge": {"name": "judge2", "model": "judge2-model"}}
     batch = run_here(resume_batch(batch, changed, here=True, user=None))
     item = batch.items.get()
     assert (batch.status, batch_json(batch)["kept"], batch.judge.name) == ("complete", 1, "judge2")

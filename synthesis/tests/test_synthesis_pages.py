@@ -18,8 +18,8 @@ from django.urls import reverse
 from jobs.models import JobRun
 from llm.models import ModelEndpoint
 from synthesis import skills
-from synthesis.annotation import ANNOTATE_JOB
 from synthesis.batches import funnel
+from synthesis.kinds import ANNOTATE_JOB
 from synthesis.models import Persona, Skill, SkillAnnotation, SynthesisBatch, SynthesisItem
 from synthesis.pipeline import maybe_finish
 from synthesis.services import run_here, start_batch

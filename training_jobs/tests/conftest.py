@@ -13,12 +13,12 @@ from llm.models import ModelEndpoint, ProxySession
 from training_jobs.datasets import build_dataset
 from training_jobs.tests.datakit import make_corpus
 from training_jobs.tests.helpers import MAX_BODY, PROBE
-from training_jobs.tests.tinykit import build_tiny_model
+from training_jobs.tiny import tiny_model
 
 
 @pytest.fixture(scope="session")
 def tiny_model_path(tmp_path_factory) -> str:
-    return str(build_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny-qwen3"))
+    return str(tiny_model(tmp_path_factory.mktemp("tiny") / "tiny-qwen3"))
 
 
 @pytest.fixture

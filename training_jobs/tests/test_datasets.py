@@ -12,7 +12,8 @@ from django.core.management import call_command
 
 from jobs import runner
 from jobs.models import JobRun
-from training_jobs.datasets import BUILD_JOB, DatasetError, build_dataset, split_tasks, start_build
+from training_jobs.datasets import DatasetError, build_dataset, split_tasks, start_build
+from training_jobs.kinds import BUILD_JOB
 from training_jobs.models import DatasetSample, TrainingDataset
 
 from .datakit import EXCLUDED, KEPT, conversation, make_corpus

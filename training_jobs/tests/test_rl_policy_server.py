@@ -13,8 +13,7 @@ import urllib.request
 import pytest
 
 from training_jobs.rl.policy_server import LivePolicy, PolicyServer, to_message
-from training_jobs.tests.tinykit import build_tiny_model
-from training_jobs.tiny import TOOLS
+from training_jobs.tiny import TOOLS, tiny_model
 
 TEMPERATURE = 0.7
 KEY = "cgk_test-policy-key"
@@ -25,7 +24,7 @@ MAX_BODY = 64 * 1024
 def served(tmp_path_factory):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    path = build_tiny_model(tmp_path_factory.mktemp("policy") / "tiny")
+    path = tiny_model(tmp_path_factory.mktemp("policy") / "tiny")
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
     model.train()  # as in the trainer: the server generates in eval mode and puts it back

@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 import jobs
 from jobs.cli import NOT_STARTED
 from jobs.engine import JobEngineError
+from jobs.kinds import PING_JOB
 from jobs.models import JobRun
 from jobs.registry import QUEUES
 from jobs.services import cancel_job
@@ -35,7 +36,7 @@ class Command(BaseCommand):
         report = {"ok": False, "engine": engine, "queue": queue, "job_run": None, "status": None, "seconds": None}
         started = time.monotonic()
         try:
-            run = jobs.enqueue("jobs.ping", queue=queue, steps=1)
+            run = jobs.enqueue(PING_JOB, queue=queue, steps=1)
         except JobEngineError as exc:
             return self._end(report, f"the {engine} engine did not take the ping job: {exc}", options["json"],
                              returncode=NOT_STARTED)  # fmt: skip

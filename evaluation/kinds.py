@@ -1,0 +1,5 @@
+"""The names of evaluation's background jobs (jobs.registry), in one place: jobs.py and run_jobs.py register their
+entry points under them and the services, views and API that queue or look up those jobs read them here."""
+
+ROLLOUT_JOB = "evaluation.run_rollout"
+REGRADE_JOB = "evaluation.regrade"
