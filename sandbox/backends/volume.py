@@ -11,14 +11,22 @@ Whether the filesystem was full is read from the filesystem itself (statvfs: no 
 Needs root (mount) and mke2fs. Where either is missing, available() says why and the backend runs on the folder
 itself, listing disk_bytes in ExecResult.unenforced. Volumes of processes that died mid-run (their pid and start time
 name their folder) are unmounted and deleted by the next volume made here.
+
+Unmounting is the slowest step of a run (the kernel writes the filesystem back to its image and detaches the loop
+device: 15-80 ms, nearly all of it waiting) and nothing of the result depends on it once the folder holds the copy
+and the sandbox is gone. So remove_soon() hands a finished volume to one thread of this process that unmounts and
+deletes it: at most REMOVAL_BACKLOG wait there (past that the caller removes its own), and settle(), also called at
+exit, waits for all of them.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import errno
 import fcntl
+import logging
 import os
 import re
 import secrets
@@ -27,6 +35,7 @@ import stat
 import struct
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 
 from ..errors import SandboxError
@@ -238,6 +247,77 @@ def _umount(mount_point: Path) -> bool:
     if ctypes.get_errno() == errno.EBUSY:  # a process of ours still holding a file: detach it now, free it later
         return libc.umount2(bytes(mount_point), 2) == 0  # MNT_DETACH
     return False
+
+
+REMOVAL_BACKLOG = 8
+
+
+class _Remover:
+    """The thread that removes finished volumes, started on first use (and again in a forked child, which has
+    none of its parent's threads)."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.waiting: list[Volume] = []
+        self.busy = 0  # handed over and not removed yet
+        self.thread: threading.Thread | None = None
+
+    def put(self, vol: Volume) -> bool:
+        with self.cond:
+            if self.busy >= REMOVAL_BACKLOG:
+                return False
+            self.busy += 1
+            self.waiting.append(vol)
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._loop, name="sandbox-volume-removal", daemon=True)
+                self.thread.start()
+            self.cond.notify_all()
+        return True
+
+    def _loop(self) -> None:
+        while True:
+            with self.cond:
+                while not self.waiting:
+                    self.cond.wait()
+                vol = self.waiting.pop(0)
+            try:
+                vol.remove()
+            except Exception:  # never end the thread: what it leaves, remove_stale() takes once this process is gone
+                logging.getLogger("sandbox").exception("could not remove the workspace volume %s", vol.dir)
+            finally:
+                with self.cond:
+                    self.busy -= 1
+                    self.cond.notify_all()
+
+    def settle(self) -> None:
+        with self.cond:
+            while self.busy:
+                self.cond.wait()
+
+
+_remover = _Remover()
+
+
+def _new_remover() -> None:
+    global _remover
+    _remover = _Remover()
+
+
+os.register_at_fork(after_in_child=_new_remover)
+
+
+def remove_soon(vol: Volume) -> None:
+    """Unmount and delete `vol` in this process's removal thread (or now, when REMOVAL_BACKLOG are waiting)."""
+    if not _remover.put(vol):
+        vol.remove()
+
+
+def settle() -> None:
+    """Wait until every volume handed to remove_soon() is unmounted and deleted."""
+    _remover.settle()
+
+
+atexit.register(settle)
 
 
 @contextlib.contextmanager
