@@ -122,6 +122,7 @@ class BwrapBackend(Backend):
         self.uid, self.gid = (uid, gid) if self.as_root else (os.getuid(), os.getgid())
         self.setpriv = shutil.which("setpriv", path="/usr/bin:/bin") if self.as_root else None
         self._totals: tuple[cgroups.CgroupTree | None, bool] | None = None
+        self._mounts: list[str] | None = None
 
     def check_available(self) -> None:
         if not os.access(self.bwrap, os.X_OK):
@@ -313,14 +314,7 @@ class BwrapBackend(Backend):
             "--cap-drop", "ALL",
             "--hostname", "sandbox",
         ]  # fmt: skip
-        for path in SYSTEM_DIRS + ETC_FILES:
-            source = self.runtime / path.lstrip("/")
-            # A link is made again inside (it then resolves in the runtime, as /etc/localtime must), never followed
-            # on the host.
-            if source.is_symlink():
-                args += ["--symlink", os.readlink(source), path]
-            elif source.exists():
-                args += ["--ro-bind", str(source), path]
+        args += self._runtime_mounts()
         for path, text in self._identity_files().items():
             args += ["--perms", "0444", "--ro-bind-data", str(data_fd(text)), path]
         size = str(limits.tmpfs_bytes)
@@ -344,6 +338,22 @@ class BwrapBackend(Backend):
         args += ["--json-status-fd", str(status_fd), "--block-fd", str(block_fd)]
         args += ["--", PRLIMIT, *rlimits, "--", *command]
         return args
+
+    def _runtime_mounts(self) -> list[str]:
+        """The runtime's system folders and /etc files as bubblewrap options, read from the runtime once per backend
+        (a built runtime never changes: a new definition is a new version in a new folder)."""
+        if self._mounts is None:
+            mounts = []
+            for path in SYSTEM_DIRS + ETC_FILES:
+                source = self.runtime / path.lstrip("/")
+                # A link is made again inside (it then resolves in the runtime, as /etc/localtime must), never
+                # followed on the host.
+                if source.is_symlink():
+                    mounts += ["--symlink", os.readlink(source), path]
+                elif source.exists():
+                    mounts += ["--ro-bind", str(source), path]
+            self._mounts = mounts
+        return list(self._mounts)
 
     def _identity_files(self) -> dict[str, str]:
         users = {0: "root", NOBODY: "nobody"}
