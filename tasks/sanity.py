@@ -5,7 +5,9 @@ The checker runs on three workspaces:
 - initial: the input files, no outputs;
 - scaffold: the input files plus a placeholder at every output path the instruction names (`{}` for .json,
   a header-only CSV, `# placeholder` for .md, an empty file otherwise);
-and, when the task has a reference solution, on the initial workspace with the solution applied.
+and, when the task has a reference solution, on the initial workspace with the solution applied. The runs are
+independent, each in its own workspace and sandbox under the checker's limits, so they run side by side
+(settings.CLAWGYM_SANITY_RUNS_AT_ONCE at a time).
 
 The three are what a lazy agent leaves behind (delete everything, do nothing, write placeholders), so what the checker
 pays on them is the *lazy score*, and the sub-scores above 0 there are the checks that pay out for no work.
