@@ -9,6 +9,10 @@
    And how long after its wall-clock limit a busy loop's run ends (the kill latency).
 2. The sanity check (empty, initial, scaffold and solution runs) of 200 generated tasks, run in this process on all
    CPUs (`sanity_check --here`), reports stored, on a throwaway test database.
+3. One task's sanity check alone (its four runs, as the synthesis pipeline's verify stage makes it), on
+   BENCH_SANITY_PER_TASK tasks (default 20): bare (the process backend, runs one after another), sandboxed with the
+   runs one after another (CLAWGYM_SANITY_RUNS_AT_ONCE=1, as before) and sandboxed with the default, interleaved
+   task by task; seconds per task (median) and the sandbox's overhead per task over bare.
 
 Targets: sandbox overhead at most 30 ms per run; 200 tasks sanity-checked in under 60 s. One JSON object on the
 last line.
@@ -33,6 +37,7 @@ from django.test.utils import setup_databases, setup_test_environment, teardown_
 
 RUNS = int(os.environ.get("BENCH_SANDBOX_RUNS", 50))
 SANITY_TASKS = int(os.environ.get("BENCH_SANITY_TASKS", 200))
+PER_TASK = int(os.environ.get("BENCH_SANITY_PER_TASK", 20))
 WORKERS = int(os.environ.get("BENCH_SANITY_WORKERS", os.cpu_count() or 1))
 WARMUP = 3
 TARGET_OVERHEAD_MS = 30
@@ -207,6 +212,49 @@ def bench_sanity() -> dict:
     }
 
 
+def bench_sanity_per_task() -> dict:
+    """Seconds per task of one sanity check alone: bare, sandboxed one run after another, sandboxed side by side."""
+    from django.conf import settings
+
+    from sandbox import get_backend
+    from sandbox.backends.process import ALLOW_ENV
+    from tasks.models import TaskRevision
+    from tasks.sanity import SanityMaterial, evaluate
+
+    revisions = list(TaskRevision.objects.filter(task__external_id__startswith="sanity-bench-")[:PER_TASK])
+    materials = [SanityMaterial.from_revision(revision) for revision in revisions]
+    sandboxed = get_backend("bwrap")
+    bare = get_backend("process")
+    variants = {
+        "bare": {"backend": bare, "runs_at_once": 1},
+        "one_at_a_time": {"backend": sandboxed, "runs_at_once": 1},
+        "side_by_side": {"backend": sandboxed, "runs_at_once": settings.CLAWGYM_SANITY_RUNS_AT_ONCE},
+    }
+    timings: dict[str, list[float]] = {name: [] for name in variants}
+    os.environ[ALLOW_ENV] = "1"
+    try:
+        for number, material in enumerate(materials[:WARMUP] + materials):
+            for name, options in variants.items():  # interleaved, so a busy neighbour slows all three alike
+                began = time.perf_counter()
+                outcome = evaluate(material, **options)
+                elapsed = time.perf_counter() - began
+                assert outcome.solvable and not outcome.over_lenient, (name, outcome)
+                if number >= WARMUP:
+                    timings[name].append(elapsed)
+    finally:
+        os.environ.pop(ALLOW_ENV)
+    bare_s = statistics.median(timings["bare"])
+    found = {name: round(statistics.median(values), 3) for name, values in timings.items()}
+    return {
+        "tasks": len(materials),
+        "runs_per_task": len(materials[0].workspaces()) if materials else 0,
+        "runs_at_once": settings.CLAWGYM_SANITY_RUNS_AT_ONCE,
+        "seconds_per_task": found,
+        "overhead_per_task_s": {name: round(found[name] - bare_s, 3) for name in ("one_at_a_time", "side_by_side")},
+        "ratio_to_bare": {name: round(found[name] / bare_s, 2) for name in ("one_at_a_time", "side_by_side")},
+    }
+
+
 def main() -> dict:
     from django.db import connection
 
@@ -216,6 +264,7 @@ def main() -> dict:
     old = setup_databases(verbosity=0, interactive=False)
     try:
         sanity = bench_sanity()
+        per_task = bench_sanity_per_task()
         database = connection.vendor
     finally:
         teardown_databases(old, verbosity=0)
@@ -225,6 +274,8 @@ def main() -> dict:
         "sandbox": overhead,
         "bounds": bounds,
         "sanity": sanity,
+        "sanity_per_task": per_task,
+        "load_average": [round(load, 2) for load in os.getloadavg()],
         "targets": {"overhead_ms": TARGET_OVERHEAD_MS, "sanity_seconds": TARGET_SANITY_SECONDS},
         "meets_targets": overhead["overhead_ms"] <= TARGET_OVERHEAD_MS
         and sanity["seconds"] < TARGET_SANITY_SECONDS

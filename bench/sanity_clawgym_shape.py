@@ -15,7 +15,15 @@ The checkers come in the shapes the release has:
 They are imported through the ClawGym folder importer and sanity-checked in this process on all CPUs
 (`sanity_check --here`), reports stored, on a throwaway test database.
 
-    .venv/bin/python bench/sanity_clawgym_shape.py [--tasks 200] [--workers N] [--seed 7]
+The baseline, in the same process just before: the same checkers on the same workspaces run bare and one after
+another (the process backend, no isolation, with the sandbox runtime's interpreter first on PATH so that `python`
+and `python3` are the same Python), reports not stored. `ratio_to_bare_sequential` is the sandboxed check's time over
+the baseline's; `bare_same_findings` counts the tasks whose crashed / over-lenient / lazy score the baseline found
+alike. `--no-bare` skips it. `--one-at-a-time` also times the sandboxed check with each task's runs one after
+another (CLAWGYM_SANITY_RUNS_AT_ONCE=1, as before they ran side by side), in the same process, before the default.
+
+    .venv/bin/python bench/sanity_clawgym_shape.py [--tasks 200] [--workers N] [--seed 7] [--no-bare]
+                                                   [--one-at-a-time]
 
 Prints one JSON object on its last line: time, crashed, over-lenient, the lazy-score distribution (> 0, > 0.1,
 > 0.2, > 0.5), per shape, the checks that pay most often, and how many runs showed sub-scores (all of them should:
@@ -40,8 +48,11 @@ import django  # noqa: E402
 
 django.setup()
 
+from django.conf import settings  # noqa: E402
 from django.test.utils import setup_databases, setup_test_environment, teardown_databases  # noqa: E402
 
+from sandbox import ProcessBackend  # noqa: E402
+from sandbox.runtime import runtime_root  # noqa: E402
 from tasks.tests.data.clawgym_shapes import AVERAGING_REWARD_SH  # noqa: E402
 
 CATEGORIES = [
@@ -280,7 +291,37 @@ def generate(root: Path, count: int, seed: int) -> dict[str, tuple[str, str]]:
 # --- the run -------------------------------------------------------------------------------------------------------
 
 
-def bench(count: int, workers: int, seed: int) -> dict:
+class BareBackend(ProcessBackend):
+    """The process backend (no isolation) with the sandbox runtime's interpreter first on PATH."""
+
+    def run(self, command, workspace, *, env=None, **options):
+        path = f"{runtime_root()}/usr/bin:/usr/bin:/bin"
+        return super().run(command, workspace, env={**(env or {}), "PATH": path}, **options)
+
+
+def bare_sequential(revisions) -> tuple[float, dict]:
+    """(seconds, {task id: (crashed, over_lenient, lazy_score)}) of the same checks run bare, one after another."""
+    from sandbox.backends.process import ALLOW_ENV
+    from tasks.sanity import SanityMaterial, evaluate
+
+    before = os.environ.get(ALLOW_ENV)
+    os.environ[ALLOW_ENV] = "1"
+    try:
+        backend = BareBackend()
+        found = {}
+        began = time.perf_counter()
+        for revision in revisions:
+            outcome = evaluate(SanityMaterial.from_revision(revision), backend=backend)
+            found[revision.task.external_id] = (outcome.crashed, outcome.over_lenient, round(outcome.lazy_score, 6))
+        return time.perf_counter() - began, found
+    finally:
+        if before is None:
+            os.environ.pop(ALLOW_ENV)
+        else:
+            os.environ[ALLOW_ENV] = before
+
+
+def bench(count: int, workers: int, seed: int, bare: bool = True, one_at_a_time: bool = False) -> dict:
     from tasks.importing import import_path
     from tasks.models import Task
     from tasks.sanity import check_here
@@ -294,6 +335,12 @@ def bench(count: int, workers: int, seed: int) -> dict:
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     revisions = [t.current_revision for t in Task.objects.select_related("current_revision__task").order_by("pk")]
+    bare_seconds, bare_found = bare_sequential(revisions) if bare else (None, {})
+    sequential_seconds = None
+    if one_at_a_time:
+        began = time.perf_counter()
+        list(check_here(revisions, workers=workers, runs_at_once=1))
+        sequential_seconds = time.perf_counter() - began
     began = time.perf_counter()
     outcomes = list(check_here(revisions, workers=workers))
     seconds = time.perf_counter() - began
@@ -319,6 +366,17 @@ def bench(count: int, workers: int, seed: int) -> dict:
         "workers": workers,
         "import_seconds": round(import_seconds, 2),
         "seconds": round(seconds, 2),
+        "bare_sequential_seconds": None if bare_seconds is None else round(bare_seconds, 2),
+        "ratio_to_bare_sequential": None if bare_seconds is None else round(seconds / bare_seconds, 2),
+        "bare_same_findings": sum(
+            bare_found.get(task_id) == (r.crashed, r.over_lenient, round(r.lazy_score, 6)) for task_id, r in reports.items()
+        ) if bare else None,  # fmt: skip
+        "runs_at_once": settings.CLAWGYM_SANITY_RUNS_AT_ONCE,
+        "seconds_runs_one_at_a_time": None if sequential_seconds is None else round(sequential_seconds, 2),
+        "ratio_one_at_a_time_to_bare": (
+            round(sequential_seconds / bare_seconds, 2) if sequential_seconds is not None and bare_seconds else None
+        ),
+        "load_average": [round(load, 2) for load in os.getloadavg()],
         "checker_runs": len(runs),
         "ms_per_checker_run_per_worker": round(seconds * 1000 * workers / max(len(runs), 1), 1),
         "crashed": sum(r.crashed for r in reports.values()),
@@ -349,13 +407,15 @@ def main(argv=None) -> dict:
     parser.add_argument("--tasks", type=int, default=200)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--no-bare", dest="bare", action="store_false", help="skip the bare sequential baseline")
+    parser.add_argument("--one-at-a-time", action="store_true", help="also time the runs one after another")
     args = parser.parse_args(argv)
     from django.db import connection
 
     setup_test_environment()
     old = setup_databases(verbosity=0, interactive=False)
     try:
-        found = bench(args.tasks, args.workers, args.seed)
+        found = bench(args.tasks, args.workers, args.seed, args.bare, args.one_at_a_time)
         found["database"] = connection.vendor
     finally:
         teardown_databases(old, verbosity=0)

@@ -313,6 +313,10 @@ CLAWGYM_CHECKER_MEMORY_MB = env_int("CLAWGYM_CHECKER_MEMORY_MB", 1024)
 CLAWGYM_CHECKER_MAX_OUTPUT_BYTES = env_int("CLAWGYM_CHECKER_MAX_OUTPUT_BYTES", 1024 * 1024)
 # A checker scoring an untouched (initial) or placeholder-only (scaffold) workspace above this is over-lenient.
 CLAWGYM_SANITY_TOLERANCE = env_float("CLAWGYM_SANITY_TOLERANCE", 0.0)
+# A sanity check's checker runs (empty, initial, scaffold, solution) run side by side, at most this many at once in
+# one worker: each may hold CLAWGYM_CHECKER_MEMORY_MB. Much of a sandboxed run is waiting on the kernel (mounting the
+# workspace's filesystem, unmounting it), so runs overlap well even on few cores. 1: one after another.
+CLAWGYM_SANITY_RUNS_AT_ONCE = env_int("CLAWGYM_SANITY_RUNS_AT_ONCE", 4)
 
 # --- LLM gateway (llm/): model client and recording proxy ---
 # Where agents reach the proxy: session base URLs are CLAWGYM_PROXY_PUBLIC_URL/proxy/<token>/v1. By default the

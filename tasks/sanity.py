@@ -5,7 +5,9 @@ The checker runs on three workspaces:
 - initial: the input files, no outputs;
 - scaffold: the input files plus a placeholder at every output path the instruction names (`{}` for .json,
   a header-only CSV, `# placeholder` for .md, an empty file otherwise);
-and, when the task has a reference solution, on the initial workspace with the solution applied.
+and, when the task has a reference solution, on the initial workspace with the solution applied. The runs are
+independent, each in its own workspace and sandbox under the checker's limits, so they run side by side
+(settings.CLAWGYM_SANITY_RUNS_AT_ONCE at a time).
 
 The three are what a lazy agent leaves behind (delete everything, do nothing, write placeholders), so what the checker
 pays on them is the *lazy score*, and the sub-scores above 0 there are the checks that pay out for no work.
@@ -24,7 +26,7 @@ import json
 import posixpath
 import re
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, as_completed, wait
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -218,21 +220,43 @@ def evaluate(
     limits: Limits | None = None,
     tolerance: float | None = None,
     progress: Callable[[int, int, str], None] | None = None,
+    runs_at_once: int | None = None,
 ) -> SanityOutcome:
-    """Run the checker on each workspace (no database). Raises SanityUnavailable when the sandbox cannot run."""
+    """Run the checker on each workspace (no database). Raises SanityUnavailable when the sandbox cannot run.
+
+    The runs are independent (each its own workspace and sandbox, with its own limits), so they run side by side,
+    `runs_at_once` of them (default settings.CLAWGYM_SANITY_RUNS_AT_ONCE). `progress` is called from the calling
+    thread only, as runs end.
+    """
     backend = backend or checker_backend()
     tolerance = settings.CLAWGYM_SANITY_TOLERANCE if tolerance is None else tolerance
     workspaces = material.workspaces()
-    runs = {}
-    for done, (kind, files) in enumerate(workspaces.items()):
-        if progress:
-            progress(done, len(workspaces), f"checker on the {kind} workspace")
+    at_once = min(max(1, runs_at_once or settings.CLAWGYM_SANITY_RUNS_AT_ONCE), len(workspaces))
+
+    def run(kind: str) -> CheckResult:
         # A held scratch folder (jobs.scratch): should this worker be killed, whoever finds it dead removes it.
-        with scratch_folder("sanity") as folder, Workspace.create(files, base_dir=folder) as workspace:
-            result = run_checker(material.checker, workspace, "", [], backend=backend, limits=limits)
+        with scratch_folder("sanity") as folder, Workspace.create(workspaces[kind], base_dir=folder) as workspace:
+            return run_checker(material.checker, workspace, "", [], backend=backend, limits=limits)
+
+    results = {}
+    if progress:
+        progress(0, len(workspaces), f"checker on the {', '.join(workspaces)} workspaces")
+    if at_once == 1:
+        for kind in workspaces:
+            results[kind] = run(kind)
+            if progress and len(results) < len(workspaces):
+                progress(len(results), len(workspaces), f"checker on the {kind} workspace ran")
+    else:
+        with ThreadPoolExecutor(at_once, thread_name_prefix="sanity-run") as pool:
+            futures = {pool.submit(run, kind): kind for kind in workspaces}
+            for future in as_completed(futures):
+                results[futures[future]] = future.result()
+                if progress and len(results) < len(workspaces):
+                    progress(len(results), len(workspaces), f"checker on the {futures[future]} workspace ran")
+    runs = {kind: results[kind] for kind in workspaces}  # in the workspaces' order, whatever order they ended in
+    for kind, result in runs.items():
         if result.status is CheckStatus.SANDBOX_ERROR:
             raise SanityUnavailable(f"the sandbox could not run the checker ({kind} workspace): {result.reason}")
-        runs[kind] = result
     if progress:
         progress(len(workspaces), len(workspaces), "done")
     return SanityOutcome(runs=runs, tolerance=tolerance)
@@ -286,8 +310,10 @@ def check_here(
     workers: int,
     backend: Backend | None = None,
     tolerance: float | None = None,
+    runs_at_once: int | None = None,
 ) -> Iterator[tuple[TaskRevision, SanityReport | None, str]]:
-    """Check revisions in this process, `workers` checkers at a time; yields (revision, report, error) as each ends.
+    """Check revisions in this process, `workers` checks at a time, each with its runs side by side (`runs_at_once`,
+    as evaluate); yields (revision, report, error) as each ends.
 
     The database is used from the calling thread only: threads run sandboxes, this loop reads and stores.
     A bounded number of revisions is in flight, so memory does not grow with the catalog.
@@ -299,7 +325,7 @@ def check_here(
         while True:
             for revision in revisions:
                 material = SanityMaterial.from_revision(revision)
-                future = pool.submit(evaluate, material, backend=backend, tolerance=tolerance)
+                future = pool.submit(evaluate, material, backend=backend, tolerance=tolerance, runs_at_once=runs_at_once)
                 pending[future] = (revision, material)
                 if len(pending) >= 2 * workers:
                     break

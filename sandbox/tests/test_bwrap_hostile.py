@@ -54,7 +54,9 @@ def bounded():
 
 
 def leftovers(tree) -> list[str]:
-    """Run cgroups and volumes of this process that are still there (every run must remove its own)."""
+    """Run cgroups and volumes of this process that are still there (every run must remove its own; its volume is
+    removed by this process's removal thread, so that is waited for first)."""
+    volume.settle()
     mine = f"run-{os.getpid()}-"
     found = [str(p / n) for p in tree.parents for n in os.listdir(p) if n.startswith(mine)]
     scratch = volume.scratch_dir()

@@ -1,6 +1,7 @@
 """Sanity checks of checkers (tasks.sanity): the scaffold, the findings, the stored report, its page, API and filter."""
 
 import json
+import threading
 
 import pytest
 from django.db import connection, transaction
@@ -13,7 +14,7 @@ from sandbox.testing import require_bwrap
 from tasks.importing import import_path
 from tasks.models import SanityReport, Task
 from tasks.package import PackageFile, TaskPackage
-from tasks.sanity import SanityUnavailable, check_revision, output_paths, placeholder
+from tasks.sanity import SanityMaterial, SanityUnavailable, check_revision, evaluate, output_paths, placeholder
 from tasks.services import save_package
 from tasks.tests.helpers import EXAMPLES, make_sanity_task
 
@@ -181,6 +182,23 @@ def test_a_wrong_solution_is_unsolvable_and_no_solution_is_unknown(db, bwrap):
     assert wrong.problems == ["the reference solution does not score 1: scored 0"]
     unknown = check_revision(make_sanity_task("no-solution", solution=None).current_revision, backend=bwrap)
     assert unknown.solvable is None and unknown.solution_run is None and unknown.verdict == "passed"
+
+
+def test_the_runs_side_by_side_find_what_they_find_one_after_another(db, bwrap):
+    # The four runs are independent: side by side they hold the same results in the same order; progress is
+    # reported from the calling thread (a job writes it to the database), once per run and at the end.
+    material = SanityMaterial.from_revision(make_sanity_task("sound").current_revision)
+    seen = []
+    side_by_side = evaluate(material, backend=bwrap, runs_at_once=4,
+                            progress=lambda done, total, _what: seen.append((done, total, threading.get_ident())))  # fmt: skip
+    one_by_one = evaluate(material, backend=bwrap, runs_at_once=1)
+    assert list(side_by_side.runs) == list(one_by_one.runs) == ["empty", "initial", "scaffold", "solution"]
+    for fields in ("status", "score", "subscores", "runtime"):
+        assert [getattr(r, fields) for r in side_by_side.runs.values()] == [
+            getattr(r, fields) for r in one_by_one.runs.values()
+        ], fields
+    assert [(done, total) for done, total, _thread in seen] == [(n, 4) for n in range(5)]
+    assert {thread for _done, _total, thread in seen} == {threading.get_ident()}
 
 
 def test_a_sandbox_that_cannot_run_stores_no_report(db, monkeypatch):
