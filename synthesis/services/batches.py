@@ -19,13 +19,13 @@ from ..batches import (
     MAX_COUNT,
     PREVIEW_COUNT,
     QA_KEYS,
-    RUN_BATCH_JOB,
     BatchError,
     batch_config,
     config_differences,
     config_hash,
     draw_seeds,
 )
+from ..kinds import RUN_BATCH_JOB
 from ..models import Route, SynthesisBatch, SynthesisItem
 
 _UNSET = object()

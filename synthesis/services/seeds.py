@@ -19,7 +19,6 @@ from tasks.paths import printable
 from tasks.services import store_blobs
 
 from ..annotation import (
-    ANNOTATE_JOB,
     ANNOTATE_PROMPT_VERSION,
     ANNOTATE_PURPOSE,
     ANNOTATION_SCHEMA,
@@ -29,6 +28,7 @@ from ..annotation import (
     annotation_messages,
     annotator_endpoint,
 )
+from ..kinds import ANNOTATE_JOB
 from ..models import Persona, Skill, SkillAnnotation, SkillFile
 from ..seeds import BATCH, MAX_PERSONA_CHARS, open_text, persona_hash, read_personas
 from ..skills import (
