@@ -127,7 +127,7 @@ def active_conversion(name: str):
             .order_by("-created_at").first())  # fmt: skip
 
 
-def request_conversion(name: str, *, user=None):
+def request_conversion(name: str, *, user):
     """Queue the conversion of the shipped model `name`; its JobRun (a running one of the same name if there is
     one). BaseModelError when the name is unknown or the model is registered already."""
     from jobs import enqueue

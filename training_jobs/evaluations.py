@@ -34,7 +34,7 @@ class EvaluationError(RuntimeError):
     pass
 
 
-def evaluate_checkpoints(run: TrainingRun, version, *, user=None, harness: str | None = None,
+def evaluate_checkpoints(run: TrainingRun, version, *, user, harness: str | None = None,
                          include_base: bool = True, progress=None) -> list:  # fmt: skip
     """The evaluation runs of the base model (first, when asked) and of every checkpoint in step order on the
     version: those evaluated already as they are, the others served here and started. `progress(done, total,
@@ -73,7 +73,7 @@ def evaluate_checkpoints(run: TrainingRun, version, *, user=None, harness: str |
     return started
 
 
-def request_evaluation(run: TrainingRun, version, *, user=None, harness: str | None = None,
+def request_evaluation(run: TrainingRun, version, *, user, harness: str | None = None,
                        include_base: bool = True) -> JobRun:  # fmt: skip
     """Queue the training.evaluate_checkpoints job on a gpu worker and return its JobRun at once; while one for the
     same run and version is queued or running, that one."""

@@ -115,7 +115,7 @@ def _claim_after_lost_worker(run_id: int, ctx) -> int:
     run's last checkpoint, as `train --resume` would."""
     if ctx.run.attempts < 2:
         return 0
-    from .runs import rewind_to
+    from .services.runs import rewind_to
 
     last = Checkpoint.objects.filter(run_id=run_id).order_by("-step").first()
     with transaction.atomic():

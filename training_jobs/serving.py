@@ -308,7 +308,7 @@ def _failed(server: ModelServer, error) -> None:
         status=ModelServer.Status.FAILED, stopped_at=timezone.now(), error=str(error))  # fmt: skip
 
 
-def request_serving(subject: Checkpoint | BaseModel, *, user=None) -> ModelServer:
+def request_serving(subject: Checkpoint | BaseModel, *, user) -> ModelServer:
     """Queue the server of a checkpoint or a registered base model on a gpu worker (the training.serve_checkpoint job)
     and return its row, still "starting", at once. One with a server starting, or ready and answering, gets that one
     back."""

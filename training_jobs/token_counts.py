@@ -8,7 +8,7 @@ makes too, with the same `{% generation %}` masks).
 
 A model's reported usage is no measure of this: a harness may report a call's new tokens only, and the usage leaves
 out the tool schemas the template renders. So datasets count with a tokenizer, and a run checks what is left after
-truncation before it is queued (training_jobs.run_checks).
+truncation before it is queued (training_jobs.kinds.sft_checks).
 
 The web process and the job workers never load transformers (training_jobs.tests.test_imports): there the tokenizer
 runs in a subprocess of its own (`python -m training_jobs.token_counts PATH`: JSON lines of samples in, of counts
