@@ -1,5 +1,9 @@
-"""Training over the API: datasets (training_jobs.api.datasets), runs, checkpoints and servers, on the site's one
-router."""
+"""Training over the API (DRF), on the site's one router, one module per area:
+
+    datasets     /api/training/datasets/
+    base_models  /api/training/base-models/
+    runs         /api/training/runs/ (every kind through one POST), checkpoints/ and servers/
+"""
 
 from . import runs
 from .base_models import BaseModelViewSet

@@ -63,11 +63,6 @@ class TrainingKind:
         """The kind's part of the run page's context (`query`: the request's GET)."""
         raise NotImplementedError
 
-    def preset(self, name: str) -> dict:
-        if name not in self.presets:
-            raise TrainingRunError(f"unknown {self.name} preset {name!r}; choose one of {', '.join(self.presets)}")
-        return self.presets[name]
-
 
 def parse_overrides(pairs: list[str]) -> dict:
     """["lora.enabled=true", "learning_rate=2e-5"] → {"lora.enabled": True, "learning_rate": 2e-5} (JSON values;

@@ -90,7 +90,7 @@ def run_start(request):
             user=request.user,
         )  # fmt: skip
 
-    return _start_page(request, StartRunForm, start, "training_jobs/runs_start.html", "Training run")
+    return _start_page(request, StartRunForm, start, "training_jobs/runs_start.html", get_kind("sft").title)
 
 
 @admin_required
@@ -103,7 +103,7 @@ def rl_run_start(request):
             user=request.user,
         )  # fmt: skip
 
-    return _start_page(request, StartRLRunForm, start, "training_jobs/runs_start_rl.html", "RL run")
+    return _start_page(request, StartRLRunForm, start, "training_jobs/runs_start_rl.html", get_kind("rl").title)
 
 
 def _start_page(request, form_class, start, template: str, what: str):
