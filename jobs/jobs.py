@@ -2,7 +2,7 @@
 
 import time
 
-from .kinds import PING_JOB, RECOVER_LOST_JOB
+from .job_kinds import PING_JOB, RECOVER_LOST_JOB
 from .registry import job
 from .runner import recover_lost
 from .workers import forget_gone

@@ -26,7 +26,7 @@ from django.core.checks import Error
 from django.utils import timezone
 
 from . import enqueue, registry
-from .kinds import RECOVER_LOST_JOB
+from .job_kinds import RECOVER_LOST_JOB
 
 # Models (JobRun, django-q's Schedule) and what imports them are imported inside the functions below:
 # clawgym_site.celery imports this module before Django's apps are loaded.

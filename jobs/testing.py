@@ -32,7 +32,7 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from .kinds import PING_JOB
+from .job_kinds import PING_JOB
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 READY_TIMEOUT = 60  # cold start of Django + the worker on a busy CI machine

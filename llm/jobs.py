@@ -2,7 +2,7 @@
 
 from jobs.registry import job
 
-from .kinds import CLOSE_STALE_SESSIONS_JOB
+from .job_kinds import CLOSE_STALE_SESSIONS_JOB
 from .services import close_expired_sessions
 
 

@@ -34,7 +34,7 @@ from benchmarks.models import Benchmark
 from evaluation.models import EvalRun, EvalRunTask
 from evaluation.services.runs import EvalRunError, cancel_eval_run, create_eval_run, run_here, start_eval_run
 
-from .kinds import DIFFICULTY_JOB
+from .job_kinds import DIFFICULTY_JOB
 from .models import BenchmarkCandidate, DifficultyFilter, DifficultyResult, DifficultyVerdict
 from .services import NotAllowed, ReviewError
 

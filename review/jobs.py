@@ -6,7 +6,7 @@ from jobs.registry import job
 
 from .diagnosis import diagnose_candidate
 from .difficulty import finish_difficulty_filter, verdict_counts
-from .kinds import DIAGNOSE_BATCH_JOB, DIAGNOSE_JOB, DIFFICULTY_JOB, EXPIRE_CLAIMS_JOB
+from .job_kinds import DIAGNOSE_BATCH_JOB, DIAGNOSE_JOB, DIFFICULTY_JOB, EXPIRE_CLAIMS_JOB
 from .models import BenchmarkCandidate, DifficultyFilter, LLMDiagnosis
 from .services import expire_claims as hand_back  # review.services imports this module
 

@@ -21,13 +21,13 @@ from benchmarks.services import NotAllowed as BenchmarkNotAllowed
 from jobs.models import JobRun
 from lib.bounds import TextRefused, check_chars, check_text
 from tasks.diffing import role_folder
-from tasks.kinds import SANITY_JOB
+from tasks.job_kinds import SANITY_JOB
 from tasks.models import SanityReport, Task, TaskRevision
 from tasks.package import PackageError, validate_rubric
 from tasks.paths import TaskFileError, normalize_path
 from tasks.services import SaveOutcome, StaleRevisionError, revise_task
 
-from .kinds import DIAGNOSE_BATCH_JOB, DIAGNOSE_JOB
+from .job_kinds import DIAGNOSE_BATCH_JOB, DIAGNOSE_JOB
 from .models import BenchmarkCandidate, ClaimEvent, DiagnosisIssue, ReviewDecision
 
 Status = BenchmarkCandidate.Status

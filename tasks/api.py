@@ -54,7 +54,7 @@ from .categorizing import (
 )
 from .formats import FormatError
 from .importing import start_upload_import
-from .kinds import IMPORT_JOB
+from .job_kinds import IMPORT_JOB
 from .models import CategoryProposal, Task, TaskRevision
 from .package import PackageError
 from .paths import TaskFileError

@@ -31,7 +31,7 @@ from jobs.models import JobRun
 from llm.client import EndpointBusy, EndpointUnavailable, MissingApiKey, ModelCallError, complete_json, get_endpoint
 from llm.models import ModelEndpoint
 
-from .kinds import ACCEPT_JOB, CATEGORIZE_JOB
+from .job_kinds import ACCEPT_JOB, CATEGORIZE_JOB
 from .models import BenchmarkCategory, CategoryProposal, RevisionFile, Task, TaskRevision
 from .package import PackageError
 from .paths import TaskFileError

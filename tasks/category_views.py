@@ -32,7 +32,7 @@ from .categorizing import (
     start_accept_all,
     start_categorization,
 )
-from .kinds import ACCEPT_JOB, CATEGORIZE_JOB
+from .job_kinds import ACCEPT_JOB, CATEGORIZE_JOB
 from .models import BenchmarkCategory, CategoryProposal, Task
 
 PAGE_SIZE = 50

@@ -20,7 +20,7 @@ import jobs
 
 from .formats import FormatError, ReadFailure, get_format, locate_tasks
 from .formats.archive import opened
-from .kinds import IMPORT_JOB
+from .job_kinds import IMPORT_JOB
 from .models import Task
 from .package import PackageError
 from .paths import TaskFileError

@@ -15,7 +15,7 @@ from .categorizing import (
     propose_categories,
 )
 from .importing import import_path, remove_upload
-from .kinds import ACCEPT_JOB, CATEGORIZE_JOB, IMPORT_JOB, SANITY_BATCH_JOB, SANITY_JOB
+from .job_kinds import ACCEPT_JOB, CATEGORIZE_JOB, IMPORT_JOB, SANITY_BATCH_JOB, SANITY_JOB
 from .models import CategoryProposal, SanityReport, Task, TaskRevision
 from .sanity import check_revision
 

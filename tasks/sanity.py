@@ -35,7 +35,7 @@ import jobs
 from jobs.scratch import scratch_folder
 from sandbox import Backend, Limits, Workspace
 
-from .kinds import SANITY_JOB
+from .job_kinds import SANITY_JOB
 from .models import SanityReport, TaskRevision
 from .paths import TaskFileError, normalize_path
 from .verification import REWARD_DIR, CheckerSpec, CheckResult, CheckStatus, checker_backend, run_checker

@@ -1,7 +1,7 @@
 """Which tasks a command means, said one way everywhere: task ids (`--task A B C`, or `--task A --task B`) and/or a
 selection of filters (`--tasks-from status=ready,source=skill,limit=200`), the two together meaning both.
 
-`select_tasks` reads a selection (the training form and API use it too, through training_jobs.runs.tasks_from,
+`select_tasks` reads a selection (the training form and API use it too, through training_jobs.kinds.rl.tasks_from,
 which leaves benchmark tasks out); `add_task_arguments` and `tasks_of` are the commands' side of it.
 """
 

@@ -27,7 +27,7 @@ from . import dashboard_panels
 from .diffing import diff_revisions, role_folder
 from .forms import CompareForm, ImportForm, TaskFilterForm
 from .importing import start_upload_import
-from .kinds import IMPORT_JOB, SANITY_JOB
+from .job_kinds import IMPORT_JOB, SANITY_JOB
 from .models import BenchmarkCategory, Blob, RevisionFile, SanityReport, Task, TaskRevision
 from .sanity import start_sanity_check
 from .viewers import view_file

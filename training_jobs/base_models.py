@@ -20,13 +20,16 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.urls import reverse
 
+from jobs import enqueue
+from jobs.models import JobRun
 from jobs.registry import job
 
 from . import converters
 from .child_env import child_env
 from .folders import training_root
-from .kinds import CONVERT_JOB
+from .job_kinds import CONVERT_JOB
 from .models import BaseModel
 
 CONVERT_TIMEOUT_SECONDS = 1800.0  # 2 busy cores: ~100 s for SmolLM2-135M, most of it importing and dequantising
@@ -120,17 +123,13 @@ def convert_in_subprocess(name: str, out: Path, *, timeout: float = CONVERT_TIME
 
 
 def active_conversion(name: str):
-    from jobs.models import JobRun
-
     return (JobRun.objects.filter(kind=CONVERT_JOB, status__in=JobRun.ACTIVE, params__name=name)
             .order_by("-created_at").first())  # fmt: skip
 
 
-def request_conversion(name: str, *, user=None):
+def request_conversion(name: str, *, user):
     """Queue the conversion of the shipped model `name`; its JobRun (a running one of the same name if there is
     one). BaseModelError when the name is unknown or the model is registered already."""
-    from jobs import enqueue
-
     converters.get(name)
     if BaseModel.objects.filter(name=name).exists():
         raise BaseModelError(f"the base model {name!r} is registered already")
@@ -168,8 +167,6 @@ def converter_choices() -> list[dict]:
 
 
 def _subject(params: dict) -> tuple[str, str]:
-    from django.urls import reverse
-
     return f"base model {params.get('name', '?')}", reverse("training:base-models")
 
 

@@ -23,6 +23,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .chat_template import apply
+
 MARKER = "clawgym-converted.json"
 
 
@@ -114,8 +116,6 @@ def convert(name: str, out) -> dict:
 def _convert_gguf(source: Path, out: Path) -> int:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-
-    from .chat_template import apply
 
     folder, filename = str(source.parent), source.name
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=filename)

@@ -15,16 +15,24 @@ servers' endpoints (`ckpt-RUN-STEP`), however it was started: the checkpoint row
 `manage.py evaluate` (checkpoint_eval_runs). The form says what to expect of each harness against the run's servers
 before anything is queued (expectations)."""
 
+from statistics import median
+
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, TextField
+from django.db.models.functions import Cast, Length
 
 from benchmarks.models import BenchmarkVersion
+from evaluation.harnesses import HARNESSES
+from evaluation.models import EvalRun, Rollout
 from evaluation.services.runs import start_eval_run
+from jobs import enqueue
 from jobs.models import JobRun
 from jobs.registry import job
+from llm.models import ModelCall, ModelEndpoint
 
-from .kinds import EVALUATE_JOB
+from .job_kinds import EVALUATE_JOB
 from .models import CheckpointEvaluation, ModelServer, TrainingRun
 from .serving import ServingError, serve_base_model, serve_checkpoint
 
@@ -33,7 +41,7 @@ class EvaluationError(RuntimeError):
     pass
 
 
-def evaluate_checkpoints(run: TrainingRun, version, *, user=None, harness: str | None = None,
+def evaluate_checkpoints(run: TrainingRun, version, *, user, harness: str | None = None,
                          include_base: bool = True, progress=None) -> list:  # fmt: skip
     """The evaluation runs of the base model (first, when asked) and of every checkpoint in step order on the
     version: those evaluated already as they are, the others served here and started. `progress(done, total,
@@ -72,13 +80,10 @@ def evaluate_checkpoints(run: TrainingRun, version, *, user=None, harness: str |
     return started
 
 
-def request_evaluation(run: TrainingRun, version, *, user=None, harness: str | None = None,
+def request_evaluation(run: TrainingRun, version, *, user, harness: str | None = None,
                        include_base: bool = True) -> JobRun:  # fmt: skip
     """Queue the training.evaluate_checkpoints job on a gpu worker and return its JobRun at once; while one for the
     same run and version is queued or running, that one."""
-    from evaluation.harnesses import HARNESSES
-    from jobs import enqueue
-
     if not run.checkpoints.exists():
         raise EvaluationError(f"run #{run.pk} has no checkpoint yet")
     if harness and harness not in HARNESSES:
@@ -105,8 +110,6 @@ def evaluation_job(run: TrainingRun, version=None) -> JobRun | None:
 def checkpoint_eval_runs(checkpoint):
     """The checkpoint's evaluation runs, newest first: those "evaluate every checkpoint" recorded and every run of
     an endpoint one of its servers registered."""
-    from evaluation.models import EvalRun
-
     served = ModelServer.objects.filter(checkpoint=checkpoint, endpoint__isnull=False).values("endpoint")
     recorded = CheckpointEvaluation.objects.filter(checkpoint=checkpoint).values("eval_run")
     return EvalRun.objects.filter(Q(pk__in=recorded) | Q(endpoint__in=served)).order_by("-created_at", "-pk")
@@ -115,8 +118,6 @@ def checkpoint_eval_runs(checkpoint):
 def latest_score(run: TrainingRun) -> float | None:
     """The overall score of the run's latest checkpoint that has a scored evaluation (its newest; a cancelled
     evaluation has no score here); None when none has."""
-    from evaluation.models import EvalRun
-
     step_of_endpoint = dict(ModelServer.objects.filter(checkpoint__run=run, endpoint__isnull=False)
                             .values_list("endpoint_id", "checkpoint__step"))  # fmt: skip
     step_of_run = dict(CheckpointEvaluation.objects.filter(checkpoint__run=run)
@@ -146,19 +147,11 @@ CALLS_A_ROLLOUT = 5  # a rollout that fits fewer model calls than this in its de
 
 
 def _chars(calls) -> list[int]:
-    from django.db.models import TextField
-    from django.db.models.functions import Cast, Length
-
     return [n for n in calls.annotate(n=Length(Cast("request", TextField()))).values_list("n", flat=True) if n]
 
 
 def prompt_tokens(harness: str) -> tuple[int, str]:
     """(tokens of a typical model call's prompt with this harness, where the figure comes from)."""
-    from statistics import median
-
-    from evaluation.models import Rollout
-    from llm.models import ModelCall
-
     sessions = list(Rollout.objects.filter(harness=harness, proxy_session__isnull=False).order_by("-pk")
                     .values_list("proxy_session", flat=True)[:MEASURED_SESSIONS])  # fmt: skip
     lengths = _chars(ModelCall.objects.filter(session__in=sessions)) if sessions else []
@@ -169,8 +162,6 @@ def prompt_tokens(harness: str) -> tuple[int, str]:
 
 
 def _serving_backend(run: TrainingRun) -> str:
-    from django.conf import settings
-
     server = ModelServer.objects.filter(Q(checkpoint__run=run) | Q(endpoint__name=f"base-{run.pk}")).exclude(backend="")
     backend = server.values_list("backend", flat=True).first() or getattr(settings, "CLAWGYM_SERVE_BACKEND", "auto")
     if backend not in TOKENS_PER_SECOND:  # "auto": the gpu worker decides; a run trained on CPU is served there
@@ -182,8 +173,6 @@ def server_speed(run: TrainingRun) -> tuple[float, str, str]:
     """(prompt tokens a second the run's servers get through, where the figure comes from, the serving backend):
     measured over the latest answered calls of the run's servers, else of any server on the same backend, else the
     documented estimate."""
-    from llm.models import ModelCall
-
     backend = _serving_backend(run)
     mine = ModelServer.objects.filter(Q(checkpoint__run=run) | Q(endpoint__name=f"base-{run.pk}"))
     for servers, whose in ((mine, "this run's servers"), (ModelServer.objects.filter(backend=backend),
@@ -202,11 +191,6 @@ def expectations(run: TrainingRun) -> dict:
     prompt_source, call_seconds, verdict ("fits" | "slow" | "times out"), why}], "speed", "speed_source",
     "backend", "call_limit", "deadline", "suggested", "warn"} ("suggested": the harness the form preselects, the
     default one unless it is expected to time out; "warn": some harness is not expected to fit)."""
-    from django.conf import settings
-
-    from evaluation.harnesses import HARNESSES
-    from llm.models import ModelEndpoint
-
     speed, speed_source, backend = server_speed(run)
     endpoint = ModelEndpoint.objects.filter(pk__in=ModelServer.objects.filter(checkpoint__run=run).values("endpoint"))
     call_limit = endpoint.values_list("timeout_seconds", flat=True).first()

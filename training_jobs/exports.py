@@ -15,9 +15,9 @@ import os
 import tempfile
 from pathlib import Path
 
-from .datasets import empty_reason
 from .masks import chat_messages, require_generation_markers, tokenize_sample
 from .models import DatasetSample, TrainingDataset
+from .services.datasets import empty_reason
 
 FORMATS = ("messages", "tokenized")
 

@@ -1,24 +1,23 @@
 """Background entry points of training (registered with jobs.registry on start-up)."""
 
+from django.urls import reverse
+
 from jobs.registry import job
 
-from .kinds import BUILD_JOB
+from .job_kinds import BUILD_JOB
+from .models import TrainingDataset
+from .services.datasets import empty_reason, fill_dataset, summary
 
 
 def _dataset_subject(params: dict) -> tuple[str, str]:
-    from django.urls import reverse
-
     pk = params.get("dataset_id")
     return f"dataset #{pk}", reverse("training:dataset", args=[pk]) if pk else ""
 
 
 @job(BUILD_JOB, queue="default", title="Build a training dataset", subject=_dataset_subject)
 def build_dataset(ctx, *, dataset_id: int) -> dict:
-    """Select, filter, split and hash the dataset's samples (training_jobs.datasets.fill_dataset). A second delivery
-    of a dataset built already returns its summary without building it again."""
-    from .datasets import empty_reason, fill_dataset, summary
-    from .models import TrainingDataset
-
+    """Select, filter, split and hash the dataset's samples (training_jobs.services.datasets.fill_dataset). A
+    second delivery of a dataset built already returns its summary without building it again."""
     dataset = TrainingDataset.objects.get(pk=dataset_id)
     ctx.progress(0, 1, f"building {dataset}")
     dataset = fill_dataset(dataset)

@@ -14,6 +14,7 @@ keeps its checkpoints and `train --resume RUN` goes on from the last one.
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import queue
 import signal
@@ -25,17 +26,20 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, TextField, Value
+from django.db.models.functions import Concat, Right
 from django.utils import timezone
 
 from jobs.registry import job
+from jobs.runner import JobCancelled
 from llm.models import served_key
 
 from .child_env import child_env
 from .exports import export_messages
 from .folders import run_dir
-from .kinds import RL_RUN_JOB, SFT_RUN_JOB
+from .job_kinds import RL_RUN_JOB, SFT_RUN_JOB
 from .models import Checkpoint, DatasetSample, TrainingMetric, TrainingRun
+from .rl.batches import RolloutBridge, disable_policy_endpoint, policy_key_env
 from .serving import stop_idle_servers
 
 LOG_TAIL_CHARS = 20_000
@@ -95,8 +99,6 @@ def execute_training(run_id: int, ctx=None) -> dict:
     TrainingRun.objects.filter(pk=run.pk, status=TrainingRun.Status.RUNNING).update(**updates)
     run.refresh_from_db()
     if run.status == TrainingRun.Status.CANCELLED and ctx is not None:
-        from jobs.runner import JobCancelled
-
         raise JobCancelled()
     if run.status == TrainingRun.Status.FAILED and ctx is not None:
         raise RuntimeError(f"training run #{run.pk} failed: {error[-500:]}")
@@ -109,7 +111,8 @@ def _claim_after_lost_worker(run_id: int, ctx) -> int:
     run's last checkpoint, as `train --resume` would."""
     if ctx.run.attempts < 2:
         return 0
-    from .runs import rewind_to
+    # services.runs sits above the jobs it queues (and reaches this module through base_models): not at the top.
+    from .services.runs import rewind_to
 
     last = Checkpoint.objects.filter(run_id=run_id).order_by("-step").first()
     with transaction.atomic():
@@ -131,8 +134,6 @@ def _rollout_bridge(run: TrainingRun):
     if run.kind != TrainingRun.Kind.RL:
         yield None
         return
-    from .rl.batches import RolloutBridge, disable_policy_endpoint
-
     try:
         with RolloutBridge(run.pk) as bridge:
             yield bridge
@@ -155,8 +156,6 @@ def _stop_idle_servers() -> None:
     try:
         stop_idle_servers()
     except Exception:  # never in the way of the run
-        import logging
-
         logging.getLogger(__name__).exception("stopping idle checkpoint servers failed")
 
 
@@ -247,8 +246,6 @@ def trainer_env(**extra: str) -> dict:
 def _launch(run: TrainingRun, command: list[str], folder: Path, stream, ctx) -> tuple[str, str]:
     extra = {}
     if run.kind == TrainingRun.Kind.RL:
-        from .rl.batches import policy_key_env
-
         # The live policy server's key (the trainer serves it): derived here, given to the trainer alone.
         extra["CLAWGYM_POLICY_KEY"] = served_key(policy_key_env(run))
     proc = subprocess.Popen(
@@ -276,8 +273,6 @@ def _launch(run: TrainingRun, command: list[str], folder: Path, stream, ctx) -> 
         stream.log(f"trainer stopped: {type(exc).__name__}")
         if isinstance(exc, TrainingCancelled):
             return TrainingRun.Status.CANCELLED, ""
-        from jobs.runner import JobCancelled
-
         if isinstance(exc, JobCancelled):
             TrainingRun.objects.filter(pk=run.pk, status=TrainingRun.Status.RUNNING).update(
                 status=TrainingRun.Status.CANCELLED, finished_at=timezone.now(), error="cancelled (job cancel)"
@@ -439,9 +434,6 @@ class _Stream:
         self._last_flush = time.monotonic()
         if not self._pending and not force:
             return
-        from django.db.models import TextField, Value
-        from django.db.models.functions import Concat, Right
-
         text, self._pending = "".join(self._pending), []
         TrainingRun.objects.filter(pk=self.run.pk).update(
             log_tail=Right(Concat(F("log_tail"), Value(text), output_field=TextField()), LOG_TAIL_CHARS)

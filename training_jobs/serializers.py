@@ -1,16 +1,17 @@
 """Training datasets as the API shows them, and what building one takes (validated here; built by
-training_jobs.datasets)."""
+training_jobs.services.datasets)."""
 
 from rest_framework import serializers
+from rest_framework.reverse import reverse
 
 from evaluation.harnesses import HARNESS_CHOICES
 from jobs.redaction import hide_paths, sees_server_details
 from jobs.serializers import JobRunSerializer
 from tasks.models import Task
 
-from .datasets import DEFAULT_FILTERS
 from .models import BaseModel, DatasetSample, ModelServer, RLRollout, TrainingDataset, TrainingRun
 from .rl.presets import RL_PRESETS
+from .services.datasets import DEFAULT_FILTERS, empty_reason
 
 
 class DatasetFilterSerializer(serializers.Serializer):
@@ -37,8 +38,6 @@ class TrainingDatasetListSerializer(serializers.ModelSerializer):
                   "allow_benchmark_tasks", "allow_unverified_history", "created_by", "created_at", "built_at"]  # fmt: skip
 
     def get_empty_reason(self, dataset) -> str:
-        from .datasets import empty_reason
-
         return empty_reason(dataset)
 
 
@@ -69,8 +68,6 @@ class TrainingDatasetDetailSerializer(TrainingDatasetListSerializer):
         return data
 
     def get_samples_url(self, dataset) -> str:
-        from rest_framework.reverse import reverse
-
         return reverse("training-dataset-samples", args=[dataset.pk], request=self.context.get("request"))
 
 
@@ -173,8 +170,8 @@ class TrainingRunFilterSerializer(serializers.Serializer):
 
 
 class StartRLRunSerializer(serializers.Serializer):
-    """What runs.create_rl_run takes (kind "rl" on POST /api/training/runs/): a base model, the training tasks
-    (external ids, or a selection), the harness, a preset and typed config edits."""
+    """What start_training_run(kind="rl") takes (kind "rl" on POST /api/training/runs/): a base model, the training
+    tasks (external ids, or a selection), the harness, a preset and typed config edits."""
 
     kind = serializers.ChoiceField(choices=TrainingRun.Kind.choices, help_text='"rl"')
     base_model = serializers.SlugRelatedField(slug_field="name", queryset=BaseModel.objects.all(), required=False)
@@ -220,8 +217,6 @@ class RLRolloutSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
     def get_url(self, row) -> str:
-        from rest_framework.reverse import reverse
-
         return reverse("rollout-detail", args=[row.rollout_id], request=self.context.get("request"))
 
 

@@ -76,7 +76,7 @@ from llm.models import SERVED_KEY_PREFIX, ModelCall, ModelEndpoint, served_key
 
 from .child_env import child_env
 from .folders import run_dir, training_root
-from .kinds import SERVE_JOB, STOP_IDLE_SERVERS_JOB
+from .job_kinds import SERVE_JOB, STOP_IDLE_SERVERS_JOB
 from .models import BaseModel, Checkpoint, ModelServer
 
 STOPPED_ELSEWHERE_SECONDS = 86400  # how far back the sweep looks for processes of servers stopped on another machine
@@ -306,7 +306,7 @@ def _failed(server: ModelServer, error) -> None:
         status=ModelServer.Status.FAILED, stopped_at=timezone.now(), error=str(error))  # fmt: skip
 
 
-def request_serving(subject: Checkpoint | BaseModel, *, user=None) -> ModelServer:
+def request_serving(subject: Checkpoint | BaseModel, *, user) -> ModelServer:
     """Queue the server of a checkpoint or a registered base model on a gpu worker (the training.serve_checkpoint job)
     and return its row, still "starting", at once. One with a server starting, or ready and answering, gets that one
     back."""

@@ -8,7 +8,7 @@ makes too, with the same `{% generation %}` masks).
 
 A model's reported usage is no measure of this: a harness may report a call's new tokens only, and the usage leaves
 out the tool schemas the template renders. So datasets count with a tokenizer, and a run checks what is left after
-truncation before it is queued (training_jobs.run_checks).
+truncation before it is queued (training_jobs.kinds.sft_checks).
 
 The web process and the job workers never load transformers (training_jobs.tests.test_imports): there the tokenizer
 runs in a subprocess of its own (`python -m training_jobs.token_counts PATH`: JSON lines of samples in, of counts
@@ -20,6 +20,7 @@ bare); starting a subprocess reads the settings.
 """
 
 import hashlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -27,6 +28,11 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from django.conf import settings
+
+from .child_env import child_env
+from .masks import MaskError, require_generation_markers, tokenize_sample
 
 # The files that make a tokenizer what it is (those of them a folder holds): two folders with the same digest
 # tokenize alike, whatever their paths.
@@ -77,8 +83,6 @@ def spans_of(masks: list[int]) -> list[tuple[int, int]]:
 
 
 def count_sample(sample: dict, tokenizer) -> SampleTokens:
-    from .masks import tokenize_sample
-
     tokenized = tokenize_sample(sample, tokenizer)
     return SampleTokens(tokens=tokenized["length"], spans=spans_of(tokenized["assistant_masks"]))
 
@@ -102,8 +106,6 @@ def load_tokenizer(path):
     markers assistant masks need."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from transformers import AutoTokenizer
-
-    from .masks import MaskError, require_generation_markers
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
@@ -157,12 +159,6 @@ class TokenCounter:
         return SampleTokens(tokens=answer["tokens"], spans=[tuple(s) for s in answer["spans"]])
 
     def _start(self) -> None:
-        import importlib.util
-
-        from django.conf import settings
-
-        from .child_env import child_env
-
         if importlib.util.find_spec("transformers") is None:
             raise NoTrainingStack("counting tokens needs the training stack (requirements-training.txt), which is not "
                                   "installed where this runs")  # fmt: skip
@@ -199,8 +195,6 @@ class TokenCounter:
 
 
 def _counted(sample: dict, tokenizer) -> SampleTokens:
-    from .masks import MaskError
-
     try:
         return count_sample(sample, tokenizer)
     except MaskError as exc:

@@ -20,8 +20,8 @@ from evaluation.tests.helpers import endpoint, freeze
 from lib.browser_testing import log_in, screenshot, watch
 from tasks.models import BenchmarkCategory
 from tasks.services import save_package
+from training_jobs.kinds.sft import build_config
 from training_jobs.models import TrainingMetric, TrainingRun
-from training_jobs.runs import build_config
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("taxonomy")]
 

@@ -39,7 +39,7 @@ from jobs.serializers import JobRunSerializer
 from lib.api_filters import QueryFilterMixin
 
 from ..exports import iter_csv, run_export
-from ..kinds import REGRADE_JOB
+from ..job_kinds import REGRADE_JOB
 from ..models import EvalRun, EvalRunTask, Rollout
 from ..samples import filter_samples, sorted_samples
 from ..serializers.rollouts import RolloutListSerializer

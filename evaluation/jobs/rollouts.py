@@ -7,7 +7,7 @@ from django.urls import reverse
 from jobs.registry import job
 from jobs.runner import JobCancelled
 
-from ..kinds import ROLLOUT_JOB
+from ..job_kinds import ROLLOUT_JOB
 from ..models import Rollout
 from ..services.rollouts import execute_rollout, fail_lost_rollouts, fail_redelivered
 from ..services.runs import rollout_changed

@@ -5,7 +5,7 @@ from django.urls import reverse
 from jobs.registry import job
 from tasks.models import Task
 
-from ..kinds import REGRADE_JOB
+from ..job_kinds import REGRADE_JOB
 from ..models import EvalRun, Rollout
 from ..services.regrade import regradable, regrade_rollouts
 

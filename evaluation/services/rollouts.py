@@ -48,7 +48,7 @@ from tasks.verification import CheckResult, CheckStatus
 from ..harnesses import HARNESSES, AgentOutcome, AgentTask, ExitReason, HarnessUnavailable, get_harness
 from ..harnesses.sandboxed import WALL_MARGIN_SECONDS, run_agent
 from ..infra import answer_failure, preflight, upstream_failure
-from ..kinds import ROLLOUT_JOB
+from ..job_kinds import ROLLOUT_JOB
 from ..models import Rollout, RolloutFile, RolloutScore, Trajectory
 from ..proxy_record import ProxyRecord, proxy_record
 from ..slots import NoSlotFree, rollout_slot

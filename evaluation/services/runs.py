@@ -34,7 +34,7 @@ from tasks.models import Task
 
 from ..figures import TaskRow, category_stamp, compare_figures, run_figures
 from ..harnesses import HARNESSES, ExitReason
-from ..kinds import ROLLOUT_JOB
+from ..job_kinds import ROLLOUT_JOB
 from ..models import SCORED_OUTCOMES, EvalRun, EvalRunTask, Outcome, Rollout
 from .rollouts import MAX_REPEATS, RolloutError, execute_rollout, fail_lost_rollouts, retry_rollout
 

@@ -19,7 +19,7 @@ from rest_framework.test import APIClient
 from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
 from evaluation.exports import CSV_COLUMNS
 from evaluation.harnesses import ExitReason
-from evaluation.kinds import REGRADE_JOB, ROLLOUT_JOB
+from evaluation.job_kinds import REGRADE_JOB, ROLLOUT_JOB
 from evaluation.models import EvalRun, Rollout
 from evaluation.services import runs
 from jobs.models import JobRun

@@ -34,7 +34,7 @@ from tasks.models import BenchmarkCategory, Task
 from .. import exports
 from ..figures import UNCATEGORIZED
 from ..forms import PassThresholdForm, StartEvalRunForm
-from ..kinds import REGRADE_JOB
+from ..job_kinds import REGRADE_JOB
 from ..models import EvalRun, EvalRunTask, Outcome, Rollout
 from ..services import runs
 

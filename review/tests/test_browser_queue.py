@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from jobs.models import JobRun
 from lib.browser_testing import assert_no_reload, log_in, mark_document, screenshot
-from review.kinds import DIAGNOSE_BATCH_JOB
+from review.job_kinds import DIAGNOSE_BATCH_JOB
 from review.models import BenchmarkCandidate, ReviewDecision
 from review.tests.helpers import add_diagnosis, make_candidate, row, sanity, settled
 

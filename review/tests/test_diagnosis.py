@@ -154,7 +154,7 @@ def test_diagnose_all_queues_one_child_per_waiting_candidate_and_skips_busy_ones
     benchmark, candidate, admin_user, reviewer, django_capture_on_commit_callbacks
 ):
     from benchmarks.models import Benchmark
-    from review.kinds import DIAGNOSE_BATCH_JOB, DIAGNOSE_JOB
+    from review.job_kinds import DIAGNOSE_BATCH_JOB, DIAGNOSE_JOB
     from review.tests.helpers import add_diagnosis
 
     add_diagnosis(_candidate(benchmark, "t-done"), [])  # awaiting review: not diagnosed again

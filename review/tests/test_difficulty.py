@@ -35,7 +35,7 @@ from review.difficulty import (
     start_difficulty_filter,
     verdict_for,
 )
-from review.kinds import DIFFICULTY_JOB
+from review.job_kinds import DIFFICULTY_JOB
 from review.models import BenchmarkCandidate, DifficultyFilter, DifficultyResult
 from review.services import propose_candidates
 from tasks.services import save_package

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from benchmarks.models import Benchmark
 from jobs.models import JobRun
-from review.kinds import DIAGNOSE_BATCH_JOB, DIAGNOSE_JOB
+from review.job_kinds import DIAGNOSE_BATCH_JOB, DIAGNOSE_JOB
 from review.models import BenchmarkCandidate, ClaimEvent, ReviewDecision
 from review.tests.helpers import add_diagnosis, claim_for, make_candidate, row_html, sanity
 from review.views.queue import PAGE_SIZE

@@ -41,7 +41,7 @@ from jobs.engine import JobEngineError
 from jobs.models import JobRun
 from review import services
 from review.forms import DecisionForm
-from review.kinds import DIAGNOSE_JOB
+from review.job_kinds import DIAGNOSE_JOB
 from review.models import BenchmarkCandidate, DiagnosisIssue, ReviewDecision
 from tasks.diffing import diff_lines
 from tasks.models import TaskRevision

@@ -19,7 +19,7 @@ from jobs.models import JobRun
 from review import services
 from review.models import SEVERITY_RANK, DiagnosisIssue, ReviewDecision
 from tasks.diffing import diff_lines, diff_revisions, role_folder
-from tasks.kinds import SANITY_JOB
+from tasks.job_kinds import SANITY_JOB
 from tasks.models import TaskRevision
 from tasks.templatetags.task_tags import score_levels
 from tasks.viewers import MAX_TEXT_BYTES, decode_text, is_binary, view_file

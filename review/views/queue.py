@@ -27,7 +27,7 @@ from tasks.models import BenchmarkCategory, SanityReport
 
 from .. import bulk, services
 from ..forms import BulkDecisionForm, DecisionForm
-from ..kinds import DIAGNOSE_BATCH_JOB, DIAGNOSE_JOB
+from ..job_kinds import DIAGNOSE_BATCH_JOB, DIAGNOSE_JOB
 from ..models import BenchmarkCandidate, DiagnosisIssue, DifficultyVerdict, LLMDiagnosis, ReviewDecision, Severity
 from ..serializers import CandidateFilterSerializer
 

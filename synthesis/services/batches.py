@@ -25,7 +25,7 @@ from ..batches import (
     config_hash,
     draw_seeds,
 )
-from ..kinds import RUN_BATCH_JOB
+from ..job_kinds import RUN_BATCH_JOB
 from ..models import Route, SynthesisBatch, SynthesisItem
 
 _UNSET = object()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import jobs
 from tasks.models import Task
 
-from ..kinds import ASSESS_JOB
+from ..job_kinds import ASSESS_JOB
 from ..models import QAStage, QualityAssessment
 from ..novelty import catalog_index
 from ..qa import assess, judge_endpoint, parse_stages, qa_task_from_revision

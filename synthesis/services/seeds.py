@@ -28,7 +28,7 @@ from ..annotation import (
     annotation_messages,
     annotator_endpoint,
 )
-from ..kinds import ANNOTATE_JOB
+from ..job_kinds import ANNOTATE_JOB
 from ..models import Persona, Skill, SkillAnnotation, SkillFile
 from ..seeds import BATCH, MAX_PERSONA_CHARS, open_text, persona_hash, read_personas
 from ..skills import (

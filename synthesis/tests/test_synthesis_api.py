@@ -13,7 +13,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from jobs.models import JobRun
 from synthesis.batches import batch_json, funnel, report
-from synthesis.kinds import ANNOTATE_JOB, ASSESS_JOB
+from synthesis.job_kinds import ANNOTATE_JOB, ASSESS_JOB
 from synthesis.models import Persona, QualityAssessment, Skill, SkillAnnotation, SynthesisBatch, SynthesisItem
 from synthesis.services import run_here, start_batch
 from synthesis.tests.helpers import DEAD_WORKER, make_batch, make_endpoints, running_batch

@@ -19,7 +19,7 @@ from jobs.models import JobRun
 from llm.models import ModelEndpoint
 from synthesis import skills
 from synthesis.batches import funnel
-from synthesis.kinds import ANNOTATE_JOB
+from synthesis.job_kinds import ANNOTATE_JOB
 from synthesis.models import Persona, Skill, SkillAnnotation, SynthesisBatch, SynthesisItem
 from synthesis.pipeline import maybe_finish
 from synthesis.services import run_here, start_batch

@@ -66,7 +66,7 @@ def test_difficulty_filter_candidates_add_up_the_same_way():
 
 
 def test_both_spellings_resolve_to_the_same_tasks_in_every_command(db):
-    from training_jobs.runs import resolve_tasks
+    from training_jobs.kinds.rl import resolve_tasks
 
     for external_id in ("t-a", "t-b", "t-c"):
         make_task(external_id)
@@ -74,7 +74,7 @@ def test_both_spellings_resolve_to_the_same_tasks_in_every_command(db):
     for name, extra in TASK_COMMANDS.items():
         spaced = parse(name, *extra, "--task", "t-b", "t-a")
         repeated = parse(name, *extra, "--task", "t-b", "--task", "t-a")
-        if name == "train":  # its ids may be revision ids too, and benchmark tasks are refused (training_jobs.runs)
+        if name == "train":  # its ids may be revision ids too, and benchmark tasks are refused (training_jobs.kinds.rl)
             assert resolve_tasks(spaced["task_ids"]) == resolve_tasks(repeated["task_ids"])
             continue
         assert (

@@ -77,7 +77,7 @@ def task_id(seed: int, split: str, kind: str, number: int) -> str:
 
 
 def train_selection(seed: int) -> str:
-    """The train split as a task selection of `train --kind rl --tasks-from` (training_jobs.runs.tasks_from)."""
+    """The train split as a task selection of `train --kind rl --tasks-from` (training_jobs.kinds.rl.tasks_from)."""
     return f"prefix={ID_PREFIX}-s{seed}-train-"
 
 

@@ -18,6 +18,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from django.db import close_old_connections, connection, transaction
 
+from evaluation.harnesses import ExitReason
+from evaluation.models import Rollout
+from evaluation.services.rollouts import create_rollouts, enqueue_rollout
+from jobs.services import cancel_job
+from llm.models import SERVED_KEY_PREFIX, ModelEndpoint
+from tasks.models import TaskRevision
+
+from ..models import RLRollout, TrainingRun
 from .groups import (
     Generation,
     Group,
@@ -28,6 +36,7 @@ from .groups import (
     step_metrics,
     truncate,
 )
+from .samples import samples_for_rollout
 
 log = logging.getLogger(__name__)
 
@@ -42,16 +51,12 @@ class StepCancelled(Exception):
 def policy_key_env(run) -> str:
     """The live policy server's key, as its endpoint names it: a served key of its own per attempt (derived from
     SECRET_KEY, llm.models.served_key), given to the trainer that serves it."""
-    from llm.models import SERVED_KEY_PREFIX
-
     return f"{SERVED_KEY_PREFIX}RL{run.pk}_A{run.attempt}"
 
 
 def policy_endpoint(run, policy_url: str):
     """The run's policy as a ModelEndpoint with the agent role (one per run, pointed at this attempt's server): the
     live server's own key, or the key variable a vLLM policy's config names (policy.api_key_env)."""
-    from llm.models import ModelEndpoint
-
     config = run.config
     policy = config["policy"]
     live = policy["backend"] == "live" or run.cpu
@@ -94,12 +99,6 @@ def run_step(
     generation per prompt given, in order, each {"rollout", "reward", "note", "samples": [{prompt_ids,
     completion_ids, logprobs, env_mask, exact}, …]}: every main-chain sample of the rollout, [] when it trains
     nothing (no reward, no sample that fits)."""
-    from evaluation.models import Rollout
-    from evaluation.services.rollouts import create_rollouts, enqueue_rollout
-    from tasks.models import TaskRevision
-
-    from ..models import RLRollout, TrainingRun
-
     run = TrainingRun.objects.get(pk=run_id)
     config = {**run.config, "base_model_path": run.base_model_path}
     generations = int(config["num_generations"])
@@ -154,10 +153,6 @@ def sample_json(sample) -> dict:
 def _wait(run, rollout_ids: list[int], *, deadline: float, should_stop) -> None:
     """Until every rollout finished; past the deadline, or when the run is cancelled, the queued ones are cancelled
     and the running ones left to finish on their own (their rewards are not waited for: None)."""
-    from evaluation.models import Rollout
-
-    from ..models import TrainingRun
-
     while True:
         left = Rollout.objects.filter(pk__in=rollout_ids).exclude(status__in=FINISHED).count()
         if not left:
@@ -174,10 +169,6 @@ def _wait(run, rollout_ids: list[int], *, deadline: float, should_stop) -> None:
 
 
 def cancel_queued(rollout_ids: list[int], why: str) -> None:
-    from evaluation.harnesses import ExitReason
-    from evaluation.models import Rollout
-    from jobs.services import cancel_job
-
     queued = list(Rollout.objects.filter(pk__in=rollout_ids, status=Rollout.Status.QUEUED).select_related("job_run"))
     for rollout in queued:
         if rollout.job_run is not None and not rollout.job_run.is_finished:
@@ -224,8 +215,6 @@ def _generation(rollout, config: dict) -> Generation:
 def samples_of(rollout, tokenizer=None) -> list:
     """The rollout's samples from its recorded calls; a call without exact tokens is re-tokenized with the policy's
     tokenizer (loaded only then) and its sample counted inexact."""
-    from .samples import samples_for_rollout
-
     return list(samples_for_rollout(rollout, tokenizer=tokenizer))
 
 
@@ -303,6 +292,4 @@ class RolloutBridge:
 
 def disable_policy_endpoint(run) -> None:
     """The policy server is gone with the trainer: its endpoint opens nothing any more."""
-    from llm.models import ModelEndpoint
-
     ModelEndpoint.objects.filter(name=f"rl-run-{run.pk}-policy").update(enabled=False)

@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 
 from django.core.exceptions import ObjectDoesNotExist
 
+from evaluation.trajectories import MAIN, _reply, _request_messages, _tools, chain_roles
+from llm.models import ModelCall
 from training_jobs.masks import chat_messages
 
 
@@ -82,8 +84,6 @@ class CallTokens:
 
 def answered(call) -> bool:
     """A call the policy answered: it sampled something to train on (a Responses stream cut off holds no answer)."""
-    from evaluation.trajectories import _reply
-
     return not call.error and call.status_code == 200 and _reply(call.response) is not None
 
 
@@ -91,8 +91,6 @@ def build_samples(calls, tokenizer=None) -> list[Sample]:
     """The samples of one rollout's calls, in the order they were made. `tokenizer` (a transformers tokenizer, or
     the path of one, loaded on first use) re-tokenizes calls without exact tokens; without one such a call raises
     SampleError."""
-    from evaluation.trajectories import MAIN, chain_roles
-
     lazy = _LazyTokenizer(tokenizer)
     calls = list(calls)
     roles = chain_roles([{"request": c.request, "response": c.response, "error": c.error} for c in calls])
@@ -148,8 +146,6 @@ def retokenize(call, tokenizer) -> CallTokens:
     prompt; the answer's message rendered after them, up to and with the end-of-turn token, is the completion.
     Either API (a Responses call's input items and answer read as the trajectory builder reads them). Inexact: the
     text's tokens, not necessarily the ones sampled; their logprobs unknown (None)."""
-    from evaluation.trajectories import _reply, _request_messages, _tools
-
     message = _reply(call.response)
     if message is None:
         raise SampleError(f"call #{call.pk}: the response holds no answer to re-tokenize")
@@ -193,8 +189,6 @@ class _LazyTokenizer:
 
 def rollout_calls(rollout):
     """The proxied calls of a rollout's last attempt (earlier attempts failed for infra reasons), in order."""
-    from llm.models import ModelCall
-
     if rollout.proxy_session_id is None:
         return ModelCall.objects.none()
     return ModelCall.objects.filter(session_id=rollout.proxy_session_id).select_related("tokens").order_by("created_at", "id")

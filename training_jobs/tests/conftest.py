@@ -10,7 +10,7 @@ import pytest
 
 from jobs.testing import start_django_q_worker
 from llm.models import ModelEndpoint, ProxySession
-from training_jobs.datasets import build_dataset
+from training_jobs.services.datasets import build_dataset
 from training_jobs.tests.datakit import make_corpus
 from training_jobs.tests.helpers import MAX_BODY, PROBE
 from training_jobs.tiny import tiny_model
@@ -31,7 +31,7 @@ def training_dir(settings, tmp_path):
 @pytest.fixture
 def dataset():
     corpus = make_corpus()
-    return build_dataset(selection={"eval_runs": [corpus.run.pk], "groups": [corpus.group]}, name="sales")
+    return build_dataset(selection={"eval_runs": [corpus.run.pk], "groups": [corpus.group]}, name="sales", user=None)
 
 
 @pytest.fixture(scope="module")

@@ -16,11 +16,9 @@ from llm.testing_tokens import (
 from tasks.models import Task, TaskRevision
 from tasks.package import PackageFile, TaskPackage
 from tasks.services import save_package
+from training_jobs.kinds.sft import build_config
 from training_jobs.models import Checkpoint, TrainingMetric, TrainingRun
 from training_jobs.run_jobs import execute_training, run_dir
-from training_jobs.runs import (
-    build_config,
-)
 
 
 def wait_until(predicate, what: str, timeout: float = 300.0):

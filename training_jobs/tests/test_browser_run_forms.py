@@ -16,8 +16,9 @@ from evaluation.models import Rollout
 from jobs.models import JobRun, Worker
 from jobs.testing import use_engine
 from lib.browser_testing import assert_no_reload, log_in, mark_document, screenshot, watch
+from training_jobs.kinds.sft import build_config
 from training_jobs.models import TrainingDataset, TrainingRun
-from training_jobs.runs import build_config, create_rl_run
+from training_jobs.services.runs import start_training_run
 from training_jobs.tests.helpers import make_task
 
 from .datakit import make_corpus
@@ -91,7 +92,7 @@ def test_a_queued_run_says_why_it_waits_and_follows_the_queue(page, live_server,
 
 def test_clone_opens_the_config_to_edit_and_queues_the_clone_with_the_edits(page, live_server, admin_user):
     revisions = [make_task("rl-a"), make_task("rl-b")]
-    run = create_rl_run(None, base_model_path="/models/tiny", tasks=[r.pk for r in revisions], harness="builtin",
+    run = start_training_run(kind="rl", user=None, base_model_path="/models/tiny", tasks=[r.pk for r in revisions], harness="builtin",
                         preset="tiny-cpu", cpu=True, enqueue=False)  # fmt: skip
     problems = watch(page)
     log_in(page, live_server, admin_user)

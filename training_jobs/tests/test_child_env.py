@@ -11,7 +11,7 @@ import pytest
 from django.conf import settings
 
 from jobs.testing import database_url
-from training_jobs.runs import start_training_run
+from training_jobs.services.runs import start_training_run
 from training_jobs.tests.helpers import in_thread, trainer_pid
 
 # once: a trainer run, nothing about the database engine.
@@ -46,8 +46,8 @@ def test_the_trainer_inherits_none_of_the_workers_secrets(dataset, tiny_model_pa
     monkeypatch.setenv("CLAWGYM_KEY_PROBE", "probe-secret")
     monkeypatch.setenv("HF_HOME", str(Path(settings.CLAWGYM_TRAINING_DIR) / "hf-home"))
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    run = start_training_run(dataset=dataset, base_model_path=tiny_model_path, preset="tiny-cpu", cpu=True,
-                             overrides={"max_steps": 1}, enqueue=False)  # fmt: skip
+    run = start_training_run(kind="sft", dataset=dataset, base_model_path=tiny_model_path, preset="tiny-cpu", cpu=True,
+                             overrides={"max_steps": 1}, enqueue=False, user=None)  # fmt: skip
     thread = in_thread(run.pk)
     launcher = trainer_pid(run)
     seen = {launcher: environ(launcher)}

@@ -37,7 +37,7 @@ from training_jobs.curriculum.build import (
     write_curriculum,
 )
 from training_jobs.curriculum.kinds import KINDS, SENTENCES, WORD_GROUPS
-from training_jobs.runs import tasks_from
+from training_jobs.kinds.rl import tasks_from
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECKER_PATH = ROOT / "training_jobs" / "curriculum" / "checker.py"

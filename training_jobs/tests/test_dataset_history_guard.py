@@ -12,8 +12,8 @@ from django.urls import reverse
 
 from evaluation.models import Trajectory
 from jobs import runner
-from training_jobs.datasets import REASONS, build_dataset
 from training_jobs.models import TrainingDataset
+from training_jobs.services.datasets import REASONS, build_dataset
 
 from .datakit import EXCLUDED, KEPT, add, conversation, make_corpus
 
@@ -40,7 +40,7 @@ def kept(corpus, dataset) -> set:
 
 
 def test_unverified_history_is_its_own_reason_and_the_rest_is_as_before(corpus):
-    dataset = build_dataset(selection=selection(corpus), filters={"max_tokens": 65536})
+    dataset = build_dataset(selection=selection(corpus), filters={"max_tokens": 65536}, user=None)
     assert dataset.excluded == {**EXCLUDED, "unverified_history": 1}
     assert kept(corpus, dataset) == KEPT
     assert REASONS.index("unverified_history") == 1  # after the contamination guard, before every filter

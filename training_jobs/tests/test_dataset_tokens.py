@@ -12,9 +12,9 @@ from django.urls import reverse
 
 from evaluation.models import EvalRun
 from training_jobs.base_models import add_by_path
-from training_jobs.datasets import DatasetError, build_dataset, empty_reason
 from training_jobs.masks import masked_runs, tokenize_sample
 from training_jobs.models import TrainingDataset
+from training_jobs.services.datasets import DatasetError, build_dataset, empty_reason
 from training_jobs.token_counts import SampleTokens, TokenCounter, TokenCountError
 
 from .datakit import KEPT, add, conversation, make_corpus
@@ -78,9 +78,9 @@ def test_a_dataset_counts_the_tokenized_sample_with_its_base_models_tokenizer(co
     from transformers import AutoTokenizer
 
     # The "long" trajectory reports 90,000 tokens of usage; tokenized, it is a few hundred: the estimate left it out.
-    estimated = build_dataset(selection=both(corpus), filters={"max_tokens": 65536})
+    estimated = build_dataset(selection=both(corpus), filters={"max_tokens": 65536}, user=None)
     assert estimated.excluded["too_long"] == 1 and not estimated.tokenized
-    dataset = build_dataset(selection=both(corpus), filters={"max_tokens": 65536}, base_model=tiny)
+    dataset = build_dataset(selection=both(corpus), filters={"max_tokens": 65536}, base_model=tiny, user=None)
     assert dataset.tokenized and dataset.tokenizer_path == tiny.path and dataset.base_model == tiny
     assert "too_long" not in dataset.excluded and dataset.trajectories_count == len(KEPT) + 1
     tokenizer = AutoTokenizer.from_pretrained(tiny.path)
@@ -93,7 +93,7 @@ def test_a_dataset_counts_the_tokenized_sample_with_its_base_models_tokenizer(co
     counts = sorted(dataset.samples.values_list("tokens", flat=True))
     # The "tokens at most" filter compares the tokenized length: a limit between two samples cuts between them.
     limit = counts[len(counts) // 2]
-    cut = build_dataset(selection=both(corpus), filters={"max_tokens": limit}, base_model=tiny)
+    cut = build_dataset(selection=both(corpus), filters={"max_tokens": limit}, base_model=tiny, user=None)
     assert cut.excluded["too_long"] == sum(1 for c in counts if c > limit) > 0
     assert max(cut.samples.values_list("tokens", flat=True)) <= limit
     stats = dataset.stats
@@ -113,7 +113,7 @@ def test_a_dataset_counts_the_tokenized_sample_with_its_base_models_tokenizer(co
 
 
 def test_without_a_base_model_the_page_says_the_tokens_are_an_estimate(corpus, viewer_client):
-    dataset = build_dataset(selection=both(corpus), filters={"max_tokens": 65536})
+    dataset = build_dataset(selection=both(corpus), filters={"max_tokens": 65536}, user=None)
     page = viewer_client.get(reverse("training:dataset", args=[dataset.pk])).content.decode()
     assert "the models' reported usage, an estimate" in page and "(the usage estimate)" in page
     assert 'id="token-fit"' not in page and dataset.stats["tokens_counted_with"] == "usage"
@@ -157,7 +157,7 @@ def test_an_empty_dataset_is_built_empty_with_its_reason(corpus, viewer_client, 
                                         config_hash="y" * 64)  # fmt: skip
     for i in range(3):
         add(corpus, f"bench-{i}", "bench-task", reward=1.0, messages=conversation("bench-task", f"Done {i}."))
-    dataset = build_dataset(selection={"eval_runs": [corpus.run.pk]}, name="bench only")
+    dataset = build_dataset(selection={"eval_runs": [corpus.run.pk]}, name="bench only", user=None)
     assert dataset.status == TrainingDataset.Status.EMPTY and dataset.trajectories_count == 0
     reason = "all 3 trajectories are benchmark tasks (the contamination guard), excluded"
     assert empty_reason(dataset) == reason
@@ -173,12 +173,12 @@ def test_an_empty_dataset_is_built_empty_with_its_reason(corpus, viewer_client, 
 
     # Mixed reasons are counted out one by one; a selection with nothing in it says so.
     add(corpus, "low", "sales-a", reward=0.1, messages=conversation("sales-a", "Not sure."))
-    mixed = build_dataset(selection={"eval_runs": [corpus.run.pk]})
+    mixed = build_dataset(selection={"eval_runs": [corpus.run.pk]}, user=None)
     assert empty_reason(mixed) == ("all 4 trajectories were left out: 3 are benchmark tasks (the contamination "
                                    "guard); 1 is rewarded below 0.5")  # fmt: skip
-    nothing = build_dataset(selection={"groups": [corpus.group], "until": "2000-01-01T00:00:00"})
+    nothing = build_dataset(selection={"groups": [corpus.group], "until": "2000-01-01T00:00:00"}, user=None)
     assert nothing.status == "empty" and empty_reason(nothing) == "the selection holds no trajectory"
-    assert empty_reason(build_dataset(selection=both(corpus))) == ""  # ready: no reason
+    assert empty_reason(build_dataset(selection=both(corpus), user=None)) == ""  # ready: no reason
 
     out, err = StringIO(), StringIO()
     call_command("build_dataset", "--run", str(corpus.run.pk), "--json", stdout=out, stderr=err)
@@ -193,13 +193,13 @@ def test_a_bad_tokenizer_folder_fails_the_build_saying_why(corpus, tmp_path):
     folder.mkdir()
     (folder / "config.json").write_text("{}")
     with pytest.raises(DatasetError, match="holds no tokenizer"):
-        build_dataset(selection=both(corpus), tokenizer_path=str(folder))
+        build_dataset(selection=both(corpus), tokenizer_path=str(folder), user=None)
     assert not TrainingDataset.objects.exists()  # refused before a row was made
 
 
 def test_an_empty_dataset_exports_nothing_and_says_why(corpus, tmp_path):
     from training_jobs.exports import ExportError, export_messages
 
-    empty = build_dataset(selection={"groups": [corpus.group]}, filters={"min_reward": 0.9})
+    empty = build_dataset(selection={"groups": [corpus.group]}, filters={"min_reward": 0.9}, user=None)
     with pytest.raises(ExportError, match=r"is empty \(all 5 trajectories are rewarded below 0.9, excluded\)"):
         export_messages(empty, tmp_path / "out.jsonl")

@@ -12,9 +12,9 @@ from django.core.management import call_command
 
 from jobs import runner
 from jobs.models import JobRun
-from training_jobs.datasets import DatasetError, build_dataset, split_tasks, start_build
-from training_jobs.kinds import BUILD_JOB
+from training_jobs.job_kinds import BUILD_JOB
 from training_jobs.models import DatasetSample, TrainingDataset
+from training_jobs.services.datasets import DatasetError, build_dataset, split_tasks, start_build
 
 from .datakit import EXCLUDED, KEPT, conversation, make_corpus
 
@@ -39,7 +39,7 @@ def kept_labels(corpus, dataset) -> set:
 
 
 def test_every_reason_is_counted_and_the_rest_kept(corpus):
-    dataset = build_dataset(selection=both(corpus), filters={"max_tokens": 65536}, name="sales")
+    dataset = build_dataset(selection=both(corpus), filters={"max_tokens": 65536}, name="sales", user=None)
     assert dataset.status == TrainingDataset.Status.READY
     assert kept_labels(corpus, dataset) == KEPT
     assert dataset.excluded == EXCLUDED
@@ -49,34 +49,34 @@ def test_every_reason_is_counted_and_the_rest_kept(corpus):
     assert {s.task_external_id for s in dataset.samples.all()} == {"sales-a", "sales-b", "g-1", "g-2", "g-3", "g-4",
                                                                     "g-5"}
     # Without a token limit the long one stays; a lower threshold takes the 0.4 one (and still not the 0.0 one).
-    loose = build_dataset(selection=both(corpus), filters={"min_reward": 0.4})
+    loose = build_dataset(selection=both(corpus), filters={"min_reward": 0.4}, user=None)
     assert kept_labels(corpus, loose) == KEPT | {"long", "low"}
     assert loose.excluded["below_min_reward"] == 1
     assert "too_long" not in loose.excluded
 
 
 def test_selection_by_run_or_group_or_source(corpus):
-    by_run = build_dataset(selection={"eval_runs": [corpus.run.pk]})
+    by_run = build_dataset(selection={"eval_runs": [corpus.run.pk]}, user=None)
     assert kept_labels(corpus, by_run) == {"good", "half", "long"}  # no token limit asked
-    by_group = build_dataset(selection={"groups": [corpus.group]})
+    by_group = build_dataset(selection={"groups": [corpus.group]}, user=None)
     assert kept_labels(corpus, by_group) == {"g-1", "g-2", "g-3", "g-4", "g-5"}
-    by_source = build_dataset(selection={"sources": ["persona"]}, filters={"max_tokens": 65536})
+    by_source = build_dataset(selection={"sources": ["persona"]}, filters={"max_tokens": 65536}, user=None)
     assert kept_labels(corpus, by_source) == {"good", "half"}
     with pytest.raises(DatasetError, match="select at least one"):
-        build_dataset(selection={})
+        build_dataset(selection={}, user=None)
     with pytest.raises(DatasetError, match="no evaluation run #999"):
-        build_dataset(selection={"eval_runs": [999, corpus.run.pk]})
+        build_dataset(selection={"eval_runs": [999, corpus.run.pk]}, user=None)
     with pytest.raises(DatasetError, match="no rollout group nosuchgroup"):
-        build_dataset(selection={"groups": ["nosuchgroup"]})
+        build_dataset(selection={"groups": ["nosuchgroup"]}, user=None)
     # Dates narrow the selection (a naive one is in the site's time zone).
-    assert build_dataset(selection={"groups": [corpus.group], "until": "2000-01-01T00:00:00"}).excluded == {}
-    assert build_dataset(selection={"groups": [corpus.group], "since": "2000-01-01"}).trajectories_count == 5
+    assert build_dataset(selection={"groups": [corpus.group], "until": "2000-01-01T00:00:00"}, user=None).excluded == {}
+    assert build_dataset(selection={"groups": [corpus.group], "since": "2000-01-01"}, user=None).trajectories_count == 5
     with pytest.raises(DatasetError, match="unknown filter"):
-        build_dataset(selection=both(corpus), filters={"min_rewrad": 0.5})
+        build_dataset(selection=both(corpus), filters={"min_rewrad": 0.5}, user=None)
 
 
 def test_the_contamination_guard_and_its_admin_override(corpus, admin_user, reviewer):
-    guarded = build_dataset(selection=both(corpus))
+    guarded = build_dataset(selection=both(corpus), user=None)
     assert guarded.excluded["benchmark_task"] == 1
     assert "benchmark" not in kept_labels(corpus, guarded)
     # Another revision of the pinned task is left out too: the guard is by task, not by revision.
@@ -103,13 +103,13 @@ def test_a_second_revision_of_a_pinned_task_is_guarded_too(corpus):
                                            content_hash="v2")  # fmt: skip
     corpus.revisions["bench-v2"] = revision
     add(corpus, "bench-v2", "bench-v2", reward=1.0, messages=conversation("bench-v2"))
-    dataset = build_dataset(selection=both(corpus))
+    dataset = build_dataset(selection=both(corpus), user=None)
     assert dataset.excluded["benchmark_task"] == 2
 
 
 def test_the_split_keeps_each_task_on_one_side_and_is_seeded(corpus):
     filters = {"validation_share": 0.3, "seed": 7}
-    dataset = build_dataset(selection=both(corpus), filters=filters)
+    dataset = build_dataset(selection=both(corpus), filters=filters, user=None)
     sides = {}
     for sample in dataset.samples.all():
         sides.setdefault(sample.task_external_id, set()).add(sample.split)
@@ -117,7 +117,7 @@ def test_the_split_keeps_each_task_on_one_side_and_is_seeded(corpus):
     validation = {t for t, s in sides.items() if s == {"validation"}}
     assert len(validation) == 2  # round(0.3 * 7)
     assert dataset.stats["split"]["validation"]["tasks"] == 2
-    again = build_dataset(selection=both(corpus), filters=filters)
+    again = build_dataset(selection=both(corpus), filters=filters, user=None)
     assert {s.task_external_id for s in again.samples.filter(split="validation")} == validation
     # Another seed ranks the tasks otherwise (these two seeds pick different tasks for these names).
     tasks = sorted(sides)
@@ -128,8 +128,8 @@ def test_the_split_keeps_each_task_on_one_side_and_is_seeded(corpus):
 
 
 def test_the_hash_is_stable_and_follows_the_content(corpus):
-    first = build_dataset(selection=both(corpus))
-    second = build_dataset(selection=both(corpus))
+    first = build_dataset(selection=both(corpus), user=None)
+    second = build_dataset(selection=both(corpus), user=None)
     assert first.pk != second.pk  # building always makes a new dataset
     assert first.sha256 == second.sha256 and len(first.sha256) == 64
     assert list(first.samples.values_list("trajectory_id", "split")) == list(
@@ -141,20 +141,20 @@ def test_the_hash_is_stable_and_follows_the_content(corpus):
     grouped = Trajectory.objects.filter(rollout__group=corpus.group).order_by("pk")
     copies = [Trajectory(rollout=t.rollout, index=t.index + 1, messages=t.messages, tools=t.tools, reward=t.reward,
                          stats=t.stats) for t in grouped]  # fmt: skip
-    by_group = build_dataset(selection={"groups": [corpus.group]}, filters={"dedup": True})
+    by_group = build_dataset(selection={"groups": [corpus.group]}, filters={"dedup": True}, user=None)
     Trajectory.objects.bulk_create(copies)
-    with_copies = build_dataset(selection={"groups": [corpus.group]})
+    with_copies = build_dataset(selection={"groups": [corpus.group]}, user=None)
     assert with_copies.excluded == {"near_duplicate": 5}
     assert with_copies.sha256 == by_group.sha256
     # Other content, another hash.
     changed = corpus.trajectories["half"]
     changed.messages = conversation("sales-b", "Done, totals.md has north 5 and south 2.", calls=3)
     changed.save()
-    assert build_dataset(selection=both(corpus)).sha256 != first.sha256
+    assert build_dataset(selection=both(corpus), user=None).sha256 != first.sha256
 
 
 def test_the_statistics_are_stored_with_the_papers_figures(corpus):
-    dataset = build_dataset(selection=both(corpus), filters=LIMIT)
+    dataset = build_dataset(selection=both(corpus), filters=LIMIT, user=None)
     stats = dataset.stats
     assert stats["trajectories"] == len(KEPT) and stats["candidates"] == 16
     turns = stats["metrics"]["turns"]
@@ -181,7 +181,7 @@ def test_the_last_calls_usage_measures_the_sample(corpus):
                                     response={}, input_tokens=70_000, output_tokens=40)  # fmt: skip
     good.model_call_ids = [call.pk]
     good.save()
-    dataset = build_dataset(selection=both(corpus), filters={"max_tokens": 65536})
+    dataset = build_dataset(selection=both(corpus), filters={"max_tokens": 65536}, user=None)
     assert "good" not in kept_labels(corpus, dataset)
     assert dataset.excluded["too_long"] == 2
 
@@ -205,7 +205,7 @@ def test_the_job_builds_the_dataset_created_first_and_a_second_delivery_keeps_it
 def test_samples_protect_their_trajectories(corpus):
     from django.db.models import ProtectedError
 
-    dataset = build_dataset(selection=both(corpus), filters=LIMIT)
+    dataset = build_dataset(selection=both(corpus), filters=LIMIT, user=None)
     sample = dataset.samples.first()
     with pytest.raises(ProtectedError):
         sample.trajectory.delete()
@@ -291,7 +291,7 @@ def test_an_admin_builds_from_the_form_and_lands_on_the_dataset_page(corpus, adm
 def test_the_pages_the_download_and_the_panel(corpus, admin_client, viewer_client, outsider_client):
     from django.urls import reverse
 
-    dataset = build_dataset(selection=both(corpus), filters=LIMIT, name="shown")
+    dataset = build_dataset(selection=both(corpus), filters=LIMIT, name="shown", user=None)
     listing = viewer_client.get(reverse("training:datasets"))
     assert listing.status_code == 200 and f'data-dataset="{dataset.pk}"' in listing.content.decode()
     assert "Build a dataset" not in listing.content.decode()  # viewers cannot build

@@ -70,7 +70,7 @@ def test_the_api_queues_the_evaluate_job_and_the_worker_serves_and_starts_each(
         assert evaluation.eval_run.benchmark_version == version and evaluation.eval_run.harness == "builtin"
 
         # Again: everything is evaluated on the version already, so nothing is served or started.
-        again = evaluate_checkpoints(run, version, harness="builtin")
+        again = evaluate_checkpoints(run, version, harness="builtin", user=None)
         assert [e.pk for e in again] == ids and ModelServer.objects.count() == 2
         assert CheckpointEvaluation.objects.count() == 1
     finally:

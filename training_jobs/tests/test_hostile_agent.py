@@ -23,11 +23,11 @@ from evaluation.testing import INSTRUCTION, RIGHT_SUMMARY, needs_bwrap, wait_rol
 from llm.models import ModelCall, ModelEndpoint
 from llm.testing import Reply
 from training_jobs import exports, masks
-from training_jobs.datasets import DatasetError, build_dataset
 from training_jobs.rl.batches import _generation
 from training_jobs.rl.groups import policy_tokens
 from training_jobs.rl.presets import TINY_CPU
 from training_jobs.rl.samples import samples_for_rollout
+from training_jobs.services.datasets import DatasetError, build_dataset
 
 pytestmark = [needs_bwrap, pytest.mark.workers, pytest.mark.django_db(transaction=True)]
 
@@ -89,7 +89,7 @@ def test_a_forged_history_is_flagged_and_kept_out_of_the_dataset_and_its_exports
     page = admin_client.get(f"/rollouts/{rollout.pk}/").content.decode()
     assert 'data-testid="unverified-history"' in page and "at message 1 is no answer the proxy recorded" in page
 
-    dataset = build_dataset(selection={"groups": [rollout.group]}, filters={"validation_share": 0})
+    dataset = build_dataset(selection={"groups": [rollout.group]}, filters={"validation_share": 0}, user=None)
     assert dataset.excluded == {"unverified_history": 1}  # counted by reason, like the other exclusions
     assert [s.trajectory_id for s in dataset.samples.all()] == [real.pk]
     assert dataset.stats["candidates"] == 2 and dataset.stats["trajectories"] == 1

@@ -203,7 +203,8 @@ def test_a_training_step_moves_the_weights_as_the_reference_gradient(tiny_path, 
 
 
 def test_the_trainer_and_the_config_take_dapo_normalisation_only(tiny_path, tmp_path):
-    from training_jobs.runs import TrainingRunError, build_rl_config, parse_overrides
+    from training_jobs.kinds import TrainingRunError, parse_overrides
+    from training_jobs.kinds.rl import build_rl_config
 
     with pytest.raises(ValueError, match="normalises the loss per token over the step"):
         make_trainer(tiny_path, tmp_path, step_generations(), loss_type="grpo")

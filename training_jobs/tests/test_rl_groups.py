@@ -4,6 +4,8 @@ grouping of TRL's repeated prompts. Plain Python and a database for the config's
 
 import pytest
 
+from training_jobs.kinds import TrainingRunError, parse_overrides
+from training_jobs.kinds.rl import build_rl_config
 from training_jobs.rl.batches import group_prompts, harness_options
 from training_jobs.rl.groups import (
     METRICS,
@@ -18,7 +20,6 @@ from training_jobs.rl.groups import (
 )
 from training_jobs.rl.rollout_func import prompt_for, revision_of
 from training_jobs.rl.samples import Sample
-from training_jobs.runs import TrainingRunError, build_rl_config, parse_overrides
 
 
 def group(index, rewards, walls=None):
@@ -132,22 +133,23 @@ def revision(external_id: str):
 @pytest.mark.django_db
 def test_an_rl_run_is_queued_on_the_gpu_queue_and_refuses_benchmark_tasks():
     from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
-    from training_jobs.runs import cancel_training_run, clone_training_run, create_rl_run, rl_run_json, tasks_from
+    from training_jobs.kinds.rl import rl_run_json, tasks_from
+    from training_jobs.services.runs import cancel_training_run, clone_training_run, start_training_run
 
     one, two, pinned = revision("rl-one"), revision("rl-two"), revision("rl-bench")
     version = BenchmarkVersion.objects.create(benchmark=Benchmark.objects.create(name="bench"), number=1)
     PinnedRevision.objects.create(version=version, revision=pinned)
     with pytest.raises(TrainingRunError, match="contamination guard.*rl-bench"):
-        create_rl_run(None, base_model_path="/models/x", tasks=["rl-one", pinned.pk])
+        start_training_run(kind="rl", user=None, base_model_path="/models/x", tasks=["rl-one", pinned.pk])
     with pytest.raises(TrainingRunError, match="no task 'nope'"):
-        create_rl_run(None, base_model_path="/models/x", tasks=["nope"])
+        start_training_run(kind="rl", user=None, base_model_path="/models/x", tasks=["nope"])
     with pytest.raises(TrainingRunError, match="give the tasks"):
-        create_rl_run(None, base_model_path="/models/x", tasks=[])
+        start_training_run(kind="rl", user=None, base_model_path="/models/x", tasks=[])
     assert {r.pk for r in tasks_from("limit=10")} == {one.pk, two.pk}  # the benchmark task left out
     with pytest.raises(TrainingRunError, match="unknown task selection filter"):
         tasks_from("colour=red")
 
-    run = create_rl_run(None, base_model_path="/models/x", tasks=["rl-one", two.pk, one.pk], harness="openclaw",
+    run = start_training_run(kind="rl", user=None, base_model_path="/models/x", tasks=["rl-one", two.pk, one.pk], harness="openclaw",
                         overrides={"num_generations": 4})  # fmt: skip
     run.refresh_from_db()
     assert run.kind == "rl" and run.job_run.kind == "training.rl_run" and run.job_run.queue == "gpu"
@@ -155,12 +157,12 @@ def test_an_rl_run_is_queued_on_the_gpu_queue_and_refuses_benchmark_tasks():
     assert run.config["num_generations"] == 4 and run.config["policy"]["backend"] == "vllm" and run.total_steps == 200
     assert rl_run_json(run) == {"run": run.pk, "status": "queued", "steps": 0, "rollouts": 0, "checkpoints": [],
                                 "metrics": []}  # fmt: skip
-    clone = clone_training_run(run, {"learning_rate": 2e-6}, enqueue=False)
+    clone = clone_training_run(run, {"learning_rate": 2e-6}, enqueue=False, user=None)
     assert clone.kind == "rl" and clone.cloned_from == run
     assert clone.config == {**run.config, "learning_rate": 2e-6}
-    cpu = create_rl_run(None, base_model_path="/models/x", tasks=[one.pk], preset="paper", cpu=True, enqueue=False)
+    cpu = start_training_run(kind="rl", user=None, base_model_path="/models/x", tasks=[one.pk], preset="paper", cpu=True, enqueue=False)
     assert cpu.config["policy"]["backend"] == "live" and cpu.config["bf16"] is False
-    cancelled = cancel_training_run(run)
+    cancelled = cancel_training_run(run, user=None)
     assert cancelled.status == "cancelled" and cancelled.job_run.status == "cancelled"
 
 
@@ -169,10 +171,10 @@ def test_a_step_stopped_while_its_rollouts_wait_cancels_the_queued_ones():
     from evaluation.models import Rollout
     from training_jobs.models import RLRollout
     from training_jobs.rl.batches import StepCancelled, run_step
-    from training_jobs.runs import create_rl_run
+    from training_jobs.services.runs import start_training_run
 
     one = revision("rl-stop")
-    run = create_rl_run(None, base_model_path="/models/x", tasks=[one.pk], preset="tiny-cpu", cpu=True, enqueue=False)
+    run = start_training_run(kind="rl", user=None, base_model_path="/models/x", tasks=[one.pk], preset="tiny-cpu", cpu=True, enqueue=False)
     with pytest.raises(StepCancelled):  # no worker takes them: they are still queued when the job stops
         run_step(run.pk, 1, [one.pk, one.pk], "http://127.0.0.1:9/v1", should_stop=lambda: True)
     rows = RLRollout.objects.filter(run=run, step=1)

@@ -16,7 +16,7 @@ from evaluation.models import Rollout
 from llm.models import ModelEndpoint
 from tasks.models import TaskRevision
 from training_jobs.models import RLRollout, TrainingMetric, TrainingRun
-from training_jobs.runs import create_rl_run
+from training_jobs.services.runs import start_training_run
 from training_jobs.tests.helpers import make_task
 
 pytestmark = pytest.mark.django_db
@@ -46,7 +46,7 @@ def revisions():
 @pytest.fixture
 def rl_run(revisions):
     """A running RL run two steps in, with its rollouts as the rollout_func records them."""
-    run = create_rl_run(None, base_model_path="/models/tiny", tasks=[r.pk for r in revisions], harness="builtin",
+    run = start_training_run(kind="rl", user=None, base_model_path="/models/tiny", tasks=[r.pk for r in revisions], harness="builtin",
                         preset="tiny-cpu", overrides={"min_group_survivors": 2, "max_steps": 4}, cpu=True,
                         enqueue=False)  # fmt: skip
     TrainingRun.objects.filter(pk=run.pk).update(status="running", steps=2, log_tail="step 2 done\n")
@@ -119,7 +119,7 @@ def test_a_skipped_step_and_a_run_before_its_first_step(viewer_client, rl_run, r
     html = viewer_client.get(reverse("training:run", args=[rl_run.pk])).content.decode()
     assert "skipped: every group dropped" in html and "2 of 2" in html
     assert chart(html, "chart-reward")["datasets"][0]["data"] == [0.5, 0.75, None]
-    fresh = create_rl_run(None, base_model_path="/m", tasks=[revisions[0].pk], preset="tiny-cpu", enqueue=False)
+    fresh = start_training_run(kind="rl", user=None, base_model_path="/m", tasks=[revisions[0].pk], preset="tiny-cpu", enqueue=False)
     html = viewer_client.get(reverse("training:run", args=[fresh.pk])).content.decode()
     assert "No step logged yet." in html and "No rollout yet" in html
 

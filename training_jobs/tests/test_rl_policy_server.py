@@ -171,9 +171,10 @@ def test_a_server_without_a_key_does_not_start():
 @pytest.mark.django_db
 def test_the_policy_endpoint_names_the_live_servers_own_key_or_the_vllm_policys():
     from llm.models import served_key
+    from training_jobs.kinds import TrainingRunError, parse_overrides
+    from training_jobs.kinds.rl import build_rl_config
     from training_jobs.models import TrainingRun
     from training_jobs.rl.batches import policy_endpoint, policy_key_env
-    from training_jobs.runs import TrainingRunError, build_rl_config, parse_overrides
 
     live = TrainingRun.objects.create(kind="rl", base_model_path="/m", config=build_rl_config("tiny-cpu"), cpu=True,
                                       attempt=2)  # fmt: skip

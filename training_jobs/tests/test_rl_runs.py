@@ -21,7 +21,7 @@ from evaluation.testing import needs_bwrap
 from jobs.testing import start_django_q_worker, use_engine
 from training_jobs.models import Checkpoint, RLRollout, TrainingMetric, TrainingRun
 from training_jobs.run_jobs import execute_training, run_dir
-from training_jobs.runs import create_rl_run
+from training_jobs.services.runs import start_training_run
 from training_jobs.tests.helpers import task
 
 pytestmark = [needs_bwrap, pytest.mark.workers, pytest.mark.once, pytest.mark.django_db(transaction=True)]
@@ -119,7 +119,7 @@ def test_two_grpo_steps_on_sandboxed_rollouts_with_a_dropped_group(sandbox_worke
 
 def test_a_step_whose_every_group_dropped_is_skipped(sandbox_worker, tiny_model_path):
     judged = task("rl-rubric-only", rubric=True)
-    run = create_rl_run(None, base_model_path=tiny_model_path, tasks=[judged.pk], preset="tiny-cpu", cpu=True,
+    run = start_training_run(kind="rl", user=None, base_model_path=tiny_model_path, tasks=[judged.pk], preset="tiny-cpu", cpu=True,
                         overrides={"max_steps": 1, "reward": "hybrid"}, enqueue=False)  # fmt: skip
     execute_training(run.pk)
     run.refresh_from_db()
@@ -134,7 +134,7 @@ def test_a_step_whose_every_group_dropped_is_skipped(sandbox_worker, tiny_model_
 
 def test_a_killed_trainer_resumes_from_its_last_checkpoint(sandbox_worker, tiny_model_path):
     good = task("rl-resume")
-    run = create_rl_run(None, base_model_path=tiny_model_path, tasks=[good.pk], preset="tiny-cpu", cpu=True,
+    run = start_training_run(kind="rl", user=None, base_model_path=tiny_model_path, tasks=[good.pk], preset="tiny-cpu", cpu=True,
                         overrides={"max_steps": 50, "prompts_per_step": 1}, enqueue=False)  # fmt: skip
 
     def body():
@@ -190,7 +190,7 @@ def test_an_openclaw_rollout_of_an_rl_step_has_an_exact_sample(sandbox_worker, t
 
         unavailable(f"the OpenClaw harness cannot run here: {exc}")
     good = task("rl-openclaw")
-    run = create_rl_run(None, base_model_path=tiny_model_path, tasks=[good.pk], harness="openclaw", preset="tiny-cpu",
+    run = start_training_run(kind="rl", user=None, base_model_path=tiny_model_path, tasks=[good.pk], harness="openclaw", preset="tiny-cpu",
                         cpu=True, overrides={"max_context": 32768, "prompts_per_step": 1}, enqueue=False)  # fmt: skip
     # One OpenClaw rollout is enough here (its ~18K-token prompt takes the tiny CPU policy a while); a run's config
     # never has groups of one (GRPO compares a group's rollouts), so the stored config is edited for this step only.

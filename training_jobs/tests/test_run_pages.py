@@ -9,15 +9,15 @@ import pytest
 from django.urls import reverse
 
 from training_jobs.models import Checkpoint, TrainingMetric, TrainingRun
-from training_jobs.runs import start_training_run
+from training_jobs.services.runs import start_training_run
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def run(dataset, tiny_model_path):
-    run = start_training_run(dataset=dataset, base_model_path=tiny_model_path, preset="tiny-cpu", cpu=True,
-                             enqueue=False)  # fmt: skip
+    run = start_training_run(kind="sft", dataset=dataset, base_model_path=tiny_model_path, preset="tiny-cpu", cpu=True,
+                             enqueue=False, user=None)  # fmt: skip
     # A server folder as a deployment has them (the path tests below look for it).
     TrainingRun.objects.filter(pk=run.pk).update(status="running", steps=2, total_steps=4, log_tail="step 2 done\n",
                                                  base_model_path="/models/tiny")  # fmt: skip

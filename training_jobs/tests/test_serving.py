@@ -26,7 +26,7 @@ from evaluation.testing import INSTRUCTION, RIGHT_SUMMARY, needs_bwrap
 from llm.models import ModelCall, ModelEndpoint
 from training_jobs.models import Checkpoint, ModelServer
 from training_jobs.run_jobs import execute_training
-from training_jobs.runs import start_training_run
+from training_jobs.services.runs import start_training_run
 from training_jobs.serving import serve_base_model, stop_idle_servers
 
 # once: trainer runs and model servers, nothing about the database engine (CI runs them in the PostgreSQL pass).
@@ -117,8 +117,8 @@ def chat(endpoint: ModelEndpoint, messages: list[dict]) -> dict:
 
 def trained_checkpoint(dataset, base: str, **overrides) -> Checkpoint:
     # lr 1e-6: the SFT step goes through the real trainer without unteaching the fruit conversation.
-    run = start_training_run(dataset=dataset, base_model_path=base, preset="tiny-cpu", cpu=True,
-                             overrides={"max_steps": 1, "learning_rate": 1e-6, **overrides}, enqueue=False)  # fmt: skip
+    run = start_training_run(kind="sft", dataset=dataset, base_model_path=base, preset="tiny-cpu", cpu=True,
+                             overrides={"max_steps": 1, "learning_rate": 1e-6, **overrides}, enqueue=False, user=None)  # fmt: skip
     execute_training(run.pk)
     return Checkpoint.objects.get(run=run)
 
@@ -215,8 +215,8 @@ def test_a_lora_checkpoint_is_merged_once_and_served(dataset, fruit_model):
 
 def test_idle_and_gone_servers_are_stopped_the_base_models_too(dataset, tiny_model_path):
     # No training needed to serve: a checkpoint row on a saved model folder (the tiny model's) is enough here.
-    run = start_training_run(dataset=dataset, base_model_path=tiny_model_path, preset="tiny-cpu", cpu=True,
-                             enqueue=False)  # fmt: skip
+    run = start_training_run(kind="sft", dataset=dataset, base_model_path=tiny_model_path, preset="tiny-cpu", cpu=True,
+                             enqueue=False, user=None)  # fmt: skip
     checkpoint = Checkpoint.objects.create(run=run, step=1, path=tiny_model_path)
     serve(checkpoint)
     ckpt_server = ModelServer.objects.get(checkpoint=checkpoint)
@@ -282,8 +282,8 @@ def test_evaluate_checkpoints_serves_each_and_the_base_and_charts_them(
 
     version = BenchmarkVersion.objects.create(benchmark=Benchmark.objects.create(name="fruit-bench"), number=1)
     PinnedRevision.objects.create(version=version, revision=fruit_task)
-    run = start_training_run(dataset=dataset, base_model_path=tiny_model_path, preset="tiny-cpu", cpu=True,
-                             enqueue=False)  # fmt: skip
+    run = start_training_run(kind="sft", dataset=dataset, base_model_path=tiny_model_path, preset="tiny-cpu", cpu=True,
+                             enqueue=False, user=None)  # fmt: skip
     execute_training(run.pk)
     out = StringIO()
     try:

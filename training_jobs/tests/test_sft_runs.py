@@ -11,16 +11,11 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
+from training_jobs.kinds import TrainingRunError, parse_overrides
+from training_jobs.kinds.sft import build_config
 from training_jobs.models import Checkpoint, TrainingMetric, TrainingRun
 from training_jobs.run_jobs import group_alive, hash_folder, run_dir
-from training_jobs.runs import (
-    TrainingRunError,
-    build_config,
-    cancel_training_run,
-    clone_training_run,
-    parse_overrides,
-    start_training_run,
-)
+from training_jobs.services.runs import cancel_training_run, clone_training_run, start_training_run
 from training_jobs.tests.helpers import in_thread, trainer_pid, wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("training_dir")]
@@ -49,14 +44,14 @@ def test_paper_preset_and_typed_edits():
 
 def test_start_stores_the_whole_config_and_queues_a_gpu_job(dataset, tiny_model_path, settings):
     settings.CLAWGYM_TRAINING_GPUS = 8  # the paper preset's (this machine may have none: the run is only queued)
-    run = start_training_run(dataset=dataset, base_model_path=tiny_model_path, preset="paper",
-                             overrides={"save_steps": 10})  # fmt: skip
+    run = start_training_run(kind="sft", dataset=dataset, base_model_path=tiny_model_path, preset="paper",
+                             overrides={"save_steps": 10}, user=None)  # fmt: skip
     run.refresh_from_db()
     assert run.job_run.kind == "training.sft_run" and run.job_run.queue == "gpu"
     assert run.config["save_steps"] == 10 and run.config["yarn"]["factor"] == 2.0 and run.status == "queued"
-    clone = clone_training_run(run, {"learning_rate": 3e-5}, enqueue=False)
+    clone = clone_training_run(run, {"learning_rate": 3e-5}, enqueue=False, user=None)
     assert clone.cloned_from == run and clone.config == {**run.config, "learning_rate": 3e-5}
-    cancelled = cancel_training_run(run)
+    cancelled = cancel_training_run(run, user=None)
     assert cancelled.status == "cancelled" and cancelled.job_run.status == "cancelled"
 
 
@@ -85,12 +80,12 @@ def test_two_sft_steps_through_accelerate_launch(dataset, tiny_model_path):
 
 
 def test_cancel_kills_the_trainer(dataset, tiny_model_path):
-    run = start_training_run(dataset=dataset, base_model_path=tiny_model_path, preset="tiny-cpu", cpu=True,
-                             overrides={"max_steps": 400, "save_steps": 100}, enqueue=False)  # fmt: skip
+    run = start_training_run(kind="sft", dataset=dataset, base_model_path=tiny_model_path, preset="tiny-cpu", cpu=True,
+                             overrides={"max_steps": 400, "save_steps": 100}, enqueue=False, user=None)  # fmt: skip
     thread = in_thread(run.pk)
     pid = trainer_pid(run)
     wait_until(lambda: TrainingMetric.objects.filter(run=run).exists(), "a first metric")
-    cancel_training_run(run)
+    cancel_training_run(run, user=None)
     thread.join(timeout=60)
     assert not thread.is_alive()
     run.refresh_from_db()
@@ -99,8 +94,8 @@ def test_cancel_kills_the_trainer(dataset, tiny_model_path):
 
 
 def test_a_killed_trainer_resumes_from_its_last_checkpoint(dataset, tiny_model_path):
-    run = start_training_run(dataset=dataset, base_model_path=tiny_model_path, preset="tiny-cpu", cpu=True,
-                             overrides={"max_steps": 400, "save_steps": 2}, enqueue=False)  # fmt: skip
+    run = start_training_run(kind="sft", dataset=dataset, base_model_path=tiny_model_path, preset="tiny-cpu", cpu=True,
+                             overrides={"max_steps": 400, "save_steps": 2}, enqueue=False, user=None)  # fmt: skip
     thread = in_thread(run.pk)
     pid = trainer_pid(run)
     wait_until(lambda: Checkpoint.objects.filter(run=run).exists(), "a first checkpoint")

@@ -25,7 +25,7 @@ from training_jobs import base_models, converters
 from training_jobs.masks import tokenize_sample
 from training_jobs.models import BaseModel, Checkpoint
 from training_jobs.run_jobs import execute_training
-from training_jobs.runs import start_training_run
+from training_jobs.services.runs import start_training_run
 
 pytestmark = [pytest.mark.once, pytest.mark.django_db(transaction=True)]
 
@@ -138,9 +138,9 @@ def test_datasets_serving_and_rl_tokens_agree_on_a_recorded_trajectory(
 
 @needs_bwrap
 def test_one_sft_step_from_it_serves_and_scores_a_rollout(live_server_asgi, fruit_task, dataset, smol):
-    run = start_training_run(dataset=dataset, base_model=smol, preset="tiny-cpu", cpu=True, enqueue=False,
+    run = start_training_run(kind="sft", dataset=dataset, base_model=smol, preset="tiny-cpu", cpu=True, enqueue=False,
                              overrides={"max_steps": 1, "global_batch_size": 1, "max_length": 512,
-                                        "learning_rate": 1e-6})  # fmt: skip
+                                        "learning_rate": 1e-6}, user=None)  # fmt: skip
     execute_training(run.pk)
     run.refresh_from_db()
     assert run.status == "succeeded", run.error

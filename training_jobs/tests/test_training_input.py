@@ -14,10 +14,11 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from evaluation.models import EvalRun
-from training_jobs.datasets import build_dataset
+from training_jobs.kinds import TrainingRunError
 from training_jobs.models import Checkpoint, TrainingMetric, TrainingRun
 from training_jobs.run_jobs import _launch, _Stream, execute_training, run_dir
-from training_jobs.runs import TrainingRunError, start_training_run
+from training_jobs.services.datasets import build_dataset
+from training_jobs.services.runs import start_training_run
 
 from .datakit import add, conversation, make_corpus, make_task
 
@@ -29,7 +30,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("training_dir")]
 def first_assistant(dataset, model) -> int:
     """Where the tiny tokenizer's render of the samples reaches its first assistant turn, at the earliest (about 293:
     the ids written into the conversations make it a few tokens longer on PostgreSQL, whose sequences run on)."""
-    from training_jobs.run_checks import trainable_report
+    from training_jobs.kinds.sft_checks import trainable_report
 
     return min(c.first_assistant_token for c in trainable_report(dataset, model, None).counted
                if c.first_assistant_token is not None)  # fmt: skip
@@ -60,12 +61,12 @@ def dataset(corpus):
     long_ask[1] = {**long_ask[1], "content": long_ask[1]["content"] + " Mind the details, please. " * 40}
     add(corpus, "g-long", "g-long", reward=1.0, in_run=False, messages=long_ask)
     return build_dataset(selection={"eval_runs": [corpus.run.pk], "groups": [corpus.group]},
-                         filters={"validation_share": 0, "max_tokens": 65536}, name="with a long ask")  # fmt: skip
+                         filters={"validation_share": 0, "max_tokens": 65536}, name="with a long ask", user=None)  # fmt: skip
 
 
 def start(dataset, path, **edits):
-    return start_training_run(dataset=dataset, base_model_path=path, preset="tiny-cpu", cpu=True, overrides=edits,
-                              enqueue=False)  # fmt: skip
+    return start_training_run(kind="sft", dataset=dataset, base_model_path=path, preset="tiny-cpu", cpu=True, overrides=edits,
+                              enqueue=False, user=None)  # fmt: skip
 
 
 def test_a_run_with_no_assistant_token_left_is_refused_everywhere(dataset, model, admin_client, api_as,
@@ -94,7 +95,7 @@ def test_samples_that_lose_their_assistant_turns_are_warned_about_with_their_sha
                                                                                    first_assistant):  # fmt: skip
     # Cut just past the others' first assistant turn: the long ask keeps none of its own, the others part of theirs.
     from training_jobs.base_models import add_by_path
-    from training_jobs.run_checks import trainable_report
+    from training_jobs.kinds.sft_checks import trainable_report
 
     cut = first_assistant + 10
     longest = trainable_report(dataset, model, cut).longest  # the long ask, tokenized (not its usage)
@@ -123,7 +124,7 @@ def test_samples_that_lose_their_assistant_turns_are_warned_about_with_their_sha
     assert "warning: 1 of 8 training samples (12%)" in err.getvalue()
     # Counted with the same tokenizer files when the dataset was built: the stored counts are used, the same figures.
     tiny = add_by_path("tiny", model)[0]
-    tokenized = build_dataset(selection=dataset.selection, filters=dataset.filters, base_model=tiny)
+    tokenized = build_dataset(selection=dataset.selection, filters=dataset.filters, base_model=tiny, user=None)
     stored = trainable_report(tokenized, tiny.path, cut)
     tokenized.tokenizer_sha256 = ""  # as if counted with another tokenizer: counted again now
     counted = trainable_report(tokenized, tiny.path, cut)
@@ -138,7 +139,7 @@ def test_an_empty_dataset_is_refused_on_the_form_the_api_and_the_command(corpus,
     corpus.run = EvalRun.objects.create(name="bench only", endpoint=corpus.endpoint, harness="builtin",
                                         config_hash="z" * 64)  # fmt: skip
     add(corpus, "b", "bench-task", reward=1.0)
-    empty = build_dataset(selection={"eval_runs": [corpus.run.pk]}, name="nothing left")
+    empty = build_dataset(selection={"eval_runs": [corpus.run.pk]}, name="nothing left", user=None)
     says = f"dataset #{empty.pk} is empty: the one trajectory is a benchmark task (the contamination guard), excluded"
     with pytest.raises(TrainingRunError, match=re.escape(f"{says}; nothing to train on")):
         start(empty, model)
@@ -179,9 +180,9 @@ def test_a_missing_base_model_and_missing_gpus_are_refused_before_queueing(datas
                      stderr=StringIO())  # fmt: skip
     settings.CLAWGYM_TRAINING_GPUS = 2
     with pytest.raises(TrainingRunError, match=r"the paper preset asks for 8 GPUs .* has 2 .*: set distributed.gpus=2"):
-        start_training_run(dataset=dataset, base_model_path=model, preset="paper", enqueue=False)
-    assert start_training_run(dataset=dataset, base_model_path=model, preset="paper", enqueue=False,
-                              overrides={"distributed.gpus": 2}).config["distributed"]["gpus"] == 2  # fmt: skip
+        start_training_run(kind="sft", dataset=dataset, base_model_path=model, preset="paper", enqueue=False, user=None)
+    assert start_training_run(kind="sft", dataset=dataset, base_model_path=model, preset="paper", enqueue=False,
+                              overrides={"distributed.gpus": 2}, user=None).config["distributed"]["gpus"] == 2  # fmt: skip
     # Counted on this machine unless the gpu workers seen lately are other machines: then their trainer finds out.
     from django.utils import timezone
 
@@ -191,17 +192,17 @@ def test_a_missing_base_model_and_missing_gpus_are_refused_before_queueing(datas
     now = timezone.now()
     Worker.objects.create(name="gpu-host:1:0", host="gpu-host-elsewhere", engine="celery", queues="gpu",
                           started_at=now, seen_at=now)  # fmt: skip
-    assert start_training_run(dataset=dataset, base_model_path=model, preset="paper", enqueue=False)
+    assert start_training_run(kind="sft", dataset=dataset, base_model_path=model, preset="paper", enqueue=False, user=None)
     assert TrainingRun.objects.count() == 2
 
 
 def test_resuming_with_an_edit_that_leaves_nothing_to_train_is_refused(dataset, model):
     run = start(dataset, model)
     TrainingRun.objects.filter(pk=run.pk).update(status="failed")
-    from training_jobs.runs import resume_training_run
+    from training_jobs.services.runs import resume_training_run
 
     with pytest.raises(TrainingRunError, match="no sample would be trained on"):
-        resume_training_run(run, overrides={"max_length": 50}, enqueue=False)
+        resume_training_run(run, overrides={"max_length": 50}, enqueue=False, user=None)
     run.refresh_from_db()
     assert run.status == "failed" and run.config["max_length"] == 2048
 

@@ -10,7 +10,7 @@ import pytest
 from jobs.testing import start_celery_worker
 from training_jobs.models import Checkpoint, TrainingMetric, TrainingRun
 from training_jobs.run_jobs import group_alive, run_dir
-from training_jobs.runs import cancel_training_run, start_training_run
+from training_jobs.services.runs import cancel_training_run, start_training_run
 from training_jobs.tests.helpers import trainer_pid, wait_until
 
 pytestmark = [pytest.mark.workers, pytest.mark.once, pytest.mark.django_db(transaction=True)]
@@ -38,8 +38,8 @@ def test_a_killed_workers_run_goes_on_from_its_last_checkpoint(settings, celery_
     settings.CELERY_BROKER_URL = celery_broker_url
     first = start_celery_worker(celery_broker_url, queues="gpu")
     workers.append(first)
-    run = start_training_run(dataset=dataset, base_model_path=tiny_model_path, preset="tiny-cpu", cpu=True,
-                             overrides={"max_steps": 400, "save_steps": 2})  # fmt: skip
+    run = start_training_run(kind="sft", dataset=dataset, base_model_path=tiny_model_path, preset="tiny-cpu", cpu=True,
+                             overrides={"max_steps": 400, "save_steps": 2}, user=None)  # fmt: skip
     pid = trainer_pid(run)
     wait_until(lambda: Checkpoint.objects.filter(run=run).exists(), "a first checkpoint")
     first.kill()  # kill -9: the job is never acknowledged nor recorded as ended
@@ -61,6 +61,6 @@ def test_a_killed_workers_run_goes_on_from_its_last_checkpoint(settings, celery_
                "a step trained past the checkpoint")  # fmt: skip
     steps = list(TrainingMetric.objects.filter(run=run).order_by("step").values_list("step", flat=True))
     assert steps == sorted(set(steps)), steps
-    cancel_training_run(run)
+    cancel_training_run(run, user=None)
     wait_until(lambda: TrainingRun.objects.get(pk=run.pk).status == "cancelled", "the cancel", timeout=60)
     shutil.rmtree(run_dir(run), ignore_errors=True)

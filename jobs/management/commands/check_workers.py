@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 import jobs
 from jobs.cli import NOT_STARTED
 from jobs.engine import JobEngineError
-from jobs.kinds import PING_JOB
+from jobs.job_kinds import PING_JOB
 from jobs.models import JobRun
 from jobs.registry import QUEUES
 from jobs.services import cancel_job

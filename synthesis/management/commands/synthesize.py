@@ -12,7 +12,7 @@ from jobs.models import JobRun
 from jobs.waiting import NotFinished, NoWorker, Work, add_wait_arguments, wait_for
 
 from ...batches import BatchError, batch_json
-from ...kinds import RUN_ITEM_JOB
+from ...job_kinds import RUN_ITEM_JOB
 from ...models import QAStage, SynthesisBatch, SynthesisItem
 from ...pipeline import reclaim_lost_items
 from ...services import cancel_batch, resume_batch, run_here, start_batch

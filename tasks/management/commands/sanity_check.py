@@ -13,7 +13,7 @@ from jobs.engine import JobEngineError
 from jobs.models import JobRun
 from jobs.services import cancel_job
 from jobs.waiting import NotFinished, NoWorker, Work, add_wait_arguments, wait_for
-from tasks.kinds import SANITY_BATCH_JOB
+from tasks.job_kinds import SANITY_BATCH_JOB
 from tasks.models import SanityReport, Task
 from tasks.sanity import check_here
 from tasks.selection import add_task_arguments, tasks_of

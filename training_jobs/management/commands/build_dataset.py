@@ -9,8 +9,8 @@ from django.core.management.base import BaseCommand
 
 from jobs.cli import UsageError
 
-from ...datasets import DatasetError, build_dataset, summary
 from ...models import BaseModel
+from ...services.datasets import DatasetError, build_dataset, summary
 
 
 class Command(BaseCommand):

@@ -38,7 +38,7 @@ class Command(BaseCommand):
             raise CommandError(f"no training run #{run}")
         found = benchmark_version(benchmark, version)
         try:
-            started = evaluate_checkpoints(training_run, found, harness=harness, include_base=not no_base)
+            started = evaluate_checkpoints(training_run, found, user=None, harness=harness, include_base=not no_base)
         except EvaluationError as exc:
             raise CommandError(str(exc)) from None
         rows = [{"eval_run": e.pk, "endpoint": e.endpoint.name} for e in started]

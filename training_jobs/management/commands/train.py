@@ -15,19 +15,11 @@ from jobs.models import JobRun
 from jobs.waiting import NotFinished, NoWorker, Work, add_wait_arguments, wait_for
 from tasks.selection import SELECTION_HELP, add_task_arguments
 
+from ...kinds import KINDS, TrainingRunError, parse_overrides
+from ...kinds.rl import tasks_from
 from ...models import BaseModel, TrainingDataset, TrainingRun
-from ...rl.presets import RL_PRESETS
-from ...runs import (
-    PRESETS,
-    TrainingRunError,
-    cancel_training_run,
-    create_rl_run,
-    parse_overrides,
-    resume_training_run,
-    run_json,
-    start_training_run,
-    tasks_from,
-)
+from ...run_jobs import execute_training
+from ...services.runs import cancel_training_run, resume_training_run, run_json, start_training_run
 
 
 class Command(BaseCommand):
@@ -47,14 +39,14 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--kind", default="sft", choices=["sft", "rl"])
+        parser.add_argument("--kind", default="sft", choices=list(KINDS))
         parser.add_argument("--dataset", type=int, help="the training dataset's id")
         parser.add_argument("--base-model", help="a local folder, or the name of a registered base model")
         add_task_arguments(parser, what="RL: the tasks to train on (external ids, or revision ids)",
                            selection=f"RL: {SELECTION_HELP}; benchmark tasks left out")  # fmt: skip
         parser.add_argument("--harness", default="", choices=["", "builtin", "openclaw"],
                             help="RL: the agent each rollout runs (the preset's: builtin)")
-        parser.add_argument("--preset", default="paper", choices=sorted(set(PRESETS) | set(RL_PRESETS)))
+        parser.add_argument("--preset", default="paper", choices=sorted({name for kind in KINDS.values() for name in kind.presets}))
         parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                             help="a config edit, dotted keys (lora.enabled=true, learning_rate=2e-5); repeatable")
         parser.add_argument("--cpu", action="store_true", help="train on CPU (tiny models)")
@@ -71,7 +63,7 @@ class Command(BaseCommand):
                 run = TrainingRun.objects.filter(pk=resume).first()
                 if run is None:
                     raise UsageError(f"no training run #{resume}")
-                run = resume_training_run(run, overrides=edits or None, enqueue=not here)
+                run = resume_training_run(run, user=None, overrides=edits or None, enqueue=not here)
                 self.stderr.write(f"run #{run.pk}: attempt {run.attempt + 1}, from "
                                   f"{run.resumed_from.path if run.resumed_from else 'the start'}")  # fmt: skip
             elif kind == "rl":
@@ -83,8 +75,6 @@ class Command(BaseCommand):
         except JobEngineError as exc:
             raise engine_refused("the run", exc) from None
         if here:
-            from ...run_jobs import execute_training
-
             self.stderr.write(f"run #{run.pk}: training here")
             execute_training(run.pk)
         else:
@@ -120,7 +110,7 @@ class Command(BaseCommand):
         registered = BaseModel.objects.filter(name=base_model).first()
         run = start_training_run(
             kind=kind, dataset=dataset, base_model=registered, base_model_path="" if registered else base_model,
-            preset=preset, overrides=edits, cpu=cpu, name=name, enqueue=not here,
+            preset=preset, overrides=edits, cpu=cpu, name=name, enqueue=not here, user=None,
         )  # fmt: skip
         self.stderr.write(f"run #{run.pk} ({run.name}): {run.config['gradient_accumulation_steps']} accumulation "
                           f"steps, {'CPU' if run.cpu else str(run.config['distributed']['gpus']) + ' GPU(s)'}")
@@ -133,9 +123,10 @@ class Command(BaseCommand):
             raise UsageError("--kind rl needs --base-model PATH and --task ID … or --tasks-from SELECTION")
         chosen = list(tasks) + (tasks_from(selection) if selection else [])
         registered = BaseModel.objects.filter(name=base_model).first()
-        run = create_rl_run(
-            None, base_model=registered, base_model_path="" if registered else base_model, tasks=chosen,
-            harness=harness, preset=preset, overrides=edits, cpu=cpu, name=name, enqueue=not here,
+        run = start_training_run(
+            kind="rl", tasks=chosen, harness=harness, base_model=registered,
+            base_model_path="" if registered else base_model, preset=preset, overrides=edits, cpu=cpu, name=name,
+            enqueue=not here, user=None,
         )  # fmt: skip
         config = run.config
         self.stderr.write(f"run #{run.pk} ({run.name}): {len(config['tasks'])} tasks, {config['prompts_per_step']} "
@@ -161,7 +152,7 @@ class Command(BaseCommand):
         # after it queues the run again (jobs.runner.recover_lost).
         wait_for(Work(
             what=f"training run #{run.pk}", queues=("gpu",), finished=lambda: run.is_finished, taken=taken,
-            cancel=lambda: cancel_training_run(run),  # a worker starting later must not train what nobody waits for
+            cancel=lambda: cancel_training_run(run, user=None),  # a worker starting later must not train what nobody waits for
             cancelled=f"The run was cancelled; `manage.py train --resume {run.pk}` starts it again.",
             follow=f"its page {reverse('training:run', args=[run.pk])} shows where it is", progress=progress,
         ), timeout=timeout, start_timeout=start_timeout)  # fmt: skip
