@@ -190,7 +190,7 @@ def pipeline_overhead(count: int) -> dict:
     from llm.models import ModelCall, ModelEndpoint
     from llm.testing import Reply, ScriptedUpstream
     from sandbox import SandboxUnavailable, get_backend
-    from synthesis.batches import run_here, start_batch
+    from synthesis.services import run_here, start_batch
     from synthesis.tests.scripted import ScriptedPipeline
 
     try:
