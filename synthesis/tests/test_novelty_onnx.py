@@ -54,30 +54,34 @@ TASKS = [
 ]
 
 
+TEXTS = [*SENTENCES, *ORIGINALS, *REWORDED, *TASKS]
+
+
 @pytest.fixture(scope="module")
-def both():
-    return novelty.MiniLMEncoder(), OnnxMiniLMEncoder(threads=1)
+def vectors():
+    """TEXTS embedded by the numpy reference and by the ONNX encoder: (reference, fast, the ONNX encoder)."""
+    fast = novelty.encoder()
+    assert isinstance(fast, OnnxMiniLMEncoder)  # the default
+    return novelty.MiniLMEncoder().encode(TEXTS, batch_size=4), fast.encode(TEXTS, batch_size=4), fast
 
 
-def test_onnx_vectors_are_the_numpy_ones(both):
-    reference, fast = both
-    texts = [*SENTENCES, *ORIGINALS, *REWORDED, *TASKS]
-    expected, got = reference.encode(texts, batch_size=4), fast.encode(texts, batch_size=4)
+def test_onnx_vectors_are_the_numpy_ones(vectors):
+    expected, got, fast = vectors
     assert got.shape == expected.shape and got.dtype == np.float32
     assert float(np.min(np.sum(expected * got, axis=1))) >= 0.99999
     np.testing.assert_allclose(got, expected, atol=1e-5)
     # Batching and padding do not change a vector on this path either.
-    np.testing.assert_allclose(np.stack([fast.encode([t])[0] for t in texts[:5]]), got[:5], atol=1e-5)
+    np.testing.assert_allclose(np.stack([fast.encode([t])[0] for t in TEXTS[:5]]), got[:5], atol=1e-5)
 
 
-def test_every_near_duplicate_has_the_same_nearest_task(both):
+def test_every_near_duplicate_has_the_same_nearest_task(vectors):
     pool = [*ORIGINALS, *SENTENCES[2:], *TASKS]
     ids = [f"t{i}" for i in range(len(pool))]
-    found = []
-    for encoder in both:
-        index = novelty.NoveltyIndex(ids, encoder.encode(pool), [None] * len(pool))
-        found.append(index.nearest_many(encoder.encode(REWORDED)))
-    (reference, fast) = found
+    rows = [TEXTS.index(t) for t in pool]
+    queries = [TEXTS.index(t) for t in REWORDED]
+    reference, fast = (
+        novelty.NoveltyIndex(ids, v[rows], [None] * len(pool)).nearest_many(v[queries]) for v in vectors[:2]
+    )
     assert [n for n, _ in fast] == [n for n, _ in reference] == ids[: len(ORIGINALS)]
     np.testing.assert_allclose([s for _, s in fast], [s for _, s in reference], atol=1e-5)
 
