@@ -59,6 +59,7 @@ from django.test.utils import setup_databases, setup_test_environment, teardown_
 SEED = 12
 TARGET_NOVELTY_S = 60
 TARGET_OVERHEAD_S = 0.5
+EMBED_PART = 1500  # pool texts per embed() call of step 2
 
 # --- varied instruction texts -----------------------------------------------------------------------------------
 
@@ -317,9 +318,18 @@ def main() -> dict:
         encoder()
         load_s = time.perf_counter() - began
         compared = compare_encoders(pool_texts[: min(args.compare, args.pool)]) if args.compare > 0 else {}
+        if compared:
+            print(f"side by side: {compared}", file=sys.stderr, flush=True)
         measured = args.pool if args.measure <= 0 else min(args.measure, args.pool)
         began = time.perf_counter()
-        embed(pool_texts[:measured])
+        # In parts of EMBED_PART, each sorted by length as one call sorts them, so that a run of many minutes
+        # says how far it is (on stderr).
+        for start in range(0, measured, EMBED_PART):
+            embed(pool_texts[start : min(start + EMBED_PART, measured)])
+            done = min(start + EMBED_PART, measured)
+            elapsed = time.perf_counter() - began
+            print(f"pool embedding: {done}/{measured} in {elapsed:.0f} s ({done / elapsed:.1f} texts/s, "
+                  f"load {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)  # fmt: skip
         measured_s = time.perf_counter() - began
         cache_random_vectors(pool_texts[measured:], np.random.default_rng(SEED))
 
