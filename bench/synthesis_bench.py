@@ -4,11 +4,15 @@
 1. Writes a catalog of `--pool` tasks (13,500) in bulk whose instructions are varied, realistic task texts made
    from word lists (60–140 words: a persona, files, two to four operations, an output, constraints), spread over
    the scenario subcategories, and `--new` (500) more texts that are not in it.
-2. pool_embedding_s: the first embedding of the pool's instructions (numpy MiniLM, stored in the cache). On a
-   small machine all 13,500 take long, so only `--measure` of them (default 500) are embedded and timed and the
-   time is scaled to the pool ("pool_embedding_measured_on" says how many; --measure 0 embeds them all). The
-   pool's other instructions get random unit vectors in the cache: what step 3 times reads and multiplies them
-   the same way, whatever their values ("pool_vectors_random" counts them).
+2. embedding_speedup: the process's encoder (settings.CLAWGYM_NOVELTY_ENCODER, ONNX Runtime by default) against
+   the numpy reference (synthesis.novelty.MiniLMEncoder, the path before it) on `--compare` (256) pool texts,
+   side by side in this run: chunks of 32 texts, each embedded by one and then the other, so that a change of
+   load on a shared machine falls on both. Also their agreement: embedding_cosine_min (vector by vector) and
+   nearest_neighbour_agreement (each text's nearest other text of the sample, by either's vectors).
+   pool_embedding_s: the first embedding of the pool's instructions (the process's encoder, stored in the
+   cache), all of them by default; `--measure N` embeds and times N and scales the time to the pool
+   ("pool_embedding_measured_on" says how many; the others get random unit vectors in the cache: what step 3
+   times reads and multiplies them the same way, whatever their values; "pool_vectors_random" counts them).
 3. novelty_500_vs_13500_s: in a process that has the model loaded but no index, the novelty of the new
    instructions against the cached pool as a batch runs it: the catalog index (one bulk read of the cached
    vectors), the new texts' embeddings, then for each in turn the nearest task of the whole pool and, when
@@ -22,10 +26,11 @@
 
 It runs on a throwaway test database (SQLite by default, or the PostgreSQL that DATABASE_URL names), prints a
 summary, and as its last line one JSON object: {"novelty_500_vs_13500_s", "pool_embedding_s",
-"overhead_per_task_s", "embedding_texts_per_s", ...}.
+"overhead_per_task_s", "embedding_texts_per_s", "embedding_speedup", ...}; "load_average" gives the machine's
+1-minute load at the start and the end (other work on the machine slows every figure but the ratios).
 
-    .venv/bin/python bench/synthesis_bench.py [--pool 13500] [--new 500] [--measure 500] [--pipeline-tasks 5]
-                                              [--blas-threads N]
+    .venv/bin/python bench/synthesis_bench.py [--pool 13500] [--new 500] [--measure 0] [--compare 256]
+                                              [--pipeline-tasks 5] [--blas-threads N]
 """
 
 import argparse
@@ -54,6 +59,7 @@ from django.test.utils import setup_databases, setup_test_environment, teardown_
 SEED = 12
 TARGET_NOVELTY_S = 60
 TARGET_OVERHEAD_S = 0.5
+EMBED_PART = 1500  # pool texts per embed() call of step 2
 
 # --- varied instruction texts -----------------------------------------------------------------------------------
 
@@ -241,11 +247,46 @@ def pipeline_overhead(count: int) -> dict:
     }  # fmt: skip
 
 
+def compare_encoders(texts: list[str], chunk: int = 32) -> dict:
+    """The process's encoder against the numpy reference on `texts`, chunk by chunk in turn (see step 2)."""
+    from synthesis.novelty import MiniLMEncoder, encoder
+
+    fast, reference = encoder(), MiniLMEncoder()
+    fast.encode(texts[:chunk])  # first calls set up buffers and threads
+    reference.encode(texts[:chunk])
+    seconds = {"fast": 0.0, "reference": 0.0}
+    vectors = {"fast": [], "reference": []}
+    for start in range(0, len(texts), chunk):
+        part = texts[start : start + chunk]
+        for name, model in (("reference", reference), ("fast", fast)):
+            began = time.perf_counter()
+            vectors[name].append(model.encode(part))
+            seconds[name] += time.perf_counter() - began
+    ref, got = np.concatenate(vectors["reference"]), np.concatenate(vectors["fast"])
+    cosines = np.sum(ref * got, axis=1)
+    # Each text's nearest other text of the sample, by the reference's vectors and by the encoder's.
+    nearest = []
+    for v in (ref, got):
+        similarities = v @ v.T
+        np.fill_diagonal(similarities, -np.inf)
+        nearest.append(np.argmax(similarities, axis=1))
+    return {
+        "embedding_speedup": round(seconds["reference"] / seconds["fast"], 2),
+        "embedding_encoder": type(fast).__name__,
+        "embedding_compared_on": len(texts),
+        "reference_texts_per_s": round(len(texts) / seconds["reference"], 1),
+        "encoder_texts_per_s": round(len(texts) / seconds["fast"], 1),
+        "embedding_cosine_min": round(float(cosines.min()), 7),
+        "nearest_neighbour_agreement": round(float(np.mean(nearest[0] == nearest[1])), 4),
+    }
+
+
 def main() -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pool", type=int, default=13_500)
     parser.add_argument("--new", type=int, default=500)
-    parser.add_argument("--measure", type=int, default=500, help="pool texts embedded and timed (0: all)")
+    parser.add_argument("--measure", type=int, default=0, help="pool texts embedded and timed (0: all)")
+    parser.add_argument("--compare", type=int, default=256, help="pool texts embedded by both encoders (0: none)")
     parser.add_argument("--pipeline-tasks", type=int, default=5)
     parser.add_argument("--blas-threads", type=int, help="OPENBLAS_NUM_THREADS for this run (default: OpenBLAS's)")
     args = parser.parse_args()
@@ -256,6 +297,7 @@ def main() -> dict:
     pool_texts = [instruction(rng) for _ in range(args.pool)]
     new_texts = [instruction(rng) for _ in range(args.new)]
     words = [len(t.split()) for t in pool_texts]
+    load_before = os.getloadavg()[0]
 
     if connection.vendor == "postgresql":  # a database of its own: the test run that starts it uses test_<name>
         connection.settings_dict.setdefault("TEST", {})["NAME"] = f"test_synthesis_bench_{os.getpid()}"
@@ -272,9 +314,19 @@ def main() -> dict:
         began = time.perf_counter()
         encoder()
         load_s = time.perf_counter() - began
+        compared = compare_encoders(pool_texts[: min(args.compare, args.pool)]) if args.compare > 0 else {}
+        if compared:
+            print(f"side by side: {compared}", file=sys.stderr, flush=True)
         measured = args.pool if args.measure <= 0 else min(args.measure, args.pool)
         began = time.perf_counter()
-        embed(pool_texts[:measured])
+        # In parts of EMBED_PART, each sorted by length as one call sorts them, so that a run of many minutes
+        # says how far it is (on stderr).
+        for start in range(0, measured, EMBED_PART):
+            embed(pool_texts[start : min(start + EMBED_PART, measured)])
+            done = min(start + EMBED_PART, measured)
+            elapsed = time.perf_counter() - began
+            print(f"pool embedding: {done}/{measured} in {elapsed:.0f} s ({done / elapsed:.1f} texts/s, "
+                  f"load {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)  # fmt: skip
         measured_s = time.perf_counter() - began
         cache_random_vectors(pool_texts[measured:], np.random.default_rng(SEED))
 
@@ -291,12 +343,14 @@ def main() -> dict:
             "pool_vectors_random": args.pool - measured,
             "embedding_texts_per_s": round(measured / measured_s, 1),
             "encoder_load_s": round(load_s, 2),
+            **compared,
             "instruction_words": {"min": min(words), "mean": round(sum(words) / len(words), 1), "max": max(words)},
             **pipeline,
             "targets": {"novelty_s": TARGET_NOVELTY_S, "overhead_per_task_s": TARGET_OVERHEAD_S},
             "cpus": os.cpu_count(),
             "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS") or "default",
             "database": connection.vendor,
+            "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         }
         if (args.new, args.pool) != (500, 13_500):
             report["note_size"] = f"a smaller run: {args.new} new against {args.pool}"
@@ -306,7 +360,8 @@ def main() -> dict:
     print(
         f"Synthesis on {report['database']} ({report['cpus']} CPUs): novelty of {args.new} new instructions against "
         f"{args.pool:,} in {novelty['seconds']:.1f} s; pool embedding {report['pool_embedding_s']} s "
-        f"({report['embedding_texts_per_s']} texts/s, measured on {measured}); overhead per task "
+        f"({report['embedding_texts_per_s']} texts/s, measured on {measured}; "
+        f"{report.get('embedding_speedup')}x the numpy reference side by side); overhead per task "
         f"{report['overhead_per_task_s']} s"
     )
     print(json.dumps(report))

@@ -318,6 +318,12 @@ CLAWGYM_SANITY_TOLERANCE = env_float("CLAWGYM_SANITY_TOLERANCE", 0.0)
 # workspace's filesystem, unmounting it), so runs overlap well even on few cores. 1: one after another.
 CLAWGYM_SANITY_RUNS_AT_ONCE = env_int("CLAWGYM_SANITY_RUNS_AT_ONCE", 4)
 
+# --- Synthesis novelty (synthesis.novelty): the MiniLM sentence encoder ---
+# "onnx": ONNX Runtime (synthesis.minilm_onnx), several times faster; "numpy": the reference forward pass. Same
+# vectors to float32 rounding. Threads: ONNX Runtime's intra-op threads per process (0: one per core).
+CLAWGYM_NOVELTY_ENCODER = env_choice("CLAWGYM_NOVELTY_ENCODER", "onnx", {"onnx", "numpy"})
+CLAWGYM_NOVELTY_THREADS = env_int("CLAWGYM_NOVELTY_THREADS", 0)
+
 # --- LLM gateway (llm/): model client and recording proxy ---
 # Where agents reach the proxy: session base URLs are CLAWGYM_PROXY_PUBLIC_URL/proxy/<token>/v1. By default the
 # port the web server listens on (PORT, as scripts/run.sh uses it), so changing the port moves the proxy with it.

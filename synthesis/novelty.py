@@ -92,6 +92,14 @@ def _gelu_(x: np.ndarray) -> np.ndarray:
     return x
 
 
+def mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """(batch, length, dims) token vectors → (batch, dims): their mean over the mask, of unit length."""
+    weights = mask[:, :, None].astype(np.float32, copy=False)
+    pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), np.float32(1e-9))
+    norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+    return (pooled / np.maximum(norms, np.float32(1e-12))).astype(np.float32)
+
+
 class MiniLMEncoder:
     """all-MiniLM-L6-v2 in numpy: `encode(texts)` → (n, 384) float32, each row of unit length."""
 
@@ -172,11 +180,7 @@ class MiniLMEncoder:
             x = _layer_norm(attended + x, *layer["norm1"], self.eps)
             up = _gelu_(x @ layer["up"][0] + layer["up"][1])
             x = _layer_norm(up @ layer["down"][0] + layer["down"][1] + x, *layer["norm2"], self.eps)
-        x = x.reshape(batch, length, self.hidden)
-        weights = mask[:, :, None]
-        pooled = (x * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), np.float32(1e-9))
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.maximum(norms, np.float32(1e-12))).astype(np.float32)
+        return mean_pool(x.reshape(batch, length, self.hidden), mask)
 
     def encode(self, texts: Sequence[str], batch_size: int = BATCH_SIZE) -> np.ndarray:
         """(len(texts), dims) float32, in the order of `texts`."""
@@ -202,11 +206,24 @@ _encoder_lock = threading.Lock()
 
 
 def encoder() -> MiniLMEncoder:
-    """The process's encoder, loaded on first use (about 90 MB of weights; never at web start-up)."""
+    """The process's encoder, loaded on first use (about 90 MB of weights; never at web start-up): the one that
+    settings.CLAWGYM_NOVELTY_ENCODER names, "onnx" (synthesis.minilm_onnx, ONNX Runtime: several times faster)
+    or "numpy" (this module's, the reference). Both give the same vectors to float32 rounding, so the cache
+    (MODEL_NAME) is one for both."""
+    from django.conf import settings
+
     global _encoder
     with _encoder_lock:
         if _encoder is None:
-            _encoder = MiniLMEncoder()
+            name = settings.CLAWGYM_NOVELTY_ENCODER
+            if name == "onnx":
+                from .minilm_onnx import OnnxMiniLMEncoder
+
+                _encoder = OnnxMiniLMEncoder(threads=settings.CLAWGYM_NOVELTY_THREADS)
+            elif name == "numpy":
+                _encoder = MiniLMEncoder()
+            else:
+                raise ValueError(f"CLAWGYM_NOVELTY_ENCODER: no encoder named {name!r} (onnx, numpy)")
         return _encoder
 
 

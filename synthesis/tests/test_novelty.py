@@ -1,4 +1,4 @@
-"""Novelty (synthesis.novelty): the numpy MiniLM encoder against reference vectors, the embedding cache, the index.
+"""Novelty (synthesis.novelty): the MiniLM encoders against reference vectors, the embedding cache, the index.
 
 The reference values below were computed with sentence-transformers 6.2.0 on torch 2.13.0+cpu, in a throwaway
 virtual environment (never the project's), from the same model files:
@@ -14,7 +14,16 @@ import numpy as np
 import pytest
 
 from synthesis.models import InstructionEmbedding
-from synthesis.novelty import MODEL_NAME, NoveltyIndex, catalog_index, embed, encoder, group_of, text_hash
+from synthesis.novelty import (
+    MODEL_NAME,
+    MiniLMEncoder,
+    NoveltyIndex,
+    catalog_index,
+    embed,
+    encoder,
+    group_of,
+    text_hash,
+)
 from synthesis.qa import QATask, assess
 from tasks.models import ScenarioCategory
 from tasks.package import PackageFile, TaskPackage
@@ -47,8 +56,15 @@ TOLERANCE = 1e-4
 # --- the encoder ----------------------------------------------------------------------------------------------
 
 
-def test_the_numpy_encoder_matches_sentence_transformers():
-    vectors = encoder().encode(SENTENCES, batch_size=2)
+@pytest.fixture(scope="module")
+def numpy_encoder():
+    return MiniLMEncoder()
+
+
+@pytest.mark.parametrize("which", ["process's", "numpy"])
+def test_the_encoders_match_sentence_transformers(which, numpy_encoder):
+    # The process's encoder (ONNX Runtime by default, synthesis.minilm_onnx) and the numpy reference.
+    vectors = (encoder() if which == "process's" else numpy_encoder).encode(SENTENCES, batch_size=2)
     assert vectors.shape == (5, 384) and vectors.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     np.testing.assert_allclose(vectors[:, :8], np.array(REFERENCE_FIRST8), atol=TOLERANCE)
