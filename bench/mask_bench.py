@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from training_jobs.masks import reference_masks, tokenize_sample  # noqa: E402
-from training_jobs.tests.convkit import long_trajectory  # noqa: E402
+from training_jobs.testing import long_trajectory  # noqa: E402
 from training_jobs.tiny import TOOLS, tiny_tokenizer  # noqa: E402
 
 

@@ -53,7 +53,7 @@ from django.test.utils import setup_databases, setup_test_environment, teardown_
 
 from sandbox import ProcessBackend  # noqa: E402
 from sandbox.runtime import runtime_root  # noqa: E402
-from tasks.tests.data.clawgym_shapes import AVERAGING_REWARD_SH  # noqa: E402
+from tasks.clawgym_shapes import AVERAGING_REWARD_SH  # noqa: E402
 
 CATEGORIES = [
     "office-documents", "data-analysis", "software-development", "scheduling", "personal-finance", "communication",

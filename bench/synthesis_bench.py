@@ -197,7 +197,7 @@ def pipeline_overhead(count: int) -> dict:
     from llm.testing import Reply, ScriptedUpstream
     from sandbox import SandboxUnavailable, get_backend
     from synthesis.services import run_here, start_batch
-    from synthesis.tests.scripted import ScriptedPipeline
+    from synthesis.testing import ScriptedPipeline
 
     try:
         get_backend("bwrap").check_available()

@@ -14,9 +14,8 @@ from django.core.management.base import CommandError
 from llm.models import ModelCall, ModelEndpoint
 from llm.testing import PAD, Reply
 from synthesis.models import SynthesisItem
+from synthesis.testing import STAGE, ScriptedPipeline, task
 from tasks.models import Task
-
-from .scripted import STAGE, ScriptedPipeline, task
 
 pytestmark = pytest.mark.django_db
 

@@ -19,9 +19,8 @@ from django.urls import reverse
 from lib.browser_testing import assert_no_reload, log_in, mark_document, screenshot, watch
 from synthesis.batches import batch_json, rejected_stage
 from synthesis.models import SynthesisBatch, SynthesisItem
+from synthesis.testing import ScriptedPipeline
 from synthesis.tests.helpers import make_endpoints
-
-from .scripted import ScriptedPipeline
 
 pytestmark = [
     pytest.mark.usefixtures("bwrap", "taxonomy", "shipped_seeds"),

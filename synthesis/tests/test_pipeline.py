@@ -26,10 +26,9 @@ from synthesis.batches import BatchError, batch_config, batch_json, draw_seeds
 from synthesis.models import AtomicOperation, Skill, SkillAnnotation, SynthesisBatch, SynthesisItem
 from synthesis.services import resume_batch, run_here, start_batch
 from synthesis.stages import verify
+from synthesis.testing import ScriptedPipeline
 from tasks.models import ScenarioSubcategory, Task
 from tasks.sanity import check_revision
-
-from .scripted import ScriptedPipeline
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("bwrap")]
 

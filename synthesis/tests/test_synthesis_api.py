@@ -16,11 +16,10 @@ from synthesis.batches import batch_json, funnel, report
 from synthesis.job_kinds import ANNOTATE_JOB, ASSESS_JOB
 from synthesis.models import Persona, QualityAssessment, Skill, SkillAnnotation, SynthesisBatch, SynthesisItem
 from synthesis.services import run_here, start_batch
+from synthesis.testing import ScriptedPipeline
 from synthesis.tests.helpers import DEAD_WORKER, make_batch, make_endpoints, running_batch
 from tasks.package import TaskPackage
 from tasks.services import save_package
-
-from .scripted import ScriptedPipeline
 
 pytestmark = pytest.mark.django_db
 

@@ -13,6 +13,7 @@ import threading
 import pytest
 
 from sandbox import Limits, Workspace, get_backend, runtime_version
+from tasks.clawgym_shapes import AVERAGING_REWARD_SH, PLANIFY_CHECK_PY, PLANIFY_INPUTS, PLANIFY_SOLUTION
 from tasks.tests.helpers import FAST, HOSTILE, run, shell, spec
 from tasks.verification import (
     CAPTURE_BYTES,
@@ -24,8 +25,6 @@ from tasks.verification import (
     parse_output,
     run_checker,
 )
-
-from .data.clawgym_shapes import AVERAGING_REWARD_SH, PLANIFY_CHECK_PY, PLANIFY_INPUTS, PLANIFY_SOLUTION
 
 # --- parsing ---------------------------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from llm.models import ModelEndpoint
 from tasks.models import Task, TaskRevision
 from training_jobs import exports, masks
 from training_jobs.models import DatasetSample, TrainingDataset
-from training_jobs.tests.convkit import varied_conversations
+from training_jobs.testing import varied_conversations
 from training_jobs.tiny import tiny_model, tiny_tokenizer
 
 pytestmark = pytest.mark.django_db

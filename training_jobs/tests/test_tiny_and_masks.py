@@ -8,7 +8,7 @@ import pytest
 from django.core.management import call_command
 
 from training_jobs import masks
-from training_jobs.tests.convkit import SYSTEM, call, varied_conversations
+from training_jobs.testing import SYSTEM, call, varied_conversations
 from training_jobs.tiny import SPECIAL_TOKENS, TOOLS, tiny_tokenizer
 
 
