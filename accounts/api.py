@@ -25,7 +25,9 @@ class ObtainToken(ObtainAuthToken):
                 raise
             cool_off = get_cool_off(request)
             headers = {"Retry-After": str(int(cool_off.total_seconds()))} if cool_off else {}
-            return Response({"detail": get_lockout_message()}, status=status.HTTP_429_TOO_MANY_REQUESTS, headers=headers)
+            return Response(
+                {"detail": get_lockout_message()}, status=status.HTTP_429_TOO_MANY_REQUESTS, headers=headers
+            )
 
 
 obtain_token = ObtainToken.as_view()

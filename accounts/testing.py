@@ -53,5 +53,3 @@ def viewer_client(viewer):
 @pytest.fixture
 def outsider_client(outsider):
     return signed_in_client(outsider)
-
-

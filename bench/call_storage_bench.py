@@ -112,9 +112,13 @@ def difference(calls: list[dict]) -> tuple[list[int], bool]:
 
 def stats(values: list[int]) -> dict:
     ordered = sorted(values)
-    return {"total": sum(values), "per_call_mean": round(sum(values) / max(len(values), 1)),
-            "first": values[0] if values else 0, "last": values[-1] if values else 0,
-            "max": ordered[-1] if ordered else 0}  # fmt: skip
+    return {
+        "total": sum(values),
+        "per_call_mean": round(sum(values) / max(len(values), 1)),
+        "first": values[0] if values else 0,
+        "last": values[-1] if values else 0,
+        "max": ordered[-1] if ordered else 0,
+    }
 
 
 def measure(rollout_id: int) -> dict:
@@ -187,14 +191,16 @@ def main() -> None:
 
     workdir = Path(tempfile.mkdtemp(prefix="clawgym-call-storage-bench-"))
     model_port, app_port = free_port(), free_port()
-    os.environ.update({
-        "CLAWGYM_VAR_DIR": str(workdir),
-        "DATABASE_URL": f"sqlite:///{workdir / 'bench.sqlite3'}",
-        "CLAWGYM_PROXY_PUBLIC_URL": f"http://127.0.0.1:{app_port}",
-        "LOG_LEVEL": "WARNING",
-        "PYTHONUNBUFFERED": "1",
-        "DJANGO_SETTINGS_MODULE": "clawgym_site.settings",
-    })  # fmt: skip
+    os.environ.update(
+        {
+            "CLAWGYM_VAR_DIR": str(workdir),
+            "DATABASE_URL": f"sqlite:///{workdir / 'bench.sqlite3'}",
+            "CLAWGYM_PROXY_PUBLIC_URL": f"http://127.0.0.1:{app_port}",
+            "LOG_LEVEL": "WARNING",
+            "PYTHONUNBUFFERED": "1",
+            "DJANGO_SETTINGS_MODULE": "clawgym_site.settings",
+        }
+    )
     procs: list[subprocess.Popen] = []
     try:
         import django
@@ -213,9 +219,13 @@ def main() -> None:
         endpoint = create_endpoint("bench-model", base_url=f"http://127.0.0.1:{model_port}/v1", model=MODEL)
         revision = save_package(fruit_package("bench-fruit")).revision
         child_env = {**os.environ}
-        procs.append(subprocess.Popen(
-            [sys.executable, __file__, "--serve-model", str(model_port), "--turns", str(args.turns)],
-            cwd=BASE_DIR, env=child_env))  # fmt: skip
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, __file__, "--serve-model", str(model_port), "--turns", str(args.turns)],
+                cwd=BASE_DIR,
+                env=child_env,
+            )
+        )
         procs.append(
             subprocess.Popen(
                 [
@@ -259,9 +269,12 @@ def main() -> None:
         shutil.rmtree(workdir, ignore_errors=True)
 
     before, after = report["before"], report["difference"]
-    print(f"{report['model_calls']} model calls: {before['per_rollout']} chars stored per rollout "
-          f"({before['per_model_call']} per call) now; {after['per_rollout']} ({after['per_model_call']} per call) "
-          f"with prompts as differences", file=sys.stderr)  # fmt: skip
+    print(
+        f"{report['model_calls']} model calls: {before['per_rollout']} chars stored per rollout "
+        f"({before['per_model_call']} per call) now; {after['per_rollout']} ({after['per_model_call']} per call) "
+        f"with prompts as differences",
+        file=sys.stderr,
+    )
     print(json.dumps(report))
 
 

@@ -61,8 +61,12 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def timing(values: list[float]) -> dict:
-    return {"n": len(values), "p50_ms": round(statistics.median(values), 1), "p95_ms": round(percentile(values, 0.95), 1),
-            "max_ms": round(max(values), 1)}  # fmt: skip
+    return {
+        "n": len(values),
+        "p50_ms": round(statistics.median(values), 1),
+        "p95_ms": round(percentile(values, 0.95), 1),
+        "max_ms": round(max(values), 1),
+    }
 
 
 def cpu_timing(values: list[float]) -> dict:
@@ -86,8 +90,11 @@ def make_tasks(n: int) -> list:
     for i in range(n):
         category = "" if i % 7 == 6 or not categories else categories[i % len(categories)]
         package = fruit_package(f"bench-eval-{i:04d}")
-        package = dataclasses.replace(package, instruction=f"{package.instruction} (task bench-eval-{i:04d})",
-                                      metadata={**package.metadata, "category": category})  # fmt: skip
+        package = dataclasses.replace(
+            package,
+            instruction=f"{package.instruction} (task bench-eval-{i:04d})",
+            metadata={**package.metadata, "category": category},
+        )
         revisions.append(save_package(package).revision)
     return revisions
 
@@ -158,8 +165,16 @@ def throughput(revisions: list, endpoint, repeats: int) -> dict:
         clock["resumed"] = time.perf_counter()
 
     began = clock["resumed"] = time.perf_counter()
-    run, _ = create_eval_run(endpoint=endpoint, revisions=revisions, harness="builtin", repeats=repeats, inline=True,
-                             name="eval-bench throughput", fresh=True, user=None)  # fmt: skip
+    run, _ = create_eval_run(
+        endpoint=endpoint,
+        revisions=revisions,
+        harness="builtin",
+        repeats=repeats,
+        inline=True,
+        name="eval-bench throughput",
+        fresh=True,
+        user=None,
+    )
     run = run_here(run, on_rollout=after_each)
     total_run_seconds = time.perf_counter() - began - clock["bare"]
     rollouts = len(revisions) * repeats
@@ -175,10 +190,14 @@ def throughput(revisions: list, endpoint, repeats: int) -> dict:
         "rollouts": rollouts,
         "bare_seconds": round(bare_seconds, 2),
         "eval_seconds": round(total_run_seconds, 2),
-        "bare_ms_per_rollout": {"mean": round(1000 * bare_seconds / rollouts, 1),
-                                "median": round(1000 * statistics.median(bare.seconds), 1)},  # fmt: skip
-        "eval_ms_per_rollout": {"mean": round(1000 * total_run_seconds / rollouts, 1),
-                                "median": round(1000 * statistics.median(eval_seconds), 1)},  # fmt: skip
+        "bare_ms_per_rollout": {
+            "mean": round(1000 * bare_seconds / rollouts, 1),
+            "median": round(1000 * statistics.median(bare.seconds), 1),
+        },
+        "eval_ms_per_rollout": {
+            "mean": round(1000 * total_run_seconds / rollouts, 1),
+            "median": round(1000 * statistics.median(eval_seconds), 1),
+        },
         "overhead_ratio": round(total_run_seconds / bare_seconds, 4),
         "overhead_ratio_medians": round(statistics.median(eval_seconds) / statistics.median(bare.seconds), 4),
         "run_status": run.status,
@@ -217,18 +236,34 @@ def finished_rollouts(run, rng: random.Random, strength: float, difficulty: dict
         score = 1.0 if rng.random() < chance else rng.choice([0.0, 0.25, 0.5, 0.75])
         limited = rng.random() < 0.03
         input_tokens, output_tokens = rng.randint(2_000, 40_000), rng.randint(100, 4_000)
-        rows.append(Rollout(
-            revision_id=queued.revision_id, endpoint_id=queued.endpoint_id, harness=queued.harness,
-            harness_options=queued.harness_options, repeat_index=queued.repeat_index, group=queued.group,
-            eval_run=run, status=Rollout.Status.SCORED,
-            exit_reason=ExitReason.TIMEOUT if limited else ExitReason.COMPLETED,
-            outcome=Outcome.AGENT_LIMIT if limited else Outcome.SCORED, attempt=1,
-            started_at=now, finished_at=now, agent_seconds=round(rng.uniform(5, 120), 2), checker_seconds=0.2,
-            turns=rng.randint(2, 30), tool_calls=rng.randint(1, 29), model_calls=rng.randint(2, 30),
-            input_tokens=input_tokens, output_tokens=output_tokens,
-            cost=Decimal(input_tokens * 3 + output_tokens * 15) / Decimal(1_000_000),
-            score=score, code_score=score, check_status="ok",
-        ))  # fmt: skip
+        rows.append(
+            Rollout(
+                revision_id=queued.revision_id,
+                endpoint_id=queued.endpoint_id,
+                harness=queued.harness,
+                harness_options=queued.harness_options,
+                repeat_index=queued.repeat_index,
+                group=queued.group,
+                eval_run=run,
+                status=Rollout.Status.SCORED,
+                exit_reason=ExitReason.TIMEOUT if limited else ExitReason.COMPLETED,
+                outcome=Outcome.AGENT_LIMIT if limited else Outcome.SCORED,
+                attempt=1,
+                started_at=now,
+                finished_at=now,
+                agent_seconds=round(rng.uniform(5, 120), 2),
+                checker_seconds=0.2,
+                turns=rng.randint(2, 30),
+                tool_calls=rng.randint(1, 29),
+                model_calls=rng.randint(2, 30),
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                cost=Decimal(input_tokens * 3 + output_tokens * 15) / Decimal(1_000_000),
+                score=score,
+                code_score=score,
+                check_status="ok",
+            )
+        )
     return rows
 
 
@@ -242,8 +277,9 @@ def build_runs(version, revisions: list, *, runs: int, models: int, repeats: int
     rng = random.Random(SEED)
     difficulty = {r.pk: rng.uniform(-0.3, 0.5) for r in revisions}
     endpoints = [
-        ModelEndpoint.objects.create(name=f"bench-model-{m:02d}", base_url="http://127.0.0.1:9/v1",
-                                     model=f"bench-model-{m:02d}", roles=["agent"])  # fmt: skip
+        ModelEndpoint.objects.create(
+            name=f"bench-model-{m:02d}", base_url="http://127.0.0.1:9/v1", model=f"bench-model-{m:02d}", roles=["agent"]
+        )
         for m in range(models)
     ]
     made = []
@@ -251,8 +287,15 @@ def build_runs(version, revisions: list, *, runs: int, models: int, repeats: int
         m = n % models
         endpoint = endpoints[m]
         strength = 0.3 + 0.6 * m / max(models - 1, 1)
-        run, _ = create_eval_run(endpoint=endpoint, benchmark_version=version, harness="builtin", repeats=repeats,
-                                 name=f"bench run {n}", fresh=True, user=None)  # fmt: skip
+        run, _ = create_eval_run(
+            endpoint=endpoint,
+            benchmark_version=version,
+            harness="builtin",
+            repeats=repeats,
+            name=f"bench run {n}",
+            fresh=True,
+            user=None,
+        )
         with transaction.atomic():
             finished = finished_rollouts(run, rng, strength, difficulty)
             run.rollouts.all().delete()
@@ -314,8 +357,13 @@ def time_pages(client, urls: dict, requests: int) -> dict:
             cpu.append((time.process_time() - began_cpu) * 1000)
             if response.status_code != 200:
                 raise RuntimeError(f"GET {url} answered {response.status_code}")
-        out[page] = {**timing(timings), "cpu": cpu_timing(cpu), "queries": {"min": min(queries), "max": max(queries)},
-                     "bytes": len(response.content), "example": urls[page][0]}  # fmt: skip
+        out[page] = {
+            **timing(timings),
+            "cpu": cpu_timing(cpu),
+            "queries": {"min": min(queries), "max": max(queries)},
+            "bytes": len(response.content),
+            "example": urls[page][0],
+        }
     return out
 
 
@@ -339,9 +387,11 @@ def time_services(version, runs: list, requests: int) -> dict:
     calls = {
         "leaderboard": [lambda: leaderboard(version)],
         "run": [lambda i=i: run_page(i) for i in ids[:: max(len(ids) // 10, 1)]],
-        "compare": [lambda a=a, b=b: compare_page((a, b))
-                    for a, b in [(ids[i], ids[(i + len(ids) // 2) % len(ids)]) for i in range(min(len(ids), 10))]],
-    }  # fmt: skip
+        "compare": [
+            lambda a=a, b=b: compare_page((a, b))
+            for a, b in [(ids[i], ids[(i + len(ids) // 2) % len(ids)]) for i in range(min(len(ids), 10))]
+        ],
+    }
     out = {}
     for page in PAGES:
         queries = []
@@ -414,8 +464,14 @@ def main() -> dict:
             upstream.responder = respond
             server, thread, port = serve_in_thread("clawgym_site.asgi:application")
             settings.CLAWGYM_PROXY_PUBLIC_URL = f"http://127.0.0.1:{port}"
-            endpoint = ModelEndpoint.objects.create(name="bench-scripted", base_url=upstream.base_url, model=MODEL,
-                                                    roles=["agent"], timeout_seconds=30, max_concurrent=1000)  # fmt: skip
+            endpoint = ModelEndpoint.objects.create(
+                name="bench-scripted",
+                base_url=upstream.base_url,
+                model=MODEL,
+                roles=["agent"],
+                timeout_seconds=30,
+                max_concurrent=1000,
+            )
             part1 = throughput(revisions[: args.tasks], endpoint, args.repeats)
             part1["model_requests"] = len(upstream.requests)
 
@@ -426,8 +482,9 @@ def main() -> dict:
             if connection.vendor == "postgresql":  # the build is 10,000 small transactions: no need to wait for disk
                 with connection.cursor() as cursor:
                     cursor.execute("SET synchronous_commit TO OFF")
-            built = build_runs(version, revisions[: args.run_tasks], runs=args.runs, models=args.models,
-                               repeats=args.run_repeats)  # fmt: skip
+            built = build_runs(
+                version, revisions[: args.run_tasks], runs=args.runs, models=args.models, repeats=args.run_repeats
+            )
             build_seconds = time.perf_counter() - began
             if connection.vendor == "postgresql":
                 with connection.cursor() as cursor:  # autovacuum would have analyzed a database in use
@@ -468,35 +525,45 @@ def main() -> dict:
 
     timed = (part2["pages"] or part2["services"]) if part2 else None
     p95 = {page: timed[page]["p95_ms"] if timed else None for page in PAGES}
-    report.update({
-        "overhead_ratio": part1["overhead_ratio"] if part1 else None,
-        "leaderboard_p95_ms": p95["leaderboard"],
-        "run_p95_ms": p95["run"],
-        "compare_p95_ms": p95["compare"],
-        "timed": part2["timed"] if part2 else None,
-        "load_average": [round(x, 2) for x in os.getloadavg()],  # other work on the machine slows every timing
-        "aim_overhead_ratio": AIM_OVERHEAD_RATIO,
-        "aim_p95_ms": AIM_P95_MS,
-        "met": {
-            "overhead": part1["overhead_ratio"] <= AIM_OVERHEAD_RATIO and part1["all_scored_one"] if part1 else None,
-            "pages": all(v <= AIM_P95_MS for v in p95.values()) if part2 else None,
-        },
-        "throughput": part1,
-        **({k: v for k, v in part2.items()} if part2 else {"pages": None, "services": None}),
-    })  # fmt: skip
+    report.update(
+        {
+            "overhead_ratio": part1["overhead_ratio"] if part1 else None,
+            "leaderboard_p95_ms": p95["leaderboard"],
+            "run_p95_ms": p95["run"],
+            "compare_p95_ms": p95["compare"],
+            "timed": part2["timed"] if part2 else None,
+            "load_average": [round(x, 2) for x in os.getloadavg()],  # other work on the machine slows every timing
+            "aim_overhead_ratio": AIM_OVERHEAD_RATIO,
+            "aim_p95_ms": AIM_P95_MS,
+            "met": {
+                "overhead": part1["overhead_ratio"] <= AIM_OVERHEAD_RATIO and part1["all_scored_one"]
+                if part1
+                else None,
+                "pages": all(v <= AIM_P95_MS for v in p95.values()) if part2 else None,
+            },
+            "throughput": part1,
+            **({k: v for k, v in part2.items()} if part2 else {"pages": None, "services": None}),
+        }
+    )
 
     if part1:
-        print(f"{report['database']}: a run of {part1['tasks']} tasks x {part1['repeats']} repeats took "
-              f"{part1['eval_seconds']} s, the same {part1['rollouts']} rollouts one by one {part1['bare_seconds']} s: "
-              f"overhead ratio {part1['overhead_ratio']} (medians {part1['overhead_ratio_medians']}; aim <= "
-              f"{AIM_OVERHEAD_RATIO})")  # fmt: skip
+        print(
+            f"{report['database']}: a run of {part1['tasks']} tasks x {part1['repeats']} repeats took "
+            f"{part1['eval_seconds']} s, the same {part1['rollouts']} rollouts one by one {part1['bare_seconds']} s: "
+            f"overhead ratio {part1['overhead_ratio']} (medians {part1['overhead_ratio_medians']}; aim <= "
+            f"{AIM_OVERHEAD_RATIO})"
+        )
     if part2:
-        print(f"{report['database']}: {part2['runs']} complete runs, {part2['rollouts_in_database']:,} rollouts in the "
-              f"database (built in {part2['build_seconds']} s); {part2['requests']} requests per page:")  # fmt: skip
+        print(
+            f"{report['database']}: {part2['runs']} complete runs, {part2['rollouts_in_database']:,} rollouts in the "
+            f"database (built in {part2['build_seconds']} s); {part2['requests']} requests per page:"
+        )
         for kind in ("pages", "services"):
             for page, t in (part2[kind] or {}).items():
-                print(f"  {kind[:-1]} {page}: p50 {t['p50_ms']} ms, p95 {t['p95_ms']} ms, max {t['max_ms']} ms "
-                      f"(CPU p50 {t['cpu']['p50_ms']} ms, p95 {t['cpu']['p95_ms']} ms), {t['queries']['max']} queries")  # fmt: skip
+                print(
+                    f"  {kind[:-1]} {page}: p50 {t['p50_ms']} ms, p95 {t['p95_ms']} ms, max {t['max_ms']} ms "
+                    f"(CPU p50 {t['cpu']['p50_ms']} ms, p95 {t['cpu']['p95_ms']} ms), {t['queries']['max']} queries"
+                )
         if not part2["pages"]:
             print("  (the pages' URLs do not resolve yet: the p95 keys are the services' timings)")
     return report

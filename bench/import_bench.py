@@ -31,8 +31,14 @@ from django.test.utils import setup_databases, setup_test_environment, teardown_
 IMPORT_TASKS = int(os.environ.get("BENCH_IMPORT_TASKS", 2000))
 LIST_TASKS = int(os.environ.get("BENCH_LIST_TASKS", 20000))
 REQUESTS = int(os.environ.get("BENCH_REQUESTS", 40))
-CATEGORIES = ["Productivity & Collaboration", "Systems & Automation", "Analysis & Reasoning",
-              "Content & Domain Support", "Planning & Knowledge Management", "Software Development"]
+CATEGORIES = [
+    "Productivity & Collaboration",
+    "Systems & Automation",
+    "Analysis & Reasoning",
+    "Content & Domain Support",
+    "Planning & Knowledge Management",
+    "Software Development",
+]
 
 
 def write_task_folder(root: Path, n: int) -> None:
@@ -48,7 +54,7 @@ def write_task_folder(root: Path, n: int) -> None:
     rows = "\n".join(f"{i},{(i * n) % 97},item-{i}" for i in range(40))
     (folder / "input_files" / "data" / "records.csv").write_text(f"id,value,name\n{rows}\n")
     (folder / "input_files" / "notes.md").write_text(f"# Notes for task {n}\n\nKeep the report short.\n")
-    (folder / "reward" / "reward.sh").write_text("#!/usr/bin/env bash\npython3 \"$(dirname \"$0\")/check.py\"\n")
+    (folder / "reward" / "reward.sh").write_text('#!/usr/bin/env bash\npython3 "$(dirname "$0")/check.py"\n')
     (folder / "reward" / "check.py").write_text(f"import json\nprint(json.dumps({{'exists_{n % 5}': 1}}))\n")
 
 
@@ -65,9 +71,14 @@ def grow_catalog(target: int) -> None:
     for start in range(have, target, batch):
         ids = range(start, min(start + batch, target))
         tasks = Task.objects.bulk_create(
-            Task(external_id=f"grown-{i:06d}", title=f"Grown task {i} about invoices and travel plans",
-                 benchmark_category=categories[i % len(categories)], status=["draft", "ready"][i % 2],
-                 source="imported") for i in ids
+            Task(
+                external_id=f"grown-{i:06d}",
+                title=f"Grown task {i} about invoices and travel plans",
+                benchmark_category=categories[i % len(categories)],
+                status=["draft", "ready"][i % 2],
+                source="imported",
+            )
+            for i in ids
         )
         revisions = TaskRevision.objects.bulk_create(
             TaskRevision(task=t, number=1, instruction=t.title, content_hash=f"{t.external_id}", author_stage="bench")
@@ -75,7 +86,8 @@ def grow_catalog(target: int) -> None:
         )
         RevisionFile.objects.bulk_create(
             RevisionFile(revision=r, path=p, role=role, blob=b)
-            for r in revisions for (p, role, b) in (("data.csv", "input", shared[0]), ("check.py", "reward", shared[1]))
+            for r in revisions
+            for (p, role, b) in (("data.csv", "input", shared[0]), ("check.py", "reward", shared[1]))
         )
         for t, r in zip(tasks, revisions):
             t.current_revision = r

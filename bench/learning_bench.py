@@ -70,8 +70,10 @@ def manage(*args, timeout: float = 4 * 3600, timings: dict | None = None, label:
         key = label or str(args[0])
         timings[key] = round(timings.get(key, 0.0) + time.monotonic() - started, 1)
     if result.returncode != 0:
-        raise BenchError(f"manage.py {' '.join(map(str, args))[:200]} exited {result.returncode}:\n"
-                         f"{result.stderr[-3000:]}\n{result.stdout[-1000:]}")  # fmt: skip
+        raise BenchError(
+            f"manage.py {' '.join(map(str, args))[:200]} exited {result.returncode}:\n"
+            f"{result.stderr[-3000:]}\n{result.stdout[-1000:]}"
+        )
     lines = [line for line in result.stdout.strip().splitlines() if line.strip()]
     if not lines:
         return {}
@@ -139,18 +141,60 @@ def set_sampling(name: str, sampling: dict, *, as_name: str | None = None) -> st
     """The endpoint (or a copy of it under `as_name`) with the bench's sampling: the run's, which the proxy holds."""
     row = endpoint_row(name)
     target = as_name or name
-    manage("endpoints", "add", target, "--base-url", row["base_url"], "--model", row["model"], "--api-key-env",
-           row.get("api_key_env") or "", "--role", "agent", "--max-concurrent", str(row.get("max_concurrent") or 4),
-           "--timeout", str(row.get("timeout_seconds") or 120), "--sampling", json.dumps(sampling), "--update",
-           "--json")  # fmt: skip
+    manage(
+        "endpoints",
+        "add",
+        target,
+        "--base-url",
+        row["base_url"],
+        "--model",
+        row["model"],
+        "--api-key-env",
+        row.get("api_key_env") or "",
+        "--role",
+        "agent",
+        "--max-concurrent",
+        str(row.get("max_concurrent") or 4),
+        "--timeout",
+        str(row.get("timeout_seconds") or 120),
+        "--sampling",
+        json.dumps(sampling),
+        "--update",
+        "--json",
+    )
     return target
 
 
-def evaluate(endpoint: str, *, benchmark: str | None = None, tasks: list[str] | None = None, repeats: int,
-             max_turns: int, name: str, timings: dict, label: str) -> dict:  # fmt: skip
+def evaluate(
+    endpoint: str,
+    *,
+    benchmark: str | None = None,
+    tasks: list[str] | None = None,
+    repeats: int,
+    max_turns: int,
+    name: str,
+    timings: dict,
+    label: str,
+) -> dict:
     selection = ["--benchmark", benchmark] if benchmark else ["--task", *tasks]
-    report = manage("evaluate", *selection, "--endpoint", endpoint, "--harness", "builtin", "--repeats", repeats,
-                    "--max-turns", max_turns, "--name", name, "--fresh", "--json", timings=timings, label=label)  # fmt: skip
+    report = manage(
+        "evaluate",
+        *selection,
+        "--endpoint",
+        endpoint,
+        "--harness",
+        "builtin",
+        "--repeats",
+        repeats,
+        "--max-turns",
+        max_turns,
+        "--name",
+        name,
+        "--fresh",
+        "--json",
+        timings=timings,
+        label=label,
+    )
     overall = report["overall"]
     log(f"{label}: run #{report['run']} mean {overall['mean']} ci {overall['ci']} outcomes {report['outcomes']}")
     return report
@@ -178,8 +222,12 @@ def earlier_sft(run_id: int) -> dict:
 
 
 def figures(held: dict, unseen: dict) -> dict:
-    return {"run": held["run"], "mean": held["overall"]["mean"], "ci": held["overall"]["ci"],
-            "unseen_kind": {"run": unseen["run"], "mean": unseen["overall"]["mean"], "ci": unseen["overall"]["ci"]}}  # fmt: skip
+    return {
+        "run": held["run"],
+        "mean": held["overall"]["mean"],
+        "ci": held["overall"]["ci"],
+        "unseen_kind": {"run": unseen["run"], "mean": unseen["overall"]["mean"], "ci": unseen["overall"]["ci"]},
+    }
 
 
 def compared(a: int, b: int) -> dict:
@@ -188,10 +236,24 @@ def compared(a: int, b: int) -> dict:
 
 
 def evaluate_model(endpoint: str, benchmarks: dict, args, timings: dict, tag: str) -> dict:
-    held = evaluate(endpoint, benchmark=benchmarks[HELDOUT], repeats=args.repeats, max_turns=args.max_turns,
-                    name=f"learning-bench {tag} held-out", timings=timings, label=f"eval-{tag}")  # fmt: skip
-    unseen = evaluate(endpoint, benchmark=benchmarks[UNSEEN], repeats=args.repeats, max_turns=args.max_turns,
-                      name=f"learning-bench {tag} unseen kind", timings=timings, label=f"eval-{tag}")  # fmt: skip
+    held = evaluate(
+        endpoint,
+        benchmark=benchmarks[HELDOUT],
+        repeats=args.repeats,
+        max_turns=args.max_turns,
+        name=f"learning-bench {tag} held-out",
+        timings=timings,
+        label=f"eval-{tag}",
+    )
+    unseen = evaluate(
+        endpoint,
+        benchmark=benchmarks[UNSEEN],
+        repeats=args.repeats,
+        max_turns=args.max_turns,
+        name=f"learning-bench {tag} unseen kind",
+        timings=timings,
+        label=f"eval-{tag}",
+    )
     return figures(held, unseen)
 
 
@@ -262,11 +324,35 @@ def main(argv=None) -> int:
     args.work.mkdir(parents=True, exist_ok=True)
     sizes = ["--sizes", args.sizes] if args.sizes else []
     folder = args.work / f"curriculum-s{args.seed}-{args.sizes or 'default'}"
-    built = (json.loads((folder / "manifest.json").read_text()) if (folder / "manifest.json").is_file() else
-             manage("curriculum", "build", "--out", folder, "--seed", args.seed, *sizes, "--json", label="setup",
-                    timings=timings))  # fmt: skip
-    imported = manage("curriculum", "import", "--seed", args.seed, *sizes, "--benchmark", args.benchmark, "--json",
-                      label="setup", timings=timings, timeout=3600)  # fmt: skip
+    built = (
+        json.loads((folder / "manifest.json").read_text())
+        if (folder / "manifest.json").is_file()
+        else manage(
+            "curriculum",
+            "build",
+            "--out",
+            folder,
+            "--seed",
+            args.seed,
+            *sizes,
+            "--json",
+            label="setup",
+            timings=timings,
+        )
+    )
+    imported = manage(
+        "curriculum",
+        "import",
+        "--seed",
+        args.seed,
+        *sizes,
+        "--benchmark",
+        args.benchmark,
+        "--json",
+        label="setup",
+        timings=timings,
+        timeout=3600,
+    )
     splits = imported["tasks"]
     benchmarks = {HELDOUT: imported["benchmarks"][HELDOUT]["name"], UNSEEN: imported["benchmarks"][UNSEEN]["name"]}
     train = list(splits["train"])
@@ -289,8 +375,15 @@ def main(argv=None) -> int:
     if args.sft_runs:
         sft = figures(*map(reported, args.sft_runs))
     else:
-        served = manage("serve_checkpoint", sft_checkpoint["id"], "--backend", "transformers", "--json",
-                        label="serve", timings=timings)  # fmt: skip
+        served = manage(
+            "serve_checkpoint",
+            sft_checkpoint["id"],
+            "--backend",
+            "transformers",
+            "--json",
+            label="serve",
+            timings=timings,
+        )
         sft_endpoint = set_sampling(served["endpoint"], sampling)
         sft = evaluate_model(sft_endpoint, benchmarks, args, timings, "sft")
         manage("serve_checkpoint", "--stop", sft_endpoint, label="serve", timings=timings)
@@ -314,7 +407,7 @@ def main(argv=None) -> int:
             sum(r for r in rewards if r is not None) / len([r for r in rewards if r is not None])
             if any(r is not None for r in rewards)
             else None
-        ),  # fmt: skip
+        ),
         "curriculum": {k: len(v) for k, v in splits.items()} | {"seed": args.seed, "sizes": built.get("sizes")},
         "seconds": timings,
     }
@@ -334,56 +427,164 @@ def train_sft(args, sampling: dict, train: list[str], folder: Path, timings: dic
     if args.self_tasks:
         base_endpoint = serve_base(args, sampling, timings)
         hot = set_sampling(base_endpoint, {**sampling, "temperature": 1.0}, as_name=f"{base_endpoint}-t1")
-        report = evaluate(hot, tasks=spread(train, args.self_tasks), repeats=args.samples, max_turns=args.max_turns,
-                          name="learning-bench expert iteration", timings=timings, label="data-self")  # fmt: skip
+        report = evaluate(
+            hot,
+            tasks=spread(train, args.self_tasks),
+            repeats=args.samples,
+            max_turns=args.max_turns,
+            name="learning-bench expert iteration",
+            timings=timings,
+            label="data-self",
+        )
         data_runs.append(report["run"])
-        data["expert_iteration"] = {"run": report["run"], "rollouts": sum(report["outcomes"].values()),
-                                    "mean": report["overall"]["mean"]}  # fmt: skip
+        data["expert_iteration"] = {
+            "run": report["run"],
+            "rollouts": sum(report["outcomes"].values()),
+            "mean": report["overall"]["mean"],
+        }
     if args.expert_tasks:
         task_dirs = [p.parent for p in sorted(folder.rglob("data_entry.json"))]
         expert = start_expert(task_dirs)
         try:
-            manage("endpoints", "add", EXPERT, "--base-url", expert.base_url, "--model", EXPERT, "--role", "agent",
-                   "--max-concurrent", "8", "--sampling", json.dumps({"max_tokens": 4096}), "--update", "--json")  # fmt: skip
-            report = evaluate(EXPERT, tasks=spread(train, args.expert_tasks), repeats=1, max_turns=args.max_turns + 4,
-                              name="learning-bench demonstrations", timings=timings, label="data-expert")  # fmt: skip
+            manage(
+                "endpoints",
+                "add",
+                EXPERT,
+                "--base-url",
+                expert.base_url,
+                "--model",
+                EXPERT,
+                "--role",
+                "agent",
+                "--max-concurrent",
+                "8",
+                "--sampling",
+                json.dumps({"max_tokens": 4096}),
+                "--update",
+                "--json",
+            )
+            report = evaluate(
+                EXPERT,
+                tasks=spread(train, args.expert_tasks),
+                repeats=1,
+                max_turns=args.max_turns + 4,
+                name="learning-bench demonstrations",
+                timings=timings,
+                label="data-expert",
+            )
         finally:
             expert.stop()
         data_runs.append(report["run"])
-        data["demonstrations"] = {"run": report["run"], "rollouts": sum(report["outcomes"].values()),
-                                  "mean": report["overall"]["mean"]}  # fmt: skip
+        data["demonstrations"] = {
+            "run": report["run"],
+            "rollouts": sum(report["outcomes"].values()),
+            "mean": report["overall"]["mean"],
+        }
     manage("base_models", "stop", args.base_model, label="serve", timings=timings)  # its RAM and cores to training
     if not data_runs:
         raise BenchError("no training data: give --self-tasks or --expert-tasks")
-    dataset = manage("build_dataset", *[a for r in data_runs for a in ("--run", r)], "--min-reward", "1.0",
-                     "--base-model", args.base_model, "--validation-share", "0.0", "--name",
-                     f"learning-bench seed {args.seed}", "--json", label="dataset", timings=timings)  # fmt: skip
+    dataset = manage(
+        "build_dataset",
+        *[a for r in data_runs for a in ("--run", r)],
+        "--min-reward",
+        "1.0",
+        "--base-model",
+        args.base_model,
+        "--validation-share",
+        "0.0",
+        "--name",
+        f"learning-bench seed {args.seed}",
+        "--json",
+        label="dataset",
+        timings=timings,
+    )
     data["dataset"] = dataset
     log(f"dataset: {json.dumps(dataset)[:400]}")
 
-    sft_run = manage("train", "--kind", "sft", "--dataset", dataset["dataset"], "--base-model", args.base_model,
-                     "--preset", "tiny-cpu", "--cpu", "--set", f"num_train_epochs={args.sft_epochs}", "--set",
-                     f"learning_rate={args.sft_lr}", "--set", "max_steps=-1", "--set", "max_length=2048", "--set",
-                     f"global_batch_size={args.sft_batch}", "--set", "save_steps=100000", "--set",
-                     "lr_scheduler_type=constant", "--name", "learning-bench sft", "--json", label="sft",
-                     timings=timings)  # fmt: skip
+    sft_run = manage(
+        "train",
+        "--kind",
+        "sft",
+        "--dataset",
+        dataset["dataset"],
+        "--base-model",
+        args.base_model,
+        "--preset",
+        "tiny-cpu",
+        "--cpu",
+        "--set",
+        f"num_train_epochs={args.sft_epochs}",
+        "--set",
+        f"learning_rate={args.sft_lr}",
+        "--set",
+        "max_steps=-1",
+        "--set",
+        "max_length=2048",
+        "--set",
+        f"global_batch_size={args.sft_batch}",
+        "--set",
+        "save_steps=100000",
+        "--set",
+        "lr_scheduler_type=constant",
+        "--name",
+        "learning-bench sft",
+        "--json",
+        label="sft",
+        timings=timings,
+    )
     return sft_run
 
 
-def train_rl(args, sft_checkpoint: dict, train: list[str], sampling: dict, benchmarks: dict,
-             timings: dict) -> tuple[dict, dict]:  # fmt: skip
+def train_rl(
+    args, sft_checkpoint: dict, train: list[str], sampling: dict, benchmarks: dict, timings: dict
+) -> tuple[dict, dict]:
     """GRPO from the SFT checkpoint on train tasks, its last checkpoint served and evaluated."""
     rl_tasks = [a for t in spread(train, args.rl_tasks) for a in ("--task", t)]
-    rl_run = manage("train", "--kind", "rl", "--base-model", sft_checkpoint["path"], *rl_tasks, "--harness",
-                    "builtin", "--preset", "tiny-cpu", "--cpu", "--set", f"max_steps={args.rl_steps}", "--set",
-                    f"learning_rate={args.rl_lr}", "--set", "prompts_per_step=2", "--set", "num_generations=4",
-                    "--set", f"max_completion_length={args.max_tokens}", "--set", f"max_turns={args.max_turns}",
-                    "--set", "temperature=1.0", "--set", f"save_steps={args.rl_steps}", "--name",
-                    "learning-bench rl", "--json", label="rl", timings=timings)  # fmt: skip
+    rl_run = manage(
+        "train",
+        "--kind",
+        "rl",
+        "--base-model",
+        sft_checkpoint["path"],
+        *rl_tasks,
+        "--harness",
+        "builtin",
+        "--preset",
+        "tiny-cpu",
+        "--cpu",
+        "--set",
+        f"max_steps={args.rl_steps}",
+        "--set",
+        f"learning_rate={args.rl_lr}",
+        "--set",
+        "prompts_per_step=2",
+        "--set",
+        "num_generations=4",
+        "--set",
+        f"max_completion_length={args.max_tokens}",
+        "--set",
+        f"max_turns={args.max_turns}",
+        "--set",
+        "temperature=1.0",
+        "--set",
+        f"save_steps={args.rl_steps}",
+        "--name",
+        "learning-bench rl",
+        "--json",
+        label="rl",
+        timings=timings,
+    )
     if rl_run["status"] != "succeeded" or not rl_run["checkpoints"]:
         raise BenchError(f"the RL run did not succeed: {json.dumps(rl_run)[:600]}")
-    served = manage("serve_checkpoint", rl_run["checkpoints"][-1]["id"], "--backend", "transformers", "--json",
-                    label="serve", timings=timings)  # fmt: skip
+    served = manage(
+        "serve_checkpoint",
+        rl_run["checkpoints"][-1]["id"],
+        "--backend",
+        "transformers",
+        "--json",
+        label="serve",
+        timings=timings,
+    )
     rl_endpoint = set_sampling(served["endpoint"], sampling)
     rl = evaluate_model(rl_endpoint, benchmarks, args, timings, "rl")
     manage("serve_checkpoint", "--stop", rl_endpoint, label="serve", timings=timings)

@@ -63,8 +63,12 @@ def percentile(values: list[float], q: float) -> float:
 def timing(values: list[float]) -> dict | None:
     if not values:
         return None
-    return {"n": len(values), "p50_ms": round(statistics.median(values), 1), "p95_ms": round(percentile(values, 0.95), 1),
-            "max_ms": round(max(values), 1)}  # fmt: skip
+    return {
+        "n": len(values),
+        "p50_ms": round(statistics.median(values), 1),
+        "p95_ms": round(percentile(values, 0.95), 1),
+        "max_ms": round(max(values), 1),
+    }
 
 
 def read_lines(path: Path) -> list[dict]:
@@ -146,19 +150,55 @@ class Bench:
 
     def uvicorn(self, name: str, port: int, workers: int) -> Process:
         """The ASGI app as the deployment serves it (docker-compose.yml's web command)."""
-        return self.spawn(name, [sys.executable, "-m", "uvicorn", "clawgym_site.asgi:application", "--host", "127.0.0.1",
-                                 "--port", str(port), "--workers", str(workers), "--http",
-                                 "lib.http_timeouts:HttpToolsProtocol", "--no-access-log",
-                                 "--log-level", "warning"])  # fmt: skip
+        return self.spawn(
+            name,
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "clawgym_site.asgi:application",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--workers",
+                str(workers),
+                "--http",
+                "lib.http_timeouts:HttpToolsProtocol",
+                "--no-access-log",
+                "--log-level",
+                "warning",
+            ],
+        )
 
     def start_worker(self, queue: str, concurrency: int) -> Process:
         if queue == "sandbox":
             self.sandbox_workers += 1
         name = f"worker-{queue}-{self.sandbox_workers if queue == 'sandbox' else 1}"
-        return self.spawn(name, [sys.executable, "-m", "celery", "-A", "clawgym_site", "worker", "-Q", queue,
-                                 "-c", str(concurrency), "--pool", "prefork", "-n", f"{name}@{socket.gethostname()}",
-                                 "--without-gossip", "--without-mingle", "--without-heartbeat",
-                                 "--loglevel", "WARNING"])  # fmt: skip
+        return self.spawn(
+            name,
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "clawgym_site",
+                "worker",
+                "-Q",
+                queue,
+                "-c",
+                str(concurrency),
+                "--pool",
+                "prefork",
+                "-n",
+                f"{name}@{socket.gethostname()}",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "--loglevel",
+                "WARNING",
+            ],
+        )
 
     def wait_worker(self, queue: str, child: Process, timeout: float = 90) -> None:
         import jobs
@@ -175,11 +215,31 @@ class Bench:
     def locust(self, name: str, config: dict, users: int, run_seconds: float) -> Process:
         path = self.work / f"{name}.json"
         path.write_text(json.dumps(config))
-        return self.spawn(name, [sys.executable, "-m", "locust", "-f", str(BENCH / "load" / "locustfile.py"),
-                                 "--headless", "-u", str(users), "-r", str(users), "--run-time", f"{int(run_seconds)}s",
-                                 "--stop-timeout", "10", "--host", f"http://127.0.0.1:{self.web_port}",
-                                 "--only-summary", "--loglevel", "WARNING"],
-                          LOAD_BENCH_CONFIG=str(path))  # fmt: skip
+        return self.spawn(
+            name,
+            [
+                sys.executable,
+                "-m",
+                "locust",
+                "-f",
+                str(BENCH / "load" / "locustfile.py"),
+                "--headless",
+                "-u",
+                str(users),
+                "-r",
+                str(users),
+                "--run-time",
+                f"{int(run_seconds)}s",
+                "--stop-timeout",
+                "10",
+                "--host",
+                f"http://127.0.0.1:{self.web_port}",
+                "--only-summary",
+                "--loglevel",
+                "WARNING",
+            ],
+            LOAD_BENCH_CONFIG=str(path),
+        )
 
     def check_alive(self, *children: Process) -> None:
         for child in children:
@@ -214,12 +274,25 @@ class Bench:
         from load import world
 
         self.world = world.seed(
-            reviewers=self.args.reviewers, agents=self.args.agents, queue_candidates=self.args.queue,
-            upstream_url=f"http://127.0.0.1:{self.upstream_port}/v1", cookie_name=settings.SESSION_COOKIE_NAME,
-        )  # fmt: skip
+            reviewers=self.args.reviewers,
+            agents=self.args.agents,
+            queue_candidates=self.args.queue,
+            upstream_url=f"http://127.0.0.1:{self.upstream_port}/v1",
+            cookie_name=settings.SESSION_COOKIE_NAME,
+        )
         self.cookie = settings.SESSION_COOKIE_NAME
-        upstream = self.spawn("upstream", [sys.executable, str(BENCH / "load" / "upstream.py"), str(self.upstream_port),
-                                           "--chunks", str(self.args.chunks), "--chunk-delay", str(self.args.chunk_delay)])  # fmt: skip
+        upstream = self.spawn(
+            "upstream",
+            [
+                sys.executable,
+                str(BENCH / "load" / "upstream.py"),
+                str(self.upstream_port),
+                "--chunks",
+                str(self.args.chunks),
+                "--chunk-delay",
+                str(self.args.chunk_delay),
+            ],
+        )
         self.web = self.uvicorn("web", self.web_port, self.args.web_workers)
         servers = [(self.web_port, self.web)]
         if self.args.proxy_workers:
@@ -231,8 +304,11 @@ class Bench:
             self.wait_port(port, server)
         self.wait_worker("default", self.default_worker)
         self.wait_worker("sandbox", self.sandbox_worker)
-        return {"migrate_seconds": round(migrated, 1), "setup_seconds": round(time.perf_counter() - began, 1),
-                "queue": self.world["queue"]}  # fmt: skip
+        return {
+            "migrate_seconds": round(migrated, 1),
+            "setup_seconds": round(time.perf_counter() - began, 1),
+            "queue": self.world["queue"],
+        }
 
     def warm_up(self) -> None:
         """Each page a few times per web process first: template loading and first queries are not what is timed."""
@@ -240,8 +316,9 @@ class Bench:
 
         me = self.world["reviewers"][0]
         urls = self.world["queue_urls"] + [f"/review/candidates/{pk}/" for pk in me["candidates"]]
-        with httpx.Client(base_url=f"http://127.0.0.1:{self.web_port}", cookies={self.cookie: me["session"]},
-                          timeout=60) as client:  # fmt: skip
+        with httpx.Client(
+            base_url=f"http://127.0.0.1:{self.web_port}", cookies={self.cookie: me["session"]}, timeout=60
+        ) as client:
             for _ in range(2 * self.args.web_workers):
                 for url in urls:
                     response = client.get(url)
@@ -249,8 +326,14 @@ class Bench:
                         raise RuntimeError(f"warm-up: GET {url} answered {response.status_code}")
 
     def reviewer_config(self, samples: Path, *, edits: bool, wait: list[float]) -> dict:
-        return {"reviewers": self.world["reviewers"], "cookie": self.cookie, "queue_urls": self.world["queue_urls"],
-                "edit_every": self.args.edit_every if edits else 0, "wait": wait, "samples": str(samples)}  # fmt: skip
+        return {
+            "reviewers": self.world["reviewers"],
+            "cookie": self.cookie,
+            "queue_urls": self.world["queue_urls"],
+            "edit_every": self.args.edit_every if edits else 0,
+            "wait": wait,
+            "samples": str(samples),
+        }
 
     def run(self) -> dict:
         from load import world
@@ -262,22 +345,35 @@ class Bench:
 
         # 1. Unloaded: one reviewer, nothing else running.
         unloaded_samples = self.work / "unloaded.jsonl"
-        alone = self.locust("reviewers-unloaded", self.reviewer_config(unloaded_samples, edits=False, wait=[0.1, 0.3]),
-                            1, args.unloaded_seconds)  # fmt: skip
+        alone = self.locust(
+            "reviewers-unloaded",
+            self.reviewer_config(unloaded_samples, edits=False, wait=[0.1, 0.3]),
+            1,
+            args.unloaded_seconds,
+        )
         alone.proc.wait(timeout=args.unloaded_seconds + 60)
 
         # 2. Loaded.
         samples, agent_samples = self.work / "reviewers.jsonl", self.work / "agents.jsonl"
         bound = args.max_seconds  # both stop by SIGTERM when the faults are over; this only bounds them
         agents_config = self.work / "agents.json"
-        agents_config.write_text(json.dumps({
-            "sessions": self.world["sessions"], "direct_url": f"http://127.0.0.1:{self.upstream_port}/v1/chat/completions",
-            "until": time.time() + bound, "think": args.think, "model": world.AGENT_MODEL, "out": str(agent_samples),
-        }))  # fmt: skip
+        agents_config.write_text(
+            json.dumps(
+                {
+                    "sessions": self.world["sessions"],
+                    "direct_url": f"http://127.0.0.1:{self.upstream_port}/v1/chat/completions",
+                    "until": time.time() + bound,
+                    "think": args.think,
+                    "model": world.AGENT_MODEL,
+                    "out": str(agent_samples),
+                }
+            )
+        )
         loaded_start = time.time()
         agents = self.spawn("agents", [sys.executable, str(BENCH / "load" / "agents.py"), str(agents_config)])
-        reviewers = self.locust("reviewers", self.reviewer_config(samples, edits=True, wait=list(args.wait)),
-                                args.reviewers, bound)  # fmt: skip
+        reviewers = self.locust(
+            "reviewers", self.reviewer_config(samples, edits=True, wait=list(args.wait)), args.reviewers, bound
+        )
         revisions, endpoint = self.world["rollout_revisions"], self.world["rollout_endpoint"]
         world.start_rollouts(revisions, endpoint, args.rollouts)
         load = (agents, reviewers, self.web, self.default_worker)
@@ -302,17 +398,25 @@ class Bench:
         down, up = self.postgres.restart()
         faults_start = down
         page = page_back(up)
-        faults["postgres"] = {"down_seconds": round(up - down, 2), "rollouts_running": len(running),
-                              "pings_queued": len(pings), "job_s": world.wait_enqueue(up, timeout)[1],
-                              "page_s": page.result()}  # fmt: skip
+        faults["postgres"] = {
+            "down_seconds": round(up - down, 2),
+            "rollouts_running": len(running),
+            "pings_queued": len(pings),
+            "job_s": world.wait_enqueue(up, timeout)[1],
+            "page_s": page.result(),
+        }
         self.sleep(args.settle_seconds, *load)
 
         world.wait_running_rollout(revisions, endpoint)
         down, up = self.redis.restart()
         page = page_back(up)
         accepted, ran = world.wait_enqueue(up, timeout)
-        faults["redis"] = {"down_seconds": round(up - down, 2), "enqueue_s": accepted, "job_s": ran,
-                           "page_s": page.result()}  # fmt: skip
+        faults["redis"] = {
+            "down_seconds": round(up - down, 2),
+            "enqueue_s": accepted,
+            "job_s": ran,
+            "page_s": page.result(),
+        }
         self.sleep(args.settle_seconds, *load)
 
         running = world.wait_running_rollout(revisions, endpoint)
@@ -321,9 +425,11 @@ class Bench:
         self.sandbox_worker = self.start_worker("sandbox", args.worker_concurrency)
         up = time.time()
         page = page_back(up)
-        faults["worker"] = {"rollouts_running": len(running),
-                            "rollouts_ended_s": world.wait_rollouts_left_running(running, up, timeout * 2),
-                            "page_s": page.result()}  # fmt: skip
+        faults["worker"] = {
+            "rollouts_running": len(running),
+            "rollouts_ended_s": world.wait_rollouts_left_running(running, up, timeout * 2),
+            "page_s": page.result(),
+        }
         pages.shutdown()
         self.sleep(args.settle_seconds, *load)
         faults_end = time.time()
@@ -341,14 +447,25 @@ class Bench:
         acknowledged = [line for line in reviewer_lines if "edit" in line]
         requests = [line for line in reviewer_lines if "name" in line]
         agent_lines = read_lines(agent_samples)
-        report.update(self.figures(read_lines(unloaded_samples), requests, agent_lines,
-                                   (loaded_start + RAMP_SECONDS, faults_start), (faults_start, faults_end)))  # fmt: skip
+        report.update(
+            self.figures(
+                read_lines(unloaded_samples),
+                requests,
+                agent_lines,
+                (loaded_start + RAMP_SECONDS, faults_start),
+                (faults_start, faults_end),
+            )
+        )
         report["errors"]["rollouts_failed_while_loaded"] = len(failed_while_loaded)
         report["errors"]["loaded"] += len(failed_while_loaded)
         report["faults"] = faults
         accounting = world.accounting(acknowledged)
-        accounting.update(rollouts_before_retry=before_retry, retried=len(retried), retried_scored=retried_scored,
-                          swept={k: swept[k] + swept_after[k] for k in swept})  # fmt: skip
+        accounting.update(
+            rollouts_before_retry=before_retry,
+            retried=len(retried),
+            retried_scored=retried_scored,
+            swept={k: swept[k] + swept_after[k] for k in swept},
+        )
         report["accounting"] = accounting
         return report
 
@@ -387,7 +504,7 @@ class Bench:
                 "direct": len(direct),
                 "proxied": len(proxied),
                 "during_faults": len(streams_in_faults),
-            },  # fmt: skip
+            },
             "loaded_seconds": round(loaded[1] - loaded[0], 1),
             "proxy_added_ms": added,
             "proxy_ttft_ms": timing(proxied),
@@ -408,7 +525,7 @@ class Bench:
                 "during_faults": {
                     "page_requests": sum(1 for s in in_faults if not s["ok"]),
                     "streams": sum(1 for s in streams_in_faults if not s["ok"]),
-                },  # fmt: skip
+                },
             },
         }
 
@@ -487,20 +604,31 @@ def main() -> dict:
     finally:
         bench.close()
         signal.signal(signal.SIGTERM, previous)
-    report.update({
-        "reviewers": args.reviewers, "agents": args.agents, "rollouts": args.rollouts, "web_workers": args.web_workers,
-        "proxy_workers": args.proxy_workers,
-        "database": "postgresql", "broker": "redis", "engine": "celery", "cpus": os.cpu_count(),
-        "seconds": round(time.perf_counter() - began, 1), "load_average": [round(x, 2) for x in os.getloadavg()],
-        "aim": {"proxy_added_p50_ms": AIM_PROXY_P50_MS, "recovery_s": AIM_RECOVERY_S, "errors": 0},
-        "work_folder": str(bench.work) if args.keep else None,
-    })  # fmt: skip
+    report.update(
+        {
+            "reviewers": args.reviewers,
+            "agents": args.agents,
+            "rollouts": args.rollouts,
+            "web_workers": args.web_workers,
+            "proxy_workers": args.proxy_workers,
+            "database": "postgresql",
+            "broker": "redis",
+            "engine": "celery",
+            "cpus": os.cpu_count(),
+            "seconds": round(time.perf_counter() - began, 1),
+            "load_average": [round(x, 2) for x in os.getloadavg()],
+            "aim": {"proxy_added_p50_ms": AIM_PROXY_P50_MS, "recovery_s": AIM_RECOVERY_S, "errors": 0},
+            "work_folder": str(bench.work) if args.keep else None,
+        }
+    )
     report["met"] = met(report)
     pages = report["pages"]
     for page in PAGES:
         u, loaded = pages[page]["unloaded"], pages[page]["loaded"]
-        print(f"{page}: unloaded p50 {u and u['p50_ms']} / p95 {u and u['p95_ms']} ms, "
-              f"loaded p50 {loaded and loaded['p50_ms']} / p95 {loaded and loaded['p95_ms']} ms")  # fmt: skip
+        print(
+            f"{page}: unloaded p50 {u and u['p50_ms']} / p95 {u and u['p95_ms']} ms, "
+            f"loaded p50 {loaded and loaded['p50_ms']} / p95 {loaded and loaded['p95_ms']} ms"
+        )
     print(f"proxy added latency at {args.agents} streams: {report['proxy_added_ms']}")
     print(f"errors: {report['errors']}")
     print(f"faults: {report['faults']}")

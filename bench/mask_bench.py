@@ -51,8 +51,11 @@ def main(argv=None) -> dict:
         disagreeing += fast != reference
         tokens, masked = tokens + fast["length"], masked + sum(fast["assistant_masks"])
         if n % 50 == 0:
-            print(f"{n}/{args.samples} samples: one pass {fast_s:.1f} s, re-render {reference_s:.1f} s",
-                  file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"{n}/{args.samples} samples: one pass {fast_s:.1f} s, re-render {reference_s:.1f} s",
+                file=sys.stderr,
+                flush=True,
+            )
 
     report = {
         "samples": args.samples,

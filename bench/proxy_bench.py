@@ -165,12 +165,23 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=40, help="SSE chunks per answer")
     parser.add_argument("--chunk-delay", type=float, default=0.02, help="seconds between upstream chunks")
     parser.add_argument("--think", type=float, default=0.5, help="a client's longest pause before a request (s)")
-    parser.add_argument("--proxy-loop", default="auto", choices=["auto", "asyncio", "uvloop"],
-                        help="uvicorn --loop for the proxy (auto: uvloop when installed)")
-    parser.add_argument("--proxy-http", default="auto", choices=["auto", "h11", "httptools"],
-                        help="uvicorn --http for the proxy (auto: httptools when installed)")
-    parser.add_argument("--mixed", action="store_true",
-                        help="direct and proxied requests alternating within one load (the same load on both)")
+    parser.add_argument(
+        "--proxy-loop",
+        default="auto",
+        choices=["auto", "asyncio", "uvloop"],
+        help="uvicorn --loop for the proxy (auto: uvloop when installed)",
+    )
+    parser.add_argument(
+        "--proxy-http",
+        default="auto",
+        choices=["auto", "h11", "httptools"],
+        help="uvicorn --http for the proxy (auto: httptools when installed)",
+    )
+    parser.add_argument(
+        "--mixed",
+        action="store_true",
+        help="direct and proxied requests alternating within one load (the same load on both)",
+    )
     parser.add_argument("--proxy-workers", type=int, default=1, help="uvicorn worker processes for the proxy")
     parser.add_argument("--serve-upstream", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -191,15 +202,43 @@ def main() -> None:
     procs = []
     try:
         upstream = subprocess.Popen(
-            [sys.executable, __file__, "--serve-upstream", str(upstream_port), "--chunks", str(args.chunks),
-             "--chunk-delay", str(args.chunk_delay)], cwd=BASE_DIR, env=child_env)
+            [
+                sys.executable,
+                __file__,
+                "--serve-upstream",
+                str(upstream_port),
+                "--chunks",
+                str(args.chunks),
+                "--chunk-delay",
+                str(args.chunk_delay),
+            ],
+            cwd=BASE_DIR,
+            env=child_env,
+        )
         procs.append(upstream)
         base_url = prepare_database(env, f"http://127.0.0.1:{upstream_port}/v1")
         proxy = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "clawgym_site.asgi:application", "--host", "127.0.0.1", "--port",
-             str(proxy_port), "--log-level", "warning", "--no-access-log",
-             "--loop", args.proxy_loop, "--http", args.proxy_http,
-             *(["--workers", str(args.proxy_workers)] if args.proxy_workers > 1 else [])], cwd=BASE_DIR, env=child_env)
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "clawgym_site.asgi:application",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(proxy_port),
+                "--log-level",
+                "warning",
+                "--no-access-log",
+                "--loop",
+                args.proxy_loop,
+                "--http",
+                args.proxy_http,
+                *(["--workers", str(args.proxy_workers)] if args.proxy_workers > 1 else []),
+            ],
+            cwd=BASE_DIR,
+            env=child_env,
+        )
         procs.append(proxy)
         wait_for_port(upstream_port, upstream)
         wait_for_port(proxy_port, proxy)
@@ -260,8 +299,10 @@ def main() -> None:
         report["aim"] = AIM_MIXED
         report["aim_met"] = ttft_ratio <= AIM_MIXED["ttft_p50_ratio_max"] and ratio >= AIM_MIXED["throughput_ratio_min"]
     print(f"direct: TTFT p50 {direct['ttft_ms']['p50']:.1f} ms, {direct['chunks_per_s']:.0f} chunks/s")
-    print(f"proxy:  TTFT p50 {proxied['ttft_ms']['p50']:.1f} ms, {proxied['chunks_per_s']:.0f} chunks/s, "
-          f"{recorded} calls recorded")
+    print(
+        f"proxy:  TTFT p50 {proxied['ttft_ms']['p50']:.1f} ms, {proxied['chunks_per_s']:.0f} chunks/s, "
+        f"{recorded} calls recorded"
+    )
     print(json.dumps(report))
 
 

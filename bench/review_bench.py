@@ -87,19 +87,29 @@ def build_queue(n: int, reviewer, other) -> dict:
     diagnoses = []
     for number, round_ in enumerate(rounds):
         diagnoses += [
-            LLMDiagnosis(candidate=c, revision_id=revision_of[c.task_id], endpoint_name="bench",
-                         prompt_version=f"bench-{number}", overall="The task is clear; see the issues.")
+            LLMDiagnosis(
+                candidate=c,
+                revision_id=revision_of[c.task_id],
+                endpoint_name="bench",
+                prompt_version=f"bench-{number}",
+                overall="The task is clear; see the issues.",
+            )
             for c in round_
-        ]  # fmt: skip
+        ]
     diagnoses = LLMDiagnosis.objects.bulk_create(diagnoses, batch_size=1000)
     issues = []
     for d in diagnoses:
         for k in range(rng.choice([0, 0, 1, 1, 2, 3, 4])):
             severity = rng.choice(["blocker", "major", "major", "minor", "minor", "minor"])
             issues.append(
-                DiagnosisIssue(diagnosis=d, component="checker", severity=severity,
-                               severity_rank=SEVERITY_RANK[severity], problem=f"problem {k}")
-            )  # fmt: skip
+                DiagnosisIssue(
+                    diagnosis=d,
+                    component="checker",
+                    severity=severity,
+                    severity_rank=SEVERITY_RANK[severity],
+                    problem=f"problem {k}",
+                )
+            )
     DiagnosisIssue.objects.bulk_create(issues, batch_size=2000)
     BenchmarkCandidate.refresh_worst_rank(BenchmarkCandidate.objects.all())
     return {"candidates": len(candidates), "diagnoses": len(diagnoses), "issues": len(issues)}
@@ -198,11 +208,15 @@ def main() -> dict:
     finally:
         teardown_databases(old, verbosity=0)
 
-    print(f"Review queue on {report['database']}: {report['candidates']:,} candidates, {report['diagnoses']:,} "
-          f"diagnoses, {report['issues']:,} issues (built in {report['build_seconds']} s)")  # fmt: skip
-    print(f"{report['requests']} requests over {len(queries)} URL variants: p50 {report['p50_ms']} ms, "
-          f"p95 {report['p95_ms']} ms, max {report['max_ms']} ms (target p95 < {TARGET_P95_MS} ms: "
-          f"{'met' if report['met'] else 'NOT met'})")  # fmt: skip
+    print(
+        f"Review queue on {report['database']}: {report['candidates']:,} candidates, {report['diagnoses']:,} "
+        f"diagnoses, {report['issues']:,} issues (built in {report['build_seconds']} s)"
+    )
+    print(
+        f"{report['requests']} requests over {len(queries)} URL variants: p50 {report['p50_ms']} ms, "
+        f"p95 {report['p95_ms']} ms, max {report['max_ms']} ms (target p95 < {TARGET_P95_MS} ms: "
+        f"{'met' if report['met'] else 'NOT met'})"
+    )
     print(f"slowest URL: {slowest['url']} (p95 {slowest['p95_ms']} ms)")
     for url, n in queries.items():
         print(f"  {n:3d} queries  {url}")

@@ -94,8 +94,14 @@ def batch(revisions, endpoint, samples: int, slots: int, timeout: float) -> dict
     started = time.monotonic()
     ids = []
     for revision in revisions:
-        created = start_rollouts(revision, endpoint, harness="builtin", repeats=samples,
-                                 options={"record_tokens": True, "timeout": 300}, user=None)  # fmt: skip
+        created = start_rollouts(
+            revision,
+            endpoint,
+            harness="builtin",
+            repeats=samples,
+            options={"record_tokens": True, "timeout": 300},
+            user=None,
+        )
         ids += [r.pk for r in created]
     while Rollout.objects.filter(pk__in=ids, status__in=Rollout.FINISHED).count() < len(ids):
         if time.monotonic() - started > timeout:
@@ -137,8 +143,10 @@ def overhead(endpoint, upstream_url: str, calls: int, prompt_tokens: int, answer
     from llm.tokens import ask_for_tokens
 
     # The toy template is one token per byte: a prompt of N tokens is a message of about N characters.
-    messages = [{"role": "system", "content": "You work in a workspace."},
-                {"role": "user", "content": ("Summarise the rows. " * (prompt_tokens // 20 + 1))[:prompt_tokens]}]
+    messages = [
+        {"role": "system", "content": "You work in a workspace."},
+        {"role": "user", "content": ("Summarise the rows. " * (prompt_tokens // 20 + 1))[:prompt_tokens]},
+    ]
     recording = proxy_base_url(open_proxy_session(endpoint, subject="bench:recording", record_tokens=True))
     plain = proxy_base_url(open_proxy_session(endpoint, subject="bench:plain"))
     out = {"prompt_tokens": prompt_tokens, "answer_tokens": answer_tokens, "calls": calls}
@@ -147,8 +155,12 @@ def overhead(endpoint, upstream_url: str, calls: int, prompt_tokens: int, answer
             body = {"model": MODEL, "messages": messages, "stream": stream, "overhead_answer_chars": answer_tokens}
             asked = dict(body)
             ask_for_tokens("chat", asked)  # what the proxy sends upstream for a recording session
-            kinds = {"recording": (recording, body), "plain": (plain, body),
-                     "direct_recording": (upstream_url, asked), "direct_plain": (upstream_url, body)}  # fmt: skip
+            kinds = {
+                "recording": (recording, body),
+                "plain": (plain, body),
+                "direct_recording": (upstream_url, asked),
+                "direct_plain": (upstream_url, body),
+            }
             times = {kind: [] for kind in kinds}
             for n in range(calls + 2):  # the first two rounds warm up connections and caches, untimed
                 for kind, (base, sent) in kinds.items():
@@ -188,17 +200,19 @@ def main() -> None:
 
     workdir = Path(tempfile.mkdtemp(prefix="clawgym-rl-bench-"))
     model_port, app_port = free_port(), free_port()
-    os.environ.update({
-        "CLAWGYM_VAR_DIR": str(workdir),
-        "DATABASE_URL": f"sqlite:///{workdir / 'bench.sqlite3'}",
-        "CLAWGYM_PROXY_PUBLIC_URL": f"http://127.0.0.1:{app_port}",
-        "CLAWGYM_JOB_ENGINE": "django_q",
-        "CLAWGYM_Q_WORKERS": str(args.slots),
-        "CLAWGYM_ROLLOUT_SLOTS": str(args.slots),
-        "LOG_LEVEL": "WARNING",
-        "PYTHONUNBUFFERED": "1",
-        "DJANGO_SETTINGS_MODULE": "clawgym_site.settings",
-    })  # fmt: skip
+    os.environ.update(
+        {
+            "CLAWGYM_VAR_DIR": str(workdir),
+            "DATABASE_URL": f"sqlite:///{workdir / 'bench.sqlite3'}",
+            "CLAWGYM_PROXY_PUBLIC_URL": f"http://127.0.0.1:{app_port}",
+            "CLAWGYM_JOB_ENGINE": "django_q",
+            "CLAWGYM_Q_WORKERS": str(args.slots),
+            "CLAWGYM_ROLLOUT_SLOTS": str(args.slots),
+            "LOG_LEVEL": "WARNING",
+            "PYTHONUNBUFFERED": "1",
+            "DJANGO_SETTINGS_MODULE": "clawgym_site.settings",
+        }
+    )
     child_env = {**os.environ}
     procs: list[subprocess.Popen] = []
     worker = None
@@ -215,14 +229,32 @@ def main() -> None:
         get_harness("builtin").check_available()
         call_command("migrate", verbosity=0)
         model_url = f"http://127.0.0.1:{model_port}/v1"
-        endpoint = create_endpoint("bench-policy", base_url=model_url, model=MODEL, max_concurrent=1000,
-                                   roles=["agent"])  # fmt: skip
+        endpoint = create_endpoint(
+            "bench-policy", base_url=model_url, model=MODEL, max_concurrent=1000, roles=["agent"]
+        )
         revisions = make_tasks(args.prompts)
-        procs.append(subprocess.Popen([sys.executable, __file__, "--serve-model", str(model_port)], cwd=BASE_DIR,
-                                      env=child_env))  # fmt: skip
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "clawgym_site.asgi:application", "--host", "127.0.0.1",
-             "--port", str(app_port), "--log-level", "warning", "--no-access-log"], cwd=BASE_DIR, env=child_env))
+        procs.append(
+            subprocess.Popen([sys.executable, __file__, "--serve-model", str(model_port)], cwd=BASE_DIR, env=child_env)
+        )
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "uvicorn",
+                    "clawgym_site.asgi:application",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(app_port),
+                    "--log-level",
+                    "warning",
+                    "--no-access-log",
+                ],
+                cwd=BASE_DIR,
+                env=child_env,
+            )
+        )
         wait_for_port(model_port, procs[0])
         wait_for_port(app_port, procs[1])
         worker = WorkerProcess("django-q", [sys.executable, "manage.py", "qcluster"], child_env).start()
@@ -230,8 +262,11 @@ def main() -> None:
         report = batch(revisions, endpoint, args.samples, args.slots, args.timeout)
         # After the batch, with the workers idle: the overhead calls measure the proxy, not the machine's load.
         worker.stop()
-        tokens = (overhead(endpoint, model_url, args.overhead_calls, args.overhead_prompt_tokens,
-                           args.overhead_answer_tokens) if args.overhead_calls else None)  # fmt: skip
+        tokens = (
+            overhead(endpoint, model_url, args.overhead_calls, args.overhead_prompt_tokens, args.overhead_answer_tokens)
+            if args.overhead_calls
+            else None
+        )
     finally:
         if worker is not None:
             if worker.alive():
@@ -246,14 +281,24 @@ def main() -> None:
                     proc.kill()
         shutil.rmtree(workdir, ignore_errors=True)
 
-    result = {"prompts": args.prompts, "samples": args.samples, "slots": args.slots, **report,
-              "token_overhead": tokens, "cpus": os.cpu_count()}  # fmt: skip
-    print(f"{report['rollouts']} rollouts in {report['batch_wall_s']} s on {args.slots} slots; slowest one "
-          f"{report['slowest_rollout_s']} s (x{report['batch_over_slowest']}); efficiency {report['efficiency']}; "
-          f"{report['samples_built']} samples, {report['inexact_samples']} inexact")
+    result = {
+        "prompts": args.prompts,
+        "samples": args.samples,
+        "slots": args.slots,
+        **report,
+        "token_overhead": tokens,
+        "cpus": os.cpu_count(),
+    }
+    print(
+        f"{report['rollouts']} rollouts in {report['batch_wall_s']} s on {args.slots} slots; slowest one "
+        f"{report['slowest_rollout_s']} s (x{report['batch_over_slowest']}); efficiency {report['efficiency']}; "
+        f"{report['samples_built']} samples, {report['inexact_samples']} inexact"
+    )
     if tokens:
-        print(f"token recording: {tokens['stream']['recording_overhead_ms_per_call']} ms per streamed call, "
-              f"{tokens['whole']['recording_overhead_ms_per_call']} ms per whole one")
+        print(
+            f"token recording: {tokens['stream']['recording_overhead_ms_per_call']} ms per streamed call, "
+            f"{tokens['whole']['recording_overhead_ms_per_call']} ms per whole one"
+        )
     print(json.dumps(result))
 
 

@@ -82,8 +82,15 @@ def serve_model(port: int, stall: bool = False) -> None:
 
 def bare_command(harness: str, run_dir: Path, workspace: Path, model_url: str, instruction: str) -> tuple[list, dict]:
     if harness == "builtin":
-        config = {"base_url": model_url, "api_key": "bench", "model": MODEL, "instruction": instruction,
-                  "workspace": str(workspace), "max_turns": 10, "output": str(run_dir / "out.json")}  # fmt: skip
+        config = {
+            "base_url": model_url,
+            "api_key": "bench",
+            "model": MODEL,
+            "instruction": instruction,
+            "workspace": str(workspace),
+            "max_turns": 10,
+            "output": str(run_dir / "out.json"),
+        }
         (run_dir / "agent.json").write_text(json.dumps(config))
         inside = BASE_DIR / "evaluation" / "harnesses" / "inside" / "builtin_agent.py"
         return ["/usr/bin/python3", str(inside), str(run_dir / "agent.json")], {"PATH": "/usr/bin:/bin"}
@@ -96,11 +103,31 @@ def bare_command(harness: str, run_dir: Path, workspace: Path, model_url: str, i
     (run_dir / "state").mkdir()
     (run_dir / "home").mkdir()
     node, openclaw = harness_paths()
-    argv = [str(node / "bin" / "node"), str(openclaw / "node_modules" / "openclaw" / "openclaw.mjs"), "agent", "exec",
-            "--config", str(run_dir / "openclaw.json"), "--state-dir", str(run_dir / "state"), "--cwd", str(workspace),
-            "--model", f"{PROVIDER}/{MODEL}", "--timeout", "300", "--json", instruction]  # fmt: skip
-    env = {"PATH": f"{node / 'bin'}:/usr/bin:/bin", "HOME": str(run_dir / "home"), "OPENCLAW_OFFLINE": "1",
-           "LANG": "C.UTF-8", "TMPDIR": str(run_dir)}  # fmt: skip
+    argv = [
+        str(node / "bin" / "node"),
+        str(openclaw / "node_modules" / "openclaw" / "openclaw.mjs"),
+        "agent",
+        "exec",
+        "--config",
+        str(run_dir / "openclaw.json"),
+        "--state-dir",
+        str(run_dir / "state"),
+        "--cwd",
+        str(workspace),
+        "--model",
+        f"{PROVIDER}/{MODEL}",
+        "--timeout",
+        "300",
+        "--json",
+        instruction,
+    ]
+    env = {
+        "PATH": f"{node / 'bin'}:/usr/bin:/bin",
+        "HOME": str(run_dir / "home"),
+        "OPENCLAW_OFFLINE": "1",
+        "LANG": "C.UTF-8",
+        "TMPDIR": str(run_dir),
+    }
     return argv, env
 
 
@@ -118,15 +145,19 @@ def bare_one(harness: str, workdir: Path, n: int, model_url: str, inputs: dict, 
         returncode = subprocess.call(launcher, stdout=out, stderr=err, env=env, cwd=workspace)
     written = (workspace / "summary.txt").exists()
     rss = int((run_dir / "maxrss").read_text()) * 1024 if (run_dir / "maxrss").exists() else 0
-    return {"ok": returncode == 0 and written, "rss": rss,
-            "error": "" if written else (run_dir / "stderr").read_text(errors="replace")[-500:]}
+    return {
+        "ok": returncode == 0 and written,
+        "rss": rss,
+        "error": "" if written else (run_dir / "stderr").read_text(errors="replace")[-500:],
+    }
 
 
 def bare_loop(harness, workdir, model_url, inputs, instruction, rollouts, concurrency, offset=0) -> dict:
     started = time.monotonic()
     with ThreadPoolExecutor(concurrency) as pool:
-        results = list(pool.map(lambda n: bare_one(harness, workdir, offset + n, model_url, inputs, instruction),
-                                range(rollouts)))  # fmt: skip
+        results = list(
+            pool.map(lambda n: bare_one(harness, workdir, offset + n, model_url, inputs, instruction), range(rollouts))
+        )
     seconds = time.monotonic() - started
     failed = [r["error"] for r in results if not r["ok"]]
     return summary(seconds, rollouts, [r["rss"] for r in results], ok=rollouts - len(failed), errors=failed[:2])
@@ -168,7 +199,9 @@ def deadline_runs(harness, revision, endpoint, rollouts, concurrency, deadline, 
     from evaluation.services.rollouts import start_rollouts
 
     started = time.monotonic()
-    created = start_rollouts(revision, endpoint, harness=harness, repeats=rollouts, options={"timeout": deadline}, user=None)
+    created = start_rollouts(
+        revision, endpoint, harness=harness, repeats=rollouts, options={"timeout": deadline}, user=None
+    )
     ids = [r.pk for r in created]
     while Rollout.objects.filter(pk__in=ids, status__in=Rollout.FINISHED).count() < len(ids):
         if time.monotonic() - started > timeout:
@@ -231,8 +264,12 @@ def main() -> None:
     parser.add_argument("--harness", default="openclaw", choices=["openclaw", "builtin"])
     parser.add_argument("--rounds", type=int, default=1, help="alternating bare/runner rounds, summed (default 1)")
     parser.add_argument("--timeout", type=float, default=1800.0)
-    parser.add_argument("--deadline", type=int, metavar="SECONDS",
-                        help="measure how soon agents past this deadline are stopped (instead of the throughput)")
+    parser.add_argument(
+        "--deadline",
+        type=int,
+        metavar="SECONDS",
+        help="measure how soon agents past this deadline are stopped (instead of the throughput)",
+    )
     parser.add_argument("--serve-model", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--stall", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -277,11 +314,30 @@ def main() -> None:
         inputs = {f.path: f.blob.content for f in revision.files_by_role("input")}
 
         stall = ["--stall"] if args.deadline else []
-        procs.append(subprocess.Popen([sys.executable, __file__, "--serve-model", str(model_port), *stall],
-                                      cwd=BASE_DIR, env=child_env))  # fmt: skip
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "clawgym_site.asgi:application", "--host", "127.0.0.1",
-             "--port", str(app_port), "--log-level", "warning", "--no-access-log"], cwd=BASE_DIR, env=child_env))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, __file__, "--serve-model", str(model_port), *stall], cwd=BASE_DIR, env=child_env
+            )
+        )
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "uvicorn",
+                    "clawgym_site.asgi:application",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(app_port),
+                    "--log-level",
+                    "warning",
+                    "--no-access-log",
+                ],
+                cwd=BASE_DIR,
+                env=child_env,
+            )
+        )
         wait_for_port(model_port, procs[0])
         wait_for_port(app_port, procs[1])
 
@@ -289,10 +345,13 @@ def main() -> None:
         worker = WorkerProcess("django-q", [sys.executable, "manage.py", "qcluster"], child_env).start()
         worker.wait_ready("django_q")
         if args.deadline:
-            deadline = deadline_runs(args.harness, revision, endpoint, args.rollouts, args.concurrency, args.deadline,
-                                     args.timeout)  # fmt: skip
-            print(f"deadline {args.deadline} s: agents stopped after {deadline['agent_seconds']} s "
-                  f"(aim at most {deadline['aim_max_agent_seconds']} s): {deadline['exit_reasons']}")
+            deadline = deadline_runs(
+                args.harness, revision, endpoint, args.rollouts, args.concurrency, args.deadline, args.timeout
+            )
+            print(
+                f"deadline {args.deadline} s: agents stopped after {deadline['agent_seconds']} s "
+                f"(aim at most {deadline['aim_max_agent_seconds']} s): {deadline['exit_reasons']}"
+            )
             print(json.dumps({"harness": args.harness, "cpus": os.cpu_count(), **deadline}))
             return
         warm = bare_loop(args.harness, workdir, model_url, inputs, revision.instruction, 1, 1, offset=10_000)
@@ -304,8 +363,18 @@ def main() -> None:
             sides = ["bare", "runner"] if round_number % 2 == 0 else ["runner", "bare"]
             for side in sides:
                 if side == "bare":
-                    bares.append(bare_loop(args.harness, workdir, model_url, inputs, revision.instruction,
-                                           args.rollouts, args.concurrency, offset=round_number * args.rollouts))
+                    bares.append(
+                        bare_loop(
+                            args.harness,
+                            workdir,
+                            model_url,
+                            inputs,
+                            revision.instruction,
+                            args.rollouts,
+                            args.concurrency,
+                            offset=round_number * args.rollouts,
+                        )
+                    )
                 else:
                     runs.append(runner(args.harness, revision, endpoint, args.rollouts, args.concurrency, args.timeout))
         bare, ran = combined(bares), combined(runs)
@@ -336,8 +405,10 @@ def main() -> None:
         "met": ratio >= AIM_THROUGHPUT_RATIO and ran["ok"] == bare["ok"] == args.rollouts * args.rounds,
         "peak_rss_mb_per_rollout": {"bare": bare["peak_rss_mb"], "runner": ran["peak_rss_mb"]},
     }
-    print(f"bare: {bare['seconds']} s for {args.rollouts * args.rounds} ({bare['rollouts_per_minute']}/min); runner: "
-          f"{ran['seconds']} s ({ran['rollouts_per_minute']}/min, {ran['ok']} scored 1.0); ratio {ratio:.2f}")
+    print(
+        f"bare: {bare['seconds']} s for {args.rollouts * args.rounds} ({bare['rollouts_per_minute']}/min); runner: "
+        f"{ran['seconds']} s ({ran['rollouts_per_minute']}/min, {ran['ok']} scored 1.0); ratio {ratio:.2f}"
+    )
     print(json.dumps(report))
 
 

@@ -56,9 +56,18 @@ from sandbox.runtime import runtime_root  # noqa: E402
 from tasks.clawgym_shapes import AVERAGING_REWARD_SH  # noqa: E402
 
 CATEGORIES = [
-    "office-documents", "data-analysis", "software-development", "scheduling", "personal-finance", "communication",
-    "research", "devops", "content-creation", "personal-organization", "education",
-]  # fmt: skip
+    "office-documents",
+    "data-analysis",
+    "software-development",
+    "scheduling",
+    "personal-finance",
+    "communication",
+    "research",
+    "devops",
+    "content-creation",
+    "personal-organization",
+    "education",
+]
 # Shape: how often it occurs (the release's mix is unknown here; every shape is well represented).
 SHAPES = {
     "strict": 5,
@@ -369,8 +378,11 @@ def bench(count: int, workers: int, seed: int, bare: bool = True, one_at_a_time:
         "bare_sequential_seconds": None if bare_seconds is None else round(bare_seconds, 2),
         "ratio_to_bare_sequential": None if bare_seconds is None else round(seconds / bare_seconds, 2),
         "bare_same_findings": sum(
-            bare_found.get(task_id) == (r.crashed, r.over_lenient, round(r.lazy_score, 6)) for task_id, r in reports.items()
-        ) if bare else None,  # fmt: skip
+            bare_found.get(task_id) == (r.crashed, r.over_lenient, round(r.lazy_score, 6))
+            for task_id, r in reports.items()
+        )
+        if bare
+        else None,
         "runs_at_once": settings.CLAWGYM_SANITY_RUNS_AT_ONCE,
         "seconds_runs_one_at_a_time": None if sequential_seconds is None else round(sequential_seconds, 2),
         "ratio_one_at_a_time_to_bare": (

@@ -38,27 +38,51 @@ from netutil import free_port  # noqa: E402  (bench/ helper)
 
 NAME = "smollm2-135m-instruct"
 TOOLS = [
-    {"type": "function", "function": {"name": "write", "description": "Create or overwrite a file.", "parameters": {
-        "type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
-        "required": ["path", "content"]}}},
-    {"type": "function", "function": {"name": "read", "description": "Read a file.", "parameters": {
-        "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}},
-]  # fmt: skip
-SYSTEM = ("You are an agent working in the folder /workspace. Use the tools to read and write files there. When the "
-          "task is done, answer with a short summary and no tool call.")  # fmt: skip
+    {
+        "type": "function",
+        "function": {
+            "name": "write",
+            "description": "Create or overwrite a file.",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+                "required": ["path", "content"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "read",
+            "description": "Read a file.",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+        },
+    },
+]
+SYSTEM = (
+    "You are an agent working in the folder /workspace. Use the tools to read and write files there. When the "
+    "task is done, answer with a short summary and no tool call."
+)
 
 
 def messages(i: int) -> list[dict]:
-    task = (f"Task {i}: create the file notes/day-{i}.txt holding exactly the line 'meeting at {9 + i % 8}:30', then "
-            "create summary.txt with one line per file you wrote. Keep every other file as it is. The folder holds "
-            "a README.md and a data/ folder with three CSV files you do not need to read for this task.")  # fmt: skip
+    task = (
+        f"Task {i}: create the file notes/day-{i}.txt holding exactly the line 'meeting at {9 + i % 8}:30', then "
+        "create summary.txt with one line per file you wrote. Keep every other file as it is. The folder holds "
+        "a README.md and a data/ folder with three CSV files you do not need to read for this task."
+    )
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": task}]
 
 
 def convert(out: Path) -> Path:
     folder = out / NAME
-    done = subprocess.run([sys.executable, "-m", "training_jobs.converters", NAME, str(folder)], cwd=BASE_DIR,
-                          capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "training_jobs.converters", NAME, str(folder)],
+        cwd=BASE_DIR,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     if done.returncode != 0:
         raise SystemExit(f"the conversion failed: {done.stderr[-2000:]}")
     return folder
@@ -70,8 +94,11 @@ def start_server(model: Path, folder: Path, continuous_batching: bool):
 
     port = free_port()
     cwd = model_link(folder, NAME, str(model))
-    command = [part for part in start_command("transformers", str(model), NAME, "127.0.0.1", port)
-               if part != "--continuous-batching"]  # fmt: skip
+    command = [
+        part
+        for part in start_command("transformers", str(model), NAME, "127.0.0.1", port)
+        if part != "--continuous-batching"
+    ]
     if continuous_batching:
         command.append("--continuous-batching")
     log = open(folder / f"serve-{port}.log", "w")
@@ -92,10 +119,18 @@ def start_server(model: Path, folder: Path, continuous_batching: bool):
 
 
 def stream_call(base_url: str, i: int, max_tokens: int) -> dict:
-    body = {"model": NAME, "messages": messages(i), "tools": TOOLS, "stream": True, "max_tokens": max_tokens,
-            "temperature": 0, "stream_options": {"include_usage": True}}  # fmt: skip
-    request = urllib.request.Request(f"{base_url}/chat/completions", json.dumps(body).encode(),
-                                     {"Content-Type": "application/json"})  # fmt: skip
+    body = {
+        "model": NAME,
+        "messages": messages(i),
+        "tools": TOOLS,
+        "stream": True,
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "stream_options": {"include_usage": True},
+    }
+    request = urllib.request.Request(
+        f"{base_url}/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
     started = time.monotonic()
     first = None
     pieces = 0
@@ -115,8 +150,12 @@ def stream_call(base_url: str, i: int, max_tokens: int) -> dict:
                     first = first or time.monotonic()
     ended = time.monotonic()
     tokens = (usage or {}).get("completion_tokens") or pieces
-    return {"ttft": (first or ended) - started, "seconds": ended - started, "tokens": tokens,
-            "prompt_tokens": (usage or {}).get("prompt_tokens")}  # fmt: skip
+    return {
+        "ttft": (first or ended) - started,
+        "seconds": ended - started,
+        "tokens": tokens,
+        "prompt_tokens": (usage or {}).get("prompt_tokens"),
+    }
 
 
 def measure(base_url: str, streams: int, calls: int, max_tokens: int) -> dict:
@@ -138,10 +177,16 @@ def measure(base_url: str, streams: int, calls: int, max_tokens: int) -> dict:
     wall = time.monotonic() - started
     ttfts = sorted(r["ttft"] for r in results)
     tokens = sum(r["tokens"] for r in results)
-    return {"streams": streams, "calls": len(results), "tokens": tokens, "wall_s": round(wall, 2),
-            "tokens_per_s": round(tokens / wall, 2), "ttft_p50_s": round(statistics.median(ttfts), 3),
-            "ttft_p90_s": round(ttfts[min(len(ttfts) - 1, int(0.9 * len(ttfts)))], 3),
-            "prompt_tokens": results[0]["prompt_tokens"]}  # fmt: skip
+    return {
+        "streams": streams,
+        "calls": len(results),
+        "tokens": tokens,
+        "wall_s": round(wall, 2),
+        "tokens_per_s": round(tokens / wall, 2),
+        "ttft_p50_s": round(statistics.median(ttfts), 3),
+        "ttft_p90_s": round(ttfts[min(len(ttfts) - 1, int(0.9 * len(ttfts)))], 3),
+        "prompt_tokens": results[0]["prompt_tokens"],
+    }
 
 
 def main(argv=None) -> int:
@@ -168,15 +213,18 @@ def main(argv=None) -> int:
             finally:
                 os.killpg(process.pid, 9)
                 process.wait()
-            report["modes"][mode] = {"single": single, "concurrent": concurrent,
-                                     "concurrent_over_single": round(concurrent["tokens_per_s"] /
-                                                                     single["tokens_per_s"], 2)}  # fmt: skip
+            report["modes"][mode] = {
+                "single": single,
+                "concurrent": concurrent,
+                "concurrent_over_single": round(concurrent["tokens_per_s"] / single["tokens_per_s"], 2),
+            }
             report["prompt_tokens"] = single["prompt_tokens"]
             print(f"{mode}: {json.dumps(report['modes'][mode])}", file=sys.stderr, flush=True)
         modes = report["modes"]
         if "plain" in modes and "cb" in modes:
-            report["cb_over_plain"] = round(modes["cb"]["concurrent"]["tokens_per_s"] /
-                                            modes["plain"]["concurrent"]["tokens_per_s"], 2)  # fmt: skip
+            report["cb_over_plain"] = round(
+                modes["cb"]["concurrent"]["tokens_per_s"] / modes["plain"]["concurrent"]["tokens_per_s"], 2
+            )
     print(json.dumps(report))
     return 0
 

@@ -64,61 +64,134 @@ EMBED_PART = 1500  # pool texts per embed() call of step 2
 # --- varied instruction texts -----------------------------------------------------------------------------------
 
 PERSONAS = [
-    "I run a small bakery with two shops", "As the office manager of a dental clinic", "I'm a graduate student in "
-    "ecology", "Our volunteer group organises a yearly book fair", "I manage IT for a school district", "As a "
-    "freelance translator", "I coach a youth football team", "Our startup's support team", "I'm planning a family "
-    "reunion", "As a landlord with four flats", "I teach evening classes in accounting", "Our lab tracks freezer "
-    "samples", "I keep the books for a community garden", "As a junior data analyst at a logistics firm", "I'm a "
-    "nurse coordinating shift swaps", "Our band is preparing a tour", "I maintain a small open-source library",
-    "As the treasurer of a chess club", "I sell handmade jewellery online", "Our HR team onboards new hires",
-]  # fmt: skip
+    "I run a small bakery with two shops",
+    "As the office manager of a dental clinic",
+    "I'm a graduate student in ecology",
+    "Our volunteer group organises a yearly book fair",
+    "I manage IT for a school district",
+    "As a freelance translator",
+    "I coach a youth football team",
+    "Our startup's support team",
+    "I'm planning a family reunion",
+    "As a landlord with four flats",
+    "I teach evening classes in accounting",
+    "Our lab tracks freezer samples",
+    "I keep the books for a community garden",
+    "As a junior data analyst at a logistics firm",
+    "I'm a nurse coordinating shift swaps",
+    "Our band is preparing a tour",
+    "I maintain a small open-source library",
+    "As the treasurer of a chess club",
+    "I sell handmade jewellery online",
+    "Our HR team onboards new hires",
+]
 SUBJECTS = [
-    "invoices", "orders", "survey answers", "sensor readings", "expense claims", "support tickets", "lab samples",
-    "shift rosters", "book loans", "delivery routes", "student grades", "meeting minutes", "server logs", "recipes",
-    "rental payments", "match results", "inventory counts", "job applications", "travel bookings", "donations",
-]  # fmt: skip
+    "invoices",
+    "orders",
+    "survey answers",
+    "sensor readings",
+    "expense claims",
+    "support tickets",
+    "lab samples",
+    "shift rosters",
+    "book loans",
+    "delivery routes",
+    "student grades",
+    "meeting minutes",
+    "server logs",
+    "recipes",
+    "rental payments",
+    "match results",
+    "inventory counts",
+    "job applications",
+    "travel bookings",
+    "donations",
+]
 DIRS = ["data", "inbox", "reports", "raw", "exports", "notes", "archive", "input", "records", "shared"]
 EXTS = ["csv", "json", "jsonl", "md", "txt", "yaml", "log", "tsv"]
 FIELDS = [
-    "amount", "date", "region", "customer", "status", "category", "duration", "price", "quantity", "owner",
-    "priority", "score", "temperature", "weight", "supplier", "due date", "room", "team", "currency", "rating",
-]  # fmt: skip
+    "amount",
+    "date",
+    "region",
+    "customer",
+    "status",
+    "category",
+    "duration",
+    "price",
+    "quantity",
+    "owner",
+    "priority",
+    "score",
+    "temperature",
+    "weight",
+    "supplier",
+    "due date",
+    "room",
+    "team",
+    "currency",
+    "rating",
+]
 OPERATIONS = [
-    "compute the total {f} per {g}", "find the three {s} with the highest {f}", "flag every row whose {f} is "
-    "missing or negative", "merge it with `{file2}` on the {g} column", "remove exact duplicates and count how many "
-    "there were", "convert every {f} to the same unit", "group the {s} by {g} and give the average {f}", "list the "
-    "{s} that are overdue by more than {n} days", "check that each {g} appears in `{file2}`", "sort the {s} by {f}, "
-    "newest first", "rename each file in `{d}/` to `<{g}>-<{f}>.{e}`", "extract every email address and phone "
-    "number", "draft a short reply for each {s} marked urgent", "work out the month-over-month change in {f}",
-    "split the {s} into one file per {g} under `{d}/by-{g}/`", "fill in the template `{d}/template.md` for each "
-    "{g}", "count the {s} per {g} and per week", "spot the {s} whose {f} differs from last month's by over {n}%",
-    "write a Python script `tools/{s2}.py` that recomputes the figures", "run `scripts/check_{s2}.py` and fix "
-    "what it reports",
-]  # fmt: skip
+    "compute the total {f} per {g}",
+    "find the three {s} with the highest {f}",
+    "flag every row whose {f} is missing or negative",
+    "merge it with `{file2}` on the {g} column",
+    "remove exact duplicates and count how many there were",
+    "convert every {f} to the same unit",
+    "group the {s} by {g} and give the average {f}",
+    "list the {s} that are overdue by more than {n} days",
+    "check that each {g} appears in `{file2}`",
+    "sort the {s} by {f}, newest first",
+    "rename each file in `{d}/` to `<{g}>-<{f}>.{e}`",
+    "extract every email address and phone number",
+    "draft a short reply for each {s} marked urgent",
+    "work out the month-over-month change in {f}",
+    "split the {s} into one file per {g} under `{d}/by-{g}/`",
+    "fill in the template `{d}/template.md` for each {g}",
+    "count the {s} per {g} and per week",
+    "spot the {s} whose {f} differs from last month's by over {n}%",
+    "write a Python script `tools/{s2}.py` that recomputes the figures",
+    "run `scripts/check_{s2}.py` and fix what it reports",
+]
 OUTPUTS = [
-    "Write a markdown report to `{out}.md` with a table and a two-sentence summary.", "Save the result as JSON in "
-    "`{out}.json`, one object per {g}.", "Put the figures in `{out}.csv` with a header row.", "Write a plain-text "
-    "summary to `{out}.txt` that a non-technical colleague can read.", "Produce `{out}.md` with one section per {g}.",
+    "Write a markdown report to `{out}.md` with a table and a two-sentence summary.",
+    "Save the result as JSON in `{out}.json`, one object per {g}.",
+    "Put the figures in `{out}.csv` with a header row.",
+    "Write a plain-text summary to `{out}.txt` that a non-technical colleague can read.",
+    "Produce `{out}.md` with one section per {g}.",
     "Store the cleaned data in `{out}.csv` and the problems you found in `{out}-issues.md`.",
-]  # fmt: skip
+]
 CONSTRAINTS = [
-    "Keep the original files untouched.", "Round money to two decimals.", "Use ISO dates (YYYY-MM-DD).", "Do not "
-    "invent values that are not in the files.", "Mention any rows you had to skip and why.", "Keep it under one "
-    "page.", "Sort {g}s alphabetically.", "Treat empty cells as zero.", "Ignore rows marked as cancelled.",
-    "Use the {f} column as given, without converting it.", "Write everything in British English.", "Do not use "
-    "any network access; everything you need is in the workspace.",
-]  # fmt: skip
+    "Keep the original files untouched.",
+    "Round money to two decimals.",
+    "Use ISO dates (YYYY-MM-DD).",
+    "Do not invent values that are not in the files.",
+    "Mention any rows you had to skip and why.",
+    "Keep it under one page.",
+    "Sort {g}s alphabetically.",
+    "Treat empty cells as zero.",
+    "Ignore rows marked as cancelled.",
+    "Use the {f} column as given, without converting it.",
+    "Write everything in British English.",
+    "Do not use any network access; everything you need is in the workspace.",
+]
 
 
 def instruction(rng: random.Random) -> str:
     s, g, f = rng.choice(SUBJECTS), rng.choice(FIELDS), rng.choice(FIELDS)
     d, e = rng.choice(DIRS), rng.choice(EXTS)
     slots = {
-        "s": s, "s2": s.replace(" ", "_"), "g": g.replace(" ", "_"), "f": f, "d": d, "e": e,
-        "n": rng.choice([3, 5, 7, 10, 14, 30]), "file2": f"{rng.choice(DIRS)}/{rng.choice(SUBJECTS).replace(' ', '_')}"
-        f".{rng.choice(EXTS)}", "out": f"{rng.choice(['reports', 'out', 'summary', 'results'])}/{s.replace(' ', '-')}"
+        "s": s,
+        "s2": s.replace(" ", "_"),
+        "g": g.replace(" ", "_"),
+        "f": f,
+        "d": d,
+        "e": e,
+        "n": rng.choice([3, 5, 7, 10, 14, 30]),
+        "file2": f"{rng.choice(DIRS)}/{rng.choice(SUBJECTS).replace(' ', '_')}.{rng.choice(EXTS)}",
+        "out": f"{rng.choice(['reports', 'out', 'summary', 'results'])}/{s.replace(' ', '-')}"
         f"-{rng.choice(['summary', 'report', 'review', 'overview', 'check'])}",
-    }  # fmt: skip
+    }
     path = f"{d}/{s.replace(' ', '_')}_{rng.randint(2019, 2026)}.{e}"
     steps = rng.sample(OPERATIONS, rng.randint(2, 4))
     text = [
@@ -142,15 +215,21 @@ def write_catalog(texts: list[str], rng: random.Random) -> None:
     for start in range(0, len(texts), batch):
         chosen = [None if rng.random() < 0.1 else rng.choice(subs) for _ in texts[start : start + batch]]
         tasks = Task.objects.bulk_create(
-            Task(external_id=f"pool-{start + i:06d}", title=texts[start + i][:200], source="imported",
-                 scenario_category=sub.category if sub else None, scenario_subcategory=sub)
+            Task(
+                external_id=f"pool-{start + i:06d}",
+                title=texts[start + i][:200],
+                source="imported",
+                scenario_category=sub.category if sub else None,
+                scenario_subcategory=sub,
+            )
             for i, sub in enumerate(chosen)
-        )  # fmt: skip
+        )
         revisions = TaskRevision.objects.bulk_create(
-            TaskRevision(task=t, number=1, instruction=texts[start + i], content_hash=t.external_id,
-                         author_stage="bench")
+            TaskRevision(
+                task=t, number=1, instruction=texts[start + i], content_hash=t.external_id, author_stage="bench"
+            )
             for i, t in enumerate(tasks)
-        )  # fmt: skip
+        )
         for t, r in zip(tasks, revisions):
             t.current_revision = r
         Task.objects.bulk_update(tasks, ["current_revision"])
@@ -163,10 +242,13 @@ def cache_random_vectors(texts: list[str], rng: np.random.Generator) -> None:
     vectors = rng.standard_normal((len(texts), 384)).astype("<f4")
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     InstructionEmbedding.objects.bulk_create(
-        (InstructionEmbedding(text_hash=text_hash(t), model=MODEL_NAME, dimensions=384, vector=v.tobytes())
-         for t, v in zip(texts, vectors)),
-        batch_size=1000, ignore_conflicts=True,
-    )  # fmt: skip
+        (
+            InstructionEmbedding(text_hash=text_hash(t), model=MODEL_NAME, dimensions=384, vector=v.tobytes())
+            for t, v in zip(texts, vectors)
+        ),
+        batch_size=1000,
+        ignore_conflicts=True,
+    )
 
 
 def novelty_run(new_texts: list[str], groups: list[str | None], limit: float = 0.90) -> dict:
@@ -183,9 +265,13 @@ def novelty_run(new_texts: list[str], groups: list[str | None], limit: float = 0
     duplicates = sum(1 for nearest, similarity in found if nearest is not None and similarity >= limit)
     done = time.perf_counter()
     return {
-        "seconds": done - began, "index_build_s": round(built - began, 3), "embed_new_s": round(embedded - built, 3),
-        "nearest_and_add_s": round(done - embedded, 3), "near_duplicates": duplicates, "pool": len(index),
-    }  # fmt: skip
+        "seconds": done - began,
+        "index_build_s": round(built - began, 3),
+        "embed_new_s": round(embedded - built, 3),
+        "nearest_and_add_s": round(done - embedded, 3),
+        "near_duplicates": duplicates,
+        "pool": len(index),
+    }
 
 
 # --- the pipeline ------------------------------------------------------------------------------------------------
@@ -212,7 +298,7 @@ def pipeline_overhead(count: int) -> dict:
             "requirements": [{"requirement": "totals.json", "covered": True, "by": "totals_correct"}],
             "over_strict": [],
             "reason": "Covered.",
-        },  # fmt: skip
+        },
         "rubric": {"complementary": True, "reason": "Fine.", "redundant_rules": []},
     }
 
@@ -231,7 +317,7 @@ def pipeline_overhead(count: int) -> dict:
         began = time.perf_counter()
         batch = start_batch(
             "persona", count, gen, judge, seed=SEED, here=True, qa_thresholds={"novelty": 1.01}, user=None
-        )  # fmt: skip  (the scripted tasks look alike)
+        )  # the scripted tasks look alike
         batch = run_here(batch)
         wall = time.perf_counter() - began
     finally:
@@ -241,10 +327,14 @@ def pipeline_overhead(count: int) -> dict:
     model_s = sum(c.latency_ms or 0 for c in calls) / 1000
     kept = batch.items.filter(status="kept").count()
     return {
-        "overhead_per_task_s": round((wall - model_s) / count, 3), "pipeline_tasks": count, "pipeline_kept": kept,
-        "pipeline_status": batch.status, "pipeline_wall_s": round(wall, 2), "pipeline_model_s": round(model_s, 2),
+        "overhead_per_task_s": round((wall - model_s) / count, 3),
+        "pipeline_tasks": count,
+        "pipeline_kept": kept,
+        "pipeline_status": batch.status,
+        "pipeline_wall_s": round(wall, 2),
+        "pipeline_model_s": round(model_s, 2),
         "pipeline_model_calls": calls.count(),
-    }  # fmt: skip
+    }
 
 
 def compare_encoders(texts: list[str], chunk: int = 32) -> dict:
@@ -325,14 +415,21 @@ def main() -> dict:
             embed(pool_texts[start : min(start + EMBED_PART, measured)])
             done = min(start + EMBED_PART, measured)
             elapsed = time.perf_counter() - began
-            print(f"pool embedding: {done}/{measured} in {elapsed:.0f} s ({done / elapsed:.1f} texts/s, "
-                  f"load {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"pool embedding: {done}/{measured} in {elapsed:.0f} s ({done / elapsed:.1f} texts/s, "
+                f"load {os.getloadavg()[0]:.1f})",
+                file=sys.stderr,
+                flush=True,
+            )
         measured_s = time.perf_counter() - began
         cache_random_vectors(pool_texts[measured:], np.random.default_rng(SEED))
 
         novelty = novelty_run(new_texts, new_groups)
-        pipeline = pipeline_overhead(args.pipeline_tasks) if args.pipeline_tasks > 0 else {
-            "overhead_per_task_s": None, "note": "--pipeline-tasks 0"}  # fmt: skip
+        pipeline = (
+            pipeline_overhead(args.pipeline_tasks)
+            if args.pipeline_tasks > 0
+            else {"overhead_per_task_s": None, "note": "--pipeline-tasks 0"}
+        )
         report = {
             f"novelty_{args.new}_vs_{args.pool}_s": round(novelty["seconds"], 2),
             "novelty_500_vs_13500_s": round(novelty["seconds"], 2) if (args.new, args.pool) == (500, 13_500) else None,

@@ -54,8 +54,11 @@ def test_difference_stores_a_rewritten_history_whole_and_rebuilds_it():
 def test_call_storage_bench_small_openclaw_rollout(harness_installed):
     done = subprocess.run(
         [sys.executable, "bench/call_storage_bench.py", "--turns", "4"],
-        cwd=BASE_DIR, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
+        cwd=BASE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert (report["model_calls"], report["score"], report["rebuilt_equal"]) == (4, 1.0, True)

@@ -15,9 +15,11 @@ import learning_bench  # noqa: E402
 def test_a_subset_takes_every_kind_in_turn():
     ids = [f"curriculum-s0-train-{kind}-{n:03d}" for kind in ("write", "copy", "sort") for n in (1, 2, 3)]
     assert learning_bench.spread(ids, 4) == [
-        "curriculum-s0-train-write-001", "curriculum-s0-train-copy-001", "curriculum-s0-train-sort-001",
+        "curriculum-s0-train-write-001",
+        "curriculum-s0-train-copy-001",
+        "curriculum-s0-train-sort-001",
         "curriculum-s0-train-write-002",
-    ]  # fmt: skip
+    ]
     assert sorted(learning_bench.spread(ids, 99)) == sorted(ids)
 
 

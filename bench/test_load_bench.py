@@ -20,10 +20,31 @@ pytestmark = [pytest.mark.once, pytest.mark.workers]
 def test_load_bench_smoke():
     require_bwrap()
     done = subprocess.run(
-        [sys.executable, "bench/load_bench.py", "--reviewers", "2", "--agents", "4", "--queue", "100", "--rollouts", "2",
-         "--unloaded-seconds", "3", "--loaded-seconds", "8", "--settle-seconds", "2", "--max-seconds", "480"],
-        cwd=BASE_DIR, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "bench/load_bench.py",
+            "--reviewers",
+            "2",
+            "--agents",
+            "4",
+            "--queue",
+            "100",
+            "--rollouts",
+            "2",
+            "--unloaded-seconds",
+            "3",
+            "--loaded-seconds",
+            "8",
+            "--settle-seconds",
+            "2",
+            "--max-seconds",
+            "480",
+        ],
+        cwd=BASE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
 

@@ -17,10 +17,27 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 @pytest.mark.once
 def test_rl_rollout_bench_tiny():
     done = subprocess.run(
-        [sys.executable, "bench/rl_rollout_bench.py", "--prompts", "2", "--samples", "2", "--slots", "2",
-         "--overhead-calls", "2", "--overhead-prompt-tokens", "2000", "--overhead-answer-tokens", "64"],
-        cwd=BASE_DIR, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "bench/rl_rollout_bench.py",
+            "--prompts",
+            "2",
+            "--samples",
+            "2",
+            "--slots",
+            "2",
+            "--overhead-calls",
+            "2",
+            "--overhead-prompt-tokens",
+            "2000",
+            "--overhead-answer-tokens",
+            "64",
+        ],
+        cwd=BASE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert (report["prompts"], report["samples"], report["slots"], report["rollouts"]) == (2, 2, 2, 4)

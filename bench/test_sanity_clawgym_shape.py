@@ -25,8 +25,12 @@ def test_sanity_clawgym_shape_bench_smoke():
     env = {name: value for name, value in os.environ.items() if name != "DATABASE_URL"}
     done = subprocess.run(
         [sys.executable, "bench/sanity_clawgym_shape.py", "--tasks", str(SHAPE_COUNT), "--workers", "2"],
-        cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        cwd=BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["tasks"] == report["imported"] == SHAPE_COUNT and report["categories"] == 11

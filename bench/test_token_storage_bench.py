@@ -16,10 +16,26 @@ def test_token_storage_bench_small():
     # test database (test_<name>), and dropping it at the end would pull it from under these tests.
     env = {name: value for name, value in os.environ.items() if name != "DATABASE_URL"}
     done = subprocess.run(
-        [sys.executable, "bench/token_storage_bench.py", "--turns", "8", "--context", "8192", "--first-prompt", "2048",
-         "--completion", "64", "--context-message", "50"],
-        cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "bench/token_storage_bench.py",
+            "--turns",
+            "8",
+            "--context",
+            "8192",
+            "--first-prompt",
+            "2048",
+            "--completion",
+            "64",
+            "--context-message",
+            "50",
+        ],
+        cwd=BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert (report["database"], report["turns"], report["agree"]) == ("sqlite", 8, True)

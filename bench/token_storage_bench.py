@@ -68,19 +68,32 @@ def record(calls, session, chained: bool) -> list[float]:
 
     timings = []
     for prompt, completion in calls:
-        row = {"endpoint": session.endpoint, "endpoint_name": session.endpoint.name, "purpose": "proxy",
-               "session": session, "request": {}, "status_code": 200}  # fmt: skip
-        tokens = {"prompt_token_ids": prompt, "completion_token_ids": completion,
-                  "completion_logprobs": [-0.5] * len(completion), "exact": True}  # fmt: skip
+        row = {
+            "endpoint": session.endpoint,
+            "endpoint_name": session.endpoint.name,
+            "purpose": "proxy",
+            "session": session,
+            "request": {},
+            "status_code": 200,
+        }
+        tokens = {
+            "prompt_token_ids": prompt,
+            "completion_token_ids": completion,
+            "completion_logprobs": [-0.5] * len(completion),
+            "exact": True,
+        }
         started = time.perf_counter()
         if chained:
             _create_call(row, tokens)
         else:  # the rows as they were written until now: the whole prompt in the row, no base
             with transaction.atomic():
                 ModelCallTokens.objects.create(
-                    call=ModelCall.objects.create(**row), prompt_suffix_ids=prompt, prompt_length=len(prompt),
-                    completion_token_ids=completion, completion_logprobs=tokens["completion_logprobs"],
-                )  # fmt: skip
+                    call=ModelCall.objects.create(**row),
+                    prompt_suffix_ids=prompt,
+                    prompt_length=len(prompt),
+                    completion_token_ids=completion,
+                    completion_logprobs=tokens["completion_logprobs"],
+                )
         timings.append((time.perf_counter() - started) * 1000)
     return timings
 
@@ -144,8 +157,13 @@ def main(argv=None) -> dict:
     old = setup_databases(verbosity=0, interactive=False)
     try:
         endpoint = ModelEndpoint.objects.create(name="policy", base_url="http://127.0.0.1:9/v1", model="policy")
-        report = {"database": connection.vendor, "turns": args.turns, "context": args.context,
-                  "first_prompt": args.first_prompt, "completion": args.completion}  # fmt: skip
+        report = {
+            "database": connection.vendor,
+            "turns": args.turns,
+            "context": args.context,
+            "first_prompt": args.first_prompt,
+            "completion": args.completion,
+        }
         for shape in ("chain", "openclaw"):
             report[shape] = measure(shape, args, endpoint)
         report["agree"] = report["chain"]["agree"] and report["openclaw"]["agree"]
@@ -154,10 +172,13 @@ def main(argv=None) -> dict:
 
     for shape in ("chain", "openclaw"):
         ids, rebuild = report[shape]["prompt_ids"], report[shape]["rebuild_all_ms"]
-        print(f"{shape}: {args.turns} calls, last prompt {report[shape]['last_prompt_ids']:,} ids: stored "
-              f"{ids['before']:,} prompt ids before, {ids['after']:,} after ({ids['ratio']}x less); every prompt "
-              f"rebuilt in {rebuild['after']} ms (whole rows: {rebuild['before']} ms)",
-              file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            f"{shape}: {args.turns} calls, last prompt {report[shape]['last_prompt_ids']:,} ids: stored "
+            f"{ids['before']:,} prompt ids before, {ids['after']:,} after ({ids['ratio']}x less); every prompt "
+            f"rebuilt in {rebuild['after']} ms (whole rows: {rebuild['before']} ms)",
+            file=sys.stderr,
+            flush=True,
+        )
     print(json.dumps(report))
     return report
 

@@ -135,13 +135,15 @@ def manifest(version: BenchmarkVersion) -> dict:
     tasks = []
     for revision in pinned_revisions(version, batch=1000, defer=("instruction", "rubric", "entry_extra")):
         category = revision.metadata.get("category")
-        tasks.append({
-            "task_id": revision.task.external_id,
-            "revision": revision.number,
-            "content_hash": revision.content_hash,
-            # The pinned revision's category (a later edit of the task does not move it), as the catalog's slug.
-            "category": categories.get(category.lower(), category) if isinstance(category, str) else None,
-        })  # fmt: skip
+        tasks.append(
+            {
+                "task_id": revision.task.external_id,
+                "revision": revision.number,
+                "content_hash": revision.content_hash,
+                # The pinned revision's category (a later edit of the task does not move it), as the catalog's slug.
+                "category": categories.get(category.lower(), category) if isinstance(category, str) else None,
+            }
+        )
     return {
         "format": MANIFEST_FORMAT,
         "benchmark": version.benchmark.name,

@@ -11,9 +11,15 @@ class BenchmarkSerializer(serializers.ModelSerializer):
     class Meta:
         model = Benchmark
         fields = [
-            "id", "name", "description", "lazy_tolerance", "difficulty_strong_min", "difficulty_small_max",
-            "difficulty_margin", "created_at",
-        ]  # fmt: skip
+            "id",
+            "name",
+            "description",
+            "lazy_tolerance",
+            "difficulty_strong_min",
+            "difficulty_small_max",
+            "difficulty_margin",
+            "created_at",
+        ]
         # The difficulty thresholds change through POST /api/benchmarks/{id}/difficulty-thresholds/.
         read_only_fields = ["id", "difficulty_strong_min", "difficulty_small_max", "difficulty_margin", "created_at"]
 

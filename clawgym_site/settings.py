@@ -169,7 +169,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["accounts.permissions.RolePermission"],
     # DRF's JSON parser, but deeply nested JSON is a 400 (lib.api_parsers), not a RecursionError's 500.
     "DEFAULT_PARSER_CLASSES": [
-        "lib.api_parsers.JSONParser", "rest_framework.parsers.FormParser",
+        "lib.api_parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",

@@ -67,8 +67,10 @@ def plan_of(revision) -> tuple[tuple[str, str], ...] | None:
 @functools.lru_cache(maxsize=256)
 def _plan(revision_id: int, content_hash: str) -> tuple[tuple[str, str], ...] | None:
     revision = TaskRevision.objects.get(pk=revision_id)
-    files = {role: {f.path: f.blob.content for f in revision.files_by_role(role)}
-             for role in (RevisionFile.Role.INPUT, RevisionFile.Role.SOLUTION)}  # fmt: skip
+    files = {
+        role: {f.path: f.blob.content for f in revision.files_by_role(role)}
+        for role in (RevisionFile.Role.INPUT, RevisionFile.Role.SOLUTION)
+    }
     solution = {}
     for path, data in files[RevisionFile.Role.SOLUTION].items():
         try:

@@ -39,6 +39,9 @@ def answer(stage: str, messages: list[dict]) -> dict | None:
     if stage == "rubric":
         if not kind.rubric:
             return {"needed": False, "reason": "The checker verifies every requirement of the task.", "rules": []}
-        return {"needed": True, "reason": "How clearly the result is worded is for a judge to read.",
-                "rules": kind.rubric}  # fmt: skip
+        return {
+            "needed": True,
+            "reason": "How clearly the result is worded is for a judge to read.",
+            "rules": kind.rubric,
+        }
     return None

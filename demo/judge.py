@@ -33,12 +33,18 @@ def qa(stage: str, user: str) -> dict | None:
     if stage == "leak":
         return {"leaks": False, "reason": "The instruction states the format, not the results." + NOTE, "leaked": []}
     if stage == "alignment":
-        requirement = {"requirement": "write the output files the instruction names", "covered": True,
-                       "by": "reward/check.py"}  # fmt: skip
+        requirement = {
+            "requirement": "write the output files the instruction names",
+            "covered": True,
+            "by": "reward/check.py",
+        }
         return {"requirements": [requirement], "over_strict": [], "reason": "The checker tests each output." + NOTE}
     if stage == "rubric":
-        return {"complementary": True, "reason": "The rules judge wording, which code cannot." + NOTE,
-                "redundant_rules": []}  # fmt: skip
+        return {
+            "complementary": True,
+            "reason": "The rules judge wording, which code cannot." + NOTE,
+            "redundant_rules": [],
+        }
     return None
 
 
@@ -71,10 +77,16 @@ def category(user: str) -> dict | None:
 
 def annotation() -> dict:
     return {
-        "summary": "A skill for work on local text files." + NOTE, "core_content": "Reading and writing files.",
-        "auth_required": False, "required_env": [], "input_format": "text files", "output_format": "text files",
-        "text_only_compatible": True, "risk": "low", "risk_reason": "It changes files in its workspace only.",
-    }  # fmt: skip
+        "summary": "A skill for work on local text files." + NOTE,
+        "core_content": "Reading and writing files.",
+        "auth_required": False,
+        "required_env": [],
+        "input_format": "text files",
+        "output_format": "text files",
+        "text_only_compatible": True,
+        "risk": "low",
+        "risk_reason": "It changes files in its workspace only.",
+    }
 
 
 def diagnosis() -> dict:

@@ -50,11 +50,15 @@ class Kind:
     def task(self) -> dict:
         """The generate stage's answer (synthesis.stages.generation.TASK_SCHEMA)."""
         return {
-            "question": self.question, "scenario": self.scenario, "expected_behavior": self.expected_behavior,
+            "question": self.question,
+            "scenario": self.scenario,
+            "expected_behavior": self.expected_behavior,
             "required_operations": self.operations,
             "input_files": [{"path": p, "type": t, "content_spec": spec} for p, (t, spec, _) in self.inputs.items()],
-            "output_files": self.outputs, "difficulty": self.difficulty, "needs_network": False,
-        }  # fmt: skip
+            "output_files": self.outputs,
+            "difficulty": self.difficulty,
+            "needs_network": False,
+        }
 
     def check_py(self) -> str:
         expected = {}

@@ -112,8 +112,14 @@ class DemoServer:
             return await _json(send, 413, {"error": {"message": f"request body over {MAX_BODY_BYTES:,} bytes"}})
         path = scope["path"].rstrip("/")
         if path.endswith("/models"):
-            return await _json(send, 200, {"object": "list", "data": [
-                {"id": model, "object": "model", "owned_by": "clawgym-demo"} for model in MODELS]})  # fmt: skip
+            return await _json(
+                send,
+                200,
+                {
+                    "object": "list",
+                    "data": [{"id": model, "object": "model", "owned_by": "clawgym-demo"} for model in MODELS],
+                },
+            )
         if not path.endswith("/chat/completions") or scope["method"] != "POST":
             message = f"no route {scope['method']} {path}: the demo models serve /v1/chat/completions only"
             return await _json(send, 404, {"error": {"message": message}})
@@ -130,8 +136,11 @@ class DemoServer:
             return await _json(send, 500, {"error": {"message": f"the demo server failed: {type(exc).__name__}"}})
         if not request.get("stream"):
             return await _json(send, 200, chat_completion(reply, request))
-        start = {"type": "http.response.start", "status": 200,
-                 "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]}  # fmt: skip
+        start = {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")],
+        }
         await send(start)
         for frame in sse_frames(chat_chunks(reply, request)):
             await send({"type": "http.response.body", "body": frame, "more_body": True})

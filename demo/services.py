@@ -31,10 +31,19 @@ def register_demo_endpoints(base_url: str, *, user=None) -> list[ModelEndpoint]:
     endpoints = []
     for name, (model, roles) in DEMO_ENDPOINTS.items():
         fields = {
-            "base_url": base_url, "model": model, "api_style": ModelEndpoint.ApiStyle.CHAT, "api_key_env": KEY_ENV,
-            "roles": [str(role) for role in roles], "timeout_seconds": 60.0, "max_retries": 1, "max_concurrent": 8,
-            "sampling": {}, "price_input_per_mtok": Decimal(0), "price_output_per_mtok": Decimal(0), "enabled": True,
-        }  # fmt: skip
+            "base_url": base_url,
+            "model": model,
+            "api_style": ModelEndpoint.ApiStyle.CHAT,
+            "api_key_env": KEY_ENV,
+            "roles": [str(role) for role in roles],
+            "timeout_seconds": 60.0,
+            "max_retries": 1,
+            "max_concurrent": 8,
+            "sampling": {},
+            "price_input_per_mtok": Decimal(0),
+            "price_output_per_mtok": Decimal(0),
+            "enabled": True,
+        }
         existing = ModelEndpoint.objects.filter(name=name).first()
         if existing is None:
             endpoints.append(create_endpoint(name, user=user, **fields))

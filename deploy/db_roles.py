@@ -60,8 +60,11 @@ def grant_sandbox_role(password: str, name: str = ROLE) -> dict[str, list[str]]:
         cursor.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [name])
         if cursor.fetchone() is None:
             run(sql.SQL("CREATE ROLE {}").format(role))
-        run(sql.SQL("ALTER ROLE {} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS "
-                    "PASSWORD {}").format(role, sql.Literal(password)))  # fmt: skip
+        run(
+            sql.SQL(
+                "ALTER ROLE {} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS PASSWORD {}"
+            ).format(role, sql.Literal(password))
+        )
         run(sql.SQL("GRANT USAGE ON SCHEMA public TO {}").format(role))
         run(sql.SQL("REVOKE ALL ON ALL TABLES IN SCHEMA public FROM {}").format(role))
         run(sql.SQL("REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM {}").format(role))
@@ -89,8 +92,11 @@ def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clawgym_site.settings")
     django.setup()
     by_access = grant_sandbox_role(password)
-    print(f"database role {ROLE}: read and write {len(by_access['write'])} tables, read {len(by_access['read'])}, "
-          f"no access to {len(by_access['none'])}", file=sys.stderr)  # fmt: skip
+    print(
+        f"database role {ROLE}: read and write {len(by_access['write'])} tables, read {len(by_access['read'])}, "
+        f"no access to {len(by_access['none'])}",
+        file=sys.stderr,
+    )
 
 
 if __name__ == "__main__":

@@ -15,8 +15,18 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(Rollout)
 class RolloutAdmin(ReadOnlyAdmin):
-    list_display = ["id", "revision", "endpoint", "harness", "repeat_index", "status", "exit_reason", "score",
-                    "attempt", "created_at"]  # fmt: skip
+    list_display = [
+        "id",
+        "revision",
+        "endpoint",
+        "harness",
+        "repeat_index",
+        "status",
+        "exit_reason",
+        "score",
+        "attempt",
+        "created_at",
+    ]
     list_filter = ["status", "outcome", "harness", "exit_reason"]
     search_fields = ["revision__task__external_id", "endpoint__name", "group"]
     list_select_related = ["revision__task", "endpoint"]
@@ -45,8 +55,19 @@ class SandboxSlotAdmin(admin.ModelAdmin):
 class EvalRunAdmin(ReadOnlyAdmin):
     """Runs change through their pages, the API and `evaluate` (evaluation.services.runs): shown here, never edited."""
 
-    list_display = ["id", "name", "endpoint", "harness", "benchmark_version", "repeats", "status", "overall_mean",
-                    "rollouts_finished", "rollouts_total", "created_at"]  # fmt: skip
+    list_display = [
+        "id",
+        "name",
+        "endpoint",
+        "harness",
+        "benchmark_version",
+        "repeats",
+        "status",
+        "overall_mean",
+        "rollouts_finished",
+        "rollouts_total",
+        "created_at",
+    ]
     list_filter = ["status", "harness"]
     search_fields = ["name", "endpoint__name"]
     list_select_related = ["endpoint", "benchmark_version__benchmark"]

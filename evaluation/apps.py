@@ -15,5 +15,10 @@ class EvaluationConfig(AppConfig):
 
         from .views.dashboard import panel_context
 
-        register("evaluation", "evaluation/_dashboard_panel.html", panel_context, order=10,
-                 scripts=["vendor/chartjs/chart.umd.min.js", "js/charts.js"])  # fmt: skip
+        register(
+            "evaluation",
+            "evaluation/_dashboard_panel.html",
+            panel_context,
+            order=10,
+            scripts=["vendor/chartjs/chart.umd.min.js", "js/charts.js"],
+        )

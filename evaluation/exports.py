@@ -13,10 +13,34 @@ from .models import EvalRun, Rollout
 from .services.runs import run_json
 
 CSV_COLUMNS = [
-    "run", "rollout", "task", "revision", "category", "grading", "repeat", "attempt", "endpoint", "model",
-    "harness", "status", "outcome", "exit_reason", "score", "code_score", "rubric_score", "turns", "tool_calls",
-    "model_calls", "input_tokens", "output_tokens", "cost", "agent_seconds", "started_at", "finished_at", "error",
-]  # fmt: skip
+    "run",
+    "rollout",
+    "task",
+    "revision",
+    "category",
+    "grading",
+    "repeat",
+    "attempt",
+    "endpoint",
+    "model",
+    "harness",
+    "status",
+    "outcome",
+    "exit_reason",
+    "score",
+    "code_score",
+    "rubric_score",
+    "turns",
+    "tool_calls",
+    "model_calls",
+    "input_tokens",
+    "output_tokens",
+    "cost",
+    "agent_seconds",
+    "started_at",
+    "finished_at",
+    "error",
+]
 CHUNK = 500
 
 

@@ -109,16 +109,20 @@ class StartEvalRunForm(forms.Form):
         queryset=None, required=False, empty_label="— task ids instead —", label="Benchmark version"
     )
     tasks = forms.CharField(
-        required=False, label="Task ids", widget=forms.Textarea(attrs={"rows": 2, "cols": 40}),
+        required=False,
+        label="Task ids",
+        widget=forms.Textarea(attrs={"rows": 2, "cols": 40}),
         help_text="Instead of a version: task ids (space or comma separated); their current revisions run.",
-    )  # fmt: skip
+    )
     endpoint = forms.ModelChoiceField(queryset=None, to_field_name="name", label="Model (agent endpoint)")
     harness = forms.ChoiceField(choices=HARNESS_CHOICES)
     repeats = forms.IntegerField(min_value=1, max_value=MAX_REPEATS, initial=1)
     options = forms.JSONField(
-        required=False, label="Harness options (JSON)", initial=dict,
+        required=False,
+        label="Harness options (JSON)",
+        initial=dict,
         widget=forms.Textarea(attrs={"rows": 2, "cols": 40}),
-    )  # fmt: skip
+    )
     timeout = forms.IntegerField(required=False, min_value=1, label="Time limit (s)")
     max_turns = forms.IntegerField(required=False, min_value=1, label="Turn limit")
     token_limit = forms.IntegerField(required=False, min_value=1, label="Token limit")

@@ -37,11 +37,15 @@ def _where() -> str:
 
 
 def preflight(session: ProxySession, proxy_base: str) -> str:
-    """"" when the agent can reach its model through the proxy; otherwise why not, and what to do about it."""
+    """ "" when the agent can reach its model through the proxy; otherwise why not, and what to do about it."""
     where = _where()
     try:
-        response = httpx.get(f"{proxy_base}/models", headers={"authorization": f"Bearer {session.token}"},
-                             timeout=PREFLIGHT_TIMEOUT, trust_env=False)  # fmt: skip
+        response = httpx.get(
+            f"{proxy_base}/models",
+            headers={"authorization": f"Bearer {session.token}"},
+            timeout=PREFLIGHT_TIMEOUT,
+            trust_env=False,
+        )
     except httpx.HTTPError as exc:
         return (
             f"the recording proxy at {where} is unreachable from this worker ({type(exc).__name__}: {exc}): start the "
@@ -56,16 +60,24 @@ def preflight(session: ProxySession, proxy_base: str) -> str:
         served = [m.get("id") for m in body.get("data") or [] if isinstance(m, dict)]
         if served == [session.endpoint.model]:
             return ""
-        return (f"{where} answered for model(s) {served}, not {session.endpoint.model!r}: CLAWGYM_PROXY_PUBLIC_URL "
-                "points at another ClawGym; set it to this installation's web app")  # fmt: skip
+        return (
+            f"{where} answered for model(s) {served}, not {session.endpoint.model!r}: CLAWGYM_PROXY_PUBLIC_URL "
+            "points at another ClawGym; set it to this installation's web app"
+        )
     if response.status_code == 401 and message:
-        return (f"the proxy at {where} does not know this rollout's session ({message}): CLAWGYM_PROXY_PUBLIC_URL points "
-                "at a ClawGym with another database; set it to this installation's web app")  # fmt: skip
+        return (
+            f"the proxy at {where} does not know this rollout's session ({message}): CLAWGYM_PROXY_PUBLIC_URL points "
+            "at a ClawGym with another database; set it to this installation's web app"
+        )
     if response.status_code == 502 and message:
-        return (f"the proxy at {where} cannot call the model: {message}. Set it in the web app's environment (the proxy "
-                "runs there) and restart it")  # fmt: skip
-    return (f"{where} is not a ClawGym proxy (HTTP {response.status_code} for {proxy_base.split('/proxy/')[0]}/proxy/…/v1/"
-            "models): set CLAWGYM_PROXY_PUBLIC_URL to the address of this installation's web app")  # fmt: skip
+        return (
+            f"the proxy at {where} cannot call the model: {message}. Set it in the web app's environment (the proxy "
+            "runs there) and restart it"
+        )
+    return (
+        f"{where} is not a ClawGym proxy (HTTP {response.status_code} for {proxy_base.split('/proxy/')[0]}/proxy/…/v1/"
+        "models): set CLAWGYM_PROXY_PUBLIC_URL to the address of this installation's web app"
+    )
 
 
 def _message(body) -> str:
@@ -89,13 +101,17 @@ def upstream_failure(session_id: int | None, relay_failures: list[str]) -> str:
     if last is not None and is_infra_call(last.status_code, last.error):
         failed = ModelCall.objects.filter(session_id=session_id).exclude(error="")
         count = sum(1 for status, error in failed.values_list("status_code", "error") if is_infra_call(status, error))
-        return (f"the model's server failed, not the model: the proxy recorded {count} failed call"
-                f"{'s' if count != 1 else ''}, the last: {last.error}"[:1500])  # fmt: skip
+        return (
+            f"the model's server failed, not the model: the proxy recorded {count} failed call"
+            f"{'s' if count != 1 else ''}, the last: {last.error}"[:1500]
+        )
     # The relay could not reach the proxy (the web app went away mid-run): nothing of it is recorded, so it counts
     # unless the last call that was recorded failed on the model's side (then the agent stopped on that).
     if relay_failures and (last is None or not last.error):
-        return (f"the agent could not reach the recording proxy at {_where()} during the run: {relay_failures[-1]}; "
-                "check that the web app kept running")  # fmt: skip
+        return (
+            f"the agent could not reach the recording proxy at {_where()} during the run: {relay_failures[-1]}; "
+            "check that the web app kept running"
+        )
     return ""
 
 
@@ -106,10 +122,12 @@ def answer_failure(session_id: int | None) -> str:
         return ""
     failed = ModelCall.objects.filter(session_id=session_id).filter(
         reduce(or_, (Q(error__startswith=prefix) for prefix in ANSWER_FAILURES))
-    )  # fmt: skip
+    )
     last = failed.only("error").order_by("-created_at", "-id").first()
     if last is None:
         return ""
     count = failed.count()
-    return (f"the model's server failed, not the model: the proxy recorded {count} answer{'s' if count != 1 else ''} "
-            f"it did not deliver, the last: {last.error}"[:1500])  # fmt: skip
+    return (
+        f"the model's server failed, not the model: the proxy recorded {count} answer{'s' if count != 1 else ''} "
+        f"it did not deliver, the last: {last.error}"[:1500]
+    )

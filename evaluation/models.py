@@ -24,7 +24,6 @@ class Outcome(models.TextChoices):
 SCORED_OUTCOMES = (Outcome.SCORED, Outcome.AGENT_LIMIT, Outcome.AGENT_ERROR)
 
 
-
 class Rollout(models.Model):
     """One run of an agent harness with one model on one task revision, and its score.
 
@@ -54,9 +53,13 @@ class Rollout(models.Model):
     repeat_index = models.PositiveIntegerField(default=0, help_text="Which of the repeats started together (0-based).")
     group = models.CharField(max_length=32, blank=True, db_index=True, help_text="Rollouts started together.")
     eval_run = models.ForeignKey(
-        "EvalRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="rollouts",
+        "EvalRun",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="rollouts",
         help_text="The evaluation run it belongs to, if any.",
-    )  # fmt: skip
+    )
     # Which outcome class a finished rollout falls in (Outcome; blank while unfinished or cancelled).
     outcome = models.CharField(max_length=20, choices=Outcome.choices, blank=True, db_index=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
@@ -91,10 +94,11 @@ class Rollout(models.Model):
     # ... what the agent said about itself (its output files: anything in the sandbox may have written them), kept
     # apart and shown as its own account, never used for a score ...
     agent_account = models.JSONField(
-        default=dict, blank=True,
+        default=dict,
+        blank=True,
         help_text="What the agent reported about itself: exit_reason, detail, final_message, turns, tool_calls, "
         "tools_used, transcript (harnesses.base.AgentAccount).",
-    )  # fmt: skip
+    )
     harness_usage = models.JSONField(default=dict, blank=True, help_text="Token usage as the harness reported it.")
     log_tail = models.TextField(blank=True)
     # ... what the sandbox saw ...
@@ -305,7 +309,9 @@ class EvalRun(models.Model):
     harness = models.CharField(max_length=40, choices=HARNESS_CHOICES)
     harness_options = models.JSONField(default=dict, blank=True, help_text="Harness options other than the limits.")
     repeats = models.PositiveIntegerField(default=1)
-    limits = models.JSONField(default=dict, blank=True, help_text="Per rollout: timeout (s), max_turns, token_limit (input + output tokens).")
+    limits = models.JSONField(
+        default=dict, blank=True, help_text="Per rollout: timeout (s), max_turns, token_limit (input + output tokens)."
+    )
     pass_threshold = models.FloatField(default=1.0, help_text="A repeat passes (pass@k, pass^k) at this score.")
     max_attempts = models.PositiveSmallIntegerField(
         default=3, help_text="Attempts per rollout when the infrastructure fails (retried with backoff)."
@@ -409,8 +415,12 @@ class RolloutScore(models.Model):
         REJUDGE = "rejudge", "Rubric judged again"
 
     rollout = models.ForeignKey(Rollout, on_delete=models.CASCADE, related_name="scorings")
-    revision = models.ForeignKey("tasks.TaskRevision", on_delete=models.PROTECT, related_name="+",
-                                 help_text="Whose checker and rubric scored it.")  # fmt: skip
+    revision = models.ForeignKey(
+        "tasks.TaskRevision",
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="Whose checker and rubric scored it.",
+    )
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.RUN)
     status = models.CharField(max_length=16, help_text="scored | incomplete | failed (the checker could not run)")
     score = models.FloatField(null=True, blank=True)

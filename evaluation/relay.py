@@ -41,8 +41,16 @@ CONNECT_TIMEOUT = 10.0
 class ProxyRelay:
     """Listens on `socket_path`; forwards allowed requests to `proxy_base` (…/proxy/<token>/v1)."""
 
-    def __init__(self, socket_path: str | Path, proxy_base: str, token: str, *, max_body_bytes: int,
-                 read_timeout: float = 900.0, socket_owner: tuple[int, int] | None = None):
+    def __init__(
+        self,
+        socket_path: str | Path,
+        proxy_base: str,
+        token: str,
+        *,
+        max_body_bytes: int,
+        read_timeout: float = 900.0,
+        socket_owner: tuple[int, int] | None = None,
+    ):
         self.socket_path = str(socket_path)
         self.proxy_base = proxy_base.rstrip("/")
         self.token = token
@@ -166,8 +174,13 @@ class ProxyRelay:
         headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in request.headers}
         body = await self._read_body(conn, reader)
         if not any(path == allowed for _m, allowed in ALLOWED):
-            return await self._refuse(conn, writer, 404, f"{method} {path}: only the OpenAI API routes "
-                                      "/v1/chat/completions, /v1/responses and /v1/models lead out of the sandbox")
+            return await self._refuse(
+                conn,
+                writer,
+                404,
+                f"{method} {path}: only the OpenAI API routes "
+                "/v1/chat/completions, /v1/responses and /v1/models lead out of the sandbox",
+            )
         if (method, path) not in ALLOWED:
             return await self._refuse(conn, writer, 405, f"{method} is not allowed on {path}")
         if not self._authorized(headers.get("authorization", "")):
@@ -181,7 +194,7 @@ class ProxyRelay:
         return scheme.lower() == "bearer" and hmac.compare_digest(key.strip().encode(), self.token.encode())
 
     async def _forward(self, conn, writer, method: str, path: str, headers: dict, body: bytes) -> None:
-        url = f"{self.proxy_base}{path[len('/v1'):]}"
+        url = f"{self.proxy_base}{path[len('/v1') :]}"
         sent_headers = {
             "content-type": headers.get("content-type", "application/json"),
             "accept": headers.get("accept", "*/*"),

@@ -16,19 +16,42 @@ from .models import Rollout
 # ?sort= of the samples page and the API: every ordering ends on the task, the repeat and the id.
 SAMPLE_SORTS = {
     "task": [F("revision__task__external_id").asc(), F("repeat_index").asc(), F("id").asc()],
-    "score": [F("score").asc(nulls_first=True), F("revision__task__external_id").asc(), F("repeat_index").asc(),
-              F("id").asc()],  # the worst first: unscored, then 0
-    "-score": [F("score").desc(nulls_last=True), F("revision__task__external_id").asc(), F("repeat_index").asc(),
-               F("id").asc()],
-    "tokens": [(F("input_tokens") + F("output_tokens")).desc(nulls_last=True), F("revision__task__external_id").asc(),
-               F("repeat_index").asc(), F("id").asc()],
-}  # fmt: skip
-SORT_LABELS = [("task", "task, repeat"), ("score", "score ↑ (worst first)"), ("-score", "score ↓"),
-               ("tokens", "tokens ↓")]  # fmt: skip
+    "score": [
+        F("score").asc(nulls_first=True),
+        F("revision__task__external_id").asc(),
+        F("repeat_index").asc(),
+        F("id").asc(),
+    ],  # the worst first: unscored, then 0
+    "-score": [
+        F("score").desc(nulls_last=True),
+        F("revision__task__external_id").asc(),
+        F("repeat_index").asc(),
+        F("id").asc(),
+    ],
+    "tokens": [
+        (F("input_tokens") + F("output_tokens")).desc(nulls_last=True),
+        F("revision__task__external_id").asc(),
+        F("repeat_index").asc(),
+        F("id").asc(),
+    ],
+}
+SORT_LABELS = [
+    ("task", "task, repeat"),
+    ("score", "score ↑ (worst first)"),
+    ("-score", "score ↓"),
+    ("tokens", "tokens ↓"),
+]
 # Where a text search looks: the task's id and title, the model's final answer, why it failed or has no score, the
 # checker's reason, and the transcript (as its JSON text: a quote or a line break in it is escaped there).
-TEXT_FIELDS = ("revision__task__external_id", "revision__task__title", "final_message", "error", "score_reason",
-               "check_reason", "transcript")  # fmt: skip
+TEXT_FIELDS = (
+    "revision__task__external_id",
+    "revision__task__title",
+    "final_message",
+    "error",
+    "score_reason",
+    "check_reason",
+    "transcript",
+)
 SNIPPET_CHARS = 80  # either side of a match
 
 
@@ -65,8 +88,12 @@ def snippet(rollout: Rollout, text: str) -> tuple[str, str, str, str] | None:
     needle = text.strip().lower()
     if not needle:
         return None
-    places = [("final message", rollout.final_message), ("error", rollout.error),
-              ("score reason", rollout.score_reason), ("checker", rollout.check_reason)]  # fmt: skip
+    places = [
+        ("final message", rollout.final_message),
+        ("error", rollout.error),
+        ("score reason", rollout.score_reason),
+        ("checker", rollout.check_reason),
+    ]
     for message in rollout.transcript or []:
         if isinstance(message, dict):
             places.append((str(message.get("role") or "message"), _message_text(message)))
@@ -134,8 +161,10 @@ def check_rows(a: Rollout | None, b: Rollout | None) -> list[CheckRow]:
     """Every check either rollout was graded on, in name order, the checker's sub-scores first, then the rubric's
     rules (their judged score; None where a rule was not judged)."""
     sub_a, sub_b = (a.sub_scores if a else {}) or {}, (b.sub_scores if b else {}) or {}
-    rows = [CheckRow(name, "check", _number(sub_a.get(name)), _number(sub_b.get(name)))
-            for name in sorted(set(sub_a) | set(sub_b))]  # fmt: skip
+    rows = [
+        CheckRow(name, "check", _number(sub_a.get(name)), _number(sub_b.get(name)))
+        for name in sorted(set(sub_a) | set(sub_b))
+    ]
     rules_a, rules_b = _rubric(a), _rubric(b)
     rows += [
         CheckRow(name, "rubric", rules_a.get(name), rules_b.get(name)) for name in sorted(set(rules_a) | set(rules_b))

@@ -76,9 +76,7 @@ def try_claim(holder: str, hold_seconds: float, count: int | None = None) -> int
     """Claim a free slot of this host now: its pk, or None when all are held."""
     host = _host()
     count = count or slot_count()
-    SandboxSlot.objects.bulk_create(
-        [SandboxSlot(host=host, slot=n) for n in range(count)], ignore_conflicts=True
-    )
+    SandboxSlot.objects.bulk_create([SandboxSlot(host=host, slot=n) for n in range(count)], ignore_conflicts=True)
     now = timezone.now()
     slots = SandboxSlot.objects.filter(host=host, slot__lt=count)
     free = list(slots.filter(_free(now)).values_list("pk", flat=True))

@@ -24,7 +24,7 @@ FRUIT_CSV = b"fruit,count\napple,3\npear,2\n"
 RIGHT_SUMMARY = "3 apples, 2 pears\n"
 INSTRUCTION = "Count the fruit in fruit.csv and write the result to summary.txt as '3 apples, 2 pears'."
 
-CHECK_PY = r'''
+CHECK_PY = r"""
 import json, os
 from pathlib import Path
 
@@ -39,7 +39,7 @@ print(json.dumps({
     "input_kept": (workspace / "fruit.csv").exists() and (workspace / "fruit.csv").read_text().startswith("fruit,"),
     "reported_done": "done" in payload["final_message"].lower() and len(payload["transcript"]) > 0,
 }))
-'''
+"""
 REWARD_SH = """#!/usr/bin/env bash
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -76,7 +76,10 @@ def fruit_task(db):
 @pytest.fixture
 def agent_endpoint(scripted_upstream, db):
     return ModelEndpoint.objects.create(
-        name="scripted", base_url=scripted_upstream.base_url, model="scripted-model", roles=["agent"],
+        name="scripted",
+        base_url=scripted_upstream.base_url,
+        model="scripted-model",
+        roles=["agent"],
         timeout_seconds=30,
     )
 

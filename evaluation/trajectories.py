@@ -184,8 +184,9 @@ def rebuild_trajectories(calls: list[dict], *, rules: TrajectoryRules | None = N
         while parent[chain[-1]] is not None:
             chain.append(parent[chain[-1]])
         chain_calls = [by_index[i] for i in reversed(chain)]
-        trajectories.append(_trajectory(chain_calls, chain_calls[-1].messages + [chain_calls[-1].reply], rules,
-                                        answers))  # fmt: skip
+        trajectories.append(
+            _trajectory(chain_calls, chain_calls[-1].messages + [chain_calls[-1].reply], rules, answers)
+        )
 
     if not rules.drop_auxiliary_calls:
         for call in parsed:
@@ -209,8 +210,9 @@ def _trajectory(chain: list[_Call], messages: list[dict], rules: TrajectoryRules
         tool_calls=len(names),
         tool_types=sorted(set(names)),
     )
-    trajectory = TrajectoryData(messages, chain[-1].tools, [c.index for c in chain], stats, model=chain[-1].model,
-                                unverified_turns=unverified)  # fmt: skip
+    trajectory = TrajectoryData(
+        messages, chain[-1].tools, [c.index for c in chain], stats, model=chain[-1].model, unverified_turns=unverified
+    )
     if rules.supported_tools is not None:
         unsupported = [name for name in stats.tool_types if name not in rules.supported_tools]
         if unsupported:
@@ -272,8 +274,11 @@ def unverified_in(messages: list[dict], earlier_responses: Iterable) -> list[int
     """The indices of a stored conversation's assistant turns (all but its last message, the call's own answer) that
     repeat no answer among `earlier_responses` (the response bodies of the session's calls before its last one)."""
     known = {_answer_hash(reply) for reply in map(_reply, earlier_responses) if reply is not None}
-    return [i for i, m in enumerate(messages[:-1])
-            if isinstance(m, Mapping) and m.get("role") == "assistant" and _answer_hash(m) not in known]  # fmt: skip
+    return [
+        i
+        for i, m in enumerate(messages[:-1])
+        if isinstance(m, Mapping) and m.get("role") == "assistant" and _answer_hash(m) not in known
+    ]
 
 
 def chain_roles(calls: list[dict], *, rules: TrajectoryRules | None = None) -> list[str]:
@@ -293,8 +298,9 @@ def chain_roles(calls: list[dict], *, rules: TrajectoryRules | None = None) -> l
         roles[call.index] = SIDE
         if call.failed or call.answers_auxiliary:
             continue
-        if any(m.get("role") == "assistant" and _recorded_before(m, call.index, answers) is None
-               for m in call.recorded):  # fmt: skip
+        if any(
+            m.get("role") == "assistant" and _recorded_before(m, call.index, answers) is None for m in call.recorded
+        ):
             continue
         hashes = _prefix_hashes(call.messages)
         start = 0 if head is None else len(head)
@@ -325,8 +331,19 @@ def _parse_calls(calls: list[dict], rules: TrajectoryRules) -> list[_Call]:
             conversations[response["id"]] = recorded + [reply]
         messages, answers_auxiliary = _strip(recorded, rules)
         model = request.get("model") or response.get("model") or ""
-        parsed.append(_Call(index, recorded, messages, reply, _tools(request), _usage(response), model,
-                            answers_auxiliary, failed=bool(call.get("error"))))  # fmt: skip
+        parsed.append(
+            _Call(
+                index,
+                recorded,
+                messages,
+                reply,
+                _tools(request),
+                _usage(response),
+                model,
+                answers_auxiliary,
+                failed=bool(call.get("error")),
+            )
+        )
     return parsed
 
 
@@ -361,13 +378,17 @@ def _items_to_messages(items: list) -> list[dict]:
             if not messages or messages[-1]["role"] != "assistant":
                 messages.append({"role": "assistant", "content": None})
             arguments = item.get("arguments", item.get("input", ""))
-            messages[-1].setdefault("tool_calls", []).append({
-                "id": item.get("call_id") or item.get("id"), "type": "function",
-                "function": {"name": item.get("name", ""), "arguments": arguments},
-            })
+            messages[-1].setdefault("tool_calls", []).append(
+                {
+                    "id": item.get("call_id") or item.get("id"),
+                    "type": "function",
+                    "function": {"name": item.get("name", ""), "arguments": arguments},
+                }
+            )
         elif kind in ("function_call_output", "custom_tool_call_output"):
-            messages.append({"role": "tool", "tool_call_id": item.get("call_id"),
-                             "content": _chat_content(item.get("output"))})
+            messages.append(
+                {"role": "tool", "tool_call_id": item.get("call_id"), "content": _chat_content(item.get("output"))}
+            )
         # reasoning and hosted-tool items hold nothing a chat conversation can carry
     return messages
 
@@ -375,9 +396,15 @@ def _items_to_messages(items: list) -> list[dict]:
 def _chat_content(content):
     if not isinstance(content, list):
         return content
-    return [{"type": "text", "text": p["text"]} if _is_text(p)
-            else {"type": "image_url", "image_url": {"url": p.get("image_url")}} if p.get("type") == "input_image"
-            else p for p in content if isinstance(p, Mapping)]
+    return [
+        {"type": "text", "text": p["text"]}
+        if _is_text(p)
+        else {"type": "image_url", "image_url": {"url": p.get("image_url")}}
+        if p.get("type") == "input_image"
+        else p
+        for p in content
+        if isinstance(p, Mapping)
+    ]
 
 
 def _reply(response) -> dict | None:
@@ -534,8 +561,10 @@ def corpus_stats(trajectories: Iterable[TrajectoryData], *, include_excluded: bo
     """
     trajectories = list(trajectories)
     measured = [t for t in trajectories if include_excluded or not t.excluded]
-    values = {name: [len(t.stats.tool_types) if name == "tool_types" else getattr(t.stats, name) for t in measured]
-              for name in METRICS}
+    values = {
+        name: [len(t.stats.tool_types) if name == "tool_types" else getattr(t.stats, name) for t in measured]
+        for name in METRICS
+    }
     excluded = [t for t in trajectories if t.excluded]
     return {
         "trajectories": len(trajectories),
@@ -543,8 +572,9 @@ def corpus_stats(trajectories: Iterable[TrajectoryData], *, include_excluded: bo
         "excluded": len(excluded),
         "exclusion_reasons": _ranked(Counter(t.exclusion_reason for t in excluded), "reason", "count"),
         "metrics": {name: _summary(values[name]) for name in METRICS},
-        "histograms": {name: _histogram(values[name], edges, tokens=name.endswith("tokens"))
-                       for name, edges in HISTOGRAMS.items()},
+        "histograms": {
+            name: _histogram(values[name], edges, tokens=name.endswith("tokens")) for name, edges in HISTOGRAMS.items()
+        },
         "tool_usage": _ranked(Counter(n for t in measured for n in t.stats.tool_types), "tool", "trajectories"),
     }
 

@@ -11,9 +11,18 @@ from .services import cancel_job
 @admin.register(JobRun)
 class JobRunAdmin(admin.ModelAdmin):
     list_display = (
-        "id", "kind", "subject", "status", "failed_items", "progress", "queue", "engine", "created_by", "created_at",
+        "id",
+        "kind",
+        "subject",
+        "status",
+        "failed_items",
+        "progress",
+        "queue",
+        "engine",
+        "created_by",
+        "created_at",
         "finished_at",
-    )  # fmt: skip
+    )
     list_filter = ("status", "kind", "engine", "queue", "created_at")
     search_fields = ("=id", "kind", "subject", "message")
     list_select_related = ("created_by",)
@@ -21,7 +30,22 @@ class JobRunAdmin(admin.ModelAdmin):
     raw_id_fields = ("created_by", "parent")
     actions = ["cancel_selected"]
     fieldsets = [
-        (None, {"fields": ["kind", "subject", "subject_url", "status", "queue", "engine", "params", "created_by", "parent"]}),
+        (
+            None,
+            {
+                "fields": [
+                    "kind",
+                    "subject",
+                    "subject_url",
+                    "status",
+                    "queue",
+                    "engine",
+                    "params",
+                    "created_by",
+                    "parent",
+                ]
+            },
+        ),
         ("Progress", {"fields": ["progress_done", "progress_total", "message", "cancel_requested"]}),
         ("Outcome", {"fields": ["failed_items", "result", "error", "log_tail"]}),
         ("Worker", {"fields": ["attempts", "worker", "created_at", "started_at", "heartbeat_at", "finished_at"]}),

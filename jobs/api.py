@@ -1,8 +1,8 @@
 """Job runs over the API: list and read them; admins cancel them.
 
-    GET  /api/jobs/                 ?status=&kind=   newest first, paginated
-    GET  /api/jobs/{id}/            one run: progress, message, log tail, result, error, timestamps, parent
-    POST /api/jobs/{id}/cancel/     admin; a queued run stops at once, a running one at its next progress report
+GET  /api/jobs/                 ?status=&kind=   newest first, paginated
+GET  /api/jobs/{id}/            one run: progress, message, log tail, result, error, timestamps, parent
+POST /api/jobs/{id}/cancel/     admin; a queued run stops at once, a running one at its next progress report
 """
 
 from drf_spectacular.utils import extend_schema

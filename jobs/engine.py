@@ -46,9 +46,7 @@ class CeleryEngine:
         with app.connection_for_write(url=settings.CELERY_BROKER_URL) as conn:
             # A few quick tries ride out a broker restart; a broker that is down fails in about a second.
             conn.ensure_connection(max_retries=2, interval_start=0.2, interval_step=0.3, timeout=5)
-            app.send_task(
-                CELERY_TASK, args=[run.pk], queue=run.queue, connection=conn, retry=False, ignore_result=True
-            )
+            app.send_task(CELERY_TASK, args=[run.pk], queue=run.queue, connection=conn, retry=False, ignore_result=True)
 
 
 ENGINES = {"django_q": DjangoQEngine, "celery": CeleryEngine}

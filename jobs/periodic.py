@@ -68,8 +68,9 @@ def every(entry: Periodic) -> int:
     overrides = settings.CLAWGYM_PERIODIC_SECONDS
     seconds = overrides.get(entry.kind, entry.every)
     if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds < 0:
-        raise ValueError(f"CLAWGYM_PERIODIC_SECONDS[{entry.kind!r}] must be a whole number of seconds ≥ 0, "
-                         f"got {seconds!r}")  # fmt: skip
+        raise ValueError(
+            f"CLAWGYM_PERIODIC_SECONDS[{entry.kind!r}] must be a whole number of seconds ≥ 0, got {seconds!r}"
+        )
     return seconds
 
 
@@ -149,8 +150,13 @@ def sync_django_q_schedules() -> dict:
     for entry, seconds in enabled():
         wanted[f"{SCHEDULE_PREFIX}{entry.kind}"] = (entry, django_q_minutes(seconds))
     for name, (entry, minutes) in wanted.items():
-        fields = {"func": "jobs.periodic.tick", "args": repr(entry.kind), "schedule_type": Schedule.MINUTES,
-                  "minutes": minutes, "repeats": -1}  # fmt: skip
+        fields = {
+            "func": "jobs.periodic.tick",
+            "args": repr(entry.kind),
+            "schedule_type": Schedule.MINUTES,
+            "minutes": minutes,
+            "repeats": -1,
+        }
         schedule = Schedule.objects.filter(name=name).first()
         if schedule is None:
             Schedule.objects.create(name=name, next_run=timezone.now(), **fields)

@@ -171,8 +171,9 @@ def sweep(prefix: str = "") -> list[Path]:
         finally:
             os.close(fd)
     if removed:
-        log.warning("removed %d scratch folder(s) left by dead processes: %s", len(removed),
-                    ", ".join(p.name for p in removed))  # fmt: skip
+        log.warning(
+            "removed %d scratch folder(s) left by dead processes: %s", len(removed), ", ".join(p.name for p in removed)
+        )
     return removed
 
 

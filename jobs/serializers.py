@@ -11,8 +11,9 @@ class JobRunListSerializer(serializers.ModelSerializer):
     created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
     percent = serializers.IntegerField(read_only=True, help_text="0-100; 100 once succeeded.")
     outcome = serializers.CharField(
-        read_only=True, help_text='The status, or "partial" for a run that completed with failed items (a run whose '
-        "every item failed has the status failed)."
+        read_only=True,
+        help_text='The status, or "partial" for a run that completed with failed items (a run whose '
+        "every item failed has the status failed).",
     )
     failed_items = serializers.IntegerField(
         source="failed_count", read_only=True, help_text="Items that failed: reported by the job, or failed children."

@@ -224,8 +224,9 @@ def _worker_env(engine: str, **extra: str) -> dict[str, str]:
     }
 
 
-def start_django_q_worker(workers: int = 1, *, proxy_url: str | None = None,
-                          env: dict[str, str] | None = None) -> WorkerProcess:  # fmt: skip
+def start_django_q_worker(
+    workers: int = 1, *, proxy_url: str | None = None, env: dict[str, str] | None = None
+) -> WorkerProcess:
     """Start `manage.py qcluster` on the test database and wait until it runs jobs.
 
     proxy_url: where its rollouts reach the recording proxy (CLAWGYM_PROXY_PUBLIC_URL), e.g. the test process's

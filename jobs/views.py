@@ -40,8 +40,15 @@ def job_list(request):
         context["periodic"] = periodic.statuses()
         context["engine"] = settings.CLAWGYM_JOB_ENGINE
     # Not polling: the list of every job changes all the time; a run's page follows it.
-    return render_list(request, "jobs/list.html", runs, partial="results", context=context, per_page=PAGE_SIZE,
-                       statuses=JobRun.Status.choices)  # fmt: skip
+    return render_list(
+        request,
+        "jobs/list.html",
+        runs,
+        partial="results",
+        context=context,
+        per_page=PAGE_SIZE,
+        statuses=JobRun.Status.choices,
+    )
 
 
 def _detail_context(run: JobRun, user) -> dict:

@@ -36,9 +36,14 @@ def beat(name: str, engine: str, queues, started_at) -> None:
     if not updated:
         Worker.objects.update_or_create(
             name=name,
-            defaults={"host": socket.gethostname(), "engine": engine, "queues": ",".join(queues),
-                      "started_at": started_at, "seen_at": now},
-        )  # fmt: skip
+            defaults={
+                "host": socket.gethostname(),
+                "engine": engine,
+                "queues": ",".join(queues),
+                "started_at": started_at,
+                "seen_at": now,
+            },
+        )
 
 
 class Beat(threading.Thread):
@@ -129,10 +134,13 @@ def queue_wait(run) -> QueueWait | None:
         return None
     on_queue = JobRun.objects.filter(queue=run.queue)
     return QueueWait(
-        queue=run.queue, ahead=on_queue.filter(status=JobRun.Status.QUEUED, pk__lt=run.pk).count(),
-        running=on_queue.filter(status=JobRun.Status.RUNNING).count(), workers=seen_by_queue().get(run.queue, 0),
-        seen_seconds=settings.CLAWGYM_WORKER_SEEN_SECONDS, engine=settings.CLAWGYM_JOB_ENGINE,
-    )  # fmt: skip
+        queue=run.queue,
+        ahead=on_queue.filter(status=JobRun.Status.QUEUED, pk__lt=run.pk).count(),
+        running=on_queue.filter(status=JobRun.Status.RUNNING).count(),
+        workers=seen_by_queue().get(run.queue, 0),
+        seen_seconds=settings.CLAWGYM_WORKER_SEEN_SECONDS,
+        engine=settings.CLAWGYM_JOB_ENGINE,
+    )
 
 
 def recover_on_worker_start(engine_name: str) -> None:

@@ -33,8 +33,13 @@ def known_list_parameters(view) -> set[str]:
         known |= {getattr(backend, name) for name in ("search_param", "ordering_param") if hasattr(backend, name)}
     paginator = getattr(view, "paginator", None)
     if paginator is not None:
-        for name in ("page_query_param", "page_size_query_param", "limit_query_param", "offset_query_param",
-                     "cursor_query_param"):  # fmt: skip
+        for name in (
+            "page_query_param",
+            "page_size_query_param",
+            "limit_query_param",
+            "offset_query_param",
+            "cursor_query_param",
+        ):
             value = getattr(paginator, name, None)
             if value:
                 known.add(value)

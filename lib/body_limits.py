@@ -26,8 +26,16 @@ def _header(scope, name: bytes) -> bytes | None:
 
 
 class BodyLimit:
-    def __init__(self, app, *, default: int, by_prefix: dict[str, int] | None = None, anonymous: int | None = None,
-                 session_cookie: str = "sessionid", anonymous_exempt: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        app,
+        *,
+        default: int,
+        by_prefix: dict[str, int] | None = None,
+        anonymous: int | None = None,
+        session_cookie: str = "sessionid",
+        anonymous_exempt: tuple[str, ...] = (),
+    ):
         self.app = app
         self.default = default
         # Longest prefix first, so /api/imports/ wins over /api/.
@@ -39,7 +47,11 @@ class BodyLimit:
     def limit_for(self, scope) -> int:
         path = scope.get("path", "")
         limit = next((bytes_ for prefix, bytes_ in self.by_prefix if path.startswith(prefix)), self.default)
-        if self.anonymous is not None and not path.startswith(self.anonymous_exempt) and not self._has_credential(scope):
+        if (
+            self.anonymous is not None
+            and not path.startswith(self.anonymous_exempt)
+            and not self._has_credential(scope)
+        ):
             limit = min(limit, self.anonymous)
         return limit
 
@@ -90,13 +102,25 @@ class BodyLimit:
 
 
 async def _refuse(send, limit: int) -> None:
-    body = json.dumps({"error": {"message": f"request body over this route's limit of {limit} bytes",
-                                 "type": "request_too_large", "code": 413}}).encode()
-    await send({
-        "type": "http.response.start",
-        "status": 413,
-        # Close: the unread rest of the body must not be taken for the next request.
-        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                    (b"connection", b"close")],
-    })  # fmt: skip
+    body = json.dumps(
+        {
+            "error": {
+                "message": f"request body over this route's limit of {limit} bytes",
+                "type": "request_too_large",
+                "code": 413,
+            }
+        }
+    ).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            # Close: the unread rest of the body must not be taken for the next request.
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

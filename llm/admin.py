@@ -28,8 +28,18 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(ModelCall)
 class ModelCallAdmin(ReadOnlyAdmin):
-    list_display = ["id", "created_at", "purpose", "endpoint_name", "subject", "input_tokens", "output_tokens",
-                    "latency_ms", "cost", "error"]
+    list_display = [
+        "id",
+        "created_at",
+        "purpose",
+        "endpoint_name",
+        "subject",
+        "input_tokens",
+        "output_tokens",
+        "latency_ms",
+        "cost",
+        "error",
+    ]
     list_filter = ["purpose", "endpoint_name", "api", "stream"]
     search_fields = ["subject", "error"]
     date_hierarchy = "created_at"

@@ -1,11 +1,11 @@
 """The LLM gateway over the API. Reads need the viewer role; endpoint changes need admin.
 
-    GET    /api/model-endpoints/            every endpoint (the key's variable name and whether it is set, never the key)
-    POST   /api/model-endpoints/            admin
-    GET    /api/model-endpoints/{name}/     PATCH/PUT/DELETE: admin (the name does not change)
-    GET    /api/model-calls/                ?purpose=&endpoint=&subject=&session=<id>&outcome=ok|error  newest first
-    GET    /api/model-calls/{id}/           with the request and response (a large one: its head, see llm.bodies)
-    GET    /api/model-calls/{id}/body/request|response/     the whole body, streamed; ?offset=&length= one range
+GET    /api/model-endpoints/            every endpoint (the key's variable name and whether it is set, never the key)
+POST   /api/model-endpoints/            admin
+GET    /api/model-endpoints/{name}/     PATCH/PUT/DELETE: admin (the name does not change)
+GET    /api/model-calls/                ?purpose=&endpoint=&subject=&session=<id>&outcome=ok|error  newest first
+GET    /api/model-calls/{id}/           with the request and response (a large one: its head, see llm.bodies)
+GET    /api/model-calls/{id}/body/request|response/     the whole body, streamed; ?offset=&length= one range
 """
 
 from django.db.models import ProtectedError
@@ -51,9 +51,7 @@ class ModelEndpointViewSet(viewsets.ModelViewSet):
 
 
 @extend_schema(tags=["models"])
-class ModelCallViewSet(
-    QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
-):
+class ModelCallViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     queryset = ModelCall.objects.all()
     filter_serializer_class = ModelCallFilterSerializer
 
@@ -71,12 +69,20 @@ class ModelCallViewSet(
         return super().list(request, *args, **kwargs)
 
     @extend_schema(
-        parameters=[OpenApiParameter("part", OpenApiTypes.STR, OpenApiParameter.PATH, enum=PARTS),
-                    BodyRangeQuerySerializer],
-        responses={200: OpenApiResponse(BodyRangeSerializer, description=(
-            "Without offset and length: the body itself (a JSON document, as an attachment). With them: that range "
-            "of its JSON text."))},
-    )  # fmt: skip
+        parameters=[
+            OpenApiParameter("part", OpenApiTypes.STR, OpenApiParameter.PATH, enum=PARTS),
+            BodyRangeQuerySerializer,
+        ],
+        responses={
+            200: OpenApiResponse(
+                BodyRangeSerializer,
+                description=(
+                    "Without offset and length: the body itself (a JSON document, as an attachment). With them: that range "
+                    "of its JSON text."
+                ),
+            )
+        },
+    )
     @action(detail=True, methods=["get"], url_path=r"body/(?P<part>request|response)", pagination_class=None)
     def body(self, request, pk=None, part=None):
         """A call's request or response in full, streamed in pieces; or one range of it (`?offset=&length=`,
@@ -95,7 +101,13 @@ class ModelCallViewSet(
         if total is None:
             raise NotFound(f"call #{call.pk} has no {part}")
         end = offset + len(text)
-        found = {"part": part, "offset": offset, "total": total, "text": text, "next_offset": end if end < total else None}
+        found = {
+            "part": part,
+            "offset": offset,
+            "total": total,
+            "text": text,
+            "next_offset": end if end < total else None,
+        }
         return Response(BodyRangeSerializer(found).data)
 
 

@@ -82,7 +82,7 @@ class ProxyASGIHandler(ASGIHandler):
 
 def token_in_path(path: str) -> str:
     """/proxy/<token>/v1/... -> <token>"""
-    return path[len(PREFIX):].split("/", 1)[0]
+    return path[len(PREFIX) :].split("/", 1)[0]
 
 
 def with_proxy_lane(site_app):

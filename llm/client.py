@@ -147,8 +147,10 @@ def _bound_answer(response: httpx2.Response) -> None:
     encoding = response.headers.get("content-encoding", "").strip().lower()
     if encoding not in ("", "identity"):
         # Asked for none (identity): a compressed body's size is only known once decoded, past any limit.
-        raise AnswerTooLarge(f"upstream answer compressed ({encoding}) although none was asked for: its size cannot "
-                             "be bounded before it is decoded")  # fmt: skip
+        raise AnswerTooLarge(
+            f"upstream answer compressed ({encoding}) although none was asked for: its size cannot "
+            "be bounded before it is decoded"
+        )
     response.stream = _BoundedBody(response.stream, limit)
 
 
@@ -163,9 +165,13 @@ def _sdk(endpoint: ModelEndpoint) -> openai.OpenAI:
     if client is None:
         http = openai.DefaultHttpxClient(event_hooks={"response": [_bound_answer]})
         client = openai.OpenAI(
-            api_key=key, base_url=endpoint.base_url, timeout=endpoint.timeout_seconds, max_retries=0,
-            default_headers={"Accept-Encoding": "identity"}, http_client=http,
-        )  # fmt: skip
+            api_key=key,
+            base_url=endpoint.base_url,
+            timeout=endpoint.timeout_seconds,
+            max_retries=0,
+            default_headers={"Accept-Encoding": "identity"},
+            http_client=http,
+        )
         _sdk_clients[cache_key] = client
     return client
 
@@ -339,8 +345,9 @@ def check_connection(endpoint: ModelEndpoint) -> ConnectionCheck:
     cap = "max_output_tokens" if endpoint.api_style == ModelEndpoint.ApiStyle.RESPONSES else "max_tokens"
     messages = [{"role": "user", "content": "Reply with the single word: pong"}]
     try:
-        done = complete(endpoint, messages, purpose="test_connection", subject=f"endpoint:{endpoint.name}",
-                        sampling={cap: 16})
+        done = complete(
+            endpoint, messages, purpose="test_connection", subject=f"endpoint:{endpoint.name}", sampling={cap: 16}
+        )
     except ModelCallError as exc:
         return ConnectionCheck(False, exc.call.latency_ms if exc.call else None, str(exc), exc.call)
     except (MissingApiKey, EndpointBusy) as exc:

@@ -16,8 +16,19 @@ class EndpointForm(forms.ModelForm):
     class Meta:
         model = ModelEndpoint
         fields = [
-            "name", "base_url", "model", "api_style", "api_key_env", "roles", "timeout_seconds", "max_retries",
-            "max_concurrent", "sampling", "price_input_per_mtok", "price_output_per_mtok", "enabled",
+            "name",
+            "base_url",
+            "model",
+            "api_style",
+            "api_key_env",
+            "roles",
+            "timeout_seconds",
+            "max_retries",
+            "max_concurrent",
+            "sampling",
+            "price_input_per_mtok",
+            "price_output_per_mtok",
+            "enabled",
         ]
         # Django's labels from field names read "Api key env" and "Price input per mtok": say what each is.
         labels = {
@@ -50,7 +61,9 @@ class CallFilterForm(forms.Form):
     purpose = forms.CharField(required=False, max_length=80)
     endpoint = forms.CharField(required=False, max_length=80)
     subject = forms.CharField(required=False, max_length=200)
-    session = forms.IntegerField(required=False, min_value=1, help_text="A proxy session's id (its token is never shown).")
+    session = forms.IntegerField(
+        required=False, min_value=1, help_text="A proxy session's id (its token is never shown)."
+    )
     outcome = forms.ChoiceField(required=False, choices=[("", "Any outcome"), ("ok", "OK"), ("error", "Error")])
 
     def filter(self, calls):

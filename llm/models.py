@@ -113,7 +113,9 @@ class ModelEndpoint(models.Model):
         validators=[validate_env_name],
         help_text="Name of the environment variable holding the API key, CLAWGYM_KEY_… (blank: the server needs none).",
     )
-    roles = models.JSONField(default=list, blank=True, help_text="What it may serve: generator, judge, diagnosis, agent.")
+    roles = models.JSONField(
+        default=list, blank=True, help_text="What it may serve: generator, judge, diagnosis, agent."
+    )
     timeout_seconds = models.FloatField(default=120.0, validators=[MinValueValidator(0.1)])
     max_retries = models.PositiveSmallIntegerField(default=3, help_text="Retries on 429, 5xx and timeouts.")
     max_concurrent = models.PositiveSmallIntegerField(
@@ -171,7 +173,9 @@ class ModelEndpoint(models.Model):
             return served_key(self.api_key_env)  # a server ClawGym started: its key is derived, never in the env
         key = os.environ.get(self.api_key_env)
         if not key:
-            raise MissingApiKey(f"endpoint {self.name!r} needs its API key in the environment variable {self.api_key_env}")
+            raise MissingApiKey(
+                f"endpoint {self.name!r} needs its API key in the environment variable {self.api_key_env}"
+            )
         return key
 
     def key_state(self) -> str:
@@ -186,7 +190,8 @@ class ModelEndpoint(models.Model):
 
     def cost(self, input_tokens: int | None, output_tokens: int | None) -> Decimal:
         return (
-            Decimal(input_tokens or 0) * self.price_input_per_mtok + Decimal(output_tokens or 0) * self.price_output_per_mtok
+            Decimal(input_tokens or 0) * self.price_input_per_mtok
+            + Decimal(output_tokens or 0) * self.price_output_per_mtok
         ) / MILLION
 
     def as_dict(self) -> dict:
@@ -265,7 +270,9 @@ class ProxySession(models.Model):
         max_length=64, unique=True, editable=False, default=unheld_token_hash, help_text="sha256 of the token."
     )
     endpoint = models.ForeignKey(ModelEndpoint, on_delete=models.PROTECT, related_name="proxy_sessions")
-    subject = models.CharField(max_length=200, blank=True, db_index=True, help_text='What it records, e.g. "rollout:42".')
+    subject = models.CharField(
+        max_length=200, blank=True, db_index=True, help_text='What it records, e.g. "rollout:42".'
+    )
     is_open = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField(
@@ -273,9 +280,10 @@ class ProxySession(models.Model):
     )
     closed_at = models.DateTimeField(null=True, blank=True)
     token_limit = models.PositiveIntegerField(
-        null=True, blank=True,
+        null=True,
+        blank=True,
         help_text="Input + output tokens its calls may use in all; then the proxy refuses (blank: no limit).",
-    )  # fmt: skip
+    )
     # Training sessions (RL rollouts): the proxy asks the upstream for token ids and logprobs and stores them with
     # each call (ModelCallTokens), so the trainer trains on exactly the tokens the policy sampled.
     record_tokens = models.BooleanField(default=False)
@@ -344,15 +352,18 @@ class ModelCall(models.Model):
     request = models.JSONField(help_text="The request body as sent upstream.")
     response = models.JSONField(null=True, blank=True, help_text="The response (assembled, when streamed).")
     sampling_changes = models.JSONField(
-        default=list, blank=True,
+        default=list,
+        blank=True,
         help_text="What the proxy set, capped, removed or refused of the agent's sampling (llm.sampling).",
-    )  # fmt: skip
+    )
     status_code = models.PositiveSmallIntegerField(null=True, blank=True)
     error = models.TextField(blank=True)
     attempts = models.PositiveSmallIntegerField(default=1)
     input_tokens = models.PositiveIntegerField(null=True, blank=True)
     output_tokens = models.PositiveIntegerField(null=True, blank=True)
-    latency_ms = models.FloatField(null=True, blank=True, help_text="Total time, first byte sent to last byte received.")
+    latency_ms = models.FloatField(
+        null=True, blank=True, help_text="Total time, first byte sent to last byte received."
+    )
     ttft_ms = models.FloatField(null=True, blank=True, help_text="Time to the first streamed chunk.")
     cost = models.DecimalField(max_digits=14, decimal_places=8, default=Decimal(0))
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
@@ -432,10 +443,15 @@ class ModelCallTokensManager(models.Manager):
         prompt = list(prompt_token_ids)
         base, shared = self._base_for(call, prompt)
         return self.create(
-            call=call, prompt_base_id=base, prompt_base_length=shared, prompt_suffix_ids=prompt[shared:],
-            prompt_length=len(prompt), completion_token_ids=completion_token_ids,
-            completion_logprobs=completion_logprobs, exact=exact,
-        )  # fmt: skip
+            call=call,
+            prompt_base_id=base,
+            prompt_base_length=shared,
+            prompt_suffix_ids=prompt[shared:],
+            prompt_length=len(prompt),
+            completion_token_ids=completion_token_ids,
+            completion_logprobs=completion_logprobs,
+            exact=exact,
+        )
 
     def _base_for(self, call, prompt: list[int]) -> tuple[int | None, int]:
         """(base row, ids shared) for a new prompt, or (None, 0). Candidates are tried longest possible share first
@@ -443,9 +459,12 @@ class ModelCallTokensManager(models.Manager):
         if call.session_id is None or not prompt:
             return None, 0
         # The session's rows without their prompt ids (completions are short): enough to order the candidates.
-        heads = {pk: (base, length, completion) for pk, base, length, completion in
-                 self.filter(call__session_id=call.session_id)
-                 .values_list("pk", "prompt_base_id", "prompt_length", "completion_token_ids")}  # fmt: skip
+        heads = {
+            pk: (base, length, completion)
+            for pk, base, length, completion in self.filter(call__session_id=call.session_id).values_list(
+                "pk", "prompt_base_id", "prompt_length", "completion_token_ids"
+            )
+        }
         bound = {pk: min(len(prompt), length + len(completion)) for pk, (_, length, completion) in heads.items()}
         links: dict[int, token_chain.Link] = {}
         best, best_shared = None, 0
@@ -459,7 +478,8 @@ class ModelCallTokensManager(models.Manager):
                 continue  # its chain leaves the session (or loops): not a base to rely on
             if missing := [p for p in chain if p not in links]:
                 for p, base_length, suffix in self.filter(pk__in=missing).values_list(
-                        "pk", "prompt_base_length", "prompt_suffix_ids"):  # fmt: skip
+                    "pk", "prompt_base_length", "prompt_suffix_ids"
+                ):
                     base, length, completion = heads[p]
                     links[p] = token_chain.Link(p, base, base_length, suffix, length, completion)
             try:
@@ -517,5 +537,11 @@ class ModelCallTokens(models.Model):
         return token_chain.prompt_of(links, self.pk)
 
     def _link(self) -> token_chain.Link:
-        return token_chain.Link(self.pk, self.prompt_base_id, self.prompt_base_length, self.prompt_suffix_ids,
-                                self.prompt_length, self.completion_token_ids)  # fmt: skip
+        return token_chain.Link(
+            self.pk,
+            self.prompt_base_id,
+            self.prompt_base_length,
+            self.prompt_suffix_ids,
+            self.prompt_length,
+            self.completion_token_ids,
+        )

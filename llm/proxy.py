@@ -82,8 +82,11 @@ def upstream_client() -> httpx.AsyncClient:
     if client is None:
         # Idle connections are dropped after 2 s: uvicorn and vLLM close theirs after 5 s, and a request sent on a
         # connection the server is closing fails with a ReadError (seen under load by bench/load_bench.py).
-        limits = httpx.Limits(max_connections=settings.CLAWGYM_PROXY_MAX_CONNECTIONS, max_keepalive_connections=64,
-                              keepalive_expiry=UPSTREAM_KEEPALIVE_SECONDS)  # fmt: skip
+        limits = httpx.Limits(
+            max_connections=settings.CLAWGYM_PROXY_MAX_CONNECTIONS,
+            max_keepalive_connections=64,
+            keepalive_expiry=UPSTREAM_KEEPALIVE_SECONDS,
+        )
         client = httpx.AsyncClient(limits=limits, trust_env=False)
         _clients[loop] = client
     return client
@@ -355,8 +358,9 @@ async def _forward(request, token: str, api: str, path: str):
             upstream = await client.send(upstream_request, stream=True)
         except STALE_CONNECTION_ERRORS as exc:
             log.info("proxy: upstream connection failed before an answer (%s); sending once more", type(exc).__name__)
-            upstream = await client.send(client.build_request("POST", url, content=raw, headers=headers,
-                                                              timeout=timeout), stream=True)  # fmt: skip
+            upstream = await client.send(
+                client.build_request("POST", url, content=raw, headers=headers, timeout=timeout), stream=True
+            )
     except httpx.TimeoutException as exc:
         call.status_code, call.error = 504, f"upstream timed out: {type(exc).__name__}"
         await call.record()
@@ -403,10 +407,13 @@ def hold_to_budget(api: str, body: dict, remaining: int) -> bool:
 async def _refuse_over_budget(call: _Call, used: int) -> JsonResponse:
     """The session's tokens are spent: a 400 (a client error, so no harness retries it), recorded like any call."""
     limit = call.session.token_limit
-    body = {"error": {
-        "message": f"token limit of {limit} reached for this rollout (used {used})",
-        "type": TOKEN_LIMIT_EXCEEDED, "code": TOKEN_LIMIT_EXCEEDED,
-    }}  # fmt: skip
+    body = {
+        "error": {
+            "message": f"token limit of {limit} reached for this rollout (used {used})",
+            "type": TOKEN_LIMIT_EXCEEDED,
+            "code": TOKEN_LIMIT_EXCEEDED,
+        }
+    }
     call.status_code, call.response, call.error = 400, body, f"{TOKEN_LIMIT_EXCEEDED}: {body['error']['message']}"
     await call.record()
     return JsonResponse(body, status=400)
@@ -423,11 +430,15 @@ async def _history_refusal(session: ProxySession, api: str, body: dict) -> dict 
         return None
     if isinstance(previous, str) and previous and await in_db(_response_recorded, session.pk, previous):
         return None
-    return {"error": {
-        "message": f"previous_response_id {str(previous)[:80]!r} is no response recorded in this rollout's session: "
-                   "its conversation would be history nobody recorded; send the input items instead",
-        "type": SAMPLING_NOT_ALLOWED, "code": SAMPLING_NOT_ALLOWED, "param": "previous_response_id",
-    }}  # fmt: skip
+    return {
+        "error": {
+            "message": f"previous_response_id {str(previous)[:80]!r} is no response recorded in this rollout's session: "
+            "its conversation would be history nobody recorded; send the input items instead",
+            "type": SAMPLING_NOT_ALLOWED,
+            "code": SAMPLING_NOT_ALLOWED,
+            "param": "previous_response_id",
+        }
+    }
 
 
 async def _refuse_sampling(call: _Call, held: Held, refusal: dict | None) -> JsonResponse:

@@ -34,20 +34,57 @@ SAMPLING_NOT_ALLOWED = "sampling_not_allowed"  # the error type and code of a re
 
 # The run's knobs: the run's value is sent (or none, when the run names none), never the agent's.
 RUN_OWNED = {
-    CHAT: ("temperature", "top_p", "seed", "presence_penalty", "frequency_penalty", "top_k", "min_p",
-           "repetition_penalty"),
+    CHAT: (
+        "temperature",
+        "top_p",
+        "seed",
+        "presence_penalty",
+        "frequency_penalty",
+        "top_k",
+        "min_p",
+        "repetition_penalty",
+    ),
     RESPONSES: ("temperature", "top_p"),
-}  # fmt: skip
+}
 OUTPUT_CAPS = {CHAT: ("max_completion_tokens", "max_tokens"), RESPONSES: ("max_output_tokens",)}
 # Fields that change nothing about how the model samples: what to answer (the conversation, the tools), how the answer
 # is delivered (streaming, usage) and bookkeeping the upstream keeps (store, metadata, cache keys).
 PASSED = {
-    CHAT: {"model", "messages", "tools", "parallel_tool_calls", "stream", "stream_options", "stop", "user",
-           "metadata", "store", "prompt_cache_key", "safety_identifier", "service_tier", "reasoning_effort"},
-    RESPONSES: {"model", "input", "instructions", "previous_response_id", "tools", "parallel_tool_calls", "stream",
-                "stream_options", "user", "metadata", "store", "prompt_cache_key", "safety_identifier",
-                "service_tier", "reasoning", "include"},
-}  # fmt: skip
+    CHAT: {
+        "model",
+        "messages",
+        "tools",
+        "parallel_tool_calls",
+        "stream",
+        "stream_options",
+        "stop",
+        "user",
+        "metadata",
+        "store",
+        "prompt_cache_key",
+        "safety_identifier",
+        "service_tier",
+        "reasoning_effort",
+    },
+    RESPONSES: {
+        "model",
+        "input",
+        "instructions",
+        "previous_response_id",
+        "tools",
+        "parallel_tool_calls",
+        "stream",
+        "stream_options",
+        "user",
+        "metadata",
+        "store",
+        "prompt_cache_key",
+        "safety_identifier",
+        "service_tier",
+        "reasoning",
+        "include",
+    },
+}
 MAX_RECORDED_VALUE = 200  # characters of an asked value kept in the record (a chat_template can be long)
 
 
@@ -71,11 +108,19 @@ def _responses_text(value) -> bool:
 
 # Fields passed only with these values (anything else is refused): the harmless settings of a knob that has others.
 CHECKED = {
-    CHAT: {"tool_choice": _harmless_tool_choice, "logprobs": _off, "top_logprobs": _off,
-           "response_format": _text_format},
-    RESPONSES: {"tool_choice": _harmless_tool_choice, "top_logprobs": _off, "text": _responses_text,
-                "truncation": lambda v: v in (None, "disabled")},  # "auto" drops input the record still shows
-}  # fmt: skip
+    CHAT: {
+        "tool_choice": _harmless_tool_choice,
+        "logprobs": _off,
+        "top_logprobs": _off,
+        "response_format": _text_format,
+    },
+    RESPONSES: {
+        "tool_choice": _harmless_tool_choice,
+        "top_logprobs": _off,
+        "text": _responses_text,
+        "truncation": lambda v: v in (None, "disabled"),
+    },  # "auto" drops input the record still shows
+}
 
 
 def policy_for(endpoint) -> dict:
@@ -110,13 +155,17 @@ class Held:
 
     def refusal(self) -> dict:
         names = ", ".join(self.refused)
-        return {"error": {
-            "message": f"the proxy does not pass {names} for this rollout: its sampling is the run's, and "
-                       f"{'these change' if len(self.refused) > 1 else 'this changes'} how the model samples or what "
-                       "it is shown (send the conversation and the tools; temperature, top_p, seed and the output "
-                       "cap are set here)",
-            "type": SAMPLING_NOT_ALLOWED, "code": SAMPLING_NOT_ALLOWED, "param": self.refused[0],
-        }}  # fmt: skip
+        return {
+            "error": {
+                "message": f"the proxy does not pass {names} for this rollout: its sampling is the run's, and "
+                f"{'these change' if len(self.refused) > 1 else 'this changes'} how the model samples or what "
+                "it is shown (send the conversation and the tools; temperature, top_p, seed and the output "
+                "cap are set here)",
+                "type": SAMPLING_NOT_ALLOWED,
+                "code": SAMPLING_NOT_ALLOWED,
+                "param": self.refused[0],
+            }
+        }
 
 
 def _recordable(value):

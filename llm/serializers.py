@@ -19,9 +19,22 @@ class ModelEndpointSerializer(serializers.ModelSerializer):
     class Meta:
         model = ModelEndpoint
         fields = [
-            "name", "base_url", "model", "api_style", "api_key_env", "key_is_set", "roles", "timeout_seconds",
-            "max_retries", "max_concurrent", "sampling", "price_input_per_mtok", "price_output_per_mtok", "enabled",
-            "created_at", "updated_at",
+            "name",
+            "base_url",
+            "model",
+            "api_style",
+            "api_key_env",
+            "key_is_set",
+            "roles",
+            "timeout_seconds",
+            "max_retries",
+            "max_concurrent",
+            "sampling",
+            "price_input_per_mtok",
+            "price_output_per_mtok",
+            "enabled",
+            "created_at",
+            "updated_at",
         ]
         read_only_fields = ["created_at", "updated_at"]
 
@@ -59,9 +72,27 @@ class ModelCallListSerializer(serializers.ModelSerializer):
     class Meta:
         model = ModelCall
         fields = [
-            "id", "endpoint_name", "model", "purpose", "subject", "served_type", "served_id", "session", "api",
-            "stream", "status_code", "ok", "error", "attempts", "input_tokens", "output_tokens", "latency_ms",
-            "ttft_ms", "cost", "sampling_changes", "created_at",
+            "id",
+            "endpoint_name",
+            "model",
+            "purpose",
+            "subject",
+            "served_type",
+            "served_id",
+            "session",
+            "api",
+            "stream",
+            "status_code",
+            "ok",
+            "error",
+            "attempts",
+            "input_tokens",
+            "output_tokens",
+            "latency_ms",
+            "ttft_ms",
+            "cost",
+            "sampling_changes",
+            "created_at",
         ]
         read_only_fields = fields
 
@@ -87,9 +118,15 @@ class ModelCallSerializer(ModelCallListSerializer):
 
     class Meta(ModelCallListSerializer.Meta):
         fields = ModelCallListSerializer.Meta.fields + [
-            "request", "response", "request_length", "response_length", "request_head", "response_head",
-            "request_url", "response_url",
-        ]  # fmt: skip
+            "request",
+            "response",
+            "request_length",
+            "response_length",
+            "request_head",
+            "response_head",
+            "request_url",
+            "response_url",
+        ]
         read_only_fields = fields
 
     @extend_schema_field(OpenApiTypes.OBJECT)
@@ -140,8 +177,12 @@ class BodyRangeSerializer(serializers.Serializer):
 
 class BodyRangeQuerySerializer(serializers.Serializer):
     offset = serializers.IntegerField(required=False, min_value=0, default=0)
-    length = serializers.IntegerField(required=False, min_value=1, max_value=MAX_RANGE,
-                                      help_text="characters (default: CLAWGYM_MODEL_CALL_INLINE_BYTES)")
+    length = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=MAX_RANGE,
+        help_text="characters (default: CLAWGYM_MODEL_CALL_INLINE_BYTES)",
+    )
 
 
 class ModelCallFilterSerializer(serializers.Serializer):

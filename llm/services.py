@@ -15,8 +15,18 @@ from .models import ModelEndpoint, ProxySession, hash_token, new_session_token
 log = logging.getLogger(__name__)
 
 ENDPOINT_FIELDS = {
-    "base_url", "model", "api_style", "api_key_env", "roles", "timeout_seconds", "max_retries", "max_concurrent",
-    "sampling", "price_input_per_mtok", "price_output_per_mtok", "enabled",
+    "base_url",
+    "model",
+    "api_style",
+    "api_key_env",
+    "roles",
+    "timeout_seconds",
+    "max_retries",
+    "max_concurrent",
+    "sampling",
+    "price_input_per_mtok",
+    "price_output_per_mtok",
+    "enabled",
 }
 
 
@@ -61,8 +71,13 @@ def update_endpoint(endpoint: ModelEndpoint, *, user=None, **fields) -> ModelEnd
 
 
 def open_proxy_session(
-    endpoint: ModelEndpoint, *, subject: str = "", ttl_seconds: float | None = None, token_limit: int | None = None,
-    record_tokens: bool = False, sampling: dict | None = None,
+    endpoint: ModelEndpoint,
+    *,
+    subject: str = "",
+    ttl_seconds: float | None = None,
+    token_limit: int | None = None,
+    record_tokens: bool = False,
+    sampling: dict | None = None,
 ) -> ProxySession:
     """A new recording session on `endpoint`. The returned object's `token` is the agent's only credential and the
     only time the plaintext exists (only its hash is stored): hand it on, never log or show it. The session
@@ -75,7 +90,9 @@ def open_proxy_session(
     ttl = settings.CLAWGYM_PROXY_SESSION_TTL_SECONDS if ttl_seconds is None else ttl_seconds
     if ttl <= 0:
         raise ValueError(f"a proxy session's time to live must be positive, got {ttl}")
-    if token_limit is not None and (isinstance(token_limit, bool) or not isinstance(token_limit, int) or token_limit < 1):
+    if token_limit is not None and (
+        isinstance(token_limit, bool) or not isinstance(token_limit, int) or token_limit < 1
+    ):
         raise ValueError(f"a proxy session's token limit must be a positive whole number, got {token_limit!r}")
     if not isinstance(record_tokens, bool):
         raise ValueError(f"record_tokens must be true or false, got {record_tokens!r}")
@@ -83,10 +100,14 @@ def open_proxy_session(
         raise ValueError(f"a session's sampling policy is llm.sampling.policy_for's shape, got {sampling!r}")
     token = new_session_token()
     session = ProxySession.objects.create(
-        endpoint=endpoint, subject=subject, token_hash=hash_token(token),
-        expires_at=timezone.now() + timedelta(seconds=ttl), token_limit=token_limit, record_tokens=record_tokens,
+        endpoint=endpoint,
+        subject=subject,
+        token_hash=hash_token(token),
+        expires_at=timezone.now() + timedelta(seconds=ttl),
+        token_limit=token_limit,
+        record_tokens=record_tokens,
         sampling=sampling,
-    )  # fmt: skip
+    )
     session.token = token
     return session
 

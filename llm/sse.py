@@ -108,7 +108,7 @@ class StreamAssembler:
             # Text and arguments as lists of pieces, joined in result().
             merged = self._choices.setdefault(
                 index, {"role": "assistant", "texts": {}, "calls": {}, "finish_reason": None}
-            )  # fmt: skip
+            )
             delta = choice.get("delta") or {}
             if delta.get("role"):
                 merged["role"] = delta["role"]
@@ -145,8 +145,12 @@ class StreamAssembler:
             if not self.events:
                 return None
             # Cut off before its final event: keep what text arrived, and say so.
-            return {"object": "response", "status": "incomplete_stream", "last_event": self._last_type,
-                    "output_text": "".join(self._text)}
+            return {
+                "object": "response",
+                "status": "incomplete_stream",
+                "last_event": self._last_type,
+                "output_text": "".join(self._text),
+            }
         if not self.events:
             return None
         choices = []
@@ -156,10 +160,13 @@ class StreamAssembler:
             message.update({name: "".join(pieces) for name, pieces in merged["texts"].items()})
             if merged["calls"]:
                 message["tool_calls"] = [
-                    {"id": call["id"], "type": "function",
-                     "function": {"name": call["name"], "arguments": "".join(call["arguments"])}}
+                    {
+                        "id": call["id"],
+                        "type": "function",
+                        "function": {"name": call["name"], "arguments": "".join(call["arguments"])},
+                    }
                     for call in (merged["calls"][i] for i in sorted(merged["calls"]))
-                ]  # fmt: skip
+                ]
             choices.append({"index": index, "message": message, "finish_reason": merged["finish_reason"]})
         return {"object": "chat.completion", **self._meta, "choices": choices, "usage": self._usage}
 

@@ -283,10 +283,17 @@ def _padding(size: int):
 
 def _padding_frames(first: dict, size: int, responses_api: bool):
     """A padded stream's filler: content deltas (chat chunks, or Responses text deltas) of PAD_PIECE bytes each."""
+
     def frame(text: str) -> bytes:
         if responses_api:
-            event = {"type": "response.output_text.delta", "item_id": "msg_padding", "output_index": 0,
-                     "content_index": 0, "delta": text, "sequence_number": 1}
+            event = {
+                "type": "response.output_text.delta",
+                "item_id": "msg_padding",
+                "output_index": 0,
+                "content_index": 0,
+                "delta": text,
+                "sequence_number": 1,
+            }
             return f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
         chunk = {**first, "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
         return f"data: {json.dumps(chunk)}\n\n".encode()

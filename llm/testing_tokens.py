@@ -56,8 +56,9 @@ def toy_assistant(content, tool_calls) -> str:
     """An assistant turn as the toy template renders it (and as the toy policy samples it, before its <|im_end|>)."""
     calls = "".join(
         f"<tool_call>{(c.get('function') or c).get('name', '')} {(c.get('function') or c).get('arguments', '')}"
-        "</tool_call>" for c in tool_calls or []
-    )  # fmt: skip
+        "</tool_call>"
+        for c in tool_calls or []
+    )
     return _toy_text(content) + calls
 
 
@@ -85,9 +86,17 @@ def toy_prompt_ids(request: dict) -> list[int]:
 
 
 def _toy_logprobs(ids: list[int], start: int) -> dict:
-    return {"content": [{"token": toy_detokenize([t]), "logprob": toy_logprob(t, start + n),
-                         "bytes": list(toy_detokenize([t]).encode()), "top_logprobs": []}
-                        for n, t in enumerate(ids)]}  # fmt: skip
+    return {
+        "content": [
+            {
+                "token": toy_detokenize([t]),
+                "logprob": toy_logprob(t, start + n),
+                "bytes": list(toy_detokenize([t]).encode()),
+                "top_logprobs": [],
+            }
+            for n, t in enumerate(ids)
+        ]
+    }
 
 
 def vllm_tokens_whole(payload: dict, reply, request: dict) -> dict:
@@ -97,8 +106,11 @@ def vllm_tokens_whole(payload: dict, reply, request: dict) -> dict:
     choice = payload["choices"][0]
     choice["token_ids"] = completion
     choice["logprobs"] = _toy_logprobs(completion, 0) if request.get("logprobs") else None
-    payload["usage"] = {"prompt_tokens": len(prompt), "completion_tokens": len(completion),
-                        "total_tokens": len(prompt) + len(completion)}  # fmt: skip
+    payload["usage"] = {
+        "prompt_tokens": len(prompt),
+        "completion_tokens": len(completion),
+        "total_tokens": len(prompt) + len(completion),
+    }
     return {**payload, "prompt_token_ids": prompt}
 
 
@@ -123,8 +135,7 @@ def vllm_tokens_chunks(chunks: list[dict], reply, request: dict) -> list[dict]:
         chunk = json.loads(json.dumps(chunk))
         if not chunk.get("choices"):  # the usage chunk
             prompt = len(toy_prompt_ids(request))
-            chunk["usage"] = {"prompt_tokens": prompt, "completion_tokens": position,
-                              "total_tokens": prompt + position}  # fmt: skip
+            chunk["usage"] = {"prompt_tokens": prompt, "completion_tokens": position, "total_tokens": prompt + position}
             out.append(chunk)
             continue
         choice = chunk["choices"][0]

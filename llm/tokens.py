@@ -119,8 +119,12 @@ class TokenCapture:
         if problem:
             log.warning("proxied call's tokens not recorded (its sample will be re-tokenized): %s", problem)
             return None
-        return {"prompt_token_ids": self.prompt_ids, "completion_token_ids": self.completion_ids,
-                "completion_logprobs": self.logprobs, "exact": True}
+        return {
+            "prompt_token_ids": self.prompt_ids,
+            "completion_token_ids": self.completion_ids,
+            "completion_logprobs": self.logprobs,
+            "exact": True,
+        }
 
 
 def strip_logprobs(body: dict) -> bool:
@@ -139,8 +143,9 @@ def without_token_fields(body):
         return body
     out = {k: v for k, v in body.items() if k != "prompt_token_ids"}
     if isinstance(out.get("choices"), list):
-        out["choices"] = [{k: v for k, v in c.items() if k != "token_ids"} if isinstance(c, dict) else c
-                          for c in out["choices"]]  # fmt: skip
+        out["choices"] = [
+            {k: v for k, v in c.items() if k != "token_ids"} if isinstance(c, dict) else c for c in out["choices"]
+        ]
     return out
 
 

@@ -56,7 +56,9 @@ def endpoint_edit(request, name: str | None = None):
         except ValidationError as exc:
             _apply_errors(form, exc)
     status = 400 if request.method == "POST" else 200
-    return render_page(request, "llm/endpoint_form.html", {"nav": "models", "form": form, "endpoint": endpoint}, status=status)
+    return render_page(
+        request, "llm/endpoint_form.html", {"nav": "models", "form": form, "endpoint": endpoint}, status=status
+    )
 
 
 @admin_required

@@ -71,8 +71,12 @@ def chat_completion(reply: Reply, request: dict) -> dict:
 
 
 def chat_chunks(reply: Reply, request: dict) -> list[dict]:
-    base = {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion.chunk",
-            "created": int(time.time()), "model": request.get("model", "scripted")}  # fmt: skip
+    base = {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": request.get("model", "scripted"),
+    }
 
     def chunk(delta, finish=None):
         return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
@@ -98,19 +102,36 @@ def chat_chunks(reply: Reply, request: dict) -> list[dict]:
 def responses_object(reply: Reply, request: dict, status: str = "completed") -> dict:
     output = []
     if reply.content is not None:
-        output.append({
-            "type": "message", "id": f"msg_{uuid.uuid4().hex[:8]}", "role": "assistant", "status": "completed",
-            "content": [{"type": "output_text", "text": reply.content, "annotations": []}],
-        })  # fmt: skip
+        output.append(
+            {
+                "type": "message",
+                "id": f"msg_{uuid.uuid4().hex[:8]}",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": reply.content, "annotations": []}],
+            }
+        )
     for i, call in enumerate(reply.tool_calls):
-        output.append({"type": "function_call", "id": f"fc_{i}", "call_id": f"call_{i}", "name": call["name"],
-                       "arguments": call["arguments"], "status": "completed"})  # fmt: skip
+        output.append(
+            {
+                "type": "function_call",
+                "id": f"fc_{i}",
+                "call_id": f"call_{i}",
+                "name": call["name"],
+                "arguments": call["arguments"],
+                "status": "completed",
+            }
+        )
     prompt, completion = usage_of(reply, request)
     return {
-        "id": f"resp_{uuid.uuid4().hex[:12]}", "object": "response", "created_at": int(time.time()),
-        "status": status, "model": request.get("model", "scripted"), "output": output,
+        "id": f"resp_{uuid.uuid4().hex[:12]}",
+        "object": "response",
+        "created_at": int(time.time()),
+        "status": status,
+        "model": request.get("model", "scripted"),
+        "output": output,
         "usage": {"input_tokens": prompt, "output_tokens": completion, "total_tokens": prompt + completion},
-    }  # fmt: skip
+    }
 
 
 def responses_events(reply: Reply, request: dict) -> list[dict]:
@@ -119,8 +140,15 @@ def responses_events(reply: Reply, request: dict) -> list[dict]:
     events = [{"type": "response.created", "response": started}]
     item_id = final["output"][0]["id"] if reply.content is not None else None
     for piece in _pieces(reply.content or "", reply.chunk_size) if item_id else []:
-        events.append({"type": "response.output_text.delta", "item_id": item_id, "output_index": 0,
-                       "content_index": 0, "delta": piece})  # fmt: skip
+        events.append(
+            {
+                "type": "response.output_text.delta",
+                "item_id": item_id,
+                "output_index": 0,
+                "content_index": 0,
+                "delta": piece,
+            }
+        )
     events.append({"type": "response.completed", "response": final})
     return [{**event, "sequence_number": n} for n, event in enumerate(events)]
 

@@ -50,8 +50,9 @@ def check_broker() -> tuple[bool, dict]:
 
 def ping_celery_broker(url: str) -> None:
     if url.startswith(("redis://", "rediss://", "unix://")):
-        client = redis.Redis.from_url(url, socket_timeout=BROKER_TIMEOUT_SECONDS,
-                                      socket_connect_timeout=BROKER_TIMEOUT_SECONDS)  # fmt: skip
+        client = redis.Redis.from_url(
+            url, socket_timeout=BROKER_TIMEOUT_SECONDS, socket_connect_timeout=BROKER_TIMEOUT_SECONDS
+        )
         try:
             client.ping()
         finally:

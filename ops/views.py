@@ -103,7 +103,8 @@ def metrics(request):
     if not metrics_allowed(request):
         return HttpResponse(
             "403 Forbidden: /metrics is served to CLAWGYM_METRICS_ALLOW_NETWORKS or with CLAWGYM_METRICS_TOKEN.\n",
-            status=403, content_type="text/plain",
-        )  # fmt: skip
+            status=403,
+            content_type="text/plain",
+        )
     output = prometheus_client.generate_latest(_registry())
     return HttpResponse(output, content_type=prometheus_client.CONTENT_TYPE_LATEST)

@@ -72,8 +72,15 @@ class QualitySampleAdmin(ReadOnlyAdmin):
 
 @admin.register(QualityRating)
 class QualityRatingAdmin(ReadOnlyAdmin):
-    list_display = ["item", "reviewer", "reasonableness", "feasibility", "resource_consistency", "verification",
-                    "updated_at"]  # fmt: skip
+    list_display = [
+        "item",
+        "reviewer",
+        "reasonableness",
+        "feasibility",
+        "resource_consistency",
+        "verification",
+        "updated_at",
+    ]
     list_filter = ["item__sample"]
     raw_id_fields = ["item"]
 

@@ -86,9 +86,11 @@ class BenchmarkViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         data = serializer.validated_data
         try:
             serializer.instance, _created = get_or_create_benchmark(
-                data["name"], user=self.request.user, description=data.get("description", ""),
+                data["name"],
+                user=self.request.user,
+                description=data.get("description", ""),
                 lazy_tolerance=data.get("lazy_tolerance", 0.0),
-            )  # fmt: skip
+            )
         except BenchmarkError as exc:
             raise ValidationError({"detail": [str(exc)]}) from None
 
@@ -141,8 +143,15 @@ class BenchmarkViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
                 raise ValidationError({"candidates": [f"not candidates of {benchmark.name}: {', '.join(missing)}"]})
             candidates = [found[t] for t in wanted]
         try:
-            flt = start_difficulty_filter(benchmark, strong=data["strong"], small=data["small"], n=data["n"],
-                                          candidates=candidates, harness=data.get("harness"), user=request.user)  # fmt: skip
+            flt = start_difficulty_filter(
+                benchmark,
+                strong=data["strong"],
+                small=data["small"],
+                n=data["n"],
+                candidates=candidates,
+                harness=data.get("harness"),
+                user=request.user,
+            )
         except (DifficultyError, services.NotAllowed) as exc:
             return _error(exc)
         except JobEngineError as exc:

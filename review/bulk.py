@@ -63,8 +63,10 @@ def decide_many(candidate_ids, decision: str, *, user, reason: str = "") -> Bulk
     if not has_role(user, REVIEWER):
         raise services.NotAllowed(f"deciding on candidates needs the {REVIEWER} role")
     if decision not in BULK_DECISIONS:
-        raise services.ReviewError(f"a bulk decision is accept or reject, not {decision!r} (fixes are made one at a "
-                                   "time, on the candidate's page)")  # fmt: skip
+        raise services.ReviewError(
+            f"a bulk decision is accept or reject, not {decision!r} (fixes are made one at a "
+            "time, on the candidate's page)"
+        )
     if decision == Decision.REJECT and not reason.strip():
         raise services.ReviewError("rejecting needs a reason")
     ids = list(dict.fromkeys(int(pk) for pk in candidate_ids))

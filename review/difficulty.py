@@ -56,8 +56,9 @@ def _require_admin(user, what: str) -> None:
         raise NotAllowed(f"{what} needs the {ADMIN} role")
 
 
-def verdict_for(strong: float | None, small: float | None, *, strong_min: float, small_max: float,
-                margin: float = 0.0) -> str:  # fmt: skip
+def verdict_for(
+    strong: float | None, small: float | None, *, strong_min: float, small_max: float, margin: float = 0.0
+) -> str:
     """The verdict of a candidate whose strong and small agents scored these means (None: no score), by the
     precedence in this module's docstring."""
     if strong is None or small is None:
@@ -75,8 +76,9 @@ def verdict_for(strong: float | None, small: float | None, *, strong_min: float,
 # --- thresholds ------------------------------------------------------------------------------------------------
 
 
-def set_difficulty_thresholds(benchmark: Benchmark, *, strong_min: float, small_max: float, margin: float = 0.0,
-                              user) -> Benchmark:  # fmt: skip
+def set_difficulty_thresholds(
+    benchmark: Benchmark, *, strong_min: float, small_max: float, margin: float = 0.0, user
+) -> Benchmark:
     """Change what the benchmark's next difficulty filters keep (a filter already started keeps its own)."""
     _require_admin(user, "setting a benchmark's difficulty thresholds")
     values = {"difficulty_strong_min": strong_min, "difficulty_small_max": small_max, "difficulty_margin": margin}
@@ -117,19 +119,29 @@ def _prepare(benchmark, *, strong, small, n, candidates, harness, user) -> tuple
     revisions = [c.task.current_revision for c in chosen]
     creator = user if user is not None and user.is_authenticated else None
     flt = DifficultyFilter.objects.create(
-        benchmark=benchmark, strong_endpoint=strong, small_endpoint=small, n=n, harness=harness or "",
-        strong_min=benchmark.difficulty_strong_min, small_max=benchmark.difficulty_small_max,
-        margin=benchmark.difficulty_margin, created_by=creator,
-    )  # fmt: skip
+        benchmark=benchmark,
+        strong_endpoint=strong,
+        small_endpoint=small,
+        n=n,
+        harness=harness or "",
+        strong_min=benchmark.difficulty_strong_min,
+        small_max=benchmark.difficulty_small_max,
+        margin=benchmark.difficulty_margin,
+        created_by=creator,
+    )
     flt.candidates.set(chosen)
     return flt, revisions
 
 
 def _run_settings(flt: DifficultyFilter, revisions, endpoint, side: str, *, here: bool) -> dict:
     settings_ = {
-        "endpoint": endpoint, "revisions": revisions, "harness": flt.harness or None, "repeats": flt.n,
-        "name": f"difficulty #{flt.pk} of {flt.benchmark.name}: {side} ({endpoint.name})", "fresh": True,
-    }  # fmt: skip
+        "endpoint": endpoint,
+        "revisions": revisions,
+        "harness": flt.harness or None,
+        "repeats": flt.n,
+        "name": f"difficulty #{flt.pk} of {flt.benchmark.name}: {side} ({endpoint.name})",
+        "fresh": True,
+    }
     if here:
         # Run by this process, which finishes the filter itself: no job to queue when the run ends.
         return settings_ | {"inline": True}
@@ -143,33 +155,42 @@ def _attach(flt: DifficultyFilter, strong_run: EvalRun, small_run: EvalRun) -> D
     return flt
 
 
-def start_difficulty_filter(benchmark: Benchmark, *, strong, small, n: int = 4, candidates=None, harness=None,
-                            user) -> DifficultyFilter:  # fmt: skip
+def start_difficulty_filter(
+    benchmark: Benchmark, *, strong, small, n: int = 4, candidates=None, harness=None, user
+) -> DifficultyFilter:
     """Start a filter over `candidates` (default: the benchmark's open and accepted ones): two evaluation runs,
     strong and small, of n rollouts per candidate, queued on the workers. `user` None: a trusted script.
     Raises DifficultyError (or NotAllowed) when it cannot start, JobEngineError when the engine refuses the jobs."""
     try:
         with transaction.atomic():
-            flt, revisions = _prepare(benchmark, strong=strong, small=small, n=n, candidates=candidates,
-                                      harness=harness, user=user)  # fmt: skip
+            flt, revisions = _prepare(
+                benchmark, strong=strong, small=small, n=n, candidates=candidates, harness=harness, user=user
+            )
             strong_run, _ = start_eval_run(user=user, **_run_settings(flt, revisions, strong, "strong", here=False))
             small_run, _ = start_eval_run(user=user, **_run_settings(flt, revisions, small, "small", here=False))
             _attach(flt, strong_run, small_run)
     except EvalRunError as exc:
         raise DifficultyError(str(exc)) from None
-    log.info("difficulty filter %s started: %s candidates, runs %s and %s", flt.pk, len(revisions), strong_run.pk,
-             small_run.pk)  # fmt: skip
+    log.info(
+        "difficulty filter %s started: %s candidates, runs %s and %s",
+        flt.pk,
+        len(revisions),
+        strong_run.pk,
+        small_run.pk,
+    )
     return flt
 
 
-def run_difficulty_filter_here(benchmark: Benchmark, *, strong, small, n: int = 4, candidates=None, harness=None,
-                               user=None, on_rollout=None) -> DifficultyFilter:  # fmt: skip
+def run_difficulty_filter_here(
+    benchmark: Benchmark, *, strong, small, n: int = 4, candidates=None, harness=None, user=None, on_rollout=None
+) -> DifficultyFilter:
     """The same filter, its rollouts run one after another in this process (`difficulty_filter --here`), then
     finished. A failure on the way marks the filter failed with the reason (and raises)."""
     try:
         with transaction.atomic():
-            flt, revisions = _prepare(benchmark, strong=strong, small=small, n=n, candidates=candidates,
-                                      harness=harness, user=user)  # fmt: skip
+            flt, revisions = _prepare(
+                benchmark, strong=strong, small=small, n=n, candidates=candidates, harness=harness, user=user
+            )
             strong_run, _ = create_eval_run(user=user, **_run_settings(flt, revisions, strong, "strong", here=True))
             small_run, _ = create_eval_run(user=user, **_run_settings(flt, revisions, small, "small", here=True))
             _attach(flt, strong_run, small_run)
@@ -239,7 +260,7 @@ def _results(flt: DifficultyFilter) -> list[DifficultyResult]:
         for row in EvalRunTask.objects.filter(run_id__in=[flt.strong_run_id, flt.small_run_id]).only(
             "run_id", "task_id", "revision_id", "n", "mean"
         )
-    }  # fmt: skip
+    }
     results = []
     for candidate in flt.candidates.select_related("task").order_by("task__external_id"):
         strong = rows.get((flt.strong_run_id, candidate.task_id))
@@ -248,13 +269,20 @@ def _results(flt: DifficultyFilter) -> list[DifficultyResult]:
         revision_id = (strong or small).revision_id if (strong or small) else candidate.task.current_revision_id
         strong_mean = strong.mean if strong is not None and strong.n else None
         small_mean = small.mean if small is not None and small.n else None
-        results.append(DifficultyResult(
-            filter=flt, candidate=candidate, revision_id=revision_id,
-            strong_mean=strong_mean, small_mean=small_mean,
-            strong_n=strong.n if strong is not None else 0, small_n=small.n if small is not None else 0,
-            verdict=verdict_for(strong_mean, small_mean, strong_min=flt.strong_min, small_max=flt.small_max,
-                                margin=flt.margin),
-        ))  # fmt: skip
+        results.append(
+            DifficultyResult(
+                filter=flt,
+                candidate=candidate,
+                revision_id=revision_id,
+                strong_mean=strong_mean,
+                small_mean=small_mean,
+                strong_n=strong.n if strong is not None else 0,
+                small_n=small.n if small is not None else 0,
+                verdict=verdict_for(
+                    strong_mean, small_mean, strong_min=flt.strong_min, small_max=flt.small_max, margin=flt.margin
+                ),
+            )
+        )
     return results
 
 

@@ -18,9 +18,11 @@ class DecisionForm(forms.Form):
     decision = forms.ChoiceField(choices=[(d.value, d.label) for d in (Decision.ACCEPT, Decision.FIX, Decision.REJECT)])
     reason = forms.CharField(required=False, max_length=10_000, widget=forms.Textarea(attrs={"rows": 3}))
     override_reason = forms.CharField(
-        required=False, max_length=10_000, widget=forms.Textarea(attrs={"rows": 2}),
+        required=False,
+        max_length=10_000,
+        widget=forms.Textarea(attrs={"rows": 2}),
         help_text="Admins only: why to accept although the sanity check failed.",
-    )  # fmt: skip
+    )
 
     def clean(self):
         data = super().clean()
@@ -69,10 +71,18 @@ def agent_endpoints():
 class DifficultyFilterForm(forms.Form):
     """Start a difficulty filter: a strong and a small agent, n rollouts each per candidate, a harness."""
 
-    strong = forms.ModelChoiceField(queryset=None, to_field_name="name", label="Strong agent",
-                                    help_text="Should solve a kept candidate (mean at least the strong minimum).")  # fmt: skip
-    small = forms.ModelChoiceField(queryset=None, to_field_name="name", label="Small agent",
-                                   help_text="Should mostly fail a kept candidate (mean at most the small maximum).")  # fmt: skip
+    strong = forms.ModelChoiceField(
+        queryset=None,
+        to_field_name="name",
+        label="Strong agent",
+        help_text="Should solve a kept candidate (mean at least the strong minimum).",
+    )
+    small = forms.ModelChoiceField(
+        queryset=None,
+        to_field_name="name",
+        label="Small agent",
+        help_text="Should mostly fail a kept candidate (mean at most the small maximum).",
+    )
     n = forms.IntegerField(min_value=1, max_value=MAX_REPEATS, initial=4, label="Rollouts each (n)")
     harness = forms.ChoiceField(choices=HARNESS_CHOICES, required=False)
 
@@ -80,8 +90,12 @@ class DifficultyFilterForm(forms.Form):
         """`last`: the previous DifficultyFilter, whose endpoints, n and harness are the defaults."""
         initial = {"n": 4, "harness": settings.CLAWGYM_DEFAULT_HARNESS}
         if last is not None:
-            initial |= {"strong": last.strong_endpoint.name, "small": last.small_endpoint.name, "n": last.n,
-                        "harness": last.harness or initial["harness"]}  # fmt: skip
+            initial |= {
+                "strong": last.strong_endpoint.name,
+                "small": last.small_endpoint.name,
+                "n": last.n,
+                "harness": last.harness or initial["harness"],
+            }
         kwargs["initial"] = initial | kwargs.get("initial", {})
         super().__init__(*args, **kwargs)
         self.fields["strong"].queryset = self.fields["small"].queryset = agent_endpoints()
@@ -100,17 +114,34 @@ class DifficultyFilterForm(forms.Form):
 class DifficultyThresholdsForm(forms.Form):
     """The benchmark's thresholds for its next difficulty filters."""
 
-    strong_min = forms.FloatField(min_value=0.0, max_value=1.0, label="Strong agent at least",
-                                  widget=forms.NumberInput(attrs={"step": "0.01", "min": "0", "max": "1"}),
-                                  help_text="A candidate whose strong agent scores less (mean) is too hard.")  # fmt: skip
-    small_max = forms.FloatField(min_value=0.0, max_value=1.0, label="Small agent at most",
-                                 widget=forms.NumberInput(attrs={"step": "0.01", "min": "0", "max": "1"}),
-                                 help_text="A candidate whose small agent scores more (mean) is too easy.")  # fmt: skip
-    margin = forms.FloatField(min_value=0.0, max_value=1.0, label="Strong beats small by more than",
-                              widget=forms.NumberInput(attrs={"step": "0.01", "min": "0", "max": "1"}),
-                              help_text="Else the candidate does not tell the agents apart (0: strictly better).")  # fmt: skip
+    strong_min = forms.FloatField(
+        min_value=0.0,
+        max_value=1.0,
+        label="Strong agent at least",
+        widget=forms.NumberInput(attrs={"step": "0.01", "min": "0", "max": "1"}),
+        help_text="A candidate whose strong agent scores less (mean) is too hard.",
+    )
+    small_max = forms.FloatField(
+        min_value=0.0,
+        max_value=1.0,
+        label="Small agent at most",
+        widget=forms.NumberInput(attrs={"step": "0.01", "min": "0", "max": "1"}),
+        help_text="A candidate whose small agent scores more (mean) is too easy.",
+    )
+    margin = forms.FloatField(
+        min_value=0.0,
+        max_value=1.0,
+        label="Strong beats small by more than",
+        widget=forms.NumberInput(attrs={"step": "0.01", "min": "0", "max": "1"}),
+        help_text="Else the candidate does not tell the agents apart (0: strictly better).",
+    )
 
     @classmethod
     def for_benchmark(cls, benchmark):
-        return cls(initial={"strong_min": benchmark.difficulty_strong_min, "small_max": benchmark.difficulty_small_max,
-                            "margin": benchmark.difficulty_margin})  # fmt: skip
+        return cls(
+            initial={
+                "strong_min": benchmark.difficulty_strong_min,
+                "small_max": benchmark.difficulty_small_max,
+                "margin": benchmark.difficulty_margin,
+            }
+        )

@@ -50,8 +50,9 @@ class BenchmarkCandidate(models.Model):
     # The verdict of the latest difficulty filter that covered the candidate (DifficultyVerdict, blank: never
     # filtered), kept here like worst_rank so that the queue filters on an indexed column; strong_mean and
     # small_mean are that result's means. review.difficulty keeps all three in step with the DifficultyResult rows.
-    difficulty_verdict = models.CharField(max_length=24, blank=True, db_index=True, editable=False,
-                                          choices=DifficultyVerdict.choices)  # fmt: skip
+    difficulty_verdict = models.CharField(
+        max_length=24, blank=True, db_index=True, editable=False, choices=DifficultyVerdict.choices
+    )
     # SEVERITY_RANK of the worst issue of the latest diagnosis; null: no issues, or not diagnosed. Kept here, not
     # computed per request, so the queue filters and sorts on an indexed column (bench/review_bench.py).
     worst_rank = models.PositiveSmallIntegerField(null=True, blank=True, editable=False)
@@ -196,10 +197,16 @@ class ReviewDecision(models.Model):
     # {issue id (string): valid | not_valid | fixed}
     verdicts = models.JSONField(default=dict, blank=True)
     revision = models.ForeignKey(
-        "tasks.TaskRevision", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        "tasks.TaskRevision",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
         help_text="The revision this decision produced (fix) or accepted.",
-    )  # fmt: skip
-    override_reason = models.TextField(blank=True, help_text="An admin's reason to accept despite a failed sanity check.")
+    )
+    override_reason = models.TextField(
+        blank=True, help_text="An admin's reason to accept despite a failed sanity check."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -243,22 +250,26 @@ class QualityDimension(NamedTuple):
 # What raters score in a quality sample, each from 1 to 5 (the human study of synthesized tasks in ClawGym).
 QUALITY_DIMENSIONS = [
     QualityDimension(
-        "reasonableness", "Task reasonableness",
+        "reasonableness",
+        "Task reasonableness",
         "The instruction is clear, realistic and something a user would really ask.",
     ),
     QualityDimension(
-        "feasibility", "Execution feasibility",
+        "feasibility",
+        "Execution feasibility",
         "An agent with the workspace tools can complete it: nothing it needs is missing.",
     ),
     QualityDimension(
-        "resource_consistency", "Resource consistency",
+        "resource_consistency",
+        "Resource consistency",
         "The input files match what the instruction says about them and are enough for it.",
     ),
     QualityDimension(
-        "verification", "Verification quality",
+        "verification",
+        "Verification quality",
         "The checker and rubric pass every good result and fail bad ones: strict, not over-strict.",
     ),
-]  # fmt: skip
+]
 QUALITY_SCALE = {1: "unusable", 2: "major problems", 3: "acceptable", 4: "good", 5: "excellent"}
 
 
@@ -406,8 +417,9 @@ class DifficultyResult(models.Model):
 
     filter = models.ForeignKey(DifficultyFilter, on_delete=models.CASCADE, related_name="results")
     candidate = models.ForeignKey(BenchmarkCandidate, on_delete=models.CASCADE, related_name="difficulty_results")
-    revision = models.ForeignKey("tasks.TaskRevision", on_delete=models.CASCADE, related_name="+",
-                                 help_text="The revision both agents ran on.")  # fmt: skip
+    revision = models.ForeignKey(
+        "tasks.TaskRevision", on_delete=models.CASCADE, related_name="+", help_text="The revision both agents ran on."
+    )
     strong_mean = models.FloatField(null=True, blank=True)
     small_mean = models.FloatField(null=True, blank=True)
     strong_n = models.PositiveSmallIntegerField(default=0, help_text="Strong agent repeats that have a score.")

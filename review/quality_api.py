@@ -47,19 +47,32 @@ class QualitySampleSerializer(serializers.ModelSerializer):
     class Meta:
         model = QualitySample
         fields = [
-            "id", "name", "pool", "pool_description", "pool_size", "requested_size", "size", "whole_pool", "seed",
-            "created_by", "created_at",
-        ]  # fmt: skip
+            "id",
+            "name",
+            "pool",
+            "pool_description",
+            "pool_size",
+            "requested_size",
+            "size",
+            "whole_pool",
+            "seed",
+            "created_by",
+            "created_at",
+        ]
 
 
 class QualitySampleCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=200)
-    size = serializers.IntegerField(min_value=1, max_value=quality.MAX_SAMPLE_SIZE, help_text="N; more than the pool "
-                                    "holds takes the whole pool")  # fmt: skip
+    size = serializers.IntegerField(
+        min_value=1, max_value=quality.MAX_SAMPLE_SIZE, help_text="N; more than the pool holds takes the whole pool"
+    )
     seed = serializers.IntegerField(
-        required=False, allow_null=True, min_value=0, max_value=quality.MAX_SEED,
+        required=False,
+        allow_null=True,
+        min_value=0,
+        max_value=quality.MAX_SEED,
         help_text="omitted: a random one (stored either way, so the draw can be repeated)",
-    )  # fmt: skip
+    )
     pool = QualityPoolSerializer(required=False, default=dict)
 
 
@@ -112,9 +125,15 @@ class QualityRatingSerializer(serializers.ModelSerializer):
     class Meta:
         model = QualityRating
         fields = [
-            "id", "sample", "item", "reviewer", *(d.field for d in QUALITY_DIMENSIONS), "comment", "created_at",
+            "id",
+            "sample",
+            "item",
+            "reviewer",
+            *(d.field for d in QUALITY_DIMENSIONS),
+            "comment",
+            "created_at",
             "updated_at",
-        ]  # fmt: skip
+        ]
 
 
 class QualityRatingInputSerializer(serializers.Serializer):

@@ -39,9 +39,16 @@ class DiagnosisIssueSerializer(serializers.ModelSerializer):
     class Meta:
         model = DiagnosisIssue
         fields = [
-            "id", "component", "path", "path_missing", "severity", "problem", "evidence", "suggested_fix",
+            "id",
+            "component",
+            "path",
+            "path_missing",
+            "severity",
+            "problem",
+            "evidence",
+            "suggested_fix",
             "replacement",
-        ]  # fmt: skip
+        ]
 
 
 class DiagnosisSerializer(serializers.ModelSerializer):
@@ -51,9 +58,17 @@ class DiagnosisSerializer(serializers.ModelSerializer):
     class Meta:
         model = LLMDiagnosis
         fields = [
-            "id", "candidate", "revision", "endpoint_name", "prompt_version", "model_call", "overall", "job_run",
-            "created_at", "issues",
-        ]  # fmt: skip
+            "id",
+            "candidate",
+            "revision",
+            "endpoint_name",
+            "prompt_version",
+            "model_call",
+            "overall",
+            "job_run",
+            "created_at",
+            "issues",
+        ]
 
 
 class DecisionSerializer(serializers.ModelSerializer):
@@ -80,9 +95,21 @@ class CandidateListSerializer(serializers.ModelSerializer):
     class Meta:
         model = BenchmarkCandidate
         fields = [
-            "id", "task", "title", "category", "benchmark", "status", "claimed_by", "claim_expires_at",
-            "worst_severity", "diagnosis_error", "strong_mean", "small_mean", "difficulty_verdict", "updated_at",
-        ]  # fmt: skip
+            "id",
+            "task",
+            "title",
+            "category",
+            "benchmark",
+            "status",
+            "claimed_by",
+            "claim_expires_at",
+            "worst_severity",
+            "diagnosis_error",
+            "strong_mean",
+            "small_mean",
+            "difficulty_verdict",
+            "updated_at",
+        ]
 
     def get_claimed_by(self, candidate) -> str | None:
         holder = candidate.held_by()
@@ -114,23 +141,27 @@ class CandidateFilterSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=BenchmarkCandidate.Status.choices, required=False)
     category = serializers.CharField(required=False, help_text="benchmark category slug")
     severity = serializers.ChoiceField(
-        choices=Severity.choices + [("none", "No issues")], required=False,
+        choices=Severity.choices + [("none", "No issues")],
+        required=False,
         help_text="the worst severity of the latest diagnosis",
-    )  # fmt: skip
+    )
     mine = serializers.BooleanField(required=False, help_text="only candidates you hold")
     diagnosis_failed = serializers.BooleanField(
         required=False, help_text="only candidates whose last diagnosis attempt failed (true) or did not (false)"
     )
     lazy_above = serializers.FloatField(
-        required=False, min_value=0.0, max_value=1.0,
+        required=False,
+        min_value=0.0,
+        max_value=1.0,
         help_text="only candidates whose checker pays a lazy agent more than this (the latest sanity report of the "
         "task's current revision)",
-    )  # fmt: skip
+    )
 
     difficulty = serializers.ChoiceField(
-        choices=DifficultyVerdict.choices + [("none", "Not filtered")], required=False,
+        choices=DifficultyVerdict.choices + [("none", "Not filtered")],
+        required=False,
         help_text="the verdict of the latest difficulty filter (none: never filtered)",
-    )  # fmt: skip
+    )
 
     def filter(self, queryset):
         data = self.validated_data
@@ -186,9 +217,11 @@ class DecideSerializer(serializers.Serializer):
 
 class BulkDecideSerializer(serializers.Serializer):
     candidates = serializers.ListField(
-        child=serializers.IntegerField(min_value=1), allow_empty=False, max_length=MAX_BULK,
+        child=serializers.IntegerField(min_value=1),
+        allow_empty=False,
+        max_length=MAX_BULK,
         help_text=f"candidate ids, at most {MAX_BULK}: each is decided alone, through the same accept gate",
-    )  # fmt: skip
+    )
     decision = serializers.ChoiceField(choices=["accept", "reject"])
     reason = serializers.CharField(required=False, allow_blank=True, default="", help_text="required to reject")
 
@@ -218,11 +251,15 @@ class BulkDecisionSerializer(serializers.Serializer):
         return {
             "decision": result.decision,
             "summary": result.summary(),
-            "decided": [{"candidate": i.candidate_id, "task": i.task, "decision": DecisionSerializer(i.decision).data}
-                        for i in result.decided],
-            "refused": [{"candidate": i.candidate_id, "task": i.task, "reason": i.refused, "status": i.status}
-                        for i in result.refused],
-        }  # fmt: skip
+            "decided": [
+                {"candidate": i.candidate_id, "task": i.task, "decision": DecisionSerializer(i.decision).data}
+                for i in result.decided
+            ],
+            "refused": [
+                {"candidate": i.candidate_id, "task": i.task, "reason": i.refused, "status": i.status}
+                for i in result.refused
+            ],
+        }
 
 
 class ApplyFixSerializer(serializers.Serializer):
@@ -255,9 +292,21 @@ class DifficultyFilterSerializer(serializers.ModelSerializer):
     class Meta:
         model = DifficultyFilter
         fields = [
-            "id", "benchmark", "strong", "small", "n", "thresholds", "harness", "status", "error", "candidates",
-            "runs", "created_by", "created_at", "finished_at",
-        ]  # fmt: skip
+            "id",
+            "benchmark",
+            "strong",
+            "small",
+            "n",
+            "thresholds",
+            "harness",
+            "status",
+            "error",
+            "candidates",
+            "runs",
+            "created_by",
+            "created_at",
+            "finished_at",
+        ]
 
     def get_thresholds(self, flt) -> dict:
         return {"strong_min": flt.strong_min, "small_max": flt.small_max, "margin": flt.margin}
@@ -265,11 +314,16 @@ class DifficultyFilterSerializer(serializers.ModelSerializer):
     def get_runs(self, flt) -> dict:
         """{"strong"|"small": {"id", "status", "rollouts_finished", "rollouts_total"} or null}"""
         return {
-            side: None if run is None else {"id": run.pk, "status": run.status,
-                                            "rollouts_finished": run.rollouts_finished,
-                                            "rollouts_total": run.rollouts_total}
+            side: None
+            if run is None
+            else {
+                "id": run.pk,
+                "status": run.status,
+                "rollouts_finished": run.rollouts_finished,
+                "rollouts_total": run.rollouts_total,
+            }
             for side, run in (("strong", flt.strong_run), ("small", flt.small_run))
-        }  # fmt: skip
+        }
 
     def get_candidates(self, flt) -> int:
         covered = getattr(flt, "covered", None)  # annotated by the viewset's queryset
@@ -305,22 +359,31 @@ class DifficultyFilterFilterSerializer(serializers.Serializer):
 
 
 class DifficultyStartSerializer(serializers.Serializer):
-    strong = serializers.SlugRelatedField(slug_field="name", queryset=ModelEndpoint.objects.all(),
-                                          help_text="the strong agent's model endpoint")  # fmt: skip
-    small = serializers.SlugRelatedField(slug_field="name", queryset=ModelEndpoint.objects.all(),
-                                         help_text="the small agent's model endpoint")  # fmt: skip
+    strong = serializers.SlugRelatedField(
+        slug_field="name", queryset=ModelEndpoint.objects.all(), help_text="the strong agent's model endpoint"
+    )
+    small = serializers.SlugRelatedField(
+        slug_field="name", queryset=ModelEndpoint.objects.all(), help_text="the small agent's model endpoint"
+    )
     n = serializers.IntegerField(
         min_value=1, max_value=MAX_REPEATS, default=4, help_text="rollouts of each agent per candidate"
     )
     candidates = serializers.ListField(
-        child=serializers.CharField(max_length=200), required=False, allow_empty=False, max_length=20_000,
+        child=serializers.CharField(max_length=200),
+        required=False,
+        allow_empty=False,
+        max_length=20_000,
         help_text="task ids of the benchmark's candidates (default: its open and accepted candidates)",
-    )  # fmt: skip
+    )
     harness = serializers.ChoiceField(choices=HARNESS_CHOICES, required=False, help_text="default: the site's")
 
 
 class DifficultyThresholdsSerializer(serializers.Serializer):
     strong_min = serializers.FloatField(min_value=0.0, max_value=1.0, help_text="too hard below this strong mean")
     small_max = serializers.FloatField(min_value=0.0, max_value=1.0, help_text="too easy above this small mean")
-    margin = serializers.FloatField(min_value=0.0, max_value=1.0, default=0.0,
-                                    help_text="the strong mean must exceed the small one by more than this")  # fmt: skip
+    margin = serializers.FloatField(
+        min_value=0.0,
+        max_value=1.0,
+        default=0.0,
+        help_text="the strong mean must exceed the small one by more than this",
+    )

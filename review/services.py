@@ -355,9 +355,13 @@ def record_fix(candidate: BenchmarkCandidate, revision: TaskRevision, *, user, r
     with transaction.atomic():
         _require_holder(candidate, user)
         return ReviewDecision.objects.create(
-            candidate=candidate, reviewer=user, decision=Decision.FIX, reason=reason,
-            verdicts=_check_verdicts(candidate, verdicts or {}), revision=revision,
-        )  # fmt: skip
+            candidate=candidate,
+            reviewer=user,
+            decision=Decision.FIX,
+            reason=reason,
+            verdicts=_check_verdicts(candidate, verdicts or {}),
+            revision=revision,
+        )
 
 
 # --- reviewers' own edits --------------------------------------------------------------------------------------
@@ -431,9 +435,12 @@ def save_edit(
         message = f"review: {verb} {label}" + (f": {reason.strip()}" if reason.strip() else "")
         try:
             result = revise_task(
-                task, user=user, message=message, base_revision=_base_for(current, base_revision, field, path),
+                task,
+                user=user,
+                message=message,
+                base_revision=_base_for(current, base_revision, field, path),
                 **changes,
-            )  # fmt: skip
+            )
         except (PackageError, TaskFileError) as exc:
             raise ReviewError(str(exc)) from None
         if result.outcome == SaveOutcome.UNCHANGED:
@@ -559,17 +566,23 @@ def decide(
         revision = task.current_revision
         if decision == Decision.FIX and candidate.decisions.filter(decision=Decision.FIX, revision=revision).exists():
             # Saving an edit (or applying a suggested fix) recorded it already: a second row would list it twice.
-            raise ReviewError(f"r{revision.number} is recorded as a fix already; edit the task again to record "
-                              "another fix, or accept it")  # fmt: skip
+            raise ReviewError(
+                f"r{revision.number} is recorded as a fix already; edit the task again to record "
+                "another fix, or accept it"
+            )
         if decision == Decision.ACCEPT:
             blocked = sanity_block(revision, candidate.benchmark)
             if blocked and not override_reason.strip():
                 raise AcceptBlocked(f"cannot accept: {blocked} (an admin may override with a written reason)")
         row = ReviewDecision.objects.create(
-            candidate=candidate, reviewer=user, decision=decision, reason=reason,
-            verdicts=_check_verdicts(candidate, verdicts or {}), revision=revision,
+            candidate=candidate,
+            reviewer=user,
+            decision=decision,
+            reason=reason,
+            verdicts=_check_verdicts(candidate, verdicts or {}),
+            revision=revision,
             override_reason=override_reason.strip() if decision == Decision.ACCEPT else "",
-        )  # fmt: skip
+        )
         if decision != Decision.FIX:
             status = Status.ACCEPTED if decision == Decision.ACCEPT else Status.REJECTED
             BenchmarkCandidate.objects.filter(pk=candidate.pk).update(
@@ -614,27 +627,57 @@ def history(candidate: BenchmarkCandidate) -> list[dict]:
     and claims."""
     events = []
     for d in candidate.decisions.select_related("reviewer", "revision"):
-        events.append({
-            "kind": "decision", "at": d.created_at, "who": d.reviewer.get_username() if d.reviewer else "",
-            "what": d.decision, "reason": d.reason, "override_reason": d.override_reason,
-            "verdicts": d.verdicts, "revision": d.revision.number if d.revision else None,
-        })  # fmt: skip
+        events.append(
+            {
+                "kind": "decision",
+                "at": d.created_at,
+                "who": d.reviewer.get_username() if d.reviewer else "",
+                "what": d.decision,
+                "reason": d.reason,
+                "override_reason": d.override_reason,
+                "verdicts": d.verdicts,
+                "revision": d.revision.number if d.revision else None,
+            }
+        )
     for r in candidate.task.revisions.select_related("author_user").filter(created_at__gte=candidate.created_at):
-        events.append({"kind": "revision", "at": r.created_at, "who": r.author, "what": f"r{r.number}",
-                       "reason": r.message, "revision": r.number})  # fmt: skip
+        events.append(
+            {
+                "kind": "revision",
+                "at": r.created_at,
+                "who": r.author,
+                "what": f"r{r.number}",
+                "reason": r.message,
+                "revision": r.number,
+            }
+        )
     reports = SanityReport.objects.filter(revision__task=candidate.task_id, created_at__gte=candidate.created_at)
     for report in reports.select_related("revision", "job_run__created_by"):
         creator = report.job_run.created_by if report.job_run else None
-        events.append({"kind": "sanity", "at": report.created_at,
-                       "who": creator.get_username() if creator else "sanity check", "what": report.verdict,
-                       "reason": "; ".join(report.problems), "revision": report.revision.number})  # fmt: skip
+        events.append(
+            {
+                "kind": "sanity",
+                "at": report.created_at,
+                "who": creator.get_username() if creator else "sanity check",
+                "what": report.verdict,
+                "reason": "; ".join(report.problems),
+                "revision": report.revision.number,
+            }
+        )
     for g in candidate.diagnoses.select_related("revision").prefetch_related("issues"):
         found = len(g.issues.all())
-        events.append({"kind": "diagnosis", "at": g.created_at, "who": g.endpoint_name,
-                       "what": f"{found} issue{'' if found == 1 else 's'}", "reason": g.overall,
-                       "revision": g.revision.number})  # fmt: skip
+        events.append(
+            {
+                "kind": "diagnosis",
+                "at": g.created_at,
+                "who": g.endpoint_name,
+                "what": f"{found} issue{'' if found == 1 else 's'}",
+                "reason": g.overall,
+                "revision": g.revision.number,
+            }
+        )
     for c in candidate.claim_events.select_related("user"):
-        events.append({"kind": "claim", "at": c.created_at, "who": c.user.get_username() if c.user else "",
-                       "what": c.action})  # fmt: skip
+        events.append(
+            {"kind": "claim", "at": c.created_at, "who": c.user.get_username() if c.user else "", "what": c.action}
+        )
     events.sort(key=lambda e: e["at"], reverse=True)
     return events

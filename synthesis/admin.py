@@ -124,14 +124,23 @@ class SkillFileInline(ReadOnlyAdminMixin, admin.StackedInline):
         cut = len(text) > MAX_SHOWN_CHARS
         return format_html(
             '<pre style="white-space: pre-wrap; max-height: 30em; overflow: auto">{}{}</pre>',
-            text[:MAX_SHOWN_CHARS], f"\n[… cut: {len(text):,} characters]" if cut else "",
-        )  # fmt: skip
+            text[:MAX_SHOWN_CHARS],
+            f"\n[… cut: {len(text):,} characters]" if cut else "",
+        )
 
 
 class SkillAnnotationInline(ReadOnlyAdminMixin, admin.TabularInline):
     model = SkillAnnotation
-    fields = ["created_at", "synthesizable", "auth_required", "text_only_compatible", "missing_bins", "risk",
-              "endpoint_name", "summary"]  # fmt: skip
+    fields = [
+        "created_at",
+        "synthesizable",
+        "auth_required",
+        "text_only_compatible",
+        "missing_bins",
+        "risk",
+        "endpoint_name",
+        "summary",
+    ]
     readonly_fields = fields
     extra = 0
     show_change_link = True
@@ -178,13 +187,33 @@ class OverrideLabelForm(forms.Form):
 @admin.register(Skill)
 class SkillAdmin(admin.ModelAdmin):
     form = SkillOverrideForm
-    list_display = ["name", "source", "required_bins", "annotated_label", "synthesizable_override", "effective",
-                    "updated_at"]  # fmt: skip
+    list_display = [
+        "name",
+        "source",
+        "required_bins",
+        "annotated_label",
+        "synthesizable_override",
+        "effective",
+        "updated_at",
+    ]
     list_filter = ["source", "synthesizable_override"]
     search_fields = ["name", "description"]
-    readonly_fields = ["name", "description", "source", "required_bins", "required_env", "primary_env",
-                       "front_matter", "skipped_files", "content_hash", "annotation_error", "override_by",
-                       "effective", "created_at", "updated_at"]  # fmt: skip
+    readonly_fields = [
+        "name",
+        "description",
+        "source",
+        "required_bins",
+        "required_env",
+        "primary_env",
+        "front_matter",
+        "skipped_files",
+        "content_hash",
+        "annotation_error",
+        "override_by",
+        "effective",
+        "created_at",
+        "updated_at",
+    ]
     fieldsets = [
         (None, {"fields": ["name", "description", "source", "required_bins", "required_env", "primary_env"]}),
         ("Label", {"fields": ["effective", "override", "override_reason", "override_by", "annotation_error"]}),
@@ -206,8 +235,12 @@ class SkillAdmin(admin.ModelAdmin):
         return skill_synthesizable(obj)
 
     def save_model(self, request, obj, form, change):
-        set_override(obj, form.cleaned_data["override_value"], reason=form.cleaned_data.get("override_reason", ""),
-                     user=request.user)  # fmt: skip
+        set_override(
+            obj,
+            form.cleaned_data["override_value"],
+            reason=form.cleaned_data.get("override_reason", ""),
+            user=request.user,
+        )
 
     @admin.action(description="Override the label of the selected skills (with a reason)…")
     def override_label(self, request, queryset):
@@ -221,9 +254,13 @@ class SkillAdmin(admin.ModelAdmin):
             self.message_user(request, f"{queryset.count()} skill(s) marked {label}", messages.SUCCESS)
             return None
         context = {
-            **self.admin_site.each_context(request), "opts": self.model._meta, "title": "Override the label",
-            "form": form, "skills": queryset, "action_checkbox_name": ACTION_CHECKBOX_NAME,
-        }  # fmt: skip
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": "Override the label",
+            "form": form,
+            "skills": queryset,
+            "action_checkbox_name": ACTION_CHECKBOX_NAME,
+        }
         return TemplateResponse(request, "admin/synthesis/skill/override_label.html", context)
 
     @admin.action(description="Clear the override (follow the annotation)")
@@ -235,8 +272,16 @@ class SkillAdmin(admin.ModelAdmin):
 
 @admin.register(SkillAnnotation)
 class SkillAnnotationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ["skill", "created_at", "synthesizable", "auth_required", "text_only_compatible", "risk",
-                    "missing_bins", "endpoint_name"]  # fmt: skip
+    list_display = [
+        "skill",
+        "created_at",
+        "synthesizable",
+        "auth_required",
+        "text_only_compatible",
+        "risk",
+        "missing_bins",
+        "endpoint_name",
+    ]
     list_filter = ["synthesizable", "auth_required", "text_only_compatible", "risk", "endpoint_name"]
     search_fields = ["skill__name", "summary"]
     list_select_related = ["skill"]

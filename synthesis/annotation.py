@@ -58,7 +58,7 @@ ANNOTATION_SCHEMA = {
         "text_only_compatible",
         "risk",
         "risk_reason",
-    ],  # fmt: skip
+    ],
 }
 
 SYSTEM_PROMPT = (
@@ -96,14 +96,15 @@ class AnnotationResult:
         a = self.annotation
         return {
             "skill": self.skill.name,
-            "synthesizable": skill_synthesizable(self.skill) if a or self.skill.synthesizable_override is not None
+            "synthesizable": skill_synthesizable(self.skill)
+            if a or self.skill.synthesizable_override is not None
             else None,
             "missing_bins": a.missing_bins if a else missing_bins(self.skill),
             "auth_required": a.auth_required if a else None,
             "text_only_compatible": a.text_only_compatible if a else None,
             "risk": a.risk if a else None,
             "error": self.error or None,
-        }  # fmt: skip
+        }
 
 
 def annotator_endpoint(name: str | None = None) -> ModelEndpoint:
@@ -158,5 +159,3 @@ def skill_synthesizable(skill: Skill) -> bool:
         return skill.synthesizable_override
     latest = skill.latest_annotation()
     return bool(latest and latest.synthesizable)
-
-

@@ -72,8 +72,9 @@ def _job_response(view, run) -> Response:
 
 
 @extend_schema(tags=["synthesis"])
-class SynthesisBatchViewSet(LongRunningActions, QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
-                            viewsets.GenericViewSet):  # fmt: skip
+class SynthesisBatchViewSet(
+    LongRunningActions, QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
+):
     """Synthesis batches: a route, a number of tasks wanted, a generator and a judge endpoint and a seed; its items go
     through the pipeline's stages as jobs. One batch gives the `synthesize --json` figures, its funnel and settings."""
 
@@ -120,7 +121,7 @@ class SynthesisBatchViewSet(LongRunningActions, QueryFilterMixin, mixins.ListMod
             200: SynthesisBatchDetailSerializer,
             409: detail_error("SynthesisBatchNotResumed", "The batch cannot go on (the message says why)."),
             503: NOT_QUEUED,
-        },  # fmt: skip
+        },
         description="Go on with the items not finished, retryable failures and items a lost worker left running; "
         "finished items are kept. A budget given replaces the batch's (null: none). A complete batch with nothing "
         "to retry stays complete.",
@@ -140,7 +141,7 @@ class SynthesisBatchViewSet(LongRunningActions, QueryFilterMixin, mixins.ListMod
         responses={
             200: SynthesisBatchDetailSerializer,
             409: detail_error("SynthesisBatchFinished", "The batch has finished."),
-        },  # fmt: skip
+        },
         description="No item starts another stage (a stage running now finishes and is recorded); unfinished items "
         "stay pending, so the batch can be resumed.",
     )
@@ -243,7 +244,7 @@ class SkillViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModel
             202: JobRunSerializer,
             400: detail_error("AnnotationNotStarted", "No endpoint can annotate."),
             503: NOT_QUEUED,
-        },  # fmt: skip
+        },
         description="Annotate the skills named (or every skill), one model call each, as the synthesis."
         "annotate_skills job.",
     )
@@ -251,8 +252,9 @@ class SkillViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModel
     def annotate(self, request):
         data = validated(AnnotateSerializer, request.data)
         with refusals(annotation.AnnotationError):
-            run = services.start_annotation(user=request.user, endpoint_name=data.get("endpoint"),
-                                              skill_ids=data.get("skills"))  # fmt: skip
+            run = services.start_annotation(
+                user=request.user, endpoint_name=data.get("endpoint"), skill_ids=data.get("skills")
+            )
         return _job_response(self, run)
 
     @extend_schema(
@@ -260,7 +262,7 @@ class SkillViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModel
         responses={
             200: ImportReportSerializer,
             400: detail_error("SkillsNotImported", "The harness's skills are not installed."),
-        },  # fmt: skip
+        },
         description="Import the skills bundled with the installed OpenClaw harness (`import_skills --bundled`).",
     )
     @action(detail=False, methods=["post"], url_path="import-bundled")
@@ -274,8 +276,9 @@ class SkillViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModel
 
 
 @extend_schema(tags=["synthesis"])
-class QualityAssessmentViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
-                               viewsets.GenericViewSet):  # fmt: skip
+class QualityAssessmentViewSet(
+    QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
+):
     """Quality-assessment verdicts of task revisions (synthesized or not), each with its reason; newest first. The
     latest per revision and stage is the one that counts."""
 
@@ -294,7 +297,7 @@ class QualityAssessmentViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.R
             202: JobRunSerializer,
             400: detail_error("AssessmentNotStarted", "No judge for the stages asked."),
             503: NOT_QUEUED,
-        },  # fmt: skip
+        },
         description="Assess tasks (their current revisions) with the QA stages, as the synthesis.assess_tasks job "
         "(what `assess_tasks` runs): the verdicts are stored and listed here.",
     )
@@ -302,8 +305,12 @@ class QualityAssessmentViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.R
     def assess(self, request):
         data = validated(AssessSerializer, request.data)
         with refusals(QAError):
-            run = services.start_assessment(user=request.user, task_ids=None if data["all"] else data["tasks"],
-                                            stages=data.get("stages"), judge=data.get("judge"))  # fmt: skip
+            run = services.start_assessment(
+                user=request.user,
+                task_ids=None if data["all"] else data["tasks"],
+                stages=data.get("stages"),
+                judge=data.get("judge"),
+            )
         return _job_response(self, run)
 
 

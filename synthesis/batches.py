@@ -71,23 +71,48 @@ def _persona_seeds(rng: random.Random, count: int, options: dict) -> list[dict]:
         operations = operations.filter(needs_network=False)
     operations = list(operations)
     k = int(options.get("operations", OPERATIONS_PER_TASK))
-    missing = [what for what, rows in (("enabled personas", personas), ("scenario subcategories", subcategories),
-                                       ("enabled atomic operations", operations)) if not rows]  # fmt: skip
+    missing = [
+        what
+        for what, rows in (
+            ("enabled personas", personas),
+            ("scenario subcategories", subcategories),
+            ("enabled atomic operations", operations),
+        )
+        if not rows
+    ]
     if missing:
-        raise BatchError(f"the persona route needs seed data: there are no {', '.join(missing)} "
-                         "(`import_personas`, the taxonomy and operations migrations)")  # fmt: skip
+        raise BatchError(
+            f"the persona route needs seed data: there are no {', '.join(missing)} "
+            "(`import_personas`, the taxonomy and operations migrations)"
+        )
     seeds = []
     for _ in range(count):
         persona = rng.choice(personas)
         sub = rng.choice(subcategories)
         ops = rng.sample(operations, min(k, len(operations)))
-        seeds.append({
-            "persona": {"id": persona["pk"], "text": persona["text"]},
-            "subcategory": {"id": sub.pk, "slug": sub.slug, "name": sub.name, "description": sub.description,
-                            "category": sub.category.name, "category_slug": sub.category.slug},
-            "operations": [{"id": op.pk, "slug": op.slug, "name": op.name, "description": op.description,
-                            "category": op.category.name} for op in ops],
-        })  # fmt: skip
+        seeds.append(
+            {
+                "persona": {"id": persona["pk"], "text": persona["text"]},
+                "subcategory": {
+                    "id": sub.pk,
+                    "slug": sub.slug,
+                    "name": sub.name,
+                    "description": sub.description,
+                    "category": sub.category.name,
+                    "category_slug": sub.category.slug,
+                },
+                "operations": [
+                    {
+                        "id": op.pk,
+                        "slug": op.slug,
+                        "name": op.name,
+                        "description": op.description,
+                        "category": op.category.name,
+                    }
+                    for op in ops
+                ],
+            }
+        )
     return seeds
 
 
@@ -133,8 +158,10 @@ def _weighted_sample(rng: random.Random, choices: list[int], weights: list[float
 def _skill_seeds(rng: random.Random, count: int, options: dict) -> list[dict]:
     skills = [s for s in Skill.objects.order_by("name") if skill_synthesizable(s)]
     if not skills:
-        raise NoSynthesizableSkills("the skill route needs synthesizable skills: import skills (`import_skills`) and annotate "
-                         "them (`annotate_skills`)")  # fmt: skip
+        raise NoSynthesizableSkills(
+            "the skill route needs synthesizable skills: import skills (`import_skills`) and annotate "
+            "them (`annotate_skills`)"
+        )
     similarity, measure = skill_similarity([_annotation_text(s) for s in skills])
     most = min(MAX_SUPPORTING, int(options.get("supporting", MAX_SUPPORTING)), len(skills) - 1)
     seeds = []
@@ -143,12 +170,16 @@ def _skill_seeds(rng: random.Random, count: int, options: dict) -> list[dict]:
         others = [j for j in range(len(skills)) if j != main]
         weights = [BASE_WEIGHT + max(0.0, similarity[main][j]) for j in others]
         supporting = _weighted_sample(rng, others, weights, rng.randint(0, most)) if most > 0 else []
-        seeds.append({
-            "main": {"id": skills[main].pk, "name": skills[main].name},
-            "supporting": [{"id": skills[j].pk, "name": skills[j].name,
-                            "similarity": round(similarity[main][j], 4)} for j in supporting],
-            "similarity": measure,
-        })  # fmt: skip
+        seeds.append(
+            {
+                "main": {"id": skills[main].pk, "name": skills[main].name},
+                "supporting": [
+                    {"id": skills[j].pk, "name": skills[j].name, "similarity": round(similarity[main][j], 4)}
+                    for j in supporting
+                ],
+                "similarity": measure,
+            }
+        )
     return seeds
 
 
@@ -168,12 +199,16 @@ def prompt_versions(route: str) -> dict:
 def batch_config(*, route, count, generator, judge, seed, preview, options, qa_thresholds) -> dict:
     """What a batch is, normalised (the budget is not part of it: it may change on resume)."""
     return {
-        "route": route, "requested": count, "preview": preview,
+        "route": route,
+        "requested": count,
+        "preview": preview,
         "generator": {"name": generator.name, "model": generator.model},
         "judge": {"name": judge.name, "model": judge.model},
-        "seed": seed, "prompt_versions": prompt_versions(route), "options": options or {},
+        "seed": seed,
+        "prompt_versions": prompt_versions(route),
+        "options": options or {},
         "qa_thresholds": qa_thresholds or {},
-    }  # fmt: skip
+    }
 
 
 def config_hash(config: dict) -> str:
@@ -186,8 +221,6 @@ def config_differences(old: dict, new: dict) -> list[str]:
     o, n = old.get("options") or {}, new.get("options") or {}
     keys += [f"options.{k}" for k in sorted(set(o) | set(n)) if o.get(k) != n.get(k)]
     return keys
-
-
 
 
 def rejected_stage(item: SynthesisItem) -> str:
@@ -253,8 +286,10 @@ REASON_KEY_CHARS = 160
 def funnel(batch: SynthesisBatch) -> list[dict]:
     """The funnel rows in order: how many items passed each step, and of those that reached it but did not pass,
     how many were rejected or failed there, by reason, with a few example items (ids)."""
-    rows = [{"step": key, "label": label, "count": 0, "rejected": 0, "failed": 0, "in_progress": 0, "reasons": {}}
-            for key, label, _ in FUNNEL]  # fmt: skip
+    rows = [
+        {"step": key, "label": label, "count": 0, "rejected": 0, "failed": 0, "in_progress": 0, "reasons": {}}
+        for key, label, _ in FUNNEL
+    ]
     for item in batch.items.only("pk", "index", "status", "stage", "stage_results", "reason"):
         for row, (_key, _label, passed) in zip(rows, FUNNEL, strict=True):
             if passed(item.stage_results, item):
@@ -268,7 +303,9 @@ def funnel(batch: SynthesisBatch) -> list[dict]:
                 row["in_progress"] += 1
                 break
             reason = (item.reason or "").strip()[:REASON_KEY_CHARS]
-            entry = row["reasons"].setdefault(reason, {"reason": reason, "status": item.status, "count": 0, "examples": []})
+            entry = row["reasons"].setdefault(
+                reason, {"reason": reason, "status": item.status, "count": 0, "examples": []}
+            )
             entry["count"] += 1
             if len(entry["examples"]) < EXAMPLES:
                 entry["examples"].append(item.pk)
@@ -283,9 +320,16 @@ def stage_costs(batch: SynthesisBatch) -> dict:
     subjects = [f"synthesis-item:{pk}" for pk in batch.items.values_list("pk", flat=True)]
     totals: dict[str, dict] = {}
     for start in range(0, len(subjects), 500):
-        rows = ModelCall.objects.filter(subject__in=subjects[start : start + 500]).values("purpose").annotate(
-            calls=Count("pk"), input_tokens=Sum("input_tokens"), output_tokens=Sum("output_tokens"), cost=Sum("cost")
-        )  # fmt: skip
+        rows = (
+            ModelCall.objects.filter(subject__in=subjects[start : start + 500])
+            .values("purpose")
+            .annotate(
+                calls=Count("pk"),
+                input_tokens=Sum("input_tokens"),
+                output_tokens=Sum("output_tokens"),
+                cost=Sum("cost"),
+            )
+        )
         for row in rows:
             entry = totals.setdefault(row["purpose"], {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost": 0.0})
             entry["calls"] += row["calls"]
@@ -314,8 +358,10 @@ def distributions(batch: SynthesisBatch) -> dict:
             judged = ((item.draft.get("qa") or {}).get("difficulty") or {}).get("details", {}).get("level")
             if judged is not None:
                 counts["judge_difficulty"][str(judged)] += 1
-    return {"all": {k: dict(v.most_common()) for k, v in found.items()},
-            "kept": {k: dict(v.most_common()) for k, v in kept.items()}}  # fmt: skip
+    return {
+        "all": {k: dict(v.most_common()) for k, v in found.items()},
+        "kept": {k: dict(v.most_common()) for k, v in kept.items()},
+    }
 
 
 def progress(batch: SynthesisBatch) -> dict:
@@ -330,6 +376,11 @@ def progress(batch: SynthesisBatch) -> dict:
 
 def report(batch: SynthesisBatch) -> dict:
     """synthesis_report --json: the batch_json figures, the funnel, cost per stage and the distributions."""
-    return {**batch_json(batch), "funnel": funnel(batch), "stages": stage_costs(batch),
-            "distributions": distributions(batch), "progress": progress(batch),
-            "status_reason": batch.status_reason}  # fmt: skip
+    return {
+        **batch_json(batch),
+        "funnel": funnel(batch),
+        "stages": stage_costs(batch),
+        "distributions": distributions(batch),
+        "progress": progress(batch),
+        "status_reason": batch.status_reason,
+    }

@@ -13,8 +13,9 @@ def _offer(field: forms.ModelChoiceField, role: str) -> None:
     the field says how to get one instead of showing an empty list."""
     field.queryset = ModelEndpoint.serving(role)
     if not field.queryset.exists():
-        field.help_text = (f"No enabled endpoint serves the {role} role: give one that role on the Models page "
-                           "(/llm/endpoints/).")  # fmt: skip
+        field.help_text = (
+            f"No enabled endpoint serves the {role} role: give one that role on the Models page (/llm/endpoints/)."
+        )
 
 
 class StartBatchForm(forms.Form):
@@ -22,27 +23,61 @@ class StartBatchForm(forms.Form):
     route, count, endpoints, seed and QA stages; the start page every field."""
 
     route = forms.ChoiceField(choices=Route.choices, initial=Route.PERSONA)
-    count = forms.IntegerField(min_value=1, max_value=MAX_COUNT, initial=20, label="Tasks wanted",
-                               help_text="One item each. A preview runs 5 whatever this says.")  # fmt: skip
+    count = forms.IntegerField(
+        min_value=1,
+        max_value=MAX_COUNT,
+        initial=20,
+        label="Tasks wanted",
+        help_text="One item each. A preview runs 5 whatever this says.",
+    )
     generator = forms.ModelChoiceField(queryset=None, to_field_name="name", empty_label=None)
-    judge = forms.ModelChoiceField(queryset=None, to_field_name="name", empty_label=None,
-                                   help_text="Quality assessment (and the judge-side checks).")  # fmt: skip
-    seed = forms.IntegerField(required=False, min_value=0, max_value=2**63 - 1,
-                              help_text="Draws the items: the same seed draws the same items. Blank: a random one.")  # fmt: skip
+    judge = forms.ModelChoiceField(
+        queryset=None,
+        to_field_name="name",
+        empty_label=None,
+        help_text="Quality assessment (and the judge-side checks).",
+    )
+    seed = forms.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=2**63 - 1,
+        help_text="Draws the items: the same seed draws the same items. Blank: a random one.",
+    )
     qa_stages = forms.MultipleChoiceField(
-        choices=QAStage.choices, required=False, widget=forms.CheckboxSelectMultiple, label="Quality assessment",
+        choices=QAStage.choices,
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Quality assessment",
         help_text="None ticked: no QA stage (every draft that passes verification is kept).",
-    )  # fmt: skip
-    budget_usd = forms.DecimalField(required=False, min_value=0, decimal_places=4, max_digits=12,
-                                    label="Budget ($)", help_text="The batch pauses when its cost reaches it.")  # fmt: skip
+    )
+    budget_usd = forms.DecimalField(
+        required=False,
+        min_value=0,
+        decimal_places=4,
+        max_digits=12,
+        label="Budget ($)",
+        help_text="The batch pauses when its cost reaches it.",
+    )
     budget_tokens = forms.IntegerField(required=False, min_value=0, label="Budget (tokens)")
-    operations = forms.IntegerField(required=False, min_value=1, max_value=8, label="Operations per task",
-                                    help_text=f"Persona route (default {OPERATIONS_PER_TASK}).")  # fmt: skip
-    supporting = forms.IntegerField(required=False, min_value=0, max_value=MAX_SUPPORTING,
-                                    label="Supporting skills at most",
-                                    help_text=f"Skill route (default {MAX_SUPPORTING}).")  # fmt: skip
-    allow_network = forms.BooleanField(required=False, label="Allow operations that need the network",
-                                       help_text="The sandbox has none: off unless you know why.")  # fmt: skip
+    operations = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=8,
+        label="Operations per task",
+        help_text=f"Persona route (default {OPERATIONS_PER_TASK}).",
+    )
+    supporting = forms.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=MAX_SUPPORTING,
+        label="Supporting skills at most",
+        help_text=f"Skill route (default {MAX_SUPPORTING}).",
+    )
+    allow_network = forms.BooleanField(
+        required=False,
+        label="Allow operations that need the network",
+        help_text="The sandbox has none: off unless you know why.",
+    )
     name = forms.CharField(required=False, max_length=200)
 
     DASHBOARD_FIELDS = ("route", "count", "generator", "judge", "seed", "qa_stages")
@@ -70,10 +105,17 @@ class StartBatchForm(forms.Form):
         if len(options["qa_stages"]) == len(QAStage.values):  # every stage is the default: the same config as
             del options["qa_stages"]  # `synthesize` without --qa-stages, so the two resume each other's batches
         return {
-            "route": data["route"], "count": data["count"], "generator": data["generator"], "judge": data["judge"],
-            "seed": data["seed"], "preview": preview, "budget_usd": data["budget_usd"],
-            "budget_tokens": data["budget_tokens"], "options": options, "name": data["name"],
-        }  # fmt: skip
+            "route": data["route"],
+            "count": data["count"],
+            "generator": data["generator"],
+            "judge": data["judge"],
+            "seed": data["seed"],
+            "preview": preview,
+            "budget_usd": data["budget_usd"],
+            "budget_tokens": data["budget_tokens"],
+            "options": options,
+            "name": data["name"],
+        }
 
 
 class PersonaImportForm(forms.Form):
@@ -84,8 +126,9 @@ class SkillOverrideForm(forms.Form):
     LABELS = [("", "Follow the annotation"), ("yes", "Synthesizable"), ("no", "Not synthesizable")]
 
     synthesizable = forms.ChoiceField(choices=LABELS, required=False, label="Label")
-    reason = forms.CharField(required=False, max_length=2000, widget=forms.TextInput,
-                             help_text="Why (required to set a label).")  # fmt: skip
+    reason = forms.CharField(
+        required=False, max_length=2000, widget=forms.TextInput, help_text="Why (required to set a label)."
+    )
 
     def clean(self):
         data = super().clean()

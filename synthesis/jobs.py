@@ -32,25 +32,31 @@ def annotate(ctx, *, skill_ids: list[int] | None = None, endpoint: str | None = 
     skills = Skill.objects.all() if skill_ids is None else Skill.objects.filter(pk__in=skill_ids)
     skills = list(skills.order_by("name"))
     done = set(
-        Skill.objects.filter(pk__in=[s.pk for s in skills], annotations__created_at__gte=ctx.run.created_at)
-        .values_list("pk", flat=True)
+        Skill.objects.filter(
+            pk__in=[s.pk for s in skills], annotations__created_at__gte=ctx.run.created_at
+        ).values_list("pk", flat=True)
     )
     todo = [s for s in skills if s.pk not in done]
     total = len(skills)
-    ctx.log(f"asking {model.name} about {len(todo)} skill{'' if len(todo) == 1 else 's'}"
-            + (f" ({len(done)} annotated before)" if done else ""))  # fmt: skip
+    ctx.log(
+        f"asking {model.name} about {len(todo)} skill{'' if len(todo) == 1 else 's'}"
+        + (f" ({len(done)} annotated before)" if done else "")
+    )
     ctx.progress(len(done), total, "annotating")
 
     def heard(result: AnnotationResult) -> None:
         if result.error:
             ctx.log(f"failed: {result.skill.name}: {result.error}")
-        label = "failed" if result.error else ("synthesizable" if result.annotation.synthesizable else "not synthesizable")
+        label = (
+            "failed" if result.error else ("synthesizable" if result.annotation.synthesizable else "not synthesizable")
+        )
         ctx.progress(ctx.run.progress_done + 1, total, f"{result.skill.name}: {label}")
 
     annotate_skills(todo, model, on_result=heard)
     annotated = set(
-        Skill.objects.filter(pk__in=[s.pk for s in skills], annotations__created_at__gte=ctx.run.created_at)
-        .values_list("pk", flat=True)
+        Skill.objects.filter(
+            pk__in=[s.pk for s in skills], annotations__created_at__gte=ctx.run.created_at
+        ).values_list("pk", flat=True)
     )
     failed = [s for s in Skill.objects.filter(pk__in=[s.pk for s in skills]).order_by("name") if s.pk not in annotated]
     ctx.items_failed(len(failed), of=len(skills))
@@ -88,7 +94,9 @@ def run_batch(ctx, *, batch_id: int) -> dict:
     reclaimed = pipeline.reclaim_lost_items(batch)
     if reclaimed:
         ctx.log(f"items {', '.join(map(str, reclaimed))} were left running by a lost worker: pending again")
-    pending = list(batch.items.filter(status=SynthesisItem.Status.PENDING).order_by("index").values_list("pk", flat=True))
+    pending = list(
+        batch.items.filter(status=SynthesisItem.Status.PENDING).order_by("index").values_list("pk", flat=True)
+    )
     queued = ctx.fan_out(RUN_ITEM_JOB, "item_id", pending, "items") if pending else 0
     pipeline.maybe_finish(batch_id)
     return {"batch": batch_id, "items": queued}
@@ -131,8 +139,9 @@ def _assess_subject(params: dict) -> tuple[str, str]:
 
 
 @job(ASSESS_JOB, queue="default", title="Assess task quality", subject=_assess_subject)
-def assess(ctx, *, task_ids: list[str] | None = None, stages: list[str] | None = None,
-           judge: str | None = None) -> dict:  # fmt: skip
+def assess(
+    ctx, *, task_ids: list[str] | None = None, stages: list[str] | None = None, judge: str | None = None
+) -> dict:
     stages = stages or list(STAGES)
     endpoint = judge_endpoint(judge, stages)
     tasks = Task.objects.filter(current_revision__isnull=False)
@@ -146,8 +155,11 @@ def assess(ctx, *, task_ids: list[str] | None = None, stages: list[str] | None =
         seen.setdefault(revision_id, set()).add(stage)
     todo = [t for t in tasks if seen.get(t.current_revision_id, set()) != set(stages)]
     done_before = len(tasks) - len(todo)
-    ctx.log(f"assessing {len(todo)} task(s) ({', '.join(stages)})" + (f"; {done_before} done before" if done_before else "")
-            + (f" with {endpoint.name}" if endpoint else ""))  # fmt: skip
+    ctx.log(
+        f"assessing {len(todo)} task(s) ({', '.join(stages)})"
+        + (f"; {done_before} done before" if done_before else "")
+        + (f" with {endpoint.name}" if endpoint else "")
+    )
     ctx.progress(done_before, len(tasks), "assessing")
     counts = {"pass": 0, "fail": 0, "error": 0}
     errors = []

@@ -65,9 +65,9 @@ def check_budget(batch_id: int) -> None:
     reason = over_budget(batch)
     if not reason:
         return
-    SynthesisBatch.objects.filter(pk=batch_id, status__in=[SynthesisBatch.Status.QUEUED, SynthesisBatch.Status.RUNNING]).update(
-        status=SynthesisBatch.Status.PAUSED, status_reason=reason[:500]
-    )  # fmt: skip
+    SynthesisBatch.objects.filter(
+        pk=batch_id, status__in=[SynthesisBatch.Status.QUEUED, SynthesisBatch.Status.RUNNING]
+    ).update(status=SynthesisBatch.Status.PAUSED, status_reason=reason[:500])
     raise BudgetReached(reason)
 
 
@@ -87,9 +87,11 @@ def _text_of(call: ModelCall) -> str:
     if call.api == ModelEndpoint.ApiStyle.RESPONSES:
         parts = [
             content.get("text", "")
-            for output in response.get("output") or [] if output.get("type") == "message"
-            for content in output.get("content") or [] if content.get("type") == "output_text"
-        ]  # fmt: skip
+            for output in response.get("output") or []
+            if output.get("type") == "message"
+            for content in output.get("content") or []
+            if content.get("type") == "output_text"
+        ]
         return "".join(parts)
     choices = response.get("choices") or []
     return (choices[0].get("message") or {}).get("content") or "" if choices else ""

@@ -119,29 +119,49 @@ def minilm_graph(encoder) -> bytes:
     length = g.op("Shape", [ids], start=1, end=2)
     positions = g.op(
         "Slice",
-        [g.const("position_embeddings", encoder.position), g.const("zero", np.array([0], np.int64)), length,
-         g.const("axis0", np.array([0], np.int64))],
-    )  # fmt: skip
+        [
+            g.const("position_embeddings", encoder.position),
+            g.const("zero", np.array([0], np.int64)),
+            length,
+            g.const("axis0", np.array([0], np.int64)),
+        ],
+    )
     x = g.op("Add", [words, positions])
     x = g.op("Add", [x, g.const("token_type_0", encoder.token_type[0].astype(f32))])
-    x = g.op("LayerNormalization", [x, g.const("emb_ln_w", encoder.emb_norm[0].astype(f32)),
-                                    g.const("emb_ln_b", encoder.emb_norm[1].astype(f32))], axis=-1, epsilon=eps)  # fmt: skip
+    x = g.op(
+        "LayerNormalization",
+        [x, g.const("emb_ln_w", encoder.emb_norm[0].astype(f32)), g.const("emb_ln_b", encoder.emb_norm[1].astype(f32))],
+        axis=-1,
+        epsilon=eps,
+    )
     for i, layer in enumerate(encoder.layers):
 
         def c(name, array, i=i):
             return g.const(f"l{i}_{name}", np.asarray(array, dtype=f32))
 
         # Q, K and V in one product; padded keys masked (2-D mask: 1 keeps a key, 0 drops it).
-        attended = g.op("Attention", [x, c("qkv_w", layer["qkv"][0]), c("qkv_b", layer["qkv"][1]), mask],
-                        domain="com.microsoft", num_heads=encoder.heads)  # fmt: skip
+        attended = g.op(
+            "Attention",
+            [x, c("qkv_w", layer["qkv"][0]), c("qkv_b", layer["qkv"][1]), mask],
+            domain="com.microsoft",
+            num_heads=encoder.heads,
+        )
         out = g.op("MatMul", [attended, c("out_w", layer["out"][0])])
-        x = g.op("SkipLayerNormalization", [out, x, c("ln1_w", layer["norm1"][0]), c("ln1_b", layer["norm1"][1]),
-                                            c("out_b", layer["out"][1])], domain="com.microsoft", epsilon=eps)  # fmt: skip
+        x = g.op(
+            "SkipLayerNormalization",
+            [out, x, c("ln1_w", layer["norm1"][0]), c("ln1_b", layer["norm1"][1]), c("out_b", layer["out"][1])],
+            domain="com.microsoft",
+            epsilon=eps,
+        )
         up = g.op("MatMul", [x, c("up_w", layer["up"][0])])
         up = g.op("BiasGelu", [up, c("up_b", layer["up"][1])], domain="com.microsoft")  # erf GELU, as BERT's
         down = g.op("MatMul", [up, c("down_w", layer["down"][0])])
-        x = g.op("SkipLayerNormalization", [down, x, c("ln2_w", layer["norm2"][0]), c("ln2_b", layer["norm2"][1]),
-                                            c("down_b", layer["down"][1])], domain="com.microsoft", epsilon=eps)  # fmt: skip
+        x = g.op(
+            "SkipLayerNormalization",
+            [down, x, c("ln2_w", layer["norm2"][0]), c("ln2_b", layer["norm2"][1]), c("down_b", layer["down"][1])],
+            domain="com.microsoft",
+            epsilon=eps,
+        )
     g.nodes.append(_bytes(1, x) + _bytes(2, "last_hidden") + _bytes(3, "output") + _bytes(4, "Identity"))
 
     graph = b"".join(_bytes(1, n) for n in g.nodes) + _bytes(2, "minilm")

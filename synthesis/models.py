@@ -234,8 +234,12 @@ class SynthesisItem(models.Model):
     index = models.PositiveIntegerField()
     # The draw: persona route {persona, subcategory, operations}; skill route {main, supporting}. Ids and names.
     seed = models.JSONField(default=dict)
-    stage = models.CharField(max_length=16, choices=Stage.choices, default=Stage.GENERATE,
-                             help_text="The next stage to run (the last one reached when finished).")  # fmt: skip
+    stage = models.CharField(
+        max_length=16,
+        choices=Stage.choices,
+        default=Stage.GENERATE,
+        help_text="The next stage to run (the last one reached when finished).",
+    )
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
     # The task as it stands: instruction, scenario, expected_behavior, operations, file spec, files, checker,
     # solution, rubric, difficulty, … (each stage adds its part).

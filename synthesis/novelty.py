@@ -143,14 +143,16 @@ class MiniLMEncoder:
 
             qkv = np.concatenate([t("attention.self.query"), t("attention.self.key"), t("attention.self.value")], 1)
             qkv_bias = np.concatenate([w[p + f"attention.self.{n}.bias"] for n in ("query", "key", "value")])
-            self.layers.append({
-                "qkv": (np.ascontiguousarray(qkv), qkv_bias.astype(f32)),
-                "out": (t("attention.output.dense"), w[p + "attention.output.dense.bias"]),
-                "norm1": (w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"]),
-                "up": (t("intermediate.dense"), w[p + "intermediate.dense.bias"]),
-                "down": (t("output.dense"), w[p + "output.dense.bias"]),
-                "norm2": (w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"]),
-            })  # fmt: skip
+            self.layers.append(
+                {
+                    "qkv": (np.ascontiguousarray(qkv), qkv_bias.astype(f32)),
+                    "out": (t("attention.output.dense"), w[p + "attention.output.dense.bias"]),
+                    "norm1": (w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"]),
+                    "up": (t("intermediate.dense"), w[p + "intermediate.dense.bias"]),
+                    "down": (t("output.dense"), w[p + "output.dense.bias"]),
+                    "norm2": (w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"]),
+                }
+            )
 
     def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
         # sentence-transformers strips each input before tokenizing.
@@ -252,10 +254,11 @@ def embed(texts: Sequence[str], *, cache: bool = True) -> np.ndarray:
         known.update(fresh)
         if cache:
             rows = [
-                InstructionEmbedding(text_hash=h, model=MODEL_NAME, dimensions=v.shape[0],
-                                     vector=v.astype("<f4").tobytes())
+                InstructionEmbedding(
+                    text_hash=h, model=MODEL_NAME, dimensions=v.shape[0], vector=v.astype("<f4").tobytes()
+                )
                 for h, v in fresh.items()
-            ]  # fmt: skip
+            ]
             InstructionEmbedding.objects.bulk_create(rows, batch_size=DB_CHUNK, ignore_conflicts=True)
     if not texts:
         return np.zeros((0, encoder().dimensions), dtype=np.float32)
@@ -449,8 +452,13 @@ def catalog_index() -> NoveltyIndex:
     with _catalog_lock:
         if _catalog["index"] is not None and _catalog.get("signature") == signature:
             return _catalog["index"]
-    fields = ("external_id", "current_revision_id", "current_revision__content_hash", "scenario_category__slug",
-              "scenario_subcategory__slug")  # fmt: skip
+    fields = (
+        "external_id",
+        "current_revision_id",
+        "current_revision__content_hash",
+        "scenario_category__slug",
+        "scenario_subcategory__slug",
+    )
     rows = {
         eid: (rev, digest, group_of(cat, sub))
         for eid, rev, digest, cat, sub in Task.objects.filter(current_revision__isnull=False).values_list(*fields)

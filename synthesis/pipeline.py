@@ -122,7 +122,7 @@ def reclaim_lost_items(batch: SynthesisBatch | None = None) -> list[int]:
             continue
         back = SynthesisItem.objects.filter(pk=item.pk, status=SynthesisItem.Status.RUNNING, worker=item.worker).update(
             status=SynthesisItem.Status.PENDING, worker="", job_run=None
-        )  # fmt: skip
+        )
         if back:
             log.warning("synthesis item %s reclaimed: %s", item.pk, reason)
             reclaimed.append(item.pk)
@@ -159,7 +159,10 @@ def run_stages(item: SynthesisItem, ctx: StageContext, worker: str) -> Synthesis
             _back_to_pending(item, worker)
             break
         except StageFailure as exc:
-            results = {**item.stage_results, stage: {"verdict": ERROR, "reason": exc.reason, "retryable": exc.retryable}}
+            results = {
+                **item.stage_results,
+                stage: {"verdict": ERROR, "reason": exc.reason, "retryable": exc.retryable},
+            }
             _end(item, worker, SynthesisItem.Status.FAILED, stage, exc.reason, results)
             break
         except Exception as exc:  # a defect, not the task's fault: recorded, never dropped
@@ -222,7 +225,7 @@ def maybe_finish(batch_id: int) -> bool:
 
 
 def all_failed_reason(failed) -> str:
-    """"All 9 items failed; most at the files stage: <its first reason>", for the batch's status_reason."""
+    """ "All 9 items failed; most at the files stage: <its first reason>", for the batch's status_reason."""
     count = failed.count()
     common = failed.order_by().values("stage").annotate(n=Count("pk")).order_by("-n", "stage").first()
     first = failed.filter(stage=common["stage"]).order_by("index").values_list("reason", flat=True).first() or ""

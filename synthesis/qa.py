@@ -239,8 +239,12 @@ def _decide(stage: str, answer: dict, thresholds: dict, task: QATask) -> tuple[s
         uncovered = [_cut(r["requirement"]) for r in requirements if not r["covered"]]
         strict = [_cut(f"{s['check']}" + (f" ({s['why']})" if s.get("why") else "")) for s in answer["over_strict"]]
         coverage = round((len(requirements) - len(uncovered)) / len(requirements), 4) if requirements else None
-        details = {"coverage": coverage, "requirements": len(requirements), "uncovered": uncovered,
-                   "over_strict": strict}  # fmt: skip
+        details = {
+            "coverage": coverage,
+            "requirements": len(requirements),
+            "uncovered": uncovered,
+            "over_strict": strict,
+        }
         problems = ([f"uncovered: {'; '.join(uncovered)}"] if uncovered else []) + (
             [f"over-strict: {'; '.join(strict)}"] if strict else []
         )
@@ -263,17 +267,25 @@ def _answer_text(call: ModelCall) -> str:
     if call.api == ModelEndpoint.ApiStyle.RESPONSES:
         return "".join(
             part.get("text", "")
-            for out in response.get("output") or [] if out.get("type") == "message"
-            for part in out.get("content") or [] if part.get("type") == "output_text"
-        )  # fmt: skip
+            for out in response.get("output") or []
+            if out.get("type") == "message"
+            for part in out.get("content") or []
+            if part.get("type") == "output_text"
+        )
     choices = response.get("choices") or []
     return ((choices[0].get("message") or {}).get("content") or "") if choices else ""
 
 
 def _recorded(stage: str, judge: ModelEndpoint, messages: list[dict], subject: str):
     """(answer, call) of an earlier valid answer to exactly this question for this subject, or None."""
-    calls = ModelCall.objects.filter(subject=subject, purpose=purpose(stage), endpoint_name=judge.name,
-                                     model=judge.model, response__isnull=False, error="").order_by("-pk")  # fmt: skip
+    calls = ModelCall.objects.filter(
+        subject=subject,
+        purpose=purpose(stage),
+        endpoint_name=judge.name,
+        model=judge.model,
+        response__isnull=False,
+        error="",
+    ).order_by("-pk")
     key = json.dumps(messages, sort_keys=True)
     for call in calls:
         request = call.request or {}
@@ -293,16 +305,21 @@ def _judged(
     if stage == QAStage.RUBRIC and not task.rubric:
         return QAVerdict(stage, PASS, "no rubric", {}, prompt_version=version)
     if judge is None:
-        return QAVerdict(stage, ERROR, "no judge endpoint: name one (--judge) or add one with the role 'judge'",
-                         prompt_version=version)  # fmt: skip
+        return QAVerdict(
+            stage,
+            ERROR,
+            "no judge endpoint: name one (--judge) or add one with the role 'judge'",
+            prompt_version=version,
+        )
     messages = messages_for(stage, task)
     found = _recorded(stage, judge, messages, subject) if reuse and subject else None
     if found is not None:
         answer, call = found
     else:
         try:
-            answer, call = complete_json(judge, messages, SCHEMAS[stage], purpose=purpose(stage), subject=subject,
-                                         repairs=1)  # fmt: skip
+            answer, call = complete_json(
+                judge, messages, SCHEMAS[stage], purpose=purpose(stage), subject=subject, repairs=1
+            )
         except (ModelCallError, MissingApiKey, EndpointBusy) as exc:  # InvalidJsonAnswer is a ModelCallError
             call = getattr(exc, "call", None)
             return QAVerdict(stage, ERROR, _cut(str(exc)), {}, call.pk if call else None, judge.name, version)

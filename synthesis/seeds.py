@@ -174,12 +174,19 @@ def read_operations(path: Path = SHIPPED_OPERATIONS) -> list[dict]:
             if o["slug"] in seen:
                 raise SeedError(f"{path}: operation {o['slug']!r} is listed twice")
             seen.add(o["slug"])
-            operations.append({"slug": o["slug"], "name": o["name"], "description": o["description"],
-                               "needs_network": bool(o.get("needs_network", False))})  # fmt: skip
+            operations.append(
+                {
+                    "slug": o["slug"],
+                    "name": o["name"],
+                    "description": o["description"],
+                    "needs_network": bool(o.get("needs_network", False)),
+                }
+            )
         if not (isinstance(c.get("slug"), str) and isinstance(c.get("name"), str) and operations):
             raise SeedError(f"{path}: a category lacks a slug, a name or operations")
-        out.append({"slug": c["slug"], "name": c["name"], "description": c.get("description", ""),
-                    "operations": operations})  # fmt: skip
+        out.append(
+            {"slug": c["slug"], "name": c["name"], "description": c.get("description", ""), "operations": operations}
+        )
     return out
 
 
@@ -197,9 +204,13 @@ def load_operations(path: Path = SHIPPED_OPERATIONS, *, OperationCategory=None, 
             for o in c["operations"]:
                 AtomicOperation.objects.update_or_create(
                     slug=o["slug"],
-                    defaults={"category": category, "name": o["name"], "description": o["description"],
-                              "needs_network": o["needs_network"]},
-                )  # fmt: skip
+                    defaults={
+                        "category": category,
+                        "name": o["name"],
+                        "description": o["description"],
+                        "needs_network": o["needs_network"],
+                    },
+                )
                 count += 1
     return count
 

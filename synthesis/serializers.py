@@ -41,12 +41,18 @@ class EndpointNameField(serializers.CharField):
 
 
 class BatchOptionsSerializer(serializers.Serializer):
-    operations = serializers.IntegerField(required=False, min_value=1, max_value=8,
-                                          help_text="Persona route: operations per task (default 3).")  # fmt: skip
-    supporting = serializers.IntegerField(required=False, min_value=0, max_value=MAX_SUPPORTING,
-                                          help_text="Skill route: supporting skills at most (default 3).")  # fmt: skip
-    allow_network = serializers.BooleanField(required=False,
-                                             help_text="Draw operations that need the network (the sandbox has none).")  # fmt: skip
+    operations = serializers.IntegerField(
+        required=False, min_value=1, max_value=8, help_text="Persona route: operations per task (default 3)."
+    )
+    supporting = serializers.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=MAX_SUPPORTING,
+        help_text="Skill route: supporting skills at most (default 3).",
+    )
+    allow_network = serializers.BooleanField(
+        required=False, help_text="Draw operations that need the network (the sandbox has none)."
+    )
 
     def to_internal_value(self, data):
         unknown = sorted(set(data) - set(self.fields)) if isinstance(data, dict) else []
@@ -61,17 +67,22 @@ class StartBatchSerializer(serializers.Serializer):
     """What synthesis.batches.start_batch takes (the `synthesize` command's flags)."""
 
     route = serializers.ChoiceField(choices=Route.choices)
-    count = serializers.IntegerField(required=False, min_value=1, max_value=MAX_COUNT,
-                                     help_text="Tasks wanted; not needed for a preview (5).")  # fmt: skip
+    count = serializers.IntegerField(
+        required=False, min_value=1, max_value=MAX_COUNT, help_text="Tasks wanted; not needed for a preview (5)."
+    )
     generator = EndpointNameField(help_text="The generator endpoint's name.")
     judge = EndpointNameField(help_text="The judge endpoint's name.")
-    seed = serializers.IntegerField(required=False, allow_null=True, min_value=0,
-                                    help_text="Draws the items (default: a random one).")  # fmt: skip
+    seed = serializers.IntegerField(
+        required=False, allow_null=True, min_value=0, help_text="Draws the items (default: a random one)."
+    )
     preview = serializers.BooleanField(default=False, help_text="5 items through every stage.")
     budget_usd = serializers.DecimalField(required=False, allow_null=True, max_digits=12, decimal_places=4, min_value=0)
     budget_tokens = serializers.IntegerField(required=False, allow_null=True, min_value=0)
-    qa_stages = serializers.ListField(child=serializers.ChoiceField(choices=QAStage.choices), required=False,
-                                      help_text="The QA stages to run (default every one; [] none).")  # fmt: skip
+    qa_stages = serializers.ListField(
+        child=serializers.ChoiceField(choices=QAStage.choices),
+        required=False,
+        help_text="The QA stages to run (default every one; [] none).",
+    )
     options = BatchOptionsSerializer(required=False)
     name = serializers.CharField(required=False, allow_blank=True, max_length=200)
 
@@ -86,16 +97,28 @@ class StartBatchSerializer(serializers.Serializer):
         if "qa_stages" in data:
             options["qa_stages"] = list(data["qa_stages"])
         return {
-            "route": data["route"], "count": data.get("count", 0), "generator": data["generator"],
-            "judge": data["judge"], "seed": data.get("seed"), "preview": data["preview"],
-            "budget_usd": data.get("budget_usd"), "budget_tokens": data.get("budget_tokens"), "options": options,
+            "route": data["route"],
+            "count": data.get("count", 0),
+            "generator": data["generator"],
+            "judge": data["judge"],
+            "seed": data.get("seed"),
+            "preview": data["preview"],
+            "budget_usd": data.get("budget_usd"),
+            "budget_tokens": data.get("budget_tokens"),
+            "options": options,
             "name": data.get("name", ""),
-        }  # fmt: skip
+        }
 
 
 class ResumeBatchSerializer(serializers.Serializer):
-    budget_usd = serializers.DecimalField(required=False, allow_null=True, max_digits=12, decimal_places=4, min_value=0,
-                                          help_text="A new cost budget (null: none); left out, the batch's own.")  # fmt: skip
+    budget_usd = serializers.DecimalField(
+        required=False,
+        allow_null=True,
+        max_digits=12,
+        decimal_places=4,
+        min_value=0,
+        help_text="A new cost budget (null: none); left out, the batch's own.",
+    )
     budget_tokens = serializers.IntegerField(required=False, allow_null=True, min_value=0)
 
 
@@ -115,8 +138,9 @@ class BatchFilterSerializer(serializers.Serializer):
 class BatchProgressSerializer(serializers.Serializer):
     finished = serializers.IntegerField()
     requested = serializers.IntegerField()
-    stages = serializers.DictField(child=serializers.DictField(child=serializers.IntegerField()),
-                                   help_text="stage -> status -> items")  # fmt: skip
+    stages = serializers.DictField(
+        child=serializers.DictField(child=serializers.IntegerField()), help_text="stage -> status -> items"
+    )
 
 
 class SynthesisBatchListSerializer(serializers.ModelSerializer):
@@ -133,9 +157,28 @@ class SynthesisBatchListSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = SynthesisBatch
-        fields = ["id", "url", "name", "route", "status", "status_reason", "preview", "requested", "finished", "kept",
-                  "rejected", "failed", "generator", "judge", "seed", "tokens", "cost", "created_at", "created_by",
-                  "finished_at"]  # fmt: skip
+        fields = [
+            "id",
+            "url",
+            "name",
+            "route",
+            "status",
+            "status_reason",
+            "preview",
+            "requested",
+            "finished",
+            "kept",
+            "rejected",
+            "failed",
+            "generator",
+            "judge",
+            "seed",
+            "tokens",
+            "cost",
+            "created_at",
+            "created_by",
+            "finished_at",
+        ]
         read_only_fields = fields
 
     def get_tokens(self, batch) -> int:
@@ -234,8 +277,9 @@ class BatchReportSerializer(serializers.Serializer):
     cost = serializers.FloatField()
     funnel = FunnelStepSerializer(many=True)
     stages = serializers.DictField(child=serializers.DictField(), help_text="purpose -> calls, tokens, cost")
-    distributions = serializers.DictField(child=serializers.DictField(),
-                                          help_text="all / kept -> subcategories, operations, skills, difficulty")  # fmt: skip
+    distributions = serializers.DictField(
+        child=serializers.DictField(), help_text="all / kept -> subcategories, operations, skills, difficulty"
+    )
     progress = BatchProgressSerializer()
     status_reason = serializers.CharField()
 
@@ -246,8 +290,9 @@ class BatchReportSerializer(serializers.Serializer):
 class ItemFilterSerializer(serializers.Serializer):
     batch = serializers.IntegerField(required=False, min_value=1, help_text="The batch's id.")
     status = serializers.ChoiceField(choices=SynthesisItem.Status.choices, required=False)
-    stage = serializers.ChoiceField(choices=Stage.choices, required=False,
-                                    help_text="The stage it reached (or ended at).")  # fmt: skip
+    stage = serializers.ChoiceField(
+        choices=Stage.choices, required=False, help_text="The stage it reached (or ended at)."
+    )
 
     def filter(self, queryset):
         for name in ("batch", "status", "stage"):
@@ -266,8 +311,23 @@ class SynthesisItemSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = SynthesisItem
-        fields = ["id", "url", "batch", "index", "status", "stage", "rejected_at", "reason", "seed", "task", "tokens",
-                  "cost", "attempts", "created_at", "updated_at"]  # fmt: skip
+        fields = [
+            "id",
+            "url",
+            "batch",
+            "index",
+            "status",
+            "stage",
+            "rejected_at",
+            "reason",
+            "seed",
+            "task",
+            "tokens",
+            "cost",
+            "attempts",
+            "created_at",
+            "updated_at",
+        ]
         read_only_fields = fields
 
     def get_rejected_at(self, item) -> str | None:
@@ -331,9 +391,24 @@ class ImportReportSerializer(serializers.Serializer):
 class SkillAnnotationSerializer(serializers.ModelSerializer):
     class Meta:
         model = SkillAnnotation
-        fields = ["id", "summary", "core_content", "auth_required", "required_env", "input_format", "output_format",
-                  "text_only_compatible", "risk", "risk_reason", "missing_bins", "synthesizable", "endpoint_name",
-                  "prompt_version", "model_call", "created_at"]  # fmt: skip
+        fields = [
+            "id",
+            "summary",
+            "core_content",
+            "auth_required",
+            "required_env",
+            "input_format",
+            "output_format",
+            "text_only_compatible",
+            "risk",
+            "risk_reason",
+            "missing_bins",
+            "synthesizable",
+            "endpoint_name",
+            "prompt_version",
+            "model_call",
+            "created_at",
+        ]
         read_only_fields = fields
 
 
@@ -345,9 +420,25 @@ class SkillSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Skill
-        fields = ["id", "url", "name", "description", "source", "required_bins", "required_env", "primary_env",
-                  "synthesizable", "synthesizable_override", "override_reason", "override_by", "annotation",
-                  "annotation_error", "skipped_files", "created_at", "updated_at"]  # fmt: skip
+        fields = [
+            "id",
+            "url",
+            "name",
+            "description",
+            "source",
+            "required_bins",
+            "required_env",
+            "primary_env",
+            "synthesizable",
+            "synthesizable_override",
+            "override_reason",
+            "override_by",
+            "annotation",
+            "annotation_error",
+            "skipped_files",
+            "created_at",
+            "updated_at",
+        ]
         read_only_fields = fields
 
     def _latest(self, skill):
@@ -377,10 +468,12 @@ class SkillFilterSerializer(serializers.Serializer):
 
 
 class SkillOverrideSerializer(serializers.Serializer):
-    synthesizable = serializers.BooleanField(allow_null=True,
-                                             help_text="true / false override the annotation's label; null clears.")  # fmt: skip
-    reason = serializers.CharField(required=False, allow_blank=True, max_length=2000,
-                                   help_text="Required to set a label.")  # fmt: skip
+    synthesizable = serializers.BooleanField(
+        allow_null=True, help_text="true / false override the annotation's label; null clears."
+    )
+    reason = serializers.CharField(
+        required=False, allow_blank=True, max_length=2000, help_text="Required to set a label."
+    )
 
     def validate(self, attrs):
         if attrs["synthesizable"] is not None and not (attrs.get("reason") or "").strip():
@@ -389,8 +482,12 @@ class SkillOverrideSerializer(serializers.Serializer):
 
 
 class AnnotateSerializer(serializers.Serializer):
-    skills = serializers.ListField(child=serializers.CharField(), required=False, allow_empty=False,
-                                   help_text="Skill names; every skill when left out.")  # fmt: skip
+    skills = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        allow_empty=False,
+        help_text="Skill names; every skill when left out.",
+    )
     endpoint = serializers.CharField(required=False, help_text="Default: the first enabled judge, else generator.")
 
     def validate_skills(self, names):
@@ -411,8 +508,21 @@ class QualityAssessmentSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = QualityAssessment
-        fields = ["id", "task", "revision", "stage", "verdict", "reason", "details", "endpoint_name",
-                  "prompt_version", "model_call", "item", "created_by", "created_at"]  # fmt: skip
+        fields = [
+            "id",
+            "task",
+            "revision",
+            "stage",
+            "verdict",
+            "reason",
+            "details",
+            "endpoint_name",
+            "prompt_version",
+            "model_call",
+            "item",
+            "created_by",
+            "created_at",
+        ]
         read_only_fields = fields
 
 
@@ -432,21 +542,33 @@ class QualityAssessmentFilterSerializer(serializers.Serializer):
 class AssessSerializer(serializers.Serializer):
     """What `assess_tasks` takes: tasks (external ids) or all, and the stages."""
 
-    tasks = serializers.ListField(child=serializers.CharField(), required=False, allow_empty=False,
-                                  help_text="Task external ids (their current revisions).")  # fmt: skip
+    tasks = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        allow_empty=False,
+        help_text="Task external ids (their current revisions).",
+    )
     all = serializers.BooleanField(default=False, help_text="Every task with a revision.")
-    stages = serializers.ListField(child=serializers.ChoiceField(choices=QAStage.choices), required=False,
-                                   allow_empty=False, help_text="Default: every stage.")  # fmt: skip
-    judge = serializers.CharField(required=False, help_text="The judge endpoint's name (default: the first enabled "
-                                  "judge).")  # fmt: skip
+    stages = serializers.ListField(
+        child=serializers.ChoiceField(choices=QAStage.choices),
+        required=False,
+        allow_empty=False,
+        help_text="Default: every stage.",
+    )
+    judge = serializers.CharField(
+        required=False, help_text="The judge endpoint's name (default: the first enabled judge)."
+    )
 
     def validate(self, attrs):
         if attrs["all"] == ("tasks" in attrs):
             raise serializers.ValidationError({"tasks": ["give a list of tasks or all: true (one of them)"]})
         if "tasks" in attrs:
             names = list(dict.fromkeys(attrs["tasks"]))
-            found = set(Task.objects.filter(external_id__in=names, current_revision__isnull=False)
-                        .values_list("external_id", flat=True))  # fmt: skip
+            found = set(
+                Task.objects.filter(external_id__in=names, current_revision__isnull=False).values_list(
+                    "external_id", flat=True
+                )
+            )
             unknown = [name for name in names if name not in found]
             if unknown:
                 raise serializers.ValidationError(

@@ -28,7 +28,7 @@ CASE = re.compile(r"\[case:([a-z_]+)\]")
 SALES_CSV = "region,amount\nnorth,10\nsouth,5\nnorth,7\neast,3\n"
 TOTALS = {"north": 17, "south": 5, "east": 3}
 
-GOOD_CHECK = '''import json
+GOOD_CHECK = """import json
 import os
 
 checks = {"totals_complete": 0, "totals_correct": 0}
@@ -43,7 +43,7 @@ if isinstance(found, dict) and set(found) == set(expected):
     if all(float(found[k]) == v for k, v in expected.items()):
         checks["totals_correct"] = 1
 print(json.dumps(checks))
-'''
+"""
 
 # Pays for an input file being there: over-lenient on the initial and scaffold workspaces.
 LENIENT_CHECK = GOOD_CHECK.replace(

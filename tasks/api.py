@@ -137,9 +137,9 @@ class TaskViewSet(
     write_roles = {"partial_update": REVIEWER, "sanity": REVIEWER}
 
     def get_queryset(self):
-        return Task.objects.select_related(
-            "benchmark_category", "scenario_category", "scenario_subcategory"
-        ).annotate(current_revision_number=F("current_revision__number"))
+        return Task.objects.select_related("benchmark_category", "scenario_category", "scenario_subcategory").annotate(
+            current_revision_number=F("current_revision__number")
+        )
 
     def get_serializer_class(self):
         return TaskListSerializer if self.action == "list" else TaskDetailSerializer
@@ -243,7 +243,9 @@ class TaskViewSet(
         base = task.revisions.filter(number=number).first()
         if base is None:
             current = task.current_revision.number if task.current_revision_id else None
-            raise ValidationError({"base_revision": [f"{task.external_id} has no revision r{number} (current is r{current})"]})
+            raise ValidationError(
+                {"base_revision": [f"{task.external_id} has no revision r{number} (current is r{current})"]}
+            )
         return base
 
 
@@ -260,11 +262,15 @@ class RawFileRenderer(BaseRenderer):
         return JSONRenderer().render(data)
 
 
-TASK_ID = OpenApiParameter("task_external_id", OpenApiTypes.STR, OpenApiParameter.PATH, description="The task's external_id.")
+TASK_ID = OpenApiParameter(
+    "task_external_id", OpenApiTypes.STR, OpenApiParameter.PATH, description="The task's external_id."
+)
 NUMBER = OpenApiParameter("number", OpenApiTypes.INT, OpenApiParameter.PATH, description="Revision number.")
 FILE_REF = [
     OpenApiParameter("role", OpenApiTypes.STR, enum=["input", "reward", "solution"], required=True),
-    OpenApiParameter("path", OpenApiTypes.STR, required=True, description="Relative path, slashes allowed: data/report.csv"),
+    OpenApiParameter(
+        "path", OpenApiTypes.STR, required=True, description="Relative path, slashes allowed: data/report.csv"
+    ),
 ]
 
 
@@ -434,7 +440,9 @@ class ImportViewSet(JobRunReadViewSet):
 
 
 @extend_schema(tags=["tasks"])
-class CategoryProposalViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class CategoryProposalViewSet(
+    QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
+):
     """Benchmark categories a model proposed for tasks (tasks.categorizing), newest first, and the decisions on them.
 
     Deciding needs the admin role: accepting or editing sets the task's category as a new revision.
@@ -509,7 +517,9 @@ class CategoryProposalViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.Re
         body.is_valid(raise_exception=True)
         data = body.validated_data
         try:
-            run = start_categorization(user=request.user, endpoint_name=data.get("endpoint"), task_ids=data.get("tasks"))
+            run = start_categorization(
+                user=request.user, endpoint_name=data.get("endpoint"), task_ids=data.get("tasks")
+            )
         except CategorizingError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         except JobEngineError as exc:
@@ -520,6 +530,8 @@ class CategoryProposalViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.Re
 
 def register(router):
     router.register("tasks", TaskViewSet, basename="task")
-    router.register(rf"tasks/(?P<task_external_id>{EXTERNAL_ID_REGEX})/revisions", RevisionViewSet, basename="task-revision")
+    router.register(
+        rf"tasks/(?P<task_external_id>{EXTERNAL_ID_REGEX})/revisions", RevisionViewSet, basename="task-revision"
+    )
     router.register("imports", ImportViewSet, basename="import")
     router.register("category-proposals", CategoryProposalViewSet, basename="category-proposal")

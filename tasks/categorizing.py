@@ -138,28 +138,45 @@ def propose_category(
     if revision is None:
         raise ProposalError(f"{task.external_id} has no revision to categorize")
     stored = {
-        "task": task, "revision": revision, "category_before_id": task.benchmark_category_id,
-        "endpoint_name": endpoint.name, "prompt_version": CATEGORIZE_PROMPT_VERSION, "job_run": job_run,
-    }  # fmt: skip
+        "task": task,
+        "revision": revision,
+        "category_before_id": task.benchmark_category_id,
+        "endpoint_name": endpoint.name,
+        "prompt_version": CATEGORIZE_PROMPT_VERSION,
+        "job_run": job_run,
+    }
     try:
         answer, call = complete_json(
-            endpoint, categorize_messages(revision, categories), answer_schema(categories),
-            purpose=CATEGORIZE_PURPOSE, subject=f"task:{task.external_id}", served=revision, repairs=1,
-        )  # fmt: skip
+            endpoint,
+            categorize_messages(revision, categories),
+            answer_schema(categories),
+            purpose=CATEGORIZE_PURPOSE,
+            subject=f"task:{task.external_id}",
+            served=revision,
+            repairs=1,
+        )
     except (ModelCallError, MissingApiKey, EndpointBusy) as exc:  # InvalidJsonAnswer is a ModelCallError
         return CategoryProposal.objects.create(
-            **stored, status=CategoryProposal.Status.FAILED, error=str(exc),  # it names the endpoint
+            **stored,
+            status=CategoryProposal.Status.FAILED,
+            error=str(exc),  # it names the endpoint
             model_call=getattr(exc, "call", None),
-        )  # fmt: skip
+        )
     with transaction.atomic():
         proposal = CategoryProposal.objects.create(
-            **stored, category=_category_of(answer["category"], categories),
-            reason=answer["reason"].strip()[:MAX_REASON_CHARS], model_call=call,
-        )  # fmt: skip
-        CategoryProposal.objects.filter(task=task, status=CategoryProposal.Status.PENDING).exclude(pk=proposal.pk).update(
-            status=CategoryProposal.Status.REJECTED, decision_note=f"superseded by proposal #{proposal.pk}",
-            decided_by=_person(user), decided_at=timezone.now(),
-        )  # fmt: skip
+            **stored,
+            category=_category_of(answer["category"], categories),
+            reason=answer["reason"].strip()[:MAX_REASON_CHARS],
+            model_call=call,
+        )
+        CategoryProposal.objects.filter(task=task, status=CategoryProposal.Status.PENDING).exclude(
+            pk=proposal.pk
+        ).update(
+            status=CategoryProposal.Status.REJECTED,
+            decision_note=f"superseded by proposal #{proposal.pk}",
+            decided_by=_person(user),
+            decided_at=timezone.now(),
+        )
     return proposal
 
 
@@ -294,8 +311,15 @@ def _stale_note(task: Task, proposal: CategoryProposal) -> str:
     )
 
 
-def _decide(proposal: CategoryProposal, category: BenchmarkCategory, *, user, status: str, message: str,
-            allowed=(CategoryProposal.Status.PENDING,)) -> CategoryProposal:  # fmt: skip
+def _decide(
+    proposal: CategoryProposal,
+    category: BenchmarkCategory,
+    *,
+    user,
+    status: str,
+    message: str,
+    allowed=(CategoryProposal.Status.PENDING,),
+) -> CategoryProposal:
     """Set the task's category from the proposal, as a new revision; a stale proposal is rejected instead.
 
     Raises ProposalError when the proposal is not in an `allowed` status any more (the caller decides what that
@@ -365,9 +389,13 @@ def edit_proposal(proposal: CategoryProposal, category: BenchmarkCategory, *, us
     else:
         why = f"set by hand for failed proposal #{proposal.pk}"
     done = _decide(
-        proposal, category, user=user, status=status,
-        message=f"category: {category.name} ({why})", allowed=CategoryProposal.OPEN,
-    )  # fmt: skip
+        proposal,
+        category,
+        user=user,
+        status=status,
+        message=f"category: {category.name} ({why})",
+        allowed=CategoryProposal.OPEN,
+    )
     if done.status == CategoryProposal.Status.REJECTED:
         raise ProposalError(f"proposal #{done.pk} was not applied: {done.decision_note}")
     return done
@@ -391,9 +419,11 @@ def start_accept_all(*, user):
 def reject_proposal(proposal: CategoryProposal, *, user, note: str = "") -> CategoryProposal:
     """Decline a pending (or failed) proposal; the task keeps its category. Raises ProposalError when decided."""
     updated = CategoryProposal.objects.filter(pk=proposal.pk, status__in=CategoryProposal.OPEN).update(
-        status=CategoryProposal.Status.REJECTED, decision_note=(note or "rejected")[:500],
-        decided_by=_person(user), decided_at=timezone.now(),
-    )  # fmt: skip
+        status=CategoryProposal.Status.REJECTED,
+        decision_note=(note or "rejected")[:500],
+        decided_by=_person(user),
+        decided_at=timezone.now(),
+    )
     proposal.refresh_from_db()
     if not updated:
         raise ProposalError(f"proposal #{proposal.pk} is {proposal.status}: it can no longer be decided")

@@ -122,7 +122,9 @@ def _start(request):
         error = f"Categorization could not be started: {exc}"
     if request.htmx:
         # htmx swaps 2xx responses only: the reason must still reach the panel.
-        return TemplateResponse(request, "tasks/category_proposals.html#job-panel", {"categorize_job": run, "job_error": error})
+        return TemplateResponse(
+            request, "tasks/category_proposals.html#job-panel", {"categorize_job": run, "job_error": error}
+        )
     if run is None:
         messages.error(request, error)
         return redirect(_page_url(request))
@@ -134,7 +136,7 @@ def _accept_selected(request):
     if not ids:
         messages.error(request, "Select the proposals to accept first.")
         return redirect(_page_url(request))
-    chosen = CategoryProposal.objects.filter(pk__in=ids[:PAGE_SIZE * 4]).order_by("pk")
+    chosen = CategoryProposal.objects.filter(pk__in=ids[: PAGE_SIZE * 4]).order_by("pk")
     decisions = accept_proposals(list(chosen), user=request.user)
     _report(request, decisions)
     return redirect(_page_url(request))

@@ -73,7 +73,6 @@ def _hidden_sitecustomize():
 # before the standard path finder and searches sys.path without the workspace's folders; what it does not find
 # there (the checker's helpers, the agent's own modules) is left to the normal search.
 class _RuntimeFirst:
-
     def __init__(self, workspace):
         self.workspace = workspace
         self.seen = {}

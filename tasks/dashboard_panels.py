@@ -28,8 +28,9 @@ _PANELS: dict[str, Panel] = {}
 
 def register(name: str, template: str, context_function: Callable, order: int = 100, scripts=()) -> None:
     """Add (or replace, by name: ready() may run twice in tests) a dashboard panel."""
-    _PANELS[name] = Panel(name=name, template=template, context_function=context_function, order=order,
-                          scripts=tuple(scripts))  # fmt: skip
+    _PANELS[name] = Panel(
+        name=name, template=template, context_function=context_function, order=order, scripts=tuple(scripts)
+    )
 
 
 def panels() -> list[Panel]:

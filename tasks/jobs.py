@@ -110,8 +110,10 @@ def categorize(ctx, *, task_ids: list[int] | None = None, endpoint: str | None =
         tasks = Task.objects.filter(pk__in=task_ids, current_revision__isnull=False).order_by("external_id")
     todo = [task for task in tasks.only("pk", "external_id") if task.pk not in done]
     total = len(todo) + len(done)
-    ctx.log(f"asking {model.name} about {len(todo)} task{'' if len(todo) == 1 else 's'}"
-            + (f" ({len(done)} asked before)" if done else ""))  # fmt: skip
+    ctx.log(
+        f"asking {model.name} about {len(todo)} task{'' if len(todo) == 1 else 's'}"
+        + (f" ({len(done)} asked before)" if done else "")
+    )
     ctx.progress(len(done), total, "categorizing")
 
     def heard(proposal):
@@ -153,8 +155,14 @@ def accept_categories(ctx, *, up_to_id: int) -> dict:
             ctx.log(f"not applied: proposal #{proposal.pk} ({proposal.task.external_id}): {error}")
         ctx.progress(min(start + ACCEPT_CHUNK, len(todo)), len(todo))
     ctx.items_failed(len(totals.errors), of=len(todo))
-    ctx.log(f"accepted {len(totals.accepted)}, stale {len(totals.rejected)}, skipped {len(totals.skipped)}, "
-            f"not applied {len(totals.errors)}")  # fmt: skip
+    ctx.log(
+        f"accepted {len(totals.accepted)}, stale {len(totals.rejected)}, skipped {len(totals.skipped)}, "
+        f"not applied {len(totals.errors)}"
+    )
     result = totals.as_dict()
-    return {"accepted": len(result["accepted"]), "rejected": result["rejected"][:50],
-            "skipped": len(result["skipped"]), "errors": result["errors"][:50]}  # fmt: skip
+    return {
+        "accepted": len(result["accepted"]),
+        "rejected": result["rejected"][:50],
+        "skipped": len(result["skipped"]),
+        "errors": result["errors"][:50],
+    }

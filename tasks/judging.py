@@ -341,9 +341,12 @@ def judge_rule(
 ) -> Judgement:
     """One rule judged. Never raises for what the model or the network does: that is a failed Judgement."""
     judgement = Judgement(
-        rule=rule["name"], weight=float(rule["weight"]), target_file=rule.get("target_file") or "", score=None,
+        rule=rule["name"],
+        weight=float(rule["weight"]),
+        target_file=rule.get("target_file") or "",
+        score=None,
         judge=endpoint.name,
-    )  # fmt: skip
+    )
     messages = judge_messages(instruction, rule, target, final_message)
     try:
         verdict, call = complete_json(
@@ -396,9 +399,14 @@ def judge_rubric(
     subject = subject or (f"revision:{revision.pk}" if served is not None else "")
     return [
         judge_rule(
-            revision.instruction, rule, targets.get(rule["target_file"]) if rule["target_file"] else None,
-            final_message, endpoint=endpoint, subject=subject, served=served,
-        )  # fmt: skip
+            revision.instruction,
+            rule,
+            targets.get(rule["target_file"]) if rule["target_file"] else None,
+            final_message,
+            endpoint=endpoint,
+            subject=subject,
+            served=served,
+        )
         for rule in rubric
     ]
 

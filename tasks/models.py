@@ -135,12 +135,16 @@ class TaskRevision(models.Model):
     entry_extra = models.JSONField(default=dict, blank=True)
     checker_entry = models.CharField(max_length=500, default="bash reward/reward.sh")
     rubric = models.JSONField(default=list, blank=True, help_text="Rubric rules: name, target_file, scores, weight.")
-    code_weight = models.FloatField(default=0.7, help_text="λ: task score = λ·code + (1−λ)·rubric when a rubric exists.")
+    code_weight = models.FloatField(
+        default=0.7, help_text="λ: task score = λ·code + (1−λ)·rubric when a rubric exists."
+    )
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children")
     author_user = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="task_revisions"
     )
-    author_stage = models.CharField(max_length=80, blank=True, help_text="Pipeline stage that wrote it, if no person did.")
+    author_stage = models.CharField(
+        max_length=80, blank=True, help_text="Pipeline stage that wrote it, if no person did."
+    )
     message = models.CharField(max_length=500, blank=True)
     content_hash = models.CharField(max_length=64, db_index=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -320,8 +324,10 @@ class SanityReport(models.Model):
             if writes:
                 shown = ", ".join(f"{w['change']} {w['path']}" for w in writes[:5])
                 more = run.get("workspace_writes_count", len(writes)) - min(len(writes), 5)
-                found.append(f"the checker wrote to the {kind} workspace while judging: {shown}"
-                             + (f" and {more} more" if more > 0 else ""))  # fmt: skip
+                found.append(
+                    f"the checker wrote to the {kind} workspace while judging: {shown}"
+                    + (f" and {more} more" if more > 0 else "")
+                )
         return found
 
     @property
@@ -394,28 +400,38 @@ class CategoryProposal(models.Model):
         BenchmarkCategory, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     category = models.ForeignKey(
-        BenchmarkCategory, null=True, blank=True, on_delete=models.PROTECT, related_name="proposals",
+        BenchmarkCategory,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="proposals",
         help_text="What the model proposed (null: the proposal failed).",
-    )  # fmt: skip
+    )
     reason = models.TextField(blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     error = models.TextField(blank=True, help_text="Why no proposal was had (status failed).")
     endpoint_name = models.CharField(max_length=80, blank=True)
     prompt_version = models.CharField(max_length=40, blank=True)
-    model_call = models.ForeignKey(
-        "llm.ModelCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
+    model_call = models.ForeignKey("llm.ModelCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     job_run = models.ForeignKey(
         "jobs.JobRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="category_proposals"
     )
     decided_category = models.ForeignKey(
-        BenchmarkCategory, null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+        BenchmarkCategory,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
         help_text="What was set: the proposed category (accepted) or an admin's choice (edited).",
-    )  # fmt: skip
+    )
     decided_revision = models.ForeignKey(
-        TaskRevision, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        TaskRevision,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
         help_text="The revision the decision made (or the current one, when the content was already so).",
-    )  # fmt: skip
+    )
     decision_note = models.CharField(max_length=500, blank=True, help_text="Why it was rejected, when it was.")
     decided_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

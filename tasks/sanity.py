@@ -285,8 +285,11 @@ def material_digest(material: SanityMaterial) -> str:
     """sha256 over what a check ran on (the checker's entry and files, the inputs, the solution, the scaffold's
     paths): a report made on material of this digest is a report of any revision with the same."""
     digest = hashlib.sha256(json.dumps([material.checker.entry, material.scaffold_paths]).encode())
-    for role, files in (("reward", material.checker.reward_files), ("input", material.inputs),
-                        ("solution", material.solution)):  # fmt: skip
+    for role, files in (
+        ("reward", material.checker.reward_files),
+        ("input", material.inputs),
+        ("solution", material.solution),
+    ):
         for path in sorted(files):
             digest.update(f"\0{role}\0{path}\0{len(files[path])}\0".encode())
             digest.update(files[path])
@@ -325,7 +328,9 @@ def check_here(
         while True:
             for revision in revisions:
                 material = SanityMaterial.from_revision(revision)
-                future = pool.submit(evaluate, material, backend=backend, tolerance=tolerance, runs_at_once=runs_at_once)
+                future = pool.submit(
+                    evaluate, material, backend=backend, tolerance=tolerance, runs_at_once=runs_at_once
+                )
                 pending[future] = (revision, material)
                 if len(pending) >= 2 * workers:
                     break

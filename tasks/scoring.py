@@ -135,9 +135,13 @@ def score_run(
 
 def _not_judged(rule: dict, error: str) -> Judgement:
     return Judgement(
-        rule=rule["name"], weight=float(rule["weight"]), target_file=rule["target_file"], score=None, failed=True,
+        rule=rule["name"],
+        weight=float(rule["weight"]),
+        target_file=rule["target_file"],
+        score=None,
+        failed=True,
         error=error,
-    )  # fmt: skip
+    )
 
 
 def _missing(rubric: list[dict], judgements: Sequence[Judgement]) -> str:

@@ -42,9 +42,7 @@ def _absolute(request, url: str) -> str:
 
 
 def revision_url(request, external_id: str, number: int) -> str:
-    return reverse(
-        "task-revision-detail", kwargs={"task_external_id": external_id, "number": number}, request=request
-    )
+    return reverse("task-revision-detail", kwargs={"task_external_id": external_id, "number": number}, request=request)
 
 
 def file_content_url(request, external_id: str, number: int, role: str, path: str) -> str:
@@ -71,7 +69,9 @@ class RevisionFileSerializer(serializers.ModelSerializer):
     @extend_schema_field(OpenApiTypes.URI)
     def get_content_url(self, obj) -> str:
         revision = self.context["revision"]
-        return file_content_url(self.context.get("request"), revision.task.external_id, revision.number, obj.role, obj.path)
+        return file_content_url(
+            self.context.get("request"), revision.task.external_id, revision.number, obj.role, obj.path
+        )
 
 
 class RevisionSummarySerializer(serializers.ModelSerializer):
@@ -80,7 +80,9 @@ class RevisionSummarySerializer(serializers.ModelSerializer):
     # Needs `file_count` annotated.
 
     url = serializers.SerializerMethodField()
-    parent = serializers.IntegerField(source="parent.number", read_only=True, allow_null=True, help_text="Parent revision number.")
+    parent = serializers.IntegerField(
+        source="parent.number", read_only=True, allow_null=True, help_text="Parent revision number."
+    )
     author = serializers.CharField(read_only=True, help_text="The person, or else the pipeline stage, that wrote it.")
     file_count = serializers.IntegerField(read_only=True)
 
@@ -384,7 +386,9 @@ class TaskCreateSerializer(serializers.Serializer):
     external_id = serializers.CharField(max_length=200, help_text="Letters, digits, '.', '_', '-'.")
     instruction = serializers.CharField(trim_whitespace=False)
     metadata = serializers.DictField(required=False, default=dict)
-    rubric = serializers.JSONField(required=False, default=list, help_text="List of rules: name, target_file, scores, weight.")
+    rubric = serializers.JSONField(
+        required=False, default=list, help_text="List of rules: name, target_file, scores, weight."
+    )
     code_weight = serializers.FloatField(
         min_value=0.0, max_value=1.0, default=DEFAULT_CODE_WEIGHT, help_text="λ: weight of the code score."
     )
@@ -485,10 +489,12 @@ class TaskFilterSerializer(serializers.Serializer):
         help_text="By the latest sanity report of the current revision.",
     )
     lazy_above = serializers.FloatField(
-        min_value=0.0, max_value=1.0, required=False,
+        min_value=0.0,
+        max_value=1.0,
+        required=False,
         help_text="Tasks whose latest sanity report pays a lazy agent (empty, initial or scaffold workspace) more "
         "than this.",
-    )  # fmt: skip
+    )
 
     def filter(self, queryset):
         data = self.validated_data
@@ -586,9 +592,11 @@ class ProposalRejectSerializer(serializers.Serializer):
 
 class CategorizeSerializer(serializers.Serializer):
     tasks = serializers.ListField(
-        child=serializers.CharField(), required=False, max_length=100_000,
+        child=serializers.CharField(),
+        required=False,
+        max_length=100_000,
         help_text="External ids; omitted: the tasks without a category and without a pending proposal.",
-    )  # fmt: skip
+    )
     endpoint = serializers.CharField(required=False, help_text="Endpoint name (default: generator, else judge role).")
 
     def validate_tasks(self, value):
@@ -600,7 +608,9 @@ class CategorizeSerializer(serializers.Serializer):
 
 
 class DecisionsSerializer(serializers.Serializer):
-    accepted = serializers.ListField(child=serializers.IntegerField(), help_text="Proposals accepted (a new revision each).")
+    accepted = serializers.ListField(
+        child=serializers.IntegerField(), help_text="Proposals accepted (a new revision each)."
+    )
     rejected = serializers.ListField(child=serializers.DictField(), help_text='Stale ones: {"id", "reason"}.')
     skipped = serializers.ListField(child=serializers.DictField(), help_text='Not pending: {"id", "status"}.')
     errors = serializers.ListField(child=serializers.DictField(), help_text='Not applied: {"id", "error"}.')

@@ -100,7 +100,9 @@ def store_blobs(datas: list[bytes]) -> dict[str, Blob]:
     return {k: Blob(sha256=k, size=len(d)) for k, d in by_key.items()}
 
 
-def _write_revision(task: Task, package: TaskPackage, content_hash: str, *, user, stage: str, message: str) -> TaskRevision:
+def _write_revision(
+    task: Task, package: TaskPackage, content_hash: str, *, user, stage: str, message: str
+) -> TaskRevision:
     parent = task.current_revision
     last = task.revisions.order_by("-number").values_list("number", flat=True).first() or 0
     revision = TaskRevision.objects.create(
@@ -150,9 +152,12 @@ def save_package(
     for attempt in range(2):
         try:
             with transaction.atomic():
-                task = Task.objects.select_for_update(of=("self",)).select_related("current_revision").filter(
-                    external_id=package.external_id
-                ).first()
+                task = (
+                    Task.objects.select_for_update(of=("self",))
+                    .select_related("current_revision")
+                    .filter(external_id=package.external_id)
+                    .first()
+                )
                 if task is None:
                     task = Task.objects.create(external_id=package.external_id, source=source, status=status)
                     outcome = SaveOutcome.CREATED

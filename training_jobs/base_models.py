@@ -98,11 +98,14 @@ def add_converted(name: str, *, log=print) -> tuple[BaseModel, bool]:
         marker = convert_in_subprocess(name, out)
         log(f"converted in {marker['seconds']} s: {marker['parameters']:,} parameters")
     marker = converters.read_marker(out)
-    notes = (f"{converter.title} ({converter.license}) from the PyPI package {converter.package}, converted by "
-             f"ClawGym in {marker['seconds']} s. {converter.notes}")  # fmt: skip
+    notes = (
+        f"{converter.title} ({converter.license}) from the PyPI package {converter.package}, converted by "
+        f"ClawGym in {marker['seconds']} s. {converter.notes}"
+    )
     if existing is not None:  # registered, its folder gone: point it at the new conversion
-        BaseModel.objects.filter(pk=existing.pk).update(path=str(out), notes=notes, chat_template=TEMPLATE_NAME,
-                                                         **folder_facts(out))  # fmt: skip
+        BaseModel.objects.filter(pk=existing.pk).update(
+            path=str(out), notes=notes, chat_template=TEMPLATE_NAME, **folder_facts(out)
+        )
         existing.refresh_from_db()
         return existing, False
     return add_by_path(name, str(out), notes=notes, chat_template=TEMPLATE_NAME)
@@ -112,8 +115,14 @@ def convert_in_subprocess(name: str, out: Path, *, timeout: float = CONVERT_TIME
     out.parent.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "training_jobs.converters", name, str(out)]
     try:
-        done = subprocess.run(command, cwd=settings.BASE_DIR, env=child_env(HF_HUB_OFFLINE="1"), capture_output=True,
-                              text=True, timeout=timeout)  # fmt: skip
+        done = subprocess.run(
+            command,
+            cwd=settings.BASE_DIR,
+            env=child_env(HF_HUB_OFFLINE="1"),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
     except subprocess.TimeoutExpired:
         raise BaseModelError(f"the conversion of {name} did not finish within {timeout:.0f} s") from None
     if done.returncode != 0:
@@ -123,8 +132,11 @@ def convert_in_subprocess(name: str, out: Path, *, timeout: float = CONVERT_TIME
 
 
 def active_conversion(name: str):
-    return (JobRun.objects.filter(kind=CONVERT_JOB, status__in=JobRun.ACTIVE, params__name=name)
-            .order_by("-created_at").first())  # fmt: skip
+    return (
+        JobRun.objects.filter(kind=CONVERT_JOB, status__in=JobRun.ACTIVE, params__name=name)
+        .order_by("-created_at")
+        .first()
+    )
 
 
 def request_conversion(name: str, *, user):
@@ -145,9 +157,16 @@ def listing() -> list[dict]:
 
 
 def describe(m: BaseModel) -> dict:
-    return {"name": m.name, "path": m.path, "architecture": m.architecture, "chat_template": m.chat_template,
-            "context_length": m.context_length, "notes": m.notes, "created_at": m.created_at.isoformat(),
-            "on_this_machine": Path(m.path).is_dir()}  # fmt: skip
+    return {
+        "name": m.name,
+        "path": m.path,
+        "architecture": m.architecture,
+        "chat_template": m.chat_template,
+        "context_length": m.context_length,
+        "notes": m.notes,
+        "created_at": m.created_at.isoformat(),
+        "on_this_machine": Path(m.path).is_dir(),
+    }
 
 
 def converter_choices() -> list[dict]:
@@ -160,9 +179,17 @@ def converter_choices() -> list[dict]:
             installed = True
         except converters.ConversionError:
             installed = False
-        out.append({"name": c.name, "title": c.title, "package": c.package, "license": c.license,
-                    "installed": installed, "registered": c.name in registered,
-                    "converting": active_conversion(c.name)})  # fmt: skip
+        out.append(
+            {
+                "name": c.name,
+                "title": c.title,
+                "package": c.package,
+                "license": c.license,
+                "installed": installed,
+                "registered": c.name in registered,
+                "converting": active_conversion(c.name),
+            }
+        )
     return out
 
 

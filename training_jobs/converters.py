@@ -54,7 +54,7 @@ CONVERTERS = {
             filename="SmolLM2-135M-Instruct.Q4_1.gguf",
             license="Apache-2.0",
             notes="134.5M parameters, dequantised from Q4_1 to float32; ClawGym's tool-calling ChatML template.",
-        ),  # fmt: skip
+        ),
     ]
 }
 
@@ -103,10 +103,14 @@ def convert(name: str, out) -> dict:
     partial.mkdir(parents=True)
     parameters = _convert_gguf(source, partial)
     marker = {
-        "converter": converter.name, "title": converter.title, "package": converter.package,
-        "source": converter.filename, "license": converter.license, "parameters": parameters,
+        "converter": converter.name,
+        "title": converter.title,
+        "package": converter.package,
+        "source": converter.filename,
+        "license": converter.license,
+        "parameters": parameters,
         "seconds": round(time.monotonic() - started, 1),
-    }  # fmt: skip
+    }
     (partial / MARKER).write_text(json.dumps(marker, indent=1) + "\n")
     shutil.rmtree(out, ignore_errors=True)
     partial.replace(out)  # a reader sees no folder or a whole one

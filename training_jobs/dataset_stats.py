@@ -40,8 +40,13 @@ def histogram(values: list[int], edges, *, tokens: bool = False) -> list[dict]:
     buckets = []
     for low, high in zip(edges, [*edges[1:], None]):
         if tokens:
-            label = f"{low // 1000}k+" if high is None else f"<{high // 1000}k" if low == 0 else \
-                f"{low // 1000}k–{high // 1000}k"
+            label = (
+                f"{low // 1000}k+"
+                if high is None
+                else f"<{high // 1000}k"
+                if low == 0
+                else f"{low // 1000}k–{high // 1000}k"
+            )
         else:
             label = f"{low}+" if high is None else str(low) if high - low == 1 else f"{low}–{high - 1}"
         count = sum(1 for v in values if v >= low and (high is None or v < high))
@@ -66,11 +71,16 @@ def _groups(rows: list[dict], key: str) -> list[dict]:
     out = []
     for name, members in grouped.items():
         rewards = [m["reward"] for m in members if m["reward"] is not None]
-        out.append({
-            "name": name, "trajectories": len(members), "tasks": len({m["task"] for m in members}),
-            "mean_reward": mean(rewards) if rewards else None,
-            "mean_turns": mean(m["turns"] for m in members), "mean_tokens": mean(m["tokens"] for m in members),
-        })  # fmt: skip
+        out.append(
+            {
+                "name": name,
+                "trajectories": len(members),
+                "tasks": len({m["task"] for m in members}),
+                "mean_reward": mean(rewards) if rewards else None,
+                "mean_turns": mean(m["turns"] for m in members),
+                "mean_tokens": mean(m["tokens"] for m in members),
+            }
+        )
     return sorted(out, key=lambda g: (-g["trajectories"], g["name"]))
 
 
@@ -79,30 +89,47 @@ def dataset_statistics(dataset: TrainingDataset, *, candidates: int | None = Non
     samples = (
         DatasetSample.objects.filter(dataset=dataset)
         .select_related("trajectory__rollout__revision__task__benchmark_category")
-        .only("split", "task_external_id", "reward", "tokens", "assistant_spans", "trajectory__stats",
-              "trajectory__rollout__revision__task__source",
-              "trajectory__rollout__revision__task__benchmark_category__name")
+        .only(
+            "split",
+            "task_external_id",
+            "reward",
+            "tokens",
+            "assistant_spans",
+            "trajectory__stats",
+            "trajectory__rollout__revision__task__source",
+            "trajectory__rollout__revision__task__benchmark_category__name",
+        )
         .order_by("position")
-    )  # fmt: skip
+    )
     rows = []
     for s in samples:
         stats = s.trajectory.stats or {}
         task = s.trajectory.rollout.revision.task
         tool_types = stats.get("tool_types") or []
-        rows.append({
-            "task": s.task_external_id, "split": s.split, "reward": s.reward, "tokens": s.tokens,
-            "counted": SampleTokens(s.tokens, [tuple(span) for span in s.assistant_spans or []]),
-            "turns": int(stats.get("turns") or 0), "tool_calls": int(stats.get("tool_calls") or 0),
-            "tool_types": len(tool_types) if isinstance(tool_types, list) else int(tool_types or 0),
-            "tool_names": tool_types if isinstance(tool_types, list) else [],
-            "category": task.benchmark_category.name if task.benchmark_category_id else "(none)",
-            "source": task.source,
-        })  # fmt: skip
+        rows.append(
+            {
+                "task": s.task_external_id,
+                "split": s.split,
+                "reward": s.reward,
+                "tokens": s.tokens,
+                "counted": SampleTokens(s.tokens, [tuple(span) for span in s.assistant_spans or []]),
+                "turns": int(stats.get("turns") or 0),
+                "tool_calls": int(stats.get("tool_calls") or 0),
+                "tool_types": len(tool_types) if isinstance(tool_types, list) else int(tool_types or 0),
+                "tool_names": tool_types if isinstance(tool_types, list) else [],
+                "category": task.benchmark_category.name if task.benchmark_category_id else "(none)",
+                "source": task.source,
+            }
+        )
     metrics = {}
     for key, label in METRICS:
         values = [r[key] for r in rows]
-        metrics[key] = {"label": label, **summary(values), "paper": PAPER[key],
-                        "histogram": histogram(values, EDGES[key], tokens=key == "tokens")}  # fmt: skip
+        metrics[key] = {
+            "label": label,
+            **summary(values),
+            "paper": PAPER[key],
+            "histogram": histogram(values, EDGES[key], tokens=key == "tokens"),
+        }
     rewards = [r["reward"] for r in rows if r["reward"] is not None]
     splits = {}
     for split in DatasetSample.Split.values:
@@ -131,8 +158,14 @@ def _assistant_figures(counted: list[SampleTokens]) -> dict:
     fits = []
     for max_length in MAX_LENGTHS:
         kept = [(c.trainable(max_length), c.assistant_tokens) for c in counted]
-        fits.append({"max_length": max_length, "all": sum(1 for k, a in kept if k == a > 0),
-                     "some": sum(1 for k, a in kept if 0 < k < a), "none": sum(1 for k, _ in kept if k == 0)})  # fmt: skip
+        fits.append(
+            {
+                "max_length": max_length,
+                "all": sum(1 for k, a in kept if k == a > 0),
+                "some": sum(1 for k, a in kept if 0 < k < a),
+                "none": sum(1 for k, _ in kept if k == 0),
+            }
+        )
     return {
         "assistant_tokens": {**summary(assistant), "histogram": histogram(assistant, EDGES["tokens"], tokens=True)},
         "max_length_fit": fits,

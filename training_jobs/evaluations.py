@@ -41,16 +41,21 @@ class EvaluationError(RuntimeError):
     pass
 
 
-def evaluate_checkpoints(run: TrainingRun, version, *, user, harness: str | None = None,
-                         include_base: bool = True, progress=None) -> list:  # fmt: skip
+def evaluate_checkpoints(
+    run: TrainingRun, version, *, user, harness: str | None = None, include_base: bool = True, progress=None
+) -> list:
     """The evaluation runs of the base model (first, when asked) and of every checkpoint in step order on the
     version: those evaluated already as they are, the others served here and started. `progress(done, total,
     message)` is told after each."""
     checkpoints = list(run.checkpoints.order_by("step"))
     if not checkpoints:
         raise EvaluationError(f"run #{run.pk} has no checkpoint yet")
-    earlier = {e.checkpoint_id: e.eval_run for e in CheckpointEvaluation.objects.filter(
-        checkpoint__run=run, eval_run__benchmark_version=version).select_related("eval_run", "eval_run__endpoint")}  # fmt: skip
+    earlier = {
+        e.checkpoint_id: e.eval_run
+        for e in CheckpointEvaluation.objects.filter(
+            checkpoint__run=run, eval_run__benchmark_version=version
+        ).select_related("eval_run", "eval_run__endpoint")
+    }
     base_run = (
         run.base_eval_run if run.base_eval_run_id and run.base_eval_run.benchmark_version_id == version.pk else None
     )
@@ -61,8 +66,13 @@ def evaluate_checkpoints(run: TrainingRun, version, *, user, harness: str | None
         if include_base:
             if base_run is None:
                 endpoint = serve_base_model(run).endpoint
-                base_run, _ = start_eval_run(endpoint=endpoint, benchmark_version=version, harness=harness,
-                                             user=user, name=f"base of training run #{run.pk} on {version}")  # fmt: skip
+                base_run, _ = start_eval_run(
+                    endpoint=endpoint,
+                    benchmark_version=version,
+                    harness=harness,
+                    user=user,
+                    name=f"base of training run #{run.pk} on {version}",
+                )
                 TrainingRun.objects.filter(pk=run.pk).update(base_eval_run=base_run)
             started.append(base_run)
             report(len(started), total, f"base model: evaluation run #{base_run.pk}")
@@ -70,8 +80,13 @@ def evaluate_checkpoints(run: TrainingRun, version, *, user, harness: str | None
             eval_run = earlier.get(checkpoint.pk)
             if eval_run is None:
                 server = serve_checkpoint(checkpoint)
-                eval_run, _ = start_eval_run(endpoint=server.endpoint, benchmark_version=version, harness=harness,
-                                             user=user, name=f"{server.endpoint.name} on {version}")  # fmt: skip
+                eval_run, _ = start_eval_run(
+                    endpoint=server.endpoint,
+                    benchmark_version=version,
+                    harness=harness,
+                    user=user,
+                    name=f"{server.endpoint.name} on {version}",
+                )
                 CheckpointEvaluation.objects.get_or_create(checkpoint=checkpoint, eval_run=eval_run)
             started.append(eval_run)
             report(len(started), total, f"step {checkpoint.step}: evaluation run #{eval_run.pk}")
@@ -80,8 +95,9 @@ def evaluate_checkpoints(run: TrainingRun, version, *, user, harness: str | None
     return started
 
 
-def request_evaluation(run: TrainingRun, version, *, user, harness: str | None = None,
-                       include_base: bool = True) -> JobRun:  # fmt: skip
+def request_evaluation(
+    run: TrainingRun, version, *, user, harness: str | None = None, include_base: bool = True
+) -> JobRun:
     """Queue the training.evaluate_checkpoints job on a gpu worker and return its JobRun at once; while one for the
     same run and version is queued or running, that one."""
     if not run.checkpoints.exists():
@@ -94,9 +110,15 @@ def request_evaluation(run: TrainingRun, version, *, user, harness: str | None =
         current = evaluation_job(run, version)
         if current is not None:
             return current
-        return enqueue(EVALUATE_JOB, created_by=user, run_id=run.pk, version_id=version.pk,
-                       user_id=user.pk if user is not None and user.is_authenticated else None, harness=harness,
-                       include_base=include_base)  # fmt: skip
+        return enqueue(
+            EVALUATE_JOB,
+            created_by=user,
+            run_id=run.pk,
+            version_id=version.pk,
+            user_id=user.pk if user is not None and user.is_authenticated else None,
+            harness=harness,
+            include_base=include_base,
+        )
 
 
 def evaluation_job(run: TrainingRun, version=None) -> JobRun | None:
@@ -118,15 +140,23 @@ def checkpoint_eval_runs(checkpoint):
 def latest_score(run: TrainingRun) -> float | None:
     """The overall score of the run's latest checkpoint that has a scored evaluation (its newest; a cancelled
     evaluation has no score here); None when none has."""
-    step_of_endpoint = dict(ModelServer.objects.filter(checkpoint__run=run, endpoint__isnull=False)
-                            .values_list("endpoint_id", "checkpoint__step"))  # fmt: skip
-    step_of_run = dict(CheckpointEvaluation.objects.filter(checkpoint__run=run)
-                       .values_list("eval_run_id", "checkpoint__step"))  # fmt: skip
-    scored = (EvalRun.objects.filter(Q(pk__in=step_of_run) | Q(endpoint_id__in=step_of_endpoint))
-              .filter(overall_mean__isnull=False).exclude(status=EvalRun.Status.CANCELLED)
-              .values_list("pk", "endpoint_id", "overall_mean", "created_at"))  # fmt: skip
-    ranked = [(step_of_run.get(pk, step_of_endpoint.get(endpoint)), created, score)
-              for pk, endpoint, score, created in scored]  # fmt: skip
+    step_of_endpoint = dict(
+        ModelServer.objects.filter(checkpoint__run=run, endpoint__isnull=False).values_list(
+            "endpoint_id", "checkpoint__step"
+        )
+    )
+    step_of_run = dict(
+        CheckpointEvaluation.objects.filter(checkpoint__run=run).values_list("eval_run_id", "checkpoint__step")
+    )
+    scored = (
+        EvalRun.objects.filter(Q(pk__in=step_of_run) | Q(endpoint_id__in=step_of_endpoint))
+        .filter(overall_mean__isnull=False)
+        .exclude(status=EvalRun.Status.CANCELLED)
+        .values_list("pk", "endpoint_id", "overall_mean", "created_at")
+    )
+    ranked = [
+        (step_of_run.get(pk, step_of_endpoint.get(endpoint)), created, score) for pk, endpoint, score, created in scored
+    ]
     return max(ranked)[2] if ranked else None
 
 
@@ -152,8 +182,11 @@ def _chars(calls) -> list[int]:
 
 def prompt_tokens(harness: str) -> tuple[int, str]:
     """(tokens of a typical model call's prompt with this harness, where the figure comes from)."""
-    sessions = list(Rollout.objects.filter(harness=harness, proxy_session__isnull=False).order_by("-pk")
-                    .values_list("proxy_session", flat=True)[:MEASURED_SESSIONS])  # fmt: skip
+    sessions = list(
+        Rollout.objects.filter(harness=harness, proxy_session__isnull=False)
+        .order_by("-pk")
+        .values_list("proxy_session", flat=True)[:MEASURED_SESSIONS]
+    )
     lengths = _chars(ModelCall.objects.filter(session__in=sessions)) if sessions else []
     if lengths:
         source = f"measured: the median call of its last {len(sessions)} rollouts"
@@ -175,8 +208,10 @@ def server_speed(run: TrainingRun) -> tuple[float, str, str]:
     documented estimate."""
     backend = _serving_backend(run)
     mine = ModelServer.objects.filter(Q(checkpoint__run=run) | Q(endpoint__name=f"base-{run.pk}"))
-    for servers, whose in ((mine, "this run's servers"), (ModelServer.objects.filter(backend=backend),
-                                                          f"{backend} servers")):  # fmt: skip
+    for servers, whose in (
+        (mine, "this run's servers"),
+        (ModelServer.objects.filter(backend=backend), f"{backend} servers"),
+    ):
         answered = ModelCall.objects.filter(endpoint__in=servers.values("endpoint"), error="", latency_ms__gt=0)
         latest = dict(answered.order_by("-pk").values_list("pk", "latency_ms")[:MEASURED_CALLS])
         seconds = sum(latest.values()) / 1000
@@ -208,14 +243,30 @@ def expectations(run: TrainingRun) -> dict:
             why = f"only about {deadline / seconds:.0f} model calls fit in a rollout's {deadline} s"
         else:
             verdict, why = "fits", f"about {seconds:,.1f} s a model call"
-        rows.append({"name": name, "title": harness.title, "prompt_tokens": tokens, "prompt_source": source,
-                     "call_seconds": seconds, "verdict": verdict, "why": why})  # fmt: skip
+        rows.append(
+            {
+                "name": name,
+                "title": harness.title,
+                "prompt_tokens": tokens,
+                "prompt_source": source,
+                "call_seconds": seconds,
+                "verdict": verdict,
+                "why": why,
+            }
+        )
     suggested = settings.CLAWGYM_DEFAULT_HARNESS
     if next(row["verdict"] for row in rows if row["name"] == suggested) == "times out":
         suggested = min(rows, key=lambda row: row["call_seconds"])["name"]
-    return {"harnesses": rows, "speed": speed, "speed_source": speed_source, "backend": backend,
-            "call_limit": call_limit, "deadline": deadline, "suggested": suggested,
-            "warn": any(row["verdict"] != "fits" for row in rows)}  # fmt: skip
+    return {
+        "harnesses": rows,
+        "speed": speed,
+        "speed_source": speed_source,
+        "backend": backend,
+        "call_limit": call_limit,
+        "deadline": deadline,
+        "suggested": suggested,
+        "warn": any(row["verdict"] != "fits" for row in rows),
+    }
 
 
 def _evaluate_subject(params: dict) -> tuple[str, str]:
@@ -223,8 +274,15 @@ def _evaluate_subject(params: dict) -> tuple[str, str]:
 
 
 @job(EVALUATE_JOB, queue="gpu", title="Evaluate every checkpoint", subject=_evaluate_subject)
-def evaluate_checkpoints_job(ctx, *, run_id: int, version_id: int, user_id: int | None = None,
-                             harness: str | None = None, include_base: bool = True) -> dict:  # fmt: skip
+def evaluate_checkpoints_job(
+    ctx,
+    *,
+    run_id: int,
+    version_id: int,
+    user_id: int | None = None,
+    harness: str | None = None,
+    include_base: bool = True,
+) -> dict:
     """Serve the base model and each checkpoint on this gpu worker (detached: they outlive the job) and start their
     evaluation runs; a second run of the job starts only what the first did not."""
 
@@ -232,6 +290,7 @@ def evaluate_checkpoints_job(ctx, *, run_id: int, version_id: int, user_id: int 
     version = BenchmarkVersion.objects.get(pk=version_id)
     user = get_user_model().objects.filter(pk=user_id).first() if user_id else None
     ctx.progress(0, run.checkpoints.count() + int(include_base), f"serving and evaluating on {version}")
-    started = evaluate_checkpoints(run, version, user=user, harness=harness, include_base=include_base,
-                                   progress=ctx.progress)  # fmt: skip
+    started = evaluate_checkpoints(
+        run, version, user=user, harness=harness, include_base=include_base, progress=ctx.progress
+    )
     return {"run": run.pk, "evaluations": [{"eval_run": e.pk, "endpoint": e.endpoint.name} for e in started]}

@@ -32,14 +32,23 @@ def rollout_groups(groups=None) -> list[tuple[str, str]]:
     rollouts = Rollout.objects.exclude(group="").filter(trajectories__isnull=False)
     rollouts = rollouts.filter(eval_run__isnull=True) if groups is None else rollouts.filter(group__in=groups)
     rows = list(
-        rollouts.values("group").annotate(
-            latest=Max("created_at"), task=Min("revision__task__external_id"),
-            tasks=Count("revision__task", distinct=True), model=Min("endpoint__name"),
-            models=Count("endpoint", distinct=True), harness=Min("harness"), rollouts=Count("id", distinct=True),
-        ).order_by("-latest")[:CHOICES_SHOWN]
-    )  # fmt: skip
-    rl_runs = dict(RLRollout.objects.filter(rollout__group__in=[row["group"] for row in rows])
-                   .values_list("rollout__group", "run_id"))  # fmt: skip
+        rollouts.values("group")
+        .annotate(
+            latest=Max("created_at"),
+            task=Min("revision__task__external_id"),
+            tasks=Count("revision__task", distinct=True),
+            model=Min("endpoint__name"),
+            models=Count("endpoint", distinct=True),
+            harness=Min("harness"),
+            rollouts=Count("id", distinct=True),
+        )
+        .order_by("-latest")[:CHOICES_SHOWN]
+    )
+    rl_runs = dict(
+        RLRollout.objects.filter(rollout__group__in=[row["group"] for row in rows]).values_list(
+            "rollout__group", "run_id"
+        )
+    )
     return [(row["group"], _group_label(row, rl_runs.get(row["group"]))) for row in rows]
 
 
@@ -55,39 +64,70 @@ def _group_label(row: dict, rl_run: int | None) -> str:
 
 class BuildDatasetForm(forms.Form):
     eval_runs = forms.ModelMultipleChoiceField(queryset=None, required=False, label="Evaluation runs")
-    groups = forms.MultipleChoiceField(choices=(), required=False, label="Rollout groups",
-                                       help_text="Rollouts started together outside evaluation runs (from a task's "
-                                                 "page, manage.py rollout, an RL run): task · model · harness · "
-                                                 "rollouts · latest.")  # fmt: skip
-    min_reward = forms.FloatField(required=False, min_value=0, max_value=1, initial=DEFAULT_FILTERS["min_reward"],
-                                  label="Reward at least", help_text="Blank: 0.5.")  # fmt: skip
+    groups = forms.MultipleChoiceField(
+        choices=(),
+        required=False,
+        label="Rollout groups",
+        help_text="Rollouts started together outside evaluation runs (from a task's "
+        "page, manage.py rollout, an RL run): task · model · harness · "
+        "rollouts · latest.",
+    )
+    min_reward = forms.FloatField(
+        required=False,
+        min_value=0,
+        max_value=1,
+        initial=DEFAULT_FILTERS["min_reward"],
+        label="Reward at least",
+        help_text="Blank: 0.5.",
+    )
     base_model = forms.ModelChoiceField(
-        queryset=BaseModel.objects.all(), required=False, label="Count tokens with",
+        queryset=BaseModel.objects.all(),
+        required=False,
+        label="Count tokens with",
         help_text="The base model that will train on it: its tokenizer counts each sample as training sees it. "
-                  "Blank: the models' reported usage, an estimate.",
-    )  # fmt: skip
-    base_model_path = forms.CharField(required=False, max_length=1000, label="Or a model folder",
-                                      help_text="A local folder with the tokenizer (instead of a base model).")  # fmt: skip
-    max_tokens = forms.IntegerField(required=False, min_value=1, label="Tokens at most",
-                                    help_text="Longer trajectories are left out (counted as above). Blank: no "
-                                              "limit.")  # fmt: skip
-    validation_share = forms.FloatField(required=False, min_value=0, max_value=0.5, initial=DEFAULT_FILTERS["validation_share"],
-                                        label="Validation share", help_text="Of the tasks (split by task).")  # fmt: skip
-    seed = forms.IntegerField(required=False, min_value=0, initial=DEFAULT_FILTERS["seed"], help_text="Seeds the split.")
+        "Blank: the models' reported usage, an estimate.",
+    )
+    base_model_path = forms.CharField(
+        required=False,
+        max_length=1000,
+        label="Or a model folder",
+        help_text="A local folder with the tokenizer (instead of a base model).",
+    )
+    max_tokens = forms.IntegerField(
+        required=False,
+        min_value=1,
+        label="Tokens at most",
+        help_text="Longer trajectories are left out (counted as above). Blank: no limit.",
+    )
+    validation_share = forms.FloatField(
+        required=False,
+        min_value=0,
+        max_value=0.5,
+        initial=DEFAULT_FILTERS["validation_share"],
+        label="Validation share",
+        help_text="Of the tasks (split by task).",
+    )
+    seed = forms.IntegerField(
+        required=False, min_value=0, initial=DEFAULT_FILTERS["seed"], help_text="Seeds the split."
+    )
     name = forms.CharField(required=False, max_length=200)
     allow_benchmark_tasks = forms.BooleanField(
-        required=False, label="Include benchmark tasks (override the contamination guard)",
+        required=False,
+        label="Include benchmark tasks (override the contamination guard)",
         help_text="Tasks pinned by a benchmark version are left out unless you say why here.",
-    )  # fmt: skip
-    override_reason = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
-                                      label="Why (written on the dataset)")  # fmt: skip
+    )
+    override_reason = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 2}), label="Why (written on the dataset)"
+    )
     allow_unverified_history = forms.BooleanField(
-        required=False, label="Include unverified history (override the history guard)",
+        required=False,
+        label="Include unverified history (override the history guard)",
         help_text="Trajectories with an assistant turn no recorded model call answered (history the agent sent of "
-                  "its own) are left out unless you say why here.",
-    )  # fmt: skip
-    unverified_history_reason = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
-                                                label="Why (written on the dataset)")  # fmt: skip
+        "its own) are left out unless you say why here.",
+    )
+    unverified_history_reason = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 2}), label="Why (written on the dataset)"
+    )
 
     DASHBOARD_FIELDS = ("eval_runs", "groups", "min_reward", "base_model", "max_tokens", "name")
 
@@ -107,8 +147,9 @@ class BuildDatasetForm(forms.Form):
         if data.get("allow_benchmark_tasks") and not (data.get("override_reason") or "").strip():
             self.add_error("override_reason", "Say why benchmark tasks are included: it is written on the dataset.")
         if data.get("allow_unverified_history") and not (data.get("unverified_history_reason") or "").strip():
-            self.add_error("unverified_history_reason",
-                           "Say why unverified history is included: it is written on the dataset.")  # fmt: skip
+            self.add_error(
+                "unverified_history_reason", "Say why unverified history is included: it is written on the dataset."
+            )
         return data
 
     def build_settings(self) -> dict:
@@ -116,8 +157,12 @@ class BuildDatasetForm(forms.Form):
         return {
             "selection": {"eval_runs": [run.pk for run in data["eval_runs"]], "groups": data["groups"]},
             # Fields left blank (or not on the dashboard's short form) keep the defaults.
-            "filters": {"min_reward": data["min_reward"], "max_tokens": data["max_tokens"],
-                        "validation_share": data["validation_share"], "seed": data["seed"]},
+            "filters": {
+                "min_reward": data["min_reward"],
+                "max_tokens": data["max_tokens"],
+                "validation_share": data["validation_share"],
+                "seed": data["seed"],
+            },
             "name": data["name"],
             "base_model": data.get("base_model"),
             "tokenizer_path": data.get("base_model_path") or "",
@@ -125,29 +170,42 @@ class BuildDatasetForm(forms.Form):
             "override_reason": data["override_reason"] if data["allow_benchmark_tasks"] else "",
             "allow_unverified_history": data["allow_unverified_history"],
             "unverified_history_reason": data["unverified_history_reason"] if data["allow_unverified_history"] else "",
-        }  # fmt: skip
+        }
 
 
 # --- runs
+
 
 def no_base_model_help():
     """The training forms' help when nothing is registered: where to add one."""
     if BaseModel.objects.exists():
         return "A registered base model, or a path below."
-    return format_html('No base model is registered yet: <a href="{}">add one on the Base models page</a> (a '
-                       "shipped model such as {} is one click), or give a folder's path below.",
-                       reverse("training:base-models"), next(iter(converters.CONVERTERS)))  # fmt: skip
+    return format_html(
+        'No base model is registered yet: <a href="{}">add one on the Base models page</a> (a '
+        "shipped model such as {} is one click), or give a folder's path below.",
+        reverse("training:base-models"),
+        next(iter(converters.CONVERTERS)),
+    )
 
 
 class StartRunForm(forms.Form):
     dataset = forms.ModelChoiceField(queryset=TrainingDataset.objects.filter(status=TrainingDataset.Status.READY))
-    base_model = forms.ModelChoiceField(queryset=BaseModel.objects.all(), required=False,
-                                        help_text="A registered base model, or a path below.")  # fmt: skip
-    base_model_path = forms.CharField(required=False, max_length=1000, label="Base model path",
-                                      help_text="A local folder (weights, config, tokenizer).")  # fmt: skip
+    base_model = forms.ModelChoiceField(
+        queryset=BaseModel.objects.all(), required=False, help_text="A registered base model, or a path below."
+    )
+    base_model_path = forms.CharField(
+        required=False,
+        max_length=1000,
+        label="Base model path",
+        help_text="A local folder (weights, config, tokenizer).",
+    )
     preset = forms.ChoiceField(choices=[(name, name) for name in KINDS["sft"].presets], initial="paper")
-    overrides = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}), label="Config edits",
-                                help_text="One key=value a line, e.g. lora.enabled=true, learning_rate=2e-5.")  # fmt: skip
+    overrides = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        label="Config edits",
+        help_text="One key=value a line, e.g. lora.enabled=true, learning_rate=2e-5.",
+    )
     cpu = forms.BooleanField(required=False, label="Train on CPU (tiny models)")
 
     def __init__(self, *args, **kwargs):
@@ -159,8 +217,9 @@ class StartRunForm(forms.Form):
         if not data.get("base_model") and not data.get("base_model_path"):
             raise forms.ValidationError("Choose a base model or give its path.")
         try:
-            data["edits"] = parse_overrides([line for line in (data.get("overrides") or "").splitlines()
-                                                  if line.strip()])  # fmt: skip
+            data["edits"] = parse_overrides(
+                [line for line in (data.get("overrides") or "").splitlines() if line.strip()]
+            )
             get_kind("sft").build_config(data.get("preset") or "paper", data["edits"])
         except TrainingRunError as exc:
             self.add_error("overrides", str(exc))
@@ -171,19 +230,35 @@ class StartRLRunForm(forms.Form):
     """What start_training_run(kind="rl") takes: a base model, the training tasks (ids or a selection), the harness each rollout
     runs, a preset and edits."""
 
-    base_model = forms.ModelChoiceField(queryset=BaseModel.objects.all(), required=False,
-                                        help_text="A registered base model, or a path below.")  # fmt: skip
-    base_model_path = forms.CharField(required=False, max_length=1000, label="Base model path",
-                                      help_text="A local folder (weights, config, tokenizer).")  # fmt: skip
-    tasks = forms.CharField(required=False, label="Task ids", widget=forms.Textarea(attrs={"rows": 2}),
-                            help_text="Space or comma separated; their current revisions are trained on.")  # fmt: skip
-    tasks_from = forms.CharField(required=False, max_length=500, label="Or a task selection",
-                                 help_text="Filters, e.g. status=ready,source=skill,limit=200 (benchmark tasks are "
-                                           "left out).")  # fmt: skip
+    base_model = forms.ModelChoiceField(
+        queryset=BaseModel.objects.all(), required=False, help_text="A registered base model, or a path below."
+    )
+    base_model_path = forms.CharField(
+        required=False,
+        max_length=1000,
+        label="Base model path",
+        help_text="A local folder (weights, config, tokenizer).",
+    )
+    tasks = forms.CharField(
+        required=False,
+        label="Task ids",
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Space or comma separated; their current revisions are trained on.",
+    )
+    tasks_from = forms.CharField(
+        required=False,
+        max_length=500,
+        label="Or a task selection",
+        help_text="Filters, e.g. status=ready,source=skill,limit=200 (benchmark tasks are left out).",
+    )
     harness = forms.ChoiceField(choices=HARNESS_CHOICES, initial="builtin", help_text="The agent in each sandbox.")
     preset = forms.ChoiceField(choices=[(name, name) for name in KINDS["rl"].presets], initial="paper")
-    overrides = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}), label="Config edits",
-                                help_text="One key=value a line, e.g. num_generations=4, max_steps=50.")  # fmt: skip
+    overrides = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        label="Config edits",
+        help_text="One key=value a line, e.g. num_generations=4, max_steps=50.",
+    )
     cpu = forms.BooleanField(required=False, label="Train on CPU (tiny models; the live policy server)")
 
     def __init__(self, *args, **kwargs):
@@ -206,8 +281,9 @@ class StartRLRunForm(forms.Form):
             except TrainingRunError as exc:
                 self.add_error("tasks" if ids else "tasks_from", str(exc))
         try:
-            data["edits"] = parse_overrides([line for line in (data.get("overrides") or "").splitlines()
-                                                  if line.strip()])  # fmt: skip
+            data["edits"] = parse_overrides(
+                [line for line in (data.get("overrides") or "").splitlines() if line.strip()]
+            )
             get_kind("rl").build_config(data.get("preset") or "paper", data["edits"])
         except TrainingRunError as exc:
             self.add_error("overrides", str(exc))
@@ -223,11 +299,12 @@ def config_value(config: dict, key: str):
 
 class CloneRunForm(forms.Form):
     overrides = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 24, "cols": 100, "spellcheck": "false", "class": "mono"}), required=False,
+        widget=forms.Textarea(attrs={"rows": 24, "cols": 100, "spellcheck": "false", "class": "mono"}),
+        required=False,
         label="Config (one key=value a line)",
         help_text="This run's config: change the values to edit. A line left out keeps its value; a key that is not "
-                  "in the config is refused.",
-    )  # fmt: skip
+        "in the config is refused.",
+    )
 
     def __init__(self, run: TrainingRun, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -259,7 +336,9 @@ class CloneRunForm(forms.Form):
 
 class AddByPathForm(forms.Form):
     name = forms.SlugField(max_length=120, help_text="Letters, digits, - and _; what the training forms list.")
-    path = forms.CharField(max_length=1000, label="Folder",
-                           help_text="An absolute path to a model folder (weights, config.json, tokenizer) on the gpu "
-                                     "workers and here.")  # fmt: skip
+    path = forms.CharField(
+        max_length=1000,
+        label="Folder",
+        help_text="An absolute path to a model folder (weights, config.json, tokenizer) on the gpu workers and here.",
+    )
     notes = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))

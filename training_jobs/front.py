@@ -37,8 +37,17 @@ DEFAULT_MAX_BODY_BYTES = 33 * 1024 * 1024  # the proxy's 32 MiB and room for the
 # Request headers passed on (the key included: vLLM started with --api-key checks it again); the rest stay here.
 FORWARDED_REQUEST_HEADERS = {b"authorization", b"content-type", b"accept", b"user-agent"}
 # Hop-by-hop headers of the upstream's answer, which uvicorn sets itself for the client's connection.
-HOP_BY_HOP = {b"connection", b"keep-alive", b"transfer-encoding", b"upgrade", b"proxy-authenticate", b"te",
-              b"trailer", b"server", b"date"}  # fmt: skip
+HOP_BY_HOP = {
+    b"connection",
+    b"keep-alive",
+    b"transfer-encoding",
+    b"upgrade",
+    b"proxy-authenticate",
+    b"te",
+    b"trailer",
+    b"server",
+    b"date",
+}
 CHILD_GRACE_SECONDS = 10.0
 
 
@@ -139,19 +148,24 @@ class Front:
         import httpx
 
         method, path = route
-        forwarded = {k.decode("latin-1"): v.decode("latin-1") for k, v in headers.items()
-                     if k in FORWARDED_REQUEST_HEADERS}  # fmt: skip
+        forwarded = {
+            k.decode("latin-1"): v.decode("latin-1") for k, v in headers.items() if k in FORWARDED_REQUEST_HEADERS
+        }
         forwarded["accept-encoding"] = "identity"
-        request = self.client.build_request(method, self.upstream + path, headers=forwarded,
-                                            content=body if method == "POST" else None)  # fmt: skip
+        request = self.client.build_request(
+            method, self.upstream + path, headers=forwarded, content=body if method == "POST" else None
+        )
         try:
             response = await self.client.send(request, stream=True)
         except httpx.HTTPError as exc:
             await _answer(send, 502, f"the model server does not answer yet: {type(exc).__name__}")
             return
         try:
-            start = {"type": "http.response.start", "status": response.status_code,
-                     "headers": [(k, v) for k, v in response.headers.raw if k.lower() not in HOP_BY_HOP]}  # fmt: skip
+            start = {
+                "type": "http.response.start",
+                "status": response.status_code,
+                "headers": [(k, v) for k, v in response.headers.raw if k.lower() not in HOP_BY_HOP],
+            }
             started = False
             async for chunk in response.aiter_raw():
                 if not started:
@@ -188,8 +202,16 @@ async def _serve(args, key: str, child: subprocess.Popen | None) -> int:
     import uvicorn
 
     app = Front(args.upstream, key, max_body_bytes=args.max_body_bytes)
-    config = uvicorn.Config(app, host=args.host, port=args.port, lifespan="on", log_level="warning",
-                            access_log=False, timeout_keep_alive=30, server_header=False)  # fmt: skip
+    config = uvicorn.Config(
+        app,
+        host=args.host,
+        port=args.port,
+        lifespan="on",
+        log_level="warning",
+        access_log=False,
+        timeout_keep_alive=30,
+        server_header=False,
+    )
     server = uvicorn.Server(config)
 
     async def watch_child():

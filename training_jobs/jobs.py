@@ -25,4 +25,5 @@ def build_dataset(ctx, *, dataset_id: int) -> dict:
     ctx.progress(1, 1, f"empty: {empty_reason(dataset)}" if dataset.status == dataset.Status.EMPTY else "ready")
     return summary(dataset)
 
+
 from . import base_models, evaluations, run_jobs, serving  # noqa: E402,F401  (training.sft_run, .serve_checkpoint, .evaluate_checkpoints, .convert_base_model, … gpu queue)

@@ -97,9 +97,12 @@ def tokenize_sample(sample: dict, tokenizer, max_length: int | None = None) -> d
     """{"input_ids", "assistant_masks", "length"} of one sample {"messages", "tools"}, cut to max_length tokens."""
     require_generation_markers(tokenizer)
     encoded = tokenizer.apply_chat_template(
-        chat_messages(sample["messages"]), tools=sample.get("tools") or None, tokenize=True, return_dict=True,
+        chat_messages(sample["messages"]),
+        tools=sample.get("tools") or None,
+        tokenize=True,
+        return_dict=True,
         return_assistant_tokens_mask=True,
-    )  # fmt: skip
+    )
     input_ids, masks = list(encoded["input_ids"]), list(encoded["assistant_masks"])
     if max_length is not None:
         input_ids, masks = input_ids[:max_length], masks[:max_length]
@@ -131,8 +134,10 @@ def reference_masks(sample: dict, tokenizer) -> dict:
     masks = [0] * len(input_ids)
     for prompt, with_turn in assistant_turns(sample, tokenizer):
         if not whole.startswith(with_turn) or not with_turn.startswith(prompt):
-            raise MaskError("the chat template is not prefix-preserving: a turn renders differently once later turns "
-                            "follow it; use TRL's training template (get_training_chat_template)")  # fmt: skip
+            raise MaskError(
+                "the chat template is not prefix-preserving: a turn renders differently once later turns "
+                "follow it; use TRL's training template (get_training_chat_template)"
+            )
         start, end = len(_ids(tokenizer, prompt)), len(_ids(tokenizer, with_turn))
         masks[start:end] = [1] * (end - start)
     return {"input_ids": input_ids, "assistant_masks": masks, "length": len(input_ids)}

@@ -86,8 +86,9 @@ class DatasetSample(models.Model):
     reward = models.FloatField(null=True, blank=True)
     # Counted with the dataset's tokenizer when it has one (else the usage estimate, and no spans).
     tokens = models.PositiveIntegerField(default=0)
-    assistant_spans = models.JSONField(default=list, blank=True,
-                                       help_text="[start, end) of each run of assistant (trained) tokens.")  # fmt: skip
+    assistant_spans = models.JSONField(
+        default=list, blank=True, help_text="[start, end) of each run of assistant (trained) tokens."
+    )
 
     class Meta:
         ordering = ["dataset", "position"]
@@ -107,7 +108,9 @@ class BaseModel(models.Model):
     path = models.CharField(max_length=1000, help_text="A folder on the GPU workers (and here, for CPU runs).")
     architecture = models.CharField(max_length=100, blank=True, help_text="e.g. Qwen3ForCausalLM (from config.json).")
     chat_template = models.CharField(
-        max_length=200, blank=True, help_text="The training chat template to use (with generation markers); blank: its own."
+        max_length=200,
+        blank=True,
+        help_text="The training chat template to use (with generation markers); blank: its own.",
     )
     context_length = models.PositiveIntegerField(null=True, blank=True)
     notes = models.TextField(blank=True)
@@ -140,7 +143,9 @@ class TrainingRun(models.Model):
     kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.SFT)
     dataset = models.ForeignKey(TrainingDataset, null=True, blank=True, on_delete=models.PROTECT, related_name="runs")
     base_model = models.ForeignKey(BaseModel, null=True, blank=True, on_delete=models.PROTECT, related_name="runs")
-    base_model_path = models.CharField(max_length=1000, help_text="The folder trained from (the base model's, or given).")
+    base_model_path = models.CharField(
+        max_length=1000, help_text="The folder trained from (the base model's, or given)."
+    )
     # Everything the trainer is given (hyper-parameters, LoRA, YaRN, DeepSpeed/FSDP, GPUs, seed, …), stored whole.
     config = models.JSONField(default=dict)
     preset = models.CharField(max_length=40, blank=True)
@@ -149,9 +154,13 @@ class TrainingRun(models.Model):
     error = models.TextField(blank=True)
     output_dir = models.CharField(max_length=1000, blank=True)
     resumed_from = models.ForeignKey(
-        "Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        "Checkpoint",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
         help_text="The checkpoint the current attempt resumed from.",
-    )  # fmt: skip
+    )
     attempt = models.PositiveIntegerField(default=0)
     steps = models.PositiveIntegerField(default=0, help_text="Optimizer steps done (the last metric's step).")
     total_steps = models.PositiveIntegerField(null=True, blank=True)
@@ -232,7 +241,9 @@ class ModelServer(models.Model):
     base_model = models.ForeignKey(BaseModel, null=True, blank=True, on_delete=models.SET_NULL, related_name="servers")
     model_path = models.CharField(max_length=1000, blank=True, help_text="The folder served (merged, for LoRA).")
     backend = models.CharField(max_length=20, help_text='"vllm" or "transformers".')
-    endpoint = models.ForeignKey("llm.ModelEndpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    endpoint = models.ForeignKey(
+        "llm.ModelEndpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     host = models.CharField(max_length=200, blank=True)
     port = models.PositiveIntegerField(null=True, blank=True)
     pid = models.PositiveIntegerField(null=True, blank=True)

@@ -50,8 +50,13 @@ def step_values(run: TrainingRun) -> dict[int, dict]:
 def line_chart(series: Series, steps: list[int], datasets: list[dict]) -> dict:
     # spanGaps: a run without a point at some step (the validation loss is only at checkpoints, other runs log other
     # steps) is still one line.
-    return {"type": "line", "labels": steps, "x": {"title": "step"}, "y": {**series.y, "title": series.title},
-            "datasets": [{**d, "spanGaps": True} for d in datasets]}  # fmt: skip
+    return {
+        "type": "line",
+        "labels": steps,
+        "x": {"title": "step"},
+        "y": {**series.y, "title": series.title},
+        "datasets": [{**d, "spanGaps": True} for d in datasets],
+    }
 
 
 @dataclass
@@ -86,9 +91,16 @@ def overlay(runs: list[TrainingRun]) -> dict:
         steps = sorted(
             {s for curve in having for s, v in curve.values.items() if _number(v.get(series.key)) is not None}
         )
-        datasets = [{"label": curve.label, "color": curve.color,
-                     "data": [_number(curve.values.get(s, {}).get(series.key)) for s in steps]} for curve in having]  # fmt: skip
+        datasets = [
+            {
+                "label": curve.label,
+                "color": curve.color,
+                "data": [_number(curve.values.get(s, {}).get(series.key)) for s in steps],
+            }
+            for curve in having
+        ]
         rows = [{"curve": curve, **curve.figures[series.key]} for curve in having]
-        charts.append({"series": series, "id": f"chart-{series.key}", "chart": line_chart(series, steps, datasets),
-                       "rows": rows})  # fmt: skip
+        charts.append(
+            {"series": series, "id": f"chart-{series.key}", "chart": line_chart(series, steps, datasets), "rows": rows}
+        )
     return {"runs": curves, "charts": charts}

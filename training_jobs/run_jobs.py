@@ -68,9 +68,12 @@ def execute_training(run_id: int, ctx=None) -> dict:
     """Run one attempt of the run to its end (the job body; `train --here` calls it without a job context)."""
     _stop_idle_servers()
     claimed = TrainingRun.objects.filter(pk=run_id, status=TrainingRun.Status.QUEUED).update(
-        status=TrainingRun.Status.RUNNING, attempt=F("attempt") + 1, started_at=timezone.now(), finished_at=None,
+        status=TrainingRun.Status.RUNNING,
+        attempt=F("attempt") + 1,
+        started_at=timezone.now(),
+        finished_at=None,
         error="",
-    )  # fmt: skip
+    )
     if not claimed and ctx is not None:
         claimed = _claim_after_lost_worker(run_id, ctx)
     run = TrainingRun.objects.select_related("dataset", "resumed_from").get(pk=run_id)
@@ -87,8 +90,16 @@ def execute_training(run_id: int, ctx=None) -> dict:
         config_path.write_text(json.dumps(trainer_config, indent=2))
         config_path.chmod(0o600)  # it holds the bridge's token
         accelerate_path = write_accelerate_config(run.config, folder, cpu=run.cpu)
-        command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(accelerate_path),
-                   "-m", f"training_jobs.trainer.{'grpo' if rl else 'sft'}", str(config_path)]  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            "accelerate.commands.launch",
+            "--config_file",
+            str(accelerate_path),
+            "-m",
+            f"training_jobs.trainer.{'grpo' if rl else 'sft'}",
+            str(config_path),
+        ]
         stream = _Stream(run)
         stream.log(f"attempt {run.attempt}: {' '.join(command)}")
         status, error = _launch(run, command, folder, stream, ctx)
@@ -117,13 +128,19 @@ def _claim_after_lost_worker(run_id: int, ctx) -> int:
     last = Checkpoint.objects.filter(run_id=run_id).order_by("-step").first()
     with transaction.atomic():
         claimed = TrainingRun.objects.filter(pk=run_id, status=TrainingRun.Status.RUNNING, job_run=ctx.run).update(
-            attempt=F("attempt") + 1, started_at=timezone.now(), finished_at=None, error="", resumed_from=last,
-        )  # fmt: skip
+            attempt=F("attempt") + 1,
+            started_at=timezone.now(),
+            finished_at=None,
+            error="",
+            resumed_from=last,
+        )
         if claimed:
             rewind_to(TrainingRun.objects.get(pk=run_id), last)
     if claimed:
-        ctx.log(f"the worker of the previous attempt was lost: resuming from "
-                f"{f'checkpoint step {last.step}' if last else 'the start (no checkpoint)'}")  # fmt: skip
+        ctx.log(
+            f"the worker of the previous attempt was lost: resuming from "
+            f"{f'checkpoint step {last.step}' if last else 'the start (no checkpoint)'}"
+        )
     return claimed
 
 
@@ -144,11 +161,17 @@ def _rollout_bridge(run: TrainingRun):
 def _rl_trainer_config(run: TrainingRun, output_dir: Path, bridge) -> dict:
     resume = run.resumed_from.path if run.resumed_from else None
     return {
-        **run.config, "run_id": run.pk, "attempt": run.attempt, "base_model_path": run.base_model_path,
-        "output_dir": str(output_dir), "resume_from_checkpoint": resume, "cpu": run.cpu,
-        "bridge_url": bridge.url, "bridge_token": bridge.token,
+        **run.config,
+        "run_id": run.pk,
+        "attempt": run.attempt,
+        "base_model_path": run.base_model_path,
+        "output_dir": str(output_dir),
+        "resume_from_checkpoint": resume,
+        "cpu": run.cpu,
+        "bridge_url": bridge.url,
+        "bridge_token": bridge.token,
         "policy_max_request_bytes": settings.CLAWGYM_SERVE_MAX_REQUEST_BYTES,
-    }  # fmt: skip
+    }
 
 
 def _stop_idle_servers() -> None:
@@ -191,27 +214,48 @@ def write_accelerate_config(config: dict, folder: Path, *, cpu: bool) -> Path:
     (their settings written beside it)."""
     dist = config["distributed"]
     gpus = max(dist["gpus"], 1)
-    base = {"compute_environment": "LOCAL_MACHINE", "machine_rank": 0, "num_machines": 1, "main_training_function":
-            "main", "rdzv_backend": "static", "same_network": True, "debug": False}  # fmt: skip
+    base = {
+        "compute_environment": "LOCAL_MACHINE",
+        "machine_rank": 0,
+        "num_machines": 1,
+        "main_training_function": "main",
+        "rdzv_backend": "static",
+        "same_network": True,
+        "debug": False,
+    }
     if cpu:
         accelerate = {**base, "distributed_type": "NO", "num_processes": 1, "use_cpu": True, "mixed_precision": "no"}
     else:
         precision = "bf16" if config["bf16"] else "no"
-        accelerate = {**base, "num_processes": gpus, "use_cpu": False, "mixed_precision": precision,
-                      "distributed_type": "MULTI_GPU" if gpus > 1 else "NO"}  # fmt: skip
+        accelerate = {
+            **base,
+            "num_processes": gpus,
+            "use_cpu": False,
+            "mixed_precision": precision,
+            "distributed_type": "MULTI_GPU" if gpus > 1 else "NO",
+        }
         if dist["deepspeed"]:
             stage = 3 if dist["deepspeed"] == "zero3" else 2
             ds_path = folder / "deepspeed.json"
             ds_path.write_text(json.dumps(deepspeed_config(stage, config), indent=2))
-            accelerate.update(distributed_type="DEEPSPEED", deepspeed_config={"deepspeed_config_file": str(ds_path),
-                                                                              "zero3_init_flag": stage == 3})  # fmt: skip
+            accelerate.update(
+                distributed_type="DEEPSPEED",
+                deepspeed_config={"deepspeed_config_file": str(ds_path), "zero3_init_flag": stage == 3},
+            )
             accelerate.pop("mixed_precision")  # the DeepSpeed file says it
         elif dist["fsdp"]:
-            accelerate.update(distributed_type="FSDP", fsdp_config={
-                "fsdp_version": 2, "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP", "fsdp_cpu_ram_efficient_loading":
-                True, "fsdp_offload_params": False, "fsdp_reshard_after_forward": True, "fsdp_state_dict_type":
-                "SHARDED_STATE_DICT", "fsdp_activation_checkpointing": bool(config["gradient_checkpointing"]),
-            })  # fmt: skip
+            accelerate.update(
+                distributed_type="FSDP",
+                fsdp_config={
+                    "fsdp_version": 2,
+                    "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
+                    "fsdp_cpu_ram_efficient_loading": True,
+                    "fsdp_offload_params": False,
+                    "fsdp_reshard_after_forward": True,
+                    "fsdp_state_dict_type": "SHARDED_STATE_DICT",
+                    "fsdp_activation_checkpointing": bool(config["gradient_checkpointing"]),
+                },
+            )
     path = folder / "accelerate.json"  # accelerate reads JSON config files as well as YAML
     path.write_text(json.dumps(accelerate, indent=2))
     return path
@@ -220,8 +264,11 @@ def write_accelerate_config(config: dict, folder: Path, *, cpu: bool) -> Path:
 def deepspeed_config(stage: int, config: dict) -> dict:
     zero = {"stage": stage, "overlap_comm": True, "contiguous_gradients": True, "reduce_bucket_size": "auto"}
     if stage == 3:
-        zero.update(stage3_gather_16bit_weights_on_model_save=True, stage3_prefetch_bucket_size="auto",
-                    stage3_param_persistence_threshold="auto")  # fmt: skip
+        zero.update(
+            stage3_gather_16bit_weights_on_model_save=True,
+            stage3_prefetch_bucket_size="auto",
+            stage3_param_persistence_threshold="auto",
+        )
     return {
         "bf16": {"enabled": bool(config["bf16"])},
         "zero_optimization": zero,
@@ -238,9 +285,16 @@ def deepspeed_config(stage: int, config: dict) -> dict:
 def trainer_env(**extra: str) -> dict:
     """The worker's environment by an allow-list (training_jobs.child_env: no SECRET_KEY, DATABASE_URL or model
     keys; the trainer knows no Django), offline, and what it is given on purpose."""
-    return child_env(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1",
-                     TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1", CLAWGYM_WATCH_PID=str(os.getpid()),
-                     WANDB_DISABLED="true", **extra)  # fmt: skip
+    return child_env(
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+        PYTHONUNBUFFERED="1",
+        CLAWGYM_WATCH_PID=str(os.getpid()),
+        WANDB_DISABLED="true",
+        **extra,
+    )
 
 
 def _launch(run: TrainingRun, command: list[str], folder: Path, stream, ctx) -> tuple[str, str]:
@@ -249,9 +303,16 @@ def _launch(run: TrainingRun, command: list[str], folder: Path, stream, ctx) -> 
         # The live policy server's key (the trainer serves it): derived here, given to the trainer alone.
         extra["CLAWGYM_POLICY_KEY"] = served_key(policy_key_env(run))
     proc = subprocess.Popen(
-        command, cwd=settings.BASE_DIR, env=trainer_env(**extra), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL, start_new_session=True, text=True, bufsize=1,
-    )  # fmt: skip
+        command,
+        cwd=settings.BASE_DIR,
+        env=trainer_env(**extra),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        text=True,
+        bufsize=1,
+    )
     (folder / "trainer.pid").write_text(str(proc.pid))
     lines: queue.Queue = queue.Queue()
     reader = threading.Thread(target=_read, args=(proc.stdout, lines), daemon=True)
@@ -291,8 +352,11 @@ def _launch(run: TrainingRun, command: list[str], folder: Path, stream, ctx) -> 
     if rc < 0:
         why = f"the trainer was killed by signal {-rc}"
     last = Checkpoint.objects.filter(run_id=run.pk).order_by("-step").first()
-    then = (f"resumable from its last checkpoint, step {last.step} (`train --resume {run.pk}`)" if last else
-            f"no checkpoint was saved, so `train --resume {run.pk}` starts it again from the start")  # fmt: skip
+    then = (
+        f"resumable from its last checkpoint, step {last.step} (`train --resume {run.pk}`)"
+        if last
+        else f"no checkpoint was saved, so `train --resume {run.pk}` starts it again from the start"
+    )
     return TrainingRun.Status.FAILED, f"{why}; {then}\n" + stream.recent(3000)
 
 
@@ -381,8 +445,10 @@ class _Stream:
             self.eval_metric(int(event.pop("step", self.steps)), event)
         elif kind == "dataset":
             self.trainable_tokens = event.get("trainable_tokens")
-            self.log(f"the trainer's dataset: {event.get('samples')} samples in {event.get('sequences')} sequences, "
-                     f"{self.trainable_tokens} trainable tokens")  # fmt: skip
+            self.log(
+                f"the trainer's dataset: {event.get('samples')} samples in {event.get('sequences')} sequences, "
+                f"{self.trainable_tokens} trainable tokens"
+            )
         elif kind == "error":
             self.refused = str(event.get("message") or "the trainer refused to train")
             self.log(f"the trainer will not train: {self.refused}")
@@ -408,16 +474,20 @@ class _Stream:
     def checkpoint(self, step: int, path: str) -> None:
         digest, size = hash_folder(Path(path))
         Checkpoint.objects.update_or_create(
-            run_id=self.run.pk, step=step,
+            run_id=self.run.pk,
+            step=step,
             defaults={"path": path, "sha256": digest, "size_bytes": size, "metrics": dict(self.last_metrics)},
-        )  # fmt: skip
+        )
         self.log(f"checkpoint at step {step}: {path} ({size} bytes, sha256 {digest[:12]})")
 
     def message(self) -> str:
         loss, reward = self.last_metrics.get("loss"), self.last_metrics.get("reward_mean")
-        return f"step {self.steps}" + (f" of {self.total_steps}" if self.total_steps else "") + (
-            f", loss {loss:.4f}" if isinstance(loss, int | float) else "") + (
-            f", reward {reward:.3f}" if isinstance(reward, int | float) else "")  # fmt: skip
+        return (
+            f"step {self.steps}"
+            + (f" of {self.total_steps}" if self.total_steps else "")
+            + (f", loss {loss:.4f}" if isinstance(loss, int | float) else "")
+            + (f", reward {reward:.3f}" if isinstance(reward, int | float) else "")
+        )
 
     def log(self, text: str, *, stamp: bool = True) -> None:
         text = f"{timezone.now():%H:%M:%S} {text}" if stamp else text

@@ -34,8 +34,21 @@ class TrainingDatasetListSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = TrainingDataset
-        fields = ["id", "url", "name", "status", "empty_reason", "sha256", "trajectories", "excluded",
-                  "allow_benchmark_tasks", "allow_unverified_history", "created_by", "created_at", "built_at"]  # fmt: skip
+        fields = [
+            "id",
+            "url",
+            "name",
+            "status",
+            "empty_reason",
+            "sha256",
+            "trajectories",
+            "excluded",
+            "allow_benchmark_tasks",
+            "allow_unverified_history",
+            "created_by",
+            "created_at",
+            "built_at",
+        ]
 
     def get_empty_reason(self, dataset) -> str:
         return empty_reason(dataset)
@@ -52,9 +65,23 @@ class TrainingDatasetDetailSerializer(TrainingDatasetListSerializer):
     )
 
     class Meta(TrainingDatasetListSerializer.Meta):
-        fields = [*TrainingDatasetListSerializer.Meta.fields, "error", "selection", "filters", "override_reason",
-                  "override_by", "unverified_history_reason", "unverified_history_by", "stats", "job_run",
-                  "samples_url", "base_model", "tokens_counted_with", "tokenizer_path", "tokenizer_sha256"]  # fmt: skip
+        fields = [
+            *TrainingDatasetListSerializer.Meta.fields,
+            "error",
+            "selection",
+            "filters",
+            "override_reason",
+            "override_by",
+            "unverified_history_reason",
+            "unverified_history_by",
+            "stats",
+            "job_run",
+            "samples_url",
+            "base_model",
+            "tokens_counted_with",
+            "tokenizer_path",
+            "tokenizer_sha256",
+        ]
 
     def get_tokens_counted_with(self, dataset) -> str:
         return "tokenizer" if dataset.tokenized else "usage"
@@ -79,8 +106,18 @@ class DatasetSampleSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = DatasetSample
-        fields = ["position", "split", "task", "reward", "tokens", "assistant_spans", "trajectory", "rollout",
-                  "messages", "tools"]  # fmt: skip
+        fields = [
+            "position",
+            "split",
+            "task",
+            "reward",
+            "tokens",
+            "assistant_spans",
+            "trajectory",
+            "rollout",
+            "messages",
+            "tools",
+        ]
 
 
 class BuildDatasetSerializer(serializers.Serializer):
@@ -91,29 +128,42 @@ class BuildDatasetSerializer(serializers.Serializer):
     endpoints = serializers.ListField(child=serializers.CharField(max_length=80), required=False, default=list)
     # Names checked by hand, not ChoiceFields: the schema has these choice sets under their own names already.
     harnesses = serializers.ListField(child=serializers.CharField(max_length=40), required=False, default=list)
-    sources = serializers.ListField(child=serializers.CharField(max_length=16), required=False, default=list,
-                                    help_text="Task sources: " + ", ".join(Task.Source.values))  # fmt: skip
+    sources = serializers.ListField(
+        child=serializers.CharField(max_length=16),
+        required=False,
+        default=list,
+        help_text="Task sources: " + ", ".join(Task.Source.values),
+    )
     since = serializers.DateTimeField(required=False)
     until = serializers.DateTimeField(required=False)
     min_reward = serializers.FloatField(min_value=0, max_value=1, default=DEFAULT_FILTERS["min_reward"])
     max_tokens = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
     complete_only = serializers.BooleanField(default=True)
     dedup = serializers.BooleanField(default=True)
-    validation_share = serializers.FloatField(min_value=0, max_value=0.99,
-                                              default=DEFAULT_FILTERS["validation_share"])  # fmt: skip
+    validation_share = serializers.FloatField(min_value=0, max_value=0.99, default=DEFAULT_FILTERS["validation_share"])
     seed = serializers.IntegerField(min_value=0, default=DEFAULT_FILTERS["seed"])
     name = serializers.CharField(max_length=200, required=False, default="", allow_blank=True)
     base_model = serializers.SlugRelatedField(
-        slug_field="name", queryset=BaseModel.objects.all(), required=False, allow_null=True, default=None,
+        slug_field="name",
+        queryset=BaseModel.objects.all(),
+        required=False,
+        allow_null=True,
+        default=None,
         help_text="The base model whose tokenizer counts the samples' tokens (as training sees them); none: the "
-                  "models' reported usage, an estimate.",
-    )  # fmt: skip
-    base_model_path = serializers.CharField(required=False, allow_blank=True, default="", max_length=1000,
-                                            help_text="Instead of base_model: a model folder with its tokenizer.")  # fmt: skip
+        "models' reported usage, an estimate.",
+    )
+    base_model_path = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=1000,
+        help_text="Instead of base_model: a model folder with its tokenizer.",
+    )
     allow_benchmark_tasks = serializers.BooleanField(default=False)
     override_reason = serializers.CharField(required=False, default="", allow_blank=True, max_length=2000)
     allow_unverified_history = serializers.BooleanField(
-        default=False, help_text="Admins: include trajectories with assistant turns no recorded call answered.")
+        default=False, help_text="Admins: include trajectories with assistant turns no recorded call answered."
+    )
     unverified_history_reason = serializers.CharField(required=False, default="", allow_blank=True, max_length=2000)
 
     SELECTION = ("eval_runs", "groups", "endpoints", "harnesses", "sources", "since", "until")
@@ -176,12 +226,26 @@ class StartRLRunSerializer(serializers.Serializer):
     kind = serializers.ChoiceField(choices=TrainingRun.Kind.choices, help_text='"rl"')
     base_model = serializers.SlugRelatedField(slug_field="name", queryset=BaseModel.objects.all(), required=False)
     base_model_path = serializers.CharField(required=False, allow_blank=True, default="")
-    tasks = serializers.ListField(child=serializers.CharField(max_length=200), required=False, default=list,
-                                  help_text="Task external ids (their current revisions) or task revision ids.")  # fmt: skip
-    tasks_from = serializers.CharField(required=False, allow_blank=True, default="", max_length=500,
-                                       help_text="Instead of tasks: a selection, e.g. status=ready,source=skill,limit=200.")  # fmt: skip
-    harness = serializers.CharField(required=False, allow_blank=True, default="", max_length=40,
-                                    help_text="builtin or openclaw (default: the preset's).")  # fmt: skip
+    tasks = serializers.ListField(
+        child=serializers.CharField(max_length=200),
+        required=False,
+        default=list,
+        help_text="Task external ids (their current revisions) or task revision ids.",
+    )
+    tasks_from = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=500,
+        help_text="Instead of tasks: a selection, e.g. status=ready,source=skill,limit=200.",
+    )
+    harness = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=40,
+        help_text="builtin or openclaw (default: the preset's).",
+    )
     preset = serializers.ChoiceField(choices=list(RL_PRESETS), default="paper")
     overrides = serializers.DictField(required=False, default=dict)
     cpu = serializers.BooleanField(default=False)
@@ -212,8 +276,21 @@ class RLRolloutSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = RLRollout
-        fields = ["step", "group_index", "rollout", "url", "task", "status", "outcome", "reward", "samples",
-                  "inexact_samples", "dropped", "wall_seconds", "created_at"]  # fmt: skip
+        fields = [
+            "step",
+            "group_index",
+            "rollout",
+            "url",
+            "task",
+            "status",
+            "outcome",
+            "reward",
+            "samples",
+            "inexact_samples",
+            "dropped",
+            "wall_seconds",
+            "created_at",
+        ]
         read_only_fields = fields
 
     def get_url(self, row) -> str:
@@ -244,8 +321,23 @@ class ModelServerSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ModelServer
-        fields = ["id", "url", "checkpoint", "base_model", "status", "backend", "endpoint", "base_url", "host", "port", "error",
-                  "job_run", "created_at", "last_used_at", "stopped_at"]  # fmt: skip
+        fields = [
+            "id",
+            "url",
+            "checkpoint",
+            "base_model",
+            "status",
+            "backend",
+            "endpoint",
+            "base_url",
+            "host",
+            "port",
+            "error",
+            "job_run",
+            "created_at",
+            "last_used_at",
+            "stopped_at",
+        ]
         read_only_fields = fields
 
     def get_base_url(self, server) -> str | None:

@@ -117,8 +117,10 @@ def transformers_serve() -> list[str]:
     """`transformers serve` as ClawGym runs it (serve_backend.py: a tool call that does not parse is the model's
     text, not a 500), by the interpreter running us."""
     if importlib.util.find_spec("transformers.cli.serving") is None:
-        raise ServingError(f"no `transformers serve` for {sys.executable}: install requirements-training.txt "
-                           "(transformers with its [serving] extra's packages)")  # fmt: skip
+        raise ServingError(
+            f"no `transformers serve` for {sys.executable}: install requirements-training.txt "
+            "(transformers with its [serving] extra's packages)"
+        )
     return [sys.executable, "-P", str(Path(__file__).with_name("serve_backend.py")), "serve"]
 
 
@@ -127,9 +129,26 @@ def start_command(backend: str, path: str, name: str, host: str, port: int) -> l
     --served-model-name NAME; transformers serve is given NAME, a link to PATH in the folder it runs in (see
     model_link), since it names the model by the folder it was given."""
     if backend == "vllm":
-        return ["vllm", "serve", path, "--served-model-name", name, "--host", host, "--port", str(port),
-                "--dtype", "bfloat16", "--max-model-len", "65536", "--enable-auto-tool-choice",
-                "--tool-call-parser", "hermes", "--generation-config", "vllm"]  # fmt: skip
+        return [
+            "vllm",
+            "serve",
+            path,
+            "--served-model-name",
+            name,
+            "--host",
+            host,
+            "--port",
+            str(port),
+            "--dtype",
+            "bfloat16",
+            "--max-model-len",
+            "65536",
+            "--enable-auto-tool-choice",
+            "--tool-call-parser",
+            "hermes",
+            "--generation-config",
+            "vllm",
+        ]
     # The folder given preloads and pins the model (loaded once, never unloaded when idle).
     command = [*transformers_serve(), name, "--host", host, "--port", str(port), "--log-level", "info"]
     if getattr(settings, "CLAWGYM_SERVE_CONTINUOUS_BATCHING", True):
@@ -141,14 +160,27 @@ def start_command(backend: str, path: str, name: str, host: str, port: int) -> l
     return command
 
 
-def served_command(backend: str, path: str, name: str, bind: str, port: int, backend_port: int,
-                   cwd: Path) -> list[str]:  # fmt: skip
+def served_command(backend: str, path: str, name: str, bind: str, port: int, backend_port: int, cwd: Path) -> list[str]:
     """The front on bind:port, starting the backend on loopback:backend_port in `cwd` as its child. The key goes in
     the environment (launch), never on a command line every local user can read."""
     backend_command = start_command(backend, path, name, BACKEND_HOST, backend_port)
-    return [sys.executable, "-m", "training_jobs.front", "--host", bind, "--port", str(port), "--upstream",
-            f"http://{BACKEND_HOST}:{backend_port}", "--max-body-bytes", str(max_request_bytes()), "--cwd",
-            str(cwd), "--", *backend_command]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "training_jobs.front",
+        "--host",
+        bind,
+        "--port",
+        str(port),
+        "--upstream",
+        f"http://{BACKEND_HOST}:{backend_port}",
+        "--max-body-bytes",
+        str(max_request_bytes()),
+        "--cwd",
+        str(cwd),
+        "--",
+        *backend_command,
+    ]
 
 
 def max_request_bytes() -> int:
@@ -195,8 +227,14 @@ def advertised_host(bind: str) -> str:
     return bind
 
 
-def serve_checkpoint(checkpoint: Checkpoint, *, backend: str | None = None, host: str | None = None,
-                     port: int | None = None, timeout: float = HEALTH_TIMEOUT_SECONDS) -> ModelServer:  # fmt: skip
+def serve_checkpoint(
+    checkpoint: Checkpoint,
+    *,
+    backend: str | None = None,
+    host: str | None = None,
+    port: int | None = None,
+    timeout: float = HEALTH_TIMEOUT_SECONDS,
+) -> ModelServer:
     """Start a server for the checkpoint here (a LoRA one merged first), wait until it answers, register its endpoint
     (the command; the pages queue training.serve_checkpoint instead). A checkpoint already served (its server ready
     and its process alive) is not started twice."""
@@ -207,8 +245,9 @@ def serve_checkpoint(checkpoint: Checkpoint, *, backend: str | None = None, host
     return start_server(server, host=host, port=port, timeout=timeout)
 
 
-def start_server(server: ModelServer, *, host: str | None = None, port: int | None = None,
-                 timeout: float = HEALTH_TIMEOUT_SECONDS) -> ModelServer:  # fmt: skip
+def start_server(
+    server: ModelServer, *, host: str | None = None, port: int | None = None, timeout: float = HEALTH_TIMEOUT_SECONDS
+) -> ModelServer:
     """Bring a checkpoint's or a registered base model's "starting" row up on this machine: merge a LoRA adapter,
     launch, health-check, register. The row ends ready, or failed with the error (raised as ServingError)."""
     try:
@@ -225,24 +264,33 @@ def start_server(server: ModelServer, *, host: str | None = None, port: int | No
     return _launch_server(server, path, served_name(server), host=host, port=port, timeout=timeout, log_dir=log_dir)
 
 
-def serve_base_model(run, *, backend: str | None = None, host: str | None = None,
-                     timeout: float = HEALTH_TIMEOUT_SECONDS) -> ModelServer:  # fmt: skip
+def serve_base_model(
+    run, *, backend: str | None = None, host: str | None = None, timeout: float = HEALTH_TIMEOUT_SECONDS
+) -> ModelServer:
     """The run's base model served as endpoint "base-RUN" (the baseline of its checkpoints), a ModelServer row with
     no checkpoint, so that it is stopped by name or when idle like a checkpoint's."""
-    return serve_folder(run.base_model_path, f"base-{run.pk}", run_dir(run), backend=backend, host=host,
-                        timeout=timeout)  # fmt: skip
+    return serve_folder(
+        run.base_model_path, f"base-{run.pk}", run_dir(run), backend=backend, host=host, timeout=timeout
+    )
 
 
-def serve_registered_base_model(base_model: BaseModel, *, backend: str | None = None, host: str | None = None,
-                                port: int | None = None, timeout: float = HEALTH_TIMEOUT_SECONDS) -> ModelServer:  # fmt: skip
+def serve_registered_base_model(
+    base_model: BaseModel,
+    *,
+    backend: str | None = None,
+    host: str | None = None,
+    port: int | None = None,
+    timeout: float = HEALTH_TIMEOUT_SECONDS,
+) -> ModelServer:
     """A registered base model served here as endpoint "base-NAME" (`base_models serve NAME`; the page queues
     request_serving instead): what its checkpoints are compared against, evaluated before any run exists. One
     ready and answering is not started twice."""
     running = _running(base_model.servers.all())
     if running:
         return running
-    server = ModelServer.objects.create(base_model=base_model, model_path=base_model.path, backend=backend or "",
-                                        last_used_at=timezone.now())  # fmt: skip
+    server = ModelServer.objects.create(
+        base_model=base_model, model_path=base_model.path, backend=backend or "", last_used_at=timezone.now()
+    )
     return start_server(server, host=host, port=port, timeout=timeout)
 
 
@@ -250,15 +298,24 @@ def base_model_log_dir(base_model: BaseModel) -> Path:
     return training_root() / "served-base-models" / base_model.name
 
 
-def serve_folder(path: str, name: str, log_dir: Path, *, backend: str | None = None, host: str | None = None,
-                 port: int | None = None, timeout: float = HEALTH_TIMEOUT_SECONDS) -> ModelServer:  # fmt: skip
+def serve_folder(
+    path: str,
+    name: str,
+    log_dir: Path,
+    *,
+    backend: str | None = None,
+    host: str | None = None,
+    port: int | None = None,
+    timeout: float = HEALTH_TIMEOUT_SECONDS,
+) -> ModelServer:
     """A model folder served as endpoint NAME (a ModelServer row with no checkpoint), unless it is served already."""
     running = _running(ModelServer.objects.filter(checkpoint=None, endpoint__name=name, model_path=path))
     if running:
         return running
     log_dir.mkdir(parents=True, exist_ok=True)
-    server = ModelServer.objects.create(checkpoint=None, model_path=path, backend=backend or "",
-                                        last_used_at=timezone.now())  # fmt: skip
+    server = ModelServer.objects.create(
+        checkpoint=None, model_path=path, backend=backend or "", last_used_at=timezone.now()
+    )
     return _launch_server(server, path, name, host=host, port=port, timeout=timeout, log_dir=log_dir)
 
 
@@ -279,20 +336,29 @@ def _launch_server(server: ModelServer, path: str, name: str, *, host, port, tim
     except (ServingError, OSError) as exc:
         _failed(server, exc)
         raise ServingError(str(exc)) from exc
-    ModelServer.objects.filter(pk=server.pk).update(model_path=path, backend=backend, host=advertised_host(bind),
-                                                    port=port, command=command)  # fmt: skip
+    ModelServer.objects.filter(pk=server.pk).update(
+        model_path=path, backend=backend, host=advertised_host(bind), port=port, command=command
+    )
     server.refresh_from_db()
     log_path = log_dir / f"serve-{name}-{port}.log"
     try:
-        pid = launch(command, _base_url(server), log_path, timeout=timeout, key=server_key(server),
-                     backend=backend, on_start=lambda pid: ModelServer.objects.filter(pk=server.pk).update(pid=pid))  # fmt: skip
+        pid = launch(
+            command,
+            _base_url(server),
+            log_path,
+            timeout=timeout,
+            key=server_key(server),
+            backend=backend,
+            on_start=lambda pid: ModelServer.objects.filter(pk=server.pk).update(pid=pid),
+        )
     except ServingError as exc:
         _failed(server, exc)
         raise
     endpoint = register_endpoint(name, _base_url(server), backend, key_env(server))
     # Only a row still starting becomes ready: one stopped while it loaded keeps its status, and its process goes.
     ready = ModelServer.objects.filter(pk=server.pk, status=ModelServer.Status.STARTING).update(
-        status=ModelServer.Status.READY, endpoint=endpoint, pid=pid, last_used_at=timezone.now())  # fmt: skip
+        status=ModelServer.Status.READY, endpoint=endpoint, pid=pid, last_used_at=timezone.now()
+    )
     if not ready:
         _kill(pid)
         ModelEndpoint.objects.filter(pk=endpoint.pk).update(enabled=False)
@@ -303,7 +369,8 @@ def _launch_server(server: ModelServer, path: str, name: str, *, host, port, tim
 def _failed(server: ModelServer, error) -> None:
     # Only a starting row: one stopped meanwhile stays stopped.
     ModelServer.objects.filter(pk=server.pk, status=ModelServer.Status.STARTING).update(
-        status=ModelServer.Status.FAILED, stopped_at=timezone.now(), error=str(error))  # fmt: skip
+        status=ModelServer.Status.FAILED, stopped_at=timezone.now(), error=str(error)
+    )
 
 
 def request_serving(subject: Checkpoint | BaseModel, *, user) -> ModelServer:
@@ -347,10 +414,14 @@ def current_server(subject: Checkpoint | BaseModel) -> ModelServer | None:
             stop_server(server, reason="it stopped answering")
         elif server.job_run is not None and server.job_run.is_finished:
             job_run = server.job_run
-            _failed(server, f"its job #{job_run.pk} ended {job_run.status} before the server answered: "
-                            f"{job_run.error or 'no error given'}")  # fmt: skip
+            _failed(
+                server,
+                f"its job #{job_run.pk} ended {job_run.status} before the server answered: "
+                f"{job_run.error or 'no error given'}",
+            )
         elif server.job_run is None and timezone.now() - server.created_at > timedelta(
-                seconds=MERGE_TIMEOUT_SECONDS + HEALTH_TIMEOUT_SECONDS):  # fmt: skip
+            seconds=MERGE_TIMEOUT_SECONDS + HEALTH_TIMEOUT_SECONDS
+        ):
             _failed(server, "started by a command that never finished")
         else:
             return server
@@ -377,8 +448,13 @@ def serve_checkpoint_job(ctx, *, server_id: int, run_id: int | None = None, base
     _kill(_owned_pid(server))
     ModelServer.objects.filter(pk=server.pk, status=ModelServer.Status.STARTING).update(pid=None, error="")
     is_lora = server.checkpoint is not None and (Path(server.checkpoint.path) / "adapter_config.json").exists()
-    ctx.progress(0, 1, f"merging the LoRA adapter, then starting {served_name(server)}" if is_lora
-                 else f"starting {served_name(server)}")  # fmt: skip
+    ctx.progress(
+        0,
+        1,
+        f"merging the LoRA adapter, then starting {served_name(server)}"
+        if is_lora
+        else f"starting {served_name(server)}",
+    )
     try:
         server = start_server(server)
     except ServingError:
@@ -392,8 +468,12 @@ def serve_checkpoint_job(ctx, *, server_id: int, run_id: int | None = None, base
 
 def server_report(server: ModelServer) -> dict:
     endpoint = server.endpoint
-    return {"server": server.pk, "status": server.status, "endpoint": endpoint.name if endpoint else None,
-            "base_url": endpoint.base_url if endpoint else None}  # fmt: skip
+    return {
+        "server": server.pk,
+        "status": server.status,
+        "endpoint": endpoint.name if endpoint else None,
+        "base_url": endpoint.base_url if endpoint else None,
+    }
 
 
 def servable_path(checkpoint: Checkpoint, *, timeout: float = MERGE_TIMEOUT_SECONDS) -> str:
@@ -408,25 +488,46 @@ def servable_path(checkpoint: Checkpoint, *, timeout: float = MERGE_TIMEOUT_SECO
     if merged.is_dir():
         return str(merged)
     run = checkpoint.run
-    config = {"base_model_path": run.base_model_path, "yarn": run.config.get("yarn") or {},
-              "bf16": bool(run.config.get("bf16")), "cpu": run.cpu}  # fmt: skip
+    config = {
+        "base_model_path": run.base_model_path,
+        "yarn": run.config.get("yarn") or {},
+        "bf16": bool(run.config.get("bf16")),
+        "cpu": run.cpu,
+    }
     command = [sys.executable, "-m", "training_jobs.trainer.merge_lora", str(path), str(merged), json.dumps(config)]
     env = child_env(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     try:
-        done = subprocess.run(command, cwd=settings.BASE_DIR, env=env, capture_output=True, text=True,
-                              timeout=timeout, stdin=subprocess.DEVNULL)  # fmt: skip
+        done = subprocess.run(
+            command,
+            cwd=settings.BASE_DIR,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired:
         raise ServingError(
             f"merging the LoRA adapter {path} into {run.base_model_path} took over {timeout:g} s"
         ) from None
     if done.returncode != 0 or not merged.is_dir():
-        raise ServingError(f"merging the LoRA adapter {path} into {run.base_model_path} failed (exit "
-                           f"{done.returncode}):\n{(done.stderr or done.stdout)[-2000:]}")  # fmt: skip
+        raise ServingError(
+            f"merging the LoRA adapter {path} into {run.base_model_path} failed (exit "
+            f"{done.returncode}):\n{(done.stderr or done.stdout)[-2000:]}"
+        )
     return str(merged)
 
 
-def launch(command: list[str], base_url: str, log_path: Path, *, timeout: float, key: str,
-           backend: str = "transformers", on_start=None) -> int:  # fmt: skip
+def launch(
+    command: list[str],
+    base_url: str,
+    log_path: Path,
+    *,
+    timeout: float,
+    key: str,
+    backend: str = "transformers",
+    on_start=None,
+) -> int:
     """Start the server (its front) in a session of its own; its pid once GET /v1/models answers with the key
     (ServingError otherwise). The environment is the allow-listed one, with the key for the front (and for vLLM,
     whose --api-key guards its /v1 routes again). A thread of this process waits for it: whoever stops it (the idle
@@ -435,8 +536,15 @@ def launch(command: list[str], base_url: str, log_path: Path, *, timeout: float,
     env = child_env(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONUNBUFFERED="1", CLAWGYM_FRONT_KEY=key, **extra)
     with log_path.open("ab") as log:
         # In the project's folder (`-m training_jobs.front`); the front starts its backend in the folder it is given.
-        proc = subprocess.Popen(command, cwd=settings.BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            command,
+            cwd=settings.BASE_DIR,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     threading.Thread(target=proc.wait, name=f"reap-server-{proc.pid}", daemon=True).start()
     if on_start:
         on_start(proc.pid)
@@ -473,10 +581,16 @@ def request_timeout(backend: str) -> float:
 def register_endpoint(name: str, base_url: str, backend: str, api_key_env: str) -> ModelEndpoint:
     endpoint, _ = ModelEndpoint.objects.update_or_create(
         name=name,
-        defaults={"base_url": base_url, "model": name, "roles": [ModelEndpoint.Role.AGENT], "enabled": True,
-                  "api_key_env": api_key_env, "max_concurrent": concurrent_streams(backend),
-                  "timeout_seconds": request_timeout(backend)},
-    )  # fmt: skip
+        defaults={
+            "base_url": base_url,
+            "model": name,
+            "roles": [ModelEndpoint.Role.AGENT],
+            "enabled": True,
+            "api_key_env": api_key_env,
+            "max_concurrent": concurrent_streams(backend),
+            "timeout_seconds": request_timeout(backend),
+        },
+    )
     return endpoint
 
 
@@ -484,8 +598,9 @@ def stop_server(server: ModelServer, *, reason: str = "stopped") -> ModelServer:
     """Kill the server's process group when it runs on this machine (see _owned_pid) and mark the row stopped, its
     endpoint disabled."""
     _kill(_owned_pid(server))
-    ModelServer.objects.filter(pk=server.pk).update(status=ModelServer.Status.STOPPED, stopped_at=timezone.now(),
-                                                    error=reason if reason != "stopped" else "")  # fmt: skip
+    ModelServer.objects.filter(pk=server.pk).update(
+        status=ModelServer.Status.STOPPED, stopped_at=timezone.now(), error=reason if reason != "stopped" else ""
+    )
     if server.endpoint_id:
         ModelEndpoint.objects.filter(pk=server.endpoint_id).update(enabled=False)
     server.refresh_from_db()
@@ -527,8 +642,9 @@ def stop_idle_servers(now=None, idle_seconds: float | None = None) -> list[int]:
     against the process's command line): run it on each machine that serves (every SFT job on a gpu worker does).
     """
     now = now or timezone.now()
-    idle = timedelta(seconds=idle_seconds if idle_seconds is not None else
-                     getattr(settings, "CLAWGYM_SERVE_IDLE_SECONDS", 1800))  # fmt: skip
+    idle = timedelta(
+        seconds=idle_seconds if idle_seconds is not None else getattr(settings, "CLAWGYM_SERVE_IDLE_SECONDS", 1800)
+    )
     stopped = []
     for server in ModelServer.objects.filter(status=ModelServer.Status.READY):
         if not _answers(_base_url(server), server_key(server)):
@@ -551,8 +667,11 @@ def kill_stopped_here(now=None) -> list[int]:
     """Kill the processes still running on this machine of servers stopped recently from another (the web app's
     Stop: its container cannot signal the gpu worker's process); their ids."""
     now = now or timezone.now()
-    recent = ModelServer.objects.filter(status=ModelServer.Status.STOPPED, pid__isnull=False,
-                                        stopped_at__gte=now - timedelta(seconds=STOPPED_ELSEWHERE_SECONDS))  # fmt: skip
+    recent = ModelServer.objects.filter(
+        status=ModelServer.Status.STOPPED,
+        pid__isnull=False,
+        stopped_at__gte=now - timedelta(seconds=STOPPED_ELSEWHERE_SECONDS),
+    )
     killed = []
     for server in recent:
         pid = _owned_pid(server)

@@ -23,21 +23,32 @@ def varied_conversations() -> list[dict]:
     tools_and_reasoning = [
         {"role": "system", "content": SYSTEM},
         {"role": "user", "content": "Sum the amounts in sales.csv per region into totals.md."},
-        {"role": "assistant", "content": "I will read the file and list the folder.",
-         "reasoning_content": "The file is small; read it first.",
-         "tool_calls": [call("read", {"path": "sales.csv"}, "c1"), call("ls", {"path": "."}, "c2")]},
+        {
+            "role": "assistant",
+            "content": "I will read the file and list the folder.",
+            "reasoning_content": "The file is small; read it first.",
+            "tool_calls": [call("read", {"path": "sales.csv"}, "c1"), call("ls", {"path": "."}, "c2")],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": "region,amount\nnorth,4\nsouth,2\nnorth,1\n"},
         {"role": "tool", "tool_call_id": "c2", "content": "sales.csv\nnotes.txt"},
-        {"role": "assistant", "content": None,
-         "tool_calls": [call("write", {"path": "totals.md", "content": "north: 5\nsouth: 2\n"}, "c3"),
-                        call("exec", {"command": "cat totals.md"}, "c4"),
-                        call("exec", {"command": "wc -l totals.md"}, "c5")]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                call("write", {"path": "totals.md", "content": "north: 5\nsouth: 2\n"}, "c3"),
+                call("exec", {"command": "cat totals.md"}, "c4"),
+                call("exec", {"command": "wc -l totals.md"}, "c5"),
+            ],
+        },
         {"role": "tool", "tool_call_id": "c3", "content": "wrote 20 bytes"},
         {"role": "tool", "tool_call_id": "c4", "content": [{"type": "text", "text": "north: 5\nsouth: 2\n"}]},
         {"role": "tool", "tool_call_id": "c5", "content": "2 totals.md"},
-        {"role": "assistant", "content": "<think>\nChecked: both regions are there.\n</think>\n\nDone: totals.md "
-                                         "holds north 5 and south 2."},
-    ]  # fmt: skip
+        {
+            "role": "assistant",
+            "content": "<think>\nChecked: both regions are there.\n</think>\n\nDone: totals.md "
+            "holds north 5 and south 2.",
+        },
+    ]
     several_users = [
         {"role": "developer", "content": "Answer briefly."},
         {"role": "user", "content": [{"type": "text", "text": "List the folder."}]},
@@ -45,11 +56,15 @@ def varied_conversations() -> list[dict]:
         {"role": "tool", "tool_call_id": "a", "content": "app.py\n"},
         {"role": "assistant", "content": [{"type": "text", "text": "One file: app.py."}]},
         {"role": "user", "content": "Now run it. Ünïcödé and emoji 🚀 are fine."},
-        {"role": "assistant", "content": "Running.", "reasoning": "The user wants it run.",
-         "tool_calls": [call("exec", "python3 src/app.py --flag", "b")]},  # not JSON: kept as sent
+        {
+            "role": "assistant",
+            "content": "Running.",
+            "reasoning": "The user wants it run.",
+            "tool_calls": [call("exec", "python3 src/app.py --flag", "b")],
+        },  # not JSON: kept as sent
         {"role": "tool", "tool_call_id": "b", "content": "Traceback (most recent call last):\n  FileNotFoundError"},
         {"role": "assistant", "content": "It failed: data.json is missing."},
-    ]  # fmt: skip
+    ]
     return [
         {"messages": plain, "tools": []},
         {"messages": tools_and_reasoning, "tools": TOOLS},
@@ -61,8 +76,10 @@ def varied_conversations() -> list[dict]:
 def long_trajectory(rng: random.Random, turns: int = 13, file_lines: int = 40) -> list[dict]:
     """A realistic long agent trajectory: `turns` assistant turns, 1-3 tool calls each (the paper averages 13 turns
     and 15.82 calls), tool results of file-sized text, some reasoning, a final answer."""
-    messages = [{"role": "system", "content": SYSTEM},
-                {"role": "user", "content": "Refactor the report generator in src/ and make its tests pass."}]  # fmt: skip
+    messages = [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": "Refactor the report generator in src/ and make its tests pass."},
+    ]
     n = 0
     for turn in range(turns - 1):
         calls = []
@@ -70,12 +87,19 @@ def long_trajectory(rng: random.Random, turns: int = 13, file_lines: int = 40) -
             n += 1
             name = rng.choice(("read", "exec", "write", "edit", "ls"))
             path = f"src/module_{rng.randrange(20)}.py"
-            arguments = {"read": {"path": path}, "ls": {"path": "src"}, "exec": {"command": f"pytest -q {path}"},
-                         "write": {"path": path, "content": _code(rng, 8)},
-                         "edit": {"path": path, "old": "return total", "new": "return round(total, 2)"}}[name]  # fmt: skip
+            arguments = {
+                "read": {"path": path},
+                "ls": {"path": "src"},
+                "exec": {"command": f"pytest -q {path}"},
+                "write": {"path": path, "content": _code(rng, 8)},
+                "edit": {"path": path, "old": "return total", "new": "return round(total, 2)"},
+            }[name]
             calls.append(call(name, arguments, f"call_{n}"))
-        message = {"role": "assistant", "content": f"Step {turn + 1}: checking {len(calls)} thing(s).",
-                   "tool_calls": calls}  # fmt: skip
+        message = {
+            "role": "assistant",
+            "content": f"Step {turn + 1}: checking {len(calls)} thing(s).",
+            "tool_calls": calls,
+        }
         if rng.random() < 0.4:
             message["reasoning_content"] = f"The failure in step {turn} points at the rounding; look again."
         messages.append(message)

@@ -17,8 +17,17 @@ from pathlib import Path
 # their own tokens, so a turn's boundaries never fall inside a BPE token.
 PAD = "<|endoftext|>"
 EOS = "<|im_end|>"
-SPECIAL_TOKENS = [PAD, "<|im_start|>", EOS, "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>",
-                  "<think>", "</think>"]  # fmt: skip
+SPECIAL_TOKENS = [
+    PAD,
+    "<|im_start|>",
+    EOS,
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_response>",
+    "</tool_response>",
+    "<think>",
+    "</think>",
+]
 VOCAB_SIZE = 1024  # BPE merges over the corpus; the model's vocabulary is the tokenizer's length
 MODEL_CONFIG = {
     "hidden_size": 64,
@@ -32,23 +41,54 @@ MODEL_CONFIG = {
     "tie_word_embeddings": True,
 }
 TOOLS = [
-    {"type": "function", "function": {"name": "read", "description": "Read a file of the workspace.",
-                                      "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
-                                                     "required": ["path"]}}},
-    {"type": "function", "function": {"name": "write", "description": "Write a file (replaces it).",
-                                      "parameters": {"type": "object", "properties": {"path": {"type": "string"},
-                                                                                     "content": {"type": "string"}},
-                                                     "required": ["path", "content"]}}},
-    {"type": "function", "function": {"name": "edit", "description": "Replace text in a file.",
-                                      "parameters": {"type": "object", "properties": {"path": {"type": "string"},
-                                                                                     "old": {"type": "string"},
-                                                                                     "new": {"type": "string"}}}}},
-    {"type": "function", "function": {"name": "exec", "description": "Run a shell command.",
-                                      "parameters": {"type": "object", "properties": {"command": {"type": "string"}},
-                                                     "required": ["command"]}}},
-    {"type": "function", "function": {"name": "ls", "description": "List a folder.",
-                                      "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}},
-]  # fmt: skip
+    {
+        "type": "function",
+        "function": {
+            "name": "read",
+            "description": "Read a file of the workspace.",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "write",
+            "description": "Write a file (replaces it).",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+                "required": ["path", "content"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "edit",
+            "description": "Replace text in a file.",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "old": {"type": "string"}, "new": {"type": "string"}},
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "exec",
+            "description": "Run a shell command.",
+            "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "ls",
+            "description": "List a folder.",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+        },
+    },
+]
 
 
 def tiny_model(out, *, seed: int = 0) -> Path:
@@ -61,9 +101,12 @@ def tiny_model(out, *, seed: int = 0) -> Path:
     tokenizer = tiny_tokenizer()
     tokenizer.save_pretrained(out)
     config = Qwen3Config(
-        vocab_size=len(tokenizer), eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=None, **MODEL_CONFIG,
-    )  # fmt: skip
+        vocab_size=len(tokenizer),
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=None,
+        **MODEL_CONFIG,
+    )
     torch.manual_seed(seed)
     model = Qwen3ForCausalLM(config)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
@@ -81,15 +124,21 @@ def tiny_tokenizer():
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=VOCAB_SIZE, special_tokens=SPECIAL_TOKENS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        vocab_size=VOCAB_SIZE,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
-    )  # fmt: skip
+    )
     bpe.train_from_iterator(corpus(), trainer)
     return PreTrainedTokenizerFast(
-        tokenizer_object=bpe, eos_token=EOS, pad_token=PAD, chat_template=training_chat_template(),
-        model_max_length=MODEL_CONFIG["max_position_embeddings"], clean_up_tokenization_spaces=False,
+        tokenizer_object=bpe,
+        eos_token=EOS,
+        pad_token=PAD,
+        chat_template=training_chat_template(),
+        model_max_length=MODEL_CONFIG["max_position_embeddings"],
+        clean_up_tokenization_spaces=False,
         additional_special_tokens=[t for t in SPECIAL_TOKENS if t not in (PAD, EOS)],
-    )  # fmt: skip
+    )
 
 
 def training_chat_template() -> str:
@@ -110,10 +159,12 @@ def corpus() -> list[str]:
         "    return sum(item['amount'] for item in data)\n\n\nif __name__ == '__main__':\n    print(main('data.json'))\n",
         "config.yaml": "name: report\nversion: 2\nsteps:\n  - read\n  - summarise\n  - write\n",
     }
-    texts = ["You are a careful agent working in a local workspace. Use the tools to read, edit and run files.",
-             "Thinking about the task: first I read the file, then I compute the result and write it out.",
-             "The command failed with exit code 1: No such file or directory. Let me list the folder first.",
-             "Done. I wrote the summary to totals.md and checked it with cat."]  # fmt: skip
+    texts = [
+        "You are a careful agent working in a local workspace. Use the tools to read, edit and run files.",
+        "Thinking about the task: first I read the file, then I compute the result and write it out.",
+        "The command failed with exit code 1: No such file or directory. Let me list the folder first.",
+        "Done. I wrote the summary to totals.md and checked it with cat.",
+    ]
     for tool in TOOLS:
         texts.append(json.dumps(tool))
     for path, content in files.items():
@@ -129,7 +180,9 @@ def corpus() -> list[str]:
             f"<|im_start|>system\n{texts[0]}<|im_end|>\n<|im_start|>user\nPlease look at {path} and tell me "
             "what it holds.<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
         )
-    header = ("# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with "
-              "function signatures within <tools></tools> XML tags:\n<tools>\n</tools>\n\nFor each function call, "
-              "return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n")  # fmt: skip
+    header = (
+        "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with "
+        "function signatures within <tools></tools> XML tags:\n<tools>\n</tools>\n\nFor each function call, "
+        "return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n"
+    )
     return [header, *texts] * 3

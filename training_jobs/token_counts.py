@@ -36,8 +36,17 @@ from .masks import MaskError, require_generation_markers, tokenize_sample
 
 # The files that make a tokenizer what it is (those of them a folder holds): two folders with the same digest
 # tokenize alike, whatever their paths.
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
-                   "chat_template.jinja", "chat_template.json", "vocab.json", "merges.txt", "tokenizer.model")  # fmt: skip
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "chat_template.jinja",
+    "chat_template.json",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.model",
+)
 
 
 class TokenCountError(ValueError):
@@ -160,15 +169,22 @@ class TokenCounter:
 
     def _start(self) -> None:
         if importlib.util.find_spec("transformers") is None:
-            raise NoTrainingStack("counting tokens needs the training stack (requirements-training.txt), which is not "
-                                  "installed where this runs")  # fmt: skip
+            raise NoTrainingStack(
+                "counting tokens needs the training stack (requirements-training.txt), which is not "
+                "installed where this runs"
+            )
         # stderr to a file: a tokenizer's warnings must not fill a pipe nobody reads while samples go through.
         self._stderr = tempfile.TemporaryFile(mode="w+")
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "training_jobs.token_counts", self.path], cwd=settings.BASE_DIR,
+            [sys.executable, "-m", "training_jobs.token_counts", self.path],
+            cwd=settings.BASE_DIR,
             env=child_env(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false"),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True, bufsize=1,
-        )  # fmt: skip
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+            bufsize=1,
+        )
 
     def _died(self) -> str:
         code = self._proc.wait(timeout=30)

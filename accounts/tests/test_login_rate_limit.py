@@ -65,6 +65,7 @@ def test_a_success_clears_the_count(viewer):
 def test_deeply_nested_json_to_the_token_endpoint_is_a_400():
     """json.loads' RecursionError was a 500 for anyone: 30,000 brackets fit in an anonymous body."""
     deep = b'{"username": ' + b"[" * 30000 + b"]" * 30000 + b"}"
-    response = APIClient(raise_request_exception=False).post("/api/auth/token/", data=deep,
-                                                             content_type="application/json")
+    response = APIClient(raise_request_exception=False).post(
+        "/api/auth/token/", data=deep, content_type="application/json"
+    )
     assert response.status_code == 400 and "nested too deeply" in response.json()["detail"]

@@ -37,8 +37,11 @@ async def one_request(client, url: str, messages: list, model: str, seen: dict) 
             done = done or b"data: [DONE]" in raw
     if not done:
         raise RuntimeError(f"the stream ended without [DONE] after {seen['chunks']} chunks")
-    return {"ttft_ms": round((first - began) * 1000, 3), "total_ms": round((time.perf_counter() - began) * 1000, 3),
-            "chunks": seen["chunks"]}  # fmt: skip
+    return {
+        "ttft_ms": round((first - began) * 1000, 3),
+        "total_ms": round((time.perf_counter() - began) * 1000, 3),
+        "chunks": seen["chunks"],
+    }
 
 
 async def agent(n: int, config: dict, client, out, stop: asyncio.Event) -> None:

@@ -39,11 +39,20 @@ def _write(line: dict) -> None:
 
 
 @events.request.add_listener
-def _record(request_type, name, response_time, response_length, response=None, exception=None, start_time=None,
-            **kwargs):  # fmt: skip
+def _record(
+    request_type, name, response_time, response_length, response=None, exception=None, start_time=None, **kwargs
+):
     status = getattr(response, "status_code", None)
-    _write({"t": round(start_time or time.time(), 3), "name": name, "ms": round(response_time, 2),
-            "ok": exception is None, "status": status, "error": str(exception)[:300] if exception else ""})  # fmt: skip
+    _write(
+        {
+            "t": round(start_time or time.time(), 3),
+            "name": name,
+            "ms": round(response_time, 2),
+            "ok": exception is None,
+            "status": status,
+            "error": str(exception)[:300] if exception else "",
+        }
+    )
 
 
 class Reviewer(HttpUser):
@@ -92,8 +101,13 @@ class Reviewer(HttpUser):
                 return
         self.edits += 1
         marker = f"lb-{self.index}-{self.edits}"
-        data = {"field": "instruction", "content": f"{INSTRUCTION}\n\n(reviewed: {marker})", "action": "edit",
-                "base_revision": found.group(1), "reason": marker}  # fmt: skip
+        data = {
+            "field": "instruction",
+            "content": f"{INSTRUCTION}\n\n(reviewed: {marker})",
+            "action": "edit",
+            "base_revision": found.group(1),
+            "reason": marker,
+        }
         with self._post(f"/review/candidates/{candidate}/edit/", data, "edit") as response:
             if response.status_code == 302 and "saved=" in response.headers.get("location", ""):
                 _write({"edit": marker, "candidate": candidate, "t": round(time.time(), 3)})

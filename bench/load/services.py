@@ -74,12 +74,20 @@ class PostgresInstance:
         if self.as_root:
             entry = pwd.getpwnam("postgres")
             os.chown(self.root, entry.pw_uid, entry.pw_gid)
-        self._run(_tool("initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
-                  "--no-instructions")  # fmt: skip
+        self._run(
+            _tool("initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-instructions"
+        )
         # fsync off: an operating-system crash is not one of the faults here; a restart is a clean shutdown, and
         # synchronous_commit stays on, so an acknowledged edit is on disk when its page answers.
-        settings = [f"port = {self.port}", "listen_addresses = '127.0.0.1'", f"unix_socket_directories = '{self.root}'",
-                    "fsync = off", "full_page_writes = off", "max_connections = 200", "shared_buffers = 128MB"]  # fmt: skip
+        settings = [
+            f"port = {self.port}",
+            "listen_addresses = '127.0.0.1'",
+            f"unix_socket_directories = '{self.root}'",
+            "fsync = off",
+            "full_page_writes = off",
+            "max_connections = 200",
+            "shared_buffers = 128MB",
+        ]
         with open(self.data / "postgresql.conf", "a") as conf:
             conf.write("\n# clawgym load bench\n" + "\n".join(settings) + "\n")
         return self
@@ -124,8 +132,23 @@ class RedisInstance:
         binary = shutil.which("redis-server")
         if not binary:
             raise RuntimeError("redis-server not found: install Debian's redis-server package")
-        args = [binary, "--bind", "127.0.0.1", "--port", str(self.port), "--dir", str(self.root), "--appendonly", "yes",
-                "--save", "", "--logfile", str(self.log), "--protected-mode", "yes"]  # fmt: skip
+        args = [
+            binary,
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--dir",
+            str(self.root),
+            "--appendonly",
+            "yes",
+            "--save",
+            "",
+            "--logfile",
+            str(self.log),
+            "--protected-mode",
+            "yes",
+        ]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         import redis
 
@@ -177,8 +200,9 @@ class Process:
 
     def start(self) -> "Process":
         with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen(self.args, cwd=self.cwd, env=self.env, stdout=out, stderr=subprocess.STDOUT,
-                                         start_new_session=True)  # fmt: skip
+            self.proc = subprocess.Popen(
+                self.args, cwd=self.cwd, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
         return self
 
     def alive(self) -> bool:

@@ -64,10 +64,22 @@ def seed(*, reviewers: int, agents: int, queue_candidates: int, upstream_url: st
         client.force_login(user)
         return client.cookies[cookie_name].value
 
-    agent_endpoint = create_endpoint("load-agents", base_url=upstream_url, model=AGENT_MODEL, max_concurrent=1000,
-                                     roles=["agent"], timeout_seconds=60)  # fmt: skip
-    rollout_endpoint = create_endpoint("load-rollouts", base_url=upstream_url, model=ROLLOUT_MODEL, max_concurrent=1000,
-                                       roles=["agent"], timeout_seconds=30)  # fmt: skip
+    agent_endpoint = create_endpoint(
+        "load-agents",
+        base_url=upstream_url,
+        model=AGENT_MODEL,
+        max_concurrent=1000,
+        roles=["agent"],
+        timeout_seconds=60,
+    )
+    rollout_endpoint = create_endpoint(
+        "load-rollouts",
+        base_url=upstream_url,
+        model=ROLLOUT_MODEL,
+        max_concurrent=1000,
+        roles=["agent"],
+        timeout_seconds=30,
+    )
     sessions = [proxy_base_url(open_proxy_session(agent_endpoint, subject=f"load-agent:{n}")) for n in range(agents)]
     return {
         "reviewers": [
@@ -77,7 +89,7 @@ def seed(*, reviewers: int, agents: int, queue_candidates: int, upstream_url: st
                 "candidates": own[i * CANDIDATES_PER_REVIEWER : (i + 1) * CANDIDATES_PER_REVIEWER],
             }
             for i, p in enumerate(people[:-1])
-        ],  # fmt: skip
+        ],
         "probe_session": session_of(people[-1]),
         "queue_urls": sorted({url for url, _ in queue_urls()}),
         "sessions": sessions,
@@ -200,8 +212,9 @@ def settle(timeout: float, stale_seconds: int) -> dict:
         swept["job_runs"] += db_call(reap_stale)
         swept["rollouts"] += len(db_call(fail_lost_rollouts))
         runs = db_call(lambda: JobRun.objects.filter(status__in=unfinished).count())
-        rollouts = db_call(lambda: Rollout.objects.filter(status__in=[Rollout.Status.QUEUED, Rollout.Status.RUNNING])
-                           .count())  # fmt: skip
+        rollouts = db_call(
+            lambda: Rollout.objects.filter(status__in=[Rollout.Status.QUEUED, Rollout.Status.RUNNING]).count()
+        )
         if not runs and not rollouts:
             break
         time.sleep(min(2.0, stale_seconds / 4))

@@ -20,7 +20,14 @@ from tasks.models import BenchmarkCategory, Task, TaskRevision
 from tasks.package import PackageFile, TaskPackage
 from tasks.services import revise_task, save_package
 
-RUBRIC = [{"name": "report", "target_file": "report.md", "scores": {s: f"level {s}" for s in ("0", "0.25", "0.5", "0.75", "1")}, "weight": 2.0}]  # fmt: skip
+RUBRIC = [
+    {
+        "name": "report",
+        "target_file": "report.md",
+        "scores": {s: f"level {s}" for s in ("0", "0.25", "0.5", "0.75", "1")},
+        "weight": 2.0,
+    }
+]
 
 
 @pytest.fixture
@@ -75,11 +82,16 @@ def test_folder_export_has_the_manifest_and_task_folders(version, tmp_path):
     assert (rich / "solution/solve.sh").stat().st_mode & 0o111  # scripts stay executable
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == [
         "benchmark.json",
-        "t-plain/data_entry.json", "t-plain/input_files/sales.csv", "t-plain/reward/check.py",
+        "t-plain/data_entry.json",
+        "t-plain/input_files/sales.csv",
+        "t-plain/reward/check.py",
         "t-plain/reward/reward.sh",
-        "t-rich/data_entry.json", "t-rich/input_files/data/notes.txt", "t-rich/reward/check.py",
-        "t-rich/reward/reward.sh", "t-rich/solution/solve.sh",
-    ]  # fmt: skip
+        "t-rich/data_entry.json",
+        "t-rich/input_files/data/notes.txt",
+        "t-rich/reward/check.py",
+        "t-rich/reward/reward.sh",
+        "t-rich/solution/solve.sh",
+    ]
     assert result.files == 10 and result.bytes == sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
 
 
@@ -138,16 +150,24 @@ def test_export_is_made_from_the_pinned_revisions_not_the_current_ones(version, 
     task = Task.objects.get(external_id="t-plain")
     pinned_hash = task.current_revision.content_hash
     before = archive_bytes(version, "zip")
-    revise_task(task, user=admin_user, message="later edit", instruction="Something else entirely.",
-                file_changes={("input", "sales.csv"): b"item,amount\nz,9\n"})  # fmt: skip
+    revise_task(
+        task,
+        user=admin_user,
+        message="later edit",
+        instruction="Something else entirely.",
+        file_changes={("input", "sales.csv"): b"item,amount\nz,9\n"},
+    )
     assert archive_bytes(version, "zip") == before
     out = export_version(version, tmp_path / "bench").path
     entry = json.loads((out / "t-plain/data_entry.json").read_text())
     assert entry["user_query"] == "Summarise sales.csv into report.md."
     assert (out / "t-plain/input_files/sales.csv").read_bytes() == b"item,amount\na,1\n"
     assert json.loads((out / "benchmark.json").read_text())["tasks"][0] == {
-        "task_id": "t-plain", "revision": 1, "content_hash": pinned_hash, "category": None,
-    }  # fmt: skip
+        "task_id": "t-plain",
+        "revision": 1,
+        "content_hash": pinned_hash,
+        "category": None,
+    }
 
 
 @pytest.mark.parametrize("fmt", ["dir", "tar.gz", "zip"])
@@ -250,9 +270,14 @@ def test_command_exports_the_latest_version_and_prints_json(version, tmp_path, a
     out = tmp_path / "latest.zip"
     last = run("--benchmark", "claw-bench", "--out", str(out), "--json").strip().splitlines()[-1]
     assert json.loads(last) == {
-        "benchmark": "claw-bench", "version": 2, "format": "zip", "path": str(out), "tasks": 1, "files": 6,
+        "benchmark": "claw-bench",
+        "version": 2,
+        "format": "zip",
+        "path": str(out),
+        "tasks": 1,
+        "files": 6,
         "bytes": out.stat().st_size,
-    }  # fmt: skip
+    }
     assert {n.split("/")[1] for n in members(out.read_bytes(), "zip")} == {"benchmark.json", "t-rich"}
     text = run("--benchmark", "claw-bench", "--version", "1", "--out", str(tmp_path / "v1"), "--format", "tar.gz")
     assert "exported claw-bench v1 (2 tasks, 10 files" in text and tarfile.is_tarfile(tmp_path / "v1")

@@ -30,13 +30,22 @@ PHONE, LAPTOP, SMALL_LAPTOP = 390, 1280, 1024
 
 def scored_run(model, version, score: float) -> EvalRun:
     """A complete run of `model` whose rollouts scored around `score`."""
-    run, _ = runs.create_eval_run(endpoint=model, benchmark_version=version, harness="builtin", repeats=2, fresh=True, user=None)
+    run, _ = runs.create_eval_run(
+        endpoint=model, benchmark_version=version, harness="builtin", repeats=2, fresh=True, user=None
+    )
     EvalRun.objects.filter(pk=run.pk).update(status=EvalRun.Status.RUNNING, started_at=timezone.now())
     for i, rollout in enumerate(run.rollouts.order_by("pk")):
         Rollout.objects.filter(pk=rollout.pk).update(
-            status=Rollout.Status.SCORED, exit_reason="completed", score=score * (0.5 + (i % 3) / 4), attempt=1,
-            finished_at=timezone.now(), input_tokens=123_456, output_tokens=1_000, cost="1.2345", agent_seconds=2.0,
-        )  # fmt: skip
+            status=Rollout.Status.SCORED,
+            exit_reason="completed",
+            score=score * (0.5 + (i % 3) / 4),
+            attempt=1,
+            finished_at=timezone.now(),
+            input_tokens=123_456,
+            output_tokens=1_000,
+            cost="1.2345",
+            agent_seconds=2.0,
+        )
     runs.recompute_run(run)
     runs.rollout_changed(run.rollouts.order_by("pk").last().pk)  # as the last rollout's worker would
     run.refresh_from_db()
@@ -54,8 +63,16 @@ def world():
     a = scored_run(endpoint("qwen3-8b-sft-step-1200"), version, 1.0)
     b = scored_run(endpoint("weak"), version, 0.5)
     # A loss that is 0 at every step (an SFT run that trained on nothing, as issue 24 saw it).
-    flat = TrainingRun.objects.create(name="flat", base_model_path="/models/tiny", config=build_config("tiny-cpu"),
-                                      preset="tiny-cpu", cpu=True, status="succeeded", steps=3, total_steps=3)  # fmt: skip
+    flat = TrainingRun.objects.create(
+        name="flat",
+        base_model_path="/models/tiny",
+        config=build_config("tiny-cpu"),
+        preset="tiny-cpu",
+        cpu=True,
+        status="succeeded",
+        steps=3,
+        total_steps=3,
+    )
     for step in (1, 2, 3):
         TrainingMetric.objects.create(run=flat, step=step, values={"loss": 0.0, "learning_rate": 1e-3})
     return {"a": a, "b": b, "task": revisions[0].task, "flat": flat}
@@ -64,13 +81,22 @@ def world():
 def pages(world) -> list[str]:
     a, b = world["a"], world["b"]
     return [
-        reverse("dashboard"), reverse("tasks:list"), reverse("tasks:detail", args=[world["task"].external_id]),
-        reverse("review:queue"), reverse("evaluation:list"), reverse("evaluations:list"),
-        reverse("evaluations:detail", args=[a.pk]), reverse("evaluations:leaderboard"),
-        reverse("evaluations:compare") + f"?a={a.pk}&b={b.pk}", reverse("synthesis:list"),
-        reverse("training:datasets"), reverse("training:runs"), reverse("training:run", args=[world["flat"].pk]),
-        reverse("jobs:list"), reverse("llm:endpoints"),
-    ]  # fmt: skip
+        reverse("dashboard"),
+        reverse("tasks:list"),
+        reverse("tasks:detail", args=[world["task"].external_id]),
+        reverse("review:queue"),
+        reverse("evaluation:list"),
+        reverse("evaluations:list"),
+        reverse("evaluations:detail", args=[a.pk]),
+        reverse("evaluations:leaderboard"),
+        reverse("evaluations:compare") + f"?a={a.pk}&b={b.pk}",
+        reverse("synthesis:list"),
+        reverse("training:datasets"),
+        reverse("training:runs"),
+        reverse("training:run", args=[world["flat"].pk]),
+        reverse("jobs:list"),
+        reverse("llm:endpoints"),
+    ]
 
 
 def box(page, selector: str) -> dict:
@@ -79,8 +105,10 @@ def box(page, selector: str) -> dict:
 
 def y_ticks(page, chart: str) -> list[float]:
     page.wait_for_selector(f"canvas[data-chart='{chart}'][data-drawn='true']", state="attached")
-    return page.evaluate(f"Chart.getChart(document.querySelector(\"canvas[data-chart='{chart}']\"))"
-                         ".scales.y.ticks.map((tick) => tick.value)")  # fmt: skip
+    return page.evaluate(
+        f"Chart.getChart(document.querySelector(\"canvas[data-chart='{chart}']\"))"
+        ".scales.y.ticks.map((tick) => tick.value)"
+    )
 
 
 def test_at_390_px_no_main_page_is_wider_than_the_screen(page, live_server, admin_user, world):
@@ -98,8 +126,10 @@ def test_at_390_px_no_main_page_is_wider_than_the_screen(page, live_server, admi
     screenshot(page, "layout-dashboard-390")
     # The top bar's links wrap onto more lines instead of running off the screen.
     assert box(page, ".mainnav a:last-child")["x"] + box(page, ".mainnav a:last-child")["width"] <= PHONE
-    assert not problems.console_errors and not problems.failed_responses, (problems.console_errors,
-                                                                           problems.failed_responses)  # fmt: skip
+    assert not problems.console_errors and not problems.failed_responses, (
+        problems.console_errors,
+        problems.failed_responses,
+    )
 
 
 def test_tables_and_results_stay_in_their_cards(page, live_server, admin_user, world):

@@ -71,8 +71,14 @@ def test_the_run_script_stops_everything_while_a_job_runs(how, tmp_path):
     }
     log = tmp_path / "run.log"
     with open(log, "wb") as out:
-        script = subprocess.Popen(["bash", "scripts/run.sh"], cwd=BASE_DIR, env=env, stdout=out,
-                                  stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        script = subprocess.Popen(
+            ["bash", "scripts/run.sh"],
+            cwd=BASE_DIR,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         with use_engine("django_q"):
             run = enqueue("jobs.ping", steps=1200, sleep=0.1)  # two minutes of work, unless stopped

@@ -63,7 +63,11 @@ def test_postgres_and_celery_come_from_the_environment():
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == [
-        "django.db.backends.postgresql", "clawgym", "db.example", "celery", "redis://cache:6379/3"
+        "django.db.backends.postgresql",
+        "clawgym",
+        "db.example",
+        "celery",
+        "redis://cache:6379/3",
     ]
 
 

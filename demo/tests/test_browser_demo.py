@@ -11,8 +11,9 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pyte
 
 
 def test_the_models_page_marks_every_demo_model_and_tests_its_connection(page, live_server, admin_user, demo_server):
-    ModelEndpoint.objects.create(name="gpt-real", base_url="https://api.example.com/v1", model="gpt-real-1",
-                                 roles=["agent"])  # fmt: skip
+    ModelEndpoint.objects.create(
+        name="gpt-real", base_url="https://api.example.com/v1", model="gpt-real-1", roles=["agent"]
+    )
     log_in(page, live_server, admin_user)
     page.goto(f"{live_server.url}/llm/endpoints/")
     for name in DEMO_ENDPOINTS:

@@ -37,10 +37,15 @@ def ask(model: str, messages: list[dict], schema: dict) -> dict:
 def seed(n: int) -> dict:
     return {
         "persona": {"text": f"A bookkeeper at a bakery, number {n}"},
-        "subcategory": {"category": "Data", "name": "Aggregation", "description": "Totals of tables",
-                        "category_slug": "data", "slug": "aggregation"},
+        "subcategory": {
+            "category": "Data",
+            "name": "Aggregation",
+            "description": "Totals of tables",
+            "category_slug": "data",
+            "slug": "aggregation",
+        },
         "operations": [{"name": "read a CSV file", "description": "parse rows"}],
-    }  # fmt: skip
+    }
 
 
 def draft_of(kind) -> dict:
@@ -81,15 +86,24 @@ def test_files_verify_and_rubric_answers_match_their_schemas_and_checks(kind):
 @pytest.mark.parametrize("stage", JUDGED)
 def test_every_judged_qa_stage_gets_an_answer_of_its_schema(stage):
     kind = KINDS[0]
-    task = QATask(instruction=kind.question, input_files={p: t.encode() for p, t in kind.input_texts().items()},
-                  checker_files={"check.py": kind.check_py().encode()}, rubric=kind.rubric, category=None,
-                  subcategory=None)  # fmt: skip
+    task = QATask(
+        instruction=kind.question,
+        input_files={p: t.encode() for p, t in kind.input_texts().items()},
+        checker_files={"check.py": kind.check_py().encode()},
+        rubric=kind.rubric,
+        category=None,
+        subcategory=None,
+    )
     answer = ask(server.JUDGE, messages_for(stage, task), SCHEMAS[stage])
     assert "demo judge" in answer["reason"]
 
 
-RULE = {"name": "clear", "target_file": "notes.md", "weight": 1,
-        "scores": {"0": "none", "0.25": "poor", "0.5": "fair", "0.75": "good", "1": "clear"}}  # fmt: skip
+RULE = {
+    "name": "clear",
+    "target_file": "notes.md",
+    "weight": 1,
+    "scores": {"0": "none", "0.25": "poor", "0.5": "fair", "0.75": "good", "1": "clear"},
+}
 
 
 def test_rubric_judging_pays_the_top_level_for_text_and_the_lowest_for_nothing():
@@ -126,8 +140,10 @@ def play(model: str, instruction: str) -> tuple[list[str], str]:
             return called, reply.content
         [call] = reply.tool_calls
         called.append(f"{call['name']} {json.loads(call['arguments'])['path']}")
-        messages += [{"role": "assistant", "content": None, "tool_calls": [{"id": "c", "function": call}]},
-                     {"role": "tool", "tool_call_id": "c", "content": "ok"}]  # fmt: skip
+        messages += [
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "function": call}]},
+            {"role": "tool", "tool_call_id": "c", "content": "ok"},
+        ]
     raise AssertionError("the demo agent never stopped")
 
 

@@ -36,8 +36,14 @@ def first_line(proc: subprocess.Popen, timeout: float = 60) -> str:
 @pytest.mark.django_db(transaction=True)
 def test_the_command_serves_the_registered_endpoints_until_stopped():
     env = {**os.environ, "DATABASE_URL": database_url(), "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "manage.py", "demo_models", "--json"], cwd=BASE_DIR, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "demo_models", "--json"],
+        cwd=BASE_DIR,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         started = json.loads(first_line(proc))
         base_url = started["base_url"]

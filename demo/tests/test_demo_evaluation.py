@@ -18,8 +18,9 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tasks"
 
 
 def evaluate(name: str, revisions) -> EvalRun:
-    run, _ = create_eval_run(endpoint=ModelEndpoint.objects.get(name=name), revisions=revisions, harness="builtin",
-                             inline=True, user=None)  # fmt: skip
+    run, _ = create_eval_run(
+        endpoint=ModelEndpoint.objects.get(name=name), revisions=revisions, harness="builtin", inline=True, user=None
+    )
     return run_here(run)
 
 
@@ -47,9 +48,14 @@ def test_the_good_demo_agent_scores_on_the_example_tasks_and_the_weak_one_less(l
 @pytest.mark.usefixtures("harness_installed")
 def test_the_good_demo_agent_works_a_task_through_openclaw_too(live_server_asgi, demo_server):
     import_path(EXAMPLES / "lease-terms-extraction")
-    run, _ = create_eval_run(endpoint=ModelEndpoint.objects.get(name="demo-agent-good"), harness="openclaw",
-                             revisions=[Task.objects.get().current_revision], limits={"timeout": 300}, inline=True,
-                             user=None)  # fmt: skip
+    run, _ = create_eval_run(
+        endpoint=ModelEndpoint.objects.get(name="demo-agent-good"),
+        harness="openclaw",
+        revisions=[Task.objects.get().current_revision],
+        limits={"timeout": 300},
+        inline=True,
+        user=None,
+    )
     run = run_here(run)
     [rollout] = run.rollouts.all()
     assert (rollout.status, rollout.score) == ("scored", 1.0), (rollout.exit_reason, rollout.error, rollout.log_tail)

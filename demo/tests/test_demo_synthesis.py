@@ -16,8 +16,23 @@ pytestmark = [pytest.mark.once, pytest.mark.usefixtures("bwrap", "taxonomy", "sh
 
 def test_a_persona_batch_completes_with_tasks_kept_and_duplicates_rejected_by_novelty(demo_server):
     out = StringIO()
-    call_command("synthesize", "--route", "persona", "--count", "6", "--generator", "demo-generator", "--judge",
-                 "demo-judge", "--seed", "3", "--here", "--json", stdout=out, stderr=StringIO())  # fmt: skip
+    call_command(
+        "synthesize",
+        "--route",
+        "persona",
+        "--count",
+        "6",
+        "--generator",
+        "demo-generator",
+        "--judge",
+        "demo-judge",
+        "--seed",
+        "3",
+        "--here",
+        "--json",
+        stdout=out,
+        stderr=StringIO(),
+    )
     found = json.loads(out.getvalue().strip().splitlines()[-1])
     batch = SynthesisBatch.objects.get(pk=found["batch"])
     assert found["status"] == "complete" and found["failed"] == {}, found

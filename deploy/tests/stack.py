@@ -80,8 +80,12 @@ class Stack:
     # --- docker-compose ---
     def compose(self, *args: str, timeout: float = 300, check: bool = True) -> subprocess.CompletedProcess:
         files = ["-f", str(BASE_DIR / "docker-compose.yml"), "-f", str(BASE_DIR / "deploy" / "compose.test.yml")]
-        return run([*COMPOSE, "-p", self.project, "--project-directory", str(BASE_DIR), *files, *args],
-                   timeout=timeout, check=check, env=self.env)  # fmt: skip
+        return run(
+            [*COMPOSE, "-p", self.project, "--project-directory", str(BASE_DIR), *files, *args],
+            timeout=timeout,
+            check=check,
+            env=self.env,
+        )
 
     def up(self) -> None:
         """Everything up (compose waits for the database, Redis and the migrations), then healthy, then the URL."""
@@ -99,8 +103,15 @@ class Stack:
         while True:
             states = self.states()
             services = Counter(name.split("/")[0] for name in states)
-            expected = {"db": 1, "redis": 1, "front": 1, "web": 1, "worker": 1, "sandbox-worker": SANDBOX_REPLICAS,
-                        "scheduler": 1}  # fmt: skip
+            expected = {
+                "db": 1,
+                "redis": 1,
+                "front": 1,
+                "web": 1,
+                "worker": 1,
+                "sandbox-worker": SANDBOX_REPLICAS,
+                "scheduler": 1,
+            }
             if all(services[s] == n for s, n in expected.items()) and set(states.values()) == {"healthy"}:
                 return
             if time.monotonic() > deadline:
@@ -109,8 +120,17 @@ class Stack:
 
     def states(self) -> dict[str, str]:
         """{service/container: healthy, unhealthy, starting, or the state of a container not running}, in one call."""
-        listed = run(["docker", "ps", "-a", "--filter", f"label=com.docker.compose.project={self.project}", "--format",
-                      '{{.Label "com.docker.compose.service"}}/{{.ID}} {{.State}} {{.Status}}'])  # fmt: skip
+        listed = run(
+            [
+                "docker",
+                "ps",
+                "-a",
+                "--filter",
+                f"label=com.docker.compose.project={self.project}",
+                "--format",
+                '{{.Label "com.docker.compose.service"}}/{{.ID}} {{.State}} {{.Status}}',
+            ]
+        )
         states = {}
         for line in listed.stdout.splitlines():
             name, state, status = line.split(" ", 2)
@@ -151,9 +171,27 @@ class Stack:
             port = probe.getsockname()[1]
         published = self.url.rsplit(":", 1)[1]
         name = f"{self.project}-host-proxy"
-        run(["docker", "run", "-d", "--rm", "--name", name, "--network", "host", "--label", f"clawgym.test={self.project}",
-             "-e", f"CLAWGYM_FRONT_LISTEN=127.0.0.1:{port}", "-e", f"CLAWGYM_FRONT_UPSTREAM=127.0.0.1:{published}",
-             "-e", "CLAWGYM_FRONT_TRUSTED_PROXIES=", FRONT_IMAGE])  # fmt: skip
+        run(
+            [
+                "docker",
+                "run",
+                "-d",
+                "--rm",
+                "--name",
+                name,
+                "--network",
+                "host",
+                "--label",
+                f"clawgym.test={self.project}",
+                "-e",
+                f"CLAWGYM_FRONT_LISTEN=127.0.0.1:{port}",
+                "-e",
+                f"CLAWGYM_FRONT_UPSTREAM=127.0.0.1:{published}",
+                "-e",
+                "CLAWGYM_FRONT_TRUSTED_PROXIES=",
+                FRONT_IMAGE,
+            ]
+        )
         try:
             url = f"http://127.0.0.1:{port}"
             deadline = time.monotonic() + 30
@@ -189,14 +227,20 @@ class Stack:
             ["docker", "inspect", "-f", "{{.Id}} {{range .Mounts}}{{.Source}} {{end}}", *labelled], check=False
         )
         prefix = f"{self.scratch}/"
-        return [line.split()[0] for line in mounts.stdout.splitlines()
-                if any(source.startswith(prefix) for source in line.split()[1:])]  # fmt: skip
+        return [
+            line.split()[0]
+            for line in mounts.stdout.splitlines()
+            if any(source.startswith(prefix) for source in line.split()[1:])
+        ]
 
     # --- the API ---
     def api(self) -> Api:
         self.manage("ensure_admin", "--username", "deploy-admin", "--password", self.admin_password)
-        answer = httpx.post(f"{self.url}/api/auth/token/",
-                            data={"username": "deploy-admin", "password": self.admin_password}, timeout=30)  # fmt: skip
+        answer = httpx.post(
+            f"{self.url}/api/auth/token/",
+            data={"username": "deploy-admin", "password": self.admin_password},
+            timeout=30,
+        )
         assert answer.status_code == 200, answer.text
         return Api(self.url, answer.json()["token"])
 
@@ -267,8 +311,10 @@ class SolvingModel:
         task = self.task_of(request)
         if any(m.get("role") == "tool" for m in request.get("messages", [])):
             return Reply.text("Done: the files are written.")
-        calls = [{"name": "write", "arguments": json.dumps({"path": path, "content": content})}
-                 for path, content in self.tasks[task]["solution"].items()]  # fmt: skip
+        calls = [
+            {"name": "write", "arguments": json.dumps({"path": path, "content": content})}
+            for path, content in self.tasks[task]["solution"].items()
+        ]
         return Reply(tool_calls=calls, delay=self.hold.get(task, 0.0))
 
     def requests_for(self, task: str) -> int:

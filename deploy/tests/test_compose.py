@@ -64,8 +64,9 @@ def stack(docker_sandbox_image):
 @pytest.fixture(scope="module")
 def model(stack):
     # The web container's host.docker.internal is the host's bridge address: the scripted model listens there.
-    gateway = stack.compose("exec", "-T", "web", "python", "-c",
-                            "import socket; print(socket.gethostbyname('host.docker.internal'))").stdout.strip()  # fmt: skip
+    gateway = stack.compose(
+        "exec", "-T", "web", "python", "-c", "import socket; print(socket.gethostbyname('host.docker.internal'))"
+    ).stdout.strip()
     model = SolvingModel(example_tasks()).start(gateway)
     yield model
     model.stop()
@@ -74,10 +75,17 @@ def model(stack):
 @pytest.fixture(scope="module")
 def api(stack, model):
     api = stack.api()
-    api.post("/api/model-endpoints/", 201, json={
-        "name": "scripted", "base_url": f"http://host.docker.internal:{model.upstream.port}/v1",
-        "model": "scripted-model", "api_style": "chat", "roles": ["agent"],
-    })  # fmt: skip
+    api.post(
+        "/api/model-endpoints/",
+        201,
+        json={
+            "name": "scripted",
+            "base_url": f"http://host.docker.internal:{model.upstream.port}/v1",
+            "model": "scripted-model",
+            "api_style": "chat",
+            "roles": ["agent"],
+        },
+    )
     return api
 
 
@@ -137,8 +145,10 @@ def test_stack_serves_imports_checks_and_scores_and_survives_a_worker_restart(st
     while model.requests_for(task) < 3:  # the agent's first request reached the model: it is mid-rollout
         assert time.monotonic() < deadline, "the held rollout never reached the model"
         time.sleep(0.5)
-    host = stack.query(f"from evaluation.models import Rollout; import json; "
-                       f"print(json.dumps(Rollout.objects.get(pk={rollout['id']}).worker.split(':')[0]))")  # fmt: skip
+    host = stack.query(
+        f"from evaluation.models import Rollout; import json; "
+        f"print(json.dumps(Rollout.objects.get(pk={rollout['id']}).worker.split(':')[0]))"
+    )
     [container] = [c for c in stack.containers("sandbox-worker") if c.startswith(host)]
     restarted = time.monotonic()
     run(["docker", "restart", "-t", "2", container])
@@ -178,8 +188,11 @@ def test_two_sandbox_hosts_share_a_batch_and_one_killed_loses_nothing(stack, api
     deadline = time.monotonic() + 240
     while True:
         now = placement()
-        finished = Counter(host for status, host in [*now["rollouts"].values(), *now["sanity"].values()]
-                           if status in ("scored", "succeeded"))  # fmt: skip
+        finished = Counter(
+            host
+            for status, host in [*now["rollouts"].values(), *now["sanity"].values()]
+            if status in ("scored", "succeeded")
+        )
         running = Counter(host for status, host in now["rollouts"].values() if status == "running")
         victims = [h for h in hosts if running[h] and finished[h] and all(finished[o] for o in hosts)]
         if victims:
@@ -245,8 +258,12 @@ def test_two_sandbox_hosts_share_a_batch_and_one_killed_loses_nothing(stack, api
     # The proxy's access log names no token, but it gives each request's client: the worker host whose relay
     # carried it (a sandbox has no network; its socket leads to the relay of the worker that started it). Every
     # scored attempt made 2 calls; a lost attempt at most its first, answered after the kill.
-    calls_from = Counter(addresses.get(ip, ip) for ip in re.findall(
-        r"(\d+\.\d+\.\d+\.\d+):\d+ - \"POST /proxy/\S+/chat/completions", web_log(stack)[log_start:]))  # fmt: skip
+    calls_from = Counter(
+        addresses.get(ip, ip)
+        for ip in re.findall(
+            r"(\d+\.\d+\.\d+\.\d+):\d+ - \"POST /proxy/\S+/chat/completions", web_log(stack)[log_start:]
+        )
+    )
     assert set(calls_from) == set(hosts), calls_from
     assert calls_from[survivor] == 2 * scored_on[survivor], (calls_from, scored_on)
     assert 2 * scored_on[victim] <= calls_from[victim] <= 2 * scored_on[victim] + len(lost), (calls_from, scored_on)
@@ -299,7 +316,14 @@ def test_a_clients_sign_in_lockout_leaves_other_clients_signing_in(stack, api):
         assert token(url, "127.0.0.2", stack.admin_password, **{"X-Forwarded-For": "127.0.0.3"}) == 429
         assert token(url, "127.0.0.3", stack.admin_password) == 200
 
-        inside = json.loads(stack.compose("exec", "-T", "worker", "python", "-c", f"""
+        inside = json.loads(
+            stack.compose(
+                "exec",
+                "-T",
+                "worker",
+                "python",
+                "-c",
+                f"""
 import json, socket, httpx
 form = {{"username": "deploy-admin", "password": "a guess"}}
 codes = [httpx.post("http://front:8000/api/auth/token/", data=form, headers={{"X-Forwarded-For": "127.0.0.3"}},
@@ -312,14 +336,20 @@ try:
 except OSError as exc:
     web = type(exc).__name__
 print(json.dumps({{"codes": codes, "address": address, "web": web}}))
-""").stdout.strip().splitlines()[-1])  # fmt: skip
+""",
+            )
+            .stdout.strip()
+            .splitlines()[-1]
+        )
         assert inside["codes"] == [400] * (LOGIN_FAILURE_LIMIT - 1) + [429], inside
         assert inside["web"] == "ConnectionRefusedError", inside
         assert token(url, "127.0.0.3", stack.admin_password) == 200
 
     # Who axes saw: each client by its own address, none by the gateway or the front's.
-    seen = stack.query("import json; from axes.models import AccessAttempt; "
-                       "print(json.dumps(sorted(set(AccessAttempt.objects.values_list('ip_address', flat=True)))))")  # fmt: skip
+    seen = stack.query(
+        "import json; from axes.models import AccessAttempt; "
+        "print(json.dumps(sorted(set(AccessAttempt.objects.values_list('ip_address', flat=True)))))"
+    )
     assert seen == sorted(["127.0.0.2", inside["address"]]), seen
 
 
@@ -356,8 +386,11 @@ for name, statement in {attempts!r}.items():
 print(json.dumps(found))
 """
     # The running ones (the test before kills one).
-    containers = [c for c in stack.containers("sandbox-worker")
-                  if run(["docker", "inspect", "-f", "{{.State.Running}}", c]).stdout.strip() == "true"]  # fmt: skip
+    containers = [
+        c
+        for c in stack.containers("sandbox-worker")
+        if run(["docker", "inspect", "-f", "{{.State.Running}}", c]).stdout.strip() == "true"
+    ]
     assert containers
     for container in containers:
         found = stack.query(probe, container=container)
@@ -369,8 +402,9 @@ print(json.dumps(found))
 
     for service, networks in {"db": {"data"}, "redis": {"data"}, "front": {"default"}}.items():
         [container] = stack.containers(service)
-        attached = run(["docker", "inspect", "-f", "{{range $name, $_ := .NetworkSettings.Networks}}{{$name}} {{end}}",
-                        container]).stdout.split()  # fmt: skip
+        attached = run(
+            ["docker", "inspect", "-f", "{{range $name, $_ := .NetworkSettings.Networks}}{{$name}} {{end}}", container]
+        ).stdout.split()
         assert set(attached) == {stack.network(n) for n in networks}, (service, attached)
     internal = run(["docker", "network", "inspect", "-f", "{{.Internal}}", stack.network("data")]).stdout.strip()
     assert internal == "true"

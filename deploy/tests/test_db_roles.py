@@ -25,9 +25,12 @@ def sandbox_role(transactional_db):
     grant_sandbox_role(password, name=name)
     settings = connection.settings_dict
     conninfo = psycopg.conninfo.make_conninfo(
-        host=settings["HOST"] or "127.0.0.1", port=settings["PORT"] or 5432, dbname=settings["NAME"], user=name,
+        host=settings["HOST"] or "127.0.0.1",
+        port=settings["PORT"] or 5432,
+        dbname=settings["NAME"],
+        user=name,
         password=password,
-    )  # fmt: skip
+    )
     try:
         with psycopg.connect(conninfo, autocommit=True) as as_role:
             yield as_role
@@ -69,12 +72,16 @@ def test_the_sandbox_role_writes_what_the_sandbox_queue_writes(sandbox_role, adm
     """A job row naming its creator (the foreign key's check reads auth_user), and the users read, as jobs do."""
     assert refusal(sandbox_role, "SELECT username, password FROM auth_user") == ""
     assert refusal(sandbox_role, "SELECT count(*) FROM llm_modelendpoint") == ""
-    inserted = refusal(sandbox_role, """
+    inserted = refusal(
+        sandbox_role,
+        """
         INSERT INTO jobs_jobrun (kind, queue, engine, params, status, progress_done, progress_total, message, log_tail,
             error, attempts, worker, cancel_requested, created_at, failed_items, subject, subject_url, items_total,
             created_by_id)
         VALUES ('sanity', 'sandbox', 'celery', '{}', 'running', 0, 0, '', '', '', 1, 'host:1', false, now(), 0, '',
-            '', 0, %s)""", [admin_user.pk])  # fmt: skip
+            '', 0, %s)""",
+        [admin_user.pk],
+    )
     assert inserted == ""
     assert refusal(sandbox_role, "UPDATE jobs_jobrun SET status = 'succeeded'") == ""
     assert refusal(sandbox_role, "DELETE FROM jobs_jobrun") == ""

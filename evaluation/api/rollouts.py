@@ -1,13 +1,13 @@
 """Rollouts and trajectories over the API. Reads need the viewer role; starting and retrying need reviewer.
 
-    GET  /api/rollouts/               ?task=&endpoint=&harness=&status=&group=&eval_run=&outcome=&min_score=
-                                      &max_score=&q=   newest first
-    POST /api/rollouts/               {task, endpoint, harness?, repeats?, revision?, options?}: queued jobs; 201 + list
-    GET  /api/rollouts/{id}/          one rollout with its transcript, sub-scores and workspace changes
-    POST /api/rollouts/{id}/retry/    the next attempt of a failed or cancelled rollout (409 otherwise)
-    POST /api/rollouts/{id}/rejudge/  judge the rubric again from the stored final workspace (409 when not possible)
-    GET  /api/trajectories/           ?rollout=&excluded=&min_reward=            (SFT/RL data: messages, tools, reward)
-    GET  /api/trajectories/{id}/
+GET  /api/rollouts/               ?task=&endpoint=&harness=&status=&group=&eval_run=&outcome=&min_score=
+                                  &max_score=&q=   newest first
+POST /api/rollouts/               {task, endpoint, harness?, repeats?, revision?, options?}: queued jobs; 201 + list
+GET  /api/rollouts/{id}/          one rollout with its transcript, sub-scores and workspace changes
+POST /api/rollouts/{id}/retry/    the next attempt of a failed or cancelled rollout (409 otherwise)
+POST /api/rollouts/{id}/rejudge/  judge the rubric again from the stored final workspace (409 when not possible)
+GET  /api/trajectories/           ?rollout=&excluded=&min_reward=            (SFT/RL data: messages, tools, reward)
+GET  /api/trajectories/{id}/
 """
 
 from drf_spectacular.utils import extend_schema
@@ -53,16 +53,25 @@ class RolloutViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveMod
         given.is_valid(raise_exception=True)
         data = given.validated_data
         task = Task.objects.filter(external_id=data["task"]).first()
-        revision = (task.revisions.filter(number=data["revision"]).first() if "revision" in data
-                    else task.current_revision) if task else None  # fmt: skip
+        revision = (
+            (task.revisions.filter(number=data["revision"]).first() if "revision" in data else task.current_revision)
+            if task
+            else None
+        )
         if revision is None:
             return Response({"task": [f"no task {data['task']!r} with that revision"]}, status=400)
         endpoint = ModelEndpoint.objects.filter(name=data["endpoint"]).first()
         if endpoint is None:
             return Response({"endpoint": [f"no model endpoint named {data['endpoint']!r}"]}, status=400)
         try:
-            rollouts = start_rollouts(revision, endpoint, harness=data.get("harness"), repeats=data["repeats"],
-                                      options=data.get("options"), user=request.user)  # fmt: skip
+            rollouts = start_rollouts(
+                revision,
+                endpoint,
+                harness=data.get("harness"),
+                repeats=data["repeats"],
+                options=data.get("options"),
+                user=request.user,
+            )
         except RolloutError as exc:
             return Response({"detail": str(exc)}, status=400)
         except JobEngineError as exc:
@@ -82,7 +91,6 @@ class RolloutViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveMod
         except JobEngineError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
         return Response(RolloutSerializer(rollout, context=self.get_serializer_context()).data)
-
 
     @extend_schema(request=None, responses={200: RolloutSerializer})
     @action(detail=True, methods=["post"])

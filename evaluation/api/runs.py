@@ -93,8 +93,9 @@ NOT_STARTED = detail_error("EvalRunNotStarted", "The job engine did not take the
 
 
 @extend_schema(tags=["evaluation runs"])
-class EvalRunViewSet(LongRunningActions, QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
-                     viewsets.GenericViewSet):  # fmt: skip
+class EvalRunViewSet(
+    LongRunningActions, QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
+):
     """Evaluation runs: a model (endpoint) with a harness over a frozen benchmark version or a list of task
     revisions, each `repeats` times. A list row gives the progress and, once finished, the overall mean; one run
     gives its figures (the `evaluate --json` shape) and the settings it was started with."""
@@ -131,19 +132,28 @@ class EvalRunViewSet(LongRunningActions, QueryFilterMixin, mixins.ListModelMixin
         data = validated(StartEvalRunSerializer, request.data)
         with refusals(runs.EvalRunError):
             run, reused = runs.start_eval_run(
-                endpoint=data["endpoint"], revisions=data["revisions"], benchmark_version=data["benchmark_version"],
-                harness=data.get("harness"), repeats=data["repeats"], options=data.get("options"),
-                limits=data.get("limits"), name=data.get("name", ""), pass_threshold=data.get("pass_threshold", 1.0),
-                fresh=data["fresh"], user=request.user,
-            )  # fmt: skip
+                endpoint=data["endpoint"],
+                revisions=data["revisions"],
+                benchmark_version=data["benchmark_version"],
+                harness=data.get("harness"),
+                repeats=data["repeats"],
+                options=data.get("options"),
+                limits=data.get("limits"),
+                name=data.get("name", ""),
+                pass_threshold=data.get("pass_threshold", 1.0),
+                fresh=data["fresh"],
+                user=request.user,
+            )
         return self.started(run, again=reused, flag="reused")
 
     @extend_schema(
         request=EvalRunConfigSerializer,
         responses={
             200: EvalRunDetailSerializer,
-            409: detail_error("EvalRunConfigDiffers", "The body's configuration is not the run's: the message "
-                               "names the keys that differ."),  # fmt: skip
+            409: detail_error(
+                "EvalRunConfigDiffers",
+                "The body's configuration is not the run's: the message names the keys that differ.",
+            ),
             503: NOT_STARTED,
         },
         description="Run again what is left of the run (failed, cancelled or lost rollouts); finished ones are "
@@ -283,11 +293,14 @@ def _asked_config(run: EvalRun, data: dict) -> dict:
     """The configuration a resume's body asks for: the fields it gives, normalised as runs.run_config does, and the
     run's own for the rest."""
     asked = runs.run_config(
-        revisions=data.get("revisions", []), endpoint=data.get("endpoint", run.endpoint),
-        harness=data.get("harness", run.harness), options=data.get("options", run.harness_options),
-        limits=data.get("limits", run.limits), repeats=data.get("repeats", run.repeats),
+        revisions=data.get("revisions", []),
+        endpoint=data.get("endpoint", run.endpoint),
+        harness=data.get("harness", run.harness),
+        options=data.get("options", run.harness_options),
+        limits=data.get("limits", run.limits),
+        repeats=data.get("repeats", run.repeats),
         benchmark_version=data.get("benchmark_version", run.benchmark_version),
-    )  # fmt: skip
+    )
     given = [key for field, keys in CONFIG_KEYS.items() if field in data for key in keys]
     return {**run.config, **{key: asked[key] for key in given}}
 

@@ -54,12 +54,21 @@ class ExitReason:
     UPSTREAM_ERROR = "upstream_error"  # the agent stopped on the model server's failures (5xx, unreachable, our key)
 
     CHOICES = [
-        (COMPLETED, "Completed"), (ERROR, "Error"), (TIMEOUT, "Timed out"), (MAX_TURNS, "Out of turns"),
-        (TOKEN_LIMIT, "Out of tokens"), (OOM, "Out of memory"), (CRASHED, "Crashed"), (SANDBOX_ERROR, "Sandbox error"),
-        (HARNESS_UNAVAILABLE, "Harness not installed"), (WORKER_LOST, "Worker lost"), (RUNNER_ERROR, "Runner error"),
-        (CANCELLED, "Cancelled"), (PROXY_UNAVAILABLE, "Model proxy unavailable"),
+        (COMPLETED, "Completed"),
+        (ERROR, "Error"),
+        (TIMEOUT, "Timed out"),
+        (MAX_TURNS, "Out of turns"),
+        (TOKEN_LIMIT, "Out of tokens"),
+        (OOM, "Out of memory"),
+        (CRASHED, "Crashed"),
+        (SANDBOX_ERROR, "Sandbox error"),
+        (HARNESS_UNAVAILABLE, "Harness not installed"),
+        (WORKER_LOST, "Worker lost"),
+        (RUNNER_ERROR, "Runner error"),
+        (CANCELLED, "Cancelled"),
+        (PROXY_UNAVAILABLE, "Model proxy unavailable"),
         (UPSTREAM_ERROR, "Model server failed"),
-    ]  # fmt: skip
+    ]
 
 
 class HarnessUnavailable(RuntimeError):
@@ -127,8 +136,14 @@ class DriverStep:
     cwd: str | None = None
 
     def as_dict(self) -> dict:
-        return {"argv": self.argv, "timeout": self.timeout, "stdout": self.stdout, "stderr": self.stderr,
-                "env": self.env, "cwd": self.cwd}
+        return {
+            "argv": self.argv,
+            "timeout": self.timeout,
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+            "env": self.env,
+            "cwd": self.cwd,
+        }
 
 
 class Harness(ABC):

@@ -111,23 +111,42 @@ class OpenClawHarness(Harness):
         (run_dir / "instruction.md").write_text(task.instruction, encoding="utf-8")
         (run_dir / "state").mkdir()
         argv = [
-            f"{NODE_DIR}/bin/node", f"{OPENCLAW_DIR}/node_modules/openclaw/openclaw.mjs", "agent", "exec",
-            "--config", f"{RUN_DIR}/openclaw.json",
-            "--state-dir", f"{RUN_DIR}/state",
-            "--cwd", WORKSPACE,
-            "--model", f"{PROVIDER}/{task.model}",
-            "--timeout", str(task.timeout),
-            "--message-file", f"{RUN_DIR}/instruction.md",
+            f"{NODE_DIR}/bin/node",
+            f"{OPENCLAW_DIR}/node_modules/openclaw/openclaw.mjs",
+            "agent",
+            "exec",
+            "--config",
+            f"{RUN_DIR}/openclaw.json",
+            "--state-dir",
+            f"{RUN_DIR}/state",
+            "--cwd",
+            WORKSPACE,
+            "--model",
+            f"{PROVIDER}/{task.model}",
+            "--timeout",
+            str(task.timeout),
+            "--message-file",
+            f"{RUN_DIR}/instruction.md",
             "--json",
-        ]  # fmt: skip
+        ]
         if task.options.get("thinking"):
             argv += ["--thinking", str(task.options["thinking"])]
         env = {"PATH": f"{NODE_DIR}/bin:/usr/bin:/bin", "OPENCLAW_OFFLINE": "1", "NO_COLOR": "1"}
-        agent = DriverStep(argv, task.timeout + KILL_GRACE_SECONDS, f"{OUT_DIR}/agent.json", f"{OUT_DIR}/agent.log",
-                           env=env, cwd=WORKSPACE)
-        dump = DriverStep([f"{NODE_DIR}/bin/node", "--no-warnings", f"{INSIDE_DIR}/openclaw_transcript.mjs",
-                           f"{RUN_DIR}/state"], AFTER_SECONDS, f"{OUT_DIR}/transcript.jsonl",
-                          f"{OUT_DIR}/transcript.log", env=env)
+        agent = DriverStep(
+            argv,
+            task.timeout + KILL_GRACE_SECONDS,
+            f"{OUT_DIR}/agent.json",
+            f"{OUT_DIR}/agent.log",
+            env=env,
+            cwd=WORKSPACE,
+        )
+        dump = DriverStep(
+            [f"{NODE_DIR}/bin/node", "--no-warnings", f"{INSIDE_DIR}/openclaw_transcript.mjs", f"{RUN_DIR}/state"],
+            AFTER_SECONDS,
+            f"{OUT_DIR}/transcript.jsonl",
+            f"{OUT_DIR}/transcript.log",
+            env=env,
+        )
         return agent, [dump]
 
     def collect(self, task: AgentTask, files: AgentFiles, agent: dict) -> AgentOutcome:

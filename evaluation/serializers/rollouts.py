@@ -19,10 +19,28 @@ class RolloutListSerializer(serializers.ModelSerializer):
     class Meta:
         model = Rollout
         fields = [
-            "id", "url", "task", "revision", "endpoint", "harness", "repeat_index", "group", "status", "exit_reason",
-            "attempt", "score", "turns", "tool_calls", "model_calls", "input_tokens", "output_tokens",
-            "agent_seconds", "created_at", "started_at", "finished_at",
-        ]  # fmt: skip
+            "id",
+            "url",
+            "task",
+            "revision",
+            "endpoint",
+            "harness",
+            "repeat_index",
+            "group",
+            "status",
+            "exit_reason",
+            "attempt",
+            "score",
+            "turns",
+            "tool_calls",
+            "model_calls",
+            "input_tokens",
+            "output_tokens",
+            "agent_seconds",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
         read_only_fields = fields
 
 
@@ -34,11 +52,28 @@ class RolloutSerializer(RolloutListSerializer):
 
     class Meta(RolloutListSerializer.Meta):
         fields = RolloutListSerializer.Meta.fields + [
-            "harness_options", "error", "previous_attempts", "final_message", "tools_used", "harness_usage",
-            "score_reason", "code_score", "rubric_score", "sub_scores", "check_status", "check_reason",
-            "rubric_judgements", "checker_seconds", "runtime",
-            "max_rss_bytes", "job_run", "proxy_session", "transcript", "agent_account", "workspace_changes",
-        ]  # fmt: skip
+            "harness_options",
+            "error",
+            "previous_attempts",
+            "final_message",
+            "tools_used",
+            "harness_usage",
+            "score_reason",
+            "code_score",
+            "rubric_score",
+            "sub_scores",
+            "check_status",
+            "check_reason",
+            "rubric_judgements",
+            "checker_seconds",
+            "runtime",
+            "max_rss_bytes",
+            "job_run",
+            "proxy_session",
+            "transcript",
+            "agent_account",
+            "workspace_changes",
+        ]
         read_only_fields = fields
 
     def get_workspace_changes(self, rollout) -> list[dict]:
@@ -63,7 +98,7 @@ class StartRolloutsSerializer(serializers.Serializer):
     endpoint = serializers.CharField(help_text="The model endpoint's name.")
     harness = serializers.ChoiceField(choices=HARNESS_CHOICES, required=False)
     repeats = serializers.IntegerField(default=1, min_value=1, max_value=MAX_REPEATS)
-    options = serializers.DictField(required=False, help_text="Harness options, e.g. {\"timeout\": 300}.")
+    options = serializers.DictField(required=False, help_text='Harness options, e.g. {"timeout": 300}.')
 
 
 class RolloutFilterSerializer(serializers.Serializer):
@@ -76,8 +111,12 @@ class RolloutFilterSerializer(serializers.Serializer):
     outcome = serializers.ChoiceField(choices=Outcome.choices, required=False)
     min_score = serializers.FloatField(required=False, min_value=0.0, max_value=1.0, help_text="score at least")
     max_score = serializers.FloatField(required=False, min_value=0.0, max_value=1.0, help_text="score at most")
-    q = serializers.CharField(required=False, max_length=200, help_text="a text (case-insensitive) in the task's id "
-                              "or title, the final message, the error, the reasons or the transcript")  # fmt: skip
+    q = serializers.CharField(
+        required=False,
+        max_length=200,
+        help_text="a text (case-insensitive) in the task's id "
+        "or title, the final message, the error, the reasons or the transcript",
+    )
 
     def filter(self, queryset):
         data = self.validated_data
@@ -91,8 +130,20 @@ class RolloutFilterSerializer(serializers.Serializer):
 class TrajectorySerializer(serializers.ModelSerializer):
     class Meta:
         model = Trajectory
-        fields = ["id", "rollout", "index", "messages", "tools", "reward", "stats", "model_call_ids", "excluded",
-                  "exclusion_reason", "unverified_turns", "created_at"]  # fmt: skip
+        fields = [
+            "id",
+            "rollout",
+            "index",
+            "messages",
+            "tools",
+            "reward",
+            "stats",
+            "model_call_ids",
+            "excluded",
+            "exclusion_reason",
+            "unverified_turns",
+            "created_at",
+        ]
         read_only_fields = fields
 
 

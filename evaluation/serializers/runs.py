@@ -21,8 +21,9 @@ from ..services.runs import LIMIT_KEYS, MAX_TASKS, run_json
 class LimitsSerializer(serializers.Serializer):
     timeout = serializers.IntegerField(required=False, allow_null=True, min_value=1, help_text="Seconds per rollout.")
     max_turns = serializers.IntegerField(required=False, allow_null=True, min_value=1)
-    token_limit = serializers.IntegerField(required=False, allow_null=True, min_value=1,
-                                           help_text="Input + output tokens per rollout.")  # fmt: skip
+    token_limit = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, help_text="Input + output tokens per rollout."
+    )
 
     def to_internal_value(self, data):
         unknown = sorted(set(data) - set(LIMIT_KEYS)) if isinstance(data, dict) else []
@@ -37,12 +38,16 @@ class EvalRunConfigSerializer(serializers.Serializer):
     (the row)."""
 
     benchmark = serializers.CharField(required=False, help_text="A benchmark's name: the run covers a frozen version.")
-    version = serializers.IntegerField(required=False, min_value=1,
-                                       help_text="The benchmark's version number; the latest unless given.")  # fmt: skip
+    version = serializers.IntegerField(
+        required=False, min_value=1, help_text="The benchmark's version number; the latest unless given."
+    )
     tasks = serializers.ListField(
-        child=serializers.CharField(), required=False, allow_empty=False, max_length=MAX_TASKS,
+        child=serializers.CharField(),
+        required=False,
+        allow_empty=False,
+        max_length=MAX_TASKS,
         help_text="Instead of a benchmark: task external ids (their current revisions).",
-    )  # fmt: skip
+    )
     endpoint = serializers.CharField(required=False, help_text="The agent model endpoint's name.")
     harness = serializers.ChoiceField(choices=HARNESS_CHOICES, required=False)
     repeats = serializers.IntegerField(required=False, min_value=1, max_value=MAX_REPEATS)
@@ -84,7 +89,9 @@ def _version(benchmark: str, number: int | None) -> BenchmarkVersion:
 def _current_revisions(external_ids: list[str]) -> list:
     if len(set(external_ids)) != len(external_ids):
         raise serializers.ValidationError({"tasks": ["each task once"]})
-    tasks = {t.external_id: t for t in Task.objects.filter(external_id__in=external_ids).select_related("current_revision")}
+    tasks = {
+        t.external_id: t for t in Task.objects.filter(external_id__in=external_ids).select_related("current_revision")
+    }
     unknown = [name for name in external_ids if name not in tasks or tasks[name].current_revision is None]
     if unknown:
         raise serializers.ValidationError({"tasks": [f"no task (or no revision) named {', '.join(unknown[:20])}"]})
@@ -100,11 +107,15 @@ def _threshold(value: float) -> float:
 class StartEvalRunSerializer(EvalRunConfigSerializer):
     endpoint = serializers.CharField(help_text="The agent model endpoint's name.")
     repeats = serializers.IntegerField(default=1, min_value=1, max_value=MAX_REPEATS)
-    pass_threshold = serializers.FloatField(required=False, validators=[_threshold],
-                                            help_text="A repeat passes at this score (default 1.0); editable later.")  # fmt: skip
+    pass_threshold = serializers.FloatField(
+        required=False,
+        validators=[_threshold],
+        help_text="A repeat passes at this score (default 1.0); editable later.",
+    )
     name = serializers.CharField(required=False, max_length=200, allow_blank=True)
-    fresh = serializers.BooleanField(default=False,
-                                     help_text="Start a new run even when one of the same configuration exists.")  # fmt: skip
+    fresh = serializers.BooleanField(
+        default=False, help_text="Start a new run even when one of the same configuration exists."
+    )
 
     def validate(self, attrs):
         if "benchmark" not in attrs and "tasks" not in attrs:
@@ -117,8 +128,11 @@ class ThresholdSerializer(serializers.Serializer):
 
 
 class RegradeSerializer(serializers.Serializer):
-    task = serializers.CharField(required=False, help_text="One of the run's tasks (external id): regrade every "
-                                 "rollout of it, in every run, instead of the run's.")  # fmt: skip
+    task = serializers.CharField(
+        required=False,
+        help_text="One of the run's tasks (external id): regrade every "
+        "rollout of it, in every run, instead of the run's.",
+    )
 
 
 # --- query parameters ----------------------------------------------------------------------------------------
@@ -133,8 +147,13 @@ class EvalRunFilterSerializer(serializers.Serializer):
 
     def filter(self, queryset):
         data = self.validated_data
-        lookups = {"status": "status", "endpoint": "endpoint__name", "harness": "harness",
-                   "benchmark": "benchmark_version__benchmark__name", "version": "benchmark_version__number"}  # fmt: skip
+        lookups = {
+            "status": "status",
+            "endpoint": "endpoint__name",
+            "harness": "harness",
+            "benchmark": "benchmark_version__benchmark__name",
+            "version": "benchmark_version__number",
+        }
         for name, lookup in lookups.items():
             if name in data:
                 queryset = queryset.filter(**{lookup: data[name]})
@@ -145,8 +164,9 @@ TASK_SORTS = ("task", "mean", "-mean", "std", "-std", "tokens", "-tokens")
 
 
 class TaskRowsQuerySerializer(serializers.Serializer):
-    sort = serializers.ChoiceField(choices=TASK_SORTS, default="task",
-                                   help_text="Tasks without a score come last either way.")  # fmt: skip
+    sort = serializers.ChoiceField(
+        choices=TASK_SORTS, default="task", help_text="Tasks without a score come last either way."
+    )
 
 
 class RunRolloutsQuerySerializer(serializers.Serializer):
@@ -157,18 +177,28 @@ class RunRolloutsQuerySerializer(serializers.Serializer):
     outcome = serializers.ChoiceField(choices=Outcome.choices, required=False)
     min_score = serializers.FloatField(required=False, min_value=0.0, max_value=1.0, help_text="score at least")
     max_score = serializers.FloatField(required=False, min_value=0.0, max_value=1.0, help_text="score at most")
-    q = serializers.CharField(required=False, max_length=200, help_text="a text (case-insensitive) in the task's id "
-                              "or title, the final message, the error, the reasons or the transcript")  # fmt: skip
-    sort = serializers.ChoiceField(choices=[name for name, _ in SORT_LABELS], default="task",
-                                   help_text="task (then repeat), score (worst first), -score, tokens")  # fmt: skip
+    q = serializers.CharField(
+        required=False,
+        max_length=200,
+        help_text="a text (case-insensitive) in the task's id "
+        "or title, the final message, the error, the reasons or the transcript",
+    )
+    sort = serializers.ChoiceField(
+        choices=[name for name, _ in SORT_LABELS],
+        default="task",
+        help_text="task (then repeat), score (worst first), -score, tokens",
+    )
 
 
 EXPORT_FORMATS = ("json", "csv")
 
 
 class ExportQuerySerializer(serializers.Serializer):
-    format = serializers.ChoiceField(choices=EXPORT_FORMATS, default="json",
-                                     help_text="json: the run, its figures and every rollout; csv: one row per rollout.")  # fmt: skip
+    format = serializers.ChoiceField(
+        choices=EXPORT_FORMATS,
+        default="json",
+        help_text="json: the run, its figures and every rollout; csv: one row per rollout.",
+    )
 
 
 class CompareQuerySerializer(serializers.Serializer):
@@ -201,19 +231,33 @@ def progress(run: EvalRun) -> dict:
 class EvalRunListSerializer(serializers.ModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="eval-run-detail")
     endpoint = serializers.CharField(source="endpoint.name", read_only=True)
-    benchmark = serializers.CharField(source="benchmark_version.benchmark.name", read_only=True, allow_null=True,
-                                      default=None)  # fmt: skip
-    version = serializers.IntegerField(source="benchmark_version.number", read_only=True, allow_null=True,
-                                       default=None)  # fmt: skip
+    benchmark = serializers.CharField(
+        source="benchmark_version.benchmark.name", read_only=True, allow_null=True, default=None
+    )
+    version = serializers.IntegerField(source="benchmark_version.number", read_only=True, allow_null=True, default=None)
     progress = serializers.SerializerMethodField()
-    overall_mean = serializers.FloatField(read_only=True, allow_null=True,
-                                          help_text="Stored when the run finishes; null while it runs.")  # fmt: skip
+    overall_mean = serializers.FloatField(
+        read_only=True, allow_null=True, help_text="Stored when the run finishes; null while it runs."
+    )
     created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
 
     class Meta:
         model = EvalRun
-        fields = ["id", "url", "name", "status", "endpoint", "harness", "benchmark", "version", "repeats", "progress",
-                  "overall_mean", "created_at", "created_by"]  # fmt: skip
+        fields = [
+            "id",
+            "url",
+            "name",
+            "status",
+            "endpoint",
+            "harness",
+            "benchmark",
+            "version",
+            "repeats",
+            "progress",
+            "overall_mean",
+            "created_at",
+            "created_by",
+        ]
         read_only_fields = fields
 
     def get_progress(self, run) -> ProgressSerializer:
@@ -281,7 +325,7 @@ class EvalRunDetailSerializer(serializers.Serializer):
             "created_at": _when(run.created_at),
             "started_at": _when(run.started_at),
             "finished_at": _when(run.finished_at),
-        }  # fmt: skip
+        }
 
 
 def _when(moment) -> str | None:
@@ -302,8 +346,26 @@ class EvalRunTaskSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = EvalRunTask
-        fields = ["task", "revision", "category", "hybrid", "scores", "n", "mean", "std", "min", "max", "passes",
-                  "finished", "outcomes", "tokens", "input_tokens", "output_tokens", "cost", "agent_seconds"]  # fmt: skip
+        fields = [
+            "task",
+            "revision",
+            "category",
+            "hybrid",
+            "scores",
+            "n",
+            "mean",
+            "std",
+            "min",
+            "max",
+            "passes",
+            "finished",
+            "outcomes",
+            "tokens",
+            "input_tokens",
+            "output_tokens",
+            "cost",
+            "agent_seconds",
+        ]
         read_only_fields = fields
 
     def get_category(self, row) -> str:
@@ -321,8 +383,10 @@ class CompareSerializer(serializers.Serializer):
     mean_difference = serializers.FloatField(allow_null=True, help_text="A minus B over the tasks both scored.")
     ci = serializers.ListField(child=serializers.FloatField(), allow_null=True)
     p_value = serializers.FloatField(allow_null=True, help_text="Sign-flip permutation test.")
-    flipped = serializers.DictField(child=serializers.ListField(child=serializers.CharField()),
-                                    help_text="a_only, b_only: tasks solved by one run only.")  # fmt: skip
+    flipped = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()),
+        help_text="a_only, b_only: tasks solved by one run only.",
+    )
     categories = serializers.DictField(child=serializers.FloatField())
     tasks_compared = serializers.IntegerField()
     tasks_not_compared = serializers.ListField(child=serializers.CharField())

@@ -63,10 +63,14 @@ def regrade_rollouts(rollouts, *, user, judge_endpoint=None, on_progress=None) -
         "changed": changed,
         "failed": failed,
         "tasks": {
-            task: {"revision": revision_of[task], "before": _mean(before[task]), "after": _mean(after[task]),
-                   "rollouts": len(after[task])}
+            task: {
+                "revision": revision_of[task],
+                "before": _mean(before[task]),
+                "after": _mean(after[task]),
+                "rollouts": len(after[task]),
+            }
             for task in sorted(after)
-        },  # fmt: skip
+        },
         "runs": {str(pk): {"before": runs_before.get(pk), "after": runs_after.get(pk)} for pk in run_ids},
     }
 
@@ -88,8 +92,14 @@ def regrade_one(rollout: Rollout, *, user, judge_endpoint=None) -> RolloutScore:
     with scratch.scratch_folder(f"regrade-{rollout.pk}") as folder:
         _written, skipped = write_final_workspace(rollout, folder / "workspace")
         workspace = Workspace(folder / "workspace")
-        scored = score_run(revision, workspace, rollout.final_message, rollout.transcript,
-                           judge_endpoint=judge_endpoint, subject=rollout.subject)  # fmt: skip
+        scored = score_run(
+            revision,
+            workspace,
+            rollout.final_message,
+            rollout.transcript,
+            judge_endpoint=judge_endpoint,
+            subject=rollout.subject,
+        )
     if scored.status is ScoreStatus.UNSCORED:
         raise RegradeError(f"the checker could not run on rollout #{rollout.pk}: {scored.code.reason}")
     fields = _score_fields(scored)
@@ -98,11 +108,19 @@ def regrade_one(rollout: Rollout, *, user, judge_endpoint=None) -> RolloutScore:
         fields["score_reason"] = (fields["score_reason"] + note)[:600]
     with transaction.atomic():
         record = RolloutScore.objects.create(
-            rollout=rollout, revision=revision, kind=RolloutScore.Kind.REGRADE, status=fields["status"],
-            score=fields["score"], code_score=fields["code_score"], rubric_score=fields["rubric_score"],
-            sub_scores=fields["sub_scores"], check_status=fields["check_status"], reason=fields["score_reason"],
-            rubric_judgements=fields["rubric_judgements"], created_by=user if user and user.is_authenticated else None,
-        )  # fmt: skip
+            rollout=rollout,
+            revision=revision,
+            kind=RolloutScore.Kind.REGRADE,
+            status=fields["status"],
+            score=fields["score"],
+            code_score=fields["code_score"],
+            rubric_score=fields["rubric_score"],
+            sub_scores=fields["sub_scores"],
+            check_status=fields["check_status"],
+            reason=fields["score_reason"],
+            rubric_judgements=fields["rubric_judgements"],
+            created_by=user if user and user.is_authenticated else None,
+        )
         Rollout.objects.filter(pk=rollout.pk).update(**fields)
         rollout.trajectories.update(reward=fields["score"])
     rollout_changed(rollout.pk)

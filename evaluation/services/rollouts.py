@@ -63,17 +63,46 @@ MAX_REPEATS = 64
 CLAWGYM_OPTIONS = ("timeout", "token_limit", "record_tokens")
 # Exit reasons that leave nothing to score: the rollout fails, and may be retried.
 NOT_SCORED = {
-    ExitReason.SANDBOX_ERROR, ExitReason.HARNESS_UNAVAILABLE, ExitReason.WORKER_LOST, ExitReason.RUNNER_ERROR,
-    ExitReason.CANCELLED, ExitReason.PROXY_UNAVAILABLE, ExitReason.UPSTREAM_ERROR,
-}  # fmt: skip
+    ExitReason.SANDBOX_ERROR,
+    ExitReason.HARNESS_UNAVAILABLE,
+    ExitReason.WORKER_LOST,
+    ExitReason.RUNNER_ERROR,
+    ExitReason.CANCELLED,
+    ExitReason.PROXY_UNAVAILABLE,
+    ExitReason.UPSTREAM_ERROR,
+}
 RESULT_FIELDS = {
-    "exit_reason": "", "error": "", "started_at": None, "finished_at": None, "agent_seconds": None,
-    "checker_seconds": None, "final_message": "", "turns": None, "tool_calls": 0, "tools_used": {},
-    "harness_usage": {}, "transcript": [], "agent_account": {}, "log_tail": "", "max_rss_bytes": None, "model_calls": 0,
-    "input_tokens": None, "output_tokens": None, "cost": 0, "outcome": "", "score": None, "score_reason": "", "code_score": None,
-    "rubric_score": None, "sub_scores": {},
-    "check_status": "", "check_reason": "", "rubric_judgements": [], "worker": "", "runtime": "",
-}  # fmt: skip
+    "exit_reason": "",
+    "error": "",
+    "started_at": None,
+    "finished_at": None,
+    "agent_seconds": None,
+    "checker_seconds": None,
+    "final_message": "",
+    "turns": None,
+    "tool_calls": 0,
+    "tools_used": {},
+    "harness_usage": {},
+    "transcript": [],
+    "agent_account": {},
+    "log_tail": "",
+    "max_rss_bytes": None,
+    "model_calls": 0,
+    "input_tokens": None,
+    "output_tokens": None,
+    "cost": 0,
+    "outcome": "",
+    "score": None,
+    "score_reason": "",
+    "code_score": None,
+    "rubric_score": None,
+    "sub_scores": {},
+    "check_status": "",
+    "check_reason": "",
+    "rubric_judgements": [],
+    "worker": "",
+    "runtime": "",
+}
 
 
 class RolloutError(ValueError):
@@ -117,11 +146,16 @@ def create_rollouts(
     creator = user if user is not None and user.is_authenticated else None
     return [
         Rollout.objects.create(
-            revision=revision, endpoint=endpoint, harness=harness, harness_options=options or {},
-            repeat_index=index, group=group, created_by=creator,
+            revision=revision,
+            endpoint=endpoint,
+            harness=harness,
+            harness_options=options or {},
+            repeat_index=index,
+            group=group,
+            created_by=creator,
         )
         for index in range(repeats)
-    ]  # fmt: skip
+    ]
 
 
 def enqueue_rollout(rollout: Rollout, *, user) -> JobRun:
@@ -177,7 +211,9 @@ def register_rollout_changed(hook) -> None:
 def _changed(rollout_id: int) -> None:
     """Keep the rollout's outcome class and its evaluation run's figures up to date (the registered hook)."""
     if _rollout_changed_hook is None:
-        raise RuntimeError("no rollout hook registered: EvaluationConfig.ready registers evaluation.services.runs.rollout_changed")
+        raise RuntimeError(
+            "no rollout hook registered: EvaluationConfig.ready registers evaluation.services.runs.rollout_changed"
+        )
     _rollout_changed_hook(rollout_id)
 
 
@@ -270,9 +306,12 @@ def execute_rollout(rollout_id: int, *, job_run: JobRun | None = None, on_wait=N
     try:
         with rollout_slot(hold_seconds=timeout + 2 * WALL_MARGIN_SECONDS, on_wait=on_wait):
             claimed = Rollout.objects.filter(pk=rollout_id, status=Rollout.Status.QUEUED).update(
-                status=Rollout.Status.RUNNING, attempt=F("attempt") + 1, started_at=timezone.now(),
-                worker=worker_id(), job_run=job_run if job_run is not None else F("job_run"),
-            )  # fmt: skip
+                status=Rollout.Status.RUNNING,
+                attempt=F("attempt") + 1,
+                started_at=timezone.now(),
+                worker=worker_id(),
+                job_run=job_run if job_run is not None else F("job_run"),
+            )
             rollout.refresh_from_db()
             if not claimed:
                 return rollout
@@ -293,10 +332,14 @@ def _run_attempt(rollout: Rollout, timeout: int) -> None:
         # ends however it ends (below, or _fail): a token read later opens nothing.
         # record_tokens (an RL rollout): the proxy stores the exact tokens the policy sampled (llm.tokens). Every
         # rollout's calls are held to the run's sampling (the endpoint's settings), whatever the agent asks for.
-        session = open_proxy_session(endpoint, subject=rollout.subject, ttl_seconds=timeout + 3 * WALL_MARGIN_SECONDS,
-                                     token_limit=rollout.harness_options.get("token_limit"),
-                                     record_tokens=bool(rollout.harness_options.get("record_tokens")),
-                                     sampling=policy_for(endpoint))  # fmt: skip
+        session = open_proxy_session(
+            endpoint,
+            subject=rollout.subject,
+            ttl_seconds=timeout + 3 * WALL_MARGIN_SECONDS,
+            token_limit=rollout.harness_options.get("token_limit"),
+            record_tokens=bool(rollout.harness_options.get("record_tokens")),
+            sampling=policy_for(endpoint),
+        )
         Rollout.objects.filter(pk=rollout.pk).update(proxy_session=session)
         rollout.proxy_session = session
         proxy_base = proxy_base_url(session)
@@ -314,8 +357,14 @@ def _run_attempt(rollout: Rollout, timeout: int) -> None:
             try:
                 # Can the agent reach its model at all? Asked before the sandbox starts: a second, not the harness's
                 # retries (evaluation.infra.preflight).
-                outcome = run_agent(get_harness(rollout.harness), task, workspace, proxy_base=proxy_base,
-                                    scratch_dir=scratch, preflight=lambda: preflight(session, proxy_base))  # fmt: skip
+                outcome = run_agent(
+                    get_harness(rollout.harness),
+                    task,
+                    workspace,
+                    proxy_base=proxy_base,
+                    scratch_dir=scratch,
+                    preflight=lambda: preflight(session, proxy_base),
+                )
             except HarnessUnavailable as exc:
                 outcome = AgentOutcome(ExitReason.HARNESS_UNAVAILABLE, detail=str(exc))
             finally:
@@ -384,9 +433,11 @@ def _agent_fields(outcome: AgentOutcome, record: ProxyRecord) -> dict:
 
 def _record_failure(rollout: Rollout, outcome: AgentOutcome, record: ProxyRecord) -> None:
     Rollout.objects.filter(pk=rollout.pk, status=Rollout.Status.RUNNING, attempt=rollout.attempt).update(
-        status=Rollout.Status.FAILED, finished_at=timezone.now(), **_agent_fields(outcome, record),
+        status=Rollout.Status.FAILED,
+        finished_at=timezone.now(),
+        **_agent_fields(outcome, record),
         **_call_totals(rollout),
-    )  # fmt: skip
+    )
     log.warning("rollout %s failed: %s: %s", rollout.pk, outcome.exit_reason, outcome.detail)
 
 
@@ -421,7 +472,11 @@ def _record(rollout: Rollout, outcome: AgentOutcome, record: ProxyRecord, change
     check = scored.code
     if scored.status is ScoreStatus.UNSCORED:
         # The checker could not run: not its fault nor the agent's. No score, and the rollout may be retried.
-        fields = {**_agent_fields(outcome, record), "check_status": str(check.status), "check_reason": check.reason[:400]}
+        fields = {
+            **_agent_fields(outcome, record),
+            "check_status": str(check.status),
+            "check_reason": check.reason[:400],
+        }
         fields["exit_reason"] = ExitReason.SANDBOX_ERROR
         fields["error"] = f"the checker could not run: {check.reason}"[:2000]
         Rollout.objects.filter(pk=rollout.pk, status=Rollout.Status.RUNNING, attempt=rollout.attempt).update(
@@ -452,11 +507,19 @@ def record_scoring(rollout: Rollout, revision: TaskRevision, scored: TaskScore, 
     """Keep one scoring of the rollout's final workspace (they are never replaced: a regrade adds one)."""
     fields = _score_fields(scored)
     return RolloutScore.objects.create(
-        rollout=rollout, revision=revision, kind=kind, status=fields["status"], score=fields["score"],
-        code_score=fields["code_score"], rubric_score=fields["rubric_score"], sub_scores=fields["sub_scores"],
-        check_status=fields["check_status"], reason=fields["score_reason"],
-        rubric_judgements=fields["rubric_judgements"], created_by=user if user and user.is_authenticated else None,
-    )  # fmt: skip
+        rollout=rollout,
+        revision=revision,
+        kind=kind,
+        status=fields["status"],
+        score=fields["score"],
+        code_score=fields["code_score"],
+        rubric_score=fields["rubric_score"],
+        sub_scores=fields["sub_scores"],
+        check_status=fields["check_status"],
+        reason=fields["score_reason"],
+        rubric_judgements=fields["rubric_judgements"],
+        created_by=user if user and user.is_authenticated else None,
+    )
 
 
 def rejudge_rollout(rollout: Rollout, *, judge_endpoint=None, user) -> Rollout:
@@ -465,21 +528,27 @@ def rejudge_rollout(rollout: Rollout, *, judge_endpoint=None, user) -> Rollout:
     or no judge endpoint; a rule the judge fails again leaves the rollout incomplete."""
     rollout = Rollout.objects.select_related("revision__task").get(pk=rollout.pk)
     if not rollout.rejudgeable:
-        raise RolloutError(f"rollout #{rollout.pk} is {rollout.status}; only scored or incomplete rollouts of a task "
-                           "with a rubric are judged")  # fmt: skip
+        raise RolloutError(
+            f"rollout #{rollout.pk} is {rollout.status}; only scored or incomplete rollouts of a task "
+            "with a rubric are judged"
+        )
     if rollout.check_status not in set(CheckStatus):
         # 'tampered' (a checker that wrote to the workspace) was retired: such runs now keep their score, but this
         # one's was not stored, so recombining would pass off a 0 the checker never gave.
-        raise RolloutError(f"rollout #{rollout.pk} was checked under a retired checker status "
-                           f"({rollout.check_status!r}) and its code score was not kept: start a new rollout")  # fmt: skip
+        raise RolloutError(
+            f"rollout #{rollout.pk} was checked under a retired checker status "
+            f"({rollout.check_status!r}) and its code score was not kept: start a new rollout"
+        )
     files, _links, _skipped = final_workspace(rollout)
     try:
-        judgements = judge_rubric(rollout.revision, files, rollout.final_message, endpoint=judge_endpoint,
-                                  subject=rollout.subject)  # fmt: skip
+        judgements = judge_rubric(
+            rollout.revision, files, rollout.final_message, endpoint=judge_endpoint, subject=rollout.subject
+        )
     except JudgingError as exc:
         raise RolloutError(str(exc)) from None
-    check = CheckResult(rollout.code_score or 0.0, CheckStatus(rollout.check_status), rollout.check_reason,
-                        subscores=rollout.sub_scores)  # fmt: skip
+    check = CheckResult(
+        rollout.code_score or 0.0, CheckStatus(rollout.check_status), rollout.check_reason, subscores=rollout.sub_scores
+    )
     scored = combine(rollout.revision.rubric, rollout.revision.code_weight, check, judgements)
     with transaction.atomic():
         Rollout.objects.filter(pk=rollout.pk, status__in=[Rollout.Status.SCORED, Rollout.Status.INCOMPLETE]).update(
@@ -500,9 +569,16 @@ def _store_changes(rollout: Rollout, changes) -> None:
     for change, entries in (("added", changes.added), ("modified", changes.modified), ("deleted", changes.deleted)):
         for path, entry in entries.items():
             row = RolloutFile(
-                rollout=rollout, path=path, change=change, kind=entry.kind, size=entry.size,
-                sha256=entry.sha256, executable=entry.executable, target=entry.target[:1000], detail=entry.detail,
-            )  # fmt: skip
+                rollout=rollout,
+                path=path,
+                change=change,
+                kind=entry.kind,
+                size=entry.size,
+                sha256=entry.sha256,
+                executable=entry.executable,
+                target=entry.target[:1000],
+                detail=entry.detail,
+            )
             if entry.kind == "file" and change != "deleted":
                 blob = blobs[Blob.digest(entry.content)]
                 row.blob_id, row.sha256 = blob.sha256, blob.sha256
@@ -513,9 +589,10 @@ def _store_changes(rollout: Rollout, changes) -> None:
 def store_trajectories(rollout: Rollout, *, reward: float | None) -> list[Trajectory]:
     """Rebuild the rollout's trajectories from its current attempt's model calls (replacing earlier ones)."""
     calls = list(
-        ModelCall.objects.filter(session_id=rollout.proxy_session_id).order_by("created_at", "id")
+        ModelCall.objects.filter(session_id=rollout.proxy_session_id)
+        .order_by("created_at", "id")
         .values("id", "request", "response", "error")
-    )  # fmt: skip
+    )
     rebuilt = rebuild_trajectories(
         [{"request": c["request"], "response": c["response"], "error": c["error"]} for c in calls],
         rules=TrajectoryRules.from_settings(),
@@ -523,11 +600,17 @@ def store_trajectories(rollout: Rollout, *, reward: float | None) -> list[Trajec
     Trajectory.objects.filter(rollout=rollout).delete()
     rows = [
         Trajectory(
-            rollout=rollout, index=index, messages=data.messages, tools=data.tools, reward=reward,
-            stats=asdict(data.stats), model_call_ids=[calls[i]["id"] for i in data.call_indices],
-            excluded=data.excluded, exclusion_reason=data.exclusion_reason[:300],
+            rollout=rollout,
+            index=index,
+            messages=data.messages,
+            tools=data.tools,
+            reward=reward,
+            stats=asdict(data.stats),
+            model_call_ids=[calls[i]["id"] for i in data.call_indices],
+            excluded=data.excluded,
+            exclusion_reason=data.exclusion_reason[:300],
             unverified_turns=data.unverified_turns,
         )
         for index, data in enumerate(rebuilt)
-    ]  # fmt: skip
+    ]
     return Trajectory.objects.bulk_create(rows)

@@ -147,10 +147,25 @@ def create_eval_run(
     revisions = list(revisions or [])
     limits = {k: v for k, v in (limits or {}).items() if v is not None}
     max_attempts = max_attempts or settings.CLAWGYM_EVAL_MAX_ATTEMPTS
-    _validate(revisions=revisions, endpoint=endpoint, harness=harness, options=options, limits=limits,
-              repeats=repeats, pass_threshold=pass_threshold, max_attempts=max_attempts)  # fmt: skip
-    config = run_config(revisions=revisions, endpoint=endpoint, harness=harness, options=options, limits=limits,
-                        repeats=repeats, benchmark_version=benchmark_version)  # fmt: skip
+    _validate(
+        revisions=revisions,
+        endpoint=endpoint,
+        harness=harness,
+        options=options,
+        limits=limits,
+        repeats=repeats,
+        pass_threshold=pass_threshold,
+        max_attempts=max_attempts,
+    )
+    config = run_config(
+        revisions=revisions,
+        endpoint=endpoint,
+        harness=harness,
+        options=options,
+        limits=limits,
+        repeats=repeats,
+        benchmark_version=benchmark_version,
+    )
     digest = config_hash(config)
     if not fresh:
         earlier = EvalRun.objects.filter(config_hash=digest).order_by("-created_at", "-id").first()
@@ -160,23 +175,49 @@ def create_eval_run(
     rollout_options = {**(options or {}), **limits}
     with transaction.atomic():
         run = EvalRun.objects.create(
-            name=name or _default_name(endpoint, benchmark_version, revisions), benchmark_version=benchmark_version,
-            endpoint=endpoint, harness=harness, harness_options=options or {}, repeats=repeats, limits=limits,
-            pass_threshold=pass_threshold, max_attempts=max_attempts, config=config, config_hash=digest,
-            created_by=creator, inline=inline, on_finish=on_finish, on_finish_params=on_finish_params or {},
-            rollouts_total=len(revisions) * repeats, outcome_counts=Outcome.counts_zero(),
-        )  # fmt: skip
+            name=name or _default_name(endpoint, benchmark_version, revisions),
+            benchmark_version=benchmark_version,
+            endpoint=endpoint,
+            harness=harness,
+            harness_options=options or {},
+            repeats=repeats,
+            limits=limits,
+            pass_threshold=pass_threshold,
+            max_attempts=max_attempts,
+            config=config,
+            config_hash=digest,
+            created_by=creator,
+            inline=inline,
+            on_finish=on_finish,
+            on_finish_params=on_finish_params or {},
+            rollouts_total=len(revisions) * repeats,
+            outcome_counts=Outcome.counts_zero(),
+        )
         EvalRunTask.objects.bulk_create(
-            EvalRunTask(run=run, revision=r, task_id=r.task_id, hybrid=r.has_rubric, scores=[None] * repeats,
-                        outcome_counts=Outcome.counts_zero())
+            EvalRunTask(
+                run=run,
+                revision=r,
+                task_id=r.task_id,
+                hybrid=r.has_rubric,
+                scores=[None] * repeats,
+                outcome_counts=Outcome.counts_zero(),
+            )
             for r in revisions
-        )  # fmt: skip
+        )
         Rollout.objects.bulk_create(
-            Rollout(revision=r, endpoint=endpoint, harness=harness, harness_options=rollout_options,
-                    repeat_index=index, group=f"run{run.pk}", created_by=creator, eval_run=run)
+            Rollout(
+                revision=r,
+                endpoint=endpoint,
+                harness=harness,
+                harness_options=rollout_options,
+                repeat_index=index,
+                group=f"run{run.pk}",
+                created_by=creator,
+                eval_run=run,
+            )
             for r in revisions
             for index in range(repeats)
-        )  # fmt: skip
+        )
     log.info("evaluation run %s created: %s rollouts", run.pk, run.rollouts_total)
     return run, False
 
@@ -204,8 +245,7 @@ def start_eval_run(*, user, **settings_) -> tuple[EvalRun, bool]:
 
 
 def _begin(run: EvalRun) -> None:
-    EvalRun.objects.filter(pk=run.pk).update(status=EvalRun.Status.RUNNING, started_at=timezone.now(),
-                                             finished_at=None)  # fmt: skip
+    EvalRun.objects.filter(pk=run.pk).update(status=EvalRun.Status.RUNNING, started_at=timezone.now(), finished_at=None)
     run.refresh_from_db()
 
 
@@ -224,15 +264,19 @@ def resume_eval_run(run: EvalRun, *, user, config: dict | None = None) -> EvalRu
     run's: a resume never changes what a run measures."""
     if config is not None and config_hash(config) != run.config_hash:
         changed = config_differences(run.config, config)
-        raise EvalRunError(f"run #{run.pk} was started with other settings ({', '.join(changed)} differ); start a "
-                           "new run (or pass the same settings) instead of resuming it")  # fmt: skip
+        raise EvalRunError(
+            f"run #{run.pk} was started with other settings ({', '.join(changed)} differ); start a "
+            "new run (or pass the same settings) instead of resuming it"
+        )
     fail_lost_rollouts()
     who = user.get_username() if user is not None and user.is_authenticated else ""
     with transaction.atomic():
         EvalRun.objects.filter(pk=run.pk).update(
-            status=EvalRun.Status.RUNNING, finished_at=None, started_at=run.started_at or timezone.now(),
+            status=EvalRun.Status.RUNNING,
+            finished_at=None,
+            started_at=run.started_at or timezone.now(),
             resumes=[*run.resumes, {"at": timezone.now().isoformat(), "by": who}],
-        )  # fmt: skip
+        )
         run.refresh_from_db()
         for rollout in run.rollouts.filter(status__in=Rollout.RETRYABLE):
             retry_rollout(rollout, user=user, enqueue=not run.inline)
@@ -249,8 +293,10 @@ def resume_eval_run(run: EvalRun, *, user, config: dict | None = None) -> EvalRu
 def cancel_eval_run(run: EvalRun, *, user) -> EvalRun:
     """Stop a run: its queued rollouts are cancelled (and their jobs); running ones finish and are counted."""
     with transaction.atomic():
-        stopped = EvalRun.objects.filter(pk=run.pk).exclude(status__in=EvalRun.FINISHED).update(
-            status=EvalRun.Status.CANCELLED, finished_at=timezone.now()
+        stopped = (
+            EvalRun.objects.filter(pk=run.pk)
+            .exclude(status__in=EvalRun.FINISHED)
+            .update(status=EvalRun.Status.CANCELLED, finished_at=timezone.now())
         )
         # Cancelled is finished: _maybe_finish will not finish it again, so its on_finish job is queued here.
         if stopped and run.on_finish:
@@ -291,8 +337,11 @@ def rollout_changed(rollout_id: int) -> None:
 
 
 def _rollout_changed(rollout_id: int) -> None:
-    row = Rollout.objects.filter(pk=rollout_id).values("status", "exit_reason", "outcome", "eval_run_id",
-                                                      "revision_id", "attempt").first()  # fmt: skip
+    row = (
+        Rollout.objects.filter(pk=rollout_id)
+        .values("status", "exit_reason", "outcome", "eval_run_id", "revision_id", "attempt")
+        .first()
+    )
     if row is None:
         return
     outcome = outcome_of(row["status"], row["exit_reason"])
@@ -315,10 +364,16 @@ def _refresh(run_id: int, revision_id: int) -> None:
             return
         rollouts = list(
             Rollout.objects.filter(eval_run_id=run_id, revision_id=revision_id).values(
-                "repeat_index", "status", "outcome", "score", "input_tokens", "output_tokens", "cost",
+                "repeat_index",
+                "status",
+                "outcome",
+                "score",
+                "input_tokens",
+                "output_tokens",
+                "cost",
                 "agent_seconds",
             )
-        )  # fmt: skip
+        )
         before = _counted(task_row)
         _fill(task_row, rollouts, run)
         task_row.save()
@@ -332,8 +387,16 @@ def _refresh(run_id: int, revision_id: int) -> None:
         for key in Outcome.values:
             counts[key] += after["outcomes"].get(key, 0) - before["outcomes"].get(key, 0)
         run.outcome_counts = counts
-        run.save(update_fields=["rollouts_finished", "input_tokens", "output_tokens", "cost", "agent_seconds",
-                                "outcome_counts"])  # fmt: skip
+        run.save(
+            update_fields=[
+                "rollouts_finished",
+                "input_tokens",
+                "output_tokens",
+                "cost",
+                "agent_seconds",
+                "outcome_counts",
+            ]
+        )
 
 
 def _counted(task_row: EvalRunTask) -> dict:
@@ -409,8 +472,13 @@ def _retry_infra(rollout_id: int, run_id: int) -> bool:
                 _enqueue(retried, user=None, delay=retry_delay(rollout.attempt))
     except RolloutError:
         return False  # another process retried it first
-    log.info("evaluation run %s: rollout %s failed (%s), attempt %s queued", run_id, rollout_id,
-             rollout.exit_reason, rollout.attempt + 1)  # fmt: skip
+    log.info(
+        "evaluation run %s: rollout %s failed (%s), attempt %s queued",
+        run_id,
+        rollout_id,
+        rollout.exit_reason,
+        rollout.attempt + 1,
+    )
     return True
 
 
@@ -443,15 +511,33 @@ def _maybe_finish(run_id: int) -> None:
 
 def task_rows(run: EvalRun) -> list[TaskRow]:
     """The run's per-task rows as the figures take them (one query), categories as they are now."""
-    values = EvalRunTask.objects.filter(run=run).values_list(
-        "task__external_id", "task__benchmark_category__slug", "hybrid", "scores", "input_tokens", "output_tokens",
-        "cost", "agent_seconds",
-    ).order_by("task__external_id")  # fmt: skip
+    values = (
+        EvalRunTask.objects.filter(run=run)
+        .values_list(
+            "task__external_id",
+            "task__benchmark_category__slug",
+            "hybrid",
+            "scores",
+            "input_tokens",
+            "output_tokens",
+            "cost",
+            "agent_seconds",
+        )
+        .order_by("task__external_id")
+    )
     return [
-        TaskRow(task=t, category=c, hybrid=h, scores=tuple(s or ()), input_tokens=i, output_tokens=o,
-                cost=float(cost or 0), agent_seconds=a or 0.0)
+        TaskRow(
+            task=t,
+            category=c,
+            hybrid=h,
+            scores=tuple(s or ()),
+            input_tokens=i,
+            output_tokens=o,
+            cost=float(cost or 0),
+            agent_seconds=a or 0.0,
+        )
         for t, c, h, s, i, o, cost, a in values
-    ]  # fmt: skip
+    ]
 
 
 def store_summary(run: EvalRun) -> dict:
@@ -484,11 +570,17 @@ def recompute_run(run: EvalRun) -> EvalRun:
             Rollout.objects.filter(pk=rollout["pk"]).update(outcome=outcome)
     with transaction.atomic():
         EvalRun.objects.filter(pk=run.pk).update(
-            rollouts_finished=0, input_tokens=0, output_tokens=0, cost=0, agent_seconds=0.0,
-            outcome_counts=Outcome.counts_zero(), rollouts_total=run.rollouts.count(),
-        )  # fmt: skip
-        EvalRunTask.objects.filter(run=run).update(finished=0, input_tokens=0, output_tokens=0, cost=0,
-                                                   agent_seconds=0.0, outcome_counts=Outcome.counts_zero())  # fmt: skip
+            rollouts_finished=0,
+            input_tokens=0,
+            output_tokens=0,
+            cost=0,
+            agent_seconds=0.0,
+            outcome_counts=Outcome.counts_zero(),
+            rollouts_total=run.rollouts.count(),
+        )
+        EvalRunTask.objects.filter(run=run).update(
+            finished=0, input_tokens=0, output_tokens=0, cost=0, agent_seconds=0.0, outcome_counts=Outcome.counts_zero()
+        )
         for revision_id in EvalRunTask.objects.filter(run=run).values_list("revision_id", flat=True):
             _refresh(run.pk, revision_id)
     run.refresh_from_db()
@@ -532,8 +624,10 @@ def compare_runs(a: EvalRun, b: EvalRun) -> dict:
     if a.benchmark_version_id != b.benchmark_version_id or (
         a.benchmark_version_id is None and a.config.get("revisions") != b.config.get("revisions")
     ):
-        raise EvalRunError(f"runs #{a.pk} and #{b.pk} are not over the same benchmark version (or the same task "
-                           "revisions): a paired comparison needs the same tasks")  # fmt: skip
+        raise EvalRunError(
+            f"runs #{a.pk} and #{b.pk} are not over the same benchmark version (or the same task "
+            "revisions): a paired comparison needs the same tasks"
+        )
     figures = compare_figures(task_rows(a), task_rows(b), pass_threshold=a.pass_threshold)
     figures.update({"a": a.pk, "b": b.pk})
     return figures
@@ -551,8 +645,9 @@ def leaderboard(version) -> list[dict]:
         # Only the figures a leaderboard shows: a stored summary holds every task's too (some 20 kB a run of 200
         # tasks, and decoding 50 of them was most of the leaderboard's time).
         .defer("summary", "config", "harness_options", "limits", "resumes", "on_finish_params")
-        .annotate(board_stamp=KT("summary__category_stamp"),
-                  **{f"board_{key}": F(f"summary__{key}") for key in BOARD_FIGURES})  # fmt: skip
+        .annotate(
+            board_stamp=KT("summary__category_stamp"), **{f"board_{key}": F(f"summary__{key}") for key in BOARD_FIGURES}
+        )
         .order_by("endpoint__name", "harness", "-created_at", "-id")
     )
     latest: dict[tuple, EvalRun] = {}
@@ -565,20 +660,22 @@ def leaderboard(version) -> list[dict]:
             summary = {key: getattr(run, f"board_{key}") for key in BOARD_FIGURES}
         else:  # a category changed since the figures were stored (or none are): recomputed and stored again
             summary = current_summary(run, stamp=stamp)
-        entries.append({
-            "run": run.pk,
-            "name": run.name,
-            "endpoint": run.endpoint.name,
-            "model": run.endpoint.model,
-            "harness": run.harness,
-            "repeats": run.repeats,
-            "finished_at": run.finished_at.isoformat() if run.finished_at else None,
-            "overall": summary["overall"],
-            "categories": summary["categories"],
-            "pass_at_k": summary["pass_at_k"],
-            "cost": float(run.cost),
-            "tokens": run.input_tokens + run.output_tokens,
-        })  # fmt: skip
+        entries.append(
+            {
+                "run": run.pk,
+                "name": run.name,
+                "endpoint": run.endpoint.name,
+                "model": run.endpoint.model,
+                "harness": run.harness,
+                "repeats": run.repeats,
+                "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+                "overall": summary["overall"],
+                "categories": summary["categories"],
+                "pass_at_k": summary["pass_at_k"],
+                "cost": float(run.cost),
+                "tokens": run.input_tokens + run.output_tokens,
+            }
+        )
     entries.sort(key=lambda e: (-(e["overall"]["mean"] or 0.0), e["endpoint"], e["harness"]))
     return entries
 
@@ -601,7 +698,9 @@ def run_here(run: EvalRun, *, on_rollout=None) -> EvalRun:
     if run.status == EvalRun.Status.QUEUED:
         _begin(run)
     while True:
-        rollout = run.rollouts.filter(status=Rollout.Status.QUEUED).order_by("attempt", "revision_id", "repeat_index").first()
+        rollout = (
+            run.rollouts.filter(status=Rollout.Status.QUEUED).order_by("attempt", "revision_id", "repeat_index").first()
+        )
         if rollout is None or EvalRun.objects.get(pk=run.pk).status == EvalRun.Status.CANCELLED:
             break
         if rollout.attempt:

@@ -45,5 +45,9 @@ def with_ci(figure) -> str:
         return format_html('<span class="muted">{}</span>', NONE)
     if figure.get("lo") is None:
         return format_html('<span class="mean">{}</span>', fixed(figure["mean"]))
-    return format_html('<span class="mean">{}</span> <span class="muted ci" title="95% confidence interval">[{}, {}]</span>',
-                       fixed(figure["mean"]), fixed(figure["lo"]), fixed(figure["hi"]))  # fmt: skip
+    return format_html(
+        '<span class="mean">{}</span> <span class="muted ci" title="95% confidence interval">[{}, {}]</span>',
+        fixed(figure["mean"]),
+        fixed(figure["lo"]),
+        fixed(figure["hi"]),
+    )

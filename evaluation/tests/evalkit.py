@@ -39,8 +39,11 @@ def make_tasks(db_ready=True) -> dict:
     revisions = {}
     for task_id, category in TASKS.items():
         package = fruit_package(task_id)
-        package = dataclasses.replace(package, instruction=f"{package.instruction} (task {task_id})",
-                                      metadata={**package.metadata, "category": category or ""})  # fmt: skip
+        package = dataclasses.replace(
+            package,
+            instruction=f"{package.instruction} (task {task_id})",
+            metadata={**package.metadata, "category": category or ""},
+        )
         revisions[task_id] = save_package(package).revision
         if category:
             assert revisions[task_id].task.benchmark_category == BenchmarkCategory.objects.get(slug=category)
@@ -48,10 +51,17 @@ def make_tasks(db_ready=True) -> dict:
 
 
 def endpoints(upstream) -> tuple[ModelEndpoint, ModelEndpoint]:
-    strong = ModelEndpoint.objects.create(name="strong", base_url=upstream.base_url, model="strong-model",
-                                          roles=["agent"], timeout_seconds=30, max_retries=0)  # fmt: skip
-    weak = ModelEndpoint.objects.create(name="weak", base_url=upstream.base_url, model="weak-model",
-                                        roles=["agent"], timeout_seconds=30, max_retries=0)  # fmt: skip
+    strong = ModelEndpoint.objects.create(
+        name="strong",
+        base_url=upstream.base_url,
+        model="strong-model",
+        roles=["agent"],
+        timeout_seconds=30,
+        max_retries=0,
+    )
+    weak = ModelEndpoint.objects.create(
+        name="weak", base_url=upstream.base_url, model="weak-model", roles=["agent"], timeout_seconds=30, max_retries=0
+    )
     return strong, weak
 
 
@@ -69,8 +79,9 @@ def respond(body: dict) -> Reply:
     text = " ".join(_text(m.get("content")) for m in messages if isinstance(m, dict))
     mark = TASK_MARK.search(text)
     task = mark.group(1) if mark else ""
-    acted = any(isinstance(m, dict) and (m.get("role") == "tool" or m.get("type") == "function_call_output")
-                for m in messages)  # fmt: skip
+    acted = any(
+        isinstance(m, dict) and (m.get("role") == "tool" or m.get("type") == "function_call_output") for m in messages
+    )
     if acted:
         return Reply.text("Done: summary.txt is written.")
     content = RIGHT_SUMMARY if task in SOLVES.get(body.get("model"), ()) else "2 pears, 3 apples\n"

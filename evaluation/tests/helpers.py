@@ -27,8 +27,9 @@ CHECKS = ("input_kept", "reported_done", "summary_right", "summary_written")
 
 
 def endpoint(name: str) -> ModelEndpoint:
-    return ModelEndpoint.objects.create(name=name, base_url="http://127.0.0.1:9/v1", model=f"{name}-model",
-                                        roles=["agent"])  # fmt: skip
+    return ModelEndpoint.objects.create(
+        name=name, base_url="http://127.0.0.1:9/v1", model=f"{name}-model", roles=["agent"]
+    )
 
 
 def freeze(revisions, name="eval-bench") -> BenchmarkVersion:
@@ -41,23 +42,32 @@ def freeze(revisions, name="eval-bench") -> BenchmarkVersion:
 
 def finished_run(model: ModelEndpoint, version, scores: dict, *, finish=True) -> EvalRun:
     """A run whose rollouts ended as `scores` says (scored, or an infra failure for None), its figures recomputed."""
-    run, _ = runs.create_eval_run(endpoint=model, benchmark_version=version, harness="builtin", repeats=2,
-                                  fresh=True, user=None)  # fmt: skip
+    run, _ = runs.create_eval_run(
+        endpoint=model, benchmark_version=version, harness="builtin", repeats=2, fresh=True, user=None
+    )
     EvalRun.objects.filter(pk=run.pk).update(status=EvalRun.Status.RUNNING, started_at=timezone.now())
     for rollout in run.rollouts.select_related("revision__task"):
         task = rollout.revision.task.external_id
         if not finish and rollout.repeat_index == 1:
             continue  # still queued
         score = scores[task][rollout.repeat_index]
-        common = {"attempt": 1, "finished_at": timezone.now(), "input_tokens": TOKENS[task], "output_tokens": 10,
-                  "cost": "0.01", "agent_seconds": 2.0}  # fmt: skip
+        common = {
+            "attempt": 1,
+            "finished_at": timezone.now(),
+            "input_tokens": TOKENS[task],
+            "output_tokens": 10,
+            "cost": "0.01",
+            "agent_seconds": 2.0,
+        }
         if score is None:  # every attempt the run allows failed: it is not retried again
             common["attempt"] = run.max_attempts
-            Rollout.objects.filter(pk=rollout.pk).update(status=Rollout.Status.FAILED,
-                                                         exit_reason=ExitReason.UPSTREAM_ERROR, **common)  # fmt: skip
+            Rollout.objects.filter(pk=rollout.pk).update(
+                status=Rollout.Status.FAILED, exit_reason=ExitReason.UPSTREAM_ERROR, **common
+            )
         else:
-            Rollout.objects.filter(pk=rollout.pk).update(status=Rollout.Status.SCORED,
-                                                         exit_reason=ExitReason.COMPLETED, score=score, **common)  # fmt: skip
+            Rollout.objects.filter(pk=rollout.pk).update(
+                status=Rollout.Status.SCORED, exit_reason=ExitReason.COMPLETED, score=score, **common
+            )
     runs.recompute_run(run)
     # As the last rollout's worker would: the run finishes once nothing is left to run.
     runs.rollout_changed(run.rollouts.filter(status=Rollout.Status.SCORED).order_by("pk").last().pk)
@@ -77,8 +87,10 @@ def text(response) -> str:
 def build_world() -> dict:
     """Three finished runs of one benchmark version, dressed: {"strong", "weak", "flaky"} (test_eval_pages' scores)."""
     version = freeze(make_tasks().values())
-    return {name: dress(finished_run(endpoint(name), version, scores))
-            for name, scores in (("strong", STRONG), ("weak", WEAK), ("flaky", FLAKY))}  # fmt: skip
+    return {
+        name: dress(finished_run(endpoint(name), version, scores))
+        for name, scores in (("strong", STRONG), ("weak", WEAK), ("flaky", FLAKY))
+    }
 
 
 def dress(run):
@@ -99,10 +111,15 @@ def dress(run):
             rubric_judgements=judgements,
             transcript=[
                 {"role": "user", "content": f"Count the fruit (task {task})."},
-                {"role": "assistant", "content": "",
-                 "tool_calls": [{"id": "c1", "name": "write", "arguments": {"path": "summary.txt", "content": answer}}]},
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [
+                        {"id": "c1", "name": "write", "arguments": {"path": "summary.txt", "content": answer}}
+                    ],
+                },
                 {"role": "tool", "tool_call_id": "c1", "content": "written"},
                 {"role": "assistant", "content": f"Done: {answer}."},
             ],
-        )  # fmt: skip
+        )
     return run

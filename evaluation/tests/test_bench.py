@@ -17,10 +17,23 @@ BASE_DIR = Path(__file__).resolve().parent.parent.parent
 @pytest.mark.workers
 def test_rollout_bench_smoke():
     done = subprocess.run(
-        [sys.executable, "bench/rollout_bench.py", "--harness", "builtin", "--rollouts", "2", "--concurrency", "1",
-         "--rounds", "2"],
-        cwd=BASE_DIR, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "bench/rollout_bench.py",
+            "--harness",
+            "builtin",
+            "--rollouts",
+            "2",
+            "--concurrency",
+            "1",
+            "--rounds",
+            "2",
+        ],
+        cwd=BASE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["bare"]["ok"] == report["runner"]["ok"] == 4

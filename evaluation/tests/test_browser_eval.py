@@ -139,8 +139,9 @@ def test_an_admin_runs_an_evaluation_from_the_pages_and_a_reviewer_regrades_a_fi
     page.wait_for_function("document.querySelector('#run-status').innerText === 'Complete'", timeout=RUN_TIMEOUT)
     assert_no_reload(page)
     for other_page, selector in ((listing, row), (dashboard, recent)):
-        other_page.wait_for_function(f"document.querySelector(\"{selector} .badge\").innerText === 'Complete'",
-                                     timeout=RUN_TIMEOUT)  # fmt: skip
+        other_page.wait_for_function(
+            f"document.querySelector(\"{selector} .badge\").innerText === 'Complete'", timeout=RUN_TIMEOUT
+        )
         assert other_page.locator(f"{selector} [role=progressbar]").count() == 0
         assert other_page.locator("[hx-trigger^=every]").count() == 0
         assert_no_reload(other_page)
@@ -173,9 +174,10 @@ def test_an_admin_runs_an_evaluation_from_the_pages_and_a_reviewer_regrades_a_fi
     other, _ = runs.start_eval_run(endpoint=weak, benchmark_version=version, harness="builtin", user=admin_user)
     other = wait_run(other, eval_worker)
     assert other.status == EvalRun.Status.COMPLETE, list(
-        other.rollouts.values_list("revision__task__external_id", "attempt", "status", "exit_reason", "error",
-                                   "previous_attempts")
-    )  # fmt: skip
+        other.rollouts.values_list(
+            "revision__task__external_id", "attempt", "status", "exit_reason", "error", "previous_attempts"
+        )
+    )
 
     page.goto(live_server.url + reverse("dashboard"))
     panel = page.locator("#evaluation-panel")
@@ -185,8 +187,9 @@ def test_an_admin_runs_an_evaluation_from_the_pages_and_a_reviewer_regrades_a_fi
 
     page.goto(live_server.url + reverse("evaluations:leaderboard"))
     assert page.locator("#board tr[data-endpoint]").evaluate_all("rows => rows.map(r => r.dataset.endpoint)") == [
-        "strong", "weak"
-    ]  # fmt: skip
+        "strong",
+        "weak",
+    ]
     weak_overall = (RIGHT + 3 * WRONG) / 4
     assert page.inner_text("#board tr[data-endpoint='weak'] td.overall .mean") == three(weak_overall)
     chart_drawn(page, "chart-leaderboard")
@@ -202,17 +205,21 @@ def test_an_admin_runs_an_evaluation_from_the_pages_and_a_reviewer_regrades_a_fi
     assert page.inner_text("#b-only") == "none"
     chart_drawn(page, "chart-compare")
     screenshot(page, "eval-compare")
-    assert not problems.console_errors and not problems.failed_responses, (problems.console_errors,
-                                                                           problems.failed_responses)  # fmt: skip
+    assert not problems.console_errors and not problems.failed_responses, (
+        problems.console_errors,
+        problems.failed_responses,
+    )
 
     # A reviewer decides the order of the fruit does not matter for eval-d: the fixed checker accepts both answers.
     task = revisions["eval-d"].task
     check = task.current_revision.files.get(role=RevisionFile.Role.REWARD, path="check.py").blob.content.decode()
-    fixed = check.replace('text.strip() == "3 apples, 2 pears"',
-                          'sorted(text.strip().split(", ")) == sorted(["3 apples", "2 pears"])')  # fmt: skip
+    fixed = check.replace(
+        'text.strip() == "3 apples, 2 pears"', 'sorted(text.strip().split(", ")) == sorted(["3 apples", "2 pears"])'
+    )
     assert fixed != check
-    revise_task(task, user=reviewer, message="order does not matter",
-                file_changes={("reward", "check.py"): fixed.encode()})  # fmt: skip
+    revise_task(
+        task, user=reviewer, message="order does not matter", file_changes={("reward", "check.py"): fixed.encode()}
+    )
     reviewing = browser.new_context(viewport={"width": 1360, "height": 900}).new_page()
     reviewing.set_default_timeout(15_000)
     log_in(reviewing, live_server, reviewer)

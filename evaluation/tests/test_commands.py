@@ -31,23 +31,46 @@ def test_rollout_here_prints_one_json_object_per_rollout_and_files_writes_the_fi
         Reply.text("Done."),
     )
     out, err = run_command(
-        "rollout", "--task", "fruit-summary", "--endpoint", "scripted", "--harness", "builtin", "--repeats", "2",
-        "--here", "--json",
-    )  # fmt: skip
+        "rollout",
+        "--task",
+        "fruit-summary",
+        "--endpoint",
+        "scripted",
+        "--harness",
+        "builtin",
+        "--repeats",
+        "2",
+        "--here",
+        "--json",
+    )
 
     rows = json.loads(out.strip().splitlines()[-1])
-    assert [(r["task"], r["status"], r["repeat"]) for r in rows] == [("fruit-summary", "scored", 0), ("fruit-summary", "scored", 1)]
+    assert [(r["task"], r["status"], r["repeat"]) for r in rows] == [
+        ("fruit-summary", "scored", 0),
+        ("fruit-summary", "scored", 1),
+    ]
     first, second = rows
-    assert set(first) >= {"id", "task", "status", "score", "sub_scores", "turns", "tool_calls", "final_message",
-                          "workspace_changes"}  # fmt: skip
+    assert set(first) >= {
+        "id",
+        "task",
+        "status",
+        "score",
+        "sub_scores",
+        "turns",
+        "tool_calls",
+        "final_message",
+        "workspace_changes",
+    }
     assert first["score"] == 0.5 and first["sub_scores"]["summary_written"] == 0.0
     assert (first["turns"], first["tool_calls"], first["final_message"]) == (2, 1, "Done.")
     # Folders are part of the stored diff (rollout_files recreates them) but not listed as changes.
     assert first["workspace_changes"] == [{"path": "out/summary.txt", "change": "added", "size": 18, "kind": "file"}]
     assert second["score"] == 0.75 and second["sub_scores"]["input_kept"] == 0.0
     assert {(c["path"], c["change"]) for c in second["workspace_changes"]} == {
-        ("summary.txt", "added"), ("latest.txt", "added"), ("fruit.csv", "deleted")
-    }  # fmt: skip
+        ("summary.txt", "added"),
+        ("latest.txt", "added"),
+        ("fruit.csv", "deleted"),
+    }
     assert "2 of 2 rollouts scored; mean score 0.625" in out and "running here" in err
 
     run_command("rollout_files", str(first["id"]), str(tmp_path / "first"))

@@ -24,15 +24,21 @@ FORMULAS = ['=HYPERLINK("http://evil.example/","click")', "+1+cmd|' /C calc'!A0"
 
 @pytest.fixture
 def run(db):
-    endpoint = ModelEndpoint.objects.create(name="m", base_url="http://127.0.0.1:9/v1", model="\r=model()",
-                                            roles=["agent"])  # fmt: skip
-    run, _ = runs.create_eval_run(endpoint=endpoint, revisions=list(make_tasks().values()), harness="builtin",
-                                  repeats=2, user=None)  # fmt: skip
+    endpoint = ModelEndpoint.objects.create(
+        name="m", base_url="http://127.0.0.1:9/v1", model="\r=model()", roles=["agent"]
+    )
+    run, _ = runs.create_eval_run(
+        endpoint=endpoint, revisions=list(make_tasks().values()), harness="builtin", repeats=2, user=None
+    )
     for index, rollout in enumerate(run.rollouts.order_by("pk")):
         Rollout.objects.filter(pk=rollout.pk).update(
-            status=Rollout.Status.SCORED, exit_reason=ExitReason.ERROR, score=0.25, cost="0.01", attempt=1,
+            status=Rollout.Status.SCORED,
+            exit_reason=ExitReason.ERROR,
+            score=0.25,
+            cost="0.01",
+            attempt=1,
             error=FORMULAS[index % len(FORMULAS)] + "\nsecond line",
-        )  # fmt: skip
+        )
     runs.recompute_run(run)
     return run
 

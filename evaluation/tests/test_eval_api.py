@@ -50,9 +50,13 @@ def world(db):
     for revision in revisions.values():
         PinnedRevision.objects.create(version=v1, revision=revision)
     return SimpleNamespace(
-        revisions=revisions, benchmark=benchmark, v1=v1, strong=_endpoint("strong", "strong-model"),
-        weak=_endpoint("weak", "weak-model"), flaky=_endpoint("flaky", "flaky-model"),
-    )  # fmt: skip
+        revisions=revisions,
+        benchmark=benchmark,
+        v1=v1,
+        strong=_endpoint("strong", "strong-model"),
+        weak=_endpoint("weak", "weak-model"),
+        flaky=_endpoint("flaky", "flaky-model"),
+    )
 
 
 def play(run: EvalRun, scores: dict) -> EvalRun:
@@ -62,11 +66,22 @@ def play(run: EvalRun, scores: dict) -> EvalRun:
         task = rollout.revision.task.external_id
         score = scores[task][rollout.repeat_index]
         if score is None:  # every attempt the run allows failed for the infrastructure: never retried again
-            fields = {"status": Rollout.Status.FAILED, "exit_reason": ExitReason.UPSTREAM_ERROR,
-                      "attempt": run.max_attempts, "error": "the model server failed"}  # fmt: skip
+            fields = {
+                "status": Rollout.Status.FAILED,
+                "exit_reason": ExitReason.UPSTREAM_ERROR,
+                "attempt": run.max_attempts,
+                "error": "the model server failed",
+            }
         else:
-            fields = {"status": Rollout.Status.SCORED, "exit_reason": ExitReason.COMPLETED, "score": score,
-                      "attempt": 1, "input_tokens": TOKENS[task], "output_tokens": 1, "cost": "0.01"}  # fmt: skip
+            fields = {
+                "status": Rollout.Status.SCORED,
+                "exit_reason": ExitReason.COMPLETED,
+                "score": score,
+                "attempt": 1,
+                "input_tokens": TOKENS[task],
+                "output_tokens": 1,
+                "cost": "0.01",
+            }
         Rollout.objects.filter(pk=rollout.pk).update(finished_at=timezone.now(), **fields)
         runs.rollout_changed(rollout.pk)
     run.refresh_from_db()
@@ -75,8 +90,15 @@ def play(run: EvalRun, scores: dict) -> EvalRun:
 
 def finished_run(world, endpoint, scores, *, version=None, user=None, repeats=2, **settings) -> EvalRun:
     version = version or world.v1
-    run, reused = runs.create_eval_run(endpoint=endpoint, benchmark_version=version, harness="builtin",
-                                       repeats=repeats, user=user, max_attempts=1, **settings)  # fmt: skip
+    run, reused = runs.create_eval_run(
+        endpoint=endpoint,
+        benchmark_version=version,
+        harness="builtin",
+        repeats=repeats,
+        user=user,
+        max_attempts=1,
+        **settings,
+    )
     assert not reused
     return play(run, scores)
 
@@ -111,12 +133,32 @@ def test_the_list_is_newest_first_with_progress_and_means_and_filters(world, vie
     assert [r["id"] for r in rows] == [mixed.pk, weak.pk, strong.pk]
     row = rows[2]
     assert row["url"].endswith(f"{RUNS}{strong.pk}/")
-    assert {k: row[k] for k in ("name", "status", "endpoint", "harness", "benchmark", "version", "repeats",
-                                "progress", "overall_mean", "created_by")} == {  # fmt: skip
-        "name": "strong on fruitbench v1", "status": "complete", "endpoint": "strong", "harness": "builtin",
-        "benchmark": "fruitbench", "version": 1, "repeats": 2, "progress": {"finished": 8, "total": 8, "percent": 100},
-        "overall_mean": pytest.approx((3 * RIGHT + WRONG) / 4), "created_by": "ada_admin",
-    }  # fmt: skip
+    assert {
+        k: row[k]
+        for k in (
+            "name",
+            "status",
+            "endpoint",
+            "harness",
+            "benchmark",
+            "version",
+            "repeats",
+            "progress",
+            "overall_mean",
+            "created_by",
+        )
+    } == {
+        "name": "strong on fruitbench v1",
+        "status": "complete",
+        "endpoint": "strong",
+        "harness": "builtin",
+        "benchmark": "fruitbench",
+        "version": 1,
+        "repeats": 2,
+        "progress": {"finished": 8, "total": 8, "percent": 100},
+        "overall_mean": pytest.approx((3 * RIGHT + WRONG) / 4),
+        "created_by": "ada_admin",
+    }
     assert row["created_at"]
 
     def ids(query):
@@ -174,15 +216,26 @@ def test_the_task_rows_sort_by_mean_std_and_tokens_with_unscored_tasks_last(worl
 
     rows = {r["task"]: r for r in viewer_api.get(f"{RUNS}{run.pk}/tasks/").json()["results"]}
     a = rows["eval-a"]
-    assert (a["revision"], a["category"], a["hybrid"], a["scores"], a["n"]) == (1, "analysis-reasoning", False,
-                                                                               [1.0, 0.5], 2)  # fmt: skip
+    assert (a["revision"], a["category"], a["hybrid"], a["scores"], a["n"]) == (
+        1,
+        "analysis-reasoning",
+        False,
+        [1.0, 0.5],
+        2,
+    )
     assert (a["mean"], a["min"], a["max"], a["passes"]) == (0.75, 0.5, 1.0, 1)
     assert a["std"] == pytest.approx(0.353553, abs=1e-6)
     assert (a["tokens"], a["input_tokens"], a["output_tokens"], a["cost"]) == (82, 80, 2, pytest.approx(0.02))
     assert a["outcomes"]["scored"] == 2
     d = rows["eval-d"]
     assert (d["category"], d["scores"], d["n"], d["mean"], d["std"], d["outcomes"]["infra"]) == (
-        "uncategorized", [None, None], 0, None, None, 2)  # fmt: skip
+        "uncategorized",
+        [None, None],
+        0,
+        None,
+        None,
+        2,
+    )
     assert viewer_api.get(f"{RUNS}{run.pk}/tasks/?sort=cost").status_code == 400
     unknown = viewer_api.get(f"{RUNS}{run.pk}/tasks/?order=mean")
     assert unknown.status_code == 400 and "order" in unknown.json()
@@ -220,7 +273,11 @@ def test_starting_a_run_queues_one_job_per_rollout_and_the_same_config_reuses_it
     run = EvalRun.objects.get(pk=body["run"])
     assert body["reused"] is False and response["Location"].endswith(f"{RUNS}{run.pk}/")
     assert (body["status"], body["benchmark_version"], body["limits"], body["progress"]) == (
-        "running", "fruitbench v1", {"timeout": 60}, {"finished": 0, "total": 8, "percent": 0})  # fmt: skip
+        "running",
+        "fruitbench v1",
+        {"timeout": 60},
+        {"finished": 0, "total": 8, "percent": 0},
+    )
     assert run.benchmark_version == world.v1 and run.created_by == admin_user
     rollouts = list(run.rollouts.select_related("job_run"))
     assert len(rollouts) == 8 and {r.status for r in rollouts} == {"queued"}
@@ -375,7 +432,9 @@ def test_regrade_queues_the_job_for_the_run_or_one_task_and_reviewers_may_do_one
 
     unknown = admin_api.post(regrade, {"task": "eval-z"}, format="json")
     assert unknown.status_code == 400 and "task" in unknown.json()
-    one_task, _ = runs.create_eval_run(endpoint=world.weak, revisions=[world.revisions["eval-a"]], harness="builtin", user=None)
+    one_task, _ = runs.create_eval_run(
+        endpoint=world.weak, revisions=[world.revisions["eval-a"]], harness="builtin", user=None
+    )
     other = reviewer_api.post(f"{RUNS}{one_task.pk}/regrade/", {"task": "eval-b"}, format="json")
     assert other.status_code == 400 and "not a task of run" in other.json()["task"][0]
     queued, _ = runs.create_eval_run(endpoint=world.weak, benchmark_version=world.v1, harness="builtin", user=None)
@@ -399,8 +458,9 @@ def test_the_csv_export_has_a_header_and_one_row_per_rollout(world, viewer_api):
     assert reader.fieldnames == CSV_COLUMNS and len(rows) == run.rollouts.count() == 8
     assert {(r["task"], r["repeat"], r["score"], r["outcome"]) for r in rows} == {
         (t, str(i), "" if s is None else str(s), "infra" if s is None else "scored")
-        for t, scores in MIXED.items() for i, s in enumerate(scores)
-    }  # fmt: skip
+        for t, scores in MIXED.items()
+        for i, s in enumerate(scores)
+    }
 
 
 def test_the_json_export_has_the_figures_settings_and_every_rollout(world, viewer_api):
@@ -427,16 +487,19 @@ def test_compare_gives_the_paired_figures_and_the_flipped_tasks(world, viewer_ap
     assert body["mean_difference"] == pytest.approx((3 * RIGHT + WRONG) / 4 - (RIGHT + 3 * WRONG) / 4)
     assert body["flipped"] == {"a_only": ["eval-b", "eval-c"], "b_only": []}
     assert body["categories"] == {
-        "analysis-reasoning": pytest.approx((RIGHT - WRONG) / 2), "systems-automation": pytest.approx(RIGHT - WRONG),
+        "analysis-reasoning": pytest.approx((RIGHT - WRONG) / 2),
+        "systems-automation": pytest.approx(RIGHT - WRONG),
         "uncategorized": 0.0,
-    }  # fmt: skip
+    }
     lo, hi = body["ci"]
     assert lo <= body["mean_difference"] <= hi and 0 <= body["p_value"] <= 1
     assert {r["task"]: r["difference"] for r in body["per_task"]}["eval-b"] == pytest.approx(RIGHT - WRONG)
     flipped = viewer_api.get(f"{RUNS}compare/?a={weak.pk}&b={strong.pk}").json()
     assert flipped["flipped"] == {"a_only": [], "b_only": ["eval-b", "eval-c"]}
 
-    other, _ = runs.create_eval_run(endpoint=world.weak, revisions=[world.revisions["eval-a"]], harness="builtin", user=None)
+    other, _ = runs.create_eval_run(
+        endpoint=world.weak, revisions=[world.revisions["eval-a"]], harness="builtin", user=None
+    )
     refused = viewer_api.get(f"{RUNS}compare/?a={strong.pk}&b={other.pk}")
     assert refused.status_code == 400 and "same benchmark version" in refused.json()["detail"]
     missing = viewer_api.get(f"{RUNS}compare/?a={strong.pk}&b=999999")
@@ -478,11 +541,21 @@ def test_the_leaderboard_has_complete_runs_only_best_first_on_the_latest_version
 
 def test_reads_need_the_viewer_role_and_writes_the_admin_role(world, api_as, viewer, reviewer, outsider):
     run = finished_run(world, world.strong, STRONG)
-    reads = [RUNS, f"{RUNS}{run.pk}/", f"{RUNS}{run.pk}/tasks/", f"{RUNS}{run.pk}/rollouts/",
-             f"{RUNS}{run.pk}/export/?format=csv", f"{RUNS}compare/?a={run.pk}&b={run.pk}",
-             "/api/leaderboard/?benchmark=fruitbench"]  # fmt: skip
-    writes = [(RUNS, START), (f"{RUNS}{run.pk}/resume/", {}), (f"{RUNS}{run.pk}/cancel/", {}),
-              (f"{RUNS}{run.pk}/threshold/", {"pass_threshold": 0.5})]  # fmt: skip
+    reads = [
+        RUNS,
+        f"{RUNS}{run.pk}/",
+        f"{RUNS}{run.pk}/tasks/",
+        f"{RUNS}{run.pk}/rollouts/",
+        f"{RUNS}{run.pk}/export/?format=csv",
+        f"{RUNS}compare/?a={run.pk}&b={run.pk}",
+        "/api/leaderboard/?benchmark=fruitbench",
+    ]
+    writes = [
+        (RUNS, START),
+        (f"{RUNS}{run.pk}/resume/", {}),
+        (f"{RUNS}{run.pk}/cancel/", {}),
+        (f"{RUNS}{run.pk}/threshold/", {"pass_threshold": 0.5}),
+    ]
     anonymous = APIClient()
     for url in reads:
         assert anonymous.get(url).status_code == 401, url
@@ -502,10 +575,19 @@ def test_the_openapi_schema_builds_with_the_evaluation_run_endpoints(viewer_api,
     # Warnings anywhere in the schema fail tasks/tests/test_api.py's schema test; this one checks these paths.
     call_command("spectacular", "--validate", "--file", str(out))
     schema = out.read_text()
-    for path in ("/api/eval-runs/", "/api/eval-runs/{id}/", "/api/eval-runs/{id}/resume/",
-                 "/api/eval-runs/{id}/cancel/", "/api/eval-runs/{id}/regrade/", "/api/eval-runs/{id}/threshold/",
-                 "/api/eval-runs/{id}/tasks/", "/api/eval-runs/{id}/rollouts/", "/api/eval-runs/{id}/export/",
-                 "/api/eval-runs/compare/", "/api/leaderboard/"):  # fmt: skip
+    for path in (
+        "/api/eval-runs/",
+        "/api/eval-runs/{id}/",
+        "/api/eval-runs/{id}/resume/",
+        "/api/eval-runs/{id}/cancel/",
+        "/api/eval-runs/{id}/regrade/",
+        "/api/eval-runs/{id}/threshold/",
+        "/api/eval-runs/{id}/tasks/",
+        "/api/eval-runs/{id}/rollouts/",
+        "/api/eval-runs/{id}/export/",
+        "/api/eval-runs/compare/",
+        "/api/leaderboard/",
+    ):
         assert f"  {path}:" in schema, path
     assert "PaginatedEvalRunTaskList" in schema and "text/csv" in schema
     assert viewer_api.get("/api/schema/").status_code == 200

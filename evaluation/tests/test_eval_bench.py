@@ -14,10 +14,29 @@ BASE_DIR = Path(__file__).resolve().parent.parent.parent
 @needs_bwrap
 def test_eval_bench_smoke():
     done = subprocess.run(
-        [sys.executable, "bench/eval_bench.py", "--tasks", "2", "--repeats", "2", "--runs", "3", "--models", "2",
-         "--run-tasks", "8", "--run-repeats", "2", "--requests", "4"],
-        cwd=BASE_DIR, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "bench/eval_bench.py",
+            "--tasks",
+            "2",
+            "--repeats",
+            "2",
+            "--runs",
+            "3",
+            "--models",
+            "2",
+            "--run-tasks",
+            "8",
+            "--run-repeats",
+            "2",
+            "--requests",
+            "4",
+        ],
+        cwd=BASE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
 

@@ -79,10 +79,12 @@ def test_evaluate_compare_leaderboard_and_report_give_the_hand_computed_figures(
     # evaluate --json: the contract's keys, each figure by hand (strong: eval-a..c right; weak: eval-a only).
     assert CONTRACT_KEYS <= set(strong) and CONTRACT_KEYS <= set(weak)
     assert strong["status"] == weak["status"] == "complete"
-    assert strong["tasks"] == {t: {"mean": s, "std": 0.0, "min": s, "max": s, "n": 2}
-                               for t, s in expected_scores("strong-model").items()}  # fmt: skip
-    assert weak["tasks"] == {t: {"mean": s, "std": 0.0, "min": s, "max": s, "n": 1}
-                             for t, s in expected_scores("weak-model").items()}  # fmt: skip
+    assert strong["tasks"] == {
+        t: {"mean": s, "std": 0.0, "min": s, "max": s, "n": 2} for t, s in expected_scores("strong-model").items()
+    }
+    assert weak["tasks"] == {
+        t: {"mean": s, "std": 0.0, "min": s, "max": s, "n": 1} for t, s in expected_scores("weak-model").items()
+    }
     assert strong["overall"] == {"mean": 0.9375, "ci": [0.8125, 1.0], "std_across_repeats": 0.0}
     assert weak["overall"] == {"mean": 0.8125, "ci": [0.75, 0.9375], "std_across_repeats": None}
     assert strong["categories"] == {
@@ -104,9 +106,11 @@ def test_evaluate_compare_leaderboard_and_report_give_the_hand_computed_figures(
     assert strong["cost"] == float(sum(r.cost for r in rollouts))
     assert strong_run.benchmark_version.number == 1 and strong_run.repeats == 2
     # One progress line per finished rollout on stderr: task, repeat, outcome, score.
-    assert sorted(line.split(" (rollout")[0] + line.split(")")[-1] for line in err.splitlines() if "repeat" in line) \
-        == sorted(f"{t} repeat {i}/2: scored, score {s:g}" for t, s in expected_scores("strong-model").items()
-                  for i in (1, 2))  # fmt: skip
+    assert sorted(
+        line.split(" (rollout")[0] + line.split(")")[-1] for line in err.splitlines() if "repeat" in line
+    ) == sorted(
+        f"{t} repeat {i}/2: scored, score {s:g}" for t, s in expected_scores("strong-model").items() for i in (1, 2)
+    )
 
     # compare --json: strong solves eval-b and eval-c, which weak does not.
     out, _err, error = run_command("compare", str(strong["run"]), str(weak["run"]), "--json")
@@ -127,14 +131,35 @@ def test_evaluate_compare_leaderboard_and_report_give_the_hand_computed_figures(
     board = last_json(run_command("leaderboard", "--benchmark", "eval-bench", "--json")[0])
     assert (board["benchmark"], board["version"]) == ("eval-bench", 1)
     assert [(e["run"], e["endpoint"], e["overall"]["mean"]) for e in board["entries"]] == [
-        (strong["run"], "strong", 0.9375), (weak["run"], "weak", 0.8125)]  # fmt: skip
+        (strong["run"], "strong", 0.9375),
+        (weak["run"], "weak", 0.8125),
+    ]
     assert board["entries"][0]["categories"] == strong["categories"]
     assert board["entries"][1]["tokens"] == weak["tokens"] and board["entries"][1]["cost"] == weak["cost"]
     table = run_command("leaderboard", "--benchmark", "eval-bench")[0].splitlines()
-    assert table[1].split() == ["model", "harness", "run", "overall", "95%", "CI", "analysis-reasoning",
-                                "systems-automation", "uncategorized", "cost", "tokens"]  # fmt: skip
-    assert table[2].split()[:8] == ["strong", "(strong-model)", "builtin", f"#{strong['run']}", "0.938", "[0.812,",
-                                    "1.000]", "1.000"]  # fmt: skip
+    assert table[1].split() == [
+        "model",
+        "harness",
+        "run",
+        "overall",
+        "95%",
+        "CI",
+        "analysis-reasoning",
+        "systems-automation",
+        "uncategorized",
+        "cost",
+        "tokens",
+    ]
+    assert table[2].split()[:8] == [
+        "strong",
+        "(strong-model)",
+        "builtin",
+        f"#{strong['run']}",
+        "0.938",
+        "[0.812,",
+        "1.000]",
+        "1.000",
+    ]
 
     # eval_report: the export (one JSON line), one CSV row per rollout, and the tasks table for people.
     export = last_json(run_command("eval_report", str(strong["run"]), "--json")[0])
@@ -143,7 +168,8 @@ def test_evaluate_compare_leaderboard_and_report_give_the_hand_computed_figures(
     rows = list(csv.DictReader(io.StringIO(run_command("eval_report", str(strong["run"]), "--csv")[0])))
     assert len(rows) == 8 and list(rows[0]) == CSV_COLUMNS
     assert sorted((r["task"], r["repeat"], float(r["score"]), r["outcome"]) for r in rows) == sorted(
-        (t, str(i), s, "scored") for t, s in expected_scores("strong-model").items() for i in (0, 1))  # fmt: skip
+        (t, str(i), s, "scored") for t, s in expected_scores("strong-model").items() for i in (0, 1)
+    )
     report = run_command("eval_report", str(strong["run"]))[0]
     assert "overall 0.938 (95% CI [0.812, 1.000])" in report
     task_lines = report.splitlines()[-4:]
@@ -168,17 +194,22 @@ def test_evaluate_again_reuses_the_run_and_a_resume_with_a_changed_flag_is_refus
     assert run.limits == {"timeout": 300} and set(run.rollouts.values_list("attempt", flat=True)) == {1}
 
     # The flags given with --resume must match the run's settings; the message names what differs.
-    for flags, named in ((["--repeats", "3"], "repeats"), (["--time-limit", "60"], "limits"),
-                         (["--endpoint", "strong"], "endpoint"), (["--task", "eval-a"], "revisions"),
-                         (["--option", "temperature=0.5"], "harness_options")):  # fmt: skip
+    for flags, named in (
+        (["--repeats", "3"], "repeats"),
+        (["--time-limit", "60"], "limits"),
+        (["--endpoint", "strong"], "endpoint"),
+        (["--task", "eval-a"], "revisions"),
+        (["--option", "temperature=0.5"], "harness_options"),
+    ):
         _out, _err, error = run_command("evaluate", "--resume", str(first["run"]), *flags, "--here", "--json")
         assert error is not None and "differ" in str(error), (flags, error)
         assert f"settings ({named}" in str(error) or f", {named}" in str(error), (flags, error)
     EvalRun.objects.filter(pk=first["run"]).update(inline=False)  # as if the workers ran it
     assert run_command("evaluate", "--resume", str(first["run"]), "--repeats", "3", "--here")[2] is not None
     assert EvalRun.objects.get(pk=first["run"]).inline is False  # a refused resume changes nothing
-    same, _out, _err = evaluate("--resume", str(first["run"]), "--task", "eval-b", "eval-a", "--endpoint", "weak",
-                                "--time-limit", "300")  # fmt: skip
+    same, _out, _err = evaluate(
+        "--resume", str(first["run"]), "--task", "eval-b", "eval-a", "--endpoint", "weak", "--time-limit", "300"
+    )
     assert same["run"] == first["run"] and len(upstream.requests) == calls
 
     # --fresh: a new run of the same configuration.
@@ -191,8 +222,9 @@ def test_an_incomplete_run_exits_non_zero_with_its_json_and_a_resume_completes_i
     _revisions, upstream = world
     settings.CLAWGYM_EVAL_MAX_ATTEMPTS = 1
     upstream.responder = lambda body: Reply.error(503, "down")
-    out, err, error = run_command("evaluate", "--task", "eval-a", "eval-c", "--endpoint", "strong", "--harness",
-                                  "builtin", "--here", "--json")  # fmt: skip
+    out, err, error = run_command(
+        "evaluate", "--task", "eval-a", "eval-c", "--endpoint", "strong", "--harness", "builtin", "--here", "--json"
+    )
     report = last_json(out)
     assert error is not None
     assert f"run #{report['run']} is incomplete" in str(error) and "eval-a, eval-c" in str(error)
@@ -211,23 +243,26 @@ def test_an_incomplete_run_exits_non_zero_with_its_json_and_a_resume_completes_i
 
 def test_no_worker_taking_the_jobs_cancels_the_run_and_says_how_to_start_one(world):
     _revisions, upstream = world
-    out, _err, error = run_command("evaluate", "--task", "eval-a", "--endpoint", "strong", "--harness", "builtin",
-                                   "--start-timeout", "1", "--json")  # fmt: skip
+    out, _err, error = run_command(
+        "evaluate", "--task", "eval-a", "--endpoint", "strong", "--harness", "builtin", "--start-timeout", "1", "--json"
+    )
     assert error is not None and "--here" in str(error) and "qcluster" in str(error)
     report = last_json(out)
     assert report["status"] == "cancelled"
     run = EvalRun.objects.get(pk=report["run"])
     assert run.status == EvalRun.Status.CANCELLED
     assert [(r.status, r.job_run.status) for r in run.rollouts.select_related("job_run")] == [
-        (Rollout.Status.CANCELLED, JobRun.Status.CANCELLED)]  # fmt: skip
+        (Rollout.Status.CANCELLED, JobRun.Status.CANCELLED)
+    ]
     assert upstream.requests == []
 
 
 def _fix_fruit_order(task) -> None:
     """A reviewer decides the order of the fruit does not matter (as in test_eval_runs.test_regrade...)."""
     check = task.current_revision.files.get(role=RevisionFile.Role.REWARD, path="check.py").blob.content.decode()
-    fixed = check.replace('text.strip() == "3 apples, 2 pears"',
-                          'sorted(text.strip().split(", ")) == sorted(["3 apples", "2 pears"])')  # fmt: skip
+    fixed = check.replace(
+        'text.strip() == "3 apples, 2 pears"', 'sorted(text.strip().split(", ")) == sorted(["3 apples", "2 pears"])'
+    )
     assert fixed != check
     revise_task(task, user=None, message="order does not matter", file_changes={("reward", "check.py"): fixed.encode()})
 
@@ -237,7 +272,9 @@ def test_regrade_of_a_task_after_a_checker_fix_changes_both_models_scores(world)
     strong, _out, _err = evaluate("--task", "eval-d", "eval-a", "--endpoint", "strong")
     weak, _out, _err = evaluate("--task", "eval-d", "eval-a", "--endpoint", "weak")
     assert strong["tasks"]["eval-d"]["mean"] == weak["tasks"]["eval-d"]["mean"] == WRONG  # neither solves eval-d
-    [lone] = create_rollouts(revisions["eval-d"], EvalRun.objects.get(pk=weak["run"]).endpoint, harness="builtin", user=None)
+    [lone] = create_rollouts(
+        revisions["eval-d"], EvalRun.objects.get(pk=weak["run"]).endpoint, harness="builtin", user=None
+    )
     assert execute_rollout(lone.pk).score == WRONG  # a rollout of no run: regraded with the task too
     _fix_fruit_order(revisions["eval-d"].task)
 
@@ -257,7 +294,9 @@ def test_regrade_of_a_task_after_a_checker_fix_changes_both_models_scores(world)
     lone.refresh_from_db()
     assert lone.score == RIGHT
     assert list(RolloutScore.objects.filter(rollout=lone).values_list("kind", "score")) == [
-        ("run", WRONG), ("regrade", RIGHT)]  # fmt: skip
+        ("run", WRONG),
+        ("regrade", RIGHT),
+    ]
 
     # Regrading a run scores its rollouts again (nothing changes now); the job does the same for the pages.
     again = last_json(run_command("regrade", "--run", str(strong["run"]), "--json")[0])
@@ -276,8 +315,9 @@ def test_regrade_of_a_task_after_a_checker_fix_changes_both_models_scores(world)
 
 
 def test_the_human_summary_and_unknown_names(world):
-    out, _err, error = run_command("evaluate", "--task", "eval-c", "--endpoint", "strong", "--harness", "builtin",
-                                   "--here")  # fmt: skip
+    out, _err, error = run_command(
+        "evaluate", "--task", "eval-c", "--endpoint", "strong", "--harness", "builtin", "--here"
+    )
     assert error is None
     assert "complete, 1 of 1 rollouts finished" in out and "overall 1.000 (95% CI [1.000, 1.000])" in out
     assert "systems-automation      1  1.000  [1.000, 1.000]" in out

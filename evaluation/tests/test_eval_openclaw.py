@@ -30,7 +30,9 @@ def test_strong_and_weak_models_through_openclaw_give_the_hand_computed_figures_
     def recording(body):
         messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
         mark = TASK_MARK.search(" ".join(str(m.get("content")) for m in messages))
-        seen.append((body.get("model"), mark.group(1) if mark else None, any(m.get("role") == "tool" for m in messages)))
+        seen.append(
+            (body.get("model"), mark.group(1) if mark else None, any(m.get("role") == "tool" for m in messages))
+        )
         return respond(body)
 
     scripted_upstream.responder = recording
@@ -40,8 +42,9 @@ def test_strong_and_weak_models_through_openclaw_give_the_hand_computed_figures_
 
     reports = {}
     for endpoint in (strong, weak):
-        run, _ = create_eval_run(endpoint=endpoint, revisions=chosen, harness="openclaw", limits={"timeout": 120},
-                                 inline=True, user=None)  # fmt: skip
+        run, _ = create_eval_run(
+            endpoint=endpoint, revisions=chosen, harness="openclaw", limits={"timeout": 120}, inline=True, user=None
+        )
         run = run_here(run)
         rollouts = list(run.rollouts.all())
         assert run.status == EvalRun.Status.COMPLETE, [(r.status, r.exit_reason, r.error[:300]) for r in rollouts]
@@ -63,22 +66,34 @@ def test_strong_and_weak_models_through_openclaw_give_the_hand_computed_figures_
             task: {"mean": score, "std": 0.0, "min": score, "max": score, "n": 1} for task, score in expected.items()
         }
         assert report["overall"]["mean"] == pytest.approx(sum(expected.values()) / 3)
-        assert report["outcomes"] == {"scored": 3, "agent_limit": 0, "agent_error": 0, "judge_incomplete": 0,
-                                      "infra": 0}  # fmt: skip
+        assert report["outcomes"] == {
+            "scored": 3,
+            "agent_limit": 0,
+            "agent_error": 0,
+            "judge_incomplete": 0,
+            "infra": 0,
+        }
         assert report["pass_at_k"] == {"1": pytest.approx(sum(s == RIGHT for s in expected.values()) / 3)}
         assert report["tokens"] > 0
     assert {name: c["mean"] for name, c in strong_report["categories"].items()} == {
-        "analysis-reasoning": RIGHT, "systems-automation": RIGHT, "uncategorized": WRONG
-    }  # fmt: skip
+        "analysis-reasoning": RIGHT,
+        "systems-automation": RIGHT,
+        "uncategorized": WRONG,
+    }
     assert {name: c["mean"] for name, c in weak_report["categories"].items()} == {
-        "analysis-reasoning": RIGHT, "systems-automation": WRONG, "uncategorized": WRONG
-    }  # fmt: skip
+        "analysis-reasoning": RIGHT,
+        "systems-automation": WRONG,
+        "uncategorized": WRONG,
+    }
 
     comparison = compare_runs(strong_run, weak_run)
     assert comparison["flipped"] == {"a_only": ["eval-c"], "b_only": []}
     assert comparison["mean_difference"] == pytest.approx((RIGHT - WRONG) / 3)
-    assert comparison["categories"] == {"analysis-reasoning": 0.0, "systems-automation": RIGHT - WRONG,
-                                        "uncategorized": 0.0}  # fmt: skip
+    assert comparison["categories"] == {
+        "analysis-reasoning": 0.0,
+        "systems-automation": RIGHT - WRONG,
+        "uncategorized": 0.0,
+    }
     # Three paired differences (0, 0.25, 0): every sign pattern has the same |mean|, so the exact p-value is 1.
     assert comparison["p_value"] == 1.0 and comparison["tasks_compared"] == 3
     lo, hi = comparison["ci"]

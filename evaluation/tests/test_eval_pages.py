@@ -65,17 +65,26 @@ def test_viewers_read_every_page_and_outsiders_none(world, viewer_client, outsid
     run = world["strong"]
     row = EvalRunTask.objects.filter(run=run).first()
     pages = [
-        url("list"), url("detail", run.pk), url("repeats", run.pk, row.pk), url("leaderboard"),
-        url("compare", a=run.pk, b=world["weak"].pk), url("export-json", run.pk), url("export-csv", run.pk),
-        url("recent"), url("panel"), reverse("dashboard"),
-    ]  # fmt: skip
+        url("list"),
+        url("detail", run.pk),
+        url("repeats", run.pk, row.pk),
+        url("leaderboard"),
+        url("compare", a=run.pk, b=world["weak"].pk),
+        url("export-json", run.pk),
+        url("export-csv", run.pk),
+        url("recent"),
+        url("panel"),
+        reverse("dashboard"),
+    ]
     for page in pages:
         assert viewer_client.get(page).status_code == 200, page
         assert outsider_client.get(page).status_code == 403, page
     assert viewer_client.get(url("start")).status_code == 403
 
 
-def test_reviewers_cannot_start_cancel_resume_or_regrade_a_run_but_may_regrade_a_task(world, reviewer_client, viewer_client):
+def test_reviewers_cannot_start_cancel_resume_or_regrade_a_run_but_may_regrade_a_task(
+    world, reviewer_client, viewer_client
+):
     run = world["strong"]
     version = world["version"]
     assert reviewer_client.get(url("start")).status_code == 403
@@ -109,15 +118,28 @@ def test_posts_need_the_csrf_token(world, admin_user):
 
 def test_an_admin_starts_a_run_and_the_same_settings_resume_it(world, admin_client):
     version = world["version"]
-    form = {"benchmark_version": version.pk, "tasks": "", "endpoint": "weak", "harness": "builtin", "repeats": 3,
-            "options": '{"temperature": 0}', "timeout": 120, "max_turns": "", "token_limit": 5000,
-            "pass_threshold": 0.75, "name": "weak x3"}  # fmt: skip
+    form = {
+        "benchmark_version": version.pk,
+        "tasks": "",
+        "endpoint": "weak",
+        "harness": "builtin",
+        "repeats": 3,
+        "options": '{"temperature": 0}',
+        "timeout": 120,
+        "max_turns": "",
+        "token_limit": 5000,
+        "pass_threshold": 0.75,
+        "name": "weak x3",
+    }
     response = admin_client.post(url("start"), form, follow=True)
     run = EvalRun.objects.get(name="weak x3")
     assert response.redirect_chain[-1][0] == url("detail", run.pk)
     assert "Started weak x3: 12 rollouts queued." in text(response)
     assert (run.repeats, run.harness_options, run.limits, run.pass_threshold) == (
-        3, {"temperature": 0}, {"timeout": 120, "token_limit": 5000}, 0.75
+        3,
+        {"temperature": 0},
+        {"timeout": 120, "token_limit": 5000},
+        0.75,
     )
     assert run.status == EvalRun.Status.RUNNING and run.rollouts.count() == 12
     assert JobRun.objects.filter(kind="evaluation.run_rollout").count() == 12
@@ -163,7 +185,10 @@ def test_the_run_page_shows_the_figures(world, viewer_client):
     # pass@1 = mean over tasks of (passing repeats / 2): a 1, b 0.5, c 1, d 0; pass^2: a and c.
     assert '<tr data-k="1"><td>1</td><td class="num">0.625</td><td class="num">0.625</td></tr>' in page
     assert '<tr data-k="2"><td>2</td><td class="num">0.750</td><td class="num">0.500</td></tr>' in page
-    assert f'data-category="analysis-reasoning"><td>{category("analysis-reasoning")}</td><td class="num"><span class="mean">0.875</span>' in page
+    assert (
+        f'data-category="analysis-reasoning"><td>{category("analysis-reasoning")}</td><td class="num"><span class="mean">0.875</span>'
+        in page
+    )
     assert 'data-category="uncategorized"><td>Uncategorized</td><td class="num"><span class="mean">0.750</span>' in page
     assert '<tr data-outcome="scored"><td>Scored</td><td class="num">8</td></tr>' in page
     assert 'data-chart="chart-categories"' in page and 'id="chart-categories"' in page
@@ -184,11 +209,31 @@ def test_an_incomplete_run_is_marked_partial_and_names_the_tasks_without_a_score
 def test_the_tasks_table_sorts_by_score_std_and_tokens(world, viewer_client):
     run = world["strong"]
     assert task_order(viewer_client.get(url("detail", run.pk))) == ["eval-a", "eval-b", "eval-c", "eval-d"]
-    assert task_order(viewer_client.get(url("detail", run.pk, sort="score"))) == ["eval-b", "eval-d", "eval-a", "eval-c"]
-    assert task_order(viewer_client.get(url("detail", run.pk, sort="-score"))) == ["eval-a", "eval-c", "eval-b", "eval-d"]
+    assert task_order(viewer_client.get(url("detail", run.pk, sort="score"))) == [
+        "eval-b",
+        "eval-d",
+        "eval-a",
+        "eval-c",
+    ]
+    assert task_order(viewer_client.get(url("detail", run.pk, sort="-score"))) == [
+        "eval-a",
+        "eval-c",
+        "eval-b",
+        "eval-d",
+    ]
     assert task_order(viewer_client.get(url("detail", run.pk, sort="std")))[0] == "eval-b"
-    assert task_order(viewer_client.get(url("detail", run.pk, sort="tokens"))) == ["eval-d", "eval-c", "eval-b", "eval-a"]
-    assert task_order(viewer_client.get(url("detail", run.pk, sort="bogus"))) == ["eval-a", "eval-b", "eval-c", "eval-d"]
+    assert task_order(viewer_client.get(url("detail", run.pk, sort="tokens"))) == [
+        "eval-d",
+        "eval-c",
+        "eval-b",
+        "eval-a",
+    ]
+    assert task_order(viewer_client.get(url("detail", run.pk, sort="bogus"))) == [
+        "eval-a",
+        "eval-b",
+        "eval-c",
+        "eval-d",
+    ]
     # htmx gets the live part alone, sorted.
     partial = viewer_client.get(url("detail", run.pk, sort="tokens"), **HTMX)
     assert text(partial).startswith('<div id="run-live"') and "<html" not in text(partial)
@@ -210,7 +255,9 @@ def test_a_task_row_opens_its_repeats_with_links_to_their_rollouts(world, viewer
     assert viewer_client.get(url("repeats", run.pk, other.pk)).status_code == 404
 
 
-def test_the_run_page_fetches_the_task_rows_in_one_query_whatever_their_number(world, viewer_client, django_assert_max_num_queries):
+def test_the_run_page_fetches_the_task_rows_in_one_query_whatever_their_number(
+    world, viewer_client, django_assert_max_num_queries
+):
     with django_assert_max_num_queries(14):
         viewer_client.get(url("detail", world["strong"].pk))
 
@@ -226,8 +273,9 @@ def test_a_running_run_page_polls_itself_and_stops_once_finished(world, viewer_c
     panel = text(viewer_client.get(reverse("dashboard")))
     assert f'hx-get="{url("recent")}" hx-trigger="every 2s"' in panel
 
-    Rollout.objects.filter(eval_run=run, repeat_index=1).update(status=Rollout.Status.SCORED,
-                                                                exit_reason="completed", score=1.0)  # fmt: skip
+    Rollout.objects.filter(eval_run=run, repeat_index=1).update(
+        status=Rollout.Status.SCORED, exit_reason="completed", score=1.0
+    )
     runs.recompute_run(run)
     runs.rollout_changed(run.rollouts.first().pk)
     partial = text(viewer_client.get(url("detail", run.pk), **HTMX))
@@ -250,9 +298,11 @@ def test_admins_cancel_resume_change_the_threshold_and_regrade(world, admin_clie
     # A cancelled run has no score in the lists, although its finished rollouts had figures.
     assert run.overall_mean is not None
     listing = text(admin_client.get(url("list")))
-    row = listing[listing.index(f'<tr data-run="{run.pk}">'):]
-    assert '<td class="num overall"><span class="muted" title="a cancelled run has no score">—</span></td>' in row[
-        : row.index("</tr>")]  # fmt: skip
+    row = listing[listing.index(f'<tr data-run="{run.pk}">') :]
+    assert (
+        '<td class="num overall"><span class="muted" title="a cancelled run has no score">—</span></td>'
+        in row[: row.index("</tr>")]
+    )
     assert url("resume", world["strong"].pk) not in text(admin_client.get(url("detail", world["strong"].pk)))
 
     response = admin_client.post(url("resume", run.pk), follow=True)
@@ -303,12 +353,17 @@ def test_the_leaderboard_takes_complete_runs_only(world, viewer_client):
     assert "1 other run of this version (running, incomplete or cancelled) is left out" in page
     chart = json.loads(re.search(r'id="chart-leaderboard" type="application/json">(.*?)</script>', page).group(1))
     # The taxonomy's order, then the uncategorized tasks, then the overall score.
-    names = list(BenchmarkCategory.objects.filter(slug__in=["analysis-reasoning", "systems-automation"])
-                 .values_list("name", flat=True))  # fmt: skip
+    names = list(
+        BenchmarkCategory.objects.filter(slug__in=["analysis-reasoning", "systems-automation"]).values_list(
+            "name", flat=True
+        )
+    )
     assert chart["labels"] == [*names, "Uncategorized", "Overall"]
     assert [d["label"] for d in chart["datasets"]] == ["strong · builtin", "weak · builtin"]
     strong = dict(zip(chart["labels"], chart["datasets"][0]["data"], strict=True))
-    analysis, systems = (BenchmarkCategory.objects.get(slug=s).name for s in ("analysis-reasoning", "systems-automation"))
+    analysis, systems = (
+        BenchmarkCategory.objects.get(slug=s).name for s in ("analysis-reasoning", "systems-automation")
+    )
     assert strong == {analysis: 0.875, systems: 1.0, "Uncategorized": 0.75, "Overall": 0.875}
     assert chart["datasets"][1]["data"][-1] == pytest.approx(0.65625)
     # Another version, chosen: it has no complete run.
@@ -328,7 +383,10 @@ def test_the_comparison_names_the_flipped_tasks_and_the_differences(world, viewe
     assert '<td id="tasks-compared">4' in page
     assert re.search(r'id="a-only"><li><a class="mono" href="/tasks/eval-c/">eval-c</a></li></ul>', page)
     assert 'id="b-only"><li class="muted">none</li>' in page
-    assert f'data-category="systems-automation"><td>{category("systems-automation")}</td><td class="num">0.375</td>' in page
+    assert (
+        f'data-category="systems-automation"><td>{category("systems-automation")}</td><td class="num">0.375</td>'
+        in page
+    )
     assert re.findall(r'<tr data-task="([^"]+)"', page.split('id="per-task"')[1])[:2] == ["eval-d", "eval-c"]
     assert 'data-chart="chart-compare"' in page
 

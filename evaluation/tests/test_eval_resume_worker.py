@@ -70,14 +70,17 @@ def test_evaluate_waits_for_the_worker_and_takes_over_a_run_started_here(world, 
     assert report["run"] == first["run"] and report["status"] == "complete"
     assert report["overall"]["mean"] == (RIGHT + WRONG) / 2
     assert {t: f["mean"] for t, f in report["tasks"].items()} == {"eval-a": RIGHT, "eval-d": WRONG}
-    here, there = (Rollout.objects.select_related("job_run").get(eval_run_id=report["run"], revision__task__external_id=t)
-                   for t in ("eval-a", "eval-d"))  # fmt: skip
+    here, there = (
+        Rollout.objects.select_related("job_run").get(eval_run_id=report["run"], revision__task__external_id=t)
+        for t in ("eval-a", "eval-d")
+    )
     assert (here.attempt, here.worker.split(":")[1]) == (1, str(os.getpid()))
     assert there.attempt == 2 and there.worker.split(":")[1] != str(os.getpid())  # it ran in the worker
     assert there.job_run.queue == "sandbox"
     assert wait_for(there.job_run, timeout=30).status == "succeeded"  # it ends just after its rollout
     assert [line.split(" (rollout")[0] for line in err.getvalue().splitlines() if " repeat " in line] == [
-        "eval-d repeat 1/1"]  # fmt: skip
+        "eval-d repeat 1/1"
+    ]
 
 
 def test_a_worker_killed_mid_run_is_resumed_without_running_the_finished_rollouts_again(world):
@@ -124,16 +127,24 @@ def test_a_worker_killed_mid_run_is_resumed_without_running_the_finished_rollout
     for pk, before in kept.items():
         after = Rollout.objects.get(pk=pk)
         assert (after.attempt, after.status, after.score, after.finished_at) == (
-            1, Rollout.Status.SCORED, before.score, before.finished_at)  # fmt: skip
+            1,
+            Rollout.Status.SCORED,
+            before.score,
+            before.finished_at,
+        )
         assert RolloutScore.objects.filter(rollout=after).count() == 1
         task = after.revision.task.external_id
         assert calls_per_task(upstream)[task] == calls_before[task]
     # The killed one ran again, here, as its second attempt; the first is recorded as lost with its worker.
     killed.refresh_from_db()
-    assert (killed.status, killed.attempt, killed.score) == (Rollout.Status.SCORED, 2, RIGHT if
-                                                             killed.revision.task.external_id != "eval-d" else WRONG)
+    assert (killed.status, killed.attempt, killed.score) == (
+        Rollout.Status.SCORED,
+        2,
+        RIGHT if killed.revision.task.external_id != "eval-d" else WRONG,
+    )
     assert [(a["attempt"], a["status"], a["exit_reason"]) for a in killed.previous_attempts] == [
-        (1, "failed", "worker_lost")]  # fmt: skip
+        (1, "failed", "worker_lost")
+    ]
     assert "exited before it finished" in killed.previous_attempts[0]["error"]
     assert killed.worker.split(":")[1] == str(os.getpid())
     # The one the worker never started ran here, once.

@@ -28,8 +28,9 @@ def world(live_server_asgi, scripted_upstream, settings):
 
 def test_a_run_scores_every_task_and_repeat_and_its_figures_are_the_hand_computed_ones(world):
     revisions, strong, _weak, _upstream = world
-    run, reused = create_eval_run(endpoint=strong, revisions=list(revisions.values()), harness="builtin", repeats=2,
-                                  inline=True, user=None)  # fmt: skip
+    run, reused = create_eval_run(
+        endpoint=strong, revisions=list(revisions.values()), harness="builtin", repeats=2, inline=True, user=None
+    )
     assert not reused and run.rollouts.count() == 8
     run = run_here(run)
 
@@ -55,10 +56,14 @@ def test_a_run_scores_every_task_and_repeat_and_its_figures_are_the_hand_compute
 
 def test_the_same_configuration_reuses_the_run_and_a_changed_one_is_refused_on_resume(world):
     revisions, strong, _weak, upstream = world
-    run, _ = create_eval_run(endpoint=strong, revisions=[revisions["eval-a"]], harness="builtin", inline=True, user=None)
+    run, _ = create_eval_run(
+        endpoint=strong, revisions=[revisions["eval-a"]], harness="builtin", inline=True, user=None
+    )
     run_here(run)
     calls = len(upstream.requests)
-    again, reused = create_eval_run(endpoint=strong, revisions=[revisions["eval-a"]], harness="builtin", inline=True, user=None)
+    again, reused = create_eval_run(
+        endpoint=strong, revisions=[revisions["eval-a"]], harness="builtin", inline=True, user=None
+    )
     assert reused and again.pk == run.pk
     resume_eval_run(again, user=None)
     assert len(upstream.requests) == calls  # nothing ran again
@@ -80,7 +85,9 @@ def test_an_upstream_failure_is_retried_and_never_counted_as_a_zero(world, setti
         return respond(body)
 
     upstream.responder = flaky
-    run, _ = create_eval_run(endpoint=strong, revisions=[revisions["eval-a"]], harness="builtin", inline=True, user=None)
+    run, _ = create_eval_run(
+        endpoint=strong, revisions=[revisions["eval-a"]], harness="builtin", inline=True, user=None
+    )
     run = run_here(run)
     [rollout] = run.rollouts.all()
     assert rollout.attempt == 2 and rollout.previous_attempts[0]["status"] == "failed"
@@ -91,8 +98,9 @@ def test_an_infra_failure_that_persists_leaves_the_run_incomplete_with_no_score(
     revisions, strong, _weak, upstream = world
     settings.CLAWGYM_EVAL_MAX_ATTEMPTS = 2
     upstream.responder = lambda body: Reply.error(503, "down for good")
-    run, _ = create_eval_run(endpoint=strong, revisions=[revisions["eval-a"], revisions["eval-b"]],
-                             harness="builtin", inline=True, user=None)  # fmt: skip
+    run, _ = create_eval_run(
+        endpoint=strong, revisions=[revisions["eval-a"], revisions["eval-b"]], harness="builtin", inline=True, user=None
+    )
     run = run_here(run)
     report = run_json(run)
     assert run.status == EvalRun.Status.INCOMPLETE
@@ -105,21 +113,30 @@ def test_an_infra_failure_that_persists_leaves_the_run_incomplete_with_no_score(
 
 def test_regrade_rescores_stored_workspaces_with_the_current_checker(world):
     revisions, strong, _weak, _upstream = world
-    run, _ = create_eval_run(endpoint=strong, revisions=[revisions["eval-d"]], harness="builtin", inline=True, user=None)
+    run, _ = create_eval_run(
+        endpoint=strong, revisions=[revisions["eval-d"]], harness="builtin", inline=True, user=None
+    )
     run = run_here(run)
     assert run_json(run)["tasks"]["eval-d"]["mean"] == WRONG
     # A reviewer decides the order of the fruit does not matter: the fixed checker accepts both.
     task = revisions["eval-d"].task
     check = task.current_revision.files.get(role=RevisionFile.Role.REWARD, path="check.py").blob.content.decode()
-    fixed = check.replace('text.strip() == "3 apples, 2 pears"',
-                          'sorted(text.strip().split(", ")) == sorted(["3 apples", "2 pears"])')  # fmt: skip
+    fixed = check.replace(
+        'text.strip() == "3 apples, 2 pears"', 'sorted(text.strip().split(", ")) == sorted(["3 apples", "2 pears"])'
+    )
     assert fixed != check
     revise_task(task, user=None, message="order does not matter", file_changes={("reward", "check.py"): fixed.encode()})
     result = regrade_rollouts(run.rollouts.all(), user=None)
-    assert result["changed"] == 1 and result["tasks"]["eval-d"] == {"revision": 2, "before": WRONG, "after": RIGHT,
-                                                                    "rollouts": 1}  # fmt: skip
+    assert result["changed"] == 1 and result["tasks"]["eval-d"] == {
+        "revision": 2,
+        "before": WRONG,
+        "after": RIGHT,
+        "rollouts": 1,
+    }
     run.refresh_from_db()
     assert run_json(run)["tasks"]["eval-d"]["mean"] == RIGHT and run.overall_mean == RIGHT
     assert list(RolloutScore.objects.filter(rollout__eval_run=run).values_list("kind", "score")) == [
-        ("run", WRONG), ("regrade", RIGHT)]
+        ("run", WRONG),
+        ("regrade", RIGHT),
+    ]
     assert str(result["runs"][str(run.pk)]) == str({"before": WRONG, "after": RIGHT})

@@ -62,8 +62,9 @@ def test_the_exact_sign_flip_p_value_counts_every_sign_pattern():
     differences = [0.5, 0.25, -0.25, 1.0, 0.75]
     observed = abs(statistics.mean(differences))
     patterns = list(itertools.product([-1, 1], repeat=len(differences)))
-    extreme = sum(abs(statistics.mean(s * d for s, d in zip(p, differences, strict=True))) >= observed - 1e-12
-                  for p in patterns)  # fmt: skip
+    extreme = sum(
+        abs(statistics.mean(s * d for s, d in zip(p, differences, strict=True))) >= observed - 1e-12 for p in patterns
+    )
     assert stats.sign_flip_p_value(differences) == pytest.approx(extreme / len(patterns))
     assert stats.sign_flip_p_value([0.0, 0.0]) == 1.0
 

@@ -19,14 +19,24 @@ TASK = AgentTask("Do it", "org/model-7b", "chat", "session-token", 300)
 def test_openclaw_config_points_at_the_bridge_with_the_session_token_and_denies_web_tools():
     config = openclaw_config(TASK)
     provider = config["models"]["providers"]["clawgym"]
-    assert (provider["baseUrl"], provider["apiKey"], provider["api"]) == (BASE_URL, "session-token", "openai-completions")
+    assert (provider["baseUrl"], provider["apiKey"], provider["api"]) == (
+        BASE_URL,
+        "session-token",
+        "openai-completions",
+    )
     assert [m["id"] for m in provider["models"]] == ["org/model-7b"]
     assert config["models"]["mode"] == "replace"  # no other provider exists to route around the proxy
     assert config["agents"]["defaults"]["model"]["primary"] == "clawgym/org/model-7b"
     assert config["tools"]["deny"] == ["group:web"]
 
-    responses = AgentTask("Do it", "m", "responses", "t", 60, options={
-        "deny": ["exec"], "max_tokens": 1024, "config": {"tools": {"exec": {"timeoutSec": 30}}}})  # fmt: skip
+    responses = AgentTask(
+        "Do it",
+        "m",
+        "responses",
+        "t",
+        60,
+        options={"deny": ["exec"], "max_tokens": 1024, "config": {"tools": {"exec": {"timeoutSec": 30}}}},
+    )
     config = openclaw_config(responses)
     provider = config["models"]["providers"]["clawgym"]
     assert provider["api"] == "openai-responses" and provider["models"][0]["maxTokens"] == 1024
@@ -37,23 +47,42 @@ def test_openclaw_transcript_events_become_chat_like_messages(tmp_path):
     events = [
         {"type": "session", "id": "s"},
         {"type": "message", "message": {"role": "user", "content": "Count the fruit"}},
-        {"type": "message", "message": {"role": "assistant", "content": [
-            {"type": "thinking", "thinking": "csv first"},
-            {"type": "text", "text": "Looking."},
-            {"type": "toolCall", "id": "call_0", "name": "read", "arguments": {"path": "fruit.csv"}}]}},
+        {
+            "type": "message",
+            "message": {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "csv first"},
+                    {"type": "text", "text": "Looking."},
+                    {"type": "toolCall", "id": "call_0", "name": "read", "arguments": {"path": "fruit.csv"}},
+                ],
+            },
+        },
         {"type": "custom", "customType": "openclaw.cache-ttl"},
-        {"type": "message", "message": {"role": "toolResult", "toolCallId": "call_0", "toolName": "read",
-                                        "content": [{"type": "text", "text": "fruit,count"}], "isError": False}},
+        {
+            "type": "message",
+            "message": {
+                "role": "toolResult",
+                "toolCallId": "call_0",
+                "toolName": "read",
+                "content": [{"type": "text", "text": "fruit,count"}],
+                "isError": False,
+            },
+        },
         {"type": "message", "message": {"role": "assistant", "content": [{"type": "text", "text": "Done."}]}},
-    ]  # fmt: skip
+    ]
     dump = "".join(json.dumps({"seq": n, "event": e}) + "\n" for n, e in enumerate(events)) + "not json\n"
     assert read_transcript(dump.encode()) == [
         {"role": "user", "content": "Count the fruit"},
-        {"role": "assistant", "content": "Looking.", "reasoning": "csv first",
-         "tool_calls": [{"id": "call_0", "name": "read", "arguments": {"path": "fruit.csv"}}]},
+        {
+            "role": "assistant",
+            "content": "Looking.",
+            "reasoning": "csv first",
+            "tool_calls": [{"id": "call_0", "name": "read", "arguments": {"path": "fruit.csv"}}],
+        },
         {"role": "tool", "tool_call_id": "call_0", "name": "read", "content": "fruit,count", "is_error": False},
         {"role": "assistant", "content": "Done."},
-    ]  # fmt: skip
+    ]
     assert read_transcript(None) == []
 
 
@@ -63,7 +92,12 @@ def test_openclaw_transcript_events_become_chat_like_messages(tmp_path):
         ({"returncode": 0}, {"status": "ok"}, "", ("completed", "")),
         ({"returncode": 2}, {"status": "timeout"}, "", ("timeout", "OpenClaw stopped at its deadline")),
         # What OpenClaw said about its error is its own account (own_words), not ClawGym's reason.
-        ({"returncode": 1}, {"status": "error", "error": {"message": "model said 400"}}, "", ("error", "OpenClaw exited 1")),
+        (
+            {"returncode": 1},
+            {"status": "error", "error": {"message": "model said 400"}},
+            "",
+            ("error", "OpenClaw exited 1"),
+        ),
         ({"returncode": 1}, {}, "boom\nlast words\n", ("error", "OpenClaw exited 1")),
         ({"returncode": 133, "signal": None}, {}, "Fatal process out of memory: CodeRange", None),
         ({"returncode": None, "signal": 9}, {}, "", ("crashed", "OpenClaw died (exit None)")),
@@ -87,16 +121,34 @@ def test_openclaw_own_words_are_its_error_message_or_its_last_log_line():
 def test_the_builtin_agent_state_is_its_own_account_and_a_dead_agent_is_a_crash(tmp_path):
     (tmp_path / "out").mkdir()
     files = AgentFiles(tmp_path / "out")
-    state = {"exit_reason": "completed", "final_message": "ok", "turns": 2, "tool_calls": 1, "tools_used": {"ls": 1},
-             "usage": {"input": 5, "output": 2}, "messages": [
-                 {"role": "assistant", "content": None, "tool_calls": [
-                     {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{\"path\": \".\"}"}}]},
-                 {"role": "tool", "tool_call_id": "c1", "content": "error: nope"}]}  # fmt: skip
+    state = {
+        "exit_reason": "completed",
+        "final_message": "ok",
+        "turns": 2,
+        "tool_calls": 1,
+        "tools_used": {"ls": 1},
+        "usage": {"input": 5, "output": 2},
+        "messages": [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": '{"path": "."}'}}
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "error: nope"},
+        ],
+    }
     (tmp_path / "out" / "agent.json").write_text(json.dumps(state))
     outcome = BuiltinHarness().collect(TASK, files, {"returncode": 0, "timed_out": False})
     account = outcome.account
     assert (outcome.exit_reason, outcome.detail) == ("completed", "")
-    assert (account.exit_reason, account.final_message, account.turns, account.tools_used) == ("completed", "ok", 2, {"ls": 1})
+    assert (account.exit_reason, account.final_message, account.turns, account.tools_used) == (
+        "completed",
+        "ok",
+        2,
+        {"ls": 1},
+    )
     assert account.transcript == [
         {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "ls", "arguments": {"path": "."}}]},
         {"role": "tool", "content": "error: nope", "tool_call_id": "c1", "is_error": True},
@@ -110,7 +162,11 @@ def test_the_builtin_agent_state_is_its_own_account_and_a_dead_agent_is_a_crash(
     # Its words on an error are its own; ClawGym says only that it stopped on one.
     (tmp_path / "out" / "agent.json").write_text(json.dumps({**state, "exit_reason": "error", "detail": "=cmd|x"}))
     erred = BuiltinHarness().collect(TASK, files, {"returncode": 1, "timed_out": False})
-    assert (erred.exit_reason, erred.detail, erred.account.detail) == ("error", "the agent stopped on an error", "=cmd|x")
+    assert (erred.exit_reason, erred.detail, erred.account.detail) == (
+        "error",
+        "the agent stopped on an error",
+        "=cmd|x",
+    )
 
 
 def test_the_output_folder_is_read_without_following_links_or_opening_fifos(tmp_path):

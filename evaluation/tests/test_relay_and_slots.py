@@ -28,8 +28,12 @@ def relay(scripted_upstream, tmp_path):
 @pytest.fixture
 def agent(relay):
     """What the sandbox's bridge does: HTTP over the relay's Unix socket."""
-    with httpx.Client(transport=httpx.HTTPTransport(uds=relay.socket_path), base_url="http://127.0.0.1:18789",
-                      headers={"authorization": f"Bearer {TOKEN}"}, timeout=10) as client:  # fmt: skip
+    with httpx.Client(
+        transport=httpx.HTTPTransport(uds=relay.socket_path),
+        base_url="http://127.0.0.1:18789",
+        headers={"authorization": f"Bearer {TOKEN}"},
+        timeout=10,
+    ) as client:
         yield client
 
 
@@ -40,7 +44,9 @@ def test_api_calls_pass_and_streams_arrive_chunk_by_chunk(agent, relay, scripted
     # Same connection (keep-alive), a streamed answer: passed on as the upstream sent it.
     with agent.stream("POST", "/v1/chat/completions", json={"messages": [], "stream": True}) as streamed:
         chunks = [line for line in streamed.iter_lines() if line.startswith("data: {")]
-    text = "".join(json.loads(c[6:])["choices"][0]["delta"].get("content") or "" for c in chunks if json.loads(c[6:])["choices"])
+    text = "".join(
+        json.loads(c[6:])["choices"][0]["delta"].get("content") or "" for c in chunks if json.loads(c[6:])["choices"]
+    )
     assert text == "streamed answer" and len(chunks) > 5
     assert agent.get("/v1/models").json()["data"][0]["id"] == "scripted-model"
     assert relay.requests == 3 and relay.refused == []

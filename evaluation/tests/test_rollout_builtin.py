@@ -88,7 +88,9 @@ def test_a_wrong_answer_scores_below_one(live_server_asgi, scripted_upstream, fr
     assert changes == {("summary.txt", "added"), ("fruit.csv", "deleted")}
 
 
-def test_the_trajectory_is_rebuilt_from_the_recorded_calls(live_server_asgi, scripted_upstream, fruit_task, agent_endpoint):
+def test_the_trajectory_is_rebuilt_from_the_recorded_calls(
+    live_server_asgi, scripted_upstream, fruit_task, agent_endpoint
+):
     scripted_upstream.push(
         Reply.tool_call("read", {"path": "fruit.csv"}),
         Reply.tool_call("write", {"path": "summary.txt", "content": RIGHT_SUMMARY}),
@@ -101,8 +103,11 @@ def test_the_trajectory_is_rebuilt_from_the_recorded_calls(live_server_asgi, scr
     roles = [m["role"] for m in trajectory.messages]
     assert roles == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant"]
     assert trajectory.messages[1]["content"] == fruit_task.instruction
-    called = [(c["function"]["name"], json.loads(c["function"]["arguments"])) for m in trajectory.messages
-              for c in m.get("tool_calls") or []]  # fmt: skip
+    called = [
+        (c["function"]["name"], json.loads(c["function"]["arguments"]))
+        for m in trajectory.messages
+        for c in m.get("tool_calls") or []
+    ]
     assert called == [("read", {"path": "fruit.csv"}), ("write", {"path": "summary.txt", "content": RIGHT_SUMMARY})]
     assert trajectory.messages[3]["content"].startswith("fruit,count")
     assert trajectory.messages[-1]["content"] == "Done."
@@ -112,7 +117,9 @@ def test_the_trajectory_is_rebuilt_from_the_recorded_calls(live_server_asgi, scr
     assert len(trajectory.model_call_ids) == 3
 
 
-def test_running_out_of_turns_is_scored_with_its_reason(live_server_asgi, scripted_upstream, fruit_task, agent_endpoint):
+def test_running_out_of_turns_is_scored_with_its_reason(
+    live_server_asgi, scripted_upstream, fruit_task, agent_endpoint
+):
     scripted_upstream.default = Reply.tool_call("ls", {})
     rollout = run_one(fruit_task, agent_endpoint, max_turns=3)
 
@@ -134,7 +141,9 @@ def test_a_model_that_fails_ends_the_agent_with_an_error_and_is_still_scored(
     assert rollout.model_calls == 1 and rollout.score == 0.25
 
 
-def test_an_agent_past_its_deadline_is_stopped_and_scored(live_server_asgi, scripted_upstream, fruit_task, agent_endpoint):
+def test_an_agent_past_its_deadline_is_stopped_and_scored(
+    live_server_asgi, scripted_upstream, fruit_task, agent_endpoint
+):
     scripted_upstream.push(
         Reply.tool_call("write", {"path": "summary.txt", "content": RIGHT_SUMMARY}),
         Reply.tool_call("exec", {"command": "sleep 60"}),

@@ -33,12 +33,14 @@ def assert_infra_failure(rollout: Rollout, exit_reason: str, *words: str) -> Non
 
 
 @pytest.mark.django_db(transaction=True)
-def test_no_web_app_at_the_proxy_url_fails_at_once_naming_the_setting(settings, scripted_upstream, fruit_task,
-                                                                      agent_endpoint):
+def test_no_web_app_at_the_proxy_url_fails_at_once_naming_the_setting(
+    settings, scripted_upstream, fruit_task, agent_endpoint
+):
     settings.CLAWGYM_PROXY_PUBLIC_URL = "http://127.0.0.1:9"  # discard port: nothing listens
     rollout = run_one(fruit_task, agent_endpoint)
-    assert_infra_failure(rollout, "proxy_unavailable", "http://127.0.0.1:9", "unreachable", "CLAWGYM_PROXY_PUBLIC_URL",
-                         "PORT")
+    assert_infra_failure(
+        rollout, "proxy_unavailable", "http://127.0.0.1:9", "unreachable", "CLAWGYM_PROXY_PUBLIC_URL", "PORT"
+    )
     assert scripted_upstream.requests == [] and rollout.model_calls == 0
     # The attempt's token would have lived only as long as the agent may run, and the session is closed already.
     session = ProxySession.objects.get(pk=rollout.proxy_session_id)
@@ -54,8 +56,9 @@ async def _not_clawgym(scope, receive, send):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_another_server_on_the_proxy_port_fails_naming_the_setting(settings, scripted_upstream, fruit_task,
-                                                                   agent_endpoint):
+def test_another_server_on_the_proxy_port_fails_naming_the_setting(
+    settings, scripted_upstream, fruit_task, agent_endpoint
+):
     server, thread, port = serve_in_thread(_not_clawgym)
     try:
         settings.CLAWGYM_PROXY_PUBLIC_URL = f"http://127.0.0.1:{port}"
@@ -66,18 +69,25 @@ def test_another_server_on_the_proxy_port_fails_naming_the_setting(settings, scr
     assert scripted_upstream.requests == []
 
 
-def test_a_key_missing_from_the_web_apps_environment_fails_naming_the_variable(live_server_asgi, scripted_upstream,
-                                                                                fruit_task, monkeypatch):
+def test_a_key_missing_from_the_web_apps_environment_fails_naming_the_variable(
+    live_server_asgi, scripted_upstream, fruit_task, monkeypatch
+):
     monkeypatch.delenv("CLAWGYM_KEY_TEST_ROLLOUT", raising=False)
-    endpoint = ModelEndpoint.objects.create(name="keyed", base_url=scripted_upstream.base_url, model="scripted-model",
-                                            api_key_env="CLAWGYM_KEY_TEST_ROLLOUT", roles=["agent"])
+    endpoint = ModelEndpoint.objects.create(
+        name="keyed",
+        base_url=scripted_upstream.base_url,
+        model="scripted-model",
+        api_key_env="CLAWGYM_KEY_TEST_ROLLOUT",
+        roles=["agent"],
+    )
     rollout = run_one(fruit_task, endpoint)
     assert_infra_failure(rollout, "proxy_unavailable", "CLAWGYM_KEY_TEST_ROLLOUT", "web app's environment")
     assert scripted_upstream.requests == []
 
 
-def test_a_failed_preflight_is_retried_on_the_same_row(settings, live_server_asgi, scripted_upstream, fruit_task,
-                                                       agent_endpoint):
+def test_a_failed_preflight_is_retried_on_the_same_row(
+    settings, live_server_asgi, scripted_upstream, fruit_task, agent_endpoint
+):
     working = settings.CLAWGYM_PROXY_PUBLIC_URL
     settings.CLAWGYM_PROXY_PUBLIC_URL = "http://127.0.0.1:9"
     rollout = run_one(fruit_task, agent_endpoint)
@@ -102,8 +112,9 @@ def test_an_unreachable_model_server_fails_the_rollout(live_server_asgi, scripte
 
 @needs_bwrap
 @pytest.mark.parametrize("status", [500, 401])
-def test_server_errors_and_a_refused_key_fail_the_rollout(live_server_asgi, scripted_upstream, fruit_task,
-                                                          agent_endpoint, status):
+def test_server_errors_and_a_refused_key_fail_the_rollout(
+    live_server_asgi, scripted_upstream, fruit_task, agent_endpoint, status
+):
     scripted_upstream.push(Reply.tool_call("write", {"path": "summary.txt", "content": RIGHT_SUMMARY}))
     scripted_upstream.default = Reply.error(status, "upstream is down")  # and the agent's retries meet the same
     rollout = run_one(fruit_task, agent_endpoint)
@@ -112,8 +123,9 @@ def test_server_errors_and_a_refused_key_fail_the_rollout(live_server_asgi, scri
 
 
 @needs_bwrap
-def test_an_error_the_model_caused_is_still_scored_and_the_runtime_recorded(live_server_asgi, scripted_upstream,
-                                                                            fruit_task, agent_endpoint):
+def test_an_error_the_model_caused_is_still_scored_and_the_runtime_recorded(
+    live_server_asgi, scripted_upstream, fruit_task, agent_endpoint
+):
     scripted_upstream.push(Reply.error(400, "context length exceeded"))
     rollout = run_one(fruit_task, agent_endpoint)
     assert rollout.status == Rollout.Status.SCORED and rollout.exit_reason == "error"
@@ -126,21 +138,28 @@ def test_an_error_the_model_caused_is_still_scored_and_the_runtime_recorded(live
 
 
 @needs_bwrap
-def test_an_answer_over_the_limit_fails_the_rollout_never_scores_it(live_server_asgi, scripted_upstream, fruit_task,
-                                                                    agent_endpoint, settings):
+def test_an_answer_over_the_limit_fails_the_rollout_never_scores_it(
+    live_server_asgi, scripted_upstream, fruit_task, agent_endpoint, settings
+):
     """The proxy stops reading a 200 MB answer at CLAWGYM_MAX_RESPONSE_BYTES and the agent gets a 502 (and its
     retries the same): the model's server misbehaved, so the rollout is infra, retryable, never a score."""
     settings.CLAWGYM_MAX_RESPONSE_BYTES = 1024 * 1024
     scripted_upstream.default = Reply.text("Done: summary.txt is written.", padding=200_000_000)
     rollout = run_one(fruit_task, agent_endpoint)
-    assert_infra_failure(rollout, "upstream_error", "the model's server failed", "over the limit of 1048576 bytes",
-                         "CLAWGYM_MAX_RESPONSE_BYTES")  # fmt: skip
+    assert_infra_failure(
+        rollout,
+        "upstream_error",
+        "the model's server failed",
+        "over the limit of 1048576 bytes",
+        "CLAWGYM_MAX_RESPONSE_BYTES",
+    )
     assert rollout.model_calls >= 2 and all(r.bytes_sent < 32 * 1024 * 1024 for r in scripted_upstream.requests)
 
 
 @needs_bwrap
-def test_a_server_stalling_mid_answer_is_infra_even_when_the_agent_ran_out_of_time(live_server_asgi, scripted_upstream,
-                                                                                   fruit_task, agent_endpoint):
+def test_a_server_stalling_mid_answer_is_infra_even_when_the_agent_ran_out_of_time(
+    live_server_asgi, scripted_upstream, fruit_task, agent_endpoint
+):
     """Every answer stops halfway (a served model that hangs): the proxy's read times out after the endpoint's 2 s,
     the agent retries until its own deadline of 7 s and the harness reports a timeout. That time went waiting on
     the server: infra, retried, not the agent's limit scored as the checker finds the workspace."""
@@ -148,16 +167,18 @@ def test_a_server_stalling_mid_answer_is_infra_even_when_the_agent_ran_out_of_ti
     agent_endpoint.save()
     scripted_upstream.default = Reply.text("Done: summary.txt is written.", gate=True)  # never released
     rollout = run_one(fruit_task, agent_endpoint, timeout=7)
-    assert_infra_failure(rollout, "upstream_error", "the model's server failed",
-                         "upstream broke off the answer: ReadTimeout")  # fmt: skip
+    assert_infra_failure(
+        rollout, "upstream_error", "the model's server failed", "upstream broke off the answer: ReadTimeout"
+    )
     # The agent ran to its deadline (its own retries would have given up in error after ~12 s), its calls recorded.
     assert rollout.agent_seconds >= 7 and rollout.model_calls >= 1
 
 
 @needs_bwrap
 @pytest.mark.harness
-def test_openclaw_whose_stream_stalls_mid_answer_is_infra_not_a_score(harness_installed, live_server_asgi,
-                                                                      scripted_upstream, fruit_task, agent_endpoint):
+def test_openclaw_whose_stream_stalls_mid_answer_is_infra_not_a_score(
+    harness_installed, live_server_asgi, scripted_upstream, fruit_task, agent_endpoint
+):
     """The served-checkpoint case: OpenClaw streams, every stream stops before its end, the proxy records
     `upstream stream broke off: ReadTimeout` and ends the stream with an error event. Whatever OpenClaw makes of it
     (it retries until its deadline: ~2 min), the rollout is infra, retried, never the model's 0."""
@@ -166,7 +187,8 @@ def test_openclaw_whose_stream_stalls_mid_answer_is_infra_not_a_score(harness_in
     scripted_upstream.default = Reply.text("Writing summary.txt now.", gate=True)  # the last chunk never comes
     [rollout] = create_rollouts(fruit_task, agent_endpoint, harness="openclaw", options={"timeout": 120}, user=None)
     rollout = execute_rollout(rollout.pk)
-    assert_infra_failure(rollout, "upstream_error", "the model's server failed",
-                         "upstream stream broke off: ReadTimeout")  # fmt: skip
+    assert_infra_failure(
+        rollout, "upstream_error", "the model's server failed", "upstream stream broke off: ReadTimeout"
+    )
     calls = ModelCall.objects.filter(session_id=rollout.proxy_session_id)
     assert calls.count() >= 1 and all(call.stream for call in calls)

@@ -61,8 +61,13 @@ def test_openclaw_writing_the_right_file_scores_one(
     # The transcript as the proxy saw it (the tool results OpenClaw got inside the sandbox are in its requests), and
     # OpenClaw's own from its state database, kept as its account.
     assert [m["role"] for m in rollout.transcript if m["role"] != "system"] == [
-        "user", "assistant", "tool", "assistant", "tool", "assistant"
-    ]  # fmt: skip
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
     own = rollout.agent_account["transcript"]
     assert [m["role"] for m in own] == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
     assert rollout.agent_account["final_message"] == rollout.final_message
@@ -79,8 +84,13 @@ def test_openclaw_writing_the_right_file_scores_one(
     assert not trajectory.excluded, trajectory.exclusion_reason
     assert tool_calls(trajectory.messages) == [("exec", probe), ("write", write)]
     assert [m["role"] for m in trajectory.messages if m["role"] != "system"] == [
-        "user", "assistant", "tool", "assistant", "tool", "assistant"
-    ]  # fmt: skip
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
     assert fruit_task.instruction in trajectory.messages[1]["content"]
     assert trajectory.messages[-1] == {"role": "assistant", "content": "Done: summary.txt holds the counts."}
     assert trajectory.reward == 1.0 and trajectory.stats["tool_types"] == ["exec", "write"]
@@ -100,4 +110,6 @@ def test_openclaw_writing_a_wrong_file_scores_below_one(
     assert rollout.score == 0.75 and rollout.sub_scores["summary_right"] == 0.0
     assert rollout.model_calls == len(scripted_upstream.requests) == 2
     [trajectory] = rollout.trajectories.all()
-    assert tool_calls(trajectory.messages) == [("write", {"path": "summary.txt", "content": "3 apples and some pears\n"})]
+    assert tool_calls(trajectory.messages) == [
+        ("write", {"path": "summary.txt", "content": "3 apples and some pears\n"})
+    ]

@@ -32,8 +32,9 @@ def rubric_task(db):
 
 
 def judge_endpoint(upstream) -> ModelEndpoint:
-    return ModelEndpoint.objects.create(name="judge", base_url=upstream.base_url, model="judge-model", roles=["judge"],
-                                        max_retries=0)  # fmt: skip
+    return ModelEndpoint.objects.create(
+        name="judge", base_url=upstream.base_url, model="judge-model", roles=["judge"], max_retries=0
+    )
 
 
 def verdict(score: float) -> Reply:

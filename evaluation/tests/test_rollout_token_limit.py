@@ -33,8 +33,21 @@ def test_a_rollout_out_of_tokens_stops_as_token_limit_and_is_scored_on_what_it_w
         Reply.text("Done."),  # never asked for: the proxy refuses the third call
     )
     out = StringIO()
-    call_command("rollout", "--task", "fruit-summary", "--endpoint", "scripted", "--harness", "builtin",
-                 "--option", "token_limit=1000", "--here", "--json", stdout=out, stderr=StringIO())  # fmt: skip
+    call_command(
+        "rollout",
+        "--task",
+        "fruit-summary",
+        "--endpoint",
+        "scripted",
+        "--harness",
+        "builtin",
+        "--option",
+        "token_limit=1000",
+        "--here",
+        "--json",
+        stdout=out,
+        stderr=StringIO(),
+    )
     [row] = json.loads(out.getvalue().strip().splitlines()[-1])
     rollout = Rollout.objects.get(pk=row["id"])
 
@@ -63,7 +76,9 @@ def test_a_rollout_out_of_tokens_stops_as_token_limit_and_is_scored_on_what_it_w
 def test_an_agent_that_answers_after_spending_its_budget_still_ran_out_of_tokens(
     live_server_asgi, scripted_upstream, fruit_task, agent_endpoint
 ):
-    scripted_upstream.push(Reply.tool_call("write", WRITE_SUMMARY, usage=(300, 100)), Reply.text("Done.", usage=(100, 50)))
+    scripted_upstream.push(
+        Reply.tool_call("write", WRITE_SUMMARY, usage=(300, 100)), Reply.text("Done.", usage=(100, 50))
+    )
     [rollout] = create_rollouts(fruit_task, agent_endpoint, harness="builtin", options={"token_limit": 500}, user=None)
     rollout = execute_rollout(rollout.pk)
 
@@ -78,7 +93,9 @@ def test_a_rollout_under_its_limit_is_unaffected(live_server_asgi, scripted_upst
     scripted_upstream.push(
         Reply.tool_call("write", WRITE_SUMMARY, usage=(100, 10)), Reply.text("Done: written.", usage=(150, 20))
     )
-    [rollout] = create_rollouts(fruit_task, agent_endpoint, harness="builtin", options={"token_limit": 10_000}, user=None)
+    [rollout] = create_rollouts(
+        fruit_task, agent_endpoint, harness="builtin", options={"token_limit": 10_000}, user=None
+    )
     rollout = execute_rollout(rollout.pk)
 
     assert rollout.status == Rollout.Status.SCORED and rollout.exit_reason == "completed" and rollout.error == ""

@@ -22,11 +22,25 @@ from llm.testing import Reply
 pytestmark = [needs_bwrap, pytest.mark.workers, pytest.mark.django_db(transaction=True)]
 
 
-def test_the_rollout_command_waits_for_the_worker(proxied_django_q_worker, scripted_upstream, fruit_task, agent_endpoint):
-    scripted_upstream.push(Reply.tool_call("write", {"path": "summary.txt", "content": RIGHT_SUMMARY}), Reply.text("Done."))
+def test_the_rollout_command_waits_for_the_worker(
+    proxied_django_q_worker, scripted_upstream, fruit_task, agent_endpoint
+):
+    scripted_upstream.push(
+        Reply.tool_call("write", {"path": "summary.txt", "content": RIGHT_SUMMARY}), Reply.text("Done.")
+    )
     out = StringIO()
-    call_command("rollout", "--task", "fruit-summary", "--endpoint", "scripted", "--harness", "builtin", "--json",
-                 stdout=out, stderr=StringIO())  # fmt: skip
+    call_command(
+        "rollout",
+        "--task",
+        "fruit-summary",
+        "--endpoint",
+        "scripted",
+        "--harness",
+        "builtin",
+        "--json",
+        stdout=out,
+        stderr=StringIO(),
+    )
 
     [row] = json.loads(out.getvalue().strip().splitlines()[-1])
     assert (row["status"], row["score"], row["attempt"]) == ("scored", 1.0, 1)
@@ -73,9 +87,15 @@ def test_a_killed_worker_leaves_the_rollout_failed_and_a_retry_counts_once(
     assert (rollout.status, rollout.score, rollout.attempt) == ("scored", 1.0, 2)
     assert attempt_folders(rollout) == []  # the retry's folder went before its results were stored
     assert rollout.previous_attempts == [
-        {"attempt": 1, "status": "failed", "exit_reason": "worker_lost", "error": rollout.previous_attempts[0]["error"],
-         "finished_at": rollout.previous_attempts[0]["finished_at"], "proxy_session": first_session}
-    ]  # fmt: skip
+        {
+            "attempt": 1,
+            "status": "failed",
+            "exit_reason": "worker_lost",
+            "error": rollout.previous_attempts[0]["error"],
+            "finished_at": rollout.previous_attempts[0]["finished_at"],
+            "proxy_session": first_session,
+        }
+    ]
     # One row, one score: the retry replaced the lost attempt's results; only its own calls are counted.
     assert Rollout.objects.count() == 1
     assert rollout.proxy_session_id != first_session

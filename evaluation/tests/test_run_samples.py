@@ -125,9 +125,13 @@ def test_the_same_task_of_two_runs_side_by_side_with_each_checks_result(world, v
         and '<dd class="score" data-testid="score">0.750</dd>' in b
     )
     # The same rows on both sides, in the same order; those that differ are marked on both.
-    assert check_cells(a) == {"input_kept": ("1.000", False), "reported_done": ("1.000", False),
-                              "summary_right": ("1.000", True), "summary_written": ("1.000", False),
-                              "tidy": ("1.000", True)}  # fmt: skip
+    assert check_cells(a) == {
+        "input_kept": ("1.000", False),
+        "reported_done": ("1.000", False),
+        "summary_right": ("1.000", True),
+        "summary_written": ("1.000", False),
+        "tidy": ("1.000", True),
+    }
     assert check_cells(b)["summary_right"] == ("0.000", True) and check_cells(b)["tidy"] == ("0.000", True)
     assert list(check_cells(a)) == list(check_cells(b))
     assert "(rubric)" in a  # a rubric rule is named as one
@@ -165,7 +169,10 @@ def test_the_api_filters_a_runs_samples_as_its_page_does(world, api_as, viewer):
     base = f"/api/eval-runs/{strong.pk}/rollouts/"
     worst = client.get(base, {"max_score": 0.9, "sort": "score"}).json()["results"]
     assert [(r["task"], r["repeat_index"], r["score"]) for r in worst] == [
-        ("eval-b", 1, 0.5), ("eval-d", 0, 0.75), ("eval-d", 1, 0.75)]  # fmt: skip
+        ("eval-b", 1, 0.5),
+        ("eval-d", 0, 0.75),
+        ("eval-d", 1, 0.75),
+    ]
     found = client.get(base, {"q": "miscounted the pears in eval-b"}).json()["results"]
     assert [(r["task"], r["repeat_index"]) for r in found] == [("eval-b", 1)]
     assert client.get(base, {"min_score": 2}).status_code == 400

@@ -33,9 +33,11 @@ LINEAR = [SYSTEM, TASK, A1, T1, A2, T2, A3]
 
 
 def linear_calls():
-    return [chat_call([SYSTEM, TASK], A1, usage=(100, 20)),
-            chat_call([SYSTEM, TASK, A1, T1], A2, usage=(150, 15)),
-            chat_call([SYSTEM, TASK, A1, T1, A2, T2], A3, usage=(180, 12))]
+    return [
+        chat_call([SYSTEM, TASK], A1, usage=(100, 20)),
+        chat_call([SYSTEM, TASK, A1, T1], A2, usage=(150, 15)),
+        chat_call([SYSTEM, TASK, A1, T1, A2, T2], A3, usage=(180, 12)),
+    ]
 
 
 # --- chains ---------------------------------------------------------------------------------------------------
@@ -48,8 +50,9 @@ def test_linear_tool_calling_conversation_is_one_trajectory_with_its_stats():
     assert trajectory.tools == TOOLS
     assert trajectory.model == "scripted"
     assert not trajectory.excluded and trajectory.exclusion_reason == ""
-    assert trajectory.stats == TrajectoryStats(turns=3, prompt_tokens=430, completion_tokens=47, total_tokens=477,
-                                               tool_calls=2, tool_types=["exec", "write"])
+    assert trajectory.stats == TrajectoryStats(
+        turns=3, prompt_tokens=430, completion_tokens=47, total_tokens=477, tool_calls=2, tool_types=["exec", "write"]
+    )
 
 
 def test_total_tokens_default_to_prompt_plus_completion_when_usage_omits_them():
@@ -61,15 +64,28 @@ def test_serialisation_differences_do_not_split_a_chain():
     # The harness re-sends history its own way: content parts, new tool call ids, re-dumped arguments,
     # whitespace, dropped reasoning, another key order.
     a1_resent = {
-        "tool_calls": [{"type": "function", "id": "toolu_XYZ",
-                        "function": {"arguments": '{ "content": "hi",  "path": "hello.txt" }', "name": "write"}}],
+        "tool_calls": [
+            {
+                "type": "function",
+                "id": "toolu_XYZ",
+                "function": {"arguments": '{ "content": "hi",  "path": "hello.txt" }', "name": "write"},
+            }
+        ],
         "content": [{"type": "text", "text": "I'll write it.  "}],
         "role": "assistant",
     }
-    t1_resent = {"role": "tool", "tool_call_id": "toolu_XYZ",
-                 "content": [{"type": "text", "text": "Wrote 2 bytes to hello.txt\n"}]}
-    task_resent = {"role": "user", "content": [{"type": "text", "text": "Write hello.txt containing 'hi', "},
-                                                {"type": "text", "text": "then check it."}]}
+    t1_resent = {
+        "role": "tool",
+        "tool_call_id": "toolu_XYZ",
+        "content": [{"type": "text", "text": "Wrote 2 bytes to hello.txt\n"}],
+    }
+    task_resent = {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "Write hello.txt containing 'hi', "},
+            {"type": "text", "text": "then check it."},
+        ],
+    }
     first_answer = {**A1, "reasoning_content": "The user wants a file."}
     calls = [chat_call([SYSTEM, TASK], first_answer), chat_call([SYSTEM, task_resent, a1_resent, t1_resent], A3)]
     [trajectory] = rebuild_trajectories(calls)
@@ -137,8 +153,10 @@ def test_a_request_with_no_new_message_still_continues_its_predecessor():
 
 
 def test_compaction_rewrites_history_and_starts_a_new_chain():
-    summarise = [{"role": "system", "content": "Summarise the conversation so far."},
-                 {"role": "user", "content": json.dumps([TASK, A1, T1])}]
+    summarise = [
+        {"role": "system", "content": "Summarise the conversation so far."},
+        {"role": "user", "content": json.dumps([TASK, A1, T1])},
+    ]
     summary = assistant("The user wants hello.txt; it was written.")
     compacted = [SYSTEM, {"role": "user", "content": "Summary of earlier work: hello.txt was written."}, TASK]
     b1 = assistant(None, tool_call("call_5", "read", {"path": "hello.txt"}))
@@ -164,13 +182,19 @@ def test_tools_are_taken_from_the_last_request_of_the_chain():
 
 def test_non_text_parts_are_compared_and_the_recorded_calls_left_untouched():
     image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
-    with_image = {"role": "user", "content": [{"type": "text", "text": "<internal-context>x</internal-context>Look:"},
-                                              image]}
-    other_image = {"role": "user", "content": [{"type": "text", "text": "Look:"},
-                                               {**image, "image_url": {"url": "data:image/png;base64,BBBB"}}]}
-    calls = [chat_call([SYSTEM, with_image], A1),
-             chat_call([SYSTEM, {"role": "user", "content": [{"type": "text", "text": "Look:"}, image]}, A1, T1], A3),
-             chat_call([SYSTEM, other_image, A1, T1], A3)]
+    with_image = {
+        "role": "user",
+        "content": [{"type": "text", "text": "<internal-context>x</internal-context>Look:"}, image],
+    }
+    other_image = {
+        "role": "user",
+        "content": [{"type": "text", "text": "Look:"}, {**image, "image_url": {"url": "data:image/png;base64,BBBB"}}],
+    }
+    calls = [
+        chat_call([SYSTEM, with_image], A1),
+        chat_call([SYSTEM, {"role": "user", "content": [{"type": "text", "text": "Look:"}, image]}, A1, T1], A3),
+        chat_call([SYSTEM, other_image, A1, T1], A3),
+    ]
     recorded = copy.deepcopy(calls)
     trajectories = rebuild_trajectories(calls)
     assert [t.call_indices for t in trajectories] == [[0, 1], [2]]
@@ -196,10 +220,10 @@ def heartbeat_rollout():
     follow_up = {"role": "user", "content": "Now also add a newline."}
     history = [SYSTEM, TASK, A1, T1, A2, T2, A3]
     calls = [
-        *linear_calls(),                                                   # 0, 1, 2
-        chat_call([SYSTEM, HEARTBEAT], hb_ok, usage=(50, 2)),              # 3: isolated heartbeat
-        chat_call([*history, HEARTBEAT], hb_read),                         # 4: heartbeat in the session
-        chat_call([*history, HEARTBEAT, hb_read, hb_result], hb_ok),       # 5
+        *linear_calls(),  # 0, 1, 2
+        chat_call([SYSTEM, HEARTBEAT], hb_ok, usage=(50, 2)),  # 3: isolated heartbeat
+        chat_call([*history, HEARTBEAT], hb_read),  # 4: heartbeat in the session
+        chat_call([*history, HEARTBEAT, hb_read, hb_result], hb_ok),  # 5
         chat_call([*history, HEARTBEAT, hb_read, hb_result, hb_ok, follow_up], A1),  # 6
     ]
     return calls, [*history, follow_up, A1]
@@ -231,10 +255,15 @@ def test_cron_prompts_and_internal_context_blocks_are_stripped():
     cron = {"role": "user", "content": "[cron:daily-digest] Send the daily digest."}
     block = "<internal-context>\ncwd=/root/.openclaw/workspace\n</internal-context>\n"
     wrapped_task = {"role": "user", "content": block + TASK["content"]}
-    context_only = {"role": "system", "content": "  <internal-context source=\"memory\">nothing</internal-context> "}
-    parts_result = {"role": "tool", "tool_call_id": "call_1",
-                    "content": [{"type": "text", "text": "<internal-context>x</internal-context>"},
-                                {"type": "text", "text": T1["content"]}]}
+    context_only = {"role": "system", "content": '  <internal-context source="memory">nothing</internal-context> '}
+    parts_result = {
+        "role": "tool",
+        "tool_call_id": "call_1",
+        "content": [
+            {"type": "text", "text": "<internal-context>x</internal-context>"},
+            {"type": "text", "text": T1["content"]},
+        ],
+    }
     cron_reply = assistant("Digest sent.")
     follow_up = {"role": "user", "content": "Thanks. Anything else?"}
     calls = [
@@ -269,8 +298,9 @@ def test_custom_auxiliary_patterns_replace_the_defaults():
     ping = {"role": "user", "content": "PING"}
     wrapped = {"role": "user", "content": "<internal-context>x</internal-context> go"}
     assert rebuild_trajectories([chat_call([SYSTEM, ping], A3)], rules=rules) == []
-    heartbeat, kept = rebuild_trajectories([chat_call([SYSTEM, HEARTBEAT], A3), chat_call([SYSTEM, wrapped], A3)],
-                                           rules=rules)
+    heartbeat, kept = rebuild_trajectories(
+        [chat_call([SYSTEM, HEARTBEAT], A3), chat_call([SYSTEM, wrapped], A3)], rules=rules
+    )
     assert heartbeat.messages == [SYSTEM, HEARTBEAT, A3]  # the default heartbeat pattern was replaced
     assert kept.messages == [SYSTEM, wrapped, A3]  # no injected-block rule: left alone
 
@@ -280,8 +310,10 @@ def test_custom_auxiliary_patterns_replace_the_defaults():
 
 def test_calling_an_unsupported_tool_excludes_the_trajectory_and_names_it():
     canvas = assistant(None, tool_call("c1", "canvas", {"action": "present"}), tool_call("c2", "message", {"to": "x"}))
-    calls = [chat_call([SYSTEM, TASK], canvas),
-             chat_call([SYSTEM, TASK, canvas, tool("c1", "ok"), tool("c2", "ok")], A3)]
+    calls = [
+        chat_call([SYSTEM, TASK], canvas),
+        chat_call([SYSTEM, TASK, canvas, tool("c1", "ok"), tool("c2", "ok")], A3),
+    ]
     [trajectory] = rebuild_trajectories(calls)
     assert trajectory.excluded
     assert trajectory.exclusion_reason == "calls unsupported tools: canvas, message"
@@ -306,42 +338,84 @@ def test_a_tool_offered_but_never_called_does_not_exclude():
 
 
 def responses_call(instructions, items, output, *, response_id, previous=None, usage=(80, 8)):
-    request = {"model": "scripted", "instructions": instructions, "input": copy.deepcopy(items), "stream": True,
-               "tools": [{"type": "function", "name": "write", "description": "Write a file",
-                          "parameters": {"type": "object"}, "strict": False}]}
+    request = {
+        "model": "scripted",
+        "instructions": instructions,
+        "input": copy.deepcopy(items),
+        "stream": True,
+        "tools": [
+            {
+                "type": "function",
+                "name": "write",
+                "description": "Write a file",
+                "parameters": {"type": "object"},
+                "strict": False,
+            }
+        ],
+    }
     if previous:
         request["previous_response_id"] = previous
-    return {"request": request,
-            "response": {"id": response_id, "object": "response", "status": "completed", "output": output,
-                         "usage": {"input_tokens": usage[0], "output_tokens": usage[1], "total_tokens": sum(usage)}}}
+    return {
+        "request": request,
+        "response": {
+            "id": response_id,
+            "object": "response",
+            "status": "completed",
+            "output": output,
+            "usage": {"input_tokens": usage[0], "output_tokens": usage[1], "total_tokens": sum(usage)},
+        },
+    }
 
 
 def text_output(text):
-    return {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
-            "content": [{"type": "output_text", "text": text, "annotations": []}]}
+    return {
+        "type": "message",
+        "id": "msg_1",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
 
 
-WRITE_CALL = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "write",
-              "arguments": json.dumps({"path": "hello.txt", "content": "hi"})}
+WRITE_CALL = {
+    "type": "function_call",
+    "id": "fc_1",
+    "call_id": "call_1",
+    "name": "write",
+    "arguments": json.dumps({"path": "hello.txt", "content": "hi"}),
+}
 WRITE_OUTPUT = {"type": "function_call_output", "call_id": "call_1", "output": "Wrote 2 bytes to hello.txt"}
 REASONING = {"type": "reasoning", "id": "rs_1", "summary": []}
 EXPECTED_RESPONSES = [SYSTEM, TASK, A1, T1, A3]
-RESPONSES_TOOLS = [{"type": "function", "function": {"name": "write", "description": "Write a file",
-                                                     "parameters": {"type": "object"}, "strict": False}}]
+RESPONSES_TOOLS = [
+    {
+        "type": "function",
+        "function": {"name": "write", "description": "Write a file", "parameters": {"type": "object"}, "strict": False},
+    }
+]
 
 
 def test_responses_api_calls_become_chat_trajectories():
     user = {"role": "user", "content": [{"type": "input_text", "text": TASK["content"]}]}
     calls = [
-        responses_call(SYSTEM["content"], TASK["content"], [REASONING, text_output("I'll write it."), WRITE_CALL],
-                       response_id="resp_1"),
-        responses_call(SYSTEM["content"], [user, REASONING, text_output("I'll write it."), WRITE_CALL, WRITE_OUTPUT],
-                       [text_output(A3["content"])], response_id="resp_2"),
+        responses_call(
+            SYSTEM["content"],
+            TASK["content"],
+            [REASONING, text_output("I'll write it."), WRITE_CALL],
+            response_id="resp_1",
+        ),
+        responses_call(
+            SYSTEM["content"],
+            [user, REASONING, text_output("I'll write it."), WRITE_CALL, WRITE_OUTPUT],
+            [text_output(A3["content"])],
+            response_id="resp_2",
+        ),
     ]
     [trajectory] = rebuild_trajectories(calls)
     assert trajectory.call_indices == [0, 1]
-    assert trajectory.stats == TrajectoryStats(turns=2, prompt_tokens=160, completion_tokens=16, total_tokens=176,
-                                               tool_calls=1, tool_types=["write"])
+    assert trajectory.stats == TrajectoryStats(
+        turns=2, prompt_tokens=160, completion_tokens=16, total_tokens=176, tool_calls=1, tool_types=["write"]
+    )
     assert trajectory.tools == RESPONSES_TOOLS
     messages = trajectory.messages
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "assistant"]
@@ -354,8 +428,9 @@ def test_responses_api_calls_become_chat_trajectories():
 def test_responses_api_previous_response_id_continues_the_stored_conversation():
     calls = [
         responses_call(SYSTEM["content"], [TASK], [text_output("I'll write it."), WRITE_CALL], response_id="resp_1"),
-        responses_call(SYSTEM["content"], [WRITE_OUTPUT], [text_output(A3["content"])], response_id="resp_2",
-                       previous="resp_1"),
+        responses_call(
+            SYSTEM["content"], [WRITE_OUTPUT], [text_output(A3["content"])], response_id="resp_2", previous="resp_1"
+        ),
     ]
     [trajectory] = rebuild_trajectories(calls)
     assert trajectory.call_indices == [0, 1]
@@ -366,8 +441,10 @@ def test_responses_api_previous_response_id_continues_the_stored_conversation():
 def test_responses_api_failed_or_cut_off_responses_are_skipped():
     failed = responses_call("s", "hi", [], response_id="r1")
     failed["response"]["status"] = "failed"
-    cut_off = {"request": failed["request"], "response": {"object": "response", "status": "incomplete_stream",
-                                                          "output_text": "par"}}
+    cut_off = {
+        "request": failed["request"],
+        "response": {"object": "response", "status": "incomplete_stream", "output_text": "par"},
+    }
     assert rebuild_trajectories([failed, cut_off]) == []
 
 
@@ -404,15 +481,25 @@ def test_trajectory_round_trips_through_json():
 
 
 def make(turns, tool_calls, tool_types, total, *, excluded=False):
-    stats = TrajectoryStats(turns=turns, prompt_tokens=total - turns, completion_tokens=turns, total_tokens=total,
-                            tool_calls=tool_calls, tool_types=tool_types)
+    stats = TrajectoryStats(
+        turns=turns,
+        prompt_tokens=total - turns,
+        completion_tokens=turns,
+        total_tokens=total,
+        tool_calls=tool_calls,
+        tool_types=tool_types,
+    )
     reason = "calls unsupported tools: canvas" if excluded else ""
     return TrajectoryData([], [], [0], stats, excluded=excluded, exclusion_reason=reason)
 
 
 def test_corpus_stats_means_distributions_and_exclusions():
-    corpus = [make(1, 0, [], 500), make(3, 2, ["write"], 1500), make(8, 7, ["exec", "write"], 4000),
-              make(70, 90, ["canvas"], 200000, excluded=True)]
+    corpus = [
+        make(1, 0, [], 500),
+        make(3, 2, ["write"], 1500),
+        make(8, 7, ["exec", "write"], 4000),
+        make(70, 90, ["canvas"], 200000, excluded=True),
+    ]
     stats = corpus_stats(iter(corpus))
     assert (stats["trajectories"], stats["included"], stats["excluded"]) == (4, 3, 1)
     assert stats["exclusion_reasons"] == [{"reason": "calls unsupported tools: canvas", "count": 1}]

@@ -12,8 +12,11 @@ OK = assistant("You're welcome.")
 
 
 def linear_calls():
-    return [chat_call([SYSTEM, TASK], A1), chat_call([SYSTEM, TASK, A1, T1], A2),
-            chat_call([SYSTEM, TASK, A1, T1, A2, T2], A3)]  # fmt: skip
+    return [
+        chat_call([SYSTEM, TASK], A1),
+        chat_call([SYSTEM, TASK, A1, T1], A2),
+        chat_call([SYSTEM, TASK, A1, T1, A2, T2], A3),
+    ]
 
 
 def test_a_harness_resending_what_its_model_said_is_verified():
@@ -61,8 +64,13 @@ def test_what_the_key_does_not_compare_is_the_records_own():
 
 
 def test_changed_tool_arguments_are_not_the_recorded_answer():
-    tampered = assistant(A1["content"], {**A1["tool_calls"][0], "function": {
-        "name": "write", "arguments": '{"path": "hello.txt", "content": "pwned"}'}})  # fmt: skip
+    tampered = assistant(
+        A1["content"],
+        {
+            **A1["tool_calls"][0],
+            "function": {"name": "write", "arguments": '{"path": "hello.txt", "content": "pwned"}'},
+        },
+    )
     calls = [chat_call([SYSTEM, TASK], A1), chat_call([SYSTEM, TASK, tampered, T1], A3)]
     trajectories = rebuild_trajectories(calls)
     assert [t.unverified_turns for t in trajectories] == [[], [2]]
@@ -73,22 +81,32 @@ def test_side_calls_are_retries_forks_heartbeats_and_failed_calls():
     fork = chat_call([SYSTEM, TASK, A1, tool("call_1", "a result nobody ran")], A2)
     heartbeat = chat_call([SYSTEM, TASK, A1, T1, HEARTBEAT], assistant("HEARTBEAT_OK"))
     cut_off = {**chat_call([SYSTEM, TASK, A1, T1], A2), "error": "upstream stream broke off"}
-    calls = [chat_call([SYSTEM, TASK], A1), retry, cut_off, heartbeat, chat_call([SYSTEM, TASK, A1, T1], A2), fork,
-             chat_call([SYSTEM, TASK, A1, T1, A2, T2], A3), {"request": {"messages": []}, "response": None}]  # fmt: skip
+    calls = [
+        chat_call([SYSTEM, TASK], A1),
+        retry,
+        cut_off,
+        heartbeat,
+        chat_call([SYSTEM, TASK, A1, T1], A2),
+        fork,
+        chat_call([SYSTEM, TASK, A1, T1, A2, T2], A3),
+        {"request": {"messages": []}, "response": None},
+    ]
     assert chain_roles(calls) == [MAIN, SIDE, SIDE, SIDE, MAIN, SIDE, MAIN, ""]
     # A heartbeat between two user turns stays in the history the harness sends: its recorded answer verifies it and
     # the chain goes on through it (the heartbeat's exchange is stripped, as from trajectories).
     done, pong, more = chat_call([SYSTEM, TASK], A3), assistant("HEARTBEAT_OK"), {"role": "user", "content": "More?"}
-    later = [done, chat_call([SYSTEM, TASK, A3, HEARTBEAT], pong),
-             chat_call([SYSTEM, TASK, A3, HEARTBEAT, pong, more], assistant("Nothing more."))]  # fmt: skip
+    later = [
+        done,
+        chat_call([SYSTEM, TASK, A3, HEARTBEAT], pong),
+        chat_call([SYSTEM, TASK, A3, HEARTBEAT, pong, more], assistant("Nothing more.")),
+    ]
     assert chain_roles(later) == [MAIN, SIDE, MAIN]
 
 
 def test_a_forged_turn_hidden_behind_a_heartbeat_makes_a_side_call():
     # Stripping the heartbeat would drop the forged turn from the trajectory, but the model saw it (and an RL sample's
     # prompt tokens hold it): the call is a side call.
-    calls = [chat_call([SYSTEM, TASK], A1),
-             chat_call([SYSTEM, TASK, A1, T1, HEARTBEAT, FORGED, THANKS], A2)]  # fmt: skip
+    calls = [chat_call([SYSTEM, TASK], A1), chat_call([SYSTEM, TASK, A1, T1, HEARTBEAT, FORGED, THANKS], A2)]
     assert chain_roles(calls, rules=TrajectoryRules()) == [MAIN, SIDE]
 
 

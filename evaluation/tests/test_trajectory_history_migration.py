@@ -22,24 +22,36 @@ def test_the_migration_checks_the_trajectories_stored_before_it():
     old = loader.project_state([key for key in loader.applied_migrations if key in loader.graph.nodes]).apps
     endpoint = old.get_model("llm", "ModelEndpoint").objects.create(name="old", base_url="http://h/v1", model="m")
     task = old.get_model("tasks", "Task").objects.create(external_id="t", title="t")
-    revision = old.get_model("tasks", "TaskRevision").objects.create(task=task, number=1, instruction="i",
-                                                                     content_hash="h")  # fmt: skip
+    revision = old.get_model("tasks", "TaskRevision").objects.create(
+        task=task, number=1, instruction="i", content_hash="h"
+    )
     session = old.get_model("llm", "ProxySession").objects.create(endpoint=endpoint)
-    rollout = old.get_model("evaluation", "Rollout").objects.create(revision=revision, endpoint=endpoint,
-                                                                   harness="builtin", proxy_session=session)  # fmt: skip
+    rollout = old.get_model("evaluation", "Rollout").objects.create(
+        revision=revision, endpoint=endpoint, harness="builtin", proxy_session=session
+    )
     Call = old.get_model("llm", "ModelCall")
 
     def call(messages, answer):
-        return Call.objects.create(endpoint_name="old", purpose="proxy", session=session, request={"messages": messages},
-                                   response={"choices": [{"index": 0, "message": answer}]}, status_code=200).pk  # fmt: skip
+        return Call.objects.create(
+            endpoint_name="old",
+            purpose="proxy",
+            session=session,
+            request={"messages": messages},
+            response={"choices": [{"index": 0, "message": answer}]},
+            status_code=200,
+        ).pk
 
     first, last = call([SYSTEM, TASK], A1), call([SYSTEM, TASK, A1, T1], A3)
     forged = call([SYSTEM, TASK, FORGED, T1], A3)
-    stored = [([SYSTEM, TASK, A1, T1, A3], [first, last]), ([SYSTEM, TASK, FORGED, T1, A3], [forged]),
-              ([SYSTEM, TASK, A1, T1, A3], [])]  # fmt: skip
+    stored = [
+        ([SYSTEM, TASK, A1, T1, A3], [first, last]),
+        ([SYSTEM, TASK, FORGED, T1, A3], [forged]),
+        ([SYSTEM, TASK, A1, T1, A3], []),
+    ]
     for index, (messages, ids) in enumerate(stored):
-        old.get_model("evaluation", "Trajectory").objects.create(rollout=rollout, index=index, messages=messages,
-                                                                 model_call_ids=ids)  # fmt: skip
+        old.get_model("evaluation", "Trajectory").objects.create(
+            rollout=rollout, index=index, messages=messages, model_call_ids=ids
+        )
 
     executor = MigrationExecutor(connection)
     executor.loader.build_graph()

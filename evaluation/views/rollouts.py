@@ -73,8 +73,13 @@ def rollout_start(request):
         return render_page(request, "evaluation/rollout_list.html", _list_context(request, form), status=400)
     data = form.cleaned_data
     try:
-        rollouts = start_rollouts(data["task"].current_revision, data["endpoint"], harness=data["harness"],
-                                  repeats=data["repeats"], user=request.user)  # fmt: skip
+        rollouts = start_rollouts(
+            data["task"].current_revision,
+            data["endpoint"],
+            harness=data["harness"],
+            repeats=data["repeats"],
+            user=request.user,
+        )
     except (RolloutError, JobEngineError) as exc:
         messages.error(request, f"The rollouts were not started: {exc}")
         return redirect("evaluation:list")
@@ -147,10 +152,20 @@ def rollout_trajectories(request, pk: int):
     """The rollout's trajectories as JSON lines (one OpenAI-format conversation with its tools and reward a line)."""
     rollout = get_object_or_404(Rollout, pk=pk)
     lines = [
-        json.dumps({"rollout": rollout.pk, "index": t.index, "messages": t.messages, "tools": t.tools,
-                    "reward": t.reward, "stats": t.stats, "excluded": t.excluded,
-                    "exclusion_reason": t.exclusion_reason, "unverified_turns": t.unverified_turns},
-                   ensure_ascii=False)  # fmt: skip
+        json.dumps(
+            {
+                "rollout": rollout.pk,
+                "index": t.index,
+                "messages": t.messages,
+                "tools": t.tools,
+                "reward": t.reward,
+                "stats": t.stats,
+                "excluded": t.excluded,
+                "exclusion_reason": t.exclusion_reason,
+                "unverified_turns": t.unverified_turns,
+            },
+            ensure_ascii=False,
+        )
         for t in rollout.trajectories.all()
     ]
     response = HttpResponse("".join(line + "\n" for line in lines), content_type="application/x-ndjson")
@@ -164,8 +179,9 @@ def trajectory_stats(request):
     form = TrajectoryFilterForm(request.GET)
     rows = form.filter(Trajectory.objects.all()).values_list("stats", "excluded", "exclusion_reason")
     corpus = [
-        TrajectoryData(messages=[], tools=[], call_indices=[], stats=_stats(stats), excluded=excluded,
-                       exclusion_reason=reason)  # fmt: skip
+        TrajectoryData(
+            messages=[], tools=[], call_indices=[], stats=_stats(stats), excluded=excluded, exclusion_reason=reason
+        )
         for stats, excluded, reason in rows.iterator()
     ]
     include = form.is_valid() and form.cleaned_data["include_excluded"]

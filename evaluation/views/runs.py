@@ -73,8 +73,9 @@ def ci_row(figure: dict | None) -> dict:
     return {"mean": figure.get("mean"), "lo": lo, "hi": hi, "tasks": figure.get("tasks", 0)}
 
 
-def bar_chart(labels: list[str], datasets: list[dict], *, y_title: str = "mean score", y_min=0, y_max=1,
-              y_step=None) -> dict:  # fmt: skip
+def bar_chart(
+    labels: list[str], datasets: list[dict], *, y_title: str = "mean score", y_min=0, y_max=1, y_step=None
+) -> dict:
     """The data static/js/charts.js draws: datasets are {"label", "data", "low", "high"} (low/high: CI whiskers)."""
     y = {"min": y_min, "max": y_max, "title": y_title, **({"step": y_step} if y_step else {})}
     return {"type": "bar", "labels": labels, "datasets": datasets, "y": y}
@@ -85,15 +86,25 @@ def leaderboard_table(entries: list[dict], names: dict) -> dict:
     groups = ordered_groups((slug for e in entries for slug in e["categories"]), names)
     run_url = reverse("evaluations:detail", args=[ROW_MARK])
     rows = [
-        {**entry, "cells": [ci_row(entry["categories"].get(slug)) for slug in groups],
-         "overall_row": ci_row(entry["overall"]), "url": run_url.replace(str(ROW_MARK), str(entry["run"]))}
+        {
+            **entry,
+            "cells": [ci_row(entry["categories"].get(slug)) for slug in groups],
+            "overall_row": ci_row(entry["overall"]),
+            "url": run_url.replace(str(ROW_MARK), str(entry["run"])),
+        }
         for entry in entries
-    ]  # fmt: skip
+    ]
     datasets = []
     for row in rows:
         cells = [*row["cells"], row["overall_row"]]
-        datasets.append({"label": f"{row['endpoint']} · {row['harness']}", "data": [c["mean"] for c in cells],
-                         "low": [c["lo"] for c in cells], "high": [c["hi"] for c in cells]})  # fmt: skip
+        datasets.append(
+            {
+                "label": f"{row['endpoint']} · {row['harness']}",
+                "data": [c["mean"] for c in cells],
+                "low": [c["lo"] for c in cells],
+                "high": [c["hi"] for c in cells],
+            }
+        )
     labels = [names.get(slug, slug) for slug in groups]
     return {
         "groups": [(slug, names.get(slug, slug)) for slug in groups],
@@ -134,9 +145,16 @@ def run_rows(queryset):
 @require_GET
 def run_list(request):
     # The list polls while a run on show is unfinished.
-    return render_list(request, "evaluation/run_list.html", run_rows(EvalRun.objects.all()), partial="runs",
-                       context={"nav": "evaluations"}, per_page=RUNS_PAGE_SIZE, statuses=EvalRun.Status.choices,
-                       is_live=lambda run: not run.is_finished)  # fmt: skip
+    return render_list(
+        request,
+        "evaluation/run_list.html",
+        run_rows(EvalRun.objects.all()),
+        partial="runs",
+        context={"nav": "evaluations"},
+        per_page=RUNS_PAGE_SIZE,
+        statuses=EvalRun.Status.choices,
+        is_live=lambda run: not run.is_finished,
+    )
 
 
 # --- starting ----------------------------------------------------------------------------------------------------
@@ -147,9 +165,15 @@ def run_list(request):
 def run_start(request):
     if request.method == "GET":
         # ?endpoint=NAME: the training run page's "Start an evaluation" link for a checkpoint just served.
-        form = StartEvalRunForm(initial={"harness": settings.CLAWGYM_DEFAULT_HARNESS, "repeats": 1,
-                                         "pass_threshold": 1.0, "options": {},
-                                         "endpoint": request.GET.get("endpoint")})  # fmt: skip
+        form = StartEvalRunForm(
+            initial={
+                "harness": settings.CLAWGYM_DEFAULT_HARNESS,
+                "repeats": 1,
+                "pass_threshold": 1.0,
+                "options": {},
+                "endpoint": request.GET.get("endpoint"),
+            }
+        )
         return render_page(request, "evaluation/run_start.html", {"nav": "evaluations", "form": form})
     form = StartEvalRunForm(request.POST)
     if not form.is_valid():
@@ -163,8 +187,11 @@ def run_start(request):
         messages.error(request, f"The run was created but its rollouts could not be queued: {exc}")
         return redirect("evaluations:list")
     if reused:
-        messages.info(request, f"An earlier run had these settings: {run.name} (#{run.pk}) is resumed instead; "
-                               "its finished rollouts are kept.")  # fmt: skip
+        messages.info(
+            request,
+            f"An earlier run had these settings: {run.name} (#{run.pk}) is resumed instead; "
+            "its finished rollouts are kept.",
+        )
     else:
         messages.success(request, f"Started {run.name}: {run.rollouts_total} rollouts queued.")
     return redirect("evaluations:detail", pk=run.pk)
@@ -184,22 +211,37 @@ def _figures(run: EvalRun, summary: dict, names: dict) -> dict:
     ]
     counts = {**Outcome.counts_zero(), **(run.outcome_counts or {})}
     return {
-        "overall": {**ci_row(overall), "std": overall.get("std_across_repeats"),
-                    "tasks_total": overall.get("tasks_total", 0)},
+        "overall": {
+            **ci_row(overall),
+            "std": overall.get("std_across_repeats"),
+            "tasks_total": overall.get("tasks_total", 0),
+        },
         "categories": categories,
-        "category_chart": bar_chart([c["name"] for c in categories], [{
-            "label": "mean score", "data": [c["mean"] for c in categories], "low": [c["lo"] for c in categories],
-            "high": [c["hi"] for c in categories]}]),
+        "category_chart": bar_chart(
+            [c["name"] for c in categories],
+            [
+                {
+                    "label": "mean score",
+                    "data": [c["mean"] for c in categories],
+                    "low": [c["lo"] for c in categories],
+                    "high": [c["hi"] for c in categories],
+                }
+            ],
+        ),
         "distribution": distribution,
-        "distribution_chart": bar_chart([b["label"] for b in distribution],
-                                        [{"label": "tasks", "data": [b["count"] for b in distribution]}],
-                                        y_title="tasks", y_max=None) | {"integers": True},
+        "distribution_chart": bar_chart(
+            [b["label"] for b in distribution],
+            [{"label": "tasks", "data": [b["count"] for b in distribution]}],
+            y_title="tasks",
+            y_max=None,
+        )
+        | {"integers": True},
         "pass_rows": pass_rows,
         "grading": [(name, ci_row(figure)) for name, figure in summary.get("grading", {}).items()],
         "outcomes": [(value, label, counts.get(value, 0)) for value, label in Outcome.choices],
         "missing": summary.get("missing") or [],
         "repeat_means": summary.get("repeat_means") or [],
-    }  # fmt: skip
+    }
 
 
 def _task_rows(run: EvalRun, sort: str) -> list[dict]:
@@ -209,9 +251,22 @@ def _task_rows(run: EvalRun, sort: str) -> list[dict]:
         EvalRunTask.objects.filter(run=run)
         .annotate(tokens=F("input_tokens") + F("output_tokens"))
         .order_by(*TASK_SORTS[sort])
-        .values("pk", "hybrid", "scores", "n", "mean", "std", "min", "max", "passes", "tokens", "cost",
-                task_id_=F("task__external_id"), category=F("task__benchmark_category__name"),
-                revision_number=F("revision__number"))  # fmt: skip
+        .values(
+            "pk",
+            "hybrid",
+            "scores",
+            "n",
+            "mean",
+            "std",
+            "min",
+            "max",
+            "passes",
+            "tokens",
+            "cost",
+            task_id_=F("task__external_id"),
+            category=F("task__benchmark_category__name"),
+            revision_number=F("revision__number"),
+        )
     )
     task_url = reverse("tasks:detail", args=[URL_MARK])
     repeats_url = reverse("evaluations:repeats", args=[run.pk, ROW_MARK])
@@ -265,8 +320,17 @@ def run_task_repeats(request, pk: int, row: int):
     task_row = get_object_or_404(EvalRunTask.objects.select_related("run", "task", "revision"), pk=row, run_id=pk)
     rollouts = list(
         Rollout.objects.filter(eval_run_id=pk, revision_id=task_row.revision_id)
-        .only("repeat_index", "attempt", "status", "outcome", "exit_reason", "score", "input_tokens",
-              "output_tokens", "agent_seconds")  # fmt: skip
+        .only(
+            "repeat_index",
+            "attempt",
+            "status",
+            "outcome",
+            "exit_reason",
+            "score",
+            "input_tokens",
+            "output_tokens",
+            "agent_seconds",
+        )
         .order_by("repeat_index", "id")
     )
     labels = dict(Outcome.choices)
@@ -398,8 +462,15 @@ def compare(request):
         .select_related("endpoint", "benchmark_version__benchmark")
         .only("name", "status", "endpoint__name", "benchmark_version__number", "benchmark_version__benchmark__name")
     )
-    context = {"nav": "evaluations", "a": a, "b": b, "pickers": [("a", a), ("b", b)], "choices": choices,
-               "result": None, "error": ""}  # fmt: skip
+    context = {
+        "nav": "evaluations",
+        "a": a,
+        "b": b,
+        "pickers": [("a", a), ("b", b)],
+        "choices": choices,
+        "result": None,
+        "error": "",
+    }
     if a is not None and b is not None:
         try:
             result = runs.compare_runs(a, b)
@@ -412,15 +483,30 @@ def compare(request):
             per_task = sorted(result["per_task"], key=lambda t: (-abs(t["difference"]), t["task"]))
             lo, hi = (result["ci"] or [None, None])[:2]
             task_url = reverse("tasks:detail", args=[URL_MARK])
-            context.update({
-                "result": result, "lo": lo, "hi": hi, "categories": categories,
-                "per_task": [{**t, "category_name": names.get(t["category"], t["category"]),
-                              "url": task_url.replace(URL_MARK, quote(t["task"], safe=""))} for t in per_task],
-                "chart": bar_chart([c["name"] for c in categories],
-                                   [{"label": "A − B", "data": [c["difference"] for c in categories]}],
-                                   y_title="mean difference (A − B)", y_min=-1, y_max=1, y_step=0.5),
-            })  # fmt: skip
+            context.update(
+                {
+                    "result": result,
+                    "lo": lo,
+                    "hi": hi,
+                    "categories": categories,
+                    "per_task": [
+                        {
+                            **t,
+                            "category_name": names.get(t["category"], t["category"]),
+                            "url": task_url.replace(URL_MARK, quote(t["task"], safe="")),
+                        }
+                        for t in per_task
+                    ],
+                    "chart": bar_chart(
+                        [c["name"] for c in categories],
+                        [{"label": "A − B", "data": [c["difference"] for c in categories]}],
+                        y_title="mean difference (A − B)",
+                        y_min=-1,
+                        y_max=1,
+                        y_step=0.5,
+                    ),
+                }
+            )
     elif request.GET.get("a") or request.GET.get("b"):
         context["error"] = "Choose two runs to compare."
     return render_page(request, "evaluation/compare.html", context)
-

@@ -20,9 +20,26 @@ from ..samples import check_rows, pick, run_rollouts, snippet
 
 PAGE_SIZE = 50
 # What a samples row shows; the transcript only when a text is searched for (its snippet), never for the list alone.
-ROW_FIELDS = ("revision__task__external_id", "revision__number", "repeat_index", "attempt", "status", "outcome",
-              "exit_reason", "score", "sub_scores", "turns", "input_tokens", "output_tokens", "agent_seconds",
-              "final_message", "error", "score_reason", "check_reason", "eval_run")  # fmt: skip
+ROW_FIELDS = (
+    "revision__task__external_id",
+    "revision__number",
+    "repeat_index",
+    "attempt",
+    "status",
+    "outcome",
+    "exit_reason",
+    "score",
+    "sub_scores",
+    "turns",
+    "input_tokens",
+    "output_tokens",
+    "agent_seconds",
+    "final_message",
+    "error",
+    "score_reason",
+    "check_reason",
+    "eval_run",
+)
 
 
 def _runs():
@@ -31,8 +48,9 @@ def _runs():
 
 def other_runs(run: EvalRun | None = None):
     """The runs to set beside another: the newest 100 (a run with rollouts is what matters, not that it finished)."""
-    runs = _runs().only("name", "status", "endpoint__name", "benchmark_version__number",
-                        "benchmark_version__benchmark__name")  # fmt: skip
+    runs = _runs().only(
+        "name", "status", "endpoint__name", "benchmark_version__number", "benchmark_version__benchmark__name"
+    )
     return runs.exclude(pk=run.pk)[:100] if run is not None else runs[:100]
 
 
@@ -74,14 +92,29 @@ def rollout_pair(request):
     """?a=RUN&b=RUN&task=ID (&ra=, &rb=: which repeat of each; the first by default): the task's rollout in each run
     side by side: outcome and score, every check's result (the checker's sub-scores and the rubric's rules, the same
     rows in both columns, those that differ marked), the final message and the transcript."""
-    a, b = (_runs().filter(pk=request.GET.get(key)).first() if request.GET.get(key, "").isdigit() else None
-            for key in ("a", "b"))  # fmt: skip
-    tasks = sorted(set(EvalRunTask.objects.filter(run__in=[r for r in (a, b) if r is not None])
-                       .values_list("task__external_id", flat=True)))  # fmt: skip
+    a, b = (
+        _runs().filter(pk=request.GET.get(key)).first() if request.GET.get(key, "").isdigit() else None
+        for key in ("a", "b")
+    )
+    tasks = sorted(
+        set(
+            EvalRunTask.objects.filter(run__in=[r for r in (a, b) if r is not None]).values_list(
+                "task__external_id", flat=True
+            )
+        )
+    )
     task = request.GET.get("task", "")
     task = task if task in tasks else (tasks[0] if tasks else "")
-    context = {"nav": "evaluations", "a": a, "b": b, "tasks": tasks, "task": task, "choices": other_runs(),
-               "sides": [], "checks": []}  # fmt: skip
+    context = {
+        "nav": "evaluations",
+        "a": a,
+        "b": b,
+        "tasks": tasks,
+        "task": task,
+        "choices": other_runs(),
+        "sides": [],
+        "checks": [],
+    }
     if a is not None and b is not None and task:
         index = tasks.index(task)
         context["previous"] = tasks[index - 1] if index > 0 else None
@@ -90,8 +123,15 @@ def rollout_pair(request):
         for key, run in (("a", a), ("b", b)):
             rollouts = run_rollouts(run, task)
             chosen[key] = pick(rollouts, request.GET.get(f"r{key}"))
-            context["sides"].append({"key": key, "run": run, "rollouts": rollouts, "rollout": chosen[key],
-                                     "entries": conversation(chosen[key].transcript) if chosen[key] else []})  # fmt: skip
+            context["sides"].append(
+                {
+                    "key": key,
+                    "run": run,
+                    "rollouts": rollouts,
+                    "rollout": chosen[key],
+                    "entries": conversation(chosen[key].transcript) if chosen[key] else [],
+                }
+            )
         context["checks"] = check_rows(chosen["a"], chosen["b"])
         for side in context["sides"]:
             side["checks"] = [(row, getattr(row, side["key"])) for row in context["checks"]]

@@ -17,11 +17,19 @@ def runs(db, admin_user):
     return {
         "queued": make_run(created_by=admin_user, parent=parent),
         "running": make_run(
-            "tasks.import_upload", JobRun.Status.RUNNING, started_at=started, progress_done=3, progress_total=4,
-            message="reading tasks", log_tail="11:00:00 opened upload\n11:00:01 read 3 tasks",
+            "tasks.import_upload",
+            JobRun.Status.RUNNING,
+            started_at=started,
+            progress_done=3,
+            progress_total=4,
+            message="reading tasks",
+            log_tail="11:00:00 opened upload\n11:00:01 read 3 tasks",
         ),
         "failed": make_run(
-            "tasks.import_upload", JobRun.Status.FAILED, started_at=started, finished_at=timezone.now(),
+            "tasks.import_upload",
+            JobRun.Status.FAILED,
+            started_at=started,
+            finished_at=timezone.now(),
             error="Traceback ...\nValueError: broken archive",
         ),
         "succeeded": make_run(

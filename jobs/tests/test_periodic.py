@@ -22,21 +22,31 @@ KINDS = [entry.kind for entry in periodic.PERIODIC]
 
 
 def test_the_table_names_registered_jobs_on_their_queues():
-    assert KINDS == ["review.expire_claims", "jobs.recover_lost", "training.stop_idle_servers",
-                     "llm.close_stale_sessions"]  # fmt: skip
+    assert KINDS == [
+        "review.expire_claims",
+        "jobs.recover_lost",
+        "training.stop_idle_servers",
+        "llm.close_stale_sessions",
+    ]
     assert set(KINDS) <= set(registry.kinds())
     queues = {kind: registry.get(kind).queue for kind in KINDS}
     # Idle model servers are processes on the gpu host that started them: only a gpu worker can stop them.
-    assert queues == {"review.expire_claims": "default", "jobs.recover_lost": "default",
-                      "training.stop_idle_servers": "gpu", "llm.close_stale_sessions": "default"}  # fmt: skip
+    assert queues == {
+        "review.expire_claims": "default",
+        "jobs.recover_lost": "default",
+        "training.stop_idle_servers": "gpu",
+        "llm.close_stale_sessions": "default",
+    }
     assert [seconds for _, seconds in periodic.enabled()] == [300, 300, 600, 900]
 
 
 def test_intervals_are_overridden_turned_off_and_checked(settings):
     settings.CLAWGYM_PERIODIC_SECONDS = {"review.expire_claims": 60, "training.stop_idle_servers": 0}
     assert [(e.kind, s) for e, s in periodic.enabled()] == [
-        ("review.expire_claims", 60), ("jobs.recover_lost", 300), ("llm.close_stale_sessions", 900)
-    ]  # fmt: skip
+        ("review.expire_claims", 60),
+        ("jobs.recover_lost", 300),
+        ("llm.close_stale_sessions", 900),
+    ]
     settings.CLAWGYM_PERIODIC_SECONDS = {"review.expire_claim": 60}
     with pytest.raises(ValueError, match="names no periodic job: review.expire_claim"):
         periodic.enabled()
@@ -54,8 +64,10 @@ def test_the_system_check_reports_a_bad_table_or_override(settings, monkeypatch)
     settings.CLAWGYM_PERIODIC_SECONDS = {"review.expire_claim": 60}
     monkeypatch.setattr(periodic, "PERIODIC", (*periodic.PERIODIC, periodic.Periodic("tasks.nothing", 60, "")))
     errors = {e.id: e.msg for e in run_checks() if e.id.startswith("jobs.")}
-    assert errors == {"jobs.E001": "periodic job 'tasks.nothing' is not a registered job kind",
-                      "jobs.E002": "CLAWGYM_PERIODIC_SECONDS names no periodic job: review.expire_claim"}  # fmt: skip
+    assert errors == {
+        "jobs.E001": "periodic job 'tasks.nothing' is not a registered job kind",
+        "jobs.E002": "CLAWGYM_PERIODIC_SECONDS names no periodic job: review.expire_claim",
+    }
 
 
 # --- ticks ---------------------------------------------------------------------------------------------------
@@ -95,8 +107,10 @@ def test_a_run_left_queued_for_many_intervals_is_cancelled_and_replaced():
 
 def test_only_the_newest_finished_runs_of_a_periodic_kind_are_kept(monkeypatch):
     monkeypatch.setattr(periodic, "KEEP_FINISHED", 3)
-    old = [JobRun.objects.create(kind="review.expire_claims", engine="django_q", status=s).pk
-           for s in ("succeeded", "failed", "succeeded", "cancelled", "succeeded")]  # fmt: skip
+    old = [
+        JobRun.objects.create(kind="review.expire_claims", engine="django_q", status=s).pk
+        for s in ("succeeded", "failed", "succeeded", "cancelled", "succeeded")
+    ]
     other = JobRun.objects.create(kind="jobs.ping", engine="django_q", status="succeeded")
 
     new = periodic.tick("review.expire_claims")
@@ -127,10 +141,14 @@ def test_celery_beat_schedule_is_built_from_the_table():
 
 def test_celery_beat_schedule_follows_overrides(settings):
     settings.CLAWGYM_PERIODIC_SECONDS = {name: 0 for name in KINDS} | {"llm.close_stale_sessions": 2}
-    assert periodic.beat_schedule() == {"clawgym:llm.close_stale_sessions": {
-        "task": "clawgym.periodic_tick", "schedule": timedelta(seconds=2), "args": ("llm.close_stale_sessions",),
-        "options": {"queue": "default", "expires": 2},
-    }}  # fmt: skip
+    assert periodic.beat_schedule() == {
+        "clawgym:llm.close_stale_sessions": {
+            "task": "clawgym.periodic_tick",
+            "schedule": timedelta(seconds=2),
+            "args": ("llm.close_stale_sessions",),
+            "options": {"queue": "default", "expires": 2},
+        }
+    }
 
 
 def test_schedule_periodic_writes_the_django_q_schedules_once(settings):
@@ -141,8 +159,12 @@ def test_schedule_periodic_writes_the_django_q_schedules_once(settings):
     assert sorted(ours) == sorted(f"clawgym:{kind}" for kind in KINDS)
     claims = ours["clawgym:review.expire_claims"]
     assert (claims.func, claims.args, claims.schedule_type, claims.minutes, claims.repeats) == (
-        "jobs.periodic.tick", "'review.expire_claims'", Schedule.MINUTES, 5, -1
-    )  # fmt: skip
+        "jobs.periodic.tick",
+        "'review.expire_claims'",
+        Schedule.MINUTES,
+        5,
+        -1,
+    )
     assert ours["clawgym:llm.close_stale_sessions"].minutes == 15
     later = timezone.now() + timedelta(minutes=3)
     Schedule.objects.filter(name="clawgym:review.expire_claims").update(next_run=later)
@@ -167,10 +189,18 @@ def test_schedule_periodic_writes_the_django_q_schedules_once(settings):
 
 def test_the_jobs_page_shows_each_periodic_job_with_last_run_result_and_next_run(viewer_client):
     call_command("schedule_periodic", stdout=open(os.devnull, "w"))
-    done = JobRun.objects.create(kind="jobs.recover_lost", engine="django_q", status="succeeded",
-                                 result={"requeued": 2, "failed": 0, "cancelled": 0, "workers_forgotten": 1})  # fmt: skip
-    broken = JobRun.objects.create(kind="llm.close_stale_sessions", engine="django_q", status="failed",
-                                   error="OperationalError: database is locked\n\nTraceback …")  # fmt: skip
+    done = JobRun.objects.create(
+        kind="jobs.recover_lost",
+        engine="django_q",
+        status="succeeded",
+        result={"requeued": 2, "failed": 0, "cancelled": 0, "workers_forgotten": 1},
+    )
+    broken = JobRun.objects.create(
+        kind="llm.close_stale_sessions",
+        engine="django_q",
+        status="failed",
+        error="OperationalError: database is locked\n\nTraceback …",
+    )
     Schedule.objects.filter(name="clawgym:jobs.recover_lost").update(next_run=timezone.now() + timedelta(minutes=4))
 
     html = viewer_client.get("/jobs/").content.decode()
@@ -259,11 +289,23 @@ def test_expired_proxy_sessions_are_closed_and_open_ones_kept(db):
 
 def test_lost_runs_are_queued_again_and_workers_gone_a_day_forgotten(settings):
     host = socket.gethostname()
-    lost = JobRun.objects.create(kind="jobs.ping", engine="django_q", status="running", attempts=1,
-                                 worker=f"{host}:999999999:1", started_at=timezone.now())  # fmt: skip
-    stale = JobRun.objects.create(kind="jobs.ping", engine="django_q", status="running", attempts=3,
-                                  worker="other-host:12:34", heartbeat_at=timezone.now() - timedelta(hours=1),
-                                  started_at=timezone.now() - timedelta(hours=1))  # fmt: skip
+    lost = JobRun.objects.create(
+        kind="jobs.ping",
+        engine="django_q",
+        status="running",
+        attempts=1,
+        worker=f"{host}:999999999:1",
+        started_at=timezone.now(),
+    )
+    stale = JobRun.objects.create(
+        kind="jobs.ping",
+        engine="django_q",
+        status="running",
+        attempts=3,
+        worker="other-host:12:34",
+        heartbeat_at=timezone.now() - timedelta(hours=1),
+        started_at=timezone.now() - timedelta(hours=1),
+    )
     beat("other-host:1:1", "celery", ["sandbox"], timezone.now())
     beat("gone-host:1:1", "celery", ["sandbox"], timezone.now())
     Worker.objects.filter(name="gone-host:1:1").update(seen_at=timezone.now() - timedelta(days=1, seconds=1))
@@ -283,10 +325,12 @@ def test_idle_model_servers_are_stopped_by_the_gpu_queue_job(db):
     from llm.models import ModelEndpoint
     from training_jobs.models import ModelServer
 
-    endpoint = ModelEndpoint.objects.create(name="ckpt-1-10", base_url="http://127.0.0.1:9/v1", model="m",
-                                            roles=["agent"])  # fmt: skip
-    server = ModelServer.objects.create(endpoint=endpoint, backend="transformers", host="127.0.0.1", port=9,
-                                        status=ModelServer.Status.READY)  # fmt: skip
+    endpoint = ModelEndpoint.objects.create(
+        name="ckpt-1-10", base_url="http://127.0.0.1:9/v1", model="m", roles=["agent"]
+    )
+    server = ModelServer.objects.create(
+        endpoint=endpoint, backend="transformers", host="127.0.0.1", port=9, status=ModelServer.Status.READY
+    )
     ModelServer.objects.filter(pk=server.pk).update(created_at=timezone.now() - timedelta(hours=1))
 
     run = run_now("training.stop_idle_servers")

@@ -65,10 +65,19 @@ def holder(root, tmp_path):
     started = []
 
     def start(label: str = "sanity"):
-        env = {**os.environ, "CLAWGYM_SCRATCH_DIR": str(root),
-               "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "clawgym_site.settings")}  # fmt: skip
-        proc = subprocess.Popen([sys.executable, "-c", HOLDER, label, str(outside)], cwd=BASE_DIR, env=env,
-                                stdout=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+        env = {
+            **os.environ,
+            "CLAWGYM_SCRATCH_DIR": str(root),
+            "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "clawgym_site.settings"),
+        }
+        proc = subprocess.Popen(
+            [sys.executable, "-c", HOLDER, label, str(outside)],
+            cwd=BASE_DIR,
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         started.append(proc)
         line = proc.stdout.readline().strip()
         assert line, f"the holder exited with {proc.wait()}"

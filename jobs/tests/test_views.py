@@ -107,8 +107,13 @@ def test_batch_progress_counts_the_children_and_polls_until_all_have_finished(vi
     JobRun.objects.filter(pk=running.pk).update(status=JobRun.Status.SUCCEEDED)
     last = viewer_client.get(url, **HTMX)
     assert polling_attributes(last.content.decode()) == [] and "3/3 done" in last.content.decode()
-    assert json.loads(last.headers["HX-Trigger"]) == {"batch-finished": {"id": parent.pk, "kind": "jobs.ping", "failed": 1}}
-    assert '<span class="badge s-partial" data-testid="batch-outcome">Finished · 1 of 3 failed</span>' in last.content.decode()
+    assert json.loads(last.headers["HX-Trigger"]) == {
+        "batch-finished": {"id": parent.pk, "kind": "jobs.ping", "failed": 1}
+    }
+    assert (
+        '<span class="badge s-partial" data-testid="batch-outcome">Finished · 1 of 3 failed</span>'
+        in last.content.decode()
+    )
     assert 'class="progress partial"' in last.content.decode()
     assert done.batch().total == 0  # a run without children
 
@@ -210,8 +215,12 @@ SERVER_ERROR = (
 
 
 def test_viewers_see_a_failed_runs_reason_without_traceback_or_server_paths(viewer_client, admin_client):
-    run = make_run(status=JobRun.Status.FAILED, error=SERVER_ERROR, params={"upload_path": "/srv/clawgym/var/up/x.zip"},
-                   log_tail="12:00:00 reading /srv/clawgym/var/up/x.zip\n")  # fmt: skip
+    run = make_run(
+        status=JobRun.Status.FAILED,
+        error=SERVER_ERROR,
+        params={"upload_path": "/srv/clawgym/var/up/x.zip"},
+        log_tail="12:00:00 reading /srv/clawgym/var/up/x.zip\n",
+    )
     url = reverse("jobs:detail", args=[run.pk])
 
     html = viewer_client.get(url).content.decode()
@@ -225,8 +234,12 @@ def test_viewers_see_a_failed_runs_reason_without_traceback_or_server_paths(view
 
 
 def test_the_jobs_api_gives_the_traceback_and_paths_to_admins_only(api_as, viewer, admin_user):
-    run = make_run(status=JobRun.Status.FAILED, error=SERVER_ERROR, params={"upload_path": "/srv/clawgym/var/up/x.zip"},
-                   result={"failed": [{"source": "a", "error": "cannot read /srv/clawgym/var/up/x.zip/a/b.json"}]})
+    run = make_run(
+        status=JobRun.Status.FAILED,
+        error=SERVER_ERROR,
+        params={"upload_path": "/srv/clawgym/var/up/x.zip"},
+        result={"failed": [{"source": "a", "error": "cannot read /srv/clawgym/var/up/x.zip/a/b.json"}]},
+    )
     as_viewer = api_as(viewer).get(f"/api/jobs/{run.pk}/").json()
     assert as_viewer["error"] == "FileNotFoundError: [Errno 2] No such file: '…/tasks.zip'"
     assert as_viewer["params"] == {"upload_path": "…/x.zip"}
@@ -246,11 +259,24 @@ def test_hiding_paths_keeps_urls_and_relative_paths():
 
 
 def test_an_import_with_failed_tasks_shows_amber_with_its_counts_and_reasons(viewer_client):
-    result = {"imported": 0, "updated": 0, "unchanged": 1,
-              "failed": [{"source": "broken-task", "error": "data_entry.json: user_query is missing"},
-                         {"source": "other-task", "error": "reward/reward.sh is missing"}]}  # fmt: skip
-    run = make_run(kind="tasks.import_upload", status=JobRun.Status.SUCCEEDED, result=result, failed_items=2,
-                   items_total=3, params={"upload_path": "/srv/up/tasks.zip"}, subject="tasks.zip")  # fmt: skip
+    result = {
+        "imported": 0,
+        "updated": 0,
+        "unchanged": 1,
+        "failed": [
+            {"source": "broken-task", "error": "data_entry.json: user_query is missing"},
+            {"source": "other-task", "error": "reward/reward.sh is missing"},
+        ],
+    }
+    run = make_run(
+        kind="tasks.import_upload",
+        status=JobRun.Status.SUCCEEDED,
+        result=result,
+        failed_items=2,
+        items_total=3,
+        params={"upload_path": "/srv/up/tasks.zip"},
+        subject="tasks.zip",
+    )
     assert run.outcome == JobRun.PARTIAL
 
     html = viewer_client.get(reverse("jobs:detail", args=[run.pk])).content.decode()
@@ -262,9 +288,12 @@ def test_an_import_with_failed_tasks_shows_amber_with_its_counts_and_reasons(vie
     # The progress partial (the import page shows it) ends with the same outcome and the report.
     progress = viewer_client.get(reverse("jobs:progress", args=[run.pk])).content.decode()
     assert "s-partial" in progress and "user_query is missing" in progress
-    assert json.loads(viewer_client.get(reverse("jobs:progress", args=[run.pk])).headers["HX-Trigger"])[
-        "job-finished"
-    ]["outcome"] == "partial"
+    assert (
+        json.loads(viewer_client.get(reverse("jobs:progress", args=[run.pk])).headers["HX-Trigger"])["job-finished"][
+            "outcome"
+        ]
+        == "partial"
+    )
 
 
 def test_detail_of_a_running_run_refreshes_its_live_part(viewer_client):

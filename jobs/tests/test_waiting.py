@@ -30,8 +30,12 @@ def work(**fields) -> Work:
 def test_it_returns_once_the_work_is_finished_and_reports_progress_on_the_way():
     polls = iter([False, False, True])
     reported, reclaimed = [], []
-    done = work(finished=lambda: next(polls), taken=lambda: True, progress=lambda: reported.append(1),
-                reclaim_lost=lambda: reclaimed.append(1))  # fmt: skip
+    done = work(
+        finished=lambda: next(polls),
+        taken=lambda: True,
+        progress=lambda: reported.append(1),
+        reclaim_lost=lambda: reclaimed.append(1),
+    )
     wait_for(done, timeout=5, start_timeout=5)
     assert len(reported) == 3 and len(reclaimed) == 2 and done.calls == []
 
@@ -43,8 +47,9 @@ def test_no_worker_cancels_the_work_and_says_how_to_start_one():
     assert untaken.calls == ["cancel"]
     assert raised.value.returncode == NOT_STARTED
     message = str(raised.value)
-    assert message.startswith("no job worker took batch #7 within 0.05 s: are workers running on the default and "
-                              "sandbox queues?")  # fmt: skip
+    assert message.startswith(
+        "no job worker took batch #7 within 0.05 s: are workers running on the default and sandbox queues?"
+    )
     assert "`manage.py check_workers --queue default` and `manage.py check_workers --queue sandbox` tells" in message
     assert "-Q default,sandbox" in message and "--here" in message
     assert message.endswith("`manage.py synthesize --resume 7` runs it again.")

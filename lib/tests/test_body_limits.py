@@ -22,8 +22,10 @@ def _offer_chunked(port: int, path: str, *, headers: str = "", total: int = GIB)
     """Send a chunked POST of up to `total` bytes until the server answers or hangs up; (bytes sent, the answer)."""
     sock = socket.create_connection(("127.0.0.1", port))
     sock.setblocking(True)
-    head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-            f"Transfer-Encoding: chunked\r\n{headers}\r\n")
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Transfer-Encoding: chunked\r\n{headers}\r\n"
+    )
     sock.sendall(head.encode())
     chunk = f"{CHUNK:x}\r\n".encode() + b"x" * CHUNK + b"\r\n"
     sent = 0
@@ -61,8 +63,10 @@ def _read_answer(sock) -> bytes:
 
 def _declared(port: int, path: str, length: int, headers: str = "") -> bytes:
     sock = socket.create_connection(("127.0.0.1", port))
-    head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {length}\r\n{headers}\r\n")
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {length}\r\n{headers}\r\n"
+    )
     sock.sendall(head.encode())  # and not one byte of the body
     try:
         return _read_answer(sock)
@@ -92,14 +96,19 @@ def test_a_signed_in_request_is_cut_at_the_route_limit(live_server_asgi, viewer,
     from rest_framework.authtoken.models import Token
 
     token = Token.objects.get_or_create(user=viewer)[0].key
-    sent, answer = _offer_chunked(live_server_asgi.port, "/api/tasks/", headers=f"Authorization: Token {token}\r\n",
-                                  total=settings.CLAWGYM_MAX_REQUEST_BYTES + 8 * 1024 * 1024)
+    sent, answer = _offer_chunked(
+        live_server_asgi.port,
+        "/api/tasks/",
+        headers=f"Authorization: Token {token}\r\n",
+        total=settings.CLAWGYM_MAX_REQUEST_BYTES + 8 * 1024 * 1024,
+    )
     assert _status(answer) == 413
     assert sent <= settings.CLAWGYM_MAX_REQUEST_BYTES + BUFFERED_AT_MOST
 
 
-@pytest.mark.parametrize("path", ["/login/", "/api/auth/token/", "/proxy/no-such-token/v1/chat/completions",
-                                  "/tasks/import/"])
+@pytest.mark.parametrize(
+    "path", ["/login/", "/api/auth/token/", "/proxy/no-such-token/v1/chat/completions", "/tasks/import/"]
+)
 def test_a_huge_declared_length_gets_413_at_once(live_server_asgi, path):
     assert _status(_declared(live_server_asgi.port, path, 10 * GIB)) == 413
 
@@ -154,8 +163,9 @@ def _call(app, path, chunks, headers=()):
 
 def test_the_longest_prefix_wins_and_anonymous_requests_get_the_small_limit():
     inner = _EchoLength()
-    app = BodyLimit(inner, default=100, by_prefix={"/api/": 50, "/api/imports/": 1000}, anonymous=10,
-                    anonymous_exempt=("/proxy/",))
+    app = BodyLimit(
+        inner, default=100, by_prefix={"/api/": 50, "/api/imports/": 1000}, anonymous=10, anonymous_exempt=("/proxy/",)
+    )
     cookie = [(b"cookie", b"csrftoken=a; sessionid=b")]
     assert app.limit_for({"path": "/api/imports/", "headers": cookie}) == 1000
     assert app.limit_for({"path": "/api/tasks/", "headers": cookie}) == 50

@@ -9,8 +9,22 @@ from django.conf import settings
 
 from lib.csvsafe import SafeDictWriter, safe_cell
 
-APPS = ("accounts", "benchmarks", "clawgym_site", "demo", "evaluation", "jobs", "lib", "llm", "ops", "review", "sandbox",
-        "synthesis", "tasks", "training_jobs")  # fmt: skip
+APPS = (
+    "accounts",
+    "benchmarks",
+    "clawgym_site",
+    "demo",
+    "evaluation",
+    "jobs",
+    "lib",
+    "llm",
+    "ops",
+    "review",
+    "sandbox",
+    "synthesis",
+    "tasks",
+    "training_jobs",
+)
 
 
 def test_text_starting_a_formula_gets_a_quote_and_nothing_else_changes():

@@ -43,7 +43,7 @@ def _closed_by_server(sock, dribble: bytes = b"") -> bool:
             return True
         if dribble:
             try:
-                sock.sendall(dribble[sent % len(dribble):][:1])
+                sock.sendall(dribble[sent % len(dribble) :][:1])
             except (BrokenPipeError, ConnectionResetError):
                 return True
             sent += 1

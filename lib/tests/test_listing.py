@@ -68,8 +68,9 @@ def test_without_statuses_the_status_parameter_is_not_read():
 
 
 def test_render_list_answers_an_unknown_status_with_a_400_naming_the_statuses():
-    response = render_list(get(status="lost"), "unused.html", rows("running"), partial="rows", per_page=10,
-                           statuses=STATUSES)  # fmt: skip
+    response = render_list(
+        get(status="lost"), "unused.html", rows("running"), partial="rows", per_page=10, statuses=STATUSES
+    )
 
     assert response.status_code == 400 and response["Content-Type"].startswith("text/plain")
     assert (
@@ -91,16 +92,22 @@ def test_pages_of_rows_and_a_page_past_the_end_shows_the_last():
 
 
 def test_rows_turns_the_page_objects_into_what_the_template_shows():
-    listing = list_page(get(), rows("running", "complete"), per_page=10, is_live=going,
-                        rows=lambda objects: [{"row": o, "label": o.status.upper()} for o in objects])  # fmt: skip
+    listing = list_page(
+        get(),
+        rows("running", "complete"),
+        per_page=10,
+        is_live=going,
+        rows=lambda objects: [{"row": o, "label": o.status.upper()} for o in objects],
+    )
 
     assert [r["label"] for r in listing.page.object_list] == ["RUNNING", "COMPLETE"]
     assert listing.live  # judged on the objects, not the rows made of them
 
 
 def test_the_page_polls_its_own_url_while_a_row_on_show_is_going():
-    listing = list_page(get(status="running", page="1"), rows("running", "complete"), per_page=10,
-                        statuses=STATUSES, is_live=going)  # fmt: skip
+    listing = list_page(
+        get(status="running", page="1"), rows("running", "complete"), per_page=10, statuses=STATUSES, is_live=going
+    )
 
     assert listing.live and listing.context()["unfinished"]
     assert listing.poll == ' hx-get="/runs/?status=running&amp;page=1" hx-trigger="every 2s" hx-swap="outerHTML"'

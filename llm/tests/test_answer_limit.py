@@ -73,11 +73,13 @@ def assert_stopped_reading(requests) -> None:
 def test_the_client_stops_reading_past_the_limit_and_records_why(
     capped, fast_llm_retries, scripted_upstream, api, declare_length
 ):
-    endpoint = ModelEndpoint.objects.create(name="gen", base_url=scripted_upstream.base_url, model="m", api_style=api,
-                                            max_retries=1, roles=["generator"])  # fmt: skip
+    endpoint = ModelEndpoint.objects.create(
+        name="gen", base_url=scripted_upstream.base_url, model="m", api_style=api, max_retries=1, roles=["generator"]
+    )
     # A task whose scenario runs to 200 MB: valid JSON the generator's stage would have taken whole.
-    scripted_upstream.default = Reply.text('{"question": "q", "scenario": "' + PAD + '"}', padding=HUGE,
-                                           declare_length=declare_length)  # fmt: skip
+    scripted_upstream.default = Reply.text(
+        '{"question": "q", "scenario": "' + PAD + '"}', padding=HUGE, declare_length=declare_length
+    )
     messages = [{"role": "user", "content": "a task, please"}]
     scripted_upstream.push(Reply.text("warm"))  # a first call loads the SDK's code: measured is the next one
     complete(endpoint, messages, purpose="judge")
@@ -109,8 +111,9 @@ def test_the_client_takes_an_answer_under_the_limit_whole(capped, scripted_upstr
 
 @pytest.fixture
 def session(live_server_asgi, scripted_upstream):
-    endpoint = ModelEndpoint.objects.create(name="agent-model", base_url=scripted_upstream.base_url, model="m",
-                                            roles=["agent"], timeout_seconds=10)  # fmt: skip
+    endpoint = ModelEndpoint.objects.create(
+        name="agent-model", base_url=scripted_upstream.base_url, model="m", roles=["agent"], timeout_seconds=10
+    )
     return open_proxy_session(endpoint, subject="rollout:9")
 
 
@@ -187,8 +190,9 @@ def test_the_proxy_passes_an_answer_under_the_limit_whole(capped, agent, session
 def test_a_long_context_training_stream_fits_the_default_limit(live_server_asgi, vllm_upstream, settings):
     """The default's reason: 64K tokens streamed by vLLM with token ids and logprobs (an RL rollout's call, the
     largest answers an agent gets) pass whole under the default CLAWGYM_MAX_RESPONSE_BYTES."""
-    endpoint = ModelEndpoint.objects.create(name="policy", base_url=vllm_upstream.base_url, model="m",
-                                            roles=["agent"], timeout_seconds=60)  # fmt: skip
+    endpoint = ModelEndpoint.objects.create(
+        name="policy", base_url=vllm_upstream.base_url, model="m", roles=["agent"], timeout_seconds=60
+    )
     session = open_proxy_session(endpoint, subject="rollout:10", record_tokens=True)
     tokens = 64 * 1024
     vllm_upstream.push(Reply.text("w" * tokens, chunk_size=1))  # one token an event, as vLLM streams

@@ -12,12 +12,23 @@ SECRET = "sk-api-secret-value"
 @pytest.fixture
 def endpoint(db, monkeypatch):
     monkeypatch.setenv("CLAWGYM_KEY_TEST_API", SECRET)
-    return ModelEndpoint.objects.create(name="judge", base_url="https://api.example.com/v1", model="j-1",
-                                        api_key_env="CLAWGYM_KEY_TEST_API", roles=["judge"])
+    return ModelEndpoint.objects.create(
+        name="judge",
+        base_url="https://api.example.com/v1",
+        model="j-1",
+        api_key_env="CLAWGYM_KEY_TEST_API",
+        roles=["judge"],
+    )
 
 
-NEW = {"name": "gen", "base_url": "http://gpu2:8000/v1", "model": "qwen", "roles": ["generator"],
-       "sampling": {"temperature": 0.9}, "max_concurrent": 16}
+NEW = {
+    "name": "gen",
+    "base_url": "http://gpu2:8000/v1",
+    "model": "qwen",
+    "roles": ["generator"],
+    "sampling": {"temperature": 0.9},
+    "max_concurrent": 16,
+}
 
 
 def test_reads_need_a_role_and_writes_need_admin(endpoint, api_as, viewer, reviewer, admin_user, outsider):

@@ -12,25 +12,62 @@ BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
 def test_proxy_bench_smoke():
     done = subprocess.run(
-        [sys.executable, "bench/proxy_bench.py", "--streams", "3", "--rounds", "2", "--chunks", "5",
-         "--chunk-delay", "0.005", "--think", "0.05"],
-        cwd=BASE_DIR, capture_output=True, text=True, timeout=180,
+        [
+            sys.executable,
+            "bench/proxy_bench.py",
+            "--streams",
+            "3",
+            "--rounds",
+            "2",
+            "--chunks",
+            "5",
+            "--chunk-delay",
+            "0.005",
+            "--think",
+            "0.05",
+        ],
+        cwd=BASE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["direct"]["requests"] == report["proxy"]["requests"] == 6
     assert report["recorded_calls"] == 7  # the 6 measured and one warm-up, each recorded by the proxy
     assert report["throughput_ratio"] > 0 and set(report["added_latency_ms"]) == {
-        "ttft_p50", "ttft_p99", "total_p50", "total_p99"}
+        "ttft_p50",
+        "ttft_p99",
+        "total_p50",
+        "total_p99",
+    }
 
 
 @pytest.mark.once
 def test_proxy_bench_mixed_measures_both_sides_in_one_load():
     done = subprocess.run(
-        [sys.executable, "bench/proxy_bench.py", "--mixed", "--proxy-workers", "2", "--streams", "3", "--rounds", "2",
-         "--chunks", "5", "--chunk-delay", "0.005", "--think", "0.05"],
-        cwd=BASE_DIR, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "bench/proxy_bench.py",
+            "--mixed",
+            "--proxy-workers",
+            "2",
+            "--streams",
+            "3",
+            "--rounds",
+            "2",
+            "--chunks",
+            "5",
+            "--chunk-delay",
+            "0.005",
+            "--think",
+            "0.05",
+        ],
+        cwd=BASE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(done.stdout.strip().splitlines()[-1])
     # Client n's request k goes direct when (n + k) is even: 3 of the 6 each way, in the same load (the same wall).

@@ -50,8 +50,9 @@ def endpoint(db, scripted_upstream, monkeypatch):
 
 def test_complete_records_the_call_with_usage_cost_and_what_it_served(endpoint, scripted_upstream, admin_user):
     scripted_upstream.push(Reply.text("hi there", usage=(1000, 200)))
-    done = complete(endpoint, HELLO, purpose="judge", subject="revision:9", served=admin_user,
-                    sampling={"temperature": 0.7})
+    done = complete(
+        endpoint, HELLO, purpose="judge", subject="revision:9", served=admin_user, sampling={"temperature": 0.7}
+    )
     assert done.text == "hi there"
     sent = scripted_upstream.requests[0]
     assert sent.headers["authorization"] == "Bearer sk-judge"
@@ -116,13 +117,17 @@ def test_responses_api_style(endpoint, scripted_upstream):
 
 
 def test_complete_json_strips_reasoning_and_fences(endpoint, scripted_upstream):
-    scripted_upstream.push(Reply.text('<think>maybe {"score": 0}</think>Here:\n```json\n{"score": 0.75, "reason": "ok"}\n```'))
+    scripted_upstream.push(
+        Reply.text('<think>maybe {"score": 0}</think>Here:\n```json\n{"score": 0.75, "reason": "ok"}\n```')
+    )
     verdict, call = complete_json(endpoint, HELLO, VERDICT, purpose="judge")
     assert verdict == {"score": 0.75, "reason": "ok"} and call.error == ""
 
 
 def test_an_invalid_answer_is_repaired_once_with_the_problem_fed_back(endpoint, scripted_upstream):
-    scripted_upstream.push(Reply.text('{"score": 0.6, "reason": "close"}'), Reply.text('{"score": 0.5, "reason": "fixed"}'))
+    scripted_upstream.push(
+        Reply.text('{"score": 0.6, "reason": "close"}'), Reply.text('{"score": 0.5, "reason": "fixed"}')
+    )
     verdict, call = complete_json(endpoint, HELLO, VERDICT, purpose="judge")
     assert verdict["score"] == 0.5
     first, second = ModelCall.objects.order_by("id")

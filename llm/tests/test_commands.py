@@ -21,10 +21,34 @@ def run(*args) -> str:
 
 
 def test_endpoints_add_and_list_json():
-    added = json.loads(run("endpoints", "add", "judge-big", "--base-url", "https://api.openai.com/v1",
-                           "--model", "gpt-big", "--api", "responses", "--api-key-env", "CLAWGYM_KEY_OPENAI",
-                           "--role", "judge", "--role", "diagnosis", "--max-concurrent", "6",
-                           "--sampling", '{"temperature": 0}', "--price-in", "2.5", "--price-out", "10", "--json"))
+    added = json.loads(
+        run(
+            "endpoints",
+            "add",
+            "judge-big",
+            "--base-url",
+            "https://api.openai.com/v1",
+            "--model",
+            "gpt-big",
+            "--api",
+            "responses",
+            "--api-key-env",
+            "CLAWGYM_KEY_OPENAI",
+            "--role",
+            "judge",
+            "--role",
+            "diagnosis",
+            "--max-concurrent",
+            "6",
+            "--sampling",
+            '{"temperature": 0}',
+            "--price-in",
+            "2.5",
+            "--price-out",
+            "10",
+            "--json",
+        )
+    )
     assert added["name"] == "judge-big" and added["roles"] == ["diagnosis", "judge"]
     run("endpoints", "add", "local", "--base-url", "http://gpu1:8000/v1", "--model", "qwen")
     listed = json.loads(run("endpoints", "list", "--json"))
@@ -63,8 +87,9 @@ def test_endpoints_add_explains_bad_values(extra, problem):
 def test_proxy_session_prints_token_and_base_url_once_and_stores_only_its_hash(settings):
     settings.CLAWGYM_PROXY_PUBLIC_URL = "http://gateway.internal:8000/"
     ModelEndpoint.objects.create(name="agent-model", base_url="http://h/v1", model="m")
-    info = json.loads(run("proxy_session", "--endpoint", "agent-model", "--subject", "rollout:3", "--ttl", "60",
-                          "--json"))
+    info = json.loads(
+        run("proxy_session", "--endpoint", "agent-model", "--subject", "rollout:3", "--ttl", "60", "--json")
+    )
     session = ProxySession.objects.by_token(info["token"]).get()
     assert info["id"] == session.pk
     assert info["base_url"] == f"http://gateway.internal:8000/proxy/{info['token']}/v1"

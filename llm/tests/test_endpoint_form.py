@@ -4,8 +4,17 @@ import json
 
 from django.urls import reverse
 
-LABELS = ("Base URL", "API style", "API key variable", "Timeout (seconds)", "Retries", "Concurrent calls at most",
-          "Sampling defaults (JSON)", "Input price per million tokens", "Output price per million tokens")  # fmt: skip
+LABELS = (
+    "Base URL",
+    "API style",
+    "API key variable",
+    "Timeout (seconds)",
+    "Retries",
+    "Concurrent calls at most",
+    "Sampling defaults (JSON)",
+    "Input price per million tokens",
+    "Output price per million tokens",
+)
 
 
 def test_the_endpoint_form_labels_read_as_words(admin_client):
@@ -18,10 +27,19 @@ def test_the_endpoint_form_labels_read_as_words(admin_client):
 def test_endpoint_fields_are_bounded_on_the_page_and_in_the_api(admin_client, api_as, admin_user):
     from llm.models import ModelEndpoint
 
-    data = {"name": "big", "base_url": "http://gpu1:8000/v1", "model": "m" * 201, "api_style": "chat",
-            "api_key_env": "", "timeout_seconds": "60", "max_retries": "2", "max_concurrent": "4",
-            "sampling": json.dumps({"stop": ["x" * 20_000]}), "price_input_per_mtok": "0",
-            "price_output_per_mtok": "0"}  # fmt: skip
+    data = {
+        "name": "big",
+        "base_url": "http://gpu1:8000/v1",
+        "model": "m" * 201,
+        "api_style": "chat",
+        "api_key_env": "",
+        "timeout_seconds": "60",
+        "max_retries": "2",
+        "max_concurrent": "4",
+        "sampling": json.dumps({"stop": ["x" * 20_000]}),
+        "price_input_per_mtok": "0",
+        "price_output_per_mtok": "0",
+    }
     page = admin_client.post(reverse("llm:endpoint-add"), data).content.decode()
     assert "Ensure this value has at most 200 characters (it has 201)." in page
     data["model"] = "qwen-7b"

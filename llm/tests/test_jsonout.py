@@ -11,12 +11,14 @@ SCHEMA = {"type": "object", "properties": {"score": {"type": "number"}}, "requir
     "text, expected",
     [
         ('{"score": 1}', {"score": 1}),
-        ('Sure! Here it is: {"score": 0.5, "reason": "a {brace} in a string"} Hope that helps.',
-         {"score": 0.5, "reason": "a {brace} in a string"}),
+        (
+            'Sure! Here it is: {"score": 0.5, "reason": "a {brace} in a string"} Hope that helps.',
+            {"score": 0.5, "reason": "a {brace} in a string"},
+        ),
         ('```json\n{"a": {"b": [1, 2]}}\n```', {"a": {"b": [1, 2]}}),
         ('```\n{"a": 1}\n```', {"a": 1}),
         ('<think>The answer could be {"score": 0} but</think>\n{"score": 1}', {"score": 1}),
-        ("<THINKING>{\"x\": 1}</THINKING>{\"y\": 2}", {"y": 2}),
+        ('<THINKING>{"x": 1}</THINKING>{"y": 2}', {"y": 2}),
         ('{not json} then {"ok": true}', {"ok": True}),
         ('{"quote": "she said \\"}\\" loudly"}', {"quote": 'she said "}" loudly'}),
         ('prose {"first": 1} more {"second": 2}', {"first": 1}),
@@ -31,7 +33,7 @@ def test_extract_json(text, expected):
     [
         ("", "empty"),
         ("I think the score is 1.", "no JSON object"),
-        ("<think>{\"score\": 1}", "no JSON object"),  # an unclosed reasoning block hides everything after it
+        ('<think>{"score": 1}', "no JSON object"),  # an unclosed reasoning block hides everything after it
         ("[1, 2, 3]", "no JSON object"),
         ('{"score": 1', "no JSON object"),
     ],

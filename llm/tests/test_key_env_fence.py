@@ -23,9 +23,19 @@ def server_secret(monkeypatch):
     monkeypatch.setenv("DATABASE_URL", SERVER_SECRET)
 
 
-FORM = {"name": "evil", "base_url": "https://attacker.example/v1", "model": "m", "api_style": "chat",
-        "timeout_seconds": "60", "max_retries": "2", "max_concurrent": "4", "sampling": "{}",
-        "price_input_per_mtok": "0", "price_output_per_mtok": "0", "enabled": "on"}
+FORM = {
+    "name": "evil",
+    "base_url": "https://attacker.example/v1",
+    "model": "m",
+    "api_style": "chat",
+    "timeout_seconds": "60",
+    "max_retries": "2",
+    "max_concurrent": "4",
+    "sampling": "{}",
+    "price_input_per_mtok": "0",
+    "price_output_per_mtok": "0",
+    "enabled": "on",
+}
 
 
 @pytest.mark.parametrize("name", FORBIDDEN)
@@ -58,15 +68,26 @@ def test_the_api_refuses_a_server_secret_on_create_and_change(api_as, admin_user
 
 def test_the_command_refuses_a_server_secret(db):
     with pytest.raises(CommandError, match="CLAWGYM_KEY_"):
-        call_command("endpoints", "add", "evil", "--base-url", "https://attacker.example/v1", "--model", "m",
-                     "--api-key-env", "DATABASE_URL")
+        call_command(
+            "endpoints",
+            "add",
+            "evil",
+            "--base-url",
+            "https://attacker.example/v1",
+            "--model",
+            "m",
+            "--api-key-env",
+            "DATABASE_URL",
+        )
     assert not ModelEndpoint.objects.exists()
 
 
 def test_the_allow_list_admits_a_named_variable(db, settings, monkeypatch):
     settings.CLAWGYM_API_KEY_ENV_ALLOW = ["OPENAI_API_KEY"]
     monkeypatch.setenv("OPENAI_API_KEY", "sk-openai")
-    endpoint = create_endpoint("openai", base_url="https://api.openai.com/v1", model="gpt", api_key_env="OPENAI_API_KEY")
+    endpoint = create_endpoint(
+        "openai", base_url="https://api.openai.com/v1", model="gpt", api_key_env="OPENAI_API_KEY"
+    )
     assert endpoint.api_key() == "sk-openai" and endpoint.key_state() == "set"
     with pytest.raises(ValidationError):
         update_endpoint(endpoint, api_key_env="DATABASE_URL")
@@ -75,8 +96,14 @@ def test_the_allow_list_admits_a_named_variable(db, settings, monkeypatch):
 @pytest.fixture
 def stored_before_the_fence(db, scripted_upstream, server_secret):
     """A row written before the fence existed (objects.create skips validation, as an old row did)."""
-    return ModelEndpoint.objects.create(name="old", base_url=scripted_upstream.base_url, model="m",
-                                        api_key_env="DATABASE_URL", roles=["judge", "agent"], max_retries=0)
+    return ModelEndpoint.objects.create(
+        name="old",
+        base_url=scripted_upstream.base_url,
+        model="m",
+        api_key_env="DATABASE_URL",
+        roles=["judge", "agent"],
+        max_retries=0,
+    )
 
 
 def test_a_stored_bad_variable_is_refused_when_the_client_uses_it(stored_before_the_fence, scripted_upstream):
@@ -90,8 +117,9 @@ def test_a_stored_bad_variable_is_refused_when_the_client_uses_it(stored_before_
     assert issubclass(ApiKeyNotAllowed, MissingApiKey)
 
 
-def test_a_stored_bad_variable_is_refused_when_the_proxy_uses_it(stored_before_the_fence, scripted_upstream,
-                                                                  live_server_asgi):
+def test_a_stored_bad_variable_is_refused_when_the_proxy_uses_it(
+    stored_before_the_fence, scripted_upstream, live_server_asgi
+):
     session = open_proxy_session(stored_before_the_fence, subject="rollout:1")
     response = httpx.post(f"{proxy_base_url(session)}/chat/completions", json={"messages": []})
     assert response.status_code == 502 and "CLAWGYM_KEY_" in response.json()["error"]["message"]
@@ -100,8 +128,7 @@ def test_a_stored_bad_variable_is_refused_when_the_proxy_uses_it(stored_before_t
     assert "DATABASE_URL" in ModelCall.objects.get().error
 
 
-def test_pages_and_api_say_not_allowed_and_never_show_the_secret(stored_before_the_fence, admin_client, api_as,
-                                                                 viewer):
+def test_pages_and_api_say_not_allowed_and_never_show_the_secret(stored_before_the_fence, admin_client, api_as, viewer):
     page = admin_client.get(reverse("llm:endpoints")).content.decode()
     assert "not allowed" in page and SERVER_SECRET not in page
     shown = api_as(viewer).get("/api/model-endpoints/old/").json()

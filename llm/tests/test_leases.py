@@ -83,11 +83,20 @@ def test_the_bound_holds_across_processes(transactional_db, scripted_upstream):
     ModelEndpoint.objects.create(
         name="bounded", base_url=scripted_upstream.base_url, model="m", max_concurrent=2, timeout_seconds=10
     )
-    env = {**os.environ, "DATABASE_URL": database_url(), "DJANGO_SETTINGS_MODULE": "clawgym_site.settings",
-           "LOG_LEVEL": "WARNING"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url(),
+        "DJANGO_SETTINGS_MODULE": "clawgym_site.settings",
+        "LOG_LEVEL": "WARNING",
+    }
     procs = [
-        subprocess.Popen([sys.executable, "manage.py", "shell", "-c", CALLER], cwd=BASE_DIR, env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        subprocess.Popen(
+            [sys.executable, "manage.py", "shell", "-c", CALLER],
+            cwd=BASE_DIR,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
         for _ in range(4)
     ]
     outputs = [proc.communicate(timeout=120)[0].decode() for proc in procs]

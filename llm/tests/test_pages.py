@@ -18,15 +18,27 @@ SECRET = "sk-page-secret-value"
 def endpoint(monkeypatch):
     monkeypatch.setenv("CLAWGYM_KEY_TEST_PAGE", SECRET)
     return ModelEndpoint.objects.create(
-        name="gpt-small", base_url="https://api.example.com/v1", model="gpt-small-1", api_key_env="CLAWGYM_KEY_TEST_PAGE",
-        roles=["judge", "generator"], price_input_per_mtok=Decimal("0.4"), price_output_per_mtok=Decimal("1.6"),
+        name="gpt-small",
+        base_url="https://api.example.com/v1",
+        model="gpt-small-1",
+        api_key_env="CLAWGYM_KEY_TEST_PAGE",
+        roles=["judge", "generator"],
+        price_input_per_mtok=Decimal("0.4"),
+        price_output_per_mtok=Decimal("1.6"),
     )
 
 
 def make_call(endpoint_name="gpt-small", purpose="judge", cost="0.001", tokens=(100, 20), error="", **fields):
     return ModelCall.objects.create(
-        endpoint_name=endpoint_name, purpose=purpose, request={"messages": []}, cost=Decimal(cost),
-        input_tokens=tokens[0], output_tokens=tokens[1], error=error, latency_ms=12.5, **fields,
+        endpoint_name=endpoint_name,
+        purpose=purpose,
+        request={"messages": []},
+        cost=Decimal(cost),
+        input_tokens=tokens[0],
+        output_tokens=tokens[1],
+        error=error,
+        latency_ms=12.5,
+        **fields,
     )
 
 
@@ -36,7 +48,9 @@ PAGES = [("llm:endpoints", []), ("llm:calls", [])]
 
 
 @pytest.mark.parametrize("name, args", PAGES)
-def test_viewers_and_up_read_the_pages(name, args, viewer_client, reviewer_client, admin_client, outsider_client, client):
+def test_viewers_and_up_read_the_pages(
+    name, args, viewer_client, reviewer_client, admin_client, outsider_client, client
+):
     url = reverse(name, args=args)
     for allowed in (viewer_client, reviewer_client, admin_client):
         assert allowed.get(url).status_code == 200
@@ -79,10 +93,19 @@ def test_endpoint_list_shows_the_key_variable_never_the_key(endpoint, admin_clie
 
 def test_admin_adds_an_endpoint(admin_client):
     data = {
-        "name": "local-vllm", "base_url": "http://gpu1:8000/v1", "model": "qwen-7b", "api_style": "chat",
-        "api_key_env": "", "roles": ["agent", "judge"], "timeout_seconds": "60", "max_retries": "2",
-        "max_concurrent": "8", "sampling": '{"temperature": 0.6}', "price_input_per_mtok": "0",
-        "price_output_per_mtok": "0", "enabled": "on",
+        "name": "local-vllm",
+        "base_url": "http://gpu1:8000/v1",
+        "model": "qwen-7b",
+        "api_style": "chat",
+        "api_key_env": "",
+        "roles": ["agent", "judge"],
+        "timeout_seconds": "60",
+        "max_retries": "2",
+        "max_concurrent": "8",
+        "sampling": '{"temperature": 0.6}',
+        "price_input_per_mtok": "0",
+        "price_output_per_mtok": "0",
+        "enabled": "on",
     }
     response = admin_client.post(reverse("llm:endpoint-add"), data)
     assert response.status_code == 302
@@ -92,9 +115,19 @@ def test_admin_adds_an_endpoint(admin_client):
 
 
 def test_bad_endpoint_settings_are_explained(admin_client):
-    data = {"name": "x", "base_url": "ftp://nowhere", "model": "m", "api_style": "chat", "api_key_env": "not a var",
-            "timeout_seconds": "60", "max_retries": "2", "max_concurrent": "0", "sampling": "[1]",
-            "price_input_per_mtok": "0", "price_output_per_mtok": "0"}
+    data = {
+        "name": "x",
+        "base_url": "ftp://nowhere",
+        "model": "m",
+        "api_style": "chat",
+        "api_key_env": "not a var",
+        "timeout_seconds": "60",
+        "max_retries": "2",
+        "max_concurrent": "0",
+        "sampling": "[1]",
+        "price_input_per_mtok": "0",
+        "price_output_per_mtok": "0",
+    }
     response = admin_client.post(reverse("llm:endpoint-add"), data)
     assert response.status_code == 400
     errors = response.context["form"].errors
@@ -122,8 +155,9 @@ def test_connection_test_shows_latency_over_htmx(admin_client, scripted_upstream
 
 
 def test_connection_test_shows_the_error(admin_client, scripted_upstream, fast_llm_retries):
-    endpoint = ModelEndpoint.objects.create(name="scripted", base_url=scripted_upstream.base_url, model="m",
-                                            max_retries=0)
+    endpoint = ModelEndpoint.objects.create(
+        name="scripted", base_url=scripted_upstream.base_url, model="m", max_retries=0
+    )
     scripted_upstream.push(Reply.error(401, "Incorrect API key provided"))
     html = admin_client.post(reverse("llm:endpoint-test", args=[endpoint.name]), **HTMX).content.decode()
     assert "Failed" in html and "Incorrect API key provided" in html
@@ -174,6 +208,8 @@ def test_call_list_filters_and_htmx_partial(viewer_client, endpoint):
 
 
 def test_call_detail_shows_request_response_and_error(viewer_client):
-    call = make_call(error="upstream HTTP 429: slow down", status_code=429, response={"error": {"message": "slow down"}})
+    call = make_call(
+        error="upstream HTTP 429: slow down", status_code=429, response={"error": {"message": "slow down"}}
+    )
     html = viewer_client.get(reverse("llm:call", args=[call.pk])).content.decode()
     assert "upstream HTTP 429: slow down" in html and "&quot;messages&quot;" in html and "slow down" in html

@@ -75,7 +75,9 @@ def test_non_streaming_chat_is_forwarded_with_the_upstream_key_and_recorded(agen
 def test_stream_passes_through_chunk_by_chunk_before_the_upstream_finishes(agent, session, scripted_upstream):
     scripted_upstream.push(Reply.text("Hello from a slow stream", chunk_size=5, gate=True))
     stream = agent.chat.completions.create(
-        model="m", messages=[{"role": "user", "content": "hi"}], stream=True,
+        model="m",
+        messages=[{"role": "user", "content": "hi"}],
+        stream=True,
         stream_options={"include_usage": True},
     )
     pieces = []
@@ -110,8 +112,12 @@ def test_stream_passes_through_chunk_by_chunk_before_the_upstream_finishes(agent
 def test_streamed_tool_calls_are_assembled(agent, session, scripted_upstream):
     arguments = {"path": "out/report.md", "content": "# Report\n" + "line\n" * 20}
     scripted_upstream.push(Reply.tool_call("write", arguments))
-    stream = agent.chat.completions.create(model="m", messages=[{"role": "user", "content": "go"}], stream=True,
-                                           tools=[{"type": "function", "function": {"name": "write"}}])
+    stream = agent.chat.completions.create(
+        model="m",
+        messages=[{"role": "user", "content": "go"}],
+        stream=True,
+        tools=[{"type": "function", "function": {"name": "write"}}],
+    )
     fragments = [c.choices[0].delta.tool_calls for c in stream if c.choices and c.choices[0].delta.tool_calls]
     assert len(fragments) > 2  # the arguments really came in pieces
     call = only_call(session)
@@ -206,8 +212,9 @@ def test_missing_upstream_key_is_a_recorded_502_that_names_the_variable(session,
 
 def test_a_caller_that_goes_away_mid_stream_is_recorded(session, scripted_upstream):
     scripted_upstream.push(Reply.text("never finished " * 5, chunk_size=3, gate=True))
-    with httpx.stream("POST", f"{proxy_base_url(session)}/chat/completions",
-                      json={"messages": [], "stream": True}) as response:
+    with httpx.stream(
+        "POST", f"{proxy_base_url(session)}/chat/completions", json={"messages": [], "stream": True}
+    ) as response:
         next(response.iter_raw())  # one chunk, then hang up
     scripted_upstream.release()
     call = _wait_for_call(session)
@@ -242,17 +249,21 @@ def test_many_concurrent_streams_through_one_process(live_server_asgi, endpoint,
     def answer_for(prompt: str) -> str:
         return f"the answer for {prompt}, streamed in small pieces"
 
-    scripted_upstream.responder = lambda body: Reply.text(answer_for(body["messages"][0]["content"]), chunk_size=3,
-                                                          gate=True)
+    scripted_upstream.responder = lambda body: Reply.text(
+        answer_for(body["messages"][0]["content"]), chunk_size=3, gate=True
+    )
 
     async def one(client, prompt):
         stream = await client.chat.completions.create(
-            model="m", messages=[{"role": "user", "content": prompt}], stream=True)
+            model="m", messages=[{"role": "user", "content": prompt}], stream=True
+        )
         return "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
 
     async def run_all():
-        clients = {s.pk: openai.AsyncOpenAI(base_url=proxy_base_url(s), api_key="k", max_retries=0, timeout=60)
-                   for s in sessions}
+        clients = {
+            s.pk: openai.AsyncOpenAI(base_url=proxy_base_url(s), api_key="k", max_retries=0, timeout=60)
+            for s in sessions
+        }
         try:
             return await asyncio.gather(*(one(clients[s.pk], prompt) for s, prompt in streams))
         finally:
@@ -293,8 +304,11 @@ def test_the_rest_of_the_site_still_gets_its_middleware(live_server_asgi):
 def test_deeply_nested_json_is_a_400_not_a_500(session, scripted_upstream, depth):
     """Past Python's recursion limit json.loads raised RecursionError (a 500); below it, past the proxy's own bound."""
     body = '{"messages": [], "x": ' + "[" * depth + "]" * depth + "}"
-    response = httpx.post(f"{proxy_base_url(session)}/chat/completions", content=body.encode(),
-                          headers={"content-type": "application/json"})
+    response = httpx.post(
+        f"{proxy_base_url(session)}/chat/completions",
+        content=body.encode(),
+        headers={"content-type": "application/json"},
+    )
     assert response.status_code == 400 and "nests deeper than" in response.json()["error"]["message"]
     assert scripted_upstream.requests == [] and not ModelCall.objects.exists()
 
@@ -304,6 +318,9 @@ def test_ordinarily_nested_json_passes(agent, session, scripted_upstream):
     schema = {"type": "object"}
     for _ in range(20):  # a tool schema nested twenty levels
         schema = {"type": "object", "properties": {"inner": schema}}
-    agent.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}],
-                                  tools=[{"type": "function", "function": {"name": "t", "parameters": schema}}])
+    agent.chat.completions.create(
+        model="m",
+        messages=[{"role": "user", "content": "x"}],
+        tools=[{"type": "function", "function": {"name": "t", "parameters": schema}}],
+    )
     assert only_call(session).request["tools"][0]["function"]["parameters"]["type"] == "object"

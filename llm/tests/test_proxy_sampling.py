@@ -17,9 +17,13 @@ HI = [{"role": "user", "content": "hi"}]
 @pytest.fixture
 def endpoint(scripted_upstream):
     return ModelEndpoint.objects.create(
-        name="policy", base_url=scripted_upstream.base_url, model="policy-7b", roles=["agent"], timeout_seconds=10,
+        name="policy",
+        base_url=scripted_upstream.base_url,
+        model="policy-7b",
+        roles=["agent"],
+        timeout_seconds=10,
         sampling={"temperature": 0.7, "max_tokens": 64},
-    )  # fmt: skip
+    )
 
 
 def agent_of(session) -> openai.OpenAI:
@@ -36,8 +40,9 @@ def test_the_runs_sampling_is_sent_whatever_the_agent_asked_and_the_changes_are_
     session = open_proxy_session(endpoint, subject="rollout:7", sampling=policy_for(endpoint))
     scripted_upstream.push(Reply.text("ok"))
     with agent_of(session) as agent:
-        agent.chat.completions.create(model="m", messages=HI, temperature=0.01, top_p=0.1, seed=5, n=3,
-                                      max_tokens=100_000, presence_penalty=1.5)  # fmt: skip
+        agent.chat.completions.create(
+            model="m", messages=HI, temperature=0.01, top_p=0.1, seed=5, n=3, max_tokens=100_000, presence_penalty=1.5
+        )
 
     [sent] = [r.json for r in scripted_upstream.requests]
     assert sent == {"model": "policy-7b", "messages": HI, "temperature": 0.7, "n": 1, "max_tokens": 64}
@@ -73,17 +78,22 @@ def test_a_call_without_a_cap_gets_the_endpoints_and_the_setting_is_the_default_
     assert last_call(session).sampling_changes == [{"field": "seed", "action": "set", "asked": 99, "sent": 11}]
 
 
-@pytest.mark.parametrize("extra, refused", [
-    ({"ignore_eos": True, "min_tokens": 4000}, ["ignore_eos", "min_tokens"]),
-    ({"logit_bias": {"50256": -100}}, ["logit_bias"]),
-    ({"logprobs": True, "top_logprobs": 20}, ["logprobs", "top_logprobs"]),
-    ({"guided_json": {"type": "object"}}, ["guided_json"]),
-    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}}, ["response_format"]),
-    ({"tool_choice": "required"}, ["tool_choice"]),
-    ({"chat_template": "{{ 'assistant: rm -rf /' }}", "continue_final_message": True},
-     ["chat_template", "continue_final_message"]),
-    ({"use_beam_search": True, "best_of": 4}, ["best_of", "use_beam_search"]),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "extra, refused",
+    [
+        ({"ignore_eos": True, "min_tokens": 4000}, ["ignore_eos", "min_tokens"]),
+        ({"logit_bias": {"50256": -100}}, ["logit_bias"]),
+        ({"logprobs": True, "top_logprobs": 20}, ["logprobs", "top_logprobs"]),
+        ({"guided_json": {"type": "object"}}, ["guided_json"]),
+        ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}}, ["response_format"]),
+        ({"tool_choice": "required"}, ["tool_choice"]),
+        (
+            {"chat_template": "{{ 'assistant: rm -rf /' }}", "continue_final_message": True},
+            ["chat_template", "continue_final_message"],
+        ),
+        ({"use_beam_search": True, "best_of": 4}, ["best_of", "use_beam_search"]),
+    ],
+)
 def test_what_changes_how_the_model_samples_is_refused_and_recorded(
     live_server_asgi, scripted_upstream, endpoint, extra, refused
 ):
@@ -107,10 +117,20 @@ def test_what_changes_nothing_of_the_sampling_passes_as_sent(live_server_asgi, s
     tools = [{"type": "function", "function": {"name": "read", "parameters": {"type": "object"}}}]
     with agent_of(session) as agent:
         stream = agent.chat.completions.create(
-            model="m", messages=HI, tools=tools, tool_choice="auto", parallel_tool_calls=True, stop=["\nObservation:"],
-            store=False, stream=True, stream_options={"include_usage": True}, max_tokens=50, temperature=0.7,
-            logprobs=False, extra_body={"prompt_cache_key": "k1", "response_format": {"type": "text"}},
-        )  # fmt: skip
+            model="m",
+            messages=HI,
+            tools=tools,
+            tool_choice="auto",
+            parallel_tool_calls=True,
+            stop=["\nObservation:"],
+            store=False,
+            stream=True,
+            stream_options={"include_usage": True},
+            max_tokens=50,
+            temperature=0.7,
+            logprobs=False,
+            extra_body={"prompt_cache_key": "k1", "response_format": {"type": "text"}},
+        )
         assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "streamed"
 
     [sent] = [r.json for r in scripted_upstream.requests]
@@ -154,8 +174,12 @@ def test_a_token_budget_lowers_the_runs_cap_further(live_server_asgi, scripted_u
 
 
 def test_a_training_session_still_records_tokens_and_the_agent_cannot_ask_for_logprobs(live_server_asgi, vllm_upstream):
-    endpoint = ModelEndpoint.objects.create(name="rl-policy", base_url=vllm_upstream.base_url, model="policy",
-                                            sampling={"temperature": 1.0, "max_tokens": 32})  # fmt: skip
+    endpoint = ModelEndpoint.objects.create(
+        name="rl-policy",
+        base_url=vllm_upstream.base_url,
+        model="policy",
+        sampling={"temperature": 1.0, "max_tokens": 32},
+    )
     session = open_proxy_session(endpoint, record_tokens=True, sampling=policy_for(endpoint))
     vllm_upstream.push(Reply.text("sampled"))
     with agent_of(session) as agent:
@@ -176,8 +200,12 @@ def test_a_session_without_a_policy_passes_the_agents_sampling(live_server_asgi,
     scripted_upstream.push(Reply.text("a"))
     with agent_of(session) as agent:
         agent.chat.completions.create(model="m", messages=HI, temperature=0.01, extra_body={"ignore_eos": True})
-    assert scripted_upstream.requests[0].json == {"model": "policy-7b", "messages": HI, "temperature": 0.01,
-                                                  "ignore_eos": True}  # fmt: skip
+    assert scripted_upstream.requests[0].json == {
+        "model": "policy-7b",
+        "messages": HI,
+        "temperature": 0.01,
+        "ignore_eos": True,
+    }
     assert last_call(session).sampling_changes == []
 
 

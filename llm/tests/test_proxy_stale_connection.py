@@ -13,10 +13,13 @@ from llm.models import ModelCall, ModelEndpoint
 from llm.services import open_proxy_session, proxy_base_url
 
 ANSWER = {
-    "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "m",
+    "id": "chatcmpl-1",
+    "object": "chat.completion",
+    "created": 0,
+    "model": "m",
     "choices": [{"index": 0, "message": {"role": "assistant", "content": "second try"}, "finish_reason": "stop"}],
     "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
-}  # fmt: skip
+}
 
 
 class DroppingUpstream:
@@ -42,15 +45,22 @@ class DroppingUpstream:
                 while b"\r\n\r\n" not in request:
                     request += conn.recv(65536)
                 head, _, body = request.partition(b"\r\n\r\n")
-                length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
-                                  if line.lower().startswith(b"content-length")))  # fmt: skip
+                length = int(
+                    next(
+                        line.split(b":")[1]
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length")
+                    )
+                )
                 while len(body) < length:
                     body += conn.recv(65536)
                 if self.connections <= self.drops:
                     continue  # closed without a byte of answer
                 payload = json.dumps(ANSWER).encode()
-                conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n"
-                             b"content-length: %d\r\n\r\n%s" % (len(payload), payload))  # fmt: skip
+                conn.sendall(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n"
+                    b"content-length: %d\r\n\r\n%s" % (len(payload), payload)
+                )
 
     def close(self):
         self.sock.close()
@@ -64,16 +74,20 @@ def upstream_dropping(request):
 
 
 def _session(upstream):
-    endpoint = ModelEndpoint.objects.create(name="dropping", base_url=upstream.base_url, model="m", roles=["agent"],
-                                            timeout_seconds=10)  # fmt: skip
+    endpoint = ModelEndpoint.objects.create(
+        name="dropping", base_url=upstream.base_url, model="m", roles=["agent"], timeout_seconds=10
+    )
     return open_proxy_session(endpoint, subject="rollout:1")
 
 
 @pytest.mark.parametrize("upstream_dropping", [1], indirect=True)
 def test_a_request_dropped_before_any_answer_is_sent_once_more(live_server_asgi, upstream_dropping):
     session = _session(upstream_dropping)
-    response = httpx.post(f"{proxy_base_url(session)}/chat/completions",
-                          json={"messages": [{"role": "user", "content": "hi"}]}, timeout=20)  # fmt: skip
+    response = httpx.post(
+        f"{proxy_base_url(session)}/chat/completions",
+        json={"messages": [{"role": "user", "content": "hi"}]},
+        timeout=20,
+    )
     assert response.status_code == 200, response.text
     assert response.json()["choices"][0]["message"]["content"] == "second try"
     assert upstream_dropping.connections == 2

@@ -41,10 +41,13 @@ def test_calls_are_capped_to_what_is_left_and_refused_once_the_limit_is_reached(
     assert len(scripted_upstream.requests) == 2  # the refused call never went upstream
 
     assert refused.value.status_code == 400
-    assert refused.value.response.json() == {"error": {
-        "message": "token limit of 100 reached for this rollout (used 100)",
-        "type": "token_limit_exceeded", "code": "token_limit_exceeded",
-    }}  # fmt: skip
+    assert refused.value.response.json() == {
+        "error": {
+            "message": "token limit of 100 reached for this rollout (used 100)",
+            "type": "token_limit_exceeded",
+            "code": "token_limit_exceeded",
+        }
+    }
     last = ModelCall.objects.filter(session=session).order_by("-created_at", "-id").first()
     assert (last.status_code, last.subject) == (400, "rollout:3")
     assert last.error == "token_limit_exceeded: token limit of 100 reached for this rollout (used 100)"

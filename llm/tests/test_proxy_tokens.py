@@ -16,13 +16,17 @@ from llm.testing_tokens import TOY_EOS, toy_assistant, toy_logprob, toy_prompt_i
 from llm.tokens import TokenAsk, TokenCapture, TokenStream
 
 MESSAGES = [{"role": "system", "content": "You edit files."}, {"role": "user", "content": "write notes.md"}]
-TOOLS = [{"type": "function", "function": {"name": "write", "parameters": {"type": "object"}}},
-         {"type": "function", "function": {"name": "read", "parameters": {"type": "object"}}}]  # fmt: skip
+TOOLS = [
+    {"type": "function", "function": {"name": "write", "parameters": {"type": "object"}}},
+    {"type": "function", "function": {"name": "read", "parameters": {"type": "object"}}},
+]
 
 
 @pytest.fixture
 def endpoint(vllm_upstream, db):
-    return ModelEndpoint.objects.create(name="policy", base_url=vllm_upstream.base_url, model="policy-0", timeout_seconds=10)
+    return ModelEndpoint.objects.create(
+        name="policy", base_url=vllm_upstream.base_url, model="policy-0", timeout_seconds=10
+    )
 
 
 def agent_for(session):
@@ -62,7 +66,10 @@ def test_a_whole_answer_of_a_training_call_is_stored_with_its_exact_tokens(train
     sent = vllm_upstream.requests[0].json
     assert sent["return_token_ids"] is True and sent["logprobs"] is True
     assert {k: v for k, v in sent.items() if k not in ("return_token_ids", "logprobs")} == {
-        "model": "policy-0", "messages": MESSAGES, "tools": TOOLS}  # fmt: skip
+        "model": "policy-0",
+        "messages": MESSAGES,
+        "tools": TOOLS,
+    }
     # The agent gets what it asked for: its message, no logprobs it never asked for.
     choice = answer.choices[0]
     assert choice.message.content == "Writing." and choice.message.tool_calls[0].function.name == "write"
@@ -76,8 +83,14 @@ def test_a_whole_answer_of_a_training_call_is_stored_with_its_exact_tokens(train
 
 
 def test_a_streamed_answer_with_parallel_tool_calls_is_assembled_into_its_tokens(training, vllm_upstream):
-    reply = Reply(content="Two files.", tool_calls=[{"name": "write", "arguments": '{"path": "a.md", "content": "1"}'},
-                                                    {"name": "read", "arguments": '{"path": "b.md"}'}], chunk_size=3)
+    reply = Reply(
+        content="Two files.",
+        tool_calls=[
+            {"name": "write", "arguments": '{"path": "a.md", "content": "1"}'},
+            {"name": "read", "arguments": '{"path": "b.md"}'},
+        ],
+        chunk_size=3,
+    )
     vllm_upstream.push(reply)
     with agent_for(training) as agent:
         chunks = list(agent.chat.completions.create(model="x", messages=MESSAGES, tools=TOOLS, stream=True))
@@ -105,8 +118,9 @@ def test_logprobs_the_agent_asked_for_reach_it(training, vllm_upstream):
         streamed = list(agent.chat.completions.create(model="x", messages=MESSAGES, logprobs=True, stream=True))
 
     assert vllm_upstream.requests[0].json["top_logprobs"] == 2  # the agent's own setting is kept
-    assert [e.logprob for e in whole.choices[0].logprobs.content] == [toy_logprob(t, n) for n, t in
-                                                                        enumerate(expected_completion(reply))]
+    assert [e.logprob for e in whole.choices[0].logprobs.content] == [
+        toy_logprob(t, n) for n, t in enumerate(expected_completion(reply))
+    ]
     assert any(c.choices and c.choices[0].logprobs is not None for c in streamed)
     assert ModelCallTokens.objects.filter(call__session=training).count() == 2
 
@@ -120,7 +134,7 @@ def test_the_agent_gets_a_training_stream_unchanged_but_for_the_logprobs(trainin
         got = response.read().decode()
     events = [e for e in got.split("\n\n") if e]
     assert events[-1] == "data: [DONE]"
-    parsed = [json.loads(e[len("data: "):]) for e in events[:-1]]
+    parsed = [json.loads(e[len("data: ") :]) for e in events[:-1]]
     assert parsed[0]["prompt_token_ids"] == toy_prompt_ids(vllm_upstream.requests[0].json)
     assert [c["choices"][0]["logprobs"] for c in parsed] == [None] * len(parsed)
     ids = [t for c in parsed for t in c["choices"][0]["token_ids"]]
@@ -175,14 +189,27 @@ def sse(events: list[dict], crlf: bool = False) -> bytes:
 
 
 def chunk(ids, logprobs=None, first=False, **delta):
-    out = {"id": "c", "choices": [{"index": 0, "delta": delta, "token_ids": ids,
-                                   "logprobs": {"content": [{"logprob": v} for v in logprobs]} if logprobs else None}]}
+    out = {
+        "id": "c",
+        "choices": [
+            {
+                "index": 0,
+                "delta": delta,
+                "token_ids": ids,
+                "logprobs": {"content": [{"logprob": v} for v in logprobs]} if logprobs else None,
+            }
+        ],
+    }
     return {**out, "prompt_token_ids": [1, 2, 3]} if first else out
 
 
-EVENTS = [chunk([], first=True, role="assistant", content=""), chunk([5, 6], [-0.5, -0.25], content="ab"),
-          chunk([7], [-1.0], content="c"), {"id": "c", "choices": [{"index": 1, "delta": {}, "token_ids": [99]}]},
-          chunk([8], [-2.0])]  # fmt: skip
+EVENTS = [
+    chunk([], first=True, role="assistant", content=""),
+    chunk([5, 6], [-0.5, -0.25], content="ab"),
+    chunk([7], [-1.0], content="c"),
+    {"id": "c", "choices": [{"index": 1, "delta": {}, "token_ids": [99]}]},
+    chunk([8], [-2.0]),
+]
 
 
 @pytest.mark.parametrize("crlf", [False, True])
@@ -191,8 +218,12 @@ def test_a_stream_fed_one_byte_at_a_time_gives_the_same_tokens_and_events(crlf):
     stream = TokenStream(TokenAsk(strip_logprobs=True), capture, assembler)
     out = b"".join(stream.feed(bytes([b])) for b in sse(EVENTS, crlf)) + stream.finish()
 
-    assert capture.row() == {"prompt_token_ids": [1, 2, 3], "completion_token_ids": [5, 6, 7, 8],
-                             "completion_logprobs": [-0.5, -0.25, -1.0, -2.0], "exact": True}  # fmt: skip
+    assert capture.row() == {
+        "prompt_token_ids": [1, 2, 3],
+        "completion_token_ids": [5, 6, 7, 8],
+        "completion_logprobs": [-0.5, -0.25, -1.0, -2.0],
+        "exact": True,
+    }
     assert assembler.complete and assembler.result()["choices"][0]["message"]["content"] == "abc"
     passed = [json.loads(e[6:]) for e in out.decode().split("\n\n") if e and e != "data: [DONE]"]
     assert len(passed) == len(EVENTS)
@@ -206,13 +237,21 @@ def test_events_are_passed_on_as_their_bytes_came_when_nothing_is_taken_out():
     assert stream.feed(raw[:50]) + stream.feed(raw[50:]) + stream.finish() == raw
 
 
-@pytest.mark.parametrize("answer, problem", [
-    ({"prompt_token_ids": [1], "choices": [{"index": 0, "token_ids": [2, 3],
-                                            "logprobs": {"content": [{"logprob": -1}]}}]}, "1 logprobs for 2"),
-    ({"choices": [{"index": 0, "token_ids": [2], "logprobs": {"content": [{"logprob": -1}]}}]}, "not both"),
-    ({"prompt_token_ids": ["a"], "choices": [{"index": 0, "token_ids": [2]}]}, "not a list of token ids"),
-    ({"prompt_token_ids": [1], "choices": [{"index": 0, "token_ids": [2], "logprobs": None}]}, "0 logprobs for 1"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "answer, problem",
+    [
+        (
+            {
+                "prompt_token_ids": [1],
+                "choices": [{"index": 0, "token_ids": [2, 3], "logprobs": {"content": [{"logprob": -1}]}}],
+            },
+            "1 logprobs for 2",
+        ),
+        ({"choices": [{"index": 0, "token_ids": [2], "logprobs": {"content": [{"logprob": -1}]}}]}, "not both"),
+        ({"prompt_token_ids": ["a"], "choices": [{"index": 0, "token_ids": [2]}]}, "not a list of token ids"),
+        ({"prompt_token_ids": [1], "choices": [{"index": 0, "token_ids": [2], "logprobs": None}]}, "0 logprobs for 1"),
+    ],
+)
 def test_incomplete_token_answers_store_nothing_and_say_why(answer, problem, caplog):
     capture = TokenCapture()
     capture.take_response(answer)

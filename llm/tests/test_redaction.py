@@ -6,8 +6,15 @@ from llm.apps import RedactProxyTokens
 
 
 def test_the_access_log_masks_proxy_tokens():
-    record = logging.LogRecord("uvicorn.access", logging.INFO, "", 0, '%s - "%s %s HTTP/%s" %d',
-                               ("127.0.0.1:5", "POST", "/proxy/s3cr3t-Tok_en/v1/chat/completions", "1.1", 200), None)
+    record = logging.LogRecord(
+        "uvicorn.access",
+        logging.INFO,
+        "",
+        0,
+        '%s - "%s %s HTTP/%s" %d',
+        ("127.0.0.1:5", "POST", "/proxy/s3cr3t-Tok_en/v1/chat/completions", "1.1", 200),
+        None,
+    )
     assert RedactProxyTokens().filter(record)
     assert "s3cr3t" not in record.getMessage() and "/proxy/…/v1/chat/completions" in record.getMessage()
     for name in ("uvicorn.access", "django.request"):

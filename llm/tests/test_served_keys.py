@@ -16,8 +16,14 @@ NAME = "CLAWGYM_KEY_SERVED_S41"
 
 @pytest.fixture
 def served(db, scripted_upstream):
-    return ModelEndpoint.objects.create(name="ckpt-4-1", base_url=scripted_upstream.base_url, model="ckpt-4-1",
-                                        api_key_env=NAME, roles=["agent"], max_retries=0)  # fmt: skip
+    return ModelEndpoint.objects.create(
+        name="ckpt-4-1",
+        base_url=scripted_upstream.base_url,
+        model="ckpt-4-1",
+        api_key_env=NAME,
+        roles=["agent"],
+        max_retries=0,
+    )
 
 
 def test_the_proxy_sends_the_servers_derived_key(served, scripted_upstream, live_server_asgi, monkeypatch):
@@ -25,8 +31,9 @@ def test_the_proxy_sends_the_servers_derived_key(served, scripted_upstream, live
     monkeypatch.setenv(NAME, "planted-by-someone")
     scripted_upstream.push(Reply.text("pong"))
     session = open_proxy_session(served, subject="rollout:1")
-    response = httpx.post(f"{proxy_base_url(session)}/chat/completions", json={"messages": [{"role": "user",
-                                                                                             "content": "hi"}]})  # fmt: skip
+    response = httpx.post(
+        f"{proxy_base_url(session)}/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]}
+    )
     assert response.status_code == 200, response.text
     [received] = scripted_upstream.requests
     assert received.headers["authorization"] == f"Bearer {served_key(NAME)}"

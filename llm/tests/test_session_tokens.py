@@ -31,8 +31,9 @@ def live_session(live_server_asgi, endpoint, scripted_upstream):
     """A running rollout's session with one recorded call, as the attacker found it."""
     session = open_proxy_session(endpoint, subject="rollout:9")
     scripted_upstream.push(Reply.text("the agent's real answer"))
-    httpx.post(f"{proxy_base_url(session)}/chat/completions",
-               json={"messages": [{"role": "user", "content": "do the task"}]}).raise_for_status()
+    httpx.post(
+        f"{proxy_base_url(session)}/chat/completions", json={"messages": [{"role": "user", "content": "do the task"}]}
+    ).raise_for_status()
     return session
 
 

@@ -11,7 +11,12 @@ def frames(events, crlf=False) -> bytes:
 
 
 def chunk(index=0, finish=None, **delta):
-    return {"id": "c1", "model": "m", "created": 1, "choices": [{"index": index, "delta": delta, "finish_reason": finish}]}
+    return {
+        "id": "c1",
+        "model": "m",
+        "created": 1,
+        "choices": [{"index": index, "delta": delta, "finish_reason": finish}],
+    }
 
 
 EVENTS = [
@@ -20,7 +25,9 @@ EVENTS = [
     chunk(content="Hel"),
     chunk(index=1, content="other"),
     chunk(content="lo"),
-    chunk(tool_calls=[{"index": 0, "id": "t1", "type": "function", "function": {"name": "write", "arguments": '{"a"'}}]),
+    chunk(
+        tool_calls=[{"index": 0, "id": "t1", "type": "function", "function": {"name": "write", "arguments": '{"a"'}}]
+    ),
     chunk(tool_calls=[{"index": 0, "function": {"arguments": ": 1}"}}]),
     chunk(finish="tool_calls"),
     {"id": "c1", "choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 4}},
@@ -51,19 +58,24 @@ def test_unparsable_events_are_kept_not_fatal():
 
 def test_a_responses_stream_cut_before_its_final_event():
     assembler = StreamAssembler("responses")
-    events = [{"type": "response.created", "response": {}},
-              {"type": "response.output_text.delta", "delta": "par"},
-              {"type": "response.output_text.delta", "delta": "tial"}]
+    events = [
+        {"type": "response.created", "response": {}},
+        {"type": "response.output_text.delta", "delta": "par"},
+        {"type": "response.output_text.delta", "delta": "tial"},
+    ]
     assembler.feed(b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events))
     assert not assembler.complete
-    assert assembler.result() == {"object": "response", "status": "incomplete_stream",
-                                  "last_event": "response.output_text.delta", "output_text": "partial"}
+    assert assembler.result() == {
+        "object": "response",
+        "status": "incomplete_stream",
+        "last_event": "response.output_text.delta",
+        "output_text": "partial",
+    }
     assert assembler.usage() == (None, None)
 
 
 def test_an_empty_stream_has_no_result():
     assert StreamAssembler("chat").result() is None
-
 
 
 def test_feed_passes_on_whole_events_as_they_came():

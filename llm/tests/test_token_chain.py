@@ -23,10 +23,12 @@ def session(db):
 
 
 def record(session, prompt: list[int], completion: list[int]) -> ModelCallTokens:
-    call = ModelCall.objects.create(endpoint_name="policy", purpose="proxy", session=session, request={},
-                                    status_code=200)  # fmt: skip
-    return ModelCallTokens.objects.record(call, prompt_token_ids=prompt, completion_token_ids=completion,
-                                          completion_logprobs=[-0.5] * len(completion))  # fmt: skip
+    call = ModelCall.objects.create(
+        endpoint_name="policy", purpose="proxy", session=session, request={}, status_code=200
+    )
+    return ModelCallTokens.objects.record(
+        call, prompt_token_ids=prompt, completion_token_ids=completion, completion_logprobs=[-0.5] * len(completion)
+    )
 
 
 def fresh(row: ModelCallTokens) -> ModelCallTokens:
@@ -178,8 +180,9 @@ def test_a_base_cannot_be_deleted_alone_but_a_session_calls_go_together(session)
 
 def test_an_old_row_without_a_base_reads_as_its_whole_prompt(session):
     call = ModelCall.objects.create(endpoint_name="policy", purpose="proxy", session=session, request={})
-    row = ModelCallTokens.objects.create(call=call, prompt_suffix_ids=[5, 6, 7], prompt_length=3,
-                                         completion_token_ids=[8], completion_logprobs=[-0.1])  # fmt: skip
+    row = ModelCallTokens.objects.create(
+        call=call, prompt_suffix_ids=[5, 6, 7], prompt_length=3, completion_token_ids=[8], completion_logprobs=[-0.1]
+    )
     assert fresh(row).prompt_ids() == [5, 6, 7]
 
 
@@ -191,8 +194,9 @@ USER = {"role": "user", "content": "write notes.md"}
 
 @pytest.fixture
 def training(live_server_asgi, vllm_upstream):
-    endpoint = ModelEndpoint.objects.create(name="policy", base_url=vllm_upstream.base_url, model="policy-0",
-                                            timeout_seconds=10)  # fmt: skip
+    endpoint = ModelEndpoint.objects.create(
+        name="policy", base_url=vllm_upstream.base_url, model="policy-0", timeout_seconds=10
+    )
     return open_proxy_session(endpoint, subject="rollout:1", record_tokens=True)
 
 
@@ -207,13 +211,16 @@ def stored_rows(session) -> list[ModelCallTokens]:
 def read_turn(n: int) -> list[dict]:
     """The assistant's read of f<n> (as the toy policy answered it) and the tool's result."""
     read = {"id": f"call_{n}", "type": "function", "function": {"name": "read", "arguments": f'{{"path": "f{n}"}}'}}
-    return [{"role": "assistant", "content": f"step {n}", "tool_calls": [read]},
-            {"role": "tool", "tool_call_id": f"call_{n}", "content": f"contents of f{n}"}]  # fmt: skip
+    return [
+        {"role": "assistant", "content": f"step {n}", "tool_calls": [read]},
+        {"role": "tool", "tool_call_id": f"call_{n}", "content": f"contents of f{n}"},
+    ]
 
 
 def test_a_conversation_through_the_proxy_stores_each_prompt_as_its_new_ids(training, vllm_upstream):
-    vllm_upstream.push(*[Reply.tool_call("read", {"path": f"f{n}"}, content=f"step {n}") for n in range(3)],
-                       Reply.text("Done."))  # fmt: skip
+    vllm_upstream.push(
+        *[Reply.tool_call("read", {"path": f"f{n}"}, content=f"step {n}") for n in range(3)], Reply.text("Done.")
+    )
     messages = [SYSTEM, USER]
     with agent_for(training) as agent:
         for n in range(4):
@@ -267,8 +274,10 @@ def test_completion_of_a_base_is_part_of_what_is_shared(training, vllm_upstream)
     vllm_upstream.push(reply, Reply.text("Bye."))
     with agent_for(training) as agent:
         agent.chat.completions.create(model="x", messages=[SYSTEM, USER])
-        agent.chat.completions.create(model="x", messages=[SYSTEM, USER, {"role": "assistant", "content": "Hello."},
-                                                           {"role": "user", "content": "Thanks"}])  # fmt: skip
+        agent.chat.completions.create(
+            model="x",
+            messages=[SYSTEM, USER, {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "Thanks"}],
+        )
     first, second = stored_rows(training)
     assert first.completion_token_ids == toy_tokenize(toy_assistant("Hello.", None)) + [TOY_EOS]
     assert second.prompt_base_length == first.prompt_length + len(first.completion_token_ids)
@@ -293,8 +302,9 @@ def test_rows_written_before_the_migration_read_as_their_whole_prompt():
     endpoint = model("ModelEndpoint").create(name="p", base_url="http://127.0.0.1:9/v1", model="p")
     session = model("ProxySession").create(endpoint=endpoint, record_tokens=True)
     call = model("ModelCall").create(endpoint_name="p", session=session, request={})
-    model("ModelCallTokens").create(call=call, prompt_token_ids=list(range(600)), completion_token_ids=[7],
-                                    completion_logprobs=[-0.1])  # fmt: skip
+    model("ModelCallTokens").create(
+        call=call, prompt_token_ids=list(range(600)), completion_token_ids=[7], completion_logprobs=[-0.1]
+    )
 
     MigrationExecutor(connection).migrate(after)
     row = ModelCallTokens.objects.get(call_id=call.pk)

@@ -47,8 +47,12 @@ def test_healthy_is_200_for_anyone_with_every_check(client):
     assert set(checks) == {"database", "broker", "workers", "disk"}
     assert checks["database"]["ok"] and checks["database"]["vendor"] == connection.vendor
     assert checks["broker"] == {"ok": True, "engine": "django_q", "ms": checks["broker"]["ms"]}
-    assert checks["workers"] == {"ok": True, "seen": {"default": 1, "sandbox": 1, "gpu": 1}, "required": ["default"],
-                                 "within_seconds": 60}  # fmt: skip
+    assert checks["workers"] == {
+        "ok": True,
+        "seen": {"default": 1, "sandbox": 1, "gpu": 1},
+        "required": ["default"],
+        "within_seconds": 60,
+    }
     assert checks["disk"]["ok"] and checks["disk"]["free_mb"] >= checks["disk"]["min_free_mb"] == 1024
 
 
@@ -153,8 +157,11 @@ def test_anyone_else_learns_only_whether_it_is_up(client, viewer_client, admin_c
     assert client.get("/healthz", REMOTE_ADDR=OUTSIDE, HTTP_AUTHORIZATION="Token wrong").json() == {"status": "ok"}
 
     # Admins, signed in or with their API token, and loopback (a compose healthcheck, an operator's curl) see it all.
-    for response in (admin_client.get("/healthz", REMOTE_ADDR=OUTSIDE), api_as(admin_user).get("/healthz",
-                     REMOTE_ADDR=OUTSIDE), client.get("/healthz", REMOTE_ADDR="127.0.0.1")):  # fmt: skip
+    for response in (
+        admin_client.get("/healthz", REMOTE_ADDR=OUTSIDE),
+        api_as(admin_user).get("/healthz", REMOTE_ADDR=OUTSIDE),
+        client.get("/healthz", REMOTE_ADDR="127.0.0.1"),
+    ):
         assert set(response.json()["checks"]) == {"database", "broker", "workers", "disk"}
         assert response.json()["checks"]["database"]["vendor"] == connection.vendor
 

@@ -87,8 +87,11 @@ def test_the_celery_queues_depth_is_read_from_redis(client, settings, celery_bro
     settings.CELERY_BROKER_URL = celery_broker_url  # a Redis database of this session with no worker on it
 
     def depth():
-        return {dict(labels)["queue"]: value for (name, labels), value in scrape(client).items()
-                if name == "clawgym_broker_queue_depth"}  # fmt: skip
+        return {
+            dict(labels)["queue"]: value
+            for (name, labels), value in scrape(client).items()
+            if name == "clawgym_broker_queue_depth"
+        }
 
     # The session's broker database may hold messages earlier tests left for a queue nobody consumed: the change counts.
     before = depth()
@@ -127,8 +130,9 @@ def test_running_rollouts(client, admin_user):
 
 @pytest.mark.django_db(transaction=True)
 def test_proxy_streams_in_flight_and_tokens_after_a_real_stream(live_server_asgi, scripted_upstream):
-    endpoint = ModelEndpoint.objects.create(name="upstream", base_url=scripted_upstream.base_url, model="real-7b",
-                                            roles=["agent"], timeout_seconds=20)  # fmt: skip
+    endpoint = ModelEndpoint.objects.create(
+        name="upstream", base_url=scripted_upstream.base_url, model="real-7b", roles=["agent"], timeout_seconds=20
+    )
     session = open_proxy_session(endpoint, subject="rollout:9")
     scripted_upstream.push(Reply.text("Hello from a held stream", chunk_size=4, gate=True, usage=(31, 17)))
 
@@ -149,8 +153,12 @@ def test_proxy_streams_in_flight_and_tokens_after_a_real_stream(live_server_asgi
     def agent():
         try:
             with openai.OpenAI(base_url=proxy_base_url(session), api_key="k", max_retries=0, timeout=30) as client:
-                stream = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}],
-                                                        stream=True, stream_options={"include_usage": True})  # fmt: skip
+                stream = client.chat.completions.create(
+                    model="m",
+                    messages=[{"role": "user", "content": "hi"}],
+                    stream=True,
+                    stream_options={"include_usage": True},
+                )
                 for chunk in stream:
                     if chunk.choices and chunk.choices[0].delta.content:
                         text.append(chunk.choices[0].delta.content)

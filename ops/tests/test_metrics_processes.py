@@ -38,11 +38,25 @@ def free_port() -> int:
 def two_process_server():
     folder = Path(tempfile.mkdtemp(prefix="clawgym-prom-"))
     port = free_port()
-    env = os.environ | {"DATABASE_URL": database_url(), "PROMETHEUS_MULTIPROC_DIR": str(folder),
-                        "CLAWGYM_PROXY_PUBLIC_URL": f"http://127.0.0.1:{port}", "PYTHONUNBUFFERED": "1"}  # fmt: skip
+    env = os.environ | {
+        "DATABASE_URL": database_url(),
+        "PROMETHEUS_MULTIPROC_DIR": str(folder),
+        "CLAWGYM_PROXY_PUBLIC_URL": f"http://127.0.0.1:{port}",
+        "PYTHONUNBUFFERED": "1",
+    }
     log = tempfile.TemporaryFile()
-    args = [sys.executable, "-m", "uvicorn", "clawgym_site.asgi:application", "--host", "127.0.0.1",
-            "--port", str(port), "--workers", "2"]  # fmt: skip
+    args = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "clawgym_site.asgi:application",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        "2",
+    ]
     proc = subprocess.Popen(args, cwd=BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -82,8 +96,9 @@ def input_tokens_by_process(folder: Path) -> dict[str, float]:
 
 def test_every_scrape_sums_the_proxy_counters_of_all_web_processes(two_process_server, scripted_upstream):
     url, folder = two_process_server
-    endpoint = ModelEndpoint.objects.create(name="upstream", base_url=scripted_upstream.base_url, model="real-7b",
-                                            roles=["agent"], timeout_seconds=20)  # fmt: skip
+    endpoint = ModelEndpoint.objects.create(
+        name="upstream", base_url=scripted_upstream.base_url, model="real-7b", roles=["agent"], timeout_seconds=20
+    )
     session = open_proxy_session(endpoint, subject="rollout:5")
     scripted_upstream.default = Reply.text("ok", usage=(10, 3))
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
@@ -92,8 +107,9 @@ def test_every_scrape_sums_the_proxy_counters_of_all_web_processes(two_process_s
     while len([v for v in input_tokens_by_process(folder).values() if v]) < 2:  # until both processes served some
         assert calls < 60, f"60 calls, all served by one process: {input_tokens_by_process(folder)}"
         # A new connection each time: the kernel hands connections to either process.
-        response = httpx.post(f"{url}/proxy/{session.token}/v1/chat/completions", json=body, timeout=20,
-                              headers={"Connection": "close"})  # fmt: skip
+        response = httpx.post(
+            f"{url}/proxy/{session.token}/v1/chat/completions", json=body, timeout=20, headers={"Connection": "close"}
+        )
         assert response.status_code == 200, response.text
         calls += 1
 

@@ -44,9 +44,16 @@ def sanity(revision, *, crashed=False, over_lenient=False, lazy=None, paying=Non
     }
     initial = dict(run, score=lazy, subscores={**paying, "total_right": 0.0} if paying else {})
     return SanityReport.objects.create(
-        revision=revision, runs={"empty": run, "initial": initial}, crashed=crashed, over_lenient=over_lenient or lazy > 0,
-        lazy_score=lazy, solvable=None, tolerance=0.0, backend="process", isolated=False,
-    )  # fmt: skip
+        revision=revision,
+        runs={"empty": run, "initial": initial},
+        crashed=crashed,
+        over_lenient=over_lenient or lazy > 0,
+        lazy_score=lazy,
+        solvable=None,
+        tolerance=0.0,
+        backend="process",
+        isolated=False,
+    )
 
 
 def add_diagnosis(candidate, issues):

@@ -18,7 +18,12 @@ def detail(candidate, what=""):
 
 @pytest.mark.parametrize(
     "who, read, review, admin_only",
-    [("outsider", 403, 403, 403), ("viewer", 200, 403, 403), ("reviewer", 200, 200, 403), ("admin_user", 200, 200, 202)],
+    [
+        ("outsider", 403, 403, 403),
+        ("viewer", 200, 403, 403),
+        ("reviewer", 200, 200, 403),
+        ("admin_user", 200, 200, 202),
+    ],
 )
 def test_role_matrix(request, api_as, candidate, who, read, review, admin_only, django_capture_on_commit_callbacks):
     client = api_as(request.getfixturevalue(who))

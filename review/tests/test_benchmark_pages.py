@@ -94,8 +94,12 @@ def test_list_shows_counts_per_status_and_the_latest_version(viewer_client, vers
     assert response.status_code == 200 and response.context["nav"] == "review"
     rows = {row["benchmark"].name: row for row in response.context["rows"]}
     assert dict(rows["claw-bench"]["cells"]) == {
-        "awaiting_diagnosis": 1, "awaiting_review": 0, "in_review": 0, "accepted": 2, "rejected": 0,
-    }  # fmt: skip
+        "awaiting_diagnosis": 1,
+        "awaiting_review": 0,
+        "in_review": 0,
+        "accepted": 2,
+        "rejected": 0,
+    }
     assert rows["claw-bench"]["total"] == 3 and rows["claw-bench"]["latest"].number == 2
     assert rows["claw-bench"]["latest"].task_count == 2
     assert rows["fresh-bench"]["total"] == 0 and rows["fresh-bench"]["latest"] is None
@@ -266,8 +270,11 @@ def catalog(db):
     """Tasks in two categories and states: office (ready: o-1, o-2; draft: o-3), none (ready: n-1)."""
     office = BenchmarkCategory.objects.create(slug="office", name="Office")
     for external_id, status, category in (
-        ("o-1", "ready", office), ("o-2", "ready", office), ("o-3", "draft", office), ("n-1", "ready", None),
-    ):  # fmt: skip
+        ("o-1", "ready", office),
+        ("o-2", "ready", office),
+        ("o-3", "draft", office),
+        ("n-1", "ready", None),
+    ):
         task = make_task(external_id)
         Task.objects.filter(pk=task.pk).update(status=status, benchmark_category=category)
     return office

@@ -55,15 +55,23 @@ def make_candidate(benchmark, external_id, admin_user, *, check=LENIENT_CHECK, r
     propose_candidates(benchmark, [task], user=admin_user)
     candidate = BenchmarkCandidate.objects.get(task=task)
     diagnosis = LLMDiagnosis.objects.create(
-        candidate=candidate, revision=task.current_revision, endpoint_name="frontier", prompt_version="v1",
+        candidate=candidate,
+        revision=task.current_revision,
+        endpoint_name="frontier",
+        prompt_version="v1",
         overall="The task is clear and feasible, but the **checker is over-lenient**: it credits an empty count.txt.",
-    )  # fmt: skip
+    )
     DiagnosisIssue.objects.create(
-        diagnosis=diagnosis, component="checker", path="check.py", severity="blocker",
-        severity_rank=SEVERITY_RANK["blocker"], problem="The checker gives points for a count.txt that merely exists.",
-        evidence="count_written is true for an empty file.", suggested_fix="Score only the right count.",
+        diagnosis=diagnosis,
+        component="checker",
+        path="check.py",
+        severity="blocker",
+        severity_rank=SEVERITY_RANK["blocker"],
+        problem="The checker gives points for a count.txt that merely exists.",
+        evidence="count_written is true for an empty file.",
+        suggested_fix="Score only the right count.",
         replacement=replacement,
-    )  # fmt: skip
+    )
     BenchmarkCandidate.objects.filter(pk=candidate.pk).update(status=BenchmarkCandidate.Status.AWAITING_REVIEW)
     return candidate
 
@@ -249,5 +257,7 @@ def test_a_claim_that_ran_out_mid_edit_is_taken_again_from_the_head_and_the_text
     assert editor.input_value() == "Count the orders; write the number alone to count.txt."
     page.click("#unit-instruction [data-testid=save]")
     page.wait_for_selector("#unit-instruction [data-testid=saved]")
-    assert candidate.task.revisions.get(number=2).instruction == "Count the orders; write the number alone to count.txt."
+    assert (
+        candidate.task.revisions.get(number=2).instruction == "Count the orders; write the number alone to count.txt."
+    )
     assert_no_reload(page)

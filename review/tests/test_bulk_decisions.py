@@ -113,9 +113,10 @@ def test_the_queue_offers_ticks_to_reviewers_only_on_rows_they_may_decide(
 def test_htmx_bulk_accept_reports_each_refusal_and_swaps_the_rows(reviewer_client, reviewer, three):
     good, fine, crashy = three
     response = reviewer_client.post(
-        BULK, {"ids": [good.pk, crashy.pk, fine.pk], "decision": "accept", "reason": "", "next": f"{QUEUE}?sort=task"},
+        BULK,
+        {"ids": [good.pk, crashy.pk, fine.pk], "decision": "accept", "reason": "", "next": f"{QUEUE}?sort=task"},
         **HTMX,
-    )  # fmt: skip
+    )
     assert response.status_code == 200
     html = response.content.decode()
     assert '<strong data-testid="bulk-summary">Accepted 2, refused 1.</strong>' in html
@@ -146,9 +147,14 @@ def test_plain_bulk_reject_returns_to_the_queue_with_messages(reviewer_client, t
     good, fine, crashy = three
     claim_for(crashy, second_reviewer)
     response = reviewer_client.post(
-        BULK, {"ids": [good.pk, fine.pk, crashy.pk], "decision": "reject", "reason": "duplicates of t-1",
-               "next": f"{QUEUE}?status=awaiting_review"},
-    )  # fmt: skip
+        BULK,
+        {
+            "ids": [good.pk, fine.pk, crashy.pk],
+            "decision": "reject",
+            "reason": "duplicates of t-1",
+            "next": f"{QUEUE}?status=awaiting_review",
+        },
+    )
     assert response.status_code == 302 and response.url == f"{QUEUE}?status=awaiting_review"
     shown = [str(m) for m in get_messages(response.wsgi_request)]
     assert shown[0] == "Rejected 2, refused 1."
@@ -176,8 +182,9 @@ def test_viewers_and_outsiders_cannot_bulk_decide(viewer_client, outsider_client
 def test_api_bulk_decide(api_as, reviewer, viewer, three):
     good, fine, crashy = three
     url = "/api/candidates/bulk-decide/"
-    response = api_as(reviewer).post(url, {"candidates": [good.pk, crashy.pk, 424242], "decision": "accept"},
-                                     format="json")  # fmt: skip
+    response = api_as(reviewer).post(
+        url, {"candidates": [good.pk, crashy.pk, 424242], "decision": "accept"}, format="json"
+    )
     assert response.status_code == 200, response.content
     body = response.json()
     assert body["decision"] == "accept" and body["summary"] == "Accepted 1, refused 2."
@@ -196,8 +203,9 @@ def test_api_bulk_decide(api_as, reviewer, viewer, three):
     assert no_reason.status_code == 400 and no_reason.json() == {"detail": "rejecting needs a reason"}
     fix = api_as(reviewer).post(url, {"candidates": [fine.pk], "decision": "fix"}, format="json")
     assert fix.status_code == 400 and "decision" in fix.json()
-    too_many = api_as(reviewer).post(url, {"candidates": list(range(1, MAX_BULK + 2)), "decision": "accept"},
-                                     format="json")  # fmt: skip
+    too_many = api_as(reviewer).post(
+        url, {"candidates": list(range(1, MAX_BULK + 2)), "decision": "accept"}, format="json"
+    )
     assert too_many.status_code == 400 and "candidates" in too_many.json()
     assert api_as(viewer).post(url, {"candidates": [fine.pk], "decision": "accept"}, format="json").status_code == 403
     assert statuses(good, fine, crashy) == [Status.ACCEPTED, Status.AWAITING_REVIEW, Status.AWAITING_REVIEW]

@@ -45,15 +45,29 @@ def file_of(revision, role, path) -> bytes:
 @pytest.fixture
 def issues(candidate):
     """A diagnosis of the candidate with one issue per kind of part, keyed by what it concerns."""
-    diagnosis = add_diagnosis(candidate, [
-        {"component": "checker", "path": "check.py", "severity": "blocker", "problem": "the checker is lenient",
-         "evidence": "report_exists is always 0", "suggested_fix": "check the report", "replacement": STRICT_CHECK},
-        {"component": "instruction", "severity": "major", "problem": "the instruction is vague",
-         "replacement": "Summarise sales.csv into report.md with a total per item."},
-        {"component": "input_file", "path": "sales.csv", "problem": "too few rows"},
-        {"component": "input_file", "path": "regions.csv", "path_missing": True, "problem": "regions are missing"},
-        {"component": "rubric", "problem": "no rubric", "replacement": json.dumps(RUBRIC)},
-    ])  # fmt: skip
+    diagnosis = add_diagnosis(
+        candidate,
+        [
+            {
+                "component": "checker",
+                "path": "check.py",
+                "severity": "blocker",
+                "problem": "the checker is lenient",
+                "evidence": "report_exists is always 0",
+                "suggested_fix": "check the report",
+                "replacement": STRICT_CHECK,
+            },
+            {
+                "component": "instruction",
+                "severity": "major",
+                "problem": "the instruction is vague",
+                "replacement": "Summarise sales.csv into report.md with a total per item.",
+            },
+            {"component": "input_file", "path": "sales.csv", "problem": "too few rows"},
+            {"component": "input_file", "path": "regions.csv", "path_missing": True, "problem": "regions are missing"},
+            {"component": "rubric", "problem": "no rubric", "replacement": json.dumps(RUBRIC)},
+        ],
+    )
     return {i.component + (":" + i.path if i.path else ""): i for i in diagnosis.issues.all()}
 
 
@@ -70,9 +84,11 @@ def test_anonymous_users_are_sent_to_log_in(client, candidate):
 def test_outsiders_are_refused_everywhere(outsider_client, candidate, issues):
     issue = issues["checker:check.py"]
     reads = [
-        url("candidate", candidate), url("candidate_part", candidate, "head"), url("candidate_issue", candidate, issue.pk),
+        url("candidate", candidate),
+        url("candidate_part", candidate, "head"),
+        url("candidate_issue", candidate, issue.pk),
         url("candidate_unit", candidate) + "?field=instruction",
-    ]  # fmt: skip
+    ]
     for address in reads:
         assert outsider_client.get(address).status_code == 403, address
     posts = {
@@ -90,8 +106,14 @@ def test_outsiders_are_refused_everywhere(outsider_client, candidate, issues):
 def test_viewers_read_everything_but_get_no_controls_and_cannot_act(viewer_client, candidate, issues):
     page = text(viewer_client.get(url("candidate", candidate)))
     assert "the checker is lenient" in page and "Summarise sales.csv into report.md." in page
-    for control in (url("decide", candidate), url("verdict", candidate), url("apply_fix", candidate),
-                    url("candidate_edit", candidate), 'data-testid="edit-', 'data-testid="claim"'):  # fmt: skip
+    for control in (
+        url("decide", candidate),
+        url("verdict", candidate),
+        url("apply_fix", candidate),
+        url("candidate_edit", candidate),
+        'data-testid="edit-',
+        'data-testid="claim"',
+    ):
         assert control not in page, control
     assert "Reviewers decide" in page
     editor = text(viewer_client.get(url("candidate_unit", candidate) + "?field=instruction&mode=edit", **HTMX))
@@ -109,13 +131,21 @@ def test_viewers_read_everything_but_get_no_controls_and_cannot_act(viewer_clien
 
 def test_the_page_shows_every_part_with_the_issues_beside_them(reviewer_client, candidate, reviewer):
     revise_task(candidate.task, user=reviewer, message="rubric", rubric=RUBRIC)
-    add_diagnosis(candidate, [
-        {"component": "checker", "path": "check.py", "severity": "blocker", "problem": "the checker is lenient",
-         "replacement": STRICT_CHECK},
-        {"component": "instruction", "problem": "the instruction is vague"},
-        {"component": "input_file", "path": "regions.csv", "path_missing": True, "problem": "regions are missing"},
-        {"component": "rubric", "problem": "the rubric is thin"},
-    ])  # fmt: skip
+    add_diagnosis(
+        candidate,
+        [
+            {
+                "component": "checker",
+                "path": "check.py",
+                "severity": "blocker",
+                "problem": "the checker is lenient",
+                "replacement": STRICT_CHECK,
+            },
+            {"component": "instruction", "problem": "the instruction is vague"},
+            {"component": "input_file", "path": "regions.csv", "path_missing": True, "problem": "regions are missing"},
+            {"component": "rubric", "problem": "the rubric is thin"},
+        ],
+    )
     sanity(current(candidate), over_lenient=True)
     page = text(reviewer_client.get(url("candidate", candidate)))
 
@@ -281,12 +311,17 @@ def test_a_fix_already_in_place_is_refused(reviewer_client, candidate, issues):
 @pytest.mark.parametrize(
     "field, path, typed, stored",
     [
-        ("instruction", "", "Summarise sales.csv\r\ninto report.md, by item.", "Summarise sales.csv\ninto report.md, by item."),
+        (
+            "instruction",
+            "",
+            "Summarise sales.csv\r\ninto report.md, by item.",
+            "Summarise sales.csv\ninto report.md, by item.",
+        ),
         ("input", "sales.csv", "item,amount\r\na,1\r\nb,2\r\n", b"item,amount\na,1\nb,2\n"),
         ("reward", "check.py", STRICT_CHECK, STRICT_CHECK.encode()),
         ("rubric", "", json.dumps(RUBRIC, indent=2), RUBRIC),
     ],
-)  # fmt: skip
+)
 def test_each_part_is_edited_into_one_new_revision(reviewer_client, candidate, reviewer, field, path, typed, stored):
     services.claim(candidate, user=reviewer)
     editor = text(
@@ -495,8 +530,19 @@ def test_the_history_lists_who_did_what_when(reviewer_client, candidate, reviewe
     reviewer_client.post(url("decide", candidate), {"decision": "reject", "reason": "still unclear"}, **HTMX)
     body = text(reviewer_client.get(url("candidate_part", candidate, "history"), **HTMX))
     assert body.count("rita_reviewer") >= 5
-    for event in ("claimed the candidate", f"#{issue.pk} blocker checker check.py", "valid", "saved", "r2",
-                  "fixed → r2", "sanity of r2", "passed", "rejected", "still unclear", "diagnosed r1: 5 issues"):  # fmt: skip
+    for event in (
+        "claimed the candidate",
+        f"#{issue.pk} blocker checker check.py",
+        "valid",
+        "saved",
+        "r2",
+        "fixed → r2",
+        "sanity of r2",
+        "passed",
+        "rejected",
+        "still unclear",
+        "diagnosed r1: 5 issues",
+    ):
         assert event in body, event
     assert body.index("rejected") < body.index("claimed the candidate")  # newest first
 
@@ -529,8 +575,9 @@ def test_only_admins_diagnose_again(reviewer_client, admin_client, candidate):
 # --- found in the review audit ---------------------------------------------------------------------------------
 
 
-def test_claiming_from_the_page_head_refreshes_the_panels_instead_of_the_page(reviewer_client, reviewer,
-                                                                               second_reviewer, candidate):
+def test_claiming_from_the_page_head_refreshes_the_panels_instead_of_the_page(
+    reviewer_client, reviewer, second_reviewer, candidate
+):
     add_diagnosis(candidate, [])
     page = text(reviewer_client.get(url("candidate", candidate)))
     assert f'hx-post="{url("claim", candidate)}"' in page and 'name="target" value="page"' in page

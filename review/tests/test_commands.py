@@ -45,8 +45,9 @@ def test_diagnose_here_prints_json(candidate, scripted_upstream, fast_llm_retrie
     scripted_upstream.push(Reply.text(json.dumps({"overall": "fine", "issues": []})))
     out = run("diagnose", "--benchmark", candidate.benchmark.name, "--here", "--json")
     rows = json.loads(out.strip().splitlines()[-1])
-    assert rows == [{"task": "t-review", "candidate": candidate.pk, "diagnosis": LLMDiagnosis.objects.get().pk,
-                     "issues": 0}]  # fmt: skip
+    assert rows == [
+        {"task": "t-review", "candidate": candidate.pk, "diagnosis": LLMDiagnosis.objects.get().pk, "issues": 0}
+    ]
     # Nothing awaits diagnosis any more: a second run does nothing.
     assert "no candidate awaits diagnosis" in run("diagnose", "--benchmark", candidate.benchmark.name)
 

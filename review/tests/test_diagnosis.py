@@ -18,16 +18,25 @@ REPORT = {
     "overall": "Clear task; the checker is too lenient.",
     "issues": [
         {
-            "component": "checker", "path": "reward/check.py", "severity": "blocker",
-            "problem": "awards points to an untouched workspace", "evidence": "report_exists is never checked",
-            "suggested_fix": "check that report.md exists", "replacement": "print('{\"report_exists\": 1}')\n",
+            "component": "checker",
+            "path": "reward/check.py",
+            "severity": "blocker",
+            "problem": "awards points to an untouched workspace",
+            "evidence": "report_exists is never checked",
+            "suggested_fix": "check that report.md exists",
+            "replacement": "print('{\"report_exists\": 1}')\n",
         },
         {
-            "component": "input_file", "path": "missing.csv", "severity": "minor", "problem": "names a file",
-            "evidence": "", "suggested_fix": "", "replacement": None,
+            "component": "input_file",
+            "path": "missing.csv",
+            "severity": "minor",
+            "problem": "names a file",
+            "evidence": "",
+            "suggested_fix": "",
+            "replacement": None,
         },
     ],
-}  # fmt: skip
+}
 
 
 @pytest.fixture(autouse=True)
@@ -38,9 +47,13 @@ def fast_backoff(fast_llm_retries):
 @pytest.fixture
 def endpoint(db, scripted_upstream):
     return ModelEndpoint.objects.create(
-        name="diag", base_url=scripted_upstream.base_url, model="diag-model", roles=["diagnosis"],
-        timeout_seconds=5, max_retries=1,
-    )  # fmt: skip
+        name="diag",
+        base_url=scripted_upstream.base_url,
+        model="diag-model",
+        roles=["diagnosis"],
+        timeout_seconds=5,
+        max_retries=1,
+    )
 
 
 def test_valid_report_is_stored_and_shows_the_task(candidate, endpoint, scripted_upstream):
@@ -71,7 +84,9 @@ def test_valid_report_is_stored_and_shows_the_task(candidate, endpoint, scripted
 
 
 def test_large_file_is_cut(candidate, endpoint, scripted_upstream):
-    revise_task(candidate.task, user=None, message="big", file_changes={("input", "big.txt"): b"x" * (MAX_FILE_BYTES + 5)})
+    revise_task(
+        candidate.task, user=None, message="big", file_changes={("input", "big.txt"): b"x" * (MAX_FILE_BYTES + 5)}
+    )
     scripted_upstream.push(Reply.text(json.dumps({"overall": "fine", "issues": []})))
     diagnose_candidate(candidate)
     prompt = scripted_upstream.requests[0].json["messages"][1]["content"]
@@ -179,8 +194,9 @@ def test_diagnose_all_queues_one_child_per_waiting_candidate_and_skips_busy_ones
         assert start_diagnosis_batch(None, user=admin_user) is None  # nothing left that is not busy
 
 
-def test_starting_a_diagnosis_twice_gives_the_run_already_under_way(candidate, admin_user,
-                                                                     django_capture_on_commit_callbacks):
+def test_starting_a_diagnosis_twice_gives_the_run_already_under_way(
+    candidate, admin_user, django_capture_on_commit_callbacks
+):
     with django_capture_on_commit_callbacks(execute=False):
         (first,) = start_diagnosis([candidate], user=admin_user)
         (again,) = start_diagnosis([candidate], user=admin_user)

@@ -176,7 +176,10 @@ def test_every_candidate_gets_the_hand_computed_verdict_and_a_rerun_after_a_fix_
     for task_id, expected in EXPECTED.items():
         candidate = _candidate(benchmark, task_id)
         assert (candidate.strong_mean, candidate.small_mean, candidate.difficulty_verdict) == (
-            expected["strong"], expected["small"], expected["verdict"]), task_id  # fmt: skip
+            expected["strong"],
+            expected["small"],
+            expected["verdict"],
+        ), task_id
     # Finishing again changes nothing.
     assert finish_difficulty_filter(flt).results.count() == 6
 
@@ -188,8 +191,15 @@ def test_every_candidate_gets_the_hand_computed_verdict_and_a_rerun_after_a_fix_
         task_d, user=admin_user, message="clearer", instruction=task_d.current_revision.instruction + " Say done."
     )
     world["models"].solves["strong-model"].add("eval-d")
-    again = run_difficulty_filter_here(benchmark, strong=strong, small=weak, n=1, harness="builtin",
-                                       candidates=[_candidate(benchmark, "eval-d")], user=admin_user)  # fmt: skip
+    again = run_difficulty_filter_here(
+        benchmark,
+        strong=strong,
+        small=weak,
+        n=1,
+        harness="builtin",
+        candidates=[_candidate(benchmark, "eval-d")],
+        user=admin_user,
+    )
     assert filter_json(again) == {"eval-d": {"strong": 1.0, "small": 0.25, "verdict": "keep"}}
     result = again.results.get()
     task_d.refresh_from_db()
@@ -208,8 +218,9 @@ def test_every_candidate_gets_the_hand_computed_verdict_and_a_rerun_after_a_fix_
 def test_on_the_workers_path_the_second_run_to_finish_gives_the_verdicts_through_the_job(world, admin_user):
     benchmark, strong, weak = world["benchmark"], world["strong"], world["weak"]
     b = _candidate(benchmark, "eval-b")
-    flt = start_difficulty_filter(benchmark, strong=strong, small=weak, n=1, harness="builtin", candidates=[b],
-                                  user=admin_user)  # fmt: skip
+    flt = start_difficulty_filter(
+        benchmark, strong=strong, small=weak, n=1, harness="builtin", candidates=[b], user=admin_user
+    )
     assert list(flt.candidates.all()) == [b]
     for run in (flt.strong_run, flt.small_run):
         assert run.on_finish == DIFFICULTY_JOB and run.on_finish_params == {"filter_id": flt.pk}
@@ -249,8 +260,9 @@ def test_a_filter_refuses_the_same_endpoint_twice_a_stranger_candidate_and_a_non
     with pytest.raises(DifficultyError, match="different model endpoints"):
         start_difficulty_filter(benchmark, strong=strong, small=strong, user=admin_user)
     with pytest.raises(DifficultyError, match="not candidates of one: eval-b"):
-        start_difficulty_filter(benchmark, strong=strong, small=weak, candidates=list(other.candidates.all()),
-                                user=admin_user)  # fmt: skip
+        start_difficulty_filter(
+            benchmark, strong=strong, small=weak, candidates=list(other.candidates.all()), user=admin_user
+        )
     with pytest.raises(DifficultyError, match="repeats must be between"):
         start_difficulty_filter(benchmark, strong=strong, small=weak, n=0, user=admin_user)
     from review.services import NotAllowed
@@ -267,9 +279,27 @@ def test_a_filter_refuses_the_same_endpoint_twice_a_stranger_candidate_and_a_non
 @pytest.mark.django_db(transaction=True)
 def test_the_command_prints_the_verdicts_as_its_last_line(world):
     out = StringIO()
-    call_command("difficulty_filter", "--benchmark", "difficulty-bench", "--strong", "strong", "--small", "weak",
-                 "--n", "1", "--candidate", "eval-b", "--candidate", "eval-a", "--harness", "builtin", "--here",
-                 "--json", stdout=out, stderr=StringIO())  # fmt: skip
+    call_command(
+        "difficulty_filter",
+        "--benchmark",
+        "difficulty-bench",
+        "--strong",
+        "strong",
+        "--small",
+        "weak",
+        "--n",
+        "1",
+        "--candidate",
+        "eval-b",
+        "--candidate",
+        "eval-a",
+        "--harness",
+        "builtin",
+        "--here",
+        "--json",
+        stdout=out,
+        stderr=StringIO(),
+    )
     last = out.getvalue().strip().splitlines()[-1]
     assert json.loads(last) == {
         "eval-a": {"strong": 1.0, "small": 1.0, "verdict": "too_easy"},
@@ -298,8 +328,20 @@ def test_the_command_gives_up_when_no_worker_takes_the_rollouts_and_cancels_them
     benchmark = Benchmark.objects.create(name="b")
     propose_candidates(benchmark, [make_tasks()["eval-a"].task], user=admin_user)
     with pytest.raises(CommandError, match="no job worker took the rollout jobs within 0.2 s"):
-        call_command("difficulty_filter", "--benchmark", "b", "--strong", "strong", "--small", "weak", "--n", "1",
-                     "--start-timeout", "0.2", stderr=StringIO())  # fmt: skip
+        call_command(
+            "difficulty_filter",
+            "--benchmark",
+            "b",
+            "--strong",
+            "strong",
+            "--small",
+            "weak",
+            "--n",
+            "1",
+            "--start-timeout",
+            "0.2",
+            stderr=StringIO(),
+        )
     flt = DifficultyFilter.objects.get()
     assert flt.status == DifficultyFilter.Status.FAILED and "cancelled" in flt.error
     assert {r.status for r in flt.runs} == {EvalRun.Status.CANCELLED}
@@ -313,9 +355,26 @@ def test_the_command_gives_up_when_no_worker_takes_the_rollouts_and_cancels_them
 @pytest.fixture
 def filtered(world):
     """eval-a (too easy) and eval-b (keep) filtered with n = 1 through the command; the others never filtered."""
-    call_command("difficulty_filter", "--benchmark", "difficulty-bench", "--strong", "strong", "--small", "weak",
-                 "--n", "1", "--candidate", "eval-a", "--candidate", "eval-b", "--harness", "builtin", "--here",
-                 stdout=StringIO(), stderr=StringIO())  # fmt: skip
+    call_command(
+        "difficulty_filter",
+        "--benchmark",
+        "difficulty-bench",
+        "--strong",
+        "strong",
+        "--small",
+        "weak",
+        "--n",
+        "1",
+        "--candidate",
+        "eval-a",
+        "--candidate",
+        "eval-b",
+        "--harness",
+        "builtin",
+        "--here",
+        stdout=StringIO(),
+        stderr=StringIO(),
+    )
     world["filter"] = DifficultyFilter.objects.get()
     return world
 
@@ -330,8 +389,12 @@ def test_the_queue_filters_by_verdict_and_the_candidate_page_shows_the_verdict_a
     filtered, viewer_client, admin_client, reviewer_client
 ):
     benchmark, flt = filtered["benchmark"], filtered["filter"]
-    for verdict, expected in (("keep", {"eval-b"}), ("too_easy", {"eval-a"}), ("too_hard", set()),
-                              ("none", {"eval-c", "eval-d", HARD, DOWN})):  # fmt: skip
+    for verdict, expected in (
+        ("keep", {"eval-b"}),
+        ("too_easy", {"eval-a"}),
+        ("too_hard", set()),
+        ("none", {"eval-c", "eval-d", HARD, DOWN}),
+    ):
         html = viewer_client.get("/review/", {"difficulty": verdict}).content.decode()
         assert _rows(html, benchmark) == expected, verdict
     html = viewer_client.get("/review/", {"difficulty": "keep"}).content.decode()
@@ -362,8 +425,9 @@ def test_the_queue_filters_by_verdict_and_the_candidate_page_shows_the_verdict_a
     part = viewer_client.get(f"/review/candidates/{b.pk}/part/difficulty/", HTTP_HX_REQUEST="true").content.decode()
     assert f"Filter #{rerun.pk} is running" in part and 'hx-trigger="every 5s"' in part
     assert ">Keep</span>" in part  # the latest finished verdict stays until the new one is in
-    refused = admin_client.post(f"/review/candidates/{b.pk}/difficulty/", form | {"small": "strong"},
-                                HTTP_HX_REQUEST="true").content.decode()  # fmt: skip
+    refused = admin_client.post(
+        f"/review/candidates/{b.pk}/difficulty/", form | {"small": "strong"}, HTTP_HX_REQUEST="true"
+    ).content.decode()
     assert "Choose another endpoint" in refused and 'data-testid="difficulty-error"' in refused
 
     # The benchmark's difficulty page: counts by verdict (into the queue), the filters, the admin's forms.
@@ -374,8 +438,10 @@ def test_the_queue_filters_by_verdict_and_the_candidate_page_shows_the_verdict_a
     assert f'data-testid="filter-{flt.pk}"' in page and f'data-testid="filter-{rerun.pk}"' in page
     bad = admin_client.post("/review/benchmarks/difficulty-bench/difficulty/start/", form | {"small": "strong"})
     assert bad.status_code == 400 and "Choose another endpoint" in bad.content.decode()
-    saved = admin_client.post("/review/benchmarks/difficulty-bench/difficulty/thresholds/",
-                              {"strong_min": "0.3", "small_max": "0.5", "margin": "0.1"})  # fmt: skip
+    saved = admin_client.post(
+        "/review/benchmarks/difficulty-bench/difficulty/thresholds/",
+        {"strong_min": "0.3", "small_max": "0.5", "margin": "0.1"},
+    )
     assert saved.status_code == 302
     benchmark.refresh_from_db()
     assert (benchmark.difficulty_strong_min, benchmark.difficulty_small_max, benchmark.difficulty_margin) == (
@@ -391,14 +457,16 @@ def test_the_queue_filters_by_verdict_and_the_candidate_page_shows_the_verdict_a
 
 @needs_bwrap
 @pytest.mark.django_db(transaction=True)
-def test_the_api_starts_a_filter_and_shows_its_results_and_the_candidates_verdicts(filtered, api_as, admin_user,
-                                                                                   reviewer, viewer):  # fmt: skip
+def test_the_api_starts_a_filter_and_shows_its_results_and_the_candidates_verdicts(
+    filtered, api_as, admin_user, reviewer, viewer
+):
     benchmark, flt = filtered["benchmark"], filtered["filter"]
     client = api_as(viewer)
     listed = client.get("/api/candidates/", {"difficulty": "keep"}).json()
     rows = listed["results"] if isinstance(listed, dict) else listed
     assert [(r["task"], r["difficulty_verdict"], r["strong_mean"], r["small_mean"]) for r in rows] == [
-        ("eval-b", "keep", 1.0, 0.25)]  # fmt: skip
+        ("eval-b", "keep", 1.0, 0.25)
+    ]
     assert client.get("/api/candidates/", {"difficulty": "bogus"}).status_code == 400
 
     detail = client.get(f"/api/difficulty-filters/{flt.pk}/").json()
@@ -406,8 +474,10 @@ def test_the_api_starts_a_filter_and_shows_its_results_and_the_candidates_verdic
     assert detail["thresholds"] == {"strong_min": 0.2, "small_max": 0.6, "margin": 0.0}
     assert detail["runs"]["strong"]["id"] == flt.strong_run_id and detail["runs"]["small"]["rollouts_total"] == 2
     assert detail["verdicts"]["keep"] == 1 and detail["verdicts"]["too_easy"] == 1
-    assert [(r["task"], r["revision"], r["strong_mean"], r["small_mean"], r["strong_n"], r["verdict"])
-            for r in detail["results"]] == [("eval-a", 1, 1.0, 1.0, 1, "too_easy"), ("eval-b", 1, 1.0, 0.25, 1, "keep")]  # fmt: skip
+    assert [
+        (r["task"], r["revision"], r["strong_mean"], r["small_mean"], r["strong_n"], r["verdict"])
+        for r in detail["results"]
+    ] == [("eval-a", 1, 1.0, 1.0, 1, "too_easy"), ("eval-b", 1, 1.0, 0.25, 1, "keep")]
 
     body = {"strong": "strong", "small": "weak", "n": 1, "candidates": ["eval-c"], "harness": "builtin"}
     url = "/api/benchmarks/difficulty-bench/difficulty-filter/"
@@ -416,8 +486,9 @@ def test_the_api_starts_a_filter_and_shows_its_results_and_the_candidates_verdic
     started = admin.post(url, body, format="json")
     assert started.status_code == 202, started.content
     assert started.json()["status"] == "running" and started.json()["candidates"] == 1
-    by_id = admin.post(f"/api/benchmarks/{benchmark.pk}/difficulty-filter/", body | {"candidates": ["eval-d"]},
-                       format="json")  # fmt: skip
+    by_id = admin.post(
+        f"/api/benchmarks/{benchmark.pk}/difficulty-filter/", body | {"candidates": ["eval-d"]}, format="json"
+    )
     assert by_id.status_code == 202
     assert admin.post(url, body | {"candidates": ["nope"]}, format="json").status_code == 400
     assert admin.post(url, body | {"small": "strong"}, format="json").status_code == 400
@@ -426,11 +497,18 @@ def test_the_api_starts_a_filter_and_shows_its_results_and_the_candidates_verdic
     rows = listed["results"] if isinstance(listed, dict) else listed
     assert {r["id"] for r in rows} == {started.json()["id"], by_id.json()["id"]}
 
-    thresholds = admin.post("/api/benchmarks/difficulty-bench/difficulty-thresholds/",
-                            {"strong_min": 0.25, "small_max": 0.5}, format="json")  # fmt: skip
+    thresholds = admin.post(
+        "/api/benchmarks/difficulty-bench/difficulty-thresholds/", {"strong_min": 0.25, "small_max": 0.5}, format="json"
+    )
     assert thresholds.status_code == 200 and thresholds.json()["difficulty_strong_min"] == 0.25
-    assert admin.post("/api/benchmarks/difficulty-bench/difficulty-thresholds/", {"strong_min": 2, "small_max": 0.5},
-                      format="json").status_code == 400  # fmt: skip
+    assert (
+        admin.post(
+            "/api/benchmarks/difficulty-bench/difficulty-thresholds/",
+            {"strong_min": 2, "small_max": 0.5},
+            format="json",
+        ).status_code
+        == 400
+    )
 
 
 @pytest.mark.django_db(transaction=True)

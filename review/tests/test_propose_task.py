@@ -39,5 +39,8 @@ def test_only_admins_propose(reviewer_client, benchmark):
     url = reverse("review:propose_task", args=["not-yours"])
     assert reviewer_client.get(url).status_code == 403
     assert reviewer_client.post(url, {"benchmark": benchmark.name}).status_code == 403
-    assert "Propose to a benchmark" not in reviewer_client.get(reverse("tasks:detail", args=["not-yours"])).content.decode()
+    assert (
+        "Propose to a benchmark"
+        not in reviewer_client.get(reverse("tasks:detail", args=["not-yours"])).content.decode()
+    )
     assert not BenchmarkCandidate.objects.exists()

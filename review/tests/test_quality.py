@@ -112,8 +112,16 @@ def test_pool_filters_and_their_description(admin_user, benchmark):
     assert pool_of(source="persona", category="analysis-reasoning") == ["waiting"]
     assert pool_of(benchmark="", source=None) == pool_of()  # empty filters are no filters
 
-    sample = draw(admin_user, pool={"benchmark": "claw-bench", "candidate_status": "accepted", "task_status": "ready",
-                                    "category": "analysis-reasoning", "source": "imported"})  # fmt: skip
+    sample = draw(
+        admin_user,
+        pool={
+            "benchmark": "claw-bench",
+            "candidate_status": "accepted",
+            "task_status": "ready",
+            "category": "analysis-reasoning",
+            "source": "imported",
+        },
+    )
     assert drawn(sample) == ["accepted"]
     assert sample.pool_description == (
         "Candidates of claw-bench (accepted); status Ready; category Analysis & Reasoning; source Imported"
@@ -253,15 +261,22 @@ def test_stats_match_hand_computed_numbers(admin_user, reviewer, second_reviewer
     assert by_field["verification"].mean == 2.0 and by_field["verification"].std == 0.0
     assert by_field["feasibility"].counts == {1: 1, 2: 0, 3: 0, 4: 2, 5: 0}
     assert [d.label for d in stats.dimensions] == [
-        "Task reasonableness", "Execution feasibility", "Resource consistency", "Verification quality"
-    ]  # fmt: skip
+        "Task reasonableness",
+        "Execution feasibility",
+        "Resource consistency",
+        "Verification quality",
+    ]
     assert (stats.items, stats.items_rated, stats.ratings) == (3, 2, 3)
     assert stats.raters == [("rita_reviewer", 2), ("rob_reviewer", 1)]
     as_json = stats.as_dict()
     assert as_json["dimensions"][2] == {
-        "dimension": "resource_consistency", "label": "Resource consistency", "n": 3, "mean": 3.0,
-        "std": pytest.approx(2.0), "counts": {"1": 1, "2": 0, "3": 1, "4": 0, "5": 1},
-    }  # fmt: skip
+        "dimension": "resource_consistency",
+        "label": "Resource consistency",
+        "n": 3,
+        "mean": 3.0,
+        "std": pytest.approx(2.0),
+        "counts": {"1": 1, "2": 0, "3": 1, "4": 0, "5": 1},
+    }
 
 
 def test_stats_with_one_rating_have_no_std_and_without_ratings_no_mean(admin_user, reviewer):
@@ -420,8 +435,12 @@ def test_htmx_saving_fetches_the_next_item_and_errors_swap_the_panel(reviewer_cl
     response = reviewer_client.post(rate_url(sample, one), SCORES, headers=htmx)
     assert response.status_code == 204
     location = json.loads(response["HX-Location"])
-    assert location == {"path": rate_url(sample, two), "target": "#rate-panel", "select": "#rate-panel",
-                        "swap": "outerHTML"}  # fmt: skip
+    assert location == {
+        "path": rate_url(sample, two),
+        "target": "#rate-panel",
+        "select": "#rate-panel",
+        "swap": "outerHTML",
+    }
     panel = reviewer_client.get(location["path"], headers=htmx).content.decode()
     assert (
         panel.lstrip().startswith("<title>t-0") and '<div id="rate-panel"' in panel and "Saved your rating of" in panel
@@ -460,9 +479,14 @@ RATINGS = "/api/quality-ratings/"
 
 
 @pytest.mark.parametrize(
-    "who, read, rate, create", [("outsider", 403, 403, 403), ("viewer", 200, 403, 403),
-                                ("reviewer", 200, 201, 403), ("admin_user", 200, 201, 201)],
-)  # fmt: skip
+    "who, read, rate, create",
+    [
+        ("outsider", 403, 403, 403),
+        ("viewer", 200, 403, 403),
+        ("reviewer", 200, 201, 403),
+        ("admin_user", 200, 201, 201),
+    ],
+)
 def test_api_roles(request, api_as, sample, who, read, rate, create):
     client = api_as(request.getfixturevalue(who))
     assert client.get(SAMPLES).status_code == read
@@ -523,9 +547,15 @@ def test_api_rating_creates_then_updates_and_stats_follow(api_as, reviewer, seco
     response = client.post(RATINGS, {"item": item.pk, **SCORES, "comment": "ok"}, format="json")
     assert response.status_code == 201
     assert response.json() | {"id": 0, "created_at": "", "updated_at": ""} == {
-        "id": 0, "sample": sample.pk, "item": item.pk, "reviewer": "rita_reviewer", **SCORES, "comment": "ok",
-        "created_at": "", "updated_at": "",
-    }  # fmt: skip
+        "id": 0,
+        "sample": sample.pk,
+        "item": item.pk,
+        "reviewer": "rita_reviewer",
+        **SCORES,
+        "comment": "ok",
+        "created_at": "",
+        "updated_at": "",
+    }
     response = client.post(RATINGS, {"item": item.pk, **SCORES, "verification": 5}, format="json")
     assert response.status_code == 200 and response.json()["verification"] == 5
     assert QualityRating.objects.count() == 1
@@ -533,11 +563,18 @@ def test_api_rating_creates_then_updates_and_stats_follow(api_as, reviewer, seco
 
     stats = client.get(f"{SAMPLES}{sample.pk}/stats/").json()
     verification = next(d for d in stats["dimensions"] if d["dimension"] == "verification")
-    assert verification == {"dimension": "verification", "label": "Verification quality", "n": 2, "mean": 3.0,
-                            "std": pytest.approx(math.sqrt(8)), "counts": {"1": 1, "2": 0, "3": 0, "4": 0, "5": 1}}  # fmt: skip
+    assert verification == {
+        "dimension": "verification",
+        "label": "Verification quality",
+        "n": 2,
+        "mean": 3.0,
+        "std": pytest.approx(math.sqrt(8)),
+        "counts": {"1": 1, "2": 0, "3": 0, "4": 0, "5": 1},
+    }
     assert stats["items_rated"] == 1 and stats["raters"] == [
-        {"reviewer": "rita_reviewer", "ratings": 1}, {"reviewer": "rob_reviewer", "ratings": 1}
-    ]  # fmt: skip
+        {"reviewer": "rita_reviewer", "ratings": 1},
+        {"reviewer": "rob_reviewer", "ratings": 1},
+    ]
     mine = client.get(RATINGS, {"sample": sample.pk, "mine": "true"}).json()["results"]
     assert [r["reviewer"] for r in mine] == ["rita_reviewer"]
     assert len(client.get(RATINGS, {"reviewer": "rob_reviewer"}).json()["results"]) == 1
@@ -568,14 +605,23 @@ def test_command_draws_a_sample_and_prints_json(db):
     result = json.loads(out.strip().splitlines()[-1])
     sample = QualitySample.objects.get()
     assert result | {"items": []} == {
-        "id": sample.pk, "name": "cli study", "pool": {"task_status": "ready"}, "pool_description": "Status Ready",
-        "pool_size": 5, "requested_size": 3, "size": 3, "whole_pool": False, "seed": 42, "items": [],
-    }  # fmt: skip
+        "id": sample.pk,
+        "name": "cli study",
+        "pool": {"task_status": "ready"},
+        "pool_description": "Status Ready",
+        "pool_size": 5,
+        "requested_size": 3,
+        "size": 3,
+        "whole_pool": False,
+        "seed": 42,
+        "items": [],
+    }
     assert [row["task"] for row in result["items"]] == drawn(sample)
     assert result["items"][0] == {"position": 1, "task": drawn(sample)[0], "revision": 1}
     assert sample.created_by is None
-    again = json.loads(run("--name", "again", "--size", "3", "--seed", "42", "--status", "ready", "--json")
-                       .strip().splitlines()[-1])  # fmt: skip
+    again = json.loads(
+        run("--name", "again", "--size", "3", "--seed", "42", "--status", "ready", "--json").strip().splitlines()[-1]
+    )
     assert again["items"] == result["items"]
 
 

@@ -55,13 +55,20 @@ def queue_rows(benchmark, other_benchmark, reviewer):
     add_diagnosis(alpha, [{"severity": "minor"}])
     rows = {
         "alpha": alpha,
-        "beta": make_candidate(benchmark, "beta", category="software-development", issues=["major", "minor", "minor"],
-                               strong_mean=0.2),
-        "gamma": make_candidate(other_benchmark, "gamma", title="Plan the garden beds", category="analysis-reasoning",
-                                issues=[], strong_mean=0.5),
+        "beta": make_candidate(
+            benchmark, "beta", category="software-development", issues=["major", "minor", "minor"], strong_mean=0.2
+        ),
+        "gamma": make_candidate(
+            other_benchmark,
+            "gamma",
+            title="Plan the garden beds",
+            category="analysis-reasoning",
+            issues=[],
+            strong_mean=0.5,
+        ),
         "delta": make_candidate(other_benchmark, "delta"),
         "epsilon": make_candidate(benchmark, "epsilon", issues=["minor"]),
-    }  # fmt: skip
+    }
     claim_for(rows["epsilon"], reviewer)
     for minutes, name in enumerate(["gamma", "alpha", "epsilon", "delta", "beta"]):  # gamma updated last
         BenchmarkCandidate.objects.filter(pk=rows[name].pk).update(updated_at=now - timedelta(minutes=minutes))
@@ -176,9 +183,14 @@ def lazy_rows(queue_rows):
 
 @pytest.mark.parametrize(
     "query, expected",
-    [("lazy=0", {"alpha", "beta", "delta"}), ("lazy=0.2", {"alpha", "delta"}), ("lazy=0.5", {"alpha", "delta"}),
-     ("lazy=0.5&benchmark=other-bench", {"delta"}), ("lazy=bogus", {"alpha", "beta", "gamma", "delta", "epsilon"})],
-)  # fmt: skip
+    [
+        ("lazy=0", {"alpha", "beta", "delta"}),
+        ("lazy=0.2", {"alpha", "delta"}),
+        ("lazy=0.5", {"alpha", "delta"}),
+        ("lazy=0.5&benchmark=other-bench", {"delta"}),
+        ("lazy=bogus", {"alpha", "beta", "gamma", "delta", "epsilon"}),
+    ],
+)
 def test_filter_by_what_a_lazy_agent_earns(reviewer_client, lazy_rows, query, expected):
     assert set(listed(reviewer_client.get(f"{QUEUE}?{query}"))) == expected
 
@@ -221,9 +233,14 @@ def test_rows_show_issues_scores_and_claims(reviewer_client, queue_rows, second_
 def test_status_counts_follow_the_other_filters(reviewer_client, queue_rows):
     response = reviewer_client.get(QUEUE)
     assert status_counts(response) == {
-        "all": 5, "awaiting_diagnosis": 1, "diagnosis_failed": 0, "awaiting_review": 3, "in_review": 1,
-        "accepted": 0, "rejected": 0,
-    }  # fmt: skip
+        "all": 5,
+        "awaiting_diagnosis": 1,
+        "diagnosis_failed": 0,
+        "awaiting_review": 3,
+        "in_review": 1,
+        "accepted": 0,
+        "rejected": 0,
+    }
     # The status filter itself does not change the tabs: they say where each click leads.
     response = reviewer_client.get(f"{QUEUE}?benchmark=claw-bench&status=awaiting_review")
     assert listed(response) == ["alpha", "beta"]
@@ -434,8 +451,9 @@ def test_a_decided_candidate_cannot_be_decided_again(reviewer_client, candidate)
 # --- diagnoses ---------------------------------------------------------------------------------------------------
 
 
-def test_diagnose_all_starts_one_batch_of_the_filtered_benchmark(admin_client, reviewer_client, benchmark,
-                                                                  other_benchmark, admin_user):  # fmt: skip
+def test_diagnose_all_starts_one_batch_of_the_filtered_benchmark(
+    admin_client, reviewer_client, benchmark, other_benchmark, admin_user
+):
     waiting = [make_candidate(benchmark, f"w-{i}") for i in range(3)]
     make_candidate(benchmark, "diagnosed", issues=[])
     make_candidate(other_benchmark, "elsewhere")
@@ -501,8 +519,12 @@ def test_review_bench_runs_and_ends_with_its_json_report():
     env = {name: value for name, value in os.environ.items() if name != "DATABASE_URL"}
     done = subprocess.run(
         [sys.executable, "bench/review_bench.py", "--candidates", "120", "--requests", "20"],
-        cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        cwd=BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["candidates"] == 120 and report["requests"] == 20 and report["target_p95_ms"] == 200
@@ -525,20 +547,30 @@ def test_a_failed_diagnosis_shows_in_the_row_also_beside_an_earlier_one(viewer_c
     assert "failed" not in row_html(response, fine)
 
 
-def test_candidates_whose_diagnosis_failed_have_a_tab_and_stay_reviewable(reviewer_client, api_as, reviewer,
-                                                                          benchmark):  # fmt: skip
+def test_candidates_whose_diagnosis_failed_have_a_tab_and_stay_reviewable(reviewer_client, api_as, reviewer, benchmark):
     never = make_candidate(benchmark, "t-never", diagnosis_error="no endpoint serves the role 'diagnosis'")
     make_candidate(benchmark, "t-waiting")
-    make_candidate(benchmark, "t-again", issues=["major"], diagnosis_error="the model answered no JSON",
-                   status=Status.AWAITING_REVIEW)  # fmt: skip
+    make_candidate(
+        benchmark,
+        "t-again",
+        issues=["major"],
+        diagnosis_error="the model answered no JSON",
+        status=Status.AWAITING_REVIEW,
+    )
 
     response = reviewer_client.get(QUEUE)
     counts = status_counts(response)
     assert (counts["all"], counts["awaiting_diagnosis"], counts["diagnosis_failed"], counts["awaiting_review"]) == (
-        3, 1, 1, 1)  # fmt: skip
+        3,
+        1,
+        1,
+        1,
+    )
     assert listed(reviewer_client.get(QUEUE, {"status": "diagnosis_failed"})) == ["t-never"]
     assert listed(reviewer_client.get(QUEUE, {"status": "awaiting_diagnosis"})) == ["t-waiting"]
-    ids = [row["task"] for row in api_as(reviewer).get("/api/candidates/", {"diagnosis_failed": True}).json()["results"]]
+    ids = [
+        row["task"] for row in api_as(reviewer).get("/api/candidates/", {"diagnosis_failed": True}).json()["results"]
+    ]
     assert sorted(ids) == ["t-again", "t-never"]
     # Not stuck behind a diagnosis that is not coming: a reviewer claims it and may decide it.
     row = row_html(reviewer_client.get(QUEUE, {"status": "diagnosis_failed"}), never)
@@ -564,8 +596,12 @@ def test_a_claimed_candidate_awaiting_its_diagnosis_shows_in_review(reviewer_cli
 def test_the_queue_shows_why_a_candidate_was_rejected(reviewer_client, benchmark, reviewer, second_reviewer):
     rejected = make_candidate(benchmark, "rejected-one", issues=[], status=Status.REJECTED)
     ReviewDecision.objects.create(candidate=rejected, reviewer=reviewer, decision="reject", reason="First try.")
-    ReviewDecision.objects.create(candidate=rejected, reviewer=second_reviewer, decision="reject",
-                                  reason="The checker cannot tell a right total from a wrong one.")  # fmt: skip
+    ReviewDecision.objects.create(
+        candidate=rejected,
+        reviewer=second_reviewer,
+        decision="reject",
+        reason="The checker cannot tell a right total from a wrong one.",
+    )
     response = reviewer_client.get(reverse("review:queue"), {"status": "rejected"})
     row = row_html(response, rejected)
     assert "“The checker cannot tell a right total from a wrong one.” — " + second_reviewer.username in row
@@ -582,8 +618,9 @@ def test_accepting_a_candidate_whose_diagnosis_failed_warns(reviewer_client, ben
     accept = page[page.index('id="accept-state"') : page.index("</div>", page.index('id="accept-state"'))]
     assert "The LLM diagnosis failed" in accept
     # A diagnosed candidate whose re-diagnosis failed: the issues shown are older.
-    later = make_candidate(benchmark, "rediagnosis-failed", issues=["minor"], status=Status.AWAITING_REVIEW,
-                           diagnosis_error="timed out")  # fmt: skip
+    later = make_candidate(
+        benchmark, "rediagnosis-failed", issues=["minor"], status=Status.AWAITING_REVIEW, diagnosis_error="timed out"
+    )
     html = reviewer_client.get(reverse("review:queue_decide", args=[later.pk]), {"decision": "accept"}, **HTMX)
     assert "the issues shown are from an earlier diagnosis" in html.content.decode()
     diagnosed = make_candidate(benchmark, "diagnosed", issues=[], status=Status.AWAITING_REVIEW)

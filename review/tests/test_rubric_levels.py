@@ -6,15 +6,26 @@ from review import services
 from review.tests.helpers import HTMX, save, text, url
 from tasks.package import rule_levels
 
-FIFTHS = [{
-    "name": "Coverage", "target_file": "report.md", "weight": 60,
-    "scores": {"1.0": "every row", "0.8": "one row missing", "0.6": "two missing", "0.4": "half", "0.2": "one row",
-               "0.0": "nothing"},
-}]  # fmt: skip
+FIFTHS = [
+    {
+        "name": "Coverage",
+        "target_file": "report.md",
+        "weight": 60,
+        "scores": {
+            "1.0": "every row",
+            "0.8": "one row missing",
+            "0.6": "two missing",
+            "0.4": "half",
+            "0.2": "one row",
+            "0.0": "nothing",
+        },
+    }
+]
 
 
-def test_the_rubric_editor_takes_a_rule_with_its_own_levels_and_the_view_shows_them(reviewer_client, candidate,
-                                                                                      reviewer):  # fmt: skip
+def test_the_rubric_editor_takes_a_rule_with_its_own_levels_and_the_view_shows_them(
+    reviewer_client, candidate, reviewer
+):
     services.claim(candidate, user=reviewer)
     response = save(reviewer_client, candidate, "rubric", json.dumps(FIFTHS))
     assert response.status_code == 200, text(response)

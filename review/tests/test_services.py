@@ -198,10 +198,14 @@ def test_decisions_are_append_only(candidate, reviewer):
     assert ReviewDecision.objects.get(pk=row.pk).reason == "bad"
 
 
-def test_a_revision_already_recorded_as_a_fix_is_not_recorded_twice(candidate, reviewer, django_capture_on_commit_callbacks):
+def test_a_revision_already_recorded_as_a_fix_is_not_recorded_twice(
+    candidate, reviewer, django_capture_on_commit_callbacks
+):
     diagnosis = add_diagnosis(candidate, [{"component": "checker", "path": "check.py", "replacement": "print('{}')\n"}])
     with django_capture_on_commit_callbacks(execute=False):
-        fix = services.apply_suggested_fix(diagnosis.issues.get(), user=reviewer, base_revision=candidate.task.current_revision)
+        fix = services.apply_suggested_fix(
+            diagnosis.issues.get(), user=reviewer, base_revision=candidate.task.current_revision
+        )
 
     with pytest.raises(services.ReviewError, match=f"r{fix.revision.number} is recorded as a fix already"):
         services.decide(candidate, "fix", user=reviewer, reason="recorded again")
@@ -214,9 +218,7 @@ def test_a_revision_already_recorded_as_a_fix_is_not_recorded_twice(candidate, r
     assert row.revision.number == fix.revision.number + 1
 
 
-def test_apply_fix_makes_a_revision_and_queues_a_sanity_check(
-    candidate, reviewer, django_capture_on_commit_callbacks
-):
+def test_apply_fix_makes_a_revision_and_queues_a_sanity_check(candidate, reviewer, django_capture_on_commit_callbacks):
     diagnosis = add_diagnosis(candidate, [{"component": "checker", "path": "check.py", "replacement": "print('{}')\n"}])
     issue = diagnosis.issues.get()
     base = candidate.task.current_revision
@@ -240,9 +242,11 @@ def test_stale_fix_is_a_conflict_and_writes_nothing(candidate, reviewer, django_
 
 
 def test_rubric_fix_must_be_a_valid_rubric(candidate, reviewer):
-    diagnosis = add_diagnosis(candidate, [{"component": "rubric", "replacement": "[{\"name\": 1}]"}])
+    diagnosis = add_diagnosis(candidate, [{"component": "rubric", "replacement": '[{"name": 1}]'}])
     with pytest.raises(services.ReviewError, match="not a valid rubric"):
-        services.apply_suggested_fix(diagnosis.issues.get(), user=reviewer, base_revision=candidate.task.current_revision)
+        services.apply_suggested_fix(
+            diagnosis.issues.get(), user=reviewer, base_revision=candidate.task.current_revision
+        )
 
 
 def test_freeze_pins_accepted_revisions_and_ignores_later_edits(benchmark, candidate, reviewer, admin_user):

@@ -34,8 +34,9 @@ def test_a_decision_with_an_oversized_reason_is_refused(candidate, admin_user, f
 def test_the_api_answers_400_for_an_oversized_rejection_reason(candidate, reviewer, api_as):
     api = api_as(reviewer)
     assert api.post(f"/api/candidates/{candidate.pk}/claim/", {}, format="json").status_code == 200
-    response = api.post(f"/api/candidates/{candidate.pk}/decide/", {"decision": "reject", "reason": PASTED},
-                        format="json")  # fmt: skip
+    response = api.post(
+        f"/api/candidates/{candidate.pk}/decide/", {"decision": "reject", "reason": PASTED}, format="json"
+    )
     assert response.status_code == 400
     assert response.json()["detail"] == (  # the API trims the reason's last newline
         f"the reason is {len(PASTED.strip().encode()):,} bytes, over the limit of 16,384 bytes (CLAWGYM_MAX_NOTE_BYTES)"
@@ -57,8 +58,9 @@ def test_the_inline_editor_refuses_an_oversized_instruction_or_rubric(candidate,
     huge = "Summarise sales.csv into report.md.\n" + "Also mention row 17 of sales.csv.\n" * 2500
     with pytest.raises(services.ReviewError, match=r"the instruction is .* \(CLAWGYM_MAX_INSTRUCTION_BYTES\)"):
         services.save_edit(candidate, user=reviewer, field="instruction", content=huge, base_revision=base)
-    rules = [{"name": f"rule {n}", "target_file": "report.md", "scores": {"0": "no", "1": "y" * 4000}}
-             for n in range(20)]  # fmt: skip
+    rules = [
+        {"name": f"rule {n}", "target_file": "report.md", "scores": {"0": "no", "1": "y" * 4000}} for n in range(20)
+    ]
     with pytest.raises(services.ReviewError, match=r"the rubric is .* \(CLAWGYM_MAX_RUBRIC_BYTES\)"):
         services.save_edit(candidate, user=reviewer, field="rubric", content=json.dumps(rules), base_revision=base)
     assert candidate.task.revisions.count() == 1 and not ReviewDecision.objects.exists()

@@ -54,18 +54,22 @@ class BenchmarkForm(forms.Form):
 
 class FreezeForm(forms.Form):
     note = forms.CharField(
-        required=False, max_length=500, widget=forms.Textarea(attrs={"rows": 2}),
+        required=False,
+        max_length=500,
+        widget=forms.Textarea(attrs={"rows": 2}),
         help_text="What changed since the last version, or what this version is for.",
-    )  # fmt: skip
+    )
 
 
 class LazyToleranceForm(forms.Form):
     lazy_tolerance = forms.FloatField(
-        min_value=0.0, max_value=1.0, label="Lazy-score tolerance",
+        min_value=0.0,
+        max_value=1.0,
+        label="Lazy-score tolerance",
         widget=forms.NumberInput(attrs={"step": "0.01", "min": "0", "max": "1"}),
         help_text="Accepting a candidate is blocked while a lazy agent earns more than this with its checker "
         "(0: any points for an empty, untouched or placeholder workspace block).",
-    )  # fmt: skip
+    )
 
 
 class ProposeForm(forms.Form):
@@ -76,9 +80,12 @@ class ProposeForm(forms.Form):
     category = forms.ChoiceField(required=False)
     status = forms.ChoiceField(choices=[("", "Any status"), *Task.Status.choices], required=False)
     task_ids = forms.CharField(
-        required=False, label="Or these task ids", max_length=1_000_000, widget=forms.Textarea(attrs={"rows": 3}),
+        required=False,
+        label="Or these task ids",
+        max_length=1_000_000,
+        widget=forms.Textarea(attrs={"rows": 3}),
         help_text="One per line, or separated by spaces or commas; when given, category and status are not used.",
-    )  # fmt: skip
+    )
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("initial", {"status": Task.Status.READY})
@@ -169,10 +176,19 @@ def _next_freeze(benchmark, latest: BenchmarkVersion | None) -> dict:
             continue  # freeze_version skips these too
         task = decision.candidate.task
         previous = before.get(task.external_id)
-        rows.append({
-            "decision": decision, "task": task, "revision": decision.revision, "previous": previous,
-            "change": "new" if previous is None else "unchanged" if previous == decision.revision.number else "changed",
-        })  # fmt: skip
+        rows.append(
+            {
+                "decision": decision,
+                "task": task,
+                "revision": decision.revision,
+                "previous": previous,
+                "change": "new"
+                if previous is None
+                else "unchanged"
+                if previous == decision.revision.number
+                else "changed",
+            }
+        )
     rows.sort(key=lambda row: row["task"].external_id)
     pinned = {row["task"].external_id for row in rows}
     changes = Counter(row["change"] for row in rows)

@@ -283,9 +283,16 @@ def candidate_edit(request, pk):
     base = _get_base(candidate, data["base_revision"])
     try:
         result = services.save_edit(
-            candidate, user=request.user, field=field_name, path=file_path, content=form.content_value,
-            base_revision=base, create=action == "create", reason=data["reason"], fixes=data["fixes"],
-        )  # fmt: skip
+            candidate,
+            user=request.user,
+            field=field_name,
+            path=file_path,
+            content=form.content_value,
+            base_revision=base,
+            create=action == "create",
+            reason=data["reason"],
+            fixes=data["fixes"],
+        )
     except (services.ReviewError, StaleRevisionError) as exc:
         return _edit_refused(request, candidate, form, base, exc)
     except JobEngineError as exc:
@@ -473,9 +480,12 @@ def decide(request, pk):
     data = form.cleaned_data
     try:
         row = services.decide(
-            candidate, data["decision"], user=request.user, reason=data["reason"],
+            candidate,
+            data["decision"],
+            user=request.user,
+            reason=data["reason"],
             override_reason=data["override_reason"],
-        )  # fmt: skip
+        )
     except services.ReviewError as exc:
         return _decide_response(request, candidate, form, error=str(exc), status=_status(exc, request))
     revision = f"r{row.revision.number}" if row.revision else "the current revision"

@@ -47,10 +47,12 @@ def run_url(run_id: int) -> str:
 def _runs(flt: DifficultyFilter) -> list[dict]:
     return [
         {"side": side, "endpoint": endpoint, "run": run, "url": run_url(run.pk)}
-        for side, endpoint, run in (("strong", flt.strong_endpoint, flt.strong_run),
-                                    ("small", flt.small_endpoint, flt.small_run))
+        for side, endpoint, run in (
+            ("strong", flt.strong_endpoint, flt.strong_run),
+            ("small", flt.small_endpoint, flt.small_run),
+        )
         if run is not None
-    ]  # fmt: skip
+    ]
 
 
 # --- the candidate page's card ---------------------------------------------------------------------------------
@@ -63,8 +65,9 @@ def difficulty_context(candidate: BenchmarkCandidate, form=None, notice: str = "
     rollouts = defaultdict(list)
     runs = []
     if latest is not None:
-        flt = DifficultyFilter.objects.select_related("strong_run", "small_run", "strong_endpoint",
-                                                      "small_endpoint").get(pk=latest.filter_id)  # fmt: skip
+        flt = DifficultyFilter.objects.select_related(
+            "strong_run", "small_run", "strong_endpoint", "small_endpoint"
+        ).get(pk=latest.filter_id)
         runs = _runs(flt)
         side_of = {entry["run"].pk: entry["side"] for entry in runs}
         behind = Rollout.objects.filter(eval_run_id__in=side_of, revision_id=latest.revision_id).order_by(
@@ -117,15 +120,18 @@ def candidate_difficulty(request, pk):
         error = "The filter could not start: " + " ".join(e for errors in form.errors.values() for e in errors)
     else:
         try:
-            flt = start_difficulty_filter(candidate.benchmark, candidates=[candidate], user=request.user,
-                                          **form.filter_settings())  # fmt: skip
+            flt = start_difficulty_filter(
+                candidate.benchmark, candidates=[candidate], user=request.user, **form.filter_settings()
+            )
         except (DifficultyError, services.NotAllowed) as exc:
             error = f"The filter could not start: {exc}."
         except JobEngineError as exc:
             error = f"The filter's rollouts could not be queued: {exc}"
         else:
-            notice = (f"Difficulty filter #{flt.pk} started: {flt.n} rollout{'' if flt.n == 1 else 's'} each of "
-                      f"{flt.strong_endpoint.name} and {flt.small_endpoint.name}.")  # fmt: skip
+            notice = (
+                f"Difficulty filter #{flt.pk} started: {flt.n} rollout{'' if flt.n == 1 else 's'} each of "
+                f"{flt.strong_endpoint.name} and {flt.small_endpoint.name}."
+            )
             form = None  # the card shows the defaults again, now this filter's
     if not request.htmx:
         if error:
@@ -207,8 +213,10 @@ def difficulty_start(request, name):
             form.add_error(None, f"The filter's rollouts could not be queued: {exc}")
         else:
             count = flt.candidates.count()
-            message = (f"Difficulty filter #{flt.pk} started over {count} candidate{'' if count == 1 else 's'}: "
-                       f"{flt.strong_run.rollouts_total + flt.small_run.rollouts_total} rollouts.")  # fmt: skip
+            message = (
+                f"Difficulty filter #{flt.pk} started over {count} candidate{'' if count == 1 else 's'}: "
+                f"{flt.strong_run.rollouts_total + flt.small_run.rollouts_total} rollouts."
+            )
             return _done(request, reverse("review:difficulty", args=[benchmark.name]), message)
     return _benchmark_page(request, benchmark, start_form=form, partial="start", status=_invalid_status(request))
 
@@ -220,13 +228,21 @@ def difficulty_thresholds(request, name):
     form = DifficultyThresholdsForm(request.POST)
     if form.is_valid():
         data = form.cleaned_data
-        set_difficulty_thresholds(benchmark, strong_min=data["strong_min"], small_max=data["small_max"],
-                                  margin=data["margin"], user=request.user)  # fmt: skip
-        message = (f"{benchmark.name}'s next difficulty filters keep strong >= {data['strong_min']:g}, "
-                   f"small <= {data['small_max']:g}, strong > small + {data['margin']:g}.")  # fmt: skip
+        set_difficulty_thresholds(
+            benchmark,
+            strong_min=data["strong_min"],
+            small_max=data["small_max"],
+            margin=data["margin"],
+            user=request.user,
+        )
+        message = (
+            f"{benchmark.name}'s next difficulty filters keep strong >= {data['strong_min']:g}, "
+            f"small <= {data['small_max']:g}, strong > small + {data['margin']:g}."
+        )
         return _done(request, reverse("review:difficulty", args=[benchmark.name]), message)
-    return _benchmark_page(request, benchmark, thresholds_form=form, partial="thresholds",
-                           status=_invalid_status(request))  # fmt: skip
+    return _benchmark_page(
+        request, benchmark, thresholds_form=form, partial="thresholds", status=_invalid_status(request)
+    )
 
 
 urlpatterns = [

@@ -22,8 +22,9 @@ from ..models import BenchmarkCandidate
 
 
 class ProposeTaskForm(forms.Form):
-    benchmark = forms.ModelChoiceField(queryset=Benchmark.objects.order_by("name"), to_field_name="name",
-                                       empty_label=None)  # fmt: skip
+    benchmark = forms.ModelChoiceField(
+        queryset=Benchmark.objects.order_by("name"), to_field_name="name", empty_label=None
+    )
 
 
 @admin_required

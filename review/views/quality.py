@@ -36,9 +36,11 @@ class SampleForm(forms.Form):
     name = forms.CharField(max_length=200)
     size = forms.IntegerField(label="Tasks (N)", min_value=1, max_value=quality.MAX_SAMPLE_SIZE, initial=50)
     seed = forms.IntegerField(
-        required=False, min_value=0, max_value=quality.MAX_SEED,
+        required=False,
+        min_value=0,
+        max_value=quality.MAX_SEED,
         help_text="Empty: a random one. It is kept, so the same seed over the same pool draws the same tasks.",
-    )  # fmt: skip
+    )
     benchmark = forms.ModelChoiceField(
         Benchmark.objects.all(), required=False, to_field_name="name", empty_label="Any task (no benchmark)"
     )
@@ -89,9 +91,11 @@ class RatingForm(forms.Form):
                 error_messages={"required": f"Give {d.label.lower()} a score from 1 to 5."},
             )
         self.fields["comment"] = forms.CharField(
-            required=False, max_length=quality.MAX_COMMENT, widget=forms.Textarea(attrs={"rows": 3}),
+            required=False,
+            max_length=quality.MAX_COMMENT,
+            widget=forms.Textarea(attrs={"rows": 3}),
             help_text="Optional: what made you give these scores.",
-        )  # fmt: skip
+        )
 
     def dimension_fields(self):
         return [self[d.field] for d in QUALITY_DIMENSIONS]

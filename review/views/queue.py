@@ -36,8 +36,11 @@ Status = BenchmarkCandidate.Status
 # Candidates awaiting a diagnosis whose last attempt failed get a tab of their own: a person reviews them (or an admin
 # diagnoses them again) instead of waiting for a diagnosis nothing is making.
 DIAGNOSIS_FAILED = "diagnosis_failed"
-QUEUE_STATUSES = [(Status.AWAITING_DIAGNOSIS, Status.AWAITING_DIAGNOSIS.label), (DIAGNOSIS_FAILED, "Diagnosis failed"),
-                  *((value, label) for value, label in Status.choices if value != Status.AWAITING_DIAGNOSIS)]  # fmt: skip
+QUEUE_STATUSES = [
+    (Status.AWAITING_DIAGNOSIS, Status.AWAITING_DIAGNOSIS.label),
+    (DIAGNOSIS_FAILED, "Diagnosis failed"),
+    *((value, label) for value, label in Status.choices if value != Status.AWAITING_DIAGNOSIS),
+]
 Decision = ReviewDecision.Decision
 # Fixing needs the candidate's files in front of the reviewer: the queue's `f` opens the candidate page instead.
 QUEUE_DECISIONS = (Decision.ACCEPT, Decision.REJECT)
@@ -170,10 +173,21 @@ def _rows(candidates):
     lazy = SanityReport.latest_lazy_score(OuterRef("task__current_revision"))
     rows = candidates.annotate(lazy_score=lazy).select_related("task__benchmark_category", "benchmark", "claimed_by")
     return rows.only(
-        "status", "strong_mean", "small_mean", "difficulty_verdict", "diagnosis_error", "claimed_at", "claim_expires_at", "updated_at",
-        "task__external_id", "task__title", "task__benchmark_category__name", "task__benchmark_category__slug",
-        "benchmark__name", "claimed_by__username",
-    )  # fmt: skip
+        "status",
+        "strong_mean",
+        "small_mean",
+        "difficulty_verdict",
+        "diagnosis_error",
+        "claimed_at",
+        "claim_expires_at",
+        "updated_at",
+        "task__external_id",
+        "task__title",
+        "task__benchmark_category__name",
+        "task__benchmark_category__slug",
+        "benchmark__name",
+        "claimed_by__username",
+    )
 
 
 def _running_batch():
@@ -310,9 +324,12 @@ def queue_decide(request, pk: int):
             try:
                 # decide() claims a free candidate on the way, in its transaction: a refused decision claims nothing.
                 services.decide(
-                    candidate, data["decision"], user=request.user, reason=data["reason"],
+                    candidate,
+                    data["decision"],
+                    user=request.user,
+                    reason=data["reason"],
                     override_reason=data["override_reason"],
-                )  # fmt: skip
+                )
             except services.ReviewError as exc:
                 form.add_error(None, str(exc))
                 status = services.http_status(exc)

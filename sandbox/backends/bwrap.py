@@ -126,10 +126,14 @@ class BwrapBackend(Backend):
 
     def check_available(self) -> None:
         if not os.access(self.bwrap, os.X_OK):
-            raise SandboxUnavailable(f"{self.bwrap} is missing: install the bubblewrap package (scripts/system-deps.sh)")
+            raise SandboxUnavailable(
+                f"{self.bwrap} is missing: install the bubblewrap package (scripts/system-deps.sh)"
+            )
         require_built(self.runtime, self.runtime_version)
         if not os.access(self.runtime / PRLIMIT.lstrip("/"), os.X_OK):
-            raise SandboxUnavailable(f"the sandbox runtime at {self.runtime} has no {PRLIMIT}: rebuild it (make runtime)")
+            raise SandboxUnavailable(
+                f"the sandbox runtime at {self.runtime} has no {PRLIMIT}: rebuild it (make runtime)"
+            )
 
     def _bounds(self) -> tuple[cgroups.CgroupTree | None, bool]:
         """(the cgroup tree for totals or None, whether workspaces get a sized filesystem), found once, with a warning
@@ -172,9 +176,7 @@ class BwrapBackend(Backend):
         try:
             cgroup = tree.create(limits) if tree else None
             disk = volume.Volume(workspace.root, limits.disk_bytes, self.uid, self.gid) if sized else None
-            result = self._run(
-                argv(command), disk.mount_point if disk else workspace.root, cgroup, options, limits
-            )
+            result = self._run(argv(command), disk.mount_point if disk else workspace.root, cgroup, options, limits)
             oom_killed = bool(cgroup and cgroup.oom_kills())
             disk_full = bool(disk and disk.full())
             if disk:
@@ -311,23 +313,41 @@ class BwrapBackend(Backend):
             "--disable-userns",  # no nested user namespaces, so no regaining capabilities inside
             "--die-with-parent",
             "--new-session",  # no TIOCSTI into the caller's terminal
-            "--cap-drop", "ALL",
-            "--hostname", "sandbox",
-        ]  # fmt: skip
+            "--cap-drop",
+            "ALL",
+            "--hostname",
+            "sandbox",
+        ]
         args += self._runtime_mounts()
         for path, text in self._identity_files().items():
             args += ["--perms", "0444", "--ro-bind-data", str(data_fd(text)), path]
         size = str(limits.tmpfs_bytes)
         args += [
-            "--proc", "/proc",
-            "--dev", "/dev",
-            "--size", size, "--tmpfs", "/dev/shm",
-            "--remount-ro", "/dev",  # bwrap's /dev is an unbounded tmpfs: only /dev/shm, sized, stays writable
-            "--size", size, "--tmpfs", "/tmp",
-            "--size", size, "--tmpfs", "/root",
-            "--bind", str(workspace_dir), WORKSPACE_PATH,
-            "--bind", str(workspace_dir), OPENCLAW_WORKSPACE_PATH,
-        ]  # fmt: skip
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--size",
+            size,
+            "--tmpfs",
+            "/dev/shm",
+            "--remount-ro",
+            "/dev",  # bwrap's /dev is an unbounded tmpfs: only /dev/shm, sized, stays writable
+            "--size",
+            size,
+            "--tmpfs",
+            "/tmp",
+            "--size",
+            size,
+            "--tmpfs",
+            "/root",
+            "--bind",
+            str(workspace_dir),
+            WORKSPACE_PATH,
+            "--bind",
+            str(workspace_dir),
+            OPENCLAW_WORKSPACE_PATH,
+        ]
         for source, target in ro_binds:
             args += ["--ro-bind", source, target]
         for source, target in extra_binds:

@@ -84,7 +84,9 @@ class CgroupTree:
 
     @property
     def parents(self) -> list[Path]:
-        return [self.memory_parent] if self.pids_parent == self.memory_parent else [self.memory_parent, self.pids_parent]
+        return (
+            [self.memory_parent] if self.pids_parent == self.memory_parent else [self.memory_parent, self.pids_parent]
+        )
 
     def remove_stale(self) -> None:
         """Remove the run cgroups of processes that are gone (a worker killed while its sandbox ran)."""

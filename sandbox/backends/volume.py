@@ -105,8 +105,10 @@ class Volume:
                 self._fill(source, disk_bytes, uid, gid)
             self.mount_point.mkdir(mode=0o700)
             if not _loop_mount(self.image, self.mount_point):
-                _run(["mount", "-t", "ext4", "-o", "loop,nosuid,nodev", str(self.image), str(self.mount_point)],
-                     "mount the workspace's filesystem")  # fmt: skip
+                _run(
+                    ["mount", "-t", "ext4", "-o", "loop,nosuid,nodev", str(self.image), str(self.mount_point)],
+                    "mount the workspace's filesystem",
+                )
             self.mounted = True
             with contextlib.suppress(FileNotFoundError):
                 (self.mount_point / "lost+found").rmdir()
@@ -128,11 +130,28 @@ class Volume:
         # No journal (nothing to recover: the image lives for one run), no reserved blocks, no lost+found clutter
         # left in the workspace (removed after mounting).
         _run(
-            ["mke2fs", "-q", "-F", "-t", "ext4", "-b", str(BLOCK), "-m", "0", "-N", str(inodes),
-             "-O", "^has_journal,^resize_inode", "-E", f"nodiscard,root_owner={uid}:{gid}",
-             "-d", str(source), str(self.image)],
+            [
+                "mke2fs",
+                "-q",
+                "-F",
+                "-t",
+                "ext4",
+                "-b",
+                str(BLOCK),
+                "-m",
+                "0",
+                "-N",
+                str(inodes),
+                "-O",
+                "^has_journal,^resize_inode",
+                "-E",
+                f"nodiscard,root_owner={uid}:{gid}",
+                "-d",
+                str(source),
+                str(self.image),
+            ],
             "make the workspace's filesystem",
-        )  # fmt: skip
+        )
 
     def full(self) -> bool:
         """No room left: no free inodes (a command that made a million empty files), or under 1% of the blocks
@@ -167,7 +186,9 @@ class Volume:
             if not _umount(self.mount_point):
                 done = subprocess.run(["umount", str(self.mount_point)], capture_output=True, stdin=subprocess.DEVNULL)
                 if done.returncode != 0:  # still busy (a process of ours holding a file): detach now, free it later
-                    subprocess.run(["umount", "-l", str(self.mount_point)], capture_output=True, stdin=subprocess.DEVNULL)
+                    subprocess.run(
+                        ["umount", "-l", str(self.mount_point)], capture_output=True, stdin=subprocess.DEVNULL
+                    )
             self.mounted = False
         shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -223,8 +244,12 @@ def _loop_mount(image: Path, mount_point: Path) -> bool:
                             continue
                         return False
                     # Mounted before the device is closed: with autoclear, its last close detaches it.
-                    if libc.mount(f"/dev/loop{number}".encode(), bytes(mount_point), b"ext4",
-                                  _MS_NOSUID | _MS_NODEV, None) == 0:  # fmt: skip
+                    if (
+                        libc.mount(
+                            f"/dev/loop{number}".encode(), bytes(mount_point), b"ext4", _MS_NOSUID | _MS_NODEV, None
+                        )
+                        == 0
+                    ):
                         return True
                     code = ctypes.get_errno()
                     raise SandboxError(f"could not mount the workspace's filesystem: {os.strerror(code)}")

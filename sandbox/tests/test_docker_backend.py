@@ -176,7 +176,10 @@ def test_the_engine_script_is_idempotent_and_reports_the_engine():
     wrong = subprocess.run([script, "restart"], capture_output=True, text=True, timeout=10)
     assert wrong.returncode == 2 and "usage:" in wrong.stderr
     elsewhere = subprocess.run(
-        [script, "status"], capture_output=True, text=True, timeout=60,
+        [script, "status"],
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={**os.environ, "DOCKER_HOST": "unix:///nonexistent/docker.sock"},
-    )  # fmt: skip
+    )
     assert elsewhere.returncode == 1 and "no engine answers at unix:///nonexistent/docker.sock" in elsewhere.stdout

@@ -51,7 +51,7 @@ def sandbox_view():
             "tmp",
             "usr",
             "workspace",
-        ],  # fmt: skip
+        ],
         own_paths={"/opt": ["node", "openclaw"]},
     )
 

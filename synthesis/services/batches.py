@@ -79,8 +79,16 @@ def start_batch(
     generator, judge = _endpoint(generator), _endpoint(judge)
     seed = random.SystemRandom().randrange(2**31) if seed is None else int(seed)
     options = dict(options or {})
-    config = batch_config(route=route, count=count, generator=generator, judge=judge, seed=seed, preview=preview,
-                          options=options, qa_thresholds=qa_thresholds)  # fmt: skip
+    config = batch_config(
+        route=route,
+        count=count,
+        generator=generator,
+        judge=judge,
+        seed=seed,
+        preview=preview,
+        options=options,
+        qa_thresholds=qa_thresholds,
+    )
     digest = config_hash(config)
     budgets = {"budget_usd": _budget(budget_usd, Decimal), "budget_tokens": _budget(budget_tokens, int)}
     earlier = SynthesisBatch.objects.filter(config_hash=digest).order_by("pk").first()
@@ -89,11 +97,21 @@ def start_batch(
     seeds = draw_seeds(route, count, seed, options)
     with transaction.atomic():
         batch = SynthesisBatch.objects.create(
-            name=name, route=route, requested=count, preview=preview, generator=generator, judge=judge, seed=seed,
-            prompt_versions=config["prompt_versions"], qa_thresholds=qa_thresholds or {}, options=options,
-            config=config, config_hash=digest, created_by=user if user and user.is_authenticated else None,
+            name=name,
+            route=route,
+            requested=count,
+            preview=preview,
+            generator=generator,
+            judge=judge,
+            seed=seed,
+            prompt_versions=config["prompt_versions"],
+            qa_thresholds=qa_thresholds or {},
+            options=options,
+            config=config,
+            config_hash=digest,
+            created_by=user if user and user.is_authenticated else None,
             **budgets,
-        )  # fmt: skip
+        )
         SynthesisItem.objects.bulk_create(
             SynthesisItem(batch=batch, index=i, seed=item_seed) for i, item_seed in enumerate(seeds)
         )
@@ -111,9 +129,11 @@ def _queue(batch: SynthesisBatch, *, user) -> None:
 def _rerun_qa(batch: SynthesisBatch) -> int:
     """Send the items that were not kept and had reached QA back to it; returns how many."""
     count = 0
-    for item in batch.items.filter(stage="qa").exclude(status=SynthesisItem.Status.KEPT).exclude(
-        status=SynthesisItem.Status.RUNNING
-    ):  # fmt: skip
+    for item in (
+        batch.items.filter(stage="qa")
+        .exclude(status=SynthesisItem.Status.KEPT)
+        .exclude(status=SynthesisItem.Status.RUNNING)
+    ):
         results = {k: v for k, v in item.stage_results.items() if k != "qa"}
         draft = {k: v for k, v in item.draft.items() if k != "qa"}
         count += SynthesisItem.objects.filter(pk=item.pk, status=item.status).update(
@@ -159,12 +179,19 @@ def resume_batch(
         changed = config_differences(batch.config, config)
         refused = [key for key in changed if key.removeprefix("options.") not in QA_KEYS]
         if refused:
-            raise BatchError(f"batch #{batch.pk} was started with another {', '.join(refused)}; only the judge and "
-                             "the QA settings may change on resume (they rerun QA): start a new batch")  # fmt: skip
+            raise BatchError(
+                f"batch #{batch.pk} was started with another {', '.join(refused)}; only the judge and "
+                "the QA settings may change on resume (they rerun QA): start a new batch"
+            )
         if changed:
             rerun_qa = True
-            updates.update(config=config, config_hash=config_hash(config), qa_thresholds=config["qa_thresholds"],
-                           options=config["options"], judge=_endpoint(config["judge"]["name"]))  # fmt: skip
+            updates.update(
+                config=config,
+                config_hash=config_hash(config),
+                qa_thresholds=config["qa_thresholds"],
+                options=config["options"],
+                judge=_endpoint(config["judge"]["name"]),
+            )
     if budget_usd is not _UNSET:
         updates["budget_usd"] = _budget(budget_usd, Decimal)
     if budget_tokens is not _UNSET:
@@ -191,9 +218,10 @@ def cancel_batch(batch: SynthesisBatch, *, user) -> SynthesisBatch:
     """Stop the batch: no item starts another stage (a stage running now finishes and is recorded). Its
     unfinished items stay pending, so `resume_batch` can go on with them."""
     SynthesisBatch.objects.filter(pk=batch.pk).exclude(status__in=SynthesisBatch.FINISHED).update(
-        status=SynthesisBatch.Status.CANCELLED, finished_at=timezone.now(),
+        status=SynthesisBatch.Status.CANCELLED,
+        finished_at=timezone.now(),
         status_reason=f"cancelled by {user}" if user and user.is_authenticated else "cancelled",
-    )  # fmt: skip
+    )
     if batch.job_run_id:  # queued item jobs end at once; running ones stop between stages anyway
         for run in JobRun.objects.filter(parent_id=batch.job_run_id).exclude(status__in=JobRun.FINISHED):
             cancel_job(run, user=user)

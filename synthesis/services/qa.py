@@ -18,16 +18,24 @@ def assess_revision(
     """Assess a task revision and store each stage's verdict as a QualityAssessment row (append-only: the latest
     per revision and stage is the one shown). The model calls' subject is "task:<external id>"."""
     task = qa_task_from_revision(revision)
-    verdicts = assess(task, list(stages), judge=judge, thresholds=thresholds, pool=pool,
-                      subject=f"task:{task.external_id}")  # fmt: skip
+    verdicts = assess(
+        task, list(stages), judge=judge, thresholds=thresholds, pool=pool, subject=f"task:{task.external_id}"
+    )
     person = user if user is not None and user.is_authenticated else None
     stored = {}
     for stage, v in verdicts.items():
         stored[stage] = QualityAssessment.objects.create(
-            revision=revision, stage=stage, verdict=v.verdict, reason=v.reason, details=v.details,
-            endpoint_name=v.endpoint_name, prompt_version=v.prompt_version, model_call_id=v.model_call_id,
-            item=item, created_by=person,
-        )  # fmt: skip
+            revision=revision,
+            stage=stage,
+            verdict=v.verdict,
+            reason=v.reason,
+            details=v.details,
+            endpoint_name=v.endpoint_name,
+            prompt_version=v.prompt_version,
+            model_call_id=v.model_call_id,
+            item=item,
+            created_by=person,
+        )
     return stored
 
 
@@ -49,12 +57,16 @@ def assess_tasks(tasks, stages, *, judge, user, on_assessed=None) -> dict[str, d
     return done
 
 
-def start_assessment(*, user, task_ids: list[str] | None = None, stages: list[str] | None = None,
-                     judge: str | None = None):  # fmt: skip
+def start_assessment(
+    *, user, task_ids: list[str] | None = None, stages: list[str] | None = None, judge: str | None = None
+):
     """Queue an assessment of `task_ids` (external ids; None: every task with a revision); returns its JobRun.
     Raises QAError (unknown stage, no judge) before queuing, and jobs.engine.JobEngineError."""
     stages = parse_stages(",".join(stages) if stages else None)
     judge_endpoint(judge, stages)
-    total = (Task.objects.filter(current_revision__isnull=False) if task_ids is None else
-             Task.objects.filter(external_id__in=task_ids, current_revision__isnull=False)).count()  # fmt: skip
+    total = (
+        Task.objects.filter(current_revision__isnull=False)
+        if task_ids is None
+        else Task.objects.filter(external_id__in=task_ids, current_revision__isnull=False)
+    ).count()
     return jobs.enqueue(ASSESS_JOB, created_by=user, total=total, task_ids=task_ids, stages=stages, judge=judge)

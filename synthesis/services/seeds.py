@@ -146,10 +146,15 @@ def save_skill(parsed: ParsedSkill, *, source: str) -> str:
     """Create or replace the skill named `parsed.name`: "imported", "updated" or "unchanged"."""
     content_hash = parsed.content_hash
     fields = {
-        "description": parsed.description, "source": source, "front_matter": parsed.front_matter,
-        "required_bins": parsed.required_bins, "required_env": parsed.required_env,
-        "primary_env": parsed.primary_env, "content_hash": content_hash, "skipped_files": parsed.skipped,
-    }  # fmt: skip
+        "description": parsed.description,
+        "source": source,
+        "front_matter": parsed.front_matter,
+        "required_bins": parsed.required_bins,
+        "required_env": parsed.required_env,
+        "primary_env": parsed.primary_env,
+        "content_hash": content_hash,
+        "skipped_files": parsed.skipped,
+    }
     with transaction.atomic():
         skill = Skill.objects.select_for_update().filter(name=parsed.name).first()
         if skill is not None and skill.content_hash == content_hash:
@@ -182,9 +187,14 @@ def annotate_skill(skill: Skill, endpoint: ModelEndpoint) -> SkillAnnotation:
     """Ask the model about the skill and store its annotation. Raises AnnotationFailed (recorded on the skill)."""
     try:
         answer, call = complete_json(
-            endpoint, annotation_messages(skill), ANNOTATION_SCHEMA, purpose=ANNOTATE_PURPOSE,
-            subject=f"skill:{skill.name}", served=skill, repairs=1,
-        )  # fmt: skip
+            endpoint,
+            annotation_messages(skill),
+            ANNOTATION_SCHEMA,
+            purpose=ANNOTATE_PURPOSE,
+            subject=f"skill:{skill.name}",
+            served=skill,
+            repairs=1,
+        )
     except (ModelCallError, MissingApiKey, EndpointBusy) as exc:  # InvalidJsonAnswer is a ModelCallError
         raise _fail(skill, f"annotation by {endpoint.name} failed: {exc}") from None
     return store_annotation(skill, answer, endpoint=endpoint, call=call)
@@ -196,14 +206,22 @@ def store_annotation(skill: Skill, answer: dict, *, endpoint: ModelEndpoint, cal
     declared = [*skill.required_env, *([skill.primary_env] if skill.primary_env else [])]
     env = list(dict.fromkeys([*declared, *(e.strip() for e in answer["required_env"] if e.strip())]))
     annotation = SkillAnnotation.objects.create(
-        skill=skill, summary=answer["summary"].strip(), core_content=answer["core_content"].strip(),
-        auth_required=answer["auth_required"], required_env=env,
-        input_format=answer["input_format"].strip(), output_format=answer["output_format"].strip(),
-        text_only_compatible=answer["text_only_compatible"], risk=answer["risk"],
-        risk_reason=answer["risk_reason"].strip(), missing_bins=missing,
+        skill=skill,
+        summary=answer["summary"].strip(),
+        core_content=answer["core_content"].strip(),
+        auth_required=answer["auth_required"],
+        required_env=env,
+        input_format=answer["input_format"].strip(),
+        output_format=answer["output_format"].strip(),
+        text_only_compatible=answer["text_only_compatible"],
+        risk=answer["risk"],
+        risk_reason=answer["risk_reason"].strip(),
+        missing_bins=missing,
         synthesizable=not answer["auth_required"] and answer["text_only_compatible"] and not missing,
-        endpoint_name=endpoint.name, prompt_version=ANNOTATE_PROMPT_VERSION, model_call=call,
-    )  # fmt: skip
+        endpoint_name=endpoint.name,
+        prompt_version=ANNOTATE_PROMPT_VERSION,
+        model_call=call,
+    )
     Skill.objects.filter(pk=skill.pk).update(annotation_error="")
     skill.annotation_error = ""
     return annotation

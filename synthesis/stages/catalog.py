@@ -38,19 +38,26 @@ def package(item) -> TaskPackage:
         "expected_behavior": draft.get("expected_behavior", ""),
         "required_operations": draft.get("required_operations") or [],
         "synthesis": {
-            "batch": batch.pk, "item": item.pk, "route": batch.route, "seed": item.seed,
+            "batch": batch.pk,
+            "item": item.pk,
+            "route": batch.route,
+            "seed": item.seed,
             "prompt_versions": batch.prompt_versions,
         },
-    }  # fmt: skip
+    }
     if draft.get("category"):
         metadata["scenario_category"] = draft["category"]
         metadata["scenario_subcategory"] = draft.get("subcategory")
     if draft.get("skills"):
         metadata["skills"] = draft["skills"]
     return TaskPackage(
-        external_id=external_id(item), instruction=draft["instruction"], metadata=metadata, files=files,
-        rubric=draft.get("rubric") or [], code_weight=draft.get("code_weight", 0.7),
-    )  # fmt: skip
+        external_id=external_id(item),
+        instruction=draft["instruction"],
+        metadata=metadata,
+        files=files,
+        rubric=draft.get("rubric") or [],
+        code_weight=draft.get("code_weight", 0.7),
+    )
 
 
 # What became of the package, in words: a synthesized task is never "imported" (SaveOutcome.CREATED's value).
@@ -72,18 +79,31 @@ def store_sanity_report(revision, report: dict | None):
 def run(item, ctx):
     source = Task.Source.SKILL if item.batch.route == Route.SKILL else Task.Source.PERSONA
     with transaction.atomic():
-        saved = save_package(package(item), user=ctx.batch.created_by, stage="synthesis",
-                             message=f"synthesized by batch #{item.batch_id}, item {item.index + 1}",
-                             source=source, status=Task.Status.DRAFT)  # fmt: skip
+        saved = save_package(
+            package(item),
+            user=ctx.batch.created_by,
+            stage="synthesis",
+            message=f"synthesized by batch #{item.batch_id}, item {item.index + 1}",
+            source=source,
+            status=Task.Status.DRAFT,
+        )
         stored = QualityAssessment.objects.filter(revision=saved.revision, item=item).exists()
         for stage, verdict in ({} if stored else item.draft.get("qa") or {}).items():
             QualityAssessment.objects.create(
-                revision=saved.revision, stage=stage, verdict=verdict["verdict"], reason=verdict["reason"],
-                details=verdict.get("details") or {}, endpoint_name=verdict.get("endpoint_name", ""),
-                prompt_version=verdict.get("prompt_version", ""), model_call_id=verdict.get("model_call_id"),
-                item=item, created_by=ctx.batch.created_by,
-            )  # fmt: skip
+                revision=saved.revision,
+                stage=stage,
+                verdict=verdict["verdict"],
+                reason=verdict["reason"],
+                details=verdict.get("details") or {},
+                endpoint_name=verdict.get("endpoint_name", ""),
+                prompt_version=verdict.get("prompt_version", ""),
+                model_call_id=verdict.get("model_call_id"),
+                item=item,
+                created_by=ctx.batch.created_by,
+            )
         store_sanity_report(saved.revision, item.draft.get("sanity_report"))
-    return StageResult(PASS, f"{saved.task.external_id} r{saved.revision.number} ({SAVED[saved.outcome]})",
-                       details={"task": saved.task.external_id, "task_pk": saved.task.pk,
-                                "revision": saved.revision.number})  # fmt: skip
+    return StageResult(
+        PASS,
+        f"{saved.task.external_id} r{saved.revision.number} ({SAVED[saved.outcome]})",
+        details={"task": saved.task.external_id, "task_pk": saved.task.pk, "revision": saved.revision.number},
+    )

@@ -134,7 +134,11 @@ def run(item, ctx):
             return StageResult(PASS, "", data={"files": kept}, details={"rounds": rounds})
         conversation = conversation + [
             {"role": "assistant", "content": json.dumps(answer)},
-            {"role": "user", "content": "These files are not valid:\n" + "\n".join(f"- {p}" for p in problems)
-             + "\nWrite all the files again, fixed."},
-        ]  # fmt: skip
+            {
+                "role": "user",
+                "content": "These files are not valid:\n"
+                + "\n".join(f"- {p}" for p in problems)
+                + "\nWrite all the files again, fixed.",
+            },
+        ]
     return StageResult(FAIL, "; ".join(rounds[-1]["problems"]), details={"rounds": rounds})

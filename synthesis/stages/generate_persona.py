@@ -29,5 +29,6 @@ def prompt(seed: dict) -> list[dict]:
 
 def run(item, ctx):
     task, call = ask_json(item, ctx.generator, STAGE, prompt(item.seed), TASK_SCHEMA)
-    return judge_task(task, {"category": item.seed["subcategory"]["category_slug"],
-                             "subcategory": item.seed["subcategory"]["slug"]})  # fmt: skip
+    return judge_task(
+        task, {"category": item.seed["subcategory"]["category_slug"], "subcategory": item.seed["subcategory"]["slug"]}
+    )

@@ -31,9 +31,13 @@ def _skill_text(skill: Skill) -> str:
 
 
 def prompt(seed: dict) -> list[dict]:
-    skills = {s.pk: s for s in Skill.objects.filter(pk__in=[seed["main"]["id"], *(s["id"] for s in seed["supporting"])])}
+    skills = {
+        s.pk: s for s in Skill.objects.filter(pk__in=[seed["main"]["id"], *(s["id"] for s in seed["supporting"])])
+    }
     main = quoted("MAIN SKILL", _skill_text(skills[seed["main"]["id"]]))
-    supporting = "\n\n".join(quoted("SUPPORTING SKILL", _skill_text(skills[s["id"]])) for s in seed["supporting"] if s["id"] in skills)
+    supporting = "\n\n".join(
+        quoted("SUPPORTING SKILL", _skill_text(skills[s["id"]])) for s in seed["supporting"] if s["id"] in skills
+    )
     user = f"## Main skill\n{main}\n\n## Supporting skills\n{supporting or '(none)'}\n\nWrite one task."
     return messages(STAGE, SYSTEM, user, TASK_SCHEMA)
 

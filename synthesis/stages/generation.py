@@ -18,11 +18,34 @@ from ..pipeline import FAIL, PASS, StageResult
 
 # File types the files stage can write and validate (text formats). Others (pdf, docx, images) are refused.
 TEXT_TYPES = {
-    "csv": "csv", "tsv": "tsv", "json": "json", "jsonl": "jsonl", "yaml": "yaml", "yml": "yaml", "py": "python",
-    "python": "python", "md": "markdown", "markdown": "markdown", "html": "html", "htm": "html", "txt": "text",
-    "text": "text", "xml": "text", "ini": "text", "toml": "text", "cfg": "text", "log": "text", "sh": "text",
-    "sql": "text", "css": "text", "js": "text", "ics": "text", "vcf": "text", "eml": "text", "rst": "text",
-}  # fmt: skip
+    "csv": "csv",
+    "tsv": "tsv",
+    "json": "json",
+    "jsonl": "jsonl",
+    "yaml": "yaml",
+    "yml": "yaml",
+    "py": "python",
+    "python": "python",
+    "md": "markdown",
+    "markdown": "markdown",
+    "html": "html",
+    "htm": "html",
+    "txt": "text",
+    "text": "text",
+    "xml": "text",
+    "ini": "text",
+    "toml": "text",
+    "cfg": "text",
+    "log": "text",
+    "sh": "text",
+    "sql": "text",
+    "css": "text",
+    "js": "text",
+    "ics": "text",
+    "vcf": "text",
+    "eml": "text",
+    "rst": "text",
+}
 MAX_INPUT_FILES = 12
 
 TASK_SCHEMA = {
@@ -67,15 +90,23 @@ TASK_RULES = (
 NETWORK_PATTERNS = [
     (re.compile(r"\bhttps?://[^\s`'\")>]+", re.I), "a URL"),
     (re.compile(r"\b(download|upload)(s|ed|ing)?\b", re.I), "downloading or uploading"),
-    (re.compile(r"\b(fetch|scrape|crawl)(es|s|ed|ing)?\b[^.]{0,40}\b(web|site|page|url|online|internet|api)", re.I),
-     "fetching from the web"),
-    (re.compile(r"\b(web search|search the (web|internet)|google (it|for)|browse the web|online search)\b", re.I),
-     "searching the web"),
+    (
+        re.compile(r"\b(fetch|scrape|crawl)(es|s|ed|ing)?\b[^.]{0,40}\b(web|site|page|url|online|internet|api)", re.I),
+        "fetching from the web",
+    ),
+    (
+        re.compile(r"\b(web search|search the (web|internet)|google (it|for)|browse the web|online search)\b", re.I),
+        "searching the web",
+    ),
     (re.compile(r"\b(rest|web|http)\s?api\b|\bapi (call|request|endpoint)s?\b|\bwebhooks?\b", re.I), "calling an API"),
-    (re.compile(r"\bsend (an? )?(e-?mail|sms|text message|slack message)\b|\bpost (it )?to (slack|twitter|x)\b", re.I),
-     "sending a message"),
+    (
+        re.compile(
+            r"\bsend (an? )?(e-?mail|sms|text message|slack message)\b|\bpost (it )?to (slack|twitter|x)\b", re.I
+        ),
+        "sending a message",
+    ),
     (re.compile(r"\b(pip|npm|apt(-get)?|brew) install\b|\b(curl|wget)\b", re.I), "installing or fetching software"),
-]  # fmt: skip
+]
 
 
 def network_need(task: dict) -> str:
@@ -137,10 +168,13 @@ def normalized(task: dict) -> dict:
         "expected_behavior": task["expected_behavior"],
         "required_operations": task.get("required_operations") or [],
         "file_spec": [
-            {"path": spec["path"].removeprefix("./"), "type": file_type(spec["type"], spec["path"]) or spec["type"],
-             "content_spec": spec["content_spec"]}
+            {
+                "path": spec["path"].removeprefix("./"),
+                "type": file_type(spec["type"], spec["path"]) or spec["type"],
+                "content_spec": spec["content_spec"],
+            }
             for spec in task["input_files"]
-        ],  # fmt: skip
+        ],
         "output_files": [path.removeprefix("./") for path in task["output_files"]],
         "difficulty": task["difficulty"],
     }

@@ -62,10 +62,13 @@ def batch_drafts(item) -> list[tuple[str, str, str | None]]:
 
 def _as_dict(verdict) -> dict:
     return {
-        "verdict": verdict.verdict, "reason": verdict.reason, "details": verdict.details or {},
-        "model_call_id": verdict.model_call_id, "endpoint_name": verdict.endpoint_name,
+        "verdict": verdict.verdict,
+        "reason": verdict.reason,
+        "details": verdict.details or {},
+        "model_call_id": verdict.model_call_id,
+        "endpoint_name": verdict.endpoint_name,
         "prompt_version": verdict.prompt_version,
-    }  # fmt: skip
+    }
 
 
 def run(item, ctx):
@@ -78,8 +81,15 @@ def run(item, ctx):
         # reuse_answers: a batch resumed in the middle of QA asks the judge nothing it has the answer of (answers are
         # matched by judge endpoint, so a new judge is asked again).
         also = batch_drafts(item) if QAStage.NOVELTY in stages else None
-        verdicts = qa.assess(qa_task(item), stages, judge=ctx.judge, thresholds=ctx.batch.qa_thresholds or None,
-                             also=also, subject=item.subject, reuse_answers=True)  # fmt: skip
+        verdicts = qa.assess(
+            qa_task(item),
+            stages,
+            judge=ctx.judge,
+            thresholds=ctx.batch.qa_thresholds or None,
+            also=also,
+            subject=item.subject,
+            reuse_answers=True,
+        )
     finally:
         for call in ModelCall.objects.filter(subject=item.subject, pk__gt=before):
             add_usage(item, call)

@@ -51,7 +51,7 @@ SYSTEM = (
     "clarity, completeness of prose, faithfulness of a summary), and if so write rubric rules an LLM judge will "
     "score. Each rule names the output file it judges (target_file), describes what each of the five levels 0, "
     "0.25, 0.5, 0.75 and 1 means for that rule, and has a weight. Rules must judge what code cannot: never repeat "
-    'a check the checker makes. When the checker covers everything, answer needed=false, rules=[] and say why.'
+    "a check the checker makes. When the checker covers everything, answer needed=false, rules=[] and say why."
 )
 
 
@@ -67,8 +67,9 @@ def prompt(draft: dict) -> list[dict]:
 def run(item, ctx):
     answer, call = ask_json(item, ctx.generator, STAGE, prompt(item.draft), SCHEMA)
     if not answer["needed"] or not answer["rules"]:
-        return StageResult(SKIPPED, answer["reason"], data={"rubric": [], "code_weight": CODE_WEIGHT},
-                           details={"model_call": call.pk})  # fmt: skip
+        return StageResult(
+            SKIPPED, answer["reason"], data={"rubric": [], "code_weight": CODE_WEIGHT}, details={"model_call": call.pk}
+        )
     try:
         rules = validate_rubric(answer["rules"])
     except PackageError as exc:
@@ -76,7 +77,12 @@ def run(item, ctx):
     outputs = set(item.draft.get("output_files") or []) | set(item.draft.get("files") or {})
     unknown = [r["target_file"] for r in rules if r["target_file"] and r["target_file"] not in outputs]
     if unknown:
-        return StageResult(FAIL, f"rubric rules judge files the task has no: {', '.join(unknown)}",
-                           details={"model_call": call.pk})  # fmt: skip
-    return StageResult(PASS, answer["reason"], data={"rubric": rules, "code_weight": CODE_WEIGHT},
-                       details={"model_call": call.pk, "rules": len(rules)})  # fmt: skip
+        return StageResult(
+            FAIL, f"rubric rules judge files the task has no: {', '.join(unknown)}", details={"model_call": call.pk}
+        )
+    return StageResult(
+        PASS,
+        answer["reason"],
+        data={"rubric": rules, "code_weight": CODE_WEIGHT},
+        details={"model_call": call.pk, "rules": len(rules)},
+    )

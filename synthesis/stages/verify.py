@@ -136,7 +136,9 @@ def sanity_problems(outcome) -> list[str]:
             problems.append(f"crashed on the {kind} workspace ({run.status}): {run.reason}")
         elif run.score > outcome.tolerance:
             paying = ", ".join(f"{name}={value:g}" for name, value in run.paying_checks.items()) or "its mean"
-            problems.append(f"over-lenient: scored {run.score:g} on the {kind} workspace (paying: {paying}); it must be 0")
+            problems.append(
+                f"over-lenient: scored {run.score:g} on the {kind} workspace (paying: {paying}); it must be 0"
+            )
     solution = outcome.runs.get(SOLUTION_RUN)
     if solution is not None and not outcome.solvable:
         if not solution.ok:
@@ -146,15 +148,23 @@ def sanity_problems(outcome) -> list[str]:
             problems.append(f"the reference solution scores {solution.score:g}, not 1.0 (failing: {failing})")
     keys = {kind: tuple(sorted(run.subscores)) for kind, run in outcome.runs.items() if run.ok}
     if any(not names for names in keys.values()):
-        problems.append("check.py printed no named checks on some workspace (" + ", ".join(k for k, v in keys.items() if not v) + ")")
+        problems.append(
+            "check.py printed no named checks on some workspace ("
+            + ", ".join(k for k, v in keys.items() if not v)
+            + ")"
+        )
     elif len(set(keys.values())) > 1:
-        problems.append("the check names differ between workspaces: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in keys.items()))
+        problems.append(
+            "the check names differ between workspaces: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in keys.items())
+        )
     return problems
 
 
 def _summary(outcome) -> dict:
-    return {kind: {"score": run.score, "status": str(run.status), "subscores": run.subscores, "reason": run.reason}
-            for kind, run in outcome.runs.items()}  # fmt: skip
+    return {
+        kind: {"score": run.score, "status": str(run.status), "subscores": run.subscores, "reason": run.reason}
+        for kind, run in outcome.runs.items()
+    }
 
 
 def run(item, ctx):
@@ -173,11 +183,17 @@ def run(item, ctx):
             # The task id it will have in the catalog: the checker's payload is the one a later check gives it.
             material = SanityMaterial(
                 revision_id=0,
-                checker=CheckerSpec(task_id=external_id(item), instruction=draft["instruction"],
-                                    metadata={}, entry=CHECKER_ENTRY, reward_files=reward),
-                inputs=inputs, solution=solution,
+                checker=CheckerSpec(
+                    task_id=external_id(item),
+                    instruction=draft["instruction"],
+                    metadata={},
+                    entry=CHECKER_ENTRY,
+                    reward_files=reward,
+                ),
+                inputs=inputs,
+                solution=solution,
                 scaffold_paths=output_paths(draft["instruction"], inputs),
-            )  # fmt: skip
+            )
             try:
                 outcome = evaluate(material, backend=ctx.sandbox())
             except SanityUnavailable as exc:
@@ -189,17 +205,30 @@ def run(item, ctx):
         if not problems:
             checker = {"check.py": answer["check_py"], "reward.sh": STANDARD_REWARD_SH}
             solution_text = {path: data.decode() for path, data in sorted(solution.items())}
-            sanity = {**report_fields(material, outcome), "digest": material_digest(material),
-                      "job_run": item.job_run_id}  # fmt: skip
-            return StageResult(PASS, f"sane and solvable in round {number}",
-                               data={"checker": checker, "solution": solution_text, "sanity_report": sanity},
-                               details={"rounds": rounds, "sane": True, "solvable": True})  # fmt: skip
+            sanity = {
+                **report_fields(material, outcome),
+                "digest": material_digest(material),
+                "job_run": item.job_run_id,
+            }
+            return StageResult(
+                PASS,
+                f"sane and solvable in round {number}",
+                data={"checker": checker, "solution": solution_text, "sanity_report": sanity},
+                details={"rounds": rounds, "sane": True, "solvable": True},
+            )
         conversation = conversation + [
             {"role": "assistant", "content": json.dumps(answer)},
-            {"role": "user", "content": f"Round {number}: the sandboxed sanity check found problems:\n"
-             + "\n".join(f"- {p}" for p in problems) + "\nWrite check.py and the solution again, fixed."},
-        ]  # fmt: skip
+            {
+                "role": "user",
+                "content": f"Round {number}: the sandboxed sanity check found problems:\n"
+                + "\n".join(f"- {p}" for p in problems)
+                + "\nWrite check.py and the solution again, fixed.",
+            },
+        ]
     reasons = " | ".join(f"round {r['round']}: " + "; ".join(r["problems"]) for r in rounds)
     last = rounds[-1]
-    return StageResult(FAIL, f"no sane, solvable checker after {ROUNDS} rounds: {reasons}",
-                       details={"rounds": rounds, "sane": last["sane"], "solvable": False})  # fmt: skip
+    return StageResult(
+        FAIL,
+        f"no sane, solvable checker after {ROUNDS} rounds: {reasons}",
+        details={"rounds": rounds, "sane": last["sane"], "solvable": False},
+    )

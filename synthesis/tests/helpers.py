@@ -15,8 +15,14 @@ PASS = {"verdict": "pass", "reason": ""}
 
 def make_endpoints(upstream) -> tuple[ModelEndpoint, ModelEndpoint]:
     """The generator "gen" and the judge "judge", both the scripted model on loopback."""
-    common = {"base_url": upstream.base_url, "model": "scripted-model", "timeout_seconds": 30,
-              "max_retries": 0, "price_input_per_mtok": 1, "price_output_per_mtok": 2}  # fmt: skip
+    common = {
+        "base_url": upstream.base_url,
+        "model": "scripted-model",
+        "timeout_seconds": 30,
+        "max_retries": 0,
+        "price_input_per_mtok": 1,
+        "price_output_per_mtok": 2,
+    }
     return (
         ModelEndpoint.objects.create(name="gen", roles=["generator"], **common),
         ModelEndpoint.objects.create(name="judge", roles=["judge"], **common),
@@ -25,24 +31,56 @@ def make_endpoints(upstream) -> tuple[ModelEndpoint, ModelEndpoint]:
 
 def make_batch(generator, judge, *, status=SynthesisBatch.Status.RUNNING, items=(), preview=False, seed=3):
     """A batch written directly, with items given as (status, stage, stage_results, reason)."""
-    config = batch_config(route="persona", count=len(items) or 1, generator=generator, judge=judge, seed=seed,
-                          preview=preview, options={}, qa_thresholds={})  # fmt: skip
+    config = batch_config(
+        route="persona",
+        count=len(items) or 1,
+        generator=generator,
+        judge=judge,
+        seed=seed,
+        preview=preview,
+        options={},
+        qa_thresholds={},
+    )
     batch = SynthesisBatch.objects.create(
-        route="persona", requested=len(items) or 1, preview=preview, generator=generator, judge=judge, seed=seed,
-        config=config, config_hash=config_hash(config), status=status, cost=Decimal("0.0125"), input_tokens=1000,
+        route="persona",
+        requested=len(items) or 1,
+        preview=preview,
+        generator=generator,
+        judge=judge,
+        seed=seed,
+        config=config,
+        config_hash=config_hash(config),
+        status=status,
+        cost=Decimal("0.0125"),
+        input_tokens=1000,
         output_tokens=250,
-    )  # fmt: skip
+    )
     for index, (item_status, stage, results, reason) in enumerate(items):
-        SynthesisItem.objects.create(batch=batch, index=index, status=item_status, stage=stage, stage_results=results,
-                                     reason=reason, seed={"persona": {"id": 1, "text": "a nurse"}})  # fmt: skip
+        SynthesisItem.objects.create(
+            batch=batch,
+            index=index,
+            status=item_status,
+            stage=stage,
+            stage_results=results,
+            reason=reason,
+            seed={"persona": {"id": 1, "text": "a nurse"}},
+        )
     return batch
 
 
 def running_batch(endpoints):
     generator, judge = endpoints
-    return make_batch(generator, judge, items=[
-        ("rejected", "generate", {"generate": {"verdict": "fail", "reason": "needs the network"}},
-         "generate: needs the network"),
-        ("pending", "files", {"generate": PASS}, ""),
-        ("running", "verify", {"generate": PASS, "files": PASS}, ""),
-    ])  # fmt: skip
+    return make_batch(
+        generator,
+        judge,
+        items=[
+            (
+                "rejected",
+                "generate",
+                {"generate": {"verdict": "fail", "reason": "needs the network"}},
+                "generate: needs the network",
+            ),
+            ("pending", "files", {"generate": PASS}, ""),
+            ("running", "verify", {"generate": PASS, "files": PASS}, ""),
+        ],
+    )

@@ -23,8 +23,12 @@ HUGE = 200_000_000
 
 
 def test_a_generator_answering_200_mb_keeps_no_item(scripted_upstream, settings):
-    common = {"base_url": scripted_upstream.base_url, "model": "scripted-model", "timeout_seconds": 30,
-              "max_retries": 0}  # fmt: skip
+    common = {
+        "base_url": scripted_upstream.base_url,
+        "model": "scripted-model",
+        "timeout_seconds": 30,
+        "max_retries": 0,
+    }
     ModelEndpoint.objects.create(name="gen", roles=["generator"], **common)
     ModelEndpoint.objects.create(name="judge", roles=["judge"], **common)
     pipeline = ScriptedPipeline(["good"])  # what the later stages would answer, had the item got there
@@ -40,8 +44,25 @@ def test_a_generator_answering_200_mb_keeps_no_item(scripted_upstream, settings)
     scripted_upstream.responder = answer
     out = StringIO()
     with pytest.raises(CommandError):  # the batch keeps nothing
-        call_command("synthesize", "--route", "persona", "--count", "1", "--generator", "gen", "--judge", "judge",
-                     "--seed", "7", "--qa-stages", "", "--here", "--json", stdout=out, stderr=StringIO())  # fmt: skip
+        call_command(
+            "synthesize",
+            "--route",
+            "persona",
+            "--count",
+            "1",
+            "--generator",
+            "gen",
+            "--judge",
+            "judge",
+            "--seed",
+            "7",
+            "--qa-stages",
+            "",
+            "--here",
+            "--json",
+            stdout=out,
+            stderr=StringIO(),
+        )
     found = json.loads(out.getvalue().strip().splitlines()[-1])
     assert found["kept"] == 0 and found["failed"] == {"generate": 1}
 

@@ -87,7 +87,9 @@ def test_an_admin_launches_a_preview_from_the_dashboard_and_reads_its_funnel(
     # The funnel: kept and rejected as the batch counts them.
     figures = batch_json(batch)
     assert (figures["kept"], figures["rejected"], figures["failed"]) == (3, {"generate": 1, "verify": 1}, {}), (
-        list(batch.items.values_list("status", "stage", "reason")), django_q_worker.log_tail())  # fmt: skip
+        list(batch.items.values_list("status", "stage", "reason")),
+        django_q_worker.log_tail(),
+    )
     funnel = page.locator("#funnel")
     funnel.scroll_into_view_if_needed()
     assert page.inner_text("#count-kept") == "3" and page.inner_text("#count-rejected") == "2"
@@ -111,5 +113,7 @@ def test_an_admin_launches_a_preview_from_the_dashboard_and_reads_its_funnel(
     page.goto(live_server.url + reverse("dashboard"))
     row = page.locator(f"#synthesis-recent tr[data-batch='{batch.pk}']")
     assert row.locator("td.kept").inner_text() == "3"
-    assert not problems.console_errors and not problems.failed_responses, (problems.console_errors,
-                                                                           problems.failed_responses)  # fmt: skip
+    assert not problems.console_errors and not problems.failed_responses, (
+        problems.console_errors,
+        problems.failed_responses,
+    )

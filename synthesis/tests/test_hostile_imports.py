@@ -92,8 +92,9 @@ def test_the_persona_api_fails_each_bad_line_alone_with_its_number(admin_api):
         "hub.jsonl:6": f"the line has {len(lines[5]):,} characters (at most {MAX_LINE_CHARS:,})",
     }
     assert set(Persona.objects.filter(source="hub.jsonl").values_list("text", flat=True)) == {
-        "A beekeeper in Ljubljana who sells comb honey.", "A ferry pilot in Split who logs every crossing."
-    }  # fmt: skip
+        "A beekeeper in Ljubljana who sells comb honey.",
+        "A ferry pilot in Split who logs every crossing.",
+    }
 
 
 def test_a_file_of_endless_bad_lines_is_a_short_answer(admin_api):

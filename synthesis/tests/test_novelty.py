@@ -198,8 +198,12 @@ def make_task(external_id, instruction, subcategory=None):
     metadata = {"grading_type": "automated"}
     if subcategory:
         metadata.update(scenario_category=subcategory.category.slug, scenario_subcategory=subcategory.slug)
-    package = TaskPackage(external_id=external_id, instruction=instruction, metadata=metadata,
-                          files=[PackageFile("sales.csv", b"item,amount\na,1\n")])  # fmt: skip
+    package = TaskPackage(
+        external_id=external_id,
+        instruction=instruction,
+        metadata=metadata,
+        files=[PackageFile("sales.csv", b"item,amount\na,1\n")],
+    )
     return save_package(package).task
 
 
@@ -209,9 +213,15 @@ def subcategories():
 
 
 def task_of(instruction, subcategory=None, external_id=""):
-    return QATask(instruction=instruction, input_files={}, checker_files={}, rubric=[],
-                  category=subcategory.category.slug if subcategory else None,
-                  subcategory=subcategory.slug if subcategory else None, external_id=external_id)  # fmt: skip
+    return QATask(
+        instruction=instruction,
+        input_files={},
+        checker_files={},
+        rubric=[],
+        category=subcategory.category.slug if subcategory else None,
+        subcategory=subcategory.slug if subcategory else None,
+        external_id=external_id,
+    )
 
 
 def test_the_catalog_pool_follows_the_catalog(db):

@@ -31,7 +31,9 @@ def test_near_identical_tasks_of_other_subcategories_are_rejected_as_duplicates(
     generator, judge = make_endpoints(scripted_upstream)
     scripted_upstream.responder = ScriptedPipeline(["good"] * 3)  # "sum sales.csv", differing only in "Request n"
     seed = seed_of_distinct_subcategories(3)
-    batch = start_batch("persona", 3, generator, judge, seed=seed, options={"qa_stages": ["novelty"]}, here=True, user=None)
+    batch = start_batch(
+        "persona", 3, generator, judge, seed=seed, options={"qa_stages": ["novelty"]}, here=True, user=None
+    )
     batch = run_here(batch)
 
     items = list(batch.items.order_by("index"))
@@ -53,14 +55,24 @@ def test_near_identical_tasks_of_other_subcategories_are_rejected_as_duplicates(
 def test_drafts_of_the_batch_not_in_the_catalog_yet_are_compared_with(viewer_client, scripted_upstream):
     generator, judge = make_endpoints(scripted_upstream)
     text = "Please read `sales.csv` (columns region,amount) and write `totals.json` with each region's sum."
-    draft = {"instruction": text, "files": {"sales.csv": "region,amount\nnorth,1\n"}, "checker": {}, "rubric": [],
-             "category": "office-work", "subcategory": "spreadsheets"}  # fmt: skip
+    draft = {
+        "instruction": text,
+        "files": {"sales.csv": "region,amount\nnorth,1\n"},
+        "checker": {},
+        "rubric": [],
+        "category": "office-work",
+        "subcategory": "spreadsheets",
+    }
     past_qa = {"generate": {"verdict": "pass"}, "qa": {"verdict": "pass"}}
-    batch = make_batch(generator, judge, items=[
-        ("pending", "catalog", past_qa, ""),  # past QA, waiting for the catalog stage
-        ("running", "qa", {}, ""),  # being assessed now on another worker (a lower index: it wins)
-        ("running", "qa", {}, ""),
-    ])  # fmt: skip
+    batch = make_batch(
+        generator,
+        judge,
+        items=[
+            ("pending", "catalog", past_qa, ""),  # past QA, waiting for the catalog stage
+            ("running", "qa", {}, ""),  # being assessed now on another worker (a lower index: it wins)
+            ("running", "qa", {}, ""),
+        ],
+    )
     SynthesisBatch.objects.filter(pk=batch.pk).update(options={"qa_stages": ["novelty"]})
     batch.refresh_from_db()
     first, second, third = batch.items.order_by("index")

@@ -38,8 +38,14 @@ DEAD_WORKER = f"{socket.gethostname()}:4190001:1"
 
 @pytest.fixture
 def endpoints(scripted_upstream):
-    common = {"base_url": scripted_upstream.base_url, "model": "scripted-model", "timeout_seconds": 30,
-              "max_retries": 0, "price_input_per_mtok": 1, "price_output_per_mtok": 2}  # fmt: skip
+    common = {
+        "base_url": scripted_upstream.base_url,
+        "model": "scripted-model",
+        "timeout_seconds": 30,
+        "max_retries": 0,
+        "price_input_per_mtok": 1,
+        "price_output_per_mtok": 2,
+    }
     return (
         ModelEndpoint.objects.create(name="gen", roles=["generator"], **common),
         ModelEndpoint.objects.create(name="judge", roles=["judge"], **common),
@@ -87,14 +93,32 @@ CASES = ["good", "lenient", "broken", "network", "badjson_once", "badjson_always
 
 def test_persona_route_end_to_end_with_faults(endpoints, scripted_upstream):
     model = scripted(scripted_upstream, CASES)
-    found = synthesize("--route", "persona", "--count", "8", "--generator", "gen", "--judge", "judge", "--seed", "7",
-                       "--qa-stages", "", "--here")  # fmt: skip
+    found = synthesize(
+        "--route",
+        "persona",
+        "--count",
+        "8",
+        "--generator",
+        "gen",
+        "--judge",
+        "judge",
+        "--seed",
+        "7",
+        "--qa-stages",
+        "",
+        "--here",
+    )
     batch = SynthesisBatch.objects.get(pk=found["batch"])
     assert found == {
-        "batch": batch.pk, "status": "complete", "requested": 8, "kept": 5,
-        "rejected": {"generate": 1, "verify": 1}, "failed": {"generate": 1},
-        "tokens": batch.input_tokens + batch.output_tokens, "cost": float(batch.cost),
-    }  # fmt: skip
+        "batch": batch.pk,
+        "status": "complete",
+        "requested": 8,
+        "kept": 5,
+        "rejected": {"generate": 1, "verify": 1},
+        "failed": {"generate": 1},
+        "tokens": batch.input_tokens + batch.output_tokens,
+        "cost": float(batch.cost),
+    }
     calls = ModelCall.objects.filter(subject__startswith="synthesis-item:")
     assert found["tokens"] == sum(c.input_tokens + c.output_tokens for c in calls) > 0
     assert found["cost"] == pytest.approx(float(sum(c.cost for c in calls))) and found["cost"] > 0
@@ -113,7 +137,11 @@ def test_persona_route_end_to_end_with_faults(endpoints, scripted_upstream):
         assert made["prompt_versions"]["verify"] == "verify/1"
         assert item.task == task and item.status == SynthesisItem.Status.KEPT
         assert sorted(revision.files.values_list("role", "path")) == [
-            ("input", "sales.csv"), ("reward", "check.py"), ("reward", "reward.sh"), ("solution", "totals.json")]
+            ("input", "sales.csv"),
+            ("reward", "check.py"),
+            ("reward", "reward.sh"),
+            ("solution", "totals.json"),
+        ]
         assert revision.metadata["scenario_subcategory"] == item.seed["subcategory"]["slug"]
     sanity = check_revision(tasks[0].current_revision)
     assert (sanity.solvable, sanity.over_lenient, sanity.crashed) == (True, False, False)
@@ -153,14 +181,24 @@ def test_persona_route_end_to_end_with_faults(endpoints, scripted_upstream):
 
     funnel = {row["step"]: row for row in report(batch.pk)["funnel"]}
     assert {step: row["count"] for step, row in funnel.items()} == {
-        "generated": 6, "files_valid": 6, "checker_sane": 6, "solvable": 5, "rubric": 5, "novel": 5,
-        "plausible": 5, "kept": 5,
-    }  # fmt: skip
+        "generated": 6,
+        "files_valid": 6,
+        "checker_sane": 6,
+        "solvable": 5,
+        "rubric": 5,
+        "novel": 5,
+        "plausible": 5,
+        "kept": 5,
+    }
     assert (funnel["generated"]["rejected"], funnel["generated"]["failed"]) == (1, 1)
     assert funnel["solvable"]["reasons"][0]["examples"] == [broken.pk]
     stages = report(batch.pk)["stages"]
     assert {p: s["calls"] for p, s in stages.items()} == {
-        "synthesis:files": 7, "synthesis:generate": 10, "synthesis:rubric": 5, "synthesis:verify": 9}
+        "synthesis:files": 7,
+        "synthesis:generate": 10,
+        "synthesis:rubric": 5,
+        "synthesis:verify": 9,
+    }
 
     text = StringIO()
     call_command("synthesis_report", str(batch.pk), stdout=text)
@@ -168,8 +206,21 @@ def test_persona_route_end_to_end_with_faults(endpoints, scripted_upstream):
     assert f"e.g. #{broken.pk}" in text.getvalue()
 
     # The same configuration again is the same batch: nothing is synthesized twice.
-    again = synthesize("--route", "persona", "--count", "8", "--generator", "gen", "--judge", "judge", "--seed", "7",
-                       "--qa-stages", "", "--here")  # fmt: skip
+    again = synthesize(
+        "--route",
+        "persona",
+        "--count",
+        "8",
+        "--generator",
+        "gen",
+        "--judge",
+        "judge",
+        "--seed",
+        "7",
+        "--qa-stages",
+        "",
+        "--here",
+    )
     assert again == found and len(scripted_upstream.requests) == 31
     assert model.handed == 8
 
@@ -191,9 +242,15 @@ def test_persona_draws_are_reproducible_and_leave_network_operations_out(db):
 def make_skill(name: str, summary: str, *, synthesizable=True) -> Skill:
     skill = Skill.objects.create(name=name, description=summary, content_hash=name)
     SkillAnnotation.objects.create(
-        skill=skill, summary=summary, core_content=summary, auth_required=not synthesizable,
-        text_only_compatible=True, synthesizable=synthesizable, input_format="files", output_format="files",
-    )  # fmt: skip
+        skill=skill,
+        summary=summary,
+        core_content=summary,
+        auth_required=not synthesizable,
+        text_only_compatible=True,
+        synthesizable=synthesizable,
+        input_format="files",
+        output_format="files",
+    )
     return skill
 
 
@@ -210,8 +267,20 @@ def skills(db):
 
 def test_skill_route_preview_end_to_end(endpoints, scripted_upstream, skills):
     scripted(scripted_upstream, ["good"] * 5)
-    found = synthesize("--route", "skill", "--preview", "--generator", "gen", "--judge", "judge", "--seed", "3",
-                       "--qa-stages", "", "--here")  # fmt: skip
+    found = synthesize(
+        "--route",
+        "skill",
+        "--preview",
+        "--generator",
+        "gen",
+        "--judge",
+        "judge",
+        "--seed",
+        "3",
+        "--qa-stages",
+        "",
+        "--here",
+    )
     batch = SynthesisBatch.objects.get(pk=found["batch"])
     assert batch.preview and (found["status"], found["requested"], found["kept"]) == ("complete", 5, 5)
     synthesizable = {s.pk for s in skills if s.name != "gmail"}
@@ -242,8 +311,24 @@ def test_supporting_skills_lean_toward_similar_annotations(skills):
 
 def test_budget_pauses_the_batch_and_resume_finishes_it(endpoints, scripted_upstream):
     scripted(scripted_upstream, ["good", "good"])
-    paused = synthesize("--route", "persona", "--count", "2", "--generator", "gen", "--judge", "judge", "--seed", "1",
-                        "--qa-stages", "", "--budget-tokens", "1", "--here", ok=False)  # fmt: skip
+    paused = synthesize(
+        "--route",
+        "persona",
+        "--count",
+        "2",
+        "--generator",
+        "gen",
+        "--judge",
+        "judge",
+        "--seed",
+        "1",
+        "--qa-stages",
+        "",
+        "--budget-tokens",
+        "1",
+        "--here",
+        ok=False,
+    )
     batch = SynthesisBatch.objects.get(pk=paused["batch"])
     assert (paused["status"], paused["kept"], paused["rejected"], paused["failed"]) == ("paused", 0, {}, {})
     assert batch.status_reason.startswith("token budget reached")
@@ -304,16 +389,39 @@ def test_resume_refuses_another_configuration_but_takes_a_new_judge(endpoints, s
         resume_batch(batch, {**config, "seed": 10}, user=None)
     resumed = resume_batch(batch, {**config, "judge": {"name": "judge2", "model": "other"}}, here=True, user=None)
     assert resumed.judge == other and resumed.config["judge"]["name"] == "judge2"
-    same = batch_config(route="persona", count=1, generator=gen, judge=judge, seed=9, preview=False,
-                        options={"qa_stages": []}, qa_thresholds={})  # fmt: skip
+    same = batch_config(
+        route="persona",
+        count=1,
+        generator=gen,
+        judge=judge,
+        seed=9,
+        preview=False,
+        options={"qa_stages": []},
+        qa_thresholds={},
+    )
     assert same == config
 
 
 def test_without_a_worker_the_batch_is_cancelled_after_the_start_timeout_and_resumes_here(endpoints, scripted_upstream):
     scripted(scripted_upstream, ["good"])
     with use_engine("django_q"):
-        cancelled = synthesize("--route", "persona", "--count", "1", "--generator", "gen", "--judge", "judge",
-                               "--seed", "5", "--qa-stages", "", "--start-timeout", "0.2", ok=False)  # fmt: skip
+        cancelled = synthesize(
+            "--route",
+            "persona",
+            "--count",
+            "1",
+            "--generator",
+            "gen",
+            "--judge",
+            "judge",
+            "--seed",
+            "5",
+            "--qa-stages",
+            "",
+            "--start-timeout",
+            "0.2",
+            ok=False,
+        )
     assert (cancelled["status"], cancelled["kept"], cancelled["tokens"]) == ("cancelled", 0, 0)
     assert not scripted_upstream.requests
     done = synthesize("--resume", str(cancelled["batch"]), "--here")
@@ -344,8 +452,19 @@ def test_a_near_duplicate_is_rejected_at_qa_novelty_naming_the_nearest_task(endp
     keep = ScenarioSubcategory.objects.order_by("pk").first()
     ScenarioSubcategory.objects.exclude(pk=keep.pk).delete()
     scripted(scripted_upstream, ["good", "good"])
-    args = ("--route", "persona", "--count", "1", "--generator", "gen", "--judge", "judge", "--qa-stages", "novelty",
-            "--here")  # fmt: skip
+    args = (
+        "--route",
+        "persona",
+        "--count",
+        "1",
+        "--generator",
+        "gen",
+        "--judge",
+        "judge",
+        "--qa-stages",
+        "novelty",
+        "--here",
+    )
     first = synthesize(*args, "--seed", "1")
     assert (first["kept"], first["rejected"]) == (1, {})
     kept = SynthesisItem.objects.get(batch_id=first["batch"]).task
@@ -368,7 +487,9 @@ def test_qa_errors_are_retried_on_resume_and_a_new_judge_reruns_qa_only(endpoint
     model = ScriptedPipeline(["good"])
     answers = {"scripted-model": Reply.error(503, "the judge is down")}
     scripted_upstream.responder = Judges(model, answers)
-    batch = run_here(start_batch("persona", 1, gen, judge, seed=3, options={"qa_stages": ["plausibility"]}, here=True, user=None))
+    batch = run_here(
+        start_batch("persona", 1, gen, judge, seed=3, options={"qa_stages": ["plausibility"]}, here=True, user=None)
+    )
     item = batch.items.get()
     assert batch_json(batch)["failed"] == {"qa": 1}
     # Its only item failed: the batch made nothing, so it has failed (not a green "complete"), saying why.
@@ -411,9 +532,15 @@ def test_run_batch_job_fans_out_item_jobs_and_the_batch_completes(endpoints, scr
         assert execute(child.pk) == JobRun.Status.SUCCEEDED  # delivered twice: runs once
     batch.refresh_from_db()
     assert batch_json(batch) | {"tokens": 0, "cost": 0} == {
-        "batch": batch.pk, "status": "complete", "requested": 2, "kept": 1, "rejected": {"generate": 1},
-        "failed": {}, "tokens": 0, "cost": 0,
-    }  # fmt: skip
+        "batch": batch.pk,
+        "status": "complete",
+        "requested": 2,
+        "kept": 1,
+        "rejected": {"generate": 1},
+        "failed": {},
+        "tokens": 0,
+        "cost": 0,
+    }
     assert sorted(batch.items.values_list("job_run_id", flat=True)) == [c.pk for c in children]
 
 
@@ -434,9 +561,24 @@ def test_synthesize_waits_for_a_worker_and_a_killed_worker_is_resumed(seeds_afte
     with use_engine("django_q"):
         worker = start_django_q_worker(workers=1)
         try:
-            found = synthesize("--route", "persona", "--count", "1", "--generator", "gen", "--judge", "judge",
-                               "--seed", "1", "--qa-stages", "", "--timeout", "240",
-                               "--start-timeout", "240")  # a worker on a loaded machine may take long to start  # fmt: skip
+            found = synthesize(
+                "--route",
+                "persona",
+                "--count",
+                "1",
+                "--generator",
+                "gen",
+                "--judge",
+                "judge",
+                "--seed",
+                "1",
+                "--qa-stages",
+                "",
+                "--timeout",
+                "240",
+                "--start-timeout",
+                "240",
+            )  # a worker on a loaded machine may take long to start
             assert (found["status"], found["kept"]) == ("complete", 1)
             assert SynthesisItem.objects.get(batch_id=found["batch"]).job_run.kind == "synthesis.run_item"
 
@@ -446,8 +588,11 @@ def test_synthesize_waits_for_a_worker_and_a_killed_worker_is_resumed(seeds_afte
             assert model.reached.wait(timeout=240), worker.log_tail()
             worker.kill()
             second = batch.items.get(index=1)
-            assert (second.status, second.stage, set(second.stage_results)) == ("running", "verify",
-                                                                                 {"generate", "files"})  # fmt: skip
+            assert (second.status, second.stage, set(second.stage_results)) == (
+                "running",
+                "verify",
+                {"generate", "files"},
+            )
             before = len(model.seen)
         finally:
             model.release()

@@ -24,8 +24,14 @@ from tasks.services import save_package
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 CHECKER = b"import json\nscore = 1.0 if open('/workspace/totals.md').read().strip() == 'Total: 42' else 0.0\n"
-RUBRIC = [{"name": "clear-summary", "target_file": "totals.md", "weight": 1.0,
-           "scores": {"0": "unreadable", "0.25": "poor", "0.5": "fair", "0.75": "good", "1": "excellent"}}]  # fmt: skip
+RUBRIC = [
+    {
+        "name": "clear-summary",
+        "target_file": "totals.md",
+        "weight": 1.0,
+        "scores": {"0": "unreadable", "0.25": "poor", "0.5": "fair", "0.75": "good", "1": "excellent"},
+    }
+]
 
 GOOD = {
     "plausibility": {"plausible": True, "reason": "A real bookkeeping request; sales.csv holds the amounts."},
@@ -35,7 +41,7 @@ GOOD = {
         "requirements": [{"requirement": "totals.md holds the total", "covered": True, "by": "score"}],
         "over_strict": [],
         "reason": "The one requirement is checked.",
-    },  # fmt: skip
+    },
     "rubric": {"complementary": True, "reason": "Clarity is for a judge, not code.", "redundant_rules": []},
 }
 
@@ -48,9 +54,14 @@ def fast_backoff(fast_llm_retries):
 @pytest.fixture
 def judge(db, scripted_upstream):
     return ModelEndpoint.objects.create(
-        name="judge", base_url=scripted_upstream.base_url, model="judge-model", roles=["judge"],
-        timeout_seconds=5, max_retries=0, max_concurrent=1,
-    )  # fmt: skip
+        name="judge",
+        base_url=scripted_upstream.base_url,
+        model="judge-model",
+        roles=["judge"],
+        timeout_seconds=5,
+        max_retries=0,
+        max_concurrent=1,
+    )
 
 
 def stage_of(body) -> str:
@@ -80,9 +91,13 @@ def qa_task(**changes):
     task = QATask(
         instruction="Sum the amounts in sales.csv and write 'Total: <sum>' to totals.md.",
         input_files={"sales.csv": b"item,amount\napples,40\npears,2\n", "logo.png": b"\x89PNG\x00\x00binary"},
-        checker_files={"reward/check.py": CHECKER}, rubric=RUBRIC, category="office-work",
-        subcategory="spreadsheets", external_id="sales-total", expected_behavior="totals.md says Total: 42",
-    )  # fmt: skip
+        checker_files={"reward/check.py": CHECKER},
+        rubric=RUBRIC,
+        category="office-work",
+        subcategory="spreadsheets",
+        external_id="sales-total",
+        expected_behavior="totals.md says Total: 42",
+    )
     for key, value in changes.items():
         setattr(task, key, value)
     return task
@@ -132,25 +147,54 @@ def test_input_files_are_bounded(judge, scripted_upstream):
 @pytest.mark.parametrize(
     "stage, answer, reason_has, details",
     [
-        ("plausibility", {"plausible": False, "reason": "The instruction names report.xlsx, which is not there.",
-                          "problems": ["report.xlsx is missing"]},
-         "report.xlsx, which is not there", {"problems": ["report.xlsx is missing"]}),
-        ("difficulty", {"level": 1, "reason": "Copy one file."}, "level 1 is outside 2..5: Copy one file.",
-         {"level": 1}),
-        ("leak", {"leaks": True, "reason": "It states the sum.", "leaked": ["Total: 42"]},
-         "gives away: Total: 42", {"leaked": ["Total: 42"]}),
-        ("alignment", {"requirements": [{"requirement": "totals.md holds the total", "covered": True, "by": "score"},
-                                        {"requirement": "the total has two decimals", "covered": False}],
-                       "over_strict": [{"check": "exact string match", "why": "white space is left open"}],
-                       "reason": "Half covered."},
-         "uncovered: the total has two decimals — over-strict: exact string match (white space is left open)",
-         {"coverage": 0.5, "requirements": 2, "uncovered": ["the total has two decimals"],
-          "over_strict": ["exact string match (white space is left open)"]}),
-        ("rubric", {"complementary": False, "reason": "It checks that the file exists.",
-                    "redundant_rules": ["clear-summary"]},
-         "repeating the checker: clear-summary", {"redundant_rules": ["clear-summary"], "unknown_rules": []}),
+        (
+            "plausibility",
+            {
+                "plausible": False,
+                "reason": "The instruction names report.xlsx, which is not there.",
+                "problems": ["report.xlsx is missing"],
+            },
+            "report.xlsx, which is not there",
+            {"problems": ["report.xlsx is missing"]},
+        ),
+        (
+            "difficulty",
+            {"level": 1, "reason": "Copy one file."},
+            "level 1 is outside 2..5: Copy one file.",
+            {"level": 1},
+        ),
+        (
+            "leak",
+            {"leaks": True, "reason": "It states the sum.", "leaked": ["Total: 42"]},
+            "gives away: Total: 42",
+            {"leaked": ["Total: 42"]},
+        ),
+        (
+            "alignment",
+            {
+                "requirements": [
+                    {"requirement": "totals.md holds the total", "covered": True, "by": "score"},
+                    {"requirement": "the total has two decimals", "covered": False},
+                ],
+                "over_strict": [{"check": "exact string match", "why": "white space is left open"}],
+                "reason": "Half covered.",
+            },
+            "uncovered: the total has two decimals — over-strict: exact string match (white space is left open)",
+            {
+                "coverage": 0.5,
+                "requirements": 2,
+                "uncovered": ["the total has two decimals"],
+                "over_strict": ["exact string match (white space is left open)"],
+            },
+        ),
+        (
+            "rubric",
+            {"complementary": False, "reason": "It checks that the file exists.", "redundant_rules": ["clear-summary"]},
+            "repeating the checker: clear-summary",
+            {"redundant_rules": ["clear-summary"], "unknown_rules": []},
+        ),
     ],
-)  # fmt: skip
+)
 def test_each_judged_stage_fails_naming_why(judge, scripted_upstream, stage, answer, reason_has, details):
     answering(scripted_upstream, {stage: answer})
     verdict = assess(qa_task(), [stage], judge=judge)[stage]
@@ -239,16 +283,24 @@ def test_every_system_prompt_carries_its_marker():
 # --- catalog tasks: stored rows, the command, the job ----------------------------------------------------------------
 
 
-def make_task(external_id, instruction="Sum the amounts in sales.csv and write 'Total: <sum>' to totals.md.",
-              rubric=None):  # fmt: skip
+def make_task(
+    external_id, instruction="Sum the amounts in sales.csv and write 'Total: <sum>' to totals.md.", rubric=None
+):
     package = TaskPackage(
-        external_id=external_id, instruction=instruction,
-        metadata={"grading_type": "automated", "scenario_category": "office-work",
-                  "scenario_subcategory": "spreadsheets", "expected_behavior": "Total: 42"},
-        files=[PackageFile("sales.csv", b"item,amount\napples,40\npears,2\n"),
-               PackageFile("reward/check.py", CHECKER, "reward")],
+        external_id=external_id,
+        instruction=instruction,
+        metadata={
+            "grading_type": "automated",
+            "scenario_category": "office-work",
+            "scenario_subcategory": "spreadsheets",
+            "expected_behavior": "Total: 42",
+        },
+        files=[
+            PackageFile("sales.csv", b"item,amount\napples,40\npears,2\n"),
+            PackageFile("reward/check.py", CHECKER, "reward"),
+        ],
         rubric=rubric or [],
-    )  # fmt: skip
+    )
     return save_package(package).task
 
 

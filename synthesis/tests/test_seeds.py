@@ -100,8 +100,11 @@ def test_persona_hub_jsonl_imports_new_ones_and_reports_each_bad_line(tmp_path):
 
     assert report["imported"] == 2 and report["updated"] == 0 and report["unchanged"] == 2
     assert [f["source"] for f in report["failed"]] == [
-        "persona.jsonl:3", "persona.jsonl:4", "persona.jsonl:5", "persona.jsonl:8"
-    ]  # fmt: skip
+        "persona.jsonl:3",
+        "persona.jsonl:4",
+        "persona.jsonl:5",
+        "persona.jsonl:8",
+    ]
     assert report["failed"][0]["error"].startswith("not JSON")
     assert report["failed"][1]["error"] == 'no "persona" string in the object'
     assert report["failed"][2]["error"] == "the persona is empty"
@@ -119,8 +122,10 @@ def test_persona_hub_jsonl_imports_new_ones_and_reports_each_bad_line(tmp_path):
 
 def test_plain_text_is_one_persona_per_non_empty_line_and_an_open_file_works_too(tmp_path):
     path = tmp_path / "mine.txt"
-    path.write_text("A glassblower in Murano who keeps a log of furnace temperatures.\n\n"
-                    "   A courier in Hanoi who plans routes around the morning floods.  \n")  # fmt: skip
+    path.write_text(
+        "A glassblower in Murano who keeps a log of furnace temperatures.\n\n"
+        "   A courier in Hanoi who plans routes around the morning floods.  \n"
+    )
     report = import_personas(path).as_dict()
     assert report == {"imported": 2, "updated": 0, "unchanged": 0, "failed": [], "failed_count": 0}
     assert Persona.objects.filter(source="mine.txt").count() == 2
@@ -141,8 +146,9 @@ def test_a_jsonl_file_without_the_extension_is_recognised_by_its_first_line(tmp_
 
 def test_the_command_prints_the_report_as_json_last(tmp_path):
     path = tmp_path / "p.jsonl"
-    path.write_text(json.dumps({"persona": "A tram driver in Lisbon who writes fado lyrics on her breaks."})
-                    + "\n{oops\n")  # fmt: skip
+    path.write_text(
+        json.dumps({"persona": "A tram driver in Lisbon who writes fado lyrics on her breaks."}) + "\n{oops\n"
+    )
 
     out, err = run_import(str(path), "--json")
 
@@ -200,9 +206,14 @@ def test_operations_are_editable_in_the_admin(superuser_client):
     assert page.status_code == 200
     response = superuser_client.post(
         reverse("admin:synthesis_atomicoperation_change", args=[operation.pk]),
-        {"category": operation.category_id, "slug": operation.slug, "name": "Draft an email to a file",
-         "description": operation.description, "enabled": "on"},
-    )  # fmt: skip
+        {
+            "category": operation.category_id,
+            "slug": operation.slug,
+            "name": "Draft an email to a file",
+            "description": operation.description,
+            "enabled": "on",
+        },
+    )
     assert response.status_code == 302
     operation.refresh_from_db()
     assert operation.name == "Draft an email to a file" and not operation.needs_network

@@ -193,10 +193,14 @@ def skill_md(name: str) -> bytes:
 @pytest.mark.parametrize("pack", [_zip, _tgz], ids=["zip", "tar.gz"])
 def test_an_archive_of_skills_imports_and_one_with_a_path_outside_is_refused(tmp_path, pack):
     suffix = ".zip" if pack is _zip else ".tar.gz"
-    good = pack(tmp_path / f"skills{suffix}", {
-        "skills/alpha/SKILL.md": skill_md("alpha"), "skills/alpha/scripts/run.sh": b"echo alpha\n",
-        "skills/beta/SKILL.md": skill_md("beta"),
-    })  # fmt: skip
+    good = pack(
+        tmp_path / f"skills{suffix}",
+        {
+            "skills/alpha/SKILL.md": skill_md("alpha"),
+            "skills/alpha/scripts/run.sh": b"echo alpha\n",
+            "skills/beta/SKILL.md": skill_md("beta"),
+        },
+    )
     report = import_skills(good).as_dict()
     assert (report["imported"], report["failed"]) == (2, [])
     alpha = Skill.objects.get(name="alpha")
@@ -215,8 +219,12 @@ def test_the_command_reports_as_json_and_refuses_what_it_cannot_read(tmp_path):
     out = StringIO()
     call_command("import_skills", str(tmp_path), "--json", stdout=out, stderr=StringIO())
     assert json.loads(out.getvalue().strip().splitlines()[-1]) == {
-        "imported": 1, "updated": 0, "unchanged": 0, "failed": [], "failed_count": 0
-    }  # fmt: skip
+        "imported": 1,
+        "updated": 0,
+        "unchanged": 0,
+        "failed": [],
+        "failed_count": 0,
+    }
     (tmp_path / "empty").mkdir()
     with pytest.raises(CommandError, match="found no skill folder"):
         call_command("import_skills", str(tmp_path / "empty"), stdout=StringIO())
@@ -257,8 +265,10 @@ def test_every_bundled_openclaw_skill_imports_and_a_second_run_is_all_unchanged(
     assert Skill.objects.get(name="goplaces").primary_env == "GOOGLE_PLACES_API_KEY"
     assert Skill.objects.get(name="trello").required_env == ["TRELLO_API_KEY", "TRELLO_TOKEN"]
     assert sorted(Skill.objects.get(name="1password").files.values_list("path", flat=True)) == [
-        "SKILL.md", "references/cli-examples.md", "references/get-started.md"
-    ]  # fmt: skip
+        "SKILL.md",
+        "references/cli-examples.md",
+        "references/get-started.md",
+    ]
 
     assert import_bundled() == {"imported": 0, "updated": 0, "unchanged": 51, "failed": [], "failed_count": 0}
 
@@ -267,9 +277,16 @@ def test_every_bundled_openclaw_skill_imports_and_a_second_run_is_all_unchanged(
 
 
 def test_skill_text_puts_skill_md_then_readme_first_and_stays_within_the_limit(tmp_path):
-    write_skill(tmp_path / "big", "big", body="Main instructions.\n", extra={
-        "a-notes.md": "alpha " * 2000, "README.md": "Read me first.\n", "z/deep.txt": "deep " * 5000,
-    })  # fmt: skip
+    write_skill(
+        tmp_path / "big",
+        "big",
+        body="Main instructions.\n",
+        extra={
+            "a-notes.md": "alpha " * 2000,
+            "README.md": "Read me first.\n",
+            "z/deep.txt": "deep " * 5000,
+        },
+    )
     import_skills(tmp_path / "big")
     skill = Skill.objects.get(name="big")
 
@@ -300,8 +317,22 @@ def test_missing_bins_are_the_required_ones_the_runtime_lacks(tmp_path):
 # --- annotation -----------------------------------------------------------------------------------------------
 
 NEEDS_AUTH = {"1password", "github", "gh-issues", "notion", "trello", "goplaces", "gog", "xurl", "spotify-player"}
-NOT_TEXT_ONLY = {"weather", "camsnap", "peekaboo", "openhue", "sonoscli", "blucli", "songsee", "apple-notes",
-                 "apple-reminders", "things-mac", "openai-whisper", "sherpa-onnx-tts", "sag", "eightctl"}  # fmt: skip
+NOT_TEXT_ONLY = {
+    "weather",
+    "camsnap",
+    "peekaboo",
+    "openhue",
+    "sonoscli",
+    "blucli",
+    "songsee",
+    "apple-notes",
+    "apple-reminders",
+    "things-mac",
+    "openai-whisper",
+    "sherpa-onnx-tts",
+    "sag",
+    "eightctl",
+}
 RISKY = {"1password": "high", "github": "medium", "coding-agent": "medium"}
 # Answer badly once (then well when told the problem), or always.
 BROKEN_ONCE = {"tmux"}
@@ -317,9 +348,14 @@ def fast_backoff(fast_llm_retries):
 def judge(db, scripted_upstream):
     scripted_upstream.responder = annotator
     return ModelEndpoint.objects.create(
-        name="judge", base_url=scripted_upstream.base_url, model="judge-model", roles=["judge"],
-        timeout_seconds=5, max_retries=0, max_concurrent=1,
-    )  # fmt: skip
+        name="judge",
+        base_url=scripted_upstream.base_url,
+        model="judge-model",
+        roles=["judge"],
+        timeout_seconds=5,
+        max_retries=0,
+        max_concurrent=1,
+    )
 
 
 def annotation_answer(name: str) -> dict:
@@ -389,8 +425,10 @@ def test_every_bundled_skill_is_annotated_and_labelled_and_failures_are_kept(bun
     rows = json.loads(out.strip().splitlines()[-1])
     assert [r["skill"] for r in rows] == bundled_folders
     by_name = {r["skill"]: r for r in rows}
-    assert all(set(r) == {"skill", "synthesizable", "missing_bins", "auth_required", "text_only_compatible", "risk",
-                          "error"} for r in rows)  # fmt: skip
+    assert all(
+        set(r) == {"skill", "synthesizable", "missing_bins", "auth_required", "text_only_compatible", "risk", "error"}
+        for r in rows
+    )
     # xurl never answered well: failed, said so, kept on the skill; the command exits non-zero.
     assert error is not None and "1 annotation(s) failed; first: xurl" in str(error)
     xurl = by_name.pop("xurl")
@@ -413,9 +451,14 @@ def test_every_bundled_skill_is_annotated_and_labelled_and_failures_are_kept(bun
     assert by_name["coding-agent"]["missing_bins"] == ["claude|codex|opencode"]
     assert by_name["notion"]["missing_bins"] == ["ntn|curl"]
     assert by_name["python-debugpy"] == {
-        "skill": "python-debugpy", "synthesizable": True, "missing_bins": [], "auth_required": False,
-        "text_only_compatible": True, "risk": "low", "error": None,
-    }  # fmt: skip
+        "skill": "python-debugpy",
+        "synthesizable": True,
+        "missing_bins": [],
+        "auth_required": False,
+        "text_only_compatible": True,
+        "risk": "low",
+        "error": None,
+    }
     assert by_name["weather"]["synthesizable"] is False and by_name["weather"]["missing_bins"] == []
     assert by_name["skill-creator"]["synthesizable"] is True
     assert by_name["1password"]["synthesizable"] is False and by_name["1password"]["risk"] == "high"
@@ -527,8 +570,10 @@ def test_the_override_action_asks_for_a_label_and_a_reason(tmp_path, client, dja
     done = client.post(url, {**action, "apply": "1", "label": "yes", "reason": "Reviewed by hand: works offline."})
     assert done.status_code == 302
     assert dict(Skill.objects.values_list("name", "synthesizable_override")) == {
-        "alpha": True, "beta": True, "gamma": None
-    }  # fmt: skip
+        "alpha": True,
+        "beta": True,
+        "gamma": None,
+    }
     assert Skill.objects.get(name="alpha").override_reason == "Reviewed by hand: works offline."
     assert skill_synthesizable(Skill.objects.get(name="beta")) is True  # never annotated: the override decides
 

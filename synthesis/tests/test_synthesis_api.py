@@ -60,10 +60,16 @@ def test_reads_need_a_role_and_writes_need_admin(api_as, outsider, viewer_api, r
     for url in (BATCHES, f"{BATCHES}{batch.pk}/", ITEMS, PERSONAS, SKILLS, QA):
         assert outsider_api.get(url).status_code == 403, url
         assert viewer_api.get(url).status_code == 200, url
-    writes = [(BATCHES, {"route": "persona", "count": 2, "generator": "gen", "judge": "judge"}),
-              (f"{BATCHES}{batch.pk}/cancel/", {}), (f"{BATCHES}{batch.pk}/resume/", {}),
-              (f"{PERSONAS}import/", {}), (f"{SKILLS}{skill.name}/override/", {"synthesizable": None}),
-              (f"{SKILLS}annotate/", {}), (f"{SKILLS}import-bundled/", {}), (f"{QA}assess/", {"all": True})]  # fmt: skip
+    writes = [
+        (BATCHES, {"route": "persona", "count": 2, "generator": "gen", "judge": "judge"}),
+        (f"{BATCHES}{batch.pk}/cancel/", {}),
+        (f"{BATCHES}{batch.pk}/resume/", {}),
+        (f"{PERSONAS}import/", {}),
+        (f"{SKILLS}{skill.name}/override/", {"synthesizable": None}),
+        (f"{SKILLS}annotate/", {}),
+        (f"{SKILLS}import-bundled/", {}),
+        (f"{QA}assess/", {"all": True}),
+    ]
     for url, body in writes:
         assert reviewer_api.post(url, body, format="json").status_code == 403, url
     batch.refresh_from_db()
@@ -79,8 +85,16 @@ def test_unknown_list_parameters_are_a_400(viewer_api):
 
 
 def test_start_a_preview_then_the_same_again_goes_on_with_it(admin_api, endpoints, admin_user):
-    body = {"route": "persona", "preview": True, "generator": "gen", "judge": "judge", "seed": 8,
-            "qa_stages": ["novelty"], "options": {"operations": 2}, "budget_usd": "0.25"}  # fmt: skip
+    body = {
+        "route": "persona",
+        "preview": True,
+        "generator": "gen",
+        "judge": "judge",
+        "seed": 8,
+        "qa_stages": ["novelty"],
+        "options": {"operations": 2},
+        "budget_usd": "0.25",
+    }
     response = admin_api.post(BATCHES, body, format="json")
     assert response.status_code == 201, response.json()
     data = response.json()
@@ -90,7 +104,8 @@ def test_start_a_preview_then_the_same_again_goes_on_with_it(admin_api, endpoint
     assert batch.options == {"operations": 2, "qa_stages": ["novelty"]} and batch.budget_usd == Decimal("0.25")
     assert data["resumed"] is False and data["preview"] is True and data["budget_usd"] == 0.25
     assert {k: data[k] for k in ("batch", "status", "requested", "kept", "rejected", "failed", "tokens", "cost")} == (
-        batch_json(batch))  # fmt: skip
+        batch_json(batch)
+    )
     assert [row["step"] for row in data["funnel"]] == [row["step"] for row in funnel(batch)]
     assert JobRun.objects.get(pk=batch.job_run_id).kind == "synthesis.run_batch"
 
@@ -120,8 +135,14 @@ def test_start_is_validated(admin_api, endpoints):
 def test_list_filters_and_detail(viewer_api, endpoints):
     generator, judge = endpoints
     running = running_batch(endpoints)
-    done = make_batch(generator, judge, status=SynthesisBatch.Status.COMPLETE, preview=True, seed=4,
-                      items=[("kept", "catalog", {}, "")])  # fmt: skip
+    done = make_batch(
+        generator,
+        judge,
+        status=SynthesisBatch.Status.COMPLETE,
+        preview=True,
+        seed=4,
+        items=[("kept", "catalog", {}, "")],
+    )
     rows = viewer_api.get(BATCHES).json()["results"]
     assert [r["id"] for r in rows] == [done.pk, running.pk]  # newest first
     assert rows[1]["tokens"] == 1250 and rows[1]["cost"] == 0.0125 and rows[1]["generator"] == "gen"
@@ -192,10 +213,17 @@ def test_personas_list_and_import(viewer_api, admin_api):
 
 def test_skills_annotation_label_override_and_annotate(viewer_api, admin_api, admin_user, endpoints):
     skill = Skill.objects.create(name="pdf-render", content_hash="b", required_bins=["pdftoppm"])
-    SkillAnnotation.objects.create(skill=skill, summary="old", auth_required=False, text_only_compatible=True,
-                                   synthesizable=True)  # fmt: skip
-    SkillAnnotation.objects.create(skill=skill, summary="Renders PDFs", auth_required=False, text_only_compatible=True,
-                                   missing_bins=["pdftoppm"], synthesizable=False)  # fmt: skip
+    SkillAnnotation.objects.create(
+        skill=skill, summary="old", auth_required=False, text_only_compatible=True, synthesizable=True
+    )
+    SkillAnnotation.objects.create(
+        skill=skill,
+        summary="Renders PDFs",
+        auth_required=False,
+        text_only_compatible=True,
+        missing_bins=["pdftoppm"],
+        synthesizable=False,
+    )
     Skill.objects.create(name="fresh", content_hash="c")
     rows = viewer_api.get(SKILLS).json()["results"]
     assert [r["name"] for r in rows] == ["fresh", "pdf-render"]
@@ -227,12 +255,15 @@ def test_skills_annotation_label_override_and_annotate(viewer_api, admin_api, ad
 
 
 def test_quality_assessments_filters_and_assess(viewer_api, admin_api):
-    a = save_package(TaskPackage(external_id="qa-a", instruction="Write a.txt.", metadata={}, files=[]),
-                     stage="import").revision  # fmt: skip
-    b = save_package(TaskPackage(external_id="qa-b", instruction="Write b.txt.", metadata={}, files=[]),
-                     stage="import").revision  # fmt: skip
-    QualityAssessment.objects.create(revision=a, stage="novelty", verdict="fail", reason="near qa-b",
-                                     details={"nearest": "qa-b", "similarity": 0.97})  # fmt: skip
+    a = save_package(
+        TaskPackage(external_id="qa-a", instruction="Write a.txt.", metadata={}, files=[]), stage="import"
+    ).revision
+    b = save_package(
+        TaskPackage(external_id="qa-b", instruction="Write b.txt.", metadata={}, files=[]), stage="import"
+    ).revision
+    QualityAssessment.objects.create(
+        revision=a, stage="novelty", verdict="fail", reason="near qa-b", details={"nearest": "qa-b", "similarity": 0.97}
+    )
     QualityAssessment.objects.create(revision=a, stage="difficulty", verdict="pass", reason="2", details={"level": 2})
     QualityAssessment.objects.create(revision=b, stage="novelty", verdict="pass", reason="new")
     rows = viewer_api.get(QA + "?task=qa-a").json()["results"]

@@ -15,10 +15,25 @@ BASE_DIR = Path(__file__).resolve().parent.parent.parent
 @pytest.mark.usefixtures("bwrap")
 def test_synthesis_bench_smoke():
     done = subprocess.run(
-        [sys.executable, "bench/synthesis_bench.py", "--pool", "120", "--new", "12", "--measure", "8",
-         "--compare", "8", "--pipeline-tasks", "1"],
-        cwd=BASE_DIR, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "bench/synthesis_bench.py",
+            "--pool",
+            "120",
+            "--new",
+            "12",
+            "--measure",
+            "8",
+            "--compare",
+            "8",
+            "--pipeline-tasks",
+            "1",
+        ],
+        cwd=BASE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["novelty_12_vs_120_s"] > 0 and report["novelty_500_vs_13500_s"] is None

@@ -51,17 +51,27 @@ def test_reading_needs_a_role_and_acting_needs_admin(
     batch = running_batch(endpoints)
     item = batch.items.first()
     skill = Skill.objects.create(name="notes", content_hash="x")
-    pages = [reverse("synthesis:list"), reverse("synthesis:detail", args=[batch.pk]),
-             reverse("synthesis:item", args=[item.pk]), reverse("synthesis:personas"), reverse("synthesis:skills"),
-             reverse("synthesis:running")]  # fmt: skip
+    pages = [
+        reverse("synthesis:list"),
+        reverse("synthesis:detail", args=[batch.pk]),
+        reverse("synthesis:item", args=[item.pk]),
+        reverse("synthesis:personas"),
+        reverse("synthesis:skills"),
+        reverse("synthesis:running"),
+    ]
     for url in pages:
         assert client.get(url).status_code == 302  # to the login page
         assert outsider_client.get(url).status_code == 403
         assert viewer_client.get(url).status_code == 200, url
-    actions = [reverse("synthesis:start"), reverse("synthesis:resume", args=[batch.pk]),
-               reverse("synthesis:cancel", args=[batch.pk]), reverse("synthesis:personas-import"),
-               reverse("synthesis:skills-import-bundled"), reverse("synthesis:skills-annotate"),
-               reverse("synthesis:skill-override", args=[skill.pk])]  # fmt: skip
+    actions = [
+        reverse("synthesis:start"),
+        reverse("synthesis:resume", args=[batch.pk]),
+        reverse("synthesis:cancel", args=[batch.pk]),
+        reverse("synthesis:personas-import"),
+        reverse("synthesis:skills-import-bundled"),
+        reverse("synthesis:skills-annotate"),
+        reverse("synthesis:skill-override", args=[skill.pk]),
+    ]
     for url in actions:
         assert viewer_client.post(url).status_code == 403, url
         assert reviewer_client.post(url).status_code == 403, url
@@ -85,8 +95,15 @@ def test_start_form_starts_a_batch_or_a_preview_first(admin_client, endpoints, a
     form = admin_client.get(reverse("synthesis:start")).content.decode()
     assert 'name="preview"' in form and "Preview (5 items)" in form
     assert 'value="gen" selected' in form.replace("\n", " ") or '<option value="gen" selected>' in form
-    fields = {"route": "persona", "count": "12", "generator": "gen", "judge": "judge", "seed": "41",
-              "qa_stages": ["novelty", "plausibility"], "budget_usd": "0.5"}  # fmt: skip
+    fields = {
+        "route": "persona",
+        "count": "12",
+        "generator": "gen",
+        "judge": "judge",
+        "seed": "41",
+        "qa_stages": ["novelty", "plausibility"],
+        "budget_usd": "0.5",
+    }
     response = admin_client.post(reverse("synthesis:start"), {**fields, "preview": "1"})
     preview = SynthesisBatch.objects.get()
     assert response.status_code == 302 and response["Location"] == reverse("synthesis:detail", args=[preview.pk])
@@ -117,8 +134,8 @@ def test_start_form_starts_a_batch_or_a_preview_first(admin_client, endpoints, a
 def test_start_form_offers_each_role_its_endpoints_and_says_when_none_serves_it(admin_client, endpoints):
     generator, judge = endpoints
     page = admin_client.get(reverse("synthesis:start")).content.decode()
-    generators = page[page.index('name="generator"'):page.index("</select>", page.index('name="generator"'))]
-    judges = page[page.index('name="judge"'):page.index("</select>", page.index('name="judge"'))]
+    generators = page[page.index('name="generator"') : page.index("</select>", page.index('name="generator"'))]
+    judges = page[page.index('name="judge"') : page.index("</select>", page.index('name="judge"'))]
     assert '<option value="gen"' in generators and "judge" not in generators.split(">", 1)[1]
     assert '<option value="judge"' in judges and 'value="gen"' not in judges
     ModelEndpoint.objects.filter(pk=judge.pk).update(roles=["agent"])
@@ -127,8 +144,15 @@ def test_start_form_offers_each_role_its_endpoints_and_says_when_none_serves_it(
 
 
 def test_start_form_every_qa_stage_is_the_commands_default(admin_client, endpoints):
-    fields = {"route": "persona", "count": "3", "generator": "gen", "judge": "judge", "seed": "5", "start": "1",
-              "qa_stages": ["novelty", "plausibility", "difficulty", "leak", "alignment", "rubric"]}  # fmt: skip
+    fields = {
+        "route": "persona",
+        "count": "3",
+        "generator": "gen",
+        "judge": "judge",
+        "seed": "5",
+        "start": "1",
+        "qa_stages": ["novelty", "plausibility", "difficulty", "leak", "alignment", "rubric"],
+    }
     admin_client.post(reverse("synthesis:start"), fields)
     assert SynthesisBatch.objects.get().options == {}
     fields["qa_stages"] = []
@@ -138,16 +162,21 @@ def test_start_form_every_qa_stage_is_the_commands_default(admin_client, endpoin
 
 
 def test_start_form_errors_are_shown_and_nothing_starts(admin_client, endpoints):
-    response = admin_client.post(reverse("synthesis:start"), {"route": "persona", "count": "0", "generator": "gen",
-                                                              "judge": "nobody", "start": "1"})  # fmt: skip
+    response = admin_client.post(
+        reverse("synthesis:start"),
+        {"route": "persona", "count": "0", "generator": "gen", "judge": "nobody", "start": "1"},
+    )
     assert response.status_code == 400
     assert not SynthesisBatch.objects.exists()
     # The skill route without a synthesizable skill: the form links the Skills page, where import and annotate are.
-    response = admin_client.post(reverse("synthesis:start"), {"route": "skill", "count": "2", "generator": "gen",
-                                                              "judge": "judge", "start": "1"})  # fmt: skip
+    response = admin_client.post(
+        reverse("synthesis:start"), {"route": "skill", "count": "2", "generator": "gen", "judge": "judge", "start": "1"}
+    )
     assert response.status_code == 400
-    assert (f'import and annotate them on the <a href="{reverse("synthesis:skills")}">Skills page</a>'
-            in response.content.decode())  # fmt: skip
+    assert (
+        f'import and annotate them on the <a href="{reverse("synthesis:skills")}">Skills page</a>'
+        in response.content.decode()
+    )
     assert "`import_skills`" not in response.content.decode()
     assert not SynthesisBatch.objects.exists()
 
@@ -164,8 +193,11 @@ def test_a_running_batch_polls_and_a_finished_one_does_not(viewer_client, admin_
     # Where the items are: pending, running, kept, rejected, failed per stage reached.
     cells = re.findall(r'<tr data-stage="(\w+)"><td>[^<]+</td>((?:<td class="num">.*?</td>){5})</tr>', page)
     counts = {stage: re.findall(r"(\d+)(?:</span>)?</td>", row) for stage, row in cells}
-    assert counts == {"generate": ["0", "0", "0", "1", "0"], "files": ["1", "0", "0", "0", "0"],
-                      "verify": ["0", "1", "0", "0", "0"]}  # fmt: skip
+    assert counts == {
+        "generate": ["0", "0", "0", "1", "0"],
+        "files": ["1", "0", "0", "0", "0"],
+        "verify": ["0", "1", "0", "0", "0"],
+    }
     # htmx gets the partial alone, its polling attributes included.
     partial = viewer_client.get(url, headers={"HX-Request": "true"}).content.decode()
     assert partial.lstrip().startswith('<div id="batch-live"') and "<html" not in partial
@@ -201,8 +233,9 @@ def test_cancel_and_resume_call_the_services(admin_client, endpoints):
 def test_list_shows_progress_and_polls_while_a_batch_runs(viewer_client, endpoints):
     generator, judge = endpoints
     running = running_batch(endpoints)
-    done = make_batch(generator, judge, status=SynthesisBatch.Status.COMPLETE, seed=9,
-                      items=[("kept", "catalog", {}, "")])  # fmt: skip
+    done = make_batch(
+        generator, judge, status=SynthesisBatch.Status.COMPLETE, seed=9, items=[("kept", "catalog", {}, "")]
+    )
     page = viewer_client.get(reverse("synthesis:list")).content.decode()
     assert f'data-batch="{running.pk}"' in page and f'data-batch="{done.pk}"' in page
     assert 'id="batches" class="card" hx-get=' in page
@@ -214,14 +247,24 @@ def test_list_shows_progress_and_polls_while_a_batch_runs(viewer_client, endpoin
 def test_a_batch_whose_every_item_failed_has_failed_and_one_with_failures_is_not_green(viewer_client, endpoints):
     generator, judge = endpoints
     failing = {"files": {"verdict": "error", "reason": "HTTP 503", "retryable": True}}
-    all_failed = make_batch(generator, judge, items=[
-        ("failed", "files", failing, "files: the generator did not answer (HTTP 503)"),
-        ("failed", "files", failing, "files: the generator did not answer (HTTP 503)"),
-        ("failed", "generate", {}, "generate: not JSON"),
-    ])  # fmt: skip
-    some_failed = make_batch(generator, judge, seed=4, items=[
-        ("kept", "catalog", {}, ""), ("failed", "files", failing, "files: HTTP 503"),
-    ])  # fmt: skip
+    all_failed = make_batch(
+        generator,
+        judge,
+        items=[
+            ("failed", "files", failing, "files: the generator did not answer (HTTP 503)"),
+            ("failed", "files", failing, "files: the generator did not answer (HTTP 503)"),
+            ("failed", "generate", {}, "generate: not JSON"),
+        ],
+    )
+    some_failed = make_batch(
+        generator,
+        judge,
+        seed=4,
+        items=[
+            ("kept", "catalog", {}, ""),
+            ("failed", "files", failing, "files: HTTP 503"),
+        ],
+    )
     none_kept = make_batch(generator, judge, seed=5, items=[("rejected", "generate", {}, "generate: needs the web")])
     for batch in (all_failed, some_failed, none_kept):
         assert maybe_finish(batch.pk)
@@ -238,16 +281,20 @@ def test_a_batch_whose_every_item_failed_has_failed_and_one_with_failures_is_not
     assert '<span class="badge s-partial" id="batch-status">Complete · 1 failed</span>' in page
     assert 'class="progress partial"' in page and 'class="progress succeeded"' not in page
     listed = viewer_client.get(reverse("synthesis:list")).content.decode()
-    row = listed[listed.index(f'data-batch="{none_kept.pk}"'):]
+    row = listed[listed.index(f'data-batch="{none_kept.pk}"') :]
     assert '<span class="badge s-partial">Complete · none kept</span>' in row[: row.index("</tr>")]
-    row = listed[listed.index(f'data-batch="{all_failed.pk}"'):]
+    row = listed[listed.index(f'data-batch="{all_failed.pk}"') :]
     assert '<span class="badge s-failed">Failed</span>' in row[: row.index("</tr>")]
 
 
 def test_the_difficulty_charts_say_whose_rating_they_show(viewer_client, endpoints):
     generator, judge = endpoints
-    batch = make_batch(generator, judge, status=SynthesisBatch.Status.COMPLETE,
-                       items=[("kept", "catalog", {}, ""), ("rejected", "qa", {}, "qa: too easy")])  # fmt: skip
+    batch = make_batch(
+        generator,
+        judge,
+        status=SynthesisBatch.Status.COMPLETE,
+        items=[("kept", "catalog", {}, ""), ("rejected", "qa", {}, "qa: too easy")],
+    )
     judged = {"difficulty": {"verdict": "pass", "reason": "level 4", "details": {"level": 4}}}
     SynthesisItem.objects.filter(batch=batch, index=0).update(draft={"difficulty": 2, "qa": judged})
     too_easy = {"difficulty": {"verdict": "fail", "reason": "level 1", "details": {"level": 1}}}
@@ -256,10 +303,13 @@ def test_the_difficulty_charts_say_whose_rating_they_show(viewer_client, endpoin
     page = viewer_client.get(reverse("synthesis:detail", args=[batch.pk])).content.decode()
     mine = page.index("<h2>Difficulty as the generator rated its own task</h2>")
     theirs = page.index("<h2>Difficulty as the judge found it (quality assessment)</h2>")
-    charts = {chart["labels"] == ["2", "3"]: chart for chart in (
-        json.loads(re.search(r'id="chart-difficulty" type="application/json">([^<]+)<', page).group(1)),
-        json.loads(re.search(r'id="chart-judge_difficulty" type="application/json">([^<]+)<', page).group(1)),
-    )}  # fmt: skip
+    charts = {
+        chart["labels"] == ["2", "3"]: chart
+        for chart in (
+            json.loads(re.search(r'id="chart-difficulty" type="application/json">([^<]+)<', page).group(1)),
+            json.loads(re.search(r'id="chart-judge_difficulty" type="application/json">([^<]+)<', page).group(1)),
+        )
+    }
     assert mine < theirs and charts[True]["datasets"][1]["data"] == [1, 0]  # the generator's: 2 (kept) and 3
     assert charts[False]["labels"] == ["1", "4"] and charts[False]["datasets"][1]["data"] == [0, 1]
 
@@ -283,8 +333,9 @@ def test_pages_of_a_batch_the_pipeline_made(viewer_client, endpoints, scripted_u
     assert '<span id="count-kept">2</span>' in page and '<span id="count-rejected">2</span>' in page
     # The funnel's rows are batches.funnel's, with the rejections' reasons and example items linked.
     for row in funnel(batch):
-        assert re.search(rf'<tr data-step="{row["step"]}"><td>[^<]+</td><td class="num passed">{row["count"]}</td>',
-                         page), row  # fmt: skip
+        assert re.search(
+            rf'<tr data-step="{row["step"]}"><td>[^<]+</td><td class="num passed">{row["count"]}</td>', page
+        ), row
     assert reverse("synthesis:item", args=[broken.pk]) in page
     assert "no sane, solvable checker after 3 rounds" in page
     assert 'data-purpose="synthesis:verify"' in page and 'data-purpose="synthesis:generate"' in page
@@ -303,14 +354,20 @@ def test_pages_of_a_batch_the_pipeline_made(viewer_client, endpoints, scripted_u
     page = viewer_client.get(reverse("synthesis:item", args=[item.pk])).content.decode()
     assert reverse("tasks:detail", args=[item.task.external_id]) in page
     task_page = viewer_client.get(reverse("tasks:detail", args=[item.task.external_id])).content.decode()
-    assert (f'Made by <a href="/synthesis/{batch.pk}/">synthesis batch #{batch.pk}</a>, '
-            f'<a href="/synthesis/items/{item.pk}/">item #{item.pk}</a>') in task_page  # fmt: skip
+    assert (
+        f'Made by <a href="/synthesis/{batch.pk}/">synthesis batch #{batch.pk}</a>, '
+        f'<a href="/synthesis/items/{item.pk}/">item #{item.pk}</a>'
+    ) in task_page
     assert viewer_client.get(f"/synthesis/items/{item.pk}/").status_code == 200
 
 
 def test_a_task_not_synthesized_has_no_made_by_line(viewer_client):
-    saved = save_package(TaskPackage(external_id="hand-1", instruction="Write hello.txt.", metadata={}, files=[]),
-                         user=None, stage="import", message="by hand")  # fmt: skip
+    saved = save_package(
+        TaskPackage(external_id="hand-1", instruction="Write hello.txt.", metadata={}, files=[]),
+        user=None,
+        stage="import",
+        message="by hand",
+    )
     page = viewer_client.get(reverse("tasks:detail", args=[saved.task.external_id])).content.decode()
     assert "Made by" not in page and 'id="made-by"' not in page
 
@@ -323,8 +380,9 @@ def test_personas_search_and_import(viewer_client, admin_client):
     assert shipped >= 200  # the migration's
     page = viewer_client.get(reverse("synthesis:personas")).content.decode()
     assert f"{shipped} persona" in page and 'id="persona-import"' not in page
-    upload = SimpleUploadedFile("hub.jsonl", b'{"persona": "A beekeeper in Ghent"}\nnot json\n'
-                                b'{"persona": "a beekeeper  in ghent"}\n')  # fmt: skip
+    upload = SimpleUploadedFile(
+        "hub.jsonl", b'{"persona": "A beekeeper in Ghent"}\nnot json\n{"persona": "a beekeeper  in ghent"}\n'
+    )
     response = admin_client.post(reverse("synthesis:personas-import"), {"file": upload}, follow=True)
     text = response.content.decode()
     assert "1 imported, 0 updated, 1 unchanged, 1 failed" in text and "hub.jsonl:2" in text
@@ -336,11 +394,18 @@ def test_personas_search_and_import(viewer_client, admin_client):
 
 def test_skills_page_labels_override_and_annotate(viewer_client, admin_client, endpoints):
     usable = Skill.objects.create(name="csv-tools", description="Read CSV", content_hash="a")
-    SkillAnnotation.objects.create(skill=usable, summary="Reads CSV files", auth_required=False,
-                                   text_only_compatible=True, synthesizable=True)  # fmt: skip
+    SkillAnnotation.objects.create(
+        skill=usable, summary="Reads CSV files", auth_required=False, text_only_compatible=True, synthesizable=True
+    )
     lacking = Skill.objects.create(name="pdf-render", content_hash="b")
-    SkillAnnotation.objects.create(skill=lacking, summary="Renders PDFs", auth_required=False,
-                                   text_only_compatible=True, missing_bins=["pdftoppm"], synthesizable=False)  # fmt: skip
+    SkillAnnotation.objects.create(
+        skill=lacking,
+        summary="Renders PDFs",
+        auth_required=False,
+        text_only_compatible=True,
+        missing_bins=["pdftoppm"],
+        synthesizable=False,
+    )
     Skill.objects.create(name="fresh", content_hash="c", annotation_error="the judge timed out")
     page = viewer_client.get(reverse("synthesis:skills")).content.decode()
     assert "1 of 3 synthesizable" in page and "pdftoppm" in page and "the judge timed out" in page

@@ -21,7 +21,9 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("bwrap")]
 def test_a_kept_task_carries_the_verify_stages_sanity_report(viewer_client, scripted_upstream):
     generator, judge = make_endpoints(scripted_upstream)
     scripted_upstream.responder = ScriptedPipeline(["lenient"])  # round 1 over-lenient, round 2 sane
-    batch = run_here(start_batch("persona", 1, generator, judge, seed=4, options={"qa_stages": []}, here=True, user=None))
+    batch = run_here(
+        start_batch("persona", 1, generator, judge, seed=4, options={"qa_stages": []}, here=True, user=None)
+    )
     item = batch.items.get()
     assert item.status == "kept" and len(item.stage_results["verify"]["rounds"]) == 2
     revision = item.task.current_revision
@@ -32,8 +34,18 @@ def test_a_kept_task_carries_the_verify_stages_sanity_report(viewer_client, scri
     assert set(report.runs) == {"empty", "initial", "scaffold"} and report.solution_run["score"] == 1.0
     # What a check of the stored revision finds (the checked round's findings, not round 1's lenient ones).
     again = check_revision(revision)
-    same = ("crashed", "over_lenient", "lazy_score", "lazy_scores", "solvable", "scaffold_paths", "tolerance",
-            "backend", "runtime", "isolated")  # fmt: skip
+    same = (
+        "crashed",
+        "over_lenient",
+        "lazy_score",
+        "lazy_scores",
+        "solvable",
+        "scaffold_paths",
+        "tolerance",
+        "backend",
+        "runtime",
+        "isolated",
+    )
     assert {k: report.as_dict()[k] for k in same} == {k: again.as_dict()[k] for k in same}
     assert {k: (r["score"], r["subscores"]) for k, r in report.runs.items()} == {
         k: (r["score"], r["subscores"]) for k, r in again.runs.items()
@@ -50,7 +62,9 @@ def test_a_kept_task_carries_the_verify_stages_sanity_report(viewer_client, scri
 def test_a_revision_not_holding_what_was_checked_gets_no_report(scripted_upstream):
     generator, judge = make_endpoints(scripted_upstream)
     scripted_upstream.responder = ScriptedPipeline(["good"])
-    batch = run_here(start_batch("persona", 1, generator, judge, seed=5, options={"qa_stages": []}, here=True, user=None))
+    batch = run_here(
+        start_batch("persona", 1, generator, judge, seed=5, options={"qa_stages": []}, here=True, user=None)
+    )
     item = batch.items.get()
     revision = item.task.current_revision
     stored = item.draft["sanity_report"]

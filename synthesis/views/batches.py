@@ -28,9 +28,13 @@ from ..models import STAGE_ORDER, QAStage, Stage, SynthesisBatch, SynthesisItem
 
 BATCHES_PAGE_SIZE = 30
 ITEMS_PAGE_SIZE = 50
-DISTRIBUTIONS = [("subcategories", "Subcategories"), ("operations", "Operations"), ("skills", "Skills"),
-                 ("difficulty", "Difficulty as the generator rated its own task"),
-                 ("judge_difficulty", "Difficulty as the judge found it (quality assessment)")]  # fmt: skip
+DISTRIBUTIONS = [
+    ("subcategories", "Subcategories"),
+    ("operations", "Operations"),
+    ("skills", "Skills"),
+    ("difficulty", "Difficulty as the generator rated its own task"),
+    ("judge_difficulty", "Difficulty as the judge found it (quality assessment)"),
+]
 LEVELS = ("difficulty", "judge_difficulty")  # 1..5, charted in order
 CHART_BARS = 20  # the most frequent values charted; the table beside lists them all
 
@@ -49,8 +53,13 @@ def progress(batch: SynthesisBatch, counts: dict | None = None) -> dict:
     label = ""
     if batch.status == SynthesisBatch.Status.COMPLETE and (by_status["failed"] or not by_status["kept"]):
         label = f"Complete · {by_status['failed']} failed" if by_status["failed"] else "Complete · none kept"
-    return {**by_status, "finished": finished, "total": batch.requested, "percent": round(100 * finished / total),
-            "partial_label": label}  # fmt: skip
+    return {
+        **by_status,
+        "finished": finished,
+        "total": batch.requested,
+        "percent": round(100 * finished / total),
+        "partial_label": label,
+    }
 
 
 def with_progress(batch_list) -> list:
@@ -98,12 +107,25 @@ def distribution_tables(found: dict) -> list[dict]:
         else:
             rows = [(value, n, kept.get(value, 0)) for value, n in everything.items()]  # most common first
         charted = rows[:CHART_BARS]
-        chart = count_chart([str(r[0]) for r in charted], [
-            {"label": "all items", "data": [r[1] for r in charted]},
-            {"label": "kept", "data": [r[2] for r in charted]},
-        ], y_title="items")  # fmt: skip
-        tables.append({"key": key, "title": title, "rows": rows, "chart": chart if rows else None,
-                       "chart_id": f"chart-{key}", "charted": len(charted), "more": len(rows) > len(charted)})  # fmt: skip
+        chart = count_chart(
+            [str(r[0]) for r in charted],
+            [
+                {"label": "all items", "data": [r[1] for r in charted]},
+                {"label": "kept", "data": [r[2] for r in charted]},
+            ],
+            y_title="items",
+        )
+        tables.append(
+            {
+                "key": key,
+                "title": title,
+                "rows": rows,
+                "chart": chart if rows else None,
+                "chart_id": f"chart-{key}",
+                "charted": len(charted),
+                "more": len(rows) > len(charted),
+            }
+        )
     return tables
 
 
@@ -113,9 +135,17 @@ def distribution_tables(found: dict) -> list[dict]:
 @viewer_required
 @require_GET
 def batch_list(request):
-    return render_list(request, "synthesis/batch_list.html", batch_rows(SynthesisBatch.objects.all()),
-                       partial="batches", context={"nav": "synthesis"}, per_page=BATCHES_PAGE_SIZE,
-                       statuses=SynthesisBatch.Status.choices, is_live=is_live, rows=with_progress)  # fmt: skip
+    return render_list(
+        request,
+        "synthesis/batch_list.html",
+        batch_rows(SynthesisBatch.objects.all()),
+        partial="batches",
+        context={"nav": "synthesis"},
+        per_page=BATCHES_PAGE_SIZE,
+        statuses=SynthesisBatch.Status.choices,
+        is_live=is_live,
+        rows=with_progress,
+    )
 
 
 @viewer_required
@@ -151,9 +181,14 @@ def batch_start(request):
     try:
         batch = services.start_batch(user=request.user, **settings)
     except batches.NoSynthesizableSkills:
-        form.add_error(None, format_html(
-            'The skill route needs synthesizable skills: import and annotate them on the <a href="{}">Skills page</a> '
-            "(both are buttons there), or choose the persona route.", reverse("synthesis:skills")))  # fmt: skip
+        form.add_error(
+            None,
+            format_html(
+                'The skill route needs synthesizable skills: import and annotate them on the <a href="{}">Skills page</a> '
+                "(both are buttons there), or choose the persona route.",
+                reverse("synthesis:skills"),
+            ),
+        )
         return _start_page(request, form, status=400)
     except batches.BatchError as exc:
         form.add_error(None, str(exc))
@@ -163,11 +198,15 @@ def batch_start(request):
         return redirect("synthesis:list")
     what = "preview batch" if preview else "batch"
     if batch.pk in earlier:
-        messages.info(request, f"An earlier {what} had these settings: #{batch.pk} goes on instead; its finished "
-                               "items are kept.")  # fmt: skip
+        messages.info(
+            request, f"An earlier {what} had these settings: #{batch.pk} goes on instead; its finished items are kept."
+        )
     else:
-        messages.success(request, f"Started {what} #{batch.pk}: {batch.requested} item{'s' * (batch.requested != 1)} "
-                                  f"queued (seed {batch.seed}).")  # fmt: skip
+        messages.success(
+            request,
+            f"Started {what} #{batch.pk}: {batch.requested} item{'s' * (batch.requested != 1)} "
+            f"queued (seed {batch.seed}).",
+        )
     return redirect("synthesis:detail", pk=batch.pk)
 
 
@@ -181,8 +220,9 @@ def _batch(pk: int) -> SynthesisBatch:
 def full_batch_query(batch: SynthesisBatch) -> str:
     """The start form's query string with a preview's settings: its full batch, the same seed and options."""
     query = QueryDict(mutable=True)
-    query.update({"route": batch.route, "generator": batch.generator.name, "judge": batch.judge.name,
-                  "seed": batch.seed})  # fmt: skip
+    query.update(
+        {"route": batch.route, "generator": batch.generator.name, "judge": batch.judge.name, "seed": batch.seed}
+    )
     for key in ("operations", "supporting", "allow_network"):
         if key in batch.options:
             query[key] = batch.options[key]
@@ -194,8 +234,10 @@ def full_batch_query(batch: SynthesisBatch) -> str:
 
 
 def _stage_rows(costs: dict) -> list[dict]:
-    rows = [{"purpose": purpose, **figures, "tokens": figures["input_tokens"] + figures["output_tokens"]}
-            for purpose, figures in costs.items()]  # fmt: skip
+    rows = [
+        {"purpose": purpose, **figures, "tokens": figures["input_tokens"] + figures["output_tokens"]}
+        for purpose, figures in costs.items()
+    ]
     order = {f"synthesis:{stage}": index for index, stage in enumerate(STAGE_ORDER)}
     return sorted(rows, key=lambda r: (order.get(r["purpose"], len(order)), r["purpose"]))
 
@@ -204,8 +246,15 @@ def stage_rows(batch: SynthesisBatch) -> list[dict]:
     """Where the items are (batches.progress): per stage, in pipeline order, how many wait, run or ended there."""
     found = batches.progress(batch)["stages"]
     labels = dict(Stage.choices)
-    return [{"stage": stage, "label": labels[stage], "counts": [found[stage].get(s, 0) for s in SynthesisItem.Status.values]}
-            for stage in STAGE_ORDER if stage in found]  # fmt: skip
+    return [
+        {
+            "stage": stage,
+            "label": labels[stage],
+            "counts": [found[stage].get(s, 0) for s in SynthesisItem.Status.values],
+        }
+        for stage in STAGE_ORDER
+        if stage in found
+    ]
 
 
 def option_rows(options: dict) -> list[tuple[str, str]]:
@@ -224,9 +273,17 @@ def option_rows(options: dict) -> list[tuple[str, str]]:
 
 def _batch_context(request, batch: SynthesisBatch) -> dict:
     items = batch.items.select_related("task").only(
-        "batch", "index", "status", "stage", "reason", "input_tokens", "output_tokens", "cost", "task__external_id",
+        "batch",
+        "index",
+        "status",
+        "stage",
+        "reason",
+        "input_tokens",
+        "output_tokens",
+        "cost",
+        "task__external_id",
         "stage_results",
-    )  # fmt: skip
+    )
     status = request.GET.get("items", "")
     if status in SynthesisItem.Status.values:
         items = items.filter(status=status)
@@ -240,8 +297,11 @@ def _batch_context(request, batch: SynthesisBatch) -> dict:
         "progress": progress(batch),
         "summary": batches.batch_json(batch),
         "funnel": funnel,
-        "funnel_chart": count_chart([row["label"] for row in funnel],
-                                    [{"label": "items", "data": [row["count"] for row in funnel]}], y_title="items"),
+        "funnel_chart": count_chart(
+            [row["label"] for row in funnel],
+            [{"label": "items", "data": [row["count"] for row in funnel]}],
+            y_title="items",
+        ),
         "stage_rows": _stage_rows(batches.stage_costs(batch)),
         "distributions": distribution_tables(batches.distributions(batch)),
         "item_page": item_page,
@@ -251,7 +311,7 @@ def _batch_context(request, batch: SynthesisBatch) -> dict:
         "where": stage_rows(batch),
         "live": is_live(batch),
         "full_batch_query": full_batch_query(batch) if batch.preview else "",
-    }  # fmt: skip
+    }
 
 
 @viewer_required
@@ -272,8 +332,10 @@ def batch_resume(request, pk: int):
         if batch.status == SynthesisBatch.Status.COMPLETE:
             messages.info(request, f"Batch #{batch.pk} is complete: nothing is left to run or retry.")
         else:
-            messages.success(request, f"Batch #{batch.pk} goes on: what it had not finished is queued again; "
-                                      "finished items are kept.")  # fmt: skip
+            messages.success(
+                request,
+                f"Batch #{batch.pk} goes on: what it had not finished is queued again; finished items are kept.",
+            )
     return redirect("synthesis:detail", pk=pk)
 
 
@@ -302,9 +364,17 @@ def _stage_sections(item: SynthesisItem) -> list[dict]:
             sections.append({"stage": stage, "label": labels[stage], "result": None, "state": state})
             continue
         extra = {k: v for k, v in result.items() if k not in ("verdict", "reason", "rounds", "verdicts")}
-        sections.append({"stage": stage, "label": labels[stage], "result": result, "state": result.get("verdict"),
-                         "rounds": result.get("rounds") or [], "verdicts": result.get("verdicts") or {},
-                         "extra": extra})  # fmt: skip
+        sections.append(
+            {
+                "stage": stage,
+                "label": labels[stage],
+                "result": result,
+                "state": result.get("verdict"),
+                "rounds": result.get("rounds") or [],
+                "verdicts": result.get("verdicts") or {},
+                "extra": extra,
+            }
+        )
     return sections
 
 
@@ -313,9 +383,11 @@ def _stage_sections(item: SynthesisItem) -> list[dict]:
 def item_detail(request, pk: int):
     item = get_object_or_404(SynthesisItem.objects.select_related("batch__generator", "batch__judge", "task"), pk=pk)
     draft = item.draft
-    calls = ModelCall.objects.filter(subject=item.subject).only(
-        "purpose", "endpoint_name", "error", "input_tokens", "output_tokens", "cost", "latency_ms", "created_at"
-    ).order_by("pk")  # fmt: skip
+    calls = (
+        ModelCall.objects.filter(subject=item.subject)
+        .only("purpose", "endpoint_name", "error", "input_tokens", "output_tokens", "cost", "latency_ms", "created_at")
+        .order_by("pk")
+    )
     context = {
         "nav": "synthesis",
         "item": item,

@@ -26,8 +26,10 @@ FAILURES_SHOWN = 10
 def _report_message(request, what: str, report: dict) -> None:
     """An import's {"imported", "updated", "unchanged", "failed", "failed_count"} as a message, with the first
     failures named."""
-    text = (f"{what}: {report['imported']} imported, {report['updated']} updated, {report['unchanged']} unchanged, "
-            f"{report['failed_count']} failed.")  # fmt: skip
+    text = (
+        f"{what}: {report['imported']} imported, {report['updated']} updated, {report['unchanged']} unchanged, "
+        f"{report['failed_count']} failed."
+    )
     if report["failed"]:
         shown = "; ".join(f"{f['source']}: {f['error']}" for f in report["failed"][:FAILURES_SHOWN])
         more = report["failed_count"] - FAILURES_SHOWN

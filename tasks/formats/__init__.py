@@ -1,9 +1,9 @@
 """Task exchange formats, by name. See base.TaskFormat for the interface.
 
-    get_format("clawgym")        # ClawGym task folders (import and export)
-    get_format("clawgym-jsonl")  # ClawGym JSONL, one task a line (import and export)
-    get_format("pinchbench")     # PinchBench task markdown (import only)
-    detect_format(path)          # the format of a folder or file when none was named
+get_format("clawgym")        # ClawGym task folders (import and export)
+get_format("clawgym-jsonl")  # ClawGym JSONL, one task a line (import and export)
+get_format("pinchbench")     # PinchBench task markdown (import only)
+detect_format(path)          # the format of a folder or file when none was named
 """
 
 from pathlib import Path

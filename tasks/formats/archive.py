@@ -40,9 +40,7 @@ class _Budget:
     def member(self, name: str) -> None:
         self.members += 1
         if self.members > self.max_members:
-            raise ArchiveError(
-                f"the archive has more than {self.max_members} members (stopped at {printable(name)!r})"
-            )
+            raise ArchiveError(f"the archive has more than {self.max_members} members (stopped at {printable(name)!r})")
 
     def add(self, n: int, name: str) -> None:
         self.bytes += n

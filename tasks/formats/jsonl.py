@@ -95,7 +95,7 @@ def _decode_files(entries, key: str) -> list[PackageFile]:
             raise PackageError(f"{where}: unknown encoding {encoding!r} (use 'base64', or none for text)")
         role = FILE_LISTS[key]
         if role == "input" and path.startswith(REWARD_PREFIX):
-            role, path = "reward", path[len(REWARD_PREFIX):]
+            role, path = "reward", path[len(REWARD_PREFIX) :]
         if (role, path) in seen:
             raise PackageError(f"{where}: the same file is listed twice")
         seen.add((role, path))
@@ -116,7 +116,7 @@ def _parse_rule(rule, *, nested: bool = False) -> tuple[list[dict], float]:
             raise PackageError(f"'rule' has unknown keys {', '.join(unknown)} (allowed: rules, lambda)")
         rubric, _ = _parse_rule(rule.get("rules"), nested=True)
         return rubric, validate_code_weight(rule.get("lambda", DEFAULT_CODE_WEIGHT))
-    raise PackageError("'rule' must be a list of rules, {\"rules\": [...], \"lambda\": λ}, free text, or null")
+    raise PackageError('\'rule\' must be a list of rules, {"rules": [...], "lambda": λ}, free text, or null')
 
 
 def package_from_line(line) -> TaskPackage:
@@ -239,7 +239,7 @@ def _refill(package: TaskPackage):
             path = item["file_path"]
             role = FILE_LISTS[key]
             if role == "input" and path.startswith(REWARD_PREFIX):
-                role, path = "reward", path[len(REWARD_PREFIX):]
+                role, path = "reward", path[len(REWARD_PREFIX) :]
             f = files.get((role, path))
             if f is None:
                 raise _Stale()

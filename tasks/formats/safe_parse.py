@@ -81,9 +81,11 @@ class _BoundedLoader(_Loader):
             anchor = event.anchor
             if anchor in self.anchors and anchor not in self.cost:
                 raise YAMLRefused(
-                    None, None, f"the alias *{anchor} is inside the node &{anchor} names: it would hold itself",
+                    None,
+                    None,
+                    f"the alias *{anchor} is inside the node &{anchor} names: it would hold itself",
                     event.start_mark,
-                )  # fmt: skip
+                )
             nodes, chars = self.cost.get(anchor, (0, 0))  # an undefined alias: PyYAML says so below
             self._spend(nodes, chars, event.start_mark)
             return super().compose_node(parent, index)
@@ -104,9 +106,11 @@ class _BoundedLoader(_Loader):
         self.alias_chars += chars
         if self.nodes > MAX_NODES:
             raise YAMLRefused(
-                None, None, f"the document holds more than {MAX_NODES:,} values once its aliases (*name) are "
-                "expanded", mark,
-            )  # fmt: skip
+                None,
+                None,
+                f"the document holds more than {MAX_NODES:,} values once its aliases (*name) are expanded",
+                mark,
+            )
         if self.alias_chars > MAX_ALIAS_CHARS:
             raise YAMLRefused(
                 None, None, f"its aliases (*name) stand for more than {MAX_ALIAS_CHARS:,} characters of YAML", mark

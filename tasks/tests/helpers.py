@@ -111,9 +111,12 @@ def spec(check_py: str = "", reward_sh: str = STANDARD_REWARD_SH, entry: str = "
     if check_py:
         files["check.py"] = check_py.encode()
     return CheckerSpec(
-        task_id="t-1", instruction="Write out.json", metadata={"category": "Analysis"}, entry=entry,
+        task_id="t-1",
+        instruction="Write out.json",
+        metadata={"category": "Analysis"},
+        entry=entry,
         reward_files=files,
-    )  # fmt: skip
+    )
 
 
 def run(checker, files=None, backend=None, limits=FAST, **kwargs):

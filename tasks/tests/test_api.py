@@ -118,14 +118,17 @@ def test_detail_has_the_instruction_and_the_current_revision_summary(api_as, vie
     assert current["file_count"] == 2
     assert body["revisions_url"].endswith("/api/tasks/expense-summary/revisions/")
     assert api_as(viewer).get("/api/tasks/no-such-task/").status_code == 404
-    changed = reviewer_api.patch(f"/api/tasks/{task.external_id}/", {"instruction": "Total per month.", "message": "m"},
-                                 format="json")  # fmt: skip
+    changed = reviewer_api.patch(
+        f"/api/tasks/{task.external_id}/", {"instruction": "Total per month.", "message": "m"}, format="json"
+    )
     assert changed.json()["instruction"] == "Total per month."
     assert api_as(viewer).get(f"/api/tasks/{task.external_id}/").json()["instruction"] == "Total per month."
 
 
 def test_revisions_list_and_detail(api_as, viewer, reviewer_api, task):
-    reviewer_api.patch(f"/api/tasks/{task.external_id}/", {"instruction": "New words", "message": "reword"}, format="json")
+    reviewer_api.patch(
+        f"/api/tasks/{task.external_id}/", {"instruction": "New words", "message": "reword"}, format="json"
+    )
     api = api_as(viewer)
     listed = api.get(f"/api/tasks/{task.external_id}/revisions/").json()["results"]
     assert [r["number"] for r in listed] == [2, 1]
@@ -210,6 +213,7 @@ def test_create_refuses_a_taken_id_and_leaves_that_task_alone(admin_api, task):
 
 def error_messages(response) -> list[str]:
     """Every message in a DRF error body, however deeply nested."""
+
     def walk(node):
         if isinstance(node, dict):
             return [m for value in node.values() for m in walk(value)]
@@ -261,7 +265,13 @@ def test_admin_deletes_a_task(admin_api, task):
 def test_patch_makes_a_child_revision_and_leaves_the_parent_unchanged(reviewer_api, task):
     response = reviewer_api.patch(
         f"/api/tasks/{task.external_id}/",
-        {"instruction": "Summarise per month.", "rubric": RUBRIC, "code_weight": 0.6, "message": "monthly", "base_revision": 1},
+        {
+            "instruction": "Summarise per month.",
+            "rubric": RUBRIC,
+            "code_weight": 0.6,
+            "message": "monthly",
+            "base_revision": 1,
+        },
         format="json",
     )
     assert response.status_code == 200, response.content
@@ -272,7 +282,9 @@ def test_patch_makes_a_child_revision_and_leaves_the_parent_unchanged(reviewer_a
     assert r1.instruction == "Summarise expenses.csv\nper category." and r1.rubric == [] and r1.code_weight == 0.7
     assert r2.parent == r1 and r2.code_weight == 0.6 and r2.rubric[0]["name"] == "tone" and r2.message == "monthly"
     assert r2.author_user.username == "rita_reviewer"
-    assert {(f.role, f.path, f.blob_id) for f in r2.files.all()} == {(f.role, f.path, f.blob_id) for f in r1.files.all()}
+    assert {(f.role, f.path, f.blob_id) for f in r2.files.all()} == {
+        (f.role, f.path, f.blob_id) for f in r1.files.all()
+    }
 
 
 def test_identical_patch_makes_nothing_new(reviewer_api, task):
@@ -287,7 +299,12 @@ def test_identical_patch_makes_nothing_new(reviewer_api, task):
 
 def test_patch_against_a_stale_revision_is_409_naming_both(reviewer_api, task):
     url = f"/api/tasks/{task.external_id}/"
-    assert reviewer_api.patch(url, {"instruction": "First edit", "message": "a", "base_revision": 1}, format="json").status_code == 200
+    assert (
+        reviewer_api.patch(
+            url, {"instruction": "First edit", "message": "a", "base_revision": 1}, format="json"
+        ).status_code
+        == 200
+    )
     stale = reviewer_api.patch(url, {"instruction": "Second edit", "message": "b", "base_revision": 1}, format="json")
     assert stale.status_code == 409
     assert stale.json() == {
@@ -331,7 +348,9 @@ def test_put_a_file_makes_a_new_revision_and_binary_round_trips(reviewer_api, ta
     )
     assert response.status_code == 200, response.content
     body = response.json()
-    assert body["outcome"] == "updated" and body["number"] == 2 and body["parent"] == 1 and body["message"] == "add photo"
+    assert (
+        body["outcome"] == "updated" and body["number"] == 2 and body["parent"] == 1 and body["message"] == "add photo"
+    )
     assert any(f["path"] == "img/photo.bin" and f["size"] == len(BINARY) for f in body["files"])
     download = reviewer_api.get(f"{content_url(task, 2)}?role=input&path=img/photo.bin")
     assert download.content == BINARY and download["ETag"] == f'"{hashlib.sha256(BINARY).hexdigest()}"'

@@ -35,7 +35,13 @@ def test_tar_gz_of_a_folder_of_task_folders(db, tmp_path):
     archive = tmp_path / "batch.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
         tar.add(_batch(tmp_path), arcname="batch")
-    assert import_path(archive).as_dict() == {"imported": 2, "updated": 0, "unchanged": 0, "failed": [], "failed_count": 0}
+    assert import_path(archive).as_dict() == {
+        "imported": 2,
+        "updated": 0,
+        "unchanged": 0,
+        "failed": [],
+        "failed_count": 0,
+    }
     assert set(Task.objects.values_list("external_id", flat=True)) == {"task_a", "task_b"}
 
 
@@ -86,12 +92,21 @@ def _info(name, kind=tarfile.REGTYPE, linkname=""):
         (_info("../evil.txt"), b"x", "member '../evil.txt': '..' would place it outside the extraction folder"),
         (_info("task_ok/input_files/../../../evil.txt"), b"x", "'..' would place it outside"),
         (_info("/etc/evil.txt"), b"x", "member '/etc/evil.txt': absolute paths are not allowed"),
-        (_info("task_ok/input_files/passwd", tarfile.SYMTYPE, "/etc/passwd"), None,
-         "member 'task_ok/input_files/passwd' is a symbolic link; links are not allowed"),
-        (_info("task_ok/input_files/hard", tarfile.LNKTYPE, "task_ok/data_entry.json"), None,
-         "member 'task_ok/input_files/hard' is a hard link; links are not allowed"),
-        (_info("task_ok/input_files/tty", tarfile.CHRTYPE), None,
-         "member 'task_ok/input_files/tty' is a device or fifo"),
+        (
+            _info("task_ok/input_files/passwd", tarfile.SYMTYPE, "/etc/passwd"),
+            None,
+            "member 'task_ok/input_files/passwd' is a symbolic link; links are not allowed",
+        ),
+        (
+            _info("task_ok/input_files/hard", tarfile.LNKTYPE, "task_ok/data_entry.json"),
+            None,
+            "member 'task_ok/input_files/hard' is a hard link; links are not allowed",
+        ),
+        (
+            _info("task_ok/input_files/tty", tarfile.CHRTYPE),
+            None,
+            "member 'task_ok/input_files/tty' is a device or fifo",
+        ),
         (_info("task_ok/input_files/disk", tarfile.BLKTYPE), None, "is a device or fifo"),
         (_info("task_ok/input_files/pipe", tarfile.FIFOTYPE), None, "is a device or fifo"),
     ],

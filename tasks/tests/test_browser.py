@@ -198,7 +198,7 @@ def _task_folder_zip(tmp_path: Path, task_id: str = "uploaded-budget", *, broken
     (folder / "data_entry.json").write_text(json.dumps(entry))
     (folder / "input_files" / "budget.csv").write_text("item,cost\nrent,900\nfood,300\n")
     (folder / "reward" / "check.py").write_text("import json\nprint(json.dumps({'total': 1.0}))\n")
-    (folder / "reward" / "reward.sh").write_text("#!/usr/bin/env bash\npython3 \"$(dirname \"$0\")/check.py\"\n")
+    (folder / "reward" / "reward.sh").write_text('#!/usr/bin/env bash\npython3 "$(dirname "$0")/check.py"\n')
     archive = tmp_path / f"{task_id}.zip"
     with zipfile.ZipFile(archive, "w") as zf:
         for path in sorted(folder.rglob("*")):
@@ -235,8 +235,9 @@ def test_admin_uploads_task_zips_and_watches_each_import_end_with_its_report(
     # Every task of the next upload fails: not a green "Succeeded" but a failed run, with each failure's reason.
     page.set_input_files("input[name=archive]", str(_task_folder_zip(tmp_path, "no-query", broken=True)))
     page.click("#import-panel button[type=submit]")
-    page.wait_for_selector(f"#started-job .job-progress:not(#job-progress-{run.pk}) [data-testid=import-report]",
-                           timeout=60_000)  # fmt: skip
+    page.wait_for_selector(
+        f"#started-job .job-progress:not(#job-progress-{run.pk}) [data-testid=import-report]", timeout=60_000
+    )
     outcome = page.locator("#started-job [data-testid=job-outcome]")
     assert outcome.inner_text() == "Failed: its item failed" and "s-failed" in outcome.get_attribute("class")
     failure = page.locator("#started-job .import-failures tbody tr")

@@ -32,9 +32,13 @@ from tasks.services import revise_task, save_package
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 SIX = {
-    "productivity-collaboration", "systems-automation", "analysis-reasoning", "content-domain-support",
-    "planning-knowledge-management", "software-development",
-}  # fmt: skip
+    "productivity-collaboration",
+    "systems-automation",
+    "analysis-reasoning",
+    "content-domain-support",
+    "planning-knowledge-management",
+    "software-development",
+}
 
 
 @pytest.fixture(autouse=True)
@@ -45,9 +49,14 @@ def fast_backoff(fast_llm_retries):
 @pytest.fixture
 def generator(db, scripted_upstream):
     return ModelEndpoint.objects.create(
-        name="gen", base_url=scripted_upstream.base_url, model="gen-model", roles=["generator"],
-        timeout_seconds=5, max_retries=0, max_concurrent=1,  # one call at a time: the test's transaction is theirs
-    )  # fmt: skip
+        name="gen",
+        base_url=scripted_upstream.base_url,
+        model="gen-model",
+        roles=["generator"],
+        timeout_seconds=5,
+        max_retries=0,
+        max_concurrent=1,  # one call at a time: the test's transaction is theirs
+    )
 
 
 def answer(category, reason="It fits."):
@@ -97,8 +106,11 @@ def categorize(*args):
 def test_each_task_is_one_call_showing_instruction_files_and_categories_and_the_answer_is_stored(
     generator, scripted_upstream
 ):
-    code = make_task("fix-test", "Make the failing unit test in test_app.py pass.",
-                     files=[PackageFile("app.py", b"x = 1\n"), PackageFile("tests/test_app.py", b"assert 0\n")])  # fmt: skip
+    code = make_task(
+        "fix-test",
+        "Make the failing unit test in test_app.py pass.",
+        files=[PackageFile("app.py", b"x = 1\n"), PackageFile("tests/test_app.py", b"assert 0\n")],
+    )
     sales = make_task("sum-sales")
     scripted_upstream.responder = by_content
 
@@ -130,8 +142,14 @@ def test_calls_run_side_by_side_up_to_the_endpoints_concurrency_and_come_back_in
     taxonomy, scripted_upstream
 ):
     # Transactional: the calling threads must see the tasks; `taxonomy` loads the categories a flush removed.
-    ModelEndpoint.objects.create(name="wide", base_url=scripted_upstream.base_url, model="m", roles=["generator"],
-                                 max_retries=0, max_concurrent=3)  # fmt: skip
+    ModelEndpoint.objects.create(
+        name="wide",
+        base_url=scripted_upstream.base_url,
+        model="m",
+        roles=["generator"],
+        max_retries=0,
+        max_concurrent=3,
+    )
     for n in range(7):
         make_task(f"t{n}", "Fix the unit test." if n % 2 else "Sum the totals.")
     scripted_upstream.responder = by_content
@@ -165,7 +183,9 @@ def test_a_long_instruction_is_cut_and_says_so(generator, scripted_upstream):
         (Reply.text(json.dumps({"category": "analysis-reasoning", "reason": "  "})), "reason"),
     ],
 )
-def test_an_answer_naming_no_category_is_repaired_once_then_stored_as_failed(generator, scripted_upstream, bad, problem):
+def test_an_answer_naming_no_category_is_repaired_once_then_stored_as_failed(
+    generator, scripted_upstream, bad, problem
+):
     task = make_task("sum-sales")
     scripted_upstream.push(bad, bad)
 
@@ -198,12 +218,14 @@ def test_the_generator_is_preferred_then_the_judge_and_without_either_it_says_wh
     task = make_task("sum-sales")
     with pytest.raises(CategorizingError, match=re.escape("endpoints add … --role generator")):
         propose_categories([task])
-    ModelEndpoint.objects.create(name="a-judge", base_url=scripted_upstream.base_url, model="judge-model",
-                                 roles=["judge"], max_retries=0)  # fmt: skip
+    ModelEndpoint.objects.create(
+        name="a-judge", base_url=scripted_upstream.base_url, model="judge-model", roles=["judge"], max_retries=0
+    )
     scripted_upstream.push(answer("analysis-reasoning"), answer("analysis-reasoning"))
     assert propose_categories([task])[0].endpoint_name == "a-judge"
-    ModelEndpoint.objects.create(name="z-gen", base_url=scripted_upstream.base_url, model="gen-model",
-                                 roles=["generator"], max_retries=0)  # fmt: skip
+    ModelEndpoint.objects.create(
+        name="z-gen", base_url=scripted_upstream.base_url, model="gen-model", roles=["generator"], max_retries=0
+    )
     assert propose_categories([task])[0].endpoint_name == "z-gen"
 
 
@@ -249,7 +271,9 @@ def test_bulk_accept_makes_a_revision_per_task_that_sets_the_category_and_names_
         revision = task.current_revision
         assert revision.number == 2 and revision.parent.number == 1
         assert revision.metadata["category"] == "analysis-reasoning"
-        assert revision.message == f"category: Analysis & Reasoning (accepted proposal #{proposal.pk}: Totals from a CSV.)"
+        assert (
+            revision.message == f"category: Analysis & Reasoning (accepted proposal #{proposal.pk}: Totals from a CSV.)"
+        )
         assert revision.author_user == admin_user
         assert task.benchmark_category.slug == "analysis-reasoning"
         assert proposal.status == "accepted" and proposal.decided_by == admin_user and proposal.decided_at
@@ -350,11 +374,21 @@ def test_command_json_is_one_object_per_task_on_the_last_line_and_asks_only_abou
     assert error is None
     rows = json.loads(out.strip().splitlines()[-1])
     assert rows == [
-        {"task": "fix-test", "category": "software-development", "status": "pending", "error": "",
-         "reason": "The task fixes a failing unit test in Python code."},
-        {"task": "sum-sales", "category": "analysis-reasoning", "status": "pending", "error": "",
-         "reason": "The task computes totals from a CSV file."},
-    ]  # fmt: skip
+        {
+            "task": "fix-test",
+            "category": "software-development",
+            "status": "pending",
+            "error": "",
+            "reason": "The task fixes a failing unit test in Python code.",
+        },
+        {
+            "task": "sum-sales",
+            "category": "analysis-reasoning",
+            "status": "pending",
+            "error": "",
+            "reason": "The task computes totals from a CSV file.",
+        },
+    ]
     # Asking again skips the tasks with a pending proposal; --all asks about every task.
     out, error = categorize("--json")
     assert error is None and json.loads(out.strip().splitlines()[-1]) == [] and len(scripted_upstream.requests) == 2
@@ -407,8 +441,9 @@ def test_command_without_an_endpoint_names_how_to_add_one(db):
 
 
 def test_command_uses_the_endpoint_it_is_given(generator, scripted_upstream):
-    ModelEndpoint.objects.create(name="other", base_url=scripted_upstream.base_url, model="other-model",
-                                 roles=[], max_retries=0)  # fmt: skip
+    ModelEndpoint.objects.create(
+        name="other", base_url=scripted_upstream.base_url, model="other-model", roles=[], max_retries=0
+    )
     make_task("sum-sales")
     scripted_upstream.push(answer("analysis-reasoning"))
     out, error = categorize("--endpoint", "other", "--json")
@@ -439,7 +474,8 @@ def test_the_job_proposes_for_the_uncategorized_tasks_and_a_second_delivery_asks
     assert run.result["proposed"] == 1 and run.result["failed"] == 1
     assert run.result["failures"][0]["task"] == "b-sales" and run.outcome == "partial"
     assert set(CategoryProposal.objects.values_list("task__external_id", "job_run")) == {
-        ("a-sales", run.pk), ("b-sales", run.pk)
+        ("a-sales", run.pk),
+        ("b-sales", run.pk),
     }
     assert run.progress_done == 2 and run.progress_total == 2
     assert run.subject == "the uncategorized tasks"
@@ -502,9 +538,10 @@ def test_admin_accepts_selected_on_the_page_without_javascript(generator, script
     assert f'name="ids" value="{pa.pk}"' in page and 'value="accept_all"' in page
 
     response = admin_client.post(
-        reverse("tasks:categories"), {"action": "accept_selected", "ids": [pa.pk], "next": "/tasks/categories/"},
+        reverse("tasks:categories"),
+        {"action": "accept_selected", "ids": [pa.pk], "next": "/tasks/categories/"},
         follow=True,
-    )  # fmt: skip
+    )
 
     assert response.redirect_chain == [("/tasks/categories/", 302)]
     assert "Accepted 1 proposal" in response.content.decode()
@@ -526,8 +563,9 @@ def test_admin_edits_and_rejects_one_on_the_page(generator, scripted_upstream, a
     pb.refresh_from_db()
     assert a.benchmark_category.slug == "planning-knowledge-management" and pb.status == "rejected"
     # A decided one is refused with the reason, not applied twice.
-    response = admin_client.post(url, {"action": "edit", "proposal": pa.pk, "category": "software-development"},
-                                 follow=True)  # fmt: skip
+    response = admin_client.post(
+        url, {"action": "edit", "proposal": pa.pk, "category": "software-development"}, follow=True
+    )
     assert "can no longer be decided" in response.content.decode()
     a.refresh_from_db()
     assert a.benchmark_category.slug == "planning-knowledge-management"
@@ -584,8 +622,9 @@ def test_the_django_admin_shows_proposals_read_only(generator, scripted_upstream
 
 def test_api_lists_filters_accepts_and_edits(generator, scripted_upstream, admin_user, viewer, api_as):
     a, b, c = make_task("a-sales"), make_task("b-sales"), make_task("c-broken")
-    scripted_upstream.push(answer("analysis-reasoning", "Totals."), answer("analysis-reasoning", "Totals."),
-                           Reply.error(500, "boom"))  # fmt: skip
+    scripted_upstream.push(
+        answer("analysis-reasoning", "Totals."), answer("analysis-reasoning", "Totals."), Reply.error(500, "boom")
+    )
     pa, pb, pc = propose_categories([a, b, c])
     url = "/api/category-proposals/"
 
@@ -598,12 +637,19 @@ def test_api_lists_filters_accepts_and_edits(generator, scripted_upstream, admin
     assert api_as(viewer).get(url, {"staus": "x"}).status_code == 400
 
     assert api_as(viewer).post(url + "accept/", {"ids": [pa.pk]}, format="json").status_code == 403
-    assert api_as(viewer).post(url + f"{pb.pk}/edit/", {"category": "systems-automation"}, format="json").status_code == 403
+    assert (
+        api_as(viewer).post(url + f"{pb.pk}/edit/", {"category": "systems-automation"}, format="json").status_code
+        == 403
+    )
 
     accepted = api_as(admin_user).post(url + "accept/", {"ids": [pa.pk, pc.pk]}, format="json")
     assert accepted.status_code == 200
-    assert accepted.json() == {"accepted": [pa.pk], "rejected": [], "skipped": [{"id": pc.pk, "status": "failed"}],
-                               "errors": []}  # fmt: skip
+    assert accepted.json() == {
+        "accepted": [pa.pk],
+        "rejected": [],
+        "skipped": [{"id": pc.pk, "status": "failed"}],
+        "errors": [],
+    }
     assert api_as(admin_user).post(url + "accept/", {"ids": [999999]}, format="json").status_code == 400
 
     edited = api_as(admin_user).post(url + f"{pb.pk}/edit/", {"category": "systems-automation"}, format="json")
@@ -623,7 +669,9 @@ def test_api_starts_categorization(generator, admin_user, viewer, api_as, django
     make_task("sum-sales")
     assert api_as(viewer).post("/api/category-proposals/categorize/", {}, format="json").status_code == 403
     with django_capture_on_commit_callbacks(execute=False):
-        response = api_as(admin_user).post("/api/category-proposals/categorize/", {"tasks": ["sum-sales"]}, format="json")
+        response = api_as(admin_user).post(
+            "/api/category-proposals/categorize/", {"tasks": ["sum-sales"]}, format="json"
+        )
     assert response.status_code == 202
     run = JobRun.objects.get(kind="tasks.categorize")
     assert run.params == {"task_ids": [Task.objects.get().pk], "endpoint": None}

@@ -74,8 +74,14 @@ def checker_env():
 
 def run_reward(workspace):
     """(score, sub-scores) from `bash reward/reward.sh`: sub-scores JSON, then the mean on the last line."""
-    done = subprocess.run(["bash", "reward/reward.sh"], cwd=workspace, capture_output=True, text=True,
-                          timeout=REWARD_TIMEOUT_S, env=checker_env())
+    done = subprocess.run(
+        ["bash", "reward/reward.sh"],
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        timeout=REWARD_TIMEOUT_S,
+        env=checker_env(),
+    )
     assert done.returncode == 0, f"reward.sh exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
     lines = done.stdout.strip().splitlines()
     assert len(lines) >= 2, f"reward.sh printed too little:\n{done.stdout}"
@@ -84,8 +90,14 @@ def run_reward(workspace):
 
 def run_check_py(workspace):
     """The sub-scores printed by reward/check.py (run by python3, as reward.sh does); it must exit cleanly."""
-    done = subprocess.run(["python3", "reward/check.py"], cwd=workspace, capture_output=True, text=True,
-                          timeout=REWARD_TIMEOUT_S, env=checker_env())
+    done = subprocess.run(
+        ["python3", "reward/check.py"],
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        timeout=REWARD_TIMEOUT_S,
+        env=checker_env(),
+    )
     assert done.returncode == 0, f"check.py crashed:\n{done.stderr}"
     scores = json.loads(done.stdout)
     assert isinstance(scores, dict)
@@ -93,6 +105,7 @@ def run_check_py(workspace):
 
 
 # --- near misses: the reference solution with one mistake a careless agent would make -------------------------
+
 
 def _rewrite(path, old, new):
     text = path.read_text(encoding="utf-8")
@@ -109,8 +122,9 @@ def _uk_date_read_as_us(ws):
     # Reads the Pret receipt's 04/03/2025 as April 3rd although the vendor is in the UK.
     old = ws / "receipts" / "2025" / "2025-03-04_pret_8.45.txt"
     old.rename(old.with_name("2025-04-03_pret_8.45.txt"))
-    _rewrite(ws / "receipts" / "manifest.csv", "2025-03-04_pret_8.45.txt,2025-03-04,",
-             "2025-04-03_pret_8.45.txt,2025-04-03,")
+    _rewrite(
+        ws / "receipts" / "manifest.csv", "2025-03-04_pret_8.45.txt,2025-03-04,", "2025-04-03_pret_8.45.txt,2025-04-03,"
+    )
 
 
 def _duplicate_claim_counted_twice(ws):
@@ -134,14 +148,20 @@ def _amendment_ignored(ws):
 
 def _busy_block_read_as_local_time(ws):
     # Reads Grace's busy block 17:00Z-18:30Z as New York time and books her at 13:00, when she is in planning.
-    _rewrite(ws / "schedule" / "2025-05-15_onsite.csv", "Lena Fischer,hiring-manager,Grace Liu,Hudson,14:30,15:15",
-             "Lena Fischer,hiring-manager,Grace Liu,Hudson,13:00,13:45")
+    _rewrite(
+        ws / "schedule" / "2025-05-15_onsite.csv",
+        "Lena Fischer,hiring-manager,Grace Liu,Hudson,14:30,15:15",
+        "Lena Fischer,hiring-manager,Grace Liu,Hudson,13:00,13:45",
+    )
 
 
 def _fix_keeps_bankers_rounding(ws):
     # Counts the days right but keeps round(), which rounds 34.5 cents to 34 (FR-7 says half up).
-    _rewrite(ws / "billing" / "proration.py", "    return (2 * numerator + total_days) // (2 * total_days)",
-             "    return round(numerator / total_days)")
+    _rewrite(
+        ws / "billing" / "proration.py",
+        "    return (2 * numerator + total_days) // (2 * total_days)",
+        "    return round(numerator / total_days)",
+    )
 
 
 def _cancelled_survey_kept(ws):
@@ -154,8 +174,11 @@ def _cancelled_survey_kept(ws):
 def _subtotal_instead_of_total(ws):
     old = ws / "receipts" / "2025" / "2025-02-27_home-depot_42.27.txt"
     old.rename(old.with_name("2025-02-27_home-depot_38.87.txt"))
-    _rewrite(ws / "receipts" / "manifest.csv", "2025-02-27_home-depot_42.27.txt,2025-02-27,home-depot,42.27",
-             "2025-02-27_home-depot_38.87.txt,2025-02-27,home-depot,38.87")
+    _rewrite(
+        ws / "receipts" / "manifest.csv",
+        "2025-02-27_home-depot_42.27.txt,2025-02-27,home-depot,42.27",
+        "2025-02-27_home-depot_38.87.txt,2025-02-27,home-depot,38.87",
+    )
 
 
 def _meal_cap_per_claim(ws):
@@ -177,8 +200,11 @@ def _rent_from_renewal_offer(ws):
 def _remote_interviewer_without_video(ws):
     # Swaps the 11:00 rooms: Tom (Berlin, remote) ends up in Liberty, which has no video conferencing.
     path = ws / "schedule" / "2025-05-15_onsite.csv"
-    _rewrite(path, "Lena Fischer,system-design,Priya Nair,Liberty,11:00",
-             "Lena Fischer,system-design,Priya Nair,Hudson,11:00")
+    _rewrite(
+        path,
+        "Lena Fischer,system-design,Priya Nair,Liberty,11:00",
+        "Lena Fischer,system-design,Priya Nair,Hudson,11:00",
+    )
     _rewrite(path, "Omar Haddad,coding,Tom Becker,Hudson,11:00", "Omar Haddad,coding,Tom Becker,Liberty,11:00")
 
 
@@ -208,6 +234,7 @@ NEAR_MISS_CASES = [
 
 # --- partial work: the gated checks ("broke nothing", "readable") must pay once real work is there ------------------
 
+
 def _first_candidate_only(ws):
     # Half the loop: Lena's four sessions, none of Omar's.
     path = ws / "schedule" / "2025-05-15_onsite.csv"
@@ -234,8 +261,10 @@ def _code_fixed_tests_and_changelog_untouched(ws):
 # task -> (partial work on top of the solution, the gated checks it must still earn in full)
 PARTIAL_WORK = {
     "expense-reconciliation-q1": (_duplicate_claim_counted_twice, {"closed_quarter_untouched", "summary_shape"}),
-    "fix-proration-bug": (_code_fixed_tests_and_changelog_untouched,
-                          {"hidden_cases", "upgrade_charges", "original_tests_kept"}),
+    "fix-proration-bug": (
+        _code_fixed_tests_and_changelog_untouched,
+        {"hidden_cases", "upgrade_charges", "original_tests_kept"},
+    ),
     "interview-loop-schedule": (_first_candidate_only, {"schedule_readable"}),
     "meeting-notes-action-items": (_two_actions_only, {"csv_readable", "owners_are_handles"}),
     "receipt-filing-manifest": (_one_receipt_filed_no_manifest, {"inbox_untouched"}),
@@ -243,6 +272,7 @@ PARTIAL_WORK = {
 
 
 # --- the collection as a whole -----------------------------------------------------------------------------------
+
 
 def test_there_are_at_least_six_tasks():
     assert len(TASK_DIRS) >= MIN_TASKS, f"only {len(TASK_DIRS)} task folders in {EXAMPLES}"
@@ -263,6 +293,7 @@ def test_every_task_has_a_near_miss():
 
 
 # --- each task ---------------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("task_dir", TASK_DIRS, ids=TASK_IDS)
 def test_data_entry_is_valid(task_dir):
@@ -373,4 +404,3 @@ def test_garbled_outputs_cost_points_without_crashing(task_dir, tmp_path):
     scores = run_check_py(workspace)
     assert all(isinstance(v, (int, float)) and 0.0 <= v <= 1.0 for v in scores.values()), scores
     assert sum(scores.values()) / len(scores) < 0.5, scores
-

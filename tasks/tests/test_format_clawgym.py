@@ -52,31 +52,68 @@ def test_reads_one_task_folder_and_nested_files(tmp_path):
     [
         (lambda f: (f / "notes.txt").write_text("x"), "task_b", "unexpected entry 'notes.txt' in the task folder"),
         (lambda f: (f / "data_entry.json").unlink(), "task_b", "task_b: not a task folder: it has no data_entry.json"),
-        (lambda f: (f / "data_entry.json").write_text('{"task_id": "task_b",\n "user_query": }'), "task_b",
-         "task_b/data_entry.json: not valid JSON (Expecting value at line 2 column 16)"),
-        (lambda f: (f / "data_entry.json").write_text('["a list"]'), "task_b",
-         "task_b/data_entry.json: must hold a JSON object"),
-        (lambda f: (f / "data_entry.json").write_text('{"user_query": "q"}'), "task_b",
-         "task_b/data_entry.json: needs 'task_id', a non-empty string"),
-        (lambda f: (f / "data_entry.json").write_text('{"task_id": "task_b", "user_query": " "}'), "task_b",
-         "task_b/data_entry.json: needs 'user_query', a non-empty string"),
-        (lambda f: (f / "data_entry.json").write_text(json.dumps(
-            {"task_id": "task_b", "user_query": "q", "rubric": [{"name": "r", "scores": {"1": "all"}}]})), "task_b",
-         "task_b/data_entry.json: rubric rule 1 (r): needs at least two score levels, e.g. 0 and 1"),
-        (lambda f: (f / "data_entry.json").write_text(json.dumps(
-            {"task_id": "task_b", "user_query": "q", "lambda": 2})),
-         "task_b", "task_b/data_entry.json: code weight λ must be a number in [0, 1], got 2"),
-        (lambda f: (f / "data_entry.json").write_text(json.dumps(
-            {"task_id": "task_b", "user_query": "q", "_layout": {}})), "task_b", "the key '_layout' is reserved"),
-        (lambda f: os.symlink("/etc/passwd", f / "input_files" / "passwd"), "task_b",
-         "task_b/input_files/passwd: symbolic links are not allowed"),
-        (lambda f: os.symlink("/etc", f / "input_files" / "etc"), "task_b",
-         "task_b/input_files/etc: symbolic links are not allowed"),
+        (
+            lambda f: (f / "data_entry.json").write_text('{"task_id": "task_b",\n "user_query": }'),
+            "task_b",
+            "task_b/data_entry.json: not valid JSON (Expecting value at line 2 column 16)",
+        ),
+        (
+            lambda f: (f / "data_entry.json").write_text('["a list"]'),
+            "task_b",
+            "task_b/data_entry.json: must hold a JSON object",
+        ),
+        (
+            lambda f: (f / "data_entry.json").write_text('{"user_query": "q"}'),
+            "task_b",
+            "task_b/data_entry.json: needs 'task_id', a non-empty string",
+        ),
+        (
+            lambda f: (f / "data_entry.json").write_text('{"task_id": "task_b", "user_query": " "}'),
+            "task_b",
+            "task_b/data_entry.json: needs 'user_query', a non-empty string",
+        ),
+        (
+            lambda f: (f / "data_entry.json").write_text(
+                json.dumps({"task_id": "task_b", "user_query": "q", "rubric": [{"name": "r", "scores": {"1": "all"}}]})
+            ),
+            "task_b",
+            "task_b/data_entry.json: rubric rule 1 (r): needs at least two score levels, e.g. 0 and 1",
+        ),
+        (
+            lambda f: (f / "data_entry.json").write_text(
+                json.dumps({"task_id": "task_b", "user_query": "q", "lambda": 2})
+            ),
+            "task_b",
+            "task_b/data_entry.json: code weight λ must be a number in [0, 1], got 2",
+        ),
+        (
+            lambda f: (f / "data_entry.json").write_text(
+                json.dumps({"task_id": "task_b", "user_query": "q", "_layout": {}})
+            ),
+            "task_b",
+            "the key '_layout' is reserved",
+        ),
+        (
+            lambda f: os.symlink("/etc/passwd", f / "input_files" / "passwd"),
+            "task_b",
+            "task_b/input_files/passwd: symbolic links are not allowed",
+        ),
+        (
+            lambda f: os.symlink("/etc", f / "input_files" / "etc"),
+            "task_b",
+            "task_b/input_files/etc: symbolic links are not allowed",
+        ),
         (lambda f: os.mkfifo(f / "reward" / "pipe"), "task_b", "task_b/reward/pipe: not a regular file"),
-        (lambda f: (f / "input_files" / "a\\b.txt").write_text("x"), "task_b",
-         "task_b/input_files/a\\b.txt: path contains a backslash"),
-        (lambda f: ((f / "solution").rename(f / "sol"), os.symlink(f / "sol", f / "solution")), "task_b",
-         "unexpected entry 'sol'"),
+        (
+            lambda f: (f / "input_files" / "a\\b.txt").write_text("x"),
+            "task_b",
+            "task_b/input_files/a\\b.txt: path contains a backslash",
+        ),
+        (
+            lambda f: ((f / "solution").rename(f / "sol"), os.symlink(f / "sol", f / "solution")),
+            "task_b",
+            "unexpected entry 'sol'",
+        ),
     ],
 )
 def test_a_bad_task_is_reported_and_the_others_are_read(tmp_path, damage, source, error):
@@ -126,8 +163,12 @@ def test_write_makes_the_same_layout_with_executable_scripts(tmp_path):
         "input_mount_dir": "/ws",
     }
     assert sorted(tree(out)) == [
-        "data_entry.json", "input_files/notes.md", "input_files/tools/run.sh",
-        "reward/check.py", "reward/reward.sh", "solution/report.md",
+        "data_entry.json",
+        "input_files/notes.md",
+        "input_files/tools/run.sh",
+        "reward/check.py",
+        "reward/reward.sh",
+        "solution/report.md",
     ]
     assert stat.S_IMODE((out / "reward" / "reward.sh").stat().st_mode) == 0o755
     assert stat.S_IMODE((out / "input_files" / "tools" / "run.sh").stat().st_mode) == 0o755
@@ -148,11 +189,16 @@ SPELLINGS = {
     "rubric present but empty": {"rubric": []},
     "rubric null": {"rubric": None},
     "checker_entry present with its default": {"checker_entry": DEFAULT_CHECKER_ENTRY},
-    "all present with defaults": {"rubric": [], "lambda": 0.7, "checker_entry": DEFAULT_CHECKER_ENTRY,
-                                  "input_mount_dir": "/root/.openclaw/workspace"},
+    "all present with defaults": {
+        "rubric": [],
+        "lambda": 0.7,
+        "checker_entry": DEFAULT_CHECKER_ENTRY,
+        "input_mount_dir": "/root/.openclaw/workspace",
+    },
     "non-default values": {"rubric": [RULE], "lambda": 0.5, "checker_entry": "python3 reward/check.py"},
-    "rubric spelled loosely": {"rubric": [{"name": "r", "scores": {"0.0": "a", "0.25": "b", "0.50": "c",
-                                                                   "0.75": "d", "1.0": "e"}}]},
+    "rubric spelled loosely": {
+        "rubric": [{"name": "r", "scores": {"0.0": "a", "0.25": "b", "0.50": "c", "0.75": "d", "1.0": "e"}}]
+    },
     "metadata absent": {"metadata": "absent"},
     "metadata null": {"metadata": None},
 }

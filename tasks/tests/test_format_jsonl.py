@@ -52,8 +52,12 @@ def test_reads_a_line_into_a_package(tmp_path):
 
 
 def test_a_checker_given_in_input_files_wins_over_hook_code(tmp_path):
-    line = jsonl_line(input_files=[{"file_path": "reward/check.py", "content": "print('{}')"},
-                                   {"file_path": "reward/reward.sh", "content": "#!/bin/sh\necho 1\n"}])
+    line = jsonl_line(
+        input_files=[
+            {"file_path": "reward/check.py", "content": "print('{}')"},
+            {"file_path": "reward/reward.sh", "content": "#!/bin/sh\necho 1\n"},
+        ]
+    )
     (package,) = read_all(write_jsonl(tmp_path / "t.jsonl", [line]))
     assert files_of(package)[("reward", "check.py")] == b"print('{}')"
     assert files_of(package)[("reward", "reward.sh")] == b"#!/bin/sh\necho 1\n"
@@ -99,33 +103,37 @@ def test_missing_task_id_gives_a_stable_content_derived_id(tmp_path):
 
 
 def test_bad_lines_are_reported_with_their_line_number_and_skipped(tmp_path):
-    path = write_jsonl(tmp_path / "batch.jsonl", [
-        jsonl_line(task_id="good-1"),
-        '{"prompt": "broken",',
-        jsonl_line(task_id="no-prompt", prompt=None),
-        "",
-        jsonl_line(task_id="bad-path", input_files=[{"file_path": "../etc/passwd", "content": "x"}]),
-        jsonl_line(task_id="abs-path", input_files=[{"file_path": "/etc/passwd", "content": "x"}]),
-        jsonl_line(task_id="bad-b64", input_files=[{"file_path": "a.bin", "content": "!!", "encoding": "base64"}]),
-        jsonl_line(task_id="bad-rule", rule=42),
-        jsonl_line(task_id="twice", input_files=[{"file_path": "a", "content": "1"},
-                                                 {"file_path": "a", "content": "2"}]),
-        "[1, 2]",
-        jsonl_line(task_id="good-2"),
-    ])
+    path = write_jsonl(
+        tmp_path / "batch.jsonl",
+        [
+            jsonl_line(task_id="good-1"),
+            '{"prompt": "broken",',
+            jsonl_line(task_id="no-prompt", prompt=None),
+            "",
+            jsonl_line(task_id="bad-path", input_files=[{"file_path": "../etc/passwd", "content": "x"}]),
+            jsonl_line(task_id="abs-path", input_files=[{"file_path": "/etc/passwd", "content": "x"}]),
+            jsonl_line(task_id="bad-b64", input_files=[{"file_path": "a.bin", "content": "!!", "encoding": "base64"}]),
+            jsonl_line(task_id="bad-rule", rule=42),
+            jsonl_line(
+                task_id="twice", input_files=[{"file_path": "a", "content": "1"}, {"file_path": "a", "content": "2"}]
+            ),
+            "[1, 2]",
+            jsonl_line(task_id="good-2"),
+        ],
+    )
     results = read_all(path)
     assert fmt.count(path) == len(results) == 10
     assert [r.external_id for r in results if not isinstance(r, ReadFailure)] == ["good-1", "good-2"]
     failures = {r.source: r.error for r in results if isinstance(r, ReadFailure)}
     assert failures == {
         "batch.jsonl line 2": "batch.jsonl line 2: not valid JSON (Expecting property name enclosed in double "
-                              "quotes at column 21)",
+        "quotes at column 21)",
         "batch.jsonl line 3": "batch.jsonl line 3: missing 'prompt' (the task instruction, a non-empty string)",
         "batch.jsonl line 5": "batch.jsonl line 5: input_files[0] ('../etc/passwd'): '..' is not allowed in a path",
         "batch.jsonl line 6": "batch.jsonl line 6: input_files[0] ('/etc/passwd'): absolute paths are not allowed",
         "batch.jsonl line 7": "batch.jsonl line 7: input_files[0] ('a.bin'): content is not valid base64",
-        "batch.jsonl line 8": "batch.jsonl line 8: 'rule' must be a list of rules, {\"rules\": [...], \"lambda\": λ}, "
-                              "free text, or null",
+        "batch.jsonl line 8": 'batch.jsonl line 8: \'rule\' must be a list of rules, {"rules": [...], "lambda": λ}, '
+        "free text, or null",
         "batch.jsonl line 9": "batch.jsonl line 9: input_files[1] ('a'): the same file is listed twice",
         "batch.jsonl line 10": "batch.jsonl line 10: the line must hold a JSON object",
     }
@@ -141,22 +149,26 @@ LINES = {
     "with id and metadata": jsonl_line(task_id="x-1", metadata={"category": "Data", "n": 1.5}),
     "empty metadata": jsonl_line(metadata={}),
     "rubric list": jsonl_line(rule=[RULE]),
-    "loose rubric": jsonl_line(rule=[{"name": "r", "scores": {"0.0": "a", "0.25": "b", "0.5": "c", "0.75": "d",
-                                                              "1.0": "e"}}]),
+    "loose rubric": jsonl_line(
+        rule=[{"name": "r", "scores": {"0.0": "a", "0.25": "b", "0.5": "c", "0.75": "d", "1.0": "e"}}]
+    ),
     "rule object with default lambda": jsonl_line(rule={"rules": [RULE], "lambda": 0.7}),
     "rule object": jsonl_line(rule={"rules": [RULE], "lambda": 0.25}),
     "free text rule": jsonl_line(rule="Names both totals."),
     "rule absent": {k: v for k, v in jsonl_line().items() if k != "rule"},
     "hook_code null, no checker": jsonl_line(hook_code=None),
     "hook_code absent": {k: v for k, v in jsonl_line().items() if k != "hook_code"},
-    "binary and text files, unsorted": jsonl_line(input_files=[
-        {"file_path": "z.txt", "content": "z"},
-        {"file_path": "reward/answer.json", "content": "{}"},
-        {"file_path": "a.bin", "content": base64.b64encode(b"\x00\xff").decode(), "encoding": "base64"},
-        {"file_path": "b.txt", "content": base64.b64encode(b"text").decode(), "encoding": "base64"},
-    ]),
-    "standard reward.sh listed": jsonl_line(input_files=[{"file_path": "reward/reward.sh",
-                                                         "content": STANDARD_REWARD_SH}]),
+    "binary and text files, unsorted": jsonl_line(
+        input_files=[
+            {"file_path": "z.txt", "content": "z"},
+            {"file_path": "reward/answer.json", "content": "{}"},
+            {"file_path": "a.bin", "content": base64.b64encode(b"\x00\xff").decode(), "encoding": "base64"},
+            {"file_path": "b.txt", "content": base64.b64encode(b"text").decode(), "encoding": "base64"},
+        ]
+    ),
+    "standard reward.sh listed": jsonl_line(
+        input_files=[{"file_path": "reward/reward.sh", "content": STANDARD_REWARD_SH}]
+    ),
     "check.py listed and hook_code": jsonl_line(input_files=[{"file_path": "reward/check.py", "content": "x = 1"}]),
     "solution files": jsonl_line(solution_files=[{"file_path": "out.txt", "content": "3\n"}]),
     "no input_files key": {k: v for k, v in jsonl_line().items() if k != "input_files"},

@@ -90,7 +90,7 @@ and action item.
 The meeting has a relaxed tone.
 '''
 
-JUDGE_ONLY = '''\
+JUDGE_ONLY = """\
 ---
 id: task_csv_report
 name: Finance Report
@@ -108,9 +108,9 @@ Write finance_report.md from the CSV.
 
 - [ ] Report file is created
 - [x] Volatility metrics are presented
-'''
+"""
 
-AUTOMATED = '''\
+AUTOMATED = """\
 ---
 id: task_sanity
 name: Sanity
@@ -129,7 +129,7 @@ Say hello in hello.txt.
 def grade(transcript, workspace_path):
     return {"ok": 1.0}
 ```
-'''
+"""
 
 
 @pytest.fixture
@@ -174,9 +174,16 @@ def test_hybrid_task(bench):
     assert files[("reward", "reward.sh")] == STANDARD_REWARD_SH.encode()
     assert files[("reward", "grade_impl.py")].startswith(b"def grade(transcript: list, workspace_path: str)")
     assert b"## not a section" in files[("reward", "grade_impl.py")]
-    assert sorted(files) == sorted([("input", "meeting_transcript.md"), ("input", "config.json"),
-                                    ("input", "agenda.txt"), ("reward", "grade_impl.py"),
-                                    ("reward", "check.py"), ("reward", "reward.sh")])
+    assert sorted(files) == sorted(
+        [
+            ("input", "meeting_transcript.md"),
+            ("input", "config.json"),
+            ("input", "agenda.txt"),
+            ("reward", "grade_impl.py"),
+            ("reward", "check.py"),
+            ("reward", "reward.sh"),
+        ]
+    )
 
     assert validate_rubric(task.rubric) == task.rubric
     accuracy, layout = task.rubric
@@ -185,8 +192,11 @@ def test_hybrid_task(bench):
     assert accuracy["scores"]["0"] == "Missing or wrong."
     assert (layout["name"], layout["weight"]) == ("Email Format", 65.0)
     # A criterion keeps the levels it states, no more: the judge answers one of 1, 0.5 and 0.
-    assert layout["scores"] == {"0": "Not an email.", "0.5": "Right information, unnatural email.",
-                                "1": "Reads like a real email."}
+    assert layout["scores"] == {
+        "0": "Not an email.",
+        "0.5": "Right information, unnatural email.",
+        "1": "Reads like a real email.",
+    }
 
 
 def test_llm_judge_task_without_rubric_is_judged_on_its_criteria(bench):
@@ -216,8 +226,9 @@ def _run_checker(tmp_path, task, payload: dict | None, files: dict):
     if payload is not None:
         (tmp_path / "payload.json").write_text(json.dumps(payload))
         env["OPENCLAW_REWARD_PAYLOAD"] = str(tmp_path / "payload.json")
-    return subprocess.run(["bash", str(workspace / "reward" / "reward.sh")], capture_output=True, text=True,
-                          env=env, timeout=60)
+    return subprocess.run(
+        ["bash", str(workspace / "reward" / "reward.sh")], capture_output=True, text=True, env=env, timeout=60
+    )
 
 
 def test_the_checker_runs_grade_with_the_transcript_and_clamps_scores(bench, tmp_path):
@@ -235,7 +246,11 @@ def test_the_checker_without_payload_grades_on_the_workspace(bench, tmp_path):
     done = _run_checker(tmp_path, by_id(bench)["task_meeting_follow_up"], None, {})
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[0]) == {
-        "file_created": 0.0, "deadline_mentioned": 0.0, "turns": 0.0, "bonus": 1.0}
+        "file_created": 0.0,
+        "deadline_mentioned": 0.0,
+        "turns": 0.0,
+        "bonus": 1.0,
+    }
     assert float(done.stdout.strip().splitlines()[-1]) == 0.25
 
 
@@ -257,22 +272,41 @@ def _with(bench, name: str, text: str):
         ("---\nid: [unclosed\n---\n## Prompt\nx\n", "front matter is not valid YAML"),
         ("---\nid: t_bad\ngrading_type: vibes\n---\n## Prompt\nx\n", "grading_type 'vibes' is not one of"),
         ("---\nid: t_bad\n---\n## Expected Behavior\nx\n", "no '## Prompt' section"),
-        ("---\nid: t_bad\ngrading_type: automated\n---\n## Prompt\nx\n",
-         "grading_type automated needs an '## Automated Checks' section"),
-        ("---\nid: t_bad\ngrading_type: llm_judge\nworkspace_files:\n  - source: nope.csv\n---\n## Prompt\nx\n",
-         "workspace_files[0]: 'nope.csv' not found in assets/ or tasks/t_bad/"),
-        ("---\nid: t_bad\ngrading_type: llm_judge\nworkspace_files:\n  - source: ../secret\n---\n## Prompt\nx\n",
-         "workspace_files[0]: source '../secret': '..' is not allowed in a path"),
-        ("---\nid: t_bad\ngrading_type: llm_judge\nworkspace_files:\n  - path: /etc/x\n    content: x\n---\n"
-         "## Prompt\nx\n## Grading Criteria\n- [ ] ok\n", "destination '/etc/x': absolute paths are not allowed"),
-        ("---\nid: t_bad\ngrading_type: hybrid\ngrading_weights: {automated: -1}\n---\n## Prompt\nx\n",
-         "grading_weights.automated must be a number ≥ 0"),
-        ("---\nid: t_bad\ngrading_type: llm_judge\n---\n## Prompt\nx\n",
-         "an llm_judge/hybrid task needs an LLM Judge Rubric or Grading Criteria section"),
-        ("---\nid: t_bad\ngrading_type: llm_judge\n---\n## Prompt\nx\n## LLM Judge Rubric\n### Criterion 1: A\n"
-         "**Score 1.5**: beyond the scale\n**Score 0**: no\n", "'A': score level 1.5 is not in [0, 1]"),
-        ("---\nid: t_bad\ngrading_type: llm_judge\n---\n## Prompt\nx\n## LLM Judge Rubric\n### Criterion 1: A\n"
-         "**Score 1.0**: yes\n**Score 1**: also yes\n", "'A': score level 1 is given twice"),
+        (
+            "---\nid: t_bad\ngrading_type: automated\n---\n## Prompt\nx\n",
+            "grading_type automated needs an '## Automated Checks' section",
+        ),
+        (
+            "---\nid: t_bad\ngrading_type: llm_judge\nworkspace_files:\n  - source: nope.csv\n---\n## Prompt\nx\n",
+            "workspace_files[0]: 'nope.csv' not found in assets/ or tasks/t_bad/",
+        ),
+        (
+            "---\nid: t_bad\ngrading_type: llm_judge\nworkspace_files:\n  - source: ../secret\n---\n## Prompt\nx\n",
+            "workspace_files[0]: source '../secret': '..' is not allowed in a path",
+        ),
+        (
+            "---\nid: t_bad\ngrading_type: llm_judge\nworkspace_files:\n  - path: /etc/x\n    content: x\n---\n"
+            "## Prompt\nx\n## Grading Criteria\n- [ ] ok\n",
+            "destination '/etc/x': absolute paths are not allowed",
+        ),
+        (
+            "---\nid: t_bad\ngrading_type: hybrid\ngrading_weights: {automated: -1}\n---\n## Prompt\nx\n",
+            "grading_weights.automated must be a number ≥ 0",
+        ),
+        (
+            "---\nid: t_bad\ngrading_type: llm_judge\n---\n## Prompt\nx\n",
+            "an llm_judge/hybrid task needs an LLM Judge Rubric or Grading Criteria section",
+        ),
+        (
+            "---\nid: t_bad\ngrading_type: llm_judge\n---\n## Prompt\nx\n## LLM Judge Rubric\n### Criterion 1: A\n"
+            "**Score 1.5**: beyond the scale\n**Score 0**: no\n",
+            "'A': score level 1.5 is not in [0, 1]",
+        ),
+        (
+            "---\nid: t_bad\ngrading_type: llm_judge\n---\n## Prompt\nx\n## LLM Judge Rubric\n### Criterion 1: A\n"
+            "**Score 1.0**: yes\n**Score 1**: also yes\n",
+            "'A': score level 1 is given twice",
+        ),
     ],
 )
 def test_a_bad_task_file_is_reported_and_the_others_are_read(bench, text, error):
@@ -286,14 +320,22 @@ def test_a_bad_task_file_is_reported_and_the_others_are_read(bench, text, error)
 def test_symlinked_asset_is_refused(bench, tmp_path):
     (tmp_path / "secret.txt").write_text("secret")
     os.symlink(tmp_path / "secret.txt", bench / "assets" / "link.txt")
-    failures = _with(bench, "t_link.md", "---\nid: t_link\ngrading_type: llm_judge\nworkspace_files:\n"
-                                         "  - source: link.txt\n---\n## Prompt\nx\n## Grading Criteria\n- [ ] ok\n")
+    failures = _with(
+        bench,
+        "t_link.md",
+        "---\nid: t_link\ngrading_type: llm_judge\nworkspace_files:\n"
+        "  - source: link.txt\n---\n## Prompt\nx\n## Grading Criteria\n- [ ] ok\n",
+    )
     assert failures == {"tasks/t_link.md": "tasks/t_link.md: assets/link.txt: symbolic links are not allowed"}
 
 
 def test_free_text_rubric_becomes_one_rule(bench):
-    _with(bench, "t_free.md", "---\nid: t_free\ngrading_type: llm_judge\n---\n## Prompt\nx\n"
-                              "## LLM Judge Rubric\nJudge whether the report is accurate.\n")
+    _with(
+        bench,
+        "t_free.md",
+        "---\nid: t_free\ngrading_type: llm_judge\n---\n## Prompt\nx\n"
+        "## LLM Judge Rubric\nJudge whether the report is accurate.\n",
+    )
     (rule,) = by_id(bench)["t_free"].rubric
     assert rule["name"] == "rubric" and "Judge whether the report is accurate." in rule["scores"]["1"]
 
@@ -360,8 +402,12 @@ def test_a_criterion_scored_in_steps_of_a_fifth_keeps_its_six_levels(bench):
 
 
 def test_only_the_ends_of_the_scale_are_added_when_left_out(bench):
-    _with(bench, "t_ends.md", "---\nid: t_ends\ngrading_type: llm_judge\n---\n## Prompt\nx\n## LLM Judge Rubric\n"
-                              "### Criterion 1: Totals\n**Score 0.6**: most totals right\n")
+    _with(
+        bench,
+        "t_ends.md",
+        "---\nid: t_ends\ngrading_type: llm_judge\n---\n## Prompt\nx\n## LLM Judge Rubric\n"
+        "### Criterion 1: Totals\n**Score 0.6**: most totals right\n",
+    )
     (rule,) = by_id(bench)["t_ends"].rubric
     assert list(rule["scores"]) == ["0", "0.6", "1"]
     assert rule["scores"]["0.6"] == "most totals right"
@@ -377,7 +423,7 @@ def test_the_imported_levels_are_what_the_task_page_shows(bench, viewer_client):
     report = import_path(bench, fmt="pinchbench")
     assert not report.failed and report.imported == 4
     page = viewer_client.get(reverse("tasks:detail", args=["task_release_notes"])).content.decode()
-    rubric = page[page.index('id="rubric"'):]
+    rubric = page[page.index('id="rubric"') :]
     shown = [rubric.index(f'<th class="num">{level}</th>') for level in ("0", "0.2", "0.4", "0.6", "0.8", "1")]
     assert shown == sorted(shown)  # every level, lowest first
     assert "One minor entry is missing." in rubric and '<th class="num">0.75</th>' not in rubric.split("Tone")[0]

@@ -70,8 +70,9 @@ def test_upload_is_stored_and_job_imports_it(db, tmp_path, upload_dir, admin_use
 
 def test_upload_of_jsonl_with_explicit_format(db, upload_dir, admin_user, django_capture_on_commit_callbacks):
     line = b'{"task_id": "j1", "prompt": "Write hello to out.txt.", "hook_code": "print(1)"}\n'
-    run = _start(SimpleUploadedFile("tasks.jsonl", line), admin_user, django_capture_on_commit_callbacks,
-                 fmt="clawgym-jsonl")
+    run = _start(
+        SimpleUploadedFile("tasks.jsonl", line), admin_user, django_capture_on_commit_callbacks, fmt="clawgym-jsonl"
+    )
     assert run.params["fmt"] == "clawgym-jsonl"
     assert runner.execute(run.pk) == JobRun.Status.SUCCEEDED
     run.refresh_from_db()

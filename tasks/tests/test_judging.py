@@ -53,9 +53,13 @@ def fast_backoff(fast_llm_retries):
 @pytest.fixture
 def judge(db, scripted_upstream):
     return ModelEndpoint.objects.create(
-        name="judge", base_url=scripted_upstream.base_url, model="judge-model", roles=["judge"],
-        timeout_seconds=5, max_retries=1,
-    )  # fmt: skip
+        name="judge",
+        base_url=scripted_upstream.base_url,
+        model="judge-model",
+        roles=["judge"],
+        timeout_seconds=5,
+        max_retries=1,
+    )
 
 
 def make_revision(rubric, external_id="t-judge"):
@@ -137,9 +141,19 @@ def test_a_level_written_as_a_string_is_accepted_without_repair(judge, scripted_
 
 def test_a_rule_with_its_own_levels_is_judged_on_them(judge, scripted_upstream):
     # As imported from a PinchBench criterion scored in steps of 0.2.
-    fifths = {"name": "Coverage", "target_file": "report.md", "weight": 60.0, "scores": {
-        "1.0": "every entry", "0.8": "one missing", "0.6": "two missing", "0.4": "half", "0.2": "one entry",
-        "0.0": "nothing"}}  # fmt: skip
+    fifths = {
+        "name": "Coverage",
+        "target_file": "report.md",
+        "weight": 60.0,
+        "scores": {
+            "1.0": "every entry",
+            "0.8": "one missing",
+            "0.6": "two missing",
+            "0.4": "half",
+            "0.2": "one entry",
+            "0.0": "nothing",
+        },
+    }
     revision = make_revision([fifths, rule("Tone")])
     # 0.75 is a level of the five-level Tone rule, not of Coverage: refused there, then ".80" names 0.8.
     scripted_upstream.push(verdict(0.75, "most"), verdict(".80", "one entry missing"), verdict(0.8), verdict(0.75))
@@ -219,9 +233,18 @@ def test_binary_targets_are_described_not_dumped(judge, scripted_upstream):
 def test_targets_in_a_workspace_folder_are_read_without_following_links(tmp_path):
     outside = tmp_path / "secret.txt"
     outside.write_text("TOP SECRET")
-    rubric = [rule(n, target=t) for n, t in
-              [("a", "report.md"), ("b", "link.md"), ("c", "docs"), ("d", "gone.md"), ("e", "via/report.md"),
-               ("f", "../escape.md"), ("g", "report.md/inner.md")]]  # fmt: skip
+    rubric = [
+        rule(n, target=t)
+        for n, t in [
+            ("a", "report.md"),
+            ("b", "link.md"),
+            ("c", "docs"),
+            ("d", "gone.md"),
+            ("e", "via/report.md"),
+            ("f", "../escape.md"),
+            ("g", "report.md/inner.md"),
+        ]
+    ]
     with Workspace.create({"report.md": b"# Report\n", "docs/a.txt": b"a", "docs/b.txt": b"b"}) as workspace:
         os.symlink(outside, workspace.root / "link.md")
         os.symlink(workspace.root, workspace.root / "via")
@@ -243,8 +266,9 @@ def test_no_judge_endpoint_is_a_clear_error(db):
 
 def test_the_first_enabled_judge_endpoint_is_picked(judge, scripted_upstream):
     ModelEndpoint.objects.create(name="generator", base_url="http://127.0.0.1:9/v1", model="g", roles=["generator"])
-    ModelEndpoint.objects.create(name="a-off", base_url="http://127.0.0.1:9/v1", model="o", roles=["judge"],
-                                 enabled=False)  # fmt: skip
+    ModelEndpoint.objects.create(
+        name="a-off", base_url="http://127.0.0.1:9/v1", model="o", roles=["judge"], enabled=False
+    )
     revision = make_revision([rule("Accuracy")])
     scripted_upstream.push(verdict(1))
     [judgement] = judge_rubric(revision, {"report.md": b"ok"}, "")

@@ -62,10 +62,16 @@ def test_dashboard_counts_tasks_by_status_category_and_source(viewer_client, adm
     make_task("t2", status=Task.Status.DRAFT)
     make_task("t3", category="software-development", source=Task.Source.PERSONA)
     make_task("t4", category="no-such-category")
-    JobRun.objects.create(kind="tasks.import_upload", engine="django_q", status=JobRun.Status.SUCCEEDED,
-                          message="4 imported", created_by=admin_user)
-    running = JobRun.objects.create(kind="tasks.import_upload", engine="django_q", status=JobRun.Status.RUNNING,
-                                    progress_done=3, progress_total=10)
+    JobRun.objects.create(
+        kind="tasks.import_upload",
+        engine="django_q",
+        status=JobRun.Status.SUCCEEDED,
+        message="4 imported",
+        created_by=admin_user,
+    )
+    running = JobRun.objects.create(
+        kind="tasks.import_upload", engine="django_q", status=JobRun.Status.RUNNING, progress_done=3, progress_total=10
+    )
     response = viewer_client.get(reverse("dashboard"))
     assert response.status_code == 200
     page = response.content.decode()
@@ -163,7 +169,9 @@ def test_task_detail_shows_header_instruction_files_checker_rubric_history(viewe
     assert "r2" in page and "(current)" in page
     assert "Summarise the sales by region." in page
     # file tree grouped by role, with sizes and htmx links to the viewer
-    assert "Input file (starting workspace)" in page and "Checker file (reward/)" in page and "Reference solution" in page
+    assert (
+        "Input file (starting workspace)" in page and "Checker file (reward/)" in page and "Reference solution" in page
+    )
     assert "data/sales.csv" in page and "31\xa0bytes" in page
     assert reverse("tasks:file", args=["sales-report", 2, "input", "data/sales.csv"]) in page
     assert 'hx-target="#file-viewer"' in page
@@ -218,8 +226,11 @@ def test_script_in_instruction_or_file_is_never_rendered(viewer_client):
     make_task(
         "xss",
         instruction=f"Do it {evil}\n\n<img src=x onerror=alert(1)>",
-        files=[PackageFile("page.html", evil.encode()), PackageFile("notes.md", f"# N\n{evil}".encode()),
-               PackageFile("t.csv", f"a\n{evil}\n".encode())],
+        files=[
+            PackageFile("page.html", evil.encode()),
+            PackageFile("notes.md", f"# N\n{evil}".encode()),
+            PackageFile("t.csv", f"a\n{evil}\n".encode()),
+        ],
     )
     detail = viewer_client.get(reverse("tasks:detail", args=["xss"])).content.decode()
     assert evil not in detail and "onerror=alert(1)>" not in detail
@@ -333,23 +344,38 @@ def test_admin_lists_tasks_and_keeps_revisions_and_blobs_read_only(admin_client)
 @pytest.mark.django_db
 def test_admin_changes_task_status_and_edits_the_taxonomy(admin_client):
     task = make_task("sales-report")
-    response = admin_client.post(reverse("admin:tasks_task_change", args=[task.pk]), {
-        "status": "archived",
-        "revisions-TOTAL_FORMS": "1", "revisions-INITIAL_FORMS": "1",
-        "revisions-MIN_NUM_FORMS": "0", "revisions-MAX_NUM_FORMS": "1000",
-        "revisions-0-id": str(task.current_revision_id), "revisions-0-task": str(task.pk),
-    })
+    response = admin_client.post(
+        reverse("admin:tasks_task_change", args=[task.pk]),
+        {
+            "status": "archived",
+            "revisions-TOTAL_FORMS": "1",
+            "revisions-INITIAL_FORMS": "1",
+            "revisions-MIN_NUM_FORMS": "0",
+            "revisions-MAX_NUM_FORMS": "1000",
+            "revisions-0-id": str(task.current_revision_id),
+            "revisions-0-task": str(task.pk),
+        },
+    )
     assert response.status_code == 302, response.content.decode()[:2000]
     task.refresh_from_db()
     assert task.status == "archived"
     assert task.current_revision.number == 1  # no new revision, content untouched
 
-    add = admin_client.post(reverse("admin:tasks_scenariocategory_add"), {
-        "name": "Travel", "slug": "travel", "description": "",
-        "subcategories-TOTAL_FORMS": "1", "subcategories-INITIAL_FORMS": "0",
-        "subcategories-MIN_NUM_FORMS": "0", "subcategories-MAX_NUM_FORMS": "1000",
-        "subcategories-0-name": "Itineraries", "subcategories-0-slug": "itineraries", "subcategories-0-description": "",
-    })
+    add = admin_client.post(
+        reverse("admin:tasks_scenariocategory_add"),
+        {
+            "name": "Travel",
+            "slug": "travel",
+            "description": "",
+            "subcategories-TOTAL_FORMS": "1",
+            "subcategories-INITIAL_FORMS": "0",
+            "subcategories-MIN_NUM_FORMS": "0",
+            "subcategories-MAX_NUM_FORMS": "1000",
+            "subcategories-0-name": "Itineraries",
+            "subcategories-0-slug": "itineraries",
+            "subcategories-0-description": "",
+        },
+    )
     assert add.status_code == 302, add.content.decode()[:2000]
     assert list(ScenarioCategory.objects.get(slug="travel").subcategories.values_list("slug", flat=True)) == [
         "itineraries"
@@ -366,8 +392,18 @@ def _upload(name, data: bytes):
 
 
 def _jsonl_line(task_id="imported-1"):
-    return json.dumps({"prompt": f"Do {task_id}", "hook_code": "print('{}')", "input_files": [], "rule": None,
-                       "origin_template": task_id}).encode() + b"\n"
+    return (
+        json.dumps(
+            {
+                "prompt": f"Do {task_id}",
+                "hook_code": "print('{}')",
+                "input_files": [],
+                "rule": None,
+                "origin_template": task_id,
+            }
+        ).encode()
+        + b"\n"
+    )
 
 
 @pytest.mark.django_db
@@ -412,11 +448,27 @@ def test_import_upload_starts_a_job(admin_client):
 @pytest.mark.django_db
 def test_sanity_failures_show_no_server_paths_to_non_admins(viewer_client, admin_client):
     task = make_task("path-leak")
-    reason = "could not install the checker in the workspace: [Errno 28] No space left: '/var/clawgym/scratch/ws-9/reward'"
-    run = {"score": 0.0, "status": "sandbox_error", "reason": reason, "subscores": {}, "duration": 0.1,
-           "stderr": 'File "/var/clawgym/scratch/ws-9/reward/check.py", line 3'}  # fmt: skip
-    SanityReport.objects.create(revision=task.current_revision, runs={"empty": run, "initial": run}, crashed=True,
-                                over_lenient=False, solvable=None, tolerance=0.0, backend="process", isolated=False)
+    reason = (
+        "could not install the checker in the workspace: [Errno 28] No space left: '/var/clawgym/scratch/ws-9/reward'"
+    )
+    run = {
+        "score": 0.0,
+        "status": "sandbox_error",
+        "reason": reason,
+        "subscores": {},
+        "duration": 0.1,
+        "stderr": 'File "/var/clawgym/scratch/ws-9/reward/check.py", line 3',
+    }
+    SanityReport.objects.create(
+        revision=task.current_revision,
+        runs={"empty": run, "initial": run},
+        crashed=True,
+        over_lenient=False,
+        solvable=None,
+        tolerance=0.0,
+        backend="process",
+        isolated=False,
+    )
     url = reverse("tasks:detail", args=["path-leak"])
     page = viewer_client.get(url).content.decode()
     assert "No space left: &#x27;…/reward&#x27;" in page and 'File "…/check.py", line 3' in page.replace("&quot;", '"')

@@ -42,10 +42,23 @@ def test_folder_round_trip_is_exact(db, tmp_path):
     src = tmp_path / "src"
     for i, extra in enumerate(SPELLINGS):
         write_task(src, f"task_{i}", entry=extra)
-    write_task(src, "binary", files={"input_files/img/logo.png": b"\x89PNG\x00\xff\xfe",
-                                     "input_files/empty.txt": b"", "reward/check.py": "print('{}')\n"})
+    write_task(
+        src,
+        "binary",
+        files={
+            "input_files/img/logo.png": b"\x89PNG\x00\xff\xfe",
+            "input_files/empty.txt": b"",
+            "reward/check.py": "print('{}')\n",
+        },
+    )
     report = import_path(src)
-    assert report.as_dict() == {"imported": len(SPELLINGS) + 1, "updated": 0, "unchanged": 0, "failed": [], "failed_count": 0}
+    assert report.as_dict() == {
+        "imported": len(SPELLINGS) + 1,
+        "updated": 0,
+        "unchanged": 0,
+        "failed": [],
+        "failed_count": 0,
+    }
 
     assert export_tasks(tmp_path / "out") == len(SPELLINGS) + 1
     assert_same_folders(src, tmp_path / "out")
@@ -57,11 +70,15 @@ def test_jsonl_round_trip_is_json_equal_per_line(db, tmp_path):
         jsonl_line(task_id="with-id", metadata={"category": "Data"}, rule={"rules": [RULE], "lambda": 0.3}),
         jsonl_line(task_id="text-rule", rule="Names both totals.", hook_code=None),
         {k: v for k, v in jsonl_line(prompt="No rule key.").items() if k != "rule"},
-        jsonl_line(task_id="files", input_files=[
-            {"file_path": "z.txt", "content": "z"},
-            {"file_path": "reward/answer.json", "content": "{}"},
-            {"file_path": "a.bin", "content": "AP8=", "encoding": "base64"},
-        ], solution_files=[{"file_path": "out.txt", "content": "3\n"}]),
+        jsonl_line(
+            task_id="files",
+            input_files=[
+                {"file_path": "z.txt", "content": "z"},
+                {"file_path": "reward/answer.json", "content": "{}"},
+                {"file_path": "a.bin", "content": "AP8=", "encoding": "base64"},
+            ],
+            solution_files=[{"file_path": "out.txt", "content": "3\n"}],
+        ),
     ]
     src = write_jsonl(tmp_path / "in.jsonl", lines)
     assert import_path(src).as_dict()["imported"] == len(lines)
@@ -88,7 +105,13 @@ def test_reimport_of_identical_content_creates_nothing(db, tmp_path):
     import_path(tmp_path / "src")
     revisions = sorted(Task.objects.values_list("external_id", "current_revision_id"))
 
-    assert import_path(tmp_path / "src").as_dict() == {"imported": 0, "updated": 0, "unchanged": 2, "failed": [], "failed_count": 0}
+    assert import_path(tmp_path / "src").as_dict() == {
+        "imported": 0,
+        "updated": 0,
+        "unchanged": 2,
+        "failed": [],
+        "failed_count": 0,
+    }
     assert sorted(Task.objects.values_list("external_id", "current_revision_id")) == revisions
     assert Task.objects.get(external_id="task_a").revisions.count() == 1
 
@@ -98,7 +121,13 @@ def test_changed_content_creates_revision_2_with_parent_1(db, tmp_path, admin_us
     import_path(tmp_path / "src", user=admin_user)
     (folder / "input_files" / "notes.md").write_text("# Notes\n- one\n- two\n- three\n")
 
-    assert import_path(tmp_path / "src").as_dict() == {"imported": 0, "updated": 1, "unchanged": 0, "failed": [], "failed_count": 0}
+    assert import_path(tmp_path / "src").as_dict() == {
+        "imported": 0,
+        "updated": 1,
+        "unchanged": 0,
+        "failed": [],
+        "failed_count": 0,
+    }
     task = Task.objects.get(external_id="task_a")
     r2, r1 = task.revisions.order_by("-number")
     assert (r1.number, r2.number) == (1, 2)
@@ -119,10 +148,16 @@ def test_a_bad_task_in_a_batch_is_skipped_and_reported(db, tmp_path):
     report = import_path(src).as_dict()
     assert report["imported"] == 2
     assert report["failed"] == [
-        {"source": "task_bad", "error": "task id 'bad id with spaces' must be 1-200 characters of letters, digits, "
-                                        "'.', '_' or '-' and start with a letter or digit"},
-        {"source": "task_c", "error": "task_c: unexpected entry 'stray.txt' in the task folder (allowed: "
-                                      "data_entry.json, input_files/, reward/, solution/)"},
+        {
+            "source": "task_bad",
+            "error": "task id 'bad id with spaces' must be 1-200 characters of letters, digits, "
+            "'.', '_' or '-' and start with a letter or digit",
+        },
+        {
+            "source": "task_c",
+            "error": "task_c: unexpected entry 'stray.txt' in the task folder (allowed: "
+            "data_entry.json, input_files/, reward/, solution/)",
+        },
     ]
     assert set(Task.objects.values_list("external_id", flat=True)) == {"task_a", "task_d"}
 
@@ -147,16 +182,23 @@ def test_the_same_task_twice_in_one_import_is_reported(db, tmp_path):
     path = write_jsonl(tmp_path / "t.jsonl", [jsonl_line(task_id="dup"), jsonl_line(task_id="dup", prompt="Other")])
     report = import_path(path).as_dict()
     assert report["imported"] == 1
-    assert report["failed"] == [{"source": "t.jsonl line 2",
-                                 "error": "task id 'dup' was already imported from t.jsonl line 1 in this import"}]
+    assert report["failed"] == [
+        {"source": "t.jsonl line 2", "error": "task id 'dup' was already imported from t.jsonl line 1 in this import"}
+    ]
 
 
 def test_export_after_a_reviewer_edit_writes_the_current_revision(db, tmp_path, reviewer):
     write_task(tmp_path / "src", "task_a", entry={"lambda": 0.7, "rubric": []})
     import_path(tmp_path / "src")
     task = Task.objects.get(external_id="task_a")
-    revise_task(task, user=reviewer, message="weigh the rubric", rubric=[RULE], code_weight=0.5,
-                file_changes={("input", "notes.md"): b"new notes\n"})
+    revise_task(
+        task,
+        user=reviewer,
+        message="weigh the rubric",
+        rubric=[RULE],
+        code_weight=0.5,
+        file_changes={("input", "notes.md"): b"new notes\n"},
+    )
 
     export_tasks(tmp_path / "out")
     entry = json.loads((tmp_path / "out" / "task_a" / "data_entry.json").read_text())
@@ -181,8 +223,9 @@ def test_example_tasks_round_trip_exactly(db, tmp_path):
     for folder in folders:
         entry = json.loads((folder / "data_entry.json").read_text())
         assert_same_folders(folder, tmp_path / "out" / entry["task_id"])
-    assert (tmp_path / "out" / json.loads((folders[0] / "data_entry.json").read_text())["task_id"] / "reward"
-            / "reward.sh").stat().st_mode & 0o111
+    assert (
+        tmp_path / "out" / json.loads((folders[0] / "data_entry.json").read_text())["task_id"] / "reward" / "reward.sh"
+    ).stat().st_mode & 0o111
 
 
 @pytest.mark.parametrize("fmt", ["clawgym", "clawgym-jsonl"])

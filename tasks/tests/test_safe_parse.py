@@ -32,8 +32,10 @@ GRADE = "```python\ndef grade(transcript, workspace_path):\n    return {'done': 
 
 
 def pinchbench_task(task_id: str, extra_front_matter: str = "") -> str:
-    return (f"---\nid: {task_id}\nname: {task_id}\ngrading_type: automated\n{extra_front_matter}---\n\n"
-            f"## Prompt\n\nWrite done.txt ({task_id}).\n\n## Automated Checks\n\n{GRADE}")  # fmt: skip
+    return (
+        f"---\nid: {task_id}\nname: {task_id}\ngrading_type: automated\n{extra_front_matter}---\n\n"
+        f"## Prompt\n\nWrite done.txt ({task_id}).\n\n## Automated Checks\n\n{GRADE}"
+    )
 
 
 @pytest.fixture
@@ -75,11 +77,14 @@ def test_an_alias_bomb_is_refused_while_it_is_composed():
         (LOOP, None, "the alias *x is inside the node &x names: it would hold itself"),
         ("x: " + "[" * 100 + "]" * 100, None, "values are nested more than 64 deep"),
         # One long scalar named many times: few values, but gigabytes once written out.
-        ("s: &s " + "x" * 100_000 + "\nl: [" + ", ".join(["*s"] * 20) + "]\n", None,
-         "aliases (*name) stand for more than 1,048,576 characters"),
+        (
+            "s: &s " + "x" * 100_000 + "\nl: [" + ", ".join(["*s"] * 20) + "]\n",
+            None,
+            "aliases (*name) stand for more than 1,048,576 characters",
+        ),
         ("a: b\n" * 1000, 4_000, "the YAML is 5,000 characters, over the 4,000 read here"),
     ],
-)  # fmt: skip
+)
 def test_what_would_cost_more_than_its_size_is_refused(text, max_chars, message):
     with pytest.raises(YAMLRefused) as refused:
         load_yaml(text, **({"max_chars": max_chars} if max_chars else {}))
@@ -183,8 +188,9 @@ def test_a_report_lists_the_first_hundred_failures_and_counts_them_all(db, tmp_p
     assert "failed: 50 more, not listed" in err.getvalue()
 
 
-def test_the_import_job_and_its_page_count_every_failure_and_list_the_first(api_as, admin_user, admin_client, settings,
-                                                                            tmp_path):  # fmt: skip
+def test_the_import_job_and_its_page_count_every_failure_and_list_the_first(
+    api_as, admin_user, admin_client, settings, tmp_path
+):
     settings.CLAWGYM_UPLOAD_DIR = tmp_path / "uploads"
     lines = [json.dumps(jsonl_line(task_id="j1"))] + ["{broken"] * 150
     upload = io.BytesIO(("\n".join(lines) + "\n").encode())

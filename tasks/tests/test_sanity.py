@@ -33,9 +33,12 @@ def report_for(task, **flags):
     run = {"score": 0.0, "status": "ok", "reason": "", "subscores": {"total_right": 0.0}, "duration": 0.1}
     fields = {"crashed": False, "over_lenient": False, "solvable": True, "isolated": True, "backend": "bwrap", **flags}
     return SanityReport.objects.create(
-        revision=task.current_revision, runs=dict.fromkeys(("empty", "initial", "scaffold"), run),
-        solution_run={**run, "score": 1.0}, tolerance=0.0, **fields,
-    )  # fmt: skip
+        revision=task.current_revision,
+        runs=dict.fromkeys(("empty", "initial", "scaffold"), run),
+        solution_run={**run, "score": 1.0},
+        tolerance=0.0,
+        **fields,
+    )
 
 
 # --- the scaffold ----------------------------------------------------------------------------------------------
@@ -132,8 +135,11 @@ def test_an_averaging_reward_sh_shows_which_checks_pay_a_lazy_agent(db, bwrap):
     assert report.verdict == "over-lenient" and not report.crashed
     assert report.lazy_scores == {"empty": 0.0, "initial": 0.0, "scaffold": 0.75} and report.lazy_score == 0.75
     assert report.runs["scaffold"]["subscores"] == {
-        "records_exist": 1.0, "every_line_is_json": 1.0, "summary_is_concatenation": 1.0, "has_three_records": 0.0,
-    }  # fmt: skip
+        "records_exist": 1.0,
+        "every_line_is_json": 1.0,
+        "summary_is_concatenation": 1.0,
+        "has_three_records": 0.0,
+    }
     assert report.paying_checks == {"every_line_is_json": 1.0, "records_exist": 1.0, "summary_is_concatenation": 1.0}
     assert "paying checks: records_exist=1, every_line_is_json=1, summary_is_concatenation=1" in report.problems[0]
     assert report.runs["initial"]["reason"] == ""  # the sub-scores were found: no "no sub-scores printed"
@@ -188,8 +194,12 @@ def test_the_runs_side_by_side_find_what_they_find_one_after_another(db, bwrap):
     # reported from the calling thread (a job writes it to the database), once per run and at the end.
     material = SanityMaterial.from_revision(make_sanity_task("sound").current_revision)
     seen = []
-    side_by_side = evaluate(material, backend=bwrap, runs_at_once=4,
-                            progress=lambda done, total, _what: seen.append((done, total, threading.get_ident())))  # fmt: skip
+    side_by_side = evaluate(
+        material,
+        backend=bwrap,
+        runs_at_once=4,
+        progress=lambda done, total, _what: seen.append((done, total, threading.get_ident())),
+    )
     one_by_one = evaluate(material, backend=bwrap, runs_at_once=1)
     assert list(side_by_side.runs) == list(one_by_one.runs) == ["empty", "initial", "scaffold", "solution"]
     for fields in ("status", "score", "subscores", "runtime"):
@@ -304,9 +314,14 @@ def lazy_tasks(db):
 
 @pytest.mark.parametrize(
     ("threshold", "expected"),
-    [("0", ["free", "jsonl", "slight"]), ("0.1", ["free", "jsonl", "slight"]), ("0.2", ["free", "jsonl"]),
-     ("0.5", ["free", "jsonl"]), ("bogus", ["fixed", "free", "jsonl", "slight", "strict", "unchecked"])],
-)  # fmt: skip
+    [
+        ("0", ["free", "jsonl", "slight"]),
+        ("0.1", ["free", "jsonl", "slight"]),
+        ("0.2", ["free", "jsonl"]),
+        ("0.5", ["free", "jsonl"]),
+        ("bogus", ["fixed", "free", "jsonl", "slight", "strict", "unchecked"]),
+    ],
+)
 def test_the_task_list_filters_by_lazy_score(lazy_tasks, viewer_client, threshold, expected):
     page = viewer_client.get(reverse("tasks:list"), {"lazy": threshold}).context["page"]
     assert sorted(t.external_id for t in page.object_list) == expected
@@ -354,9 +369,12 @@ def test_the_task_page_shows_the_latest_report(db, viewer_client):
     report_for(task, crashed=True)
     report = report_for(task, over_lenient=True, lazy_score=0.5, runtime="clawgym-runtime 3")
     report.runs["scaffold"] = {
-        **report.runs["scaffold"], "score": 0.5, "subscores": {"out_exists": 1.0, "total_right": 0.0},
-        "workspace_writes": [{"path": "plan/plan.csv", "change": "modified"}], "workspace_writes_count": 1,
-    }  # fmt: skip
+        **report.runs["scaffold"],
+        "score": 0.5,
+        "subscores": {"out_exists": 1.0, "total_right": 0.0},
+        "workspace_writes": [{"path": "plan/plan.csv", "change": "modified"}],
+        "workspace_writes_count": 1,
+    }
     report.save()
     html = viewer_client.get(reverse("tasks:detail", args=["shown"])).content.decode()
     assert 'data-testid="sanity-verdict">Over-lenient<' in html
@@ -429,8 +447,9 @@ def test_the_api_shows_the_lazy_score_paying_checks_writes_and_runtime(db, api_a
     check_revision(task.current_revision, backend=bwrap)
     sanity = api_as(viewer).get("/api/tasks/planify-api/revisions/1/").json()["sanity"]
     assert sanity["lazy_score"] == pytest.approx(2 / 3) and sanity["paying_checks"] == {
-        "plan_written": 1.0, "script_runs": 1.0,
-    }  # fmt: skip
+        "plan_written": 1.0,
+        "script_runs": 1.0,
+    }
     assert sanity["lazy_scores"]["empty"] == 0.0 and sanity["runs"]["initial"]["subscores"]["script_runs"] == 1.0
     assert sanity["runs"]["initial"]["workspace_writes"] == [{"path": "plan/plan.csv", "change": "modified"}]
     assert sanity["runs"]["initial"]["workspace_writes_count"] == 1

@@ -69,8 +69,9 @@ def test_a_two_rule_rubric_gives_the_weighted_hybrid_score(judge, scripted_upstr
     stored = json.loads(json.dumps(result.as_dict()))  # JSON as a rollout stores it
     assert stored["score"] == 0.578125 and stored["code_score"] == 0.5 and stored["code"]["status"] == "ok"
     assert [(j["rule"], j["score"], j["reason"]) for j in stored["judgements"]] == [
-        ("Accuracy", 1.0, "all totals right"), ("Tone", 0.25, "curt"),
-    ]  # fmt: skip
+        ("Accuracy", 1.0, "all totals right"),
+        ("Tone", 0.25, "curt"),
+    ]
     assert list(ModelCall.objects.values_list("purpose", "subject")) == [("judge", "rollout:7")] * 2
     assert "# Totals" in scripted_upstream.requests[0].json["messages"][1]["content"]
 

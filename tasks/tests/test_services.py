@@ -19,8 +19,12 @@ def package(**overrides) -> TaskPackage:
     fields = dict(
         external_id="expense-summary",
         instruction="Summarise expenses.csv into summary.json\nwith totals per category.",
-        metadata={"category": "Analysis & Reasoning", "grading_type": "code", "scenario_category": "data-analysis",
-                  "scenario_subcategory": "financial-analysis"},
+        metadata={
+            "category": "Analysis & Reasoning",
+            "grading_type": "code",
+            "scenario_category": "data-analysis",
+            "scenario_subcategory": "financial-analysis",
+        },
         files=[
             PackageFile("expenses.csv", b"date,amount\n2026-01-01,3\n"),
             PackageFile("README.md", b"# notes\n"),
@@ -116,8 +120,14 @@ def test_a_rule_may_state_its_own_levels_in_0_1():
     fifths = {"1.0": "all", "0.8": "most", "0.6": "many", "0.4": "some", "0.2": "few", "0.0": "none"}
     rubric = [dict(RUBRIC[0], scores=fifths), dict(RUBRIC[0], name="pass", scores={"1": "yes", "0": "no"})]
     revision = save_package(package(rubric=rubric)).revision
-    assert revision.rubric[0]["scores"] == {"0": "none", "0.2": "few", "0.4": "some", "0.6": "many", "0.8": "most",
-                                            "1": "all"}
+    assert revision.rubric[0]["scores"] == {
+        "0": "none",
+        "0.2": "few",
+        "0.4": "some",
+        "0.6": "many",
+        "0.8": "most",
+        "1": "all",
+    }
     assert list(revision.rubric[1]["scores"]) == ["0", "1"]
 
 

@@ -132,8 +132,9 @@ def test_no_worker_exits_3_with_the_json_last(db):
     (row,) = json.loads(out.strip().splitlines()[-1])
     assert row["task"] == "t-a" and "no job worker" in row["error"]
 
-    out, error = run("train", "--kind", "rl", "--base-model", "/models/x", "--task", "t-a", "--json",
-                     "--start-timeout", "0.2")  # fmt: skip
+    out, error = run(
+        "train", "--kind", "rl", "--base-model", "/models/x", "--task", "t-a", "--json", "--start-timeout", "0.2"
+    )
     assert error is not None and error.returncode == NOT_STARTED and "gpu queue" in str(error)
     report = json.loads(out.strip().splitlines()[-1])
     assert report["status"] == "cancelled" and f"train --resume {report['run']}" in str(error)

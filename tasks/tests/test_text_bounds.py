@@ -20,8 +20,11 @@ HUGE = "Find the failing request in this log and explain it in report.md.\n" + "
 
 
 def package(**overrides) -> TaskPackage:
-    fields = dict(external_id="log-triage", instruction="Triage app.log into report.md.",
-                  files=[PackageFile("app.log", b"GET / 200\n")])  # fmt: skip
+    fields = dict(
+        external_id="log-triage",
+        instruction="Triage app.log into report.md.",
+        files=[PackageFile("app.log", b"GET / 200\n")],
+    )
     return TaskPackage(**(fields | overrides))
 
 
@@ -33,12 +36,16 @@ def test_the_default_instruction_limit_is_64_kib(settings):
 @pytest.mark.parametrize(
     "overrides, error",
     [
-        ({"instruction": HUGE}, f"the instruction is {len(HUGE):,} bytes, over the limit of 65,536 bytes "
-                                "(CLAWGYM_MAX_INSTRUCTION_BYTES)"),
+        (
+            {"instruction": HUGE},
+            f"the instruction is {len(HUGE):,} bytes, over the limit of 65,536 bytes (CLAWGYM_MAX_INSTRUCTION_BYTES)",
+        ),
         ({"metadata": {"notes": "x" * LIMIT}}, "the metadata is 65,549 bytes as JSON, over the limit of 65,536"),
         ({"entry_extra": {"input_mount_dir": "x" * LIMIT}}, "the extra entry data is"),
-        ({"rubric": [RULE | {"name": f"rule {n}", "scores": {"0": "no", "1": "y" * 4000}} for n in range(20)]},
-         "the rubric is"),
+        (
+            {"rubric": [RULE | {"name": f"rule {n}", "scores": {"0": "no", "1": "y" * 4000}} for n in range(20)]},
+            "the rubric is",
+        ),
         ({"checker_entry": "bash reward/reward.sh " + "-v " * 200}, "the checker entry command is 622 characters"),
     ],
 )

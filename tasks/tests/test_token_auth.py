@@ -77,9 +77,7 @@ def test_session_auth_reads_and_writes_with_csrf(reviewer, task):
 
     token = "k" * 32  # what a page's CSRF cookie carries; the header must repeat it
     client.cookies["csrftoken"] = token
-    accepted = client.patch(
-        "/api/tasks/token-task/", body, content_type="application/json", HTTP_X_CSRFTOKEN=token
-    )
+    accepted = client.patch("/api/tasks/token-task/", body, content_type="application/json", HTTP_X_CSRFTOKEN=token)
     assert accepted.status_code == 200 and accepted.json()["status"] == "rejected"
 
 

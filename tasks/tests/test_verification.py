@@ -115,7 +115,7 @@ print(json.dumps({
 
 
 def test_the_revisions_entry_command_is_used(bwrap):
-    checker = spec('print(\'{"only": 1}\')\nprint(0.75)\n', entry="python3 reward/check.py")
+    checker = spec("print('{\"only\": 1}')\nprint(0.75)\n", entry="python3 reward/check.py")
     result, _ = run(checker, backend=bwrap)
     assert result.ok and result.score == 0.75 and "differs from the mean" in result.reason
 
@@ -126,7 +126,7 @@ def test_a_reward_folder_left_by_the_agent_is_replaced_without_following_links(b
     (outside / "keep.txt").write_text("mine")
     with Workspace.create({"data.csv": b"x"}) as workspace:
         (workspace.root / "reward").symlink_to(outside)
-        result = run_checker(spec('print(\'{"a": 1}\')'), workspace, backend=bwrap, limits=FAST)
+        result = run_checker(spec("print('{\"a\": 1}')"), workspace, backend=bwrap, limits=FAST)
         assert not (workspace.root / "reward").is_symlink()
     assert result.ok and result.score == 1.0
     assert sorted(p.name for p in outside.iterdir()) == ["keep.txt"] and (outside / "keep.txt").read_text() == "mine"
@@ -223,7 +223,7 @@ def test_an_agents_module_named_like_one_of_the_runtimes_cannot_choose_the_score
     modules win in every Python of the checker run; the agent's own modules stay importable by their names."""
     spoof = b"import sys\nprint(1.0)\nsys.exit(0)\n"
     averager = 'python3 -c "import solution, sys, json; d=json.load(sys.stdin); print(sum(d.values())/len(d))"'
-    reward_sh = f"#!/bin/bash\ncd \"$(dirname \"$0\")/..\"\npython3 reward/check.py | {averager}\n"
+    reward_sh = f'#!/bin/bash\ncd "$(dirname "$0")/.."\npython3 reward/check.py | {averager}\n'
     files = {"data.csv": b"a,b\n1,2\n", "json.py": spoof, "yaml.py": spoof, "solution.py": b"ANSWER = 42\n"}
     result, _ = run(spec(CLAWGYM_CHECK, reward_sh=reward_sh), files=files, backend=bwrap)
     assert result.ok, result

@@ -1,8 +1,8 @@
 """Training over the API (DRF), on the site's one router, one module per area:
 
-    datasets     /api/training/datasets/
-    base_models  /api/training/base-models/
-    runs         /api/training/runs/ (every kind through one POST), checkpoints/ and servers/
+datasets     /api/training/datasets/
+base_models  /api/training/base-models/
+runs         /api/training/runs/ (every kind through one POST), checkpoints/ and servers/
 """
 
 from . import runs

@@ -62,8 +62,10 @@ class BaseModelViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewset
     lookup_field = "name"
     write_role = ADMIN
 
-    @extend_schema(request=AddBaseModelSerializer, responses={200: BaseModelSerializer, 201: BaseModelSerializer,
-                                                              202: JobRunSerializer})  # fmt: skip
+    @extend_schema(
+        request=AddBaseModelSerializer,
+        responses={200: BaseModelSerializer, 201: BaseModelSerializer, 202: JobRunSerializer},
+    )
     def create(self, request):
         given = AddBaseModelSerializer(data=request.data)
         given.is_valid(raise_exception=True)
@@ -80,16 +82,20 @@ class BaseModelViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewset
         except (base_models.BaseModelError, converters.ConversionError) as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         except JobEngineError as exc:
-            return Response({"detail": f"the job engine did not take the conversion: {exc}"},
-                            status=status.HTTP_503_SERVICE_UNAVAILABLE)  # fmt: skip
+            return Response(
+                {"detail": f"the job engine did not take the conversion: {exc}"},
+                status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            )
         return Response(
             BaseModelSerializer(row).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
         )
 
     @action(detail=False, methods=["get"])
     def converters(self, request):
-        rows = [{**c, "converting": c["converting"].pk if c["converting"] else None}
-                for c in base_models.converter_choices()]  # fmt: skip
+        rows = [
+            {**c, "converting": c["converting"].pk if c["converting"] else None}
+            for c in base_models.converter_choices()
+        ]
         return Response(rows)
 
     @extend_schema(request=None, responses={202: ModelServerSerializer})
@@ -100,8 +106,9 @@ class BaseModelViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewset
         try:
             server = serving.request_serving(self.get_object(), user=request.user)
         except JobEngineError as exc:
-            return Response({"detail": f"the job engine did not take the server: {exc}"},
-                            status=status.HTTP_503_SERVICE_UNAVAILABLE)  # fmt: skip
+            return Response(
+                {"detail": f"the job engine did not take the server: {exc}"}, status=status.HTTP_503_SERVICE_UNAVAILABLE
+            )
         body = ModelServerSerializer(server, context=self.get_serializer_context()).data
         return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["url"]})
 

@@ -37,8 +37,9 @@ from ..services import datasets
 
 
 @extend_schema(tags=["training"])
-class TrainingDatasetViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
-                             viewsets.GenericViewSet):  # fmt: skip
+class TrainingDatasetViewSet(
+    QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
+):
     """Training datasets: frozen selections of trajectories (reward threshold, complete interactions, token limit,
     no benchmark task unless overridden, near-duplicates removed), content-hashed, split by task."""
 
@@ -59,20 +60,23 @@ class TrainingDatasetViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.Ret
 
     @extend_schema(
         request=BuildDatasetSerializer,
-        responses={202: BuildStartedSerializer, 400: detail_error("DatasetNotBuilt", "The selection, a filter or "
-                   "the override cannot be built."), 503: detail_error("DatasetNotQueued", "The job engine did "
-                   "not take the build job.")},
+        responses={
+            202: BuildStartedSerializer,
+            400: detail_error("DatasetNotBuilt", "The selection, a filter or the override cannot be built."),
+            503: detail_error("DatasetNotQueued", "The job engine did not take the build job."),
+        },
         description="Build a dataset: its row is created (status building) and the training_jobs.build_dataset job "
         "queued; the dataset is ready once the job has run.",
-    )  # fmt: skip
+    )
     def create(self, request):
         form = valid(BuildDatasetSerializer, request.data)
         with refusals(datasets.DatasetError):
             dataset = datasets.start_build(user=request.user, **form.build_settings())
         url = reverse("training-dataset-detail", args=[dataset.pk], request=request)
         job = JobRunSerializer(dataset.job_run, context=self.get_serializer_context()).data
-        return Response({"dataset": dataset.pk, "url": url, "job": job}, status=status.HTTP_202_ACCEPTED,
-                        headers={"Location": url})  # fmt: skip
+        return Response(
+            {"dataset": dataset.pk, "url": url, "job": job}, status=status.HTTP_202_ACCEPTED, headers={"Location": url}
+        )
 
     @extend_schema(parameters=[SampleFilterSerializer], responses=DatasetSampleSerializer(many=True))
     @action(detail=True, methods=["get"])

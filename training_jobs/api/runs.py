@@ -82,9 +82,31 @@ class TrainingRunSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = TrainingRun
-        fields = ["id", "name", "kind", "status", "dataset", "base_model", "base_model_path", "preset", "cpu",
-                  "config", "steps", "total_steps", "attempt", "resumed_from", "cloned_from", "error", "output_dir",
-                  "job_run", "base_eval_run", "created_at", "started_at", "finished_at", "checkpoints"]  # fmt: skip
+        fields = [
+            "id",
+            "name",
+            "kind",
+            "status",
+            "dataset",
+            "base_model",
+            "base_model_path",
+            "preset",
+            "cpu",
+            "config",
+            "steps",
+            "total_steps",
+            "attempt",
+            "resumed_from",
+            "cloned_from",
+            "error",
+            "output_dir",
+            "job_run",
+            "base_eval_run",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "checkpoints",
+        ]
         read_only_fields = fields
 
     def to_representation(self, instance):
@@ -101,8 +123,21 @@ class TrainingRunListSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = TrainingRun
-        fields = ["id", "name", "kind", "status", "dataset", "preset", "cpu", "steps", "total_steps", "attempt",
-                  "latest_reward", "created_at", "finished_at"]  # fmt: skip
+        fields = [
+            "id",
+            "name",
+            "kind",
+            "status",
+            "dataset",
+            "preset",
+            "cpu",
+            "steps",
+            "total_steps",
+            "attempt",
+            "latest_reward",
+            "created_at",
+            "finished_at",
+        ]
         read_only_fields = fields
 
     def get_latest_reward(self, run) -> float | None:
@@ -122,8 +157,11 @@ class MetricSerializer(serializers.ModelSerializer):
 
 
 class MetricFilterSerializer(serializers.Serializer):
-    names = serializers.CharField(required=False, help_text="comma-separated metric names, e.g. loss,eval_loss: only "
-                                  "those values, of the steps that logged one of them")  # fmt: skip
+    names = serializers.CharField(
+        required=False,
+        help_text="comma-separated metric names, e.g. loss,eval_loss: only "
+        "those values, of the steps that logged one of them",
+    )
     min_step = serializers.IntegerField(required=False, min_value=0)
     max_step = serializers.IntegerField(required=False, min_value=0)
 
@@ -170,13 +208,17 @@ class RLRunDetailSerializer(serializers.Serializer):
     tasks = serializers.ListField(child=serializers.DictField(), help_text="[{external_id, revision}]")
 
 
-START_RUN = PolymorphicProxySerializer(component_name="StartTrainingRun", resource_type_field_name=None,
-                                       serializers=[StartRunSerializer, StartRLRunSerializer])  # fmt: skip
+START_RUN = PolymorphicProxySerializer(
+    component_name="StartTrainingRun",
+    resource_type_field_name=None,
+    serializers=[StartRunSerializer, StartRLRunSerializer],
+)
 
 
 @extend_schema(tags=["training"])
-class TrainingRunViewSet(LongRunningActions, QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
-                         viewsets.GenericViewSet):  # fmt: skip
+class TrainingRunViewSet(
+    LongRunningActions, QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
+):
     """SFT and RL runs: their whole config, progress, checkpoints (an RL run's step metrics and rollouts); started,
     cancelled, resumed and cloned by admins."""
 
@@ -196,8 +238,9 @@ class TrainingRunViewSet(LongRunningActions, QueryFilterMixin, mixins.ListModelM
         body = {**TrainingRunSerializer(self.get_queryset().get(pk=run.pk), context=context).data, "report": report}
         if run.kind == TrainingRun.Kind.RL:
             tasks = [{"external_id": t["external_id"], "revision": t["revision"]} for t in rl_pages.run_tasks(run)]
-            body["rl"] = RLRunDetailSerializer({"steps": rl_step_table(run), "tasks": tasks,
-                                                "step_summaries": rl_pages.step_summaries(run)}).data  # fmt: skip
+            body["rl"] = RLRunDetailSerializer(
+                {"steps": rl_step_table(run), "tasks": tasks, "step_summaries": rl_pages.step_summaries(run)}
+            ).data
         return Response({**body, **extra}, status=code)
 
     def retrieve(self, request, *args, **kwargs):
@@ -208,9 +251,15 @@ class TrainingRunViewSet(LongRunningActions, QueryFilterMixin, mixins.ListModelM
         # One entry point for every kind (services.runs.start_training_run); each kind's fields are its serializer's.
         rl = request.data.get("kind") == TrainingRun.Kind.RL
         data = validated(StartRLRunSerializer if rl else StartRunSerializer, request.data)
-        common = {"base_model": data.get("base_model"), "base_model_path": data["base_model_path"],
-                  "preset": data["preset"], "overrides": data["overrides"], "cpu": data["cpu"], "name": data["name"],
-                  "user": request.user}  # fmt: skip
+        common = {
+            "base_model": data.get("base_model"),
+            "base_model_path": data["base_model_path"],
+            "preset": data["preset"],
+            "overrides": data["overrides"],
+            "cpu": data["cpu"],
+            "name": data["name"],
+            "user": request.user,
+        }
         with refusals(TrainingRunError):
             if rl:
                 tasks = tasks_from(data["tasks_from"]) if data["tasks_from"] else data["tasks"]
@@ -219,8 +268,10 @@ class TrainingRunViewSet(LongRunningActions, QueryFilterMixin, mixins.ListModelM
                 run = runs.start_training_run(kind="sft", dataset=data["dataset"], **common)
         return self.started(run) if rl else self.started(run, warnings=run.warnings)
 
-    @extend_schema(request=None, responses={200: TrainingRunSerializer,
-                                            409: detail_error("TrainingRunFinished", "The run has finished.")})
+    @extend_schema(
+        request=None,
+        responses={200: TrainingRunSerializer, 409: detail_error("TrainingRunFinished", "The run has finished.")},
+    )
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
         run = self.cancellable(self.get_object())
@@ -248,18 +299,25 @@ class TrainingRunViewSet(LongRunningActions, QueryFilterMixin, mixins.ListModelM
         query = MetricFilterSerializer(data=request.query_params)
         unknown = sorted(set(request.query_params) - set(query.fields) - {api_settings.URL_FORMAT_OVERRIDE})
         if unknown:  # a misspelt filter is a 400, as on the lists, not every metric
-            return Response({name: [f"unknown query parameter (it takes: {', '.join(query.fields)})"]
-                             for name in unknown}, status=status.HTTP_400_BAD_REQUEST)  # fmt: skip
+            return Response(
+                {name: [f"unknown query parameter (it takes: {', '.join(query.fields)})"] for name in unknown},
+                status=status.HTTP_400_BAD_REQUEST,
+            )
         query.is_valid(raise_exception=True)
         return Response(query.filter(self.get_object().metrics.order_by("step", "id")))
 
-    @extend_schema(parameters=[OpenApiParameter("step", int, description="Only this step's rollouts.")],
-                   responses={200: RLRolloutSerializer(many=True)})  # fmt: skip
+    @extend_schema(
+        parameters=[OpenApiParameter("step", int, description="Only this step's rollouts.")],
+        responses={200: RLRolloutSerializer(many=True)},
+    )
     @action(detail=True, methods=["get"])
     def rollouts(self, request, pk=None):
         run = self.get_object()
-        rows = RLRollout.objects.filter(run=run).select_related("rollout__revision__task").order_by(
-            "step", "group_index", "id")  # fmt: skip
+        rows = (
+            RLRollout.objects.filter(run=run)
+            .select_related("rollout__revision__task")
+            .order_by("step", "group_index", "id")
+        )
         step = request.query_params.get("step")
         if step not in (None, ""):
             if not step.isdigit():
@@ -280,12 +338,19 @@ class TrainingRunViewSet(LongRunningActions, QueryFilterMixin, mixins.ListModelM
         if version is None:
             return Response({"detail": "no such benchmark version"}, status=status.HTTP_400_BAD_REQUEST)
         with refusals(EvaluationError):
-            job_run = request_evaluation(self.get_object(), version, user=request.user,
-                                         harness=form.validated_data.get("harness"),
-                                         include_base=form.validated_data["include_base"])  # fmt: skip
+            job_run = request_evaluation(
+                self.get_object(),
+                version,
+                user=request.user,
+                harness=form.validated_data.get("harness"),
+                include_base=form.validated_data["include_base"],
+            )
         url = reverse("jobrun-detail", args=[job_run.pk], request=request)
-        return Response({"job_run": job_run.pk, "status": job_run.status, "url": url},
-                        status=status.HTTP_202_ACCEPTED, headers={"Location": url})  # fmt: skip
+        return Response(
+            {"job_run": job_run.pk, "status": job_run.status, "url": url},
+            status=status.HTTP_202_ACCEPTED,
+            headers={"Location": url},
+        )
 
 
 @extend_schema(tags=["training"])

@@ -98,9 +98,15 @@ def check_folder(ws, task):
 
 
 CHECKS = {
-    "write": check_write, "append": check_append, "copy": check_copy, "count": check_count,
-    "extract": check_extract, "sort": check_sort, "replace": check_replace, "folder": check_folder,
-}  # fmt: skip
+    "write": check_write,
+    "append": check_append,
+    "copy": check_copy,
+    "count": check_count,
+    "extract": check_extract,
+    "sort": check_sort,
+    "replace": check_replace,
+    "folder": check_folder,
+}
 
 
 def scores(workspace: Path, task: dict) -> dict[str, float]:

@@ -41,9 +41,12 @@ def ensure_categories() -> dict[str, BenchmarkCategory]:
     for order, (name, kind) in enumerate(KINDS.items()):
         found[name], _ = BenchmarkCategory.objects.get_or_create(
             slug=category_slug(name),
-            defaults={"name": f"Curriculum: {kind.title}", "order": CATEGORY_ORDER + order,
-                      "description": f"ClawGym's generated curriculum: {kind.title} (small file tasks)."},
-        )  # fmt: skip
+            defaults={
+                "name": f"Curriculum: {kind.title}",
+                "order": CATEGORY_ORDER + order,
+                "description": f"ClawGym's generated curriculum: {kind.title} (small file tasks).",
+            },
+        )
     return found
 
 
@@ -63,20 +66,34 @@ def import_curriculum(drawn: Curriculum, *, user, benchmark: str = ID_PREFIX, wo
             report = import_path(Path(folder) / split, user=user)
             if report.failed_count:
                 first = report.failed[0]
-                raise CurriculumError(f"{report.failed_count} task(s) of {split} failed to import; first: "
-                                      f"{first['source']}: {first['error']}")  # fmt: skip
+                raise CurriculumError(
+                    f"{report.failed_count} task(s) of {split} failed to import; first: "
+                    f"{first['source']}: {first['error']}"
+                )
             for key in counts:
                 counts[key] += getattr(report, key)
     ids = drawn.task_ids()
     _link_categories(drawn, categories)
     benchmarks = {}
     for split, ending in BENCHMARK_SPLITS.items():
-        version, frozen_now = freeze_split(f"{benchmark}-{ending}", ids[split], seed=drawn.seed, user=user,
-                                           workers=workers)  # fmt: skip
-        benchmarks[split] = {"name": version.benchmark.name, "version": version.pk, "number": version.number,
-                             "frozen_now": frozen_now, "tasks": version.pins.count()}  # fmt: skip
-    return {"seed": drawn.seed, "sizes": drawn.sizes, "import": counts, "tasks": ids,
-            "train_selection": train_selection(drawn.seed), "benchmarks": benchmarks}  # fmt: skip
+        version, frozen_now = freeze_split(
+            f"{benchmark}-{ending}", ids[split], seed=drawn.seed, user=user, workers=workers
+        )
+        benchmarks[split] = {
+            "name": version.benchmark.name,
+            "version": version.pk,
+            "number": version.number,
+            "frozen_now": frozen_now,
+            "tasks": version.pins.count(),
+        }
+    return {
+        "seed": drawn.seed,
+        "sizes": drawn.sizes,
+        "import": counts,
+        "tasks": ids,
+        "train_selection": train_selection(drawn.seed),
+        "benchmarks": benchmarks,
+    }
 
 
 def _link_categories(drawn: Curriculum, categories: dict[str, BenchmarkCategory]) -> None:
@@ -90,15 +107,19 @@ def _link_categories(drawn: Curriculum, categories: dict[str, BenchmarkCategory]
 def freeze_split(name: str, task_ids: list[str], *, seed: int, user, workers: int | None = None):
     """(the latest version of benchmark `name`, whether this call froze it) once it pins the current revisions of
     `task_ids`, each accepted after a passing sanity check."""
-    description = (f"ClawGym's generated curriculum (seed {seed}): {len(task_ids)} held-out tasks. Made by "
-                   "`manage.py curriculum import`.")  # fmt: skip
+    description = (
+        f"ClawGym's generated curriculum (seed {seed}): {len(task_ids)} held-out tasks. Made by "
+        "`manage.py curriculum import`."
+    )
     bench, _ = get_or_create_benchmark(name, user=user, description=description)
     tasks = list(Task.objects.filter(external_id__in=task_ids).select_related("current_revision"))
     others = bench.candidates.exclude(task__in=tasks).select_related("task").order_by("task__external_id")
     if others.exists():
         shown = ", ".join(c.task.external_id for c in others[:3])
-        raise CurriculumError(f"benchmark {name} holds tasks that are not this curriculum split ({shown}, ...): "
-                              "import into another --benchmark name")  # fmt: skip
+        raise CurriculumError(
+            f"benchmark {name} holds tasks that are not this curriculum split ({shown}, ...): "
+            "import into another --benchmark name"
+        )
     propose_candidates(bench, tasks, user=user)
     candidates = list(bench.candidates.select_related("task__current_revision"))
     waiting = [c for c in candidates if c.status in BenchmarkCandidate.OPEN]
@@ -137,8 +158,10 @@ def _accept(candidate: BenchmarkCandidate, *, seed: int, user) -> None:
     revision = candidate.task.current_revision
     report = SanityReport.latest_for(revision).first()
     if report is None or report.solvable is not True:
-        raise CurriculumError(f"{candidate.task.external_id}: its reference solution does not score 1.0 "
-                              "(a bug of the curriculum generator)")  # fmt: skip
+        raise CurriculumError(
+            f"{candidate.task.external_id}: its reference solution does not score 1.0 "
+            "(a bug of the curriculum generator)"
+        )
     reason = f"generated curriculum task (seed {seed}); sanity check passed: lazy score 0, the solution scores 1"
     try:
         decide(candidate, "accept", user=user, reason=reason)

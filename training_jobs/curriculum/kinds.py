@@ -15,17 +15,97 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-FRUITS = ("apple", "banana", "cherry", "grape", "lemon", "mango", "melon", "peach", "pear", "plum", "kiwi", "lime",
-          "fig", "apricot", "papaya", "guava")  # fmt: skip
-ANIMALS = ("cat", "dog", "horse", "mouse", "tiger", "zebra", "eagle", "otter", "panda", "rabbit", "sheep", "goat",
-           "wolf", "fox", "owl", "duck")  # fmt: skip
+FRUITS = (
+    "apple",
+    "banana",
+    "cherry",
+    "grape",
+    "lemon",
+    "mango",
+    "melon",
+    "peach",
+    "pear",
+    "plum",
+    "kiwi",
+    "lime",
+    "fig",
+    "apricot",
+    "papaya",
+    "guava",
+)
+ANIMALS = (
+    "cat",
+    "dog",
+    "horse",
+    "mouse",
+    "tiger",
+    "zebra",
+    "eagle",
+    "otter",
+    "panda",
+    "rabbit",
+    "sheep",
+    "goat",
+    "wolf",
+    "fox",
+    "owl",
+    "duck",
+)
 COLORS = ("red", "blue", "green", "yellow", "purple", "black", "white", "brown", "pink", "gray", "silver", "gold")
-CITIES = ("paris", "london", "tokyo", "berlin", "madrid", "rome", "oslo", "dublin", "vienna", "prague", "lisbon",
-          "cairo", "lima", "seoul")  # fmt: skip
-NAMES = ("anna", "ben", "carla", "david", "emma", "felix", "grace", "hugo", "iris", "jack", "lena", "mario", "nora",
-         "oscar", "paula", "rosa", "sam", "tara", "victor", "wendy")  # fmt: skip
-TOPICS = ("notes", "todo", "shopping", "guests", "plants", "books", "songs", "tools", "pets", "trips", "ideas",
-          "games", "snacks", "chores")  # fmt: skip
+CITIES = (
+    "paris",
+    "london",
+    "tokyo",
+    "berlin",
+    "madrid",
+    "rome",
+    "oslo",
+    "dublin",
+    "vienna",
+    "prague",
+    "lisbon",
+    "cairo",
+    "lima",
+    "seoul",
+)
+NAMES = (
+    "anna",
+    "ben",
+    "carla",
+    "david",
+    "emma",
+    "felix",
+    "grace",
+    "hugo",
+    "iris",
+    "jack",
+    "lena",
+    "mario",
+    "nora",
+    "oscar",
+    "paula",
+    "rosa",
+    "sam",
+    "tara",
+    "victor",
+    "wendy",
+)
+TOPICS = (
+    "notes",
+    "todo",
+    "shopping",
+    "guests",
+    "plants",
+    "books",
+    "songs",
+    "tools",
+    "pets",
+    "trips",
+    "ideas",
+    "games",
+    "snacks",
+    "chores",
+)
 FOLDERS = ("", "", "docs/", "notes/", "data/", "work/", "home/")
 WORD_GROUPS = {"fruits": FRUITS, "animals": ANIMALS, "colors": COLORS, "cities": CITIES, "names": NAMES}
 
@@ -106,8 +186,9 @@ def make_copy(rng: random.Random) -> CurriculumTask:
     target = rng.choice(("backup/", "copies/", "old/", "archive/")) + rng.choice((source, "copy_" + source))
     text = lines_text(_phrase(rng) for _ in range(rng.randint(1, 3)))
     instruction = f"Copy {source} to {target} and keep {source} as it is."
-    return _task("copy", instruction, {source: text}, {target: text}, {"source": source, "target": target,
-                                                                       "text": text})  # fmt: skip
+    return _task(
+        "copy", instruction, {source: text}, {target: text}, {"source": source, "target": target, "text": text}
+    )
 
 
 def make_count(rng: random.Random) -> CurriculumTask:
@@ -125,9 +206,16 @@ def make_count(rng: random.Random) -> CurriculumTask:
 
 
 JSON_FIELDS = {
-    "name": NAMES, "city": CITIES, "color": COLORS, "pet": ANIMALS, "fruit": FRUITS,
-    "port": range(3000, 9000), "age": range(18, 90), "year": range(1990, 2031), "floor": range(1, 40),
-}  # fmt: skip
+    "name": NAMES,
+    "city": CITIES,
+    "color": COLORS,
+    "pet": ANIMALS,
+    "fruit": FRUITS,
+    "port": range(3000, 9000),
+    "age": range(18, 90),
+    "year": range(1990, 2031),
+    "floor": range(1, 40),
+}
 
 
 def make_extract(rng: random.Random) -> CurriculumTask:

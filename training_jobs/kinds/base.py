@@ -43,8 +43,19 @@ class TrainingKind:
         """The config a CPU run gets (what a CPU cannot do turned off)."""
         raise NotImplementedError
 
-    def prepare(self, *, base_model, base_model_path: str, preset: str, overrides: dict | None, cpu: bool,
-                config: dict | None, dataset=None, tasks=None, harness: str = "") -> Launch:  # fmt: skip
+    def prepare(
+        self,
+        *,
+        base_model,
+        base_model_path: str,
+        preset: str,
+        overrides: dict | None,
+        cpu: bool,
+        config: dict | None,
+        dataset=None,
+        tasks=None,
+        harness: str = "",
+    ) -> Launch:
         """Check what the run is given (refusing with TrainingRunError) and build its config: the run's fields."""
         raise NotImplementedError
 

@@ -17,8 +17,15 @@ from . import rl_pages
 from .base import Launch, TrainingKind, TrainingRunError, checkpoints_of, edited, model_label, model_path
 
 # The step metrics `train --kind rl --json` gives.
-REPORT_KEYS = ("reward_mean", "reward_std", "groups_dropped", "inexact_samples", "rollout_p50_s", "rollout_max_s",
-               "loss")  # fmt: skip
+REPORT_KEYS = (
+    "reward_mean",
+    "reward_std",
+    "groups_dropped",
+    "inexact_samples",
+    "rollout_p50_s",
+    "rollout_max_s",
+    "loss",
+)
 
 
 def build_rl_config(preset: str, overrides: dict | None = None, *, base: dict | None = None) -> dict:
@@ -43,8 +50,16 @@ def _check_rl(config: dict) -> None:
         raise TrainingRunError("num_generations must be at least 2 (GRPO compares the rollouts of a group)")
     if not 1 <= survivors <= generations:
         raise TrainingRunError(f"min_group_survivors must be between 1 and num_generations ({generations})")
-    for key in ("prompts_per_step", "max_steps", "save_steps", "max_completion_length", "max_context", "max_turns",
-                "rollout_timeout", "batch_timeout"):  # fmt: skip
+    for key in (
+        "prompts_per_step",
+        "max_steps",
+        "save_steps",
+        "max_completion_length",
+        "max_context",
+        "max_turns",
+        "rollout_timeout",
+        "batch_timeout",
+    ):
         if config[key] < 1:
             raise TrainingRunError(f"{key} must be at least 1")
     if config["max_completion_length"] >= config["max_context"]:
@@ -103,8 +118,11 @@ def resolve_tasks(tasks) -> list:
         revisions.append(revision)
     if not revisions:
         raise TrainingRunError("give the tasks to train on (task ids, or a selection of tasks)")
-    pinned = set(PinnedRevision.objects.filter(revision__task_id__in=[r.task_id for r in revisions])
-                 .values_list("revision__task__external_id", flat=True))  # fmt: skip
+    pinned = set(
+        PinnedRevision.objects.filter(revision__task_id__in=[r.task_id for r in revisions]).values_list(
+            "revision__task__external_id", flat=True
+        )
+    )
     if pinned:
         raise TrainingRunError(
             f"benchmark tasks are never trained on (contamination guard): {', '.join(sorted(pinned))}"
@@ -137,8 +155,14 @@ def rl_step_table(run) -> list[dict]:
 def rl_run_json(run) -> dict:
     """`train --kind rl --json`: {"run", "status", "steps", "rollouts", "checkpoints", "metrics": [per step]}."""
     metrics = [{"step": row["step"], **{k: row.get(k) for k in REPORT_KEYS}} for row in rl_step_table(run)]
-    return {"run": run.pk, "status": run.status, "steps": run.steps, "rollouts": run.rl_rollouts.count(),
-            "checkpoints": checkpoints_of(run), "metrics": metrics}  # fmt: skip
+    return {
+        "run": run.pk,
+        "status": run.status,
+        "steps": run.steps,
+        "rollouts": run.rl_rollouts.count(),
+        "checkpoints": checkpoints_of(run),
+        "metrics": metrics,
+    }
 
 
 class RL(TrainingKind):
@@ -155,8 +179,9 @@ class RL(TrainingKind):
     def for_cpu(self, config):
         return rl_for_cpu(config)
 
-    def prepare(self, *, base_model, base_model_path, preset, overrides, cpu, config, dataset=None, tasks=None,
-                harness=""):  # fmt: skip
+    def prepare(
+        self, *, base_model, base_model_path, preset, overrides, cpu, config, dataset=None, tasks=None, harness=""
+    ):
         """An RL run trains on tasks (revisions, tasks, revision ids or external ids; benchmark tasks refused), each
         rollout running `harness` (the preset's when not given) in its sandbox; not on a dataset."""
         if dataset is not None:
@@ -173,8 +198,12 @@ class RL(TrainingKind):
             config = rl_for_cpu(config)
         config["tasks"] = [r.pk for r in revisions]
         name = f"rl on {len(revisions)} task(s) from {model_label(base_model, base_model_path)}"
-        fields = {"name": name, "base_model_path": base_model_path, "config": config,
-                  "total_steps": config["max_steps"]}  # fmt: skip
+        fields = {
+            "name": name,
+            "base_model_path": base_model_path,
+            "config": config,
+            "total_steps": config["max_steps"],
+        }
         return Launch(fields)
 
     def inputs(self, run):

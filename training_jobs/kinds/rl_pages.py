@@ -16,11 +16,20 @@ METRICS_SHOWN = 500  # the curves' points; a longer run shows its last ones
 
 # The step metrics as the table shows them, in order: (metric name, column title).
 STEP_COLUMNS = [
-    ("reward_mean", "Reward mean"), ("reward_std", "Reward std"), ("reward_spread", "Group spread"),
-    ("groups_dropped", "Groups dropped"), ("inexact_samples", "Inexact samples"), ("samples", "Samples"),
-    ("rollout_p50_s", "Rollout p50 (s)"), ("rollout_max_s", "Rollout max (s)"), ("tokens_sampled", "Tokens sampled"),
-    ("logprob_mismatch", "Logprob mismatch"), ("loss", "Loss"), ("kl", "KL"), ("clip_fraction", "Clip fraction"),
-]  # fmt: skip
+    ("reward_mean", "Reward mean"),
+    ("reward_std", "Reward std"),
+    ("reward_spread", "Group spread"),
+    ("groups_dropped", "Groups dropped"),
+    ("inexact_samples", "Inexact samples"),
+    ("samples", "Samples"),
+    ("rollout_p50_s", "Rollout p50 (s)"),
+    ("rollout_max_s", "Rollout max (s)"),
+    ("tokens_sampled", "Tokens sampled"),
+    ("logprob_mismatch", "Logprob mismatch"),
+    ("loss", "Loss"),
+    ("kl", "KL"),
+    ("clip_fraction", "Clip fraction"),
+]
 
 
 def _number(value):
@@ -39,8 +48,12 @@ def step_rows(run: TrainingRun) -> list[dict]:
     rows = []
     for step in sorted(merged)[-METRICS_SHOWN:]:
         values = merged[step]
-        row = {"step": step, "skipped": bool(values.get("skipped")), "groups": _number(values.get("groups")),
-               "rollouts": _number(values.get("rollouts"))}  # fmt: skip
+        row = {
+            "step": step,
+            "skipped": bool(values.get("skipped")),
+            "groups": _number(values.get("groups")),
+            "rollouts": _number(values.get("rollouts")),
+        }
         row.update({name: _number(values.get(name)) for name, _ in STEP_COLUMNS})
         rows.append(row)
     return rows
@@ -53,30 +66,45 @@ def reward_chart(rows: list[dict]) -> dict:
     low = [None if m is None or s is None else max(0.0, m - s) for m, s in zip(means, stds, strict=True)]
     high = [None if m is None or s is None else min(1.0, m + s) for m, s in zip(means, stds, strict=True)]
     return {
-        "type": "line", "labels": [r["step"] for r in rows], "x": {"title": "step"},
+        "type": "line",
+        "labels": [r["step"] for r in rows],
+        "x": {"title": "step"},
         "y": {"min": 0, "max": 1, "title": "reward"},
         "datasets": [{"label": "reward mean", "data": means, "low": low, "high": high, "interval": "± std"}],
-    }  # fmt: skip
+    }
 
 
 def loss_chart(rows: list[dict]) -> dict:
     datasets = [{"label": "loss", "data": [r["loss"] for r in rows]}]
     if any(r["kl"] is not None for r in rows):
         datasets.append({"label": "KL", "data": [r["kl"] for r in rows]})
-    return {"type": "line", "labels": [r["step"] for r in rows], "x": {"title": "step"}, "y": {"title": "loss"},
-            "datasets": datasets}  # fmt: skip
+    return {
+        "type": "line",
+        "labels": [r["step"] for r in rows],
+        "x": {"title": "step"},
+        "y": {"title": "loss"},
+        "datasets": datasets,
+    }
 
 
 def step_summaries(run: TrainingRun) -> list[dict]:
     """Per step, from the RLRollout rows (one aggregate query): rollouts, scored (a reward counted in the baseline),
     dropped, samples, inexact samples, the mean reward of those scored and the slowest rollout."""
     rows = (
-        RLRollout.objects.filter(run=run).values("step").order_by("step")
-        .annotate(rollouts=Count("id"), scored=Count("id", filter=Q(reward__isnull=False)),
-                  dropped=Count("id", filter=Q(dropped=True)), groups=Count("group_index", distinct=True),
-                  samples=Sum("samples"), inexact_samples=Sum("inexact_samples"), reward_mean=Avg("reward"),
-                  wall_max_s=Max("wall_seconds"))
-    )  # fmt: skip
+        RLRollout.objects.filter(run=run)
+        .values("step")
+        .order_by("step")
+        .annotate(
+            rollouts=Count("id"),
+            scored=Count("id", filter=Q(reward__isnull=False)),
+            dropped=Count("id", filter=Q(dropped=True)),
+            groups=Count("group_index", distinct=True),
+            samples=Sum("samples"),
+            inexact_samples=Sum("inexact_samples"),
+            reward_mean=Avg("reward"),
+            wall_max_s=Max("wall_seconds"),
+        )
+    )
     return list(rows)
 
 
@@ -127,11 +155,16 @@ def rl_context(run: TrainingRun, step: str | int | None) -> dict:
         chosen = steps[-1] if steps else None
     summaries = {s["step"]: s for s in step_summaries(run)}
     return {
-        "step_rows": rows, "step_columns": STEP_COLUMNS, "reward_chart": reward_chart(rows), "loss_chart": loss_chart(rows),
-        "rollout_steps": steps, "chosen_step": chosen, "step_summary": summaries.get(chosen),
+        "step_rows": rows,
+        "step_columns": STEP_COLUMNS,
+        "reward_chart": reward_chart(rows),
+        "loss_chart": loss_chart(rows),
+        "rollout_steps": steps,
+        "chosen_step": chosen,
+        "step_summary": summaries.get(chosen),
         "step_groups": rollouts_of_step(run, chosen) if chosen is not None else [],
         "tasks": run_tasks(run),
-    }  # fmt: skip
+    }
 
 
 def run_tasks(run: TrainingRun) -> list[dict]:

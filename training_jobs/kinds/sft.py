@@ -106,14 +106,20 @@ def curves(run) -> tuple[list[dict], dict, dict]:
 
     def line(key: str, label: str, title: str) -> dict:
         # Both are never negative: from 0 up (a flat 0 would otherwise be drawn on an axis from -1 to 1).
-        return {"type": "line", "labels": steps, "x": {"title": "step"}, "y": {"min": 0, "title": title},
-                "datasets": [{"label": label, "data": [m.values.get(key) for m in metrics]}]}  # fmt: skip
+        return {
+            "type": "line",
+            "labels": steps,
+            "x": {"title": "step"},
+            "y": {"min": 0, "title": title},
+            "datasets": [{"label": label, "data": [m.values.get(key) for m in metrics]}],
+        }
 
     loss = line("loss", "loss", "training loss")
     if any("eval_loss" in m.values for m in metrics):
         # The validation split's, at each checkpoint (training_jobs.trainer.sft): a line through those steps.
-        loss["datasets"].append({"label": "validation loss", "data": [m.values.get("eval_loss") for m in metrics],
-                                 "spanGaps": True})  # fmt: skip
+        loss["datasets"].append(
+            {"label": "validation loss", "data": [m.values.get("eval_loss") for m in metrics], "spanGaps": True}
+        )
     return rows, loss, line("learning_rate", "learning rate", "learning rate")
 
 
@@ -131,8 +137,9 @@ class SFT(TrainingKind):
     def for_cpu(self, config):
         return for_cpu(config)
 
-    def prepare(self, *, base_model, base_model_path, preset, overrides, cpu, config, dataset=None, tasks=None,
-                harness=""):  # fmt: skip
+    def prepare(
+        self, *, base_model, base_model_path, preset, overrides, cpu, config, dataset=None, tasks=None, harness=""
+    ):
         """An SFT run trains on a dataset (not tasks, nor through a harness); what cannot train is refused first
         (kinds.sft_checks: the dataset, the base model's folder, the GPUs, the tokens left after the cut to
         max_length); what trains on less than asked comes back as warnings."""
@@ -144,11 +151,17 @@ class SFT(TrainingKind):
         config = build_config(preset, overrides, base=config)
         if cpu:
             config = for_cpu(config)
-        warnings = check_sft_run(dataset=dataset, base_model_path=base_model_path, config=config, cpu=cpu,
-                                 preset=preset)  # fmt: skip
+        warnings = check_sft_run(
+            dataset=dataset, base_model_path=base_model_path, config=config, cpu=cpu, preset=preset
+        )
         name = f"sft {dataset.name or dataset.pk} on {model_label(base_model, base_model_path)}"
-        fields = {"name": name, "dataset": dataset, "base_model_path": base_model_path, "config": config,
-                  "log_tail": "".join(f"warning: {w}\n" for w in warnings)}  # fmt: skip
+        fields = {
+            "name": name,
+            "dataset": dataset,
+            "base_model_path": base_model_path,
+            "config": config,
+            "log_tail": "".join(f"warning: {w}\n" for w in warnings),
+        }
         return Launch(fields, warnings)
 
     def inputs(self, run):
@@ -159,10 +172,18 @@ class SFT(TrainingKind):
         check_sft_run(dataset=run.dataset, base_model_path=run.base_model_path, config=config, cpu=run.cpu)
 
     def report(self, run):
-        losses = [m.values["loss"] for m in run.metrics.order_by("step", "id")
-                  if isinstance(m.values.get("loss"), int | float)]  # fmt: skip
-        return {"run": run.pk, "status": run.status, "steps": run.steps, "checkpoints": checkpoints_of(run),
-                "metrics": {"loss": losses}}  # fmt: skip
+        losses = [
+            m.values["loss"]
+            for m in run.metrics.order_by("step", "id")
+            if isinstance(m.values.get("loss"), int | float)
+        ]
+        return {
+            "run": run.pk,
+            "status": run.status,
+            "steps": run.steps,
+            "checkpoints": checkpoints_of(run),
+            "metrics": {"loss": losses},
+        }
 
     def page_context(self, run, query):
         rows, loss, lr = curves(run)

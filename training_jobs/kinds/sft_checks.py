@@ -63,8 +63,11 @@ class TrainableReport:
 
     def refusal(self) -> str:
         starts = sorted(c.first_assistant_token for c in self.counted if c.first_assistant_token is not None)
-        where = (f": the first assistant turn starts at token {starts[0]:,} at the earliest (median "
-                 f"{median(starts):,.0f})" if starts else ": they hold no assistant turn")  # fmt: skip
+        where = (
+            f": the first assistant turn starts at token {starts[0]:,} at the earliest (median {median(starts):,.0f})"
+            if starts
+            else ": they hold no assistant turn"
+        )
         return (
             f"no sample would be trained on: cut to max_length {self.max_length:,}, none of the {self.samples} "
             f"training samples keeps an assistant token{where}. Raise max_length (max_length={self.longest:,} keeps "
@@ -88,8 +91,9 @@ class TrainableReport:
         return out
 
 
-def check_sft_run(*, dataset: TrainingDataset, base_model_path: str, config: dict, cpu: bool,
-                  preset: str = "") -> list[str]:  # fmt: skip
+def check_sft_run(
+    *, dataset: TrainingDataset, base_model_path: str, config: dict, cpu: bool, preset: str = ""
+) -> list[str]:
     """Refuse (TrainingRunError) what cannot train; the warnings of what trains on less than asked."""
     check_dataset(dataset)
     check_base_model(base_model_path)
@@ -137,8 +141,11 @@ def available_gpus() -> tuple[int | None, str]:
 
 def _gpu_workers_elsewhere() -> bool:
     since = timezone.now() - timedelta(seconds=settings.CLAWGYM_WORKER_SEEN_SECONDS)
-    hosts = {host for host, queues in Worker.objects.filter(seen_at__gte=since).values_list("host", "queues")
-             if "gpu" in queues.split(",")}  # fmt: skip
+    hosts = {
+        host
+        for host, queues in Worker.objects.filter(seen_at__gte=since).values_list("host", "queues")
+        if "gpu" in queues.split(",")
+    }
     return bool(hosts) and socket.gethostname() not in hosts
 
 
@@ -177,8 +184,10 @@ def trainable_report(dataset: TrainingDataset, tokenizer_path: str, max_length: 
     rows = samples.values_list("trajectory__messages", "trajectory__tools")
     try:
         with TokenCounter(tokenizer_path) as counter:
-            counted = [counter.count({"messages": messages, "tools": tools})
-                       for messages, tools in rows.iterator(chunk_size=200)]  # fmt: skip
+            counted = [
+                counter.count({"messages": messages, "tools": tools})
+                for messages, tools in rows.iterator(chunk_size=200)
+            ]
     except NoTrainingStack:
         raise
     except TokenCountError as exc:

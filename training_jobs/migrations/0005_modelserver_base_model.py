@@ -11,7 +11,7 @@ def link_base_servers(apps, schema_editor):
     ModelServer = apps.get_model("training_jobs", "ModelServer")
     for base_model in BaseModel.objects.all():
         ModelServer.objects.filter(checkpoint=None, base_model=None, endpoint__name=f"base-{base_model.name}",
-                                   model_path=base_model.path).update(base_model=base_model)  # fmt: skip
+                                   model_path=base_model.path).update(base_model=base_model)
 
 
 class Migration(migrations.Migration):

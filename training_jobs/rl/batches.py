@@ -63,12 +63,18 @@ def policy_endpoint(run, policy_url: str):
     model = "policy" if live else (policy.get("served_model_name") or run.base_model_path)
     endpoint, _ = ModelEndpoint.objects.update_or_create(
         name=f"rl-run-{run.pk}-policy",
-        defaults={"base_url": policy_url, "model": model, "roles": ["agent"], "enabled": True, "timeout_seconds": 600,
-                  "api_key_env": policy_key_env(run) if live else policy.get("api_key_env", ""),
-                  # every rollout of a step may call at once: the policy server batches (vLLM) or queues (live)
-                  "max_concurrent": max(4, min(int(config["prompts_per_step"]) * int(config["num_generations"]), 1024)),
-                  "sampling": {"temperature": config["temperature"], "max_tokens": config["max_completion_length"]}},
-    )  # fmt: skip
+        defaults={
+            "base_url": policy_url,
+            "model": model,
+            "roles": ["agent"],
+            "enabled": True,
+            "timeout_seconds": 600,
+            "api_key_env": policy_key_env(run) if live else policy.get("api_key_env", ""),
+            # every rollout of a step may call at once: the policy server batches (vLLM) or queues (live)
+            "max_concurrent": max(4, min(int(config["prompts_per_step"]) * int(config["num_generations"]), 1024)),
+            "sampling": {"temperature": config["temperature"], "max_tokens": config["max_completion_length"]},
+        },
+    )
     return endpoint
 
 
@@ -114,8 +120,14 @@ def run_step(
     rows: list[list] = []
     with transaction.atomic():
         for index, revision_id in enumerate(per_group):
-            rollouts = create_rollouts(revisions[revision_id], endpoint, harness=config["harness"], repeats=generations,
-                                       options=harness_options(config), user=run.created_by)  # fmt: skip
+            rollouts = create_rollouts(
+                revisions[revision_id],
+                endpoint,
+                harness=config["harness"],
+                repeats=generations,
+                options=harness_options(config),
+                user=run.created_by,
+            )
             group_rows = []
             for rollout in rollouts:
                 enqueue_rollout(rollout, user=run.created_by)
@@ -135,19 +147,29 @@ def run_step(
     for group, group_rows in zip(groups, rows):
         for generation, row in zip(group.generations, group_rows):
             RLRollout.objects.filter(pk=row.pk).update(
-                reward=generation.reward, samples=generation.samples, inexact_samples=generation.inexact_samples,
-                dropped=group.dropped, wall_seconds=generation.wall_seconds,
-            )  # fmt: skip
+                reward=generation.reward,
+                samples=generation.samples,
+                inexact_samples=generation.inexact_samples,
+                dropped=group.dropped,
+                wall_seconds=generation.wall_seconds,
+            )
     metrics = step_metrics(groups)
-    answer = [{"rollout": g.rollout_id, "reward": g.reward, "note": g.note,
-               "samples": [sample_json(s) for s in g.trained]} for group in groups for g in group.generations]  # fmt: skip
+    answer = [
+        {"rollout": g.rollout_id, "reward": g.reward, "note": g.note, "samples": [sample_json(s) for s in g.trained]}
+        for group in groups
+        for g in group.generations
+    ]
     return {"generations": answer, "metrics": metrics, "skipped": all_dropped(groups)}
 
 
 def sample_json(sample) -> dict:
-    return {"prompt_ids": list(sample.prompt_ids), "completion_ids": list(sample.completion_ids),
-            "logprobs": [None if x is None else float(x) for x in sample.logprobs],
-            "env_mask": [int(m) for m in sample.env_mask], "exact": bool(sample.exact)}  # fmt: skip
+    return {
+        "prompt_ids": list(sample.prompt_ids),
+        "completion_ids": list(sample.completion_ids),
+        "logprobs": [None if x is None else float(x) for x in sample.logprobs],
+        "env_mask": [int(m) for m in sample.env_mask],
+        "exact": bool(sample.exact),
+    }
 
 
 def _wait(run, rollout_ids: list[int], *, deadline: float, should_stop) -> None:
@@ -203,8 +225,13 @@ def _generation(rollout, config: dict) -> Generation:
     cut = [truncate(s, int(config["max_completion_length"]), int(config["max_context"])) for s in main]
     generation.main = [s for s in cut if s is not None and policy_tokens(s)]
     if not generation.main:
-        generation.note = ("no sample to train on" if not samples else "only side samples" if not main
-                           else "no sample fits max_context")  # fmt: skip
+        generation.note = (
+            "no sample to train on"
+            if not samples
+            else "only side samples"
+            if not main
+            else "no sample fits max_context"
+        )
         return generation
     generation.reward = None if reward is None else float(reward)
     if reward is None:
@@ -275,9 +302,14 @@ class RolloutBridge:
                 close_old_connections()
                 try:
                     body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-                    answer = run_step(bridge.run_id, int(body["step"]), body["prompts"], body["policy_url"],
+                    answer = run_step(
+                        bridge.run_id,
+                        int(body["step"]),
+                        body["prompts"],
+                        body["policy_url"],
                         first_group=int(body.get("first_group") or 0),
-                                      should_stop=bridge.stopping.is_set)  # fmt: skip
+                        should_stop=bridge.stopping.is_set,
+                    )
                     self._send(200, answer)
                 except StepCancelled as exc:
                     self._send(409, {"error": str(exc)})

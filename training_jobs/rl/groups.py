@@ -17,9 +17,22 @@ from dataclasses import dataclass, field
 
 # The metric names of one RL step (TrainingMetric.values, one row per optimizer step): the rollout side here, the
 # optimizer side from TRL's logs (training_jobs.trainer.grpo).
-ROLLOUT_METRICS = ("reward_mean", "reward_std", "reward_spread", "groups_dropped", "groups", "inexact_samples",
-                   "samples", "samples_trained", "side_samples", "rollouts", "rollout_p50_s", "rollout_max_s",
-                   "tokens_sampled", "tokens_trained")  # fmt: skip
+ROLLOUT_METRICS = (
+    "reward_mean",
+    "reward_std",
+    "reward_spread",
+    "groups_dropped",
+    "groups",
+    "inexact_samples",
+    "samples",
+    "samples_trained",
+    "side_samples",
+    "rollouts",
+    "rollout_p50_s",
+    "rollout_max_s",
+    "tokens_sampled",
+    "tokens_trained",
+)
 TRAINER_METRICS = ("logprob_mismatch", "loss", "kl", "clip_fraction", "learning_rate", "skipped")
 METRICS = ROLLOUT_METRICS + TRAINER_METRICS
 
@@ -89,8 +102,12 @@ def truncate(sample, max_completion: int, max_context: int):
         return sample
     import dataclasses
 
-    return dataclasses.replace(sample, completion_ids=list(sample.completion_ids[:room]),
-                               logprobs=list(sample.logprobs[:room]), env_mask=list(sample.env_mask[:room]))  # fmt: skip
+    return dataclasses.replace(
+        sample,
+        completion_ids=list(sample.completion_ids[:room]),
+        logprobs=list(sample.logprobs[:room]),
+        env_mask=list(sample.env_mask[:room]),
+    )
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -109,8 +126,13 @@ def step_metrics(groups: list[Group]) -> dict:
     side; policy tokens sampled and trained), and rollout wall time (p50 and max: the max is the straggler every step
     waits for)."""
     rewards = [g.reward for group in groups for g in group.generations if g.reward is not None]
-    spreads = [max(r) - min(r) for r in ([g.reward for g in group.generations if g.reward is not None]
-                                         for group in groups if not group.dropped) if r]  # fmt: skip
+    spreads = [
+        max(r) - min(r)
+        for r in (
+            [g.reward for g in group.generations if g.reward is not None] for group in groups if not group.dropped
+        )
+        if r
+    ]
     walls = [g.wall_seconds for group in groups for g in group.generations if g.wall_seconds is not None]
     generations = [g for group in groups for g in group.generations]
     return {

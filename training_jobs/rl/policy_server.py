@@ -43,8 +43,16 @@ def to_message(text: str) -> dict:
             continue
         if isinstance(call, dict) and isinstance(call.get("name"), str):
             arguments = call.get("arguments", {})
-            calls.append({"id": f"call_{uuid.uuid4().hex[:8]}_{i}", "type": "function", "function": {
-                "name": call["name"], "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments)}})  # fmt: skip
+            calls.append(
+                {
+                    "id": f"call_{uuid.uuid4().hex[:8]}_{i}",
+                    "type": "function",
+                    "function": {
+                        "name": call["name"],
+                        "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+                    },
+                }
+            )
     message = {"role": "assistant", "content": TOOL_CALL.sub("", text).strip() if calls else text}
     if calls:
         message["tool_calls"] = calls
@@ -70,8 +78,9 @@ class LivePolicy:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise ValueError("messages must be a non-empty list")
-        prompt_ids = self.tokenizer.apply_chat_template(messages, tools=body.get("tools") or None,
-                                                        add_generation_prompt=True, tokenize=True, return_dict=False)  # fmt: skip
+        prompt_ids = self.tokenizer.apply_chat_template(
+            messages, tools=body.get("tools") or None, add_generation_prompt=True, tokenize=True, return_dict=False
+        )
         if isinstance(prompt_ids, dict):  # some tokenizers answer a BatchEncoding whatever return_dict says
             prompt_ids = prompt_ids["input_ids"]
         prompt_ids = list(prompt_ids)
@@ -89,11 +98,19 @@ class LivePolicy:
                 device = next(model.parameters()).device
                 inputs = torch.tensor([prompt_ids], device=device)
                 out = model.generate(
-                    input_ids=inputs, attention_mask=torch.ones_like(inputs), max_new_tokens=limit, do_sample=True,
-                    temperature=self.temperature, top_k=0, top_p=1.0, use_cache=True, output_scores=True,
-                    return_dict_in_generate=True, pad_token_id=self.tokenizer.pad_token_id,
+                    input_ids=inputs,
+                    attention_mask=torch.ones_like(inputs),
+                    max_new_tokens=limit,
+                    do_sample=True,
+                    temperature=self.temperature,
+                    top_k=0,
+                    top_p=1.0,
+                    use_cache=True,
+                    output_scores=True,
+                    return_dict_in_generate=True,
+                    pad_token_id=self.tokenizer.pad_token_id,
                     eos_token_id=self.tokenizer.eos_token_id,
-                )  # fmt: skip
+                )
             finally:
                 model.train(was_training)
             self.requests += 1
@@ -111,8 +128,13 @@ class LivePolicy:
         for special in (self.tokenizer.eos_token, self.tokenizer.pad_token):
             if special:
                 text = text.split(special)[0]
-        return {"prompt_ids": prompt_ids, "token_ids": token_ids, "logprobs": logprobs, "text": text,
-                "finished": bool(token_ids) and token_ids[-1] == eos}  # fmt: skip
+        return {
+            "prompt_ids": prompt_ids,
+            "token_ids": token_ids,
+            "logprobs": logprobs,
+            "text": text,
+            "finished": bool(token_ids) and token_ids[-1] == eos,
+        }
 
     def token_text(self, token_id: int) -> str:
         return self.tokenizer.decode([token_id], skip_special_tokens=False)
@@ -124,14 +146,21 @@ def completion(policy: LivePolicy, body: dict, out: dict, model_name: str) -> di
     reason = "tool_calls" if message.get("tool_calls") else ("stop" if out["finished"] else "length")
     choice = {"index": 0, "message": message, "finish_reason": reason, "token_ids": out["token_ids"]}
     if body.get("logprobs"):
-        choice["logprobs"] = {"content": [{"token": policy.token_text(t), "logprob": lp}
-                                          for t, lp in zip(out["token_ids"], out["logprobs"])]}  # fmt: skip
+        choice["logprobs"] = {
+            "content": [
+                {"token": policy.token_text(t), "logprob": lp} for t, lp in zip(out["token_ids"], out["logprobs"])
+            ]
+        }
     prompt, generated = len(out["prompt_ids"]), len(out["token_ids"])
     return {
-        "id": f"chatcmpl-{uuid.uuid4().hex[:16]}", "object": "chat.completion", "created": int(time.time()),
-        "model": model_name, "prompt_token_ids": out["prompt_ids"], "choices": [choice],
+        "id": f"chatcmpl-{uuid.uuid4().hex[:16]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model_name,
+        "prompt_token_ids": out["prompt_ids"],
+        "choices": [choice],
         "usage": {"prompt_tokens": prompt, "completion_tokens": generated, "total_tokens": prompt + generated},
-    }  # fmt: skip
+    }
 
 
 def chunks(policy: LivePolicy, body: dict, out: dict, model_name: str):
@@ -156,8 +185,12 @@ def chunks(policy: LivePolicy, body: dict, out: dict, model_name: str):
         delta = {"content": text[n * size : (n + 1) * size]} if text else {}
         choice = {"index": 0, "delta": delta, "finish_reason": None, "token_ids": piece}
         if body.get("logprobs"):
-            choice["logprobs"] = {"content": [{"token": policy.token_text(t), "logprob": lp}
-                                              for t, lp in zip(piece, lps[start : start + len(piece)])]}  # fmt: skip
+            choice["logprobs"] = {
+                "content": [
+                    {"token": policy.token_text(t), "logprob": lp}
+                    for t, lp in zip(piece, lps[start : start + len(piece)])
+                ]
+            }
         yield {**base, "choices": [choice]}
     final = {}
     if message.get("tool_calls"):
@@ -271,8 +304,16 @@ class PolicyServer:
     """The server on a thread: start() binds (port 0: a free one) and returns the OpenAI base URL (…/v1). It answers
     only requests carrying `api_key` (required), with bodies of at most `max_body_bytes`."""
 
-    def __init__(self, policy: LivePolicy, *, api_key: str, host: str = "127.0.0.1", port: int = 0,
-                 model_name: str = "policy", max_body_bytes: int = DEFAULT_MAX_BODY_BYTES):  # fmt: skip
+    def __init__(
+        self,
+        policy: LivePolicy,
+        *,
+        api_key: str,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        model_name: str = "policy",
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    ):
         if not api_key:
             raise ValueError("the policy server needs a key (CLAWGYM_POLICY_KEY, given by the run's job)")
         self.policy = policy

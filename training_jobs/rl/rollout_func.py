@@ -49,8 +49,9 @@ def request_step(
     bridge_url: str, token: str, step: int, prompts: list[int], policy_url: str, timeout: float, first_group: int = 0
 ) -> dict:
     data = json.dumps({"step": step, "prompts": prompts, "policy_url": policy_url, "first_group": first_group}).encode()
-    request = urllib.request.Request(f"{bridge_url}/step", data, {"Content-Type": "application/json",
-                                                                  "Authorization": f"Bearer {token}"})  # fmt: skip
+    request = urllib.request.Request(
+        f"{bridge_url}/step", data, {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
+    )
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return json.load(response)
@@ -62,8 +63,9 @@ def request_step(
         raise RuntimeError(f"the RL step {step} failed in the job ({exc.code}): {why}") from None
 
 
-def make_rollout_func(*, bridge_url: str, token: str, policy_url: str, placeholder_id: int, state: StepState,
-                      timeout: float, log=print):  # fmt: skip
+def make_rollout_func(
+    *, bridge_url: str, token: str, policy_url: str, placeholder_id: int, state: StepState, timeout: float, log=print
+):
     def rollout_func(prompts: list, trainer) -> dict:
         step = trainer.state.global_step + 1
         # Each process asks for its own slice (whole groups); its groups are numbered after the earlier processes'.
@@ -91,14 +93,22 @@ def placeholder(token_id: int) -> dict:
 def trl_output(generations: list[dict], placeholder_id: int) -> dict:
     """The job's generations (run_step's answer) as TRL's rollout_func output: one completion per generation (its
     first sample, or a placeholder), its other samples in EXTRA_SAMPLES."""
-    out = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [], "checker_reward": [],
-           "rollout_id": [], EXTRA_SAMPLES: []}  # fmt: skip
+    out = {
+        "prompt_ids": [],
+        "completion_ids": [],
+        "logprobs": [],
+        "env_mask": [],
+        "checker_reward": [],
+        "rollout_id": [],
+        EXTRA_SAMPLES: [],
+    }
     for generation in generations:
         first, *rest = generation["samples"] or [placeholder(placeholder_id)]
         for key in ("prompt_ids", "completion_ids", "logprobs", "env_mask"):
             out[key].append(first[key])
-        out[EXTRA_SAMPLES].append([{key: s[key] for key in ("prompt_ids", "completion_ids", "logprobs", "env_mask")}
-                                   for s in rest])  # fmt: skip
+        out[EXTRA_SAMPLES].append(
+            [{key: s[key] for key in ("prompt_ids", "completion_ids", "logprobs", "env_mask")} for s in rest]
+        )
         out["checker_reward"].append(generation["reward"])
         out["rollout_id"].append(generation["rollout"])
     return out

@@ -70,8 +70,15 @@ class Sample:
         return runs
 
     def as_dict(self) -> dict:
-        return {"prompt_ids": self.prompt_ids, "completion_ids": self.completion_ids, "logprobs": self.logprobs,
-                "env_mask": self.env_mask, "exact": self.exact, "call_ids": self.call_ids, "side": self.side}  # fmt: skip
+        return {
+            "prompt_ids": self.prompt_ids,
+            "completion_ids": self.completion_ids,
+            "logprobs": self.logprobs,
+            "env_mask": self.env_mask,
+            "exact": self.exact,
+            "call_ids": self.call_ids,
+            "side": self.side,
+        }
 
 
 @dataclass
@@ -112,10 +119,14 @@ def build_samples(calls, tokenizer=None) -> list[Sample]:
             sample.call_ids.append(call.pk)
             continue
         current[side] = Sample(
-            prompt_ids=list(tokens.prompt_ids), completion_ids=list(tokens.completion_ids),
-            logprobs=list(tokens.logprobs), env_mask=[1] * len(tokens.completion_ids), exact=tokens.exact,
-            call_ids=[call.pk], side=side,
-        )  # fmt: skip
+            prompt_ids=list(tokens.prompt_ids),
+            completion_ids=list(tokens.completion_ids),
+            logprobs=list(tokens.logprobs),
+            env_mask=[1] * len(tokens.completion_ids),
+            exact=tokens.exact,
+            call_ids=[call.pk],
+            side=side,
+        )
         samples.append(current[side])
     return samples
 
@@ -123,8 +134,11 @@ def build_samples(calls, tokenizer=None) -> list[Sample]:
 def _extends(prompt: list[int], sample: Sample) -> bool:
     """Whether `prompt` starts with the sample's whole chain (compared in two slices: no copy of the chain)."""
     head, body = len(sample.prompt_ids), len(sample.completion_ids)
-    return (len(prompt) >= head + body and prompt[:head] == sample.prompt_ids
-            and prompt[head : head + body] == sample.completion_ids)  # fmt: skip
+    return (
+        len(prompt) >= head + body
+        and prompt[:head] == sample.prompt_ids
+        and prompt[head : head + body] == sample.completion_ids
+    )
 
 
 def exact_tokens(call) -> CallTokens | None:
@@ -191,7 +205,11 @@ def rollout_calls(rollout):
     """The proxied calls of a rollout's last attempt (earlier attempts failed for infra reasons), in order."""
     if rollout.proxy_session_id is None:
         return ModelCall.objects.none()
-    return ModelCall.objects.filter(session_id=rollout.proxy_session_id).select_related("tokens").order_by("created_at", "id")
+    return (
+        ModelCall.objects.filter(session_id=rollout.proxy_session_id)
+        .select_related("tokens")
+        .order_by("created_at", "id")
+    )
 
 
 def samples_for_rollout(rollout, tokenizer=None) -> list[Sample]:

@@ -64,8 +64,16 @@ DEFAULT_FILTERS = {
     "seed": 0,
 }
 CHUNK = 500  # trajectories read at a time while building
-REASONS = ("benchmark_task", "unverified_history", "excluded_by_rules", "incomplete", "no_reward", "below_min_reward",
-           "too_long", "near_duplicate")  # fmt: skip
+REASONS = (
+    "benchmark_task",
+    "unverified_history",
+    "excluded_by_rules",
+    "incomplete",
+    "no_reward",
+    "below_min_reward",
+    "too_long",
+    "near_duplicate",
+)
 
 
 class DatasetError(ValueError):
@@ -100,11 +108,13 @@ def normalize_selection(selection: dict) -> dict:
     if not any(k in normal for k in ("eval_runs", "groups", "endpoints", "harnesses", "sources")):
         raise DatasetError("select at least one evaluation run, rollout group, endpoint, harness or task source")
     missing_runs = set(normal.get("eval_runs", [])) - set(
-        EvalRun.objects.filter(pk__in=normal.get("eval_runs", [])).values_list("pk", flat=True))
+        EvalRun.objects.filter(pk__in=normal.get("eval_runs", [])).values_list("pk", flat=True)
+    )
     if missing_runs:
         raise DatasetError(f"no evaluation run {', '.join(f'#{pk}' for pk in sorted(missing_runs))}")
     missing_groups = set(normal.get("groups", [])) - set(
-        Rollout.objects.filter(group__in=normal.get("groups", [])).values_list("group", flat=True).distinct())
+        Rollout.objects.filter(group__in=normal.get("groups", [])).values_list("group", flat=True).distinct()
+    )
     if missing_groups:
         raise DatasetError(f"no rollout group {', '.join(sorted(missing_groups))}")
     return normal
@@ -159,8 +169,13 @@ def selected_trajectories(selection: dict):
 
 def content_digest(task: str, messages: list, tools: list) -> str:
     """What a sample says (its task, conversation and tools), hashed: ids, rewards and dates left out."""
-    text = json.dumps({"task": task, "messages": messages, "tools": tools}, sort_keys=True, ensure_ascii=False,
-                      separators=(",", ":"), default=str)  # fmt: skip
+    text = json.dumps(
+        {"task": task, "messages": messages, "tools": tools},
+        sort_keys=True,
+        ensure_ascii=False,
+        separators=(",", ":"),
+        default=str,
+    )
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -188,8 +203,11 @@ def conversation_digest(messages: list) -> str:
     for m in messages:
         if not isinstance(m, dict):
             continue
-        calls = [[(c.get("function") or {}).get("name"), _arguments(c)] for c in m.get("tool_calls") or []
-                 if isinstance(c, dict)]  # fmt: skip
+        calls = [
+            [(c.get("function") or {}).get("name"), _arguments(c)]
+            for c in m.get("tool_calls") or []
+            if isinstance(c, dict)
+        ]
         key.append([m.get("role"), _text(m.get("content")).strip(), calls])
     text = json.dumps(key, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
@@ -246,8 +264,10 @@ def split_tasks(tasks: list[str], *, share: float, seed: int) -> set[str]:
 def check_override(user, allow_benchmark_tasks: bool, override_reason: str, *, guard: str = "benchmark_tasks") -> None:
     if not allow_benchmark_tasks:
         return
-    what = {"benchmark_tasks": ("benchmark tasks", "the contamination guard's override"),
-            "unverified_history": ("trajectories with unverified history", "the history guard's override")}  # fmt: skip
+    what = {
+        "benchmark_tasks": ("benchmark tasks", "the contamination guard's override"),
+        "unverified_history": ("trajectories with unverified history", "the history guard's override"),
+    }
     included, override = what[guard]
     if user is None or not has_role(user, ADMIN):
         raise DatasetError(f"only an admin may include {included} ({override})")
@@ -267,10 +287,19 @@ def tokenizer_folder(base_model: BaseModel | None, tokenizer_path: str) -> str:
     return path
 
 
-def create_dataset(*, selection: dict, filters: dict | None = None, name: str = "", user,
-                   allow_benchmark_tasks: bool = False, override_reason: str = "",
-                   allow_unverified_history: bool = False, unverified_history_reason: str = "",
-                   base_model: BaseModel | None = None, tokenizer_path: str = "") -> TrainingDataset:  # fmt: skip
+def create_dataset(
+    *,
+    selection: dict,
+    filters: dict | None = None,
+    name: str = "",
+    user,
+    allow_benchmark_tasks: bool = False,
+    override_reason: str = "",
+    allow_unverified_history: bool = False,
+    unverified_history_reason: str = "",
+    base_model: BaseModel | None = None,
+    tokenizer_path: str = "",
+) -> TrainingDataset:
     """The dataset's row, status building, with what was asked (validated): nothing is selected yet. `base_model`
     (or `tokenizer_path`, a model folder): whose tokenizer counts the samples' tokens."""
     selection = normalize_selection(selection)
@@ -280,14 +309,19 @@ def create_dataset(*, selection: dict, filters: dict | None = None, name: str = 
     tokenizer_path = tokenizer_folder(base_model, tokenizer_path)
     user = user if user is not None and user.is_authenticated else None
     return TrainingDataset.objects.create(
-        base_model=base_model, tokenizer_path=tokenizer_path,
-        name=name.strip()[:200], selection=selection, filters=filters, allow_benchmark_tasks=allow_benchmark_tasks,
+        base_model=base_model,
+        tokenizer_path=tokenizer_path,
+        name=name.strip()[:200],
+        selection=selection,
+        filters=filters,
+        allow_benchmark_tasks=allow_benchmark_tasks,
         override_reason=override_reason.strip() if allow_benchmark_tasks else "",
-        override_by=user if allow_benchmark_tasks else None, created_by=user,
+        override_by=user if allow_benchmark_tasks else None,
+        created_by=user,
         allow_unverified_history=allow_unverified_history,
         unverified_history_reason=unverified_history_reason.strip() if allow_unverified_history else "",
         unverified_history_by=user if allow_unverified_history else None,
-    )  # fmt: skip
+    )
 
 
 def _candidates(dataset: TrainingDataset, counter: TokenCounter | None) -> list[Candidate]:
@@ -297,11 +331,23 @@ def _candidates(dataset: TrainingDataset, counter: TokenCounter | None) -> list[
     rows = (
         selected_trajectories(dataset.selection)
         .select_related("rollout__revision__task")
-        .only("id", "messages", "tools", "reward", "stats", "excluded", "exclusion_reason", "model_call_ids",
-              "unverified_turns", "rollout__status", "rollout__exit_reason", "rollout__revision__task__external_id",
-              "rollout__revision__task__id")
+        .only(
+            "id",
+            "messages",
+            "tools",
+            "reward",
+            "stats",
+            "excluded",
+            "exclusion_reason",
+            "model_call_ids",
+            "unverified_turns",
+            "rollout__status",
+            "rollout__exit_reason",
+            "rollout__revision__task__external_id",
+            "rollout__revision__task__id",
+        )
         .order_by("pk")
-    )  # fmt: skip
+    )
     candidates = []
     # In chunks, keeping only digests: a large selection's conversations are never all in memory at once.
     chunk: list[Trajectory] = []
@@ -313,8 +359,10 @@ def _candidates(dataset: TrainingDataset, counter: TokenCounter | None) -> list[
     candidates += _judge(chunk, dataset, pinned_tasks, counter)
     # Near-duplicates: within a task, one sample per conversation (conversation_digest): the best rewarded, then the
     # first by content digest (so which one is kept depends on what they say, not on their ids).
-    kept = sorted((c for c in candidates if not c.reason),
-                  key=lambda c: (c.task, c.final_digest, -(c.reward or 0), c.digest, c.trajectory_id))  # fmt: skip
+    kept = sorted(
+        (c for c in candidates if not c.reason),
+        key=lambda c: (c.task, c.final_digest, -(c.reward or 0), c.digest, c.trajectory_id),
+    )
     seen = set()
     for c in kept:
         key = (c.task, c.final_digest)
@@ -329,14 +377,23 @@ def _judge(rows: list, dataset: TrainingDataset, pinned_tasks: set, counter: Tok
     those that get as far as the token limit are tokenized (the others never need it)."""
     filters = dataset.filters
     last_calls = [t.model_call_ids[-1] for t in rows if t.model_call_ids]
-    usage = {pk: (i, o) for pk, i, o in ModelCall.objects.filter(pk__in=last_calls)
-             .values_list("pk", "input_tokens", "output_tokens")}  # fmt: skip
+    usage = {
+        pk: (i, o)
+        for pk, i, o in ModelCall.objects.filter(pk__in=last_calls).values_list("pk", "input_tokens", "output_tokens")
+    }
     candidates = []
     for t in rows:
         task = t.rollout.revision.task
         last = usage.get(t.model_call_ids[-1]) if t.model_call_ids else None
-        c = Candidate(t.pk, task.external_id, task.pk, t.reward, sample_tokens(t.stats or {}, last),
-                      content_digest(task.external_id, t.messages, t.tools), conversation_digest(t.messages))
+        c = Candidate(
+            t.pk,
+            task.external_id,
+            task.pk,
+            t.reward,
+            sample_tokens(t.stats or {}, last),
+            content_digest(task.external_id, t.messages, t.tools),
+            conversation_digest(t.messages),
+        )
         if task.pk in pinned_tasks and not dataset.allow_benchmark_tasks:
             c.reason = "benchmark_task"
         elif t.unverified_turns and not dataset.allow_unverified_history:
@@ -373,16 +430,26 @@ def fill_dataset(dataset: TrainingDataset) -> TrainingDataset:
         excluded = Counter(c.reason for c in candidates if c.reason)
         kept = sorted((c for c in candidates if not c.reason), key=lambda c: (c.task, c.digest, c.trajectory_id))
         filters = dataset.filters
-        validation = split_tasks(sorted({c.task for c in kept}), share=filters["validation_share"],
-                                 seed=filters["seed"])  # fmt: skip
+        validation = split_tasks(
+            sorted({c.task for c in kept}), share=filters["validation_share"], seed=filters["seed"]
+        )
         digest = hashlib.sha256()
         samples = []
         for position, c in enumerate(kept):
             split = DatasetSample.Split.VALIDATION if c.task in validation else DatasetSample.Split.TRAIN
             digest.update(f"{c.digest} {split}\n".encode())
-            samples.append(DatasetSample(dataset=dataset, position=position, trajectory_id=c.trajectory_id,
-                                         split=split, task_external_id=c.task, reward=c.reward, tokens=c.tokens,
-                                         assistant_spans=c.spans))  # fmt: skip
+            samples.append(
+                DatasetSample(
+                    dataset=dataset,
+                    position=position,
+                    trajectory_id=c.trajectory_id,
+                    split=split,
+                    task_external_id=c.task,
+                    reward=c.reward,
+                    tokens=c.tokens,
+                    assistant_spans=c.spans,
+                )
+            )
         with transaction.atomic():
             DatasetSample.objects.filter(dataset=dataset).delete()
             DatasetSample.objects.bulk_create(samples, batch_size=1000)
@@ -396,15 +463,27 @@ def fill_dataset(dataset: TrainingDataset) -> TrainingDataset:
             dataset.built_at = timezone.now()
             if not dataset.name:
                 dataset.name = f"dataset {dataset.built_at:%Y-%m-%d %H:%M} ({len(samples)} trajectories)"
-            dataset.save(update_fields=["sha256", "trajectories_count", "excluded", "stats", "status", "error",
-                                        "built_at", "name", "tokenizer_sha256"])  # not job_run: start_build may be writing it
+            dataset.save(
+                update_fields=[
+                    "sha256",
+                    "trajectories_count",
+                    "excluded",
+                    "stats",
+                    "status",
+                    "error",
+                    "built_at",
+                    "name",
+                    "tokenizer_sha256",
+                ]
+            )  # not job_run: start_build may be writing it
     except TokenCountError as exc:
         error = f"counting tokens with {dataset.tokenizer_path}: {exc}"
         TrainingDataset.objects.filter(pk=dataset.pk).update(status=TrainingDataset.Status.FAILED, error=error)
         raise DatasetError(error) from None
     except Exception as exc:
-        TrainingDataset.objects.filter(pk=dataset.pk).update(status=TrainingDataset.Status.FAILED,
-                                                             error=f"{type(exc).__name__}: {exc}")  # fmt: skip
+        TrainingDataset.objects.filter(pk=dataset.pk).update(
+            status=TrainingDataset.Status.FAILED, error=f"{type(exc).__name__}: {exc}"
+        )
         raise
     return dataset
 
@@ -419,9 +498,7 @@ def build_dataset(
     return fill_dataset(dataset)
 
 
-def start_build(
-    *, selection: dict, filters: dict | None = None, name: str = "", user, **overrides
-) -> TrainingDataset:
+def start_build(*, selection: dict, filters: dict | None = None, name: str = "", user, **overrides) -> TrainingDataset:
     """A new dataset, status building, its job queued (raises jobs.engine.JobEngineError when it cannot be)."""
     dataset = create_dataset(selection=selection, filters=filters, name=name, user=user, **overrides)
     try:
@@ -436,14 +513,23 @@ def start_build(
 
 def summary(dataset: TrainingDataset) -> dict:
     """The `build_dataset --json` shape."""
-    return {"dataset": dataset.pk, "status": dataset.status, "empty_reason": empty_reason(dataset),
-            "sha256": dataset.sha256, "trajectories": dataset.trajectories_count, "excluded": dataset.excluded,
-            "tokens_counted_with": dataset.tokenizer_path if dataset.tokenized else "usage estimate"}  # fmt: skip
+    return {
+        "dataset": dataset.pk,
+        "status": dataset.status,
+        "empty_reason": empty_reason(dataset),
+        "sha256": dataset.sha256,
+        "trajectories": dataset.trajectories_count,
+        "excluded": dataset.excluded,
+        "tokens_counted_with": dataset.tokenizer_path if dataset.tokenized else "usage estimate",
+    }
 
 
 # What each reason makes of a trajectory, for the empty dataset's reason (singular, plural).
 LEFT_OUT_AS = {
-    "benchmark_task": ("is a benchmark task (the contamination guard)", "are benchmark tasks (the contamination guard)"),
+    "benchmark_task": (
+        "is a benchmark task (the contamination guard)",
+        "are benchmark tasks (the contamination guard)",
+    ),
     "unverified_history": ("has unverified history (the history guard)", "have unverified history (the history guard)"),
     "excluded_by_rules": ("was excluded by the rules", "were excluded by the rules"),
     "incomplete": ("is incomplete", "are incomplete"),
@@ -451,7 +537,7 @@ LEFT_OUT_AS = {
     "below_min_reward": ("is rewarded below {min_reward}", "are rewarded below {min_reward}"),
     "too_long": ("is longer than {max_tokens} tokens", "are longer than {max_tokens} tokens"),
     "near_duplicate": ("is a near-duplicate", "are near-duplicates"),
-}  # fmt: skip
+}
 
 
 def empty_reason(dataset: TrainingDataset) -> str:

@@ -23,10 +23,23 @@ from ..models import BaseModel, Checkpoint, RLRollout, TrainingDataset, Training
 # --- state changes ----------------------------------------------------------------------------------------------
 
 
-def start_training_run(*, kind: str, user, base_model: BaseModel | None = None, base_model_path: str = "",
-                       preset: str = "paper", overrides: dict | None = None, cpu: bool = False, name: str = "",
-                       enqueue: bool = True, config: dict | None = None, cloned_from: TrainingRun | None = None,
-                       dataset: TrainingDataset | None = None, tasks=None, harness: str = "") -> TrainingRun:  # fmt: skip
+def start_training_run(
+    *,
+    kind: str,
+    user,
+    base_model: BaseModel | None = None,
+    base_model_path: str = "",
+    preset: str = "paper",
+    overrides: dict | None = None,
+    cpu: bool = False,
+    name: str = "",
+    enqueue: bool = True,
+    config: dict | None = None,
+    cloned_from: TrainingRun | None = None,
+    dataset: TrainingDataset | None = None,
+    tasks=None,
+    harness: str = "",
+) -> TrainingRun:
     """Record a run of `kind` ("sft" or "rl", training_jobs.kinds; any other name is refused) with its whole config
     and queue it on the `gpu` queue (enqueue=False: the caller runs the job body itself, `train --here`).
 
@@ -36,16 +49,28 @@ def start_training_run(*, kind: str, user, base_model: BaseModel | None = None, 
     harness); what trains on less than asked is written in the run's log and given back as `run.warnings`.
     `config`: a stored config to start from instead of the preset (a clone)."""
     training = get_kind(kind)
-    launch = training.prepare(base_model=base_model, base_model_path=base_model_path, preset=preset,
-                              overrides=overrides, cpu=cpu, config=config, dataset=dataset, tasks=tasks,
-                              harness=harness)  # fmt: skip
+    launch = training.prepare(
+        base_model=base_model,
+        base_model_path=base_model_path,
+        preset=preset,
+        overrides=overrides,
+        cpu=cpu,
+        config=config,
+        dataset=dataset,
+        tasks=tasks,
+        harness=harness,
+    )
     fields = launch.fields
     with transaction.atomic():
         run = TrainingRun.objects.create(
-            **{**fields, "name": (name or fields["name"])[:200]}, kind=training.name, base_model=base_model,
-            preset=preset, cpu=cpu, created_by=user if user is not None and user.is_authenticated else None,
+            **{**fields, "name": (name or fields["name"])[:200]},
+            kind=training.name,
+            base_model=base_model,
+            preset=preset,
+            cpu=cpu,
+            created_by=user if user is not None and user.is_authenticated else None,
             cloned_from=cloned_from,
-        )  # fmt: skip
+        )
         if enqueue:
             _enqueue(run, user)
     run.warnings = launch.warnings
@@ -84,8 +109,7 @@ def rewind_to(run: TrainingRun, checkpoint: Checkpoint | None) -> None:
     TrainingRun.objects.filter(pk=run.pk).update(steps=step)
 
 
-def resume_training_run(run: TrainingRun, *, user, overrides: dict | None = None,
-                        enqueue: bool = True) -> TrainingRun:  # fmt: skip
+def resume_training_run(run: TrainingRun, *, user, overrides: dict | None = None, enqueue: bool = True) -> TrainingRun:
     """Queue the run's next attempt from its last checkpoint (from the start when it has none).
 
     A run whose worker was killed still reads "running": it is resumable once its JobRun is finished or lost
@@ -101,9 +125,11 @@ def resume_training_run(run: TrainingRun, *, user, overrides: dict | None = None
             raise TrainingRunError(f"run #{run.pk} is {run.status} on job #{job.pk}; cancel it first")
         if job and reason:
             JobRun.objects.filter(pk=job.pk, status=JobRun.Status.RUNNING).update(
-                status=JobRun.Status.FAILED, finished_at=timezone.now(), error=f"Worker lost: {reason}.",
+                status=JobRun.Status.FAILED,
+                finished_at=timezone.now(),
+                error=f"Worker lost: {reason}.",
                 log_tail=append_log(log_line(f"worker lost: {reason}; the training run is resumed")),
-            )  # fmt: skip
+            )
     if overrides:
         training = get_kind(run.kind)
         config = training.build_config(run.preset, overrides, base=run.config)
@@ -111,30 +137,43 @@ def resume_training_run(run: TrainingRun, *, user, overrides: dict | None = None
     else:
         config = run.config
     checkpoint = last_checkpoint(run)
-    note = f"attempt {run.attempt + 1}: resumed from " + (f"checkpoint step {checkpoint.step}" if checkpoint else
-                                                          "the start (no checkpoint)")  # fmt: skip
+    note = f"attempt {run.attempt + 1}: resumed from " + (
+        f"checkpoint step {checkpoint.step}" if checkpoint else "the start (no checkpoint)"
+    )
     if overrides:
         note += f"; config edited: {json.dumps(overrides)}"
     with transaction.atomic():
         rewind_to(run, checkpoint)
         TrainingRun.objects.filter(pk=run.pk).update(
-            status=TrainingRun.Status.QUEUED, error="", finished_at=None, resumed_from=checkpoint, config=config,
+            status=TrainingRun.Status.QUEUED,
+            error="",
+            finished_at=None,
+            resumed_from=checkpoint,
+            config=config,
             log_tail=(run.log_tail + note + "\n")[-20000:],
-        )  # fmt: skip
+        )
         run.refresh_from_db()
         if enqueue:
             _enqueue(run, user)
     return run
 
 
-def clone_training_run(run: TrainingRun, overrides: dict | None = None, *, user,
-                       enqueue: bool = True) -> TrainingRun:  # fmt: skip
+def clone_training_run(run: TrainingRun, overrides: dict | None = None, *, user, enqueue: bool = True) -> TrainingRun:
     """A new run from this one's stored config with edits (same dataset or tasks, and base model)."""
     return start_training_run(
-        kind=run.kind, **get_kind(run.kind).inputs(run), base_model=run.base_model, base_model_path=run.base_model_path,
-        preset=run.preset, overrides=overrides, cpu=run.cpu, user=user, enqueue=enqueue, config=run.config,
-        cloned_from=run, name=f"{run.name} (clone)"[:200],
-    )  # fmt: skip
+        kind=run.kind,
+        **get_kind(run.kind).inputs(run),
+        base_model=run.base_model,
+        base_model_path=run.base_model_path,
+        preset=run.preset,
+        overrides=overrides,
+        cpu=run.cpu,
+        user=user,
+        enqueue=enqueue,
+        config=run.config,
+        cloned_from=run,
+        name=f"{run.name} (clone)"[:200],
+    )
 
 
 def run_json(run: TrainingRun) -> dict:

@@ -40,8 +40,12 @@ def gpu_worker(django_db_setup, django_db_blocker):
     # holds secrets as a deployed one does (SECRET_KEY, the same as here, and a model key; DATABASE_URL it is given).
     from django.conf import settings
 
-    worker_env = {"CLAWGYM_SERVE_HOST": "0.0.0.0", "CLAWGYM_SERVE_MAX_REQUEST_BYTES": str(MAX_BODY),
-                  "SECRET_KEY": settings.SECRET_KEY, "CLAWGYM_KEY_PROBE": PROBE}  # fmt: skip
+    worker_env = {
+        "CLAWGYM_SERVE_HOST": "0.0.0.0",
+        "CLAWGYM_SERVE_MAX_REQUEST_BYTES": str(MAX_BODY),
+        "SECRET_KEY": settings.SECRET_KEY,
+        "CLAWGYM_KEY_PROBE": PROBE,
+    }
     with django_db_blocker.unblock():
         worker = start_django_q_worker(workers=1, env=worker_env)
     yield worker

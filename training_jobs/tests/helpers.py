@@ -58,8 +58,10 @@ USER = {"role": "user", "content": "Summarise fruit.csv."}
 def answer(content=None, calls=()):
     message = {"role": "assistant", "content": content}
     if calls:
-        message["tool_calls"] = [{"id": f"call_{i}", "type": "function", "function": {"name": n, "arguments": a}}
-                                 for i, (n, a) in enumerate(calls)]  # fmt: skip
+        message["tool_calls"] = [
+            {"id": f"call_{i}", "type": "function", "function": {"name": n, "arguments": a}}
+            for i, (n, a) in enumerate(calls)
+        ]
     return message
 
 
@@ -67,9 +69,14 @@ def record(session, messages, message, *, tokens=True, error="", status=200, too
     """One proxied call as the proxy stores it: its request, answer and (with `tokens`) the toy policy's tokens."""
     request = {"model": "policy", "messages": messages, **({"tools": tools} if tools else {})}
     call = ModelCall.objects.create(
-        endpoint_name="policy", purpose="proxy", session=session, request=request, status_code=status, error=error,
+        endpoint_name="policy",
+        purpose="proxy",
+        session=session,
+        request=request,
+        status_code=status,
+        error=error,
         response=None if error else {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]},
-    )  # fmt: skip
+    )
     if tokens and not error:
         completion = toy_tokenize(toy_assistant(message.get("content"), message.get("tool_calls"))) + [TOY_EOS]
         ModelCallTokens.objects.record(
@@ -102,8 +109,12 @@ def task(external_id: str, *, rubric: bool = False):
         PackageFile("check.py", LENGTH_CHECK.encode(), "reward"),
         PackageFile("reward.sh", REWARD_SH.encode(), "reward"),
     ]
-    package = TaskPackage(external_id=external_id, instruction="Summarise notes.txt in one line.",
-                          metadata={"category": "Testing", "grading_type": "automated"}, files=files)  # fmt: skip
+    package = TaskPackage(
+        external_id=external_id,
+        instruction="Summarise notes.txt in one line.",
+        metadata={"category": "Testing", "grading_type": "automated"},
+        files=files,
+    )
     if rubric:
         package.rubric, package.code_weight = [RULE], 0.7
     return save_package(package).revision
@@ -112,8 +123,14 @@ def task(external_id: str, *, rubric: bool = False):
 def served_run(model_path: str, tmp_path: Path, *, lora_without_hash: bool = False) -> Checkpoint:
     """A finished run with one checkpoint: a folder of its own linked to the tiny model (or a LoRA adapter with no
     sha256, which cannot be merged)."""
-    run = TrainingRun.objects.create(name="served", base_model_path=model_path, config=build_config("tiny-cpu"),
-                                     preset="tiny-cpu", cpu=True, status=TrainingRun.Status.SUCCEEDED)  # fmt: skip
+    run = TrainingRun.objects.create(
+        name="served",
+        base_model_path=model_path,
+        config=build_config("tiny-cpu"),
+        preset="tiny-cpu",
+        cpu=True,
+        status=TrainingRun.Status.SUCCEEDED,
+    )
     folder = tmp_path / f"run-{run.pk}" / "checkpoint-2"
     folder.parent.mkdir(parents=True)
     if lora_without_hash:

@@ -33,8 +33,9 @@ def base_model(tmp_path):
 
 
 def agent_endpoint(port: int) -> ModelEndpoint:
-    return ModelEndpoint.objects.create(name="base-tiny", base_url=f"http://127.0.0.1:{port}/v1", model="base-tiny",
-                                        roles=["agent"])  # fmt: skip
+    return ModelEndpoint.objects.create(
+        name="base-tiny", base_url=f"http://127.0.0.1:{port}/v1", model="base-tiny", roles=["agent"]
+    )
 
 
 def made_ready(server: ModelServer) -> ModelEndpoint:
@@ -58,7 +59,11 @@ def test_the_page_queues_one_server_and_the_row_follows_it_to_ready_and_stopped(
     row = admin_client.post(serve_url, headers=HTMX).content.decode()
     server = ModelServer.objects.get()
     assert (server.base_model, server.checkpoint, server.model_path, server.status) == (
-        base_model, None, base_model.path, "starting")  # fmt: skip
+        base_model,
+        None,
+        base_model.path,
+        "starting",
+    )
     assert (server.job_run.kind, server.job_run.queue) == ("training.serve_checkpoint", "gpu")
     assert server.job_run.params == {"server_id": server.pk, "base_model": "tiny"}
     assert row.lstrip().startswith('<tr id="base-model-tiny"') and 'data-server-status="starting"' in row
@@ -125,7 +130,11 @@ def test_the_api_serves_once_and_stops(api_as, admin_user, viewer, base_model):
     assert started.status_code == 202, started.content
     body = started.json()
     assert (body["status"], body["base_model"], body["checkpoint"], body["endpoint"]) == (
-        "starting", "tiny", None, None)  # fmt: skip
+        "starting",
+        "tiny",
+        None,
+        None,
+    )
     assert started["Location"] == body["url"] and body["url"].endswith(f"/api/training/servers/{body['id']}/")
     again = admin.post(f"{url}serve/")
     assert again.status_code == 202 and again.json()["id"] == body["id"]
@@ -146,17 +155,26 @@ def test_the_api_serves_once_and_stops(api_as, admin_user, viewer, base_model):
 
 def test_a_server_the_web_app_cannot_signal_is_killed_by_the_sweep_on_its_machine(base_model):
     # Ready on "another machine": its pid here is this test's process, whose command line is no server's.
-    server = ModelServer.objects.create(base_model=base_model, model_path=base_model.path, backend="transformers",
-                                        status="ready", endpoint=agent_endpoint(59999), host="127.0.0.1", port=59999,
-                                        pid=os.getpid(), command=[sys.executable, "-m", "training_jobs.front"])  # fmt: skip
+    server = ModelServer.objects.create(
+        base_model=base_model,
+        model_path=base_model.path,
+        backend="transformers",
+        status="ready",
+        endpoint=agent_endpoint(59999),
+        host="127.0.0.1",
+        port=59999,
+        pid=os.getpid(),
+        command=[sys.executable, "-m", "training_jobs.front"],
+    )
     [stopped] = stop_serving(base_model)
     assert stopped.status == "stopped" and not stopped.endpoint.enabled
     [sweep] = JobRun.objects.filter(kind="training.stop_idle_servers")
     assert sweep.queue == "gpu"
 
     # On the gpu worker's machine the row's pid is its front (a stand-in with the front's arguments here).
-    front = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "training_jobs.front", "59999"],
-                             start_new_session=True)  # fmt: skip
+    front = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(120)", "training_jobs.front", "59999"], start_new_session=True
+    )
     try:
         ModelServer.objects.filter(pk=server.pk).update(pid=front.pid)
         assert runner.execute(sweep.pk) == JobRun.Status.SUCCEEDED

@@ -36,7 +36,11 @@ def test_the_command_registers_a_folder_once_and_lists_it(tiny_model_path, tmp_p
     call_command("base_models", "list", "--json", stdout=listed)
     [row] = json.loads(listed.getvalue())
     assert (row["name"], row["path"], row["architecture"], row["on_this_machine"]) == (
-        "tiny", tiny_model_path, "Qwen3ForCausalLM", True)  # fmt: skip
+        "tiny",
+        tiny_model_path,
+        "Qwen3ForCausalLM",
+        True,
+    )
     assert row["context_length"] == 32768
     converters = StringIO()
     call_command("base_models", "converters", stdout=converters)
@@ -52,8 +56,9 @@ def test_an_empty_choice_on_the_training_forms_says_why_and_links_the_page(admin
     assert "No base model is registered yet" not in page and f'<option value="{row.pk}">tiny</option>' in page
 
 
-def test_the_page_registers_by_path_and_refuses_a_folder_that_is_no_model(admin_client, viewer_client,
-                                                                           tiny_model_path, tmp_path):  # fmt: skip
+def test_the_page_registers_by_path_and_refuses_a_folder_that_is_no_model(
+    admin_client, viewer_client, tiny_model_path, tmp_path
+):
     page = viewer_client.get(reverse("training:base-models")).content.decode()
     assert "No base model is registered yet" in page and 'id="base-model-path-form"' not in page  # viewers read
     assert (

@@ -57,8 +57,9 @@ def test_an_admin_builds_a_dataset_from_the_dashboard_and_its_page_follows_the_b
         # Only now a worker: it takes the queued build, and the open page follows it to Ready by itself.
         worker = start_django_q_worker(workers=1)
         try:
-            page.wait_for_function("document.querySelector('#dataset-status').innerText === 'Ready'",
-                                   timeout=BUILD_TIMEOUT)  # fmt: skip
+            page.wait_for_function(
+                "document.querySelector('#dataset-status').innerText === 'Ready'", timeout=BUILD_TIMEOUT
+            )
         finally:
             worker.stop()
             worker.cleanup()
@@ -82,5 +83,7 @@ def test_an_admin_builds_a_dataset_from_the_dashboard_and_its_page_follows_the_b
     page.goto(live_server.url + reverse("dashboard"))
     row = f"#datasets-recent tr[data-dataset='{dataset.pk}']"
     assert page.inner_text(f"{row} .badge") == "Ready"
-    assert not problems.console_errors and not problems.failed_responses, (problems.console_errors,
-                                                                            problems.failed_responses)
+    assert not problems.console_errors and not problems.failed_responses, (
+        problems.console_errors,
+        problems.failed_responses,
+    )

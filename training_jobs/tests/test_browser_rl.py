@@ -17,8 +17,13 @@ from training_jobs.models import RLRollout, TrainingMetric, TrainingRun
 from training_jobs.run_jobs import run_dir
 from training_jobs.tests.helpers import task
 
-pytestmark = [needs_bwrap, pytest.mark.browser, pytest.mark.workers, pytest.mark.once,
-              pytest.mark.django_db(transaction=True)]  # fmt: skip
+pytestmark = [
+    needs_bwrap,
+    pytest.mark.browser,
+    pytest.mark.workers,
+    pytest.mark.once,
+    pytest.mark.django_db(transaction=True),
+]
 
 RUN_TIMEOUT = 400_000  # ms: the trainer's start (imports) and the rollouts' sandboxes are slow on a busy CPU
 
@@ -69,8 +74,9 @@ def test_an_admin_starts_an_rl_run_from_the_dashboard_and_watches_the_reward_cur
         mark_document(page)
 
         # The first step's reward point appears while the run goes on (step 2 of 2 still to train).
-        page.wait_for_selector("canvas[data-chart='chart-reward'][data-drawn='true']", state="attached",
-                               timeout=RUN_TIMEOUT)  # fmt: skip
+        page.wait_for_selector(
+            "canvas[data-chart='chart-reward'][data-drawn='true']", state="attached", timeout=RUN_TIMEOUT
+        )
         status_when_drawn = page.locator("#run-status").inner_text()
         screenshot(page, "rl-run-reward-curve")
         page.wait_for_function("document.querySelector('#run-status').innerText === 'Succeeded'", timeout=RUN_TIMEOUT)

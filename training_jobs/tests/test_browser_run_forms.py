@@ -27,8 +27,10 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pyte
 
 
 def no_problems(problems) -> None:
-    assert not problems.console_errors and not problems.failed_responses, (problems.console_errors,
-                                                                           problems.failed_responses)  # fmt: skip
+    assert not problems.console_errors and not problems.failed_responses, (
+        problems.console_errors,
+        problems.failed_responses,
+    )
 
 
 def test_the_dataset_form_names_rollout_groups_and_offers_no_evaluation_run_as_one(page, live_server, admin_user):
@@ -60,8 +62,14 @@ def test_the_dataset_form_names_rollout_groups_and_offers_no_evaluation_run_as_o
 def test_a_queued_run_says_why_it_waits_and_follows_the_queue(page, live_server, admin_user):
     before = JobRun.objects.create(kind="training.serve_checkpoint", queue="gpu", engine="django_q")
     job = JobRun.objects.create(kind="training.sft_run", queue="gpu", engine="django_q")
-    run = TrainingRun.objects.create(name="waits", base_model_path="/models/tiny", config=build_config("tiny-cpu"),
-                                     preset="tiny-cpu", cpu=True, job_run=job)  # fmt: skip
+    run = TrainingRun.objects.create(
+        name="waits",
+        base_model_path="/models/tiny",
+        config=build_config("tiny-cpu"),
+        preset="tiny-cpu",
+        cpu=True,
+        job_run=job,
+    )
     problems = watch(page)
     log_in(page, live_server, admin_user)
     page.goto(live_server.url + reverse("training:run", args=[run.pk]))
@@ -74,8 +82,14 @@ def test_a_queued_run_says_why_it_waits_and_follows_the_queue(page, live_server,
     mark_document(page)
 
     # A worker comes up and takes the job before it: the page (polling while the run is queued) says so.
-    Worker.objects.create(name="gpu-box:1", host="gpu-box", engine="django_q", queues="gpu",
-                          started_at=timezone.now(), seen_at=timezone.now())  # fmt: skip
+    Worker.objects.create(
+        name="gpu-box:1",
+        host="gpu-box",
+        engine="django_q",
+        queues="gpu",
+        started_at=timezone.now(),
+        seen_at=timezone.now(),
+    )
     JobRun.objects.filter(pk=before.pk).update(status=JobRun.Status.RUNNING)
     page.wait_for_function("document.querySelector('#run-queue-position').innerText.startsWith('1st in line')")
     assert page.inner_text("#run-queue-position") == "1st in line on the gpu queue; 1 running there now."
@@ -92,8 +106,16 @@ def test_a_queued_run_says_why_it_waits_and_follows_the_queue(page, live_server,
 
 def test_clone_opens_the_config_to_edit_and_queues_the_clone_with_the_edits(page, live_server, admin_user):
     revisions = [make_task("rl-a"), make_task("rl-b")]
-    run = start_training_run(kind="rl", user=None, base_model_path="/models/tiny", tasks=[r.pk for r in revisions], harness="builtin",
-                        preset="tiny-cpu", cpu=True, enqueue=False)  # fmt: skip
+    run = start_training_run(
+        kind="rl",
+        user=None,
+        base_model_path="/models/tiny",
+        tasks=[r.pk for r in revisions],
+        harness="builtin",
+        preset="tiny-cpu",
+        cpu=True,
+        enqueue=False,
+    )
     problems = watch(page)
     log_in(page, live_server, admin_user)
     page.goto(live_server.url + reverse("training:run", args=[run.pk]))

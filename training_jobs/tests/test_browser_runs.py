@@ -46,13 +46,16 @@ def test_an_admin_starts_a_run_from_the_dashboard_and_watches_the_loss_curve(
         assert run.config["max_steps"] == 4 and run.cpu and run.job_run.queue == "gpu"
         assert not TrainingMetric.objects.filter(run=run).exists()  # opened before the first step
         mark_document(page)
-        page.wait_for_selector("canvas[data-chart='chart-loss'][data-drawn='true']", state="attached",
-                               timeout=RUN_TIMEOUT)  # fmt: skip
+        page.wait_for_selector(
+            "canvas[data-chart='chart-loss'][data-drawn='true']", state="attached", timeout=RUN_TIMEOUT
+        )
         page.wait_for_function("document.querySelector('#run-status').innerText === 'Succeeded'", timeout=RUN_TIMEOUT)
         assert_no_reload(page)
         run.refresh_from_db()
         assert run.status == "succeeded" and run.steps == 4, run.log_tail
         assert page.locator("#metrics-table tbody tr").count() == 4
         assert page.locator("#run-checkpoints tbody tr").count() == 2
-    assert not problems.console_errors and not problems.failed_responses, (problems.console_errors,
-                                                                           problems.failed_responses)
+    assert not problems.console_errors and not problems.failed_responses, (
+        problems.console_errors,
+        problems.failed_responses,
+    )

@@ -46,8 +46,16 @@ def test_the_trainer_inherits_none_of_the_workers_secrets(dataset, tiny_model_pa
     monkeypatch.setenv("CLAWGYM_KEY_PROBE", "probe-secret")
     monkeypatch.setenv("HF_HOME", str(Path(settings.CLAWGYM_TRAINING_DIR) / "hf-home"))
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    run = start_training_run(kind="sft", dataset=dataset, base_model_path=tiny_model_path, preset="tiny-cpu", cpu=True,
-                             overrides={"max_steps": 1}, enqueue=False, user=None)  # fmt: skip
+    run = start_training_run(
+        kind="sft",
+        dataset=dataset,
+        base_model_path=tiny_model_path,
+        preset="tiny-cpu",
+        cpu=True,
+        overrides={"max_steps": 1},
+        enqueue=False,
+        user=None,
+    )
     thread = in_thread(run.pk)
     launcher = trainer_pid(run)
     seen = {launcher: environ(launcher)}

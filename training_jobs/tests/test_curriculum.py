@@ -58,8 +58,12 @@ def test_same_seed_same_bytes_in_any_process(tmp_path):
     write_curriculum(curriculum(0), tmp_path / "here")
     # Another interpreter, with another hash seed: nothing may depend on set or dict order of a process.
     script = "import sys; from training_jobs.curriculum.build import *; write_curriculum(curriculum(0), sys.argv[1])"
-    subprocess.run([sys.executable, "-c", script, str(tmp_path / "there")], cwd=ROOT, check=True,
-                   env={**os.environ, "PYTHONHASHSEED": "12345"})  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "there")],
+        cwd=ROOT,
+        check=True,
+        env={**os.environ, "PYTHONHASHSEED": "12345"},
+    )
     write_curriculum(curriculum(1), tmp_path / "other")
     assert tree_digest(tmp_path / "here") == tree_digest(tmp_path / "there")
     assert tree_digest(tmp_path / "here") != tree_digest(tmp_path / "other")
@@ -151,8 +155,9 @@ def wrong_answer(item) -> dict[str, str]:
 
 def workspaces(item) -> dict[str, dict]:
     inputs = item.task.inputs
-    scaffold = {path: placeholder(path, item.task.instruction).decode() for path in
-                output_paths(item.task.instruction, inputs)}  # fmt: skip
+    scaffold = {
+        path: placeholder(path, item.task.instruction).decode() for path in output_paths(item.task.instruction, inputs)
+    }
     # The sanity check's scaffold puts a placeholder at every file the solution adds (so it is a real lazy test).
     assert set(item.task.solution) - set(inputs) == set(scaffold), item.task_id
     return {
@@ -222,7 +227,10 @@ def test_build_command(tmp_path):
     call_command("curriculum", "build", "--out", str(tmp_path / "c"), "--seed", "3", "--json", stdout=out)
     manifest = json.loads(out.getvalue().strip().splitlines()[-1])
     assert manifest["seed"] == 3 and {split: len(ids) for split, ids in manifest["splits"].items()} == {
-        "train": 161, "heldout": 42, "unseen_kind": 16}  # fmt: skip
+        "train": 161,
+        "heldout": 42,
+        "unseen_kind": 16,
+    }
     assert sorted(p.name for p in (tmp_path / "c" / "heldout").iterdir()) == sorted(manifest["splits"]["heldout"])
 
 
@@ -264,7 +272,8 @@ def test_import_freezes_held_out_benchmarks_once(admin_user):
     again = import_json("--by", admin_user.username)
     assert again["import"] == {"imported": 0, "updated": 0, "unchanged": 22}
     assert {s: (b["version"], b["frozen_now"]) for s, b in again["benchmarks"].items()} == {
-        s: (b["version"], False) for s, b in first["benchmarks"].items()}  # fmt: skip
+        s: (b["version"], False) for s, b in first["benchmarks"].items()
+    }
     assert BenchmarkVersion.objects.count() == 2 and SanityReport.objects.count() == 8
 
 

@@ -46,8 +46,9 @@ def test_unverified_history_is_its_own_reason_and_the_rest_is_as_before(corpus):
     assert REASONS.index("unverified_history") == 1  # after the contamination guard, before every filter
 
 
-def test_the_build_form_and_the_api_take_the_admins_override_with_its_reason(corpus, admin_client, admin_user,
-                                                                             reviewer, api_as):  # fmt: skip
+def test_the_build_form_and_the_api_take_the_admins_override_with_its_reason(
+    corpus, admin_client, admin_user, reviewer, api_as
+):
     fields = {"groups": [corpus.group], "min_reward": 0.5, "validation_share": 0.0, "seed": 0}
     no_reason = admin_client.post(reverse("training:dataset-build"), {**fields, "allow_unverified_history": "on"})
     assert no_reason.status_code == 400 and "Say why unverified history is included" in no_reason.content.decode()
@@ -64,8 +65,9 @@ def test_the_build_form_and_the_api_take_the_admins_override_with_its_reason(cor
     assert 'id="dataset-history-override"' in page and "red-team set" in page
 
     admin = api_as(admin_user)
-    bad = admin.post("/api/training/datasets/", {"groups": [corpus.group], "allow_unverified_history": True},
-                     format="json")  # fmt: skip
+    bad = admin.post(
+        "/api/training/datasets/", {"groups": [corpus.group], "allow_unverified_history": True}, format="json"
+    )
     assert bad.status_code == 400 and "needs a reason" in bad.json()["detail"]
     assert (
         api_as(reviewer).post("/api/training/datasets/", {"groups": [corpus.group]}, format="json").status_code == 403
@@ -85,11 +87,29 @@ def test_the_command_needs_an_admin_and_a_reason(corpus, admin_user):
     with pytest.raises(CommandError, match="--by ADMIN"):
         call_command("build_dataset", "--group", corpus.group, "--include-unverified-history", stderr=StringIO())
     with pytest.raises(CommandError, match="needs a reason"):
-        call_command("build_dataset", "--group", corpus.group, "--include-unverified-history", "--by",
-                     admin_user.username, stderr=StringIO())  # fmt: skip
+        call_command(
+            "build_dataset",
+            "--group",
+            corpus.group,
+            "--include-unverified-history",
+            "--by",
+            admin_user.username,
+            stderr=StringIO(),
+        )
     out = StringIO()
-    call_command("build_dataset", "--group", corpus.group, "--include-unverified-history", "--by", admin_user.username,
-                 "--history-reason", "audit", "--json", stdout=out, stderr=StringIO())  # fmt: skip
+    call_command(
+        "build_dataset",
+        "--group",
+        corpus.group,
+        "--include-unverified-history",
+        "--by",
+        admin_user.username,
+        "--history-reason",
+        "audit",
+        "--json",
+        stdout=out,
+        stderr=StringIO(),
+    )
     result = json.loads(out.getvalue().strip().splitlines()[-1])
     assert "unverified_history" not in result["excluded"]
     assert TrainingDataset.objects.get(pk=result["dataset"]).unverified_history_reason == "audit"

@@ -73,8 +73,9 @@ def test_a_tokenizer_without_generation_markers_is_refused_by_name(tiny_model_pa
         counter.count({"messages": conversation("x"), "tools": []})
 
 
-def test_a_dataset_counts_the_tokenized_sample_with_its_base_models_tokenizer(corpus, tiny, viewer_client, api_as,
-                                                                              viewer):  # fmt: skip
+def test_a_dataset_counts_the_tokenized_sample_with_its_base_models_tokenizer(
+    corpus, tiny, viewer_client, api_as, viewer
+):
     from transformers import AutoTokenizer
 
     # The "long" trajectory reports 90,000 tokens of usage; tokenized, it is a few hundred: the estimate left it out.
@@ -85,11 +86,13 @@ def test_a_dataset_counts_the_tokenized_sample_with_its_base_models_tokenizer(co
     assert "too_long" not in dataset.excluded and dataset.trajectories_count == len(KEPT) + 1
     tokenizer = AutoTokenizer.from_pretrained(tiny.path)
     for sample in dataset.samples.select_related("trajectory"):
-        tokenized = tokenize_sample({"messages": sample.trajectory.messages, "tools": sample.trajectory.tools},
-                                    tokenizer)  # fmt: skip
+        tokenized = tokenize_sample(
+            {"messages": sample.trajectory.messages, "tools": sample.trajectory.tools}, tokenizer
+        )
         assert sample.tokens == tokenized["length"] != sample.trajectory.stats["total_tokens"]
         assert SampleTokens(sample.tokens, [tuple(s) for s in sample.assistant_spans]).assistant_tokens == sum(
-            tokenized["assistant_masks"])  # fmt: skip
+            tokenized["assistant_masks"]
+        )
     counts = sorted(dataset.samples.values_list("tokens", flat=True))
     # The "tokens at most" filter compares the tokenized length: a limit between two samples cuts between them.
     limit = counts[len(counts) // 2]
@@ -119,21 +122,36 @@ def test_without_a_base_model_the_page_says_the_tokens_are_an_estimate(corpus, v
     assert 'id="token-fit"' not in page and dataset.stats["tokens_counted_with"] == "usage"
 
 
-def test_building_with_a_base_model_on_the_form_the_api_and_the_command(corpus, tiny, admin_client, api_as,
-                                                                        admin_user):  # fmt: skip
+def test_building_with_a_base_model_on_the_form_the_api_and_the_command(corpus, tiny, admin_client, api_as, admin_user):
     from jobs import runner
 
-    response = admin_client.post(reverse("training:dataset-build"), {
-        "eval_runs": [corpus.run.pk], "groups": [corpus.group], "min_reward": 0.5, "validation_share": 0.05,
-        "seed": 0, "name": "form", "base_model": tiny.pk})  # fmt: skip
+    response = admin_client.post(
+        reverse("training:dataset-build"),
+        {
+            "eval_runs": [corpus.run.pk],
+            "groups": [corpus.group],
+            "min_reward": 0.5,
+            "validation_share": 0.05,
+            "seed": 0,
+            "name": "form",
+            "base_model": tiny.pk,
+        },
+    )
     assert response.status_code == 302
     form_built = TrainingDataset.objects.get(name="form")
     runner.execute(form_built.job_run_id)
     form_built.refresh_from_db()
     assert form_built.status == "ready" and form_built.tokenized and form_built.base_model == tiny
-    missing = admin_client.post(reverse("training:dataset-build"), {
-        "eval_runs": [corpus.run.pk], "min_reward": 0.5, "validation_share": 0.05, "seed": 0,
-        "base_model_path": "/nowhere/model"})  # fmt: skip
+    missing = admin_client.post(
+        reverse("training:dataset-build"),
+        {
+            "eval_runs": [corpus.run.pk],
+            "min_reward": 0.5,
+            "validation_share": 0.05,
+            "seed": 0,
+            "base_model_path": "/nowhere/model",
+        },
+    )
     assert missing.status_code == 400 and "/nowhere/model is not a folder on this machine" in missing.content.decode()
 
     api = api_as(admin_user)
@@ -141,20 +159,23 @@ def test_building_with_a_base_model_on_the_form_the_api_and_the_command(corpus, 
     assert started.status_code == 202, started.content
     runner.execute(started.json()["job"]["id"])
     assert TrainingDataset.objects.get(pk=started.json()["dataset"]).tokenized
-    refused = api.post("/api/training/datasets/", {"groups": [corpus.group], "base_model_path": "/nowhere"},
-                       format="json")  # fmt: skip
+    refused = api.post(
+        "/api/training/datasets/", {"groups": [corpus.group], "base_model_path": "/nowhere"}, format="json"
+    )
     assert refused.status_code == 400 and "not a folder on this machine" in refused.json()["detail"]
 
     out = StringIO()
-    call_command("build_dataset", "--group", corpus.group, "--base-model", tiny.path, "--json", stdout=out,
-                 stderr=StringIO())  # fmt: skip
+    call_command(
+        "build_dataset", "--group", corpus.group, "--base-model", tiny.path, "--json", stdout=out, stderr=StringIO()
+    )
     result = json.loads(out.getvalue().strip().splitlines()[-1])
     assert result["tokens_counted_with"] == tiny.path and result["status"] == "ready"
 
 
 def test_an_empty_dataset_is_built_empty_with_its_reason(corpus, viewer_client, api_as, viewer):
-    corpus.run = EvalRun.objects.create(name="benchmark only", endpoint=corpus.endpoint, harness="builtin",
-                                        config_hash="y" * 64)  # fmt: skip
+    corpus.run = EvalRun.objects.create(
+        name="benchmark only", endpoint=corpus.endpoint, harness="builtin", config_hash="y" * 64
+    )
     for i in range(3):
         add(corpus, f"bench-{i}", "bench-task", reward=1.0, messages=conversation("bench-task", f"Done {i}."))
     dataset = build_dataset(selection={"eval_runs": [corpus.run.pk]}, name="bench only", user=None)
@@ -174,8 +195,9 @@ def test_an_empty_dataset_is_built_empty_with_its_reason(corpus, viewer_client, 
     # Mixed reasons are counted out one by one; a selection with nothing in it says so.
     add(corpus, "low", "sales-a", reward=0.1, messages=conversation("sales-a", "Not sure."))
     mixed = build_dataset(selection={"eval_runs": [corpus.run.pk]}, user=None)
-    assert empty_reason(mixed) == ("all 4 trajectories were left out: 3 are benchmark tasks (the contamination "
-                                   "guard); 1 is rewarded below 0.5")  # fmt: skip
+    assert empty_reason(mixed) == (
+        "all 4 trajectories were left out: 3 are benchmark tasks (the contamination guard); 1 is rewarded below 0.5"
+    )
     nothing = build_dataset(selection={"groups": [corpus.group], "until": "2000-01-01T00:00:00"}, user=None)
     assert nothing.status == "empty" and empty_reason(nothing) == "the selection holds no trajectory"
     assert empty_reason(build_dataset(selection=both(corpus), user=None)) == ""  # ready: no reason
@@ -183,8 +205,11 @@ def test_an_empty_dataset_is_built_empty_with_its_reason(corpus, viewer_client, 
     out, err = StringIO(), StringIO()
     call_command("build_dataset", "--run", str(corpus.run.pk), "--json", stdout=out, stderr=err)
     result = json.loads(out.getvalue().strip().splitlines()[-1])
-    assert result["status"] == "empty" and result["empty_reason"] == "all 4 trajectories were left out: 3 are " \
-        "benchmark tasks (the contamination guard); 1 is rewarded below 0.5"  # fmt: skip
+    assert (
+        result["status"] == "empty"
+        and result["empty_reason"]
+        == "all 4 trajectories were left out: 3 are benchmark tasks (the contamination guard); 1 is rewarded below 0.5"
+    )
     assert "is empty: all 4 trajectories" in err.getvalue() and "training refuses it" in err.getvalue()
 
 

@@ -46,8 +46,15 @@ def test_every_reason_is_counted_and_the_rest_kept(corpus):
     assert dataset.trajectories_count == len(KEPT)
     assert dataset.filters["min_reward"] == 0.5  # the default threshold, written on the dataset
     # One of the two identical conversations of sales-a is kept; either way the content is the same.
-    assert {s.task_external_id for s in dataset.samples.all()} == {"sales-a", "sales-b", "g-1", "g-2", "g-3", "g-4",
-                                                                    "g-5"}
+    assert {s.task_external_id for s in dataset.samples.all()} == {
+        "sales-a",
+        "sales-b",
+        "g-1",
+        "g-2",
+        "g-3",
+        "g-4",
+        "g-5",
+    }
     # Without a token limit the long one stays; a lower threshold takes the 0.4 one (and still not the 0.0 one).
     loose = build_dataset(selection=both(corpus), filters={"min_reward": 0.4}, user=None)
     assert kept_labels(corpus, loose) == KEPT | {"long", "low"}
@@ -85,8 +92,12 @@ def test_the_contamination_guard_and_its_admin_override(corpus, admin_user, revi
     with pytest.raises(DatasetError, match="needs a reason"):
         build_dataset(selection=both(corpus), allow_benchmark_tasks=True, override_reason="  ", user=admin_user)
     assert TrainingDataset.objects.count() == 1  # refused overrides leave no dataset behind
-    overridden = build_dataset(selection=both(corpus), allow_benchmark_tasks=True, user=admin_user,
-                               override_reason="contamination ablation for the paper's table 5")  # fmt: skip
+    overridden = build_dataset(
+        selection=both(corpus),
+        allow_benchmark_tasks=True,
+        user=admin_user,
+        override_reason="contamination ablation for the paper's table 5",
+    )
     assert "benchmark" in kept_labels(corpus, overridden)
     assert "benchmark_task" not in overridden.excluded
     assert overridden.override_by == admin_user
@@ -99,8 +110,9 @@ def test_a_second_revision_of_a_pinned_task_is_guarded_too(corpus):
 
     from .datakit import add
 
-    revision = TaskRevision.objects.create(task=corpus.revisions["bench-task"].task, number=2, instruction="v2",
-                                           content_hash="v2")  # fmt: skip
+    revision = TaskRevision.objects.create(
+        task=corpus.revisions["bench-task"].task, number=2, instruction="v2", content_hash="v2"
+    )
     corpus.revisions["bench-v2"] = revision
     add(corpus, "bench-v2", "bench-v2", reward=1.0, messages=conversation("bench-v2"))
     dataset = build_dataset(selection=both(corpus), user=None)
@@ -133,14 +145,19 @@ def test_the_hash_is_stable_and_follows_the_content(corpus):
     assert first.pk != second.pk  # building always makes a new dataset
     assert first.sha256 == second.sha256 and len(first.sha256) == 64
     assert list(first.samples.values_list("trajectory_id", "split")) == list(
-        second.samples.values_list("trajectory_id", "split"))
+        second.samples.values_list("trajectory_id", "split")
+    )
     # The same content under other ids: a copy of the whole group, then the originals deleted... the group's
     # trajectories rebuilt (new rows) give the same hash.
     from evaluation.models import Trajectory
 
     grouped = Trajectory.objects.filter(rollout__group=corpus.group).order_by("pk")
-    copies = [Trajectory(rollout=t.rollout, index=t.index + 1, messages=t.messages, tools=t.tools, reward=t.reward,
-                         stats=t.stats) for t in grouped]  # fmt: skip
+    copies = [
+        Trajectory(
+            rollout=t.rollout, index=t.index + 1, messages=t.messages, tools=t.tools, reward=t.reward, stats=t.stats
+        )
+        for t in grouped
+    ]
     by_group = build_dataset(selection={"groups": [corpus.group]}, filters={"dedup": True}, user=None)
     Trajectory.objects.bulk_create(copies)
     with_copies = build_dataset(selection={"groups": [corpus.group]}, user=None)
@@ -177,8 +194,15 @@ def test_the_last_calls_usage_measures_the_sample(corpus):
     from llm.models import ModelCall
 
     good = corpus.trajectories["good"]
-    call = ModelCall.objects.create(endpoint=corpus.endpoint, endpoint_name="agent-m", purpose="proxy", request={},
-                                    response={}, input_tokens=70_000, output_tokens=40)  # fmt: skip
+    call = ModelCall.objects.create(
+        endpoint=corpus.endpoint,
+        endpoint_name="agent-m",
+        purpose="proxy",
+        request={},
+        response={},
+        input_tokens=70_000,
+        output_tokens=40,
+    )
     good.model_call_ids = [call.pk]
     good.save()
     dataset = build_dataset(selection=both(corpus), filters={"max_tokens": 65536}, user=None)
@@ -213,12 +237,29 @@ def test_samples_protect_their_trajectories(corpus):
 
 
 def test_the_command_prints_the_summary_as_json_last(corpus, capsys):
-    call_command("build_dataset", "--run", str(corpus.run.pk), "--group", corpus.group, "--max-tokens", "65536",
-                 "--name", "cli", "--json")  # fmt: skip
+    call_command(
+        "build_dataset",
+        "--run",
+        str(corpus.run.pk),
+        "--group",
+        corpus.group,
+        "--max-tokens",
+        "65536",
+        "--name",
+        "cli",
+        "--json",
+    )
     out = capsys.readouterr().out.strip().splitlines()
     result = json.loads(out[-1])
-    assert set(result) == {"dataset", "status", "empty_reason", "sha256", "trajectories", "excluded",
-                           "tokens_counted_with"}  # fmt: skip
+    assert set(result) == {
+        "dataset",
+        "status",
+        "empty_reason",
+        "sha256",
+        "trajectories",
+        "excluded",
+        "tokens_counted_with",
+    }
     assert (result["status"], result["empty_reason"], result["tokens_counted_with"]) == ("ready", "", "usage estimate")
     dataset = TrainingDataset.objects.get(pk=result["dataset"])
     assert dataset.name == "cli" and result["sha256"] == dataset.sha256
@@ -231,8 +272,9 @@ def test_the_command_refuses_an_override_without_an_admin_and_a_reason(corpus, a
     with pytest.raises(CommandError, match="--by ADMIN"):
         call_command("build_dataset", "--run", str(corpus.run.pk), "--include-benchmark-tasks", "--reason", "x")
     with pytest.raises(CommandError, match="needs a reason"):
-        call_command("build_dataset", "--run", str(corpus.run.pk), "--include-benchmark-tasks", "--by",
-                     admin_user.username)  # fmt: skip
+        call_command(
+            "build_dataset", "--run", str(corpus.run.pk), "--include-benchmark-tasks", "--by", admin_user.username
+        )
     with pytest.raises(CommandError, match="--run EVAL_RUN or --group"):
         call_command("build_dataset")
 
@@ -246,12 +288,18 @@ def test_the_command_runs_in_its_own_process(tmp_path, settings):
     env = {**__import__("os").environ, "DATABASE_URL": database_url()}
     done = subprocess.run(
         [sys.executable, "manage.py", "build_dataset", "--group", corpus.group, "--min-reward", "0.8", "--json"],
-        cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["trajectories"] == 0 and result["excluded"] == {"below_min_reward": 5}
-    assert result["status"] == "empty" and result["empty_reason"] == "all 5 trajectories are rewarded below 0.8, excluded"
+    assert (
+        result["status"] == "empty" and result["empty_reason"] == "all 5 trajectories are rewarded below 0.8, excluded"
+    )
 
 
 # --- pages -------------------------------------------------------------------------------------------------------
@@ -262,16 +310,33 @@ def test_an_admin_builds_from_the_form_and_lands_on_the_dataset_page(corpus, adm
 
     form = admin_client.get(reverse("training:dataset-build"))
     assert form.status_code == 200 and corpus.group in form.content.decode()
-    refused = admin_client.post(reverse("training:dataset-build"), {"min_reward": 0.5, "validation_share": 0.05,
-                                                                     "seed": 0})  # fmt: skip
+    refused = admin_client.post(
+        reverse("training:dataset-build"), {"min_reward": 0.5, "validation_share": 0.05, "seed": 0}
+    )
     assert refused.status_code == 400 and "at least one evaluation run or rollout group" in refused.content.decode()
-    no_reason = admin_client.post(reverse("training:dataset-build"), {
-        "eval_runs": [corpus.run.pk], "min_reward": 0.5, "validation_share": 0.05, "seed": 0,
-        "allow_benchmark_tasks": "on"})  # fmt: skip
+    no_reason = admin_client.post(
+        reverse("training:dataset-build"),
+        {
+            "eval_runs": [corpus.run.pk],
+            "min_reward": 0.5,
+            "validation_share": 0.05,
+            "seed": 0,
+            "allow_benchmark_tasks": "on",
+        },
+    )
     assert no_reason.status_code == 400 and "Say why benchmark tasks are included" in no_reason.content.decode()
-    response = admin_client.post(reverse("training:dataset-build"), {
-        "eval_runs": [corpus.run.pk], "groups": [corpus.group], "min_reward": 0.5, "max_tokens": 65536,
-        "validation_share": 0.05, "seed": 0, "name": "from the form"})  # fmt: skip
+    response = admin_client.post(
+        reverse("training:dataset-build"),
+        {
+            "eval_runs": [corpus.run.pk],
+            "groups": [corpus.group],
+            "min_reward": 0.5,
+            "max_tokens": 65536,
+            "validation_share": 0.05,
+            "seed": 0,
+            "name": "from the form",
+        },
+    )
     dataset = TrainingDataset.objects.get(name="from the form")
     assert response.status_code == 302 and response.url == reverse("training:dataset", args=[dataset.pk])
     building = admin_client.get(response.url)
@@ -304,8 +369,9 @@ def test_the_pages_the_download_and_the_panel(corpus, admin_client, viewer_clien
     # As export_dataset --format messages writes them: tool-call arguments as objects, for chat templates.
     assert lines[0]["messages"][2]["tool_calls"][0]["function"]["arguments"] == {"path": "sales.csv"}
     validation = viewer_client.get(reverse("training:dataset-messages", args=[dataset.pk]) + "?split=validation")
-    assert len(b"".join(validation.streaming_content).splitlines()) == dataset.stats["split"]["validation"][
-        "trajectories"]
+    assert (
+        len(b"".join(validation.streaming_content).splitlines()) == dataset.stats["split"]["validation"]["trajectories"]
+    )
     dashboard = admin_client.get(reverse("dashboard")).content.decode()
     assert 'id="training-data-panel"' in dashboard and 'id="dataset-build-form"' in dashboard
     assert f'data-dataset="{dataset.pk}"' in dashboard
@@ -320,11 +386,15 @@ def test_the_api_lists_builds_and_pages_samples(corpus, admin_user, viewer, api_
     admin, reader = api_as(admin_user), api_as(viewer)
     refused = reader.post("/api/training/datasets/", {"eval_runs": [corpus.run.pk]}, format="json")
     assert refused.status_code == 403
-    bad = admin.post("/api/training/datasets/", {"eval_runs": [corpus.run.pk], "allow_benchmark_tasks": True},
-                     format="json")  # fmt: skip
+    bad = admin.post(
+        "/api/training/datasets/", {"eval_runs": [corpus.run.pk], "allow_benchmark_tasks": True}, format="json"
+    )
     assert bad.status_code == 400 and "needs a reason" in bad.json()["detail"]
-    started = admin.post("/api/training/datasets/", {"eval_runs": [corpus.run.pk], "groups": [corpus.group],
-                                                     "max_tokens": 65536, "name": "api"}, format="json")  # fmt: skip
+    started = admin.post(
+        "/api/training/datasets/",
+        {"eval_runs": [corpus.run.pk], "groups": [corpus.group], "max_tokens": 65536, "name": "api"},
+        format="json",
+    )
     assert started.status_code == 202, started.content
     body = started.json()
     assert body["job"]["kind"] == BUILD_JOB

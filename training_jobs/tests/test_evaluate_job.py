@@ -80,8 +80,9 @@ def test_the_api_queues_the_evaluate_job_and_the_worker_serves_and_starts_each(
 
 
 @pytest.mark.django_db
-def test_the_page_queues_the_job_links_it_and_polls_while_it_runs(admin_client, viewer_client, api_as, admin_user,
-                                                                   fruit_task, tmp_path):  # fmt: skip
+def test_the_page_queues_the_job_links_it_and_polls_while_it_runs(
+    admin_client, viewer_client, api_as, admin_user, fruit_task, tmp_path
+):
     # No worker: the job is only recorded (this test's transaction never commits); its end is written by hand.
     checkpoint = served_run(str(tmp_path), tmp_path)
     run, version = checkpoint.run, pinned_version(fruit_task)
@@ -102,8 +103,9 @@ def test_the_page_queues_the_job_links_it_and_polls_while_it_runs(admin_client, 
     JobRun.objects.filter(pk=job_run.pk).update(status="succeeded")
     assert 'hx-trigger="every 2s"' not in viewer_client.get(page_url).content.decode()
 
-    empty = TrainingRun.objects.create(name="empty", base_model_path=str(tmp_path), config=run.config, preset="tiny-cpu",
-                                       cpu=True, status="succeeded")  # fmt: skip
+    empty = TrainingRun.objects.create(
+        name="empty", base_model_path=str(tmp_path), config=run.config, preset="tiny-cpu", cpu=True, status="succeeded"
+    )
     page = admin_client.post(f"/training/runs/{empty.pk}/evaluate/", {"version": version.pk}, follow=True)
     assert f"run #{empty.pk} has no checkpoint yet" in page.content.decode()
     refused = api_as(admin_user).post(f"/api/training/runs/{empty.pk}/evaluate/", {"benchmark_version": version.pk})

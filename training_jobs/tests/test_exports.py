@@ -33,13 +33,27 @@ def dataset():
     for position, sample in enumerate(varied_conversations()):
         task = Task.objects.create(external_id=f"t-{position}", status=Task.Status.READY, title=f"t-{position}")
         revision = TaskRevision.objects.create(task=task, number=1, instruction="Do it.", content_hash=f"h{position}")
-        rollout = Rollout.objects.create(revision=revision, endpoint=endpoint, harness="builtin", attempt=1,
-                                         status=Rollout.Status.SCORED, exit_reason="completed", score=1.0)  # fmt: skip
-        trajectory = Trajectory.objects.create(rollout=rollout, messages=sample["messages"], tools=sample["tools"],
-                                               reward=1.0)  # fmt: skip
+        rollout = Rollout.objects.create(
+            revision=revision,
+            endpoint=endpoint,
+            harness="builtin",
+            attempt=1,
+            status=Rollout.Status.SCORED,
+            exit_reason="completed",
+            score=1.0,
+        )
+        trajectory = Trajectory.objects.create(
+            rollout=rollout, messages=sample["messages"], tools=sample["tools"], reward=1.0
+        )
         split = DatasetSample.Split.VALIDATION if position == 2 else DatasetSample.Split.TRAIN
-        DatasetSample.objects.create(dataset=dataset, position=position, trajectory=trajectory, split=split,
-                                     task_external_id=task.external_id, reward=1.0)  # fmt: skip
+        DatasetSample.objects.create(
+            dataset=dataset,
+            position=position,
+            trajectory=trajectory,
+            split=split,
+            task_external_id=task.external_id,
+            reward=1.0,
+        )
     return dataset
 
 
@@ -88,8 +102,18 @@ def test_tokenized_parquet(dataset, tokenizer_path, tmp_path):
     assert all(set(row["assistant_masks"]) == {0, 1} for row in rows)
     assert masks.check_masks(dataset, tokenizer).ok  # the dataset itself, through the checker
 
-    cut = export(dataset.pk, tmp_path / "cut.parquet", "--format", "tokenized", "--tokenizer", tokenizer_path,
-                 "--split", "train", "--max-length", "64")  # fmt: skip
+    cut = export(
+        dataset.pk,
+        tmp_path / "cut.parquet",
+        "--format",
+        "tokenized",
+        "--tokenizer",
+        tokenizer_path,
+        "--split",
+        "train",
+        "--max-length",
+        "64",
+    )
     assert cut["samples"] == 3
     assert pq.read_table(tmp_path / "cut.parquet").column("length").to_pylist() == [
         min(64, rows[i]["length"]) for i in (0, 1, 3)

@@ -16,11 +16,38 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_gpu_rl_check_runs_on_cpu():
     result = subprocess.run(
-        ["bash", str(ROOT / "bench" / "gpu_rl_check.sh"), "--cpu", "--hidden", "32", "--layers", "1", "--heads", "2",
-         "--kv-heads", "1", "--intermediate", "64", "--steps", "2", "--generations", "2", "--prompts", "2",
-         "--samples-per-generation", "2", "--max-tokens", "16", "--lr", "1e-3"],
-        capture_output=True, text=True, timeout=600, env={"PYTHON": sys.executable, "PATH": "/usr/bin:/bin"},
-    )  # fmt: skip
+        [
+            "bash",
+            str(ROOT / "bench" / "gpu_rl_check.sh"),
+            "--cpu",
+            "--hidden",
+            "32",
+            "--layers",
+            "1",
+            "--heads",
+            "2",
+            "--kv-heads",
+            "1",
+            "--intermediate",
+            "64",
+            "--steps",
+            "2",
+            "--generations",
+            "2",
+            "--prompts",
+            "2",
+            "--samples-per-generation",
+            "2",
+            "--max-tokens",
+            "16",
+            "--lr",
+            "1e-3",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={"PYTHON": sys.executable, "PATH": "/usr/bin:/bin"},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert (report["device"], report["policy"], report["steps"]) == ("cpu", "live", 2)

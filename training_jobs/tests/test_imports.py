@@ -103,8 +103,16 @@ def run_check(*extra: str) -> dict:
 def test_web_process_and_workers_never_import_the_training_stack(report):
     # The check really walked the site: the entry points, the views the URLs reach, every app's jobs and API, and
     # the training modules the web process may call (they import the stack inside their functions).
-    walked = {"clawgym_site.asgi", "clawgym_site.wsgi", "tasks.views", "evaluation.jobs", "training_jobs.urls",
-              "training_jobs.jobs", "training_jobs.api", "training_jobs.services.datasets"}  # fmt: skip
+    walked = {
+        "clawgym_site.asgi",
+        "clawgym_site.wsgi",
+        "tasks.views",
+        "evaluation.jobs",
+        "training_jobs.urls",
+        "training_jobs.jobs",
+        "training_jobs.api",
+        "training_jobs.services.datasets",
+    }
     walked |= {
         f"training_jobs.{name}" for name in ("tiny", "masks", "exports") if (ROOT / f"training_jobs/{name}.py").exists()
     }

@@ -13,12 +13,25 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_mask_bench_small():
     done = subprocess.run(
         [sys.executable, "bench/mask_bench.py", "--n", "50", "--turns", "3", "--file-lines", "2"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
-    assert set(report) == {"samples", "turns", "tokens_mean", "masked_share", "fast_s", "reference_s", "speedup",
-                           "agree", "disagreeing", "peak_rss_mb"}  # fmt: skip
+    assert set(report) == {
+        "samples",
+        "turns",
+        "tokens_mean",
+        "masked_share",
+        "fast_s",
+        "reference_s",
+        "speedup",
+        "agree",
+        "disagreeing",
+        "peak_rss_mb",
+    }
     assert (report["samples"], report["turns"], report["agree"], report["disagreeing"]) == (50, 3, True, 0)
     assert report["tokens_mean"] > 300 and 0 < report["masked_share"] < 1
     assert report["fast_s"] > 0 and report["reference_s"] > 0 and report["speedup"] > 0

@@ -23,9 +23,10 @@ KEY_ENV = f"{SERVED_KEY_PREFIX}RL_CHAIN_TEST"
 def assistant(content, calls=()):
     message = {"role": "assistant", "content": content}
     if calls:
-        message["tool_calls"] = [{"id": f"call_{i}", "type": "function",
-                                  "function": {"name": name, "arguments": json.dumps(arguments)}}
-                                 for i, (name, arguments) in enumerate(calls)]  # fmt: skip
+        message["tool_calls"] = [
+            {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+            for i, (name, arguments) in enumerate(calls)
+        ]
     return message
 
 
@@ -72,26 +73,36 @@ def tokenizer():
     return tiny_tokenizer()
 
 
-
 @needs_bwrap
 @pytest.mark.django_db(transaction=True)
-def test_a_builtin_rollout_on_the_live_policy_is_one_sample_with_tool_results_masked(live_server_asgi, fruit_task,
-                                                                                    tokenizer):  # fmt: skip
+def test_a_builtin_rollout_on_the_live_policy_is_one_sample_with_tool_results_masked(
+    live_server_asgi, fruit_task, tokenizer
+):
     from training_jobs.rl.policy_server import LivePolicy, PolicyServer
 
     script = [
         assistant("", [("exec", {"command": "head -3 fruit.csv"})]),
-        assistant("Writing it.", [("write", {"path": "summary.txt", "content": RIGHT_SUMMARY}),
-                                  ("read", {"path": "summary.txt"})]),  # parallel calls: one completion
+        assistant(
+            "Writing it.",
+            [("write", {"path": "summary.txt", "content": RIGHT_SUMMARY}), ("read", {"path": "summary.txt"})],
+        ),  # parallel calls: one completion
         assistant("Done: summary.txt holds the counts."),
-    ]  # fmt: skip
+    ]
     answers = [canonical(tokenizer, message) for message in script]
     model = scripted_model(list(answers))
-    server = PolicyServer(LivePolicy(lambda: model, tokenizer, temperature=1.0, max_tokens=256, max_context=32768),
-                          api_key=served_key(KEY_ENV))  # fmt: skip
+    server = PolicyServer(
+        LivePolicy(lambda: model, tokenizer, temperature=1.0, max_tokens=256, max_context=32768),
+        api_key=served_key(KEY_ENV),
+    )
     try:
-        endpoint = ModelEndpoint.objects.create(name="policy", base_url=server.start(), model="policy",
-                                                roles=["agent"], timeout_seconds=30, api_key_env=KEY_ENV)  # fmt: skip
+        endpoint = ModelEndpoint.objects.create(
+            name="policy",
+            base_url=server.start(),
+            model="policy",
+            roles=["agent"],
+            timeout_seconds=30,
+            api_key_env=KEY_ENV,
+        )
         [rollout] = create_rollouts(fruit_task, endpoint, harness="builtin", options={"record_tokens": True}, user=None)
         rollout = execute_rollout(rollout.pk)
     finally:

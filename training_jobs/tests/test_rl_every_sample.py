@@ -24,8 +24,13 @@ def sample(rng, *, env_runs: int) -> dict:
         size = rng.randint(2, 5)
         completion += [rng.randrange(20, 700) for _ in range(size)]
         mask += [0 if run % 2 else 1] * size
-    return {"prompt_ids": [rng.randrange(20, 700) for _ in range(rng.randint(4, 9))], "completion_ids": completion,
-            "env_mask": mask, "logprobs": [-1.0 if m else 0.0 for m in mask], "exact": True}  # fmt: skip
+    return {
+        "prompt_ids": [rng.randrange(20, 700) for _ in range(rng.randint(4, 9))],
+        "completion_ids": completion,
+        "env_mask": mask,
+        "logprobs": [-1.0 if m else 0.0 for m in mask],
+        "exact": True,
+    }
 
 
 def step_generations() -> list[dict]:
@@ -33,8 +38,10 @@ def step_generations() -> list[dict]:
     2, 1, 1; rewards that differ in each group, so every advantage but the reward-less rollout's is non-zero."""
     rng = random.Random(7)
     shape = [(1.0, [1, 0, 2]), (0.0, [1]), (None, []), (0.8, [0, 1]), (0.0, [2]), (1.0, [0])]
-    return [{"rollout": n, "reward": reward, "note": "", "samples": [sample(rng, env_runs=e) for e in runs]}
-            for n, (reward, runs) in enumerate(shape)]  # fmt: skip
+    return [
+        {"rollout": n, "reward": reward, "note": "", "samples": [sample(rng, env_runs=e) for e in runs]}
+        for n, (reward, runs) in enumerate(shape)
+    ]
 
 
 def advantages(generations, group_size: int) -> list[float]:
@@ -101,18 +108,37 @@ def make_trainer(path, tmp_path, generations, *, seen=None, **config):
         return list(checker_reward)
 
     torch.manual_seed(0)
-    args = GRPOConfig(**{
-        "output_dir": str(tmp_path / "out"), "use_cpu": True, "bf16": False, "per_device_train_batch_size": 3,
-        "gradient_accumulation_steps": 2, "num_generations": 3, "num_iterations": 2, "temperature": TEMPERATURE,
-        "epsilon": EPSILON, "epsilon_high": EPSILON_HIGH, "beta": 0.0, "loss_type": "dapo", "max_completion_length": 64,
-        "max_steps": 1, "save_strategy": "no", "report_to": "none", "disable_tqdm": True, "dataloader_num_workers": 0,
-        **config,
-    })  # fmt: skip
+    args = GRPOConfig(
+        **{
+            "output_dir": str(tmp_path / "out"),
+            "use_cpu": True,
+            "bf16": False,
+            "per_device_train_batch_size": 3,
+            "gradient_accumulation_steps": 2,
+            "num_generations": 3,
+            "num_iterations": 2,
+            "temperature": TEMPERATURE,
+            "epsilon": EPSILON,
+            "epsilon_high": EPSILON_HIGH,
+            "beta": 0.0,
+            "loss_type": "dapo",
+            "max_completion_length": 64,
+            "max_steps": 1,
+            "save_strategy": "no",
+            "report_to": "none",
+            "disable_tqdm": True,
+            "dataloader_num_workers": 0,
+            **config,
+        }
+    )
     trainer = trainer_class()(
-        model=AutoModelForCausalLM.from_pretrained(path, local_files_only=True), reward_funcs=[reward], args=args,
+        model=AutoModelForCausalLM.from_pretrained(path, local_files_only=True),
+        reward_funcs=[reward],
+        args=args,
         train_dataset=Dataset.from_list([{"prompt": prompt_for(1)}, {"prompt": prompt_for(2)}]),
-        processing_class=tokenizer, rollout_func=rollout_func,
-    )  # fmt: skip
+        processing_class=tokenizer,
+        rollout_func=rollout_func,
+    )
     trainer.rl_state = StepState()
     trainer.current_gradient_accumulation_steps = 2  # what Trainer's loop sets before a step's micro-batches
     return trainer
@@ -175,8 +201,15 @@ def test_every_sample_is_a_row_with_its_rollouts_advantage_and_the_loss_is_the_r
     assert loss.item() == pytest.approx(expected.item(), abs=1e-5)
     assert trainer._metrics["train"]["clip_ratio/region_mean"][-1] > 0  # the clipping took part
     # Training only each rollout's first sample (TRL alone) would give another loss.
-    assert abs(loss.item() - reference_loss(reference, [{**g, "samples": g["samples"][:1]} for g in generations], 3,
-                                            old=old_logprob).item()) > 1e-3  # fmt: skip
+    assert (
+        abs(
+            loss.item()
+            - reference_loss(
+                reference, [{**g, "samples": g["samples"][:1]} for g in generations], 3, old=old_logprob
+            ).item()
+        )
+        > 1e-3
+    )
 
 
 def test_a_training_step_moves_the_weights_as_the_reference_gradient(tiny_path, tmp_path):

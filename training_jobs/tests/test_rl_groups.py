@@ -24,8 +24,13 @@ from training_jobs.rl.samples import Sample
 
 def group(index, rewards, walls=None):
     walls = walls or [1.0] * len(rewards)
-    return Group(index=index, generations=[Generation(rollout_id=index * 10 + i, reward=r, wall_seconds=w, samples=1)
-                                           for i, (r, w) in enumerate(zip(rewards, walls))])  # fmt: skip
+    return Group(
+        index=index,
+        generations=[
+            Generation(rollout_id=index * 10 + i, reward=r, wall_seconds=w, samples=1)
+            for i, (r, w) in enumerate(zip(rewards, walls))
+        ],
+    )
 
 
 def test_a_group_below_min_survivors_is_dropped_whole():
@@ -38,8 +43,10 @@ def test_a_group_below_min_survivors_is_dropped_whole():
 
 
 def test_step_metrics_count_only_the_rewards_that_count():
-    groups = [apply_min_survivors(group(0, [1.0, 0.0, 0.5, None], walls=[2.0, 4.0, 6.0, 30.0]), 3),
-              apply_min_survivors(group(1, [1.0, None, None, None], walls=[1.0, 1.0, 1.0, 1.0]), 3)]  # fmt: skip
+    groups = [
+        apply_min_survivors(group(0, [1.0, 0.0, 0.5, None], walls=[2.0, 4.0, 6.0, 30.0]), 3),
+        apply_min_survivors(group(1, [1.0, None, None, None], walls=[1.0, 1.0, 1.0, 1.0]), 3),
+    ]
     groups[0].generations[0].inexact_samples = 1
     groups[0].generations[1].tokens_sampled = 7
     groups[0].generations[1].side_samples = 2
@@ -66,8 +73,12 @@ def test_percentile_interpolates():
 
 
 def sample(policy, env=0, prompt=3):
-    return Sample(prompt_ids=list(range(prompt)), completion_ids=list(range(policy + env)),
-                  logprobs=[-0.5] * policy + [0.0] * env, env_mask=[1] * policy + [0] * env)  # fmt: skip
+    return Sample(
+        prompt_ids=list(range(prompt)),
+        completion_ids=list(range(policy + env)),
+        logprobs=[-0.5] * policy + [0.0] * env,
+        env_mask=[1] * policy + [0] * env,
+    )
 
 
 def test_every_main_chain_sample_is_trained_and_cut_to_fit():
@@ -102,9 +113,15 @@ def test_rl_config_paper_preset_and_rules():
     assert (paper["prompts_per_step"], paper["num_generations"], paper["min_group_survivors"]) == (8, 8, 4)
     edited = build_rl_config("paper", parse_overrides(["num_generations=4", "reward=hybrid", "policy.backend=live"]))
     assert edited["num_generations"] == 4 and edited["reward"] == "hybrid" and edited["policy"]["backend"] == "live"
-    for bad, says in [("num_generations=1", "at least 2"), ("min_group_survivors=9", "between 1 and"),
-                      ("reward=judge", "one of"), ("temperature=0", "above 0"), ("max_completion_length=70000",
-                      "below max_context"), ("epsilon_high=0.1", "epsilon_high"), ("lora.r=4", "unknown config key")]:  # fmt: skip
+    for bad, says in [
+        ("num_generations=1", "at least 2"),
+        ("min_group_survivors=9", "between 1 and"),
+        ("reward=judge", "one of"),
+        ("temperature=0", "above 0"),
+        ("max_completion_length=70000", "below max_context"),
+        ("epsilon_high=0.1", "epsilon_high"),
+        ("lora.r=4", "unknown config key"),
+    ]:
         with pytest.raises(TrainingRunError, match=says):
             build_rl_config("paper", parse_overrides([bad]))
     kept = build_rl_config("paper", {"max_steps": 3}, base={**paper, "tasks": [1, 2]})
@@ -126,8 +143,14 @@ def revision(external_id: str):
     from tasks.services import save_package
 
     files = [PackageFile("a.txt", b"a\n", "input"), PackageFile("reward.sh", b"echo 1\n", "reward")]
-    return save_package(TaskPackage(external_id=external_id, instruction="Do it.", files=files,
-                                    metadata={"category": "Testing", "grading_type": "automated"})).revision  # fmt: skip
+    return save_package(
+        TaskPackage(
+            external_id=external_id,
+            instruction="Do it.",
+            files=files,
+            metadata={"category": "Testing", "grading_type": "automated"},
+        )
+    ).revision
 
 
 @pytest.mark.django_db
@@ -149,18 +172,32 @@ def test_an_rl_run_is_queued_on_the_gpu_queue_and_refuses_benchmark_tasks():
     with pytest.raises(TrainingRunError, match="unknown task selection filter"):
         tasks_from("colour=red")
 
-    run = start_training_run(kind="rl", user=None, base_model_path="/models/x", tasks=["rl-one", two.pk, one.pk], harness="openclaw",
-                        overrides={"num_generations": 4})  # fmt: skip
+    run = start_training_run(
+        kind="rl",
+        user=None,
+        base_model_path="/models/x",
+        tasks=["rl-one", two.pk, one.pk],
+        harness="openclaw",
+        overrides={"num_generations": 4},
+    )
     run.refresh_from_db()
     assert run.kind == "rl" and run.job_run.kind == "training.rl_run" and run.job_run.queue == "gpu"
     assert run.config["tasks"] == [one.pk, two.pk] and run.config["harness"] == "openclaw"
     assert run.config["num_generations"] == 4 and run.config["policy"]["backend"] == "vllm" and run.total_steps == 200
-    assert rl_run_json(run) == {"run": run.pk, "status": "queued", "steps": 0, "rollouts": 0, "checkpoints": [],
-                                "metrics": []}  # fmt: skip
+    assert rl_run_json(run) == {
+        "run": run.pk,
+        "status": "queued",
+        "steps": 0,
+        "rollouts": 0,
+        "checkpoints": [],
+        "metrics": [],
+    }
     clone = clone_training_run(run, {"learning_rate": 2e-6}, enqueue=False, user=None)
     assert clone.kind == "rl" and clone.cloned_from == run
     assert clone.config == {**run.config, "learning_rate": 2e-6}
-    cpu = start_training_run(kind="rl", user=None, base_model_path="/models/x", tasks=[one.pk], preset="paper", cpu=True, enqueue=False)
+    cpu = start_training_run(
+        kind="rl", user=None, base_model_path="/models/x", tasks=[one.pk], preset="paper", cpu=True, enqueue=False
+    )
     assert cpu.config["policy"]["backend"] == "live" and cpu.config["bf16"] is False
     cancelled = cancel_training_run(run, user=None)
     assert cancelled.status == "cancelled" and cancelled.job_run.status == "cancelled"
@@ -174,7 +211,9 @@ def test_a_step_stopped_while_its_rollouts_wait_cancels_the_queued_ones():
     from training_jobs.services.runs import start_training_run
 
     one = revision("rl-stop")
-    run = start_training_run(kind="rl", user=None, base_model_path="/models/x", tasks=[one.pk], preset="tiny-cpu", cpu=True, enqueue=False)
+    run = start_training_run(
+        kind="rl", user=None, base_model_path="/models/x", tasks=[one.pk], preset="tiny-cpu", cpu=True, enqueue=False
+    )
     with pytest.raises(StepCancelled):  # no worker takes them: they are still queued when the job stops
         run_step(run.pk, 1, [one.pk, one.pk], "http://127.0.0.1:9/v1", should_stop=lambda: True)
     rows = RLRollout.objects.filter(run=run, step=1)
@@ -200,12 +239,43 @@ def test_train_kind_rl_says_what_it_needs():
     with pytest.raises(CommandError, match="--task ID … or --tasks-from"):
         call_command("train", "--kind", "rl", "--base-model", "/models/x", stdout=StringIO(), stderr=StringIO())
     with pytest.raises(CommandError, match="names no task"):
-        call_command("train", "--kind", "rl", "--base-model", "/models/x", "--tasks-from", "status=ready",
-                     stdout=StringIO(), stderr=StringIO())  # fmt: skip
+        call_command(
+            "train",
+            "--kind",
+            "rl",
+            "--base-model",
+            "/models/x",
+            "--tasks-from",
+            "status=ready",
+            stdout=StringIO(),
+            stderr=StringIO(),
+        )
     revision("rl-cmd")
     with pytest.raises(CommandError, match=r"min_group_survivors must be between 1 and num_generations \(2\)"):
-        call_command("train", "--kind", "rl", "--base-model", "/models/x", "--task", "rl-cmd", "--set",
-                     "num_generations=2", stdout=StringIO(), stderr=StringIO())  # fmt: skip
+        call_command(
+            "train",
+            "--kind",
+            "rl",
+            "--base-model",
+            "/models/x",
+            "--task",
+            "rl-cmd",
+            "--set",
+            "num_generations=2",
+            stdout=StringIO(),
+            stderr=StringIO(),
+        )
     with pytest.raises(CommandError, match="no job worker took training run"):
-        call_command("train", "--kind", "rl", "--base-model", "/models/x", "--task", "rl-cmd", "--start-timeout",
-                     "0.5", stdout=StringIO(), stderr=StringIO())  # fmt: skip
+        call_command(
+            "train",
+            "--kind",
+            "rl",
+            "--base-model",
+            "/models/x",
+            "--task",
+            "rl-cmd",
+            "--start-timeout",
+            "0.5",
+            stdout=StringIO(),
+            stderr=StringIO(),
+        )

@@ -23,13 +23,41 @@ pytestmark = pytest.mark.django_db
 
 # Two steps of 2 groups × 2 rollouts: step 2's second group dropped (one survivor of 2 with min_group_survivors 2).
 STEP_METRICS = {
-    1: {"reward_mean": 0.5, "reward_std": 0.25, "reward_spread": 0.5, "groups_dropped": 0, "groups": 2,
-        "inexact_samples": 1, "samples": 4, "rollouts": 4, "rollout_p50_s": 3.5, "rollout_max_s": 9.25,
-        "tokens_sampled": 120, "logprob_mismatch": 0.0003, "loss": 0.125, "clip_fraction": 0.0, "learning_rate": 1e-3},
-    2: {"reward_mean": 0.75, "reward_std": 0.5, "reward_spread": 0.25, "groups_dropped": 1, "groups": 2,
-        "inexact_samples": 0, "samples": 3, "rollouts": 4, "rollout_p50_s": 4.0, "rollout_max_s": 12.5,
-        "tokens_sampled": 96, "logprob_mismatch": None, "loss": -0.0625, "clip_fraction": 0.05, "learning_rate": 1e-3},
-}  # fmt: skip
+    1: {
+        "reward_mean": 0.5,
+        "reward_std": 0.25,
+        "reward_spread": 0.5,
+        "groups_dropped": 0,
+        "groups": 2,
+        "inexact_samples": 1,
+        "samples": 4,
+        "rollouts": 4,
+        "rollout_p50_s": 3.5,
+        "rollout_max_s": 9.25,
+        "tokens_sampled": 120,
+        "logprob_mismatch": 0.0003,
+        "loss": 0.125,
+        "clip_fraction": 0.0,
+        "learning_rate": 1e-3,
+    },
+    2: {
+        "reward_mean": 0.75,
+        "reward_std": 0.5,
+        "reward_spread": 0.25,
+        "groups_dropped": 1,
+        "groups": 2,
+        "inexact_samples": 0,
+        "samples": 3,
+        "rollouts": 4,
+        "rollout_p50_s": 4.0,
+        "rollout_max_s": 12.5,
+        "tokens_sampled": 96,
+        "logprob_mismatch": None,
+        "loss": -0.0625,
+        "clip_fraction": 0.05,
+        "learning_rate": 1e-3,
+    },
+}
 REWARDS = {1: [[0.25, 0.75], [0.5, 0.5]], 2: [[0.5, 1.0], [None, 0.75]]}
 
 
@@ -46,24 +74,44 @@ def revisions():
 @pytest.fixture
 def rl_run(revisions):
     """A running RL run two steps in, with its rollouts as the rollout_func records them."""
-    run = start_training_run(kind="rl", user=None, base_model_path="/models/tiny", tasks=[r.pk for r in revisions], harness="builtin",
-                        preset="tiny-cpu", overrides={"min_group_survivors": 2, "max_steps": 4}, cpu=True,
-                        enqueue=False)  # fmt: skip
+    run = start_training_run(
+        kind="rl",
+        user=None,
+        base_model_path="/models/tiny",
+        tasks=[r.pk for r in revisions],
+        harness="builtin",
+        preset="tiny-cpu",
+        overrides={"min_group_survivors": 2, "max_steps": 4},
+        cpu=True,
+        enqueue=False,
+    )
     TrainingRun.objects.filter(pk=run.pk).update(status="running", steps=2, log_tail="step 2 done\n")
-    endpoint = ModelEndpoint.objects.create(name=f"policy-{run.pk}", base_url="http://127.0.0.1:9/v1", model="p",
-                                            roles=["agent"])  # fmt: skip
+    endpoint = ModelEndpoint.objects.create(
+        name=f"policy-{run.pk}", base_url="http://127.0.0.1:9/v1", model="p", roles=["agent"]
+    )
     for step, groups in REWARDS.items():
         TrainingMetric.objects.create(run=run, step=step, values=STEP_METRICS[step])
         for index, rewards in enumerate(groups):
             for reward in rewards:
                 rollout = Rollout.objects.create(
-                    revision=revisions[index], endpoint=endpoint, harness="builtin", attempt=1,
-                    status=Rollout.Status.SCORED if reward is not None else Rollout.Status.FAILED, score=reward,
-                )  # fmt: skip
-                RLRollout.objects.create(run=run, step=step, group_index=index, rollout=rollout, reward=reward,
-                                         samples=1 if reward is not None else 0, dropped=step == 2 and index == 1,
-                                         inexact_samples=1 if step == 1 and index == 0 and reward == 0.25 else 0,
-                                         wall_seconds=3.0 + (reward or 0) * 8)  # fmt: skip
+                    revision=revisions[index],
+                    endpoint=endpoint,
+                    harness="builtin",
+                    attempt=1,
+                    status=Rollout.Status.SCORED if reward is not None else Rollout.Status.FAILED,
+                    score=reward,
+                )
+                RLRollout.objects.create(
+                    run=run,
+                    step=step,
+                    group_index=index,
+                    rollout=rollout,
+                    reward=reward,
+                    samples=1 if reward is not None else 0,
+                    dropped=step == 2 and index == 1,
+                    inexact_samples=1 if step == 1 and index == 0 and reward == 0.25 else 0,
+                    wall_seconds=3.0 + (reward or 0) * 8,
+                )
     run.refresh_from_db()
     return run
 
@@ -114,12 +162,15 @@ def test_another_step_and_the_live_partial(viewer_client, rl_run):
 
 
 def test_a_skipped_step_and_a_run_before_its_first_step(viewer_client, rl_run, revisions):
-    TrainingMetric.objects.create(run=rl_run, step=3, values={"groups_dropped": 2, "groups": 2, "skipped": 1,
-                                                              "rollouts": 4, "samples": 0})  # fmt: skip
+    TrainingMetric.objects.create(
+        run=rl_run, step=3, values={"groups_dropped": 2, "groups": 2, "skipped": 1, "rollouts": 4, "samples": 0}
+    )
     html = viewer_client.get(reverse("training:run", args=[rl_run.pk])).content.decode()
     assert "skipped: every group dropped" in html and "2 of 2" in html
     assert chart(html, "chart-reward")["datasets"][0]["data"] == [0.5, 0.75, None]
-    fresh = start_training_run(kind="rl", user=None, base_model_path="/m", tasks=[revisions[0].pk], preset="tiny-cpu", enqueue=False)
+    fresh = start_training_run(
+        kind="rl", user=None, base_model_path="/m", tasks=[revisions[0].pk], preset="tiny-cpu", enqueue=False
+    )
     html = viewer_client.get(reverse("training:run", args=[fresh.pk])).content.decode()
     assert "No step logged yet." in html and "No rollout yet" in html
 
@@ -136,8 +187,10 @@ def test_admins_start_an_rl_run_from_the_form(admin_client, viewer_client, revis
     pin(revisions[1])
     guarded = admin_client.post(url, {**base, "tasks": "rl-a, rl-b"}).content.decode()
     assert "benchmark tasks are never trained on" in guarded and "rl-b" in guarded
-    response = admin_client.post(url, {**base, "tasks": "rl-a", "harness": "openclaw", "cpu": "on",
-                                       "overrides": "num_generations=4\nmax_steps=3"})  # fmt: skip
+    response = admin_client.post(
+        url,
+        {**base, "tasks": "rl-a", "harness": "openclaw", "cpu": "on", "overrides": "num_generations=4\nmax_steps=3"},
+    )
     run = TrainingRun.objects.get()
     assert response.status_code == 302 and response["Location"] == reverse("training:run", args=[run.pk])
     assert run.kind == "rl" and run.config["tasks"] == [revisions[0].pk] and run.config["harness"] == "openclaw"
@@ -168,8 +221,9 @@ def test_the_dashboard_panel_and_the_list_show_rl_runs_with_their_latest_reward(
 def test_admin_actions_on_an_rl_run(admin_client, rl_run):
     page = admin_client.get(reverse("training:run", args=[rl_run.pk])).content.decode()
     assert "Cancel" in page and "Clone" in page
-    response = admin_client.post(reverse("training:run-action", args=[rl_run.pk, "clone"]),
-                                 {"overrides": "num_generations=3"})  # fmt: skip
+    response = admin_client.post(
+        reverse("training:run-action", args=[rl_run.pk, "clone"]), {"overrides": "num_generations=3"}
+    )
     clone = TrainingRun.objects.get(cloned_from=rl_run)
     assert response["Location"] == reverse("training:run", args=[clone.pk])
     assert clone.kind == "rl" and clone.config["num_generations"] == 3
@@ -185,11 +239,22 @@ def test_admin_actions_on_an_rl_run(admin_client, rl_run):
 
 def test_the_api_starts_an_rl_run(api_as, viewer, revisions):
     admin = api_as(make_user("api-admin", "admin"))
-    body = {"kind": "rl", "base_model_path": "/models/tiny", "tasks": ["rl-a", "rl-b"], "preset": "tiny-cpu",
-            "harness": "builtin", "overrides": {"num_generations": 3, "max_steps": 5}, "cpu": True}  # fmt: skip
+    body = {
+        "kind": "rl",
+        "base_model_path": "/models/tiny",
+        "tasks": ["rl-a", "rl-b"],
+        "preset": "tiny-cpu",
+        "harness": "builtin",
+        "overrides": {"num_generations": 3, "max_steps": 5},
+        "cpu": True,
+    }
     assert api_as(viewer).post("/api/training/runs/", body, format="json").status_code == 403
-    for edits, expected in [({"tasks_from": "status=ready"}, "not both"), ({"tasks": []}, "give the tasks"),
-                            ({"base_model_path": ""}, "base_model_path"), ({"preset": "nope"}, "nope")]:  # fmt: skip
+    for edits, expected in [
+        ({"tasks_from": "status=ready"}, "not both"),
+        ({"tasks": []}, "give the tasks"),
+        ({"base_model_path": ""}, "base_model_path"),
+        ({"preset": "nope"}, "nope"),
+    ]:
         refused = admin.post("/api/training/runs/", {**body, **edits}, format="json")
         assert refused.status_code == 400 and expected in refused.content.decode(), (edits, refused.content)
     refused = admin.post("/api/training/runs/", {**body, "overrides": {"lora.rank": 8}}, format="json")
@@ -201,13 +266,20 @@ def test_the_api_starts_an_rl_run(api_as, viewer, revisions):
     assert run["config"]["tasks"] == [r.pk for r in revisions] and run["config"]["num_generations"] == 3
     assert run["total_steps"] == 5
     # The `train --kind rl --json` shape, exactly.
-    assert run["report"] == {"run": run["id"], "status": "queued", "steps": 0, "rollouts": 0, "checkpoints": [],
-                             "metrics": []}  # fmt: skip
+    assert run["report"] == {
+        "run": run["id"],
+        "status": "queued",
+        "steps": 0,
+        "rollouts": 0,
+        "checkpoints": [],
+        "metrics": [],
+    }
     tasks = [{"external_id": "rl-a", "revision": 1}, {"external_id": "rl-b", "revision": 1}]
     assert run["rl"] == {"steps": [], "step_summaries": [], "tasks": tasks}
     assert TrainingRun.objects.get(pk=run["id"]).job_run.kind == "training.rl_run"
-    selected = admin.post("/api/training/runs/", {**body, "tasks": [], "tasks_from": "status=ready,limit=1"},
-                          format="json")  # fmt: skip
+    selected = admin.post(
+        "/api/training/runs/", {**body, "tasks": [], "tasks_from": "status=ready,limit=1"}, format="json"
+    )
     assert selected.status_code == 201 and len(selected.json()["config"]["tasks"]) == 1
     pin(revisions[0])
     guarded = admin.post("/api/training/runs/", body, format="json")
@@ -223,17 +295,37 @@ def test_the_api_lists_shows_and_pages_an_rl_runs_rollouts(api_as, viewer, rl_ru
     detail = reader.get(f"/api/training/runs/{rl_run.pk}/").json()
     assert [s["reward_mean"] for s in detail["rl"]["steps"]] == [0.5, 0.75]
     summaries = {s["step"]: s for s in detail["rl"]["step_summaries"]}
-    assert summaries[2] == {"step": 2, "rollouts": 4, "groups": 2, "scored": 3, "dropped": 2, "samples": 3,
-                            "inexact_samples": 0, "reward_mean": 0.75, "wall_max_s": 11.0}  # fmt: skip
+    assert summaries[2] == {
+        "step": 2,
+        "rollouts": 4,
+        "groups": 2,
+        "scored": 3,
+        "dropped": 2,
+        "samples": 3,
+        "inexact_samples": 0,
+        "reward_mean": 0.75,
+        "wall_max_s": 11.0,
+    }
     assert summaries[1]["inexact_samples"] == 1 and summaries[1]["scored"] == 4
     report = detail["report"]
     assert report["rollouts"] == 8 and report["metrics"][1] == {
-        "step": 2, "reward_mean": 0.75, "reward_std": 0.5, "groups_dropped": 1, "inexact_samples": 0,
-        "rollout_p50_s": 4.0, "rollout_max_s": 12.5, "loss": -0.0625}  # fmt: skip
+        "step": 2,
+        "reward_mean": 0.75,
+        "reward_std": 0.5,
+        "groups_dropped": 1,
+        "inexact_samples": 0,
+        "rollout_p50_s": 4.0,
+        "rollout_max_s": 12.5,
+        "loss": -0.0625,
+    }
     rows = reader.get(f"/api/training/runs/{rl_run.pk}/rollouts/", {"step": 2}).json()
     assert rows["count"] == 4
     assert [(r["group_index"], r["reward"], r["dropped"]) for r in rows["results"]] == [
-        (0, 0.5, False), (0, 1.0, False), (1, None, True), (1, 0.75, True)]  # fmt: skip
+        (0, 0.5, False),
+        (0, 1.0, False),
+        (1, None, True),
+        (1, 0.75, True),
+    ]
     first = rows["results"][0]
     assert first["task"] == "rl-a" and first["status"] == "scored"
     assert first["url"].endswith(f"/api/rollouts/{first['rollout']}/")

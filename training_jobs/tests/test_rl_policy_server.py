@@ -29,17 +29,21 @@ def served(tmp_path_factory):
     model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
     model.train()  # as in the trainer: the server generates in eval mode and puts it back
     server = PolicyServer(
-        LivePolicy(lambda: model, tokenizer, temperature=TEMPERATURE, max_tokens=12, max_context=4096), api_key=KEY,
+        LivePolicy(lambda: model, tokenizer, temperature=TEMPERATURE, max_tokens=12, max_context=4096),
+        api_key=KEY,
         max_body_bytes=MAX_BODY,
-    )  # fmt: skip
+    )
     url = server.start()
     yield url, model, tokenizer
     server.stop()
 
 
 def post(url: str, body: dict, key: str = KEY):
-    request = urllib.request.Request(f"{url}/chat/completions", json.dumps(body).encode(),
-                                     {"Content-Type": "application/json", "Authorization": f"Bearer {key}"})  # fmt: skip
+    request = urllib.request.Request(
+        f"{url}/chat/completions",
+        json.dumps(body).encode(),
+        {"Content-Type": "application/json", "Authorization": f"Bearer {key}"},
+    )
     with urllib.request.urlopen(request, timeout=60) as response:
         return response.read().decode()
 
@@ -58,19 +62,34 @@ MESSAGES = [{"role": "system", "content": "You are an agent."}, {"role": "user",
 
 def test_a_completion_answers_vllm_token_fields_with_the_models_logprobs(served):
     url, model, tokenizer = served
-    reply = json.loads(post(url, {"model": "policy", "messages": MESSAGES, "tools": TOOLS, "logprobs": True,
-                                  "temperature": 0.0, "max_tokens": 1000}))  # fmt: skip
+    reply = json.loads(
+        post(
+            url,
+            {
+                "model": "policy",
+                "messages": MESSAGES,
+                "tools": TOOLS,
+                "logprobs": True,
+                "temperature": 0.0,
+                "max_tokens": 1000,
+            },
+        )
+    )
     choice = reply["choices"][0]
-    expected_prompt = tokenizer.apply_chat_template(MESSAGES, tools=TOOLS, add_generation_prompt=True, tokenize=True,
-                                                    return_dict=False)  # fmt: skip
+    expected_prompt = tokenizer.apply_chat_template(
+        MESSAGES, tools=TOOLS, add_generation_prompt=True, tokenize=True, return_dict=False
+    )
     assert reply["prompt_token_ids"] == list(expected_prompt)
     assert 1 <= len(choice["token_ids"]) <= 12  # the run's max_tokens caps the request's
     logprobs = [entry["logprob"] for entry in choice["logprobs"]["content"]]
     assert len(logprobs) == len(choice["token_ids"])
     # Sampled at the run's temperature (0.7) whatever the request says, and the logprobs are the model's there.
     assert logprobs == pytest.approx(model_logprobs(model, reply["prompt_token_ids"], choice["token_ids"]), abs=1e-4)
-    assert reply["usage"] == {"prompt_tokens": len(expected_prompt), "completion_tokens": len(choice["token_ids"]),
-                              "total_tokens": len(expected_prompt) + len(choice["token_ids"])}  # fmt: skip
+    assert reply["usage"] == {
+        "prompt_tokens": len(expected_prompt),
+        "completion_tokens": len(choice["token_ids"]),
+        "total_tokens": len(expected_prompt) + len(choice["token_ids"]),
+    }
     assert choice["finish_reason"] in ("stop", "length", "tool_calls") and model.training  # put back in train mode
     without = json.loads(post(url, {"messages": MESSAGES}))["choices"][0]
     assert "logprobs" not in without and without["token_ids"]  # logprobs only when asked
@@ -84,8 +103,12 @@ def test_a_stream_carries_prompt_ids_first_and_token_ids_per_delta(served):
     chunks = [json.loads(e) for e in events[:-1]]
     assert "prompt_token_ids" in chunks[0] and chunks[0]["choices"][0]["delta"]["role"] == "assistant"
     token_ids = [t for c in chunks if c["choices"] for t in c["choices"][0].get("token_ids", [])]
-    logprobs = [e["logprob"] for c in chunks if c["choices"] and "logprobs" in c["choices"][0]
-                for e in c["choices"][0]["logprobs"]["content"]]  # fmt: skip
+    logprobs = [
+        e["logprob"]
+        for c in chunks
+        if c["choices"] and "logprobs" in c["choices"][0]
+        for e in c["choices"][0]["logprobs"]["content"]
+    ]
     assert len(token_ids) == len(logprobs) >= 1
     assert logprobs == pytest.approx(model_logprobs(model, chunks[0]["prompt_token_ids"], token_ids), abs=1e-4)
     finals = [c["choices"][0]["finish_reason"] for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]]
@@ -95,8 +118,10 @@ def test_a_stream_carries_prompt_ids_first_and_token_ids_per_delta(served):
 
 
 def test_tool_calls_are_parsed_every_one_of_them():
-    text = ('Let me look.<tool_call>\n{"name": "read", "arguments": {"path": "a.csv"}}\n</tool_call>\n'
-            '<tool_call>\n{"name": "ls", "arguments": {"path": "."}}\n</tool_call>')  # fmt: skip
+    text = (
+        'Let me look.<tool_call>\n{"name": "read", "arguments": {"path": "a.csv"}}\n</tool_call>\n'
+        '<tool_call>\n{"name": "ls", "arguments": {"path": "."}}\n</tool_call>'
+    )
     message = to_message(text)
     assert message["content"] == "Let me look."
     assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in message["tool_calls"]] == [
@@ -117,8 +142,9 @@ def test_bad_requests_say_why(served):
     with pytest.raises(urllib.error.HTTPError) as error:
         post(url, {"messages": [{"role": "user", "content": "word " * 3000}]})
     assert error.value.code == 400 and "leaves no room" in error.value.read().decode()
-    models = json.load(urllib.request.urlopen(urllib.request.Request(f"{url}/models",
-                                                                     headers={"Authorization": f"Bearer {KEY}"})))  # fmt: skip
+    models = json.load(
+        urllib.request.urlopen(urllib.request.Request(f"{url}/models", headers={"Authorization": f"Bearer {KEY}"}))
+    )
     assert models["data"][0]["id"] == "policy"
 
 
@@ -155,8 +181,9 @@ def test_it_answers_only_its_key_and_reads_only_bounded_bodies(served):
     status, answer = raw_request(url, "POST", "/v1/chat/completions", {**authorized, "Content-Length": str(10**12)})
     assert status == 413 and str(MAX_BODY) in answer["error"]["message"] and time.monotonic() - started < 5
     big = json.dumps({"messages": [{"role": "user", "content": "x" * MAX_BODY}]}).encode()
-    assert raw_request(url, "POST", "/v1/chat/completions", {**authorized, "Content-Length": str(len(big))},
-                       big)[0] == 413  # fmt: skip
+    assert (
+        raw_request(url, "POST", "/v1/chat/completions", {**authorized, "Content-Length": str(len(big))}, big)[0] == 413
+    )
     assert raw_request(url, "POST", "/v1/chat/completions", authorized)[0] == 411  # no length: not read
     assert raw_request(url, "POST", "/v1/chat/completions", {**authorized, "Content-Length": "-1"})[0] == 400
     # And the server still answers a request within the limit, with its key.
@@ -176,8 +203,9 @@ def test_the_policy_endpoint_names_the_live_servers_own_key_or_the_vllm_policys(
     from training_jobs.models import TrainingRun
     from training_jobs.rl.batches import policy_endpoint, policy_key_env
 
-    live = TrainingRun.objects.create(kind="rl", base_model_path="/m", config=build_rl_config("tiny-cpu"), cpu=True,
-                                      attempt=2)  # fmt: skip
+    live = TrainingRun.objects.create(
+        kind="rl", base_model_path="/m", config=build_rl_config("tiny-cpu"), cpu=True, attempt=2
+    )
     endpoint = policy_endpoint(live, "http://127.0.0.1:5/v1")
     assert endpoint.api_key_env == policy_key_env(live) == f"CLAWGYM_KEY_SERVED_RL{live.pk}_A2"
     assert endpoint.api_key() == served_key(endpoint.api_key_env)  # what the job gives the trainer's server

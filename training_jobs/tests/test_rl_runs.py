@@ -62,9 +62,30 @@ def same_weights(a, b) -> bool:
 def test_two_grpo_steps_on_sandboxed_rollouts_with_a_dropped_group(sandbox_worker, tiny_model_path):
     good, judged = task("rl-summary"), task("rl-rubric", rubric=True)
     out = StringIO()
-    call_command("train", "--kind", "rl", "--base-model", tiny_model_path, "--task", "rl-summary", "--task",
-                 str(judged.pk), "--preset", "tiny-cpu", "--cpu", "--here", "--json", "--set", "max_steps=2",
-                 "--set", "min_group_survivors=2", "--set", "reward=hybrid", stdout=out, stderr=StringIO())  # fmt: skip
+    call_command(
+        "train",
+        "--kind",
+        "rl",
+        "--base-model",
+        tiny_model_path,
+        "--task",
+        "rl-summary",
+        "--task",
+        str(judged.pk),
+        "--preset",
+        "tiny-cpu",
+        "--cpu",
+        "--here",
+        "--json",
+        "--set",
+        "max_steps=2",
+        "--set",
+        "min_group_survivors=2",
+        "--set",
+        "reward=hybrid",
+        stdout=out,
+        stderr=StringIO(),
+    )
     report = json.loads(out.getvalue().strip().splitlines()[-1])
     run = TrainingRun.objects.get(pk=report["run"])
     assert set(report) == {"run", "status", "steps", "rollouts", "checkpoints", "metrics"}
@@ -119,8 +140,16 @@ def test_two_grpo_steps_on_sandboxed_rollouts_with_a_dropped_group(sandbox_worke
 
 def test_a_step_whose_every_group_dropped_is_skipped(sandbox_worker, tiny_model_path):
     judged = task("rl-rubric-only", rubric=True)
-    run = start_training_run(kind="rl", user=None, base_model_path=tiny_model_path, tasks=[judged.pk], preset="tiny-cpu", cpu=True,
-                        overrides={"max_steps": 1, "reward": "hybrid"}, enqueue=False)  # fmt: skip
+    run = start_training_run(
+        kind="rl",
+        user=None,
+        base_model_path=tiny_model_path,
+        tasks=[judged.pk],
+        preset="tiny-cpu",
+        cpu=True,
+        overrides={"max_steps": 1, "reward": "hybrid"},
+        enqueue=False,
+    )
     execute_training(run.pk)
     run.refresh_from_db()
     assert run.status == "succeeded", run.log_tail
@@ -134,8 +163,16 @@ def test_a_step_whose_every_group_dropped_is_skipped(sandbox_worker, tiny_model_
 
 def test_a_killed_trainer_resumes_from_its_last_checkpoint(sandbox_worker, tiny_model_path):
     good = task("rl-resume")
-    run = start_training_run(kind="rl", user=None, base_model_path=tiny_model_path, tasks=[good.pk], preset="tiny-cpu", cpu=True,
-                        overrides={"max_steps": 50, "prompts_per_step": 1}, enqueue=False)  # fmt: skip
+    run = start_training_run(
+        kind="rl",
+        user=None,
+        base_model_path=tiny_model_path,
+        tasks=[good.pk],
+        preset="tiny-cpu",
+        cpu=True,
+        overrides={"max_steps": 50, "prompts_per_step": 1},
+        enqueue=False,
+    )
 
     def body():
         from django.db import connection
@@ -159,8 +196,17 @@ def test_a_killed_trainer_resumes_from_its_last_checkpoint(sandbox_worker, tiny_
     last = Checkpoint.objects.filter(run=run).order_by("-step").first()
 
     out = StringIO()
-    call_command("train", "--resume", str(run.pk), "--set", f"max_steps={last.step + 1}", "--here", "--json",
-                 stdout=out, stderr=StringIO())  # fmt: skip
+    call_command(
+        "train",
+        "--resume",
+        str(run.pk),
+        "--set",
+        f"max_steps={last.step + 1}",
+        "--here",
+        "--json",
+        stdout=out,
+        stderr=StringIO(),
+    )
     report = json.loads(out.getvalue().strip().splitlines()[-1])
     run.refresh_from_db()
     assert report["status"] == "succeeded" and report["steps"] == last.step + 1, run.log_tail
@@ -190,16 +236,27 @@ def test_an_openclaw_rollout_of_an_rl_step_has_an_exact_sample(sandbox_worker, t
 
         unavailable(f"the OpenClaw harness cannot run here: {exc}")
     good = task("rl-openclaw")
-    run = start_training_run(kind="rl", user=None, base_model_path=tiny_model_path, tasks=[good.pk], harness="openclaw", preset="tiny-cpu",
-                        cpu=True, overrides={"max_context": 32768, "prompts_per_step": 1}, enqueue=False)  # fmt: skip
+    run = start_training_run(
+        kind="rl",
+        user=None,
+        base_model_path=tiny_model_path,
+        tasks=[good.pk],
+        harness="openclaw",
+        preset="tiny-cpu",
+        cpu=True,
+        overrides={"max_context": 32768, "prompts_per_step": 1},
+        enqueue=False,
+    )
     # One OpenClaw rollout is enough here (its ~18K-token prompt takes the tiny CPU policy a while); a run's config
     # never has groups of one (GRPO compares a group's rollouts), so the stored config is edited for this step only.
     TrainingRun.objects.filter(pk=run.pk).update(config={**run.config, "num_generations": 1, "min_group_survivors": 1})
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_path, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_path, local_files_only=True)
     # Its key, as the run's job gives it to the trainer (the policy endpoint names it; the proxy derives it too).
-    server = PolicyServer(LivePolicy(lambda: model, tokenizer, temperature=1.0, max_tokens=32, max_context=32768),
-                          api_key=served_key(policy_key_env(run)))  # fmt: skip
+    server = PolicyServer(
+        LivePolicy(lambda: model, tokenizer, temperature=1.0, max_tokens=32, max_context=32768),
+        api_key=served_key(policy_key_env(run)),
+    )
     try:
         answer = run_step(run.pk, 1, [good.pk], server.start())
     finally:

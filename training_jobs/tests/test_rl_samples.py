@@ -28,17 +28,23 @@ from training_jobs.tests.helpers import SYSTEM, USER, answer, calls_of, record, 
 
 @needs_bwrap
 @pytest.mark.django_db(transaction=True)
-def test_a_sandboxed_rollout_recorded_with_exact_tokens_makes_one_chained_sample(live_server_asgi, vllm_upstream,
-                                                                                 fruit_task):
-    endpoint = ModelEndpoint.objects.create(name="policy", base_url=vllm_upstream.base_url, model="policy",
-                                            roles=["agent"], timeout_seconds=30)  # fmt: skip
+def test_a_sandboxed_rollout_recorded_with_exact_tokens_makes_one_chained_sample(
+    live_server_asgi, vllm_upstream, fruit_task
+):
+    endpoint = ModelEndpoint.objects.create(
+        name="policy", base_url=vllm_upstream.base_url, model="policy", roles=["agent"], timeout_seconds=30
+    )
     vllm_upstream.push(
         Reply.tool_call("exec", {"command": "head -3 fruit.csv"}),
-        Reply(content="Writing it.", tool_calls=[  # two tool calls in one answer: both are kept and trained
-            {"name": "write", "arguments": json.dumps({"path": "summary.txt", "content": RIGHT_SUMMARY})},
-            {"name": "read", "arguments": '{"path": "summary.txt"}'}]),
+        Reply(
+            content="Writing it.",
+            tool_calls=[  # two tool calls in one answer: both are kept and trained
+                {"name": "write", "arguments": json.dumps({"path": "summary.txt", "content": RIGHT_SUMMARY})},
+                {"name": "read", "arguments": '{"path": "summary.txt"}'},
+            ],
+        ),
         Reply.text("Done: summary.txt holds the counts."),
-    )  # fmt: skip
+    )
     [rollout] = create_rollouts(fruit_task, endpoint, harness="builtin", options={"record_tokens": True}, user=None)
     rollout = execute_rollout(rollout.pk)
 
@@ -70,15 +76,21 @@ def test_a_sandboxed_rollout_recorded_with_exact_tokens_makes_one_chained_sample
 @needs_bwrap
 @pytest.mark.harness
 @pytest.mark.django_db(transaction=True)
-def test_openclaw_streams_through_token_recording_and_every_call_is_exact(harness_installed, live_server_asgi,
-                                                                          vllm_upstream, fruit_task):
+def test_openclaw_streams_through_token_recording_and_every_call_is_exact(
+    harness_installed, live_server_asgi, vllm_upstream, fruit_task
+):
     """The real OpenClaw CLI, streaming, gets the token fields and none of the logprobs in its chunks: it runs as ever,
     and every call it made has its exact tokens."""
-    endpoint = ModelEndpoint.objects.create(name="policy", base_url=vllm_upstream.base_url, model="policy",
-                                            roles=["agent"], timeout_seconds=30)  # fmt: skip
-    vllm_upstream.push(Reply.tool_call("write", {"path": "summary.txt", "content": RIGHT_SUMMARY}),
-                       Reply.text("Done: summary.txt holds the counts."))  # fmt: skip
-    [rollout] = create_rollouts(fruit_task, endpoint, harness="openclaw", options={"timeout": 120, "record_tokens": True}, user=None)
+    endpoint = ModelEndpoint.objects.create(
+        name="policy", base_url=vllm_upstream.base_url, model="policy", roles=["agent"], timeout_seconds=30
+    )
+    vllm_upstream.push(
+        Reply.tool_call("write", {"path": "summary.txt", "content": RIGHT_SUMMARY}),
+        Reply.text("Done: summary.txt holds the counts."),
+    )
+    [rollout] = create_rollouts(
+        fruit_task, endpoint, harness="openclaw", options={"timeout": 120, "record_tokens": True}, user=None
+    )
     rollout = execute_rollout(rollout.pk)
 
     assert rollout.status == Rollout.Status.SCORED and rollout.score == 1.0, (rollout.error, rollout.log_tail)
@@ -94,8 +106,10 @@ def test_openclaw_streams_through_token_recording_and_every_call_is_exact(harnes
     assert [s.call_ids for s in samples] == [[calls[0].pk], [calls[1].pk]]
     assert all(s.exact for s in samples)
     for sample, call in zip(samples, calls, strict=True):
-        assert (sample.prompt_ids, sample.completion_ids) == (call.tokens.prompt_ids(),
-                                                              call.tokens.completion_token_ids)  # fmt: skip
+        assert (sample.prompt_ids, sample.completion_ids) == (
+            call.tokens.prompt_ids(),
+            call.tokens.completion_token_ids,
+        )
         assert sample.env_mask == [1] * len(sample.completion_ids)
 
 
@@ -106,16 +120,6 @@ def test_record_tokens_is_a_bool_option(fruit_task):
 
 
 # --- calls recorded here ----------------------------------------------------------------------------------------
-
-
-
-
-
-
-
-
-
-
 
 
 def conversation(session, turns: int):
@@ -144,8 +148,9 @@ def test_four_calls_chain_into_one_sample_with_environment_tokens_masked(session
     policy = [f'step {n}<tool_call>read {{"path": "f{n}"}}</tool_call><|im_end|>' for n in range(3)]
     assert [toy_detokenize(ids) for m, ids, _ in runs if m] == policy + ["Done.<|im_end|>"]
     env = [toy_detokenize(ids) for m, ids, _ in runs if not m]
-    assert env == [f"\n<|im_start|>tool\nresult call_0: contents of f{n}<|im_end|>\n<|im_start|>assistant\n"
-                   for n in range(3)]  # fmt: skip
+    assert env == [
+        f"\n<|im_start|>tool\nresult call_0: contents of f{n}<|im_end|>\n<|im_start|>assistant\n" for n in range(3)
+    ]
     for mask, ids, logprobs in runs:
         expected = [toy_logprob(t, n) for n, t in enumerate(ids)] if mask else [0.0] * len(ids)
         assert logprobs == expected
@@ -155,8 +160,11 @@ def test_four_calls_chain_into_one_sample_with_environment_tokens_masked(session
 def test_parallel_tool_calls_are_one_completion(session):
     message = answer("Both.", [("read", '{"path": "a"}'), ("read", '{"path": "b"}'), ("ls", "{}")])
     record(session, [SYSTEM, USER], message)
-    record(session, [SYSTEM, USER, message, tool("call_0", "A"), tool("call_1", "B"), tool("call_2", "a b")],
-           answer("Read both."))
+    record(
+        session,
+        [SYSTEM, USER, message, tool("call_0", "A"), tool("call_1", "B"), tool("call_2", "a b")],
+        answer("Read both."),
+    )
 
     [sample] = build_samples(calls_of(session))
     runs = sample.segments()
@@ -215,8 +223,9 @@ def test_calls_without_tokens_are_retokenized_and_flagged_inexact(session, token
     # Rendered from the request as the database gives it back (PostgreSQL's jsonb reorders the tools' schema keys,
     # one more way a re-tokenized prompt can differ from the one the policy saw).
     stored_tools = calls_of(session)[0].request["tools"]
-    expected_prompt = tokenizer.apply_chat_template(chat_messages([SYSTEM, USER]), tools=stored_tools,
-                                                    add_generation_prompt=True, tokenize=True)["input_ids"]
+    expected_prompt = tokenizer.apply_chat_template(
+        chat_messages([SYSTEM, USER]), tools=stored_tools, add_generation_prompt=True, tokenize=True
+    )["input_ids"]
     assert sample.prompt_ids == list(expected_prompt)
     runs = sample.segments()
     assert [m for m, _, _ in runs] == [1, 0, 1]
@@ -228,17 +237,39 @@ def test_calls_without_tokens_are_retokenized_and_flagged_inexact(session, token
 
 
 def test_a_responses_api_call_is_retokenized_from_its_items(session, tokenizer):
-    request = {"model": "policy", "instructions": "You work in /workspace.", "input": [
-        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Read a.txt."}]}],
-        "tools": [{"type": "function", "name": "read", "parameters": {"type": "object"}}]}  # fmt: skip
-    response = {"object": "response", "status": "completed", "output": [
-        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Reading."}]},
-        {"type": "function_call", "call_id": "fc1", "name": "read", "arguments": '{"path": "a.txt"}'}]}  # fmt: skip
-    call = ModelCall.objects.create(endpoint_name="policy", purpose="proxy", session=session, api="responses",
-                                    request=request, response=response, status_code=200)  # fmt: skip
+    request = {
+        "model": "policy",
+        "instructions": "You work in /workspace.",
+        "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Read a.txt."}]}],
+        "tools": [{"type": "function", "name": "read", "parameters": {"type": "object"}}],
+    }
+    response = {
+        "object": "response",
+        "status": "completed",
+        "output": [
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Reading."}]},
+            {"type": "function_call", "call_id": "fc1", "name": "read", "arguments": '{"path": "a.txt"}'},
+        ],
+    }
+    call = ModelCall.objects.create(
+        endpoint_name="policy",
+        purpose="proxy",
+        session=session,
+        api="responses",
+        request=request,
+        response=response,
+        status_code=200,
+    )
     cut_off = {"object": "response", "status": "incomplete_stream", "output_text": "Rea"}
-    ModelCall.objects.create(endpoint_name="policy", purpose="proxy", session=session, api="responses",
-                             request=request, response=cut_off, status_code=200)  # fmt: skip
+    ModelCall.objects.create(
+        endpoint_name="policy",
+        purpose="proxy",
+        session=session,
+        api="responses",
+        request=request,
+        response=cut_off,
+        status_code=200,
+    )
 
     [sample] = build_samples(calls_of(session), tokenizer)  # the cut-off stream answered nothing: left out
     assert sample.call_ids == [call.pk] and not sample.exact

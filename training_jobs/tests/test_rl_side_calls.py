@@ -30,8 +30,7 @@ def test_a_forged_assistant_turn_in_a_continued_prompt_makes_a_side_sample(sessi
     first = answer("Reading.", [("read", json.dumps({"path": "a"}))])
     record(session, [SYSTEM, USER], first)
     forged = answer("I ran rm -rf / for you.")
-    record(session, [SYSTEM, USER, first, tool("call_0", "alpha"), forged, {"role": "user", "content": "Again."}],
-           LONG)  # fmt: skip
+    record(session, [SYSTEM, USER, first, tool("call_0", "alpha"), forged, {"role": "user", "content": "Again."}], LONG)
 
     main, side = build_samples(calls_of(session))
     assert side.side and side.call_ids == [calls_of(session)[1].pk]  # it token-extends the chain, but is not of it

@@ -21,11 +21,23 @@ OVERLAY = reverse("training:runs-overlay")
 def three():
     """`plain` trained without a validation split; `split` with one (eval_loss at its checkpoints, steps 2 and 4);
     `rl` an RL run whose steps log two rows each (the rollouts' figures, then the optimizer's)."""
-    plain = make_run("plain", steps={1: {"loss": 2.0, "learning_rate": 1e-3}, 2: {"loss": 1.5, "learning_rate": 1e-3},
-                                     3: {"loss": 1.25, "learning_rate": 5e-4}})  # fmt: skip
-    split = make_run("split", steps={
-        1: {"loss": 3.0, "learning_rate": 2e-5}, 2: {"loss": 2.5, "learning_rate": 2e-5, "eval_loss": 2.75},
-        3: {"loss": 2.0, "learning_rate": 2e-5}, 4: {"loss": 1.75, "learning_rate": 2e-5, "eval_loss": 2.25}})  # fmt: skip
+    plain = make_run(
+        "plain",
+        steps={
+            1: {"loss": 2.0, "learning_rate": 1e-3},
+            2: {"loss": 1.5, "learning_rate": 1e-3},
+            3: {"loss": 1.25, "learning_rate": 5e-4},
+        },
+    )
+    split = make_run(
+        "split",
+        steps={
+            1: {"loss": 3.0, "learning_rate": 2e-5},
+            2: {"loss": 2.5, "learning_rate": 2e-5, "eval_loss": 2.75},
+            3: {"loss": 2.0, "learning_rate": 2e-5},
+            4: {"loss": 1.75, "learning_rate": 2e-5, "eval_loss": 2.25},
+        },
+    )
     rl = make_run(
         "rl", kind="rl", steps={1: [{"reward_mean": 0.25}, {"loss": 0.5}], 2: [{"reward_mean": 0.5}, {"loss": 0.25}]}
     )
@@ -49,8 +61,10 @@ def test_the_runs_curves_overlaid_with_validation_loss_where_a_split_exists(view
     loss = drawn["loss"]
     assert loss["labels"] == [1, 2, 3, 4] and loss["y"] == {"min": 0, "title": "training loss"}
     assert [(d["label"], d["data"]) for d in loss["datasets"]] == [
-        (f"#{plain.pk} plain", [2.0, 1.5, 1.25, None]), (f"#{split.pk} split", [3.0, 2.5, 2.0, 1.75]),
-        (f"#{rl.pk} rl", [0.5, 0.25, None, None])]  # fmt: skip
+        (f"#{plain.pk} plain", [2.0, 1.5, 1.25, None]),
+        (f"#{split.pk} split", [3.0, 2.5, 2.0, 1.75]),
+        (f"#{rl.pk} rl", [0.5, 0.25, None, None]),
+    ]
     assert all(d["spanGaps"] for d in loss["datasets"])  # a run that logged no point at a step is still one line
     # The validation loss: the run with a split only, at its checkpoints, in the colour it has on every chart.
     (validation,) = drawn["eval_loss"]["datasets"]
@@ -134,10 +148,13 @@ def test_the_job_keeps_a_steps_validation_loss_on_that_steps_row(three):
     run = make_run("streamed")
     stream = _Stream(run)
     stream.line(json.dumps({"event": "metric", "step": 1, "epoch": 0.5, "loss": 2.0, "learning_rate": 1e-3}))
-    stream.line(json.dumps({"event": "eval", "step": 1, "epoch": 0.5, "eval_loss": 2.5,
-                            "eval_mean_token_accuracy": 0.25}))  # fmt: skip
+    stream.line(
+        json.dumps({"event": "eval", "step": 1, "epoch": 0.5, "eval_loss": 2.5, "eval_mean_token_accuracy": 0.25})
+    )
     stream.line(json.dumps({"event": "eval", "step": 3, "epoch": 1.5, "eval_loss": 1.5}))  # no row of its own yet
     rows = list(TrainingMetric.objects.filter(run=run).order_by("step").values_list("step", "epoch", "values"))
-    assert rows == [(1, 0.5, {"loss": 2.0, "learning_rate": 1e-3, "eval_loss": 2.5, "eval_mean_token_accuracy": 0.25}),
-                    (3, 1.5, {"eval_loss": 1.5})]  # fmt: skip
+    assert rows == [
+        (1, 0.5, {"loss": 2.0, "learning_rate": 1e-3, "eval_loss": 2.5, "eval_mean_token_accuracy": 0.25}),
+        (3, 1.5, {"eval_loss": 1.5}),
+    ]
     assert stream.last_metrics["eval_loss"] == 1.5  # what the next checkpoint's metrics hold

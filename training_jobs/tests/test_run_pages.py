@@ -16,15 +16,24 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def run(dataset, tiny_model_path):
-    run = start_training_run(kind="sft", dataset=dataset, base_model_path=tiny_model_path, preset="tiny-cpu", cpu=True,
-                             enqueue=False, user=None)  # fmt: skip
+    run = start_training_run(
+        kind="sft",
+        dataset=dataset,
+        base_model_path=tiny_model_path,
+        preset="tiny-cpu",
+        cpu=True,
+        enqueue=False,
+        user=None,
+    )
     # A server folder as a deployment has them (the path tests below look for it).
-    TrainingRun.objects.filter(pk=run.pk).update(status="running", steps=2, total_steps=4, log_tail="step 2 done\n",
-                                                 base_model_path="/models/tiny")  # fmt: skip
+    TrainingRun.objects.filter(pk=run.pk).update(
+        status="running", steps=2, total_steps=4, log_tail="step 2 done\n", base_model_path="/models/tiny"
+    )
     for step, loss in [(1, 5.25), (2, 4.75)]:
         TrainingMetric.objects.create(run=run, step=step, epoch=step / 4, values={"loss": loss, "learning_rate": 1e-3})
-    Checkpoint.objects.create(run=run, step=2, path="/tmp/run/checkpoint-2", sha256="ab" * 32, size_bytes=2048,
-                              metrics={"loss": 4.75})  # fmt: skip
+    Checkpoint.objects.create(
+        run=run, step=2, path="/tmp/run/checkpoint-2", sha256="ab" * 32, size_bytes=2048, metrics={"loss": 4.75}
+    )
     run.refresh_from_db()
     return run
 
@@ -58,12 +67,21 @@ def test_the_list_and_the_admin_actions(admin_client, run):
 
 def test_admins_start_a_run_from_the_form(admin_client, viewer_client, dataset, tiny_model_path):
     assert viewer_client.get(reverse("training:run-start")).status_code == 403
-    refused = admin_client.post(reverse("training:run-start"), {"dataset": dataset.pk, "base_model_path": "/m",
-                                                                "preset": "paper", "overrides": "lora.rank=8"})
+    refused = admin_client.post(
+        reverse("training:run-start"),
+        {"dataset": dataset.pk, "base_model_path": "/m", "preset": "paper", "overrides": "lora.rank=8"},
+    )
     assert refused.status_code == 400 and "unknown config key" in refused.content.decode()
-    response = admin_client.post(reverse("training:run-start"), {
-        "dataset": dataset.pk, "base_model_path": tiny_model_path, "preset": "tiny-cpu", "cpu": "on",
-        "overrides": "max_steps=3\nlearning_rate=0.002"})  # fmt: skip
+    response = admin_client.post(
+        reverse("training:run-start"),
+        {
+            "dataset": dataset.pk,
+            "base_model_path": tiny_model_path,
+            "preset": "tiny-cpu",
+            "cpu": "on",
+            "overrides": "max_steps=3\nlearning_rate=0.002",
+        },
+    )
     run = TrainingRun.objects.get()
     assert response.status_code == 302 and response["Location"] == reverse("training:run", args=[run.pk])
     assert run.config["max_steps"] == 3 and run.config["learning_rate"] == 0.002 and run.cpu
@@ -79,16 +97,33 @@ def test_the_api_starts_lists_and_shows_runs(api_as, dataset, viewer, tiny_model
     from accounts.testing import make_user
 
     admin = api_as(make_user("api-admin", "admin"))
-    refused = admin.post("/api/training/runs/", {"dataset": dataset.pk, "base_model_path": "/m",
-                                                 "overrides": {"lora.rank": 8}}, format="json")  # fmt: skip
+    refused = admin.post(
+        "/api/training/runs/",
+        {"dataset": dataset.pk, "base_model_path": "/m", "overrides": {"lora.rank": 8}},
+        format="json",
+    )
     assert refused.status_code == 400 and "unknown config key" in refused.json()["detail"]
-    created = admin.post("/api/training/runs/", {"dataset": dataset.pk, "base_model_path": tiny_model_path,
-                                                 "preset": "tiny-cpu", "overrides": {"max_steps": 3}, "cpu": True},
-                         format="json")  # fmt: skip
+    created = admin.post(
+        "/api/training/runs/",
+        {
+            "dataset": dataset.pk,
+            "base_model_path": tiny_model_path,
+            "preset": "tiny-cpu",
+            "overrides": {"max_steps": 3},
+            "cpu": True,
+        },
+        format="json",
+    )
     assert created.status_code == 201, created.content
     body = created.json()
     assert body["config"]["max_steps"] == 3 and body["status"] == "queued" and body["warnings"] == []
-    assert body["report"] == {"run": body["id"], "status": "queued", "steps": 0, "checkpoints": [], "metrics": {"loss": []}}
+    assert body["report"] == {
+        "run": body["id"],
+        "status": "queued",
+        "steps": 0,
+        "checkpoints": [],
+        "metrics": {"loss": []},
+    }
     reader = api_as(viewer)
     assert [row["id"] for row in reader.get("/api/training/runs/").json()["results"]] == [body["id"]]
     assert reader.post(f"/api/training/runs/{body['id']}/cancel/").status_code == 403
@@ -99,12 +134,19 @@ def test_the_api_starts_lists_and_shows_runs(api_as, dataset, viewer, tiny_model
 def test_server_paths_are_for_admins_only(api_as, admin_user, viewer, admin_client, viewer_client, run):
     from training_jobs.models import ModelServer
 
-    TrainingRun.objects.filter(pk=run.pk).update(output_dir="/srv/clawgym/training/run-9/output",
-                                                 error="the trainer exited with 1: /srv/clawgym/training/run-9/x.json")  # fmt: skip
+    TrainingRun.objects.filter(pk=run.pk).update(
+        output_dir="/srv/clawgym/training/run-9/output",
+        error="the trainer exited with 1: /srv/clawgym/training/run-9/x.json",
+    )
     checkpoint = Checkpoint.objects.get(run=run)
     ModelServer.objects.create(checkpoint=checkpoint, status="failed", error="exited (log: /srv/clawgym/serve.log)")
-    urls = [f"/api/training/runs/{run.pk}/", "/api/training/runs/", f"/api/training/checkpoints/{checkpoint.pk}/",
-            "/api/training/checkpoints/", f"/api/training/servers/?checkpoint={checkpoint.pk}"]  # fmt: skip
+    urls = [
+        f"/api/training/runs/{run.pk}/",
+        "/api/training/runs/",
+        f"/api/training/checkpoints/{checkpoint.pk}/",
+        "/api/training/checkpoints/",
+        f"/api/training/servers/?checkpoint={checkpoint.pk}",
+    ]
     secret = ("/srv/clawgym", "/tmp/run", "/models/tiny")
     for url in urls:
         seen = api_as(viewer).get(url)
@@ -123,8 +165,9 @@ def test_server_paths_are_for_admins_only(api_as, admin_user, viewer, admin_clie
     assert "/tmp/run/checkpoint-2" in admin_client.get(reverse("training:run", args=[run.pk])).content.decode()
 
 
-def test_clone_opens_the_config_and_queues_the_changed_lines_as_edits(admin_client, viewer_client, run,
-                                                                       tiny_model_path):
+def test_clone_opens_the_config_and_queues_the_changed_lines_as_edits(
+    admin_client, viewer_client, run, tiny_model_path
+):
     page = admin_client.get(reverse("training:run-clone", args=[run.pk]))
     html = unescape(page.content.decode())
     assert page.status_code == 200 and '<label for="id_overrides">Config (one key=value a line)</label>' in html

@@ -31,8 +31,9 @@ def tokenizer():
 
 
 def answer(tokenizer, text: str):
-    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], add_generation_prompt=True,
-                                           tokenize=False)  # fmt: skip
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "hi"}], add_generation_prompt=True, tokenize=False
+    )
     input_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
     generated = tokenizer(text, add_special_tokens=False)["input_ids"]
     return generated, input_ids, tokenizer.decode(generated, skip_special_tokens=True)

@@ -50,8 +50,11 @@ def builtin_agent():
 
 def fruit_conversation(workspace: str, tool_result: str) -> list[dict]:
     agent = builtin_agent()
-    call = {"id": "call_0", "type": "function", "function": {
-        "name": "write", "arguments": json.dumps({"path": "summary.txt", "content": RIGHT_SUMMARY})}}  # fmt: skip
+    call = {
+        "id": "call_0",
+        "type": "function",
+        "function": {"name": "write", "arguments": json.dumps({"path": "summary.txt", "content": RIGHT_SUMMARY})},
+    }
     return [
         {"role": "system", "content": agent.SYSTEM_PROMPT.format(workspace=workspace)},
         {"role": "user", "content": INSTRUCTION},
@@ -74,9 +77,11 @@ def fruit_model(tiny_model_path, tmp_path_factory):
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_path, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_path, local_files_only=True, dtype=torch.float32)
     tools = builtin_agent().TOOLS
-    samples = [tokenize_sample({"messages": fruit_conversation(workspace, result), "tools": tools}, tokenizer)
-               for workspace in ("/workspace", "/root/.openclaw/workspace", "/tmp/ws", "/home/agent/work")
-               for result in ("ok", "wrote 18 bytes to summary.txt", "written: summary.txt (18 bytes)")]  # fmt: skip
+    samples = [
+        tokenize_sample({"messages": fruit_conversation(workspace, result), "tools": tools}, tokenizer)
+        for workspace in ("/workspace", "/root/.openclaw/workspace", "/tmp/ws", "/home/agent/work")
+        for result in ("ok", "wrote 18 bytes to summary.txt", "written: summary.txt (18 bytes)")
+    ]
     torch.manual_seed(0)
     optimizer = torch.optim.AdamW(model.parameters(), lr=5e-3)
     model.train()
@@ -109,16 +114,25 @@ def alive(pid: int) -> bool:
 def chat(endpoint: ModelEndpoint, messages: list[dict]) -> dict:
     body = {"model": endpoint.model, "messages": messages, "tools": builtin_agent().TOOLS, "max_tokens": 80}
     headers = {"content-type": "application/json", "authorization": f"Bearer {endpoint.api_key()}"}  # the server's own
-    request = urllib.request.Request(f"{endpoint.base_url}/chat/completions", data=json.dumps(body).encode(),
-                                     headers=headers, method="POST")  # fmt: skip
+    request = urllib.request.Request(
+        f"{endpoint.base_url}/chat/completions", data=json.dumps(body).encode(), headers=headers, method="POST"
+    )
     with urllib.request.urlopen(request, timeout=120) as response:
         return json.loads(response.read())
 
 
 def trained_checkpoint(dataset, base: str, **overrides) -> Checkpoint:
     # lr 1e-6: the SFT step goes through the real trainer without unteaching the fruit conversation.
-    run = start_training_run(kind="sft", dataset=dataset, base_model_path=base, preset="tiny-cpu", cpu=True,
-                             overrides={"max_steps": 1, "learning_rate": 1e-6, **overrides}, enqueue=False, user=None)  # fmt: skip
+    run = start_training_run(
+        kind="sft",
+        dataset=dataset,
+        base_model_path=base,
+        preset="tiny-cpu",
+        cpu=True,
+        overrides={"max_steps": 1, "learning_rate": 1e-6, **overrides},
+        enqueue=False,
+        user=None,
+    )
     execute_training(run.pk)
     return Checkpoint.objects.get(run=run)
 
@@ -159,7 +173,11 @@ def test_a_served_checkpoint_runs_a_rollout_through_the_proxy(
         [rollout] = create_rollouts(fruit_task, endpoint, harness="builtin", options={"max_turns": 3}, user=None)
         rollout = execute_rollout(rollout.pk)
         assert (rollout.status, rollout.exit_reason) == (Rollout.Status.SCORED, "completed"), (
-            rollout.status, rollout.exit_reason, rollout.error, rollout.log_tail)  # fmt: skip
+            rollout.status,
+            rollout.exit_reason,
+            rollout.error,
+            rollout.log_tail,
+        )
         # The server parsed the model's <tool_call> into a tool call, the agent wrote the file, then answered.
         assert rollout.tools_used == {"write": 1} and rollout.final_message == DONE and rollout.score == 1.0
         calls = ModelCall.objects.filter(session=rollout.proxy_session, endpoint=endpoint).order_by("created_at")
@@ -180,8 +198,9 @@ def test_a_served_checkpoint_runs_a_rollout_through_the_proxy(
 def test_a_lora_checkpoint_is_merged_once_and_served(dataset, fruit_model):
     from safetensors.torch import load_file
 
-    checkpoint = trained_checkpoint(dataset, fruit_model, **{"lora.enabled": True, "lora.r": 8, "lora.alpha": 16,
-                                                             "learning_rate": 1e-3})  # fmt: skip
+    checkpoint = trained_checkpoint(
+        dataset, fruit_model, **{"lora.enabled": True, "lora.r": 8, "lora.alpha": 16, "learning_rate": 1e-3}
+    )
     assert (Path(checkpoint.path) / "adapter_config.json").exists()
     report = serve(checkpoint)
     server = ModelServer.objects.get(checkpoint=checkpoint)
@@ -215,14 +234,24 @@ def test_a_lora_checkpoint_is_merged_once_and_served(dataset, fruit_model):
 
 def test_idle_and_gone_servers_are_stopped_the_base_models_too(dataset, tiny_model_path):
     # No training needed to serve: a checkpoint row on a saved model folder (the tiny model's) is enough here.
-    run = start_training_run(kind="sft", dataset=dataset, base_model_path=tiny_model_path, preset="tiny-cpu", cpu=True,
-                             enqueue=False, user=None)  # fmt: skip
+    run = start_training_run(
+        kind="sft",
+        dataset=dataset,
+        base_model_path=tiny_model_path,
+        preset="tiny-cpu",
+        cpu=True,
+        enqueue=False,
+        user=None,
+    )
     checkpoint = Checkpoint.objects.create(run=run, step=1, path=tiny_model_path)
     serve(checkpoint)
     ckpt_server = ModelServer.objects.get(checkpoint=checkpoint)
     base_server = serve_base_model(checkpoint.run, backend="transformers")
     assert (base_server.checkpoint, base_server.model_path, base_server.endpoint.name) == (
-        None, tiny_model_path, f"base-{checkpoint.run_id}")  # fmt: skip
+        None,
+        tiny_model_path,
+        f"base-{checkpoint.run_id}",
+    )
     assert serve_base_model(checkpoint.run, backend="transformers") == base_server  # up: not started twice
     assert stop_idle_servers(idle_seconds=3600) == []
 
@@ -252,9 +281,12 @@ def test_a_registered_base_model_is_served_by_name_before_any_run(training_dir, 
     try:
         assert report == {"endpoint": "base-tiny", "base_url": server.endpoint.base_url}
         assert (server.checkpoint, server.model_path, server.status) == (None, tiny_model_path, "ready")
-        with urllib.request.urlopen(urllib.request.Request(
-                f"{server.endpoint.base_url}/models",
-                headers={"Authorization": f"Bearer {server.endpoint.api_key()}"}), timeout=30) as answer:  # fmt: skip
+        with urllib.request.urlopen(
+            urllib.request.Request(
+                f"{server.endpoint.base_url}/models", headers={"Authorization": f"Bearer {server.endpoint.api_key()}"}
+            ),
+            timeout=30,
+        ) as answer:
             assert answer.status == 200
         again = StringIO()
         call_command("base_models", "serve", "tiny", "--json", stdout=again)
@@ -282,16 +314,35 @@ def test_evaluate_checkpoints_serves_each_and_the_base_and_charts_them(
 
     version = BenchmarkVersion.objects.create(benchmark=Benchmark.objects.create(name="fruit-bench"), number=1)
     PinnedRevision.objects.create(version=version, revision=fruit_task)
-    run = start_training_run(kind="sft", dataset=dataset, base_model_path=tiny_model_path, preset="tiny-cpu", cpu=True,
-                             enqueue=False, user=None)  # fmt: skip
+    run = start_training_run(
+        kind="sft",
+        dataset=dataset,
+        base_model_path=tiny_model_path,
+        preset="tiny-cpu",
+        cpu=True,
+        enqueue=False,
+        user=None,
+    )
     execute_training(run.pk)
     out = StringIO()
     try:
-        call_command("evaluate_checkpoints", str(run.pk), "--benchmark", "fruit-bench", "--harness", "builtin",
-                     "--json", stdout=out, stderr=StringIO())  # fmt: skip
+        call_command(
+            "evaluate_checkpoints",
+            str(run.pk),
+            "--benchmark",
+            "fruit-bench",
+            "--harness",
+            "builtin",
+            "--json",
+            stdout=out,
+            stderr=StringIO(),
+        )
         report = json.loads(out.getvalue().strip().splitlines()[-1])
-        assert [row["endpoint"] for row in report["evaluations"]] == [f"base-{run.pk}", f"ckpt-{run.pk}-1",
-                                                                      f"ckpt-{run.pk}-2"]  # fmt: skip
+        assert [row["endpoint"] for row in report["evaluations"]] == [
+            f"base-{run.pk}",
+            f"ckpt-{run.pk}-1",
+            f"ckpt-{run.pk}-2",
+        ]
         # The base model's server is a ModelServer row like the checkpoints': the idle sweep sees all three.
         servers = ModelServer.objects.filter(status="ready")
         assert sorted(s.endpoint.name for s in servers) == sorted(r["endpoint"] for r in report["evaluations"])
@@ -302,8 +353,10 @@ def test_evaluate_checkpoints_serves_each_and_the_base_and_charts_them(
         assert [e.eval_run_id for e in evaluations] == [row["eval_run"] for row in report["evaluations"][1:]]
         assert all(e.eval_run.benchmark_version == version for e in evaluations)
         # As the finished evaluations would leave them: the run page charts score per checkpoint against the base.
-        for eval_run, mean in zip(EvalRun.objects.filter(pk__in=[r["eval_run"] for r in report["evaluations"]])
-                                  .order_by("pk"), [0.25, 0.5, 0.75]):  # fmt: skip
+        for eval_run, mean in zip(
+            EvalRun.objects.filter(pk__in=[r["eval_run"] for r in report["evaluations"]]).order_by("pk"),
+            [0.25, 0.5, 0.75],
+        ):
             EvalRun.objects.filter(pk=eval_run.pk).update(overall_mean=mean)
         html = admin_client.get(reverse("training:run", args=[run.pk])).content.decode()
         chart = json.loads(html.split('id="chart-scores" type="application/json">')[1].split("</script>")[0])

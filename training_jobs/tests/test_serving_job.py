@@ -113,8 +113,12 @@ def test_the_api_queues_the_serve_job_and_the_server_comes_up_on_the_worker(
     status, models = call(f"{base}/v1/models", key=key)
     assert status == 200 and name in [model["id"] for model in json.loads(models)["data"]]
     # Without its key nothing answers; with it, still none of transformers serve's own management routes.
-    for method, path, body in [("GET", "/v1/models", None), ("POST", "/load_model", {"model": str(tmp_path)}),
-                               ("POST", "/reset", {}), ("POST", "/v1/chat/completions", {"messages": []})]:  # fmt: skip
+    for method, path, body in [
+        ("GET", "/v1/models", None),
+        ("POST", "/load_model", {"model": str(tmp_path)}),
+        ("POST", "/reset", {}),
+        ("POST", "/v1/chat/completions", {"messages": []}),
+    ]:
         data = None if body is None else json.dumps(body).encode()
         assert call(f"{base}{path}", key=None, method=method, body=data)[0] == 401, path
         assert call(f"{base}{path}", key="cgk_" + "0" * 64, method=method, body=data)[0] == 401, path
@@ -208,8 +212,12 @@ def test_the_page_queues_the_server_and_its_row_polls_until_it_is_up_or_failed(a
     fresh = ModelServer.objects.exclude(pk=server.pk).get()
     assert fresh.status == "starting" and f"server #{fresh.pk} starting on a gpu worker" in page
 
-    endpoint = ModelEndpoint.objects.create(name=f"ckpt-{checkpoint.run_id}-2", base_url="http://127.0.0.1:9/v1",
-                                            model=f"ckpt-{checkpoint.run_id}-2", roles=["agent"])  # fmt: skip
+    endpoint = ModelEndpoint.objects.create(
+        name=f"ckpt-{checkpoint.run_id}-2",
+        base_url="http://127.0.0.1:9/v1",
+        model=f"ckpt-{checkpoint.run_id}-2",
+        roles=["agent"],
+    )
     ModelServer.objects.filter(pk=fresh.pk).update(status="ready", endpoint=endpoint)
     row = admin_client.get(row_url, HTTP_HX_REQUEST="true").content.decode()
     assert 'data-server-status="ready"' in row and "hx-get" not in row and endpoint.name in row

@@ -29,13 +29,21 @@ def test_paper_preset_and_typed_edits():
     assert (config["learning_rate"], config["num_train_epochs"], config["global_batch_size"]) == (1e-5, 3.0, 128)
     assert (config["max_length"], config["packing"], config["bf16"]) == (65536, True, True)
     assert config["gradient_accumulation_steps"] == 16  # 128 / (1 per device × 8 GPUs)
-    edited = build_config("paper", parse_overrides(["lora.enabled=true", "distributed.gpus=4", "learning_rate=2e-5",
-                                                    "distributed.deepspeed=zero2"]))  # fmt: skip
+    edited = build_config(
+        "paper",
+        parse_overrides(
+            ["lora.enabled=true", "distributed.gpus=4", "learning_rate=2e-5", "distributed.deepspeed=zero2"]
+        ),
+    )
     assert edited["lora"]["enabled"] is True and edited["gradient_accumulation_steps"] == 32
     assert edited["distributed"]["deepspeed"] == "zero2" and edited["learning_rate"] == 2e-5
-    for bad, says in [("lora.rank=8", "unknown config key 'lora.rank'"), ("packing=3", "true or false"),
-                      ("save_steps=1.5", "an integer"), ("distributed.deepspeed=zero9", "one of"),
-                      ("distributed.gpus=3", "not a multiple")]:  # fmt: skip
+    for bad, says in [
+        ("lora.rank=8", "unknown config key 'lora.rank'"),
+        ("packing=3", "true or false"),
+        ("save_steps=1.5", "an integer"),
+        ("distributed.deepspeed=zero9", "one of"),
+        ("distributed.gpus=3", "not a multiple"),
+    ]:
         with pytest.raises(TrainingRunError, match=says):
             build_config("paper", parse_overrides([bad]))
     with pytest.raises(TrainingRunError, match="not both"):
@@ -44,8 +52,14 @@ def test_paper_preset_and_typed_edits():
 
 def test_start_stores_the_whole_config_and_queues_a_gpu_job(dataset, tiny_model_path, settings):
     settings.CLAWGYM_TRAINING_GPUS = 8  # the paper preset's (this machine may have none: the run is only queued)
-    run = start_training_run(kind="sft", dataset=dataset, base_model_path=tiny_model_path, preset="paper",
-                             overrides={"save_steps": 10}, user=None)  # fmt: skip
+    run = start_training_run(
+        kind="sft",
+        dataset=dataset,
+        base_model_path=tiny_model_path,
+        preset="paper",
+        overrides={"save_steps": 10},
+        user=None,
+    )
     run.refresh_from_db()
     assert run.job_run.kind == "training.sft_run" and run.job_run.queue == "gpu"
     assert run.config["save_steps"] == 10 and run.config["yarn"]["factor"] == 2.0 and run.status == "queued"
@@ -60,8 +74,22 @@ def test_start_stores_the_whole_config_and_queues_a_gpu_job(dataset, tiny_model_
 
 def test_two_sft_steps_through_accelerate_launch(dataset, tiny_model_path):
     out = StringIO()
-    call_command("train", "--kind", "sft", "--dataset", str(dataset.pk), "--base-model", tiny_model_path,
-                 "--preset", "tiny-cpu", "--cpu", "--here", "--json", stdout=out, stderr=StringIO())  # fmt: skip
+    call_command(
+        "train",
+        "--kind",
+        "sft",
+        "--dataset",
+        str(dataset.pk),
+        "--base-model",
+        tiny_model_path,
+        "--preset",
+        "tiny-cpu",
+        "--cpu",
+        "--here",
+        "--json",
+        stdout=out,
+        stderr=StringIO(),
+    )
     report = json.loads(out.getvalue().strip().splitlines()[-1])
     run = TrainingRun.objects.get(pk=report["run"])
     assert set(report) == {"run", "status", "steps", "checkpoints", "metrics"}
@@ -80,8 +108,16 @@ def test_two_sft_steps_through_accelerate_launch(dataset, tiny_model_path):
 
 
 def test_cancel_kills_the_trainer(dataset, tiny_model_path):
-    run = start_training_run(kind="sft", dataset=dataset, base_model_path=tiny_model_path, preset="tiny-cpu", cpu=True,
-                             overrides={"max_steps": 400, "save_steps": 100}, enqueue=False, user=None)  # fmt: skip
+    run = start_training_run(
+        kind="sft",
+        dataset=dataset,
+        base_model_path=tiny_model_path,
+        preset="tiny-cpu",
+        cpu=True,
+        overrides={"max_steps": 400, "save_steps": 100},
+        enqueue=False,
+        user=None,
+    )
     thread = in_thread(run.pk)
     pid = trainer_pid(run)
     wait_until(lambda: TrainingMetric.objects.filter(run=run).exists(), "a first metric")
@@ -94,8 +130,16 @@ def test_cancel_kills_the_trainer(dataset, tiny_model_path):
 
 
 def test_a_killed_trainer_resumes_from_its_last_checkpoint(dataset, tiny_model_path):
-    run = start_training_run(kind="sft", dataset=dataset, base_model_path=tiny_model_path, preset="tiny-cpu", cpu=True,
-                             overrides={"max_steps": 400, "save_steps": 2}, enqueue=False, user=None)  # fmt: skip
+    run = start_training_run(
+        kind="sft",
+        dataset=dataset,
+        base_model_path=tiny_model_path,
+        preset="tiny-cpu",
+        cpu=True,
+        overrides={"max_steps": 400, "save_steps": 2},
+        enqueue=False,
+        user=None,
+    )
     thread = in_thread(run.pk)
     pid = trainer_pid(run)
     wait_until(lambda: Checkpoint.objects.filter(run=run).exists(), "a first checkpoint")
@@ -106,8 +150,17 @@ def test_a_killed_trainer_resumes_from_its_last_checkpoint(dataset, tiny_model_p
     last = Checkpoint.objects.filter(run=run).order_by("-step").first()
 
     out = StringIO()
-    call_command("train", "--resume", str(run.pk), "--set", f"max_steps={last.step + 2}", "--here", "--json",
-                 stdout=out, stderr=StringIO())  # fmt: skip
+    call_command(
+        "train",
+        "--resume",
+        str(run.pk),
+        "--set",
+        f"max_steps={last.step + 2}",
+        "--here",
+        "--json",
+        stdout=out,
+        stderr=StringIO(),
+    )
     report = json.loads(out.getvalue().strip().splitlines()[-1])
     run.refresh_from_db()
     assert report["status"] == "succeeded" and report["steps"] == last.step + 2, run.log_tail
@@ -121,7 +174,19 @@ def test_a_killed_trainer_resumes_from_its_last_checkpoint(dataset, tiny_model_p
 
 def test_train_without_a_gpu_worker_says_how_to_start_one(dataset, tiny_model_path):
     with pytest.raises(CommandError, match="gpu queue.*--here"):
-        call_command("train", "--dataset", str(dataset.pk), "--base-model", tiny_model_path, "--preset",
-                     "tiny-cpu", "--cpu", "--start-timeout", "0.5", stdout=StringIO(), stderr=StringIO())  # fmt: skip
+        call_command(
+            "train",
+            "--dataset",
+            str(dataset.pk),
+            "--base-model",
+            tiny_model_path,
+            "--preset",
+            "tiny-cpu",
+            "--cpu",
+            "--start-timeout",
+            "0.5",
+            stdout=StringIO(),
+            stderr=StringIO(),
+        )
     run = TrainingRun.objects.get()
     assert run.status == "cancelled" and run.job_run.status == "cancelled"

@@ -7,7 +7,6 @@ Slow (a conversion, a 135M-parameter training step and a server start on CPU): m
 and server tests.
 """
 
-
 import json
 from io import StringIO
 from pathlib import Path
@@ -63,8 +62,11 @@ def test_the_package_model_is_converted_once_and_registered(smol, smol_root):
     assert marker["parameters"] == 134_515_008 and marker["license"] == "Apache-2.0"
     config = json.loads((folder / "config.json").read_text())
     assert "quantization_config" not in config  # saved as plain float32 weights: any trainer or server loads it
-    assert (smol.architecture, smol.context_length, smol.chat_template) == ("LlamaForCausalLM", 8192,
-                                                                            base_models.TEMPLATE_NAME)  # fmt: skip
+    assert (smol.architecture, smol.context_length, smol.chat_template) == (
+        "LlamaForCausalLM",
+        8192,
+        base_models.TEMPLATE_NAME,
+    )
     # Idempotent: a second add neither converts nor registers again.
     out = StringIO()
     call_command("base_models", "add", NAME, stdout=out, stderr=StringIO())
@@ -112,14 +114,19 @@ def test_datasets_serving_and_rl_tokens_agree_on_a_recorded_trajectory(
     for call in calls:
         messages, tools = call.request["messages"], call.request.get("tools")
         served = smol_tokenizer.apply_chat_template(
-            BaseHandler.get_processor_inputs_from_messages(messages, Modality.LLM), tools=tools, add_generation_prompt=True,
-            tokenize=True, return_dict=True,
-        )["input_ids"]  # fmt: skip
+            BaseHandler.get_processor_inputs_from_messages(messages, Modality.LLM),
+            tools=tools,
+            add_generation_prompt=True,
+            tokenize=True,
+            return_dict=True,
+        )["input_ids"]
         recorded = policy.generate({"messages": messages, "tools": tools})["prompt_ids"]
         tokens = retokenize(call, smol_tokenizer)
         assert served == recorded == tokens.prompt_ids == ids[: len(served)], f"call #{call.pk}: the prompts differ"
         end = len(served) + len(tokens.completion_ids)
-        assert tokens.completion_ids == ids[len(served) : end] and tokens.completion_ids[-1] == smol_tokenizer.eos_token_id
+        assert (
+            tokens.completion_ids == ids[len(served) : end] and tokens.completion_ids[-1] == smol_tokenizer.eos_token_id
+        )
         assert masks[len(served) - 1] == 0 and all(masks[len(served) : end])  # the turn itself, from its first token
         masked_in += len(tokens.completion_ids) + 1  # and the newline after its end-of-turn token, as TRL's templates
         # transformers serve's parser (the tokenizer's response template) gives back what the model answered.
@@ -128,8 +135,9 @@ def test_datasets_serving_and_rl_tokens_agree_on_a_recorded_trajectory(
         )  # its parser is the tokenizer's, not by type
         content, _reasoning, parsed = parse_assistant_message(smol_tokenizer, llama, tokens.completion_ids, served)
         answered = call.response["choices"][0]["message"]
-        expected = [(c["function"]["name"], json.loads(c["function"]["arguments"]))
-                    for c in answered.get("tool_calls") or []]  # fmt: skip
+        expected = [
+            (c["function"]["name"], json.loads(c["function"]["arguments"])) for c in answered.get("tool_calls") or []
+        ]
         assert [(c.name, json.loads(c.arguments)) for c in parsed or []] == expected
         if not expected:
             assert content == answered["content"]
@@ -138,9 +146,16 @@ def test_datasets_serving_and_rl_tokens_agree_on_a_recorded_trajectory(
 
 @needs_bwrap
 def test_one_sft_step_from_it_serves_and_scores_a_rollout(live_server_asgi, fruit_task, dataset, smol):
-    run = start_training_run(kind="sft", dataset=dataset, base_model=smol, preset="tiny-cpu", cpu=True, enqueue=False,
-                             overrides={"max_steps": 1, "global_batch_size": 1, "max_length": 512,
-                                        "learning_rate": 1e-6}, user=None)  # fmt: skip
+    run = start_training_run(
+        kind="sft",
+        dataset=dataset,
+        base_model=smol,
+        preset="tiny-cpu",
+        cpu=True,
+        enqueue=False,
+        overrides={"max_steps": 1, "global_batch_size": 1, "max_length": 512, "learning_rate": 1e-6},
+        user=None,
+    )
     execute_training(run.pk)
     run.refresh_from_db()
     assert run.status == "succeeded", run.error
@@ -177,8 +192,11 @@ def test_the_page_queues_the_conversion_job_that_registers_it(admin_client, sett
     [run] = JobRun.objects.filter(kind=base_models.CONVERT_JOB)
     execute(run.pk)
     run.refresh_from_db()
-    assert run.status == "succeeded" and run.result == {"base_model": NAME, "path": str(smol_root / "base-models" / NAME),
-                                                        "created": True}  # fmt: skip
+    assert run.status == "succeeded" and run.result == {
+        "base_model": NAME,
+        "path": str(smol_root / "base-models" / NAME),
+        "created": True,
+    }
     assert "is converted already" in run.log_tail
     page = admin_client.get(reverse("training:base-models")).content.decode()
     assert "every 2s" not in page and "LlamaForCausalLM" in page and 'badge s-succeeded">registered' in page

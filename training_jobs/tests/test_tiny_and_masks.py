@@ -38,8 +38,13 @@ def test_tiny_model_loads_and_generates(tiny, tokenizer):
     assert (tokenizer.eos_token, tokenizer.pad_token) == ("<|im_end|>", "<|endoftext|>")
     for token in SPECIAL_TOKENS:  # each one token, never split
         assert len(tokenizer(token, add_special_tokens=False)["input_ids"]) == 1, token
-    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "List the folder."}], tools=TOOLS,
-                                           add_generation_prompt=True, return_tensors="pt", return_dict=True)  # fmt: skip
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "List the folder."}],
+        tools=TOOLS,
+        add_generation_prompt=True,
+        return_tensors="pt",
+        return_dict=True,
+    )
     with torch.no_grad():
         generated = model.generate(**prompt, max_new_tokens=4, min_new_tokens=4, do_sample=False)
     assert generated.shape[1] == prompt["input_ids"].shape[1] + 4
@@ -57,7 +62,13 @@ def test_masks_equal_the_reference_and_decode_to_the_assistant_turns(tokenizer):
     samples = varied_conversations()
     report = masks.check_masks(samples, tokenizer)
     assert report.as_dict() | {"tokens": 0, "masked_tokens": 0} == {
-        "samples": 4, "agree": 4, "tokens": 0, "masked_tokens": 0, "failures": [], "ok": True}  # fmt: skip
+        "samples": 4,
+        "agree": 4,
+        "tokens": 0,
+        "masked_tokens": 0,
+        "failures": [],
+        "ok": True,
+    }
     assert 0 < report.masked_tokens < report.tokens
 
 
@@ -70,8 +81,9 @@ def test_what_is_masked_in_and_out(tokenizer):
     assert kept[0].startswith("<think>\nThe file is small; read it first.\n</think>\n\nI will read the file")
     assert '{"name": "read", "arguments": {"path": "sales.csv"}}' in kept[0] and '"name": "ls"' in kept[0]
     assert kept[1].count("<tool_call>") == 3 and kept[1].endswith("</tool_call><|im_end|>\n")
-    assert kept[2] == ("<think>\nChecked: both regions are there.\n</think>\n\nDone: totals.md holds north 5 and "
-                       "south 2.<|im_end|>\n")  # fmt: skip
+    assert kept[2] == (
+        "<think>\nChecked: both regions are there.\n</think>\n\nDone: totals.md holds north 5 and south 2.<|im_end|>\n"
+    )
     left_out = tokenizer.decode([t for t, m in zip(tokenized["input_ids"], tokenized["assistant_masks"]) if not m])
     for text in (
         SYSTEM,
@@ -90,17 +102,27 @@ def test_what_is_masked_in_and_out(tokenizer):
 def test_normalised_messages():
     messages = [
         {"role": "developer", "content": [{"type": "text", "text": "Be "}, {"type": "text", "text": "brief."}]},
-        {"role": "assistant", "content": None, "reasoning": "think",
-         "tool_calls": [call("read", {"path": "a"}, "x"), call("exec", "not json {", "y")]},
+        {
+            "role": "assistant",
+            "content": None,
+            "reasoning": "think",
+            "tool_calls": [call("read", {"path": "a"}, "x"), call("exec", "not json {", "y")],
+        },
         {"role": "tool", "tool_call_id": "x", "content": "A"},
-    ]  # fmt: skip
+    ]
     assert masks.chat_messages(messages) == [
         {"role": "system", "content": "Be brief."},
-        {"role": "assistant", "content": "", "reasoning_content": "think", "tool_calls": [
-            {"type": "function", "function": {"name": "read", "arguments": {"path": "a"}}, "id": "x"},
-            {"type": "function", "function": {"name": "exec", "arguments": "not json {"}, "id": "y"}]},
+        {
+            "role": "assistant",
+            "content": "",
+            "reasoning_content": "think",
+            "tool_calls": [
+                {"type": "function", "function": {"name": "read", "arguments": {"path": "a"}}, "id": "x"},
+                {"type": "function", "function": {"name": "exec", "arguments": "not json {"}, "id": "y"},
+            ],
+        },
         {"role": "tool", "content": "A", "tool_call_id": "x"},
-    ]  # fmt: skip
+    ]
 
 
 def test_max_length_cuts_both_columns(tokenizer):
@@ -141,5 +163,9 @@ def test_a_conversation_the_reference_cannot_render_is_reported(tokenizer):
     }
     report = masks.check_masks([varied_conversations()[0], opening], tokenizer)
     assert (report.samples, report.agree, report.ok) == (2, 1, False)
-    assert report.failures == [{"sample": 1, "reason": "the conversation starts with an assistant turn: there is no "
-                                                        "prompt to render before it"}]  # fmt: skip
+    assert report.failures == [
+        {
+            "sample": 1,
+            "reason": "the conversation starts with an assistant turn: there is no prompt to render before it",
+        }
+    ]

@@ -61,10 +61,18 @@ def test_presets_and_rules_are_each_kinds_own():
 
 def test_sft_and_rl_start_through_the_same_entry_point(dataset, tiny_model_path):
     task = make_task("kind-rl")
-    sft = start_training_run(kind="sft", dataset=dataset, base_model_path=tiny_model_path, preset="tiny-cpu",
-                             cpu=True, user=None)  # fmt: skip
-    rl = start_training_run(kind="rl", tasks=[task.pk], harness="builtin", base_model_path=tiny_model_path,
-                            preset="tiny-cpu", cpu=True, user=None)  # fmt: skip
+    sft = start_training_run(
+        kind="sft", dataset=dataset, base_model_path=tiny_model_path, preset="tiny-cpu", cpu=True, user=None
+    )
+    rl = start_training_run(
+        kind="rl",
+        tasks=[task.pk],
+        harness="builtin",
+        base_model_path=tiny_model_path,
+        preset="tiny-cpu",
+        cpu=True,
+        user=None,
+    )
     sft.refresh_from_db()
     rl.refresh_from_db()
     assert (sft.kind, sft.job_run.kind, sft.dataset) == ("sft", "training.sft_run", dataset)
@@ -93,10 +101,24 @@ def test_each_kind_refuses_what_the_other_trains_on(dataset, tiny_model_path):
 
 def test_the_run_page_shows_the_kinds_own_part(dataset, tiny_model_path, admin_client):
     task = make_task("kind-page")
-    sft = start_training_run(kind="sft", dataset=dataset, base_model_path=tiny_model_path, preset="tiny-cpu",
-                             cpu=True, user=None, enqueue=False)  # fmt: skip
-    rl = start_training_run(kind="rl", tasks=[task.pk], base_model_path=tiny_model_path, preset="tiny-cpu", cpu=True,
-                            user=None, enqueue=False)  # fmt: skip
+    sft = start_training_run(
+        kind="sft",
+        dataset=dataset,
+        base_model_path=tiny_model_path,
+        preset="tiny-cpu",
+        cpu=True,
+        user=None,
+        enqueue=False,
+    )
+    rl = start_training_run(
+        kind="rl",
+        tasks=[task.pk],
+        base_model_path=tiny_model_path,
+        preset="tiny-cpu",
+        cpu=True,
+        user=None,
+        enqueue=False,
+    )
     sft_page = admin_client.get(reverse("training:run", args=[sft.pk])).content.decode()
     rl_page = admin_client.get(reverse("training:run", args=[rl.pk])).content.decode()
     assert "Loss and learning rate" in sft_page and "Reward and loss" not in sft_page
@@ -110,8 +132,10 @@ def test_the_api_and_the_command_offer_the_kinds_by_name(api_as, admin_user, tin
     kind = next(a for a in parser._actions if a.dest == "kind")
     assert list(kind.choices) == list(KINDS)
     task = make_task("kind-api")
-    response = api_as(admin_user).post("/api/training/runs/", {"kind": "rl", "tasks": ["kind-api"],
-                                                              "base_model_path": tiny_model_path,
-                                                              "preset": "tiny-cpu", "cpu": True}, format="json")  # fmt: skip
+    response = api_as(admin_user).post(
+        "/api/training/runs/",
+        {"kind": "rl", "tasks": ["kind-api"], "base_model_path": tiny_model_path, "preset": "tiny-cpu", "cpu": True},
+        format="json",
+    )
     assert response.status_code == 201, response.content
     assert response.json()["kind"] == "rl" and response.json()["config"]["tasks"] == [task.pk]

@@ -32,14 +32,22 @@ def workers():
         worker.cleanup()
 
 
-def test_a_killed_workers_run_goes_on_from_its_last_checkpoint(settings, celery_broker_url, workers, dataset,
-                                                               tiny_model_path):
+def test_a_killed_workers_run_goes_on_from_its_last_checkpoint(
+    settings, celery_broker_url, workers, dataset, tiny_model_path
+):
     settings.CLAWGYM_JOB_ENGINE = "celery"
     settings.CELERY_BROKER_URL = celery_broker_url
     first = start_celery_worker(celery_broker_url, queues="gpu")
     workers.append(first)
-    run = start_training_run(kind="sft", dataset=dataset, base_model_path=tiny_model_path, preset="tiny-cpu", cpu=True,
-                             overrides={"max_steps": 400, "save_steps": 2}, user=None)  # fmt: skip
+    run = start_training_run(
+        kind="sft",
+        dataset=dataset,
+        base_model_path=tiny_model_path,
+        preset="tiny-cpu",
+        cpu=True,
+        overrides={"max_steps": 400, "save_steps": 2},
+        user=None,
+    )
     pid = trainer_pid(run)
     wait_until(lambda: Checkpoint.objects.filter(run=run).exists(), "a first checkpoint")
     first.kill()  # kill -9: the job is never acknowledged nor recorded as ended
@@ -55,10 +63,14 @@ def test_a_killed_workers_run_goes_on_from_its_last_checkpoint(settings, celery_
     resumed_from = run.resumed_from
     assert resumed_from is not None and resumed_from.step >= last_before.step
     line = f"resuming from checkpoint step {resumed_from.step}"
-    wait_until(lambda: line in TrainingRun.objects.get(pk=run.pk).job_run.log_tail, "the job's log saying so", timeout=30)
+    wait_until(
+        lambda: line in TrainingRun.objects.get(pk=run.pk).job_run.log_tail, "the job's log saying so", timeout=30
+    )
     # The resumed trainer trains past the checkpoint; each step is logged once.
-    wait_until(lambda: TrainingMetric.objects.filter(run=run, step__gt=resumed_from.step + 1).exists(),
-               "a step trained past the checkpoint")  # fmt: skip
+    wait_until(
+        lambda: TrainingMetric.objects.filter(run=run, step__gt=resumed_from.step + 1).exists(),
+        "a step trained past the checkpoint",
+    )
     steps = list(TrainingMetric.objects.filter(run=run).order_by("step").values_list("step", flat=True))
     assert steps == sorted(set(steps)), steps
     cancel_training_run(run, user=None)

@@ -18,8 +18,22 @@ def test_an_sft_run_logs_the_validation_loss_at_each_checkpoint(dataset, tiny_mo
     validation = dataset.samples.filter(split=DatasetSample.Split.VALIDATION)
     assert validation.exists()  # the corpus keeps one task aside
     out = StringIO()
-    call_command("train", "--kind", "sft", "--dataset", str(dataset.pk), "--base-model", tiny_model_path,
-                 "--preset", "tiny-cpu", "--cpu", "--here", "--json", stdout=out, stderr=StringIO())  # fmt: skip
+    call_command(
+        "train",
+        "--kind",
+        "sft",
+        "--dataset",
+        str(dataset.pk),
+        "--base-model",
+        tiny_model_path,
+        "--preset",
+        "tiny-cpu",
+        "--cpu",
+        "--here",
+        "--json",
+        stdout=out,
+        stderr=StringIO(),
+    )
     run = TrainingRun.objects.get(pk=json.loads(out.getvalue().strip().splitlines()[-1])["run"])
     assert run.status == "succeeded", run.log_tail
     exported = (run_dir(run) / "validation.jsonl").read_text().splitlines()

@@ -59,8 +59,17 @@ PROMPT_SIDE = {"prompt_ids": None, "prompt_mask": 0}
 COMPLETION_SIDE = {"completion_ids": None, "completion_mask": 0, "tool_mask": 1, "sampling_per_token_logps": 0.0}
 # What TRL computes from the rows with a model; recomputed over the flattened rows.
 COMPUTED = ("old_per_token_logps", "ref_per_token_logps", "importance_sampling_ratio")
-MULTIMODAL = ("pixel_values", "image_grid_thw", "pixel_attention_mask", "spatial_shapes", "image_sizes",
-              "token_type_ids", "mm_token_type_ids", "image_position_ids", "num_images")  # fmt: skip
+MULTIMODAL = (
+    "pixel_values",
+    "image_grid_thw",
+    "pixel_attention_mask",
+    "spatial_shapes",
+    "image_sizes",
+    "token_type_ids",
+    "mm_token_type_ids",
+    "image_position_ids",
+    "num_images",
+)
 
 
 def trainer_class():
@@ -88,9 +97,11 @@ def trainer_class():
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             if self.loss_type != "dapo":
-                raise ValueError(f"ClawGym's GRPO trainer normalises the loss per token over the step (loss_type "
-                                 f"'dapo'), whatever the samples of a rollout; loss_type {self.loss_type!r} counts "
-                                 "rows, which training every sample changes")  # fmt: skip
+                raise ValueError(
+                    f"ClawGym's GRPO trainer normalises the loss per token over the step (loss_type "
+                    f"'dapo'), whatever the samples of a rollout; loss_type {self.loss_type!r} counts "
+                    "rows, which training every sample changes"
+                )
 
         def _generate(self, prompts):
             generated = super()._generate(prompts)
@@ -139,8 +150,9 @@ def trainer_class():
                     if key not in output:
                         continue
                     value = self._tokenizer.pad_token_id if value is None else value
-                    merged[key] = torch.cat([widen(output[key], width, value, left),
-                                             widen(block[key], width, value, left)])  # fmt: skip
+                    merged[key] = torch.cat(
+                        [widen(output[key], width, value, left), widen(block[key], width, value, left)]
+                    )
             mask = merged["completion_mask"] * merged["tool_mask"]
             merged["num_items_in_batch"] = self.accelerator.gather(mask.sum()).sum()
             if self.model.training:  # TRL counts what it saw; the extra samples' tokens were seen too
@@ -167,8 +179,9 @@ def trainer_class():
 
             def padded(lists, value, side, dtype=None):
                 tensors = [torch.tensor(values, dtype=dtype) for values in lists]
-                return pad(tensors, padding_value=value, padding_side=side,
-                           pad_to_multiple_of=self.pad_to_multiple_of).to(device)  # fmt: skip
+                return pad(
+                    tensors, padding_value=value, padding_side=side, pad_to_multiple_of=self.pad_to_multiple_of
+                ).to(device)
 
             prompts = [s["prompt_ids"] for s in samples]
             completions = [s["completion_ids"] for s in samples]
@@ -178,9 +191,13 @@ def trainer_class():
                 "completion_ids": padded(completions, pad_id, "right"),
                 "completion_mask": padded([[1] * len(c) for c in completions], 0, "right"),
                 "tool_mask": padded([s["env_mask"] for s in samples], 1, "right"),
-                "sampling_per_token_logps": padded([[math.nan if x is None else x for x in s["logprobs"]]
-                                                    for s in samples], 0.0, "right", torch.float32),
-            }  # fmt: skip
+                "sampling_per_token_logps": padded(
+                    [[math.nan if x is None else x for x in s["logprobs"]] for s in samples],
+                    0.0,
+                    "right",
+                    torch.float32,
+                ),
+            }
             if self.mask_truncated_completions:
                 ends = [*self.eos_token_ids, pad_id]
                 kept = torch.tensor([c[-1] in ends for c in completions], device=device).unsqueeze(1).int()
@@ -196,10 +213,18 @@ def trainer_class():
             adapter-free or "ref" weights when there is no reference model)."""
             ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
             attention = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
-            keep, size = batch["completion_ids"].size(1), (self.args.per_device_train_batch_size if self.model.training
-                                                          else self.args.per_device_eval_batch_size)  # fmt: skip
-            with torch.no_grad(), trl_grpo.disable_gradient_checkpointing(self.model,
-                                                                         self.args.gradient_checkpointing_kwargs):  # fmt: skip
+            keep, size = (
+                batch["completion_ids"].size(1),
+                (
+                    self.args.per_device_train_batch_size
+                    if self.model.training
+                    else self.args.per_device_eval_batch_size
+                ),
+            )
+            with (
+                torch.no_grad(),
+                trl_grpo.disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs),
+            ):
                 if model == "policy" or self.ref_model is not None:
                     scorer = self.model if model == "policy" else self.ref_model
                     return self._get_per_token_logps_and_entropies(scorer, ids, attention, keep, batch_size=size)[0]
@@ -260,8 +285,9 @@ def grpo_config(config: dict):
     gpus = max(int(config["distributed"]["gpus"]), 1) if not config.get("cpu") else 1
     prompts = int(config["prompts_per_step"])
     if prompts % gpus:
-        raise SystemExit(f"prompts_per_step ({prompts}) must be a multiple of the GPUs ({gpus}): each process "
-                         "takes whole groups")  # fmt: skip
+        raise SystemExit(
+            f"prompts_per_step ({prompts}) must be a multiple of the GPUs ({gpus}): each process takes whole groups"
+        )
     policy = config["policy"]
     vllm = policy["backend"] == "vllm" and not config.get("cpu")
     extra = {"use_vllm": True, "vllm_mode": "server", "vllm_server_base_url": policy["vllm_url"]} if vllm else {}
@@ -324,10 +350,14 @@ def event_callback(rl_state):
             skipped = step in rl_state.skip
             fields = dict(rl_state.metrics.pop(step, {}))
             fields.update(
-                step=step, loss=None if skipped else logs.get("loss"), learning_rate=logs.get("learning_rate"),
-                clip_fraction=None if skipped else logs.get("clip_ratio/region_mean"), skipped=int(skipped),
-                grad_norm=None if skipped else logs.get("grad_norm"), step_time=logs.get("step_time"),
-            )  # fmt: skip
+                step=step,
+                loss=None if skipped else logs.get("loss"),
+                learning_rate=logs.get("learning_rate"),
+                clip_fraction=None if skipped else logs.get("clip_ratio/region_mean"),
+                skipped=int(skipped),
+                grad_norm=None if skipped else logs.get("grad_norm"),
+                step_time=logs.get("step_time"),
+            )
             if float(args.beta or 0) > 0 and not skipped:
                 fields["kl"] = logs.get("kl")
             emit("metric", **{k: _number(v) for k, v in fields.items()})
@@ -343,15 +373,21 @@ def start_policy_server(config: dict, holder: dict, tokenizer):
     from training_jobs.rl.policy_server import DEFAULT_MAX_BODY_BYTES, LivePolicy, PolicyServer
 
     policy = LivePolicy(
-        lambda: holder["trainer"].accelerator.unwrap_model(holder["trainer"].model), tokenizer,
-        temperature=config["temperature"], max_tokens=config["max_completion_length"],
+        lambda: holder["trainer"].accelerator.unwrap_model(holder["trainer"].model),
+        tokenizer,
+        temperature=config["temperature"],
+        max_tokens=config["max_completion_length"],
         max_context=config["max_context"],
-    )  # fmt: skip
+    )
     # Its key is the job's (derived for this attempt; the endpoint the rollouts call names it), taken out of the
     # environment so that nothing this process starts inherits it.
-    server = PolicyServer(policy, host=config["policy"]["host"], port=int(config["policy"]["port"]),
-                          api_key=os.environ.pop("CLAWGYM_POLICY_KEY", ""),
-                          max_body_bytes=int(config.get("policy_max_request_bytes") or DEFAULT_MAX_BODY_BYTES))  # fmt: skip
+    server = PolicyServer(
+        policy,
+        host=config["policy"]["host"],
+        port=int(config["policy"]["port"]),
+        api_key=os.environ.pop("CLAWGYM_POLICY_KEY", ""),
+        max_body_bytes=int(config.get("policy_max_request_bytes") or DEFAULT_MAX_BODY_BYTES),
+    )
     return server, server.start()
 
 
@@ -375,15 +411,23 @@ def main(argv: list[str]) -> int:
     else:  # where the proxy reaches vLLM's OpenAI routes: its authenticating front, or vLLM itself on one machine
         policy_url = (config["policy"].get("endpoint_url") or config["policy"]["vllm_url"]).rstrip("/") + "/v1"
     rollout_func = make_rollout_func(
-        bridge_url=config["bridge_url"], token=config["bridge_token"], policy_url=policy_url,
-        placeholder_id=tokenizer.eos_token_id, state=rl_state, timeout=float(config["batch_timeout"]) + 300,
+        bridge_url=config["bridge_url"],
+        token=config["bridge_token"],
+        policy_url=policy_url,
+        placeholder_id=tokenizer.eos_token_id,
+        state=rl_state,
+        timeout=float(config["batch_timeout"]) + 300,
         log=lambda text: print(text, flush=True),
-    )  # fmt: skip
+    )
     trainer = trainer_class()(
-        model=load_model(config), reward_funcs=[checker_reward], args=grpo_config(config),
-        train_dataset=prompts_dataset(config), processing_class=tokenizer, rollout_func=rollout_func,
+        model=load_model(config),
+        reward_funcs=[checker_reward],
+        args=grpo_config(config),
+        train_dataset=prompts_dataset(config),
+        processing_class=tokenizer,
+        rollout_func=rollout_func,
         callbacks=[event_callback(rl_state)],
-    )  # fmt: skip
+    )
     trainer.rl_state = rl_state
     holder["trainer"] = trainer
     emit("start", total_steps=config["max_steps"], policy_url=policy_url)

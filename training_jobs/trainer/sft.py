@@ -93,8 +93,13 @@ def peft_config(config: dict):
         return None
     from peft import LoraConfig
 
-    return LoraConfig(r=lora["r"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"],
-                      target_modules=lora["target_modules"], task_type="CAUSAL_LM")  # fmt: skip
+    return LoraConfig(
+        r=lora["r"],
+        lora_alpha=lora["alpha"],
+        lora_dropout=lora["dropout"],
+        target_modules=lora["target_modules"],
+        task_type="CAUSAL_LM",
+    )
 
 
 def sft_config(config: dict):
@@ -103,8 +108,11 @@ def sft_config(config: dict):
     evaluation = {}
     if config.get("eval_dataset_path"):
         # The validation loss where a checkpoint is saved: a point of the curve for each checkpoint that is evaluated.
-        evaluation = {"eval_strategy": "steps", "eval_steps": config["save_steps"],
-                      "per_device_eval_batch_size": config["per_device_batch_size"]}  # fmt: skip
+        evaluation = {
+            "eval_strategy": "steps",
+            "eval_steps": config["save_steps"],
+            "per_device_eval_batch_size": config["per_device_batch_size"],
+        }
     return SFTConfig(
         **evaluation,
         output_dir=config["output_dir"],
@@ -167,10 +175,15 @@ def event_callback():
             tokens_per_second = (seen - seen_then) / (now - then) if now > then and seen >= seen_then else None
             memory = torch.cuda.max_memory_allocated() if torch.cuda.is_available() else None
             fields = {
-                "step": state.global_step, "epoch": state.epoch, "loss": logs.get("loss"),
-                "learning_rate": logs.get("learning_rate"), "grad_norm": logs.get("grad_norm"),
-                "tokens_per_second": tokens_per_second, "gpu_memory_bytes": memory, "tokens_seen": seen,
-            }  # fmt: skip
+                "step": state.global_step,
+                "epoch": state.epoch,
+                "loss": logs.get("loss"),
+                "learning_rate": logs.get("learning_rate"),
+                "grad_norm": logs.get("grad_norm"),
+                "tokens_per_second": tokens_per_second,
+                "gpu_memory_bytes": memory,
+                "tokens_seen": seen,
+            }
             for key in ("mean_token_accuracy", "entropy", "num_tokens"):
                 if key in logs:
                     fields[key] = logs[key]
@@ -216,15 +229,23 @@ def main(argv: list[str]) -> int:
     samples = load_samples(config["dataset_path"])
     validation = load_samples(config["eval_dataset_path"]) if config.get("eval_dataset_path") else None
     trainer = SFTTrainer(
-        model=load_model(config), args=sft_config(config), train_dataset=samples, eval_dataset=validation,
-        processing_class=tokenizer, peft_config=peft_config(config), callbacks=[event_callback()],
-    )  # fmt: skip
+        model=load_model(config),
+        args=sft_config(config),
+        train_dataset=samples,
+        eval_dataset=validation,
+        processing_class=tokenizer,
+        peft_config=peft_config(config),
+        callbacks=[event_callback()],
+    )
     trainable = trainable_tokens(trainer.train_dataset)
     emit("dataset", samples=len(samples), sequences=len(trainer.train_dataset), trainable_tokens=trainable)
     if trainable == 0:
-        emit("error", message=f"no sample would be trained on: cut to max_length {config['max_length']}, none of the "
-                              f"{len(samples)} samples keeps an assistant token, so every step would train on nothing. "
-                              "Raise max_length, or train on shorter samples.")  # fmt: skip
+        emit(
+            "error",
+            message=f"no sample would be trained on: cut to max_length {config['max_length']}, none of the "
+            f"{len(samples)} samples keeps an assistant token, so every step would train on nothing. "
+            "Raise max_length, or train on shorter samples.",
+        )
         return 3
     resume = config.get("resume_from_checkpoint")
     trainer.train(resume_from_checkpoint=resume or None)

@@ -33,10 +33,13 @@ def model_rows(models=None) -> list[dict]:
 def _context(request, path_form=None) -> dict:
     choices = base_models.converter_choices()
     return {
-        "nav": "training", "models": model_rows(), "converters": choices,
-        "converting": any(c["converting"] for c in choices), "is_admin": has_role(request.user, ADMIN),
+        "nav": "training",
+        "models": model_rows(),
+        "converters": choices,
+        "converting": any(c["converting"] for c in choices),
+        "is_admin": has_role(request.user, ADMIN),
         "path_form": path_form or AddByPathForm(),
-    }  # fmt: skip
+    }
 
 
 @viewer_required
@@ -104,8 +107,9 @@ def base_model_stop(request, name: str):
     stopped = serving.stop_serving(row)
     if request.htmx:
         return _model_row_response(request, row)
-    messages.success(request, f"{row.name}: stopped {len(stopped)} server(s)." if stopped else
-                     f"{row.name} was not being served.")  # fmt: skip
+    messages.success(
+        request, f"{row.name}: stopped {len(stopped)} server(s)." if stopped else f"{row.name} was not being served."
+    )
     return redirect("training:base-models")
 
 

@@ -53,8 +53,11 @@ def run_clone(request, pk: int):
                 form.add_error(None, f"The job engine did not take the run: {exc}")
             else:
                 edits = form.cleaned_data["overrides"]
-                messages.success(request, f"Run #{clone.pk} queued: a clone of #{run.pk}"
-                                          f"{' with ' + ', '.join(edits) + ' edited' if edits else ', unchanged'}.")  # fmt: skip
+                messages.success(
+                    request,
+                    f"Run #{clone.pk} queued: a clone of #{run.pk}"
+                    f"{' with ' + ', '.join(edits) + ' edited' if edits else ', unchanged'}.",
+                )
                 for warning in getattr(clone, "warnings", []):  # what its checks found it trains on less than asked
                     messages.warning(request, f"Run #{clone.pk}: {warning}.")
                 return redirect("training:run", pk=clone.pk)

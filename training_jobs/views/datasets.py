@@ -103,9 +103,17 @@ def dashboard_panel_context(request) -> dict | None:
 @viewer_required
 @require_GET
 def dataset_list(request):
-    return render_list(request, "training_jobs/datasets.html", dataset_rows(TrainingDataset.objects.all()),
-                       partial="datasets", context={"nav": "training"}, per_page=DATASETS_PAGE_SIZE,
-                       statuses=TrainingDataset.Status.choices, is_live=is_live, rows=with_totals)  # fmt: skip
+    return render_list(
+        request,
+        "training_jobs/datasets.html",
+        dataset_rows(TrainingDataset.objects.all()),
+        partial="datasets",
+        context={"nav": "training"},
+        per_page=DATASETS_PAGE_SIZE,
+        statuses=TrainingDataset.Status.choices,
+        is_live=is_live,
+        rows=with_totals,
+    )
 
 
 @viewer_required
@@ -151,9 +159,14 @@ def dataset_build(request):
 
 def count_chart(buckets: list[dict], *, label: str, y_title: str, x_title: str) -> dict:
     """The data static/js/charts.js draws: a histogram as bars."""
-    return {"type": "bar", "labels": [b["label"] for b in buckets],
-            "datasets": [{"label": label, "data": [b["count"] for b in buckets]}],
-            "y": {"min": 0, "title": y_title}, "x": {"title": x_title}, "integers": True}  # fmt: skip
+    return {
+        "type": "bar",
+        "labels": [b["label"] for b in buckets],
+        "datasets": [{"label": label, "data": [b["count"] for b in buckets]}],
+        "y": {"min": 0, "title": y_title},
+        "x": {"title": x_title},
+        "integers": True,
+    }
 
 
 def _metric_rows(stats: dict) -> list[dict]:
@@ -163,9 +176,16 @@ def _metric_rows(stats: dict) -> list[dict]:
         if key not in metrics:
             continue
         figures = metrics[key]
-        rows.append({**figures, "key": key, "chart_id": f"chart-{key}",
-                     "chart": count_chart(figures["histogram"], label="trajectories", y_title="trajectories",
-                                          x_title=figures["label"].lower())})  # fmt: skip
+        rows.append(
+            {
+                **figures,
+                "key": key,
+                "chart_id": f"chart-{key}",
+                "chart": count_chart(
+                    figures["histogram"], label="trajectories", y_title="trajectories", x_title=figures["label"].lower()
+                ),
+            }
+        )
     return rows
 
 
@@ -174,17 +194,24 @@ def _exclusion_rows(dataset: TrainingDataset) -> list[dict]:
     for reason, count in (dataset.excluded or {}).items():
         kind = datasets.exclusion_kind(reason)
         detail = reason.split(":", 1)[1] if ":" in reason else ""
-        rows.append({"reason": reason, "kind": kind, "label": REASON_LABELS.get(kind, kind), "detail": detail,
-                     "count": count})  # fmt: skip
+        rows.append(
+            {"reason": reason, "kind": kind, "label": REASON_LABELS.get(kind, kind), "detail": detail, "count": count}
+        )
     return sorted(rows, key=lambda r: (-r["count"], r["reason"]))  # jsonb keeps no key order
 
 
 def _dataset_context(request, dataset: TrainingDataset) -> dict:
     stats = dataset.stats or {}
     samples = dataset.samples.select_related("trajectory__rollout").only(
-        "position", "split", "task_external_id", "reward", "tokens", "trajectory__rollout__id",
-        "trajectory__rollout__eval_run_id", "trajectory__stats",
-    )  # fmt: skip
+        "position",
+        "split",
+        "task_external_id",
+        "reward",
+        "tokens",
+        "trajectory__rollout__id",
+        "trajectory__rollout__eval_run_id",
+        "trajectory__stats",
+    )
     split = request.GET.get("split", "")
     if split in DatasetSample.Split.values:
         samples = samples.filter(split=split)
@@ -197,8 +224,9 @@ def _dataset_context(request, dataset: TrainingDataset) -> dict:
         "dataset": dataset,
         "stats": stats,
         "metric_rows": _metric_rows(stats),
-        "reward_chart": count_chart(reward.get("histogram") or [], label="trajectories", y_title="trajectories",
-                                    x_title="reward"),  # fmt: skip
+        "reward_chart": count_chart(
+            reward.get("histogram") or [], label="trajectories", y_title="trajectories", x_title="reward"
+        ),
         "exclusions": _exclusion_rows(dataset),
         "excluded_total": sum((dataset.excluded or {}).values()),
         "sample_page": sample_page,
@@ -234,6 +262,12 @@ def _counted_with(dataset: TrainingDataset) -> str:
 @viewer_required
 @require_GET
 def dataset_detail(request, pk: int):
-    dataset = get_object_or_404(TrainingDataset.objects.select_related("created_by", "override_by", "unverified_history_by",
-                                                                       "job_run", "base_model"), pk=pk)  # fmt: skip
-    return render_page(request, "training_jobs/datasets_detail.html", _dataset_context(request, dataset), partial="live")
+    dataset = get_object_or_404(
+        TrainingDataset.objects.select_related(
+            "created_by", "override_by", "unverified_history_by", "job_run", "base_model"
+        ),
+        pk=pk,
+    )
+    return render_page(
+        request, "training_jobs/datasets_detail.html", _dataset_context(request, dataset), partial="live"
+    )

@@ -49,18 +49,31 @@ def progress(run: TrainingRun) -> dict:
 
 
 def run_rows(queryset) -> list[dict]:
-    return [{"run": run, "progress": progress(run), "score": latest_score(run),
-             "reward": rl_pages.latest_reward(run) if run.kind == TrainingRun.Kind.RL else None}
-            for run in queryset]  # fmt: skip
+    return [
+        {
+            "run": run,
+            "progress": progress(run),
+            "score": latest_score(run),
+            "reward": rl_pages.latest_reward(run) if run.kind == TrainingRun.Kind.RL else None,
+        }
+        for run in queryset
+    ]
 
 
 @viewer_required
 @require_GET
 def run_list(request):
-    return render_list(request, "training_jobs/runs.html", TrainingRun.objects.select_related("dataset", "base_model"),
-                       partial="runs", context={"nav": "training", "is_admin": has_role(request.user, ADMIN)},
-                       per_page=RUNS_SHOWN, statuses=TrainingRun.Status.choices,
-                       is_live=lambda run: not run.is_finished, rows=run_rows)  # fmt: skip
+    return render_list(
+        request,
+        "training_jobs/runs.html",
+        TrainingRun.objects.select_related("dataset", "base_model"),
+        partial="runs",
+        context={"nav": "training", "is_admin": has_role(request.user, ADMIN)},
+        per_page=RUNS_SHOWN,
+        statuses=TrainingRun.Status.choices,
+        is_live=lambda run: not run.is_finished,
+        rows=run_rows,
+    )
 
 
 @viewer_required
@@ -72,11 +85,15 @@ def run_overlay(request):
     # Oldest first, whatever order they were ticked in: the same runs get the same colours every time.
     picked = list(TrainingRun.objects.filter(pk__in=asked[:MAX_RUNS]).order_by("pk"))
     context = {
-        "nav": "training", "picked": picked, "picked_ids": {run.pk for run in picked},
-        "overlay": overlay(picked) if picked else None, "left_out": len(asked) - len(asked[:MAX_RUNS]),
-        "max_runs": MAX_RUNS, "choices": TrainingRun.objects.select_related("dataset")[:RUNS_SHOWN],
+        "nav": "training",
+        "picked": picked,
+        "picked_ids": {run.pk for run in picked},
+        "overlay": overlay(picked) if picked else None,
+        "left_out": len(asked) - len(asked[:MAX_RUNS]),
+        "max_runs": MAX_RUNS,
+        "choices": TrainingRun.objects.select_related("dataset")[:RUNS_SHOWN],
         "live": any(not run.is_finished for run in picked),  # the curves refresh themselves while one trains
-    }  # fmt: skip
+    }
     return render_page(request, "training_jobs/runs_overlay.html", context, partial="curves")
 
 
@@ -85,10 +102,15 @@ def run_overlay(request):
 def run_start(request):
     def start(data):
         return runs.start_training_run(
-            kind="sft", dataset=data["dataset"], base_model=data["base_model"],
-            base_model_path=data["base_model_path"], preset=data["preset"], overrides=data["edits"], cpu=data["cpu"],
+            kind="sft",
+            dataset=data["dataset"],
+            base_model=data["base_model"],
+            base_model_path=data["base_model_path"],
+            preset=data["preset"],
+            overrides=data["edits"],
+            cpu=data["cpu"],
             user=request.user,
-        )  # fmt: skip
+        )
 
     return _start_page(request, StartRunForm, start, "training_jobs/runs_start.html", get_kind("sft").title)
 
@@ -98,10 +120,16 @@ def run_start(request):
 def rl_run_start(request):
     def start(data):
         return runs.start_training_run(
-            kind="rl", tasks=data["revisions"], harness=data["harness"], base_model=data["base_model"],
-            base_model_path=data["base_model_path"], preset=data["preset"], overrides=data["edits"], cpu=data["cpu"],
+            kind="rl",
+            tasks=data["revisions"],
+            harness=data["harness"],
+            base_model=data["base_model"],
+            base_model_path=data["base_model_path"],
+            preset=data["preset"],
+            overrides=data["edits"],
+            cpu=data["cpu"],
             user=request.user,
-        )  # fmt: skip
+        )
 
     return _start_page(request, StartRLRunForm, start, "training_jobs/runs_start_rl.html", get_kind("rl").title)
 
@@ -150,8 +178,13 @@ def checkpoint_scores(run: TrainingRun) -> tuple[list[dict], dict | None]:
         datasets.append({"label": "base model", "data": [base.overall_mean] * len(labels)})
     for name, by_index in sorted(categories.items()):
         datasets.append({"label": name, "data": [by_index.get(i) for i in range(len(labels))]})
-    chart = {"type": "line", "labels": labels, "datasets": datasets, "y": {"min": 0, "max": 1, "title": "score"},
-             "x": {"title": "checkpoint"}}  # fmt: skip
+    chart = {
+        "type": "line",
+        "labels": labels,
+        "datasets": datasets,
+        "y": {"min": 0, "max": 1, "title": "score"},
+        "x": {"title": "checkpoint"},
+    }
     return rows, chart
 
 
@@ -165,8 +198,11 @@ def checkpoint_row(checkpoint: Checkpoint) -> dict:
 def _category_scores(eval_run) -> dict:
     scores = getattr(eval_run, "category_scores", None) or (getattr(eval_run, "summary", None) or {}).get("categories")
     if isinstance(scores, dict):
-        return {str(k): (v.get("mean") if isinstance(v, dict) else v) for k, v in scores.items()
-                if isinstance(v, int | float) or (isinstance(v, dict) and isinstance(v.get("mean"), int | float))}
+        return {
+            str(k): (v.get("mean") if isinstance(v, dict) else v)
+            for k, v in scores.items()
+            if isinstance(v, int | float) or (isinstance(v, dict) and isinstance(v.get("mean"), int | float))
+        }
     return {}
 
 
@@ -174,10 +210,16 @@ def _run_context(request, run: TrainingRun) -> dict:
     kind = get_kind(run.kind)
     checkpoints, score_chart = checkpoint_scores(run)
     context = {
-        "nav": "training", "run": run, "progress": progress(run), "checkpoints": checkpoints, "score_chart": score_chart,
-        "config_json": json.dumps(run.config, indent=2, sort_keys=True), "is_admin": has_role(request.user, ADMIN),
-        "live": not run.is_finished or _evaluating(run), "versions": BenchmarkVersion.objects.select_related("benchmark")[:50],
-    }  # fmt: skip
+        "nav": "training",
+        "run": run,
+        "progress": progress(run),
+        "checkpoints": checkpoints,
+        "score_chart": score_chart,
+        "config_json": json.dumps(run.config, indent=2, sort_keys=True),
+        "is_admin": has_role(request.user, ADMIN),
+        "live": not run.is_finished or _evaluating(run),
+        "versions": BenchmarkVersion.objects.select_related("benchmark")[:50],
+    }
     if context["is_admin"] and checkpoints:
         context["expect"] = expectations(run)  # what each harness is expected to do against the run's servers
     if run.status == TrainingRun.Status.QUEUED:
@@ -208,7 +250,9 @@ def run_action(request, pk: int, action: str):
             messages.success(request, f"Run #{run.pk} cancelled.")
         elif action == "resume":
             run = runs.resume_training_run(run, user=request.user)
-            where = f"checkpoint step {run.resumed_from.step}" if run.resumed_from else "the start (it has no checkpoint)"
+            where = (
+                f"checkpoint step {run.resumed_from.step}" if run.resumed_from else "the start (it has no checkpoint)"
+            )
             messages.success(request, f"Run #{run.pk} queued again from {where}.")
         elif action == "serve":
             return _serve(request, run)
@@ -237,9 +281,16 @@ def _evaluate(request, run: TrainingRun):
     except JobEngineError as exc:
         messages.error(request, f"The job engine did not take it: {exc}")
     else:
-        messages.success(request, format_html(
-            'Evaluating every checkpoint on {} on a gpu worker: <a href="{}">job #{}</a>; the evaluation runs appear '
-            "below as they start.", version, reverse("jobs:detail", args=[job_run.pk]), job_run.pk))  # fmt: skip
+        messages.success(
+            request,
+            format_html(
+                'Evaluating every checkpoint on {} on a gpu worker: <a href="{}">job #{}</a>; the evaluation runs appear '
+                "below as they start.",
+                version,
+                reverse("jobs:detail", args=[job_run.pk]),
+                job_run.pk,
+            ),
+        )
     return redirect("training:run", pk=run.pk)
 
 
@@ -282,8 +333,12 @@ def checkpoint_server(request, pk: int, checkpoint: int):
 
 def _checkpoint_row_response(request, run: TrainingRun, checkpoint: Checkpoint, *, error: str = ""):
     checkpoint = Checkpoint.objects.prefetch_related("servers__endpoint").get(pk=checkpoint.pk)
-    context = {"run": run, "row": checkpoint_row(checkpoint), "is_admin": has_role(request.user, ADMIN),
-               "serve_error": error}  # fmt: skip
+    context = {
+        "run": run,
+        "row": checkpoint_row(checkpoint),
+        "is_admin": has_role(request.user, ADMIN),
+        "serve_error": error,
+    }
     return TemplateResponse(request, "training_jobs/_checkpoint_row.html", context)
 
 
@@ -295,8 +350,12 @@ def dashboard_panel_context(request) -> dict | None:
     recent = TrainingRun.objects.select_related("dataset")[:5]
     rows = run_rows(recent)
     admin = has_role(request.user, ADMIN)
-    return {"form": StartRunForm() if admin else None, "rl_form": StartRLRunForm() if admin else None, "rows": rows,
-            "unfinished": any(not r["run"].is_finished for r in rows)}  # fmt: skip
+    return {
+        "form": StartRunForm() if admin else None,
+        "rl_form": StartRLRunForm() if admin else None,
+        "rows": rows,
+        "unfinished": any(not r["run"].is_finished for r in rows),
+    }
 
 
 @viewer_required

@@ -34,7 +34,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("username")
         parser.add_argument("--role", choices=ORDER, required=True)
-        parser.add_argument("--password", help="checked by the project's password validators (AUTH_PASSWORD_VALIDATORS)")
+        parser.add_argument(
+            "--password", help="checked by the project's password validators (AUTH_PASSWORD_VALIDATORS)"
+        )
         parser.add_argument("--token", action="store_true", help="print the user's API token")
 
     def handle(self, *args, username, role, password, token, **options):

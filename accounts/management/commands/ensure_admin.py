@@ -36,5 +36,7 @@ class Command(BaseCommand):
         elif created or password:
             self.stdout.write(self.style.SUCCESS(f"Admin login: {username} / {password}"))
         else:
-            self.stdout.write(f"Admin user {username!r} exists; its password is unchanged "
-                              f"(reset it with: python manage.py ensure_admin --password NEW).")
+            self.stdout.write(
+                f"Admin user {username!r} exists; its password is unchanged "
+                f"(reset it with: python manage.py ensure_admin --password NEW)."
+            )

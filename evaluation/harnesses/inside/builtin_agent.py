@@ -38,21 +38,43 @@ SYSTEM_PROMPT = (
 
 
 def tool(name, description, properties, required):
-    return {"type": "function", "function": {"name": name, "description": description, "parameters": {
-        "type": "object", "properties": properties, "required": required}}}
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {"type": "object", "properties": properties, "required": required},
+        },
+    }
 
 
 STRING = {"type": "string"}
 TOOLS = [
-    tool("read", "Read a text file. Long files: use offset (1-based line) and limit (lines).",
-         {"path": STRING, "offset": {"type": "integer"}, "limit": {"type": "integer"}}, ["path"]),
-    tool("write", "Create or overwrite a file with the given content (parent folders are created).",
-         {"path": STRING, "content": STRING}, ["path", "content"]),
-    tool("edit", "Replace old_text, which must occur exactly once in the file, with new_text.",
-         {"path": STRING, "old_text": STRING, "new_text": STRING}, ["path", "old_text", "new_text"]),
+    tool(
+        "read",
+        "Read a text file. Long files: use offset (1-based line) and limit (lines).",
+        {"path": STRING, "offset": {"type": "integer"}, "limit": {"type": "integer"}},
+        ["path"],
+    ),
+    tool(
+        "write",
+        "Create or overwrite a file with the given content (parent folders are created).",
+        {"path": STRING, "content": STRING},
+        ["path", "content"],
+    ),
+    tool(
+        "edit",
+        "Replace old_text, which must occur exactly once in the file, with new_text.",
+        {"path": STRING, "old_text": STRING, "new_text": STRING},
+        ["path", "old_text", "new_text"],
+    ),
     tool("ls", "List a folder of the workspace (default: the workspace itself).", {"path": STRING}, []),
-    tool("exec", "Run a shell command in the workspace; returns its exit code and output.",
-         {"command": STRING, "timeout": {"type": "integer", "description": "seconds"}}, ["command"]),
+    tool(
+        "exec",
+        "Run a shell command in the workspace; returns its exit code and output.",
+        {"command": STRING, "timeout": {"type": "integer", "description": "seconds"}},
+        ["command"],
+    ),
 ]
 
 
@@ -120,9 +142,15 @@ class Tools:
             raise ToolError("command must be a non-empty string")
         limit = min(int(timeout or self.tool_timeout), self.tool_timeout)
         try:
-            done = subprocess.run(["/bin/sh", "-c", command], cwd=self.workspace, stdin=subprocess.DEVNULL,
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=limit,
-                                  start_new_session=True)
+            done = subprocess.run(
+                ["/bin/sh", "-c", command],
+                cwd=self.workspace,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                timeout=limit,
+                start_new_session=True,
+            )
         except subprocess.TimeoutExpired as exc:
             output = (exc.output or b"").decode("utf-8", "replace")
             return f"timed out after {limit} s\n{output}"
@@ -155,10 +183,17 @@ class ModelError(Exception):
 
 
 def chat(config, messages):
-    body = {"model": config["model"], "messages": messages, "tools": TOOLS, "tool_choice": "auto",
-            **(config.get("sampling") or {})}
+    body = {
+        "model": config["model"],
+        "messages": messages,
+        "tools": TOOLS,
+        "tool_choice": "auto",
+        **(config.get("sampling") or {}),
+    }
     request = urllib.request.Request(
-        config["base_url"].rstrip("/") + "/chat/completions", data=json.dumps(body).encode(), method="POST",
+        config["base_url"].rstrip("/") + "/chat/completions",
+        data=json.dumps(body).encode(),
+        method="POST",
         headers={"content-type": "application/json", "authorization": f"Bearer {config['api_key']}"},
     )
     last = ""
@@ -181,8 +216,16 @@ def run(config):
     tools = Tools(config["workspace"], int(config.get("tool_timeout", 120)))
     system = config.get("system_prompt") or SYSTEM_PROMPT.format(workspace=tools.workspace)
     messages = [{"role": "system", "content": system}, {"role": "user", "content": config["instruction"]}]
-    state = {"exit_reason": "running", "detail": "", "final_message": "", "turns": 0, "tool_calls": 0,
-             "tools_used": {}, "usage": {"input": 0, "output": 0}, "messages": messages}
+    state = {
+        "exit_reason": "running",
+        "detail": "",
+        "final_message": "",
+        "turns": 0,
+        "tool_calls": 0,
+        "tools_used": {},
+        "usage": {"input": 0, "output": 0},
+        "messages": messages,
+    }
     save(config, state)
     for _turn in range(int(config.get("max_turns", 40))):
         try:

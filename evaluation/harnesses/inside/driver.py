@@ -95,7 +95,12 @@ def run(step, kill_all=False):
     env.update(step.get("env") or {})
     with open(step["stdout"], "wb") as out, open(step["stderr"], "wb") as err:
         proc = subprocess.Popen(
-            step["argv"], stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=step.get("cwd"), env=env,
+            step["argv"],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            cwd=step.get("cwd"),
+            env=env,
             start_new_session=True,
         )
         timed_out = False

@@ -37,8 +37,10 @@ class Command(BaseCommand):
         ci = "-" if lo is None else f"[{lo:+.3f}, {hi:+.3f}]"
         difference = "-" if figures["mean_difference"] is None else f"{figures['mean_difference']:+.3f}"
         p_value = "-" if figures["p_value"] is None else f"{figures['p_value']:.4f}"
-        out.write(f"mean difference A - B {difference} (95% CI {ci}), p = {p_value}, over "
-                  f"{figures['tasks_compared']} task(s) both scored")  # fmt: skip
+        out.write(
+            f"mean difference A - B {difference} (95% CI {ci}), p = {p_value}, over "
+            f"{figures['tasks_compared']} task(s) both scored"
+        )
         if figures["tasks_not_compared"]:
             out.write(f"not compared (not scored by both): {', '.join(figures['tasks_not_compared'])}")
         width = max([len("category"), *map(len, figures["categories"])])

@@ -34,8 +34,9 @@ class Command(BaseCommand):
             return
         report = run_json(run)
         write_summary(self.stdout, run, report)
-        rows = sorted(report["tasks"].items(), key=lambda item: (item[1]["mean"] is None, -(item[1]["mean"] or 0),
-                                                                 item[0]))  # fmt: skip
+        rows = sorted(
+            report["tasks"].items(), key=lambda item: (item[1]["mean"] is None, -(item[1]["mean"] or 0), item[0])
+        )
         width = max([len("task"), *(len(task) for task, _ in rows)])
         self.stdout.write(f"{'task':<{width}}  mean   std    min    max    n")
         for task, figures in rows:

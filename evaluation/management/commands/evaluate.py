@@ -55,14 +55,21 @@ class Command(BaseCommand):
         parser.add_argument("--harness", choices=sorted(HARNESSES), help="default: settings.CLAWGYM_DEFAULT_HARNESS")
         parser.add_argument("--repeats", type=int, help="rollouts per task (epochs; default 1)")
         parser.add_argument(
-            "--option", action="append", default=[], metavar="KEY=VALUE",
+            "--option",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
             help="a harness option (VALUE is JSON, or else a string); repeatable",
-        )  # fmt: skip
+        )
         parser.add_argument("--time-limit", type=int, metavar="SECONDS", help="per rollout (the timeout limit)")
         parser.add_argument("--max-turns", type=int, metavar="N", help="per rollout")
         parser.add_argument("--token-limit", type=int, metavar="N", help="input + output tokens per rollout")
-        parser.add_argument("--pass-threshold", type=float, metavar="X",
-                            help="a repeat passes at this score (pass@k, solved tasks; default 1.0)")  # fmt: skip
+        parser.add_argument(
+            "--pass-threshold",
+            type=float,
+            metavar="X",
+            help="a repeat passes at this score (pass@k, solved tasks; default 1.0)",
+        )
         parser.add_argument("--name", default="", help="the run's name (default: endpoint on benchmark version)")
         parser.add_argument("--fresh", action="store_true", help="a new run even if one has the same configuration")
         parser.add_argument("--resume", type=int, metavar="RUN", help="run again what is left of that run")
@@ -96,8 +103,9 @@ class Command(BaseCommand):
         if not flags["endpoint"]:
             raise UsageError("--endpoint NAME is required (or --resume RUN)")
         if bool(flags["benchmark"]) == tasks_given(flags):
-            raise UsageError("give either --benchmark NAME [--version N] or --task ID ... / --tasks-from SELECTION "
-                             "(or --resume RUN)")  # fmt: skip
+            raise UsageError(
+                "give either --benchmark NAME [--version N] or --task ID ... / --tasks-from SELECTION (or --resume RUN)"
+            )
         if flags["version"] is not None and not flags["benchmark"]:
             raise UsageError("--version goes with --benchmark")
         settings_ = {
@@ -123,8 +131,10 @@ class Command(BaseCommand):
         else:
             run, reused = start_eval_run(user=None, **settings_)
         if reused:
-            self.stderr.write(f"run #{run.pk} ({run.name}) has this configuration: resuming it (its finished "
-                              "rollouts are kept; --fresh starts a new run)")  # fmt: skip
+            self.stderr.write(
+                f"run #{run.pk} ({run.name}) has this configuration: resuming it (its finished "
+                "rollouts are kept; --fresh starts a new run)"
+            )
             if flags["pass_threshold"] is not None and flags["pass_threshold"] != run.pass_threshold:
                 run = set_pass_threshold(run, flags["pass_threshold"], user=None)
         else:
@@ -147,15 +157,28 @@ class Command(BaseCommand):
             raise
         if flags["pass_threshold"] is not None and flags["pass_threshold"] != run.pass_threshold:
             run = set_pass_threshold(run, flags["pass_threshold"], user=None)
-        self.stderr.write(f"run #{run.pk} ({run.name}) resumed: {run.rollouts_finished} of {run.rollouts_total} "
-                          "rollouts finished before")  # fmt: skip
+        self.stderr.write(
+            f"run #{run.pk} ({run.name}) resumed: {run.rollouts_finished} of {run.rollouts_total} "
+            "rollouts finished before"
+        )
         return run
 
     def _asked_config(self, run: EvalRun, flags) -> dict | None:
         """The configuration the flags given with --resume describe (the run's own settings where none is given),
         or None when none is given: the run is resumed as it is."""
-        keys = ("benchmark", "version", "task_ids", "tasks_from", "endpoint", "harness", "repeats", "option",
-                "time_limit", "max_turns", "token_limit")  # fmt: skip
+        keys = (
+            "benchmark",
+            "version",
+            "task_ids",
+            "tasks_from",
+            "endpoint",
+            "harness",
+            "repeats",
+            "option",
+            "time_limit",
+            "max_turns",
+            "token_limit",
+        )
         if not any(flags[key] not in (None, []) for key in keys):
             return None
         if flags["benchmark"] and tasks_given(flags):
@@ -170,13 +193,14 @@ class Command(BaseCommand):
         elif tasks_given(flags):
             version, revisions = None, current_revisions(flags)
         return run_config(
-            revisions=revisions, benchmark_version=version,
+            revisions=revisions,
+            benchmark_version=version,
             endpoint=endpoint_named(flags["endpoint"]) if flags["endpoint"] else run.endpoint,
             harness=flags["harness"] or run.harness,
             options=harness_options(flags["option"]) if flags["option"] else run.harness_options,
             limits={**run.limits, **given_limits(flags)},
             repeats=flags["repeats"] if flags["repeats"] is not None else run.repeats,
-        )  # fmt: skip
+        )
 
     def _set_inline(self, run: EvalRun, here: bool) -> None:
         # Who runs it from now on: with --here this process (a resume must not queue jobs for the workers), else
@@ -203,16 +227,28 @@ class Command(BaseCommand):
 
         def taken() -> bool:
             pending = run.rollouts.exclude(status__in=Rollout.FINISHED)
-            return run.rollouts_finished != finished_before or pending.filter(job_run__isnull=False).exclude(
-                job_run__status=JobRun.Status.QUEUED).exists()  # fmt: skip
+            return (
+                run.rollouts_finished != finished_before
+                or pending.filter(job_run__isnull=False).exclude(job_run__status=JobRun.Status.QUEUED).exists()
+            )
 
-        wait_for(Work(
-            what=f"the rollout jobs of run #{run.pk}", queues=("sandbox",), finished=finished, taken=taken,
-            cancel=lambda: cancel_eval_run(run, user=None),  # a worker starting later must not run what nobody waits for
-            cancelled=f"The run was cancelled; `manage.py evaluate --resume {run.pk}` runs it again.",
-            follow=f"`manage.py eval_report {run.pk}` shows where it is", progress=report_finished,
-            reclaim_lost=fail_lost_rollouts,  # a killed worker's rollout would otherwise look "running" forever
-        ), timeout=timeout, start_timeout=start_timeout)  # fmt: skip
+        wait_for(
+            Work(
+                what=f"the rollout jobs of run #{run.pk}",
+                queues=("sandbox",),
+                finished=finished,
+                taken=taken,
+                cancel=lambda: cancel_eval_run(
+                    run, user=None
+                ),  # a worker starting later must not run what nobody waits for
+                cancelled=f"The run was cancelled; `manage.py evaluate --resume {run.pk}` runs it again.",
+                follow=f"`manage.py eval_report {run.pk}` shows where it is",
+                progress=report_finished,
+                reclaim_lost=fail_lost_rollouts,  # a killed worker's rollout would otherwise look "running" forever
+            ),
+            timeout=timeout,
+            start_timeout=start_timeout,
+        )
 
     def _finished(self, run: EvalRun, *, objects: bool = False):
         finished = run.rollouts.filter(status__in=Rollout.FINISHED).order_by("pk")
@@ -302,15 +338,25 @@ def _ci(ci) -> str:
 def write_summary(out, run: EvalRun, report: dict) -> None:
     """The run's figures for people: overall mean with its interval, the categories, pass@k, the outcomes."""
     what = report["benchmark_version"] or f"{len(report['tasks'])} task(s)"
-    out.write(f"run #{run.pk} {run.name}: {run.endpoint.name} ({run.endpoint.model}, {run.harness}) on {what}, "
-              f"{run.repeats} repeat(s): {run.status}, {run.rollouts_finished} of {run.rollouts_total} rollouts "
-              "finished")  # fmt: skip
+    out.write(
+        f"run #{run.pk} {run.name}: {run.endpoint.name} ({run.endpoint.model}, {run.harness}) on {what}, "
+        f"{run.repeats} repeat(s): {run.status}, {run.rollouts_finished} of {run.rollouts_total} rollouts "
+        "finished"
+    )
     if run.status != EvalRun.Status.COMPLETE:
-        out.write("partial figures: " + (f"tasks lacking a score: {', '.join(report['missing'])}"
-                                         if report["missing"] else "no task lacks a score"))  # fmt: skip
+        out.write(
+            "partial figures: "
+            + (
+                f"tasks lacking a score: {', '.join(report['missing'])}"
+                if report["missing"]
+                else "no task lacks a score"
+            )
+        )
     overall = report["overall"]
-    out.write(f"overall {_num(overall['mean'])} (95% CI {_ci(overall['ci'])}), std across repeats "
-              f"{_num(overall['std_across_repeats'])}")  # fmt: skip
+    out.write(
+        f"overall {_num(overall['mean'])} (95% CI {_ci(overall['ci'])}), std across repeats "
+        f"{_num(overall['std_across_repeats'])}"
+    )
     passes = "  ".join(f"pass@{k} {_num(v)}" for k, v in report["pass_at_k"].items())
     hats = "  ".join(f"pass^{k} {_num(v)}" for k, v in report["pass_hat_k"].items())
     out.write(f"{passes}  {hats}  (a repeat passes at {run.pass_threshold:g})")
@@ -319,8 +365,10 @@ def write_summary(out, run: EvalRun, report: dict) -> None:
     for name, figures in report["categories"].items():
         out.write(f"{name:<{width}}  {figures['tasks']:>5}  {_num(figures['mean'])}  {_ci(figures['ci'])}")
     out.write("outcomes: " + ", ".join(f"{k} {v}" for k, v in report["outcomes"].items()))
-    out.write(f"tokens {report['tokens']} (input {report['input_tokens']}, output {report['output_tokens']}), "
-              f"cost {report['cost']:.4f}, agent time {report['agent_seconds']:.1f} s")  # fmt: skip
+    out.write(
+        f"tokens {report['tokens']} (input {report['input_tokens']}, output {report['output_tokens']}), "
+        f"cost {report['cost']:.4f}, agent time {report['agent_seconds']:.1f} s"
+    )
 
 
 def unfinished_message(run: EvalRun) -> str:

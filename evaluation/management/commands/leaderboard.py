@@ -39,12 +39,18 @@ class Command(BaseCommand):
         for entry in entries:
             overall = entry["overall"]
             lo, hi = overall["ci"]
-            rows.append([
-                f"{entry['endpoint']} ({entry['model']})", entry["harness"], f"#{entry['run']}", _num(overall["mean"]),
-                "-" if lo is None else f"[{lo:.3f}, {hi:.3f}]",
-                *(_num(entry["categories"].get(name, {}).get("mean")) for name in categories),
-                f"{entry['cost']:.4f}", str(entry["tokens"]),
-            ])  # fmt: skip
+            rows.append(
+                [
+                    f"{entry['endpoint']} ({entry['model']})",
+                    entry["harness"],
+                    f"#{entry['run']}",
+                    _num(overall["mean"]),
+                    "-" if lo is None else f"[{lo:.3f}, {hi:.3f}]",
+                    *(_num(entry["categories"].get(name, {}).get("mean")) for name in categories),
+                    f"{entry['cost']:.4f}",
+                    str(entry["tokens"]),
+                ]
+            )
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         for row in rows:
             self.stdout.write("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())

@@ -48,8 +48,10 @@ class Command(BaseCommand):
         else:
             self.stdout.write(f"{result['rollouts']} rollout(s) regraded, {result['changed']} score(s) changed")
             for task_id, figures in result["tasks"].items():
-                self.stdout.write(f"{task_id} (now r{figures['revision']}, {figures['rollouts']} rollout(s)): "
-                                  f"{_num(figures['before'])} -> {_num(figures['after'])}")  # fmt: skip
+                self.stdout.write(
+                    f"{task_id} (now r{figures['revision']}, {figures['rollouts']} rollout(s)): "
+                    f"{_num(figures['before'])} -> {_num(figures['after'])}"
+                )
             for run_id, figures in result["runs"].items():
                 self.stdout.write(f"run #{run_id} overall: {_num(figures['before'])} -> {_num(figures['after'])}")
         if result["failed"]:

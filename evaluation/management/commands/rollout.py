@@ -42,25 +42,46 @@ class Command(BaseCommand):
         which = parser.add_mutually_exclusive_group()
         which.add_argument("--retry", type=int, metavar="ROLLOUT_ID", help="run the next attempt of a failed rollout")
         which.add_argument(
-            "--rejudge", type=int, metavar="ROLLOUT_ID",
+            "--rejudge",
+            type=int,
+            metavar="ROLLOUT_ID",
             help="judge a rollout's rubric again (here) from its stored final workspace, e.g. when it is incomplete",
-        )  # fmt: skip
+        )
         parser.add_argument("--endpoint", help="the model endpoint's name (with --task)")
         parser.add_argument("--revision", type=int, help="with one --task: its revision number (default: the current)")
         parser.add_argument("--harness", choices=sorted(HARNESSES), help="default: settings.CLAWGYM_DEFAULT_HARNESS")
         parser.add_argument("--repeats", type=int, default=1, help="rollouts to run (default 1)")
         parser.add_argument(
-            "--option", action="append", default=[], metavar="KEY=VALUE",
+            "--option",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
             help="a harness option (VALUE is JSON, or else a string), e.g. timeout=300, max_turns=20; repeatable",
-        )  # fmt: skip
+        )
         parser.add_argument("--json", dest="as_json", action="store_true", help="print the rollouts as JSON last")
         add_wait_arguments(parser, timeout=6 * 3600.0)
 
-    def handle(self, *args, retry, rejudge, endpoint, revision, harness, repeats, option, as_json, here,
-               timeout, start_timeout, **flags):  # fmt: skip
+    def handle(
+        self,
+        *args,
+        retry,
+        rejudge,
+        endpoint,
+        revision,
+        harness,
+        repeats,
+        option,
+        as_json,
+        here,
+        timeout,
+        start_timeout,
+        **flags,
+    ):
         if sum(map(bool, (tasks_given(flags), retry, rejudge))) != 1:
-            raise UsageError("give --task ID ... (or --tasks-from SELECTION), or --retry ROLLOUT_ID, or --rejudge "
-                             "ROLLOUT_ID: one of them")  # fmt: skip
+            raise UsageError(
+                "give --task ID ... (or --tasks-from SELECTION), or --retry ROLLOUT_ID, or --rejudge "
+                "ROLLOUT_ID: one of them"
+            )
         if rejudge:
             rollout = Rollout.objects.filter(pk=rejudge).first()
             if rollout is None:
@@ -125,7 +146,9 @@ class Command(BaseCommand):
         rollouts = [
             rollout
             for revision in revisions
-            for rollout in create_rollouts(revision, endpoint, harness=harness, repeats=repeats, options=options, user=None)
+            for rollout in create_rollouts(
+                revision, endpoint, harness=harness, repeats=repeats, options=options, user=None
+            )
         ]
         if not here:
             for rollout in rollouts:
@@ -164,11 +187,19 @@ class Command(BaseCommand):
                 status=Rollout.Status.CANCELLED, exit_reason="cancelled", error="no worker took the job"
             )
 
-        wait_for(Work(
-            what="the rollout jobs", queues=("sandbox",), finished=finished, taken=taken, cancel=cancel,
-            cancelled="The rollouts were cancelled.",
-            reclaim_lost=fail_lost_rollouts,  # a killed worker's rollout would otherwise look "running" forever
-        ), timeout=timeout, start_timeout=start_timeout)  # fmt: skip
+        wait_for(
+            Work(
+                what="the rollout jobs",
+                queues=("sandbox",),
+                finished=finished,
+                taken=taken,
+                cancel=cancel,
+                cancelled="The rollouts were cancelled.",
+                reclaim_lost=fail_lost_rollouts,  # a killed worker's rollout would otherwise look "running" forever
+            ),
+            timeout=timeout,
+            start_timeout=start_timeout,
+        )
 
     # --- output --------------------------------------------------------------------------------------------------
 
@@ -204,8 +235,10 @@ class Command(BaseCommand):
         if not as_json:
             for row in rows:
                 score = "-" if row["score"] is None else f"{row['score']:g}"
-                self.stdout.write(f"#{row['id']} {row['task']} r{row['revision']} {row['status']} score {score} "
-                                  f"{row['exit_reason']} turns {row['turns']} tool calls {row['tool_calls']}")
+                self.stdout.write(
+                    f"#{row['id']} {row['task']} r{row['revision']} {row['status']} score {score} "
+                    f"{row['exit_reason']} turns {row['turns']} tool calls {row['tool_calls']}"
+                )
         self.stdout.write(summary)
         if as_json:
             self.stdout.write(json.dumps(rows, ensure_ascii=False))

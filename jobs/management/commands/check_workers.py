@@ -38,8 +38,9 @@ class Command(BaseCommand):
         try:
             run = jobs.enqueue(PING_JOB, queue=queue, steps=1)
         except JobEngineError as exc:
-            return self._end(report, f"the {engine} engine did not take the ping job: {exc}", options["json"],
-                             returncode=NOT_STARTED)  # fmt: skip
+            return self._end(
+                report, f"the {engine} engine did not take the ping job: {exc}", options["json"], returncode=NOT_STARTED
+            )
         report["job_run"] = run.pk
         while run.status not in JobRun.FINISHED and time.monotonic() - started < timeout:
             time.sleep(0.2)

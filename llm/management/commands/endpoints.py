@@ -42,8 +42,13 @@ class Command(BaseCommand):
         add.add_argument("--model", required=True, help="the model id the API expects")
         add.add_argument("--api", choices=ModelEndpoint.ApiStyle.values, default=ModelEndpoint.ApiStyle.CHAT)
         add.add_argument("--api-key-env", default="", help="name of the environment variable holding the key")
-        add.add_argument("--role", action="append", choices=ModelEndpoint.Role.values, default=[],
-                         help="a role it may serve; repeat for several")
+        add.add_argument(
+            "--role",
+            action="append",
+            choices=ModelEndpoint.Role.values,
+            default=[],
+            help="a role it may serve; repeat for several",
+        )
         add.add_argument("--timeout", type=float, default=120.0, help="seconds per attempt")
         add.add_argument("--retries", type=int, default=3)
         add.add_argument("--max-concurrent", type=int, default=4)

@@ -32,7 +32,9 @@ class Command(BaseCommand):
             if session is None:
                 raise CommandError("no proxy session has that token")
             close_proxy_session(session)
-            self.stdout.write(json.dumps({"id": session.pk, "closed": True}) if as_json else f"closed session #{session.pk}")
+            self.stdout.write(
+                json.dumps({"id": session.pk, "closed": True}) if as_json else f"closed session #{session.pk}"
+            )
             return
         if not endpoint:
             raise CommandError("--endpoint NAME is required (or --close TOKEN)")
@@ -44,6 +46,12 @@ class Command(BaseCommand):
             session = open_proxy_session(found, subject=subject, ttl_seconds=ttl)
         except ValueError as exc:
             raise CommandError(str(exc)) from None
-        info = {"id": session.pk, "token": session.token, "base_url": proxy_base_url(session),
-                "expires_at": session.expires_at.isoformat()}
-        self.stdout.write(json.dumps(info) if as_json else f"base_url {info['base_url']} (expires {info['expires_at']})")
+        info = {
+            "id": session.pk,
+            "token": session.token,
+            "base_url": proxy_base_url(session),
+            "expires_at": session.expires_at.isoformat(),
+        }
+        self.stdout.write(
+            json.dumps(info) if as_json else f"base_url {info['base_url']} (expires {info['expires_at']})"
+        )

@@ -47,8 +47,11 @@ class Command(BaseCommand):
         try:
             outcomes = self._run_here(candidates) if here else self._run_on_workers(candidates, timeout, start_timeout)
         except NoWorker:
-            self._print(bench, [{"task": c.task.external_id, "candidate": c.pk, "error": "no job worker took it"}
-                                for c in candidates], as_json)  # fmt: skip
+            self._print(
+                bench,
+                [{"task": c.task.external_id, "candidate": c.pk, "error": "no job worker took it"} for c in candidates],
+                as_json,
+            )
             raise
         rows = [{"task": c.task.external_id, "candidate": c.pk, **outcomes[c.pk]} for c in candidates]
         failed = self._print(bench, rows, as_json)
@@ -91,21 +94,31 @@ class Command(BaseCommand):
                 cancel_job(run, user=None)  # so that a worker starting later does not run a stale request
 
         try:
-            wait_for(Work(
-                what="the diagnosis jobs", queues=("default",), cancel=cancel,
-                finished=lambda: not mine.exclude(status__in=JobRun.FINISHED).exists(),
-                taken=lambda: mine.exclude(status=JobRun.Status.QUEUED).exists(),
-                progress=lambda: self.stderr.write(f"diagnose: {mine.filter(status__in=JobRun.FINISHED).count()}/"
-                                                   f"{len(runs)} done"),
-                progress_every=PROGRESS_SECONDS,
-            ), timeout=timeout, start_timeout=start_timeout)  # fmt: skip
+            wait_for(
+                Work(
+                    what="the diagnosis jobs",
+                    queues=("default",),
+                    cancel=cancel,
+                    finished=lambda: not mine.exclude(status__in=JobRun.FINISHED).exists(),
+                    taken=lambda: mine.exclude(status=JobRun.Status.QUEUED).exists(),
+                    progress=lambda: self.stderr.write(
+                        f"diagnose: {mine.filter(status__in=JobRun.FINISHED).count()}/{len(runs)} done"
+                    ),
+                    progress_every=PROGRESS_SECONDS,
+                ),
+                timeout=timeout,
+                start_timeout=start_timeout,
+            )
         except NotFinished:
             pass  # the diagnoses still waiting are cancelled and reported as failed
         outcomes = {}
         for run in JobRun.objects.filter(pk__in=by_run):
             candidate = by_run[run.pk]
             if run.status == JobRun.Status.SUCCEEDED:
-                outcomes[candidate.pk] = {"diagnosis": run.result["diagnosis"], "issues": sum(run.result["issues"].values())}
+                outcomes[candidate.pk] = {
+                    "diagnosis": run.result["diagnosis"],
+                    "issues": sum(run.result["issues"].values()),
+                }
             elif run.is_finished:
                 candidate.refresh_from_db()
                 error = candidate.diagnosis_error or (run.error.splitlines() or [run.status])[0]

@@ -46,29 +46,40 @@ class Command(BaseCommand):
         parser.add_argument("--small", required=True, metavar="ENDPOINT", help="the small agent's model endpoint")
         parser.add_argument("--n", type=int, default=4, help="rollouts of each agent per candidate (4)")
         parser.add_argument(
-            "--candidate", action="extend", nargs="+", default=[], metavar="TASK_ID",
+            "--candidate",
+            action="extend",
+            nargs="+",
+            default=[],
+            metavar="TASK_ID",
             help="only these candidates (their task ids); repeatable. Default: the open and accepted candidates",
-        )  # fmt: skip
+        )
         parser.add_argument("--harness", choices=sorted(HARNESSES), help="default: settings.CLAWGYM_DEFAULT_HARNESS")
         parser.add_argument("--json", dest="as_json", action="store_true", help="print the verdicts as JSON last")
         add_wait_arguments(parser, timeout=24 * 3600.0)
 
-    def handle(self, *args, benchmark, strong, small, n, candidate, harness, as_json, here, timeout, start_timeout,
-               **options):  # fmt: skip
+    def handle(
+        self, *args, benchmark, strong, small, n, candidate, harness, as_json, here, timeout, start_timeout, **options
+    ):
         bench = Benchmark.objects.filter(name=benchmark).first()
         if bench is None:
             raise UsageError(f"no benchmark is named {benchmark!r}")
         settings_ = {
-            "strong": _endpoint(strong), "small": _endpoint(small), "n": n, "harness": harness,
-            "candidates": _candidates(bench, candidate) if candidate else None, "user": None,
-        }  # fmt: skip
+            "strong": _endpoint(strong),
+            "small": _endpoint(small),
+            "n": n,
+            "harness": harness,
+            "candidates": _candidates(bench, candidate) if candidate else None,
+            "user": None,
+        }
         try:
             if here:
                 flt = run_difficulty_filter_here(bench, on_rollout=self._report_rollout, **settings_)
             else:
                 flt = start_difficulty_filter(bench, **settings_)
-                self.stderr.write(f"difficulty filter #{flt.pk}: runs #{flt.strong_run_id} (strong, {strong}) and "
-                                  f"#{flt.small_run_id} (small, {small}) queued")  # fmt: skip
+                self.stderr.write(
+                    f"difficulty filter #{flt.pk}: runs #{flt.strong_run_id} (strong, {strong}) and "
+                    f"#{flt.small_run_id} (small, {small}) queued"
+                )
                 flt = self._wait(flt, timeout=timeout, start_timeout=start_timeout)
         except DifficultyError as exc:
             raise UsageError(str(exc)) from None
@@ -98,15 +109,24 @@ class Command(BaseCommand):
                 cancel_eval_run(run, user=None)  # a worker starting later must not run stale requests
             finish_difficulty_filter(flt)  # fails it: its runs were cancelled
 
-        wait_for(Work(
-            what="the rollout jobs", queues=("sandbox",), finished=lambda: all(run.is_finished for run in runs()),
-            taken=lambda: self._taken(run_ids), cancel=cancel, cancelled="The runs were cancelled.",
-            follow=f"the filter gives its verdicts when they end: GET /api/difficulty-filters/{flt.pk}/",
-            progress=lambda: self.stderr.write(", ".join(f"run #{r.pk} {r.status}: {r.rollouts_finished}/"
-                                                         f"{r.rollouts_total}" for r in runs())),
-            progress_every=PROGRESS_SECONDS,
-            reclaim_lost=fail_lost_rollouts,  # a killed worker's rollout would otherwise look "running" forever
-        ), timeout=timeout, start_timeout=start_timeout)  # fmt: skip
+        wait_for(
+            Work(
+                what="the rollout jobs",
+                queues=("sandbox",),
+                finished=lambda: all(run.is_finished for run in runs()),
+                taken=lambda: self._taken(run_ids),
+                cancel=cancel,
+                cancelled="The runs were cancelled.",
+                follow=f"the filter gives its verdicts when they end: GET /api/difficulty-filters/{flt.pk}/",
+                progress=lambda: self.stderr.write(
+                    ", ".join(f"run #{r.pk} {r.status}: {r.rollouts_finished}/{r.rollouts_total}" for r in runs())
+                ),
+                progress_every=PROGRESS_SECONDS,
+                reclaim_lost=fail_lost_rollouts,  # a killed worker's rollout would otherwise look "running" forever
+            ),
+            timeout=timeout,
+            start_timeout=start_timeout,
+        )
         # The runs' jobs give the verdicts too; whichever comes first does it, the other finds it done.
         return finish_difficulty_filter(flt)
 
@@ -122,15 +142,16 @@ class Command(BaseCommand):
 
     def _report_rollout(self, rollout: Rollout) -> None:
         score = "-" if rollout.score is None else f"{rollout.score:g}"
-        self.stderr.write(f"rollout #{rollout.pk} {rollout.revision.task.external_id} with {rollout.endpoint.name} "
-                          f"(repeat {rollout.repeat_index}): {rollout.status}, score {score}")  # fmt: skip
+        self.stderr.write(
+            f"rollout #{rollout.pk} {rollout.revision.task.external_id} with {rollout.endpoint.name} "
+            f"(repeat {rollout.repeat_index}): {rollout.status}, score {score}"
+        )
 
     def _print(self, flt: DifficultyFilter, as_json: bool) -> None:
         verdicts = filter_json(flt)
         if not as_json:
             for task, row in verdicts.items():
-                self.stdout.write(f"{task}: strong {_mean(row['strong'])} small {_mean(row['small'])} "
-                                  f"{row['verdict']}")  # fmt: skip
+                self.stdout.write(f"{task}: strong {_mean(row['strong'])} small {_mean(row['small'])} {row['verdict']}")
         counts = ", ".join(f"{n} {verdict}" for verdict, n in verdict_counts(flt).items() if n)
         self.stdout.write(
             f"difficulty filter #{flt.pk} of {flt.benchmark.name} {flt.status}: {counts or 'no verdicts'} "

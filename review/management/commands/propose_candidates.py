@@ -47,6 +47,11 @@ class Command(BaseCommand):
         )
         self.stdout.write(f"{bench.name}: proposed {result.created}, already candidates {result.existing}{skipped}")
         if as_json:
-            report = {"benchmark": bench.name, "benchmark_created": made, "proposed": result.created,
-                      "existing": result.existing, "skipped": result.skipped}  # fmt: skip
+            report = {
+                "benchmark": bench.name,
+                "benchmark_created": made,
+                "proposed": result.created,
+                "existing": result.existing,
+                "skipped": result.skipped,
+            }
             self.stdout.write(json.dumps(report))

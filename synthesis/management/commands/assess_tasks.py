@@ -56,9 +56,10 @@ class Command(BaseCommand):
         failed = sum(1 for rows in report.values() if any(v["verdict"] == "fail" for v in rows.values()))
         self.stdout.write(
             f"assessed {len(report)} task{'' if len(report) == 1 else 's'} ({', '.join(stages)}"
-            + (f"; judge {endpoint.name}" if endpoint else "") + f"): {failed} with a failing stage"
+            + (f"; judge {endpoint.name}" if endpoint else "")
+            + f"): {failed} with a failing stage"
             + (f", {len(errors)} verdict(s) in error" if errors else "")
-        )  # fmt: skip
+        )
         if as_json:
             self.stdout.write(json.dumps(report, ensure_ascii=False))
         if errors:

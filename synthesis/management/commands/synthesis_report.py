@@ -28,9 +28,11 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(found))
             return
         out = self.stdout
-        out.write(f"batch #{batch.pk} ({batch.route}, seed {batch.seed}): {found['status']}"
-                  + (f" ({found['status_reason']})" if found["status_reason"] else "")
-                  + f", {found['kept']} of {found['requested']} kept")  # fmt: skip
+        out.write(
+            f"batch #{batch.pk} ({batch.route}, seed {batch.seed}): {found['status']}"
+            + (f" ({found['status_reason']})" if found["status_reason"] else "")
+            + f", {found['kept']} of {found['requested']} kept"
+        )
         for row in found["funnel"]:
             lost = f"  rejected {row['rejected']}, failed {row['failed']}" if row["rejected"] or row["failed"] else ""
             out.write(f"{row['label']:<14} {row['count']:>6}{lost}")

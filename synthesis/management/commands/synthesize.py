@@ -41,10 +41,11 @@ class Command(BaseCommand):
         parser.add_argument("--budget-usd", type=float, default=_UNSET, help="pause the batch at this cost")
         parser.add_argument("--budget-tokens", type=int, default=_UNSET, help="pause the batch at this many tokens")
         parser.add_argument(
-            "--qa-stages", metavar="A,B",
+            "--qa-stages",
+            metavar="A,B",
             help="the QA stages to run (default every one: novelty,plausibility,difficulty,leak,alignment,rubric; "
             '"" none)',
-        )  # fmt: skip
+        )
         parser.add_argument("--resume", type=int, metavar="BATCH", help="go on with that batch")
         parser.add_argument("--json", dest="as_json", action="store_true", help="print the batch as JSON last")
         add_wait_arguments(parser, timeout=24 * 3600.0)
@@ -69,8 +70,10 @@ class Command(BaseCommand):
         self._print(batch, flags["as_json"])
         if batch.status != SynthesisBatch.Status.COMPLETE:
             why = f": {batch.status_reason}" if batch.status_reason else ""
-            raise CommandError(f"batch #{batch.pk} is {batch.status}{why}. `manage.py synthesize --resume {batch.pk}` "
-                               "goes on with it (--budget-usd / --budget-tokens to raise its budget)")  # fmt: skip
+            raise CommandError(
+                f"batch #{batch.pk} is {batch.status}{why}. `manage.py synthesize --resume {batch.pk}` "
+                "goes on with it (--budget-usd / --budget-tokens to raise its budget)"
+            )
 
     def _budgets(self, flags) -> dict:
         budgets = {}
@@ -87,25 +90,38 @@ class Command(BaseCommand):
         if missing:
             raise UsageError(f"{', '.join(missing)} required (or --resume BATCH)")
         batch = start_batch(
-            flags["route"], flags["count"] or 0, flags["generator"], flags["judge"], seed=flags["seed"],
-            preview=flags["preview"], here=flags["here"], options=qa_options(flags["qa_stages"]), user=None,
+            flags["route"],
+            flags["count"] or 0,
+            flags["generator"],
+            flags["judge"],
+            seed=flags["seed"],
+            preview=flags["preview"],
+            here=flags["here"],
+            options=qa_options(flags["qa_stages"]),
+            user=None,
             **self._budgets(flags),
-        )  # fmt: skip
-        self.stderr.write(f"batch #{batch.pk} ({batch.route}, seed {batch.seed}): {batch.requested} items, "
-                          f"{batch.items.filter(status__in=SynthesisItem.FINISHED).count()} finished before")  # fmt: skip
+        )
+        self.stderr.write(
+            f"batch #{batch.pk} ({batch.route}, seed {batch.seed}): {batch.requested} items, "
+            f"{batch.items.filter(status__in=SynthesisItem.FINISHED).count()} finished before"
+        )
         return batch
 
     def _resume(self, flags) -> SynthesisBatch:
         given = [f"--{name}" for name in ("route", "count", "generator", "judge", "seed") if flags[name] is not None]
         if given or flags["preview"]:
-            raise UsageError(f"--resume goes on with the batch as it was started: {', '.join(given) or '--preview'} "
-                               "does not go with it")  # fmt: skip
+            raise UsageError(
+                f"--resume goes on with the batch as it was started: {', '.join(given) or '--preview'} "
+                "does not go with it"
+            )
         batch = SynthesisBatch.objects.filter(pk=flags["resume"]).first()
         if batch is None:
             raise UsageError(f"no synthesis batch #{flags['resume']}")
         batch = resume_batch(batch, here=flags["here"], user=None, **self._budgets(flags))
-        self.stderr.write(f"batch #{batch.pk} resumed: {batch.items.filter(status__in=SynthesisItem.FINISHED).count()}"
-                          f" of {batch.requested} items finished before")  # fmt: skip
+        self.stderr.write(
+            f"batch #{batch.pk} resumed: {batch.items.filter(status__in=SynthesisItem.FINISHED).count()}"
+            f" of {batch.requested} items finished before"
+        )
         return batch
 
     def _wait(self, batch: SynthesisBatch, *, timeout: float, start_timeout: float) -> None:
@@ -125,14 +141,23 @@ class Command(BaseCommand):
             if reclaim_lost_items(batch):  # a killed worker's items would otherwise look "running" forever
                 resume_batch(batch, user=None)
 
-        wait_for(Work(
-            what=f"batch #{batch.pk}", queues=("default", "sandbox"), finished=finished,
-            taken=lambda: self._taken(batch, finished_before=finished_before),
-            cancel=lambda: cancel_batch(batch, user=None),  # a worker starting later must not run what nobody waits for
-            cancelled=f"The batch was cancelled; `manage.py synthesize --resume {batch.pk}` runs it again.",
-            follow=f"`manage.py synthesis_report {batch.pk}` shows where it is", progress=report_finished,
-            reclaim_lost=reclaim_lost,
-        ), timeout=timeout, start_timeout=start_timeout)  # fmt: skip
+        wait_for(
+            Work(
+                what=f"batch #{batch.pk}",
+                queues=("default", "sandbox"),
+                finished=finished,
+                taken=lambda: self._taken(batch, finished_before=finished_before),
+                cancel=lambda: cancel_batch(
+                    batch, user=None
+                ),  # a worker starting later must not run what nobody waits for
+                cancelled=f"The batch was cancelled; `manage.py synthesize --resume {batch.pk}` runs it again.",
+                follow=f"`manage.py synthesis_report {batch.pk}` shows where it is",
+                progress=report_finished,
+                reclaim_lost=reclaim_lost,
+            ),
+            timeout=timeout,
+            start_timeout=start_timeout,
+        )
 
     def _taken(self, batch: SynthesisBatch, *, finished_before: int) -> bool:
         """Whether a worker has started on the batch's items (its own job only fans them out)."""
@@ -140,8 +165,11 @@ class Command(BaseCommand):
             return True
         if batch.items.filter(status__in=SynthesisItem.FINISHED).count() != finished_before:
             return True
-        return JobRun.objects.filter(parent_id=batch.job_run_id, kind=RUN_ITEM_JOB).exclude(
-            status=JobRun.Status.QUEUED).exists()  # fmt: skip
+        return (
+            JobRun.objects.filter(parent_id=batch.job_run_id, kind=RUN_ITEM_JOB)
+            .exclude(status=JobRun.Status.QUEUED)
+            .exists()
+        )
 
     def _finished(self, batch):
         return batch.items.filter(status__in=SynthesisItem.FINISHED).values_list("pk", flat=True)
@@ -151,8 +179,10 @@ class Command(BaseCommand):
         if as_json:
             self.stdout.write(json.dumps(report))
             return
-        self.stdout.write(f"batch #{report['batch']}: {report['status']}, {report['kept']} of {report['requested']} "
-                          f"kept; tokens {report['tokens']:,}, cost {report['cost']:.4f}")  # fmt: skip
+        self.stdout.write(
+            f"batch #{report['batch']}: {report['status']}, {report['kept']} of {report['requested']} "
+            f"kept; tokens {report['tokens']:,}, cost {report['cost']:.4f}"
+        )
         for what in ("rejected", "failed"):
             if report[what]:
                 self.stdout.write(f"{what}: " + ", ".join(f"{stage} {n}" for stage, n in report[what].items()))

@@ -50,8 +50,9 @@ class Command(BaseCommand):
         try:
             outcomes = self._run_here(tasks, workers) if here else self._run_on_workers(tasks, timeout, start_timeout)
         except NoWorker:
-            self._print(tasks, {t.current_revision_id: {"error": "no job worker took the check"} for t in tasks},
-                        as_json)  # fmt: skip
+            self._print(
+                tasks, {t.current_revision_id: {"error": "no job worker took the check"} for t in tasks}, as_json
+            )
             raise
         errors = self._print(tasks, outcomes, as_json)
         if errors:
@@ -85,16 +86,23 @@ class Command(BaseCommand):
             if batch.status in (JobRun.Status.FAILED, JobRun.Status.CANCELLED):
                 return True
             return batch.status == JobRun.Status.SUCCEEDED and children.filter(
-                status__in=JobRun.FINISHED).count() >= len(revision_ids)  # fmt: skip
+                status__in=JobRun.FINISHED
+            ).count() >= len(revision_ids)
 
         try:
-            wait_for(Work(
-                what=f"sanity check job #{batch.pk}", queues=("default", "sandbox"), finished=finished,
-                taken=lambda: batch.status != JobRun.Status.QUEUED,
-                cancel=lambda: cancel_job(batch, user=None),  # so that a worker starting later does not run it
-                progress=lambda: self._progress(children.filter(status__in=JobRun.FINISHED).count(), len(tasks)),
-                progress_every=PROGRESS_SECONDS,
-            ), timeout=timeout, start_timeout=start_timeout)  # fmt: skip
+            wait_for(
+                Work(
+                    what=f"sanity check job #{batch.pk}",
+                    queues=("default", "sandbox"),
+                    finished=finished,
+                    taken=lambda: batch.status != JobRun.Status.QUEUED,
+                    cancel=lambda: cancel_job(batch, user=None),  # so that a worker starting later does not run it
+                    progress=lambda: self._progress(children.filter(status__in=JobRun.FINISHED).count(), len(tasks)),
+                    progress_every=PROGRESS_SECONDS,
+                ),
+                timeout=timeout,
+                start_timeout=start_timeout,
+            )
         except NotFinished:
             pass  # the checks still waiting are cancelled and reported as not run
         return self._collect(batch, revision_ids, timeout)
@@ -108,8 +116,7 @@ class Command(BaseCommand):
             batch_ended = f"sanity check job #{batch.pk} {batch.status}: {first_line}"
         outcomes = {}
         reports = {
-            r.job_run_id: r
-            for r in SanityReport.objects.filter(job_run__parent=batch).select_related("revision__task")
+            r.job_run_id: r for r in SanityReport.objects.filter(job_run__parent=batch).select_related("revision__task")
         }
         for child in JobRun.objects.filter(parent=batch):
             revision_id = child.params.get("revision_id")
@@ -121,13 +128,15 @@ class Command(BaseCommand):
             else:
                 cancel_job(child, user=None)
                 outcomes[revision_id] = {
-                    "error": f"job #{child.pk} cancelled: {batch_ended}" if batch_ended else
-                    f"job #{child.pk} did not finish within {timeout:g} s (it was {child.status}; cancelled): is a "
+                    "error": f"job #{child.pk} cancelled: {batch_ended}"
+                    if batch_ended
+                    else f"job #{child.pk} did not finish within {timeout:g} s (it was {child.status}; cancelled): is a "
                     "worker listening on the sandbox queue?"
-                }  # fmt: skip
+                }
         for revision_id in revision_ids:
-            outcomes.setdefault(revision_id, {"error": batch_ended or f"batch job #{batch.pk} queued no check for it "
-                                                                      "in time"})  # fmt: skip
+            outcomes.setdefault(
+                revision_id, {"error": batch_ended or f"batch job #{batch.pk} queued no check for it in time"}
+            )
         return outcomes
 
     # --- output ------------------------------------------------------------------------------------------------

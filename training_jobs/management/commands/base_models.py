@@ -47,8 +47,11 @@ class Command(BaseCommand):
             return self.list(options["as_json"])
         if action == "converters":
             for c in base_models.converter_choices():
-                state = "registered" if c["registered"] else ("ready to add" if c["installed"] else
-                                                              f"package {c['package']} not installed")  # fmt: skip
+                state = (
+                    "registered"
+                    if c["registered"]
+                    else ("ready to add" if c["installed"] else f"package {c['package']} not installed")
+                )
                 self.stdout.write(f"{c['name']}\t{c['title']} ({c['license']}, from {c['package']})\t{state}")
             return
         if action == "serve":
@@ -74,8 +77,10 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(rows))
             return
         if not rows:
-            self.stdout.write("No base model is registered. Add one: `manage.py base_models add "
-                              f"{next(iter(converters.CONVERTERS))}` or `base_models add NAME --path FOLDER`.")  # fmt: skip
+            self.stdout.write(
+                "No base model is registered. Add one: `manage.py base_models add "
+                f"{next(iter(converters.CONVERTERS))}` or `base_models add NAME --path FOLDER`."
+            )
         for row in rows:
             missing = "" if row["on_this_machine"] else "  (folder not on this machine)"
             self.stdout.write(f"{row['name']}\t{row['architecture']}\t{row['path']}{missing}")
@@ -85,8 +90,9 @@ class Command(BaseCommand):
         if row is None:
             raise CommandError(f"no base model {options['name']!r} is registered (see `base_models list`)")
         try:
-            server = serving.serve_registered_base_model(row, backend=options["backend"], host=options["host"],
-                                                         port=options["port"], timeout=options["timeout"])  # fmt: skip
+            server = serving.serve_registered_base_model(
+                row, backend=options["backend"], host=options["host"], port=options["port"], timeout=options["timeout"]
+            )
         except serving.ServingError as exc:
             raise CommandError(str(exc)) from None
         report = {"endpoint": server.endpoint.name, "base_url": server.endpoint.base_url}

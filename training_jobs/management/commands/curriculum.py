@@ -70,8 +70,9 @@ class Command(BaseCommand):
 
         user = get_user_model().objects.filter(username=options["by"], is_active=True).first()
         if user is None or not has_role(user, ADMIN):
-            raise CommandError(f"no admin {options['by']!r}: pass --by USERNAME of an admin "
-                               "(`manage.py ensure_admin` makes one)")  # fmt: skip
+            raise CommandError(
+                f"no admin {options['by']!r}: pass --by USERNAME of an admin (`manage.py ensure_admin` makes one)"
+            )
         try:
             validate_slug(options["benchmark"])
         except ValidationError:
@@ -80,12 +81,15 @@ class Command(BaseCommand):
             raise CommandError("--workers must be at least 1")
         result = import_curriculum(drawn, user=user, benchmark=options["benchmark"], workers=options["workers"])
         counts = result["import"]
-        self.stdout.write(f"tasks: {counts['imported']} imported, {counts['updated']} updated, "
-                          f"{counts['unchanged']} unchanged")  # fmt: skip
+        self.stdout.write(
+            f"tasks: {counts['imported']} imported, {counts['updated']} updated, {counts['unchanged']} unchanged"
+        )
         for split, found in result["benchmarks"].items():
             state = "frozen now" if found["frozen_now"] else "unchanged"
-            self.stdout.write(f"{split}: benchmark {found['name']} v{found['number']} ({found['tasks']} tasks, "
-                              f"{state})")  # fmt: skip
-        self.stdout.write(f"train: {len(result['tasks']['train'])} tasks, "
-                          f"`train --kind rl --tasks-from {result['train_selection']}`")  # fmt: skip
+            self.stdout.write(
+                f"{split}: benchmark {found['name']} v{found['number']} ({found['tasks']} tasks, {state})"
+            )
+        self.stdout.write(
+            f"train: {len(result['tasks']['train'])} tasks, `train --kind rl --tasks-from {result['train_selection']}`"
+        )
         return result

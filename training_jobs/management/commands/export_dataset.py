@@ -39,8 +39,9 @@ class Command(BaseCommand):
             else:
                 if not flags["tokenizer"]:
                     raise CommandError("--format tokenized needs --tokenizer PATH (a local tokenizer folder)")
-                count = export_tokenized(dataset, out, flags["tokenizer"], split=flags["split"],
-                                         max_length=flags["max_length"])  # fmt: skip
+                count = export_tokenized(
+                    dataset, out, flags["tokenizer"], split=flags["split"], max_length=flags["max_length"]
+                )
         except (ExportError, MaskError, OSError) as exc:
             raise CommandError(str(exc)) from None
         result = {"path": str(out), "samples": count, "format": flags["format"]}

@@ -15,7 +15,7 @@ class Command(BaseCommand):
         "serve` without one; a LoRA checkpoint merged into its base first), wait until GET /v1/models answers, and "
         "register it as "
         'a ModelEndpoint with the agent role ("ckpt-RUN-STEP"). With --json the last line is {"endpoint", '
-        "\"base_url\"}. The run page and the API queue the training.serve_checkpoint job instead, which does the same "
+        '"base_url"}. The run page and the API queue the training.serve_checkpoint job instead, which does the same '
         "on a gpu worker. --stop ENDPOINT stops the servers of an endpoint (a checkpoint's or a base model's, "
         '"base-RUN") and disables it.'
     )

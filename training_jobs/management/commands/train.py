@@ -42,21 +42,54 @@ class Command(BaseCommand):
         parser.add_argument("--kind", default="sft", choices=list(KINDS))
         parser.add_argument("--dataset", type=int, help="the training dataset's id")
         parser.add_argument("--base-model", help="a local folder, or the name of a registered base model")
-        add_task_arguments(parser, what="RL: the tasks to train on (external ids, or revision ids)",
-                           selection=f"RL: {SELECTION_HELP}; benchmark tasks left out")  # fmt: skip
-        parser.add_argument("--harness", default="", choices=["", "builtin", "openclaw"],
-                            help="RL: the agent each rollout runs (the preset's: builtin)")
-        parser.add_argument("--preset", default="paper", choices=sorted({name for kind in KINDS.values() for name in kind.presets}))
-        parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                            help="a config edit, dotted keys (lora.enabled=true, learning_rate=2e-5); repeatable")
+        add_task_arguments(
+            parser,
+            what="RL: the tasks to train on (external ids, or revision ids)",
+            selection=f"RL: {SELECTION_HELP}; benchmark tasks left out",
+        )
+        parser.add_argument(
+            "--harness",
+            default="",
+            choices=["", "builtin", "openclaw"],
+            help="RL: the agent each rollout runs (the preset's: builtin)",
+        )
+        parser.add_argument(
+            "--preset", default="paper", choices=sorted({name for kind in KINDS.values() for name in kind.presets})
+        )
+        parser.add_argument(
+            "--set",
+            dest="overrides",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="a config edit, dotted keys (lora.enabled=true, learning_rate=2e-5); repeatable",
+        )
         parser.add_argument("--cpu", action="store_true", help="train on CPU (tiny models)")
         parser.add_argument("--resume", type=int, metavar="RUN", help="resume a run from its last checkpoint")
         parser.add_argument("--name", default="")
         parser.add_argument("--json", dest="as_json", action="store_true")
         add_wait_arguments(parser, timeout=7 * 24 * 3600.0, here="run in this process instead of on a gpu worker")
 
-    def handle(self, *args, kind, dataset, base_model, preset, overrides, cpu, here, resume, name, as_json, timeout,
-               start_timeout, task_ids, tasks_from, harness, **_options):  # fmt: skip
+    def handle(
+        self,
+        *args,
+        kind,
+        dataset,
+        base_model,
+        preset,
+        overrides,
+        cpu,
+        here,
+        resume,
+        name,
+        as_json,
+        timeout,
+        start_timeout,
+        task_ids,
+        tasks_from,
+        harness,
+        **_options,
+    ):
         try:
             edits = parse_overrides(overrides)
             if resume:
@@ -64,8 +97,10 @@ class Command(BaseCommand):
                 if run is None:
                     raise UsageError(f"no training run #{resume}")
                 run = resume_training_run(run, user=None, overrides=edits or None, enqueue=not here)
-                self.stderr.write(f"run #{run.pk}: attempt {run.attempt + 1}, from "
-                                  f"{run.resumed_from.path if run.resumed_from else 'the start'}")  # fmt: skip
+                self.stderr.write(
+                    f"run #{run.pk}: attempt {run.attempt + 1}, from "
+                    f"{run.resumed_from.path if run.resumed_from else 'the start'}"
+                )
             elif kind == "rl":
                 run = self._start_rl(base_model, task_ids or [], tasks_from, harness, preset, edits, cpu, here, name)
             else:
@@ -94,11 +129,15 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(report))
         elif run.kind == TrainingRun.Kind.RL:
             rewards = [m["reward_mean"] for m in report["metrics"]]
-            self.stdout.write(f"run #{run.pk} {report['status']}: {report['steps']} steps, {report['rollouts']} "
-                              f"rollouts, {len(report['checkpoints'])} checkpoints, reward_mean {rewards}")
+            self.stdout.write(
+                f"run #{run.pk} {report['status']}: {report['steps']} steps, {report['rollouts']} "
+                f"rollouts, {len(report['checkpoints'])} checkpoints, reward_mean {rewards}"
+            )
         else:
-            self.stdout.write(f"run #{run.pk} {report['status']}: {report['steps']} steps, "
-                              f"{len(report['checkpoints'])} checkpoints, loss {report['metrics']['loss'][-1:]}")
+            self.stdout.write(
+                f"run #{run.pk} {report['status']}: {report['steps']} steps, "
+                f"{len(report['checkpoints'])} checkpoints, loss {report['metrics']['loss'][-1:]}"
+            )
         return report
 
     def _start(self, kind, dataset_id, base_model, preset, edits, cpu, here, name) -> TrainingRun:
@@ -109,11 +148,21 @@ class Command(BaseCommand):
             raise UsageError(f"no training dataset #{dataset_id}")
         registered = BaseModel.objects.filter(name=base_model).first()
         run = start_training_run(
-            kind=kind, dataset=dataset, base_model=registered, base_model_path="" if registered else base_model,
-            preset=preset, overrides=edits, cpu=cpu, name=name, enqueue=not here, user=None,
-        )  # fmt: skip
-        self.stderr.write(f"run #{run.pk} ({run.name}): {run.config['gradient_accumulation_steps']} accumulation "
-                          f"steps, {'CPU' if run.cpu else str(run.config['distributed']['gpus']) + ' GPU(s)'}")
+            kind=kind,
+            dataset=dataset,
+            base_model=registered,
+            base_model_path="" if registered else base_model,
+            preset=preset,
+            overrides=edits,
+            cpu=cpu,
+            name=name,
+            enqueue=not here,
+            user=None,
+        )
+        self.stderr.write(
+            f"run #{run.pk} ({run.name}): {run.config['gradient_accumulation_steps']} accumulation "
+            f"steps, {'CPU' if run.cpu else str(run.config['distributed']['gpus']) + ' GPU(s)'}"
+        )
         for warning in run.warnings:
             self.stderr.write(f"warning: {warning}")
         return run
@@ -124,14 +173,24 @@ class Command(BaseCommand):
         chosen = list(tasks) + (tasks_from(selection) if selection else [])
         registered = BaseModel.objects.filter(name=base_model).first()
         run = start_training_run(
-            kind="rl", tasks=chosen, harness=harness, base_model=registered,
-            base_model_path="" if registered else base_model, preset=preset, overrides=edits, cpu=cpu, name=name,
-            enqueue=not here, user=None,
-        )  # fmt: skip
+            kind="rl",
+            tasks=chosen,
+            harness=harness,
+            base_model=registered,
+            base_model_path="" if registered else base_model,
+            preset=preset,
+            overrides=edits,
+            cpu=cpu,
+            name=name,
+            enqueue=not here,
+            user=None,
+        )
         config = run.config
-        self.stderr.write(f"run #{run.pk} ({run.name}): {len(config['tasks'])} tasks, {config['prompts_per_step']} "
-                          f"prompts × {config['num_generations']} rollouts a step, {config['harness']} harness, "
-                          f"policy {config['policy']['backend']}")  # fmt: skip
+        self.stderr.write(
+            f"run #{run.pk} ({run.name}): {len(config['tasks'])} tasks, {config['prompts_per_step']} "
+            f"prompts × {config['num_generations']} rollouts a step, {config['harness']} harness, "
+            f"policy {config['policy']['backend']}"
+        )
         return run
 
     def _wait(self, run: TrainingRun, *, timeout: float, start_timeout: float) -> None:
@@ -142,17 +201,29 @@ class Command(BaseCommand):
             run.refresh_from_db()
             if (run.status, run.steps) != seen:
                 seen = (run.status, run.steps)
-                self.stderr.write(f"run #{run.pk}: {run.status}, step {run.steps}"
-                                  + (f" of {run.total_steps}" if run.total_steps else ""))  # fmt: skip
+                self.stderr.write(
+                    f"run #{run.pk}: {run.status}, step {run.steps}"
+                    + (f" of {run.total_steps}" if run.total_steps else "")
+                )
 
         def taken() -> bool:
             return not JobRun.objects.filter(pk=run.job_run_id, status=JobRun.Status.QUEUED).exists()
 
         # No lost-worker check here: a gpu worker killed mid-run leaves the run resumable, and the worker started
         # after it queues the run again (jobs.runner.recover_lost).
-        wait_for(Work(
-            what=f"training run #{run.pk}", queues=("gpu",), finished=lambda: run.is_finished, taken=taken,
-            cancel=lambda: cancel_training_run(run, user=None),  # a worker starting later must not train what nobody waits for
-            cancelled=f"The run was cancelled; `manage.py train --resume {run.pk}` starts it again.",
-            follow=f"its page {reverse('training:run', args=[run.pk])} shows where it is", progress=progress,
-        ), timeout=timeout, start_timeout=start_timeout)  # fmt: skip
+        wait_for(
+            Work(
+                what=f"training run #{run.pk}",
+                queues=("gpu",),
+                finished=lambda: run.is_finished,
+                taken=taken,
+                cancel=lambda: cancel_training_run(
+                    run, user=None
+                ),  # a worker starting later must not train what nobody waits for
+                cancelled=f"The run was cancelled; `manage.py train --resume {run.pk}` starts it again.",
+                follow=f"its page {reverse('training:run', args=[run.pk])} shows where it is",
+                progress=progress,
+            ),
+            timeout=timeout,
+            start_timeout=start_timeout,
+        )

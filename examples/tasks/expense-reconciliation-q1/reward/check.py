@@ -27,8 +27,17 @@ MEAL_CAPS = {("alice moreau", "2025-01-08"): 20.63, ("ben okafor", "2025-02-04")
 MEAL_CAPPED_CLAIMS = {"E-1002", "E-1009", "E-1010"}
 DUPLICATES = {"E-1012"}
 OUT_OF_PERIOD = {"E-1004", "E-1020"}
-REQUIRED_KEYS = {"period", "total_submitted_usd", "total_reimbursable_usd", "by_employee", "by_category", "rejected",
-                 "meal_cap_adjustments", "duplicates", "out_of_period"}
+REQUIRED_KEYS = {
+    "period",
+    "total_submitted_usd",
+    "total_reimbursable_usd",
+    "by_employee",
+    "by_category",
+    "rejected",
+    "meal_cap_adjustments",
+    "duplicates",
+    "out_of_period",
+}
 
 
 def load_summary():

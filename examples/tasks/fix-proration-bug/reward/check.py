@@ -30,8 +30,8 @@ PRORATION_CASES = [
     ((3100, (2025, 1, 16)), 1600),
     ((2900, (2024, 2, 29)), 100),
     ((2800, (2025, 2, 28)), 100),
-    ((1035, (2025, 6, 30)), 35),   # the case in the bug report: 34.5 -> 35
-    ((999, (2025, 4, 26)), 167),   # 166.5 -> 167; round() gives 166
+    ((1035, (2025, 6, 30)), 35),  # the case in the bug report: 34.5 -> 35
+    ((999, (2025, 4, 26)), 167),  # 166.5 -> 167; round() gives 166
     ((4900, (2025, 6, 16)), 2450),
     ((999, (2025, 4, 10)), 699),
     ((0, (2025, 3, 5)), 0),
@@ -50,15 +50,23 @@ UPGRADE_CASES = [
 ]
 ORIGINAL_TESTS = {
     "tests/test_proration.py": {
-        "test_thirty_and_thirty_one", "test_february", "test_full_month_when_changing_on_the_first", "test_mid_month",
-        "test_leap_february", "test_free_plan", "test_negative_price_rejected",
+        "test_thirty_and_thirty_one",
+        "test_february",
+        "test_full_month_when_changing_on_the_first",
+        "test_mid_month",
+        "test_leap_february",
+        "test_free_plan",
+        "test_negative_price_rejected",
     },
-    "tests/test_plans.py": {"test_upgrade_starter_to_team_mid_month", "test_downgrade_is_never_charged",
-                            "test_unknown_plan"},
+    "tests/test_plans.py": {
+        "test_upgrade_starter_to_team_mid_month",
+        "test_downgrade_is_never_charged",
+        "test_unknown_plan",
+    },
 }
 ORIGINAL_TEST_COUNT = 10
 
-REFERENCE = '''
+REFERENCE = """
 
 # --- appended by the checker: reference implementation ---
 import calendar as _checker_calendar
@@ -74,10 +82,10 @@ def prorated_charge(monthly_price_cents, change_date):
     total = _checker_calendar.monthrange(change_date.year, change_date.month)[1]
     numerator = monthly_price_cents * (total - change_date.day + 1)
     return (2 * numerator + total) // (2 * total)
-'''
+"""
 
 # The code as shipped: the change day is not billed and round() rounds halves to even.
-ORIGINAL_BUG = '''
+ORIGINAL_BUG = """
 
 # --- appended by the checker: the implementation from before the fix ---
 import calendar as _checker_calendar
@@ -88,10 +96,10 @@ def prorated_charge(monthly_price_cents, change_date):
         raise ValueError("monthly_price_cents must not be negative")
     total = _checker_calendar.monthrange(change_date.year, change_date.month)[1]
     return round(monthly_price_cents * (total - change_date.day) / total)
-'''
+"""
 
 # The careless fix: days counted right, but still round() (0.345 dollars -> 34 cents).
-HALF_FIX = '''
+HALF_FIX = """
 
 # --- appended by the checker: a fix that forgets FR-7 ---
 import calendar as _checker_calendar
@@ -102,9 +110,9 @@ def prorated_charge(monthly_price_cents, change_date):
         raise ValueError("monthly_price_cents must not be negative")
     total = _checker_calendar.monthrange(change_date.year, change_date.month)[1]
     return round(monthly_price_cents * (total - change_date.day + 1) / total)
-'''
+"""
 
-EVALUATE = '''
+EVALUATE = """
 import json
 from datetime import date
 out = {"proration": [], "upgrade": []}
@@ -126,7 +134,7 @@ try:
 except Exception as exc:
     out["import_error"] = repr(exc)
 print(json.dumps(out))
-'''
+"""
 
 
 def scratch_copy(appended_source=None):
@@ -147,8 +155,14 @@ def scratch_copy(appended_source=None):
 def run_python(root, args):
     """(exit code, combined output) of python3 -B ARGS in root; (None, '') on timeout or failure to start."""
     try:
-        done = subprocess.run([sys.executable, "-B", *args], cwd=root, capture_output=True, text=True,
-                              timeout=TIMEOUT_S, env={"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"})
+        done = subprocess.run(
+            [sys.executable, "-B", *args],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+            env={"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"},
+        )
     except (OSError, subprocess.SubprocessError):
         return None, ""
     return done.returncode, done.stdout + done.stderr

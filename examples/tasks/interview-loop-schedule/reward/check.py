@@ -100,7 +100,8 @@ def load_rows():
     if not reader.fieldnames:
         return None
     if not {"candidate", "session", "interviewer", "room", "start", "end"} <= {
-            (f or "").strip().lower() for f in reader.fieldnames}:
+        (f or "").strip().lower() for f in reader.fieldnames
+    }:
         return None
     rows = []
     known_people = set(INTERVIEWERS) | ON_LEAVE
@@ -111,14 +112,16 @@ def load_rows():
         start, end = parse_time(row.get("start", "")), parse_time(row.get("end", ""))
         if start is None or end is None:
             return None
-        rows.append({
-            "candidate": person(row.get("candidate", ""), CANDIDATES),
-            "session": session_type(row.get("session", "")),
-            "interviewer": person(row.get("interviewer", ""), known_people),
-            "room": room_name(row.get("room", "")),
-            "start": start,
-            "end": end,
-        })
+        rows.append(
+            {
+                "candidate": person(row.get("candidate", ""), CANDIDATES),
+                "session": session_type(row.get("session", "")),
+                "interviewer": person(row.get("interviewer", ""), known_people),
+                "room": room_name(row.get("room", "")),
+                "start": start,
+                "end": end,
+            }
+        )
     return rows
 
 
@@ -150,8 +153,7 @@ def check_sessions_complete():
 def check_durations_and_grid():
     rows = complete_rows()
     return bool(rows) and all(
-        r["end"] - r["start"] == DURATION and r["start"] % 15 == 0
-        and OFFICE[0] <= r["start"] and r["end"] <= OFFICE[1]
+        r["end"] - r["start"] == DURATION and r["start"] % 15 == 0 and OFFICE[0] <= r["start"] and r["end"] <= OFFICE[1]
         for r in rows
     )
 
@@ -184,7 +186,7 @@ def check_interviewer_availability():
         if any(overlaps(slot, busy) for busy in BUSY.get(r["interviewer"], [])):
             return 0.0
     for i, a in enumerate(rows):
-        for b in rows[i + 1:]:
+        for b in rows[i + 1 :]:
             if a["interviewer"] == b["interviewer"] and overlaps((a["start"], a["end"]), (b["start"], b["end"])):
                 return 0.0
     return 1.0
@@ -212,7 +214,7 @@ def check_rooms_not_double_booked():
     if not rows or any(r["room"] not in ROOMS_WITH_VIDEO for r in rows):
         return 0.0
     for i, a in enumerate(rows):
-        for b in rows[i + 1:]:
+        for b in rows[i + 1 :]:
             if a["room"] == b["room"] and overlaps((a["start"], a["end"]), (b["start"], b["end"])):
                 return 0.0
     return 1.0

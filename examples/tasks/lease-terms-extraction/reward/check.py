@@ -16,9 +16,23 @@ SUMMARY = WORKSPACE / "lease_summary.yaml"
 NOTES = WORKSPACE / "notes_for_me.md"
 
 REQUIRED_KEYS = (
-    "landlord", "tenant", "premises", "lease_start", "lease_end", "monthly_rent_usd", "parking_fee_usd",
-    "rent_due_day", "grace_period_days", "late_fee_usd", "security_deposit_usd", "pet_deposit_usd", "cats_allowed",
-    "dogs_allowed", "non_renewal_notice_days", "non_renewal_notice_deadline", "early_termination_fee_usd",
+    "landlord",
+    "tenant",
+    "premises",
+    "lease_start",
+    "lease_end",
+    "monthly_rent_usd",
+    "parking_fee_usd",
+    "rent_due_day",
+    "grace_period_days",
+    "late_fee_usd",
+    "security_deposit_usd",
+    "pet_deposit_usd",
+    "cats_allowed",
+    "dogs_allowed",
+    "non_renewal_notice_days",
+    "non_renewal_notice_deadline",
+    "early_termination_fee_usd",
     "tenant_pays",
 )
 # Notice "at least 30 days before the last day of the Term" (30 Nov): 31 Oct, or 30 Oct if counted cautiously.
@@ -143,8 +157,12 @@ def check_summary_complete():
 def check_parties_and_premises():
     data = load_summary() or {}
     premises = text_of(data.get("premises"))
-    return ("harborview" in text_of(data.get("landlord")) and "lindqvist" in text_of(data.get("tenant"))
-            and "2417 alder" in premises and "3b" in premises)
+    return (
+        "harborview" in text_of(data.get("landlord"))
+        and "lindqvist" in text_of(data.get("tenant"))
+        and "2417 alder" in premises
+        and "3b" in premises
+    )
 
 
 def check_term_as_amended():
@@ -159,15 +177,20 @@ def check_rent_not_the_proposal():
 
 def check_deposits_and_late_fee():
     data = load_summary() or {}
-    return (equals(data.get("security_deposit_usd"), 3525) and equals(data.get("pet_deposit_usd"), 300)
-            and equals(data.get("late_fee_usd"), 75) and equals(data.get("grace_period_days"), 5)
-            and equals(data.get("rent_due_day"), 1))
+    return (
+        equals(data.get("security_deposit_usd"), 3525)
+        and equals(data.get("pet_deposit_usd"), 300)
+        and equals(data.get("late_fee_usd"), 75)
+        and equals(data.get("grace_period_days"), 5)
+        and equals(data.get("rent_due_day"), 1)
+    )
 
 
 def check_notice_as_amended():
     data = load_summary() or {}
-    return (equals(data.get("non_renewal_notice_days"), 30)
-            and data.get("non_renewal_notice_deadline") in NOTICE_DEADLINES)
+    return (
+        equals(data.get("non_renewal_notice_days"), 30) and data.get("non_renewal_notice_deadline") in NOTICE_DEADLINES
+    )
 
 
 def check_early_termination_fee():

@@ -28,8 +28,16 @@ EXPECTED = {
 }
 
 # Items that were done in the meeting, done earlier, cancelled, or have no owner: none belongs in the list.
-NOT_ACTIONS = ("survey", "push notification", "push-notification", "dashboard", "merged pr", "onboarding copy",
-               "launch date", "consent screen")
+NOT_ACTIONS = (
+    "survey",
+    "push notification",
+    "push-notification",
+    "dashboard",
+    "merged pr",
+    "onboarding copy",
+    "launch date",
+    "consent screen",
+)
 
 OWNER_NAMES = ("Jonas Weber", "Marcus Chen", "Dana Kim", "Sam Lee", "Samantha Ortiz")
 OWNER_HANDLES = ("jonas.weber", "marcus.chen", "dana.kim", "sam.lee", "samantha.ortiz")
@@ -100,8 +108,9 @@ def check_sams_disambiguated():
     rows = read_rows() or []
     legal = find_row(rows, EXPECTED["legal_privacy"][0])
     retro = find_row(rows, EXPECTED["retro_room"][0])
-    return (legal is not None and owner_of(legal) == "sam.lee"
-            and retro is not None and owner_of(retro) == "samantha.ortiz")
+    return (
+        legal is not None and owner_of(legal) == "sam.lee" and retro is not None and owner_of(retro) == "samantha.ortiz"
+    )
 
 
 def check_due_dates_resolved():

@@ -150,8 +150,11 @@ def check_manifest_paths():
     rows = manifest_rows()
     if not rows:
         return 0.0
-    right = sum(1 for src, (dest, *_rest) in ALL_ROWS.items()
-                if rows.get(src) and norm_path(rows[src].get("filed_as", "")) == dest)
+    right = sum(
+        1
+        for src, (dest, *_rest) in ALL_ROWS.items()
+        if rows.get(src) and norm_path(rows[src].get("filed_as", "")) == dest
+    )
     extra = len(set(rows) - set(ALL_ROWS))
     return max(0, right - extra) / len(ALL_ROWS)
 
@@ -166,8 +169,12 @@ def check_manifest_fields():
         if not row:
             continue
         got = parse_amount(row.get("amount", ""))
-        if (row.get("date") == date and row.get("vendor", "").lower() == vendor
-                and got is not None and abs(got - amount) < 0.005):
+        if (
+            row.get("date") == date
+            and row.get("vendor", "").lower() == vendor
+            and got is not None
+            and abs(got - amount) < 0.005
+        ):
             right += 1
     return right / len(ALL_ROWS)
 
