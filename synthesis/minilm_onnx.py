@@ -20,7 +20,7 @@ import struct
 
 import numpy as np
 
-from .novelty import MiniLMEncoder, mean_pool
+from .minilm import MiniLMEncoder, mean_pool
 
 OPSET = 17
 IR_VERSION = 8
