@@ -358,3 +358,16 @@ def celery_worker(celery_worker_process, celery_broker_url, transactional_db):
         pytest.fail(f"the Celery worker died:\n{celery_worker_process.log_tail()}")
     with override_settings(CLAWGYM_JOB_ENGINE="celery", CELERY_BROKER_URL=celery_broker_url):
         yield celery_worker_process
+
+
+def run_now(kind: str):
+    """Tick the periodic job `kind`, then run the queued run here as a worker would; the finished JobRun.
+
+    (Imports inside: pytest loads this plugin before Django's apps are ready, as the fixtures above do.)"""
+    from . import periodic
+    from .models import JobRun
+    from .runner import execute
+
+    pk = periodic.tick(kind)
+    assert execute(pk) == JobRun.Status.SUCCEEDED, JobRun.objects.get(pk=pk).error
+    return JobRun.objects.get(pk=pk)

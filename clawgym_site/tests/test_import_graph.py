@@ -91,3 +91,12 @@ def test_the_library_package_imports_no_app(this_tree):
 
 def test_no_circle_between_apps_at_module_level(this_tree):
     assert this_tree["circles_between_apps"]["module_level"]["circles"] == []
+
+
+def test_no_circle_between_apps_even_through_imports_in_functions(this_tree):
+    # Tests included: a test that exercises another app's work lives in that app (or in clawgym_site/tests, above all).
+    assert this_tree["circles_between_apps"]["with_functions"]["circles"] == []
+
+
+def test_no_circle_inside_an_app(this_tree):
+    assert this_tree["circles_inside_apps"] == {"module_level": {}, "with_functions": {}}

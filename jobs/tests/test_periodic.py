@@ -13,7 +13,7 @@ from django_q.models import OrmQ, Schedule
 
 from jobs import periodic, registry
 from jobs.models import JobRun, Worker
-from jobs.runner import execute
+from jobs.testing import run_now
 from jobs.workers import beat
 
 pytestmark = pytest.mark.django_db
@@ -242,51 +242,6 @@ def test_with_celery_the_next_run_is_the_last_tick_plus_the_interval(viewer_clie
 # --- what each periodic job does ---------------------------------------------------------------------------------
 
 
-def run_now(kind: str) -> JobRun:
-    """Tick, then run the queued run here as a worker would."""
-    pk = periodic.tick(kind)
-    assert execute(pk) == JobRun.Status.SUCCEEDED, JobRun.objects.get(pk=pk).error
-    return JobRun.objects.get(pk=pk)
-
-
-def test_expired_review_claims_are_handed_back(admin_user, reviewer):
-    from benchmarks.models import Benchmark
-    from review.models import BenchmarkCandidate, ClaimEvent
-    from review.services import claim, propose_candidates
-    from review.tests.helpers import add_diagnosis, make_task
-
-    benchmark = Benchmark.objects.create(name="claw-bench")
-    propose_candidates(benchmark, [make_task()], user=admin_user)
-    candidate = BenchmarkCandidate.objects.get(benchmark=benchmark)
-    add_diagnosis(candidate, [])  # awaiting review: what a reviewer claims
-    claim(candidate, user=reviewer)
-    BenchmarkCandidate.objects.filter(pk=candidate.pk).update(claim_expires_at=timezone.now() - timedelta(seconds=1))
-
-    run = run_now("review.expire_claims")
-
-    assert run.result == {"handed_back": 1}
-    candidate.refresh_from_db()
-    assert candidate.status == BenchmarkCandidate.Status.AWAITING_REVIEW and candidate.claimed_by is None
-    assert ClaimEvent.objects.filter(candidate=candidate, action="expire").count() == 1
-
-
-def test_expired_proxy_sessions_are_closed_and_open_ones_kept(db):
-    from llm.models import ModelEndpoint
-    from llm.services import open_proxy_session
-
-    endpoint = ModelEndpoint.objects.create(name="up", base_url="http://127.0.0.1:9/v1", model="m", roles=["agent"])
-    stale = open_proxy_session(endpoint, subject="rollout:1")
-    live = open_proxy_session(endpoint, subject="rollout:2")
-    stale.__class__.objects.filter(pk=stale.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
-
-    run = run_now("llm.close_stale_sessions")
-
-    assert run.result == {"closed": 1}
-    stale.refresh_from_db()
-    live.refresh_from_db()
-    assert (stale.is_open, stale.closed_at is not None, live.is_open) == (False, True, True)
-
-
 def test_lost_runs_are_queued_again_and_workers_gone_a_day_forgotten(settings):
     host = socket.gethostname()
     lost = JobRun.objects.create(
@@ -319,23 +274,3 @@ def test_lost_runs_are_queued_again_and_workers_gone_a_day_forgotten(settings):
     assert lost.status == JobRun.Status.QUEUED and OrmQ.objects.count() == 1  # handed to django-q again
     assert stale.status == JobRun.Status.FAILED and "gave up after 3 attempts" in stale.error
     assert list(Worker.objects.values_list("name", flat=True)) == ["other-host:1:1"]
-
-
-def test_idle_model_servers_are_stopped_by_the_gpu_queue_job(db):
-    from llm.models import ModelEndpoint
-    from training_jobs.models import ModelServer
-
-    endpoint = ModelEndpoint.objects.create(
-        name="ckpt-1-10", base_url="http://127.0.0.1:9/v1", model="m", roles=["agent"]
-    )
-    server = ModelServer.objects.create(
-        endpoint=endpoint, backend="transformers", host="127.0.0.1", port=9, status=ModelServer.Status.READY
-    )
-    ModelServer.objects.filter(pk=server.pk).update(created_at=timezone.now() - timedelta(hours=1))
-
-    run = run_now("training.stop_idle_servers")
-
-    assert run.queue == "gpu" and run.result == {"stopped": [server.pk]}
-    server.refresh_from_db()
-    endpoint.refresh_from_db()
-    assert server.status == ModelServer.Status.STOPPED and not endpoint.enabled

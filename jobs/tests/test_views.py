@@ -389,20 +389,3 @@ def test_a_batch_whose_children_failed_is_shown_as_completed_with_failures(viewe
     assert '<span class="badge s-succeeded">Succeeded</span>' in row[: row.index("</tr>")]
     detail = viewer_client.get(reverse("jobs:detail", args=[batch.pk])).content.decode()
     assert "Completed with 2 failed" in detail
-
-
-def test_the_list_tells_runs_of_one_kind_apart_by_their_subject(viewer_client):
-    import jobs
-    from tasks.tests.helpers import make_task
-
-    first, second = make_task("count-orders"), make_task("sum-sales")
-    runs = [jobs.enqueue("tasks.sanity_check", revision_id=t.current_revision_id) for t in (first, second)]
-    assert [r.subject for r in runs] == ["count-orders r1", "sum-sales r1"]
-    assert runs[0].subject_url == reverse("tasks:detail", args=["count-orders"]) + "?rev=1"
-    old = make_run(kind="review.diagnose", params={"candidate_id": 12})  # queued before runs had subjects
-
-    listed = viewer_client.get(reverse("jobs:list")).content.decode()
-    assert '<a href="/tasks/count-orders/?rev=1">count-orders r1</a>' in listed
-    assert '<a href="/tasks/sum-sales/?rev=1">sum-sales r1</a>' in listed
-    assert '<div class="job-subject" data-testid="job-subject">candidate_id 12</div>' in listed
-    assert old.about == "candidate_id 12"
