@@ -1,11 +1,6 @@
 """What every app's tests share and that knows no app: the test password and a fast hasher for it, clients signed in
-or holding an API token, an ASGI app served on loopback, and the marks CI selects by. The users of each role are
-`accounts.testing`'s."""
-
-import asyncio
-import socket
-import threading
-import time
+or holding an API token, and the marks CI selects by (servers on loopback: lib.loopback). The users of each role
+are `accounts.testing`'s."""
 
 import pytest
 from django.test import Client
@@ -13,7 +8,6 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 PASSWORD = "correct-horse-battery"
-READY_TIMEOUT = 20.0  # s: how long serve_in_thread waits for uvicorn to listen
 
 
 def pytest_configure(config):
@@ -59,38 +53,3 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.nodb)
         if "celery_broker_url" in names:
             item.add_marker(pytest.mark.celery)
-
-
-def _bound_socket(host: str = "127.0.0.1") -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, 0))
-    return sock
-
-
-def serve_in_thread(app, host: str = "127.0.0.1", **config):
-    """Run `app` (an ASGI app or "module:attr") under uvicorn on a free port of `host` in a daemon thread.
-
-    Returns (server, thread, port); stop it with stop_server(server, thread).
-    """
-    import uvicorn
-
-    sock = _bound_socket(host)
-    options = {"log_level": "warning", "access_log": False, "lifespan": "off", "http": "h11", "loop": "asyncio"}
-    server = uvicorn.Server(uvicorn.Config(app, **(options | config)))
-    server.install_signal_handlers = lambda: None  # the main thread keeps its own handlers
-    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True)
-    thread.start()
-    deadline = time.monotonic() + READY_TIMEOUT
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError(f"uvicorn serving {app!r} did not start within {READY_TIMEOUT} s")
-        time.sleep(0.01)
-    return server, thread, sock.getsockname()[1]
-
-
-def stop_server(server, thread) -> None:
-    if server is None:
-        return
-    server.should_exit = True
-    thread.join(timeout=10)

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
-from lib.testing import serve_in_thread, stop_server  # noqa: F401  (the llm tests' servers)
+from lib.loopback import serve_in_thread, stop_server  # noqa: F401  (the llm tests' servers)
 
 from .testing_tokens import vllm_tokens_chunks, vllm_tokens_whole
 from .wire import Reply as WireReply

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from lib.http_timeouts import H11Protocol, HttpToolsProtocol
-from lib.testing import serve_in_thread, stop_server
+from lib.loopback import serve_in_thread, stop_server
 
 WAIT = 20.0  # how long the test is willing to wait for the close; the deadline under test is far shorter
 
