@@ -209,7 +209,7 @@ def main() -> None:
         from django.core.management import call_command
 
         from evaluation.harnesses import get_harness
-        from evaluation.services import create_rollouts, execute_rollout
+        from evaluation.services.rollouts import create_rollouts, execute_rollout
         from evaluation.testing import fruit_package
         from llm.services import create_endpoint
         from tasks.services import save_package
@@ -252,7 +252,9 @@ def main() -> None:
             urllib.request.urlopen(f"http://127.0.0.1:{app_port}/healthz", timeout=300).close()
         except urllib.error.HTTPError:
             pass  # an answer (503: no job workers here) is all this waits for
-        [rollout] = create_rollouts(revision, endpoint, harness="openclaw", options={"timeout": args.timeout})
+        [rollout] = create_rollouts(
+            revision, endpoint, harness="openclaw", options={"timeout": args.timeout}, user=None
+        )
         started = time.monotonic()
         rollout = execute_rollout(rollout.pk)
         report = {"turns": args.turns, "rollout_s": round(time.monotonic() - started, 1), **measure(rollout.pk)}

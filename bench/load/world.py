@@ -104,7 +104,7 @@ def start_rollouts(revisions: list, endpoint, count: int) -> list[int]:
 
     ids = []
     for i in range(count):
-        ids += [r.pk for r in start(revisions[i % len(revisions)], endpoint, harness="builtin")]
+        ids += [r.pk for r in start(revisions[i % len(revisions)], endpoint, harness="builtin", user=None)]
     return ids
 
 
