@@ -38,7 +38,7 @@ from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
-from netutil import free_port, wait_for_port  # noqa: E402  (bench/ helper)
+from netutil import free_port, start_app, wait_for_port  # noqa: E402  (bench/ helper)
 
 MODEL = "bench-model"
 REFERENCE_BYTES = 16  # what a base call id and a shared count cost in a row: two integer columns, generously
@@ -226,25 +226,7 @@ def main() -> None:
                 env=child_env,
             )
         )
-        procs.append(
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "uvicorn",
-                    "clawgym_site.asgi:application",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(app_port),
-                    "--log-level",
-                    "warning",
-                    "--no-access-log",
-                ],
-                cwd=BASE_DIR,
-                env=child_env,
-            )
-        )
+        procs.append(start_app(app_port, child_env, BASE_DIR))
         wait_for_port(model_port, procs[0])
         wait_for_port(app_port, procs[1])
         # The app imports its views on the first request: on a busy machine that outlasts the rollout's own check.

@@ -2,6 +2,7 @@
 
 import socket
 import subprocess
+import sys
 import time
 
 
@@ -9,6 +10,13 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def start_app(port: int, env: dict, cwd) -> subprocess.Popen:
+    """The web app (clawgym_site.asgi) under uvicorn on 127.0.0.1:`port`, quiet; wait for it with wait_for_port."""
+    argv = [sys.executable, "-m", "uvicorn", "clawgym_site.asgi:application", "--host", "127.0.0.1"]
+    argv += ["--port", str(port), "--log-level", "warning", "--no-access-log"]
+    return subprocess.Popen(argv, cwd=cwd, env=env)
 
 
 def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 60.0) -> None:

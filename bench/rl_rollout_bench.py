@@ -39,7 +39,7 @@ from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
-from netutil import free_port, wait_for_port  # noqa: E402  (bench/ helper)
+from netutil import free_port, start_app, wait_for_port  # noqa: E402  (bench/ helper)
 
 MODEL = "bench-policy"
 
@@ -236,25 +236,7 @@ def main() -> None:
         procs.append(
             subprocess.Popen([sys.executable, __file__, "--serve-model", str(model_port)], cwd=BASE_DIR, env=child_env)
         )
-        procs.append(
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "uvicorn",
-                    "clawgym_site.asgi:application",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(app_port),
-                    "--log-level",
-                    "warning",
-                    "--no-access-log",
-                ],
-                cwd=BASE_DIR,
-                env=child_env,
-            )
-        )
+        procs.append(start_app(app_port, child_env, BASE_DIR))
         wait_for_port(model_port, procs[0])
         wait_for_port(app_port, procs[1])
         worker = WorkerProcess("django-q", [sys.executable, "manage.py", "qcluster"], child_env).start()

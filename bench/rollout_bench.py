@@ -40,7 +40,7 @@ from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
-from netutil import free_port, wait_for_port  # noqa: E402  (bench/ helper)
+from netutil import free_port, start_app, wait_for_port  # noqa: E402  (bench/ helper)
 
 AIM_THROUGHPUT_RATIO = 0.9
 MODEL = "bench-model"
@@ -319,25 +319,7 @@ def main() -> None:
                 [sys.executable, __file__, "--serve-model", str(model_port), *stall], cwd=BASE_DIR, env=child_env
             )
         )
-        procs.append(
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "uvicorn",
-                    "clawgym_site.asgi:application",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(app_port),
-                    "--log-level",
-                    "warning",
-                    "--no-access-log",
-                ],
-                cwd=BASE_DIR,
-                env=child_env,
-            )
-        )
+        procs.append(start_app(app_port, child_env, BASE_DIR))
         wait_for_port(model_port, procs[0])
         wait_for_port(app_port, procs[1])
 
