@@ -47,8 +47,10 @@ def recover_lost_runs(sender=None, **kwargs):
         recover_on_worker_start("celery")
     finally:
         connections.close_all()  # the main process runs no jobs; do not keep a connection open
-    # The main process beats for the worker, with the queues it consumes (-Q), so /healthz can count it.
-    start_beat("celery", sorted(sender.app.amqp.queues.consume_from))
+    # The main process beats for the worker, with the queues it consumes (-Q) and its concurrency (-c), so /healthz
+    # can count it and jobs.fanout knows how many of a batch's jobs it takes at once.
+    slots = getattr(getattr(sender, "controller", None), "concurrency", None) or 1
+    start_beat("celery", sorted(sender.app.amqp.queues.consume_from), slots=slots)
 
 
 @worker_shutdown.connect

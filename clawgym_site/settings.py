@@ -264,6 +264,11 @@ CLAWGYM_PERIODIC_SECONDS = env_json("CLAWGYM_PERIODIC_SECONDS", {})
 # CLAWGYM_WORKER_SEEN_SECONDS, per queue.
 CLAWGYM_WORKER_BEAT_SECONDS = env_float("CLAWGYM_WORKER_BEAT_SECONDS", 15.0)
 CLAWGYM_WORKER_SEEN_SECONDS = env_int("CLAWGYM_WORKER_SEEN_SECONDS", 60)
+# How many jobs of one run an engine holds at once (jobs.fanout): a batch's children, an evaluation run's rollouts;
+# the rest wait in the database and are handed over as those finish. 0: twice the slots of the workers seen on the
+# jobs' queue, at least CLAWGYM_IN_FLIGHT_MIN (workers not started yet are not a reason to queue nothing).
+CLAWGYM_IN_FLIGHT = env_int("CLAWGYM_IN_FLIGHT", 0)
+CLAWGYM_IN_FLIGHT_MIN = env_int("CLAWGYM_IN_FLIGHT_MIN", 8)
 # The GPUs of a gpu-queue worker, which a training run may ask for (distributed.gpus; a run not on CPU needs one):
 # -1 counts this machine's (the NVIDIA driver's). Set it where the web and the gpu workers are different machines.
 CLAWGYM_TRAINING_GPUS = env_int("CLAWGYM_TRAINING_GPUS", -1)

@@ -3,3 +3,4 @@ entry points under them and the services, views and API that queue or look up th
 
 ROLLOUT_JOB = "evaluation.run_rollout"
 REGRADE_JOB = "evaluation.regrade"
+TOP_UP_JOB = "evaluation.top_up_runs"  # also in jobs.periodic's schedule

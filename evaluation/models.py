@@ -124,6 +124,7 @@ class Rollout(models.Model):
             models.Index(fields=["revision", "endpoint", "harness"], name="rollout_revision_model"),
             models.Index(fields=["-created_at", "-id"], name="rollout_recent"),
             models.Index(fields=["eval_run", "revision", "repeat_index"], name="rollout_eval_run"),
+            models.Index(fields=["eval_run", "status"], name="rollout_eval_run_status"),
         ]
 
     def __str__(self):

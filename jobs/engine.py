@@ -60,29 +60,32 @@ def get_engine(name: str | None = None):
         raise JobEngineError(f"unknown job engine {name!r}; choose one of {sorted(ENGINES)}") from None
 
 
-def enqueue(kind: str, *, created_by=None, parent=None, queue: str | None = None, total: int = 0, **params) -> JobRun:
-    """Record a JobRun and hand it to the configured engine once the current transaction commits.
-
-    Raises UnknownJobKind for an unregistered kind and JobEngineError when the engine refuses the job
-    (inside `transaction.atomic()`, that happens when the outermost block commits). `params` must be JSON.
-    """
+def _new_run(kind: str, *, created_by, parent, queue: str | None, total: int, held: bool, params: dict) -> JobRun:
+    """The JobRun a job of `kind` is recorded as (not saved yet)."""
     spec = registry.get(kind)
     queue = queue or spec.queue
     if queue not in registry.QUEUES:
         raise JobEngineError(f"unknown queue {queue!r}; choose one of {registry.QUEUES}")
-    engine = get_engine()
     subject, subject_url = spec.subject(params) if spec.subject else ("", "")
-    run = JobRun.objects.create(
+    return JobRun(
         kind=kind,
         queue=queue,
-        engine=engine.name,
+        engine=settings.CLAWGYM_JOB_ENGINE,
         params=params,
         subject=subject[:300],
         subject_url=subject_url[:500],
         progress_total=total,
         created_by=created_by if created_by is not None and created_by.is_authenticated else None,
         parent=parent,
+        held=held,
     )
+
+
+def submit_on_commit(run: JobRun) -> None:
+    """Hand the recorded run to its engine once the current transaction commits (the worker must see the committed
+    JobRun and whatever the caller wrote with it). An engine that refuses it fails the run with the reason and raises
+    JobEngineError (inside `transaction.atomic()`, when the outermost block commits)."""
+    engine = get_engine(run.engine)
 
     def submit():
         try:
@@ -93,8 +96,30 @@ def enqueue(kind: str, *, created_by=None, parent=None, queue: str | None = None
                 status=JobRun.Status.FAILED, error=reason, finished_at=timezone.now()
             )
             run.refresh_from_db()
-            raise JobEngineError(f"could not start {kind} job #{run.pk} on {engine.name}: {exc}") from exc
+            raise JobEngineError(f"could not start {run.kind} job #{run.pk} on {engine.name}: {exc}") from exc
 
-    # The worker must see the committed JobRun (and whatever the caller wrote with it).
     transaction.on_commit(submit, robust=False)
+
+
+def enqueue(kind: str, *, created_by=None, parent=None, queue: str | None = None, total: int = 0, **params) -> JobRun:
+    """Record a JobRun and hand it to the configured engine once the current transaction commits.
+
+    Raises UnknownJobKind for an unregistered kind and JobEngineError when the engine refuses the job
+    (inside `transaction.atomic()`, that happens when the outermost block commits). `params` must be JSON.
+    """
+    get_engine()  # an unknown engine fails here, before anything is recorded
+    run = _new_run(kind, created_by=created_by, parent=parent, queue=queue, total=total, held=False, params=params)
+    run.save()
+    submit_on_commit(run)
     return run
+
+
+def hold(kind: str, params: list[dict], *, parent: JobRun, created_by=None) -> int:
+    """Record one held run of `kind` per params dict, as children of `parent`, none handed to the engine yet
+    (jobs.fanout.release hands them over, a few at a time). Returns how many."""
+    get_engine()
+    runs = [
+        _new_run(kind, created_by=created_by, parent=parent, queue=None, total=0, held=True, params=p) for p in params
+    ]
+    JobRun.objects.bulk_create(runs, batch_size=500)
+    return len(runs)

@@ -2,6 +2,7 @@
 
 import time
 
+from .fanout import release_waiting
 from .job_kinds import PING_JOB, RECOVER_LOST_JOB
 from .registry import job
 from .runner import recover_lost
@@ -26,10 +27,18 @@ def recover_lost_runs(ctx) -> dict:
     """Periodic (jobs.periodic): what a starting worker does, for workers that died on hosts where none restarts.
 
     A run is lost when its worker's process is gone (this host) or it sent no heartbeat for CLAWGYM_JOB_STALE_SECONDS
-    (any host); it is queued again up to MAX_ATTEMPTS, then failed. Workers not seen for a day are forgotten.
+    (any host); it is queued again up to MAX_ATTEMPTS, then failed. Workers not seen for a day are forgotten. Held
+    children a batch still waits on are handed to the engine when there is room (jobs.fanout).
     """
     done = recover_lost()
     for outcome, ids in done.items():
         if ids:
             ctx.log(f"{outcome}: {', '.join(f'#{pk}' for pk in ids)}")
-    return {**{outcome: len(ids) for outcome, ids in done.items()}, "workers_forgotten": forget_gone()}
+    released = release_waiting()
+    if released:
+        ctx.log(f"handed {released} held run(s) to the workers")
+    return {
+        **{outcome: len(ids) for outcome, ids in done.items()},
+        "released": released,
+        "workers_forgotten": forget_gone(),
+    }

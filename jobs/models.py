@@ -53,6 +53,11 @@ class JobRun(models.Model):
     attempts = models.PositiveIntegerField(default=0)
     worker = models.CharField(max_length=200, blank=True)
     cancel_requested = models.BooleanField(default=False)
+    held = models.BooleanField(
+        default=False,
+        help_text="Queued but not yet handed to its engine: its parent keeps only so many children there at once "
+        "(jobs.fanout); the next is handed over as one finishes.",
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="job_runs"
     )
@@ -64,7 +69,10 @@ class JobRun(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["-created_at", "-id"], name="jobrun_recent")]
+        indexes = [
+            models.Index(fields=["-created_at", "-id"], name="jobrun_recent"),
+            models.Index(fields=["parent", "held", "status"], name="jobrun_children"),
+        ]
 
     def __str__(self):
         return f"{self.kind} #{self.pk} ({self.status})"
@@ -189,6 +197,9 @@ class Worker(models.Model):
     host = models.CharField(max_length=200)
     engine = models.CharField(max_length=20)
     queues = models.CharField(max_length=200, help_text="The queues it takes jobs from, comma-separated.")
+    slots = models.PositiveSmallIntegerField(
+        default=1, help_text="How many jobs it runs at once (a Celery worker's concurrency; 1 per django-q process)."
+    )
     started_at = models.DateTimeField()
     seen_at = models.DateTimeField(db_index=True)
 

@@ -46,7 +46,14 @@ class Periodic:
 
 PERIODIC = (
     Periodic("review.expire_claims", 300, "Hands back review claims that ran out (the queue pages also do on read)."),
-    Periodic(RECOVER_LOST_JOB, 300, "Queues again, or fails, the runs of workers that died; forgets workers gone."),
+    Periodic(
+        RECOVER_LOST_JOB,
+        300,
+        "Queues again, or fails, the runs of workers that died; hands held batch jobs over; forgets workers gone.",
+    ),
+    Periodic(
+        "evaluation.top_up_runs", 120, "Gives queued rollouts of running evaluation runs a job where there is room."
+    ),
     Periodic("training.stop_idle_servers", 600, "Stops checkpoint servers with no model call for a while (gpu)."),
     Periodic("llm.close_stale_sessions", 900, "Closes proxy sessions past their expiry that nobody closed."),
 )

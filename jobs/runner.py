@@ -28,8 +28,8 @@ from django.db.models import F, Q, TextField, Value
 from django.db.models.functions import Concat, Right
 from django.utils import timezone
 
-from . import registry, scratch
-from .engine import enqueue, get_engine
+from . import fanout, registry, scratch
+from .engine import get_engine, hold
 from .models import JobRun
 
 log = logging.getLogger(__name__)
@@ -168,17 +168,22 @@ class JobContext:
     def fan_out(self, kind: str, param: str, values: list, noun: str) -> int:
         """Queue one `kind` run per value (as `param=value`), as children of this run, so they spread across workers.
 
-        The batch jobs' one body: it returns once they are queued (a waiting job would hold a worker its children
-        need; JobRun.batch() tells how far they are). A second delivery queues only the values that have no child
-        yet. Returns how many children the run has in all.
+        The batch jobs' one body: it returns once they are recorded (a waiting job would hold a worker its children
+        need; JobRun.batch() tells how far they are). They are recorded held and handed to the engine a few at a time
+        (jobs.fanout: at most fanout.limit on it at once, the next as one ends). A second delivery records only the
+        values that have no child yet. Returns how many children the run has in all.
         """
         queued = {child.params.get(param) for child in JobRun.objects.filter(parent=self.run).only("params")}
         todo = [value for value in values if value not in queued]
         self.progress(0, len(todo), f"queueing {noun}")
-        for i, value in enumerate(todo, start=1):
-            enqueue(kind, created_by=self.run.created_by, parent=self.run, **{param: value})
-            self.progress(i, len(todo))
-        self.log(f"queued {len(todo)} {noun}" + (f" ({len(queued)} were queued before)" if queued else ""))
+        hold(kind, [{param: value} for value in todo], parent=self.run, created_by=self.run.created_by)
+        self.progress(len(todo), len(todo))
+        released = fanout.release(self.run.pk)
+        self.log(
+            f"queued {len(todo)} {noun}"
+            + (f" ({len(queued)} were queued before)" if queued else "")
+            + f"; {released} handed to the workers now, the rest as those finish"
+        )
         return len(todo) + len(queued)
 
     def _maybe_flush(self) -> None:
@@ -346,9 +351,20 @@ def execute(job_run_id: int) -> str | None:
         finally:
             heartbeat.stop()
         _finish(ctx, status, error=error, result=result)
+        if run.parent_id:
+            _release_siblings(run.parent_id)
         return JobRun.objects.filter(pk=job_run_id).values_list("status", flat=True).first()
     finally:
         _drop_stale_connections()
+
+
+def _release_siblings(parent_id: int) -> None:
+    """A child ended: hand the engine its parent's next held child. A failure here is logged; the periodic
+    recover_lost releases what is left waiting."""
+    try:
+        fanout.release(parent_id)
+    except Exception:
+        log.exception("releasing the next children of job run %s failed", parent_id)
 
 
 def _finish(ctx: JobContext, status: str, *, error: str = "", result=None) -> None:

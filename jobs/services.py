@@ -2,6 +2,7 @@
 
 from django.utils import timezone
 
+from .fanout import release
 from .models import JobRun
 from .runner import append_log, log_line
 
@@ -21,4 +22,23 @@ def cancel_job(run: JobRun, *, user) -> JobRun:
             cancel_requested=True, log_tail=note
         )
     run.refresh_from_db()
+    if cancelled_now and run.parent_id:  # one child less on the engine: its batch's next one may go
+        release(run.parent_id)
     return run
+
+
+def cancel_children(parent: JobRun, *, user) -> int:
+    """Cancel the unfinished children of a batch run: the held ones in one update (none reaches the engine), then
+    those queued on it or running, one by one as cancel_job does. Returns how many were cancelled or asked to stop."""
+    who = user.get_username() if user is not None and user.is_authenticated else "system"
+    children = JobRun.objects.filter(parent=parent)
+    count = children.filter(held=True, status=JobRun.Status.QUEUED).update(
+        status=JobRun.Status.CANCELLED,
+        cancel_requested=True,
+        finished_at=timezone.now(),
+        log_tail=log_line(f"cancelled by {who} before it was handed to a worker"),
+    )
+    for run in children.exclude(status__in=JobRun.FINISHED).exclude(cancel_requested=True):
+        cancel_job(run, user=user)
+        count += 1
+    return count

@@ -29,10 +29,10 @@ log = logging.getLogger(__name__)
 FORGET_AFTER = timedelta(days=1)  # rows of workers not seen for this long are removed (forget_gone)
 
 
-def beat(name: str, engine: str, queues, started_at) -> None:
-    """Record that worker `name` is alive now, taking jobs from `queues`."""
+def beat(name: str, engine: str, queues, started_at, slots: int = 1) -> None:
+    """Record that worker `name` is alive now, taking jobs from `queues`, `slots` at a time."""
     now = timezone.now()
-    updated = Worker.objects.filter(name=name).update(seen_at=now, queues=",".join(queues), engine=engine)
+    updated = Worker.objects.filter(name=name).update(seen_at=now, queues=",".join(queues), engine=engine, slots=slots)
     if not updated:
         Worker.objects.update_or_create(
             name=name,
@@ -42,6 +42,7 @@ def beat(name: str, engine: str, queues, started_at) -> None:
                 "queues": ",".join(queues),
                 "started_at": started_at,
                 "seen_at": now,
+                "slots": slots,
             },
         )
 
@@ -49,9 +50,9 @@ def beat(name: str, engine: str, queues, started_at) -> None:
 class Beat(threading.Thread):
     """Beats for this process every CLAWGYM_WORKER_BEAT_SECONDS until stopped; a failed beat is logged and retried."""
 
-    def __init__(self, engine: str, queues):
+    def __init__(self, engine: str, queues, slots: int = 1):
         super().__init__(name="worker-beat", daemon=True)
-        self.worker, self.engine, self.queues = worker_id(), engine, list(queues)
+        self.worker, self.engine, self.queues, self.slots = worker_id(), engine, list(queues), slots
         self.started_at = timezone.now()
         self._stop_event = threading.Event()
 
@@ -60,7 +61,7 @@ class Beat(threading.Thread):
             while True:
                 try:
                     close_old_connections()  # a connection the database dropped (a restart) is not reused
-                    beat(self.worker, self.engine, self.queues, self.started_at)
+                    beat(self.worker, self.engine, self.queues, self.started_at, self.slots)
                 except Exception:  # the database may be restarting: the next beat may get through
                     log.exception("worker beat of %s failed", self.worker)
                 if self._stop_event.wait(settings.CLAWGYM_WORKER_BEAT_SECONDS):
@@ -84,11 +85,11 @@ class Beat(threading.Thread):
 _beat: Beat | None = None
 
 
-def start_beat(engine: str, queues) -> Beat:
+def start_beat(engine: str, queues, *, slots: int = 1) -> Beat:
     """Start this process's beat (once per process: a forked child starts its own)."""
     global _beat
     if _beat is None or not _beat.is_alive():
-        _beat = Beat(engine, queues)
+        _beat = Beat(engine, queues, slots)
         _beat.start()
     return _beat
 

@@ -44,7 +44,7 @@ from .models import AtomicOperation, Persona, Route, Skill, SynthesisBatch, Synt
 from .stages import PROMPT_VERSIONS
 
 PREVIEW_COUNT = 5
-MAX_COUNT = 10_000
+MAX_COUNT = 20_000
 OPERATIONS_PER_TASK = 3
 MAX_SUPPORTING = 3
 BASE_WEIGHT = 0.05  # a supporting skill unlike the main one may still be drawn, rarely

@@ -1,13 +1,15 @@
-"""Background entry points of evaluation runs (registered through evaluation/jobs/__init__.py): regrade."""
+"""Background entry points of evaluation runs (registered through evaluation/jobs/__init__.py): regrade, and the
+periodic top-up of running runs' jobs."""
 
 from django.urls import reverse
 
 from jobs.registry import job
 from tasks.models import Task
 
-from ..job_kinds import REGRADE_JOB
+from ..job_kinds import REGRADE_JOB, TOP_UP_JOB
 from ..models import EvalRun, Rollout
 from ..services.regrade import regradable, regrade_rollouts
+from ..services.runs import top_up_runs
 
 
 class NothingToRegrade(LookupError):
@@ -51,3 +53,14 @@ def regrade(ctx, *, run_id: int | None = None, task_id: str | None = None) -> di
     ctx.items_failed(len(result["failed"]), of=total)
     ctx.progress(total, total, f"{result['changed']} of {result['rollouts']} score(s) changed")
     return result
+
+
+@job(TOP_UP_JOB, queue="default", title="Top up evaluation runs")
+def top_up(ctx) -> dict:
+    """Periodic (jobs.periodic): give the next queued rollouts of every running evaluation run a job where fewer
+    than the in-flight limit have one (runs do so themselves as rollouts finish; this catches a worker killed in
+    between, an engine that refused a job, and room that workers joining made)."""
+    queued = top_up_runs()
+    for run_id, count in queued.items():
+        ctx.log(f"run #{run_id}: {count} rollout(s) handed to the workers")
+    return {"runs": len(queued), "rollouts": sum(queued.values())}

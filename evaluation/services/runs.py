@@ -1,13 +1,16 @@
 """Evaluation runs: a model over a benchmark version's task revisions with repeats, as ordinary rollouts.
 
 A run's life: created with its rollouts queued (one per revision x repeat) -> running -> complete | incomplete
-(| cancelled). Every state change of one of its rollouts calls `rollout_changed`, which
+(| cancelled). Only so many of its rollouts have a job on the engine at once (jobs.fanout.limit of the sandbox
+queue); `top_up` hands the next ones over as those finish, first repeat of every task first. Every state change of
+one of its rollouts calls `rollout_changed`, which
 1. gives the finished rollout its outcome class (Outcome; every rollout has one, run or not);
 2. recomputes the run's row for that task revision from its few rollouts, and moves the run's counters by the
    difference (one small update; `recompute_run` redoes everything exactly);
 3. queues the next attempt of a rollout the infrastructure failed, with backoff, while the run's attempt budget
    lasts (never a 0: an infra failure has no score);
-4. finishes the run when none of its rollouts is left to run: complete when every repeat has a score, else
+4. tops the run's jobs up (`top_up`) when the rollout finished;
+5. finishes the run when none of its rollouts is left to run: complete when every repeat has a score, else
    incomplete (the figures name the tasks that lack one), and stores its figures.
 Starting a run with the configuration of an earlier one (same revisions, model, harness, options, limits, repeats)
 resumes that one instead: its finished rollouts are kept. A resume with another configuration is refused.
@@ -23,11 +26,12 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.db.models.fields.json import KT
 from django.utils import timezone
 
 import jobs
+from jobs import fanout, registry
 from jobs.models import JobRun
 from jobs.services import cancel_job
 from tasks.models import Task
@@ -229,7 +233,8 @@ def _default_name(endpoint, version, revisions) -> str:
 
 def start_eval_run(*, user, **settings_) -> tuple[EvalRun, bool]:
     """Create the run (or find the earlier one of the same configuration) and queue what is left to run, one
-    job per rollout on the `sandbox` queue. Returns (run, whether an earlier run was resumed)."""
+    job per rollout on the `sandbox` queue, as many at once as `top_up` allows. Returns (run, whether an earlier run
+    was resumed)."""
     with transaction.atomic():
         run, reused = create_eval_run(user=user, **settings_)
         if reused:
@@ -239,8 +244,7 @@ def start_eval_run(*, user, **settings_) -> tuple[EvalRun, bool]:
             resume_eval_run(run, user=user)
         else:
             _begin(run)
-            for rollout in run.rollouts.all():
-                _enqueue(rollout, user=user)
+            top_up(run.pk)
     return run, reused
 
 
@@ -256,6 +260,46 @@ def _enqueue(rollout: Rollout, *, user, delay: float = 0.0) -> JobRun:
     job_run = jobs.enqueue(ROLLOUT_JOB, created_by=user, total=1, **params)
     Rollout.objects.filter(pk=rollout.pk).update(job_run=job_run)
     return job_run
+
+
+def top_up(run_id: int) -> int:
+    """Give the run's next queued rollouts a job while fewer than jobs.fanout.limit("sandbox") of them have one
+    queued or running; the first repeat of every task goes before the second of any. Returns how many were queued.
+    The run's row is locked meanwhile, so two rollouts finishing together do not both fill the same room."""
+    with transaction.atomic():
+        run = EvalRun.objects.select_for_update().filter(pk=run_id).first()
+        if run is None or run.inline or run.status != EvalRun.Status.RUNNING:
+            return 0
+        rollouts = Rollout.objects.filter(eval_run_id=run_id)
+        on_engine = rollouts.filter(
+            status__in=(Rollout.Status.QUEUED, Rollout.Status.RUNNING), job_run__status__in=JobRun.ACTIVE
+        ).count()
+        room = fanout.limit(registry.get(ROLLOUT_JOB).queue) - on_engine
+        if room <= 0:
+            return 0
+        # Queued without a job, or whose job ended without running it (an engine that refused it, a lost worker).
+        waiting = rollouts.filter(
+            Q(job_run__isnull=True) | Q(job_run__status__in=JobRun.FINISHED), status=Rollout.Status.QUEUED
+        )
+        batch = list(waiting.order_by("attempt", "repeat_index", "revision_id")[:room])
+        for rollout in batch:
+            _enqueue(rollout, user=run.created_by)
+    return len(batch)
+
+
+def top_up_runs() -> dict:
+    """top_up every running run (the periodic evaluation.top_up_runs: what a killed worker left waiting, and room
+    that workers joining made). Returns {run id: rollouts queued} for those that got some."""
+    queued = {}
+    for run_id in EvalRun.objects.filter(status=EvalRun.Status.RUNNING, inline=False).values_list("pk", flat=True):
+        try:
+            count = top_up(run_id)
+        except Exception:  # one run's engine refusing jobs does not stop the others
+            log.exception("topping up evaluation run %s failed", run_id)
+            continue
+        if count:
+            queued[run_id] = count
+    return queued
 
 
 def resume_eval_run(run: EvalRun, *, user, config: dict | None = None) -> EvalRun:
@@ -279,11 +323,8 @@ def resume_eval_run(run: EvalRun, *, user, config: dict | None = None) -> EvalRu
         )
         run.refresh_from_db()
         for rollout in run.rollouts.filter(status__in=Rollout.RETRYABLE):
-            retry_rollout(rollout, user=user, enqueue=not run.inline)
-        if not run.inline:
-            for rollout in run.rollouts.filter(status=Rollout.Status.QUEUED).select_related("job_run"):
-                if rollout.job_run is None or rollout.job_run.is_finished:
-                    _enqueue(rollout, user=user)
+            retry_rollout(rollout, user=user, enqueue=False)
+        top_up(run.pk)  # queued ones whose job was lost (a worker killed mid-run) are given a new one too
     _maybe_finish(run.pk)
     run.refresh_from_db()
     log.info("evaluation run %s resumed by %s", run.pk, who or "a script")
@@ -351,7 +392,9 @@ def _rollout_changed(rollout_id: int) -> None:
         return
     _refresh(row["eval_run_id"], row["revision_id"])
     if outcome == Outcome.INFRA and _retry_infra(rollout_id, row["eval_run_id"]):
-        return
+        return  # its next attempt took its job's place on the engine
+    if row["status"] in Rollout.FINISHED:
+        top_up(row["eval_run_id"])
     _maybe_finish(row["eval_run_id"])
 
 

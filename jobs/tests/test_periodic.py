@@ -25,6 +25,7 @@ def test_the_table_names_registered_jobs_on_their_queues():
     assert KINDS == [
         "review.expire_claims",
         "jobs.recover_lost",
+        "evaluation.top_up_runs",
         "training.stop_idle_servers",
         "llm.close_stale_sessions",
     ]
@@ -34,10 +35,11 @@ def test_the_table_names_registered_jobs_on_their_queues():
     assert queues == {
         "review.expire_claims": "default",
         "jobs.recover_lost": "default",
+        "evaluation.top_up_runs": "default",
         "training.stop_idle_servers": "gpu",
         "llm.close_stale_sessions": "default",
     }
-    assert [seconds for _, seconds in periodic.enabled()] == [300, 300, 600, 900]
+    assert [seconds for _, seconds in periodic.enabled()] == [300, 300, 120, 600, 900]
 
 
 def test_intervals_are_overridden_turned_off_and_checked(settings):
@@ -45,6 +47,7 @@ def test_intervals_are_overridden_turned_off_and_checked(settings):
     assert [(e.kind, s) for e, s in periodic.enabled()] == [
         ("review.expire_claims", 60),
         ("jobs.recover_lost", 300),
+        ("evaluation.top_up_runs", 120),
         ("llm.close_stale_sessions", 900),
     ]
     settings.CLAWGYM_PERIODIC_SECONDS = {"review.expire_claim": 60}
@@ -170,7 +173,7 @@ def test_schedule_periodic_writes_the_django_q_schedules_once(settings):
     Schedule.objects.filter(name="clawgym:review.expire_claims").update(next_run=later)
 
     call_command("schedule_periodic", stdout=open(os.devnull, "w"))  # again, as each `make run` does
-    assert Schedule.objects.filter(name__startswith="clawgym:").count() == 4
+    assert Schedule.objects.filter(name__startswith="clawgym:").count() == 5
     assert Schedule.objects.get(name="clawgym:review.expire_claims").next_run == later  # not postponed
 
     settings.CLAWGYM_PERIODIC_SECONDS = {"review.expire_claims": 120, "training.stop_idle_servers": 0}
@@ -265,9 +268,15 @@ def test_lost_runs_are_queued_again_and_workers_gone_a_day_forgotten(settings):
     beat("gone-host:1:1", "celery", ["sandbox"], timezone.now())
     Worker.objects.filter(name="gone-host:1:1").update(seen_at=timezone.now() - timedelta(days=1, seconds=1))
 
+    # A batch whose worker was killed after its child ended, before it handed over the next one.
+    batch = JobRun.objects.create(kind="jobs.ping", engine="django_q", status="succeeded")
+    waiting = JobRun.objects.create(kind="jobs.ping", engine="django_q", parent=batch, held=True)
+
     run = run_now("jobs.recover_lost")
 
-    assert run.result == {"requeued": 1, "failed": 1, "cancelled": 0, "workers_forgotten": 1}
+    assert run.result == {"requeued": 1, "failed": 1, "cancelled": 0, "released": 1, "workers_forgotten": 1}
+    waiting.refresh_from_db()
+    assert not waiting.held and "handed 1 held run(s) to the workers" in run.log_tail
     assert f"requeued: #{lost.pk}" in run.log_tail and f"failed: #{stale.pk}" in run.log_tail
     lost.refresh_from_db()
     stale.refresh_from_db()

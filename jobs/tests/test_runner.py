@@ -250,5 +250,7 @@ def test_fan_out_queues_one_child_per_value_and_a_second_delivery_only_the_missi
     assert [c.params for c in children] == [{"steps": 1}, {"steps": 2}, {"steps": 3}]
     parent.refresh_from_db()
     assert (parent.progress_done, parent.progress_total) == (2, 2)
-    assert parent.log_tail.endswith("queued 2 pings (1 were queued before)\n")
+    assert parent.log_tail.endswith(
+        "queued 2 pings (1 were queued before); 2 handed to the workers now, the rest as those finish\n"
+    )
     assert parent.batch().total == 3 and parent.batch().done == 0

@@ -10,8 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 import jobs
-from jobs.models import JobRun
-from jobs.services import cancel_job
+from jobs.services import cancel_children
 from llm.models import ModelEndpoint
 
 from .. import pipeline
@@ -223,8 +222,7 @@ def cancel_batch(batch: SynthesisBatch, *, user) -> SynthesisBatch:
         status_reason=f"cancelled by {user}" if user and user.is_authenticated else "cancelled",
     )
     if batch.job_run_id:  # queued item jobs end at once; running ones stop between stages anyway
-        for run in JobRun.objects.filter(parent_id=batch.job_run_id).exclude(status__in=JobRun.FINISHED):
-            cancel_job(run, user=user)
+        cancel_children(batch.job_run, user=user)
     batch.refresh_from_db()
     return batch
 
