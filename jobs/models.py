@@ -138,8 +138,11 @@ class JobRun(models.Model):
 
     def batch(self) -> "BatchProgress":
         """How far this run's children are: a batch job that only queues its children finishes first."""
-        counts = dict(self.children.order_by().values_list("status").annotate(n=models.Count("id")))
-        return BatchProgress(self, counts)
+        counts, held = {}, 0
+        for status, is_held, n in self.children.order_by().values_list("status", "held").annotate(n=models.Count("id")):
+            counts[status] = counts.get(status, 0) + n
+            held += n if is_held and status == self.Status.QUEUED else 0
+        return BatchProgress(self, counts, held)
 
     @property
     def duration(self):
@@ -151,8 +154,9 @@ class JobRun(models.Model):
 class BatchProgress:
     """A parent run and the statuses of its children, for the batch progress partial."""
 
-    def __init__(self, run: JobRun, counts: dict[str, int]):
+    def __init__(self, run: JobRun, counts: dict[str, int], held: int = 0):
         self.run = run
+        self.held = held  # queued children not handed to the engine yet (jobs.fanout)
         self.total = sum(counts.values())
         self.succeeded = counts.get(JobRun.Status.SUCCEEDED, 0)
         self.failed = counts.get(JobRun.Status.FAILED, 0)

@@ -104,6 +104,13 @@ def test_batch_progress_counts_the_children_and_polls_until_all_have_finished(vi
     assert 'aria-valuenow="66"' in html
     assert 'hx-trigger="every 1s"' in html and "HX-Trigger" not in first.headers
 
+    waiting = make_run(parent=parent, held=True)  # a child its batch has not handed to the engine yet
+    html = viewer_client.get(url, **HTMX).content.decode()
+    assert "2/4 done" in html and '<span data-testid="batch-held">1 waiting their turn</span>' in html
+    detail = viewer_client.get(reverse("jobs:detail", args=[waiting.pk])).content.decode()
+    assert "waiting its turn: its batch hands it to the workers" in detail
+    JobRun.objects.filter(pk=waiting.pk).delete()
+
     JobRun.objects.filter(pk=running.pk).update(status=JobRun.Status.SUCCEEDED)
     last = viewer_client.get(url, **HTMX)
     assert polling_attributes(last.content.decode()) == [] and "3/3 done" in last.content.decode()
