@@ -268,7 +268,7 @@ class Trajectory(models.Model):
 
 
 class SandboxSlot(models.Model):
-    """One of a machine's rollout slots: a rollout runs only while it holds one (claimed by a conditional UPDATE).
+    """One of a machine's rollout slots: a rollout's agent runs only while it holds one (claimed by a conditional UPDATE).
 
     A slot frees itself when its holder's process is gone (same host) or its lease expires.
     """

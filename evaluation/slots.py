@@ -1,8 +1,9 @@
 """How many rollouts may run at once on one machine, held across every worker process on it.
 
 OpenClaw needs about 1 GB of memory per run; the job engines' worker counts know nothing of that (and one django-q
-cluster serves every queue). So each rollout holds a SandboxSlot row of its host while its sandbox runs: claimed
-with a conditional UPDATE (atomic on SQLite and PostgreSQL), freed at the end. A slot whose holder process died is
+cluster serves every queue). So each rollout holds a SandboxSlot row of its host while its agent's sandbox runs:
+claimed with a conditional UPDATE (atomic on SQLite and PostgreSQL), freed when the agent stops (the checker that
+scores it then runs in a small sandbox of its own, beside the next rollout's agent). A slot whose holder process died is
 free again at once on the same host, and anywhere once its lease expired.
 
 Slot count: settings.CLAWGYM_ROLLOUT_SLOTS, or when 0 the machine's memory divided by CLAWGYM_ROLLOUT_SLOT_MEMORY_MB
@@ -30,7 +31,7 @@ from .models import SandboxSlot
 
 RESERVED_MEMORY_BYTES = 2 * 1024**3
 POLL_START_SECONDS = 0.1
-POLL_MAX_SECONDS = 2.0
+POLL_MAX_SECONDS = 0.5  # a slot that frees is taken within half a second (a poll is one small query)
 
 
 class NoSlotFree(RuntimeError):
@@ -101,6 +102,19 @@ def in_use() -> int:
     return SandboxSlot.objects.filter(host=_host(), slot__lt=slot_count()).exclude(_free(now)).count()
 
 
+class HeldSlot:
+    """A claimed slot, freed when its block ends or earlier by `release()` (a rollout frees it when its agent stops:
+    the checker that scores the workspace runs in a sandbox of its own, and the next agent need not wait for it)."""
+
+    def __init__(self, pk: int, holder: str):
+        self.pk, self.holder, self.released = pk, holder, False
+
+    def release(self) -> None:
+        if not self.released:
+            self.released = True
+            release(self.pk, self.holder)
+
+
 @contextmanager
 def rollout_slot(*, hold_seconds: float, wait_seconds: float | None = None, on_wait=None):
     """Hold one of this machine's slots for the block, waiting (polling with backoff) until one is free.
@@ -123,7 +137,8 @@ def rollout_slot(*, hold_seconds: float, wait_seconds: float | None = None, on_w
             on_wait(waited)
         time.sleep(pause * random.uniform(0.5, 1.5))
         pause = min(POLL_MAX_SECONDS, pause * 2)
+    held = HeldSlot(pk, holder)
     try:
-        yield pk
+        yield held
     finally:
-        release(pk, holder)
+        held.release()

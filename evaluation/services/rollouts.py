@@ -4,7 +4,8 @@ A rollout's life: queued -> running -> scored | failed (| cancelled). One attemp
 1. wait for a sandbox slot of this machine (evaluation.slots), claim the row (conditional UPDATE: queued -> running);
 2. open a proxy session (subject "rollout:<id>"), check that the agent can reach its model through it
    (evaluation.infra.preflight: a second, not the harness's retries), materialise the input files as the workspace;
-3. run the harness in the sandbox (harnesses.sandboxed.run_agent); close the session when the agent stopped;
+3. run the harness in the sandbox (harnesses.sandboxed.run_agent); close the session and free the slot when the agent
+   stopped (the next rollout's agent starts while this one is scored: the checker has a sandbox of its own);
 4. store the final workspace as a diff against the initial one (contents as blobs);
 5. only now install the checker's reward/ files and score the workspace (tasks.scoring.score_run: the checker, with
    the final message and the transcript in the reward payload, and the rubric's judge when the task has a rubric);
@@ -304,7 +305,7 @@ def execute_rollout(rollout_id: int, *, job_run: JobRun | None = None, on_wait=N
         return rollout
     timeout = rollout_timeout(rollout)
     try:
-        with rollout_slot(hold_seconds=timeout + 2 * WALL_MARGIN_SECONDS, on_wait=on_wait):
+        with rollout_slot(hold_seconds=timeout + 2 * WALL_MARGIN_SECONDS, on_wait=on_wait) as slot:
             claimed = Rollout.objects.filter(pk=rollout_id, status=Rollout.Status.QUEUED).update(
                 status=Rollout.Status.RUNNING,
                 attempt=F("attempt") + 1,
@@ -315,7 +316,7 @@ def execute_rollout(rollout_id: int, *, job_run: JobRun | None = None, on_wait=N
             rollout.refresh_from_db()
             if not claimed:
                 return rollout
-            _run_attempt(rollout, timeout)
+            _run_attempt(rollout, timeout, agent_stopped=slot.release)
     except NoSlotFree as exc:
         _fail(rollout, ExitReason.SANDBOX_ERROR, str(exc), expected=Rollout.Status.QUEUED)
     else:
@@ -324,7 +325,9 @@ def execute_rollout(rollout_id: int, *, job_run: JobRun | None = None, on_wait=N
     return rollout
 
 
-def _run_attempt(rollout: Rollout, timeout: int) -> None:
+def _run_attempt(rollout: Rollout, timeout: int, *, agent_stopped=lambda: None) -> None:
+    """One attempt: the agent in the sandbox, then the checker (and judge). `agent_stopped` is called once the agent
+    has stopped (execute_rollout frees the machine's rollout slot there: the checker runs in a sandbox of its own)."""
     endpoint, revision = rollout.endpoint, rollout.revision
     session = None
     try:
@@ -369,6 +372,7 @@ def _run_attempt(rollout: Rollout, timeout: int) -> None:
                 outcome = AgentOutcome(ExitReason.HARNESS_UNAVAILABLE, detail=str(exc))
             finally:
                 close_proxy_session(session)  # the agent stopped: its token opens nothing any more
+                agent_stopped()
             record = proxy_record(session.pk)
             _classify_agent_error(outcome, session, record)
             if outcome.exit_reason in NOT_SCORED:
