@@ -4,12 +4,17 @@
 1. The batch. `--prompts` tasks (fruit summaries, each with its real checker) x `--samples` rollouts each, with the
    builtin harness and the rollout option `record_tokens: true`, started as an RL step starts them
    (evaluation.services.rollouts.start_rollouts per prompt: jobs on the `sandbox` queue) and run by a real django-q
-   cluster of `--slots` workers (CLAWGYM_ROLLOUT_SLOTS = `--slots`): bubblewrap sandbox, relay, the recording proxy
+   cluster of `--workers` processes (default: slots + 2) on `--slots` rollout slots (CLAWGYM_ROLLOUT_SLOTS): a rollout
+   frees its slot when its agent stops, so with more processes than slots the next agent starts while the checker
+   scores the last one. Bubblewrap sandbox, relay, the recording proxy
    (the ASGI app under uvicorn), checker. The model is a vLLM-shaped scripted server in a process of its own
    (llm.testing.ScriptedUpstream with vllm_tokens: prompt_token_ids, token_ids, logprobs): a `write` of the right
    summary, then "Done.". Timed from the first enqueue to the last rollout finished. Reported against the slowest
    single rollout (the batch's wall time with unbounded slots and perfect parallelism): `batch_over_slowest`; and
-   against the ideal within the slots, max(slowest, sum of rollout times / slots): `efficiency` = ideal / batch.
+   against the ideal within the slots, max(slowest, sum of rollout times / slots): `efficiency` = ideal / batch;
+   and against the ideal of the time rollouts hold a slot (a rollout's time less its checker's):
+   `slot_efficiency`. Where the rest goes: `agent_s`, `checker_s` and `other_s` (set-up, storing) per rollout (p50),
+   `pickup_p50_s` (from a slot freeing to the job that takes it starting: the engine's poll and the claim).
    Every rollout's samples are then built (training_jobs.rl.samples) and counted: all should be exact.
 2. Recording overhead. In the same proxy process, `--overhead-calls` calls of each kind, interleaved: a session that
    records tokens, one that does not, and the same two request bodies sent straight to the upstream. A call's
@@ -18,11 +23,11 @@
    `--overhead-prompt-tokens` tokens and an answer of `--overhead-answer-tokens`, streamed and not.
 
 Throwaway SQLite database and folders in a temp dir. The last line is one JSON object:
-{"prompts", "samples", "rollouts", "slots", "batch_wall_s", "slowest_rollout_s", "batch_over_slowest", "ideal_s",
- "efficiency", "rollout_p50_s", "scored", "mean_score", "samples_built", "inexact_samples", "tokens_sampled",
+{"prompts", "samples", "rollouts", "slots", "workers", "batch_wall_s", "slowest_rollout_s", "batch_over_slowest",
+ "ideal_s", "efficiency", "slot_ideal_s", "slot_efficiency", "agent_s", "checker_s", "other_s", "pickup_p50_s", "rollout_p50_s", "scored", "mean_score", "samples_built", "inexact_samples", "tokens_sampled",
  "queue", "errors" (the first three rollouts that did not score 1.0), "token_overhead": {"stream": {...}, "whole": {...}, "prompt_tokens", "answer_tokens", "calls"}, "cpus"}
 
-    .venv/bin/python bench/rl_rollout_bench.py [--prompts 8] [--samples 8] [--slots 4] [--overhead-calls 40]
+    .venv/bin/python bench/rl_rollout_bench.py [--prompts 8] [--samples 8] [--slots 4] [--workers 6] [--overhead-calls 40]
 """
 
 import argparse
@@ -109,7 +114,19 @@ def batch(revisions, endpoint, samples: int, slots: int, timeout: float) -> dict
         time.sleep(0.1)
     wall = time.monotonic() - started
     finished = list(Rollout.objects.filter(pk__in=ids).select_related("job_run"))
-    seconds = [(r.finished_at - r.started_at).total_seconds() for r in finished if r.started_at and r.finished_at]
+    timed = [r for r in finished if r.started_at and r.finished_at]
+    seconds = [(r.finished_at - r.started_at).total_seconds() for r in timed]
+    checker = [r.checker_seconds or 0.0 for r in timed]
+    agent = [r.agent_seconds or 0.0 for r in timed]
+    held = [
+        total - check for total, check in zip(seconds, checker, strict=True)
+    ]  # the slot is freed before the checker
+    slot_ideal = max(max(held), sum(held) / slots)
+    # A slot freed at an agent's end is taken by the next rollout that starts: the gaps between consecutive
+    # (agent end, next start) pairs in time order, once every slot has been busy, are what the engine's pickup costs.
+    ends = sorted((r.started_at.timestamp() + h) for r, h in zip(timed, held, strict=True))
+    starts = sorted(r.started_at.timestamp() for r in timed)[slots:]
+    pickup = [start - end for start, end in zip(starts, ends, strict=False) if start >= end]
     scores = [r.score for r in finished if r.status == Rollout.Status.SCORED]
     built = [s for r in finished for s in samples_for_rollout(r)]
     slowest = max(seconds)
@@ -122,6 +139,12 @@ def batch(revisions, endpoint, samples: int, slots: int, timeout: float) -> dict
         "batch_over_slowest": round(wall / slowest, 2),
         "ideal_s": round(ideal, 2),
         "efficiency": round(ideal / wall, 3),
+        "slot_ideal_s": round(slot_ideal, 2),
+        "slot_efficiency": round(slot_ideal / wall, 3),
+        "agent_s": round(statistics.median(agent), 2),
+        "checker_s": round(statistics.median(checker), 2),
+        "other_s": round(statistics.median(h - a for h, a in zip(held, agent, strict=True)), 2),
+        "pickup_p50_s": round(statistics.median(pickup), 3) if pickup else None,
         "rollout_p50_s": round(statistics.median(seconds), 2),
         "scored": len(scores),
         "mean_score": round(statistics.mean(scores), 3) if scores else None,
@@ -187,7 +210,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--samples", type=int, default=8, help="rollouts per prompt (GRPO's num_generations)")
-    parser.add_argument("--slots", type=int, default=4, help="sandbox workers and slots")
+    parser.add_argument("--slots", type=int, default=4, help="rollout slots (CLAWGYM_ROLLOUT_SLOTS)")
+    parser.add_argument("--workers", type=int, help="django-q worker processes (default: slots + 2)")
     parser.add_argument("--overhead-calls", type=int, default=40, help="calls of each kind (0: leave part 2 out)")
     parser.add_argument("--overhead-prompt-tokens", type=int, default=16000)
     parser.add_argument("--overhead-answer-tokens", type=int, default=512)
@@ -197,6 +221,7 @@ def main() -> None:
     if args.serve_model:
         serve_model(args.serve_model)
         return
+    args.workers = args.workers or args.slots + 2
 
     workdir = Path(tempfile.mkdtemp(prefix="clawgym-rl-bench-"))
     model_port, app_port = free_port(), free_port()
@@ -206,7 +231,7 @@ def main() -> None:
             "DATABASE_URL": f"sqlite:///{workdir / 'bench.sqlite3'}",
             "CLAWGYM_PROXY_PUBLIC_URL": f"http://127.0.0.1:{app_port}",
             "CLAWGYM_JOB_ENGINE": "django_q",
-            "CLAWGYM_Q_WORKERS": str(args.slots),
+            "CLAWGYM_Q_WORKERS": str(args.workers),
             "CLAWGYM_ROLLOUT_SLOTS": str(args.slots),
             "LOG_LEVEL": "WARNING",
             "PYTHONUNBUFFERED": "1",
@@ -267,13 +292,15 @@ def main() -> None:
         "prompts": args.prompts,
         "samples": args.samples,
         "slots": args.slots,
+        "workers": args.workers,
         **report,
         "token_overhead": tokens,
         "cpus": os.cpu_count(),
     }
     print(
         f"{report['rollouts']} rollouts in {report['batch_wall_s']} s on {args.slots} slots; slowest one "
-        f"{report['slowest_rollout_s']} s (x{report['batch_over_slowest']}); efficiency {report['efficiency']}; "
+        f"{report['slowest_rollout_s']} s (x{report['batch_over_slowest']}); efficiency {report['efficiency']} "
+        f"(of slot time {report['slot_efficiency']}; pickup p50 {report['pickup_p50_s']} s); "
         f"{report['samples_built']} samples, {report['inexact_samples']} inexact"
     )
     if tokens:
