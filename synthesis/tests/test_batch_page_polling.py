@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from lib import polled_figures
 from llm.models import ModelCall, ModelEndpoint
-from synthesis.batches import distributions, funnel, stage_costs
+from synthesis.batches import batch_json, distributions, funnel, stage_costs
 from synthesis.models import SynthesisBatch, SynthesisItem
 from synthesis.tests.helpers import PASS, make_batch
 
@@ -110,3 +110,17 @@ def test_figures_are_reused_while_nothing_moves(batch, viewer_client, monkeypatc
     now[0] += polled_figures.IDLE_SECONDS + 1
     reasons = [r["reason"] for row in shown(viewer_client, batch)["funnel"] for r in row["reasons"]]
     assert reasons == ["generate: needs the network, really"]
+
+
+def test_the_figures_read_the_items_in_one_query_whatever_their_number(batch, django_assert_max_num_queries):
+    SynthesisItem.objects.bulk_create(
+        SynthesisItem(batch=batch, index=i, status="pending", stage="files", stage_results={"generate": PASS})
+        for i in range(3, 40)
+    )
+    # Each item's batch is the one asked about (known to the related manager): no query per item to learn it.
+    with django_assert_max_num_queries(1):
+        funnel(batch)
+    with django_assert_max_num_queries(1):
+        distributions(batch)
+    with django_assert_max_num_queries(2):  # the batch read again, then its items
+        batch_json(batch)
