@@ -233,7 +233,7 @@ def batch_json(batch: SynthesisBatch) -> dict:
     batch.refresh_from_db()
     rejected, failed = Counter(), Counter()
     kept = 0
-    for item in batch.items.only("status", "stage", "stage_results"):
+    for item in batch.items.only("batch", "status", "stage", "stage_results"):
         if item.status == SynthesisItem.Status.KEPT:
             kept += 1
         elif item.status == SynthesisItem.Status.REJECTED:
@@ -290,7 +290,7 @@ def funnel(batch: SynthesisBatch) -> list[dict]:
         {"step": key, "label": label, "count": 0, "rejected": 0, "failed": 0, "in_progress": 0, "reasons": {}}
         for key, label, _ in FUNNEL
     ]
-    for item in batch.items.only("pk", "index", "status", "stage", "stage_results", "reason"):
+    for item in batch.items.only("pk", "batch", "index", "status", "stage", "stage_results", "reason"):
         for row, (_key, _label, passed) in zip(rows, FUNNEL, strict=True):
             if passed(item.stage_results, item):
                 row["count"] += 1
@@ -344,7 +344,7 @@ def distributions(batch: SynthesisBatch) -> dict:
     rated its own task and as the judge's quality assessment found it, and the same for the kept ones."""
     found = {name: Counter() for name in ("subcategories", "operations", "skills", "difficulty", "judge_difficulty")}
     kept = {name: Counter() for name in found}
-    for item in batch.items.only("seed", "draft", "status"):
+    for item in batch.items.only("batch", "seed", "draft", "status"):
         into = [found, kept] if item.status == SynthesisItem.Status.KEPT else [found]
         for counts in into:
             seed = item.seed

@@ -13,6 +13,7 @@ from urllib.parse import quote
 from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
 from django.db.models import F
 from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect
@@ -29,6 +30,7 @@ from jobs.models import JobRun
 from jobs.registry import UnknownJobKind
 from lib.htmx import render_page
 from lib.listing import render_list
+from lib.polled_figures import polled_figures
 from tasks.models import BenchmarkCategory, Task
 
 from .. import exports
@@ -40,6 +42,9 @@ from ..services import runs
 
 URL_MARK, ROW_MARK = "__task__", 987654321  # placeholders of the links reversed once for every row
 RUNS_PAGE_SIZE = 50
+TASKS_PAGE_SIZE = (
+    200  # rows of the run page's tasks table: a run of 20,000 tasks is shown (and polled) a page at a time
+)
 TASK_SORTS = {  # ?sort= of the run page's tasks table; every ordering ends on the task id
     "task": [F("task__external_id").asc()],
     "score": [F("mean").asc(nulls_first=True), F("task__external_id").asc()],  # the hardest first
@@ -244,10 +249,10 @@ def _figures(run: EvalRun, summary: dict, names: dict) -> dict:
     }
 
 
-def _task_rows(run: EvalRun, sort: str) -> list[dict]:
-    """The tasks table in one query, as plain rows (hundreds of them: no model instances), each with its links,
-    reversed once and filled in per row."""
-    rows = list(
+def _task_rows(run: EvalRun, sort: str, page):
+    """One page of the tasks table (the page, its rows) in two queries (the count, the rows), as plain rows (no
+    model instances), each with its links, reversed once and filled in per row."""
+    rows = (
         EvalRunTask.objects.filter(run=run)
         .annotate(tokens=F("input_tokens") + F("output_tokens"))
         .order_by(*TASK_SORTS[sort])
@@ -268,13 +273,40 @@ def _task_rows(run: EvalRun, sort: str) -> list[dict]:
             revision_number=F("revision__number"),
         )
     )
+    task_page = Paginator(rows, TASKS_PAGE_SIZE).get_page(page)
+    rows = list(task_page.object_list)
     task_url = reverse("tasks:detail", args=[URL_MARK])
     repeats_url = reverse("evaluations:repeats", args=[run.pk, ROW_MARK])
     for row in rows:
         row["task"] = row.pop("task_id_")
         row["task_url"] = task_url.replace(URL_MARK, quote(row["task"], safe=""))
         row["repeats_url"] = repeats_url.replace(str(ROW_MARK), str(row["pk"]))
-    return rows
+    return task_page, rows
+
+
+def shown_summary(run: EvalRun) -> dict:
+    """The figures the run page shows: runs.current_summary, which for a running run is a pass over all its task
+    rows (bootstrap intervals: about 2 s at 20,000 tasks); a polled page gets them through lib.polled_figures,
+    computed again when the run's counters have moved (at once for a run of hundreds of tasks). The per-task
+    figures ("tasks") are left out: the page reads the task rows themselves."""
+    if run.is_finished and run.summary:
+        return runs.current_summary(run)
+    stamp = (
+        run.status,
+        run.rollouts_total,
+        run.rollouts_finished,
+        sorted((run.outcome_counts or {}).items()),
+        run.input_tokens,
+        run.output_tokens,
+        str(run.cost),
+        run.pass_threshold,
+        run.repeats,
+    )
+
+    def compute() -> dict:
+        return {k: v for k, v in runs.current_summary(run).items() if k != "tasks"}
+
+    return polled_figures(f"eval-run:{run.pk}:{run.created_at.timestamp()}", stamp, compute)
 
 
 def _run_context(request, run: EvalRun) -> dict:
@@ -284,7 +316,8 @@ def _run_context(request, run: EvalRun) -> dict:
     if request.GET.get("regrade", "").isdigit():
         regrade_job = JobRun.objects.filter(pk=request.GET["regrade"], kind=REGRADE_JOB).first()
     names = category_names()
-    summary = runs.current_summary(run)
+    summary = shown_summary(run)
+    task_page, task_rows = _task_rows(run, sort, request.GET.get("page"))
     return {
         "nav": "evaluations",
         "run": run,
@@ -292,7 +325,8 @@ def _run_context(request, run: EvalRun) -> dict:
         "fig": _figures(run, summary, names),
         "sort": sort,
         "sort_choices": SORT_LABELS,
-        "task_rows": _task_rows(run, sort),
+        "task_rows": task_rows,
+        "task_page": task_page,
         "regrade_job": regrade_job,
         # The live part polls while the run runs, or while a regrade it was asked for runs.
         "live": not run.is_finished or (regrade_job is not None and not regrade_job.is_finished),

@@ -20,6 +20,7 @@ from accounts.decorators import admin_required, viewer_required
 from jobs.engine import JobEngineError
 from lib.htmx import render_page
 from lib.listing import render_list
+from lib.polled_figures import polled_figures
 from llm.models import ModelCall
 
 from .. import batches, services
@@ -242,9 +243,10 @@ def _stage_rows(costs: dict) -> list[dict]:
     return sorted(rows, key=lambda r: (order.get(r["purpose"], len(order)), r["purpose"]))
 
 
-def stage_rows(batch: SynthesisBatch) -> list[dict]:
-    """Where the items are (batches.progress): per stage, in pipeline order, how many wait, run or ended there."""
-    found = batches.progress(batch)["stages"]
+def stage_rows(batch: SynthesisBatch, found: dict | None = None) -> list[dict]:
+    """Where the items are (batches.progress, or its "stages" when given): per stage, in pipeline order, how many
+    wait, run or ended there."""
+    found = batches.progress(batch)["stages"] if found is None else found
     labels = dict(Stage.choices)
     return [
         {
@@ -290,28 +292,51 @@ def _batch_context(request, batch: SynthesisBatch) -> dict:
     item_page = Paginator(items.order_by("index"), ITEMS_PAGE_SIZE).get_page(request.GET.get("page"))
     for item in item_page.object_list:
         item.ended_at = batches.rejected_stage(item) if item.status == SynthesisItem.Status.REJECTED else item.stage
-    funnel = batches.funnel(batch)
+    where = batches.progress(batch)["stages"]
+    figures = batch_figures(batch, where)
+    funnel = figures["funnel"]
     return {
         "nav": "synthesis",
         "batch": batch,
         "progress": progress(batch),
-        "summary": batches.batch_json(batch),
         "funnel": funnel,
         "funnel_chart": count_chart(
             [row["label"] for row in funnel],
             [{"label": "items", "data": [row["count"] for row in funnel]}],
             y_title="items",
         ),
-        "stage_rows": _stage_rows(batches.stage_costs(batch)),
-        "distributions": distribution_tables(batches.distributions(batch)),
+        "stage_rows": _stage_rows(figures["stage_costs"]),
+        "distributions": distribution_tables(figures["distributions"]),
         "item_page": item_page,
         "item_status": status,
         "item_statuses": SynthesisItem.Status.choices,
         "option_rows": option_rows(batch.options or {}),
-        "where": stage_rows(batch),
+        "where": stage_rows(batch, where),
         "live": is_live(batch),
         "full_batch_query": full_batch_query(batch) if batch.preview else "",
     }
+
+
+def batch_figures(batch: SynthesisBatch, where: dict) -> dict:
+    """The funnel, the cost per stage and the distributions: passes over every item (and its model calls), so a
+    polled page gets them through lib.polled_figures, computed again when the items' places (`where`: stage ->
+    status -> n) or the batch's usage have moved (at once for a batch of hundreds of items)."""
+    stamp = (
+        batch.status,
+        batch.input_tokens,
+        batch.output_tokens,
+        str(batch.cost),
+        sorted((stage, sorted(counts.items())) for stage, counts in where.items()),
+    )
+
+    def compute() -> dict:
+        return {
+            "funnel": batches.funnel(batch),
+            "stage_costs": batches.stage_costs(batch),
+            "distributions": batches.distributions(batch),
+        }
+
+    return polled_figures(f"synthesis-batch:{batch.pk}:{batch.created_at.timestamp()}", stamp, compute)
 
 
 @viewer_required
