@@ -124,3 +124,20 @@ def test_the_figures_read_the_items_in_one_query_whatever_their_number(batch, dj
         distributions(batch)
     with django_assert_max_num_queries(2):  # the batch read again, then its items
         batch_json(batch)
+
+
+def test_the_page_shows_each_steps_most_frequent_reasons_and_counts_the_rest(viewer_client):
+    endpoint = ModelEndpoint.objects.create(name="g2", base_url="http://127.0.0.1:9/v1", model="m", roles=["generator"])
+    rejected = [
+        ("rejected", "generate", {"generate": {"verdict": "fail", "reason": f"reason {n}"}}, f"generate: reason {n}")
+        for n in range(20)
+        for _ in range(2 if n < 3 else 1)  # the first three twice: the most frequent
+    ]
+    batch = make_batch(endpoint, endpoint, items=rejected)
+    html = viewer_client.get(reverse("synthesis:detail", args=[batch.pk])).content.decode()
+    rows = html.split('<table id="funnel-reasons">')[1].split("</table>")[0].split("<tr data-step=")[1:]
+    assert len(rows) == 16  # 15 reasons, then the rest in one row
+    assert all(f"generate: reason {n}<" in "".join(rows[:3]) for n in range(3))
+    assert 'data-testid="more-reasons">and 5 other reasons' in rows[-1] and '<td class="num">5</td>' in rows[-1]
+    assert f'href="{reverse("synthesis:item", args=[batch.items.order_by("pk").first().pk])}"' in html
+    assert len(funnel(batch)[0]["reasons"]) == 20  # the API's funnel keeps every reason

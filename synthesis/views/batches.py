@@ -29,6 +29,8 @@ from ..models import STAGE_ORDER, QAStage, Stage, SynthesisBatch, SynthesisItem
 
 BATCHES_PAGE_SIZE = 30
 ITEMS_PAGE_SIZE = 50
+REASONS_SHOWN = 15  # per funnel step on the page: novelty reasons are one per item, and 1,000 rows tell nobody more
+ITEM_MARK = 987654321  # placeholder of the item link, reversed once for every example
 DISTRIBUTIONS = [
     ("subcategories", "Subcategories"),
     ("operations", "Operations"),
@@ -300,6 +302,7 @@ def _batch_context(request, batch: SynthesisBatch) -> dict:
         "batch": batch,
         "progress": progress(batch),
         "funnel": funnel,
+        "reason_rows": reason_rows(funnel),
         "funnel_chart": count_chart(
             [row["label"] for row in funnel],
             [{"label": "items", "data": [row["count"] for row in funnel]}],
@@ -315,6 +318,28 @@ def _batch_context(request, batch: SynthesisBatch) -> dict:
         "live": is_live(batch),
         "full_batch_query": full_batch_query(batch) if batch.preview else "",
     }
+
+
+def reason_rows(funnel: list[dict]) -> list[dict]:
+    """The "why items stopped" table: per step its REASONS_SHOWN most frequent reasons (each with its example items'
+    links, reversed once), then one row for the rest (how many reasons, how many items); the API's funnel keeps all."""
+    item_url = reverse("synthesis:item", args=[ITEM_MARK])
+    rows = []
+    for step in funnel:
+        for reason in step["reasons"][:REASONS_SHOWN]:
+            examples = [(pk, item_url.replace(str(ITEM_MARK), str(pk))) for pk in reason["examples"]]
+            rows.append({"step": step["step"], "label": step["label"], **reason, "examples": examples})
+        rest = step["reasons"][REASONS_SHOWN:]
+        if rest:
+            rows.append(
+                {
+                    "step": step["step"],
+                    "label": step["label"],
+                    "more": len(rest),
+                    "count": sum(r["count"] for r in rest),
+                }
+            )
+    return rows
 
 
 def batch_figures(batch: SynthesisBatch, where: dict) -> dict:
