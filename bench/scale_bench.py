@@ -30,7 +30,10 @@ It runs on a throwaway test database: SQLite by default (a file in a temporary f
 DATABASE_URL names (a test database of its own, named after this process, dropped at the end). It prints a
 summary, and as its last line one JSON object: {"items", "baseline", "requests", "database", "pages": {"run",
 "run_poll", "batch", "batch_poll"} x {"static", "live"} x {"small", "large", "ratio"}, "target_p95_ms", "met",
-"build": {...}}.
+"build": {...}, "in_flight": {"limit", "run": {"rollouts", "jobs_on_engine", "start_s"}, "batch": {"items",
+"jobs_on_engine", "held", "fan_out_s"}}}. The in-flight part starts a second run over the large size's revisions
+(`start_eval_run`, so its jobs are queued as `evaluate` queues them) and fans the large batch's pending items out as
+the batch job does, and counts what reached the engine.
 
     .venv/bin/python bench/scale_bench.py [--items 20000] [--baseline 200] [--requests 40] [--incremental 300]
                                           [--quick]
@@ -534,6 +537,38 @@ def measure(client, size: dict, requests: int, rng: random.Random, modes: list[s
     return found
 
 
+def in_flight(revisions: list, endpoint, pending: list[int]) -> dict:
+    """Starting a run over `revisions` as `evaluate` does (start_eval_run: the run, its rollouts, their jobs) and
+    fanning a batch's `pending` items out as the synthesis.run_batch job does (JobContext.fan_out): how long each
+    takes and how many jobs reach the engine (jobs.fanout.limit), against one per rollout / item before."""
+    from evaluation.models import Rollout
+    from evaluation.services.runs import start_eval_run
+    from jobs import fanout
+    from jobs.models import JobRun
+    from jobs.runner import JobContext, worker_id
+    from synthesis.job_kinds import RUN_BATCH_JOB, RUN_ITEM_JOB
+
+    began = time.perf_counter()
+    run, _ = start_eval_run(endpoint=endpoint, revisions=revisions, harness="builtin", fresh=True, user=None)
+    start_s = time.perf_counter() - began
+    on_engine = Rollout.objects.filter(eval_run=run, job_run__isnull=False).count()
+    parent = JobRun.objects.create(kind=RUN_BATCH_JOB, engine="django_q", status="running", worker=worker_id())
+    began = time.perf_counter()
+    JobContext(parent).fan_out(RUN_ITEM_JOB, "item_id", pending, "items")
+    fan_out_s = time.perf_counter() - began
+    children = JobRun.objects.filter(parent=parent)
+    return {
+        "limit": fanout.limit("sandbox"),
+        "run": {"rollouts": run.rollouts_total, "jobs_on_engine": on_engine, "start_s": round(start_s, 2)},
+        "batch": {
+            "items": len(pending),
+            "jobs_on_engine": children.filter(held=False).count(),
+            "held": children.filter(held=True).count(),
+            "fan_out_s": round(fan_out_s, 2),
+        },
+    }
+
+
 def main() -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--items", type=int, default=20_000, help="tasks of the large run, items of the large batch")
@@ -586,6 +621,8 @@ def main() -> dict:
             batch, pending, batch_build = build_batch(n, endpoint, rng)
             sizes[name] = {"run": run, "queued": queued, "batch": batch, "pending": pending}
             build[name] = {"tasks_s": round(tasks_s, 2), "run": run_build, "batch": batch_build}
+            if name == "large":
+                report["in_flight"] = in_flight(revisions, endpoint, list(pending))
             print(f"built {name}: {n:,} items: {json.dumps(build[name])}", flush=True)
         if connection.vendor == "postgresql":
             with connection.cursor() as cursor:  # autovacuum would analyze tables this fresh within a minute
@@ -628,6 +665,13 @@ def main() -> dict:
                 f"{args.items:>6,}: {large['p50_ms']:8.1f} / {large['p95_ms']:8.1f} ({large['bytes']:,} B)  "
                 f"ratio {row['ratio']}"
             )
+    flight = report["in_flight"]
+    print(
+        f"jobs on the engine (limit {flight['limit']}): a run of {flight['run']['rollouts']:,} rollouts "
+        f"{flight['run']['jobs_on_engine']} (started in {flight['run']['start_s']} s), a batch of "
+        f"{flight['batch']['items']:,} pending items {flight['batch']['jobs_on_engine']} "
+        f"({flight['batch']['held']:,} held, fanned out in {flight['batch']['fan_out_s']} s)"
+    )
     print(
         f"worst p95 at {args.items:,}: {worst} ms (target {TARGET_P95_MS} ms: {'met' if report['met'] else 'NOT met'})"
     )
