@@ -55,6 +55,7 @@ class JobRun(models.Model):
     cancel_requested = models.BooleanField(default=False)
     held = models.BooleanField(
         default=False,
+        db_default=False,  # rows written by code from before the field (a rolling upgrade) are not held
         help_text="Queued but not yet handed to its engine: its parent keeps only so many children there at once "
         "(jobs.fanout); the next is handed over as one finishes.",
     )
@@ -202,7 +203,9 @@ class Worker(models.Model):
     engine = models.CharField(max_length=20)
     queues = models.CharField(max_length=200, help_text="The queues it takes jobs from, comma-separated.")
     slots = models.PositiveSmallIntegerField(
-        default=1, help_text="How many jobs it runs at once (a Celery worker's concurrency; 1 per django-q process)."
+        default=1,
+        db_default=1,
+        help_text="How many jobs it runs at once (a Celery worker's concurrency; 1 per django-q process).",
     )
     started_at = models.DateTimeField()
     seen_at = models.DateTimeField(db_index=True)

@@ -15,12 +15,12 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='jobrun',
             name='held',
-            field=models.BooleanField(default=False, help_text='Queued but not yet handed to its engine: its parent keeps only so many children there at once (jobs.fanout); the next is handed over as one finishes.'),
+            field=models.BooleanField(db_default=False, default=False, help_text='Queued but not yet handed to its engine: its parent keeps only so many children there at once (jobs.fanout); the next is handed over as one finishes.'),
         ),
         migrations.AddField(
             model_name='worker',
             name='slots',
-            field=models.PositiveSmallIntegerField(default=1, help_text="How many jobs it runs at once (a Celery worker's concurrency; 1 per django-q process)."),
+            field=models.PositiveSmallIntegerField(db_default=1, default=1, help_text="How many jobs it runs at once (a Celery worker's concurrency; 1 per django-q process)."),
         ),
         migrations.AddIndex(
             model_name='jobrun',
