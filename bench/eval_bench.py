@@ -47,17 +47,13 @@ from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
+from benchstats import percentile  # noqa: E402  (bench/ helper)
 
 AIM_OVERHEAD_RATIO = 1.05
 AIM_P95_MS = 200
 SEED = 11
 MODEL = "bench-model"
 PAGES = ("leaderboard", "run", "compare")
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def timing(values: list[float]) -> dict:

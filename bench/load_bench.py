@@ -47,17 +47,13 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 BENCH = BASE_DIR / "bench"
 sys.path.insert(0, str(BASE_DIR))
 sys.path.insert(0, str(BENCH))
+from benchstats import percentile  # noqa: E402  (bench/ helper)
 from load.services import PostgresInstance, Process, RedisInstance, free_port, port_open  # noqa: E402
 
 AIM_PROXY_P50_MS = 5.0
 AIM_RECOVERY_S = 30.0
 PAGES = ("queue", "queue (htmx)", "candidate")
 RAMP_SECONDS = 3.0  # the first seconds of the loaded phase are left out: users and agents are still starting
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def timing(values: list[float]) -> dict | None:

@@ -27,6 +27,8 @@ from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchstats import percentile  # noqa: E402  (bench/ helper)
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clawgym_site.settings")
 
 import django  # noqa: E402
@@ -154,11 +156,6 @@ def time_queue(client: Client, urls: list[tuple[str, bool]], requests: int) -> t
         per_url.setdefault(url + (" (htmx)" if htmx else ""), []).append(elapsed)
     slowest = max(per_url.items(), key=lambda item: percentile(item[1], 0.95))
     return timings, {"url": slowest[0], "p95_ms": round(percentile(slowest[1], 0.95), 1)}, queries
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def main() -> dict:

@@ -53,17 +53,13 @@ from decimal import Decimal
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchstats import percentile  # noqa: E402  (bench/ helper)
 
 TARGET_P95_MS = 200
 SEED = 23
 PAGES = ("run", "run_poll", "batch", "batch_poll")
 MODES = ("static", "live")
 USAGE = itertools.count(5_000)  # tokens of the rollouts finished and model calls made while pages are timed
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def timing(values: list[float]) -> dict:
