@@ -605,27 +605,63 @@ def current_summary(run: EvalRun, *, stamp: str | None = None) -> dict:
     return run.summary
 
 
+TASK_ROW_FIGURES = (  # what _fill writes on a task row
+    "scores",
+    "n",
+    "mean",
+    "std",
+    "min",
+    "max",
+    "passes",
+    "outcome_counts",
+    "finished",
+    "input_tokens",
+    "output_tokens",
+    "cost",
+    "agent_seconds",
+)
+
+
 def recompute_run(run: EvalRun) -> EvalRun:
-    """Redo every figure of the run exactly from its rollouts (outcomes, task rows, counters, summary)."""
+    """Redo every figure of the run exactly from its rollouts (outcomes, task rows, counters, summary), in one pass
+    over its rollouts: a few queries and batched writes, however many tasks it has."""
     for rollout in run.rollouts.values("pk", "status", "exit_reason", "outcome"):
         outcome = outcome_of(rollout["status"], rollout["exit_reason"])
         if outcome != rollout["outcome"]:
             Rollout.objects.filter(pk=rollout["pk"]).update(outcome=outcome)
     with transaction.atomic():
+        run = EvalRun.objects.select_for_update().get(pk=run.pk)
+        by_revision: dict[int, list[dict]] = {}
+        for row in Rollout.objects.filter(eval_run_id=run.pk).values(
+            "revision_id",
+            "repeat_index",
+            "status",
+            "outcome",
+            "score",
+            "input_tokens",
+            "output_tokens",
+            "cost",
+            "agent_seconds",
+        ):
+            by_revision.setdefault(row.pop("revision_id"), []).append(row)
+        task_rows = list(EvalRunTask.objects.filter(run_id=run.pk))
+        totals = {"finished": 0, "input_tokens": 0, "output_tokens": 0, "cost": Decimal(0), "agent_seconds": 0.0}
+        counts = Outcome.counts_zero()
+        for task_row in task_rows:
+            _fill(task_row, by_revision.get(task_row.revision_id, []), run)
+            counted = _counted(task_row)
+            for key in totals:
+                totals[key] += counted[key]
+            for key, n in counted["outcomes"].items():
+                counts[key] = counts.get(key, 0) + n
+        EvalRunTask.objects.bulk_update(task_rows, TASK_ROW_FIGURES, batch_size=500)
+        finished = totals.pop("finished")
         EvalRun.objects.filter(pk=run.pk).update(
-            rollouts_finished=0,
-            input_tokens=0,
-            output_tokens=0,
-            cost=0,
-            agent_seconds=0.0,
-            outcome_counts=Outcome.counts_zero(),
-            rollouts_total=run.rollouts.count(),
+            rollouts_total=sum(len(rows) for rows in by_revision.values()),
+            rollouts_finished=finished,
+            outcome_counts=counts,
+            **totals,
         )
-        EvalRunTask.objects.filter(run=run).update(
-            finished=0, input_tokens=0, output_tokens=0, cost=0, agent_seconds=0.0, outcome_counts=Outcome.counts_zero()
-        )
-        for revision_id in EvalRunTask.objects.filter(run=run).values_list("revision_id", flat=True):
-            _refresh(run.pk, revision_id)
     run.refresh_from_db()
     store_summary(run)
     run.refresh_from_db()
