@@ -625,10 +625,14 @@ TASK_ROW_FIGURES = (  # what _fill writes on a task row
 def recompute_run(run: EvalRun) -> EvalRun:
     """Redo every figure of the run exactly from its rollouts (outcomes, task rows, counters, summary), in one pass
     over its rollouts: a few queries and batched writes, however many tasks it has."""
+    wrong: dict[str, list[int]] = {}  # outcome -> the rollouts that should have it
     for rollout in run.rollouts.values("pk", "status", "exit_reason", "outcome"):
         outcome = outcome_of(rollout["status"], rollout["exit_reason"])
         if outcome != rollout["outcome"]:
-            Rollout.objects.filter(pk=rollout["pk"]).update(outcome=outcome)
+            wrong.setdefault(outcome, []).append(rollout["pk"])
+    for outcome, ids in wrong.items():
+        for start in range(0, len(ids), 500):
+            Rollout.objects.filter(pk__in=ids[start : start + 500]).update(outcome=outcome)
     with transaction.atomic():
         run = EvalRun.objects.select_for_update().get(pk=run.pk)
         by_revision: dict[int, list[dict]] = {}

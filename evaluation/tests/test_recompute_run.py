@@ -64,8 +64,11 @@ def test_recompute_gives_what_the_incremental_path_kept(settings):
     kept = figures(run)
     assert kept[0][1] == 6 and kept[0][6][Outcome.INFRA] == 1 and kept[0][6][Outcome.SCORED] == 2
 
+    outcomes = dict(run.rollouts.values_list("pk", "outcome"))
+    run.rollouts.update(outcome="")  # rows written without their outcome class (bulk, or by an older version)
     EvalRun.objects.filter(pk=run.pk).update(rollouts_finished=0, input_tokens=3, cost=9, outcome_counts={})
     EvalRunTask.objects.filter(run=run).update(finished=0, scores=[None, None], mean=None, outcome_counts={})
     runs.recompute_run(EvalRun.objects.get(pk=run.pk))
 
     assert figures(run) == kept
+    assert dict(run.rollouts.values_list("pk", "outcome")) == outcomes
