@@ -48,6 +48,9 @@ LIMIT_KEYS = ("timeout", "max_turns", "token_limit")
 AGENT_LIMITS = {ExitReason.TIMEOUT, ExitReason.MAX_TURNS, ExitReason.TOKEN_LIMIT}
 MAX_TASKS = 20000
 BOARD_FIGURES = ("overall", "categories", "pass_at_k")  # what a leaderboard entry takes of a run's summary
+# A run's fields that grow with its tasks (its stored figures hold every task's; its config every revision id: a few
+# MB at 20,000 tasks): left out where a rollout's change reads the run, which it does several times per rollout.
+LARGE_FIELDS = ("summary", "config")
 
 
 class EvalRunError(ValueError):
@@ -267,7 +270,7 @@ def top_up(run_id: int) -> int:
     queued or running; the first repeat of every task goes before the second of any. Returns how many were queued.
     The run's row is locked meanwhile, so two rollouts finishing together do not both fill the same room."""
     with transaction.atomic():
-        run = EvalRun.objects.select_for_update().filter(pk=run_id).first()
+        run = EvalRun.objects.select_for_update().defer(*LARGE_FIELDS).filter(pk=run_id).first()
         if run is None or run.inline or run.status != EvalRun.Status.RUNNING:
             return 0
         rollouts = Rollout.objects.filter(eval_run_id=run_id)
@@ -281,7 +284,7 @@ def top_up(run_id: int) -> int:
         waiting = rollouts.filter(
             Q(job_run__isnull=True) | Q(job_run__status__in=JobRun.FINISHED), status=Rollout.Status.QUEUED
         )
-        batch = list(waiting.order_by("attempt", "repeat_index", "revision_id")[:room])
+        batch = list(waiting.order_by("attempt", "repeat_index", "revision_id").only("pk")[:room])
         for rollout in batch:
             _enqueue(rollout, user=run.created_by)
     return len(batch)
@@ -401,7 +404,7 @@ def _rollout_changed(rollout_id: int) -> None:
 def _refresh(run_id: int, revision_id: int) -> None:
     """Recompute the run's row for one revision from its rollouts and move the run's counters by the change."""
     with transaction.atomic():
-        run = EvalRun.objects.select_for_update().get(pk=run_id)
+        run = EvalRun.objects.select_for_update().defer(*LARGE_FIELDS).get(pk=run_id)
         task_row = EvalRunTask.objects.select_for_update().filter(run_id=run_id, revision_id=revision_id).first()
         if task_row is None:
             return
@@ -503,7 +506,7 @@ def retry_delay(attempt: int) -> float:
 
 def _retry_infra(rollout_id: int, run_id: int) -> bool:
     """Queue the next attempt of a rollout the infrastructure failed, if the run's attempt budget allows."""
-    run = EvalRun.objects.get(pk=run_id)
+    run = EvalRun.objects.defer(*LARGE_FIELDS).get(pk=run_id)
     rollout = Rollout.objects.get(pk=rollout_id)
     if run.status == EvalRun.Status.CANCELLED or rollout.attempt >= run.max_attempts * (1 + len(run.resumes)):
         return False
@@ -528,7 +531,7 @@ def _retry_infra(rollout_id: int, run_id: int) -> bool:
 def _maybe_finish(run_id: int) -> None:
     """Finish the run once none of its rollouts is queued or running."""
     with transaction.atomic():
-        run = EvalRun.objects.select_for_update().get(pk=run_id)
+        run = EvalRun.objects.select_for_update().defer(*LARGE_FIELDS).get(pk=run_id)
         if run.status == EvalRun.Status.QUEUED:
             return
         if run.rollouts.exclude(status__in=Rollout.FINISHED).exists():
