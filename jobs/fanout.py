@@ -46,8 +46,8 @@ def release(parent_id: int) -> int:
     Returns how many. The parent's row is locked meanwhile (PostgreSQL), so two children ending together do not both
     fill the same room; on SQLite the database takes one writer at a time."""
     with transaction.atomic():
-        if not JobRun.objects.select_for_update().filter(pk=parent_id).exists():
-            return 0
+        if not list(JobRun.objects.select_for_update().filter(pk=parent_id).values_list("pk", flat=True)):
+            return 0  # (a list, not exists(): the row is read, so it is locked)
         children = JobRun.objects.filter(parent_id=parent_id)
         waiting = children.filter(held=True, status=JobRun.Status.QUEUED).order_by("pk")
         queue = waiting.values_list("queue", flat=True).first()
