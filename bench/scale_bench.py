@@ -191,6 +191,8 @@ def build_run(revisions: list, endpoint, incremental: int, rng: random.Random) -
     incremental_s = time.perf_counter() - began
     began = time.perf_counter()
     Rollout.objects.bulk_update(in_bulk, fields, batch_size=1000)
+    bulk_s = time.perf_counter() - began
+    began = time.perf_counter()
     recompute_run(EvalRun.objects.get(pk=run.pk))
     recompute_s = time.perf_counter() - began
     run.refresh_from_db()
@@ -207,6 +209,7 @@ def build_run(revisions: list, endpoint, incremental: int, rng: random.Random) -
             "incremental_rollouts": len(one_by_one),
             "incremental_ms_per_rollout": round(incremental_s * 1000 / max(len(one_by_one), 1), 2),
             "bulk_rollouts": len(in_bulk),
+            "bulk_write_s": round(bulk_s, 2),
             "recompute_run_s": round(recompute_s, 2),
         },
     )

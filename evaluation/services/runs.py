@@ -627,7 +627,7 @@ TASK_ROW_FIGURES = (  # what _fill writes on a task row
 
 def recompute_run(run: EvalRun) -> EvalRun:
     """Redo every figure of the run exactly from its rollouts (outcomes, task rows, counters, summary), in one pass
-    over its rollouts: a few queries and batched writes, however many tasks it has."""
+    over its rollouts: a few queries, then an update per task row whose figures changed."""
     wrong: dict[str, list[int]] = {}  # outcome -> the rollouts that should have it
     for rollout in run.rollouts.values("pk", "status", "exit_reason", "outcome"):
         outcome = outcome_of(rollout["status"], rollout["exit_reason"])
@@ -655,13 +655,16 @@ def recompute_run(run: EvalRun) -> EvalRun:
         totals = {"finished": 0, "input_tokens": 0, "output_tokens": 0, "cost": Decimal(0), "agent_seconds": 0.0}
         counts = Outcome.counts_zero()
         for task_row in task_rows:
+            before = [getattr(task_row, field) for field in TASK_ROW_FIGURES]
             _fill(task_row, by_revision.get(task_row.revision_id, []), run)
+            after = {field: getattr(task_row, field) for field in TASK_ROW_FIGURES}
+            if list(after.values()) != before:  # one small update per row that changed (bulk_update's CASE is slower)
+                EvalRunTask.objects.filter(pk=task_row.pk).update(**after)
             counted = _counted(task_row)
             for key in totals:
                 totals[key] += counted[key]
             for key, n in counted["outcomes"].items():
                 counts[key] = counts.get(key, 0) + n
-        EvalRunTask.objects.bulk_update(task_rows, TASK_ROW_FIGURES, batch_size=500)
         finished = totals.pop("finished")
         EvalRun.objects.filter(pk=run.pk).update(
             rollouts_total=sum(len(rows) for rows in by_revision.values()),
