@@ -51,6 +51,17 @@ BOARD_FIGURES = ("overall", "categories", "pass_at_k")  # what a leaderboard ent
 # A run's fields that grow with its tasks (its stored figures hold every task's; its config every revision id: a few
 # MB at 20,000 tasks): left out where a rollout's change reads the run, which it does several times per rollout.
 LARGE_FIELDS = ("summary", "config")
+# What _fill reads of each rollout of a task row.
+ROLLOUT_FIGURES = (
+    "repeat_index",
+    "status",
+    "outcome",
+    "score",
+    "input_tokens",
+    "output_tokens",
+    "cost",
+    "agent_seconds",
+)
 
 
 class EvalRunError(ValueError):
@@ -408,18 +419,7 @@ def _refresh(run_id: int, revision_id: int) -> None:
         task_row = EvalRunTask.objects.select_for_update().filter(run_id=run_id, revision_id=revision_id).first()
         if task_row is None:
             return
-        rollouts = list(
-            Rollout.objects.filter(eval_run_id=run_id, revision_id=revision_id).values(
-                "repeat_index",
-                "status",
-                "outcome",
-                "score",
-                "input_tokens",
-                "output_tokens",
-                "cost",
-                "agent_seconds",
-            )
-        )
+        rollouts = list(Rollout.objects.filter(eval_run_id=run_id, revision_id=revision_id).values(*ROLLOUT_FIGURES))
         before = _counted(task_row)
         _fill(task_row, rollouts, run)
         task_row.save()
@@ -637,19 +637,9 @@ def recompute_run(run: EvalRun) -> EvalRun:
         for start in range(0, len(ids), 500):
             Rollout.objects.filter(pk__in=ids[start : start + 500]).update(outcome=outcome)
     with transaction.atomic():
-        run = EvalRun.objects.select_for_update().get(pk=run.pk)
+        run = EvalRun.objects.select_for_update().defer(*LARGE_FIELDS).get(pk=run.pk)
         by_revision: dict[int, list[dict]] = {}
-        for row in Rollout.objects.filter(eval_run_id=run.pk).values(
-            "revision_id",
-            "repeat_index",
-            "status",
-            "outcome",
-            "score",
-            "input_tokens",
-            "output_tokens",
-            "cost",
-            "agent_seconds",
-        ):
+        for row in Rollout.objects.filter(eval_run_id=run.pk).values("revision_id", *ROLLOUT_FIGURES):
             by_revision.setdefault(row.pop("revision_id"), []).append(row)
         task_rows = list(EvalRunTask.objects.filter(run_id=run.pk))
         totals = {"finished": 0, "input_tokens": 0, "output_tokens": 0, "cost": Decimal(0), "agent_seconds": 0.0}
