@@ -58,8 +58,9 @@ def test_two_runs_loss_curves_on_one_chart_with_the_validation_loss(page, live_s
     mark_document(page)
     TrainingMetric.objects.create(run=growing, step=3, values={"loss": 1.75, "learning_rate": 1e-3})
     table.locator(f"tr[data-run='{growing.pk}'] [data-testid=last]", has_text="1.75").wait_for(timeout=20_000)
+    # Between htmx's swap and charts.js drawing the new canvas, it has no chart yet: wait through that window.
     page.wait_for_function("""() => Chart.getChart(document.querySelector("canvas[data-chart='chart-loss']"))
-        .data.datasets[1].data[2] === 1.75""")
+        ?.data.datasets[1]?.data[2] === 1.75""")
     assert_no_reload(page)
     assert page.locator("#overlay-reward_mean").count() == 0  # neither is an RL run
     assert page.is_checked(f"#overlay-run-{split.pk}") and not page.is_checked(f"#overlay-run-{unticked.pk}")
