@@ -7,18 +7,16 @@ conversation: `exec` calls until the agent has `--turns - 2` tool results, then 
 then "Done." So the rollout makes `--turns` model calls (40 by default), each request carrying OpenClaw's own
 system prompt, its tools and the whole history so far.
 
-"before" is what is stored now, read back from the database: the characters of each call's `request` and `response`
-JSON (as `llm.bodies` measures them: on SQLite, where JSON is stored ASCII-escaped, characters are bytes), its token
-row when there is one, and the rollout's own rows (transcript, the trajectory's messages, the workspace diff).
-
-"difference" is what the prompt-as-difference design would store for the same calls (computed here from the stored
-rows, not stored: see the report): each call's request with its `messages` cut to those after the longest prefix of
-whole messages it shares with the previous call of its session, its `tools` left out when they equal the previous
-call's, and a reference (base call id, shared count). Rebuilding every request from its base chain must give the
-stored request exactly (`rebuilt_equal`).
+"before" is what storing each request whole (as ClawGym did before llm.request_chain) takes: the characters of each
+call's whole request as Django's JSONField writes it (json.dumps, ASCII-escaped: on SQLite characters are bytes),
+with its response, its token row when there is one, and the rollout's own rows (transcript, the trajectory's
+messages). "after" is what is stored now, read back from the database: each call's `request_part` (its request, or
+what it adds to its base), its reference to the base (REFERENCE_BYTES and the inherited keys' names), and the same
+responses, token rows and rollout rows. `rebuilt_equal`: every request rebuilt from the stored rows (`call.request`)
+equals, as canonical JSON, the body the model server received for that call (it writes each one to a file).
 
 It runs on a throwaway SQLite database in a temp folder and prints its figures as one JSON object on the last line:
-{"turns", "model_calls", "score", "before": {...}, "difference": {...}, "ratio", "rebuilt_equal"}.
+{"turns", "model_calls", "score", "before": {...}, "after": {...}, "ratio", "rebuilt_equal"}.
 
     .venv/bin/python bench/call_storage_bench.py [--turns 40]
 """
@@ -44,7 +42,7 @@ MODEL = "bench-model"
 REFERENCE_BYTES = 16  # what a base call id and a shared count cost in a row: two integer columns, generously
 
 
-def serve_model(port: int, turns: int) -> None:
+def serve_model(port: int, turns: int, received_file: str) -> None:
     """The scripted model process: `exec` calls until turns - 2 tool results, then a write, then a final answer."""
     import django
     import uvicorn
@@ -55,6 +53,8 @@ def serve_model(port: int, turns: int) -> None:
 
     class ConversationModel(ScriptedUpstream):
         async def _answer(self, send, path, reply, received):
+            with open(received_file, "a") as out:  # what came upstream, for the rebuilt requests to be checked on
+                out.write(json.dumps(received.json) + "\n")
             messages = (received.json or {}).get("messages") or []
             results = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "tool")
             if results < turns - 2:
@@ -75,41 +75,6 @@ def dumped(value) -> int:
     return len(json.dumps(value))
 
 
-def shared_prefix(previous: list, messages: list) -> int:
-    shared = 0
-    for before, now in zip(previous, messages):
-        if before != now:
-            break
-        shared += 1
-    return shared
-
-
-def difference(calls: list[dict]) -> tuple[list[int], bool]:
-    """The characters each call's request would take stored as a difference against the previous call of its session,
-    and whether rebuilding every request from those differences gives it back exactly."""
-    sizes, stored, equal = [], [], True
-    for index, call in enumerate(calls):
-        request = call["request"]
-        previous = calls[index - 1]["request"] if index else {}
-        shared = shared_prefix(previous.get("messages") or [], request.get("messages") or [])
-        row = {key: value for key, value in request.items() if key != "messages"}
-        row["messages"] = (request.get("messages") or [])[shared:]
-        same_tools = index > 0 and "tools" in request and request.get("tools") == previous.get("tools")
-        if same_tools:
-            del row["tools"]
-        sizes.append(dumped(row) + (REFERENCE_BYTES if index else 0))
-        stored.append((row, shared, same_tools))
-    rebuilt_previous: dict = {}
-    for call, (row, shared, same_tools) in zip(calls, stored):
-        rebuilt = dict(row)
-        rebuilt["messages"] = (rebuilt_previous.get("messages") or [])[:shared] + row["messages"]
-        if same_tools:
-            rebuilt["tools"] = rebuilt_previous["tools"]
-        equal = equal and json.dumps(rebuilt, sort_keys=True) == json.dumps(call["request"], sort_keys=True)
-        rebuilt_previous = rebuilt
-    return sizes, equal
-
-
 def stats(values: list[int]) -> dict:
     ordered = sorted(values)
     return {
@@ -121,54 +86,66 @@ def stats(values: list[int]) -> dict:
     }
 
 
-def measure(rollout_id: int) -> dict:
+def measure(rollout_id: int, received: list[dict]) -> dict:
     from django.db.models import TextField
     from django.db.models.functions import Cast, Length
 
     from evaluation.models import Rollout, Trajectory
     from llm.models import ModelCall, ModelCallTokens
+    from llm.request_chain import canonical
 
     rollout = Rollout.objects.get(pk=rollout_id)
     calls = ModelCall.objects.filter(session=rollout.proxy_session).order_by("created_at", "id")
-    rows = list(
-        calls.annotate(
-            request_chars=Length(Cast("request", TextField())), response_chars=Length(Cast("response", TextField()))
-        ).values("id", "request", "response", "request_chars", "response_chars")
-    )
-    requests = [row["request_chars"] or 0 for row in rows]
-    responses = [row["response_chars"] or 0 for row in rows]
+    stored = {
+        row["id"]: row
+        for row in calls.annotate(
+            part_chars=Length(Cast("request_part", TextField())), response_chars=Length(Cast("response", TextField()))
+        ).values("id", "part_chars", "response_chars", "request_base", "request_inherited")
+    }
+    rebuilt = list(calls.with_requests())
+    whole = [dumped(call.request) for call in rebuilt]
+    after_requests = [
+        (stored[c.pk]["part_chars"] or 0)
+        + (REFERENCE_BYTES + dumped(stored[c.pk]["request_inherited"]) if stored[c.pk]["request_base"] else 0)
+        for c in rebuilt
+    ]
+    responses = [stored[c.pk]["response_chars"] or 0 for c in rebuilt]
     tokens = [
         dumped(t.prompt_suffix_ids) + dumped(t.completion_token_ids) + dumped(t.completion_logprobs)
         for t in ModelCallTokens.objects.filter(call__in=calls)
     ]
     trajectories = sum(dumped(t.messages) + dumped(t.tools) for t in Trajectory.objects.filter(rollout=rollout))
     rollout_rows = dumped(rollout.transcript) + trajectories
-    diff_requests, rebuilt_equal = difference(rows)
-    messages = [len((row["request"] or {}).get("messages") or []) for row in rows]
-    before_calls = sum(requests) + sum(responses) + sum(tokens)
-    after_calls = sum(diff_requests) + sum(responses) + sum(tokens)
-    n = max(len(rows), 1)
+    # Each call's rebuilt request is the body that reached the model (the proxy records what it sent upstream).
+    rebuilt_equal = len(rebuilt) == len(received) and all(
+        canonical(call.request) == canonical(body) for call, body in zip(rebuilt, received, strict=False)
+    )
+    messages = [len((call.request or {}).get("messages") or []) for call in rebuilt]
+    before_calls = sum(whole) + sum(responses) + sum(tokens)
+    after_calls = sum(after_requests) + sum(responses) + sum(tokens)
+    n = max(len(rebuilt), 1)
     return {
-        "model_calls": len(rows),
+        "model_calls": len(rebuilt),
+        "with_a_base": sum(1 for row in stored.values() if row["request_base"]),
         "messages_in_last_request": messages[-1] if messages else 0,
         "score": rollout.score,
         "status": rollout.status,
         "agent_seconds": rollout.agent_seconds,
         "before": {
-            "request_chars": stats(requests),
+            "request_chars": stats(whole),
             "response_chars": stats(responses),
             "token_row_chars": sum(tokens),
             "rollout_rows_chars": rollout_rows,  # transcript and trajectory messages, the same before and after
             "per_model_call": round(before_calls / n),
             "per_rollout": before_calls + rollout_rows,
         },
-        "difference": {
-            "request_chars": stats(diff_requests),
+        "after": {
+            "request_chars": stats(after_requests),
             "per_model_call": round(after_calls / n),
             "per_rollout": after_calls + rollout_rows,
         },
         "ratio": {
-            "requests": round(sum(requests) / max(sum(diff_requests), 1), 1),
+            "requests": round(sum(whole) / max(sum(after_requests), 1), 1),
             "per_rollout": round((before_calls + rollout_rows) / max(after_calls + rollout_rows, 1), 1),
         },
         "rebuilt_equal": rebuilt_equal,
@@ -182,15 +159,17 @@ def main() -> None:
         "--timeout", type=int, default=3600, help="the rollout's deadline (s): OpenClaw is slow on a busy machine"
     )
     parser.add_argument("--serve-model", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    parser.add_argument("--received", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_model:
-        serve_model(args.serve_model, args.turns)
+        serve_model(args.serve_model, args.turns, args.received)
         return
     if args.turns < 3:
         parser.error("--turns must be at least 3 (exec calls, a write, the final answer)")
 
     workdir = Path(tempfile.mkdtemp(prefix="clawgym-call-storage-bench-"))
     model_port, app_port = free_port(), free_port()
+    received_file = workdir / "received.jsonl"
     os.environ.update(
         {
             "CLAWGYM_VAR_DIR": str(workdir),
@@ -221,7 +200,8 @@ def main() -> None:
         child_env = {**os.environ}
         procs.append(
             subprocess.Popen(
-                [sys.executable, __file__, "--serve-model", str(model_port), "--turns", str(args.turns)],
+                [sys.executable, __file__, "--serve-model", str(model_port), "--turns", str(args.turns)]
+                + ["--received", str(received_file)],
                 cwd=BASE_DIR,
                 env=child_env,
             )
@@ -239,7 +219,14 @@ def main() -> None:
         )
         started = time.monotonic()
         rollout = execute_rollout(rollout.pk)
-        report = {"turns": args.turns, "rollout_s": round(time.monotonic() - started, 1), **measure(rollout.pk)}
+        received = (
+            [json.loads(line) for line in received_file.read_text().splitlines()] if received_file.exists() else []
+        )
+        report = {
+            "turns": args.turns,
+            "rollout_s": round(time.monotonic() - started, 1),
+            **measure(rollout.pk, received),
+        }
         if rollout.error:
             report["error"] = rollout.error[:500]
     finally:
@@ -252,11 +239,11 @@ def main() -> None:
                     proc.kill()
         shutil.rmtree(workdir, ignore_errors=True)
 
-    before, after = report["before"], report["difference"]
+    before, after = report["before"], report["after"]
     print(
-        f"{report['model_calls']} model calls: {before['per_rollout']} chars stored per rollout "
-        f"({before['per_model_call']} per call) now; {after['per_rollout']} ({after['per_model_call']} per call) "
-        f"with prompts as differences",
+        f"{report['model_calls']} model calls: {before['per_rollout']} chars per rollout "
+        f"({before['per_model_call']} per call) with whole requests; {after['per_rollout']} "
+        f"({after['per_model_call']} per call) stored, requests as differences",
         file=sys.stderr,
     )
     print(json.dumps(report))

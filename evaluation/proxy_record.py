@@ -37,11 +37,10 @@ def proxy_record(session_id: int | None) -> ProxyRecord:
     """The record of one proxy session (a rollout attempt); empty for none."""
     if session_id is None:
         return ProxyRecord()
-    calls = list(
-        ModelCall.objects.filter(session_id=session_id)
-        .order_by("created_at", "id")
-        .values("request", "response", "error")
-    )
+    calls = [
+        {"request": call.request, "response": call.response, "error": call.error}
+        for call in ModelCall.objects.filter(session_id=session_id).order_by("created_at", "id").with_requests()
+    ]
     record = ProxyRecord(last_failure=calls[-1]["error"] if calls else "")
     used: Counter[str] = Counter()
     for call in calls:

@@ -45,11 +45,11 @@ class ModelCallAdmin(ReadOnlyAdmin):
     date_hierarchy = "created_at"
     # A body may be as large as CLAWGYM_MAX_RESPONSE_BYTES: shown on the call's own page (in part when large), never
     # loaded here, not even for a list of calls.
-    exclude = ["request", "response"]
+    exclude = ["request_part", "request_base", "request_shared", "request_inherited", "response"]
     readonly_fields = ["bodies"]
 
     def get_queryset(self, request):
-        return super().get_queryset(request).defer("request", "response")
+        return super().get_queryset(request).defer("request_part", "response")
 
     @admin.display(description="Request and response")
     def bodies(self, call):

@@ -21,7 +21,7 @@ from rest_framework.response import Response
 from accounts.roles import ADMIN
 from lib.api_filters import QueryFilterMixin
 
-from .bodies import PARTS, body_range, inline_limit, pieces, with_heads
+from .bodies import COLUMNS, PARTS, body_range, inline_limit, pieces, with_heads
 from .models import ModelCall, ModelEndpoint
 from .serializers import (
     BodyRangeQuerySerializer,
@@ -59,7 +59,7 @@ class ModelCallViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveM
         # Bodies are never loaded whole here: a list shows none, a call its heads (llm.bodies), a body is streamed.
         if self.action == "retrieve":
             return with_heads(ModelCall.objects.all())
-        return ModelCall.objects.defer(*PARTS)
+        return ModelCall.objects.defer(*COLUMNS.values())
 
     def get_serializer_class(self):
         return ModelCallListSerializer if self.action == "list" else ModelCallSerializer

@@ -8,6 +8,9 @@ whose answer ran to the limit costs the web process a page, not the body.
 
     calls = with_heads(ModelCall.objects.all())     # bodies deferred; each call has its heads and lengths
     body = body_of(call, "response")               # Body(part, length, head, inline): .value when inline
+
+A request stored as a difference from an earlier call (llm.request_chain) has no whole text in the database: its
+text is its rebuilt request as JSON (Python's), made in this process; such requests are the size of one prompt.
 """
 
 import json
@@ -25,8 +28,17 @@ PIECE = 1024 * 1024  # characters read at a time when a whole body is sent
 MAX_RANGE = 4 * 1024 * 1024  # the most characters one `?length=` may ask for
 
 
+COLUMNS = {"request": "request_part", "response": "response"}
+
+
 def _text(part: str):
-    return Cast(part, TextField())
+    return Cast(COLUMNS[part], TextField())
+
+
+def _chained_text(call_id: int) -> str | None:
+    """The JSON text of a call's request rebuilt from its chain, or None when it is stored whole (or no such call)."""
+    call = ModelCall.objects.filter(pk=call_id, request_base__isnull=False).only("pk", "request_base").first()
+    return json.dumps(call.request, ensure_ascii=False) if call is not None else None
 
 
 def inline_limit() -> int:
@@ -41,7 +53,7 @@ def with_heads(queryset):
     for part in PARTS:
         annotations[f"{part}_length"] = Length(_text(part))
         annotations[f"{part}_head"] = Substr(_text(part), 1, limit)
-    return queryset.defer(*PARTS).annotate(**annotations)
+    return queryset.defer(*COLUMNS.values()).annotate(**annotations)
 
 
 @dataclass
@@ -66,6 +78,9 @@ class Body:
 
 def body_of(call: ModelCall, part: str) -> Body:
     """The body of a call from with_heads()."""
+    if part == "request" and call.request_base_id is not None:
+        text = json.dumps(call.request, ensure_ascii=False)
+        return Body(part, len(text), text[: inline_limit()], len(text) <= inline_limit())
     length = getattr(call, f"{part}_length")
     head = getattr(call, f"{part}_head") or ""
     return Body(part, length, head, length is not None and length <= inline_limit())
@@ -73,6 +88,8 @@ def body_of(call: ModelCall, part: str) -> Body:
 
 def body_range(call_id: int, part: str, offset: int, length: int) -> tuple[int | None, str] | None:
     """(the body's length, its `length` characters from `offset`), or None when there is no such call."""
+    if part == "request" and (text := _chained_text(call_id)) is not None:
+        return len(text), text[offset : offset + length]
     row = (
         ModelCall.objects.filter(pk=call_id)
         .annotate(total=Length(_text(part)), piece=Substr(_text(part), offset + 1, length))
@@ -83,6 +100,8 @@ def body_range(call_id: int, part: str, offset: int, length: int) -> tuple[int |
 
 
 def _piece(call_id: int, part: str, offset: int) -> str:
+    if part == "request" and (text := _chained_text(call_id)) is not None:
+        return text[offset : offset + PIECE]
     piece = ModelCall.objects.filter(pk=call_id).values_list(Substr(_text(part), offset + 1, PIECE), flat=True).first()
     return piece or ""
 

@@ -6,6 +6,7 @@ importing them.
 """
 
 import hashlib
+import json
 import os
 import re
 import secrets
@@ -22,7 +23,7 @@ from django.db import connections, models
 from django.utils import timezone
 from django.utils.crypto import salted_hmac
 
-from . import token_chain
+from . import request_chain, token_chain
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 API_KEY_ENV_PREFIX = "CLAWGYM_KEY_"
@@ -334,6 +335,89 @@ class ModelCallQuerySet(models.QuerySet):
             .order_by("-cost", field)
         )
 
+    def with_requests(self):
+        """These calls with their whole requests rebuilt as they are fetched: their chains read in one query, each
+        call of a chain rebuilt once (see `ModelCall.request`)."""
+        clone = self._chain()
+        clone._with_requests = True
+        return clone
+
+    def _clone(self):
+        clone = super()._clone()
+        clone._with_requests = getattr(self, "_with_requests", False)
+        return clone
+
+    def _fetch_all(self):
+        fresh = self._result_cache is None
+        super()._fetch_all()
+        if fresh and getattr(self, "_with_requests", False) and self._result_cache:
+            if all(isinstance(call, ModelCall) for call in self._result_cache):
+                fill_requests(self._result_cache)
+
+
+class ModelCallManager(models.Manager.from_queryset(ModelCallQuerySet)):
+    def record(self, **row):
+        """Create a call (`request=` its whole request), its request stored as a difference from the latest calls of
+        its session when that saves enough (llm.request_chain): in the caller's transaction, among the calls it can
+        see."""
+        call = self.model(**row)
+        request = call.request
+        if call.session_id is not None and isinstance(request, dict):
+            candidates = list(
+                self.filter(session_id=call.session_id, api=call.api)
+                .order_by("-pk")
+                .values_list("pk", flat=True)[: request_chain.CANDIDATES]
+            )
+            links = request_links(candidates, using=self.db) if candidates else {}
+            bases, known = {}, {}
+            for pk in candidates:
+                try:
+                    if request_chain.depth(links, pk) < request_chain.MAX_DEPTH:
+                        bases[pk] = request_chain.rebuild(links, pk, known)
+                except request_chain.BrokenChain:
+                    continue  # never a base to rely on (its own readers report it)
+            try:
+                base, difference = request_chain.best_difference(request, bases)
+            except (ValueError, RecursionError):  # a request json cannot compare (nested too deep): stored whole
+                base, difference = None, None
+            if base is not None:
+                call.request_base_id = base
+                call.request_shared = difference.shared
+                call.request_inherited = difference.inherited
+                call.request_part = difference.part
+        call.save(force_insert=True, using=self.db)
+        return call
+
+
+def request_links(pks, using=None) -> dict[int, request_chain.Link]:
+    """The request chains of calls `pks`: every call of them, back to their roots, read in one query (a recursive
+    CTE; UNION, not UNION ALL, so a forged loop ends the recursion and request_chain reports it)."""
+    pks = list(pks)
+    if not pks:
+        return {}
+    using = using or "default"
+    table = connections[using].ops.quote_name(ModelCall._meta.db_table)
+    marks = ", ".join(["%s"] * len(pks))
+    rows = ModelCall.objects.db_manager(using).raw(
+        f"WITH RECURSIVE chain(id, base) AS (SELECT id, request_base_id FROM {table} WHERE id IN ({marks})"
+        f" UNION SELECT t.id, t.request_base_id FROM {table} t JOIN chain ON t.id = chain.base)"
+        " SELECT id, request_base_id, request_shared, request_inherited, request_part"
+        f" FROM {table} WHERE id IN (SELECT id FROM chain)",
+        pks,
+    )
+    return {row.pk: row.request_link() for row in rows}
+
+
+def fill_requests(calls) -> None:
+    """Rebuild the whole request of each of `calls` (ModelCall instances) at once: what `call.request` then reads."""
+    chained = [call for call in calls if call.request_base_id is not None and "_request" not in call.__dict__]
+    if not chained:
+        return
+    links = request_links([call.pk for call in chained], using=chained[0]._state.db)
+    known: dict[int, dict] = {}
+    for call in sorted(chained, key=lambda call: call.pk):
+        call._request = request_chain.rebuild(links, call.pk, known)
+
 
 class ModelCall(models.Model):
     """One model call (the client's or the proxy's): what was asked, what came back, and what it cost."""
@@ -349,7 +433,22 @@ class ModelCall(models.Model):
     session = models.ForeignKey(ProxySession, null=True, blank=True, on_delete=models.SET_NULL, related_name="calls")
     api = models.CharField(max_length=16, choices=ModelEndpoint.ApiStyle.choices, default=ModelEndpoint.ApiStyle.CHAT)
     stream = models.BooleanField(default=False)
-    request = models.JSONField(help_text="The request body as sent upstream.")
+    # The request as sent upstream is `request` (a property): stored whole in request_part, or as a difference from
+    # an earlier call of its session (llm.request_chain). RESTRICT: a base deleted alone would leave the calls built
+    # on it unreadable; calls deleted together (with the calls built on them) go together.
+    request_part = models.JSONField(
+        help_text="The request body as sent upstream, or, with a base, what it adds to its base (llm.request_chain)."
+    )
+    request_base = models.ForeignKey("self", null=True, blank=True, on_delete=models.RESTRICT, related_name="+")
+    request_shared = models.PositiveIntegerField(
+        default=0, help_text="Items of the base's conversation list that open this request's."
+    )
+    request_inherited = models.JSONField(
+        default=list, blank=True, help_text="Top-level keys of the request whose value is the base's."
+    )
+    request_chars = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Characters of the whole request as JSON (null: recorded before it was kept)."
+    )
     response = models.JSONField(null=True, blank=True, help_text="The response (assembled, when streamed).")
     sampling_changes = models.JSONField(
         default=list,
@@ -368,7 +467,7 @@ class ModelCall(models.Model):
     cost = models.DecimalField(max_digits=14, decimal_places=8, default=Decimal(0))
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
-    objects = ModelCallQuerySet.as_manager()
+    objects = ModelCallManager()
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -376,6 +475,29 @@ class ModelCall(models.Model):
 
     def __str__(self):
         return f"{self.purpose} call #{self.pk} to {self.endpoint_name}"
+
+    @property
+    def request(self) -> dict:
+        """The request body as sent upstream, rebuilt from its chain when it has a base (its ancestors read in one
+        query; `ModelCall.objects.with_requests()` rebuilds a list of calls at once). Raises
+        request_chain.BrokenChain when the stored rows do not add up."""
+        if "_request" not in self.__dict__:
+            if self.request_base_id is None:
+                return self.request_part
+            self._request = request_chain.rebuild(request_links([self.pk], using=self._state.db), self.pk)
+        return self._request
+
+    @request.setter
+    def request(self, value) -> None:
+        """Store `value` whole (ModelCall.objects.record stores it as a difference where that saves)."""
+        self.request_part, self.request_base_id, self.request_shared, self.request_inherited = value, None, 0, []
+        self.request_chars = len(json.dumps(value, ensure_ascii=False)) if value is not None else None
+        self.__dict__.pop("_request", None)
+
+    def request_link(self) -> request_chain.Link:
+        return request_chain.Link(
+            self.pk, self.request_base_id, self.request_shared, list(self.request_inherited or []), self.request_part
+        )
 
     @property
     def ok(self) -> bool:

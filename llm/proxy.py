@@ -244,11 +244,11 @@ class _Call:
 
 
 def _create_call(row: dict, tokens: dict | None = None) -> None:
-    if tokens is None:
-        ModelCall.objects.create(**row)
-        return
+    # Its request stored as a difference from the session's latest calls (llm.request_chain), like its tokens.
     with transaction.atomic():  # a call of a training session is never seen without its tokens
-        ModelCallTokens.objects.record(ModelCall.objects.create(**row), **tokens)
+        call = ModelCall.objects.record(**row)
+        if tokens is not None:
+            ModelCallTokens.objects.record(call, **tokens)
 
 
 def _parsed(content: bytes):

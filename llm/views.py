@@ -16,7 +16,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from accounts.decorators import admin_required, viewer_required
 from lib.htmx import render_page
 
-from .bodies import PARTS, body_of, with_heads
+from .bodies import COLUMNS, body_of, with_heads
 from .client import check_connection
 from .forms import CallFilterForm, EndpointForm, known_values
 from .models import ModelCall, ModelEndpoint
@@ -85,7 +85,9 @@ def call_list(request):
     context = {
         "nav": "models",
         "form": form,
-        "page": Paginator(calls.select_related("session").defer(*PARTS), PAGE_SIZE).get_page(request.GET.get("page")),
+        "page": Paginator(calls.select_related("session").defer(*COLUMNS.values()), PAGE_SIZE).get_page(
+            request.GET.get("page")
+        ),
         "by_purpose": list(calls.totals_by("purpose")),
         "by_endpoint": list(calls.totals_by("endpoint_name")),
         "overall": overall,

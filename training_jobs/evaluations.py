@@ -21,7 +21,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Q, TextField
-from django.db.models.functions import Cast, Length
+from django.db.models.functions import Cast, Coalesce, Length
 
 from benchmarks.models import BenchmarkVersion
 from evaluation.harnesses import HARNESSES
@@ -177,7 +177,9 @@ CALLS_A_ROLLOUT = 5  # a rollout that fits fewer model calls than this in its de
 
 
 def _chars(calls) -> list[int]:
-    return [n for n in calls.annotate(n=Length(Cast("request", TextField()))).values_list("n", flat=True) if n]
+    # Calls recorded before their request's length was kept: their stored JSON is their whole request.
+    whole = Coalesce("request_chars", Length(Cast("request_part", TextField())))
+    return [n for n in calls.annotate(n=whole).values_list("n", flat=True) if n]
 
 
 def prompt_tokens(harness: str) -> tuple[int, str]:

@@ -592,11 +592,12 @@ def _store_changes(rollout: Rollout, changes) -> None:
 
 def store_trajectories(rollout: Rollout, *, reward: float | None) -> list[Trajectory]:
     """Rebuild the rollout's trajectories from its current attempt's model calls (replacing earlier ones)."""
-    calls = list(
-        ModelCall.objects.filter(session_id=rollout.proxy_session_id)
+    calls = [
+        {"id": call.pk, "request": call.request, "response": call.response, "error": call.error}
+        for call in ModelCall.objects.filter(session_id=rollout.proxy_session_id)
         .order_by("created_at", "id")
-        .values("id", "request", "response", "error")
-    )
+        .with_requests()
+    ]
     rebuilt = rebuild_trajectories(
         [{"request": c["request"], "response": c["response"], "error": c["error"]} for c in calls],
         rules=TrajectoryRules.from_settings(),

@@ -30,13 +30,15 @@ def test_the_migration_checks_the_trajectories_stored_before_it():
         revision=revision, endpoint=endpoint, harness="builtin", proxy_session=session
     )
     Call = old.get_model("llm", "ModelCall")
+    # llm as the database has it: since llm 0008 the request is stored in request_part (llm.request_chain).
+    request_field = "request_part" if any(f.name == "request_part" for f in Call._meta.get_fields()) else "request"
 
     def call(messages, answer):
         return Call.objects.create(
             endpoint_name="old",
             purpose="proxy",
             session=session,
-            request={"messages": messages},
+            **{request_field: {"messages": messages}},
             response={"choices": [{"index": 0, "message": answer}]},
             status_code=200,
         ).pk

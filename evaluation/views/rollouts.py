@@ -93,7 +93,9 @@ def rollout_detail(request, pk: int):
     rollout = get_object_or_404(
         Rollout.objects.select_related("revision__task", "endpoint", "proxy_session", "job_run", "created_by"), pk=pk
     )
-    calls = list(ModelCall.objects.filter(session_id=rollout.proxy_session_id).order_by("created_at", "id"))
+    calls = list(
+        ModelCall.objects.filter(session_id=rollout.proxy_session_id).order_by("created_at", "id").with_requests()
+    )
     # Which calls continue the agent's main conversation and which are side calls (never trained as RL samples).
     roles = chain_roles([{"request": c.request, "response": c.response, "error": c.error} for c in calls])
     for call, role in zip(calls, roles, strict=True):

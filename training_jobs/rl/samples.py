@@ -209,6 +209,7 @@ def rollout_calls(rollout):
         ModelCall.objects.filter(session_id=rollout.proxy_session_id)
         .select_related("tokens")
         .order_by("created_at", "id")
+        .with_requests()
     )
 
 

@@ -26,7 +26,7 @@ class Command(BaseCommand):
             calls = calls.filter(session=found)
         if subject:
             calls = calls.filter(subject=subject)
-        rows = [call.as_dict() for call in calls]
+        rows = [call.as_dict() for call in calls.with_requests()]
         if as_json:
             self.stdout.write(json.dumps(rows, ensure_ascii=False))
             return
