@@ -23,6 +23,13 @@ the caller's own uid otherwise). How each limit is enforced:
   ExecResult.unenforced.
 Output is read from the container's attach stream, never stored by the engine (logging driver "none").
 
+Where the workspace is size-limited (root), a run takes a ready container instead (sandbox.backends.docker_pool):
+created and started ahead with the same options, its workspace mounted in once the run is asked for, the command
+sent to its shell, which execs it as Docker's init's child: the same sandbox, used by that run only, without the
+engine's start (most of a throw-away run's time) on the run's time. `ready_containers=False` turns it off. Used
+containers (and their workspace filesystems) are removed in a background thread once the result is known;
+docker_pool.settle(), also run at exit, waits for that and removes the ready ones.
+
 Every bind (the workspace, ro_binds, extra_binds) is a host path, so the engine must see this process's filesystem:
 a local engine, which is how sandbox workers run (one per Docker host, `scripts/docker-engine.sh start`). The
 `docker` package is imported only when this backend is used.
@@ -44,7 +51,7 @@ from ..limits import Limits
 from ..result import ExecResult, Status, classify
 from ..runtime import runtime_version
 from ..workspace import Workspace
-from . import volume
+from . import docker_pool, volume
 from .base import (
     OPENCLAW_WORKSPACE_PATH,
     WORKSPACE_PATH,
@@ -74,6 +81,7 @@ DEADLINE_LABEL = "clawgym.sandbox.deadline"
 _DEADLINE_MARGIN_SECONDS = 120
 # How long a killed container may take to stop before the run is reported as a broken sandbox.
 _STOP_SECONDS = 30
+_HOSTNAME = "sandbox"
 
 
 def _pid_namespace() -> str:
@@ -121,10 +129,13 @@ class DockerBackend(Backend):
         gid: int = NOBODY,
         cpus: float | None = None,
         sized_workspace: bool | None = None,
+        ready_containers: bool = True,
     ):
         """uid/gid: who runs the command when the caller is root (otherwise the caller's own ids, so the files it
         writes in the workspace stay the caller's). cpus: a CFS quota in cores for each container (None: none).
-        sized_workspace: give the workspace a size-limited filesystem (default: wherever volume.available())."""
+        sized_workspace: give the workspace a size-limited filesystem (default: wherever volume.available()).
+        ready_containers: run commands in containers started ahead (docker_pool) where the workspace is sized; False:
+        every command in a container created and started for it."""
         if uid == 0 or gid == 0:
             raise SandboxError("the Docker sandbox never runs as root: pick an unprivileged uid and gid")
         if cpus is not None and not cpus > 0:
@@ -136,6 +147,10 @@ class DockerBackend(Backend):
         self.cpus = cpus
         self.sized_workspace = volume.available()[0] if sized_workspace is None else sized_workspace
         self._labels: dict[str, str] | None = None
+        self.ready_containers = ready_containers
+        self._ready_options: dict[tuple, dict[str, Any]] = {}
+        self._ready = docker_pool.Pool(self._make_ready)
+        docker_pool.register(self._ready)
 
     @property
     def client(self) -> Any:
@@ -191,7 +206,6 @@ class DockerBackend(Backend):
         ro_binds: Sequence[Bind] = (),
         extra_binds: Sequence[Bind] = (),
     ) -> ExecResult:
-        import docker.errors
 
         limits = limits or Limits()
         client = self.client
@@ -207,30 +221,42 @@ class DockerBackend(Backend):
         }
         if self.as_root:
             workspace.chown_tree(self.uid, self.gid)
-        disk = None
+        pooled = (
+            self.ready_containers
+            and self.sized_workspace
+            and docker_pool.launchable(args, options["cwd"], workspace.root, WORKSPACE_PATH)
+        )
+        disk = container = ready = None
         try:
-            disk = (
-                volume.Volume(workspace.root, limits.disk_bytes, self.uid, self.gid) if self.sized_workspace else None
-            )
-            try:
-                container = client.containers.create(
-                    self.image, **container_options(args, disk.mount_point if disk else workspace.root, **options)
+            if pooled:
+                # Creation options alone pick the ready container; the command, environment and cwd go in its line.
+                key = _ready_key(self.image, options)
+                self._ready_options.setdefault(key, {k: v for k, v in options.items() if k not in ("env", "cwd")})
+                ready = self._ready.take(key, time.time() + limits.wall_seconds + _DEADLINE_MARGIN_SECONDS)
+                container, connection = ready.container, ready.connection
+                disk = volume.Volume(workspace.root, limits.disk_bytes, self.uid, self.gid, ready.mount_point)
+                line = docker_pool.launch_line(args, options["env"], options["cwd"], _HOSTNAME)
+                watched = self._watch(container, connection, limits, lambda: _send(connection, line))
+            else:
+                disk = (
+                    volume.Volume(workspace.root, limits.disk_bytes, self.uid, self.gid)
+                    if self.sized_workspace
+                    else None
                 )
-            except docker.errors.ImageNotFound as exc:
-                raise SandboxUnavailable(f"the Docker image {self.image} is gone: run `make images`") from exc
-            except docker.errors.APIError as exc:
-                raise SandboxError(f"Docker could not create the container: {exc}") from exc
-            try:
-                watched = self._run_container(client, container, limits)
-            finally:
-                with contextlib.suppress(docker.errors.NotFound):
-                    container.remove(force=True)
+                container = self._create(
+                    args, disk.mount_point if disk else workspace.root, stdin=False, waiting_seconds=0, **options
+                )
+                connection = _attach(client, container, stdin=False)
+                watched = self._watch(container, connection, limits, lambda: _start(container))
             disk_full = bool(disk and disk.full())
             if disk:
                 disk.copy_back()
         finally:
-            if disk:
-                disk.remove()
+            if container is not None:
+                # Off the run's time: the command has ended (or been killed) and the workspace is copied back.
+                docker_pool.remove_soon(container, ready.slot_dir if ready else None, disk)
+            elif disk:
+                volume.remove_soon(disk)
         stdout, stderr, exit_code, killed, oom_killed, duration = watched
         text = stderr.text()
         status, reason = classify(
@@ -259,8 +285,53 @@ class DockerBackend(Backend):
             unenforced=() if disk else ("disk_bytes",),
         )
 
-    def _run_container(self, client: Any, container: Any, limits: Limits):
-        """Start the container, read its output under the caps, kill it at a limit, and say how it ended."""
+    def _create(self, args: list[str], workspace_dir: Any, *, stdin: bool, waiting_seconds: float, **options) -> Any:
+        import docker.errors
+
+        try:
+            return self.client.containers.create(
+                self.image,
+                **container_options(
+                    args,
+                    workspace_dir,
+                    propagation="rslave" if stdin else None,
+                    waiting_seconds=waiting_seconds,
+                    **options,
+                ),
+                stdin_open=stdin,
+            )
+        except docker.errors.ImageNotFound as exc:
+            raise SandboxUnavailable(f"the Docker image {self.image} is gone: run `make images`") from exc
+        except docker.errors.APIError as exc:
+            raise SandboxError(f"Docker could not create the container: {exc}") from exc
+
+    def _make_ready(self, key: tuple) -> docker_pool.Ready:
+        """A ready container for these creation options (docker_pool): created, attached, started, waiting."""
+        options = self._ready_options[key]
+        slot = docker_pool.make_slot()
+        try:
+            container = self._create(
+                docker_pool.LAUNCHER,
+                slot / "workspace",
+                stdin=True,
+                waiting_seconds=docker_pool.READY_SECONDS,
+                env={},
+                cwd=WORKSPACE_PATH,
+                **options,
+            )
+        except BaseException:
+            docker_pool.remove_slot(slot)
+            raise
+        try:
+            connection = _attach(self.client, container, stdin=True)
+            _start(container)
+        except BaseException:
+            docker_pool.remove_soon(container, slot)
+            raise
+        return docker_pool.Ready(key, container, connection, slot, float(container.labels[DEADLINE_LABEL]))
+
+    def _watch(self, container: Any, connection: socket.socket, limits: Limits, begin):
+        """begin() the command, read its output under the caps, kill the container at a limit, say how it ended."""
         import docker.errors
         import requests  # the Docker SDK's own transport
 
@@ -276,11 +347,6 @@ class DockerBackend(Backend):
                 killed_for.append(reason)
             with contextlib.suppress(docker.errors.APIError):  # already exited: nothing to kill
                 container.kill()
-
-        # Attach before starting (as the docker CLI does), so not a byte of output is missed.
-        attached = client.api.attach_socket(container.id, params={"stdout": 1, "stderr": 1, "stream": 1})
-        connection: socket.socket = getattr(attached, "_sock", attached)
-        connection.settimeout(None)  # a command may be quiet for longer than the SDK's request timeout
 
         def over_limit() -> None:
             # Hang up first: the engine then stops copying output to us (unread output would back up through it
@@ -298,12 +364,7 @@ class DockerBackend(Backend):
 
         reader = threading.Thread(target=read, name=f"sandbox-docker-{container.short_id}", daemon=True)
         started = time.monotonic()
-        try:
-            container.start()
-        except docker.errors.APIError as exc:
-            # The engine could not start it (a bind source it cannot see); a missing command is Docker's init's
-            # exit 127 instead, like a shell's.
-            raise SandboxError(f"Docker could not start the container: {exc}") from exc
+        begin()
         reader.start()
         try:
             container.wait(timeout=limits.wall_seconds)
@@ -323,6 +384,46 @@ class DockerBackend(Backend):
         state = container.attrs["State"]
         killed = killed_for[0] if killed_for else None
         return stdout, stderr, state.get("ExitCode"), killed, bool(state.get("OOMKilled")), duration
+
+
+def _ready_key(image: str, options: Mapping[str, Any]) -> tuple:
+    return (
+        image,
+        repr(options["limits"]),
+        tuple(options["ro_binds"]),
+        tuple(options["extra_binds"]),
+        options["user"],
+        options["cpus"],
+    )
+
+
+def _attach(client: Any, container: Any, *, stdin: bool) -> socket.socket:
+    # Attached before the start (as the docker CLI does), so not a byte of output is missed.
+    params = {"stdin": int(stdin), "stdout": 1, "stderr": 1, "stream": 1}
+    attached = client.api.attach_socket(container.id, params=params)
+    connection: socket.socket = getattr(attached, "_sock", attached)
+    connection.settimeout(None)  # a command may be quiet for longer than the SDK's request timeout
+    return connection
+
+
+def _start(container: Any) -> None:
+    import docker.errors
+
+    try:
+        container.start()
+    except docker.errors.APIError as exc:
+        # The engine could not start it (a bind source it cannot see); a missing command is Docker's init's exit 127
+        # instead, like a shell's.
+        raise SandboxError(f"Docker could not start the container: {exc}") from exc
+
+
+def _send(connection: socket.socket, line: bytes) -> None:
+    """The ready container's command line on its stdin, then end of input (its shell reads no further)."""
+    try:
+        connection.sendall(line)
+        connection.shutdown(socket.SHUT_WR)
+    except OSError as exc:
+        raise SandboxError(f"the ready container did not take its command: {exc}") from exc
 
 
 def remove_stale(client: Any) -> list[str]:
@@ -361,14 +462,29 @@ def _frames(connection: socket.socket, chunk_bytes: int = 256 * 1024):
             yield stream_id, data
 
 
-def container_options(command, workspace_dir, *, env, limits, cwd, ro_binds, extra_binds, user, cpus=None):
-    """Keyword arguments for containers.create: everything that makes the container a sandbox."""
+def container_options(
+    command,
+    workspace_dir,
+    *,
+    env,
+    limits,
+    cwd,
+    ro_binds,
+    extra_binds,
+    user,
+    cpus=None,
+    propagation=None,
+    waiting_seconds=0,
+):
+    """Keyword arguments for containers.create: everything that makes the container a sandbox. propagation: of the
+    workspace binds ("rslave" for a ready container, whose workspace is mounted once it runs); waiting_seconds: how
+    long it may wait before its command starts, added to its deadline."""
     from docker.types import LogConfig, Mount, Ulimit
 
     root = str(workspace_dir)
     mounts = [
-        Mount(WORKSPACE_PATH, root, type="bind"),
-        Mount(OPENCLAW_WORKSPACE_PATH, root, type="bind"),
+        Mount(WORKSPACE_PATH, root, type="bind", propagation=propagation),
+        Mount(OPENCLAW_WORKSPACE_PATH, root, type="bind", propagation=propagation),
         *(Mount(target, source, type="bind", read_only=True) for source, target in ro_binds),
         *(Mount(target, source, type="bind") for source, target in extra_binds),
     ]
@@ -399,12 +515,12 @@ def container_options(command, workspace_dir, *, env, limits, cwd, ro_binds, ext
         "ulimits": ulimits,
         "tmpfs": {"/tmp": tmpfs, "/root": tmpfs},
         "mounts": mounts,
-        "hostname": "sandbox",
+        "hostname": _HOSTNAME,
         "log_config": LogConfig(type="none"),
         "labels": {
             "clawgym.sandbox": "1",
             OWNER_LABEL: owner(),
-            DEADLINE_LABEL: str(int(time.time() + limits.wall_seconds + _DEADLINE_MARGIN_SECONDS)),
+            DEADLINE_LABEL: str(int(time.time() + waiting_seconds + limits.wall_seconds + _DEADLINE_MARGIN_SECONDS)),
         },
     }
     if cpus:

@@ -90,7 +90,9 @@ def _run(args: list[str], what: str) -> None:
 class Volume:
     """One run's workspace filesystem. `mount_point` is what the sandbox sees as the workspace."""
 
-    def __init__(self, source: Path, disk_bytes: int, uid: int, gid: int) -> None:
+    def __init__(self, source: Path, disk_bytes: int, uid: int, gid: int, mount_point: Path | None = None) -> None:
+        """mount_point: an empty folder of the caller's to mount the filesystem on (left in place by remove());
+        by default one of the volume's own."""
         self.source = source
         base = scratch_dir()
         base.mkdir(mode=0o711, exist_ok=True)
@@ -98,12 +100,14 @@ class Volume:
         self.dir = base / f"run-{os.getpid()}-{_start_time(os.getpid())}-{secrets.token_hex(4)}"
         self.dir.mkdir(mode=0o711)
         self.image = self.dir / "disk.img"
-        self.mount_point = self.dir / "workspace"
+        self.own_mount_point = mount_point is None
+        self.mount_point = self.dir / "workspace" if mount_point is None else mount_point
         self.mounted = False
         try:
             with _locked(source, fcntl.LOCK_SH):  # not while another run copies its result back into the folder
                 self._fill(source, disk_bytes, uid, gid)
-            self.mount_point.mkdir(mode=0o700)
+            if self.own_mount_point:
+                self.mount_point.mkdir(mode=0o700)
             if not _loop_mount(self.image, self.mount_point):
                 _run(
                     ["mount", "-t", "ext4", "-o", "loop,nosuid,nodev", str(self.image), str(self.mount_point)],
@@ -367,8 +371,13 @@ def remove_stale(base: Path) -> None:
         if not match or _start_time(int(match[1])) == int(match[2]):
             continue
         mount_point = base / name / "workspace"
-        if os.path.ismount(mount_point):
-            subprocess.run(["umount", "-l", str(mount_point)], capture_output=True, stdin=subprocess.DEVNULL)
+        # Up to three mounts stacked there (the Docker backend's ready containers: a shared bind of the folder onto
+        # itself, the workspace's filesystem on top); a bind of the same filesystem is no mount to os.path.ismount,
+        # so umount(8) says when nothing is left.
+        for _mount in range(3):
+            done = subprocess.run(["umount", "-l", str(mount_point)], capture_output=True, stdin=subprocess.DEVNULL)
+            if done.returncode != 0:
+                break
         if not os.path.ismount(mount_point):
             shutil.rmtree(base / name, ignore_errors=True)
 

@@ -14,7 +14,7 @@ import os
 import pytest
 
 from sandbox import Limits, Status
-from sandbox.backends import volume
+from sandbox.backends import docker_pool, volume
 from sandbox.backends.docker import OWNER_LABEL, DockerBackend, owner
 
 from .hostile_cases import *  # noqa: F403 - the shared battery, collected here against Docker
@@ -26,6 +26,9 @@ pytestmark = pytest.mark.docker
 @pytest.fixture
 def sandbox_under_test(docker_sandbox):
     yield docker_sandbox
+    # Used containers are removed in the background, and ready ones wait for the next run: settle() (also run at
+    # exit) removes both and waits.
+    docker_pool.settle()
     assert sandbox_containers(docker_sandbox) == [], "containers left behind"
     assert volumes_of_this_process() == [], "workspace filesystems left behind"
 
@@ -58,7 +61,12 @@ def sandbox_view():
 
 def sandbox_containers(backend: DockerBackend) -> list[str]:
     """This process's sandbox containers (other processes on this engine may be running theirs)."""
-    return [c.name for c in backend.client.containers.list(all=True, filters={"label": f"{OWNER_LABEL}={owner()}"})]
+    return [
+        c.name
+        for c in backend.client.containers.list(
+            all=True, filters={"label": f"{OWNER_LABEL}={owner()}"}, ignore_removed=True
+        )
+    ]
 
 
 def volumes_of_this_process() -> list[str]:
