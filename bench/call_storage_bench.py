@@ -36,6 +36,7 @@ from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
+from benchstats import percentile  # noqa: E402  (bench/ helper)
 from netutil import free_port, start_app, wait_for_port  # noqa: E402  (bench/ helper)
 
 MODEL = "bench-model"
@@ -120,6 +121,7 @@ def measure(rollout_id: int, received: list[dict]) -> dict:
     rebuilt_equal = len(rebuilt) == len(received) and all(
         canonical(call.request) == canonical(body) for call, body in zip(rebuilt, received, strict=False)
     )
+    costs = write_and_read_costs(rollout.proxy_session, [call.request for call in rebuilt])
     messages = [len((call.request or {}).get("messages") or []) for call in rebuilt]
     before_calls = sum(whole) + sum(responses) + sum(tokens)
     after_calls = sum(after_requests) + sum(responses) + sum(tokens)
@@ -149,6 +151,36 @@ def measure(rollout_id: int, received: list[dict]) -> dict:
             "per_rollout": round((before_calls + rollout_rows) / max(after_calls + rollout_rows, 1), 1),
         },
         "rebuilt_equal": rebuilt_equal,
+        "costs": costs,
+    }
+
+
+def write_and_read_costs(session, requests: list[dict], rounds: int = 3) -> dict:
+    """What the difference costs in time: the rollout's requests recorded again into two fresh sessions of the same
+    endpoint, whole (`create`, as before) and as differences (`record`, as the proxy does), one call of each in turn;
+    then each session's calls read back with their whole requests (`with_requests()` for the chained ones). Best of
+    `rounds` for the reads; per-call write times pooled over the rounds."""
+    from llm.models import ModelCall, ProxySession
+
+    writes: dict[str, list[float]] = {"whole": [], "difference": []}
+    reads: dict[str, float] = {}
+    for _ in range(rounds):
+        sessions = {kind: ProxySession.objects.create(endpoint=session.endpoint) for kind in writes}
+        for request in requests:
+            for kind, make in (("whole", ModelCall.objects.create), ("difference", ModelCall.objects.record)):
+                started = time.perf_counter()
+                make(endpoint_name="bench", purpose="proxy", session=sessions[kind], request=request, status_code=200)
+                writes[kind].append(time.perf_counter() - started)
+        for kind, session_ in sessions.items():
+            calls = ModelCall.objects.filter(session=session_).order_by("pk")
+            started = time.perf_counter()
+            read = [c.request for c in (calls.with_requests() if kind == "difference" else calls)]
+            took = time.perf_counter() - started
+            assert len(read) == len(requests)
+            reads[kind] = min(reads.get(kind, took), took)
+    return {
+        "write_ms_p50": {kind: round(percentile(values, 0.5) * 1000, 2) for kind, values in writes.items()},
+        "read_all_ms": {kind: round(value * 1000, 1) for kind, value in reads.items()},
     }
 
 

@@ -30,3 +30,6 @@ def test_call_storage_bench_small_openclaw_rollout(harness_installed):
     assert before["per_rollout"] > after["per_rollout"] > before["rollout_rows_chars"]
     assert after["request_chars"]["first"] == before["request_chars"]["first"]  # the first is stored whole
     assert after["request_chars"]["last"] < before["request_chars"]["last"] / 4
+    costs = report["costs"]  # the same requests written again both ways, and read back whole
+    assert set(costs["write_ms_p50"]) == set(costs["read_all_ms"]) == {"whole", "difference"}
+    assert all(value > 0 for value in [*costs["write_ms_p50"].values(), *costs["read_all_ms"].values()])

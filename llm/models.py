@@ -373,11 +373,11 @@ class ModelCallManager(models.Manager.from_queryset(ModelCallQuerySet)):
             for pk in candidates:
                 try:
                     if request_chain.depth(links, pk) < request_chain.MAX_DEPTH:
-                        bases[pk] = request_chain.rebuild(links, pk, known)
+                        bases[pk] = request_chain.rebuild(links, pk, known, copy=False)
                 except request_chain.BrokenChain:
                     continue  # never a base to rely on (its own readers report it)
             try:
-                base, difference = request_chain.best_difference(request, bases)
+                base, difference = request_chain.best_difference(request, bases, call.request_chars or 0)
             except (ValueError, RecursionError):  # a request json cannot compare (nested too deep): stored whole
                 base, difference = None, None
             if base is not None:
@@ -395,17 +395,27 @@ def request_links(pks, using=None) -> dict[int, request_chain.Link]:
     pks = list(pks)
     if not pks:
         return {}
-    using = using or "default"
-    table = connections[using].ops.quote_name(ModelCall._meta.db_table)
+    connection = connections[using or "default"]
+    table = connection.ops.quote_name(ModelCall._meta.db_table)
     marks = ", ".join(["%s"] * len(pks))
-    rows = ModelCall.objects.db_manager(using).raw(
-        f"WITH RECURSIVE chain(id, base) AS (SELECT id, request_base_id FROM {table} WHERE id IN ({marks})"
-        f" UNION SELECT t.id, t.request_base_id FROM {table} t JOIN chain ON t.id = chain.base)"
-        " SELECT id, request_base_id, request_shared, request_inherited, request_part"
-        f" FROM {table} WHERE id IN (SELECT id FROM chain)",
-        pks,
-    )
-    return {row.pk: row.request_link() for row in rows}
+    with connection.cursor() as cursor:  # plain rows: a model instance a row cost as much as the rebuild
+        cursor.execute(
+            f"WITH RECURSIVE chain(id, base) AS (SELECT id, request_base_id FROM {table} WHERE id IN ({marks})"
+            f" UNION SELECT t.id, t.request_base_id FROM {table} t JOIN chain ON t.id = chain.base)"
+            " SELECT id, request_base_id, request_shared, request_inherited, request_part"
+            f" FROM {table} WHERE id IN (SELECT id FROM chain)",
+            pks,
+        )
+        rows = cursor.fetchall()
+    return {
+        pk: request_chain.Link(pk, base, shared, list(_json(inherited) or []), _json(part))
+        for pk, base, shared, inherited, part in rows
+    }
+
+
+def _json(value):
+    """A JSON column's value from a plain cursor: its text on SQLite (and with Django's psycopg loaders), decoded."""
+    return json.loads(value) if isinstance(value, str | bytes) else value
 
 
 def fill_requests(calls) -> None:

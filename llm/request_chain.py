@@ -17,8 +17,8 @@ OpenClaw ends every request with an internal-context message that the next reque
 history before that message.
 
 The base is chosen when the call is recorded, among the latest calls of its session that the recording transaction
-can see, by comparing the requests themselves item by item (each item and value as canonical JSON, so `1`, `1.0` and
-`true` never pass for each other), never by trusting that a later call extends an earlier one. An agent cannot make a
+can see, by comparing the requests themselves item by item (each item and value as the JSON it writes, so `1`, `1.0`
+and `true` never pass for each other), never by trusting that a later call extends an earlier one. An agent cannot make a
 call's record other than what it sent: whatever it sends, the rebuilt request is the request, and `rebuild` checks
 the stored lengths on every read. A chain is at most MAX_DEPTH calls long, so a read costs at most that many rows.
 
@@ -33,6 +33,7 @@ MAX_DEPTH = 64  # calls in one chain (a deeper session starts a new one with a w
 CANDIDATES = 3  # the latest calls of the session compared with a new request
 REFERENCE_CHARS = 16  # what the reference costs a row (an id, a count and a short list), in characters
 WORTH = 0.5  # a base is used only when what is left to store is at most this share of the request
+GOOD = 0.1  # a base leaving at most this share is taken without trying the others
 
 
 class BrokenChain(ValueError):
@@ -50,6 +51,21 @@ class Link:
 
 def canonical(value) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def same(a, b) -> bool:
+    """Whether two JSON values write the same canonical JSON (`canonical(a) == canonical(b)`), without writing it:
+    types compared exactly (in Python 1 == 1.0 == True), floats by their text (-0.0 is not 0.0), objects by their
+    keys whatever their order."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(value, b[key]) for key, value in a.items())
+    if isinstance(a, list):
+        return len(a) == len(b) and all(map(same, a, b))
+    if isinstance(a, float):
+        return repr(a) == repr(b)
+    return a == b
 
 
 def list_key(request: dict) -> str | None:
@@ -74,13 +90,9 @@ def difference(request: dict, base: dict) -> Difference:
     if key is not None and list_key(base) == key:
         ours, theirs = request[key], base[key]
         limit = min(len(ours), len(theirs))
-        while shared < limit and canonical(ours[shared]) == canonical(theirs[shared]):
+        while shared < limit and same(ours[shared], theirs[shared]):
             shared += 1
-    inherited = [
-        name
-        for name, value in request.items()
-        if name != key and name in base and canonical(value) == canonical(base[name])
-    ]
+    inherited = [name for name, value in request.items() if name != key and name in base and same(value, base[name])]
     part = {}
     for name, value in request.items():
         if name == key:
@@ -90,12 +102,12 @@ def difference(request: dict, base: dict) -> Difference:
     return Difference(shared, inherited, part)
 
 
-def best_difference(request: dict, bases: dict[int, dict]) -> tuple[int | None, Difference | None]:
-    """(base call, difference) storing the least of `request` against one of `bases` ({call id: whole request}),
-    or (None, None) when none saves enough (see WORTH). Ties go to the latest call."""
+def best_difference(request: dict, bases: dict[int, dict], whole: int) -> tuple[int | None, Difference | None]:
+    """(base call, difference) storing the least of `request` (`whole` characters of JSON) against one of `bases`
+    ({call id: whole request}), or (None, None) when none saves enough (see WORTH). The latest call is tried first,
+    and is taken at once when what is left is under GOOD of the request (an agent's next call: nearly always)."""
     if not isinstance(request, dict) or not bases:
         return None, None
-    whole = len(canonical(request))
     best, best_difference_ = None, None
     for pk in sorted(bases, reverse=True):
         if not isinstance(bases[pk], dict):
@@ -103,6 +115,8 @@ def best_difference(request: dict, bases: dict[int, dict]) -> tuple[int | None, 
         candidate = difference(request, bases[pk])
         if best_difference_ is None or candidate.stored_chars() < best_difference_.stored_chars():
             best, best_difference_ = pk, candidate
+        if best_difference_.stored_chars() <= GOOD * whole:
+            break
     if best_difference_ is None or best_difference_.stored_chars() > WORTH * whole:
         return None, None
     return best, best_difference_
@@ -123,8 +137,9 @@ def chain_of(links: dict[int, Link], pk: int) -> list[Link]:
     return chain
 
 
-def rebuild(links: dict[int, Link], pk: int, known: dict[int, dict] | None = None) -> dict:
-    """Call `pk`'s whole request (a new dict), rebuilt from the root of its chain forward. `known` ({call id: whole
+def rebuild(links: dict[int, Link], pk: int, known: dict[int, dict] | None = None, copy: bool = True) -> dict:
+    """Call `pk`'s whole request, rebuilt from the root of its chain forward: a new dict, or with copy=False one that
+    shares its values with `links` and `known` (to read, never to change or hand out). `known` ({call id: whole
     request}) holds requests already rebuilt, and gets each one rebuilt here: rebuilding a session's calls in order
     costs one step a call."""
     known = {} if known is None else known
@@ -141,7 +156,7 @@ def rebuild(links: dict[int, Link], pk: int, known: dict[int, dict] | None = Non
     for link in reversed(chain):
         request = _apply(link, request)
         known[link.pk] = request
-    return _copy(known[pk])
+    return _copy(known[pk]) if copy else known[pk]
 
 
 def depth(links: dict[int, Link], pk: int) -> int:

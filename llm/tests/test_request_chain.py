@@ -5,6 +5,7 @@ new messages only, and the call's page and API show the whole request."""
 
 import asyncio
 import json
+import random
 
 import openai
 import pytest
@@ -112,6 +113,25 @@ def test_values_that_only_look_equal_are_never_shared(session):
         )
         assert call.request["temperature"] is value if value is True else call.request["temperature"] == 1.0
         assert canonical(call.request) == canonical(request)
+
+
+def test_same_is_canonical_json_equality_without_writing_it():
+    rng = random.Random(5)
+    leaves = [0, 1, -1, 1.0, 0.0, -0.0, 2.5, True, False, None, "", "1", "a", "é"]
+
+    def value(depth: int):
+        kind = rng.random()
+        if depth > 2 or kind < 0.5:
+            return rng.choice(leaves)
+        if kind < 0.75:
+            return [value(depth + 1) for _ in range(rng.randrange(3))]
+        return {rng.choice("abc"): value(depth + 1) for _ in range(rng.randrange(3))}
+
+    pairs = [(value(0), value(0)) for _ in range(3000)]
+    pairs += [(a, json.loads(json.dumps(a))) for a, _ in pairs[:500]]  # equal ones, as the database gives them back
+    for a, b in pairs:
+        assert request_chain.same(a, b) == (canonical(a) == canonical(b)), (a, b)
+    assert sum(request_chain.same(a, b) for a, b in pairs) >= 500
 
 
 def test_a_deep_session_starts_a_new_chain_so_a_read_is_bounded(session, monkeypatch):
