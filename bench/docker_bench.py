@@ -108,7 +108,7 @@ def main() -> None:
     load_before = os.getloadavg()
     timings = {
         "throwaway": time_runs(throwaway, runs),
-        "pooled": time_runs(pooled, runs, between=pooled._ready.wait_filled),
+        "pooled": time_runs(pooled, runs, between=docker_pool.pool.wait_filled),
         "pooled_back_to_back": time_runs(pooled, runs),
     }
     docker_pool.settle()

@@ -95,7 +95,12 @@ def require_docker():
 
 @pytest.fixture
 def docker_sandbox(docker_sandbox_image):
-    return require_docker()
+    yield require_docker()
+    # The ready containers a test's runs left waiting (sandbox.backends.docker_pool) are removed, and its used ones
+    # waited for, before the next test: each starts with none of this process's containers or volumes about.
+    from .backends import docker_pool
+
+    docker_pool.settle()
 
 
 def pytest_collection_modifyitems(config, items):

@@ -38,6 +38,7 @@ a local engine, which is how sandbox workers run (one per Docker host, `scripts/
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import socket
 import struct
@@ -148,9 +149,6 @@ class DockerBackend(Backend):
         self.sized_workspace = volume.available()[0] if sized_workspace is None else sized_workspace
         self._labels: dict[str, str] | None = None
         self.ready_containers = ready_containers
-        self._ready_options: dict[tuple, dict[str, Any]] = {}
-        self._ready = docker_pool.Pool(self._make_ready)
-        docker_pool.register(self._ready)
 
     @property
     def client(self) -> Any:
@@ -231,8 +229,9 @@ class DockerBackend(Backend):
             if pooled:
                 # Creation options alone pick the ready container; the command, environment and cwd go in its line.
                 key = _ready_key(self.image, options)
-                self._ready_options.setdefault(key, {k: v for k, v in options.items() if k not in ("env", "cwd")})
-                ready = self._ready.take(key, time.time() + limits.wall_seconds + _DEADLINE_MARGIN_SECONDS)
+                fixed = {k: v for k, v in options.items() if k not in ("env", "cwd")}
+                needed_until = time.time() + limits.wall_seconds + _DEADLINE_MARGIN_SECONDS
+                ready = docker_pool.pool.take(key, needed_until, functools.partial(self._make_ready, key, fixed))
                 container, connection = ready.container, ready.connection
                 disk = volume.Volume(workspace.root, limits.disk_bytes, self.uid, self.gid, ready.mount_point)
                 line = docker_pool.launch_line(args, options["env"], options["cwd"], _HOSTNAME)
@@ -305,9 +304,8 @@ class DockerBackend(Backend):
         except docker.errors.APIError as exc:
             raise SandboxError(f"Docker could not create the container: {exc}") from exc
 
-    def _make_ready(self, key: tuple) -> docker_pool.Ready:
+    def _make_ready(self, key: tuple, options: dict[str, Any]) -> docker_pool.Ready:
         """A ready container for these creation options (docker_pool): created, attached, started, waiting."""
-        options = self._ready_options[key]
         slot = docker_pool.make_slot()
         try:
             container = self._create(

@@ -32,6 +32,7 @@ import shutil
 import socket
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,26 +130,32 @@ def discard(ready: Ready) -> None:
 
 
 class Pool:
-    """Ready containers of one backend, by creation options. `make(key)` creates and starts one (slow)."""
+    """The process's ready containers, by creation options (one pool for every backend made here: callers make a
+    backend per run). `make()`, given with each take, creates and starts one (slow)."""
 
-    def __init__(self, make: Callable[[tuple], Ready], size: int = POOL_SIZE) -> None:
-        self.make = make
+    def __init__(self, size: int = POOL_SIZE) -> None:
         self.size = size
         self.cond = threading.Condition()
         self.ready: list[Ready] = []
         self.filling: dict[tuple, int] = {}
+        self.asked: Counter[tuple] = Counter()
 
-    def take(self, key: tuple, needed_until: float) -> Ready:
+    def take(self, key: tuple, needed_until: float, make: Callable[[], Ready]) -> Ready:
         """A ready container for `key` whose deadline covers `needed_until` (epoch seconds): one waiting, the one
-        being made for this key (it is ahead of a new one), or else one made now. Then another is made behind it."""
+        being made for this key (it is ahead of a new one), or else one made now. Then another is made behind it,
+        once the key has been asked for before: options seen once (a rollout's own socket bound in) never leave a
+        container started for nothing."""
         with self.cond:
+            self.asked[key] += 1
             while True:
                 found = self._pop(key, needed_until)
                 if found or not self.filling.get(key):
                     break
                 self.cond.wait()
-        self._fill_soon(key)
-        return found or self.make(key)
+            again = self.asked[key] > 1
+        if again:
+            self._fill_soon(key, make)
+        return found or make()
 
     def _pop(self, key: tuple, needed_until: float) -> Ready | None:
         now = time.monotonic()
@@ -158,17 +165,17 @@ class Pool:
                 return ready
         return None
 
-    def _fill_soon(self, key: tuple) -> None:
+    def _fill_soon(self, key: tuple, make: Callable[[], Ready]) -> None:
         with self.cond:
             if self.filling.get(key):
                 return
             self.filling[key] = 1
-        threading.Thread(target=self._fill, args=(key,), name="sandbox-docker-ready", daemon=True).start()
+        threading.Thread(target=self._fill, args=(key, make), name="sandbox-docker-ready", daemon=True).start()
 
-    def _fill(self, key: tuple) -> None:
+    def _fill(self, key: tuple, make: Callable[[], Ready]) -> None:
         made = None
         try:
-            made = self.make(key)
+            made = make()
         except Exception:  # the next run makes its own and says why
             log.exception("could not make a ready Docker container")
         with self.cond:
@@ -256,14 +263,14 @@ def remove_now(container: Any, slot: Path | None = None, disk: volume.Volume | N
 
 
 _remover = _Remover()
-_pools: list[Pool] = []
+pool = Pool()
 
 
 def _after_fork_in_child() -> None:
     # The parent's threads are not in the child, and its ready containers are the parent's (its owner label).
-    global _remover
+    global _remover, pool
     _remover = _Remover()
-    _pools.clear()
+    pool = Pool()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -276,14 +283,9 @@ def remove_soon(container: Any, slot: Path | None = None, disk: volume.Volume | 
         remove_now(container, slot, disk)
 
 
-def register(pool: Pool) -> None:
-    _pools.append(pool)
-
-
 def settle() -> None:
     """Remove every ready container of this process, and wait until every container handed over is removed."""
-    for pool in list(_pools):
-        pool.close()
+    pool.close()
     _remover.settle()
 
 

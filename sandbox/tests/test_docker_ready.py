@@ -113,3 +113,37 @@ def test_every_container_and_workspace_filesystem_is_gone_once_settled(docker_sa
     docker_pool.settle()
     assert sandbox_containers(docker_sandbox) == []
     assert volumes_of_this_process() == []
+
+
+def test_backends_made_per_run_share_the_process_ready_containers_and_never_pile_them_up(docker_sandbox):
+    # Callers make a backend per run (tasks.verification.checker_backend): the ready containers are the process's.
+    docker_pool.settle()
+    common, once = Limits(max_processes=40), Limits(max_processes=77)
+
+    def ready_for(limits: Limits) -> int:
+        docker_pool.pool.wait_filled()
+        return sum(1 for r in docker_pool.pool.ready if r.key[1] == repr(limits))
+
+    for n in range(3):
+        if n == 2:  # asked for twice before: one was made behind the second run
+            assert ready_for(common) == 1
+        workspace = Workspace.create({})
+        try:
+            assert pid1_with(DockerBackend(), workspace, common) == LAUNCHED_BY_THE_READY_SHELL
+        finally:
+            workspace.cleanup()
+    workspace = Workspace.create({})
+    try:
+        assert pid1_with(DockerBackend(), workspace, once) == LAUNCHED_BY_THE_READY_SHELL
+    finally:
+        workspace.cleanup()
+    assert ready_for(once) == 0  # options seen once (a rollout's own socket bound in) leave none started for nothing
+    assert ready_for(common) == 1 and len(docker_pool.pool.ready) <= docker_pool.POOL_SIZE
+    docker_pool.settle()
+    assert sandbox_containers(docker_sandbox) == []
+
+
+def pid1_with(backend: DockerBackend, workspace: Workspace, limits: Limits) -> str:
+    result = backend.run("tr '\\0' ' ' < /proc/1/cmdline", workspace, limits=limits)
+    assert result.ok, result
+    return result.stdout.strip()
