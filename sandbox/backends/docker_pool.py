@@ -49,7 +49,6 @@ POOL_SIZE = 2
 # Docker's PATH when the environment has none (moby's oci default), so both paths give the same environment.
 DOCKER_DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 LAUNCHER = ["/bin/sh", "-s"]
-REMOVAL_BACKLOG = 8
 _MS_BIND, _MS_SHARED = 4096, 1 << 20
 log = logging.getLogger("sandbox")
 
@@ -206,48 +205,6 @@ class Pool:
             discard(entry)
 
 
-class _Remover:
-    """The thread that removes used containers (and their slots), started on first use, as volume._Remover."""
-
-    def __init__(self) -> None:
-        self.cond = threading.Condition()
-        self.waiting: list[tuple] = []
-        self.busy = 0
-        self.thread: threading.Thread | None = None
-
-    def put(self, job: tuple) -> bool:
-        with self.cond:
-            if self.busy >= REMOVAL_BACKLOG:
-                return False
-            self.busy += 1
-            self.waiting.append(job)
-            if self.thread is None:
-                self.thread = threading.Thread(target=self._loop, name="sandbox-docker-removal", daemon=True)
-                self.thread.start()
-            self.cond.notify_all()
-        return True
-
-    def _loop(self) -> None:
-        while True:
-            with self.cond:
-                while not self.waiting:
-                    self.cond.wait()
-                job = self.waiting.pop(0)
-            try:
-                remove_now(*job)
-            except Exception:  # never end the thread: what it leaves, remove_stale() takes once this process is gone
-                log.exception("could not remove the sandbox container %s", getattr(job[0], "name", job[0]))
-            finally:
-                with self.cond:
-                    self.busy -= 1
-                    self.cond.notify_all()
-
-    def settle(self) -> None:
-        with self.cond:
-            while self.busy:
-                self.cond.wait()
-
-
 def remove_now(container: Any, slot: Path | None = None, disk: volume.Volume | None = None) -> None:
     """The container first (its mounts go with it), then the run's filesystem, then the slot it was mounted on."""
     import docker.errors
@@ -262,14 +219,20 @@ def remove_now(container: Any, slot: Path | None = None, disk: volume.Volume | N
             remove_slot(slot)
 
 
-_remover = _Remover()
+def _container_remover() -> volume.Remover:
+    return volume.Remover(
+        "sandbox-docker-removal", lambda job: remove_now(*job), lambda job: f"the sandbox container {job[0].name}"
+    )
+
+
+_remover = _container_remover()
 pool = Pool()
 
 
 def _after_fork_in_child() -> None:
     # The parent's threads are not in the child, and its ready containers are the parent's (its owner label).
     global _remover, pool
-    _remover = _Remover()
+    _remover = _container_remover()
     pool = Pool()
 
 
@@ -277,7 +240,7 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def remove_soon(container: Any, slot: Path | None = None, disk: volume.Volume | None = None) -> None:
-    """remove_now() in this process's removal thread (or now, when REMOVAL_BACKLOG are waiting there). Nothing of a
+    """remove_now() in this process's removal thread (or now, when volume.REMOVAL_BACKLOG wait there). Nothing of a
     run's result depends on it: the command has ended and its workspace has been copied back."""
     if not _remover.put((container, slot, disk)):
         remove_now(container, slot, disk)

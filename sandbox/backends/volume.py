@@ -36,7 +36,9 @@ import struct
 import subprocess
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ..errors import SandboxError
 from ..limits import MiB
@@ -281,24 +283,26 @@ def _umount(mount_point: Path) -> bool:
 REMOVAL_BACKLOG = 8
 
 
-class _Remover:
-    """The thread that removes finished volumes, started on first use (and again in a forked child, which has
-    none of its parent's threads)."""
+class Remover:
+    """A thread of this process that does removals handed to it (`remove(job)` for each, in order), started on first
+    use: at most REMOVAL_BACKLOG wait (past that `put` says no and the caller removes its own). A forked child makes
+    its own (it has none of its parent's threads)."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str, remove: Callable[[Any], None], what: Callable[[Any], str]) -> None:
+        self.name, self.remove, self.what = name, remove, what
         self.cond = threading.Condition()
-        self.waiting: list[Volume] = []
+        self.waiting: list[Any] = []
         self.busy = 0  # handed over and not removed yet
         self.thread: threading.Thread | None = None
 
-    def put(self, vol: Volume) -> bool:
+    def put(self, job: Any) -> bool:
         with self.cond:
             if self.busy >= REMOVAL_BACKLOG:
                 return False
             self.busy += 1
-            self.waiting.append(vol)
+            self.waiting.append(job)
             if self.thread is None:
-                self.thread = threading.Thread(target=self._loop, name="sandbox-volume-removal", daemon=True)
+                self.thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
                 self.thread.start()
             self.cond.notify_all()
         return True
@@ -308,11 +312,11 @@ class _Remover:
             with self.cond:
                 while not self.waiting:
                     self.cond.wait()
-                vol = self.waiting.pop(0)
+                job = self.waiting.pop(0)
             try:
-                vol.remove()
+                self.remove(job)
             except Exception:  # never end the thread: what it leaves, remove_stale() takes once this process is gone
-                logging.getLogger("sandbox").exception("could not remove the workspace volume %s", vol.dir)
+                logging.getLogger("sandbox").exception("could not remove %s", self.what(job))
             finally:
                 with self.cond:
                     self.busy -= 1
@@ -324,12 +328,16 @@ class _Remover:
                 self.cond.wait()
 
 
-_remover = _Remover()
+def _volume_remover() -> Remover:
+    return Remover("sandbox-volume-removal", Volume.remove, lambda vol: f"the workspace volume {vol.dir}")
+
+
+_remover = _volume_remover()
 
 
 def _new_remover() -> None:
     global _remover
-    _remover = _Remover()
+    _remover = _volume_remover()
 
 
 os.register_at_fork(after_in_child=_new_remover)
