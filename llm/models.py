@@ -504,11 +504,6 @@ class ModelCall(models.Model):
         self.request_chars = len(json.dumps(value, ensure_ascii=False)) if value is not None else None
         self.__dict__.pop("_request", None)
 
-    def request_link(self) -> request_chain.Link:
-        return request_chain.Link(
-            self.pk, self.request_base_id, self.request_shared, list(self.request_inherited or []), self.request_part
-        )
-
     @property
     def ok(self) -> bool:
         return not self.error

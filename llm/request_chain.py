@@ -20,7 +20,7 @@ The base is chosen when the call is recorded, among the latest calls of its sess
 can see, by comparing the requests themselves item by item (each item and value as the JSON it writes, so `1`, `1.0`
 and `true` never pass for each other), never by trusting that a later call extends an earlier one. An agent cannot make a
 call's record other than what it sent: whatever it sends, the rebuilt request is the request, and `rebuild` checks
-the stored lengths on every read. A chain is at most MAX_DEPTH calls long, so a read costs at most that many rows.
+every step of the chain on every read (a loop, a missing base, a shared count or an inherited key its base lacks). A chain is at most MAX_DEPTH calls long, so a read costs at most that many rows.
 
 Plain Python: the rows are given as `Link`s (the model turns its rows into them).
 """
@@ -122,11 +122,11 @@ def best_difference(request: dict, bases: dict[int, dict], whole: int) -> tuple[
     return best, best_difference_
 
 
-def chain_of(links: dict[int, Link], pk: int) -> list[Link]:
-    """Call `pk`'s chain, from it back to its root."""
+def chain_of(links: dict[int, Link], pk: int, known: dict[int, dict] | None = None) -> list[Link]:
+    """Call `pk`'s chain, from it back to its root, or back to the first call already in `known`."""
     chain, seen = [], set()
     at: int | None = pk
-    while at is not None:
+    while at is not None and not (known and at in known):
         if at in seen:
             raise BrokenChain(f"call #{pk}: its request chain loops at #{at}")
         if at not in links:
@@ -143,16 +143,9 @@ def rebuild(links: dict[int, Link], pk: int, known: dict[int, dict] | None = Non
     request}) holds requests already rebuilt, and gets each one rebuilt here: rebuilding a session's calls in order
     costs one step a call."""
     known = {} if known is None else known
-    chain = []
-    at: int | None = pk
-    while at is not None and at not in known:
-        if len(chain) > len(links):
-            raise BrokenChain(f"call #{pk}: its request chain loops")
-        if at not in links:
-            raise BrokenChain(f"call #{pk}: base #{at} of its request is not in its chain")
-        chain.append(links[at])
-        at = links[at].base
-    request = known.get(at) if at is not None else None
+    chain = chain_of(links, pk, known)
+    start = chain[-1].base if chain else pk  # the call the walk stopped at: known, or none before the root
+    request = known.get(start) if start is not None else None
     for link in reversed(chain):
         request = _apply(link, request)
         known[link.pk] = request

@@ -335,9 +335,9 @@ def _run_context(request, run: EvalRun) -> dict:
     }
 
 
-def _run(pk: int) -> EvalRun:
+def _run(pk: int, defer: tuple[str, ...] = ()) -> EvalRun:
     return get_object_or_404(
-        EvalRun.objects.select_related("endpoint", "benchmark_version__benchmark", "created_by"), pk=pk
+        EvalRun.objects.select_related("endpoint", "benchmark_version__benchmark", "created_by").defer(*defer), pk=pk
     )
 
 
@@ -346,12 +346,7 @@ def _run(pk: int) -> EvalRun:
 def run_detail(request, pk: int):
     # The stored summary (per-task figures included) and config are read only where used: a running run's page,
     # polled every 2 s, has its figures from lib.polled_figures.
-    run = get_object_or_404(
-        EvalRun.objects.select_related("endpoint", "benchmark_version__benchmark", "created_by").defer(
-            *runs.LARGE_FIELDS
-        ),
-        pk=pk,
-    )
+    run = _run(pk, defer=runs.LARGE_FIELDS)
     return render_page(request, "evaluation/run_detail.html", _run_context(request, run), partial="live")
 
 

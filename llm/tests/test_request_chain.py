@@ -13,7 +13,7 @@ from django.db.models import RestrictedError
 from django.urls import reverse
 
 from llm import request_chain
-from llm.models import ModelCall, ModelEndpoint, ProxySession, fill_requests
+from llm.models import ModelCall, ModelEndpoint, ProxySession, fill_requests, request_links
 from llm.request_chain import BrokenChain, canonical
 from llm.services import open_proxy_session, proxy_base_url
 from llm.testing import Reply
@@ -138,7 +138,7 @@ def test_a_deep_session_starts_a_new_chain_so_a_read_is_bounded(session, monkeyp
     monkeypatch.setattr(request_chain, "MAX_DEPTH", 4)
     requests = openclaw_requests(10)
     calls = [stored(record(session, request)) for request in requests]
-    links = {c.pk: c.request_link() for c in calls}
+    links = request_links([c.pk for c in calls])
     assert max(request_chain.depth(links, c.pk) for c in calls) == 4
     assert sum(c.request_base_id is None for c in calls) >= 2  # a new whole request once the chain is full
     assert [canonical(c.request) for c in calls] == [canonical(r) for r in requests]
