@@ -1,22 +1,25 @@
 #!/usr/bin/env python
-"""CPU serving speed of the real small model: `transformers serve` (ClawGym's CPU backend, started with the command
-training_jobs.serving starts) on SmolLM2-135M-Instruct converted from its registry package.
+"""CPU serving speed of the real small model on SmolLM2-135M-Instruct converted from its registry package, each server
+started with the command training_jobs.serving starts: `transformers serve` plain ("plain") and with
+`--continuous-batching` ("cb"), and ClawGym's own batched server ("batched", training_jobs.batched_server).
 
-For each server mode (plain, and `--continuous-batching`), after a warm-up call:
+For each server mode, after a warm-up call:
 - 1 stream: `--calls` streamed chat completions one after another;
 - N streams: `--streams` clients at once, each making `--calls` calls;
 each call a ~280-token agent-like prompt (system prompt, tools, a task) answered greedily up to `--max-tokens`.
 Reported per mode: output tokens/s over the wall time (all streams together), time to first token (median, p90) and
-the ratio of N streams' throughput to 1 stream's in the same mode; and the continuous-batching mode's throughput
-against the plain one's at N streams (`cb_over_plain`), all measured in this process.
+the ratio of N streams' throughput to 1 stream's in the same mode; and the continuous-batching and batched modes'
+throughput against the plain one's at N streams (`cb_over_plain`, `batched_over_plain`) and the batched one's
+against continuous batching's (`batched_over_cb`), all measured in this process. The batched server streams an
+answer in one burst once it is sampled, so its time to first token is its whole call's.
 
 The model is converted into a temporary folder unless --model FOLDER names one (e.g. a `base_models add` folder,
 CLAWGYM_TRAINING_DIR/base-models/smollm2-135m-instruct). The last line is one JSON object:
 {"model", "threads", "modes": {MODE: {"single": {...}, "concurrent": {...}, "concurrent_over_single"}},
- "cb_over_plain", "prompt_tokens"}
+ "cb_over_plain", "batched_over_plain", "batched_over_cb", "prompt_tokens"}
 
     .venv/bin/python bench/serve_bench.py [--model FOLDER] [--streams 8] [--calls 3] [--max-tokens 64]
-        [--modes plain,cb]
+        [--modes plain,cb,batched]
 """
 
 import argparse
@@ -88,34 +91,47 @@ def convert(out: Path) -> Path:
     return folder
 
 
-def start_server(model: Path, folder: Path, continuous_batching: bool):
-    """transformers serve NAME in a folder where NAME links to the model, as training_jobs.serving starts it."""
+KEY = "serve-bench-key"  # the batched server's (what its front would pass on); transformers serve ignores it
+HEADERS = {"Authorization": f"Bearer {KEY}"}
+
+
+def start_server(model: Path, folder: Path, mode: str):
+    """The mode's server as training_jobs.serving starts it: transformers serve NAME in a folder where NAME links to
+    the model (plain, or with continuous batching), or the batched server on the folder."""
     from training_jobs.serving import model_link, start_command
 
     port = free_port()
-    cwd = model_link(folder, NAME, str(model))
-    command = [
-        part
-        for part in start_command("transformers", str(model), NAME, "127.0.0.1", port)
-        if part != "--continuous-batching"
-    ]
-    if continuous_batching:
-        command.append("--continuous-batching")
+    env = dict(os.environ)
+    if mode == "batched":
+        folder.mkdir(parents=True, exist_ok=True)
+        cwd = BASE_DIR
+        command = start_command("batched", str(model), NAME, "127.0.0.1", port)
+        env["CLAWGYM_POLICY_KEY"] = KEY
+    else:
+        cwd = model_link(folder, NAME, str(model))
+        command = [
+            part
+            for part in start_command("transformers", str(model), NAME, "127.0.0.1", port)
+            if part != "--continuous-batching"
+        ]
+        if mode == "cb":
+            command.append("--continuous-batching")
     log = open(folder / f"serve-{port}.log", "w")
-    process = subprocess.Popen(command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise SystemExit(
-                f"transformers serve exited {process.returncode}: {(folder / log.name).read_text()[-2000:]}"
+                f"the {mode} server exited {process.returncode}: {(folder / log.name).read_text()[-2000:]}"
             )
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=5):
+            request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/models", headers=HEADERS)
+            with urllib.request.urlopen(request, timeout=5):
                 return process, f"http://127.0.0.1:{port}/v1"
         except OSError:
             time.sleep(1)
     process.kill()
-    raise SystemExit("transformers serve did not answer within 600 s")
+    raise SystemExit(f"the {mode} server did not answer within 600 s")
 
 
 def stream_call(base_url: str, i: int, max_tokens: int) -> dict:
@@ -129,7 +145,7 @@ def stream_call(base_url: str, i: int, max_tokens: int) -> dict:
         "stream_options": {"include_usage": True},
     }
     request = urllib.request.Request(
-        f"{base_url}/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+        f"{base_url}/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json", **HEADERS}
     )
     started = time.monotonic()
     first = None
@@ -195,7 +211,9 @@ def main(argv=None) -> int:
     parser.add_argument("--streams", type=int, default=8)
     parser.add_argument("--calls", type=int, default=3, help="calls per stream")
     parser.add_argument("--max-tokens", type=int, default=64)
-    parser.add_argument("--modes", default="plain,cb", help="plain and/or cb (continuous batching)")
+    parser.add_argument(
+        "--modes", default="plain,cb,batched", help="plain, cb (continuous batching) and/or batched (ClawGym's server)"
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clawgym_site.settings")
     import django
@@ -205,7 +223,7 @@ def main(argv=None) -> int:
         model = args.model or convert(Path(tmp))
         report = {"model": NAME, "threads": os.cpu_count(), "modes": {}}
         for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
-            process, base_url = start_server(model, Path(tmp) / f"served-{mode}", mode == "cb")
+            process, base_url = start_server(model, Path(tmp) / f"served-{mode}", mode)
             try:
                 stream_call(base_url, 999, 8)  # warm-up
                 single = measure(base_url, 1, args.calls, args.max_tokens)
@@ -221,10 +239,11 @@ def main(argv=None) -> int:
             report["prompt_tokens"] = single["prompt_tokens"]
             print(f"{mode}: {json.dumps(report['modes'][mode])}", file=sys.stderr, flush=True)
         modes = report["modes"]
-        if "plain" in modes and "cb" in modes:
-            report["cb_over_plain"] = round(
-                modes["cb"]["concurrent"]["tokens_per_s"] / modes["plain"]["concurrent"]["tokens_per_s"], 2
-            )
+        for a, b in (("cb", "plain"), ("batched", "plain"), ("batched", "cb")):
+            if a in modes and b in modes:
+                report[f"{a}_over_{b}"] = round(
+                    modes[a]["concurrent"]["tokens_per_s"] / modes[b]["concurrent"]["tokens_per_s"], 2
+                )
     print(json.dumps(report))
     return 0
 

@@ -240,7 +240,7 @@ class ModelServer(models.Model):
     # SET_NULL: a server outlives its base model's registration until it is stopped (by name, or when idle).
     base_model = models.ForeignKey(BaseModel, null=True, blank=True, on_delete=models.SET_NULL, related_name="servers")
     model_path = models.CharField(max_length=1000, blank=True, help_text="The folder served (merged, for LoRA).")
-    backend = models.CharField(max_length=20, help_text='"vllm" or "transformers".')
+    backend = models.CharField(max_length=20, help_text='"vllm", "transformers" or "batched".')
     endpoint = models.ForeignKey(
         "llm.ModelEndpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

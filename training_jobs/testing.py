@@ -1,8 +1,12 @@
-"""Varied agent conversations in the shapes evaluation.trajectories stores (OpenAI chat messages, tool calls with
-JSON-string arguments, tool results), for the mask and export tests and bench/mask_bench.py."""
+"""Test helpers of training: varied agent conversations in the shapes evaluation.trajectories stores (OpenAI chat
+messages, tool calls with JSON-string arguments, tool results), for the mask and export tests and bench/mask_bench.py;
+a scripted model for the batched sampler, and its sampler run beside a test."""
 
 import json
 import random
+import threading
+from contextlib import contextmanager
+from types import SimpleNamespace
 
 from training_jobs.tiny import TOOLS
 
@@ -116,3 +120,54 @@ def _code(rng: random.Random, lines: int) -> str:
         a, b = rng.choice(words), rng.choice(words)
         out.append(f"    {a}_{i} = {b}.get('{rng.choice(words)}', {rng.randrange(100)})  # {a} from {b}")
     return "\n".join(out) + "\n"
+
+
+@contextmanager
+def sampling(policy):
+    """A LivePolicy's sampler run in a thread of its own while a test calls it (the trainer runs it in its main thread
+    while it waits for a step's rollouts; a tiny model does not mind the second thread); stopped after."""
+    thread = threading.Thread(target=policy.run, name="test-policy-sampler", daemon=True)
+    thread.start()
+    try:
+        yield policy
+    finally:
+        policy.stop()
+        thread.join(timeout=30)
+
+
+def scripted_model(answers: list[list[int]], vocabulary: int = 1024):
+    """A causal LM for the batched sampler whose rows sample scripted answers, in the order the rows start: each new
+    row (a prefill with an empty cache) takes the next answer, and its step k gives answer[k] all the probability (its
+    logprob 0), then the end of the answer repeats its last token. The row's answer and prompt length ride in a
+    one-layer cache of its own ([rows, 1, columns, 1]), which the sampler merges, cuts and drops like a real one. Run
+    the policy with prefix_bytes=0: a stored prefix would skip the prefill that takes an answer."""
+    import torch
+
+    class Scripted(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.zeros(1))  # the sampler reads the device off a parameter
+            self.answers = [list(a) for a in answers]
+            self.started: list[list[int]] = []  # the answers taken, a row's index into them in its cache
+
+        def forward(self, input_ids, attention_mask, cache, **kwargs):
+            rows, width = input_ids.shape
+            if cache.get_seq_length() == 0:
+                scripts = [self.answers.pop(0) for _ in range(rows)]
+                self.started += scripts
+                first = len(self.started) - rows
+                picked = torch.arange(first, first + rows, dtype=torch.float32)
+                lengths = attention_mask.sum(1).float()
+            else:
+                picked = cache.layers[0].keys[:, 0, -1, 0]
+                lengths = cache.layers[0].values[:, 0, -1, 0]
+            shape = (rows, 1, width, 1)
+            cache.update(picked.view(rows, 1, 1, 1).expand(shape), lengths.view(rows, 1, 1, 1).expand(shape), 0)
+            logits = torch.full((rows, 1, vocabulary), float("-inf"))
+            for row in range(rows):
+                script = self.started[int(picked[row])]
+                index = min(int(attention_mask[row].sum() - lengths[row]), len(script) - 1)
+                logits[row, 0, script[index]] = 0.0
+            return SimpleNamespace(logits=logits)
+
+    return Scripted()

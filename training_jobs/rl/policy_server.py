@@ -1,7 +1,10 @@
 """The live policy server: an OpenAI-compatible chat-completions server in the GRPO trainer's process (a thread) that
 generates with the trainer's own live model, so the policy the rollouts sample is always the one being trained (no
 weight sync). For small models on one machine and the CPU tests; on a GPU the policy is a vLLM server started with
-weight transfer, synced by TRL before each rollout batch (README: RL runs).
+weight transfer, synced by TRL before each rollout batch (README: RL runs). Requests are sampled together
+(training_jobs.batched_sampling) by the trainer's main thread while it waits for the step's rollouts
+(LivePolicy.sampling_while). The same server, on a fixed model taking each request's sampling, is the `batched`
+serving backend (training_jobs.batched_server).
 
 It answers what vLLM's OpenAI server answers for a training session's request (`return_token_ids`, `logprobs`):
 `prompt_token_ids` (top level; on the first chunk when streaming), `choices[].token_ids` (per delta when streaming)
@@ -15,7 +18,7 @@ It answers only requests carrying its key (`Authorization: Bearer KEY`, the key 
 names on the run's policy endpoint), and reads a request body only when its Content-Length is within the limit (the
 proxy's own, by default): a listening server on a gpu worker is otherwise anyone's model and anyone's memory.
 
-Only the trainer subprocess imports this (torch is imported inside methods).
+Only the trainer and model-server subprocesses import this (torch is imported inside methods).
 """
 
 import hmac
@@ -60,21 +63,72 @@ def to_message(text: str) -> dict:
 
 
 class LivePolicy:
-    """Generation with a model that is being trained: `model_getter()` returns it at each request."""
+    """Generation with a model that is being trained (`model_getter()` returns it at each step), or with a served
+    one: requests from any thread are sampled together by a BatchedSampler (training_jobs.batched_sampling), whose
+    batch runs in the thread that calls `run()`: the trainer's main thread while it waits for a step's rollouts, the
+    batched server's main thread for good.
 
-    def __init__(self, model_getter, tokenizer, *, temperature: float, max_tokens: int, max_context: int):
-        self.model_getter = model_getter
+    `temperature` is the run's (GRPO's loss assumes the temperature it samples at: a request's is ignored), or None
+    for a served model, which takes the request's temperature, top_p and seed."""
+
+    def __init__(
+        self,
+        model_getter,
+        tokenizer,
+        *,
+        temperature: float | None,
+        max_tokens: int,
+        max_context: int,
+        max_batch: int = 16,
+        prefix_bytes: int | None = None,
+    ):
+        from training_jobs.batched_sampling import PREFIX_CACHE_BYTES, BatchedSampler
+
         self.tokenizer = tokenizer
-        self.temperature = float(temperature)
+        self.temperature = None if temperature is None else float(temperature)
         self.max_tokens = int(max_tokens)
         self.max_context = int(max_context)
-        self.lock = threading.Lock()  # one generate at a time; the trainer waits in rollout_func meanwhile
+        self.sampler = BatchedSampler(
+            model_getter,
+            eos_ids=tokenizer.eos_token_id if tokenizer is not None else [],
+            pad_id=(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id)
+            if tokenizer is not None
+            else 0,
+            max_batch=max_batch,
+            prefix_bytes=PREFIX_CACHE_BYTES if prefix_bytes is None else prefix_bytes,
+        )
         self.requests = 0
 
-    def generate(self, body: dict) -> dict:
-        """{"prompt_ids", "token_ids", "logprobs", "text", "finished"} for one chat request."""
-        import torch
+    def run(self, until=None) -> None:
+        """Sample the requests in this thread until `until()` is true (None: until stop())."""
+        self.sampler.run(until)
 
+    def stop(self) -> None:
+        self.sampler.stop()
+
+    def sampling_while(self, work):
+        """work() in a helper thread while this thread samples the requests it causes (an RL step's rollouts call
+        this policy); work's result, or its exception raised here."""
+        result: dict = {}
+
+        def target():
+            try:
+                result["value"] = work()
+            except BaseException as exc:  # handed to the caller's thread
+                result["error"] = exc
+
+        self.sampler.forget_prefixes()  # the weights changed since the last step: the stored caches no longer hold
+        thread = threading.Thread(target=target, name="policy-work", daemon=True)
+        thread.start()
+        self.run(until=lambda: not thread.is_alive())
+        thread.join()
+        if "error" in result:
+            raise result["error"]
+        return result["value"]
+
+    def generate(self, body: dict) -> dict:
+        """{"prompt_ids", "token_ids", "logprobs", "text", "finished"} for one chat request (blocks until a thread
+        running `run()` has sampled it)."""
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise ValueError("messages must be a non-empty list")
@@ -90,40 +144,15 @@ class LivePolicy:
             raise ValueError(
                 f"the prompt ({len(prompt_ids)} tokens) leaves no room in the context of {self.max_context}"
             )
-        with self.lock, torch.no_grad():
-            model = self.model_getter()
-            was_training = model.training
-            model.eval()
-            try:
-                device = next(model.parameters()).device
-                inputs = torch.tensor([prompt_ids], device=device)
-                out = model.generate(
-                    input_ids=inputs,
-                    attention_mask=torch.ones_like(inputs),
-                    max_new_tokens=limit,
-                    do_sample=True,
-                    temperature=self.temperature,
-                    top_k=0,
-                    top_p=1.0,
-                    use_cache=True,
-                    output_scores=True,
-                    return_dict_in_generate=True,
-                    pad_token_id=self.tokenizer.pad_token_id,
-                    eos_token_id=self.tokenizer.eos_token_id,
-                )
-            finally:
-                model.train(was_training)
-            self.requests += 1
-        token_ids = [int(t) for t in out.sequences[0][len(prompt_ids) :]]
-        logprobs = []
-        for position, token in enumerate(token_ids):  # scores: the processed logits (already / temperature)
-            scores = out.scores[position][0].float()
-            logprobs.append(float(torch.log_softmax(scores, dim=-1)[token]))
-        # generate pads after EOS when batching; one sequence has none, but cut at the first EOS to be sure.
-        eos = self.tokenizer.eos_token_id
-        if eos in token_ids:
-            cut = token_ids.index(eos) + 1
-            token_ids, logprobs = token_ids[:cut], logprobs[:cut]
+        if self.temperature is not None:
+            temperature, top_p, seed = self.temperature, 1.0, None
+        else:
+            temperature = _number(body.get("temperature"), 1.0)
+            top_p = _number(body.get("top_p"), 1.0)
+            seed = body.get("seed") if isinstance(body.get("seed"), int) else None
+        out = self.sampler.sample(prompt_ids, max_tokens=limit, temperature=temperature, top_p=top_p, seed=seed)
+        self.requests += 1
+        token_ids, logprobs = out["token_ids"], out["logprobs"]
         text = self.tokenizer.decode(token_ids, skip_special_tokens=False)
         for special in (self.tokenizer.eos_token, self.tokenizer.pad_token):
             if special:
@@ -133,11 +162,17 @@ class LivePolicy:
             "token_ids": token_ids,
             "logprobs": logprobs,
             "text": text,
-            "finished": bool(token_ids) and token_ids[-1] == eos,
+            "finished": out["finished"],
         }
 
     def token_text(self, token_id: int) -> str:
         return self.tokenizer.decode([token_id], skip_special_tokens=False)
+
+
+def _number(value, default: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return default
+    return float(value)
 
 
 def completion(policy: LivePolicy, body: dict, out: dict, model_name: str) -> dict:

@@ -64,15 +64,29 @@ def request_step(
 
 
 def make_rollout_func(
-    *, bridge_url: str, token: str, policy_url: str, placeholder_id: int, state: StepState, timeout: float, log=print
+    *,
+    bridge_url: str,
+    token: str,
+    policy_url: str,
+    placeholder_id: int,
+    state: StepState,
+    timeout: float,
+    log=print,
+    waiting=None,
 ):
+    """`waiting(work)`, when given, runs work() (the step's request to the job) and returns its answer: the live
+    policy samples the step's rollouts in this thread meanwhile (LivePolicy.sampling_while)."""
+
     def rollout_func(prompts: list, trainer) -> dict:
         step = trainer.state.global_step + 1
         # Each process asks for its own slice (whole groups); its groups are numbered after the earlier processes'.
         first_group = trainer.accelerator.process_index * (len(prompts) // trainer.num_generations)
-        answer = request_step(
-            bridge_url, token, step, [revision_of(p) for p in prompts], policy_url, timeout, first_group
-        )
+        revisions = [revision_of(p) for p in prompts]
+
+        def work():
+            return request_step(bridge_url, token, step, revisions, policy_url, timeout, first_group)
+
+        answer = waiting(work) if waiting is not None else work()
         out = trl_output(answer["generations"], placeholder_id)
         if len(out["prompt_ids"]) != len(prompts):
             raise RuntimeError(f"the job answered {len(out['prompt_ids'])} generations for {len(prompts)} prompts")

@@ -1,12 +1,11 @@
 """A builtin-harness rollout is one multi-turn sample with the real chat template: a sandboxed rollout through the
 recording proxy to the RL live policy server (training_jobs.rl.policy_server) rendering prompts with the tiny
-model's tokenizer (TRL's Qwen3 training template), whose model is scripted to sample each answer's canonical tokens.
+model's tokenizer (TRL's Qwen3 training template), whose model is scripted to sample each answer's canonical tokens (training_jobs.testing.scripted_model).
 Each call's recorded prompt is the previous prompt + answer + tool results, so the calls chain: the policy's tokens
 trained, the tool results and turn headers masked out by env_mask. (A random model's tokens need not be the ones its
 text re-tokenizes to; such a rollout breaks into several samples, each trained: test_rl_every_sample.)"""
 
 import json
-from types import SimpleNamespace
 
 import pytest
 
@@ -16,6 +15,7 @@ from evaluation.testing import RIGHT_SUMMARY, needs_bwrap
 from llm.models import SERVED_KEY_PREFIX, ModelCall, ModelEndpoint, served_key
 from training_jobs.rl.groups import main_samples
 from training_jobs.rl.samples import samples_for_rollout
+from training_jobs.testing import sampling, scripted_model
 
 KEY_ENV = f"{SERVED_KEY_PREFIX}RL_CHAIN_TEST"
 
@@ -44,28 +44,6 @@ def canonical(tokenizer, message) -> list[int]:
     return answer[: answer.index(tokenizer.eos_token_id) + 1]
 
 
-def scripted_model(answers: list[list[int]]):
-    """A model whose generate samples the next scripted answer (a logit of 5 on each of its tokens)."""
-    import torch
-
-    class Scripted(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.weight = torch.nn.Parameter(torch.zeros(1))  # LivePolicy reads the device off a parameter
-            self.vocabulary = 1024
-
-        def generate(self, input_ids, max_new_tokens, **kwargs):
-            tokens = answers.pop(0)[:max_new_tokens]
-            scores = []
-            for token in tokens:
-                logits = torch.zeros(1, self.vocabulary)
-                logits[0, token] = 5.0
-                scores.append(logits)
-            return SimpleNamespace(sequences=torch.cat([input_ids, torch.tensor([tokens])], dim=1), scores=scores)
-
-    return Scripted()
-
-
 @pytest.fixture
 def tokenizer():
     from training_jobs.tiny import tiny_tokenizer
@@ -91,7 +69,7 @@ def test_a_builtin_rollout_on_the_live_policy_is_one_sample_with_tool_results_ma
     answers = [canonical(tokenizer, message) for message in script]
     model = scripted_model(list(answers))
     server = PolicyServer(
-        LivePolicy(lambda: model, tokenizer, temperature=1.0, max_tokens=256, max_context=32768),
+        LivePolicy(lambda: model, tokenizer, temperature=1.0, max_tokens=256, max_context=32768, prefix_bytes=0),
         api_key=served_key(KEY_ENV),
     )
     try:
@@ -104,7 +82,8 @@ def test_a_builtin_rollout_on_the_live_policy_is_one_sample_with_tool_results_ma
             api_key_env=KEY_ENV,
         )
         [rollout] = create_rollouts(fruit_task, endpoint, harness="builtin", options={"record_tokens": True}, user=None)
-        rollout = execute_rollout(rollout.pk)
+        with sampling(server.policy):
+            rollout = execute_rollout(rollout.pk)
     finally:
         server.stop()
 

@@ -13,6 +13,7 @@ import urllib.request
 import pytest
 
 from training_jobs.rl.policy_server import LivePolicy, PolicyServer, to_message
+from training_jobs.testing import sampling
 from training_jobs.tiny import TOOLS, tiny_model
 
 TEMPERATURE = 0.7
@@ -34,7 +35,8 @@ def served(tmp_path_factory):
         max_body_bytes=MAX_BODY,
     )
     url = server.start()
-    yield url, model, tokenizer
+    with sampling(server.policy):
+        yield url, model, tokenizer
     server.stop()
 
 

@@ -228,6 +228,7 @@ def test_an_openclaw_rollout_of_an_rl_step_has_an_exact_sample(sandbox_worker, t
     from llm.models import served_key
     from training_jobs.rl.batches import policy_key_env, run_step
     from training_jobs.rl.policy_server import LivePolicy, PolicyServer
+    from training_jobs.testing import sampling
 
     try:
         get_harness("openclaw").check_available()
@@ -258,7 +259,8 @@ def test_an_openclaw_rollout_of_an_rl_step_has_an_exact_sample(sandbox_worker, t
         api_key=served_key(policy_key_env(run)),
     )
     try:
-        answer = run_step(run.pk, 1, [good.pk], server.start())
+        with sampling(server.policy):
+            answer = run_step(run.pk, 1, [good.pk], server.start())
     finally:
         server.stop()
     rows = list(RLRollout.objects.filter(run=run, step=1).select_related("rollout"))

@@ -120,7 +120,8 @@ def test_datasets_serving_and_rl_tokens_agree_on_a_recorded_trajectory(
             tokenize=True,
             return_dict=True,
         )["input_ids"]
-        recorded = policy.generate({"messages": messages, "tools": tools})["prompt_ids"]
+        body = {"messages": messages, "tools": tools}
+        recorded = policy.sampling_while(lambda body=body: policy.generate(body))["prompt_ids"]
         tokens = retokenize(call, smol_tokenizer)
         assert served == recorded == tokens.prompt_ids == ids[: len(served)], f"call #{call.pk}: the prompts differ"
         end = len(served) + len(tokens.completion_ids)

@@ -418,6 +418,7 @@ def main(argv: list[str]) -> int:
         state=rl_state,
         timeout=float(config["batch_timeout"]) + 300,
         log=lambda text: print(text, flush=True),
+        waiting=server.policy.sampling_while if server is not None else None,
     )
     trainer = trainer_class()(
         model=load_model(config),
@@ -436,6 +437,7 @@ def main(argv: list[str]) -> int:
     finally:
         if server is not None:
             server.stop()
+            server.policy.stop()
     emit("finished", step=trainer.state.global_step)
     return 0
 

@@ -2,7 +2,7 @@
 python manage.py base_models add NAME --path FOLDER
 python manage.py base_models list [--json]
 python manage.py base_models converters
-python manage.py base_models serve NAME [--backend transformers|vllm] [--json]
+python manage.py base_models serve NAME [--backend transformers|vllm|batched] [--json]
 python manage.py base_models stop NAME"""
 
 import json
@@ -34,7 +34,7 @@ class Command(BaseCommand):
         sub.add_parser("converters", help="the shipped converters")
         serve = sub.add_parser("serve", help='serve a registered base model here as endpoint "base-NAME"')
         serve.add_argument("name")
-        serve.add_argument("--backend", choices=["vllm", "transformers"], help="default: settings (auto)")
+        serve.add_argument("--backend", choices=["vllm", "transformers", "batched"], help="default: settings (auto)")
         serve.add_argument("--host", help="the address to listen on (default: CLAWGYM_SERVE_HOST, 127.0.0.1)")
         serve.add_argument("--port", type=int, help="default: a free one")
         serve.add_argument("--timeout", type=float, default=serving.HEALTH_TIMEOUT_SECONDS, help="seconds to answer")

@@ -1,4 +1,4 @@
-"""python manage.py serve_checkpoint CHECKPOINT_ID [--backend vllm|transformers] [--json]
+"""python manage.py serve_checkpoint CHECKPOINT_ID [--backend vllm|transformers|batched] [--json]
 python manage.py serve_checkpoint --stop ENDPOINT"""
 
 import json
@@ -23,7 +23,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("checkpoint", nargs="?", type=int, help="the checkpoint's id")
         parser.add_argument("--stop", metavar="ENDPOINT", help="stop the server of this endpoint, disable it")
-        parser.add_argument("--backend", choices=["vllm", "transformers"], help="default: settings (auto)")
+        parser.add_argument("--backend", choices=["vllm", "transformers", "batched"], help="default: settings (auto)")
         parser.add_argument("--host", help="the address to listen on (default: CLAWGYM_SERVE_HOST, 127.0.0.1)")
         parser.add_argument("--port", type=int, help="default: a free one")
         parser.add_argument("--timeout", type=float, default=HEALTH_TIMEOUT_SECONDS, help="seconds to answer")
