@@ -28,10 +28,13 @@ already running there (`make run` starts both): nothing here trains, serves or s
 
     DATABASE_URL=... .venv/bin/python bench/learning_bench.py [--base-model smollm2-135m-instruct] [--seed 0]
         [--sizes train=23,heldout=3,unseen_kind=8] [--repeats 2] [--samples 4] [--self-tasks 7] [--expert-tasks 56]
-        [--sft-epochs 3] [--sft-lr 1e-4] [--sft-batch 4] [--rl-steps 4] [--rl-tasks 16] [--rl-lr 5e-6]
+        [--sft-epochs 2] [--sft-lr 1e-4] [--sft-batch 4] [--rl-steps 8] [--rl-tasks 16] [--rl-lr 2e-5]
+        [--rl-prompts 2] [--rl-generations 4]
 
-Sizes: the defaults are chosen for a 2-core CPU within about 90 minutes (see the README's figures); each step's
-wall time is printed to stderr as it goes, so a slower machine shows where its time went.
+Sizes: the defaults are chosen for a 2-core CPU within about 90 minutes (see the README's figures), with the app
+started as `CLAWGYM_SERVE_BACKEND=batched CLAWGYM_Q_WORKERS=8 make run` (ClawGym's batched CPU server samples the
+agents' calls together and reuses each conversation's cache; transformers serve takes about twice as long here); each
+step's wall time is printed to stderr as it goes, so a slower machine shows where its time went.
 """
 
 import argparse
@@ -294,12 +297,14 @@ def main(argv=None) -> int:
     parser.add_argument("--max-turns", type=int, default=6)
     parser.add_argument("--max-tokens", type=int, default=192, help="per model call")
     parser.add_argument("--temperature", type=float, default=0.7, help="evaluation sampling (expert iteration: 1.0)")
-    parser.add_argument("--sft-epochs", type=float, default=3.0)
+    parser.add_argument("--sft-epochs", type=float, default=2.0)
     parser.add_argument("--sft-lr", type=float, default=1e-4)
     parser.add_argument("--sft-batch", type=int, default=4, help="SFT global batch size (packed rows)")
-    parser.add_argument("--rl-steps", type=int, default=4)
+    parser.add_argument("--rl-steps", type=int, default=8)
     parser.add_argument("--rl-tasks", type=int, default=16)
-    parser.add_argument("--rl-lr", type=float, default=5e-6)
+    parser.add_argument("--rl-lr", type=float, default=2e-5)
+    parser.add_argument("--rl-prompts", type=int, default=2, help="RL: tasks a step")
+    parser.add_argument("--rl-generations", type=int, default=4, help="RL: rollouts a task (the group)")
     parser.add_argument("--work", type=Path, default=None, help="where the curriculum is built (default: VAR_DIR)")
     # Going on from an earlier invocation (one that stopped or was stopped part way): its finished steps by id.
     parser.add_argument("--base-runs", type=run_pair, help="HELD,UNSEEN: the base model's evaluation runs")
@@ -557,9 +562,9 @@ def train_rl(
         "--set",
         f"learning_rate={args.rl_lr}",
         "--set",
-        "prompts_per_step=2",
+        f"prompts_per_step={args.rl_prompts}",
         "--set",
-        "num_generations=4",
+        f"num_generations={args.rl_generations}",
         "--set",
         f"max_completion_length={args.max_tokens}",
         "--set",

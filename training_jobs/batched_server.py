@@ -9,8 +9,9 @@ Why a server of our own on CPU: `transformers serve --continuous-batching` gave 
 streams on this 2-core machine (its paged cache is costly on CPU, and it generates in a second thread, which runs
 at about 60% of the main thread's speed here); this one samples 8 streams at about 65 tokens/s and 16 at 80
 (bench/serve_bench.py measures both side by side). It renders prompts with the folder's own chat template (the one
-datasets and training use) and reads `<tool_call>` blocks back into OpenAI tool calls; markup that does not parse stays
-the model's text (never a 500, which the proxy would count as the server's failure). It answers vLLM's token fields
+datasets and training use) and parses answers as transformers serve does (the tokenizer's response template: content,
+reasoning_content, tool calls); markup that does not parse stays the model's text (never a 500, which the proxy would
+count as the server's failure). A request that names no temperature gets the model's generation config, as there. It answers vLLM's token fields
 (prompt_token_ids, token_ids; logprobs when asked). A streamed answer comes in one burst once the call is sampled
 (its first token arrives with its last), which agents and the proxy take like any stream.
 
@@ -22,6 +23,7 @@ import argparse
 import os
 import signal
 import sys
+import uuid
 
 
 def load(folder: str):
@@ -38,6 +40,47 @@ def load(folder: str):
     model.eval()
     BatchedSampler.check_model(model)
     return model, tokenizer
+
+
+def response_parser(model, tokenizer):
+    """parse(out, body) -> the assistant message as transformers serve makes it: the tokenizer's response template
+    (or transformers' fallback for the model type) splits content, reasoning and tool calls; markup that does not
+    parse is the model's text (serve_backend.tolerant, as for transformers serve); no template, the plain text."""
+    from transformers.cli.serving.utils import parse_assistant_message
+
+    from training_jobs.serve_backend import tolerant
+
+    parse = tolerant(parse_assistant_message)
+
+    def parsed(out: dict, body: dict) -> dict:
+        cleaned = tokenizer.decode(out["token_ids"], skip_special_tokens=True)
+        content, reasoning, calls = parse(
+            tokenizer, model, out["token_ids"], out["prompt_ids"], cleaned_content=cleaned, tools=body.get("tools")
+        )
+        message = {"role": "assistant", "content": content}
+        if reasoning is not None:
+            message["reasoning_content"] = reasoning
+        if calls:
+            message["tool_calls"] = [
+                {
+                    "id": f"call_{uuid.uuid4().hex[:8]}_{i}",
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for i, c in enumerate(calls)
+            ]
+        return message
+
+    return parsed
+
+
+def default_sampling(model) -> dict:
+    """What a request that names no temperature or top_p gets: the model's generation config, as transformers serve
+    reads it (greedy unless it samples; a converted or trained ClawGym model says nothing, so greedy)."""
+    config = model.generation_config
+    if not getattr(config, "do_sample", False):
+        return {"temperature": 0.0, "top_p": 1.0}
+    return {"temperature": float(config.temperature or 1.0), "top_p": float(config.top_p or 1.0)}
 
 
 def main(argv=None) -> int:
@@ -65,6 +108,8 @@ def main(argv=None) -> int:
         max_tokens=args.max_tokens,
         max_context=int(getattr(model.config, "max_position_embeddings", 0) or 8192),
         max_batch=args.max_batch,
+        defaults=default_sampling(model),
+        parse=response_parser(model, tokenizer),
     )
     server = PolicyServer(
         policy,

@@ -69,7 +69,8 @@ class LivePolicy:
     batched server's main thread for good.
 
     `temperature` is the run's (GRPO's loss assumes the temperature it samples at: a request's is ignored), or None
-    for a served model, which takes the request's temperature, top_p and seed."""
+    for a served model, which takes the request's temperature, top_p and seed, and `defaults` (temperature, top_p)
+    where the request says none. `parse` turns a sampled answer into the assistant message (default: to_message)."""
 
     def __init__(
         self,
@@ -81,11 +82,16 @@ class LivePolicy:
         max_context: int,
         max_batch: int = 16,
         prefix_bytes: int | None = None,
+        defaults: dict | None = None,
+        parse=None,
     ):
         from training_jobs.batched_sampling import PREFIX_CACHE_BYTES, BatchedSampler
 
         self.tokenizer = tokenizer
         self.temperature = None if temperature is None else float(temperature)
+        self.defaults = {"temperature": 1.0, "top_p": 1.0, **(defaults or {})}  # what a request does not say
+        # parse(out, body) -> the assistant message; the default reads `<tool_call>` blocks (to_message)
+        self.parse = parse or (lambda out, body: to_message(out["text"]))
         self.max_tokens = int(max_tokens)
         self.max_context = int(max_context)
         self.sampler = BatchedSampler(
@@ -147,8 +153,8 @@ class LivePolicy:
         if self.temperature is not None:
             temperature, top_p, seed = self.temperature, 1.0, None
         else:
-            temperature = _number(body.get("temperature"), 1.0)
-            top_p = _number(body.get("top_p"), 1.0)
+            temperature = _number(body.get("temperature"), self.defaults["temperature"])
+            top_p = _number(body.get("top_p"), self.defaults["top_p"])
             seed = body.get("seed") if isinstance(body.get("seed"), int) else None
         out = self.sampler.sample(prompt_ids, max_tokens=limit, temperature=temperature, top_p=top_p, seed=seed)
         self.requests += 1
@@ -177,7 +183,7 @@ def _number(value, default: float) -> float:
 
 def completion(policy: LivePolicy, body: dict, out: dict, model_name: str) -> dict:
     """The non-streaming chat.completion, with vLLM's token fields."""
-    message = to_message(out["text"])
+    message = policy.parse(out, body)
     reason = "tool_calls" if message.get("tool_calls") else ("stop" if out["finished"] else "length")
     choice = {"index": 0, "message": message, "finish_reason": reason, "token_ids": out["token_ids"]}
     if body.get("logprobs"):

@@ -1,4 +1,4 @@
-"""Checkpoints served with `transformers serve` (the CPU backend), registered as agent endpoints, and a builtin-harness
+"""Checkpoints served with `transformers serve` (the CPU backend) or ClawGym's batched server, registered as agent endpoints, and a builtin-harness
 rollout run against one through the recording proxy; LoRA checkpoints merged into their base first; the base model's
 server managed like a checkpoint's; stopped by the command and by the idle sweep.
 
@@ -12,6 +12,7 @@ import importlib.util
 import json
 import os
 import signal
+import urllib.error
 import urllib.request
 from io import StringIO
 from pathlib import Path
@@ -137,9 +138,9 @@ def trained_checkpoint(dataset, base: str, **overrides) -> Checkpoint:
     return Checkpoint.objects.get(run=run)
 
 
-def serve(checkpoint: Checkpoint) -> dict:
+def serve(checkpoint: Checkpoint, backend: str = "transformers") -> dict:
     out = StringIO()
-    call_command("serve_checkpoint", str(checkpoint.pk), "--backend", "transformers", "--json", stdout=out)
+    call_command("serve_checkpoint", str(checkpoint.pk), "--backend", backend, "--json", stdout=out)
     return json.loads(out.getvalue().strip().splitlines()[-1])
 
 
@@ -193,6 +194,46 @@ def test_a_served_checkpoint_runs_a_rollout_through_the_proxy(
     server.refresh_from_db()
     endpoint.refresh_from_db()
     assert server.status == "stopped" and not endpoint.enabled and not alive(server.pid)
+
+
+def test_the_batched_backend_serves_it_behind_the_front_with_its_key(
+    live_server_asgi,
+    fruit_task,
+    dataset,
+    fruit_model,
+):
+    checkpoint = trained_checkpoint(dataset, fruit_model)
+    report = serve(checkpoint, "batched")
+    server = ModelServer.objects.get(checkpoint=checkpoint)
+    endpoint = ModelEndpoint.objects.get(name=report["endpoint"])
+    backend = server.command[server.command.index("--") + 1 :]
+    assert server.backend == "batched" and server.command[1:3] == ["-m", "training_jobs.front"]
+    assert backend[1:4] == ["-m", "training_jobs.batched_server", checkpoint.path]
+    assert backend[backend.index("--name") + 1] == endpoint.name == endpoint.model
+    # Sixteen streams sampled together, the CPU server's long timeout.
+    assert (endpoint.max_concurrent, endpoint.timeout_seconds) == (16, 1800.0)
+    upstream = server.command[server.command.index("--upstream") + 1]
+    try:
+        # Behind the front the server checks the key again: a local caller without it gets nothing.
+        request = urllib.request.Request(f"{upstream}/v1/models")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=30)
+        assert refused.value.code == 401
+        [rollout] = create_rollouts(fruit_task, endpoint, harness="builtin", options={"max_turns": 3}, user=None)
+        rollout = execute_rollout(rollout.pk)
+        assert (rollout.status, rollout.exit_reason) == (Rollout.Status.SCORED, "completed"), (
+            rollout.error,
+            rollout.log_tail,
+        )
+        # The same template renders the prompt and reads the <tool_call> back: the agent wrote the file, then answered.
+        assert rollout.tools_used == {"write": 1} and rollout.final_message == DONE and rollout.score == 1.0
+        calls = ModelCall.objects.filter(session=rollout.proxy_session, endpoint=endpoint).order_by("created_at")
+        assert rollout.model_calls == calls.count() == 2 and all(call.status_code == 200 for call in calls)
+        assert calls[0].response["choices"][0]["finish_reason"] == "tool_calls"
+    finally:
+        call_command("serve_checkpoint", "--stop", endpoint.name, stdout=StringIO())
+    server.refresh_from_db()
+    assert server.status == "stopped" and not alive(server.pid)
 
 
 def test_a_lora_checkpoint_is_merged_once_and_served(dataset, fruit_model):
@@ -371,3 +412,4 @@ def test_evaluate_checkpoints_serves_each_and_the_base_and_charts_them(
                 call_command("serve_checkpoint", "--stop", name, stdout=StringIO())
     assert not ModelServer.objects.filter(status="ready").exists()
     assert TrainingRun.objects.get(pk=run.pk).status == "succeeded"
+
