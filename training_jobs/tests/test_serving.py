@@ -412,4 +412,3 @@ def test_evaluate_checkpoints_serves_each_and_the_base_and_charts_them(
                 call_command("serve_checkpoint", "--stop", name, stdout=StringIO())
     assert not ModelServer.objects.filter(status="ready").exists()
     assert TrainingRun.objects.get(pk=run.pk).status == "succeeded"
-
