@@ -28,7 +28,7 @@ already running there (`make run` starts both): nothing here trains, serves or s
 
     DATABASE_URL=... .venv/bin/python bench/learning_bench.py [--base-model smollm2-135m-instruct] [--seed 0]
         [--sizes train=23,heldout=3,unseen_kind=8] [--repeats 2] [--samples 4] [--self-tasks 7] [--expert-tasks 56]
-        [--sft-epochs 2] [--sft-lr 1e-4] [--sft-batch 4] [--rl-steps 8] [--rl-tasks 16] [--rl-lr 2e-5]
+        [--sft-epochs 2] [--sft-lr 1e-4] [--sft-batch 4] [--rl-steps 16] [--rl-tasks 16] [--rl-lr 2e-5]
         [--rl-prompts 2] [--rl-generations 4]
 
 Sizes: the defaults are chosen for a 2-core CPU within about 90 minutes (see the README's figures), with the app
@@ -300,7 +300,7 @@ def main(argv=None) -> int:
     parser.add_argument("--sft-epochs", type=float, default=2.0)
     parser.add_argument("--sft-lr", type=float, default=1e-4)
     parser.add_argument("--sft-batch", type=int, default=4, help="SFT global batch size (packed rows)")
-    parser.add_argument("--rl-steps", type=int, default=8)
+    parser.add_argument("--rl-steps", type=int, default=16)
     parser.add_argument("--rl-tasks", type=int, default=16)
     parser.add_argument("--rl-lr", type=float, default=2e-5)
     parser.add_argument("--rl-prompts", type=int, default=2, help="RL: tasks a step")
@@ -383,8 +383,6 @@ def main(argv=None) -> int:
         served = manage(
             "serve_checkpoint",
             sft_checkpoint["id"],
-            "--backend",
-            "transformers",
             "--json",
             label="serve",
             timings=timings,
@@ -573,6 +571,11 @@ def train_rl(
         "temperature=1.0",
         "--set",
         f"save_steps={args.rl_steps}",
+        # A step's rollouts can hold twice as many samples as rollouts (a call whose tokens do not re-render the same
+        # breaks the chain), and TRL forwards a micro-batch whole: without checkpointing, 14 samples of about 1,500
+        # tokens took the trainer past 22 GB here and the kernel killed it.
+        "--set",
+        "gradient_checkpointing=true",
         "--name",
         "learning-bench rl",
         "--json",
@@ -584,8 +587,6 @@ def train_rl(
     served = manage(
         "serve_checkpoint",
         rl_run["checkpoints"][-1]["id"],
-        "--backend",
-        "transformers",
         "--json",
         label="serve",
         timings=timings,

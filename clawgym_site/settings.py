@@ -280,6 +280,10 @@ CLAWGYM_SERVE_ADVERTISE_HOST = env_str("CLAWGYM_SERVE_ADVERTISE_HOST", "")
 # The largest request body a server ClawGym starts reads (its authenticating front, the RL live policy server): the
 # proxy's CLAWGYM_PROXY_MAX_REQUEST_BYTES (32 MiB) and room for the fields it adds.
 CLAWGYM_SERVE_MAX_REQUEST_BYTES = env_int("CLAWGYM_SERVE_MAX_REQUEST_BYTES", 33 * 1024 * 1024)
+# The model servers' backend (training_jobs.serving): "auto" (vLLM where it is installed and an NVIDIA GPU is seen,
+# else transformers serve), "vllm", "transformers", or "batched" (ClawGym's own server, training_jobs.batched_server:
+# on CPU it samples agents' calls together and reuses each conversation's cache).
+CLAWGYM_SERVE_BACKEND = env_str("CLAWGYM_SERVE_BACKEND", "auto")
 # `transformers serve --continuous-batching` (the CPU backend): at 8 concurrent agent streams on SmolLM2-135M it gave
 # 2.8x the tokens/s of the plain server and a tenth of its time to first token (bench/serve_bench.py).
 CLAWGYM_SERVE_CONTINUOUS_BATCHING = env_bool("CLAWGYM_SERVE_CONTINUOUS_BATCHING", True)

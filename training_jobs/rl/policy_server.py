@@ -94,12 +94,11 @@ class LivePolicy:
         self.parse = parse or (lambda out, body: to_message(out["text"]))
         self.max_tokens = int(max_tokens)
         self.max_context = int(max_context)
+        eos, pad = getattr(tokenizer, "eos_token_id", None), getattr(tokenizer, "pad_token_id", None)
         self.sampler = BatchedSampler(
             model_getter,
-            eos_ids=tokenizer.eos_token_id if tokenizer is not None else [],
-            pad_id=(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id)
-            if tokenizer is not None
-            else 0,
+            eos_ids=[] if eos is None else eos,
+            pad_id=pad if pad is not None else (eos or 0),  # a padded column is masked out: any id does
             max_batch=max_batch,
             prefix_bytes=PREFIX_CACHE_BYTES if prefix_bytes is None else prefix_bytes,
         )

@@ -420,8 +420,13 @@ def main(argv: list[str]) -> int:
         log=lambda text: print(text, flush=True),
         waiting=server.policy.sampling_while if server is not None else None,
     )
+    model = load_model(config)
+    if server is not None:  # the live policy merges and cuts the model's cache as it samples rows together
+        from training_jobs.batched_sampling import BatchedSampler
+
+        BatchedSampler.check_model(model)
     trainer = trainer_class()(
-        model=load_model(config),
+        model=model,
         reward_funcs=[checker_reward],
         args=grpo_config(config),
         train_dataset=prompts_dataset(config),
