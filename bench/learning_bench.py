@@ -23,7 +23,8 @@ already running there (`make run` starts both): nothing here trains, serves or s
    {"base": {"run", "mean", "ci", "unseen_kind": {"run", "mean", "ci"}}, "sft": {same}, "rl": {same},
     "sft_vs_base": {"mean_difference", "p_value"}, "rl_vs_sft": {same}, "train_tokens_per_s", "serve_tokens_per_s",
     "minutes"}
-   and beyond it "data" (rows by source), "rl_reward" (per step), "commands" (each step's wall seconds). The runs are
+   and beyond it "data" (rows by source), "rl_reward" (per step) with its mean over each half of the steps
+   ("rl_reward_halves"), "seconds" (each step's wall seconds). The runs are
    ordinary evaluation runs: the leaderboard, compare and the training curves show them.
 
     DATABASE_URL=... .venv/bin/python bench/learning_bench.py [--base-model smollm2-135m-instruct] [--seed 0]
@@ -33,8 +34,8 @@ already running there (`make run` starts both): nothing here trains, serves or s
 
 Sizes: the defaults are chosen for a 2-core CPU within about 90 minutes (see the README's figures), with the app
 started as `CLAWGYM_SERVE_BACKEND=batched CLAWGYM_Q_WORKERS=8 make run` (ClawGym's batched CPU server samples the
-agents' calls together and reuses each conversation's cache; transformers serve takes about twice as long here); each
-step's wall time is printed to stderr as it goes, so a slower machine shows where its time went.
+agents' calls together and reuses each conversation's cache); each step's wall time is printed to stderr as it goes,
+so a slower machine shows where its time went.
 """
 
 import argparse
@@ -406,16 +407,19 @@ def main(argv=None) -> int:
         "data": data,
         "rl_run": rl_run.get("run"),
         "rl_reward": rewards,
-        "rl_reward_mean": (
-            sum(r for r in rewards if r is not None) / len([r for r in rewards if r is not None])
-            if any(r is not None for r in rewards)
-            else None
-        ),
+        "rl_reward_mean": mean_of(rewards),
+        # Whether the curve rose: its mean over the first and the second half of the steps.
+        "rl_reward_halves": [mean_of(rewards[: len(rewards) // 2]), mean_of(rewards[len(rewards) // 2 :])],
         "curriculum": {k: len(v) for k, v in splits.items()} | {"seed": args.seed, "sizes": built.get("sizes")},
         "seconds": timings,
     }
     print(json.dumps(result))
     return 0
+
+
+def mean_of(values: list) -> float | None:
+    known = [v for v in values if v is not None]
+    return round(sum(known) / len(known), 4) if known else None
 
 
 def serve_base(args, sampling: dict, timings: dict) -> str:
