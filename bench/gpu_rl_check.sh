@@ -139,8 +139,12 @@ def as_sample(reply) -> dict:
 def rollout_func(prompts, trainer):
     per = args.samples_per_generation
     asked = [f"{prompt} (part {n + 1})" if n else prompt for prompt in prompts for n in range(per)]
-    with ThreadPoolExecutor(max_workers=min(len(asked), 64)) as pool:
-        replies = [as_sample(r) for r in pool.map(sample, asked)]
+    def ask():
+        with ThreadPoolExecutor(max_workers=min(len(asked), 64)) as pool:
+            return [as_sample(r) for r in pool.map(sample, asked)]
+
+    # The live policy samples in this (the trainer's main) thread while the requests wait, as the trainer's does.
+    replies = server.policy.sampling_while(ask) if args.cpu else ask()
     out = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [], "checker_reward": [],
            EXTRA_SAMPLES: []}
     for index in range(len(prompts)):
