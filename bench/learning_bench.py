@@ -29,7 +29,7 @@ already running there (`make run` starts both): nothing here trains, serves or s
 
     DATABASE_URL=... .venv/bin/python bench/learning_bench.py [--base-model smollm2-135m-instruct] [--seed 0]
         [--sizes train=23,heldout=3,unseen_kind=8] [--repeats 2] [--samples 4] [--self-tasks 7] [--expert-tasks 56]
-        [--sft-epochs 2] [--sft-lr 1e-4] [--sft-batch 4] [--rl-steps 16] [--rl-tasks 16] [--rl-lr 2e-5]
+        [--sft-epochs 2] [--sft-lr 1e-4] [--sft-batch 4] [--rl-steps 8] [--rl-tasks 16] [--rl-lr 2e-5]
         [--rl-prompts 2] [--rl-generations 4]
 
 Sizes: the defaults are chosen for a 2-core CPU within about 90 minutes (see the README's figures), with the app
@@ -301,7 +301,7 @@ def main(argv=None) -> int:
     parser.add_argument("--sft-epochs", type=float, default=2.0)
     parser.add_argument("--sft-lr", type=float, default=1e-4)
     parser.add_argument("--sft-batch", type=int, default=4, help="SFT global batch size (packed rows)")
-    parser.add_argument("--rl-steps", type=int, default=16)
+    parser.add_argument("--rl-steps", type=int, default=8)
     parser.add_argument("--rl-tasks", type=int, default=16)
     parser.add_argument("--rl-lr", type=float, default=2e-5)
     parser.add_argument("--rl-prompts", type=int, default=2, help="RL: tasks a step")
