@@ -41,38 +41,36 @@ class SamplingError(RuntimeError):
 
 class PrefixCache:
     """Finished rows' caches by their tokens, the most recently used last, bounded in bytes. A row's cache covers
-    the tokens that were fed (its prompt and all but its last sampled token), so entries are keyed by those."""
+    the tokens that were fed (its prompt and all but its last sampled token), so entries are keyed by those. An entry
+    that a new one extends (an agent's earlier call, continued by its next) is dropped: the new one serves both."""
 
     def __init__(self, max_bytes: int):
         self.max_bytes = int(max_bytes)
-        self.entries: list[tuple[list[int], list]] = []
+        self.entries: list[tuple[list[int], list, int]] = []  # (token ids, (keys, values) per layer, bytes)
         self.bytes = 0
-
-    @staticmethod
-    def _size(layers) -> int:
-        return sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in layers)
 
     def store(self, token_ids: list[int], layers: list) -> None:
         columns = layers[0][0].size(2) if layers else 0
         if not columns or self.max_bytes <= 0:
             return
-        size = self._size(layers)
+        size = sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in layers)
         if size > self.max_bytes:
             return
-        self.entries.append((list(token_ids[:columns]), layers))
-        self.bytes += size
+        ids = list(token_ids[:columns])
+        kept = [entry for entry in self.entries if ids[: len(entry[0])] != entry[0]]
+        self.entries = kept + [(ids, layers, size)]
+        self.bytes = sum(entry[2] for entry in self.entries)
         while self.bytes > self.max_bytes:
-            _, dropped = self.entries.pop(0)
-            self.bytes -= self._size(dropped)
+            self.bytes -= self.entries.pop(0)[2]
 
     def longest(self, prompt_ids: list[int]) -> tuple[int, list | None]:
         """The most tokens of `prompt_ids` (all but its last, which must be computed for its logits) that a stored
         entry opens with, and that entry's layers (then the most recently used)."""
         best, found = 0, None
-        limit = len(prompt_ids) - 1
-        for position, (ids, _layers) in enumerate(self.entries):
+        head = prompt_ids[: len(prompt_ids) - 1]
+        for position, (ids, _layers, _size) in enumerate(self.entries):
             shared = 0
-            for a, b in zip(ids, prompt_ids[:limit]):
+            for a, b in zip(ids, head):
                 if a != b:
                     break
                 shared += 1
@@ -128,8 +126,7 @@ class BatchedSampler:
         self.stopped = False
         self.steps = 0  # decode steps run (a prefill is not one)
         self.rows_stepped = 0  # rows over those steps: rows_stepped / steps is the mean batch
-        self.prompt_tokens = 0  # prompts' tokens taken in
-        self.reused_tokens = 0  # of those, the ones whose cache came from an earlier row (not computed again)
+        self.reused_tokens = 0  # prompt tokens whose cache came from an earlier row (not computed again)
 
     @staticmethod
     def check_model(model) -> None:
@@ -233,7 +230,6 @@ class BatchedSampler:
                 row.generator.seed()
         parts, fresh = [], []
         for row in rows:
-            self.prompt_tokens += len(row.prompt_ids)
             reused, layers = self.prefixes.longest(row.prompt_ids)
             if reused >= MIN_REUSE:
                 self.reused_tokens += reused

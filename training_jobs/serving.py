@@ -1,8 +1,8 @@
 """Serve a checkpoint (or a base model: a registered one, or a run's) as an OpenAI-compatible endpoint and register it
 as a ModelEndpoint with the agent role.
 
-Two backends, picked by name (settings.CLAWGYM_SERVE_BACKEND, default "auto": vLLM where `vllm` is installed and
-an NVIDIA GPU is visible, else `transformers serve`):
+Three backends, picked by name (settings.CLAWGYM_SERVE_BACKEND, default "auto": vLLM where `vllm` is installed and
+an NVIDIA GPU is visible, else `transformers serve`; "batched", ClawGym's own CPU server, only when named):
 
 - "vllm" (GPU workers; installed there only, `pip install vllm==0.30.0` after requirements-training.txt). The start
   command, as run:
@@ -17,6 +17,9 @@ an NVIDIA GPU is visible, else `transformers serve`):
   folder given is preloaded and pinned: the server loads it once at start, before it answers, and serves nothing
   else under that name (a request naming another model is refused). Its tool-call parser is chosen by the model type: Qwen2/2.5/3 (`<tool_call>{json}</tool_call>`), Qwen3.5,
   Gemma 4 and the others transformers knows, or a tokenizer's own `response_template`.
+- "batched": `python -m training_jobs.batched_server FOLDER --name ckpt-RUN-STEP …` (ClawGym's CPU server: calls
+  sampled together, each conversation's cache reused; answers parsed as transformers serve parses them), checking
+  the server's key again itself (given in CLAWGYM_POLICY_KEY).
 
 LoRA checkpoints (an adapter, `adapter_config.json`) are merged into the run's base model first, in a subprocess
 (`python -m training_jobs.trainer.merge_lora`, peft's merge_and_unload; never in the calling process), into a
@@ -556,7 +559,7 @@ def launch(
     whose --api-key guards its /v1 routes again). A thread of this process waits for it: whoever stops it (the idle
     sweep in another worker process, the command), it is reaped here and leaves no zombie behind."""
     # vLLM and the batched server check the key again behind the front (which passes it on).
-    extra = {"VLLM_API_KEY": key} if backend == "vllm" else {"CLAWGYM_POLICY_KEY": key} if backend == "batched" else {}
+    extra = {"vllm": {"VLLM_API_KEY": key}, "batched": {"CLAWGYM_POLICY_KEY": key}}.get(backend, {})
     env = child_env(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONUNBUFFERED="1", CLAWGYM_FRONT_KEY=key, **extra)
     with log_path.open("ab") as log:
         # In the project's folder (`-m training_jobs.front`); the front starts its backend in the folder it is given.

@@ -165,6 +165,10 @@ def test_the_prefix_cache_keeps_to_its_bytes_and_prefers_the_longest_match():
     assert len(cache.entries) == 2 and cache.bytes == 2 * 2 * 10 * 2 * 4
     assert cache.longest([1, 2, 3, 9, 9, 0])[0] == 3  # [1, 2, 3, 9, …] went: only [1, 2, 3, 4, …]'s opening is left
     assert cache.longest([5, 5, 0])[0] == 2
+    # An agent's next call extends its earlier one: the earlier entry goes, the longer serves both.
+    cache.store([5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 7, 7], layers(12)[:1])
+    assert [5] * 10 not in [ids for ids, _, _ in cache.entries] and cache.entries[-1][0][-2:] == [7, 7]
+    assert cache.bytes == sum(size for _, _, size in cache.entries) <= cache.max_bytes
 
 
 def test_top_p_keeps_only_the_nucleus(tiny):
