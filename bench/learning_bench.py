@@ -17,8 +17,10 @@ already running there (`make run` starts both): nothing here trains, serves or s
    1.0 (both kinds of rows, counted apart in the report).
 3. SFT: `train --kind sft --cpu` from the base model on that dataset, `serve_checkpoint`, evaluate both held-out
    sets, `compare` base vs SFT.
-4. RL: `train --kind rl --cpu` (GRPO, the live policy server) from the SFT checkpoint on train tasks, serve its last
-   checkpoint, evaluate, `compare` SFT vs RL; the reward curve's mean over its steps is reported.
+4. RL: `train --kind rl --cpu` (GRPO, the live policy server) from the SFT checkpoint on --rl-tasks train tasks (not
+   those the training data came from) of the --rl-kinds kinds the SFT checkpoint solves in part on the held-out split (mean nearest 0.5), all of them at
+   every step; serve its last checkpoint, evaluate, `compare` SFT vs RL; the reward curve is reported (per step, its
+   mean over each half of the steps and its slope).
 5. One JSON line last (a contract):
    {"base": {"run", "mean", "ci", "unseen_kind": {"run", "mean", "ci"}}, "sft": {same}, "rl": {same},
     "sft_vs_base": {"mean_difference", "p_value"}, "rl_vs_sft": {same}, "train_tokens_per_s", "serve_tokens_per_s",
@@ -29,12 +31,13 @@ already running there (`make run` starts both): nothing here trains, serves or s
 
     DATABASE_URL=... .venv/bin/python bench/learning_bench.py [--base-model smollm2-135m-instruct] [--seed 0]
         [--sizes train=23,heldout=3,unseen_kind=8] [--repeats 2] [--samples 4] [--self-tasks 7] [--expert-tasks 56]
-        [--sft-epochs 2] [--sft-lr 1e-4] [--sft-batch 4] [--rl-steps 8] [--rl-tasks 16] [--rl-lr 2e-5]
-        [--rl-prompts 2] [--rl-generations 4]
+        [--sft-epochs 2] [--sft-lr 1e-4] [--sft-batch 4] [--rl-steps 8] [--rl-kinds 2] [--rl-tasks 4]
+        [--rl-lr 5e-5] [--rl-generations 4]
 
 Sizes: the defaults are chosen for a 2-core CPU within about 90 minutes (see the README's figures), with the app
-started as `CLAWGYM_SERVE_BACKEND=batched CLAWGYM_Q_WORKERS=8 make run` (ClawGym's batched CPU server samples the
-agents' calls together and reuses each conversation's cache); each step's wall time is printed to stderr as it goes,
+started as `CLAWGYM_SERVE_BACKEND=batched CLAWGYM_ROLLOUT_SLOTS=16 CLAWGYM_Q_WORKERS=18 make run` (ClawGym's batched
+CPU server samples the agents' calls together and reuses each conversation's cache, so 16 agents at once keep it
+busier than 4; the builtin harness's agents are light); each step's wall time is printed to stderr as it goes,
 so a slower machine shows where its time went.
 """
 
@@ -90,12 +93,16 @@ def manage(*args, timeout: float = 4 * 3600, timings: dict | None = None, label:
 # --- the scripted expert ---------------------------------------------------------------------------------------
 
 
+def kind_of(task_id: str) -> str:
+    """A curriculum task's kind: curriculum-s0-SPLIT-KIND-NNN."""
+    return task_id.rsplit("-", 2)[-2]
+
+
 def spread(ids: list[str], n: int) -> list[str]:
-    """The first n of `ids` taken round-robin over their kinds (curriculum-s0-train-KIND-NNN), so that a subset
-    holds every kind."""
+    """The first n of `ids` taken round-robin over their kinds, so that a subset holds every kind."""
     by_kind: dict[str, list[str]] = {}
     for task_id in ids:
-        by_kind.setdefault(task_id.rsplit("-", 2)[-2], []).append(task_id)
+        by_kind.setdefault(kind_of(task_id), []).append(task_id)
     queues = [list(v) for v in by_kind.values()]
     out: list[str] = []
     while len(out) < n and any(queues):
@@ -239,7 +246,8 @@ def compared(a: int, b: int) -> dict:
     return {"mean_difference": report["mean_difference"], "p_value": report["p_value"]}
 
 
-def evaluate_model(endpoint: str, benchmarks: dict, args, timings: dict, tag: str) -> dict:
+def evaluate_model(endpoint: str, benchmarks: dict, args, timings: dict, tag: str) -> tuple[dict, dict]:
+    """The endpoint's figures on both held-out sets, and the held-out split's report (its per-task figures)."""
     held = evaluate(
         endpoint,
         benchmark=benchmarks[HELDOUT],
@@ -258,7 +266,7 @@ def evaluate_model(endpoint: str, benchmarks: dict, args, timings: dict, tag: st
         timings=timings,
         label=f"eval-{tag}",
     )
-    return figures(held, unseen)
+    return figures(held, unseen), held
 
 
 def serve_tokens_per_s(*run_ids: int) -> float | None:
@@ -302,9 +310,9 @@ def main(argv=None) -> int:
     parser.add_argument("--sft-lr", type=float, default=1e-4)
     parser.add_argument("--sft-batch", type=int, default=4, help="SFT global batch size (packed rows)")
     parser.add_argument("--rl-steps", type=int, default=8)
-    parser.add_argument("--rl-tasks", type=int, default=16)
-    parser.add_argument("--rl-lr", type=float, default=2e-5)
-    parser.add_argument("--rl-prompts", type=int, default=2, help="RL: tasks a step")
+    parser.add_argument("--rl-kinds", type=int, default=2, help="RL: the kinds trained (the SFT checkpoint's frontier)")
+    parser.add_argument("--rl-tasks", type=int, default=4, help="RL: train tasks of those kinds, all drawn every step")
+    parser.add_argument("--rl-lr", type=float, default=5e-5)
     parser.add_argument("--rl-generations", type=int, default=4, help="RL: rollouts a task (the group)")
     parser.add_argument("--work", type=Path, default=None, help="where the curriculum is built (default: VAR_DIR)")
     # Going on from an earlier invocation (one that stopped or was stopped part way): its finished steps by id.
@@ -369,7 +377,7 @@ def main(argv=None) -> int:
         base = figures(*map(reported, args.base_runs))
         log(f"base: the earlier runs {args.base_runs}")
     else:
-        base = evaluate_model(serve_base(args, sampling, timings), benchmarks, args, timings, "base")
+        base, _ = evaluate_model(serve_base(args, sampling, timings), benchmarks, args, timings, "base")
     if args.sft_train_run:
         sft_run = earlier_sft(args.sft_train_run)
         data = {"from_sft_run": args.sft_train_run}
@@ -379,7 +387,8 @@ def main(argv=None) -> int:
         raise BenchError(f"the SFT run did not succeed: {json.dumps(sft_run)[:600]}")
     sft_checkpoint = sft_run["checkpoints"][-1]
     if args.sft_runs:
-        sft = figures(*map(reported, args.sft_runs))
+        sft_held, sft_unseen = map(reported, args.sft_runs)
+        sft = figures(sft_held, sft_unseen)
     else:
         served = manage(
             "serve_checkpoint",
@@ -389,9 +398,15 @@ def main(argv=None) -> int:
             timings=timings,
         )
         sft_endpoint = set_sampling(served["endpoint"], sampling)
-        sft = evaluate_model(sft_endpoint, benchmarks, args, timings, "sft")
+        sft, sft_held = evaluate_model(sft_endpoint, benchmarks, args, timings, "sft")
         manage("serve_checkpoint", "--stop", sft_endpoint, label="serve", timings=timings)
-    rl_run, rl = train_rl(args, sft_checkpoint, train, sampling, benchmarks, timings)
+    # Not the tasks the SFT data came from: the checkpoint has learnt those answers by heart (four of them drawn at
+    # temperature 1.0 scored 0.94 at the first step, against 0.67 and 0.33 for their kinds held out).
+    trained = set(spread(train, args.expert_tasks)) | set(spread(train, args.self_tasks))
+    fresh = [t for t in train if t not in trained] or train
+    rl_tasks, rl_kinds = frontier(sft_held, fresh, args.rl_kinds, args.rl_tasks)
+    log(f"rl: {len(rl_tasks)} tasks of the kinds {rl_kinds} (the SFT checkpoint's held-out means)")
+    rl_run, rl = train_rl(args, sft_checkpoint, rl_tasks, sampling, benchmarks, timings)
     rewards = [m.get("reward_mean") for m in rl_run.get("metrics") or []]
 
     result = {
@@ -406,15 +421,41 @@ def main(argv=None) -> int:
         # Beyond the contract:
         "data": data,
         "rl_run": rl_run.get("run"),
+        "rl_kinds": rl_kinds,
         "rl_reward": rewards,
         "rl_reward_mean": mean_of(rewards),
         # Whether the curve rose: its mean over the first and the second half of the steps.
         "rl_reward_halves": [mean_of(rewards[: len(rewards) // 2]), mean_of(rewards[len(rewards) // 2 :])],
+        "rl_reward_slope": slope(rewards),
         "curriculum": {k: len(v) for k, v in splits.items()} | {"seed": args.seed, "sizes": built.get("sizes")},
         "seconds": timings,
     }
     print(json.dumps(result))
     return 0
+
+
+def frontier(held: dict, train: list[str], kinds: int, count: int) -> tuple[list[str], dict]:
+    """RL's tasks: `count` train tasks of the `kinds` kinds whose held-out mean under the SFT checkpoint is nearest
+    0.5, and those means. GRPO learns only from a group whose rollouts differ in reward: a kind the checkpoint
+    always or never solves gives it almost nothing. The same tasks are drawn at every step, so that the reward
+    curve compares like with like (drawn afresh, a step's reward was set by which tasks it drew)."""
+    scores: dict[str, list[float]] = {}
+    for task, task_figures in held["tasks"].items():
+        if task_figures["mean"] is not None:
+            scores.setdefault(kind_of(task), []).append(task_figures["mean"])
+    trained = {kind_of(t) for t in train}
+    means = {kind: sum(v) / len(v) for kind, v in scores.items() if kind in trained}
+    chosen = sorted(means, key=lambda kind: (abs(means[kind] - 0.5), kind))[:kinds]
+    return spread([t for t in train if kind_of(t) in chosen], count), {k: round(means[k], 3) for k in chosen}
+
+
+def slope(values: list) -> float | None:
+    """The least-squares slope of the known values over their step numbers (reward per step)."""
+    points = [(step, v) for step, v in enumerate(values) if v is not None]
+    if len(points) < 2:
+        return None
+    steps, known = zip(*points, strict=True)
+    return round(statistics.linear_regression(steps, known).slope, 4)
 
 
 def mean_of(values: list) -> float | None:
@@ -543,10 +584,11 @@ def train_sft(args, sampling: dict, train: list[str], folder: Path, timings: dic
 
 
 def train_rl(
-    args, sft_checkpoint: dict, train: list[str], sampling: dict, benchmarks: dict, timings: dict
+    args, sft_checkpoint: dict, tasks: list[str], sampling: dict, benchmarks: dict, timings: dict
 ) -> tuple[dict, dict]:
-    """GRPO from the SFT checkpoint on train tasks, its last checkpoint served and evaluated."""
-    rl_tasks = [a for t in spread(train, args.rl_tasks) for a in ("--task", t)]
+    """GRPO from the SFT checkpoint on `tasks` (all of them at every step), its last checkpoint served and
+    evaluated."""
+    rl_tasks = [a for t in tasks for a in ("--task", t)]
     rl_run = manage(
         "train",
         "--kind",
@@ -564,7 +606,7 @@ def train_rl(
         "--set",
         f"learning_rate={args.rl_lr}",
         "--set",
-        f"prompts_per_step={args.rl_prompts}",
+        f"prompts_per_step={len(tasks)}",
         "--set",
         f"num_generations={args.rl_generations}",
         "--set",
@@ -596,7 +638,7 @@ def train_rl(
         timings=timings,
     )
     rl_endpoint = set_sampling(served["endpoint"], sampling)
-    rl = evaluate_model(rl_endpoint, benchmarks, args, timings, "rl")
+    rl, _ = evaluate_model(rl_endpoint, benchmarks, args, timings, "rl")
     manage("serve_checkpoint", "--stop", rl_endpoint, label="serve", timings=timings)
     return rl_run, rl
 

@@ -23,6 +23,36 @@ def test_a_subset_takes_every_kind_in_turn():
     assert sorted(learning_bench.spread(ids, 99)) == sorted(ids)
 
 
+def test_rl_trains_the_kinds_the_sft_checkpoint_solves_in_part():
+    held = {
+        "tasks": {
+            "curriculum-s0-heldout-write-001": {"mean": 1.0},
+            "curriculum-s0-heldout-write-002": {"mean": 1.0},
+            "curriculum-s0-heldout-sort-001": {"mean": 0.25},
+            "curriculum-s0-heldout-sort-002": {"mean": 0.5},
+            "curriculum-s0-heldout-extract-001": {"mean": 0.5},
+            "curriculum-s0-heldout-extract-002": {"mean": None},  # unscored: not counted
+            "curriculum-s0-heldout-count-001": {"mean": 0.0},
+            "curriculum-s0-heldout-folder-001": {"mean": 0.5},  # never trained on: never chosen
+        }
+    }
+    train = [f"curriculum-s0-train-{kind}-{n:03d}" for kind in ("write", "sort", "extract", "count") for n in (1, 2, 3)]
+    tasks, kinds = learning_bench.frontier(held, train, kinds=2, count=4)
+    assert kinds == {"extract": 0.5, "sort": 0.375}
+    assert tasks == [
+        "curriculum-s0-train-sort-001",
+        "curriculum-s0-train-extract-001",
+        "curriculum-s0-train-sort-002",
+        "curriculum-s0-train-extract-002",
+    ]
+
+
+def test_the_reward_curves_slope_skips_unknown_steps():
+    assert learning_bench.slope([0.0, None, 0.5, 0.75]) == pytest.approx(0.25)
+    assert learning_bench.slope([0.5, 0.5, 0.5]) == 0.0
+    assert learning_bench.slope([None, 0.3]) is None
+
+
 def test_earlier_runs_are_given_as_held_then_unseen():
     assert learning_bench.run_pair("12,13") == (12, 13)
     with pytest.raises(ValueError):
