@@ -270,8 +270,17 @@ def evaluate_model(endpoint: str, benchmarks: dict, args, timings: dict, tag: st
 
 
 def serve_tokens_per_s(*run_ids: int) -> float | None:
-    """Output tokens over the agent seconds of the evaluation runs' rollouts (the server's rate as the agents saw
-    it, tool time included: a lower bound)."""
+    """The servers' rate over the evaluation runs: output tokens over the runs' wall seconds (start to finish, the
+    checkers' time included: a lower bound), all agents together."""
+    from evaluation.models import EvalRun
+
+    runs = [r for r in EvalRun.objects.filter(pk__in=run_ids) if r.started_at and r.finished_at]
+    seconds = sum((r.finished_at - r.started_at).total_seconds() for r in runs)
+    return round(sum(r.output_tokens for r in runs) / seconds, 2) if seconds else None
+
+
+def agent_tokens_per_s(*run_ids: int) -> float | None:
+    """Output tokens over the agents' seconds: the rate one agent saw (lower with more agents at once)."""
     from evaluation.models import EvalRun
 
     runs = list(EvalRun.objects.filter(pk__in=run_ids))
@@ -409,6 +418,7 @@ def main(argv=None) -> int:
     rl_run, rl = train_rl(args, sft_checkpoint, rl_tasks, sampling, benchmarks, timings)
     rewards = [m.get("reward_mean") for m in rl_run.get("metrics") or []]
 
+    evaluation_runs = [f[key]["run"] if key else f["run"] for f in (base, sft, rl) for key in (None, "unseen_kind")]
     result = {
         "base": base,
         "sft": sft,
@@ -416,10 +426,11 @@ def main(argv=None) -> int:
         "sft_vs_base": compared(sft["run"], base["run"]),
         "rl_vs_sft": compared(rl["run"], sft["run"]),
         "train_tokens_per_s": train_tokens_per_s(sft_run),
-        "serve_tokens_per_s": serve_tokens_per_s(base["run"], sft["run"], rl["run"]),
+        "serve_tokens_per_s": serve_tokens_per_s(*evaluation_runs),
         "minutes": round(args.minutes_before + (time.monotonic() - started) / 60, 1),
         # Beyond the contract:
         "data": data,
+        "agent_tokens_per_s": agent_tokens_per_s(*evaluation_runs),
         "rl_run": rl_run.get("run"),
         "rl_kinds": rl_kinds,
         "rl_reward": rewards,
