@@ -18,9 +18,9 @@ already running there (`make run` starts both): nothing here trains, serves or s
 3. SFT: `train --kind sft --cpu` from the base model on that dataset, `serve_checkpoint`, evaluate both held-out
    sets, `compare` base vs SFT.
 4. RL: `train --kind rl --cpu` (GRPO, the live policy server) from the SFT checkpoint on --rl-tasks train tasks (not
-   those the training data came from) of the --rl-kinds kinds the SFT checkpoint solves in part on the held-out split (mean nearest 0.5), all of them at
-   every step; serve its last checkpoint, evaluate, `compare` SFT vs RL; the reward curve is reported (per step, its
-   mean over each half of the steps and its slope).
+   those the training data came from) of the --rl-kinds kinds the SFT checkpoint solves in part on the held-out split
+   (mean nearest 0.5), all of them at every step; serve its last checkpoint, evaluate, `compare` SFT vs RL; the reward
+   curve is reported (per step, its mean over each half of the steps and its slope).
 5. One JSON line last (a contract):
    {"base": {"run", "mean", "ci", "unseen_kind": {"run", "mean", "ci"}}, "sft": {same}, "rl": {same},
     "sft_vs_base": {"mean_difference", "p_value"}, "rl_vs_sft": {same}, "train_tokens_per_s", "serve_tokens_per_s",
@@ -414,6 +414,8 @@ def main(argv=None) -> int:
     trained = set(spread(train, args.expert_tasks)) | set(spread(train, args.self_tasks))
     fresh = [t for t in train if t not in trained] or train
     rl_tasks, rl_kinds = frontier(sft_held, fresh, args.rl_kinds, args.rl_tasks)
+    if not rl_tasks:
+        raise BenchError("no train task for RL: the SFT checkpoint's held-out run scored no task of a trained kind")
     log(f"rl: {len(rl_tasks)} tasks of the kinds {rl_kinds} (the SFT checkpoint's held-out means)")
     rl_run, rl = train_rl(args, sft_checkpoint, rl_tasks, sampling, benchmarks, timings)
     rewards = [m.get("reward_mean") for m in rl_run.get("metrics") or []]
