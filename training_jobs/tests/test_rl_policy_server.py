@@ -224,3 +224,56 @@ def test_the_policy_endpoint_names_the_live_servers_own_key_or_the_vllm_policys(
             build_rl_config("paper", parse_overrides([f"policy.api_key_env={bad}"]))
     with pytest.raises(TrainingRunError, match="http"):
         build_rl_config("paper", parse_overrides(["policy.endpoint_url=gpu1:8001"]))
+
+
+def test_the_trainers_policy_keeps_the_tokens_it_sampled_where_the_template_renders_its_answer_otherwise(served):
+    """A policy that writes `<tool_call>\\n {"name"` (a space the template does not write) gets its call back as a
+    parsed message; its next prompt holds its sampled answer as sampled, then the tool result as rendered, so that
+    the rollout's calls chain into one sample (training_jobs.rl.samples). Other prompts are left as rendered."""
+    _, _, tokenizer = served
+    from training_jobs.testing import scripted_model
+
+    def render(messages):
+        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
+        return list(ids["input_ids"] if isinstance(ids, dict) else ids)
+
+    first = [{"role": "user", "content": "Read a.txt"}]
+    spaced = '<tool_call>\n {"name": "read", "arguments": {"path": "a.txt"}}\n</tool_call>'
+    answer = tokenizer.encode(spaced, add_special_tokens=False) + [tokenizer.eos_token_id]
+    call = {"id": "c1", "type": "function", "function": {"name": "read", "arguments": {"path": "a.txt"}}}
+    second = [*first, {"role": "assistant", "content": "", "tool_calls": [call]}, {"role": "tool", "content": "one"}]
+    prompt, rendered = render(first), render(second)
+    assert rendered[: len(prompt)] == prompt and rendered[: len(prompt + answer)] != prompt + answer
+
+    outputs = {}
+    for own in (True, False):
+        model = scripted_model([answer, [tokenizer.eos_token_id]], vocabulary=len(tokenizer))
+        policy = LivePolicy(
+            lambda model=model: model,
+            tokenizer,
+            temperature=1.0,
+            max_tokens=64,
+            max_context=4096,
+            prefix_bytes=0,
+            own_tokens=own,
+        )
+        with sampling(policy):
+            answered = policy.generate({"messages": first})
+            outputs[own] = policy.generate({"messages": second})
+        assert answered["prompt_ids"] == prompt and answered["token_ids"] == answer
+        assert answered["text"] == spaced
+
+    kept = outputs[True]["prompt_ids"]
+    assert kept[: len(prompt + answer)] == prompt + answer
+    tail = tokenizer.decode(kept[len(prompt + answer) :])
+    assert tail == "\n<|im_start|>user\n<tool_response>\none\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+    assert outputs[False]["prompt_ids"] == rendered  # the served backend's policy renders as the template does
+
+    policy = LivePolicy(lambda: None, tokenizer, temperature=1.0, max_tokens=8, max_context=4096, own_tokens=True)
+    policy._answered.append((len(prompt), prompt + answer))
+    other = render([{"role": "user", "content": "Read b.txt"}, *second[1:]])
+    assert policy.with_own_tokens(other) == other  # another conversation: it departs before the answer
+    assert policy.with_own_tokens(prompt) == prompt  # the same call again
+    extended = prompt + answer + kept[len(prompt + answer) :]
+    assert policy.with_own_tokens(extended) == extended  # the chain holds as rendered
+    assert policy.spliced == 0
