@@ -18,20 +18,9 @@ It answers only requests carrying its key (`Authorization: Bearer KEY`, the key 
 names on the run's policy endpoint), and reads a request body only when its Content-Length is within the limit (the
 proxy's own, by default): a listening server on a gpu worker is otherwise anyone's model and anyone's memory.
 
-The trainer's policy keeps its own tokens (`own_tokens`): an agent sends its history back as parsed messages, and
-the chat template renders an earlier answer canonically, which is not always the tokens sampled (a policy that
-writes `<tool_call>\n {"name"` with a space gets `<tool_call>\n{"name"` back). The next call's prompt would then not
-extend the earlier prompt and answer, and each call would become a training sample of its own, every one carrying
-the whole prompt again (seen in the learning bench: three samples a rollout instead of one, three times the trainer's
-time a step). So when a prompt departs from one of this step's answered calls only inside that call's answer, the
-earlier prompt and the sampled answer are used as they were, followed by the rest of the rendered prompt after that
-answer's end of turn (the tool results and the new turn): the model is conditioned on what it wrote, and the prompt
-ids it answers with (which the proxy records) extend the chain exactly.
-
 Only the trainer and model-server subprocesses import this (torch is imported inside methods).
 """
 
-import collections
 import hmac
 import json
 import re
@@ -42,7 +31,6 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 STREAM_TOKENS_PER_CHUNK = 8
-ANSWERED_KEPT = 1024  # a step's answered calls kept for own_tokens (a step of 64 rollouts × 16 calls)
 DEFAULT_MAX_BODY_BYTES = 33 * 1024 * 1024  # the proxy's 32 MiB and room for the fields it adds
 TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
 
@@ -82,9 +70,7 @@ class LivePolicy:
 
     `temperature` is the run's (GRPO's loss assumes the temperature it samples at: a request's is ignored), or None
     for a served model, which takes the request's temperature, top_p and seed, and `defaults` (temperature, top_p)
-    where the request says none. `parse` turns a sampled answer into the assistant message (default: to_message).
-    `own_tokens`: a prompt that re-renders an answer of this step otherwise than it was sampled takes the sampled
-    tokens (the module's docstring)."""
+    where the request says none. `parse` turns a sampled answer into the assistant message (default: to_message)."""
 
     def __init__(
         self,
@@ -98,7 +84,6 @@ class LivePolicy:
         prefix_bytes: int | None = None,
         defaults: dict | None = None,
         parse=None,
-        own_tokens: bool = False,
     ):
         from training_jobs.batched_sampling import PREFIX_CACHE_BYTES, BatchedSampler
 
@@ -118,12 +103,6 @@ class LivePolicy:
             prefix_bytes=PREFIX_CACHE_BYTES if prefix_bytes is None else prefix_bytes,
         )
         self.requests = 0
-        self.own_tokens = own_tokens
-        self.end_ids = set([eos] if isinstance(eos, int) else eos or [])
-        # This step's answered calls: (prompt length, prompt + sampled ids ending at an end of turn), newest last.
-        self._answered: collections.deque = collections.deque(maxlen=ANSWERED_KEPT)
-        self._answered_lock = threading.Lock()
-        self.spliced = 0  # prompts that took an earlier answer's sampled tokens
 
     def run(self, until=None) -> None:
         """Sample the requests in this thread until `until()` is true (None: until stop())."""
@@ -144,8 +123,6 @@ class LivePolicy:
                 result["error"] = exc
 
         self.sampler.forget_prefixes()  # the weights changed since the last step: the stored caches no longer hold
-        with self._answered_lock:
-            self._answered.clear()  # a step's rollouts are new conversations
         thread = threading.Thread(target=target, name="policy-work", daemon=True)
         thread.start()
         self.run(until=lambda: not thread.is_alive())
@@ -166,8 +143,6 @@ class LivePolicy:
         if isinstance(prompt_ids, dict):  # some tokenizers answer a BatchEncoding whatever return_dict says
             prompt_ids = prompt_ids["input_ids"]
         prompt_ids = list(prompt_ids)
-        if self.own_tokens:
-            prompt_ids = self.with_own_tokens(prompt_ids)
         asked = body.get("max_completion_tokens") or body.get("max_tokens") or self.max_tokens
         limit = min(int(asked), self.max_tokens, self.max_context - len(prompt_ids))
         if limit < 1:
@@ -183,9 +158,6 @@ class LivePolicy:
         out = self.sampler.sample(prompt_ids, max_tokens=limit, temperature=temperature, top_p=top_p, seed=seed)
         self.requests += 1
         token_ids, logprobs = out["token_ids"], out["logprobs"]
-        if self.own_tokens and token_ids and token_ids[-1] in self.end_ids:
-            with self._answered_lock:
-                self._answered.append((len(prompt_ids), prompt_ids + token_ids))
         text = self.tokenizer.decode(token_ids, skip_special_tokens=False)
         for special in (self.tokenizer.eos_token, self.tokenizer.pad_token):
             if special:
@@ -197,30 +169,6 @@ class LivePolicy:
             "text": text,
             "finished": out["finished"],
         }
-
-    def with_own_tokens(self, rendered: list[int]) -> list[int]:
-        """`rendered`, or an answered call's prompt and sampled answer followed by what `rendered` holds after its
-        own rendering of that answer (from the first end of turn after the two part), when `rendered` starts with
-        that call's prompt and departs from it inside the answer. The longest such call wins (the conversation's
-        latest)."""
-        from llm.token_chain import shared_length
-
-        with self._answered_lock:
-            answered = list(self._answered)
-        best: list[int] | None = None
-        for prompt_length, sequence in answered:
-            if best is not None and len(sequence) <= len(best):
-                continue
-            shared = shared_length(sequence, rendered)
-            if shared == len(sequence) or shared < prompt_length:
-                continue  # the chain holds as rendered, or the prompt departs before the answer (another history)
-            end = next((i for i in range(shared, len(rendered)) if rendered[i] in self.end_ids), None)
-            if end is not None:
-                best = sequence + rendered[end + 1 :]
-        if best is None:
-            return rendered
-        self.spliced += 1
-        return best
 
     def token_text(self, token_id: int) -> str:
         return self.tokenizer.decode([token_id], skip_special_tokens=False)

@@ -378,7 +378,6 @@ def start_policy_server(config: dict, holder: dict, tokenizer):
         temperature=config["temperature"],
         max_tokens=config["max_completion_length"],
         max_context=config["max_context"],
-        own_tokens=True,  # the samples' chain holds however the template re-renders an answer
     )
     # Its key is the job's (derived for this attempt; the endpoint the rollouts call names it), taken out of the
     # environment so that nothing this process starts inherits it.
