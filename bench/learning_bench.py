@@ -25,8 +25,9 @@ already running there (`make run` starts both): nothing here trains, serves or s
    {"base": {"run", "mean", "ci", "unseen_kind": {"run", "mean", "ci"}}, "sft": {same}, "rl": {same},
     "sft_vs_base": {"mean_difference", "p_value"}, "rl_vs_sft": {same}, "train_tokens_per_s", "serve_tokens_per_s",
     "minutes"}
-   and beyond it "data" (rows by source), "rl_reward" (per step) with its mean over each half of the steps
-   ("rl_reward_halves"), "seconds" (each step's wall seconds). The runs are
+   and beyond it "data" (rows by source), "agent_tokens_per_s" (the rate one agent saw), "rl_kinds" (the kinds RL
+   trained, with the SFT checkpoint's held-out means), "rl_reward" (per step) with its mean over each half of the
+   steps ("rl_reward_halves") and its slope ("rl_reward_slope"), "seconds" (each step's wall seconds). The runs are
    ordinary evaluation runs: the leaderboard, compare and the training curves show them.
 
     DATABASE_URL=... .venv/bin/python bench/learning_bench.py [--base-model smollm2-135m-instruct] [--seed 0]
