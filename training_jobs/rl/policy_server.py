@@ -18,9 +18,21 @@ It answers only requests carrying its key (`Authorization: Bearer KEY`, the key 
 names on the run's policy endpoint), and reads a request body only when its Content-Length is within the limit (the
 proxy's own, by default): a listening server on a gpu worker is otherwise anyone's model and anyone's memory.
 
+The trainer's policy keeps its own tokens (`own_tokens`, token in, token out): an agent sends its history back as
+parsed messages, and the chat template renders an earlier answer canonically, which is not always the tokens sampled
+(a policy writing `<tool_call>\n {"name"` with a space gets `<tool_call>\n{"name"` back). Its next prompt would then
+not extend the earlier prompt and answer, and each call would become a training sample of its own, each carrying the
+whole prompt again (seen in the learning bench: three samples a rollout, three times the trainer's work a step). So
+the prompt is built message by message: each assistant message of the history is looked up among the step's
+answered calls by the exact prompt ids before it and by the message itself (a step's rollouts of one task often
+share a prompt token for token, so the ids alone would hand one rollout a sibling's answer), and its sampled ids
+are used, followed by the template's own text between that turn's end and the next assistant turn. At the first
+message that matches nothing the whole prompt is rendered as usual.
+
 Only the trainer and model-server subprocesses import this (torch is imported inside methods).
 """
 
+import collections
 import hmac
 import json
 import re
@@ -31,8 +43,25 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 STREAM_TOKENS_PER_CHUNK = 8
+ANSWERED_KEPT = 4096  # a step's answered calls kept for own_tokens (64 rollouts × 64 calls)
 DEFAULT_MAX_BODY_BYTES = 33 * 1024 * 1024  # the proxy's 32 MiB and room for the fields it adds
 TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
+
+
+def compared(message: dict) -> str:
+    """An assistant message as two are compared: its content and its tool calls' names and arguments (an OpenAI
+    call's arguments are a JSON string, read back; the ids are left out)."""
+    calls = []
+    for call in message.get("tool_calls") or []:
+        function = call.get("function", call) if isinstance(call, dict) else {}
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments)
+            except ValueError:
+                pass
+        calls.append([function.get("name"), arguments])
+    return json.dumps([message.get("content") or "", calls], sort_keys=True)
 
 
 def to_message(text: str) -> dict:
@@ -70,7 +99,8 @@ class LivePolicy:
 
     `temperature` is the run's (GRPO's loss assumes the temperature it samples at: a request's is ignored), or None
     for a served model, which takes the request's temperature, top_p and seed, and `defaults` (temperature, top_p)
-    where the request says none. `parse` turns a sampled answer into the assistant message (default: to_message)."""
+    where the request says none. `parse` turns a sampled answer into the assistant message (default: to_message).
+    `own_tokens`: the history's answers as they were sampled (the module's docstring)."""
 
     def __init__(
         self,
@@ -84,6 +114,7 @@ class LivePolicy:
         prefix_bytes: int | None = None,
         defaults: dict | None = None,
         parse=None,
+        own_tokens: bool = False,
     ):
         from training_jobs.batched_sampling import PREFIX_CACHE_BYTES, BatchedSampler
 
@@ -103,6 +134,12 @@ class LivePolicy:
             prefix_bytes=PREFIX_CACHE_BYTES if prefix_bytes is None else prefix_bytes,
         )
         self.requests = 0
+        self.own_tokens = own_tokens
+        self.end_ids = set([eos] if isinstance(eos, int) else eos or [])
+        # The step's answered calls: {prompt ids: [(the answer's message as compared, its sampled ids)]}, oldest first.
+        self._answered: collections.OrderedDict = collections.OrderedDict()
+        self._answered_lock = threading.Lock()
+        self.own_prompts = 0  # prompts built with the history's sampled answers
 
     def run(self, until=None) -> None:
         """Sample the requests in this thread until `until()` is true (None: until stop())."""
@@ -123,6 +160,8 @@ class LivePolicy:
                 result["error"] = exc
 
         self.sampler.forget_prefixes()  # the weights changed since the last step: the stored caches no longer hold
+        with self._answered_lock:
+            self._answered.clear()  # a step's rollouts are new conversations
         thread = threading.Thread(target=target, name="policy-work", daemon=True)
         thread.start()
         self.run(until=lambda: not thread.is_alive())
@@ -143,6 +182,11 @@ class LivePolicy:
         if isinstance(prompt_ids, dict):  # some tokenizers answer a BatchEncoding whatever return_dict says
             prompt_ids = prompt_ids["input_ids"]
         prompt_ids = list(prompt_ids)
+        if self.own_tokens:
+            own = self.own_prompt(messages, body.get("tools") or None)
+            if own is not None:
+                prompt_ids = own
+                self.own_prompts += 1
         asked = body.get("max_completion_tokens") or body.get("max_tokens") or self.max_tokens
         limit = min(int(asked), self.max_tokens, self.max_context - len(prompt_ids))
         if limit < 1:
@@ -162,6 +206,8 @@ class LivePolicy:
         for special in (self.tokenizer.eos_token, self.tokenizer.pad_token):
             if special:
                 text = text.split(special)[0]
+        if self.own_tokens and token_ids and token_ids[-1] in self.end_ids:
+            self._remember(prompt_ids, compared(self.parse({**out, "text": text}, body)), token_ids)
         return {
             "prompt_ids": prompt_ids,
             "token_ids": token_ids,
@@ -169,6 +215,50 @@ class LivePolicy:
             "text": text,
             "finished": out["finished"],
         }
+
+    def _remember(self, prompt_ids: list[int], message: str, answer: list[int]) -> None:
+        with self._answered_lock:
+            key = tuple(prompt_ids)
+            self._answered.setdefault(key, []).append((message, list(answer)))
+            self._answered.move_to_end(key)
+            while len(self._answered) > ANSWERED_KEPT:
+                self._answered.popitem(last=False)
+
+    def _answer_for(self, prompt_ids: list[int], message: str) -> list[int] | None:
+        with self._answered_lock:
+            answers = self._answered.get(tuple(prompt_ids)) or []
+            return next((list(ids) for said, ids in reversed(answers) if said == message), None)
+
+    def own_prompt(self, messages: list, tools) -> list[int] | None:
+        """The prompt with every assistant message of the history as this policy sampled it, or None (no assistant
+        message, or one that is not an answer of this step to the same prompt)."""
+        turns = [i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "assistant"]
+        end_text = self.tokenizer.eos_token
+        if not turns or not end_text:
+            return None
+
+        def text(upto: int, generation: bool) -> str:
+            return self.tokenizer.apply_chat_template(
+                messages[:upto], tools=tools, add_generation_prompt=generation, tokenize=False
+            )
+
+        def ids_of(part: str) -> list[int]:
+            return list(self.tokenizer.encode(part, add_special_tokens=False))
+
+        ids = ids_of(text(turns[0], True))
+        for n, turn in enumerate(turns):
+            answer = self._answer_for(ids, compared(messages[turn]))
+            if answer is None:
+                return None
+            through = text(turn + 1, False)  # ... this answer as the template writes it, and its turn's end
+            after = text(turns[n + 1] if n + 1 < len(turns) else len(messages), True)
+            end = through.rfind(end_text)
+            if end < 0 or not after.startswith(through):
+                return None
+            # The sampled answer ends with the end of turn; then what the template writes after it (a newline, the
+            # tool results, the next turn's header): text that starts after a special token encodes alike alone.
+            ids = ids + answer + ids_of(through[end + len(end_text) :] + after[len(through) :])
+        return ids
 
     def token_text(self, token_id: int) -> str:
         return self.tokenizer.decode([token_id], skip_special_tokens=False)

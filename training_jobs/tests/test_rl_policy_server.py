@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from training_jobs.rl.policy_server import LivePolicy, PolicyServer, to_message
+from training_jobs.rl.policy_server import LivePolicy, PolicyServer, compared, to_message
 from training_jobs.testing import sampling
 from training_jobs.tiny import TOOLS, tiny_model
 
@@ -224,3 +224,71 @@ def test_the_policy_endpoint_names_the_live_servers_own_key_or_the_vllm_policys(
             build_rl_config("paper", parse_overrides([f"policy.api_key_env={bad}"]))
     with pytest.raises(TrainingRunError, match="http"):
         build_rl_config("paper", parse_overrides(["policy.endpoint_url=gpu1:8001"]))
+
+
+def test_the_trainers_policy_prompts_with_the_answers_it_sampled_each_rollout_its_own(served):
+    """Token in, token out: a policy that writes `<tool_call>\\n {"name"` (a space the template does not write) gets
+    its calls back as parsed messages; its next prompts hold every earlier answer as sampled, then the template's
+    own tool results, so that a rollout's calls chain into one sample. A sibling rollout with the same first prompt
+    but another answer gets its own answer, never the first one's; a history that is not this step's answers is
+    rendered as usual, and so is every prompt of a policy without own_tokens (the served backend's)."""
+    _, _, tokenizer = served
+    from training_jobs.testing import scripted_model
+
+    end = tokenizer.eos_token_id
+
+    def render(messages):
+        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
+        return list(ids["input_ids"] if isinstance(ids, dict) else ids)
+
+    def answer(name, arguments):
+        text = f'<tool_call>\n {{"name": "{name}", "arguments": {json.dumps(arguments)}}}\n</tool_call>'
+        return tokenizer.encode(text, add_special_tokens=False) + [end]
+
+    def said(name, arguments, tool_result):
+        call = {"id": "x", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+        return [{"role": "assistant", "content": "", "tool_calls": [call]}, {"role": "tool", "content": tool_result}]
+
+    first = [{"role": "user", "content": "Copy a.txt to b.txt"}]
+    read_a, read_c = answer("read", {"path": "a.txt"}), answer("read", {"path": "c.txt"})
+    write_b = answer("write", {"path": "b.txt", "content": "one"})
+    second = first + said("read", {"path": "a.txt"}, "one")
+    third = second + said("write", {"path": "b.txt", "content": "one"}, "wrote 3 bytes")
+    sibling = first + said("read", {"path": "c.txt"}, "two")
+    between = "\n<|im_start|>user\n<tool_response>\n{}\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+
+    prompts = {}
+    for own in (True, False):
+        model = scripted_model([read_a, read_c, write_b, [end], [end]], vocabulary=len(tokenizer))
+        policy = LivePolicy(
+            lambda model=model: model,
+            tokenizer,
+            temperature=1.0,
+            max_tokens=64,
+            max_context=4096,
+            prefix_bytes=0,
+            own_tokens=own,
+        )
+        with sampling(policy):
+            outs = [policy.generate({"messages": m}) for m in (first, first, second, third, sibling)]
+        assert [o["token_ids"] for o in outs[:3]] == [read_a, read_c, write_b]
+        prompts[own] = [o["prompt_ids"] for o in outs]
+        if own:
+            assert policy.own_prompts == 3
+
+    start = render(first)
+    kept_second, kept_third, kept_sibling = prompts[True][2:]
+    assert kept_second[: len(start + read_a)] == start + read_a != render(second)[: len(start + read_a)]
+    assert tokenizer.decode(kept_second[len(start + read_a) :]) == between.format("one")
+    assert kept_third[: len(kept_second + write_b)] == kept_second + write_b  # the chain holds over both answers
+    assert tokenizer.decode(kept_third[len(kept_second + write_b) :]) == between.format("wrote 3 bytes")
+    assert kept_sibling[: len(start + read_c)] == start + read_c  # its own answer, not the first rollout's
+    assert tokenizer.decode(kept_sibling[len(start + read_c) :]) == between.format("two")
+    assert prompts[False][2:] == [render(second), render(third), render(sibling)]
+
+    policy = LivePolicy(lambda: None, tokenizer, temperature=1.0, max_tokens=8, max_context=4096, own_tokens=True)
+    policy._remember(start, compared(to_message(tokenizer.decode(read_a[:-1]))), read_a)
+    assert policy.own_prompt(second, None) == kept_second
+    edited = first + said("read", {"path": "A.TXT"}, "one")  # not what was answered
+    assert policy.own_prompt(edited, None) is None
+    assert policy.own_prompt(first, None) is None  # no answer in the history: rendered as usual

@@ -378,6 +378,7 @@ def start_policy_server(config: dict, holder: dict, tokenizer):
         temperature=config["temperature"],
         max_tokens=config["max_completion_length"],
         max_context=config["max_context"],
+        own_tokens=True,  # the history's answers as sampled: a rollout's calls chain into one sample
     )
     # Its key is the job's (derived for this attempt; the endpoint the rollouts call names it), taken out of the
     # environment so that nothing this process starts inherits it.
