@@ -176,17 +176,17 @@ class LivePolicy:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise ValueError("messages must be a non-empty list")
-        prompt_ids = self.tokenizer.apply_chat_template(
-            messages, tools=body.get("tools") or None, add_generation_prompt=True, tokenize=True, return_dict=False
-        )
-        if isinstance(prompt_ids, dict):  # some tokenizers answer a BatchEncoding whatever return_dict says
-            prompt_ids = prompt_ids["input_ids"]
-        prompt_ids = list(prompt_ids)
-        if self.own_tokens:
-            own = self.own_prompt(messages, body.get("tools") or None)
-            if own is not None:
-                prompt_ids = own
-                self.own_prompts += 1
+        tools = body.get("tools") or None
+        prompt_ids = self.own_prompt(messages, tools) if self.own_tokens else None
+        if prompt_ids is not None:
+            self.own_prompts += 1
+        else:  # rendered whole only where the history's answers are not this policy's own
+            prompt_ids = self.tokenizer.apply_chat_template(
+                messages, tools=tools, add_generation_prompt=True, tokenize=True, return_dict=False
+            )
+            if isinstance(prompt_ids, dict):  # some tokenizers answer a BatchEncoding whatever return_dict says
+                prompt_ids = prompt_ids["input_ids"]
+            prompt_ids = list(prompt_ids)
         asked = body.get("max_completion_tokens") or body.get("max_tokens") or self.max_tokens
         limit = min(int(asked), self.max_tokens, self.max_context - len(prompt_ids))
         if limit < 1:
