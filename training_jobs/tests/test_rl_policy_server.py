@@ -98,7 +98,7 @@ def test_a_completion_answers_vllm_token_fields_with_the_models_logprobs(served)
 
 
 def test_a_stream_carries_prompt_ids_first_and_token_ids_per_delta(served):
-    url, model, _ = served
+    url, model, tokenizer = served
     raw = post(url, {"messages": MESSAGES, "stream": True, "logprobs": True, "stream_options": {"include_usage": True}})
     events = [line[len("data: ") :] for line in raw.split("\n\n") if line.startswith("data: ")]
     assert events[-1] == "[DONE]"
@@ -115,8 +115,16 @@ def test_a_stream_carries_prompt_ids_first_and_token_ids_per_delta(served):
     assert logprobs == pytest.approx(model_logprobs(model, chunks[0]["prompt_token_ids"], token_ids), abs=1e-4)
     finals = [c["choices"][0]["finish_reason"] for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]]
     assert len(finals) == 1 and chunks[-1]["usage"]["completion_tokens"] == len(token_ids)
+    # The deltas' text is the message of the streamed tokens (up to the end of turn), whatever was sampled: a
+    # sample of the end of turn alone streams no text at all.
+    said = tokenizer.decode(token_ids, skip_special_tokens=False)
+    for special in (tokenizer.eos_token, tokenizer.pad_token):
+        said = said.split(special)[0] if special else said
+    expected = to_message(said)
     text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
-    assert text or any("tool_calls" in c["choices"][0]["delta"] for c in chunks if c["choices"])
+    calls = [call for c in chunks if c["choices"] for call in c["choices"][0]["delta"].get("tool_calls", [])]
+    assert text == ("" if "tool_calls" in expected else expected["content"])
+    assert [call["function"] for call in calls] == [call["function"] for call in expected.get("tool_calls", [])]
 
 
 def test_tool_calls_are_parsed_every_one_of_them():
