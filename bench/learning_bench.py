@@ -25,19 +25,19 @@ already running there (`make run` starts both): nothing here trains, serves or s
    {"base": {"run", "mean", "ci", "unseen_kind": {"run", "mean", "ci"}}, "sft": {same}, "rl": {same},
     "sft_vs_base": {"mean_difference", "p_value"}, "rl_vs_sft": {same}, "train_tokens_per_s", "serve_tokens_per_s",
     "minutes"}
-   and beyond it "data" (rows by source), "agent_tokens_per_s" (the rate one agent saw), "rl_kinds" (the kinds RL
-   trained, with the SFT checkpoint's held-out means), "rl_reward" (per step) with its mean over each half of the
-   steps ("rl_reward_halves") and its slope ("rl_reward_slope"), "seconds" (each step's wall seconds). The runs are
-   ordinary evaluation runs: the leaderboard, compare and the training curves show them.
+   and beyond it "data" (rows by source), "agent_tokens_per_s" (the rate one agent saw), "serve_backend",
+   "rl_kinds" (the kinds RL trained, with the SFT checkpoint's held-out means), "rl_reward" (per step) with its mean
+   over each half of the steps ("rl_reward_halves") and its slope ("rl_reward_slope"), "seconds" (each step's wall
+   seconds). The runs are ordinary evaluation runs: the leaderboard, compare and the training curves show them.
 
     DATABASE_URL=... .venv/bin/python bench/learning_bench.py [--base-model smollm2-135m-instruct] [--seed 0]
         [--sizes train=23,heldout=3,unseen_kind=8] [--repeats 2] [--samples 4] [--self-tasks 7] [--expert-tasks 56]
         [--sft-epochs 2] [--sft-lr 1e-4] [--sft-batch 4] [--rl-steps 8] [--rl-kinds 2] [--rl-tasks 4]
-        [--rl-lr 5e-5] [--rl-generations 4]
+        [--rl-lr 2e-5] [--rl-generations 4] [--serve-backend batched]
 
 Sizes: the defaults are chosen for a 2-core CPU within about 90 minutes (see the README's figures), with the app
-started as `CLAWGYM_SERVE_BACKEND=batched CLAWGYM_ROLLOUT_SLOTS=16 CLAWGYM_Q_WORKERS=18 make run` (ClawGym's batched
-CPU server samples the agents' calls together and reuses each conversation's cache, so 16 agents at once keep it
+started as `CLAWGYM_ROLLOUT_SLOTS=16 CLAWGYM_Q_WORKERS=18 make run` and the models served on `--serve-backend
+batched` (ClawGym's batched CPU server samples the agents' calls together and reuses each conversation's cache, so 16 agents at once keep it
 busier than 4; the builtin harness's agents are light); each step's wall time is printed to stderr as it goes,
 so a slower machine shows where its time went.
 """
@@ -302,6 +302,12 @@ def train_tokens_per_s(report: dict) -> float | None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base-model", default="smollm2-135m-instruct")
+    parser.add_argument(
+        "--serve-backend",
+        choices=["batched", "transformers", "vllm", "auto"],
+        default="batched",
+        help="how the base model and the checkpoints are served (auto: the settings' CLAWGYM_SERVE_BACKEND)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="the curriculum's seed")
     parser.add_argument(
         "--sizes",
@@ -322,7 +328,9 @@ def main(argv=None) -> int:
     parser.add_argument("--rl-steps", type=int, default=8)
     parser.add_argument("--rl-kinds", type=int, default=2, help="RL: the kinds trained (the SFT checkpoint's frontier)")
     parser.add_argument("--rl-tasks", type=int, default=4, help="RL: train tasks of those kinds, all drawn every step")
-    parser.add_argument("--rl-lr", type=float, default=5e-5)
+    # 5e-5 collapsed one run's policy at its first update (every rollout after it answered "Done." without writing,
+    # reward 0.72 then 0.0, and nothing left to learn from); 2e-5 on the same checkpoint rose from 0.44 to 0.88.
+    parser.add_argument("--rl-lr", type=float, default=2e-5)
     parser.add_argument("--rl-generations", type=int, default=4, help="RL: rollouts a task (the group)")
     parser.add_argument("--work", type=Path, default=None, help="where the curriculum is built (default: VAR_DIR)")
     # Going on from an earlier invocation (one that stopped or was stopped part way): its finished steps by id.
@@ -403,6 +411,7 @@ def main(argv=None) -> int:
         served = manage(
             "serve_checkpoint",
             sft_checkpoint["id"],
+            *serve_options(args),
             "--json",
             label="serve",
             timings=timings,
@@ -434,6 +443,7 @@ def main(argv=None) -> int:
         # Beyond the contract:
         "data": data,
         "agent_tokens_per_s": agent_tokens_per_s(*evaluation_runs),
+        "serve_backend": args.serve_backend,
         "rl_run": rl_run.get("run"),
         "rl_kinds": rl_kinds,
         "rl_reward": rewards,
@@ -479,8 +489,16 @@ def mean_of(values: list) -> float | None:
 
 def serve_base(args, sampling: dict, timings: dict) -> str:
     """The base model served (`base_models serve`: the same server again when it runs) with the bench's sampling."""
-    served = manage("base_models", "serve", args.base_model, "--json", label="serve", timings=timings)
+    served = manage(
+        "base_models", "serve", args.base_model, *serve_options(args), "--json", label="serve", timings=timings
+    )
     return set_sampling(served["endpoint"], sampling)
+
+
+def serve_options(args) -> list[str]:
+    """The serving backend, named on the command: the serving commands run in the bench's own environment, where
+    the app's CLAWGYM_SERVE_BACKEND is not (one invocation served on transformers serve unnoticed that way)."""
+    return [] if args.serve_backend == "auto" else ["--backend", args.serve_backend]
 
 
 def train_sft(args, sampling: dict, train: list[str], folder: Path, timings: dict, data: dict) -> dict:
@@ -647,6 +665,7 @@ def train_rl(
     served = manage(
         "serve_checkpoint",
         rl_run["checkpoints"][-1]["id"],
+        *serve_options(args),
         "--json",
         label="serve",
         timings=timings,
