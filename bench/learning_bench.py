@@ -37,9 +37,9 @@ already running there (`make run` starts both): nothing here trains, serves or s
 
 Sizes: the defaults are chosen for a 2-core CPU within about 90 minutes (see the README's figures), with the app
 started as `CLAWGYM_ROLLOUT_SLOTS=16 CLAWGYM_Q_WORKERS=18 make run` and the models served on `--serve-backend
-batched` (ClawGym's batched CPU server samples the agents' calls together and reuses each conversation's cache, so 16 agents at once keep it
-busier than 4; the builtin harness's agents are light); each step's wall time is printed to stderr as it goes,
-so a slower machine shows where its time went.
+batched` (ClawGym's batched CPU server samples the agents' calls together and reuses each conversation's cache, so
+16 agents at once keep it busier than 4; the builtin harness's agents are light); each step's wall time is printed
+to stderr as it goes, so a slower machine shows where its time went.
 """
 
 import argparse

@@ -135,7 +135,6 @@ class LivePolicy:
         )
         self.requests = 0
         self.own_tokens = own_tokens
-        self.end_ids = set([eos] if isinstance(eos, int) else eos or [])
         # The step's answered calls: {prompt ids: [(the answer's message as compared, its sampled ids)]}, oldest first.
         self._answered: collections.OrderedDict = collections.OrderedDict()
         self._answered_lock = threading.Lock()
@@ -206,7 +205,7 @@ class LivePolicy:
         for special in (self.tokenizer.eos_token, self.tokenizer.pad_token):
             if special:
                 text = text.split(special)[0]
-        if self.own_tokens and token_ids and token_ids[-1] in self.end_ids:
+        if self.own_tokens and token_ids and token_ids[-1] in self.sampler.eos_ids:
             self._remember(prompt_ids, compared(self.parse({**out, "text": text}, body)), token_ids)
         return {
             "prompt_ids": prompt_ids,
