@@ -31,6 +31,7 @@ Writable extra_binds are the caller's: they are not on the size-limited filesyst
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -38,6 +39,7 @@ import select
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -93,6 +95,10 @@ ETC_FILES = (
     "/etc/os-release",
     "/etc/debian_version",
 )
+# Where the runtime's /etc files and the sandbox's own passwd, group and hosts are gathered into one folder per runtime
+# and identity (ETC_VIEWS/<key> inside the runtime), bound at /etc in one mount: a mount for each of its 25 files cost
+# about 2.6 ms of CPU a run. A rebuilt runtime folder takes its views with it.
+ETC_VIEWS = ".sandbox-etc"
 # Inside the sandbox, from the runtime.
 PRLIMIT = "/usr/bin/prlimit"
 _warned: set[str] = set()
@@ -123,6 +129,7 @@ class BwrapBackend(Backend):
         self.setpriv = shutil.which("setpriv", path="/usr/bin:/bin") if self.as_root else None
         self._totals: tuple[cgroups.CgroupTree | None, bool] | None = None
         self._mounts: list[str] | None = None
+        self._etc_whole = False  # /etc is one bound folder (_etc_view) holding the identity files too
 
     def check_available(self) -> None:
         if not os.access(self.bwrap, os.X_OK):
@@ -319,8 +326,9 @@ class BwrapBackend(Backend):
             "sandbox",
         ]
         args += self._runtime_mounts()
-        for path, text in self._identity_files().items():
-            args += ["--perms", "0444", "--ro-bind-data", str(data_fd(text)), path]
+        if not self._etc_whole:
+            for path, text in self._identity_files().items():
+                args += ["--perms", "0444", "--ro-bind-data", str(data_fd(text)), path]
         size = str(limits.tmpfs_bytes)
         args += [
             "--proc",
@@ -360,11 +368,12 @@ class BwrapBackend(Backend):
         return args
 
     def _runtime_mounts(self) -> list[str]:
-        """The runtime's system folders and /etc files as bubblewrap options, read from the runtime once per backend
-        (a built runtime never changes: a new definition is a new version in a new folder)."""
+        """The runtime's system folders and /etc as bubblewrap options, read from the runtime once per backend (a built
+        runtime never changes: a new definition is a new version in a new folder)."""
         if self._mounts is None:
             mounts = []
-            for path in SYSTEM_DIRS + ETC_FILES:
+            view = self._etc_view()
+            for path in SYSTEM_DIRS + (() if view else ETC_FILES):
                 source = self.runtime / path.lstrip("/")
                 # A link is made again inside (it then resolves in the runtime, as /etc/localtime must), never
                 # followed on the host.
@@ -372,8 +381,56 @@ class BwrapBackend(Backend):
                     mounts += ["--symlink", os.readlink(source), path]
                 elif source.exists():
                     mounts += ["--ro-bind", str(source), path]
+            if view:
+                mounts += ["--ro-bind", str(view), "/etc"]
+            self._etc_whole = view is not None
             self._mounts = mounts
         return list(self._mounts)
+
+    def _etc_view(self) -> Path | None:
+        """A folder holding what the sandbox's /etc shows: the runtime's ETC_FILES (links kept as links) and this
+        backend's passwd, group and hosts. Made once inside the runtime, named by a digest of that list, the identity
+        files and each source's inode, mtime and size (a runtime rebuilt in place gets a new view); None where it
+        cannot be made (a runtime the caller may not write), and the files are then bound one by one."""
+        identity = self._identity_files()
+        key = hashlib.sha256(json.dumps([ETC_FILES, identity]).encode())
+        for path in ETC_FILES:
+            with contextlib.suppress(FileNotFoundError):
+                st = os.lstat(self.runtime / path.lstrip("/"))
+                key.update(f"\0{path}\0{st.st_ino}\0{st.st_mtime_ns}\0{st.st_size}".encode())
+        views = self.runtime / ETC_VIEWS
+        view = views / key.hexdigest()[:16]
+        if view.is_dir():
+            return view
+        try:
+            views.mkdir(mode=0o755, exist_ok=True)
+            building = Path(tempfile.mkdtemp(prefix=".building-", dir=views))
+            try:
+                os.chmod(building, 0o755)
+                for path in ETC_FILES:
+                    source = self.runtime / path.lstrip("/")
+                    target = building / source.name
+                    if source.is_symlink():
+                        os.symlink(os.readlink(source), target)
+                    elif source.is_dir():
+                        shutil.copytree(source, target, symlinks=True)
+                    elif source.exists():
+                        shutil.copy2(source, target)
+                for path, text in identity.items():
+                    target = building / Path(path).name
+                    target.write_text(text)
+                    target.chmod(0o444)
+                try:
+                    building.rename(view)  # whole or not at all; another process may have made the same one first
+                except OSError:
+                    if not view.is_dir():
+                        raise
+            finally:
+                shutil.rmtree(building, ignore_errors=True)
+        except OSError as exc:
+            _warn_once(f"sandbox: the runtime's /etc files are bound one by one (no folder for them in {views}: {exc})")
+            return None
+        return view
 
     def _identity_files(self) -> dict[str, str]:
         users = {0: "root", NOBODY: "nobody"}

@@ -49,6 +49,48 @@ def test_workspace_is_mounted_at_both_paths_and_changes_come_back(bwrap, workspa
     assert "__pycache__" not in str(workspace.snapshot().entries)
 
 
+ETC_SEEN = """
+import json, os
+mounts = [line.split()[4] for line in open("/proc/self/mountinfo")]
+print(json.dumps({
+    "listing": sorted(os.listdir("/etc")),
+    "files": {name: open("/etc/" + name).read() for name in ("passwd", "group", "hosts", "clawgym-runtime")},
+    "modes": {name: oct(os.stat("/etc/" + name).st_mode & 0o777) for name in ("passwd", "group", "hosts")},
+    "links": {name: os.readlink("/etc/" + name) for name in ("localtime", "os-release")},
+    "mounts_under_etc": sum(m == "/etc" or m.startswith("/etc/") for m in mounts),
+    "writable": os.access("/etc", os.W_OK),
+}))
+"""
+
+
+def test_etc_is_one_prepared_folder_that_shows_what_file_by_file_binds_showed(bwrap, workspace, monkeypatch):
+    from sandbox.backends.bwrap import ETC_FILES, ETC_VIEWS, BwrapBackend
+
+    if not os.access(bwrap.runtime, os.W_OK):
+        pytest.skip("the runtime folder is not writable by this user: /etc is bound file by file (tested below)")
+    whole = bwrap.run(py(ETC_SEEN), workspace, limits=ROOMY)
+    assert whole.status is Status.OK, whole
+    views = [p for p in (bwrap.runtime / ETC_VIEWS).iterdir() if not p.name.startswith(".")]
+    # A second backend (a second worker) finds the same folder instead of making another.
+    assert BwrapBackend()._etc_view() in views
+
+    monkeypatch.setattr(BwrapBackend, "_etc_view", lambda self: None)
+    one_by_one = BwrapBackend().run(py(ETC_SEEN), workspace, limits=ROOMY)
+    assert one_by_one.status is Status.OK, one_by_one
+    whole, one_by_one = json.loads(whole.stdout), json.loads(one_by_one.stdout)
+    # One mount against one per file: the runtime's (links are made, not bound) and passwd, group and hosts.
+    assert whole.pop("mounts_under_etc") == 1
+    assert one_by_one.pop("mounts_under_etc") == 3 + sum(
+        (bwrap.runtime / path.lstrip("/")).exists() and not (bwrap.runtime / path.lstrip("/")).is_symlink()
+        for path in ETC_FILES
+    )
+    assert whole == one_by_one
+    assert {"passwd", "group", "hosts", "ssl", "ld.so.cache"} <= set(whole["listing"])
+    assert whole["modes"] == dict.fromkeys(["passwd", "group", "hosts"], "0o444")
+    assert whole["links"]["os-release"] == "../usr/lib/os-release"
+    assert not whole["writable"]
+
+
 def test_shell_string_and_cwd(bwrap, workspace):
     result = bwrap.run("pwd; cat table.csv | wc -l", workspace, cwd="data", limits=ROOMY)
     assert result.stdout.split() == [f"{WORKSPACE_PATH}/data", "2"], result
