@@ -19,7 +19,9 @@ The baseline, in the same process just before: the same checkers on the same wor
 another (the process backend, no isolation, with the sandbox runtime's interpreter first on PATH so that `python`
 and `python3` are the same Python), reports not stored. `ratio_to_bare_sequential` is the sandboxed check's time over
 the baseline's; `bare_same_findings` counts the tasks whose crashed / over-lenient / lazy score the baseline found
-alike. `--no-bare` skips it. `--one-at-a-time` also times the sandboxed check with each task's runs one after
+alike. A second bare baseline, tasks one after another but each task's runs side by side as the sandboxed check runs
+them (CLAWGYM_SANITY_RUNS_AT_ONCE), gives `ratio_to_bare_side_by_side`: until 2026-12-05 that was the baseline
+`ratio_to_bare_sequential` named, though its runs were not one after another. `--no-bare` skips both. `--one-at-a-time` also times the sandboxed check with each task's runs one after
 another (CLAWGYM_SANITY_RUNS_AT_ONCE=1, as before they ran side by side), in the same process, before the default.
 
     .venv/bin/python bench/sanity_clawgym_shape.py [--tasks 200] [--workers N] [--seed 7] [--no-bare]
@@ -308,8 +310,9 @@ class BareBackend(ProcessBackend):
         return super().run(command, workspace, env={**(env or {}), "PATH": path}, **options)
 
 
-def bare_sequential(revisions) -> tuple[float, dict]:
-    """(seconds, {task id: (crashed, over_lenient, lazy_score)}) of the same checks run bare, one after another."""
+def bare_sequential(revisions, runs_at_once: int = 1) -> tuple[float, dict]:
+    """(seconds, {task id: (crashed, over_lenient, lazy_score)}) of the same checks run bare, one task after another,
+    `runs_at_once` of a task's runs at a time (1: every run one after another)."""
     from sandbox.backends.process import ALLOW_ENV
     from tasks.sanity import SanityMaterial, evaluate
 
@@ -320,7 +323,7 @@ def bare_sequential(revisions) -> tuple[float, dict]:
         found = {}
         began = time.perf_counter()
         for revision in revisions:
-            outcome = evaluate(SanityMaterial.from_revision(revision), backend=backend)
+            outcome = evaluate(SanityMaterial.from_revision(revision), backend=backend, runs_at_once=runs_at_once)
             found[revision.task.external_id] = (outcome.crashed, outcome.over_lenient, round(outcome.lazy_score, 6))
         return time.perf_counter() - began, found
     finally:
@@ -345,6 +348,9 @@ def bench(count: int, workers: int, seed: int, bare: bool = True, one_at_a_time:
         shutil.rmtree(folder, ignore_errors=True)
     revisions = [t.current_revision for t in Task.objects.select_related("current_revision__task").order_by("pk")]
     bare_seconds, bare_found = bare_sequential(revisions) if bare else (None, {})
+    side_by_side_seconds = None
+    if bare:
+        side_by_side_seconds, _found = bare_sequential(revisions, settings.CLAWGYM_SANITY_RUNS_AT_ONCE)
     sequential_seconds = None
     if one_at_a_time:
         began = time.perf_counter()
@@ -377,6 +383,10 @@ def bench(count: int, workers: int, seed: int, bare: bool = True, one_at_a_time:
         "seconds": round(seconds, 2),
         "bare_sequential_seconds": None if bare_seconds is None else round(bare_seconds, 2),
         "ratio_to_bare_sequential": None if bare_seconds is None else round(seconds / bare_seconds, 2),
+        "bare_side_by_side_seconds": None if side_by_side_seconds is None else round(side_by_side_seconds, 2),
+        "ratio_to_bare_side_by_side": None
+        if side_by_side_seconds is None
+        else round(seconds / side_by_side_seconds, 2),
         "bare_same_findings": sum(
             bare_found.get(task_id) == (r.crashed, r.over_lenient, round(r.lazy_score, 6))
             for task_id, r in reports.items()

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from sandbox.testing import require_bwrap
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -48,3 +50,9 @@ def test_sanity_clawgym_shape_bench_smoke():
     distribution = report["lazy_score"]
     assert distribution["gt_0"] >= distribution["gt_0.1"] >= distribution["gt_0.2"] >= distribution["gt_0.5"] > 0
     assert report["seconds"] > 0 and report["database"] == "sqlite"
+    # Two bare baselines, every run one after another and each task's runs side by side, both finding the same.
+    assert report["bare_same_findings"] == SHAPE_COUNT
+    for name in ("sequential", "side_by_side"):
+        # Within the rounding of the figures it is taken from (two decimals each).
+        ratio = report["seconds"] / report[f"bare_{name}_seconds"]
+        assert report[f"ratio_to_bare_{name}"] == pytest.approx(ratio, rel=0.02, abs=0.011)

@@ -180,20 +180,24 @@ class BwrapBackend(Backend):
         tree, sized = self._bounds()
         unenforced = [name for name, held in (("memory_bytes", tree), ("disk_bytes", sized)) if not held]
         cgroup = disk = None
+        gone = False  # the sandbox's init was seen to exit, and with it every process of the run
         try:
             cgroup = tree.create(limits) if tree else None
-            disk = volume.Volume(workspace.root, limits.disk_bytes, self.uid, self.gid) if sized else None
+            disk = volume.take(workspace.root, limits.disk_bytes, self.uid, self.gid) if sized else None
             result = self._run(argv(command), disk.mount_point if disk else workspace.root, cgroup, options, limits)
+            gone = result[3]
             oom_killed = bool(cgroup and cgroup.oom_kills())
             disk_full = bool(disk and disk.full())
             if disk:
                 disk.copy_back()
         finally:
             if disk:
-                volume.remove_soon(disk)  # the sandbox is gone and the folder holds its result: off the caller's time
+                # The folder holds the result: the volume goes back to the pool, emptied, or is unmounted and deleted
+                # off the caller's time.
+                volume.release(disk, sandbox_gone=gone)
             if cgroup:
                 cgroup.remove()
-        watched, stderr, rlimits = result
+        watched, stderr, rlimits, _gone = result
         status, reason = classify(
             returncode=watched.returncode,
             killed_for=watched.killed_for,
@@ -222,7 +226,8 @@ class BwrapBackend(Backend):
         )
 
     def _run(self, command, workspace_dir: Path, cgroup: cgroups.RunCgroup | None, options: dict, limits: Limits):
-        """Start bubblewrap, put its sandbox into `cgroup` before the command starts, and supervise it to the end."""
+        """Start bubblewrap, put its sandbox into `cgroup` before the command starts, and supervise it to the end.
+        Returns (supervised, stderr, rlimit options, whether the sandbox's init was seen to exit)."""
         rlimits = rlimit_options(limits, totals_by_cgroup=cgroup is not None)
         status_read, status_write = os.pipe()
         # The sandbox's PID 1 waits on this pipe before it starts the command (see cgroups: joining before start).
@@ -280,6 +285,7 @@ class BwrapBackend(Backend):
             release()
 
         sandbox = _SandboxInit(proc, start)
+        gone = False
         try:
             watched = supervise(
                 proc, limits, sandbox.kill, started=started, extra_readers={status_read: sandbox.feed_status}
@@ -287,6 +293,7 @@ class BwrapBackend(Backend):
         finally:
             try:
                 sandbox.wait_gone()
+                gone = sandbox.pidfd is not None  # seen to exit, rather than never reported
             finally:
                 sandbox.close()
                 os.close(status_read)
@@ -307,7 +314,7 @@ class BwrapBackend(Backend):
                     f" (the sandbox runs as uid {self.uid}: the workspace and every bound path must be reachable by it)"
                 )
             raise SandboxError(f"bubblewrap could not set up the sandbox: {stderr.strip()}{hint}")
-        return watched, stderr, rlimits
+        return watched, stderr, rlimits, gone
 
     def bwrap_args(
         self, command, workspace_dir, *, env, limits, cwd, ro_binds, extra_binds, status_fd, block_fd, data_fd, rlimits

@@ -92,10 +92,22 @@ def _run(args: list[str], what: str) -> None:
 class Volume:
     """One run's workspace filesystem. `mount_point` is what the sandbox sees as the workspace."""
 
-    def __init__(self, source: Path, disk_bytes: int, uid: int, gid: int, mount_point: Path | None = None) -> None:
+    def __init__(
+        self,
+        source: Path,
+        disk_bytes: int,
+        uid: int,
+        gid: int,
+        mount_point: Path | None = None,
+        *,
+        pooled_for: int | None = None,
+    ) -> None:
         """mount_point: an empty folder of the caller's to mount the filesystem on (left in place by remove());
-        by default one of the volume's own."""
+        by default one of the volume's own. pooled_for: make the filesystem empty, sized as for a workspace taking
+        that many bytes (a pool's volume, see take()); the caller then fills it."""
         self.source = source
+        self.pool_key: tuple[int, int, int, int] | None = None
+        self.empty_free: tuple[int, int] | None = None  # (free blocks, free inodes) as made, for a pooled volume
         base = scratch_dir()
         base.mkdir(mode=0o711, exist_ok=True)
         remove_stale(base)
@@ -106,8 +118,11 @@ class Volume:
         self.mount_point = self.dir / "workspace" if mount_point is None else mount_point
         self.mounted = False
         try:
-            with _locked(source, fcntl.LOCK_SH):  # not while another run copies its result back into the folder
-                self._fill(source, disk_bytes, uid, gid)
+            if pooled_for is None:
+                with _locked(source, fcntl.LOCK_SH):  # not while another run copies its result back into the folder
+                    self._fill(source, disk_bytes, uid, gid)
+            else:
+                self._format(pooled_for, pooled_for // BLOCK, disk_bytes, uid, gid, None)
             if self.own_mount_point:
                 self.mount_point.mkdir(mode=0o700)
             if not _loop_mount(self.image, self.mount_point):
@@ -118,15 +133,27 @@ class Volume:
             self.mounted = True
             with contextlib.suppress(FileNotFoundError):
                 (self.mount_point / "lost+found").rmdir()
-            os.chown(self.mount_point, uid, gid)
-            os.chmod(self.mount_point, stat.S_IMODE(os.lstat(source).st_mode) | stat.S_IRWXU)
+            if pooled_for is not None:
+                st = os.statvfs(self.mount_point)
+                self.empty_free = (st.f_bfree, st.f_ffree)
+                self.pool_key = (pooled_for, disk_bytes, uid, gid)
+                return
+            self._own_root(source, uid, gid)
         except BaseException:
             self.remove()
             raise
 
+    def _own_root(self, source: Path, uid: int, gid: int) -> None:
+        os.chown(self.mount_point, uid, gid)
+        os.chmod(self.mount_point, stat.S_IMODE(os.lstat(source).st_mode) | stat.S_IRWXU)
+
     def _fill(self, source: Path, disk_bytes: int, uid: int, gid: int) -> None:
         """Make the image: the folder's files, owners and modes, with disk_bytes of room besides."""
         used, entries = _tree_bytes(source)
+        self._format(used, entries, disk_bytes, uid, gid, source)
+
+    def _format(self, used: int, entries: int, disk_bytes: int, uid: int, gid: int, source: Path | None) -> None:
+        """mke2fs an image for `used` bytes in `entries` entries plus disk_bytes of room, filled from `source`."""
         size = used + disk_bytes
         size += int(size * _OVERHEAD_FRACTION) + _OVERHEAD_FIXED
         size = -(-size // BLOCK) * BLOCK
@@ -152,8 +179,7 @@ class Volume:
                 "^has_journal,^resize_inode",
                 "-E",
                 f"nodiscard,root_owner={uid}:{gid}",
-                "-d",
-                str(source),
+                *(["-d", str(source)] if source else []),
                 str(self.image),
             ],
             "make the workspace's filesystem",
@@ -355,6 +381,148 @@ def settle() -> None:
 
 
 atexit.register(settle)
+
+
+# --- a pool of mounted volumes, emptied and filled again -----------------------------------------------------------
+#
+# Making a volume (mke2fs, a loop device, a mount) and removing it (unmount, detach, delete) cost about 8-12 ms of CPU
+# a run with runs side by side on two cores, more than the rest of the sandbox's own work. A volume whose run ended
+# cleanly (the sandbox's init gone, so no process of it is left to touch the filesystem again) is emptied and kept
+# mounted for the next run of this process with a workspace of the same size class, room and owner: the same
+# filesystem size as a new one (its workspace size rounded up to POOL_GRANULE, so at most that much more room), at
+# least as many inodes, and only when emptying left it exactly as free as it was made (blocks and inodes): anything
+# the last run left that emptying did not reach keeps the volume out of the pool. Up to POOL_ENV idle volumes a
+# process (default 8, 0: none); exit, a failed mount (no free loop device) and drain() unmount them.
+
+POOL_ENV = "CLAWGYM_SANDBOX_VOLUME_POOL"
+POOL_GRANULE = 1 * MiB
+# Larger workspaces get a volume of their own, as before.
+POOL_MAX_USED = 16 * MiB
+# A run that left more than this many files is not emptied on the caller's time: its volume is removed in the
+# background instead.
+_POOL_MAX_LEFT_INODES = 2000
+
+
+def pool_capacity() -> int:
+    try:
+        return max(0, int(os.environ.get(POOL_ENV, "8")))
+    except ValueError:
+        return 8
+
+
+class _Pool:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.idle: list[Volume] = []
+
+    def pop(self, key: tuple) -> Volume | None:
+        with self.lock:
+            for n, vol in enumerate(self.idle):
+                if vol.pool_key == key:
+                    return self.idle.pop(n)
+        return None
+
+    def push(self, vol: Volume) -> Volume | None:
+        """Keep `vol`; returns the volume that no longer fits (the oldest idle one, or `vol`), or None."""
+        with self.lock:
+            self.idle.append(vol)
+            return self.idle.pop(0) if len(self.idle) > pool_capacity() else None
+
+    def take_all(self) -> list[Volume]:
+        with self.lock:
+            found, self.idle = self.idle, []
+        return found
+
+
+_pool = _Pool()
+
+
+def _new_pool() -> None:
+    global _pool
+    _pool = _Pool()  # a forked child's: its parent's idle volumes stay the parent's
+
+
+os.register_at_fork(after_in_child=_new_pool)
+
+
+def take(source: Path, disk_bytes: int, uid: int, gid: int) -> Volume:
+    """A volume holding a copy of `source` with disk_bytes of room, as Volume(): an idle one of this process's pool
+    when one fits, filled again; else a new one. Hand it back with release()."""
+    used, _entries = _tree_bytes(source)
+    if used > POOL_MAX_USED or not pool_capacity():
+        return Volume(source, disk_bytes, uid, gid)
+    used = -(-used // POOL_GRANULE) * POOL_GRANULE
+    vol = _pool.pop((used, disk_bytes, uid, gid))
+    if vol is None:
+        try:
+            vol = Volume(source, disk_bytes, uid, gid, pooled_for=used)
+        except SandboxError:
+            if not drain():  # the pool's idle volumes may hold every loop device there is
+                raise
+            vol = Volume(source, disk_bytes, uid, gid, pooled_for=used)
+    vol.source = source
+    try:
+        with _locked(source, fcntl.LOCK_SH):  # not while another run copies its result back into the folder
+            _copy_tree(str(source), str(vol.mount_point))
+        vol._own_root(source, uid, gid)
+    except BaseException:
+        remove_soon(vol)
+        raise
+    return vol
+
+
+def release(vol: Volume, *, sandbox_gone: bool) -> None:
+    """After a run on `vol` (its result copied back, or not wanted): back to the pool, emptied, when it came from
+    there, `sandbox_gone` (nothing of the run can touch it any more) and emptying leaves it as made; otherwise
+    unmounted and deleted as remove_soon() does."""
+    if vol.pool_key is None or not sandbox_gone or not vol.mounted or not pool_capacity():
+        remove_soon(vol)
+        return
+    try:
+        st = os.statvfs(vol.mount_point)
+        if vol.empty_free[1] - st.f_ffree > _POOL_MAX_LEFT_INODES:
+            remove_soon(vol)
+            return
+        _empty(vol.mount_point)
+        st = os.statvfs(vol.mount_point)
+    except OSError:
+        remove_soon(vol)
+        return
+    if (st.f_bfree, st.f_ffree) != vol.empty_free:
+        remove_soon(vol)
+        return
+    dropped = _pool.push(vol)
+    if dropped is not None:
+        remove_soon(dropped)
+
+
+def idle() -> list[Path]:
+    """The folders of this process's idle pooled volumes, oldest first."""
+    with _pool.lock:
+        return [vol.dir for vol in _pool.idle]
+
+
+def drain() -> int:
+    """Unmount and delete every idle volume of this process's pool; returns how many there were."""
+    idle = _pool.take_all()
+    for vol in idle:
+        vol.remove()
+    return len(idle)
+
+
+def _empty(folder: Path) -> None:
+    """Delete everything in `folder` (links not followed) and the extended attributes of the folder itself."""
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+    for name in os.listxattr(folder, follow_symlinks=False):
+        os.removexattr(folder, name, follow_symlinks=False)
+
+
+atexit.register(drain)  # registered after settle(), so it runs first
 
 
 @contextlib.contextmanager

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from sandbox import Limits, Status
+from sandbox import Limits, Status, Workspace
 from sandbox.backends import cgroups, volume
 
 from .helpers import processes_with
@@ -54,8 +54,9 @@ def bounded():
 
 
 def leftovers(tree) -> list[str]:
-    """Run cgroups and volumes of this process that are still there (every run must remove its own; its volume is
-    removed by this process's removal thread, so that is waited for first)."""
+    """Run cgroups and volumes of this process that are still there (every run must remove its own, or hand its
+    volume to the pool; the pool is drained and this process's removal thread waited for first)."""
+    volume.drain()
     volume.settle()
     mine = f"run-{os.getpid()}-"
     found = [str(p / n) for p in tree.parents for n in os.listdir(p) if n.startswith(mine)]
@@ -186,6 +187,60 @@ os.remove("input.txt")
     assert diff.added["pipe"].detail == "fifo"
     assert diff.added["run.sh"].executable
     assert "lost+found" not in workspace.snapshot()
+    assert leftovers(bounded) == []
+
+
+LEAVE_TRACES = """
+import os
+os.makedirs("left/locked", exist_ok=True)
+open("left/locked/secret.txt", "w").write("from the last run")
+os.chmod("left/locked", 0)
+open(".hidden", "w").write("x" * 100_000)
+os.symlink("/etc/passwd", "link")
+os.mkfifo("pipe")
+os.setxattr(".", "user.mark", b"from the last run")
+"""
+WHAT_IS_THERE = """
+import json, os
+found = sorted(os.path.relpath(os.path.join(d, n), ".") for d, ds, fs in os.walk(".") for n in ds + fs)
+print(json.dumps([found, os.listxattr("."), os.statvfs(".").f_bavail * os.statvfs(".").f_frsize]))
+"""
+
+
+def test_a_pooled_volume_comes_back_empty_with_the_same_room(bwrap, bounded):
+    limits = Limits(wall_seconds=60, disk_bytes=32 << 20)
+    volume.drain()
+    with Workspace.create({"input.txt": b"hello\n"}) as first:
+        assert bwrap.run(["python3", "-c", LEAVE_TRACES], first, limits=limits).ok
+        assert (first.root / "left/locked").exists()  # copied back: the run's result is the caller's
+    [kept] = volume.idle()
+    with Workspace.create({"other.txt": b"world\n"}) as second:
+        result = bwrap.run(["python3", "-c", WHAT_IS_THERE], second, limits=limits)
+    assert result.ok, result
+    assert volume.idle() == [kept]  # the same filesystem, emptied and filled again
+    found, xattrs, room = json.loads(result.stdout)
+    assert (found, xattrs) == (["other.txt"], [])
+    with Workspace.create({"other.txt": b"world\n"}) as third:
+        volume.drain()
+        fresh = bwrap.run(["python3", "-c", WHAT_IS_THERE], third, limits=limits)
+    # A new volume for the same workspace: the pooled one gave at most one size class (a MiB) more room.
+    fresh_room = json.loads(fresh.stdout)[2]
+    assert fresh_room <= room <= fresh_room + volume.POOL_GRANULE
+    assert leftovers(bounded) == []
+
+
+def test_a_volume_is_pooled_only_when_its_sandbox_was_seen_gone(bwrap, bounded, workspace):
+    volume.drain()
+    vol = volume.take(workspace.root, 64 << 20, 65534, 65534)
+    volume.release(vol, sandbox_gone=False)  # a process of the run might still write to it
+    assert volume.idle() == []
+    vol = volume.take(workspace.root, 64 << 20, 65534, 65534)
+    assert sorted(os.listdir(vol.mount_point)) == sorted(os.listdir(workspace.root))
+    (vol.mount_point / "many").mkdir()
+    for n in range(2500):  # more than is worth emptying on the caller's time
+        (vol.mount_point / "many" / str(n)).touch()
+    volume.release(vol, sandbox_gone=True)
+    assert volume.idle() == []
     assert leftovers(bounded) == []
 
 
