@@ -16,8 +16,9 @@ How each limit is enforced:
   runtime's /usr/bin/prlimit inside the sandbox, just before the command (RLIMIT_CPU, RLIMIT_FSIZE, RLIMIT_NOFILE,
   RLIMIT_AS, RLIMIT_CORE=0). They apply per process.
 - disk: the workspace is a size-limited filesystem for the run (sandbox.backends.volume: a loop-mounted ext4 image
-  of the workspace's size plus disk_bytes, copied back afterwards, then unmounted and deleted by a thread of this
-  process once the run has returned); full at the end is status "disk_full". Without
+  of the workspace's size plus disk_bytes, copied back afterwards, then emptied and kept for this process's next run
+  once the sandbox is seen gone, or unmounted and deleted by a thread of this process); full at the end is status
+  "disk_full". Without
   root the workspace folder is bound as it is and disk_bytes is listed in ExecResult.unenforced.
 - output: the supervisor's caps.
 - memory held in tmpfs (/tmp, /root, /dev/shm): each is mounted with a size, `Limits.tmpfs_bytes`, and its pages

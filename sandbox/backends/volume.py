@@ -17,6 +17,11 @@ device: 15-80 ms, nearly all of it waiting) and nothing of the result depends on
 and the sandbox is gone. So remove_soon() hands a finished volume to one thread of this process that unmounts and
 deletes it: at most REMOVAL_BACKLOG wait there (past that the caller removes its own), and settle(), also called at
 exit, waits for all of them.
+
+Making and removing a volume still cost more CPU than the rest of the sandbox's own work, so the bubblewrap backend
+takes its volumes with take() and hands them back with release(): a volume whose run ended cleanly is emptied and
+kept mounted for this process's next run of the same size class, room and owner, which is filled by copying instead
+of mke2fs (see "a pool of mounted volumes" below for when a volume is kept and when it is not).
 """
 
 from __future__ import annotations

@@ -229,8 +229,12 @@ def test_a_pooled_volume_comes_back_empty_with_the_same_room(bwrap, bounded):
     assert leftovers(bounded) == []
 
 
-def test_a_volume_is_pooled_only_when_its_sandbox_was_seen_gone(bwrap, bounded, workspace):
+def test_a_volume_is_pooled_only_when_its_sandbox_was_seen_gone(bwrap, bounded, workspace, monkeypatch):
     volume.drain()
+    monkeypatch.setenv(volume.POOL_ENV, "0")  # no pool: a new volume each run, as before there was one
+    assert bwrap.run(["true"], workspace, limits=TIGHT).ok
+    assert volume.idle() == []
+    monkeypatch.delenv(volume.POOL_ENV)
     vol = volume.take(workspace.root, 64 << 20, 65534, 65534)
     volume.release(vol, sandbox_gone=False)  # a process of the run might still write to it
     assert volume.idle() == []
