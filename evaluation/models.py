@@ -3,6 +3,8 @@
 from django.conf import settings
 from django.db import models
 
+from lib.nulsafe import NulSafeJSONField, NulSafeTextField
+
 from .harnesses import HARNESS_CHOICES, ExitReason
 
 
@@ -64,7 +66,7 @@ class Rollout(models.Model):
     outcome = models.CharField(max_length=20, choices=Outcome.choices, blank=True, db_index=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
     exit_reason = models.CharField(max_length=32, choices=ExitReason.CHOICES, blank=True)
-    error = models.TextField(blank=True, help_text="Why the agent stopped or the rollout failed, when not cleanly.")
+    error = NulSafeTextField(blank=True, help_text="Why the agent stopped or the rollout failed, when not cleanly.")
     attempt = models.PositiveIntegerField(default=0, help_text="Attempts started; a retry is the next attempt.")
     previous_attempts = models.JSONField(
         default=list, blank=True, help_text="How each earlier attempt ended: attempt, status, exit_reason, error."
@@ -86,11 +88,11 @@ class Rollout(models.Model):
     agent_seconds = models.FloatField(null=True, blank=True)
     checker_seconds = models.FloatField(null=True, blank=True)
     # What the agent did, from the proxy's record of its model calls (evaluation.proxy_record) ...
-    final_message = models.TextField(blank=True)
+    final_message = NulSafeTextField(blank=True)
     turns = models.PositiveIntegerField(null=True, blank=True)
     tool_calls = models.PositiveIntegerField(default=0)
-    tools_used = models.JSONField(default=dict, blank=True, help_text="Tool name -> calls.")
-    transcript = models.JSONField(default=list, blank=True)
+    tools_used = NulSafeJSONField(default=dict, blank=True, help_text="Tool name -> calls.")
+    transcript = NulSafeJSONField(default=list, blank=True)
     # ... what the agent said about itself (its output files: anything in the sandbox may have written them), kept
     # apart and shown as its own account, never used for a score ...
     agent_account = models.JSONField(
@@ -100,7 +102,7 @@ class Rollout(models.Model):
         "tools_used, transcript (harnesses.base.AgentAccount).",
     )
     harness_usage = models.JSONField(default=dict, blank=True, help_text="Token usage as the harness reported it.")
-    log_tail = models.TextField(blank=True)
+    log_tail = NulSafeTextField(blank=True)
     # ... what the sandbox saw ...
     max_rss_bytes = models.BigIntegerField(null=True, blank=True)
     # ... what the proxy recorded (authoritative) ...
@@ -113,10 +115,10 @@ class Rollout(models.Model):
     score_reason = models.CharField(max_length=600, blank=True, help_text="Why there is no score, or what to know.")
     code_score = models.FloatField(null=True, blank=True)
     rubric_score = models.FloatField(null=True, blank=True)
-    sub_scores = models.JSONField(default=dict, blank=True)
+    sub_scores = NulSafeJSONField(default=dict, blank=True)
     check_status = models.CharField(max_length=32, blank=True)
     check_reason = models.CharField(max_length=400, blank=True)
-    rubric_judgements = models.JSONField(default=list, blank=True)
+    rubric_judgements = NulSafeJSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -239,8 +241,8 @@ class Trajectory(models.Model):
 
     rollout = models.ForeignKey(Rollout, on_delete=models.CASCADE, related_name="trajectories")
     index = models.PositiveIntegerField(default=0)
-    messages = models.JSONField(help_text="OpenAI chat messages, tool calls included.")
-    tools = models.JSONField(default=list, blank=True, help_text="The tools offered (chat format).")
+    messages = NulSafeJSONField(help_text="OpenAI chat messages, tool calls included.")
+    tools = NulSafeJSONField(default=list, blank=True, help_text="The tools offered (chat format).")
     reward = models.FloatField(null=True, blank=True, help_text="The rollout's score.")
     stats = models.JSONField(default=dict, blank=True, help_text="turns, tokens, tool_calls, tool_types.")
     model_call_ids = models.JSONField(default=list, blank=True, help_text="The ModelCall ids it was built from.")

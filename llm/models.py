@@ -23,6 +23,9 @@ from django.db import connections, models
 from django.utils import timezone
 from django.utils.crypto import salted_hmac
 
+from lib import nulsafe
+from lib.nulsafe import NulSafeJSONField, NulSafeTextField
+
 from . import request_chain, token_chain
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -414,8 +417,9 @@ def request_links(pks, using=None) -> dict[int, request_chain.Link]:
 
 
 def _json(value):
-    """A JSON column's value from a plain cursor: its text on SQLite (and with Django's psycopg loaders), decoded."""
-    return json.loads(value) if isinstance(value, str | bytes) else value
+    """A JSON column's value from a plain cursor: its text on SQLite (and with Django's psycopg loaders), decoded, its
+    strings as the NUL-safe fields store them read back (lib.nulsafe)."""
+    return nulsafe.loads(value) if isinstance(value, str | bytes) else nulsafe.unescape_json(value)
 
 
 def fill_requests(calls) -> None:
@@ -446,27 +450,27 @@ class ModelCall(models.Model):
     # The request as sent upstream is `request` (a property): stored whole in request_part, or as a difference from
     # an earlier call of its session (llm.request_chain). RESTRICT: a base deleted alone would leave the calls built
     # on it unreadable; calls deleted together (with the calls built on them) go together.
-    request_part = models.JSONField(
+    request_part = NulSafeJSONField(
         help_text="The request body as sent upstream, or, with a base, what it adds to its base (llm.request_chain)."
     )
     request_base = models.ForeignKey("self", null=True, blank=True, on_delete=models.RESTRICT, related_name="+")
     request_shared = models.PositiveIntegerField(
         default=0, help_text="Items of the base's conversation list that open this request's."
     )
-    request_inherited = models.JSONField(
+    request_inherited = NulSafeJSONField(
         default=list, blank=True, help_text="Top-level keys of the request whose value is the base's."
     )
     request_chars = models.PositiveIntegerField(
         null=True, blank=True, help_text="Characters of the whole request as JSON (null: recorded before it was kept)."
     )
-    response = models.JSONField(null=True, blank=True, help_text="The response (assembled, when streamed).")
-    sampling_changes = models.JSONField(
+    response = NulSafeJSONField(null=True, blank=True, help_text="The response (assembled, when streamed).")
+    sampling_changes = NulSafeJSONField(
         default=list,
         blank=True,
         help_text="What the proxy set, capped, removed or refused of the agent's sampling (llm.sampling).",
     )
     status_code = models.PositiveSmallIntegerField(null=True, blank=True)
-    error = models.TextField(blank=True)
+    error = NulSafeTextField(blank=True)
     attempts = models.PositiveSmallIntegerField(default=1)
     input_tokens = models.PositiveIntegerField(null=True, blank=True)
     output_tokens = models.PositiveIntegerField(null=True, blank=True)

@@ -5,6 +5,8 @@ import hashlib
 from django.conf import settings
 from django.db import models
 
+from lib.nulsafe import NulSafeJSONField
+
 
 class BenchmarkCategory(models.Model):
     """One of the benchmark's top-level categories (scores are reported per category)."""
@@ -203,9 +205,9 @@ class SanityReport(models.Model):
     revision = models.ForeignKey(TaskRevision, on_delete=models.CASCADE, related_name="sanity_reports")
     # {"empty"|"initial"|"scaffold": {score, status, reason, subscores, duration, runtime[, workspace_writes,
     #  workspace_writes_count][, stderr]}}
-    runs = models.JSONField(default=dict)
+    runs = NulSafeJSONField(default=dict)
     # The run on the initial workspace with the reference solution applied; null when the task has none.
-    solution_run = models.JSONField(null=True, blank=True)
+    solution_run = NulSafeJSONField(null=True, blank=True)
     # Output paths the instruction names, given placeholders in the scaffold workspace.
     scaffold_paths = models.JSONField(default=list, blank=True)
     crashed = models.BooleanField(help_text="No score could be read on one of the workspaces.")

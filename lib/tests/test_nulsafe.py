@@ -1,0 +1,99 @@
+"""NUL (U+0000) in what a model or agent sends, stored and read back exactly: PostgreSQL refuses it in text and in
+jsonb strings, and a call, rollout or sanity report that cannot be stored is lost work (lib.nulsafe). The tests run
+on whichever database the session uses; CI runs them on PostgreSQL too."""
+
+import json
+
+import pytest
+
+from evaluation.models import Rollout
+from lib.nulsafe import MARK, Decoder, Encoder, escape, unescape
+from llm.models import ModelCall, ModelEndpoint, ProxySession, fill_requests
+from tasks.models import SanityReport
+from tasks.tests.helpers import make_task
+
+AWKWARD = ["a\0b", "\0", MARK, MARK + "0", "\0" + MARK + "\0", "\\u0000", "\\\0", "é\0€", "plain"]
+
+
+@pytest.mark.parametrize("value", [*AWKWARD, {"k\0" + MARK: ["\0", 1, None, True, "\\\\u0000"]}])
+@pytest.mark.parametrize("ensure_ascii", [True, False])
+def test_json_round_trips_without_a_nul_escape_left(value, ensure_ascii):
+    text = json.dumps(value, cls=Encoder, ensure_ascii=ensure_ascii)
+    # Every escape taken whole: no \u0000 escape is left for the database to refuse.
+    assert "\\u0000" not in text.replace("\\\\", "")
+    assert json.loads(text, cls=Decoder) == value
+
+
+@pytest.mark.parametrize("text", AWKWARD)
+def test_text_round_trips_without_a_nul_left(text):
+    assert "\0" not in escape(text) and unescape(escape(text)) == text
+
+
+def test_text_without_nul_or_the_mark_is_stored_as_it_is():
+    value = {"messages": [{"role": "user", "content": "hello \\u0000 is six characters"}]}
+    assert json.dumps(value, cls=Encoder) == json.dumps(value)
+    assert escape("hello") == "hello"
+
+
+@pytest.fixture
+def session(db):
+    endpoint = ModelEndpoint.objects.create(name="agent", base_url="http://127.0.0.1:9/v1", model="agent")
+    return ProxySession.objects.create(endpoint=endpoint, subject="rollout:1")
+
+
+def test_a_call_with_nul_in_its_request_and_answer_is_recorded_and_rebuilt(session):
+    # A tool result that read a binary file, and an answer a small model sampled with a NUL in it (seen in CI).
+    history = [{"role": "system", "content": "agent " * 200}, {"role": "user", "content": "read data.bin"}]
+    first = {"model": "m", "messages": history}
+    second = {
+        "model": "m",
+        "messages": [*history, {"role": "tool", "tool_call_id": "c\0", "content": "PK\x03\x04\0\0"}],
+    }
+    answer = {"choices": [{"message": {"role": "assistant", "content": "`64\0" + MARK}}]}
+    calls = [
+        ModelCall.objects.record(
+            endpoint_name="agent",
+            purpose="proxy",
+            session=session,
+            api="chat",
+            request=request,
+            response=answer,
+            error="upstream said \0",
+            status_code=200,
+        )
+        for request in (first, second)
+    ]
+    assert calls[1].request_base_id == calls[0].pk  # the second stored as a difference, read back through raw SQL
+    stored = list(ModelCall.objects.filter(pk__in=[c.pk for c in calls]).order_by("pk"))
+    fill_requests(stored)
+    assert [c.request for c in stored] == [first, second]
+    assert all(c.response == answer and c.error == "upstream said \0" for c in stored)
+
+
+def test_a_rollout_and_a_sanity_report_with_nul_are_stored_and_read_back(db):
+    revision = make_task("nul-task").current_revision
+    endpoint = ModelEndpoint.objects.create(name="agent", base_url="http://127.0.0.1:9/v1", model="agent")
+    rollout = Rollout.objects.create(
+        revision=revision,
+        endpoint=endpoint,
+        final_message="done\0",
+        transcript=[{"role": "assistant", "content": "\0" + MARK}],
+        log_tail="log\0",
+        error="why\0",
+        tools_used={"exec\0": 1},
+    )
+    rollout = Rollout.objects.get(pk=rollout.pk)
+    assert (rollout.final_message, rollout.log_tail, rollout.error) == ("done\0", "log\0", "why\0")
+    assert rollout.transcript == [{"role": "assistant", "content": "\0" + MARK}] and rollout.tools_used == {"exec\0": 1}
+    runs = {"empty": {"stdout": "a hostile checker printed \0", "score": 0.0}}
+    report = SanityReport.objects.create(
+        revision=revision,
+        runs=runs,
+        crashed=False,
+        lazy_score=0.0,
+        over_lenient=False,
+        tolerance=0.0,
+        backend="bwrap",
+        isolated=True,
+    )
+    assert SanityReport.objects.get(pk=report.pk).runs == runs
