@@ -29,9 +29,6 @@ def sandbox_under_test(docker_sandbox):
     # Used containers are removed in the background, and ready ones wait for the next run: settle() (also run at
     # exit) removes both and waits.
     docker_pool.settle()
-    # The bubblewrap backend's idle volumes (its pool, from earlier tests in this process) are not this backend's.
-    volume.drain()
-    volume.settle()
     assert sandbox_containers(docker_sandbox) == [], "containers left behind"
     assert volumes_of_this_process() == [], "workspace filesystems left behind"
 
@@ -73,6 +70,9 @@ def sandbox_containers(backend: DockerBackend) -> list[str]:
 
 
 def volumes_of_this_process() -> list[str]:
+    # The bubblewrap backend's idle volumes (its pool, from earlier tests in this process) are not this backend's.
+    volume.drain()
+    volume.settle()
     scratch = volume.scratch_dir()
     mine = f"run-{os.getpid()}-"
     return [name for name in os.listdir(scratch) if name.startswith(mine)] if scratch.exists() else []
