@@ -207,7 +207,8 @@ print(json.dumps([found, os.listxattr("."), os.statvfs(".").f_bavail * os.statvf
 """
 
 
-def test_a_pooled_volume_comes_back_empty_with_the_same_room(bwrap, bounded):
+def test_a_pooled_volume_comes_back_empty_with_the_same_room(bwrap, bounded, monkeypatch):
+    monkeypatch.setenv(volume.POOL_ENV, "8")
     limits = Limits(wall_seconds=60, disk_bytes=32 << 20)
     volume.drain()
     with Workspace.create({"input.txt": b"hello\n"}) as first:
@@ -234,7 +235,7 @@ def test_a_volume_is_pooled_only_when_its_sandbox_was_seen_gone(bwrap, bounded, 
     monkeypatch.setenv(volume.POOL_ENV, "0")  # no pool: a new volume each run, as before there was one
     assert bwrap.run(["true"], workspace, limits=TIGHT).ok
     assert volume.idle() == []
-    monkeypatch.delenv(volume.POOL_ENV)
+    monkeypatch.setenv(volume.POOL_ENV, "8")
     vol = volume.take(workspace.root, 64 << 20, 65534, 65534)
     volume.release(vol, sandbox_gone=False)  # a process of the run might still write to it
     assert volume.idle() == []
