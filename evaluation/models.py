@@ -68,7 +68,7 @@ class Rollout(models.Model):
     exit_reason = models.CharField(max_length=32, choices=ExitReason.CHOICES, blank=True)
     error = NulSafeTextField(blank=True, help_text="Why the agent stopped or the rollout failed, when not cleanly.")
     attempt = models.PositiveIntegerField(default=0, help_text="Attempts started; a retry is the next attempt.")
-    previous_attempts = models.JSONField(
+    previous_attempts = NulSafeJSONField(
         default=list, blank=True, help_text="How each earlier attempt ended: attempt, status, exit_reason, error."
     )
     worker = models.CharField(max_length=200, blank=True, help_text="The process running the current attempt.")
@@ -95,13 +95,13 @@ class Rollout(models.Model):
     transcript = NulSafeJSONField(default=list, blank=True)
     # ... what the agent said about itself (its output files: anything in the sandbox may have written them), kept
     # apart and shown as its own account, never used for a score ...
-    agent_account = models.JSONField(
+    agent_account = NulSafeJSONField(
         default=dict,
         blank=True,
         help_text="What the agent reported about itself: exit_reason, detail, final_message, turns, tool_calls, "
         "tools_used, transcript (harnesses.base.AgentAccount).",
     )
-    harness_usage = models.JSONField(default=dict, blank=True, help_text="Token usage as the harness reported it.")
+    harness_usage = NulSafeJSONField(default=dict, blank=True, help_text="Token usage as the harness reported it.")
     log_tail = NulSafeTextField(blank=True)
     # ... what the sandbox saw ...
     max_rss_bytes = models.BigIntegerField(null=True, blank=True)
@@ -244,13 +244,13 @@ class Trajectory(models.Model):
     messages = NulSafeJSONField(help_text="OpenAI chat messages, tool calls included.")
     tools = NulSafeJSONField(default=list, blank=True, help_text="The tools offered (chat format).")
     reward = models.FloatField(null=True, blank=True, help_text="The rollout's score.")
-    stats = models.JSONField(default=dict, blank=True, help_text="turns, tokens, tool_calls, tool_types.")
+    stats = NulSafeJSONField(default=dict, blank=True, help_text="turns, tokens, tool_calls, tool_types.")
     model_call_ids = models.JSONField(default=list, blank=True, help_text="The ModelCall ids it was built from.")
     excluded = models.BooleanField(default=False)
     exclusion_reason = models.CharField(max_length=300, blank=True)
     # Assistant turns (indices in `messages`) that no call of the session answered: history the agent sent of its own
     # (evaluation.trajectories). Such a trajectory is left out of training datasets unless an admin says why not.
-    unverified_turns = models.JSONField(
+    unverified_turns = NulSafeJSONField(
         default=list, blank=True, help_text="Indices of assistant turns that are no recorded answer (forged history)."
     )
     created_at = models.DateTimeField(auto_now_add=True)
@@ -429,10 +429,10 @@ class RolloutScore(models.Model):
     score = models.FloatField(null=True, blank=True)
     code_score = models.FloatField(null=True, blank=True)
     rubric_score = models.FloatField(null=True, blank=True)
-    sub_scores = models.JSONField(default=dict, blank=True)
+    sub_scores = NulSafeJSONField(default=dict, blank=True)
     check_status = models.CharField(max_length=32, blank=True)
     reason = models.CharField(max_length=600, blank=True)
-    rubric_judgements = models.JSONField(default=list, blank=True)
+    rubric_judgements = NulSafeJSONField(default=list, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

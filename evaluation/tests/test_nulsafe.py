@@ -81,10 +81,13 @@ def test_a_rollout_and_a_sanity_report_with_nul_are_stored_and_read_back(db):
         log_tail="log\0",
         error="why\0",
         tools_used={"exec\0": 1},
+        agent_account={"exit_reason": "stop", "last_text": "summarise\0"},
     )
     rollout = Rollout.objects.get(pk=rollout.pk)
     assert (rollout.final_message, rollout.log_tail, rollout.error) == ("done\0", "log\0", "why\0")
     assert rollout.transcript == [{"role": "assistant", "content": "\0" + MARK}] and rollout.tools_used == {"exec\0": 1}
+    # What the harness said of the agent holds the model's words too (CI's second NUL was there).
+    assert rollout.agent_account == {"exit_reason": "stop", "last_text": "summarise\0"}
     runs = {"empty": {"stdout": "a hostile checker printed \0", "score": 0.0}}
     report = SanityReport.objects.create(
         revision=revision,

@@ -397,10 +397,8 @@ atexit.register(settle)
 # filesystem size as a new one (its workspace size rounded up to POOL_GRANULE, so at most that much more room), at
 # least as many inodes, and only when emptying left it exactly as free as it was made (blocks and inodes): anything
 # the last run left that emptying did not reach keeps the volume out of the pool. Up to POOL_ENV idle volumes a
-# process (default 0: none, see POOL_ENV); exit, a failed mount (no free loop device) and drain() unmount them.
+# process (default 8, 0: none); exit, a failed mount (no free loop device) and drain() unmount them.
 
-# Off by default: with it on, an RL run's rollouts on a sandbox worker ended unscored
-# (training_jobs/tests/test_rl_runs.py, on PostgreSQL), not yet diagnosed.
 POOL_ENV = "CLAWGYM_SANDBOX_VOLUME_POOL"
 POOL_GRANULE = 1 * MiB
 # Larger workspaces get a volume of their own, as before.
@@ -412,9 +410,9 @@ _POOL_MAX_LEFT_INODES = 2000
 
 def pool_capacity() -> int:
     try:
-        return max(0, int(os.environ.get(POOL_ENV, "0")))
+        return max(0, int(os.environ.get(POOL_ENV, "8")))
     except ValueError:
-        return 0
+        return 8
 
 
 class _Pool:
