@@ -14,10 +14,12 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
+from lib.nulsafe import NulSafeTextField
+
 
 class Benchmark(models.Model):
     name = models.SlugField(max_length=120, unique=True)
-    description = models.TextField(blank=True)
+    description = NulSafeTextField(blank=True)
     # The accept gate: a candidate whose checker pays a lazy agent more than this (the lazy score of its latest
     # sanity report) cannot be accepted without an admin's override (review.services.sanity_block).
     lazy_tolerance = models.FloatField(

@@ -51,7 +51,7 @@ class Rollout(models.Model):
     revision = models.ForeignKey("tasks.TaskRevision", on_delete=models.PROTECT, related_name="rollouts")
     endpoint = models.ForeignKey("llm.ModelEndpoint", on_delete=models.PROTECT, related_name="rollouts")
     harness = models.CharField(max_length=40, choices=HARNESS_CHOICES)
-    harness_options = models.JSONField(default=dict, blank=True)
+    harness_options = NulSafeJSONField(default=dict, blank=True)
     repeat_index = models.PositiveIntegerField(default=0, help_text="Which of the repeats started together (0-based).")
     group = models.CharField(max_length=32, blank=True, db_index=True, help_text="Rollouts started together.")
     eval_run = models.ForeignKey(
@@ -245,7 +245,7 @@ class Trajectory(models.Model):
     tools = NulSafeJSONField(default=list, blank=True, help_text="The tools offered (chat format).")
     reward = models.FloatField(null=True, blank=True, help_text="The rollout's score.")
     stats = NulSafeJSONField(default=dict, blank=True, help_text="turns, tokens, tool_calls, tool_types.")
-    model_call_ids = models.JSONField(default=list, blank=True, help_text="The ModelCall ids it was built from.")
+    model_call_ids = NulSafeJSONField(default=list, blank=True, help_text="The ModelCall ids it was built from.")
     excluded = models.BooleanField(default=False)
     exclusion_reason = models.CharField(max_length=300, blank=True)
     # Assistant turns (indices in `messages`) that no call of the session answered: history the agent sent of its own
@@ -310,9 +310,9 @@ class EvalRun(models.Model):
     )
     endpoint = models.ForeignKey("llm.ModelEndpoint", on_delete=models.PROTECT, related_name="eval_runs")
     harness = models.CharField(max_length=40, choices=HARNESS_CHOICES)
-    harness_options = models.JSONField(default=dict, blank=True, help_text="Harness options other than the limits.")
+    harness_options = NulSafeJSONField(default=dict, blank=True, help_text="Harness options other than the limits.")
     repeats = models.PositiveIntegerField(default=1)
-    limits = models.JSONField(
+    limits = NulSafeJSONField(
         default=dict, blank=True, help_text="Per rollout: timeout (s), max_turns, token_limit (input + output tokens)."
     )
     pass_threshold = models.FloatField(default=1.0, help_text="A repeat passes (pass@k, pass^k) at this score.")
@@ -320,13 +320,13 @@ class EvalRun(models.Model):
         default=3, help_text="Attempts per rollout when the infrastructure fails (retried with backoff)."
     )
     # What it was started with, normalised; a resume with other settings is refused (services.runs.run_config).
-    config = models.JSONField(default=dict)
+    config = NulSafeJSONField(default=dict)
     config_hash = models.CharField(max_length=64, db_index=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
     # Run by a command's own process (`evaluate --here`), not by the workers: retries are not queued as jobs.
     inline = models.BooleanField(default=False)
     # Each resume: {"at", "by"}. Every start (the first and each resume) grants max_attempts more attempts.
-    resumes = models.JSONField(default=list, blank=True)
+    resumes = NulSafeJSONField(default=list, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="eval_runs"
     )
@@ -335,17 +335,17 @@ class EvalRun(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     # A job to queue once the run has finished (e.g. the difficulty filter's verdicts), with its params.
     on_finish = models.CharField(max_length=100, blank=True)
-    on_finish_params = models.JSONField(default=dict, blank=True)
+    on_finish_params = NulSafeJSONField(default=dict, blank=True)
     # Kept up to date as rollouts finish (one small update each), recomputed exactly by runs.recompute_run.
     rollouts_total = models.PositiveIntegerField(default=0)
     rollouts_finished = models.PositiveIntegerField(default=0)
-    outcome_counts = models.JSONField(default=dict, blank=True)
+    outcome_counts = NulSafeJSONField(default=dict, blank=True)
     input_tokens = models.BigIntegerField(default=0)
     output_tokens = models.BigIntegerField(default=0)
     cost = models.DecimalField(max_digits=16, decimal_places=8, default=0)
     agent_seconds = models.FloatField(default=0.0)
     # The figures (evaluation.figures.run_figures), stored when the run finishes or is recomputed.
-    summary = models.JSONField(default=dict, blank=True)
+    summary = NulSafeJSONField(default=dict, blank=True)
     overall_mean = models.FloatField(null=True, blank=True)
 
     class Meta:
@@ -382,14 +382,14 @@ class EvalRunTask(models.Model):
     task = models.ForeignKey("tasks.Task", on_delete=models.PROTECT, related_name="+")
     hybrid = models.BooleanField(default=False, help_text="Graded by code and rubric (else by code only).")
     # One entry per repeat, by repeat index: the score, or null while it has none (running, infra, judge).
-    scores = models.JSONField(default=list, blank=True)
+    scores = NulSafeJSONField(default=list, blank=True)
     n = models.PositiveIntegerField(default=0, help_text="Repeats that have a score.")
     mean = models.FloatField(null=True, blank=True)
     std = models.FloatField(null=True, blank=True)
     min = models.FloatField(null=True, blank=True)
     max = models.FloatField(null=True, blank=True)
     passes = models.PositiveIntegerField(default=0, help_text="Repeats scoring at least the run's pass threshold.")
-    outcome_counts = models.JSONField(default=dict, blank=True)
+    outcome_counts = NulSafeJSONField(default=dict, blank=True)
     finished = models.PositiveIntegerField(default=0, help_text="Repeats that finished (any outcome).")
     input_tokens = models.BigIntegerField(default=0)
     output_tokens = models.BigIntegerField(default=0)

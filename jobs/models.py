@@ -1,6 +1,8 @@
 from django.conf import settings
 from django.db import models
 
+from lib.nulsafe import NulSafeJSONField, NulSafeTextField
+
 from . import registry
 from .redaction import hide_paths
 
@@ -33,16 +35,16 @@ class JobRun(models.Model):
     kind = models.CharField(max_length=100, db_index=True)
     queue = models.CharField(max_length=40, default="default")
     engine = models.CharField(max_length=20)
-    params = models.JSONField(default=dict, blank=True)
+    params = NulSafeJSONField(default=dict, blank=True)
     subject = models.CharField(max_length=300, blank=True, help_text="What the run is about, e.g. a task and revision.")
     subject_url = models.CharField(max_length=500, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
     progress_done = models.PositiveIntegerField(default=0)
     progress_total = models.PositiveIntegerField(default=0)
     message = models.CharField(max_length=300, blank=True, help_text="What the job is doing now.")
-    log_tail = models.TextField(blank=True)
-    result = models.JSONField(null=True, blank=True)
-    error = models.TextField(blank=True, help_text="The error and its traceback, when it failed.")
+    log_tail = NulSafeTextField(blank=True)
+    result = NulSafeJSONField(null=True, blank=True)
+    error = NulSafeTextField(blank=True, help_text="The error and its traceback, when it failed.")
     failed_items = models.PositiveIntegerField(
         default=0,
         help_text="How many of its items a job could not do (e.g. tasks an import could not read).",

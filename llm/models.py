@@ -117,7 +117,7 @@ class ModelEndpoint(models.Model):
         validators=[validate_env_name],
         help_text="Name of the environment variable holding the API key, CLAWGYM_KEY_… (blank: the server needs none).",
     )
-    roles = models.JSONField(
+    roles = NulSafeJSONField(
         default=list, blank=True, help_text="What it may serve: generator, judge, diagnosis, agent."
     )
     timeout_seconds = models.FloatField(default=120.0, validators=[MinValueValidator(0.1)])
@@ -125,7 +125,7 @@ class ModelEndpoint(models.Model):
     max_concurrent = models.PositiveSmallIntegerField(
         default=4, validators=[MinValueValidator(1)], help_text="Calls in flight at once, across all processes."
     )
-    sampling = models.JSONField(default=dict, blank=True, help_text='Default settings, e.g. {"temperature": 0.2}.')
+    sampling = NulSafeJSONField(default=dict, blank=True, help_text='Default settings, e.g. {"temperature": 0.2}.')
     price_input_per_mtok = models.DecimalField(max_digits=12, decimal_places=4, default=Decimal(0))
     price_output_per_mtok = models.DecimalField(max_digits=12, decimal_places=4, default=Decimal(0))
     enabled = models.BooleanField(default=True)
@@ -293,7 +293,7 @@ class ProxySession(models.Model):
     record_tokens = models.BooleanField(default=False)
     # A rollout's session (evaluation and training runs): the run's sampling, which the proxy holds every call to
     # (llm.sampling: {"set": {...}, "max_output_tokens": N}). Null: the body passes as it came (a person's session).
-    sampling = models.JSONField(null=True, blank=True, help_text="The run's sampling the proxy enforces (null: none).")
+    sampling = NulSafeJSONField(null=True, blank=True, help_text="The run's sampling the proxy enforces (null: none).")
 
     objects = ProxySessionQuerySet.as_manager()
 
@@ -638,10 +638,10 @@ class ModelCallTokens(models.Model):
     prompt_base_length = models.PositiveIntegerField(
         default=0, help_text="Ids of the base's prompt and completion that open this prompt."
     )
-    prompt_suffix_ids = models.JSONField(default=list, help_text="The prompt's ids after those shared with the base.")
+    prompt_suffix_ids = NulSafeJSONField(default=list, help_text="The prompt's ids after those shared with the base.")
     prompt_length = models.PositiveIntegerField(help_text="The whole prompt's length (checked on every rebuild).")
-    completion_token_ids = models.JSONField(default=list)
-    completion_logprobs = models.JSONField(default=list, help_text="One float per completion token.")
+    completion_token_ids = NulSafeJSONField(default=list)
+    completion_logprobs = NulSafeJSONField(default=list, help_text="One float per completion token.")
     exact = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

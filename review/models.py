@@ -13,6 +13,8 @@ from django.db import models
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from lib.nulsafe import NulSafeJSONField, NulSafeTextField
+
 
 class DifficultyVerdict(models.TextChoices):
     """What difficulty filtering says of a candidate (review.difficulty.verdict_for: the rule and its precedence)."""
@@ -43,7 +45,7 @@ class BenchmarkCandidate(models.Model):
     claimed_at = models.DateTimeField(null=True, blank=True)
     claim_expires_at = models.DateTimeField(null=True, blank=True)
     # Why the last diagnosis attempt failed (blank after a stored diagnosis).
-    diagnosis_error = models.TextField(blank=True)
+    diagnosis_error = NulSafeTextField(blank=True)
     # Difficulty statistics: mean scores of the strong and the small agent (filled by difficulty filtering).
     strong_mean = models.FloatField(null=True, blank=True)
     small_mean = models.FloatField(null=True, blank=True)
@@ -128,7 +130,7 @@ class LLMDiagnosis(models.Model):
     endpoint_name = models.CharField(max_length=80, help_text="Kept when the endpoint is deleted.")
     prompt_version = models.CharField(max_length=40)
     model_call = models.ForeignKey("llm.ModelCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    overall = models.TextField(help_text="The model's overall assessment.")
+    overall = NulSafeTextField(help_text="The model's overall assessment.")
     job_run = models.ForeignKey("jobs.JobRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -163,11 +165,11 @@ class DiagnosisIssue(models.Model):
     path_missing = models.BooleanField(default=False, help_text="The path names no file of the diagnosed revision.")
     severity = models.CharField(max_length=8, choices=Severity.choices)
     severity_rank = models.PositiveSmallIntegerField()
-    problem = models.TextField()
-    evidence = models.TextField(blank=True)
-    suggested_fix = models.TextField(blank=True)
+    problem = NulSafeTextField()
+    evidence = NulSafeTextField(blank=True)
+    suggested_fix = NulSafeTextField(blank=True)
     # Concrete content replacing the whole field or file (for the rubric: its JSON), or null when none was given.
-    replacement = models.TextField(null=True, blank=True)
+    replacement = NulSafeTextField(null=True, blank=True)
 
     class Meta:
         ordering = ["severity_rank", "id"]
@@ -193,9 +195,9 @@ class ReviewDecision(models.Model):
     candidate = models.ForeignKey(BenchmarkCandidate, on_delete=models.CASCADE, related_name="decisions")
     reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     decision = models.CharField(max_length=8, choices=Decision.choices)
-    reason = models.TextField(blank=True)
+    reason = NulSafeTextField(blank=True)
     # {issue id (string): valid | not_valid | fixed}
-    verdicts = models.JSONField(default=dict, blank=True)
+    verdicts = NulSafeJSONField(default=dict, blank=True)
     revision = models.ForeignKey(
         "tasks.TaskRevision",
         null=True,
@@ -204,7 +206,7 @@ class ReviewDecision(models.Model):
         related_name="+",
         help_text="The revision this decision produced (fix) or accepted.",
     )
-    override_reason = models.TextField(
+    override_reason = NulSafeTextField(
         blank=True, help_text="An admin's reason to accept despite a failed sanity check."
     )
     created_at = models.DateTimeField(auto_now_add=True)
@@ -279,7 +281,7 @@ class QualitySample(models.Model):
 
     name = models.CharField(max_length=200)
     # {"benchmark", "candidate_status", "task_status", "category", "source"}: only the filters that were set.
-    pool = models.JSONField(default=dict, blank=True)
+    pool = NulSafeJSONField(default=dict, blank=True)
     pool_description = models.CharField(max_length=500)
     pool_size = models.PositiveIntegerField(help_text="Tasks in the pool at drawing time.")
     requested_size = models.PositiveIntegerField(help_text="N asked for; the whole pool was taken when it was smaller.")
@@ -340,7 +342,7 @@ class QualityRating(models.Model):
     feasibility = _score_field("feasibility")
     resource_consistency = _score_field("resource_consistency")
     verification = _score_field("verification")
-    comment = models.TextField(blank=True)
+    comment = NulSafeTextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -393,7 +395,7 @@ class DifficultyFilter(models.Model):
     )
     candidates = models.ManyToManyField(BenchmarkCandidate, related_name="difficulty_filters")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING, db_index=True)
-    error = models.TextField(blank=True, help_text="Why it failed.")
+    error = NulSafeTextField(blank=True, help_text="Why it failed.")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

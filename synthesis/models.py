@@ -10,13 +10,15 @@ the one shown.
 from django.conf import settings
 from django.db import models
 
+from lib.nulsafe import NulSafeJSONField, NulSafeTextField
+
 # --- seeds ------------------------------------------------------------------------------------------------------
 
 
 class Persona(models.Model):
     """Who asks: one line or paragraph describing a user (Persona Hub style)."""
 
-    text = models.TextField()
+    text = NulSafeTextField()
     # sha256 of the text with case and white space folded: the same persona imported twice is one row.
     text_hash = models.CharField(max_length=64, unique=True, editable=False)
     source = models.CharField(max_length=200, blank=True, help_text='Where it came from: "clawgym" (shipped), a file.')
@@ -33,7 +35,7 @@ class Persona(models.Model):
 class OperationCategory(models.Model):
     slug = models.SlugField(max_length=80, unique=True)
     name = models.CharField(max_length=120, unique=True)
-    description = models.TextField(blank=True)
+    description = NulSafeTextField(blank=True)
     order = models.PositiveIntegerField(default=0)
 
     class Meta:
@@ -50,7 +52,7 @@ class AtomicOperation(models.Model):
     category = models.ForeignKey(OperationCategory, on_delete=models.PROTECT, related_name="operations")
     slug = models.SlugField(max_length=80, unique=True)
     name = models.CharField(max_length=160)
-    description = models.TextField(blank=True)
+    description = NulSafeTextField(blank=True)
     # The sandbox has no network: operations that need it are left out of prompts unless a batch asks for them.
     needs_network = models.BooleanField(default=False)
     enabled = models.BooleanField(default=True)
@@ -66,21 +68,21 @@ class Skill(models.Model):
     """An agent skill (an AgentSkills / OpenClaw `SKILL.md` folder), its files kept as blobs."""
 
     name = models.CharField(max_length=200, unique=True)
-    description = models.TextField(blank=True)
+    description = NulSafeTextField(blank=True)
     source = models.CharField(max_length=500, blank=True, help_text='"openclaw-bundled", a folder or an archive.')
-    front_matter = models.JSONField(default=dict, blank=True)
-    required_bins = models.JSONField(default=list, blank=True)
-    required_env = models.JSONField(default=list, blank=True)
+    front_matter = NulSafeJSONField(default=dict, blank=True)
+    required_bins = NulSafeJSONField(default=list, blank=True)
+    required_env = NulSafeJSONField(default=list, blank=True)
     primary_env = models.CharField(max_length=200, blank=True)
     # sha256 over the files (path and content): an import of the same skill again is "unchanged".
     content_hash = models.CharField(max_length=64)
     # Files of the folder that were not stored, each with why: [{"path", "reason"}] (too large, binary, a link).
-    skipped_files = models.JSONField(default=list, blank=True)
+    skipped_files = NulSafeJSONField(default=list, blank=True)
     # Why the last annotation attempt failed (it names the endpoint); blank once an annotation succeeded.
-    annotation_error = models.TextField(blank=True)
+    annotation_error = NulSafeTextField(blank=True)
     # An admin's decision over the annotation's label: null follows the annotation.
     synthesizable_override = models.BooleanField(null=True, blank=True)
-    override_reason = models.TextField(blank=True)
+    override_reason = NulSafeTextField(blank=True)
     override_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -119,18 +121,18 @@ class SkillAnnotation(models.Model):
         HIGH = "high", "High"
 
     skill = models.ForeignKey(Skill, on_delete=models.CASCADE, related_name="annotations")
-    summary = models.TextField()
-    core_content = models.TextField(blank=True)
+    summary = NulSafeTextField()
+    core_content = NulSafeTextField(blank=True)
     auth_required = models.BooleanField()
-    required_env = models.JSONField(default=list, blank=True)
-    input_format = models.TextField(blank=True)
-    output_format = models.TextField(blank=True)
+    required_env = NulSafeJSONField(default=list, blank=True)
+    input_format = NulSafeTextField(blank=True)
+    output_format = NulSafeTextField(blank=True)
     text_only_compatible = models.BooleanField()
     risk = models.CharField(max_length=8, choices=Risk.choices, default=Risk.LOW)
-    risk_reason = models.TextField(blank=True)
+    risk_reason = NulSafeTextField(blank=True)
     # The skill's required binaries that the sandbox runtime lacks (sandbox/runtime/packages.txt): any makes the
     # skill unusable in a task, so it is not synthesizable.
-    missing_bins = models.JSONField(default=list, blank=True)
+    missing_bins = NulSafeJSONField(default=list, blank=True)
     synthesizable = models.BooleanField(help_text="not auth_required, text-only compatible, no missing binaries")
     endpoint_name = models.CharField(max_length=80, blank=True)
     prompt_version = models.CharField(max_length=40, blank=True)
@@ -184,13 +186,13 @@ class SynthesisBatch(models.Model):
     generator = models.ForeignKey("llm.ModelEndpoint", on_delete=models.PROTECT, related_name="+")
     judge = models.ForeignKey("llm.ModelEndpoint", on_delete=models.PROTECT, related_name="+")
     seed = models.BigIntegerField(help_text="Draws the items' seeds: the same seed draws the same items.")
-    prompt_versions = models.JSONField(default=dict, blank=True, help_text="Stage -> prompt version used.")
-    qa_thresholds = models.JSONField(default=dict, blank=True, help_text="e.g. novelty 0.90, difficulty 2..5.")
-    options = models.JSONField(default=dict, blank=True, help_text="Route options (operations per task, …).")
+    prompt_versions = NulSafeJSONField(default=dict, blank=True, help_text="Stage -> prompt version used.")
+    qa_thresholds = NulSafeJSONField(default=dict, blank=True, help_text="e.g. novelty 0.90, difficulty 2..5.")
+    options = NulSafeJSONField(default=dict, blank=True, help_text="Route options (operations per task, …).")
     budget_usd = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True)
     budget_tokens = models.BigIntegerField(null=True, blank=True)
     # What it was started with, normalised; a resume with other settings is refused or reruns the stages affected.
-    config = models.JSONField(default=dict)
+    config = NulSafeJSONField(default=dict)
     config_hash = models.CharField(max_length=64, db_index=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
     status_reason = models.CharField(max_length=500, blank=True, help_text="Why it is paused or failed.")
@@ -233,7 +235,7 @@ class SynthesisItem(models.Model):
     batch = models.ForeignKey(SynthesisBatch, on_delete=models.CASCADE, related_name="items")
     index = models.PositiveIntegerField()
     # The draw: persona route {persona, subcategory, operations}; skill route {main, supporting}. Ids and names.
-    seed = models.JSONField(default=dict)
+    seed = NulSafeJSONField(default=dict)
     stage = models.CharField(
         max_length=16,
         choices=Stage.choices,
@@ -243,11 +245,11 @@ class SynthesisItem(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
     # The task as it stands: instruction, scenario, expected_behavior, operations, file spec, files, checker,
     # solution, rubric, difficulty, … (each stage adds its part).
-    draft = models.JSONField(default=dict, blank=True)
+    draft = NulSafeJSONField(default=dict, blank=True)
     # stage -> {"verdict": "pass"|"fail"|"error"|"skipped", "reason", "rounds", …}: what each stage decided.
-    stage_results = models.JSONField(default=dict, blank=True)
-    attempts = models.JSONField(default=dict, blank=True, help_text="stage -> attempts started.")
-    reason = models.TextField(blank=True, help_text="Why it was rejected or failed.")
+    stage_results = NulSafeJSONField(default=dict, blank=True)
+    attempts = NulSafeJSONField(default=dict, blank=True, help_text="stage -> attempts started.")
+    reason = NulSafeTextField(blank=True, help_text="Why it was rejected or failed.")
     task = models.ForeignKey("tasks.Task", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     worker = models.CharField(max_length=200, blank=True)
     job_run = models.ForeignKey("jobs.JobRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
@@ -298,9 +300,9 @@ class QualityAssessment(models.Model):
     revision = models.ForeignKey("tasks.TaskRevision", on_delete=models.CASCADE, related_name="quality_assessments")
     stage = models.CharField(max_length=16, choices=QAStage.choices)
     verdict = models.CharField(max_length=8, choices=Verdict.choices)
-    reason = models.TextField(blank=True)
+    reason = NulSafeTextField(blank=True)
     # Stage-specific: novelty {"nearest", "similarity"}, difficulty {"level"}, alignment {"coverage", …}.
-    details = models.JSONField(default=dict, blank=True)
+    details = NulSafeJSONField(default=dict, blank=True)
     endpoint_name = models.CharField(max_length=80, blank=True)
     prompt_version = models.CharField(max_length=40, blank=True)
     model_call = models.ForeignKey("llm.ModelCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")

@@ -5,7 +5,7 @@ import hashlib
 from django.conf import settings
 from django.db import models
 
-from lib.nulsafe import NulSafeJSONField
+from lib.nulsafe import NulSafeJSONField, NulSafeTextField
 
 
 class BenchmarkCategory(models.Model):
@@ -13,7 +13,7 @@ class BenchmarkCategory(models.Model):
 
     slug = models.SlugField(max_length=80, unique=True)
     name = models.CharField(max_length=120, unique=True)
-    description = models.TextField(blank=True)
+    description = NulSafeTextField(blank=True)
     order = models.PositiveIntegerField(default=0)
 
     class Meta:
@@ -29,7 +29,7 @@ class ScenarioCategory(models.Model):
 
     slug = models.SlugField(max_length=80, unique=True)
     name = models.CharField(max_length=120, unique=True)
-    description = models.TextField(blank=True)
+    description = NulSafeTextField(blank=True)
 
     class Meta:
         ordering = ["name"]
@@ -43,7 +43,7 @@ class ScenarioSubcategory(models.Model):
     category = models.ForeignKey(ScenarioCategory, on_delete=models.CASCADE, related_name="subcategories")
     slug = models.SlugField(max_length=80)
     name = models.CharField(max_length=120)
-    description = models.TextField(blank=True)
+    description = NulSafeTextField(blank=True)
 
     class Meta:
         ordering = ["category__name", "name"]
@@ -131,12 +131,12 @@ class TaskRevision(models.Model):
 
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="revisions")
     number = models.PositiveIntegerField()
-    instruction = models.TextField()
-    metadata = models.JSONField(default=dict, blank=True)
+    instruction = NulSafeTextField()
+    metadata = NulSafeJSONField(default=dict, blank=True)
     # Top-level keys of data_entry.json other than task_id/user_query/metadata (e.g. input_mount_dir).
-    entry_extra = models.JSONField(default=dict, blank=True)
+    entry_extra = NulSafeJSONField(default=dict, blank=True)
     checker_entry = models.CharField(max_length=500, default="bash reward/reward.sh")
-    rubric = models.JSONField(default=list, blank=True, help_text="Rubric rules: name, target_file, scores, weight.")
+    rubric = NulSafeJSONField(default=list, blank=True, help_text="Rubric rules: name, target_file, scores, weight.")
     code_weight = models.FloatField(
         default=0.7, help_text="λ: task score = λ·code + (1−λ)·rubric when a rubric exists."
     )
@@ -209,7 +209,7 @@ class SanityReport(models.Model):
     # The run on the initial workspace with the reference solution applied; null when the task has none.
     solution_run = NulSafeJSONField(null=True, blank=True)
     # Output paths the instruction names, given placeholders in the scaffold workspace.
-    scaffold_paths = models.JSONField(default=list, blank=True)
+    scaffold_paths = NulSafeJSONField(default=list, blank=True)
     crashed = models.BooleanField(help_text="No score could be read on one of the workspaces.")
     # Indexed: the task list and the review queue sort and filter by it.
     lazy_score = models.FloatField(
@@ -409,9 +409,9 @@ class CategoryProposal(models.Model):
         related_name="proposals",
         help_text="What the model proposed (null: the proposal failed).",
     )
-    reason = models.TextField(blank=True)
+    reason = NulSafeTextField(blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
-    error = models.TextField(blank=True, help_text="Why no proposal was had (status failed).")
+    error = NulSafeTextField(blank=True, help_text="Why no proposal was had (status failed).")
     endpoint_name = models.CharField(max_length=80, blank=True)
     prompt_version = models.CharField(max_length=40, blank=True)
     model_call = models.ForeignKey("llm.ModelCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")

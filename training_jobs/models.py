@@ -8,6 +8,8 @@ inside the subprocess a GPU worker launches (training_jobs/trainer/…).
 from django.conf import settings
 from django.db import models
 
+from lib.nulsafe import NulSafeJSONField, NulSafeTextField
+
 
 class TrainingDataset(models.Model):
     """A frozen selection of trajectories for SFT: which ones it holds, why the others were left out, its split.
@@ -23,22 +25,22 @@ class TrainingDataset(models.Model):
 
     name = models.CharField(max_length=200)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.BUILDING, db_index=True)
-    error = models.TextField(blank=True)
+    error = NulSafeTextField(blank=True)
     # What was asked: {"eval_runs": [...], "groups": [...], "endpoints": [...], "harnesses": [...], "sources": [...],
     # "since", "until"} and the filters {"min_reward", "max_tokens", "complete_only", "dedup", "seed",
     # "validation_share"}.
-    selection = models.JSONField(default=dict)
-    filters = models.JSONField(default=dict)
+    selection = NulSafeJSONField(default=dict)
+    filters = NulSafeJSONField(default=dict)
     # The contamination guard: tasks of any benchmark version are never included unless an admin overrode it (why).
     allow_benchmark_tasks = models.BooleanField(default=False)
-    override_reason = models.TextField(blank=True)
+    override_reason = NulSafeTextField(blank=True)
     override_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     # The history guard: a trajectory with an assistant turn no recorded call answered (history the agent wrote) is
     # never included unless an admin overrode it (why, and who).
     allow_unverified_history = models.BooleanField(default=False)
-    unverified_history_reason = models.TextField(blank=True)
+    unverified_history_reason = NulSafeTextField(blank=True)
     unverified_history_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -49,8 +51,8 @@ class TrainingDataset(models.Model):
     tokenizer_sha256 = models.CharField(max_length=64, blank=True, help_text="Over the tokenizer's files.")
     sha256 = models.CharField(max_length=64, blank=True, db_index=True)
     trajectories_count = models.PositiveIntegerField(default=0)
-    excluded = models.JSONField(default=dict, blank=True, help_text="reason -> trajectories left out.")
-    stats = models.JSONField(default=dict, blank=True, help_text="turns, tokens, tool calls, … (the statistics page).")
+    excluded = NulSafeJSONField(default=dict, blank=True, help_text="reason -> trajectories left out.")
+    stats = NulSafeJSONField(default=dict, blank=True, help_text="turns, tokens, tool calls, … (the statistics page).")
     job_run = models.ForeignKey("jobs.JobRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -86,7 +88,7 @@ class DatasetSample(models.Model):
     reward = models.FloatField(null=True, blank=True)
     # Counted with the dataset's tokenizer when it has one (else the usage estimate, and no spans).
     tokens = models.PositiveIntegerField(default=0)
-    assistant_spans = models.JSONField(
+    assistant_spans = NulSafeJSONField(
         default=list, blank=True, help_text="[start, end) of each run of assistant (trained) tokens."
     )
 
@@ -113,7 +115,7 @@ class BaseModel(models.Model):
         help_text="The training chat template to use (with generation markers); blank: its own.",
     )
     context_length = models.PositiveIntegerField(null=True, blank=True)
-    notes = models.TextField(blank=True)
+    notes = NulSafeTextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -147,11 +149,11 @@ class TrainingRun(models.Model):
         max_length=1000, help_text="The folder trained from (the base model's, or given)."
     )
     # Everything the trainer is given (hyper-parameters, LoRA, YaRN, DeepSpeed/FSDP, GPUs, seed, …), stored whole.
-    config = models.JSONField(default=dict)
+    config = NulSafeJSONField(default=dict)
     preset = models.CharField(max_length=40, blank=True)
     cpu = models.BooleanField(default=False, help_text="Train on CPU (tiny models and tests).")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
-    error = models.TextField(blank=True)
+    error = NulSafeTextField(blank=True)
     output_dir = models.CharField(max_length=1000, blank=True)
     resumed_from = models.ForeignKey(
         "Checkpoint",
@@ -164,7 +166,7 @@ class TrainingRun(models.Model):
     attempt = models.PositiveIntegerField(default=0)
     steps = models.PositiveIntegerField(default=0, help_text="Optimizer steps done (the last metric's step).")
     total_steps = models.PositiveIntegerField(null=True, blank=True)
-    log_tail = models.TextField(blank=True)
+    log_tail = NulSafeTextField(blank=True)
     job_run = models.ForeignKey("jobs.JobRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     cloned_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="clones")
     # The base model's own evaluation on the benchmark version its checkpoints are evaluated on (the baseline).
@@ -195,7 +197,7 @@ class TrainingMetric(models.Model):
     run = models.ForeignKey(TrainingRun, on_delete=models.CASCADE, related_name="metrics")
     step = models.PositiveIntegerField()
     epoch = models.FloatField(null=True, blank=True)
-    values = models.JSONField(default=dict, help_text="name -> number, as the trainer logged it.")
+    values = NulSafeJSONField(default=dict, help_text="name -> number, as the trainer logged it.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -212,7 +214,7 @@ class Checkpoint(models.Model):
     path = models.CharField(max_length=1000)
     sha256 = models.CharField(max_length=64, blank=True, help_text="Over the checkpoint's files (names and contents).")
     size_bytes = models.BigIntegerField(default=0)
-    metrics = models.JSONField(default=dict, blank=True, help_text="The metrics logged at or before its step.")
+    metrics = NulSafeJSONField(default=dict, blank=True, help_text="The metrics logged at or before its step.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -247,9 +249,9 @@ class ModelServer(models.Model):
     host = models.CharField(max_length=200, blank=True)
     port = models.PositiveIntegerField(null=True, blank=True)
     pid = models.PositiveIntegerField(null=True, blank=True)
-    command = models.JSONField(default=list, blank=True, help_text="The start command, as run.")
+    command = NulSafeJSONField(default=list, blank=True, help_text="The start command, as run.")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.STARTING)
-    error = models.TextField(blank=True)
+    error = NulSafeTextField(blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     job_run = models.ForeignKey("jobs.JobRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)

@@ -100,3 +100,26 @@ def test_a_rollout_and_a_sanity_report_with_nul_are_stored_and_read_back(db):
         isolated=True,
     )
     assert SanityReport.objects.get(pk=report.pk).runs == runs
+
+
+def test_every_text_and_json_field_of_the_project_keeps_nul():
+    # What a model, an agent, a checker or a job wrote reaches many fields (diagnoses, drafts, logs): none may refuse
+    # a NUL on PostgreSQL, and a field added later is held to the same.
+    from pathlib import Path
+
+    from django.apps import apps
+    from django.conf import settings
+    from django.db import models
+
+    from lib.nulsafe import NulSafeJSONField, NulSafeTextField
+
+    ours = [c for c in apps.get_app_configs() if Path(c.path).is_relative_to(settings.BASE_DIR)]
+    fields = [
+        (f"{model._meta.label}.{field.name}", field)
+        for config in ours
+        for model in config.get_models()
+        for field in model._meta.local_fields
+        if isinstance(field, models.TextField | models.JSONField)
+    ]
+    assert len(fields) > 80
+    assert [name for name, field in fields if not isinstance(field, NulSafeTextField | NulSafeJSONField)] == []
