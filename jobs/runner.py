@@ -28,6 +28,8 @@ from django.db.models import F, Q, TextField, Value
 from django.db.models.functions import Concat, Right
 from django.utils import timezone
 
+from lib import nulsafe
+
 from . import fanout, registry, scratch
 from .engine import get_engine, hold
 from .models import JobRun
@@ -108,9 +110,10 @@ def lost_reason(run: JobRun, now=None) -> str | None:
 def append_log(text: str):
     """An update expression appending `text` to the log tail in the database, keeping only its end.
 
-    Appending in SQL (not in Python) keeps lines written by others, e.g. who asked to cancel.
+    Appending in SQL (not in Python) keeps lines written by others, e.g. who asked to cancel. The text goes in as the
+    field stores it (NUL escaped, lib.nulsafe): an expression's value does not pass through the field.
     """
-    return Right(Concat(F("log_tail"), Value(text), output_field=TextField()), JobRun.LOG_TAIL_CHARS)
+    return Right(Concat(F("log_tail"), Value(nulsafe.escape(text)), output_field=TextField()), JobRun.LOG_TAIL_CHARS)
 
 
 def log_line(text: str) -> str:

@@ -32,6 +32,7 @@ from django.utils import timezone
 
 from jobs.registry import job
 from jobs.runner import JobCancelled
+from lib import nulsafe
 from llm.models import served_key
 
 from .child_env import child_env
@@ -506,7 +507,7 @@ class _Stream:
             return
         text, self._pending = "".join(self._pending), []
         TrainingRun.objects.filter(pk=self.run.pk).update(
-            log_tail=Right(Concat(F("log_tail"), Value(text), output_field=TextField()), LOG_TAIL_CHARS)
+            log_tail=Right(Concat(F("log_tail"), Value(nulsafe.escape(text)), output_field=TextField()), LOG_TAIL_CHARS)
         )
 
 
