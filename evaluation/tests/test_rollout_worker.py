@@ -45,7 +45,13 @@ def test_the_rollout_command_waits_for_the_worker(
     [row] = json.loads(out.getvalue().strip().splitlines()[-1])
     assert (row["status"], row["score"], row["attempt"]) == ("scored", 1.0, 1)
     rollout = Rollout.objects.get(pk=row["id"])
-    assert rollout.job_run.queue == "sandbox" and rollout.job_run.status == "succeeded"
+    # The command returns once the rollout is scored; the worker marks its job succeeded just after (once the run's
+    # sandbox is put away), so that is waited for, briefly.
+    job_run, deadline = rollout.job_run, time.monotonic() + 30
+    while job_run.status == "running" and time.monotonic() < deadline:
+        time.sleep(0.05)
+        job_run.refresh_from_db()
+    assert job_run.queue == "sandbox" and job_run.status == "succeeded"
     assert rollout.worker.split(":")[1] != str(os.getpid())  # it ran in the worker, not here
 
 
