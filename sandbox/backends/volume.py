@@ -210,12 +210,7 @@ class Volume:
             raise SandboxError(f"could not copy the workspace back from its filesystem: {exc}") from exc
 
     def _replace_source(self) -> None:
-        for entry in os.listdir(self.source):
-            path = self.source / entry
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)
-            else:
-                path.unlink()
+        _clear(self.source)
         _copy_tree(str(self.mount_point), str(self.source))
 
     def remove(self) -> None:
@@ -515,14 +510,19 @@ def drain() -> int:
     return len(idle)
 
 
-def _empty(folder: Path) -> None:
-    """Delete everything in `folder` (links not followed) and the extended attributes of the folder itself."""
+def _clear(folder: Path) -> None:
+    """Delete everything in `folder`, links not followed."""
     with os.scandir(folder) as entries:
         for entry in entries:
             if entry.is_dir(follow_symlinks=False):
                 shutil.rmtree(entry.path)
             else:
                 os.unlink(entry.path)
+
+
+def _empty(folder: Path) -> None:
+    """_clear() and the extended attributes of the folder itself."""
+    _clear(folder)
     for name in os.listxattr(folder, follow_symlinks=False):
         os.removexattr(folder, name, follow_symlinks=False)
 
