@@ -154,10 +154,32 @@ class WorkerProcess:
         except ProcessLookupError:
             pass
 
+    def _group_members(self) -> list[int]:
+        """The processes of the worker's group that have not exited yet (a zombie has: it only awaits its reaping)."""
+        members = []
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/stat") as fh:
+                    fields = fh.read().rpartition(")")[2].split()
+            except OSError:
+                continue
+            if int(fields[2]) == self.proc.pid and fields[0] not in ("Z", "X"):
+                members.append(int(entry.name))
+        return members
+
     def kill(self) -> None:
-        """kill -9 the worker and its children at once, as a crash would."""
+        """kill -9 the worker and its children at once, as a crash would, and return once every one of them has
+        exited: a killed process takes a moment to die (the worker's children are not this process's to wait for),
+        and until then its rollouts are rightly not taken for lost."""
         self._signal_group(signal.SIGKILL)
         self.proc.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while (left := self._group_members()) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if left:
+            raise RuntimeError(f"{self.name}: processes {left} outlived kill -9 by 10 s")
 
     def stop(self, timeout: float = 10.0) -> None:
         """Ask the worker to shut down; kill what is left after `timeout` seconds."""
