@@ -7,8 +7,9 @@ Three ways, in this process, each BENCH_DOCKER_RUNS times (default 20, or --runs
 - pooled: the default, a ready container (sandbox.backends.docker_pool) taken by each run, with the next one made in
   the background; the bench waits for it before the next run, as a worker's slot has an agent turn or more between
   two runs;
-- pooled_back_to_back: the same with no pause, so each run also waits for the container made behind the last (the
-  engine's start is then on the run's time again, shared with the run before).
+- pooled_back_to_back: the same with no pause, so each run takes one of the containers (docker_pool.AHEAD) being made
+  behind the runs before, and waits for it where the engine has not finished starting it: the engine's starts are
+  then on the runs' time again, bounded by how many it finishes a second.
 Then where the throwaway run's time goes, per step (median ms): the size-limited workspace made, the container
 created, attached, started, waited for, inspected, removed, the workspace copied back and its filesystem removed.
 

@@ -44,8 +44,11 @@ from .cgroups import _start_time
 
 # How long a ready container may wait for its run; older ones are removed instead of used.
 READY_SECONDS = 600
-# Ready containers kept per backend, all option sets together (one per slot that runs back to back is enough).
+# Ready containers kept per backend, all option sets together.
 POOL_SIZE = 2
+# Containers ready or being made ahead for options asked for again: runs that come back to back each take one made
+# while the run before was running, and two engine starts side by side finish sooner than two one after another.
+AHEAD = 2
 # Docker's PATH when the environment has none (moby's oci default), so both paths give the same environment.
 DOCKER_DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 LAUNCHER = ["/bin/sh", "-s"]
@@ -142,8 +145,8 @@ class Pool:
     def take(self, key: tuple, needed_until: float, make: Callable[[], Ready]) -> Ready:
         """A ready container for `key` whose deadline covers `needed_until` (epoch seconds): one waiting, the one
         being made for this key (it is ahead of a new one), or else one made now. Then another is made behind it,
-        once the key has been asked for before: options seen once (a rollout's own socket bound in) never leave a
-        container started for nothing."""
+        once the key has been asked for before, until AHEAD are ready or on their way: options seen once (a
+        rollout's own socket bound in) never leave a container started for nothing."""
         with self.cond:
             self.asked[key] += 1
             while True:
@@ -151,9 +154,14 @@ class Pool:
                 if found or not self.filling.get(key):
                     break
                 self.cond.wait()
-            again = self.asked[key] > 1
-        if again:
-            self._fill_soon(key, make)
+            more = 0
+            if self.asked[key] > 1:
+                have = self.filling.get(key, 0) + sum(1 for ready in self.ready if ready.key == key)
+                more = max(0, min(AHEAD, self.size) - have)
+                if more:
+                    self.filling[key] = self.filling.get(key, 0) + more
+        for _ in range(more):
+            threading.Thread(target=self._fill, args=(key, make), name="sandbox-docker-ready", daemon=True).start()
         return found or make()
 
     def _pop(self, key: tuple, needed_until: float) -> Ready | None:
@@ -164,13 +172,6 @@ class Pool:
                 return ready
         return None
 
-    def _fill_soon(self, key: tuple, make: Callable[[], Ready]) -> None:
-        with self.cond:
-            if self.filling.get(key):
-                return
-            self.filling[key] = 1
-        threading.Thread(target=self._fill, args=(key, make), name="sandbox-docker-ready", daemon=True).start()
-
     def _fill(self, key: tuple, make: Callable[[], Ready]) -> None:
         made = None
         try:
@@ -178,7 +179,9 @@ class Pool:
         except Exception:  # the next run makes its own and says why
             log.exception("could not make a ready Docker container")
         with self.cond:
-            self.filling.pop(key, None)
+            self.filling[key] -= 1
+            if not self.filling[key]:
+                del self.filling[key]
             dropped = []
             if made:
                 self.ready.append(made)
