@@ -14,7 +14,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
-from lib.nulsafe import NulSafeTextField
+from lib.nulsafe import NulSafeCharField, NulSafeTextField
 
 
 class Benchmark(models.Model):
@@ -64,7 +64,7 @@ class BenchmarkVersion(models.Model):
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    note = models.CharField(max_length=500, blank=True)
+    note = NulSafeCharField(max_length=500, blank=True)
     revisions = models.ManyToManyField(
         "tasks.TaskRevision", through="PinnedRevision", related_name="benchmark_versions"
     )

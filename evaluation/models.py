@@ -3,7 +3,7 @@
 from django.conf import settings
 from django.db import models
 
-from lib.nulsafe import NulSafeJSONField, NulSafeTextField
+from lib.nulsafe import NulSafeCharField, NulSafeJSONField, NulSafeTextField
 
 from .harnesses import HARNESS_CHOICES, ExitReason
 
@@ -50,10 +50,10 @@ class Rollout(models.Model):
 
     revision = models.ForeignKey("tasks.TaskRevision", on_delete=models.PROTECT, related_name="rollouts")
     endpoint = models.ForeignKey("llm.ModelEndpoint", on_delete=models.PROTECT, related_name="rollouts")
-    harness = models.CharField(max_length=40, choices=HARNESS_CHOICES)
+    harness = NulSafeCharField(max_length=40, choices=HARNESS_CHOICES)
     harness_options = NulSafeJSONField(default=dict, blank=True)
     repeat_index = models.PositiveIntegerField(default=0, help_text="Which of the repeats started together (0-based).")
-    group = models.CharField(max_length=32, blank=True, db_index=True, help_text="Rollouts started together.")
+    group = NulSafeCharField(max_length=32, blank=True, db_index=True, help_text="Rollouts started together.")
     eval_run = models.ForeignKey(
         "EvalRun",
         null=True,
@@ -63,16 +63,16 @@ class Rollout(models.Model):
         help_text="The evaluation run it belongs to, if any.",
     )
     # Which outcome class a finished rollout falls in (Outcome; blank while unfinished or cancelled).
-    outcome = models.CharField(max_length=20, choices=Outcome.choices, blank=True, db_index=True)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
-    exit_reason = models.CharField(max_length=32, choices=ExitReason.CHOICES, blank=True)
+    outcome = NulSafeCharField(max_length=20, choices=Outcome.choices, blank=True, db_index=True)
+    status = NulSafeCharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    exit_reason = NulSafeCharField(max_length=32, choices=ExitReason.CHOICES, blank=True)
     error = NulSafeTextField(blank=True, help_text="Why the agent stopped or the rollout failed, when not cleanly.")
     attempt = models.PositiveIntegerField(default=0, help_text="Attempts started; a retry is the next attempt.")
     previous_attempts = NulSafeJSONField(
         default=list, blank=True, help_text="How each earlier attempt ended: attempt, status, exit_reason, error."
     )
-    worker = models.CharField(max_length=200, blank=True, help_text="The process running the current attempt.")
-    runtime = models.CharField(
+    worker = NulSafeCharField(max_length=200, blank=True, help_text="The process running the current attempt.")
+    runtime = NulSafeCharField(
         max_length=100, blank=True, help_text="The sandbox runtime the agent ran in (its version, or docker's image)."
     )
     created_by = models.ForeignKey(
@@ -112,12 +112,12 @@ class Rollout(models.Model):
     cost = models.DecimalField(max_digits=14, decimal_places=8, default=0, help_text="What its model calls cost.")
     # ... and how the final workspace scored.
     score = models.FloatField(null=True, blank=True, help_text="The task score: code, or λ·code + (1−λ)·rubric.")
-    score_reason = models.CharField(max_length=600, blank=True, help_text="Why there is no score, or what to know.")
+    score_reason = NulSafeCharField(max_length=600, blank=True, help_text="Why there is no score, or what to know.")
     code_score = models.FloatField(null=True, blank=True)
     rubric_score = models.FloatField(null=True, blank=True)
     sub_scores = NulSafeJSONField(default=dict, blank=True)
-    check_status = models.CharField(max_length=32, blank=True)
-    check_reason = models.CharField(max_length=400, blank=True)
+    check_status = NulSafeCharField(max_length=32, blank=True)
+    check_reason = NulSafeCharField(max_length=400, blank=True)
     rubric_judgements = NulSafeJSONField(default=list, blank=True)
 
     class Meta:
@@ -215,15 +215,15 @@ class RolloutFile(models.Model):
         SPECIAL = "special", "Special file"
 
     rollout = models.ForeignKey(Rollout, on_delete=models.CASCADE, related_name="files")
-    path = models.CharField(max_length=1000)
-    change = models.CharField(max_length=16, choices=Change.choices)
-    kind = models.CharField(max_length=16, choices=Kind.choices, help_text="The final entry (deleted: the initial).")
+    path = NulSafeCharField(max_length=1000)
+    change = NulSafeCharField(max_length=16, choices=Change.choices)
+    kind = NulSafeCharField(max_length=16, choices=Kind.choices, help_text="The final entry (deleted: the initial).")
     blob = models.ForeignKey("tasks.Blob", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
     size = models.BigIntegerField(default=0)
-    sha256 = models.CharField(max_length=64, blank=True)
+    sha256 = NulSafeCharField(max_length=64, blank=True)
     executable = models.BooleanField(default=False)
-    target = models.CharField(max_length=1000, blank=True, help_text="Where a symbolic link points.")
-    detail = models.CharField(max_length=100, blank=True)
+    target = NulSafeCharField(max_length=1000, blank=True, help_text="Where a symbolic link points.")
+    detail = NulSafeCharField(max_length=100, blank=True)
 
     class Meta:
         ordering = ["path"]
@@ -247,7 +247,7 @@ class Trajectory(models.Model):
     stats = NulSafeJSONField(default=dict, blank=True, help_text="turns, tokens, tool_calls, tool_types.")
     model_call_ids = NulSafeJSONField(default=list, blank=True, help_text="The ModelCall ids it was built from.")
     excluded = models.BooleanField(default=False)
-    exclusion_reason = models.CharField(max_length=300, blank=True)
+    exclusion_reason = NulSafeCharField(max_length=300, blank=True)
     # Assistant turns (indices in `messages`) that no call of the session answered: history the agent sent of its own
     # (evaluation.trajectories). Such a trajectory is left out of training datasets unless an admin says why not.
     unverified_turns = NulSafeJSONField(
@@ -275,9 +275,9 @@ class SandboxSlot(models.Model):
     A slot frees itself when its holder's process is gone (same host) or its lease expires.
     """
 
-    host = models.CharField(max_length=200)
+    host = NulSafeCharField(max_length=200)
     slot = models.PositiveSmallIntegerField()
-    holder = models.CharField(max_length=200, blank=True)
+    holder = NulSafeCharField(max_length=200, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -304,12 +304,12 @@ class EvalRun(models.Model):
 
     FINISHED = (Status.COMPLETE, Status.INCOMPLETE, Status.CANCELLED)
 
-    name = models.CharField(max_length=200)
+    name = NulSafeCharField(max_length=200)
     benchmark_version = models.ForeignKey(
         "benchmarks.BenchmarkVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="eval_runs"
     )
     endpoint = models.ForeignKey("llm.ModelEndpoint", on_delete=models.PROTECT, related_name="eval_runs")
-    harness = models.CharField(max_length=40, choices=HARNESS_CHOICES)
+    harness = NulSafeCharField(max_length=40, choices=HARNESS_CHOICES)
     harness_options = NulSafeJSONField(default=dict, blank=True, help_text="Harness options other than the limits.")
     repeats = models.PositiveIntegerField(default=1)
     limits = NulSafeJSONField(
@@ -321,8 +321,8 @@ class EvalRun(models.Model):
     )
     # What it was started with, normalised; a resume with other settings is refused (services.runs.run_config).
     config = NulSafeJSONField(default=dict)
-    config_hash = models.CharField(max_length=64, db_index=True)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    config_hash = NulSafeCharField(max_length=64, db_index=True)
+    status = NulSafeCharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
     # Run by a command's own process (`evaluate --here`), not by the workers: retries are not queued as jobs.
     inline = models.BooleanField(default=False)
     # Each resume: {"at", "by"}. Every start (the first and each resume) grants max_attempts more attempts.
@@ -334,7 +334,7 @@ class EvalRun(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     # A job to queue once the run has finished (e.g. the difficulty filter's verdicts), with its params.
-    on_finish = models.CharField(max_length=100, blank=True)
+    on_finish = NulSafeCharField(max_length=100, blank=True)
     on_finish_params = NulSafeJSONField(default=dict, blank=True)
     # Kept up to date as rollouts finish (one small update each), recomputed exactly by runs.recompute_run.
     rollouts_total = models.PositiveIntegerField(default=0)
@@ -424,14 +424,14 @@ class RolloutScore(models.Model):
         related_name="+",
         help_text="Whose checker and rubric scored it.",
     )
-    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.RUN)
-    status = models.CharField(max_length=16, help_text="scored | incomplete | failed (the checker could not run)")
+    kind = NulSafeCharField(max_length=16, choices=Kind.choices, default=Kind.RUN)
+    status = NulSafeCharField(max_length=16, help_text="scored | incomplete | failed (the checker could not run)")
     score = models.FloatField(null=True, blank=True)
     code_score = models.FloatField(null=True, blank=True)
     rubric_score = models.FloatField(null=True, blank=True)
     sub_scores = NulSafeJSONField(default=dict, blank=True)
-    check_status = models.CharField(max_length=32, blank=True)
-    reason = models.CharField(max_length=600, blank=True)
+    check_status = NulSafeCharField(max_length=32, blank=True)
+    reason = NulSafeCharField(max_length=600, blank=True)
     rubric_judgements = NulSafeJSONField(default=list, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

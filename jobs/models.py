@@ -1,7 +1,7 @@
 from django.conf import settings
 from django.db import models
 
-from lib.nulsafe import NulSafeJSONField, NulSafeTextField
+from lib.nulsafe import NulSafeCharField, NulSafeJSONField, NulSafeTextField
 
 from . import registry
 from .redaction import hide_paths
@@ -32,16 +32,16 @@ class JobRun(models.Model):
     PARTIAL = "partial"  # an outcome, not a status: succeeded, with failed items
     LOG_TAIL_CHARS = 20_000
 
-    kind = models.CharField(max_length=100, db_index=True)
-    queue = models.CharField(max_length=40, default="default")
-    engine = models.CharField(max_length=20)
+    kind = NulSafeCharField(max_length=100, db_index=True)
+    queue = NulSafeCharField(max_length=40, default="default")
+    engine = NulSafeCharField(max_length=20)
     params = NulSafeJSONField(default=dict, blank=True)
-    subject = models.CharField(max_length=300, blank=True, help_text="What the run is about, e.g. a task and revision.")
-    subject_url = models.CharField(max_length=500, blank=True)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    subject = NulSafeCharField(max_length=300, blank=True, help_text="What the run is about, e.g. a task and revision.")
+    subject_url = NulSafeCharField(max_length=500, blank=True)
+    status = NulSafeCharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
     progress_done = models.PositiveIntegerField(default=0)
     progress_total = models.PositiveIntegerField(default=0)
-    message = models.CharField(max_length=300, blank=True, help_text="What the job is doing now.")
+    message = NulSafeCharField(max_length=300, blank=True, help_text="What the job is doing now.")
     log_tail = NulSafeTextField(blank=True)
     result = NulSafeJSONField(null=True, blank=True)
     error = NulSafeTextField(blank=True, help_text="The error and its traceback, when it failed.")
@@ -53,7 +53,7 @@ class JobRun(models.Model):
         default=0, help_text="How many items the job went through, when it reports failed items (0: not told)."
     )
     attempts = models.PositiveIntegerField(default=0)
-    worker = models.CharField(max_length=200, blank=True)
+    worker = NulSafeCharField(max_length=200, blank=True)
     cancel_requested = models.BooleanField(default=False)
     held = models.BooleanField(
         default=False,
@@ -200,10 +200,10 @@ class Worker(models.Model):
     stops being seen, and its row is removed by the reaper's periodic job a day later.
     """
 
-    name = models.CharField(max_length=200, unique=True, help_text="host:pid:start, as in JobRun.worker.")
-    host = models.CharField(max_length=200)
-    engine = models.CharField(max_length=20)
-    queues = models.CharField(max_length=200, help_text="The queues it takes jobs from, comma-separated.")
+    name = NulSafeCharField(max_length=200, unique=True, help_text="host:pid:start, as in JobRun.worker.")
+    host = NulSafeCharField(max_length=200)
+    engine = NulSafeCharField(max_length=20)
+    queues = NulSafeCharField(max_length=200, help_text="The queues it takes jobs from, comma-separated.")
     slots = models.PositiveSmallIntegerField(
         default=1,
         db_default=1,

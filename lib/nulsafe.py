@@ -7,6 +7,7 @@ private-use character) MARK + MARK; reading undoes it. Text with neither is stor
 for what is already in the database. A lookup on escaped text matches the escaped form.
 
     NulSafeJSONField, NulSafeTextField   drop-in fields
+    NulSafeCharField                     a CharField whose NUL is stored as U+FFFD (see the class)
     escape(text) / unescape(text)        the same for one string
     unescape_json(value)                 for JSON read past the fields (raw SQL)
 """
@@ -93,3 +94,17 @@ class NulSafeTextField(models.TextField):
 
     def from_db_value(self, value, expression, connection):
         return unescape(value) if isinstance(value, str) else value
+
+
+REPLACEMENT = "\ufffd"
+
+
+class NulSafeCharField(models.CharField):
+    """A CharField that takes NUL: each is stored as U+FFFD, the replacement character. Not reversible, unlike the
+    text fields: what a CharField holds is a name or a one-line reason (a checker's last line of stderr may carry
+    an agent's bytes), and its length is bounded, which an escape that lengthens the text could pass. Lookups are
+    replaced alike, so a value finds itself."""
+
+    def get_prep_value(self, value):
+        value = super().get_prep_value(value)
+        return value.replace("\0", REPLACEMENT) if isinstance(value, str) and "\0" in value else value

@@ -24,7 +24,7 @@ from django.utils import timezone
 from django.utils.crypto import salted_hmac
 
 from lib import nulsafe
-from lib.nulsafe import NulSafeJSONField, NulSafeTextField
+from lib.nulsafe import NulSafeCharField, NulSafeJSONField, NulSafeTextField
 
 from . import request_chain, token_chain
 
@@ -106,12 +106,12 @@ class ModelEndpoint(models.Model):
         AGENT = "agent", "Agent"
 
     name = models.SlugField(max_length=80, unique=True, help_text="Short name scripts and settings use.")
-    base_url = models.CharField(
+    base_url = NulSafeCharField(
         max_length=300, validators=[validate_base_url], help_text="Up to and including /v1, e.g. http://gpu1:8000/v1"
     )
-    model = models.CharField(max_length=200, help_text="Model id the API expects, e.g. gpt-4.1-mini.")
-    api_style = models.CharField(max_length=16, choices=ApiStyle.choices, default=ApiStyle.CHAT)
-    api_key_env = models.CharField(
+    model = NulSafeCharField(max_length=200, help_text="Model id the API expects, e.g. gpt-4.1-mini.")
+    api_style = NulSafeCharField(max_length=16, choices=ApiStyle.choices, default=ApiStyle.CHAT)
+    api_key_env = NulSafeCharField(
         max_length=100,
         blank=True,
         validators=[validate_env_name],
@@ -270,11 +270,11 @@ class ProxySession(models.Model):
     closed (its rollout ended) and refused after `expires_at` (sessions nobody closed).
     """
 
-    token_hash = models.CharField(
+    token_hash = NulSafeCharField(
         max_length=64, unique=True, editable=False, default=unheld_token_hash, help_text="sha256 of the token."
     )
     endpoint = models.ForeignKey(ModelEndpoint, on_delete=models.PROTECT, related_name="proxy_sessions")
-    subject = models.CharField(
+    subject = NulSafeCharField(
         max_length=200, blank=True, db_index=True, help_text='What it records, e.g. "rollout:42".'
     )
     is_open = models.BooleanField(default=True)
@@ -437,15 +437,15 @@ class ModelCall(models.Model):
     """One model call (the client's or the proxy's): what was asked, what came back, and what it cost."""
 
     endpoint = models.ForeignKey(ModelEndpoint, null=True, on_delete=models.SET_NULL, related_name="calls")
-    endpoint_name = models.CharField(max_length=80, db_index=True, help_text="Kept when the endpoint is deleted.")
-    model = models.CharField(max_length=200, blank=True)
-    purpose = models.CharField(max_length=80, db_index=True, help_text='Why: "proxy", "judge", "test_connection", …')
-    subject = models.CharField(max_length=200, blank=True, db_index=True)
+    endpoint_name = NulSafeCharField(max_length=80, db_index=True, help_text="Kept when the endpoint is deleted.")
+    model = NulSafeCharField(max_length=200, blank=True)
+    purpose = NulSafeCharField(max_length=80, db_index=True, help_text='Why: "proxy", "judge", "test_connection", …')
+    subject = NulSafeCharField(max_length=200, blank=True, db_index=True)
     served_type = models.ForeignKey(ContentType, null=True, blank=True, on_delete=models.SET_NULL)
-    served_id = models.CharField(max_length=64, blank=True)
+    served_id = NulSafeCharField(max_length=64, blank=True)
     served = GenericForeignKey("served_type", "served_id")
     session = models.ForeignKey(ProxySession, null=True, blank=True, on_delete=models.SET_NULL, related_name="calls")
-    api = models.CharField(max_length=16, choices=ModelEndpoint.ApiStyle.choices, default=ModelEndpoint.ApiStyle.CHAT)
+    api = NulSafeCharField(max_length=16, choices=ModelEndpoint.ApiStyle.choices, default=ModelEndpoint.ApiStyle.CHAT)
     stream = models.BooleanField(default=False)
     # The request as sent upstream is `request` (a property): stored whole in request_part, or as a difference from
     # an earlier call of its session (llm.request_chain). RESTRICT: a base deleted alone would leave the calls built
@@ -550,7 +550,7 @@ class EndpointLease(models.Model):
 
     endpoint = models.ForeignKey(ModelEndpoint, on_delete=models.CASCADE, related_name="leases")
     slot = models.PositiveSmallIntegerField()
-    holder = models.CharField(max_length=100, blank=True)
+    holder = NulSafeCharField(max_length=100, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

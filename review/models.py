@@ -13,7 +13,7 @@ from django.db import models
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from lib.nulsafe import NulSafeJSONField, NulSafeTextField
+from lib.nulsafe import NulSafeCharField, NulSafeJSONField, NulSafeTextField
 
 
 class DifficultyVerdict(models.TextChoices):
@@ -38,7 +38,7 @@ class BenchmarkCandidate(models.Model):
 
     task = models.ForeignKey("tasks.Task", on_delete=models.CASCADE, related_name="benchmark_candidates")
     benchmark = models.ForeignKey("benchmarks.Benchmark", on_delete=models.CASCADE, related_name="candidates")
-    status = models.CharField(max_length=24, choices=Status.choices, default=Status.AWAITING_DIAGNOSIS)
+    status = NulSafeCharField(max_length=24, choices=Status.choices, default=Status.AWAITING_DIAGNOSIS)
     claimed_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="claimed_candidates"
     )
@@ -52,7 +52,7 @@ class BenchmarkCandidate(models.Model):
     # The verdict of the latest difficulty filter that covered the candidate (DifficultyVerdict, blank: never
     # filtered), kept here like worst_rank so that the queue filters on an indexed column; strong_mean and
     # small_mean are that result's means. review.difficulty keeps all three in step with the DifficultyResult rows.
-    difficulty_verdict = models.CharField(
+    difficulty_verdict = NulSafeCharField(
         max_length=24, blank=True, db_index=True, editable=False, choices=DifficultyVerdict.choices
     )
     # SEVERITY_RANK of the worst issue of the latest diagnosis; null: no issues, or not diagnosed. Kept here, not
@@ -127,8 +127,8 @@ class LLMDiagnosis(models.Model):
     candidate = models.ForeignKey(BenchmarkCandidate, on_delete=models.CASCADE, related_name="diagnoses")
     revision = models.ForeignKey("tasks.TaskRevision", on_delete=models.CASCADE, related_name="+")
     endpoint = models.ForeignKey("llm.ModelEndpoint", null=True, on_delete=models.SET_NULL, related_name="+")
-    endpoint_name = models.CharField(max_length=80, help_text="Kept when the endpoint is deleted.")
-    prompt_version = models.CharField(max_length=40)
+    endpoint_name = NulSafeCharField(max_length=80, help_text="Kept when the endpoint is deleted.")
+    prompt_version = NulSafeCharField(max_length=40)
     model_call = models.ForeignKey("llm.ModelCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     overall = NulSafeTextField(help_text="The model's overall assessment.")
     job_run = models.ForeignKey("jobs.JobRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
@@ -160,10 +160,10 @@ class DiagnosisIssue(models.Model):
         RUBRIC = "rubric", "Rubric"
 
     diagnosis = models.ForeignKey(LLMDiagnosis, on_delete=models.CASCADE, related_name="issues")
-    component = models.CharField(max_length=16, choices=Component.choices)
-    path = models.CharField(max_length=500, blank=True, help_text="The file concerned (input file or checker file).")
+    component = NulSafeCharField(max_length=16, choices=Component.choices)
+    path = NulSafeCharField(max_length=500, blank=True, help_text="The file concerned (input file or checker file).")
     path_missing = models.BooleanField(default=False, help_text="The path names no file of the diagnosed revision.")
-    severity = models.CharField(max_length=8, choices=Severity.choices)
+    severity = NulSafeCharField(max_length=8, choices=Severity.choices)
     severity_rank = models.PositiveSmallIntegerField()
     problem = NulSafeTextField()
     evidence = NulSafeTextField(blank=True)
@@ -194,7 +194,7 @@ class ReviewDecision(models.Model):
 
     candidate = models.ForeignKey(BenchmarkCandidate, on_delete=models.CASCADE, related_name="decisions")
     reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    decision = models.CharField(max_length=8, choices=Decision.choices)
+    decision = NulSafeCharField(max_length=8, choices=Decision.choices)
     reason = NulSafeTextField(blank=True)
     # {issue id (string): valid | not_valid | fixed}
     verdicts = NulSafeJSONField(default=dict, blank=True)
@@ -233,7 +233,7 @@ class ClaimEvent(models.Model):
 
     candidate = models.ForeignKey(BenchmarkCandidate, on_delete=models.CASCADE, related_name="claim_events")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    action = models.CharField(max_length=8, choices=Action.choices)
+    action = NulSafeCharField(max_length=8, choices=Action.choices)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -279,10 +279,10 @@ class QualitySample(models.Model):
     """A random draw of tasks for a human quality study. The pool filter, its size and the seed are kept, so the
     draw can be repeated and checked: the same seed over the same pool draws the same tasks in the same order."""
 
-    name = models.CharField(max_length=200)
+    name = NulSafeCharField(max_length=200)
     # {"benchmark", "candidate_status", "task_status", "category", "source"}: only the filters that were set.
     pool = NulSafeJSONField(default=dict, blank=True)
-    pool_description = models.CharField(max_length=500)
+    pool_description = NulSafeCharField(max_length=500)
     pool_size = models.PositiveIntegerField(help_text="Tasks in the pool at drawing time.")
     requested_size = models.PositiveIntegerField(help_text="N asked for; the whole pool was taken when it was smaller.")
     seed = models.BigIntegerField()
@@ -386,7 +386,7 @@ class DifficultyFilter(models.Model):
     strong_min = models.FloatField()
     small_max = models.FloatField()
     margin = models.FloatField(default=0.0)
-    harness = models.CharField(max_length=40)
+    harness = NulSafeCharField(max_length=40)
     strong_run = models.ForeignKey(
         "evaluation.EvalRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -394,7 +394,7 @@ class DifficultyFilter(models.Model):
         "evaluation.EvalRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     candidates = models.ManyToManyField(BenchmarkCandidate, related_name="difficulty_filters")
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING, db_index=True)
+    status = NulSafeCharField(max_length=16, choices=Status.choices, default=Status.RUNNING, db_index=True)
     error = NulSafeTextField(blank=True, help_text="Why it failed.")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -426,7 +426,7 @@ class DifficultyResult(models.Model):
     small_mean = models.FloatField(null=True, blank=True)
     strong_n = models.PositiveSmallIntegerField(default=0, help_text="Strong agent repeats that have a score.")
     small_n = models.PositiveSmallIntegerField(default=0, help_text="Small agent repeats that have a score.")
-    verdict = models.CharField(max_length=24, choices=DifficultyVerdict.choices)
+    verdict = NulSafeCharField(max_length=24, choices=DifficultyVerdict.choices)
 
     class Meta:
         ordering = ["filter", "candidate__task__external_id"]

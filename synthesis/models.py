@@ -10,7 +10,7 @@ the one shown.
 from django.conf import settings
 from django.db import models
 
-from lib.nulsafe import NulSafeJSONField, NulSafeTextField
+from lib.nulsafe import NulSafeCharField, NulSafeJSONField, NulSafeTextField
 
 # --- seeds ------------------------------------------------------------------------------------------------------
 
@@ -20,8 +20,8 @@ class Persona(models.Model):
 
     text = NulSafeTextField()
     # sha256 of the text with case and white space folded: the same persona imported twice is one row.
-    text_hash = models.CharField(max_length=64, unique=True, editable=False)
-    source = models.CharField(max_length=200, blank=True, help_text='Where it came from: "clawgym" (shipped), a file.')
+    text_hash = NulSafeCharField(max_length=64, unique=True, editable=False)
+    source = NulSafeCharField(max_length=200, blank=True, help_text='Where it came from: "clawgym" (shipped), a file.')
     enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -34,7 +34,7 @@ class Persona(models.Model):
 
 class OperationCategory(models.Model):
     slug = models.SlugField(max_length=80, unique=True)
-    name = models.CharField(max_length=120, unique=True)
+    name = NulSafeCharField(max_length=120, unique=True)
     description = NulSafeTextField(blank=True)
     order = models.PositiveIntegerField(default=0)
 
@@ -51,7 +51,7 @@ class AtomicOperation(models.Model):
 
     category = models.ForeignKey(OperationCategory, on_delete=models.PROTECT, related_name="operations")
     slug = models.SlugField(max_length=80, unique=True)
-    name = models.CharField(max_length=160)
+    name = NulSafeCharField(max_length=160)
     description = NulSafeTextField(blank=True)
     # The sandbox has no network: operations that need it are left out of prompts unless a batch asks for them.
     needs_network = models.BooleanField(default=False)
@@ -67,15 +67,15 @@ class AtomicOperation(models.Model):
 class Skill(models.Model):
     """An agent skill (an AgentSkills / OpenClaw `SKILL.md` folder), its files kept as blobs."""
 
-    name = models.CharField(max_length=200, unique=True)
+    name = NulSafeCharField(max_length=200, unique=True)
     description = NulSafeTextField(blank=True)
-    source = models.CharField(max_length=500, blank=True, help_text='"openclaw-bundled", a folder or an archive.')
+    source = NulSafeCharField(max_length=500, blank=True, help_text='"openclaw-bundled", a folder or an archive.')
     front_matter = NulSafeJSONField(default=dict, blank=True)
     required_bins = NulSafeJSONField(default=list, blank=True)
     required_env = NulSafeJSONField(default=list, blank=True)
-    primary_env = models.CharField(max_length=200, blank=True)
+    primary_env = NulSafeCharField(max_length=200, blank=True)
     # sha256 over the files (path and content): an import of the same skill again is "unchanged".
-    content_hash = models.CharField(max_length=64)
+    content_hash = NulSafeCharField(max_length=64)
     # Files of the folder that were not stored, each with why: [{"path", "reason"}] (too large, binary, a link).
     skipped_files = NulSafeJSONField(default=list, blank=True)
     # Why the last annotation attempt failed (it names the endpoint); blank once an annotation succeeded.
@@ -101,7 +101,7 @@ class Skill(models.Model):
 
 class SkillFile(models.Model):
     skill = models.ForeignKey(Skill, on_delete=models.CASCADE, related_name="files")
-    path = models.CharField(max_length=500)
+    path = NulSafeCharField(max_length=500)
     blob = models.ForeignKey("tasks.Blob", on_delete=models.PROTECT, related_name="+")
 
     class Meta:
@@ -128,14 +128,14 @@ class SkillAnnotation(models.Model):
     input_format = NulSafeTextField(blank=True)
     output_format = NulSafeTextField(blank=True)
     text_only_compatible = models.BooleanField()
-    risk = models.CharField(max_length=8, choices=Risk.choices, default=Risk.LOW)
+    risk = NulSafeCharField(max_length=8, choices=Risk.choices, default=Risk.LOW)
     risk_reason = NulSafeTextField(blank=True)
     # The skill's required binaries that the sandbox runtime lacks (sandbox/runtime/packages.txt): any makes the
     # skill unusable in a task, so it is not synthesizable.
     missing_bins = NulSafeJSONField(default=list, blank=True)
     synthesizable = models.BooleanField(help_text="not auth_required, text-only compatible, no missing binaries")
-    endpoint_name = models.CharField(max_length=80, blank=True)
-    prompt_version = models.CharField(max_length=40, blank=True)
+    endpoint_name = NulSafeCharField(max_length=80, blank=True)
+    prompt_version = NulSafeCharField(max_length=40, blank=True)
     model_call = models.ForeignKey("llm.ModelCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -179,8 +179,8 @@ class SynthesisBatch(models.Model):
 
     FINISHED = (Status.COMPLETE, Status.FAILED, Status.CANCELLED)
 
-    name = models.CharField(max_length=200, blank=True)
-    route = models.CharField(max_length=16, choices=Route.choices)
+    name = NulSafeCharField(max_length=200, blank=True)
+    route = NulSafeCharField(max_length=16, choices=Route.choices)
     requested = models.PositiveIntegerField(help_text="Tasks wanted: one item each.")
     preview = models.BooleanField(default=False, help_text="A preview batch: a few items through every stage.")
     generator = models.ForeignKey("llm.ModelEndpoint", on_delete=models.PROTECT, related_name="+")
@@ -193,9 +193,9 @@ class SynthesisBatch(models.Model):
     budget_tokens = models.BigIntegerField(null=True, blank=True)
     # What it was started with, normalised; a resume with other settings is refused or reruns the stages affected.
     config = NulSafeJSONField(default=dict)
-    config_hash = models.CharField(max_length=64, db_index=True)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
-    status_reason = models.CharField(max_length=500, blank=True, help_text="Why it is paused or failed.")
+    config_hash = NulSafeCharField(max_length=64, db_index=True)
+    status = NulSafeCharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    status_reason = NulSafeCharField(max_length=500, blank=True, help_text="Why it is paused or failed.")
     job_run = models.ForeignKey("jobs.JobRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -236,13 +236,13 @@ class SynthesisItem(models.Model):
     index = models.PositiveIntegerField()
     # The draw: persona route {persona, subcategory, operations}; skill route {main, supporting}. Ids and names.
     seed = NulSafeJSONField(default=dict)
-    stage = models.CharField(
+    stage = NulSafeCharField(
         max_length=16,
         choices=Stage.choices,
         default=Stage.GENERATE,
         help_text="The next stage to run (the last one reached when finished).",
     )
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
+    status = NulSafeCharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
     # The task as it stands: instruction, scenario, expected_behavior, operations, file spec, files, checker,
     # solution, rubric, difficulty, … (each stage adds its part).
     draft = NulSafeJSONField(default=dict, blank=True)
@@ -251,7 +251,7 @@ class SynthesisItem(models.Model):
     attempts = NulSafeJSONField(default=dict, blank=True, help_text="stage -> attempts started.")
     reason = NulSafeTextField(blank=True, help_text="Why it was rejected or failed.")
     task = models.ForeignKey("tasks.Task", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    worker = models.CharField(max_length=200, blank=True)
+    worker = NulSafeCharField(max_length=200, blank=True)
     job_run = models.ForeignKey("jobs.JobRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     input_tokens = models.BigIntegerField(default=0)
     output_tokens = models.BigIntegerField(default=0)
@@ -298,13 +298,13 @@ class QualityAssessment(models.Model):
         ERROR = "error", "Error"  # the stage could not judge (model failed, no endpoint): not the task's fault
 
     revision = models.ForeignKey("tasks.TaskRevision", on_delete=models.CASCADE, related_name="quality_assessments")
-    stage = models.CharField(max_length=16, choices=QAStage.choices)
-    verdict = models.CharField(max_length=8, choices=Verdict.choices)
+    stage = NulSafeCharField(max_length=16, choices=QAStage.choices)
+    verdict = NulSafeCharField(max_length=8, choices=Verdict.choices)
     reason = NulSafeTextField(blank=True)
     # Stage-specific: novelty {"nearest", "similarity"}, difficulty {"level"}, alignment {"coverage", …}.
     details = NulSafeJSONField(default=dict, blank=True)
-    endpoint_name = models.CharField(max_length=80, blank=True)
-    prompt_version = models.CharField(max_length=40, blank=True)
+    endpoint_name = NulSafeCharField(max_length=80, blank=True)
+    prompt_version = NulSafeCharField(max_length=40, blank=True)
     model_call = models.ForeignKey("llm.ModelCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     item = models.ForeignKey(SynthesisItem, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_by = models.ForeignKey(
@@ -323,8 +323,8 @@ class QualityAssessment(models.Model):
 class InstructionEmbedding(models.Model):
     """A cached sentence embedding of an instruction (novelty), keyed by the text's sha256 and the model."""
 
-    text_hash = models.CharField(max_length=64)
-    model = models.CharField(max_length=100)
+    text_hash = NulSafeCharField(max_length=64)
+    model = NulSafeCharField(max_length=100)
     dimensions = models.PositiveSmallIntegerField()
     vector = models.BinaryField(help_text="float32, L2-normalised, little-endian.")
     created_at = models.DateTimeField(auto_now_add=True)

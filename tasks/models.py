@@ -5,14 +5,14 @@ import hashlib
 from django.conf import settings
 from django.db import models
 
-from lib.nulsafe import NulSafeJSONField, NulSafeTextField
+from lib.nulsafe import NulSafeCharField, NulSafeJSONField, NulSafeTextField
 
 
 class BenchmarkCategory(models.Model):
     """One of the benchmark's top-level categories (scores are reported per category)."""
 
     slug = models.SlugField(max_length=80, unique=True)
-    name = models.CharField(max_length=120, unique=True)
+    name = NulSafeCharField(max_length=120, unique=True)
     description = NulSafeTextField(blank=True)
     order = models.PositiveIntegerField(default=0)
 
@@ -28,7 +28,7 @@ class ScenarioCategory(models.Model):
     """A scenario category for persona-driven synthesis."""
 
     slug = models.SlugField(max_length=80, unique=True)
-    name = models.CharField(max_length=120, unique=True)
+    name = NulSafeCharField(max_length=120, unique=True)
     description = NulSafeTextField(blank=True)
 
     class Meta:
@@ -42,7 +42,7 @@ class ScenarioCategory(models.Model):
 class ScenarioSubcategory(models.Model):
     category = models.ForeignKey(ScenarioCategory, on_delete=models.CASCADE, related_name="subcategories")
     slug = models.SlugField(max_length=80)
-    name = models.CharField(max_length=120)
+    name = NulSafeCharField(max_length=120)
     description = NulSafeTextField(blank=True)
 
     class Meta:
@@ -57,7 +57,7 @@ class ScenarioSubcategory(models.Model):
 class Blob(models.Model):
     """File content, stored once under its sha256. Revisions and rollout snapshots share blobs."""
 
-    sha256 = models.CharField(max_length=64, primary_key=True)
+    sha256 = NulSafeCharField(max_length=64, primary_key=True)
     size = models.BigIntegerField()
     data = models.BinaryField()
     created_at = models.DateTimeField(auto_now_add=True)
@@ -93,7 +93,7 @@ class Task(models.Model):
         REJECTED = "rejected", "Rejected"
         ARCHIVED = "archived", "Archived"
 
-    external_id = models.CharField(max_length=200, unique=True, help_text="Stable id used in files and exports.")
+    external_id = NulSafeCharField(max_length=200, unique=True, help_text="Stable id used in files and exports.")
     benchmark_category = models.ForeignKey(
         BenchmarkCategory, null=True, blank=True, on_delete=models.PROTECT, related_name="tasks"
     )
@@ -103,13 +103,13 @@ class Task(models.Model):
     scenario_subcategory = models.ForeignKey(
         ScenarioSubcategory, null=True, blank=True, on_delete=models.PROTECT, related_name="tasks"
     )
-    source = models.CharField(max_length=16, choices=Source.choices, default=Source.MANUAL)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.DRAFT)
+    source = NulSafeCharField(max_length=16, choices=Source.choices, default=Source.MANUAL)
+    status = NulSafeCharField(max_length=16, choices=Status.choices, default=Status.DRAFT)
     current_revision = models.ForeignKey(
         "TaskRevision", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     # The first line of the current instruction, kept for fast lists and search at 20,000+ tasks.
-    title = models.CharField(max_length=200, blank=True)
+    title = NulSafeCharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -135,7 +135,7 @@ class TaskRevision(models.Model):
     metadata = NulSafeJSONField(default=dict, blank=True)
     # Top-level keys of data_entry.json other than task_id/user_query/metadata (e.g. input_mount_dir).
     entry_extra = NulSafeJSONField(default=dict, blank=True)
-    checker_entry = models.CharField(max_length=500, default="bash reward/reward.sh")
+    checker_entry = NulSafeCharField(max_length=500, default="bash reward/reward.sh")
     rubric = NulSafeJSONField(default=list, blank=True, help_text="Rubric rules: name, target_file, scores, weight.")
     code_weight = models.FloatField(
         default=0.7, help_text="λ: task score = λ·code + (1−λ)·rubric when a rubric exists."
@@ -144,11 +144,11 @@ class TaskRevision(models.Model):
     author_user = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="task_revisions"
     )
-    author_stage = models.CharField(
+    author_stage = NulSafeCharField(
         max_length=80, blank=True, help_text="Pipeline stage that wrote it, if no person did."
     )
-    message = models.CharField(max_length=500, blank=True)
-    content_hash = models.CharField(max_length=64, db_index=True)
+    message = NulSafeCharField(max_length=500, blank=True)
+    content_hash = NulSafeCharField(max_length=64, db_index=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -184,8 +184,8 @@ class RevisionFile(models.Model):
         SOLUTION = "solution", "Reference solution"
 
     revision = models.ForeignKey(TaskRevision, on_delete=models.CASCADE, related_name="files")
-    path = models.CharField(max_length=500)
-    role = models.CharField(max_length=16, choices=Role.choices)
+    path = NulSafeCharField(max_length=500)
+    role = NulSafeCharField(max_length=16, choices=Role.choices)
     blob = models.ForeignKey(Blob, on_delete=models.PROTECT, related_name="revision_files")
 
     class Meta:
@@ -218,8 +218,8 @@ class SanityReport(models.Model):
     over_lenient = models.BooleanField(help_text="The lazy score is above the tolerance.")
     solvable = models.BooleanField(null=True, help_text="The reference solution scores 1.0 (null: no solution).")
     tolerance = models.FloatField()
-    backend = models.CharField(max_length=40)
-    runtime = models.CharField(max_length=80, blank=True, help_text="The sandbox runtime version that judged it.")
+    backend = NulSafeCharField(max_length=40)
+    runtime = NulSafeCharField(max_length=80, blank=True, help_text="The sandbox runtime version that judged it.")
     isolated = models.BooleanField(help_text="False: the checker ran without a sandbox.")
     job_run = models.ForeignKey(
         "jobs.JobRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="sanity_reports"
@@ -410,10 +410,10 @@ class CategoryProposal(models.Model):
         help_text="What the model proposed (null: the proposal failed).",
     )
     reason = NulSafeTextField(blank=True)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    status = NulSafeCharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     error = NulSafeTextField(blank=True, help_text="Why no proposal was had (status failed).")
-    endpoint_name = models.CharField(max_length=80, blank=True)
-    prompt_version = models.CharField(max_length=40, blank=True)
+    endpoint_name = NulSafeCharField(max_length=80, blank=True)
+    prompt_version = NulSafeCharField(max_length=40, blank=True)
     model_call = models.ForeignKey("llm.ModelCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     job_run = models.ForeignKey(
         "jobs.JobRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="category_proposals"
@@ -434,7 +434,7 @@ class CategoryProposal(models.Model):
         related_name="+",
         help_text="The revision the decision made (or the current one, when the content was already so).",
     )
-    decision_note = models.CharField(max_length=500, blank=True, help_text="Why it was rejected, when it was.")
+    decision_note = NulSafeCharField(max_length=500, blank=True, help_text="Why it was rejected, when it was.")
     decided_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

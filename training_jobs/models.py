@@ -8,7 +8,7 @@ inside the subprocess a GPU worker launches (training_jobs/trainer/…).
 from django.conf import settings
 from django.db import models
 
-from lib.nulsafe import NulSafeJSONField, NulSafeTextField
+from lib.nulsafe import NulSafeCharField, NulSafeJSONField, NulSafeTextField
 
 
 class TrainingDataset(models.Model):
@@ -23,8 +23,8 @@ class TrainingDataset(models.Model):
         EMPTY = "empty", "Empty"  # built, and every trajectory was left out (datasets.empty_reason says why)
         FAILED = "failed", "Failed"
 
-    name = models.CharField(max_length=200)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.BUILDING, db_index=True)
+    name = NulSafeCharField(max_length=200)
+    status = NulSafeCharField(max_length=16, choices=Status.choices, default=Status.BUILDING, db_index=True)
     error = NulSafeTextField(blank=True)
     # What was asked: {"eval_runs": [...], "groups": [...], "endpoints": [...], "harnesses": [...], "sources": [...],
     # "since", "until"} and the filters {"min_reward", "max_tokens", "complete_only", "dedup", "seed",
@@ -47,9 +47,9 @@ class TrainingDataset(models.Model):
     # The tokenizer its samples' tokens were counted with (a base model's folder): the tokenized sample, as training
     # sees it. Blank: the tokens are the usage estimate (the last model call's prompt and answer as reported).
     base_model = models.ForeignKey("BaseModel", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    tokenizer_path = models.CharField(max_length=1000, blank=True)
-    tokenizer_sha256 = models.CharField(max_length=64, blank=True, help_text="Over the tokenizer's files.")
-    sha256 = models.CharField(max_length=64, blank=True, db_index=True)
+    tokenizer_path = NulSafeCharField(max_length=1000, blank=True)
+    tokenizer_sha256 = NulSafeCharField(max_length=64, blank=True, help_text="Over the tokenizer's files.")
+    sha256 = NulSafeCharField(max_length=64, blank=True, db_index=True)
     trajectories_count = models.PositiveIntegerField(default=0)
     excluded = NulSafeJSONField(default=dict, blank=True, help_text="reason -> trajectories left out.")
     stats = NulSafeJSONField(default=dict, blank=True, help_text="turns, tokens, tool calls, … (the statistics page).")
@@ -83,8 +83,8 @@ class DatasetSample(models.Model):
     position = models.PositiveIntegerField()
     # PROTECT: a trajectory a dataset holds cannot be deleted out from under it (the dataset is immutable).
     trajectory = models.ForeignKey("evaluation.Trajectory", on_delete=models.PROTECT, related_name="+")
-    split = models.CharField(max_length=12, choices=Split.choices, default=Split.TRAIN)
-    task_external_id = models.CharField(max_length=200)
+    split = NulSafeCharField(max_length=12, choices=Split.choices, default=Split.TRAIN)
+    task_external_id = NulSafeCharField(max_length=200)
     reward = models.FloatField(null=True, blank=True)
     # Counted with the dataset's tokenizer when it has one (else the usage estimate, and no spans).
     tokens = models.PositiveIntegerField(default=0)
@@ -107,9 +107,9 @@ class BaseModel(models.Model):
     """A model to train from: a local folder (weights, config, tokenizer). Nothing is downloaded at run time."""
 
     name = models.SlugField(max_length=120, unique=True)
-    path = models.CharField(max_length=1000, help_text="A folder on the GPU workers (and here, for CPU runs).")
-    architecture = models.CharField(max_length=100, blank=True, help_text="e.g. Qwen3ForCausalLM (from config.json).")
-    chat_template = models.CharField(
+    path = NulSafeCharField(max_length=1000, help_text="A folder on the GPU workers (and here, for CPU runs).")
+    architecture = NulSafeCharField(max_length=100, blank=True, help_text="e.g. Qwen3ForCausalLM (from config.json).")
+    chat_template = NulSafeCharField(
         max_length=200,
         blank=True,
         help_text="The training chat template to use (with generation markers); blank: its own.",
@@ -141,20 +141,20 @@ class TrainingRun(models.Model):
 
     FINISHED = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
 
-    name = models.CharField(max_length=200)
-    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.SFT)
+    name = NulSafeCharField(max_length=200)
+    kind = NulSafeCharField(max_length=8, choices=Kind.choices, default=Kind.SFT)
     dataset = models.ForeignKey(TrainingDataset, null=True, blank=True, on_delete=models.PROTECT, related_name="runs")
     base_model = models.ForeignKey(BaseModel, null=True, blank=True, on_delete=models.PROTECT, related_name="runs")
-    base_model_path = models.CharField(
+    base_model_path = NulSafeCharField(
         max_length=1000, help_text="The folder trained from (the base model's, or given)."
     )
     # Everything the trainer is given (hyper-parameters, LoRA, YaRN, DeepSpeed/FSDP, GPUs, seed, …), stored whole.
     config = NulSafeJSONField(default=dict)
-    preset = models.CharField(max_length=40, blank=True)
+    preset = NulSafeCharField(max_length=40, blank=True)
     cpu = models.BooleanField(default=False, help_text="Train on CPU (tiny models and tests).")
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    status = NulSafeCharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
     error = NulSafeTextField(blank=True)
-    output_dir = models.CharField(max_length=1000, blank=True)
+    output_dir = NulSafeCharField(max_length=1000, blank=True)
     resumed_from = models.ForeignKey(
         "Checkpoint",
         null=True,
@@ -211,8 +211,8 @@ class TrainingMetric(models.Model):
 class Checkpoint(models.Model):
     run = models.ForeignKey(TrainingRun, on_delete=models.CASCADE, related_name="checkpoints")
     step = models.PositiveIntegerField()
-    path = models.CharField(max_length=1000)
-    sha256 = models.CharField(max_length=64, blank=True, help_text="Over the checkpoint's files (names and contents).")
+    path = NulSafeCharField(max_length=1000)
+    sha256 = NulSafeCharField(max_length=64, blank=True, help_text="Over the checkpoint's files (names and contents).")
     size_bytes = models.BigIntegerField(default=0)
     metrics = NulSafeJSONField(default=dict, blank=True, help_text="The metrics logged at or before its step.")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -241,16 +241,16 @@ class ModelServer(models.Model):
     checkpoint = models.ForeignKey(Checkpoint, null=True, blank=True, on_delete=models.CASCADE, related_name="servers")
     # SET_NULL: a server outlives its base model's registration until it is stopped (by name, or when idle).
     base_model = models.ForeignKey(BaseModel, null=True, blank=True, on_delete=models.SET_NULL, related_name="servers")
-    model_path = models.CharField(max_length=1000, blank=True, help_text="The folder served (merged, for LoRA).")
-    backend = models.CharField(max_length=20, help_text='"vllm", "transformers" or "batched".')
+    model_path = NulSafeCharField(max_length=1000, blank=True, help_text="The folder served (merged, for LoRA).")
+    backend = NulSafeCharField(max_length=20, help_text='"vllm", "transformers" or "batched".')
     endpoint = models.ForeignKey(
         "llm.ModelEndpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    host = models.CharField(max_length=200, blank=True)
+    host = NulSafeCharField(max_length=200, blank=True)
     port = models.PositiveIntegerField(null=True, blank=True)
     pid = models.PositiveIntegerField(null=True, blank=True)
     command = NulSafeJSONField(default=list, blank=True, help_text="The start command, as run.")
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.STARTING)
+    status = NulSafeCharField(max_length=16, choices=Status.choices, default=Status.STARTING)
     error = NulSafeTextField(blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     job_run = models.ForeignKey("jobs.JobRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")

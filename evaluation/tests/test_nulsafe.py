@@ -7,6 +7,7 @@ import json
 import pytest
 
 from evaluation.models import Rollout
+from evaluation.testing import needs_bwrap
 from lib.nulsafe import MARK, Decoder, Encoder, escape, unescape
 from llm.models import ModelCall, ModelEndpoint, ProxySession, fill_requests
 from tasks.models import SanityReport
@@ -105,24 +106,13 @@ def test_a_rollout_and_a_sanity_report_with_nul_are_stored_and_read_back(db):
 def test_every_text_and_json_field_of_the_project_keeps_nul():
     # What a model, an agent, a checker or a job wrote reaches many fields (diagnoses, drafts, logs): none may refuse
     # a NUL on PostgreSQL, and a field added later is held to the same.
-    from pathlib import Path
-
-    from django.apps import apps
-    from django.conf import settings
     from django.db import models
 
     from lib.nulsafe import NulSafeJSONField, NulSafeTextField
 
-    ours = [
-        config
-        for config in apps.get_app_configs()
-        if Path(config.path).is_relative_to(settings.BASE_DIR)
-        and not {"site-packages", "dist-packages"} & set(Path(config.path).parts)  # a virtualenv in the project
-    ]
     fields = [
         (f"{model._meta.label}.{field.name}", field)
-        for config in ours
-        for model in config.get_models()
+        for model in _our_models()
         for field in model._meta.local_fields
         if isinstance(field, models.TextField | models.JSONField)
     ]
@@ -138,3 +128,54 @@ def test_a_log_line_with_nul_is_appended_in_sql_and_read_back(db):
     run = JobRun.objects.create(kind="jobs.ping", engine="django_q", log_tail="started\n")
     JobRun.objects.filter(pk=run.pk).update(log_tail=append_log("a progress bar wrote \0\n"))
     assert JobRun.objects.get(pk=run.pk).log_tail == "started\na progress bar wrote \0\n"
+
+
+def test_every_char_field_of_the_project_takes_nul():
+    # Names and one-line reasons are bounded: NUL there is stored as U+FFFD (not reversible, no longer). Slugs are
+    # validated to [-a-zA-Z0-9_] before they are saved, so they never hold one.
+    from django.db import models
+
+    from lib.nulsafe import NulSafeCharField
+
+    fields = [
+        (f"{model._meta.label}.{field.name}", field)
+        for model in _our_models()
+        for field in model._meta.local_fields
+        if isinstance(field, models.CharField) and not isinstance(field, models.SlugField)
+    ]
+    assert len(fields) > 100
+    assert [name for name, field in fields if not isinstance(field, NulSafeCharField)] == []
+
+
+def _our_models():
+    from pathlib import Path
+
+    from django.apps import apps
+    from django.conf import settings
+
+    for config in apps.get_app_configs():
+        parts = set(Path(config.path).parts)
+        if Path(config.path).is_relative_to(settings.BASE_DIR) and not {"site-packages", "dist-packages"} & parts:
+            yield from config.get_models()
+
+
+@needs_bwrap
+def test_a_checker_that_fails_quoting_the_agents_binary_file_is_stored_with_its_reason(db):
+    # The checker's last line of stderr goes into the rollout's one-line check reason (a CharField): an agent that
+    # wrote NUL into the file the checker quotes must not make the rollout unstorable on PostgreSQL.
+    from sandbox import Workspace, get_backend
+    from tasks.tests.helpers import FAST, spec
+    from tasks.verification import CheckStatus, run_checker
+
+    checker = spec("import sys\nsys.exit('unexpected header: ' + open('out.bin', encoding='latin-1').read())\n")
+    with Workspace.create({"out.bin": b"PK\x03\x04\0\0tail"}) as workspace:
+        result = run_checker(checker, workspace, backend=get_backend("bwrap"), limits=FAST)
+    assert result.status is CheckStatus.ERROR and "unexpected header: PK\x03\x04\0\0tail" in result.reason, result
+    revision = make_task("nul-reason").current_revision
+    endpoint = ModelEndpoint.objects.create(name="agent", base_url="http://127.0.0.1:9/v1", model="agent")
+    rollout = Rollout.objects.create(
+        revision=revision, endpoint=endpoint, check_status=str(result.status), check_reason=result.reason
+    )
+    stored = Rollout.objects.get(pk=rollout.pk).check_reason
+    assert stored == result.reason.replace("\0", "\ufffd") and "PK\x03\x04\ufffd\ufffdtail" in stored
+    assert Rollout.objects.filter(check_reason=result.reason).get() == rollout  # a lookup is replaced alike
