@@ -12,7 +12,7 @@ table; a `default` worker runs each tick, which queues the job itself on its own
 import os
 
 from celery import Celery
-from celery.signals import worker_ready, worker_shutdown
+from celery.signals import worker_process_shutdown, worker_ready, worker_shutdown
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clawgym_site.settings")
 
@@ -58,3 +58,12 @@ def forget_worker(sender=None, **kwargs):
     from jobs.workers import stop_beat
 
     stop_beat()
+
+
+@worker_process_shutdown.connect
+def release_sandbox_pools(**kwargs):
+    # A pool process ends with os._exit, where atexit does not run: the volumes and ready containers it kept for its
+    # next runs are released here (sandbox.backends.process_exit).
+    from sandbox.backends.process_exit import release
+
+    release()

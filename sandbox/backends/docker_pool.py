@@ -22,7 +22,6 @@ folders by volume.remove_stale (same naming).
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import logging
 import os
@@ -39,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SandboxError
-from . import volume
+from . import process_exit, volume
 from .cgroups import _start_time
 
 # How long a ready container may wait for its run; older ones are removed instead of used.
@@ -255,4 +254,6 @@ def settle() -> None:
     _remover.settle()
 
 
-atexit.register(settle)  # after volume's (imported above): so it runs first, and the volumes it hands over are gone
+process_exit.on_exit(
+    settle
+)  # after volume's (imported above): so it runs first, and the volumes it hands over are gone

@@ -26,7 +26,6 @@ of mke2fs (see "a pool of mounted volumes" below for when a volume is kept and w
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import ctypes
 import errno
@@ -47,6 +46,7 @@ from typing import Any
 
 from ..errors import SandboxError
 from ..limits import MiB
+from . import process_exit
 from .cgroups import _start_time
 
 SCRATCH_ENV = "CLAWGYM_SANDBOX_SCRATCH"
@@ -380,9 +380,6 @@ def settle() -> None:
     _remover.settle()
 
 
-atexit.register(settle)
-
-
 # --- a pool of mounted volumes, emptied and filled again -----------------------------------------------------------
 #
 # Making a volume (mke2fs, a loop device, a mount) and removing it (unmount, detach, delete) cost about 8-12 ms of CPU
@@ -527,7 +524,12 @@ def _empty(folder: Path) -> None:
         os.removexattr(folder, name, follow_symlinks=False)
 
 
-atexit.register(drain)  # registered after settle(), so it runs first
+def _at_exit() -> None:
+    drain()
+    settle()
+
+
+process_exit.on_exit(_at_exit)
 
 
 @contextlib.contextmanager

@@ -267,3 +267,27 @@ def test_cgroups_and_volumes_of_dead_runs_are_removed(bwrap, workspace, bounded)
     finally:
         if os.path.ismount(stale / "workspace"):
             subprocess.run(["umount", str(stale / "workspace")])
+
+
+def _run_once_and_report(bwrap, queue) -> None:
+    with Workspace.create({"input.txt": b"hello\n"}) as workspace:
+        result = bwrap.run(["true"], workspace, limits=TIGHT)
+    queue.put((os.getpid(), result.ok, len(volume.idle())))
+
+
+def test_a_multiprocessing_worker_that_ends_releases_its_pooled_volumes(bwrap, monkeypatch):
+    # django-q's workers are multiprocessing children: they end with os._exit, where atexit does not run, so the
+    # volumes they kept for their next run would stay mounted until another run on the host swept them.
+    import multiprocessing
+
+    monkeypatch.setenv(volume.POOL_ENV, "8")
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_run_once_and_report, args=(bwrap, queue))
+    child.start()
+    pid, ok, kept = queue.get(timeout=60)
+    child.join(timeout=30)
+    assert (ok, kept, child.exitcode) == (True, 1, 0)
+    assert [name for name in os.listdir(volume.scratch_dir()) if name.startswith(f"run-{pid}-")] == []
+    mounts = open("/proc/self/mountinfo").read()
+    assert f"/run-{pid}-" not in mounts
