@@ -43,8 +43,9 @@ from .cgroups import _start_time
 
 # How long a ready container may wait for its run; older ones are removed instead of used.
 READY_SECONDS = 600
-# Ready containers kept per backend, all option sets together.
-POOL_SIZE = 2
+# Ready containers kept per process, all option sets together: AHEAD for each of two option sets (a worker's checker
+# runs and another kind of run), so that two kinds taken in turn do not push out each other's.
+POOL_SIZE = 4
 # Containers ready or being made ahead for options asked for again: runs that come back to back each take one made
 # while the run before was running, and two engine starts side by side finish sooner than two one after another.
 AHEAD = 2

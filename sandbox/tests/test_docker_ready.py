@@ -143,6 +143,24 @@ def test_backends_made_per_run_share_the_process_ready_containers_and_never_pile
     assert sandbox_containers(docker_sandbox) == []
 
 
+def test_two_kinds_of_run_taken_in_turn_each_keep_their_ready_containers(docker_sandbox):
+    # A worker's checker runs and another kind of run in turn: each kind's containers made ahead stay for it.
+    docker_pool.settle()
+    kinds = Limits(max_processes=41), Limits(max_processes=42)
+    for _round in range(2):
+        for limits in kinds:
+            workspace = Workspace.create({})
+            try:
+                assert pid1_with(DockerBackend(), workspace, limits) == LAUNCHED_BY_THE_READY_SHELL
+            finally:
+                workspace.cleanup()
+    docker_pool.pool.wait_filled()
+    ready = [r.key[1] for r in docker_pool.pool.ready]
+    assert sorted(ready) == sorted([repr(kinds[0])] * docker_pool.AHEAD + [repr(kinds[1])] * docker_pool.AHEAD)
+    docker_pool.settle()
+    assert sandbox_containers(docker_sandbox) == []
+
+
 def pid1_with(backend: DockerBackend, workspace: Workspace, limits: Limits) -> str:
     result = backend.run("tr '\\0' ' ' < /proc/1/cmdline", workspace, limits=limits)
     assert result.ok, result
