@@ -52,21 +52,27 @@ class JobLost(Exception):
 # --- who runs a job -----------------------------------------------------------------------------------------
 
 
-def _process_start(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (Linux); None when it is not running or unknown.
-
-    Part of the worker id, so that a pid reused by a new process (common in containers) is not
-    mistaken for the worker that died.
-    """
+def process_stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (Linux): state, parent, process group, ...; None when the
+    process is not there. A zombie (state Z or X: exited, not reaped yet) is as gone as it gets."""
     try:
         with open(f"/proc/{pid}/stat") as fh:
             stat = fh.read()
     except OSError:
         return None
     # The command name (field 2) may hold spaces and parentheses; the fields after the last ")" do not.
-    fields = stat.rpartition(")")[2].split()
-    if fields[0] in ("Z", "X"):
-        return None  # killed, not yet reaped by its parent: as gone as it gets
+    return stat.rpartition(")")[2].split()
+
+
+def _process_start(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (Linux); None when it is not running or unknown.
+
+    Part of the worker id, so that a pid reused by a new process (common in containers) is not
+    mistaken for the worker that died.
+    """
+    fields = process_stat(pid)
+    if fields is None or fields[0] in ("Z", "X"):
+        return None  # gone, or killed and not yet reaped by its parent: as gone as it gets
     return fields[19]
 
 

@@ -156,17 +156,13 @@ class WorkerProcess:
 
     def _group_members(self) -> list[int]:
         """The processes of the worker's group that have not exited yet (a zombie has: it only awaits its reaping)."""
+        from .runner import process_stat
+
         members = []
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry.name}/stat") as fh:
-                    fields = fh.read().rpartition(")")[2].split()
-            except OSError:
-                continue
-            if int(fields[2]) == self.proc.pid and fields[0] not in ("Z", "X"):
-                members.append(int(entry.name))
+        for pid in (int(name) for name in os.listdir("/proc") if name.isdigit()):
+            fields = process_stat(pid)
+            if fields and int(fields[2]) == self.proc.pid and fields[0] not in ("Z", "X"):
+                members.append(pid)
         return members
 
     def kill(self) -> None:

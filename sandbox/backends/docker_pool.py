@@ -255,6 +255,5 @@ def settle() -> None:
     _remover.settle()
 
 
-process_exit.on_exit(
-    settle
-)  # after volume's (imported above): so it runs first, and the volumes it hands over are gone
+# After volume's (imported above): so it runs first, and the volumes it hands over are gone.
+process_exit.on_exit(settle)

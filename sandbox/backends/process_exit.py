@@ -3,17 +3,16 @@
 The modules that keep something register how to release it with on_exit(); release() runs those, the last
 registered first (the Docker backend's ready containers before the volumes their removal hands over).
 
-It runs at exit (atexit) and also where atexit does not: a worker process of a multiprocessing pool (django-q2's
-workers, forked) ends with os._exit once its target returns, but multiprocessing's exit finalizers run there, so
-release() is one, registered at import and again in every multiprocessing child (a child's finalizers are cleared
-after the fork). Celery's prefork children (billiard, with finalizers of its own) call release() from its
+It is one of multiprocessing's exit finalizers, which run as every process ends: through atexit in a process that
+exits normally, and also in a worker process of a multiprocessing pool (django-q2's workers, forked), which ends with
+os._exit once its target returns, where atexit does not run. It is registered at import and again in every
+multiprocessing child (a child's finalizers are cleared after the fork). Celery's prefork children (billiard, with finalizers of its own) call release() from its
 worker_process_shutdown signal (clawgym_site.celery). A killed process runs none of these: what it left is taken by
 the stale sweeps (volume.remove_stale, the Docker backend's remove_stale) once the next run on the host starts.
 """
 
 from __future__ import annotations
 
-import atexit
 import logging
 import multiprocessing.util
 from collections.abc import Callable
@@ -46,6 +45,5 @@ class _Owner:
 
 
 _owner = _Owner()
-atexit.register(release)
 _register()
 multiprocessing.util.register_after_fork(_owner, _register)
