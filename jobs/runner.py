@@ -54,7 +54,7 @@ class JobLost(Exception):
 
 def process_stat(pid: int) -> list[str] | None:
     """The fields of /proc/PID/stat after the command name (Linux): state, parent, process group, ...; None when the
-    process is not there. A zombie (state Z or X: exited, not reaped yet) is as gone as it gets."""
+    process is not there. A zombie (exited, not reaped yet) is still there, with state Z or X."""
     try:
         with open(f"/proc/{pid}/stat") as fh:
             stat = fh.read()

@@ -21,6 +21,15 @@ from . import SandboxUnavailable, get_backend
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
 
+def volumes_of(pid: int) -> list[str]:
+    """The names of the workspace volumes (sandbox.backends.volume) that process `pid` made and that are still there:
+    mounted and idle in its pool, or waiting for its removal thread."""
+    from .backends import volume
+
+    scratch = volume.scratch_dir()
+    return [name for name in os.listdir(scratch) if name.startswith(f"run-{pid}-")] if scratch.exists() else []
+
+
 def in_ci() -> bool:
     """True where the CI variable is set to anything but empty, 0, false or no (CI services set CI=true)."""
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")

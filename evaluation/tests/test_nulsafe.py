@@ -37,8 +37,12 @@ def test_text_without_nul_or_the_mark_is_stored_as_it_is():
 
 
 @pytest.fixture
-def session(db):
-    endpoint = ModelEndpoint.objects.create(name="agent", base_url="http://127.0.0.1:9/v1", model="agent")
+def endpoint(db):
+    return ModelEndpoint.objects.create(name="agent", base_url="http://127.0.0.1:9/v1", model="agent")
+
+
+@pytest.fixture
+def session(endpoint):
     return ProxySession.objects.create(endpoint=endpoint, subject="rollout:1")
 
 
@@ -71,9 +75,8 @@ def test_a_call_with_nul_in_its_request_and_answer_is_recorded_and_rebuilt(sessi
     assert all(c.response == answer and c.error == "upstream said \0" for c in stored)
 
 
-def test_a_rollout_and_a_sanity_report_with_nul_are_stored_and_read_back(db):
+def test_a_rollout_and_a_sanity_report_with_nul_are_stored_and_read_back(endpoint):
     revision = make_task("nul-task").current_revision
-    endpoint = ModelEndpoint.objects.create(name="agent", base_url="http://127.0.0.1:9/v1", model="agent")
     rollout = Rollout.objects.create(
         revision=revision,
         endpoint=endpoint,
@@ -160,7 +163,7 @@ def _our_models():
 
 
 @needs_bwrap
-def test_a_checker_that_fails_quoting_the_agents_binary_file_is_stored_with_its_reason(db):
+def test_a_checker_that_fails_quoting_the_agents_binary_file_is_stored_with_its_reason(endpoint):
     # The checker's last line of stderr goes into the rollout's one-line check reason (a CharField): an agent that
     # wrote NUL into the file the checker quotes must not make the rollout unstorable on PostgreSQL.
     from sandbox import Workspace, get_backend
@@ -172,7 +175,6 @@ def test_a_checker_that_fails_quoting_the_agents_binary_file_is_stored_with_its_
         result = run_checker(checker, workspace, backend=get_backend("bwrap"), limits=FAST)
     assert result.status is CheckStatus.ERROR and "unexpected header: PK\x03\x04\0\0tail" in result.reason, result
     revision = make_task("nul-reason").current_revision
-    endpoint = ModelEndpoint.objects.create(name="agent", base_url="http://127.0.0.1:9/v1", model="agent")
     rollout = Rollout.objects.create(
         revision=revision, endpoint=endpoint, check_status=str(result.status), check_reason=result.reason
     )

@@ -19,6 +19,7 @@ import pytest
 
 from sandbox import Limits, Status, Workspace
 from sandbox.backends import cgroups, volume
+from sandbox.testing import volumes_of
 
 from .helpers import processes_with
 from .hostile_cases import *  # noqa: F403 - the shared battery, collected here against bubblewrap
@@ -60,10 +61,7 @@ def leftovers(tree) -> list[str]:
     volume.settle()
     mine = f"run-{os.getpid()}-"
     found = [str(p / n) for p in tree.parents for n in os.listdir(p) if n.startswith(mine)]
-    scratch = volume.scratch_dir()
-    if scratch.exists():
-        found += [str(scratch / n) for n in os.listdir(scratch) if n.startswith(mine)]
-    return found
+    return found + [str(volume.scratch_dir() / name) for name in volumes_of(os.getpid())]
 
 
 def test_four_processes_of_800_mib_share_one_memory_limit(hostile, bounded):
@@ -288,6 +286,6 @@ def test_a_multiprocessing_worker_that_ends_releases_its_pooled_volumes(bwrap, m
     pid, ok, kept = queue.get(timeout=60)
     child.join(timeout=30)
     assert (ok, kept, child.exitcode) == (True, 1, 0)
-    assert [name for name in os.listdir(volume.scratch_dir()) if name.startswith(f"run-{pid}-")] == []
+    assert volumes_of(pid) == []
     mounts = open("/proc/self/mountinfo").read()
     assert f"/run-{pid}-" not in mounts

@@ -16,6 +16,7 @@ import pytest
 from sandbox import Limits, Status
 from sandbox.backends import docker_pool, volume
 from sandbox.backends.docker import OWNER_LABEL, DockerBackend, owner
+from sandbox.testing import volumes_of
 
 from .hostile_cases import *  # noqa: F403 - the shared battery, collected here against Docker
 from .hostile_cases import FORK_STORM, FOUR_PROCESSES_OF_800_MIB, TIGHT, SandboxView
@@ -73,9 +74,7 @@ def volumes_of_this_process() -> list[str]:
     # The bubblewrap backend's idle volumes (its pool, from earlier tests in this process) are not this backend's.
     volume.drain()
     volume.settle()
-    scratch = volume.scratch_dir()
-    mine = f"run-{os.getpid()}-"
-    return [name for name in os.listdir(scratch) if name.startswith(mine)] if scratch.exists() else []
+    return volumes_of(os.getpid())
 
 
 def test_four_processes_of_800_mib_share_one_memory_limit(hostile):

@@ -5,14 +5,12 @@ pool processes end with os._exit, where atexit does not run: stopping the worker
 A module of its own: each test starts the only worker on the test database and stops it (a module-scoped worker of
 another module would take the job too)."""
 
-import os
-
 import pytest
 from django.test import override_settings
 
 from jobs.models import JobRun
 from jobs.testing import start_celery_worker, start_django_q_worker, use_engine, wait_for
-from sandbox.backends import volume
+from sandbox.testing import volumes_of
 from tasks.sanity import start_sanity_check
 from tasks.tests.helpers import make_sanity_task
 
@@ -21,11 +19,6 @@ pytestmark = [
     pytest.mark.workers,
     pytest.mark.django_db(transaction=True),
 ]
-
-
-def volumes_of(pid: int) -> list[str]:
-    scratch = volume.scratch_dir()
-    return [name for name in os.listdir(scratch) if name.startswith(f"run-{pid}-")] if scratch.exists() else []
 
 
 def check_then_stop(worker, reviewer, engine) -> tuple[list[str], list[str]]:
