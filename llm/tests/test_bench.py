@@ -62,6 +62,8 @@ def test_proxy_bench_mixed_measures_both_sides_in_one_load():
             "0.005",
             "--think",
             "0.05",
+            "--first-token-delay",
+            "0.04",
         ],
         cwd=BASE_DIR,
         capture_output=True,
@@ -70,6 +72,10 @@ def test_proxy_bench_mixed_measures_both_sides_in_one_load():
     )
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(done.stdout.strip().splitlines()[-1])
+    # The upstream waits 40 ms before each answer (a model's prefill), whichever way the request came.
+    assert report["first_token_delay_s"] == 0.04
+    assert report["direct"]["ttft_ms"]["p50"] >= 40 and report["proxy"]["ttft_ms"]["p50"] >= 40
+    assert report["aim_met"] is None  # the aim is judged against an upstream that answers at once
     # Client n's request k goes direct when (n + k) is even: 3 of the 6 each way, in the same load (the same wall).
     assert (report["mixed"], report["proxy_workers"]) == (True, 2)
     assert report["direct"]["requests"] == report["proxy"]["requests"] == 3
