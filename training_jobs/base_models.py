@@ -14,6 +14,7 @@ converter (training_jobs.converters). Every change goes through here: the page, 
 """
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -65,6 +66,20 @@ def folder_facts(path) -> dict:
         "architecture": str(architectures[0])[:100] if isinstance(architectures, list) and architectures else "",
         "context_length": context if isinstance(context, int) and context > 0 else None,
     }
+
+
+def named_or_folder(value: str) -> tuple[BaseModel | None, str]:
+    """A command line's base model: a registered base model's name, else a model folder, a relative one taken from
+    the folder the command runs in (the pages and the API ask for absolute paths: they run elsewhere). Returns
+    (the row, "") or (None, the folder's absolute path); BaseModelError for a bare word that names neither."""
+    row = BaseModel.objects.filter(name=value).first()
+    if row is not None:
+        return row, ""
+    if os.sep not in value and not os.path.exists(value):
+        raise BaseModelError(
+            f"{value!r} is neither a registered base model (`manage.py base_models list`) nor a model folder"
+        )
+    return None, os.path.abspath(value)
 
 
 def add_by_path(name: str, path: str, *, notes: str = "", chat_template: str = "") -> tuple[BaseModel, bool]:

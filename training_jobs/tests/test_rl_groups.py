@@ -238,6 +238,10 @@ def test_train_kind_rl_says_what_it_needs():
 
     with pytest.raises(CommandError, match="--task ID … or --tasks-from"):
         call_command("train", "--kind", "rl", "--base-model", "/models/x", stdout=StringIO(), stderr=StringIO())
+    with pytest.raises(CommandError, match="--base-model: 'tinyx' is neither a registered base model"):
+        call_command(
+            "train", "--kind", "rl", "--base-model", "tinyx", "--task", "1", stdout=StringIO(), stderr=StringIO()
+        )
     with pytest.raises(CommandError, match="names no task"):
         call_command(
             "train",

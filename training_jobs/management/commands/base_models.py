@@ -6,6 +6,7 @@ python manage.py base_models serve NAME [--backend transformers|vllm|batched] [-
 python manage.py base_models stop NAME"""
 
 import json
+import os
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -63,7 +64,8 @@ class Command(BaseCommand):
         name, path = options["name"], options["path"]
         try:
             if path:
-                row, created = base_models.add_by_path(name, path, notes=options["notes"])
+                # A relative folder is taken from where the command runs, as a shell user means it.
+                row, created = base_models.add_by_path(name, os.path.abspath(path), notes=options["notes"])
             else:
                 row, created = base_models.add_converted(name, log=lambda line: self.stderr.write(line))
         except (base_models.BaseModelError, converters.ConversionError) as exc:

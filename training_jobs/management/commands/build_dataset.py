@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand
 
 from jobs.cli import UsageError
 
-from ...models import BaseModel
+from ...base_models import BaseModelError, named_or_folder
 from ...services.datasets import DatasetError, build_dataset, summary
 
 
@@ -80,7 +80,12 @@ class Command(BaseCommand):
             user = get_user_model().objects.filter(username=flags["by"]).first()
             if user is None:
                 raise UsageError(f"no user {flags['by']!r}")
-        registered = BaseModel.objects.filter(name=flags["base_model"]).first() if flags["base_model"] else None
+        registered, folder = None, ""
+        if flags["base_model"]:
+            try:
+                registered, folder = named_or_folder(flags["base_model"])
+            except BaseModelError as exc:
+                raise UsageError(f"--base-model: {exc}") from None
         selection = {"eval_runs": flags["run"], "groups": flags["group"]}
         filters = {
             "min_reward": flags["min_reward"],
@@ -99,7 +104,7 @@ class Command(BaseCommand):
                 allow_unverified_history=flags["include_unverified_history"],
                 unverified_history_reason=flags["history_reason"],
                 base_model=registered,
-                tokenizer_path="" if registered else flags["base_model"],
+                tokenizer_path=folder,
             )
         except DatasetError as exc:
             raise UsageError(str(exc)) from None

@@ -15,6 +15,7 @@ from jobs.models import JobRun
 from jobs.waiting import NotFinished, NoWorker, Work, add_wait_arguments, wait_for
 from tasks.selection import SELECTION_HELP, add_task_arguments
 
+from ...base_models import BaseModelError, named_or_folder
 from ...kinds import KINDS, TrainingRunError, parse_overrides
 from ...kinds.rl import tasks_from
 from ...models import BaseModel, TrainingDataset, TrainingRun
@@ -140,18 +141,25 @@ class Command(BaseCommand):
             )
         return report
 
+    @staticmethod
+    def _base_model(value: str) -> tuple[BaseModel | None, str]:
+        try:
+            return named_or_folder(value)
+        except BaseModelError as exc:
+            raise UsageError(f"--base-model: {exc}") from None
+
     def _start(self, kind, dataset_id, base_model, preset, edits, cpu, here, name) -> TrainingRun:
         if not dataset_id or not base_model:
             raise UsageError("--dataset ID and --base-model PATH are required (or --resume RUN)")
         dataset = TrainingDataset.objects.filter(pk=dataset_id).first()
         if dataset is None:
             raise UsageError(f"no training dataset #{dataset_id}")
-        registered = BaseModel.objects.filter(name=base_model).first()
+        registered, folder = self._base_model(base_model)
         run = start_training_run(
             kind=kind,
             dataset=dataset,
             base_model=registered,
-            base_model_path="" if registered else base_model,
+            base_model_path=folder,
             preset=preset,
             overrides=edits,
             cpu=cpu,
@@ -171,13 +179,13 @@ class Command(BaseCommand):
         if not base_model or not (tasks or selection):
             raise UsageError("--kind rl needs --base-model PATH and --task ID … or --tasks-from SELECTION")
         chosen = list(tasks) + (tasks_from(selection) if selection else [])
-        registered = BaseModel.objects.filter(name=base_model).first()
+        registered, folder = self._base_model(base_model)
         run = start_training_run(
             kind="rl",
             tasks=chosen,
             harness=harness,
             base_model=registered,
-            base_model_path="" if registered else base_model,
+            base_model_path=folder,
             preset=preset,
             overrides=edits,
             cpu=cpu,
