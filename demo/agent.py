@@ -46,16 +46,21 @@ def _text(content) -> str:
 
 
 def revision_for(user_text: str):
-    """The newest catalog revision whose instruction is the user turn, or is in it (the harness may wrap it)."""
+    """The newest catalog revision whose instruction is the user turn, or is in it: a harness may wrap it, and
+    OpenClaw puts a timestamp before its first line and a runtime line after it. The longest lines of the turn are
+    looked up whole, then by their end and by their start, so a line with the harness's words on it still finds
+    the instruction; a candidate is taken only when its whole instruction is in the turn."""
     text = user_text.strip()
     found = TaskRevision.objects.filter(instruction=text).order_by("-pk").first()
-    if found is None:
-        lines = sorted((line.strip() for line in text.splitlines()), key=len, reverse=True)
-        if lines and len(lines[0]) >= MIN_MATCH_CHARS:
-            for revision in TaskRevision.objects.filter(instruction__contains=lines[0]).order_by("-pk")[:20]:
+    if found is not None:
+        return found
+    lines = sorted((line.strip() for line in text.splitlines()), key=len, reverse=True)
+    for line in (line for line in lines[:3] if len(line) >= MIN_MATCH_CHARS):
+        for fragment in dict.fromkeys((line, line[-MIN_MATCH_CHARS:], line[:MIN_MATCH_CHARS])):
+            for revision in TaskRevision.objects.filter(instruction__contains=fragment).order_by("-pk")[:20]:
                 if revision.instruction.strip() in text:
                     return revision
-    return found
+    return None
 
 
 def plan_of(revision) -> tuple[tuple[str, str], ...] | None:

@@ -165,6 +165,23 @@ def test_the_good_agent_writes_the_whole_solution_and_the_weak_one_half_of_it(db
     assert called == [] and last.startswith("I am a ClawGym demo agent")
 
 
+def test_the_good_agent_finds_a_one_line_instruction_in_openclaws_user_turn(db):
+    # OpenClaw's first user turn as the proxy recorded it: a timestamp on the instruction's line, a runtime line
+    # after it. The instruction's only line is then never a line of the turn.
+    import_path(EXAMPLES / "fix-proration-bug")
+    revision = TaskRevision.objects.get(task__external_id="fix-proration-bug")
+    assert "\n" not in revision.instruction.strip()
+    turn = (
+        f"[Sat 2026-12-05 19:12 UTC] {revision.instruction}\n\n"
+        "Runtime: agent=main | host=sandbox | model=clawgym/clawgym-demo/agent-good"
+    )
+    called, _ = play(GOOD.model, turn)
+    assert called and called[-1].startswith("write ")
+    # A turn that holds only part of an instruction is not that task.
+    called, last = play(GOOD.model, f"[Sat 2026-12-05 19:12 UTC] {revision.instruction[:-40]}")
+    assert called == [] and last.startswith("I am a ClawGym demo agent")
+
+
 def test_anything_else_gets_a_sentence_saying_what_the_demo_models_are():
     reply = server.answer({"model": server.JUDGE, "messages": [{"role": "user", "content": "Reply with: pong"}]})
     assert reply.content.startswith("I am a ClawGym demo model (clawgym-demo/judge)")
