@@ -84,7 +84,10 @@ def find_version(benchmark_name: str, number: int | None = None) -> BenchmarkVer
     versions = benchmark.versions.select_related("benchmark", "created_by")
     numbers = list(versions.values_list("number", flat=True))
     if not numbers:
-        raise BenchmarkExportError(f"{benchmark.name} has no frozen version yet: freeze one first")
+        raise BenchmarkExportError(
+            f"{benchmark.name} has no frozen version yet: freeze one first (on its page, through "
+            f"POST /api/benchmarks/ID/freeze/, or `manage.py freeze_benchmark --benchmark {benchmark.name}`)"
+        )
     if number is None:
         return versions.get(number=max(numbers))
     if number not in numbers:

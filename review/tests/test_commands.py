@@ -1,4 +1,4 @@
-"""propose_candidates and diagnose management commands."""
+"""propose_candidates, diagnose and freeze_benchmark management commands."""
 
 import json
 from io import StringIO
@@ -6,12 +6,13 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from benchmarks.models import Benchmark
+from benchmarks.models import Benchmark, BenchmarkVersion
 from jobs.models import JobRun
 from llm.models import ModelEndpoint
 from llm.testing import Reply
 from review.models import BenchmarkCandidate, LLMDiagnosis
-from review.tests.helpers import make_task
+from review.services import decide
+from review.tests.helpers import make_task, sanity
 
 
 def run(*args) -> str:
@@ -67,3 +68,34 @@ def test_diagnose_without_workers_gives_up_and_cancels(candidate, django_capture
 def test_diagnose_unknown_benchmark(db):
     with pytest.raises(CommandError, match="no benchmark is named 'nope'"):
         run("diagnose", "--benchmark", "nope")
+
+
+def test_freeze_benchmark_pins_the_accepted_revisions_and_prints_the_apis_version(
+    candidate, benchmark, admin_user, reviewer
+):
+    with pytest.raises(CommandError, match="has no accepted candidates to freeze"):
+        run("freeze_benchmark", "--benchmark", benchmark.name, "--by", admin_user.username)
+    sanity(candidate.task.current_revision)
+    decide(candidate, "accept", user=reviewer)
+    with pytest.raises(CommandError, match=f"no admin '{reviewer.username}'"):
+        run("freeze_benchmark", "--benchmark", benchmark.name, "--by", reviewer.username)
+    with pytest.raises(CommandError, match="no benchmark 'nope'"):
+        run("freeze_benchmark", "--benchmark", "nope", "--by", admin_user.username)
+    assert not BenchmarkVersion.objects.exists()
+
+    out = run("freeze_benchmark", "--benchmark", benchmark.name, "--by", admin_user.username, "--note", "v1", "--json")
+    first, last = out.strip().splitlines()
+    assert first == f"{benchmark.name} v1: 1 task(s) pinned (t-review r1)"
+    version = BenchmarkVersion.objects.get()
+    report = json.loads(last)
+    assert (report["id"], report["benchmark"], report["number"], report["note"]) == (
+        version.pk,
+        benchmark.name,
+        1,
+        "v1",
+    )
+    assert (report["created_by"], report["task_count"]) == (admin_user.username, 1)
+    assert report["revisions"] == [
+        {"task": "t-review", "revision": 1, "revision_id": candidate.task.current_revision_id}
+    ]
+    assert report["downloads"]["zip"] == f"/api/benchmark-versions/{version.pk}/export/?format=zip"

@@ -284,7 +284,10 @@ def benchmark_version(name: str, number: int | None):
     version = versions.filter(number=number).first() if number is not None else versions.first()
     if version is None:
         if number is None:
-            raise UsageError(f"benchmark {name} has no frozen version yet: freeze one first")
+            raise UsageError(
+                f"benchmark {name} has no frozen version yet: freeze one first "
+                f"(`manage.py freeze_benchmark --benchmark {name}`, or on its page)"
+            )
         known = ", ".join(f"v{n}" for n in versions.values_list("number", flat=True))
         raise UsageError(f"benchmark {name} has no version {number} (it has: {known})")
     return version
