@@ -1,5 +1,6 @@
 """Bulk decisions in a real browser: a reviewer ticks two candidates and accepts them; the accept gate refuses one,
-and the report says which and why while the other's row turns accepted in place.
+and the report says which and why while the other's row turns accepted in place. A reason given for one decision is
+not carried on to the next.
 
 Screenshots go to $CLAWGYM_SCREENSHOT_DIR (default /tmp/clawgym-screens) for a look by eye.
 """
@@ -48,11 +49,25 @@ def test_bulk_accept_of_two_candidates_with_one_refused_by_the_gate(page, live_s
     assert row(page, passing).locator("input[name=ids]").count() == 0  # decided: nothing left to tick
     page.locator("[data-testid=status-accepted]", has_text="Accepted 1").wait_for()  # the counts follow
     screenshot(page, "review-queue-bulk")
+    # Decided: the reason is cleared, so that it is not recorded on the next decision too.
+    assert page.input_value("#bulk-form input[name=reason]") == ""
+
+    row(page, crashing).locator("input[name=ids]").check()
+    page.fill("#bulk-form input[name=reason]", "the checker crashes on the empty workspace")
+    page.click("#bulk-form button:text('Reject ticked')")
+    report.locator("[data-testid=bulk-summary]", has_text="Rejected 1.").wait_for()
+    row(page, untouched).locator("input[name=ids]").check()
+    page.click("#bulk-form button:text('Accept ticked')")
+    report.locator("[data-testid=bulk-summary]", has_text="Accepted 1.").wait_for()
+    settled(page)
     assert_no_reload(page)
 
     assert BenchmarkCandidate.objects.get(pk=passing.pk).status == BenchmarkCandidate.Status.ACCEPTED
-    assert BenchmarkCandidate.objects.get(pk=crashing.pk).status == BenchmarkCandidate.Status.AWAITING_REVIEW
-    assert [(d.candidate_id, d.decision, d.reviewer_id, d.reason) for d in ReviewDecision.objects.all()] == [
-        (passing.pk, "accept", reviewer.pk, "checked against the sanity reports")
+    assert BenchmarkCandidate.objects.get(pk=crashing.pk).status == BenchmarkCandidate.Status.REJECTED
+    decisions = ReviewDecision.objects.order_by("pk")
+    assert [(d.candidate_id, d.decision, d.reviewer_id, d.reason) for d in decisions] == [
+        (passing.pk, "accept", reviewer.pk, "checked against the sanity reports"),
+        (crashing.pk, "reject", reviewer.pk, "the checker crashes on the empty workspace"),
+        (untouched.pk, "accept", reviewer.pk, ""),
     ]
     assert not watched.console_errors
