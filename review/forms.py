@@ -21,7 +21,7 @@ class DecisionForm(forms.Form):
         required=False,
         max_length=10_000,
         widget=forms.Textarea(attrs={"rows": 2}),
-        help_text="Admins only: why to accept although the sanity check failed.",
+        help_text="Admins only: why to accept although the sanity check failed or has not run.",
     )
 
     def clean(self):

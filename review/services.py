@@ -573,7 +573,11 @@ def decide(
         if decision == Decision.ACCEPT:
             blocked = sanity_block(revision, candidate.benchmark)
             if blocked and not override_reason.strip():
-                raise AcceptBlocked(f"cannot accept: {blocked} (an admin may override with a written reason)")
+                unchecked = not SanityReport.latest_for(revision).exists()
+                step = "run its sanity check first" if unchecked else "fix the checker (its sanity check runs again)"
+                raise AcceptBlocked(
+                    f"cannot accept: {blocked}. To accept, {step}; or an admin accepts with a written override reason"
+                )
         row = ReviewDecision.objects.create(
             candidate=candidate,
             reviewer=user,

@@ -382,8 +382,22 @@ def test_blocked_accept_shows_why_and_records_nothing(reviewer_client, reviewer,
     candidate.refresh_from_db()
     assert candidate.status == Status.AWAITING_REVIEW and candidate.held_by() is None
 
+    # The way on: fix the checker on the candidate's page (linked), or an admin's override.
+    assert "To accept, fix the checker (its sanity check runs again)" in html
+    assert f'href="{reverse("review:candidate", args=[candidate.pk])}" data-testid="blocked-next"' in html
+
     plain = decide(reviewer_client, candidate, htmx=False, decision="accept")
     assert plain.status_code == 409 and "cannot accept" in plain.content.decode()
+
+
+def test_an_accept_before_any_sanity_check_says_to_run_one(reviewer_client, candidate):
+    add_diagnosis(candidate, [])
+    html = decide(reviewer_client, candidate, decision="accept").content.decode()
+    assert (
+        "cannot accept: the checker of this revision has not been sanity-checked yet. To accept, run its sanity" in html
+    )
+    assert 'data-testid="blocked-next"' in html and "to run its sanity check or fix its checker" in html
+    assert not ReviewDecision.objects.exists()
 
 
 def test_admin_overrides_a_failed_sanity_check(admin_client, reviewer_client, admin_user, candidate):

@@ -310,6 +310,7 @@ def queue_decide(request, pk: int):
     """
     candidate = get_object_or_404(BenchmarkCandidate.objects.select_related("task", "benchmark"), pk=pk)
     fresh_row = None
+    blocked = False
     status = 200
     if request.method == "GET":
         decision = request.GET.get("decision")
@@ -333,6 +334,7 @@ def queue_decide(request, pk: int):
             except services.ReviewError as exc:
                 form.add_error(None, str(exc))
                 status = services.http_status(exc)
+                blocked = isinstance(exc, services.AcceptBlocked)  # the dialog links where to unblock it
                 fresh_row = _row(pk)  # a claim taken on the way shows in the row behind the dialog
             else:
                 if request.htmx:
@@ -349,6 +351,7 @@ def queue_decide(request, pk: int):
         "form": form,
         "decision": decision,
         "c": fresh_row,
+        "blocked": blocked,
         "queue_url": _next_url(request),
     }
     if request.htmx:
