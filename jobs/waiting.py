@@ -3,7 +3,9 @@ diagnose, difficulty_filter): one loop and one set of flags, so that each gives 
 
 No worker took the work within --start-timeout: it is cancelled (a worker starting later must not run what nobody
 waits for) and the message says how to start a worker, or to pass --here (exit 3). Not finished within --timeout:
-the command stops waiting and says where to follow the work (exit 1). Now and then the work of lost workers is
+the command stops waiting and says where to follow the work (exit 1); the work goes on. A --timeout shorter than
+--start-timeout that ends before any worker took the work leaves it queued when workers are seen on its queues (they
+beat: jobs.workers), and cancels it as no worker's when none is. Now and then the work of lost workers is
 reclaimed, as each kind of work does that, so that nothing looks "running" forever.
 """
 
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 from django.core.management.base import CommandError
 
 from .cli import NotStarted
+from .workers import seen_by_queue
 
 POLL_SECONDS = 0.5
 RECHECK_LOST_SECONDS = 10.0
@@ -61,12 +64,12 @@ class Work:
     progress: Callable[[], object] | None = None  # reports on stderr what changed
     progress_every: float = 0.0  # seconds between reports (0: every poll)
     reclaim_lost: Callable[[], object] | None = None  # ends (or frees) what lost workers held, every 10 s
+    workers_seen: Callable[[], bool] | None = None  # whether workers are alive on every queue (None: their beats)
 
 
 def wait_for(work: Work, *, timeout: float, start_timeout: float) -> None:
     """Return once `work.finished()`; raise NoWorker or NotFinished as the module docstring says."""
     started = last_lost_check = last_progress = time.monotonic()
-    give_up_start = min(start_timeout, timeout)  # nothing taken by the end: no worker, not slowness
     taken = False
     while True:
         now = time.monotonic()
@@ -76,16 +79,36 @@ def wait_for(work: Work, *, timeout: float, start_timeout: float) -> None:
         if work.finished():
             return
         taken = taken or work.taken()
-        if not taken and now - started > give_up_start:
+        waited = now - started
+        if not taken and waited > start_timeout:
             work.cancel()
-            raise NoWorker(no_worker_message(work, give_up_start))
-        if now - started > timeout:
+            raise NoWorker(no_worker_message(work, start_timeout))
+        if waited > timeout:
             follow = f" ({work.follow})" if work.follow else ""
-            raise NotFinished(f"{work.what} did not finish within {timeout:g} s; it goes on running{follow}")
+            if taken:
+                raise NotFinished(f"{work.what} did not finish within {timeout:g} s; it goes on running{follow}")
+            if not (work.workers_seen or _workers_seen(work.queues))():
+                work.cancel()  # nobody waits for it and nobody would take it
+                raise NoWorker(no_worker_message(work, timeout))
+            queues = " and ".join(work.queues)
+            raise NotFinished(
+                f"{work.what} was not taken by a worker within {timeout:g} s; it stays queued for the workers seen "
+                f"on the {queues} queue{'s' if len(work.queues) > 1 else ''}{follow}"
+            )
         if work.reclaim_lost and now - last_lost_check > RECHECK_LOST_SECONDS:
             work.reclaim_lost()
             last_lost_check = now
         time.sleep(POLL_SECONDS)
+
+
+def _workers_seen(queues: tuple[str, ...]) -> Callable[[], bool]:
+    """Whether a worker beat recently on every one of `queues`."""
+
+    def seen() -> bool:
+        counts = seen_by_queue()
+        return all(counts.get(queue, 0) for queue in queues)
+
+    return seen
 
 
 def no_worker_message(work: Work, seconds: float) -> str:

@@ -55,11 +55,40 @@ def test_no_worker_cancels_the_work_and_says_how_to_start_one():
     assert message.endswith("`manage.py synthesize --resume 7` runs it again.")
 
 
-def test_a_timeout_shorter_than_the_start_timeout_still_means_no_worker_when_nothing_was_taken():
-    untaken = work()
+def test_a_timeout_shorter_than_the_start_timeout_means_no_worker_when_none_is_seen():
+    untaken = work(workers_seen=lambda: False)
     with pytest.raises(NoWorker, match="within 0.05 s"):
         wait_for(untaken, timeout=0.05, start_timeout=60)
     assert untaken.calls == ["cancel"]
+
+
+def test_a_timeout_shorter_than_the_start_timeout_leaves_the_work_queued_for_the_workers_seen():
+    # `--timeout 0`: queue it and look later. A worker that beats on the queue takes it in a moment.
+    queued = work(workers_seen=lambda: True, follow="`manage.py eval_report 7` shows it")
+    with pytest.raises(NotFinished) as raised:
+        wait_for(queued, timeout=0, start_timeout=60)
+    assert queued.calls == []  # not cancelled
+    assert str(raised.value) == (
+        "batch #7 was not taken by a worker within 0 s; it stays queued for the workers seen on the sandbox queue "
+        "(`manage.py eval_report 7` shows it)"
+    )
+
+
+@pytest.mark.django_db
+def test_the_workers_seen_are_those_that_beat_on_every_queue_of_the_work():
+    from django.utils import timezone
+
+    from jobs.workers import beat
+
+    both = work(queues=("default", "sandbox"))
+    with pytest.raises(NoWorker):
+        wait_for(both, timeout=0, start_timeout=60)
+    beat("host:1:0", "django-q", ["sandbox"], timezone.now())
+    with pytest.raises(NoWorker):
+        wait_for(both, timeout=0, start_timeout=60)
+    beat("host:2:0", "django-q", ["default"], timezone.now())
+    with pytest.raises(NotFinished, match="stays queued for the workers seen on the default and sandbox queues"):
+        wait_for(both, timeout=0, start_timeout=60)
 
 
 def test_work_taken_but_not_finished_in_time_goes_on_and_says_where_to_follow_it():
