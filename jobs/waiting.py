@@ -92,7 +92,7 @@ def wait_for(work: Work, *, timeout: float, start_timeout: float) -> None:
                 raise NoWorker(no_worker_message(work, timeout))
             queues = " and ".join(work.queues)
             raise NotFinished(
-                f"{work.what} was not taken by a worker within {timeout:g} s; it stays queued for the workers seen "
+                f"no worker took {work.what} within {timeout:g} s yet; it stays queued for the workers seen "
                 f"on the {queues} queue{'s' if len(work.queues) > 1 else ''}{follow}"
             )
         if work.reclaim_lost and now - last_lost_check > RECHECK_LOST_SECONDS:

@@ -69,7 +69,7 @@ def test_a_timeout_shorter_than_the_start_timeout_leaves_the_work_queued_for_the
         wait_for(queued, timeout=0, start_timeout=60)
     assert queued.calls == []  # not cancelled
     assert str(raised.value) == (
-        "batch #7 was not taken by a worker within 0 s; it stays queued for the workers seen on the sandbox queue "
+        "no worker took batch #7 within 0 s yet; it stays queued for the workers seen on the sandbox queue "
         "(`manage.py eval_report 7` shows it)"
     )
 
