@@ -68,6 +68,37 @@ def test_endpoints_add_refuses_duplicates_unless_updating():
     assert ModelEndpoint.objects.get(name="e").model == "b"
 
 
+def test_endpoints_add_update_changes_only_the_flags_given(caplog):
+    run(
+        "endpoints",
+        "add",
+        "j",
+        "--base-url",
+        "http://h/v1",
+        "--model",
+        "a",
+        "--role",
+        "judge",
+        "diagnosis",
+        "--timeout",
+        "5",
+        "--max-concurrent",
+        "2",
+        "--disabled",
+    )
+    caplog.set_level("INFO", logger="llm.services")
+    updated = json.loads(run("endpoints", "add", "j", "--base-url", "http://h2/v1", "--update", "--json"))
+    assert (updated["base_url"], updated["model"], updated["roles"]) == ("http://h2/v1", "a", ["diagnosis", "judge"])
+    assert (updated["timeout_seconds"], updated["max_concurrent"], updated["enabled"]) == (5.0, 2, False)
+    assert caplog.records[-1].getMessage().endswith(": base_url")  # the log names what changed, only that
+    updated = json.loads(run("endpoints", "add", "j", "--role", "agent", "--enabled", "--update", "--json"))
+    assert (updated["roles"], updated["enabled"], updated["timeout_seconds"]) == (["agent"], True, 5.0)
+    assert json.loads(run("endpoints", "add", "j", "--no-roles", "--update", "--json"))["roles"] == []
+    with pytest.raises(CommandError, match="a new endpoint needs --base-url and --model"):
+        run("endpoints", "add", "new-one", "--role", "judge")
+    assert not ModelEndpoint.objects.filter(name="new-one").exists()
+
+
 @pytest.mark.parametrize(
     "extra, problem",
     [

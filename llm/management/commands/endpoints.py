@@ -1,4 +1,5 @@
 """python manage.py endpoints add NAME --base-url URL --model ID [--api chat|responses] [--api-key-env VAR] [--role R ...]
+    [--update: change only the flags given]
 python manage.py endpoints list [--json]
 
 The API key is never given here: --api-key-env names the environment variable that holds it.
@@ -12,6 +13,20 @@ from django.core.management.base import BaseCommand, CommandError
 
 from llm.models import ModelEndpoint
 from llm.services import create_endpoint, update_endpoint
+
+# A new endpoint's settings where no flag gives them.
+DEFAULTS = {
+    "api_style": ModelEndpoint.ApiStyle.CHAT,
+    "api_key_env": "",
+    "roles": [],
+    "timeout_seconds": 120.0,
+    "max_retries": 3,
+    "max_concurrent": 4,
+    "sampling": {},
+    "price_input_per_mtok": Decimal(0),
+    "price_output_per_mtok": Decimal(0),
+    "enabled": True,
+}
 
 
 def _json_object(raw: str) -> dict:
@@ -36,26 +51,30 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="action", required=True)
-        add = sub.add_parser("add", help="add an endpoint (or change it, with --update)")
+        add = sub.add_parser("add", help="add an endpoint (or change it, with --update: only the flags given change)")
         add.add_argument("name")
-        add.add_argument("--base-url", required=True, help="up to and including /v1")
-        add.add_argument("--model", required=True, help="the model id the API expects")
-        add.add_argument("--api", choices=ModelEndpoint.ApiStyle.values, default=ModelEndpoint.ApiStyle.CHAT)
-        add.add_argument("--api-key-env", default="", help="name of the environment variable holding the key")
+        # Defaults are None here: with --update a flag left out keeps the endpoint's value (DEFAULTS apply to a new one).
+        add.add_argument("--base-url", help="up to and including /v1 (required for a new endpoint)")
+        add.add_argument("--model", help="the model id the API expects (required for a new endpoint)")
+        add.add_argument("--api", choices=ModelEndpoint.ApiStyle.values, help="chat (default) or responses")
+        add.add_argument("--api-key-env", help="name of the environment variable holding the key")
         add.add_argument(
             "--role",
-            action="append",
+            action="extend",
+            nargs="+",
             choices=ModelEndpoint.Role.values,
-            default=[],
-            help="a role it may serve; repeat for several",
+            help="the roles it may serve (--role judge diagnosis, or repeated); with --update they replace its roles",
         )
-        add.add_argument("--timeout", type=float, default=120.0, help="seconds per attempt")
-        add.add_argument("--retries", type=int, default=3)
-        add.add_argument("--max-concurrent", type=int, default=4)
-        add.add_argument("--sampling", type=_json_object, default={}, help="default settings as a JSON object")
-        add.add_argument("--price-in", type=_price, default=Decimal(0), help="$ per million input tokens")
-        add.add_argument("--price-out", type=_price, default=Decimal(0), help="$ per million output tokens")
-        add.add_argument("--disabled", action="store_true")
+        add.add_argument("--no-roles", action="store_true", help="with --update: take every role away")
+        add.add_argument("--timeout", type=float, help="seconds per attempt (120)")
+        add.add_argument("--retries", type=int, help="attempts after the first (3)")
+        add.add_argument("--max-concurrent", type=int, help="calls at once (4)")
+        add.add_argument("--sampling", type=_json_object, help="default settings as a JSON object")
+        add.add_argument("--price-in", type=_price, help="$ per million input tokens (0)")
+        add.add_argument("--price-out", type=_price, help="$ per million output tokens (0)")
+        enabled = add.add_mutually_exclusive_group()
+        enabled.add_argument("--disabled", dest="enabled", action="store_false", default=None, help="turn it off")
+        enabled.add_argument("--enabled", dest="enabled", action="store_true", help="turn it on (a new one is on)")
         add.add_argument("--update", action="store_true", help="change the endpoint if it exists")
         add.add_argument("--json", dest="as_json", action="store_true")
         listing = sub.add_parser("list", help="list endpoints")
@@ -79,23 +98,31 @@ class Command(BaseCommand):
             self.stdout.write(f"{e['name']}{state}: {e['model']} at {e['base_url']} [{e['api_style']}] roles {roles}")
 
     def _add(self, as_json: bool, *, name, update, **options):
-        fields = {
+        given = {
             "base_url": options["base_url"],
             "model": options["model"],
             "api_style": options["api"],
             "api_key_env": options["api_key_env"],
-            "roles": sorted(set(options["role"])),
+            "roles": [] if options["no_roles"] else sorted(set(options["role"])) if options["role"] else None,
             "timeout_seconds": options["timeout"],
             "max_retries": options["retries"],
             "max_concurrent": options["max_concurrent"],
             "sampling": options["sampling"],
             "price_input_per_mtok": options["price_in"],
             "price_output_per_mtok": options["price_out"],
-            "enabled": not options["disabled"],
+            "enabled": options["enabled"],
         }
+        given = {field: value for field, value in given.items() if value is not None}
         existing = ModelEndpoint.objects.filter(name=name).first()
         if existing and not update:
             raise CommandError(f"an endpoint named {name!r} exists; add --update to change it")
+        if existing:  # only what was given changes, and only what differs is said to have
+            fields = {field: value for field, value in given.items() if getattr(existing, field) != value}
+        else:
+            missing = [flag for flag, field in (("--base-url", "base_url"), ("--model", "model")) if field not in given]
+            if missing:
+                raise CommandError(f"a new endpoint needs {' and '.join(missing)}")
+            fields = {**DEFAULTS, **given}
         try:
             endpoint = update_endpoint(existing, **fields) if existing else create_endpoint(name, **fields)
         except ValidationError as exc:
