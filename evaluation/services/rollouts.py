@@ -532,9 +532,14 @@ def rejudge_rollout(rollout: Rollout, *, judge_endpoint=None, user) -> Rollout:
     or no judge endpoint; a rule the judge fails again leaves the rollout incomplete."""
     rollout = Rollout.objects.select_related("revision__task").get(pk=rollout.pk)
     if not rollout.rejudgeable:
+        why = (
+            f"its task's revision r{rollout.revision.number} has no rubric (only its checker scores it)"
+            if not rollout.revision.has_rubric
+            else f"it is {rollout.status}"
+        )
         raise RolloutError(
-            f"rollout #{rollout.pk} is {rollout.status}; only scored or incomplete rollouts of a task "
-            "with a rubric are judged"
+            f"rollout #{rollout.pk} cannot be judged: {why}; only scored or incomplete rollouts of a task with a "
+            "rubric are judged"
         )
     if rollout.check_status not in set(CheckStatus):
         # 'tampered' (a checker that wrote to the workspace) was retired: such runs now keep their score, but this

@@ -101,3 +101,15 @@ def test_a_rollout_checked_under_the_retired_tampered_status_is_not_recombined_f
     with pytest.raises(CommandError, match="retired checker status .'tampered'. and its code score was not kept"):
         call_command("rollout", "--rejudge", str(rollout.pk), stdout=StringIO(), stderr=StringIO())
     assert Rollout.objects.get(pk=rollout.pk).status == Rollout.Status.INCOMPLETE
+
+
+@pytest.mark.django_db
+def test_judging_a_rollout_of_a_task_without_a_rubric_says_that_is_why():
+    from evaluation.tests.evalkit import make_tasks
+    from evaluation.tests.helpers import STRONG, endpoint, finished_run, freeze
+
+    version = freeze(make_tasks().values())
+    rollout = finished_run(endpoint("plain"), version, STRONG).rollouts.filter(status="scored").first()
+    assert not rollout.revision.has_rubric
+    with pytest.raises(CommandError, match=rf"rollout #{rollout.pk} cannot be judged: its task's revision r1 has no"):
+        call_command("rollout", "--rejudge", str(rollout.pk), stdout=StringIO(), stderr=StringIO())

