@@ -12,6 +12,24 @@ from .openclaw import OpenClawHarness
 
 HARNESSES: dict[str, type[Harness]] = {OpenClawHarness.name: OpenClawHarness, BuiltinHarness.name: BuiltinHarness}
 HARNESS_CHOICES = [(name, cls.title) for name, cls in HARNESSES.items()]
+# Rollout options ClawGym enforces itself, whatever the harness: the sandbox's deadline (s), the proxy's token budget,
+# and the proxy's recording of exact tokens (a training session). Each harness adds its own (Harness.options).
+COMMON_OPTIONS = ("timeout", "token_limit", "record_tokens")
+
+
+def check_options(harness: str, options: dict) -> None:
+    """ValueError naming every option the harness does not take: a misspelt one would be ignored, and the run would
+    not be the experiment asked for."""
+    known = sorted({*COMMON_OPTIONS, *HARNESSES[harness].options})
+    unknown = sorted(set(options) - set(known))
+    if not unknown:
+        return
+    hint = ""
+    if "max_turns" in unknown:
+        hint = " (it has no turn limit of its own: bound its runs by time, timeout, or by tokens, token_limit)"
+    raise ValueError(
+        f"the {harness} harness takes no option {', '.join(unknown)}{hint}; its options: {', '.join(known)}"
+    )
 
 
 def get_harness(name: str) -> Harness:
@@ -24,11 +42,13 @@ def get_harness(name: str) -> Harness:
 
 __all__ = [
     "HARNESSES",
+    "COMMON_OPTIONS",
     "HARNESS_CHOICES",
     "AgentOutcome",
     "AgentTask",
     "ExitReason",
     "Harness",
     "HarnessUnavailable",
+    "check_options",
     "get_harness",
 ]

@@ -149,6 +149,7 @@ class DriverStep:
 class Harness(ABC):
     name: ClassVar[str]
     title: ClassVar[str]
+    options: ClassVar[tuple[str, ...]] = ()  # the harness's own options (Rollout.harness_options), besides the common
 
     @abstractmethod
     def check_available(self) -> None:

@@ -35,6 +35,7 @@ KNOWN_REASONS = {ExitReason.COMPLETED, ExitReason.ERROR, ExitReason.MAX_TURNS}
 
 class BuiltinHarness(Harness):
     name = "builtin"
+    options = ("max_turns", "tool_timeout", "request_timeout", "system_prompt")
     title = "Builtin agent loop"
 
     def check_available(self) -> None:

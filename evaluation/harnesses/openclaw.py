@@ -89,6 +89,7 @@ def openclaw_config(task: AgentTask) -> dict:
 
 class OpenClawHarness(Harness):
     name = "openclaw"
+    options = ("deny", "context_window", "max_tokens", "thinking", "config")
     title = "OpenClaw (real CLI)"
 
     def check_available(self) -> None:

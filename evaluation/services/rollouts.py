@@ -46,7 +46,15 @@ from tasks.scoring import ScoreStatus, TaskScore, combine, score_run
 from tasks.services import store_blobs
 from tasks.verification import CheckResult, CheckStatus
 
-from ..harnesses import HARNESSES, AgentOutcome, AgentTask, ExitReason, HarnessUnavailable, get_harness
+from ..harnesses import (
+    HARNESSES,
+    AgentOutcome,
+    AgentTask,
+    ExitReason,
+    HarnessUnavailable,
+    check_options,
+    get_harness,
+)
 from ..harnesses.sandboxed import WALL_MARGIN_SECONDS, run_agent
 from ..infra import answer_failure, preflight, upstream_failure
 from ..job_kinds import ROLLOUT_JOB
@@ -132,6 +140,10 @@ def create_rollouts(
         raise RolloutError(f"model endpoint {endpoint.name!r} is disabled")
     if options is not None and not isinstance(options, dict):
         raise RolloutError("harness options must be a JSON object")
+    try:
+        check_options(harness, options or {})
+    except ValueError as exc:
+        raise RolloutError(str(exc)) from None
     try:
         check_json(options or {}, "the harness options", setting="CLAWGYM_MAX_NOTE_BYTES")
     except TextRefused as exc:

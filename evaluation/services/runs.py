@@ -37,7 +37,7 @@ from jobs.services import cancel_job
 from tasks.models import Task
 
 from ..figures import TaskRow, category_stamp, compare_figures, run_figures
-from ..harnesses import HARNESSES, ExitReason
+from ..harnesses import HARNESSES, ExitReason, check_options
 from ..job_kinds import ROLLOUT_JOB
 from ..models import SCORED_OUTCOMES, EvalRun, EvalRunTask, Outcome, Rollout
 from .rollouts import MAX_REPEATS, RolloutError, execute_rollout, fail_lost_rollouts, retry_rollout
@@ -133,6 +133,10 @@ def _validate(*, revisions, endpoint, harness, options, limits, repeats, pass_th
     for key, value in (limits or {}).items():
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise EvalRunError(f"the {key} limit must be a whole number of at least 1, got {value!r}")
+    try:
+        check_options(harness, {**(options or {}), **(limits or {})})
+    except ValueError as exc:
+        raise EvalRunError(str(exc)) from None
     if not 0.0 < pass_threshold <= 1.0:
         raise EvalRunError(f"the pass threshold must be in (0, 1], got {pass_threshold!r}")
     if not 1 <= max_attempts <= 20:

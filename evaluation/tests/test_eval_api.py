@@ -176,7 +176,9 @@ def test_the_list_is_newest_first_with_progress_and_means_and_filters(world, vie
 
 
 def test_the_detail_is_the_evaluate_json_shape_with_the_settings(world, viewer_api, admin_user):
-    run = finished_run(world, world.strong, STRONG, user=admin_user, limits={"timeout": 60}, options={"x": 1})
+    run = finished_run(
+        world, world.strong, STRONG, user=admin_user, limits={"timeout": 60}, options={"tool_timeout": 30}
+    )
     response = viewer_api.get(f"{RUNS}{run.pk}/")
     assert response.status_code == 200, response.content
     body = response.json()
@@ -191,7 +193,7 @@ def test_the_detail_is_the_evaluate_json_shape_with_the_settings(world, viewer_a
     assert body["tokens"] == 2 * sum(TOKENS.values()) + 8 and body["cost"] == pytest.approx(0.08)
     assert body["progress"] == {"finished": 8, "total": 8, "percent": 100}
     assert (body["benchmark"], body["version"], body["benchmark_version"]) == ("fruitbench", 1, "fruitbench v1")
-    assert body["limits"] == {"timeout": 60} and body["harness_options"] == {"x": 1}
+    assert body["limits"] == {"timeout": 60} and body["harness_options"] == {"tool_timeout": 30}
     assert body["pass_threshold"] == 1.0 and body["max_attempts"] == 1 and body["resumes"] == []
     assert body["config"] == run.config and body["config"]["repeats"] == 2
     assert body["created_by"] == "ada_admin" and body["created_at"] and body["started_at"] and body["finished_at"]
@@ -330,6 +332,13 @@ def test_a_bad_start_is_a_400_naming_the_field_and_starts_nothing(world, admin_a
 def test_a_start_the_runs_service_refuses_is_a_400_with_its_reason(world, admin_api):
     response = admin_api.post(RUNS, {**START, "options": {"timeout": 5}}, format="json")
     assert response.status_code == 400 and "as limits" in response.json()["detail"]
+    # A misspelt option would be ignored and the run would not be the experiment asked for.
+    response = admin_api.post(RUNS, {**START, "harness": "builtin", "options": {"max_turn": 2}}, format="json")
+    assert response.status_code == 400
+    assert response.json()["detail"].startswith("the builtin harness takes no option max_turn; its options: ")
+    limited = {**START, "harness": "openclaw", "limits": {"max_turns": 5}}
+    response = admin_api.post(RUNS, limited, format="json")
+    assert response.status_code == 400 and "it has no turn limit of its own" in response.json()["detail"]
     world.strong.enabled = False
     world.strong.save()
     response = admin_api.post(RUNS, START, format="json")
