@@ -124,7 +124,12 @@ class StartEvalRunForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 2, "cols": 40}),
     )
     timeout = forms.IntegerField(required=False, min_value=1, label="Time limit (s)")
-    max_turns = forms.IntegerField(required=False, min_value=1, label="Turn limit")
+    max_turns = forms.IntegerField(
+        required=False,
+        min_value=1,
+        label="Turn limit",
+        help_text="The builtin harness only: OpenClaw has no turn limit.",
+    )
     token_limit = forms.IntegerField(required=False, min_value=1, label="Token limit")
     pass_threshold = forms.FloatField(min_value=0.0, max_value=1.0, initial=1.0, label="Pass threshold")
     name = forms.CharField(required=False, max_length=200, help_text="Default: the model and what it runs on.")
