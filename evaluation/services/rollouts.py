@@ -141,12 +141,9 @@ def create_rollouts(
     if options is not None and not isinstance(options, dict):
         raise RolloutError("harness options must be a JSON object")
     try:
-        check_options(harness, options or {})
-    except ValueError as exc:
-        raise RolloutError(str(exc)) from None
-    try:
         check_json(options or {}, "the harness options", setting="CLAWGYM_MAX_NOTE_BYTES")
-    except TextRefused as exc:
+        check_options(harness, options or {})
+    except (TextRefused, ValueError) as exc:
         raise RolloutError(str(exc)) from None
     # The limits ClawGym itself enforces (the sandbox's deadline, the proxy's token budget), not the harness.
     for name, unit in (("timeout", "seconds"), ("token_limit", "tokens")):

@@ -124,7 +124,7 @@ def test_an_admin_starts_a_run_and_the_same_settings_resume_it(world, admin_clie
         "endpoint": "weak",
         "harness": "builtin",
         "repeats": 3,
-        "options": '{"temperature": 0}',
+        "options": '{"tool_timeout": 60}',
         "timeout": 120,
         "max_turns": "",
         "token_limit": 5000,
@@ -137,7 +137,7 @@ def test_an_admin_starts_a_run_and_the_same_settings_resume_it(world, admin_clie
     assert "Started weak x3: 12 rollouts queued." in text(response)
     assert (run.repeats, run.harness_options, run.limits, run.pass_threshold) == (
         3,
-        {"temperature": 0},
+        {"tool_timeout": 60},
         {"timeout": 120, "token_limit": 5000},
         0.75,
     )
@@ -165,6 +165,8 @@ def test_a_run_over_task_ids_and_the_form_refusals(world, admin_client):
     assert unknown.status_code == 400 and "No task has the id nope" in text(unknown)
     bad_options = admin_client.post(url("start"), {**base, "tasks": "eval-a", "options": '{"timeout": 5}'})
     assert bad_options.status_code == 400 and "give timeout as limits" in text(bad_options)
+    misspelt = admin_client.post(url("start"), {**base, "tasks": "eval-a", "options": '{"temperature": 0}'})
+    assert misspelt.status_code == 400 and "the builtin harness takes no option temperature" in text(misspelt)
 
 
 def test_only_agent_endpoints_are_offered(world, admin_client):
