@@ -109,6 +109,9 @@ def test_claim_judge_apply_fix_watch_sanity_and_accept_then_another_rejects(
     page.click("[data-testid=claim]")
     page.wait_for_selector("[data-testid=claim-state] >> text=you")
     mark_document(page)
+    blur(page)
+    page.keyboard.press("a")  # refused: the checker pays a lazy agent
+    page.wait_for_selector("[data-testid=decide-error] >> text=cannot accept: a lazy agent earns 0.5")
 
     issue = page.locator("[data-testid=issue]")
     issue.locator("[data-testid=verdict-valid]").click()
@@ -126,6 +129,7 @@ def test_claim_judge_apply_fix_watch_sanity_and_accept_then_another_rejects(
     )
     # The accept state and the history refresh on the same event, each on its own.
     page.wait_for_selector("[data-testid=accept-state] >> text=ready to accept")
+    assert page.locator("[data-testid=decide-error]").count() == 0  # the refusal was about r1: gone
     page.wait_for_selector("[data-testid=history] >> text=sanity of r2")
     assert "sanity of r2: passed" in page.inner_text("[data-testid=history]")
     assert_no_reload(page)
