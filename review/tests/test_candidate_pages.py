@@ -222,6 +222,20 @@ def test_a_verdict_on_a_candidate_someone_else_holds_is_refused_in_place(
     assert not candidate.decisions.exists()
 
 
+def test_a_candidate_someone_else_holds_offers_no_decision_until_they_let_go(
+    reviewer_client, candidate, second_reviewer
+):
+    services.claim(candidate, user=second_reviewer)
+    page = text(reviewer_client.get(url("candidate", candidate)))
+    held = re.search(r'<p class="notice" data-testid="held-by-other"[^>]*>(.*?)</p>', page, re.S)
+    assert held and f"<strong>{second_reviewer.username}</strong> holds this candidate until" in held.group(1)
+    assert 'name="decision" value="accept"' not in page  # no buttons that could only be refused
+    # The notice refreshes the card; once the claim is let go, the decision form is there.
+    services.release(candidate, user=second_reviewer)
+    card = text(reviewer_client.get(url("candidate_part", candidate, "decide"), **HTMX))
+    assert 'name="decision" value="accept"' in card and "held-by-other" not in card
+
+
 def test_bad_verdicts_are_bad_requests(reviewer_client, candidate, issues, benchmark, admin_user):
     issue = issues["rubric"]
     assert reviewer_client.post(url("verdict", candidate), {"issue": issue.pk, "verdict": "maybe"}).status_code == 400

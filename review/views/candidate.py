@@ -118,6 +118,8 @@ def _base_context(request, candidate) -> dict:
         "holds": holder is not None and holder.pk == request.user.pk,
         "is_open": is_open,
         "can_review": is_open and has_role(request.user, REVIEWER),
+        # Deciding needs the claim (taken on the way when free): not while someone else holds it.
+        "can_decide": is_open and has_role(request.user, REVIEWER) and (holder is None or holder.pk == request.user.pk),
         "page_url": _page_url(candidate),
     }
 

@@ -17,6 +17,7 @@ from django.db.models import Q
 
 from jobs.models import JobRun
 from review import services
+from review.forms import DecisionForm
 from review.models import SEVERITY_RANK, DiagnosisIssue, ReviewDecision
 from tasks.diffing import diff_lines, diff_revisions, role_folder
 from tasks.job_kinds import SANITY_JOB
@@ -313,6 +314,8 @@ PANELS = {
     "summary": summary_context,
     "history": history_context,
     "tree": tree_context,
+    # Refreshed only while someone else holds the claim (a form being typed into is never swapped out).
+    "decide": lambda candidate, revision: accept_context(candidate, revision) | {"decide_form": DecisionForm()},
 }
 
 
