@@ -302,6 +302,11 @@ class QualitySample(models.Model):
     def whole_pool(self) -> bool:
         return self.requested_size >= self.pool_size
 
+    @property
+    def drawn_size(self) -> int:
+        """How many were drawn: N, or the whole pool when it held fewer."""
+        return min(self.requested_size, self.pool_size)
+
 
 class QualitySampleItem(models.Model):
     """One drawn task, pinned to the revision that was current at drawing time: ratings are about that revision."""

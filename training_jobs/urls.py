@@ -1,11 +1,14 @@
 """Training pages, under /training/ (clawgym_site.urls includes them as the "training" namespace)."""
 
 from django.urls import path
+from django.views.generic import RedirectView
 
 from .views import base_models, clone, datasets, runs
 
 app_name = "training"
 urlpatterns = [
+    # /training/ itself: where the nav's Training link goes (every other section has an index)
+    path("", RedirectView.as_view(pattern_name="training:datasets", permanent=False), name="index"),
     # datasets
     path("datasets/", datasets.dataset_list, name="datasets"),
     path("datasets/build/", datasets.dataset_build, name="dataset-build"),

@@ -207,6 +207,10 @@ def test_an_incomplete_run_is_marked_partial_and_names_the_tasks_without_a_score
     assert "Partial figures." in page and "1 task lacks a score for every repeat" in page
     assert 'href="/tasks/eval-d/">eval-d</a>' in page.split('id="partial-figures"')[1].split("</p>")[0]
     assert '<tr data-outcome="infra"><td>Infrastructure failure</td><td class="num">1</td></tr>' in page
+    # eval-d has one scored repeat: no spread to show (not a 0.000 that reads as perfectly stable).
+    row = page.split('<tr data-task="eval-d">')[1].split("</tr>")[0]
+    assert '<td class="num" title="a sample standard deviation needs two scored repeats">—</td>' in row
+    assert '<td class="num">0.000</td>' in page.split('<tr data-task="eval-a">')[1].split("</tr>")[0]
 
 
 def test_the_tasks_table_sorts_by_score_std_and_tokens(world, viewer_client):

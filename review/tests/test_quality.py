@@ -347,6 +347,7 @@ def test_admin_draws_a_sample_from_the_page(admin_client, benchmark):
     assert sorted(drawn(sample)) == ["t-00", "t-01"]
     page = admin_client.get(response["Location"]).content.decode()
     assert "5 tasks were asked for but the pool held only 2: the sample is the whole pool" in page
+    assert "<code>random.Random(99).sample(pool ids in id order, 2)</code>" in page  # what was drawn, as it was
     assert "Candidates of claw-bench; status Ready" in page and 'data-testid="seed">99<' in page
 
 

@@ -140,3 +140,8 @@ def test_the_admin_adds_by_path_through_the_same_checks(admin_client, tiny_model
 def test_the_runs_page_links_the_base_models(viewer_client):
     page = viewer_client.get(reverse("training:runs")).content.decode()
     assert f'href="{reverse("training:base-models")}">Base models</a>' in page
+
+
+def test_the_training_section_has_an_index(viewer_client):
+    response = viewer_client.get("/training/")
+    assert response.status_code == 302 and response["Location"] == reverse("training:datasets")
