@@ -248,7 +248,9 @@ def test_the_instruction_is_shown_as_the_agent_gets_it_not_as_markdown(viewer_cl
     pattern = "receipts/<YYYY>/<YYYY-MM-DD>_<vendor>_<amount>.txt"
     make_task("literal", instruction=f"File each receipt as {pattern}.\n\n* keep *every* line\n# not a heading")
     detail = viewer_client.get(reverse("tasks:detail", args=["literal"])).content.decode()
-    shown = '<div class="instruction-text">File each receipt as receipts/&lt;YYYY&gt;/&lt;YYYY-MM-DD&gt;_&lt;vendor&gt;_'
+    shown = (
+        '<div class="instruction-text">File each receipt as receipts/&lt;YYYY&gt;/&lt;YYYY-MM-DD&gt;_&lt;vendor&gt;_'
+    )
     assert shown in detail
     assert "\n\n* keep *every* line\n# not a heading</div>" in detail
     assert "<em>" not in detail
