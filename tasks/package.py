@@ -21,6 +21,10 @@ class PackageFile:
     role: str = "input"
 
 
+# entry_extra's key for how each format's source spelled the task (tasks.formats.base): spelling, not meaning.
+LAYOUT_KEY = "_layout"
+
+
 @dataclass
 class TaskPackage:
     external_id: str

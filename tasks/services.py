@@ -1,7 +1,7 @@
 """Every state change of the catalog. Views, the API, commands and jobs call these; nothing else writes."""
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 from django.db import IntegrityError, transaction
@@ -12,6 +12,7 @@ from lib.bounds import TextRefused, check_chars, check_json, check_text
 
 from .models import BenchmarkCategory, Blob, RevisionFile, ScenarioCategory, ScenarioSubcategory, Task, TaskRevision
 from .package import (
+    LAYOUT_KEY,
     ROLES,
     PackageError,
     PackageFile,
@@ -161,9 +162,11 @@ def save_package(
                 if task is None:
                     task = Task.objects.create(external_id=package.external_id, source=source, status=status)
                     outcome = SaveOutcome.CREATED
-                elif task.current_revision and task.current_revision.content_hash == content_hash:
-                    return SaveResult(task, task.current_revision, SaveOutcome.UNCHANGED)
                 else:
+                    package = _with_other_layouts(package, task.current_revision)
+                    content_hash = package.content_hash()
+                    if task.current_revision and task.current_revision.content_hash == content_hash:
+                        return SaveResult(task, task.current_revision, SaveOutcome.UNCHANGED)
                     outcome = SaveOutcome.UPDATED
                 revision = _write_revision(task, package, content_hash, user=user, stage=stage, message=message)
                 return SaveResult(task, revision, outcome)
@@ -172,6 +175,22 @@ def save_package(
             if attempt:
                 raise
     raise AssertionError("unreachable")
+
+
+def _with_other_layouts(package: TaskPackage, revision: TaskRevision | None) -> TaskPackage:
+    """The package with the layout records (LAYOUT_KEY) the current revision keeps that the package has none of. A
+    record is how one format's source spelled the task; reading the task in another format says nothing of it. So
+    a task exported as JSONL and imported back, unchanged, stays the revision it was (its folder's spelling kept).
+    A record no longer describing the task is harmless: a writer uses one only while it does."""
+    kept = (revision.entry_extra or {}).get(LAYOUT_KEY) if revision is not None else None
+    if not isinstance(kept, dict) or not kept:
+        return package
+    incoming = package.entry_extra.get(LAYOUT_KEY)
+    incoming = incoming if isinstance(incoming, dict) else {}
+    merged = {**kept, **incoming}
+    if merged == incoming:
+        return package
+    return replace(package, entry_extra={**package.entry_extra, LAYOUT_KEY: merged})
 
 
 def package_from_revision(revision: TaskRevision) -> TaskPackage:

@@ -23,11 +23,9 @@ from pathlib import Path
 
 from django.conf import settings
 
-from ..package import PackageError, PackageFile, TaskPackage, level_label
+from ..package import LAYOUT_KEY, PackageError, PackageFile, TaskPackage, level_label
 from ..paths import MAX_PATH_CHARS, MAX_PATH_DEPTH, TaskFileError, is_text, normalize_path, printable
 from .safe_parse import load_json
-
-LAYOUT_KEY = "_layout"
 
 
 class FormatError(ValueError):

@@ -228,6 +228,27 @@ def test_example_tasks_round_trip_exactly(db, tmp_path):
     ).stat().st_mode & 0o111
 
 
+def test_example_tasks_exported_as_jsonl_and_imported_back_are_unchanged(db, tmp_path):
+    # A folder's spelling (a key given its default value, say) is kept as the folder format's layout record; reading
+    # the same tasks from another format must keep it, not make a new revision without it.
+    import_path(EXAMPLES)
+    before = dict(Task.objects.values_list("external_id", "current_revision_id"))
+    spelt = [
+        t for t in Task.objects.select_related("current_revision") if t.current_revision.entry_extra.get("_layout")
+    ]
+    assert spelt, "no example task keeps a layout record: this test checks nothing"
+    export_tasks(tmp_path / "all.jsonl", fmt="clawgym-jsonl")
+    report = import_path(tmp_path / "all.jsonl", fmt="clawgym-jsonl")
+    assert (report.imported, report.updated, report.failed) == (0, 0, [])
+    assert report.unchanged == len(before)
+    assert dict(Task.objects.values_list("external_id", "current_revision_id")) == before
+    # And the folders still come back exactly as they were.
+    export_tasks(tmp_path / "out")
+    for folder in example_folders():
+        entry = json.loads((folder / "data_entry.json").read_text())
+        assert_same_folders(folder, tmp_path / "out" / entry["task_id"])
+
+
 @pytest.mark.parametrize("fmt", ["clawgym", "clawgym-jsonl"])
 def test_export_of_an_empty_catalog(db, tmp_path, fmt):
     assert export_tasks(tmp_path / "out", fmt=fmt) == 0
