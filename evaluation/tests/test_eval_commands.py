@@ -185,6 +185,24 @@ def test_evaluate_again_reuses_the_run_and_a_resume_with_a_changed_flag_is_refus
 
     again, _out, err = evaluate("--task", "eval-a", "--task", "eval-b", "--endpoint", "weak", "--time-limit", "300")
     assert again["run"] == first["run"] and "resuming it" in err
+    # Reused with another threshold or name: the threshold is the run's now, and both are said.
+    reused, _out, err = evaluate(
+        "--task",
+        "eval-a",
+        "eval-b",
+        "--endpoint",
+        "weak",
+        "--time-limit",
+        "300",
+        "--pass-threshold",
+        "0.5",
+        "--name",
+        "another name",
+    )
+    assert reused["run"] == first["run"] and EvalRun.objects.get(pk=first["run"]).pass_threshold == 0.5
+    assert f"run #{first['run']}: pass threshold 1 -> 0.5 (its pass figures recounted)" in err
+    assert "(it keeps its name; --fresh starts a new run named 'another name')" in err
+    evaluate("--resume", str(first["run"]), "--pass-threshold", "1")
     assert {k: again[k] for k in CONTRACT_KEYS} == {k: first[k] for k in CONTRACT_KEYS}
     assert len(upstream.requests) == calls  # no model call: every rollout was kept
     resumed, _out, _err = evaluate("--resume", str(first["run"]))

@@ -135,10 +135,22 @@ class Command(BaseCommand):
                 f"run #{run.pk} ({run.name}) has this configuration: resuming it (its finished "
                 "rollouts are kept; --fresh starts a new run)"
             )
-            if flags["pass_threshold"] is not None and flags["pass_threshold"] != run.pass_threshold:
-                run = set_pass_threshold(run, flags["pass_threshold"], user=None)
+            run = self._new_threshold(run, flags)
+            if flags["name"] and flags["name"].strip() != run.name:
+                self.stderr.write(f"(it keeps its name; --fresh starts a new run named {flags['name'].strip()!r})")
         else:
             self.stderr.write(f"run #{run.pk} ({run.name}): {run.rollouts_total} rollouts")
+        return run
+
+    def _new_threshold(self, run: EvalRun, flags) -> EvalRun:
+        """--pass-threshold on a run resumed or reused: its figures are recounted at it, and the command says so
+        (a threshold decides what a pass is, not what ran)."""
+        threshold = flags["pass_threshold"]
+        if threshold is None or threshold == run.pass_threshold:
+            return run
+        before = run.pass_threshold
+        run = set_pass_threshold(run, threshold, user=None)
+        self.stderr.write(f"run #{run.pk}: pass threshold {before:g} -> {threshold:g} (its pass figures recounted)")
         return run
 
     def _resume(self, flags) -> EvalRun:
@@ -155,8 +167,7 @@ class Command(BaseCommand):
         except EvalRunError:
             self._set_inline(run, inline)  # refused: whoever runs it goes on as before
             raise
-        if flags["pass_threshold"] is not None and flags["pass_threshold"] != run.pass_threshold:
-            run = set_pass_threshold(run, flags["pass_threshold"], user=None)
+        run = self._new_threshold(run, flags)
         self.stderr.write(
             f"run #{run.pk} ({run.name}) resumed: {run.rollouts_finished} of {run.rollouts_total} "
             "rollouts finished before"
