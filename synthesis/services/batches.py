@@ -35,7 +35,8 @@ def _endpoint(value) -> ModelEndpoint:
         return value
     found = ModelEndpoint.objects.filter(name=value).first()
     if found is None:
-        raise BatchError(f"no model endpoint named {value!r}")
+        known = ", ".join(ModelEndpoint.objects.order_by("name").values_list("name", flat=True)) or "none"
+        raise BatchError(f"no model endpoint named {value!r} (known: {known}); add one with `endpoints add`")
     return found
 
 

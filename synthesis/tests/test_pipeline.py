@@ -400,6 +400,8 @@ def test_resume_refuses_another_configuration_but_takes_a_new_judge(endpoints, s
         qa_thresholds={},
     )
     assert same == config
+    with pytest.raises(BatchError, match=r"no model endpoint named 'nope' \(known: gen, judge, judge2\); add one"):
+        start_batch("persona", 1, "nope", judge, seed=9, here=True, user=None)
 
 
 def test_without_a_worker_the_batch_is_cancelled_after_the_start_timeout_and_resumes_here(endpoints, scripted_upstream):
