@@ -166,3 +166,16 @@ def test_an_outsider_cannot_reach_the_queue(page, live_server, outsider):
     log_in(page, live_server, outsider)
     response = page.goto(f"{live_server.url}{reverse('review:queue')}")
     assert response.status == 403
+
+
+@pytest.mark.parametrize("width", [1024, 1280])
+def test_a_rows_actions_stay_in_view_in_a_narrower_window(page, live_server, reviewer, benchmark, width):
+    long = make_candidate(benchmark, "a-task-with-a-rather-long-identifier-for-its-row", issues=["major", "minor"])
+    page.set_viewport_size({"width": width, "height": 800})
+    log_in(page, live_server, reviewer)
+    page.goto(f"{live_server.url}{reverse('review:queue')}")
+    reject = row(page, long).locator(".actions a.button", has_text="Reject")
+    box = reject.bounding_box()
+    assert box is not None and box["x"] + box["width"] <= width, (width, box)
+    assert page.evaluate("document.documentElement.scrollWidth") <= width  # nothing to scroll sideways for
+    screenshot(page, f"review-queue-{width}")
