@@ -109,6 +109,7 @@ def _base_context(request, candidate) -> dict:
     revision = TaskRevision.objects.select_related("author_user").get(pk=candidate.task.current_revision_id)
     holder = candidate.held_by()
     is_open = candidate.status in BenchmarkCandidate.OPEN
+    can_review = is_open and has_role(request.user, REVIEWER)
     return {
         "nav": "review",
         "candidate": candidate,
@@ -117,9 +118,9 @@ def _base_context(request, candidate) -> dict:
         "holder": holder,
         "holds": holder is not None and holder.pk == request.user.pk,
         "is_open": is_open,
-        "can_review": is_open and has_role(request.user, REVIEWER),
+        "can_review": can_review,
         # Deciding needs the claim (taken on the way when free): not while someone else holds it.
-        "can_decide": is_open and has_role(request.user, REVIEWER) and (holder is None or holder.pk == request.user.pk),
+        "can_decide": can_review and (holder is None or holder.pk == request.user.pk),
         "page_url": _page_url(candidate),
     }
 

@@ -149,7 +149,9 @@ def test_task_detail_file_viewer_and_revision_diff(page, live_server, viewer, ad
     page.wait_for_url("**/tasks/sales-report/")
     assert page.title() != "pwned"  # the script in the instruction is shown as text, never run
     assert "<script>document.title='pwned'</script>" in page.inner_text("#instruction")
-    assert page.locator("#instruction strong").inner_text() == "by region"
+    # As the agent gets it: the stars are the instruction's text, not Markdown's emphasis.
+    assert "Summarise the sales **by region**." in page.inner_text("#instruction .instruction-text")
+    assert page.locator("#instruction strong").count() == 0
     mark_document(page)
 
     page.click("#files a:text('data/sales.csv')")

@@ -14,20 +14,6 @@ from django.core.management.base import BaseCommand, CommandError
 from llm.models import ModelEndpoint
 from llm.services import create_endpoint, update_endpoint
 
-# A new endpoint's settings where no flag gives them.
-DEFAULTS = {
-    "api_style": ModelEndpoint.ApiStyle.CHAT,
-    "api_key_env": "",
-    "roles": [],
-    "timeout_seconds": 120.0,
-    "max_retries": 3,
-    "max_concurrent": 4,
-    "sampling": {},
-    "price_input_per_mtok": Decimal(0),
-    "price_output_per_mtok": Decimal(0),
-    "enabled": True,
-}
-
 
 def _json_object(raw: str) -> dict:
     try:
@@ -53,7 +39,7 @@ class Command(BaseCommand):
         sub = parser.add_subparsers(dest="action", required=True)
         add = sub.add_parser("add", help="add an endpoint (or change it, with --update: only the flags given change)")
         add.add_argument("name")
-        # Defaults are None here: with --update a flag left out keeps the endpoint's value (DEFAULTS apply to a new one).
+        # Defaults are None here: with --update a flag left out keeps the endpoint's value; a new one gets the model's.
         add.add_argument("--base-url", help="up to and including /v1 (required for a new endpoint)")
         add.add_argument("--model", help="the model id the API expects (required for a new endpoint)")
         add.add_argument("--api", choices=ModelEndpoint.ApiStyle.values, help="chat (default) or responses")
@@ -122,7 +108,7 @@ class Command(BaseCommand):
             missing = [flag for flag, field in (("--base-url", "base_url"), ("--model", "model")) if field not in given]
             if missing:
                 raise CommandError(f"a new endpoint needs {' and '.join(missing)}")
-            fields = {**DEFAULTS, **given}
+            fields = given
         try:
             endpoint = update_endpoint(existing, **fields) if existing else create_endpoint(name, **fields)
         except ValidationError as exc:
