@@ -7,6 +7,7 @@
 Superusers count as admins.
 """
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 
 VIEWER = "viewer"
@@ -75,3 +76,11 @@ def sync_role_groups(**kwargs) -> None:
         perms = Permission.objects.filter(content_type__app_label__in=_ADMIN_APPS)
         wanted = [p for p in perms if p.codename.split("_", 1)[0] in actions]
         group.permissions.set(wanted)
+
+
+def admin_named(username: str, *, error: type[Exception]):
+    """The active admin `username`, for a command acting as one (--by); else `error` saying how to name one."""
+    user = get_user_model().objects.filter(username=username, is_active=True).first()
+    if user is None or not has_role(user, ADMIN):
+        raise error(f"no admin {username!r}: pass --by USERNAME of an admin (`manage.py ensure_admin` makes one)")
+    return user

@@ -87,7 +87,7 @@ def wait_for(work: Work, *, timeout: float, start_timeout: float) -> None:
             follow = f" ({work.follow})" if work.follow else ""
             if taken:
                 raise NotFinished(f"{work.what} did not finish within {timeout:g} s; it goes on running{follow}")
-            if not (work.workers_seen or _workers_seen(work.queues))():
+            if not (work.workers_seen() if work.workers_seen else _workers_seen(work.queues)):
                 work.cancel()  # nobody waits for it and nobody would take it
                 raise NoWorker(no_worker_message(work, timeout))
             queues = " and ".join(work.queues)
@@ -101,14 +101,10 @@ def wait_for(work: Work, *, timeout: float, start_timeout: float) -> None:
         time.sleep(POLL_SECONDS)
 
 
-def _workers_seen(queues: tuple[str, ...]) -> Callable[[], bool]:
+def _workers_seen(queues: tuple[str, ...]) -> bool:
     """Whether a worker beat recently on every one of `queues`."""
-
-    def seen() -> bool:
-        counts = seen_by_queue()
-        return all(counts.get(queue, 0) for queue in queues)
-
-    return seen
+    counts = seen_by_queue()
+    return all(counts.get(queue, 0) for queue in queues)
 
 
 def no_worker_message(work: Work, seconds: float) -> str:

@@ -2,10 +2,9 @@
 
 import json
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
-from accounts.roles import ADMIN, has_role
+from accounts.roles import admin_named
 from benchmarks.models import Benchmark
 from benchmarks.serializers import BenchmarkVersionSerializer
 from jobs.cli import UsageError
@@ -31,9 +30,7 @@ class Command(BaseCommand):
         bench = Benchmark.objects.filter(name=benchmark).first()
         if bench is None:
             raise UsageError(f"no benchmark {benchmark!r} (`manage.py propose_candidates --benchmark NAME` makes one)")
-        user = get_user_model().objects.filter(username=by, is_active=True).first()
-        if user is None or not has_role(user, ADMIN):
-            raise UsageError(f"no admin {by!r}: pass --by USERNAME of an admin (`manage.py ensure_admin` makes one)")
+        user = admin_named(by, error=UsageError)
         try:
             version = freeze_version(bench, user=user, note=note)
         except ReviewError as exc:

@@ -3,12 +3,11 @@ python manage.py curriculum import [--seed N] [--sizes ...] [--benchmark NAME] [
 
 import json
 
-from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.core.validators import validate_slug
 
-from accounts.roles import ADMIN, has_role
+from accounts.roles import admin_named
 
 from ...curriculum.build import ID_PREFIX, CurriculumError, curriculum, parse_sizes, write_curriculum
 
@@ -68,11 +67,7 @@ class Command(BaseCommand):
     def _import(self, drawn, options) -> dict:
         from ...curriculum.importing import import_curriculum
 
-        user = get_user_model().objects.filter(username=options["by"], is_active=True).first()
-        if user is None or not has_role(user, ADMIN):
-            raise CommandError(
-                f"no admin {options['by']!r}: pass --by USERNAME of an admin (`manage.py ensure_admin` makes one)"
-            )
+        user = admin_named(options["by"], error=CommandError)
         try:
             validate_slug(options["benchmark"])
         except ValidationError:
