@@ -517,13 +517,16 @@ def _bounded_rubric(text: str) -> None:
         raise ReviewError(str(exc)) from None
 
 
+NOT_SANITY_CHECKED = "the checker of this revision has not been sanity-checked yet"  # sanity_block's first reason
+
+
 def sanity_block(revision: TaskRevision, benchmark: Benchmark) -> str | None:
     """Why accepting this revision into `benchmark` is blocked, or None. No report yet blocks too: the checker was
     never run. A checker that crashed blocks; so does one that pays a lazy agent more than the benchmark's
     tolerance, naming the checks that pay."""
     report = SanityReport.latest_for(revision).first()
     if report is None:
-        return "the checker of this revision has not been sanity-checked yet"
+        return NOT_SANITY_CHECKED
     if report.crashed:
         crashes = [problem for problem in report.problems if problem.startswith("crashed")]
         return "the latest sanity check found the checker crashed: " + "; ".join(crashes)
@@ -573,7 +576,7 @@ def decide(
         if decision == Decision.ACCEPT:
             blocked = sanity_block(revision, candidate.benchmark)
             if blocked and not override_reason.strip():
-                unchecked = not SanityReport.latest_for(revision).exists()
+                unchecked = blocked == NOT_SANITY_CHECKED
                 step = "run its sanity check first" if unchecked else "fix the checker (its sanity check runs again)"
                 raise AcceptBlocked(
                     f"cannot accept: {blocked}. To accept, {step}; or an admin accepts with a written override reason"
