@@ -163,8 +163,9 @@ def save_package(
                     task = Task.objects.create(external_id=package.external_id, source=source, status=status)
                     outcome = SaveOutcome.CREATED
                 else:
-                    package = _with_other_layouts(package, task.current_revision)
-                    content_hash = package.content_hash()
+                    kept = _with_other_layouts(package, task.current_revision)
+                    if kept is not package:  # hashed again only when it took records over
+                        package, content_hash = kept, kept.content_hash()
                     if task.current_revision and task.current_revision.content_hash == content_hash:
                         return SaveResult(task, task.current_revision, SaveOutcome.UNCHANGED)
                     outcome = SaveOutcome.UPDATED
