@@ -426,6 +426,8 @@ class Bench:
             "rollouts_ended_s": world.wait_rollouts_left_running(running, up, timeout * 2),
             "page_s": page.result(),
         }
+        if faults["worker"]["rollouts_ended_s"] is None:
+            faults["worker"]["left_running"] = world.db_call(world.describe_rollouts, running)
         pages.shutdown()
         self.sleep(args.settle_seconds, *load)
         faults_end = time.time()

@@ -10,6 +10,12 @@ class EvaluationConfig(AppConfig):
 
         rollouts.register_rollout_changed(runs.rollout_changed)
 
+        # A rollout whose worker died is failed (retryable) when the lost job runs are recovered: as a new worker
+        # starts, and periodically; not only when the next rollout job happens to start.
+        from jobs.runner import register_recovery
+
+        register_recovery(rollouts.fail_lost_rollouts)
+
         # The dashboard belongs to tasks, which must not import evaluation: evaluation adds its panel.
         from tasks.dashboard_panels import register
 

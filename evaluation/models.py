@@ -3,6 +3,7 @@
 from django.conf import settings
 from django.db import models
 
+from lib.money import cost_text
 from lib.nulsafe import NulSafeCharField, NulSafeJSONField, NulSafeTextField
 
 from .harnesses import HARNESS_CHOICES, ExitReason
@@ -190,7 +191,7 @@ class Rollout(models.Model):
             "model_calls": self.model_calls,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
-            "cost": str(self.cost),
+            "cost": cost_text(self.cost),
             "eval_run": self.eval_run_id,
             "outcome": self.outcome,
             "agent_seconds": self.agent_seconds,

@@ -37,7 +37,7 @@ from .models import JobRun
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3
-# How long a delivered job waits for an unreachable database before its claim gives up (see _claim_when_reachable).
+# How long a job's claim, or the record of how it ended, waits for an unreachable database (see when_reachable).
 CLAIM_WAIT_SECONDS = 60
 
 
@@ -209,12 +209,12 @@ class JobContext:
                 progress_total=self.run.progress_total,
                 message=self.run.message,
             )
-            self._dirty = False
         if self._pending:
             updates["log_tail"] = append_log("".join(self._pending))
-            self._pending = []
         owned = JobRun.objects.filter(pk=self.run.pk, status=JobRun.Status.RUNNING, worker=self.run.worker)
-        if not owned.update(**updates):
+        updated = owned.update(**updates)
+        self._dirty, self._pending = False, []  # written (a write the database refused keeps them for the next)
+        if not updated:
             raise JobLost(f"job run {self.run.pk} is no longer owned by {self.run.worker}")
         self.cancel_requested = owned.filter(cancel_requested=True).exists()
 
@@ -302,22 +302,28 @@ def _claim(job_run_id: int) -> JobRun | None:
     return JobRun.objects.get(pk=job_run_id)
 
 
-def _claim_when_reachable(job_run_id: int) -> JobRun | None:
-    """_claim, waiting out a database that does not answer (a restart, a failover), bounded.
+def when_reachable(write, what: str, *, seconds: float = CLAIM_WAIT_SECONDS):
+    """write(), waiting out a database that does not answer (a restart, a failover), bounded; returns its result.
 
-    The engine acknowledges a delivered job whatever execute() raises, so a claim that failed on a database restart
-    would leave its run queued forever with its message gone (found by bench/load_bench.py's PostgreSQL restart).
+    A connection the database dropped stays broken until closed, so each try after the first gets a new one. Never
+    inside a transaction (a test calling execute() directly): there the error is the caller's.
     """
-    deadline = time.monotonic() + CLAIM_WAIT_SECONDS
+    deadline = time.monotonic() + seconds
     while True:
         try:
-            return _claim(job_run_id)
+            return write()
         except (OperationalError, InterfaceError):
             if time.monotonic() > deadline or connection.in_atomic_block:
                 raise
-            log.warning("job run %s: the database does not answer; claiming it again in a second", job_run_id)
+            log.warning("%s: the database does not answer; trying again in a second", what)
             connection.close()
             time.sleep(1.0)
+
+
+def _claim_when_reachable(job_run_id: int) -> JobRun | None:
+    # The engine acknowledges a delivered job whatever execute() raises, so a claim that failed on a database restart
+    # would leave its run queued forever with its message gone (found by bench/load_bench.py's PostgreSQL restart).
+    return when_reachable(lambda: _claim(job_run_id), f"claiming job run {job_run_id}")
 
 
 def _drop_stale_connections() -> None:
@@ -359,7 +365,8 @@ def execute(job_run_id: int) -> str | None:
             error = f"{type(exc).__name__}: {exc}\n\n{traceback.format_exc()}"
         finally:
             heartbeat.stop()
-        _finish(ctx, status, error=error, result=result)
+        # A job that failed on a database restart must still be seen to have ended once the database is back.
+        when_reachable(lambda: _finish(ctx, status, error=error, result=result), f"recording how {run} ended")
         if run.parent_id:
             _release_siblings(run.parent_id)
         return JobRun.objects.filter(pk=job_run_id).values_list("status", flat=True).first()
@@ -413,6 +420,25 @@ def _sweep_scratch() -> None:
         log.exception("removing the scratch folders of dead workers failed")
 
 
+_RECOVERIES: list = []
+
+
+def register_recovery(sweep) -> None:
+    """Another app's sweep of the work lost workers left "running" beside their job runs (evaluation: rollouts). It
+    runs whenever lost runs are recovered or reaped: as a worker starts, periodically, and by `reap_jobs`; so such
+    work never waits for a later job of its kind to notice it."""
+    if sweep not in _RECOVERIES:
+        _RECOVERIES.append(sweep)
+
+
+def _sweep_recoveries() -> None:
+    for sweep in _RECOVERIES:
+        try:
+            sweep()
+        except Exception:  # one app's sweep failing must not stop the others, nor the recovery of the job runs
+            log.exception("sweeping what lost workers left (%s) failed", getattr(sweep, "__qualname__", sweep))
+
+
 def _lost_runs(now):
     for run in JobRun.objects.filter(status=JobRun.Status.RUNNING).order_by("pk"):
         reason = lost_reason(run, now)
@@ -433,6 +459,7 @@ def reap_stale(now=None) -> int:
             count += _give_up(run, reason, now) is not None
         else:
             count += _fail(run, f"Worker lost: {reason}.", now)
+    _sweep_recoveries()
     return count
 
 
@@ -470,4 +497,5 @@ def recover_lost(now=None) -> dict:
             done["failed"].append(run.pk)
         else:
             done["requeued"].append(run.pk)
+    _sweep_recoveries()
     return done

@@ -24,6 +24,7 @@ from django.utils import timezone
 from django.utils.crypto import salted_hmac
 
 from lib import nulsafe
+from lib.money import cost_text
 from lib.nulsafe import NulSafeCharField, NulSafeJSONField, NulSafeTextField
 
 from . import request_chain, token_chain
@@ -536,7 +537,7 @@ class ModelCall(models.Model):
             "output_tokens": self.output_tokens,
             "latency_ms": self.latency_ms,
             "ttft_ms": self.ttft_ms,
-            "cost": str(self.cost),
+            "cost": cost_text(self.cost),
             "created_at": self.created_at.isoformat(),
         }
 

@@ -177,6 +177,24 @@ def wait_rollouts_left_running(ids: list[int], since: float, timeout: float) -> 
     return None
 
 
+def describe_rollouts(ids: list[int]) -> list[dict]:
+    """Where rollouts still running stand, for a report whose recovery did not come in time."""
+    from evaluation.models import Rollout
+
+    rows = Rollout.objects.filter(pk__in=ids, status=Rollout.Status.RUNNING).select_related("job_run")
+    return [
+        {
+            "rollout": r.pk,
+            "worker": r.worker,
+            "job_run": r.job_run_id,
+            "job_status": r.job_run.status if r.job_run else None,
+            "job_worker": r.job_run.worker if r.job_run else None,
+            "job_log": (r.job_run.log_tail[-400:] if r.job_run else ""),
+        }
+        for r in rows
+    ]
+
+
 def wait_running_rollout(revisions, endpoint, timeout: float = 60) -> list[int]:
     """Rollouts running now: queue two more when none is queued or running, then wait until one runs."""
     from evaluation.models import Rollout

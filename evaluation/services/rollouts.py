@@ -34,7 +34,7 @@ from django.utils import timezone
 
 import jobs
 from jobs.models import JobRun
-from jobs.runner import lost_reason, worker_gone, worker_id
+from jobs.runner import lost_reason, when_reachable, worker_gone, worker_id
 from lib.bounds import TextRefused, check_json
 from llm.models import ModelCall, ModelEndpoint
 from llm.sampling import policy_for
@@ -392,7 +392,13 @@ def _run_attempt(rollout: Rollout, timeout: int, *, agent_stopped=lambda: None) 
             scored = score_run(revision, workspace, record.final_message, record.transcript, subject=rollout.subject)
         _record(rollout, outcome, record, changes, scored)
     except Exception as exc:
-        _fail(rollout, ExitReason.RUNNER_ERROR, f"{type(exc).__name__}: {exc}", expected=Rollout.Status.RUNNING)
+        # Also when the database went away mid-attempt (a restart): recorded once it answers again, so the rollout is
+        # not left "running" behind a job that has ended.
+        error = f"{type(exc).__name__}: {exc}"
+        when_reachable(
+            lambda: _fail(rollout, ExitReason.RUNNER_ERROR, error, expected=Rollout.Status.RUNNING),
+            f"recording that rollout {rollout.pk} failed",
+        )
         raise
     finally:
         if session is not None:

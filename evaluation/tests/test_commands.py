@@ -63,6 +63,7 @@ def test_rollout_here_prints_one_json_object_per_rollout_and_files_writes_the_fi
     }
     assert first["score"] == 0.5 and first["sub_scores"]["summary_written"] == 0.0
     assert (first["turns"], first["tool_calls"], first["final_message"]) == (2, 1, "Done.")
+    assert first["cost"] == "0.00000000"  # as the API writes a cost; str() of a zero Decimal gave "0E-8"
     # Folders are part of the stored diff (rollout_files recreates them) but not listed as changes.
     assert first["workspace_changes"] == [{"path": "out/summary.txt", "change": "added", "size": 18, "kind": "file"}]
     assert second["score"] == 0.75 and second["sub_scores"]["input_kept"] == 0.0

@@ -4,6 +4,7 @@ import socket
 from datetime import timedelta
 
 import pytest
+from django.db import OperationalError, connection
 from django.utils import timezone
 from django_q.models import OrmQ
 
@@ -254,3 +255,76 @@ def test_fan_out_queues_one_child_per_value_and_a_second_delivery_only_the_missi
         "queued 2 pings (1 were queued before); 2 handed to the workers now, the rest as those finish\n"
     )
     assert parent.batch().total == 3 and parent.batch().done == 0
+
+
+@job("jobs.tests.loses_its_connection", title="Its database connection is cut, then it fails")
+def loses_its_connection(ctx):
+    ctx.log("before the cut")
+    try:
+        with connection.cursor() as cursor:  # as a database restart does to every open connection
+            cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+    except OperationalError:
+        pass  # the cut answers with an error of its own
+    raise RuntimeError("the step after the cut failed")
+
+
+postgresql_only = pytest.mark.skipif(
+    connection.vendor != "postgresql",
+    reason="cuts its own connection with pg_terminate_backend (PostgreSQL's)",
+)
+
+
+@postgresql_only
+@pytest.mark.django_db(transaction=True)  # execute() as a worker runs it: outside any transaction
+def test_a_run_whose_connection_was_cut_is_recorded_failed_once_the_database_answers():
+    run = make_run()
+    JobRun.objects.filter(pk=run.pk).update(kind="jobs.tests.loses_its_connection")
+
+    assert execute(run.pk) == JobRun.Status.FAILED  # the record of its end took a new connection
+
+    run.refresh_from_db()
+    assert run.finished_at and "RuntimeError: the step after the cut failed" in run.error
+    assert "before the cut" in run.log_tail  # a line the dropped connection did not write is written on the next try
+
+
+def test_when_reachable_tries_again_on_a_new_connection_and_gives_up_after_its_time(monkeypatch):
+    closed, sleeps = [], []
+
+    class Connection:  # a worker's: outside any transaction
+        in_atomic_block = False
+
+        def close(self):
+            closed.append(1)
+
+    monkeypatch.setattr(runner, "connection", Connection())
+    monkeypatch.setattr(runner.time, "sleep", sleeps.append)
+    answers = iter([OperationalError("server closed the connection"), OperationalError("refused"), "written"])
+
+    def write():
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    assert runner.when_reachable(write, "a write", seconds=60) == "written"
+    assert (len(closed), sleeps) == (2, [1.0, 1.0])
+
+    def never():
+        raise OperationalError("refused")
+
+    with pytest.raises(OperationalError):
+        runner.when_reachable(never, "a write", seconds=0)
+
+
+def test_recovering_lost_runs_also_runs_the_other_apps_sweeps(monkeypatch):
+    swept = []
+    monkeypatch.setattr(runner, "_RECOVERIES", [])
+    runner.register_recovery(lambda: swept.append("first"))
+    runner.register_recovery(lambda: 1 / 0)  # a failing sweep is logged; the others and the recovery go on
+    runner.register_recovery(lambda: swept.append("last"))
+
+    lost = make_run(status=JobRun.Status.RUNNING, worker=DEAD_WORKER, attempts=1)
+    assert recover_lost()["requeued"] == [lost.pk]
+    assert reap_stale() == 0
+
+    assert swept == ["first", "last", "first", "last"]

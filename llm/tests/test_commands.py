@@ -160,6 +160,7 @@ def test_model_calls_prints_the_recorded_session_as_one_array(live_server_asgi, 
     assert [c["stream"] for c in calls] == [False, True]
     assert calls[1]["response"]["choices"][0]["message"]["content"] == "second"
     assert all(c["session"] == info["id"] and c["error"] == "" for c in calls)
+    assert [c["cost"] for c in calls] == ["0.00000000", "0.00000000"]  # the endpoint has no prices; never "0E-8"
     assert info["token"] not in json.dumps(calls)
     assert ModelCall.objects.count() == 2
 

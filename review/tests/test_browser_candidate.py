@@ -265,3 +265,30 @@ def test_a_claim_that_ran_out_mid_edit_is_taken_again_from_the_head_and_the_text
         candidate.task.revisions.get(number=2).instruction == "Count the orders; write the number alone to count.txt."
     )
     assert_no_reload(page)
+
+
+@pytest.mark.parametrize("width", [1280, 1440])
+def test_the_rubric_is_read_without_scrolling_sideways(page, live_server, benchmark, admin_user, reviewer, width):
+    candidate = make_candidate(benchmark, "count-orders", admin_user)
+    levels = {
+        "0": "The reply names no count at all, or a number that is not the count of orders in the file.",
+        "0.5": "The right count, but buried in prose the user would have to read through to find it.",
+        "1": "The right count, stated first and plainly, with the file it was counted from.",
+    }
+    rubric = [
+        {"name": "states-the-count-plainly", "target_file": "count.txt", "scores": levels, "weight": 1},
+        {"name": "tone", "target_file": "", "scores": {"0": "Curt.", "1": "Courteous."}, "weight": 0.5},
+    ]
+    revise_task(candidate.task, user=admin_user, message="a rubric", rubric=rubric)
+    page.set_viewport_size({"width": width, "height": 900})
+    log_in(page, live_server, reviewer)
+    page.goto(candidate_url(live_server, candidate))
+
+    table = page.locator("#unit-rubric [data-testid=rubric]")
+    table.wait_for()
+    frame = page.locator("#unit-rubric .table-scroll")
+    assert frame.evaluate("f => f.scrollWidth <= f.clientWidth"), frame.evaluate("f => [f.scrollWidth, f.clientWidth]")
+    last = table.locator("dd", has_text="stated first and plainly")
+    box, shown = last.bounding_box(), frame.bounding_box()
+    assert box["x"] + box["width"] <= shown["x"] + shown["width"] + 1, (box, shown)  # the score levels in view
+    screenshot(page, f"candidate-rubric-{width}")

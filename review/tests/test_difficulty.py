@@ -320,6 +320,10 @@ def test_the_command_names_what_it_cannot_find(scripted_upstream, admin_user):
         call_command(*args[:4], "big", *args[5:])
     with pytest.raises(CommandError, match="not candidates of b: eval-z"):
         call_command(*args, "--candidate", "eval-z")
+    with pytest.raises(
+        CommandError, match=r"^--n \(rollouts of each agent per candidate\) must be between 1 and 64, got 0"
+    ):
+        call_command(*args, "--n", "0")
 
 
 @pytest.mark.django_db

@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 from benchmarks.models import Benchmark
 from evaluation.harnesses import HARNESSES
 from evaluation.models import EvalRun, Rollout
-from evaluation.services.rollouts import fail_lost_rollouts
+from evaluation.services.rollouts import MAX_REPEATS, fail_lost_rollouts
 from evaluation.services.runs import cancel_eval_run
 from jobs.cli import UsageError, engine_refused
 from jobs.engine import JobEngineError
@@ -60,6 +60,8 @@ class Command(BaseCommand):
     def handle(
         self, *args, benchmark, strong, small, n, candidate, harness, as_json, here, timeout, start_timeout, **options
     ):
+        if not 1 <= n <= MAX_REPEATS:
+            raise UsageError(f"--n (rollouts of each agent per candidate) must be between 1 and {MAX_REPEATS}, got {n}")
         bench = Benchmark.objects.filter(name=benchmark).first()
         if bench is None:
             raise UsageError(f"no benchmark is named {benchmark!r}")
