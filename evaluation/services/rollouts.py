@@ -288,11 +288,11 @@ def _fail(rollout: Rollout, exit_reason: str, error: str, *, expected: str) -> b
     done = Rollout.objects.filter(pk=rollout.pk, status=expected, attempt=rollout.attempt).update(
         status=Rollout.Status.FAILED, exit_reason=exit_reason, error=error[:2000], finished_at=timezone.now()
     )
-    if done and rollout.proxy_session_id:
-        close_proxy_session(rollout.proxy_session)
     if done:
         log.warning("rollout %s failed: %s", rollout.pk, error)
-        _changed(rollout.pk)
+        _changed(rollout.pk)  # never raises; first, so that a try again after a database error finds nothing undone
+        if rollout.proxy_session_id:
+            close_proxy_session(rollout.proxy_session)
     return bool(done)
 
 
