@@ -147,12 +147,15 @@ class JobContext:
         self.cancel_requested = False  # seen at the last flush
         self.failed_items = 0
         self.items_total = 0
+        self.failure_reason = ""
 
-    def items_failed(self, count: int, *, of: int) -> None:
+    def items_failed(self, count: int, *, of: int, reason: str = "") -> None:
         """How many of the job's `of` items failed although the job went on: the run ends "completed with
-        failures", or failed when every one of them did (a job that did nothing has not succeeded)."""
+        failures", or failed when every one of them did (a job that did nothing has not succeeded). `reason` is the
+        failed run's error (default: its items failed, see the log and the result)."""
         self.failed_items = count
         self.items_total = of
+        self.failure_reason = reason
 
     @property
     def id(self) -> int:
@@ -392,7 +395,7 @@ def _finish(ctx: JobContext, status: str, *, error: str = "", result=None) -> No
     now = timezone.now()
     if status == JobRun.Status.SUCCEEDED and ctx.items_total and ctx.failed_items >= ctx.items_total:
         status = JobRun.Status.FAILED
-        error = error or all_failed_error(ctx.failed_items)
+        error = error or ctx.failure_reason or all_failed_error(ctx.failed_items)
     updates = dict(status=status, finished_at=now, heartbeat_at=now, error=error[:100_000], result=result)
     if status == JobRun.Status.SUCCEEDED and ctx.run.progress_total:
         updates["progress_done"] = ctx.run.progress_total

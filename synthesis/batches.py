@@ -258,15 +258,17 @@ def _passed(results: dict, stage: str) -> bool:
 
 
 def _qa_passed(results: dict, which: str) -> bool:
+    """Whether QA's novelty step ("novelty") or its judge's steps ("other") passed. A QA that failed with no verdict
+    of novelty (not asked, or not reached) is the judge's failure: it shows on the "plausible" row, not "novel"."""
     qa = results.get("qa") or {}
     if qa.get("verdict") in (pipeline.PASS, pipeline.SKIPPED):
         return True
+    if not qa:
+        return False  # not reached yet
     verdicts = qa.get("verdicts") or {}
-    if not verdicts:
-        return False
     if which == "novelty":
         return (verdicts.get("novelty") or {"verdict": "pass"})["verdict"] == "pass"
-    return all(v["verdict"] == "pass" for s, v in verdicts.items() if s != "novelty")
+    return bool(verdicts) and all(v["verdict"] == "pass" for s, v in verdicts.items() if s != "novelty")
 
 
 FUNNEL = [

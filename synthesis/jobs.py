@@ -122,6 +122,8 @@ def run_item(ctx, *, item_id: int) -> dict:
         ctx.log(f"item #{item_id} is {item.status}; nothing to run")
         return {"item": item_id, "status": item.status, "stage": item.stage}
     ctx.log(f"item #{item_id}: {done.status} at {done.stage}" + (f": {done.reason[:200]}" if done.reason else ""))
+    if done.status == SynthesisItem.Status.FAILED:  # rejected is a verdict the job reached; failed is not
+        ctx.items_failed(1, of=1, reason=f"Item #{item_id} failed at {done.stage}: {done.reason[:500]}")
     return {"item": item_id, "status": done.status, "stage": done.stage}
 
 

@@ -33,12 +33,14 @@ class StageFailure(Exception):
     """A stage could not run on the item (the model's JSON never valid, the model or the sandbox unreachable).
 
     `retryable`: a resume tries the stage again (the failure was the infrastructure's, not the answer's).
+    `details`: what the stage did find before it failed (QA: the verdicts it has), kept with the failure.
     """
 
-    def __init__(self, reason: str, *, retryable: bool = False):
+    def __init__(self, reason: str, *, retryable: bool = False, details: dict | None = None):
         super().__init__(reason)
         self.reason = reason
         self.retryable = retryable
+        self.details = details or {}
 
 
 class BudgetReached(Exception):

@@ -161,7 +161,7 @@ def run_stages(item: SynthesisItem, ctx: StageContext, worker: str) -> Synthesis
         except StageFailure as exc:
             results = {
                 **item.stage_results,
-                stage: {"verdict": ERROR, "reason": exc.reason, "retryable": exc.retryable},
+                stage: {**exc.details, "verdict": ERROR, "reason": exc.reason, "retryable": exc.retryable},
             }
             _end(item, worker, SynthesisItem.Status.FAILED, stage, exc.reason, results)
             break

@@ -22,6 +22,8 @@ def build_dataset(ctx, *, dataset_id: int) -> dict:
     ctx.progress(0, 1, f"building {dataset}")
     dataset = fill_dataset(dataset)
     ctx.log(f"{dataset.trajectories_count} trajectories kept; left out: {dataset.excluded or 'none'}")
+    if dataset.status == dataset.Status.EMPTY:  # built to its end, with nothing to train on: not a success
+        ctx.items_failed(1, of=1, reason=f"The dataset is empty: {empty_reason(dataset)}.")
     ctx.progress(1, 1, f"empty: {empty_reason(dataset)}" if dataset.status == dataset.Status.EMPTY else "ready")
     return summary(dataset)
 

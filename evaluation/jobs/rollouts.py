@@ -34,11 +34,14 @@ def run_rollout(ctx, *, rollout_id: int, not_before: float | None = None) -> dic
     if lost:
         ctx.log(f"marked failed, their workers were lost: rollouts {', '.join(map(str, lost))}")
     rollout = Rollout.objects.select_related("revision__task", "endpoint").get(pk=rollout_id)
-    if fail_redelivered(rollout, ctx.run):
+    lost = fail_redelivered(rollout, ctx.run)
+    if lost:
         ctx.log(f"rollout #{rollout_id}: the worker of attempt {rollout.attempt} was lost; marked failed")
     rollout.refresh_from_db()
     if rollout.status != Rollout.Status.QUEUED:
         ctx.log(f"rollout #{rollout_id} is {rollout.status}; nothing to run")
+        if lost:
+            _attempt_failed(ctx, rollout)
         return rollout.as_dict()
     ctx.log(f"rollout #{rollout_id}: {rollout.harness} with {rollout.endpoint.name} on {rollout.revision}")
     ctx.progress(0, 1, "waiting for a sandbox slot")
@@ -60,4 +63,20 @@ def run_rollout(ctx, *, rollout_id: int, not_before: float | None = None) -> dic
         raise
     ctx.log(f"rollout #{rollout_id} {rollout.status}: {rollout.exit_reason}, score {rollout.score}")
     ctx.progress(1, 1, f"{rollout.status}")
+    _attempt_failed(ctx, rollout)
     return rollout.as_dict()
+
+
+def _attempt_failed(ctx, rollout: Rollout) -> None:
+    """The attempt this job ran failed, so the job has failed too (its run says why), whatever a retry does next:
+    the rollout ended failed, or it is queued again for its next attempt under another job (an evaluation run's)."""
+    if rollout.status == Rollout.Status.FAILED:
+        exit_reason, error, then = rollout.exit_reason, rollout.error, ""
+    elif rollout.status == Rollout.Status.QUEUED and rollout.job_run_id != ctx.run.pk and rollout.previous_attempts:
+        last = rollout.previous_attempts[-1]
+        exit_reason, error = last.get("exit_reason", ""), last.get("error") or ""
+        then = f"; attempt {rollout.attempt + 1} is queued"
+    else:
+        return
+    first_line = error.splitlines()[0] if error else ""
+    ctx.items_failed(1, of=1, reason=f"Rollout #{rollout.pk} failed ({exit_reason}): {first_line}{then}")

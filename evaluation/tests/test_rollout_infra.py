@@ -8,8 +8,16 @@ import pytest
 
 from evaluation.harnesses.sandboxed import WALL_MARGIN_SECONDS, sandbox_backend
 from evaluation.models import Rollout
-from evaluation.services.rollouts import create_rollouts, execute_rollout, retry_rollout, rollout_timeout
+from evaluation.services.rollouts import (
+    create_rollouts,
+    execute_rollout,
+    retry_rollout,
+    rollout_timeout,
+    start_rollouts,
+)
 from evaluation.testing import RIGHT_SUMMARY, needs_bwrap
+from jobs.models import JobRun
+from jobs.runner import execute
 from llm.models import ModelCall, ModelEndpoint, ProxySession
 from llm.testing import Reply, serve_in_thread, stop_server
 from sandbox import Workspace
@@ -46,6 +54,21 @@ def test_no_web_app_at_the_proxy_url_fails_at_once_naming_the_setting(
     session = ProxySession.objects.get(pk=rollout.proxy_session_id)
     lifetime = (session.expires_at - session.created_at).total_seconds()
     assert not session.is_open and lifetime <= rollout_timeout(rollout) + 3 * WALL_MARGIN_SECONDS + 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_job_of_a_rollout_the_infrastructure_failed_has_failed_too(
+    settings, scripted_upstream, fruit_task, agent_endpoint
+):
+    # The jobs page and /api/jobs/ must not call the attempt a success: its job failed, saying why.
+    settings.CLAWGYM_PROXY_PUBLIC_URL = "http://127.0.0.1:9"
+    [rollout] = start_rollouts(fruit_task, agent_endpoint, harness="builtin", user=None)
+
+    assert execute(rollout.job_run_id) == JobRun.Status.FAILED
+
+    job_run = JobRun.objects.get(pk=rollout.job_run_id)
+    assert job_run.error.startswith(f"Rollout #{rollout.pk} failed (proxy_unavailable): ")
+    assert job_run.outcome_display == "Failed: its item failed" and job_run.result["status"] == "failed"
 
 
 async def _not_clawgym(scope, receive, send):

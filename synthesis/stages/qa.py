@@ -99,7 +99,7 @@ def run(item, ctx):
     missing = [stage for stage in stages if stage not in found]
     if errors or missing:
         reason = "; ".join(errors + [f"{stage}: no verdict" for stage in missing])
-        raise StageFailure(f"qa: {reason}", retryable=True)
+        raise StageFailure(f"qa: {reason}", retryable=True, details=details)  # the funnel tells which step failed
     failing = [stage for stage in DEFAULT_STAGES if found.get(stage, {}).get("verdict") == "fail"]
     if failing:
         first = found[failing[0]]

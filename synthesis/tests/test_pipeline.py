@@ -498,6 +498,10 @@ def test_qa_errors_are_retried_on_resume_and_a_new_judge_reruns_qa_only(endpoint
     assert batch.status == "failed" and batch.status_reason.startswith("Its only item failed, at the quality")
     assert "HTTP 503" in batch.status_reason
     assert item.stage_results["qa"]["retryable"] is True and "HTTP 503" in item.reason
+    # The judge failed, not novelty (computed here, and not even asked for): the funnel says so.
+    funnel = {row["step"]: row for row in report(batch.pk)["funnel"]}
+    assert (funnel["novel"]["count"], funnel["novel"]["failed"]) == (1, 0)
+    assert (funnel["plausible"]["count"], funnel["plausible"]["failed"]) == (0, 1)
     asked = list(model.seen)
 
     # Resumed: the QA error is tried again (and this time the judge finds the task implausible).
@@ -544,6 +548,23 @@ def test_run_batch_job_fans_out_item_jobs_and_the_batch_completes(endpoints, scr
         "cost": 0,
     }
     assert sorted(batch.items.values_list("job_run_id", flat=True)) == [c.pk for c in children]
+
+
+def test_an_item_job_whose_item_failed_has_failed_and_a_rejected_one_succeeded(endpoints, scripted_upstream):
+    # A rejection is a verdict the job reached; a failure is work that did not get done: the jobs page must tell.
+    scripted(scripted_upstream, ["good", "network", "badjson_always"])
+    batch = start_batch("persona", 3, "gen", "judge", seed=2, options={"qa_stages": []}, user=None)
+    execute(batch.job_run.pk)
+    children = list(JobRun.objects.filter(parent=batch.job_run).order_by("pk"))
+    ended = [execute(child.pk) for child in children]
+
+    assert ended == [JobRun.Status.SUCCEEDED, JobRun.Status.SUCCEEDED, JobRun.Status.FAILED]
+    failed = JobRun.objects.get(pk=children[2].pk)
+    item = batch.items.get(job_run=failed)
+    assert failed.outcome_display == "Failed: its item failed"
+    assert failed.error.startswith(f"Item #{item.pk} failed at generate: ") and failed.result["status"] == "failed"
+    batch.refresh_from_db()
+    assert batch.job_run.batch().outcome_display == "Finished · 1 of 3 failed"
 
 
 # --- on a real worker -------------------------------------------------------------------------------------------

@@ -226,6 +226,20 @@ def test_the_job_builds_the_dataset_created_first_and_a_second_delivery_keeps_it
     assert list(dataset.samples.values_list("pk", flat=True)) == positions  # not built again
 
 
+def test_a_job_that_builds_an_empty_dataset_has_failed_saying_why(corpus, admin_user):
+    # Nothing to train on is not a success: the dataset is kept (status empty, with its reason), the job failed.
+    dataset = start_build(selection=both(corpus), filters={**LIMIT, "min_reward": 1.01}, name="none", user=admin_user)
+    run = JobRun.objects.get(pk=dataset.job_run_id)
+
+    assert runner.execute(run.pk) == JobRun.Status.FAILED
+
+    dataset.refresh_from_db()
+    run.refresh_from_db()
+    assert dataset.status == TrainingDataset.Status.EMPTY and dataset.trajectories_count == 0
+    assert run.error.startswith("The dataset is empty: all ") and "rewarded below 1.01" in run.error
+    assert run.outcome_display == "Failed: its item failed" and run.result["status"] == "empty"
+
+
 def test_samples_protect_their_trajectories(corpus):
     from django.db.models import ProtectedError
 

@@ -5,6 +5,7 @@ row. Metrics are rows as the job writes them; the trainer evaluating the validat
 import json
 
 import pytest
+from django.conf import settings
 from django.urls import reverse
 
 from training_jobs.models import TrainingMetric, TrainingRun
@@ -158,3 +159,19 @@ def test_the_job_keeps_a_steps_validation_loss_on_that_steps_row(three):
         (3, 1.5, {"eval_loss": 1.5}),
     ]
     assert stream.last_metrics["eval_loss"] == 1.5  # what the next checkpoint's metrics hold
+
+
+def test_a_runs_status_badge_has_the_colour_of_its_status_on_every_page(viewer_client, three):
+    # The badges were `badge-<status>`, a class no stylesheet styles: a failed run looked like a succeeded one.
+    failed = make_run("broke", status="failed")
+    pages = [
+        reverse("training:run", args=[failed.pk]),
+        reverse("training:runs"),
+        OVERLAY + f"?runs={failed.pk}",
+    ]
+    for url in pages:
+        html = viewer_client.get(url).content.decode()
+        assert 'class="badge s-failed"' in html, url
+        assert "badge-failed" not in html, url
+    styles = (settings.BASE_DIR / "static" / "css" / "app.css").read_text()
+    assert ".badge.s-failed" in styles and ".badge.s-succeeded" in styles and ".badge.s-scored" in styles

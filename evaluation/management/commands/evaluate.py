@@ -23,6 +23,7 @@ from ...services.runs import (
     cancel_eval_run,
     create_eval_run,
     current_summary,
+    outcome_of,
     resume_eval_run,
     run_config,
     run_here,
@@ -326,12 +327,14 @@ def given_limits(flags) -> dict:
 def rollout_line(rollout: Rollout, repeats: int) -> str:
     task = rollout.revision.task.external_id
     line = f"{task} repeat {rollout.repeat_index + 1}/{repeats} (rollout #{rollout.pk}, attempt {rollout.attempt}): "
-    line += rollout.outcome or rollout.status
-    if rollout.outcome in (Outcome.SCORED, Outcome.AGENT_LIMIT, Outcome.AGENT_ERROR):
+    # From the row's state, not its stored outcome: that is written just after, and a line read between said "failed".
+    outcome = outcome_of(rollout.status, rollout.exit_reason)
+    line += outcome or rollout.status
+    if outcome in (Outcome.SCORED, Outcome.AGENT_LIMIT, Outcome.AGENT_ERROR):
         line += f", score {rollout.score:g}"
-        if rollout.outcome != Outcome.SCORED:
+        if outcome != Outcome.SCORED:
             line += f" ({rollout.exit_reason})"
-    elif rollout.outcome == Outcome.JUDGE_INCOMPLETE:
+    elif outcome == Outcome.JUDGE_INCOMPLETE:
         line += f": code score {_num(rollout.code_score)}; {rollout.score_reason}"
     elif rollout.is_finished:
         line += f": {rollout.exit_reason}"
