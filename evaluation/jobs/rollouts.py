@@ -34,14 +34,13 @@ def run_rollout(ctx, *, rollout_id: int, not_before: float | None = None) -> dic
     if lost:
         ctx.log(f"marked failed, their workers were lost: rollouts {', '.join(map(str, lost))}")
     rollout = Rollout.objects.select_related("revision__task", "endpoint").get(pk=rollout_id)
-    lost = fail_redelivered(rollout, ctx.run)
-    if lost:
+    if fail_redelivered(rollout, ctx.run):
         ctx.log(f"rollout #{rollout_id}: the worker of attempt {rollout.attempt} was lost; marked failed")
     rollout.refresh_from_db()
     if rollout.status != Rollout.Status.QUEUED:
         ctx.log(f"rollout #{rollout_id} is {rollout.status}; nothing to run")
-        if lost:
-            _attempt_failed(ctx, rollout)
+        if rollout.job_run_id == ctx.run.pk:
+            _attempt_failed(ctx, rollout)  # this job's attempt, lost with its worker (failed here or by a recovery)
         return rollout.as_dict()
     ctx.log(f"rollout #{rollout_id}: {rollout.harness} with {rollout.endpoint.name} on {rollout.revision}")
     ctx.progress(0, 1, "waiting for a sandbox slot")

@@ -79,7 +79,8 @@ def test_a_killed_worker_leaves_the_rollout_failed_and_a_retry_counts_once(
     assert rollout.exit_reason == "worker_lost" and "exited before it finished" in rollout.error
     assert not folder.exists() and attempt_folders(rollout) == []
     assert rollout.retryable and rollout.attempt == 1 and rollout.score is None
-    wait_for(rollout.job_run, timeout=30)
+    job_run = wait_for(rollout.job_run, timeout=30)
+    assert job_run.status == "failed" and job_run.error.startswith(f"Rollout #{rollout.pk} failed (worker_lost): ")
 
     scripted_upstream.script.clear()
     scripted_upstream.push(
