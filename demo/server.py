@@ -2,10 +2,15 @@
 
     python manage.py demo_models          # serves until stopped; `make demo` runs it beside the web app and worker
 
-Which model a request names decides an agent's skill (demo.agent); the prompt decides everything else, by what
-ClawGym's own callers put in it: a "[stage:<name>]" marker (the synthesis stages, demo.generator), a "[qa:<stage>]"
-marker (quality assessment), or the system prompt of rubric judging, categorizing, skill annotation and candidate
-diagnosis (demo.judge). Anything else gets one sentence saying what the demo models are.
+The model a request names decides which of the demo models answers, and each answers only its own kind of request:
+an agent model (demo.agent: its skill) only agent requests, which offer tools; the generator the synthesis stages
+(demo.generator: the tasks, their files, checkers and reference solutions); the judge quality assessment, rubric
+judging and candidate diagnosis (demo.judge); either of those two categorizing and skill annotation (their callers
+take a generator or a judge endpoint). Within a model, the prompt says which request it is, by what ClawGym's own
+callers put in it: a "[stage:<name>]" marker (the synthesis stages), a "[qa:<stage>]" marker (quality assessment),
+or the system prompt of rubric judging, categorizing, skill annotation and diagnosis. Anything else gets one
+sentence saying what the demo models are: a weak agent's request that carries a stage marker gets no reference
+solution, whatever its prompt says.
 
 Requests need the key of CLAWGYM_KEY_SERVED_DEMO (llm.models.served_key: derived from SECRET_KEY, so every ClawGym
 process knows it and nothing stores it): the demo agents answer with the catalog's reference solutions, which are
@@ -54,20 +59,25 @@ def _text(content) -> str:
     return str(content or "")
 
 
-def structured(system: str, user: str, messages: list[dict]) -> dict | None:
-    """The JSON answer to one of ClawGym's judging or generating prompts, or None when it is none of them."""
-    if found := STAGE.match(system):
-        return generator.answer(found[1], messages)
-    if found := QA.match(system):
-        return judge.qa(found[1], user)
-    if system == RUBRIC_JUDGING:
-        return judge.rubric_verdict(user)
+def structured(model: str, system: str, user: str, messages: list[dict]) -> dict | None:
+    """The JSON answer of `model` (the generator or the judge) to one of the ClawGym prompts it serves, or None when
+    the prompt is none of them."""
+    if model == GENERATOR:
+        if found := STAGE.match(system):
+            return generator.answer(found[1], messages)
+    elif model == JUDGE:
+        if found := QA.match(system):
+            return judge.qa(found[1], user)
+        if system == RUBRIC_JUDGING:
+            return judge.rubric_verdict(user)
+        if system == DIAGNOSIS:
+            return judge.diagnosis()
+    else:
+        return None
     if system == CATEGORIZING:
         return judge.category(user)
     if system == ANNOTATION:
         return judge.annotation()
-    if system == DIAGNOSIS:
-        return judge.diagnosis()
     return None
 
 
@@ -75,11 +85,13 @@ def answer(body: dict) -> Reply:
     """The demo models' answer to one chat-completions request body."""
     model = str(body.get("model") or "")
     messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
-    if model in agent.AGENTS and body.get("tools"):
-        return agent.reply(body, agent.AGENTS[model])
+    if model in agent.AGENTS:
+        if body.get("tools"):
+            return agent.reply(body, agent.AGENTS[model])
+        return Reply.text(UNKNOWN.format(model=model))
     system = next((_text(m.get("content")) for m in messages if m.get("role") in ("system", "developer")), "")
     user = next((_text(m.get("content")) for m in messages if m.get("role") == "user"), "")
-    found = structured(system, user, messages)
+    found = structured(model, system, user, messages)
     if found is None:
         return Reply.text(UNKNOWN.format(model=model or "no model named"))
     return Reply.text(json.dumps(found))
