@@ -9,6 +9,12 @@ all of them and the refusal says what was too long, by how much, and which setti
 
 Text is measured in UTF-8 bytes (what is stored, sent to models and rendered); names in characters (what the
 database column holds). A 6 MB instruction otherwise makes its task page slow and its diagnosis prompt huge.
+
+Ids and other whole numbers people send end up in an integer column or a query on one, which holds at most MAX_ID:
+a larger one is an OverflowError (SQLite) or a DataError (PostgreSQL), so every id field says `max_value=MAX_ID` and
+every id read from a form or a query string goes through parse_id:
+
+    ids = [pk for pk in map(parse_id, request.POST.getlist("ids")) if pk is not None]
 """
 
 import json
@@ -26,6 +32,27 @@ class TextTooLong(TextRefused):
 
 class NotUnicode(TextRefused):
     """A text holding a lone surrogate (JSON may spell one as "\\ud800"): no database or page can store it."""
+
+
+MAX_ID = 2**63 - 1  # the largest value a BigAutoField / BigIntegerField holds (PostgreSQL bigint, SQLite INTEGER)
+
+
+def parse_whole_number(value, *, least: int = 0) -> int | None:
+    """`value` (text from a form, a URL or a query string) as a whole number from `least` to MAX_ID, or None.
+
+    ASCII digits only: str.isdigit() also takes "²" and "٣", which int() refuses or reads as another number, and a
+    20-digit number fits no column.
+    """
+    text = str(value)
+    if not (text.isascii() and text.isdigit()) or len(text) > len(str(MAX_ID)):
+        return None
+    number = int(text)
+    return number if least <= number <= MAX_ID else None
+
+
+def parse_id(value) -> int | None:
+    """`value` as a database id (1 to MAX_ID), or None when it is not one."""
+    return parse_whole_number(value, least=1)
 
 
 def byte_limit(setting: str) -> int:

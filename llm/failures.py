@@ -33,7 +33,7 @@ def too_large(limit: int, declared: int | None = None) -> str:
 def declared_length(headers) -> int | None:
     """The Content-Length an answer's headers declare, when it is a number."""
     value = (headers.get("content-length") or "").strip()
-    return int(value) if value.isdigit() else None
+    return int(value) if value.isascii() and value.isdigit() else None
 
 
 def is_answer_failure(error: str) -> bool:

@@ -40,6 +40,7 @@ from jobs.api_actions import validated
 from jobs.engine import JobEngineError
 from jobs.serializers import JobRunSerializer
 from lib.api_filters import QueryFilterMixin
+from lib.bounds import parse_id
 from tasks.services import StaleRevisionError
 
 from . import bulk, services
@@ -118,8 +119,8 @@ class BenchmarkViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     def _named(self, key: str) -> Benchmark:
         """The benchmark called `key`, else the one whose id it is (a name wins: names may be digits)."""
         found = Benchmark.objects.filter(name=key).first()
-        if found is None and key.isdigit():
-            found = Benchmark.objects.filter(pk=int(key)).first()
+        if found is None and (pk := parse_id(key)):
+            found = Benchmark.objects.filter(pk=pk).first()
         if found is None:
             raise Http404(f"no benchmark is named or numbered {key!r}")
         return found

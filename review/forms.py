@@ -5,6 +5,7 @@ from django.conf import settings
 
 from evaluation.harnesses import HARNESS_CHOICES
 from evaluation.services.rollouts import MAX_REPEATS
+from lib.bounds import parse_id
 from llm.models import ModelEndpoint
 
 from .models import ReviewDecision
@@ -40,9 +41,11 @@ class CandidateIdsField(forms.Field):
     def to_python(self, value):
         ids = []
         for item in value or []:
-            if not str(item).isdigit():
-                raise forms.ValidationError(self.error_messages["invalid"], code="invalid", params={"value": item})
-            ids.append(int(item))
+            pk = parse_id(item)
+            if pk is None:
+                shown = str(item) if len(str(item)) <= 40 else f"{str(item)[:40]}…"
+                raise forms.ValidationError(self.error_messages["invalid"], code="invalid", params={"value": shown})
+            ids.append(pk)
         return list(dict.fromkeys(ids))
 
 

@@ -6,6 +6,7 @@ from rest_framework import serializers
 
 from evaluation.harnesses import HARNESS_CHOICES
 from evaluation.services.rollouts import MAX_REPEATS
+from lib.bounds import MAX_ID
 from llm.models import ModelEndpoint
 from tasks.models import SanityReport
 
@@ -190,7 +191,7 @@ class CandidateFilterSerializer(serializers.Serializer):
 
 
 class DiagnosisFilterSerializer(serializers.Serializer):
-    candidate = serializers.IntegerField(required=False, min_value=1, help_text="a candidate id")
+    candidate = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID, help_text="a candidate id")
 
     def filter(self, queryset):
         candidate = self.validated_data.get("candidate")
@@ -217,7 +218,7 @@ class DecideSerializer(serializers.Serializer):
 
 class BulkDecideSerializer(serializers.Serializer):
     candidates = serializers.ListField(
-        child=serializers.IntegerField(min_value=1),
+        child=serializers.IntegerField(min_value=1, max_value=MAX_ID),
         allow_empty=False,
         max_length=MAX_BULK,
         help_text=f"candidate ids, at most {MAX_BULK}: each is decided alone, through the same accept gate",
@@ -263,8 +264,12 @@ class BulkDecisionSerializer(serializers.Serializer):
 
 
 class ApplyFixSerializer(serializers.Serializer):
-    issue = serializers.IntegerField(help_text="the DiagnosisIssue whose replacement to apply")
-    base_revision = serializers.IntegerField(help_text="the revision number you saw: a stale one gets 409")
+    issue = serializers.IntegerField(
+        min_value=1, max_value=MAX_ID, help_text="the DiagnosisIssue whose replacement to apply"
+    )
+    base_revision = serializers.IntegerField(
+        min_value=1, max_value=MAX_ID, help_text="the revision number you saw: a stale one gets 409"
+    )
     reason = serializers.CharField(required=False, allow_blank=True, default="")
 
 

@@ -19,7 +19,7 @@ from benchmarks.models import Benchmark, BenchmarkVersion
 from benchmarks.services import BenchmarkError, create_version
 from benchmarks.services import NotAllowed as BenchmarkNotAllowed
 from jobs.models import JobRun
-from lib.bounds import TextRefused, check_chars, check_text
+from lib.bounds import TextRefused, check_chars, check_text, parse_id
 from tasks.diffing import role_folder
 from tasks.job_kinds import SANITY_JOB
 from tasks.models import SanityReport, Task, TaskRevision
@@ -257,9 +257,10 @@ def _check_verdicts(candidate: BenchmarkCandidate, verdicts: dict) -> dict[str, 
     for key, value in verdicts.items():
         if value not in ReviewDecision.Verdict.values:
             raise ReviewError(f"issue {key}: verdict {value!r} is not one of {ReviewDecision.Verdict.values}")
-        if not str(key).isdigit() or int(key) not in known:
+        pk = parse_id(key)
+        if pk not in known:
             raise ReviewError(f"issue {key} is not an issue of this candidate's diagnoses")
-        out[str(int(key))] = value
+        out[str(pk)] = value
     return out
 
 

@@ -20,6 +20,7 @@ from accounts.decorators import viewer_required
 from accounts.roles import ADMIN, has_role
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
+from lib.bounds import parse_id
 from lib.htmx import render_page
 
 from .categorizing import (
@@ -132,7 +133,7 @@ def _start(request):
 
 
 def _accept_selected(request):
-    ids = [int(pk) for pk in request.POST.getlist("ids") if pk.isdigit()]
+    ids = [pk for pk in map(parse_id, request.POST.getlist("ids")) if pk is not None]
     if not ids:
         messages.error(request, "Select the proposals to accept first.")
         return redirect(_page_url(request))
@@ -167,8 +168,8 @@ def _accept_all(request):
 
 
 def _one(request) -> CategoryProposal:
-    pk = request.POST.get("proposal", "")
-    return get_object_or_404(CategoryProposal.objects.select_related("task"), pk=int(pk) if pk.isdigit() else 0)
+    pk = parse_id(request.POST.get("proposal", ""))
+    return get_object_or_404(CategoryProposal.objects.select_related("task"), pk=pk or 0)
 
 
 def _edit(request):

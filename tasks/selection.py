@@ -6,6 +6,7 @@ which leaves benchmark tasks out); `add_task_arguments` and `tasks_of` are the c
 """
 
 from jobs.cli import UsageError
+from lib.bounds import parse_whole_number
 
 from .models import Task
 
@@ -36,8 +37,8 @@ def select_tasks(selection: str, tasks=None) -> list[Task]:
             found = found.filter(benchmark_category__slug=value)
         elif key == "prefix" and value:
             found = found.filter(external_id__startswith=value)
-        elif key == "limit" and value.isdigit():
-            limit = int(value)
+        elif key == "limit" and parse_whole_number(value) is not None:
+            limit = parse_whole_number(value)
         else:
             raise SelectionError(
                 f"unknown task selection filter {part!r}; known: status, source, category, prefix, limit=N"

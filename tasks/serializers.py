@@ -16,7 +16,7 @@ from rest_framework.settings import api_settings
 
 from jobs.redaction import hide_paths_in, sees_server_details
 from jobs.serializers import JobRunFilterSerializer
-from lib.bounds import TextRefused, check_json, check_text
+from lib.bounds import MAX_ID, TextRefused, check_json, check_text
 
 from .formats import FORMATS
 from .models import BenchmarkCategory, CategoryProposal, RevisionFile, SanityReport, Task, TaskRevision
@@ -577,7 +577,9 @@ class CategoryProposalFilterSerializer(serializers.Serializer):
 
 
 class ProposalIdsSerializer(serializers.Serializer):
-    ids = serializers.ListField(child=serializers.IntegerField(min_value=1), min_length=1, max_length=1000)
+    ids = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=MAX_ID), min_length=1, max_length=1000
+    )
 
 
 class ProposalEditSerializer(serializers.Serializer):

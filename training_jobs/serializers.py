@@ -7,6 +7,7 @@ from rest_framework.reverse import reverse
 from evaluation.harnesses import HARNESS_CHOICES
 from jobs.redaction import hide_paths, sees_server_details
 from jobs.serializers import JobRunSerializer
+from lib.bounds import MAX_ID
 from tasks.models import Task
 
 from .models import BaseModel, DatasetSample, ModelServer, RLRollout, TrainingDataset, TrainingRun
@@ -123,7 +124,9 @@ class DatasetSampleSerializer(serializers.ModelSerializer):
 class BuildDatasetSerializer(serializers.Serializer):
     """What datasets.start_build takes: a selection (at least one of the first five) and filters."""
 
-    eval_runs = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False, default=list)
+    eval_runs = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=MAX_ID), required=False, default=list
+    )
     groups = serializers.ListField(child=serializers.CharField(max_length=32), required=False, default=list)
     endpoints = serializers.ListField(child=serializers.CharField(max_length=80), required=False, default=list)
     # Names checked by hand, not ChoiceFields: the schema has these choice sets under their own names already.
@@ -137,11 +140,11 @@ class BuildDatasetSerializer(serializers.Serializer):
     since = serializers.DateTimeField(required=False)
     until = serializers.DateTimeField(required=False)
     min_reward = serializers.FloatField(min_value=0, max_value=1, default=DEFAULT_FILTERS["min_reward"])
-    max_tokens = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
+    max_tokens = serializers.IntegerField(min_value=1, max_value=MAX_ID, required=False, allow_null=True, default=None)
     complete_only = serializers.BooleanField(default=True)
     dedup = serializers.BooleanField(default=True)
     validation_share = serializers.FloatField(min_value=0, max_value=0.99, default=DEFAULT_FILTERS["validation_share"])
-    seed = serializers.IntegerField(min_value=0, default=DEFAULT_FILTERS["seed"])
+    seed = serializers.IntegerField(min_value=0, max_value=MAX_ID, default=DEFAULT_FILTERS["seed"])
     name = serializers.CharField(max_length=200, required=False, default="", allow_blank=True)
     base_model = serializers.SlugRelatedField(
         slug_field="name",
@@ -354,7 +357,7 @@ class ModelServerSerializer(serializers.ModelSerializer):
 class ModelServerFilterSerializer(serializers.Serializer):
     """?checkpoint=ID&base_model=NAME&status=ready on the servers' list."""
 
-    checkpoint = serializers.IntegerField(required=False, min_value=1)
+    checkpoint = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID)
     base_model = serializers.SlugField(required=False, help_text="A registered base model's name.")
     status = serializers.ChoiceField(choices=ModelServer.Status.choices, required=False)
 

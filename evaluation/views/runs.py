@@ -28,6 +28,7 @@ from benchmarks.models import BenchmarkVersion
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
 from jobs.registry import UnknownJobKind
+from lib.bounds import parse_id
 from lib.htmx import render_page
 from lib.listing import render_list
 from lib.polled_figures import polled_figures
@@ -313,8 +314,8 @@ def _run_context(request, run: EvalRun) -> dict:
     sort = request.GET.get("sort", "task")
     sort = sort if sort in TASK_SORTS else "task"
     regrade_job = None
-    if request.GET.get("regrade", "").isdigit():
-        regrade_job = JobRun.objects.filter(pk=request.GET["regrade"], kind=REGRADE_JOB).first()
+    if regrade := parse_id(request.GET.get("regrade", "")):
+        regrade_job = JobRun.objects.filter(pk=regrade, kind=REGRADE_JOB).first()
     names = category_names()
     summary = shown_summary(run)
     task_page, task_rows = _task_rows(run, sort, request.GET.get("page"))
@@ -484,10 +485,10 @@ def leaderboard(request):
 
 
 def _picked(request, key: str):
-    value = request.GET.get(key, "")
-    if not value.isdigit():
+    pk = parse_id(request.GET.get(key, ""))
+    if pk is None:
         return None
-    return EvalRun.objects.select_related("endpoint", "benchmark_version__benchmark").filter(pk=value).first()
+    return EvalRun.objects.select_related("endpoint", "benchmark_version__benchmark").filter(pk=pk).first()
 
 
 @viewer_required

@@ -11,6 +11,7 @@ from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_GET
 
 from accounts.decorators import viewer_required
+from lib.bounds import parse_id
 from lib.htmx import render_page
 
 from ..forms import SampleFilterForm
@@ -69,7 +70,7 @@ def run_samples(request, pk: int):
         checks = [v for v in (rollout.sub_scores or {}).values() if isinstance(v, int | float)]
         rollout.checks_full, rollout.checks_total = sum(1 for v in checks if v >= 1), len(checks)
         rollout.match = snippet(rollout, text) if text else None
-    beside = request.GET.get("b", "")
+    beside = parse_id(request.GET.get("b", ""))
     context = {
         "nav": "evaluations",
         "run": run,
@@ -80,7 +81,7 @@ def run_samples(request, pk: int):
             (labels.get(o, o or "unfinished"), n)
             for o, n in matching.order_by("outcome").values_list("outcome").annotate(n=Count("id"))
         ],
-        "beside": _runs().filter(pk=beside).first() if beside.isdigit() else None,
+        "beside": _runs().filter(pk=beside).first() if beside else None,
         "other_runs": other_runs(run),
     }
     return render_page(request, "evaluation/run_samples.html", context, partial="results")
@@ -92,10 +93,7 @@ def rollout_pair(request):
     """?a=RUN&b=RUN&task=ID (&ra=, &rb=: which repeat of each; the first by default): the task's rollout in each run
     side by side: outcome and score, every check's result (the checker's sub-scores and the rubric's rules, the same
     rows in both columns, those that differ marked), the final message and the transcript."""
-    a, b = (
-        _runs().filter(pk=request.GET.get(key)).first() if request.GET.get(key, "").isdigit() else None
-        for key in ("a", "b")
-    )
+    a, b = (_runs().filter(pk=pk).first() if (pk := parse_id(request.GET.get(key, ""))) else None for key in ("a", "b"))
     tasks = sorted(
         set(
             EvalRunTask.objects.filter(run__in=[r for r in (a, b) if r is not None]).values_list(

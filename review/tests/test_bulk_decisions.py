@@ -209,3 +209,48 @@ def test_api_bulk_decide(api_as, reviewer, viewer, three):
     assert too_many.status_code == 400 and "candidates" in too_many.json()
     assert api_as(viewer).post(url, {"candidates": [fine.pk], "decision": "accept"}, format="json").status_code == 403
     assert statuses(good, fine, crashy) == [Status.ACCEPTED, Status.AWAITING_REVIEW, Status.AWAITING_REVIEW]
+
+
+# --- ids that are no ids: a clear refusal, never a 500 ----------------------------------------------------------------
+
+NOT_IDS = {
+    "superscript two": "²",  # str.isdigit() says yes, int() says no
+    "5,000 nines": "9" * 5000,
+    "20 digits": "99999999999999999999",
+    "one past the largest id": str(2**63),
+    "zero": "0",
+}
+
+
+@pytest.mark.parametrize("value", NOT_IDS.values(), ids=NOT_IDS.keys())
+def test_the_queue_form_refuses_what_is_not_a_candidate_id(reviewer_client, three, value):
+    good, _, _ = three
+    htmx = reviewer_client.post(BULK, {"ids": [good.pk, value], "decision": "accept"}, **HTMX)
+    assert htmx.status_code == 200 and "HX-Trigger" not in htmx
+    assert f"Nothing was decided: Not a candidate id: {value[:40]}" in htmx.content.decode()
+    plain = reviewer_client.post(BULK, {"ids": [value], "decision": "accept"})
+    assert plain.status_code == 302
+    (shown,) = [str(m) for m in get_messages(plain.wsgi_request)]
+    assert shown.startswith("Nothing was decided: Not a candidate id: ")
+    assert not ReviewDecision.objects.exists()
+
+
+@pytest.mark.parametrize("value", [10**20, 2**63, 0, -1], ids=["20 digits", "one past the largest id", "0", "-1"])
+def test_the_api_refuses_what_is_not_a_candidate_id(api_as, reviewer, three, value):
+    good, _, _ = three
+    response = api_as(reviewer).post(
+        "/api/candidates/bulk-decide/", {"candidates": [good.pk, value], "decision": "accept"}, format="json"
+    )
+    assert response.status_code == 400, response.content
+    assert list(response.json()) == ["candidates"]
+    assert not ReviewDecision.objects.exists()
+
+
+def test_the_largest_id_is_an_id_that_names_no_candidate(api_as, reviewer, three):
+    response = api_as(reviewer).post(
+        "/api/candidates/bulk-decide/", {"candidates": [2**63 - 1], "decision": "accept"}, format="json"
+    )
+    assert response.status_code == 200, response.content
+    assert response.json()["refused"] == [
+        {"candidate": 2**63 - 1, "task": "", "reason": f"there is no candidate #{2**63 - 1}", "status": 404}
+    ]

@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from accounts.decorators import admin_required, viewer_required
 from jobs.engine import JobEngineError
+from lib.bounds import parse_id
 from lib.htmx import render_page
 
 from .. import annotation, seeds, services, skills
@@ -127,7 +128,7 @@ def skills_import_bundled(request):
 @require_POST
 def skills_annotate(request):
     """Annotate every skill (or those ticked, `skill`) as a job; the job page follows it."""
-    ids = [int(pk) for pk in request.POST.getlist("skill") if pk.isdigit()] or None
+    ids = [pk for pk in map(parse_id, request.POST.getlist("skill")) if pk is not None] or None
     endpoint = request.POST.get("endpoint", "").strip() or None
     try:
         run = services.start_annotation(user=request.user, endpoint_name=endpoint, skill_ids=ids)

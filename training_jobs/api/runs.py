@@ -38,6 +38,7 @@ from evaluation.harnesses import HARNESS_CHOICES
 from jobs.api_actions import LongRunningActions, detail_error, refusals, validated
 from jobs.redaction import hide_paths, hide_paths_in, sees_server_details
 from lib.api_filters import QueryFilterMixin
+from lib.bounds import parse_whole_number
 
 from ..evaluations import EvaluationError, request_evaluation
 from ..kinds import KINDS, TrainingRunError, rl_pages
@@ -320,7 +321,7 @@ class TrainingRunViewSet(
         )
         step = request.query_params.get("step")
         if step not in (None, ""):
-            if not step.isdigit():
+            if parse_whole_number(step) is None:
                 return Response({"step": ["a step number"]}, status=status.HTTP_400_BAD_REQUEST)
             rows = rows.filter(step=int(step))
         page = self.paginate_queryset(rows)

@@ -22,6 +22,7 @@ from accounts.roles import ADMIN, has_role
 from benchmarks.models import BenchmarkVersion
 from jobs.engine import JobEngineError
 from jobs.workers import queue_wait
+from lib.bounds import parse_id
 from lib.htmx import render_page
 from lib.listing import render_list
 
@@ -81,7 +82,7 @@ def run_list(request):
 def run_overlay(request):
     """?run=ID&run=ID…: those runs' curves on one chart each (training loss, validation loss, mean reward, learning
     rate; training_jobs.overlay), with each run's last and best values beside; the recent runs to pick from."""
-    asked = list(dict.fromkeys(int(value) for value in request.GET.getlist("run") if value.isdigit()))
+    asked = list(dict.fromkeys(pk for pk in map(parse_id, request.GET.getlist("run")) if pk is not None))
     # Oldest first, whatever order they were ticked in: the same runs get the same colours every time.
     picked = list(TrainingRun.objects.filter(pk__in=asked[:MAX_RUNS]).order_by("pk"))
     context = {
@@ -270,8 +271,8 @@ def run_action(request, pk: int, action: str):
 def _evaluate(request, run: TrainingRun):
     """Queue the evaluate job on a gpu worker and answer at once with its link; the page polls while it runs and its
     checkpoint table fills as the evaluation runs start."""
-    pk = request.POST.get("version", "")
-    if not pk.isdigit():
+    pk = parse_id(request.POST.get("version", ""))
+    if pk is None:
         raise Http404("no such benchmark version")
     version = get_object_or_404(BenchmarkVersion, pk=pk)
     try:
@@ -297,8 +298,8 @@ def _evaluate(request, run: TrainingRun):
 def _serve(request, run: TrainingRun):
     """Queue the checkpoint's server on a gpu worker (or find the one starting or up) and answer at once: htmx gets
     the checkpoint's row, which polls until the server is ready or failed; a plain form post the run page."""
-    pk = request.POST.get("checkpoint", "")
-    if not pk.isdigit():
+    pk = parse_id(request.POST.get("checkpoint", ""))
+    if pk is None:
         raise Http404("no such checkpoint")
     checkpoint = get_object_or_404(Checkpoint, pk=pk, run=run)
     error = ""
