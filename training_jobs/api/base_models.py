@@ -20,6 +20,7 @@ from rest_framework.response import Response
 
 from accounts.roles import ADMIN
 from jobs.engine import JobEngineError
+from jobs.redaction import hide_paths, sees_server_details
 from jobs.serializers import JobRunSerializer
 
 from .. import base_models, converters, serving
@@ -28,10 +29,19 @@ from ..serializers import ModelServerSerializer
 
 
 class BaseModelSerializer(serializers.ModelSerializer):
+    """A base model; its folder in full for admins, its last part for everyone else (jobs.redaction)."""
+
     class Meta:
         model = BaseModel
         fields = ["name", "path", "architecture", "chat_template", "context_length", "notes", "created_at"]
         read_only_fields = fields
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        request = self.context.get("request")
+        if request is None or not sees_server_details(request.user):
+            data["path"] = hide_paths(data["path"])
+        return data
 
 
 class StoppedServersSerializer(serializers.Serializer):
@@ -74,7 +84,7 @@ class BaseModelViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewset
             if data.get("converter"):
                 existing = BaseModel.objects.filter(name=data["converter"]).first()
                 if existing is not None:
-                    return Response(BaseModelSerializer(existing).data)
+                    return Response(BaseModelSerializer(existing, context={"request": request}).data)
                 run = base_models.request_conversion(data["converter"], user=request.user)
                 job = JobRunSerializer(run, context={"request": request}).data
                 return Response({"job": job}, status=status.HTTP_202_ACCEPTED)
@@ -87,7 +97,8 @@ class BaseModelViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewset
                 status=status.HTTP_503_SERVICE_UNAVAILABLE,
             )
         return Response(
-            BaseModelSerializer(row).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
+            BaseModelSerializer(row, context={"request": request}).data,
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
         )
 
     @action(detail=False, methods=["get"])

@@ -121,7 +121,8 @@ def test_the_api_lists_adds_by_path_and_queues_a_conversion(api_as, admin_user, 
     listed = api_as(viewer).get(url).json()
     rows = listed["results"] if isinstance(listed, dict) else listed
     assert [m["name"] for m in rows] == ["tiny"]
-    assert api_as(viewer).get(f"{url}tiny/").json()["path"] == tiny_model_path
+    assert api_as(viewer).get(f"{url}tiny/").json()["path"] == "…/tiny-qwen3"  # a server path: admins'
+    assert admin.get(f"{url}tiny/").json()["path"] == tiny_model_path
     [converter] = api_as(viewer).get(f"{url}converters/").json()
     assert converter["name"] == SMOL and converter["converting"] == queued.json()["job"]["id"]
 
@@ -135,6 +136,30 @@ def test_the_admin_adds_by_path_through_the_same_checks(admin_client, tiny_model
     admin_client.post(url, {"name": "tiny", "path": tiny_model_path, "chat_template": "", "notes": ""})
     row = BaseModel.objects.get()
     assert (row.name, row.architecture, row.context_length) == ("tiny", "Qwen3ForCausalLM", 32768)
+
+
+FOLDER = "/srv/models/secret-place/smol"
+
+
+@pytest.mark.parametrize("role", ["viewer", "reviewer", "admin"])
+def test_only_admins_see_a_base_models_folder(role, request, api_as):
+    """The folder is a server path: admins see it whole on the API and the page, everyone else its last part."""
+    BaseModel.objects.create(name="smol", path=FOLDER)
+    user = request.getfixturevalue({"admin": "admin_user"}.get(role, role))
+    shown = FOLDER if role == "admin" else "…/smol"
+    listed = api_as(user).get("/api/training/base-models/").json()
+    rows = listed["results"] if isinstance(listed, dict) else listed
+    assert [row["path"] for row in rows] == [shown]
+    assert api_as(user).get("/api/training/base-models/smol/").json()["path"] == shown
+    page = request.getfixturevalue(f"{role}_client").get(reverse("training:base-models")).content.decode()
+    assert f"<code>{shown}</code>" in page
+    assert (FOLDER in page) == (role == "admin") and ("secret-place" in page) == (role == "admin")
+
+
+def test_anonymous_people_see_no_base_model(client):
+    BaseModel.objects.create(name="smol", path=FOLDER)
+    assert client.get("/api/training/base-models/").status_code in (401, 403)
+    assert client.get(reverse("training:base-models")).url.startswith("/login/")
 
 
 def test_the_runs_page_links_the_base_models(viewer_client):
