@@ -35,6 +35,7 @@ def register_demo_endpoints(base_url: str, *, user=None) -> list[ModelEndpoint]:
             "model": model,
             "api_style": ModelEndpoint.ApiStyle.CHAT,
             "api_key_env": KEY_ENV,
+            "served_at": base_url,  # the demo server's key goes to this address only
             "roles": [str(role) for role in roles],
             "timeout_seconds": 60.0,
             "max_retries": 1,

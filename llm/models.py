@@ -130,6 +130,10 @@ class ModelEndpoint(models.Model):
     price_input_per_mtok = models.DecimalField(max_digits=12, decimal_places=4, default=Decimal(0))
     price_output_per_mtok = models.DecimalField(max_digits=12, decimal_places=4, default=Decimal(0))
     enabled = models.BooleanField(default=True)
+    # Where ClawGym registered a server it started itself (the base URL the server was given its served key for): the
+    # key of a CLAWGYM_KEY_SERVED_… api_key_env goes to that address only. Set by ClawGym's own registrations
+    # (training_jobs.serving, the RL policy endpoint, the demo models), never by a form, the API or the admin.
+    served_at = NulSafeCharField(max_length=300, blank=True, default="", editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -148,6 +152,28 @@ class ModelEndpoint(models.Model):
         reserved = RESERVED_SAMPLING_KEYS & set(self.sampling)
         if reserved:
             raise ValidationError({"sampling": f"sampling holds settings such as temperature, not {sorted(reserved)}"})
+        refusal = self.served_key_refusal()
+        if refusal:
+            raise ValidationError({"api_key_env": refusal})
+
+    def served_key_refusal(self) -> str:
+        """Why this endpoint may not be sent the served key its api_key_env names ("" when it may, or names none).
+
+        A served key opens a server ClawGym started: it goes only to the address ClawGym registered that server at
+        (served_at), never to an endpoint added by hand, nor to one whose base URL was changed since."""
+        if not (self.api_key_env or "").startswith(SERVED_KEY_PREFIX):
+            return ""
+        if not self.served_at:
+            return (
+                f"{SERVED_KEY_PREFIX}… names the key of a model server ClawGym started itself, which only ClawGym "
+                "registers: name the variable that holds this server's own key (e.g. CLAWGYM_KEY_OPENAI)"
+            )
+        if self.base_url != self.served_at:
+            return (
+                f"{self.api_key_env} is the key of the server ClawGym started at {self.served_at}, and goes to that "
+                "address only: keep that base URL, or name another key variable"
+            )
+        return ""
 
     def serves(self, role: str) -> bool:
         return role in (self.roles or [])
@@ -175,6 +201,9 @@ class ModelEndpoint(models.Model):
         if refusal:
             raise ApiKeyNotAllowed(f"endpoint {self.name!r}: {refusal}; change the endpoint's key variable")
         if self.api_key_env.startswith(SERVED_KEY_PREFIX):
+            refusal = self.served_key_refusal()  # checked here too: a row written around the model's validation
+            if refusal:
+                raise ApiKeyNotAllowed(f"endpoint {self.name!r}: {refusal}")
             return served_key(self.api_key_env)  # a server ClawGym started: its key is derived, never in the env
         key = os.environ.get(self.api_key_env)
         if not key:
@@ -190,7 +219,7 @@ class ModelEndpoint(models.Model):
         if key_env_refusal(self.api_key_env):
             return "not allowed"
         if self.api_key_env.startswith(SERVED_KEY_PREFIX):
-            return "set"
+            return "not allowed" if self.served_key_refusal() else "set"
         return "set" if os.environ.get(self.api_key_env) else "missing"
 
     def cost(self, input_tokens: int | None, output_tokens: int | None) -> Decimal:

@@ -27,6 +27,7 @@ ENDPOINT_FIELDS = {
     "price_input_per_mtok",
     "price_output_per_mtok",
     "enabled",
+    "served_at",  # ClawGym's own registrations of servers it started (ModelEndpoint.served_at); no form or API sets it
 }
 
 

@@ -616,6 +616,7 @@ def register_endpoint(name: str, base_url: str, backend: str, api_key_env: str) 
             "roles": [ModelEndpoint.Role.AGENT],
             "enabled": True,
             "api_key_env": api_key_env,
+            "served_at": base_url,  # the server's key goes to this address only (ModelEndpoint.served_key_refusal)
             "max_concurrent": concurrent_streams(backend),
             "timeout_seconds": request_timeout(backend),
         },

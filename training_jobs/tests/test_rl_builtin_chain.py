@@ -73,13 +73,15 @@ def test_a_builtin_rollout_on_the_live_policy_is_one_sample_with_tool_results_ma
         api_key=served_key(KEY_ENV),
     )
     try:
+        base_url = server.start()
         endpoint = ModelEndpoint.objects.create(
             name="policy",
-            base_url=server.start(),
+            base_url=base_url,
             model="policy",
             roles=["agent"],
             timeout_seconds=30,
             api_key_env=KEY_ENV,
+            served_at=base_url,  # as the run's job registers its live policy (rl.batches.policy_endpoint)
         )
         [rollout] = create_rollouts(fruit_task, endpoint, harness="builtin", options={"record_tokens": True}, user=None)
         with sampling(server.policy):
