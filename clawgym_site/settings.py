@@ -640,6 +640,14 @@ CLAWGYM_DEFAULT_HARNESS = env_choice(
 CLAWGYM_ROLLOUT_TIMEOUT_SECONDS = env_int(
     "CLAWGYM_ROLLOUT_TIMEOUT_SECONDS", 600, help="An agent's deadline (a rollout's timeout option overrides it)."
 )  # the agent's deadline
+# A rollout holds a sandbox slot and a worker until its deadline: no duration option may ask for more than this.
+CLAWGYM_MAX_ROLLOUT_TIMEOUT = env_int(
+    "CLAWGYM_MAX_ROLLOUT_TIMEOUT",
+    3600,
+    help="The most seconds any duration option of a rollout may ask (timeout, the builtin harness's tool_timeout and "
+    "request_timeout, an RL run's rollout_timeout): larger values are refused, and a rollout stored with more runs "
+    "within it.",
+)
 # RLIMIT_AS of each agent process. V8 reserves address space far beyond what it uses (each worker thread an isolate):
 # OpenClaw fails to start under ~8 GiB of address space while using ~1 GB. Real memory is bounded by the slots.
 CLAWGYM_ROLLOUT_ADDRESS_SPACE_MB = env_int(

@@ -6,6 +6,8 @@
 Both run inside the bubblewrap sandbox with the recording proxy as their only network route (sandboxed.run_agent).
 """
 
+from django.conf import settings
+
 from .base import AgentOutcome, AgentTask, ExitReason, Harness, HarnessUnavailable
 from .builtin import BuiltinHarness
 from .openclaw import OpenClawHarness
@@ -15,21 +17,37 @@ HARNESS_CHOICES = [(name, cls.title) for name, cls in HARNESSES.items()]
 # Rollout options ClawGym enforces itself, whatever the harness: the sandbox's deadline (s), the proxy's token budget,
 # and the proxy's recording of exact tokens (a training session). Each harness adds its own (Harness.options).
 COMMON_OPTIONS = ("timeout", "token_limit", "record_tokens")
+# Options that are a number of seconds. A rollout holds a sandbox slot and a worker until its deadline (timeout), so
+# each is capped by CLAWGYM_MAX_ROLLOUT_TIMEOUT; nothing inside a rollout (a tool call, one model request) needs longer.
+COMMON_DURATIONS = ("timeout",)
 
 
 def check_options(harness: str, options: dict) -> None:
-    """ValueError naming every option the harness does not take: a misspelt one would be ignored, and the run would
-    not be the experiment asked for."""
+    """ValueError naming every option the harness does not take (a misspelt one would be ignored, and the run would
+    not be the experiment asked for), or a duration that is not a whole number of seconds within the cap."""
     known = sorted({*COMMON_OPTIONS, *HARNESSES[harness].options})
     unknown = sorted(set(options) - set(known))
-    if not unknown:
-        return
-    hint = ""
-    if "max_turns" in unknown:
-        hint = " (it has no turn limit of its own: bound its runs by time, timeout, or by tokens, token_limit)"
-    raise ValueError(
-        f"the {harness} harness takes no option {', '.join(unknown)}{hint}; its options: {', '.join(known)}"
-    )
+    if unknown:
+        hint = ""
+        if "max_turns" in unknown:
+            hint = " (it has no turn limit of its own: bound its runs by time, timeout, or by tokens, token_limit)"
+        raise ValueError(
+            f"the {harness} harness takes no option {', '.join(unknown)}{hint}; its options: {', '.join(known)}"
+        )
+    for name in (*COMMON_DURATIONS, *HARNESSES[harness].durations):
+        if options.get(name) is not None:
+            check_duration(name, options[name])
+
+
+def check_duration(name: str, value) -> int:
+    """`value` when it is a whole number of seconds from 1 to CLAWGYM_MAX_ROLLOUT_TIMEOUT, else ValueError saying why
+    (and naming the setting that sets the cap)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"the {name} option must be a whole number of seconds, got {value!r}")
+    cap = settings.CLAWGYM_MAX_ROLLOUT_TIMEOUT
+    if value > cap:
+        raise ValueError(f"{name} must be at most {cap} s (CLAWGYM_MAX_ROLLOUT_TIMEOUT), got {value}")
+    return value
 
 
 def get_harness(name: str) -> Harness:
@@ -49,6 +67,7 @@ __all__ = [
     "ExitReason",
     "Harness",
     "HarnessUnavailable",
+    "check_duration",
     "check_options",
     "get_harness",
 ]

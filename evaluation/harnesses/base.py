@@ -150,6 +150,7 @@ class Harness(ABC):
     name: ClassVar[str]
     title: ClassVar[str]
     options: ClassVar[tuple[str, ...]] = ()  # the harness's own options (Rollout.harness_options), besides the common
+    durations: ClassVar[tuple[str, ...]] = ()  # those of its options that are seconds (capped: check_options)
 
     @abstractmethod
     def check_available(self) -> None:

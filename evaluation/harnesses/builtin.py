@@ -3,7 +3,7 @@
 For fast tests and small-model RL. It speaks the chat completions API through the same bridge and proxy as
 OpenClaw, with tools read, write, edit, ls and exec against the real workspace. Options (Rollout.harness_options):
     max_turns (default CLAWGYM_BUILTIN_MAX_TURNS), tool_timeout (s, default 120), request_timeout (s, default 300),
-    system_prompt (replaces the default one).
+    system_prompt (replaces the default one). Both timeouts are capped, like the rollout's (CLAWGYM_MAX_ROLLOUT_TIMEOUT).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ KNOWN_REASONS = {ExitReason.COMPLETED, ExitReason.ERROR, ExitReason.MAX_TURNS}
 class BuiltinHarness(Harness):
     name = "builtin"
     options = ("max_turns", "tool_timeout", "request_timeout", "system_prompt")
+    durations = ("tool_timeout", "request_timeout")
     title = "Builtin agent loop"
 
     def check_available(self) -> None:

@@ -145,11 +145,10 @@ def create_rollouts(
         check_options(harness, options or {})
     except (TextRefused, ValueError) as exc:
         raise RolloutError(str(exc)) from None
-    # The limits ClawGym itself enforces (the sandbox's deadline, the proxy's token budget), not the harness.
-    for name, unit in (("timeout", "seconds"), ("token_limit", "tokens")):
-        value = (options or {}).get(name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise RolloutError(f"the {name} option must be a whole number of {unit}, got {value!r}")
+    # The proxy's token budget, a limit ClawGym enforces itself (check_options bounds the sandbox's deadline).
+    value = (options or {}).get("token_limit")
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise RolloutError(f"the token_limit option must be a whole number of tokens, got {value!r}")
     if not isinstance((options or {}).get("record_tokens", False), bool):
         raise RolloutError(f"the record_tokens option must be true or false, got {options['record_tokens']!r}")
     group = uuid.uuid4().hex[:12]
@@ -300,7 +299,10 @@ def _fail(rollout: Rollout, exit_reason: str, error: str, *, expected: str) -> b
 
 
 def rollout_timeout(rollout: Rollout) -> int:
-    return int(rollout.harness_options.get("timeout") or settings.CLAWGYM_ROLLOUT_TIMEOUT_SECONDS)
+    """The agent's deadline in seconds. Never over CLAWGYM_MAX_ROLLOUT_TIMEOUT, also for a rollout stored before the
+    cap was lowered (or before there was one): a retry or a resumed run must not hold a worker for longer."""
+    asked = int(rollout.harness_options.get("timeout") or settings.CLAWGYM_ROLLOUT_TIMEOUT_SECONDS)
+    return min(asked, settings.CLAWGYM_MAX_ROLLOUT_TIMEOUT)
 
 
 def execute_rollout(rollout_id: int, *, job_run: JobRun | None = None, on_wait=None) -> Rollout:

@@ -7,7 +7,7 @@ contamination guard: never a benchmark task), its `train --json` figures and its
 import copy
 
 from benchmarks.models import PinnedRevision
-from evaluation.harnesses import HARNESSES
+from evaluation.harnesses import HARNESSES, check_duration
 from llm.models import SERVED_KEY_PREFIX, key_env_refusal
 from tasks.models import Task, TaskRevision
 from tasks.selection import SelectionError, select_tasks
@@ -62,6 +62,10 @@ def _check_rl(config: dict) -> None:
     ):
         if config[key] < 1:
             raise TrainingRunError(f"{key} must be at least 1")
+    try:
+        check_duration("rollout_timeout", config["rollout_timeout"])  # each rollout's deadline: the same cap as all
+    except ValueError as exc:
+        raise TrainingRunError(str(exc)) from None
     if config["max_completion_length"] >= config["max_context"]:
         raise TrainingRunError("max_completion_length must be below max_context (the prompt needs room)")
     if config["temperature"] <= 0:

@@ -121,6 +121,8 @@ def test_rl_config_paper_preset_and_rules():
         ("max_completion_length=70000", "below max_context"),
         ("epsilon_high=0.1", "epsilon_high"),
         ("lora.r=4", "unknown config key"),
+        # Each rollout's deadline: capped as every rollout's is (evaluation.harnesses.check_duration).
+        ("rollout_timeout=1000000000", r"rollout_timeout must be at most 3600 s \(CLAWGYM_MAX_ROLLOUT_TIMEOUT\)"),
     ]:
         with pytest.raises(TrainingRunError, match=says):
             build_rl_config("paper", parse_overrides([bad]))
