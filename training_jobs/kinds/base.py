@@ -9,6 +9,7 @@ it asks the kind and records the run.
 
 import copy
 import json
+import math
 from dataclasses import dataclass, field
 
 
@@ -77,7 +78,8 @@ class TrainingKind:
 
 def parse_overrides(pairs: list[str]) -> dict:
     """["lora.enabled=true", "learning_rate=2e-5"] → {"lora.enabled": True, "learning_rate": 2e-5} (JSON values;
-    anything that is not JSON is a string)."""
+    anything that is not JSON is a string). NaN, Infinity and numbers too large for a float (1e999) are refused:
+    Python's JSON reads them as numbers that no run can train with and no JSON column can store."""
     overrides = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -87,7 +89,20 @@ def parse_overrides(pairs: list[str]) -> dict:
             overrides[key.strip()] = json.loads(value)
         except ValueError:
             overrides[key.strip()] = value
+        if not all_finite(overrides[key.strip()]):
+            raise TrainingRunError(f"{key.strip()} takes a finite number, got {value.strip()!r}")
     return overrides
+
+
+def all_finite(value) -> bool:
+    """Whether every number in a JSON value is finite (no NaN, no infinity)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, list):
+        return all(all_finite(item) for item in value)
+    if isinstance(value, dict):
+        return all(all_finite(item) for item in value.values())
+    return True
 
 
 def edited(base: dict, overrides: dict | None, choices: dict) -> dict:
@@ -99,6 +114,8 @@ def edited(base: dict, overrides: dict | None, choices: dict) -> dict:
 
 
 def set_key(config: dict, key: str, value, choices: dict) -> None:
+    if not all_finite(value):  # the API's JSON reads 1e999 as infinity
+        raise TrainingRunError(f"{key} takes a finite number, got {value!r}")
     *parents, leaf = key.split(".")
     node = config
     for part in parents:
