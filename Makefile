@@ -6,13 +6,13 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run demo test test-postgres test-sqlite install system-deps harness runtime migrate examples bench clean docker images deploy-test
+.PHONY: run demo test test-postgres test-sqlite install system-deps harness runtime migrate examples bench clean docker images deploy-test docs docs-serve reference
 
 # Reinstalled whenever a requirements file changes (pip skips what is already satisfied). The training stack
 # (requirements-training.txt) is in because its tests need it; torch goes in alone before it, so that nothing that
 # depends on torch makes pip pick the CUDA build (here the 2.13.0+cpu wheel on disk is chosen). A clean install of
 # the training part takes about 5 minutes (torch 2.5, the rest 2.5).
-$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-nodeps.txt requirements-training.txt
+$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-nodeps.txt requirements-training.txt requirements-docs.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
@@ -78,6 +78,19 @@ deploy-test: images
 
 bench: migrate
 	$(PY) bench/import_bench.py
+
+# The documentation site (mkdocs.yml, docs/). `make reference` writes the reference pages from the code
+# (scripts/gen_reference.py); `make docs` builds the site strictly into site/ (a broken link or a page missing from
+# the nav fails it; site/index.html also works opened from disk); `make docs-serve` serves it and rebuilds on change.
+DOCS_PORT ?= 8001
+reference: install
+	$(PY) scripts/gen_reference.py
+
+docs: install
+	$(PY) -m mkdocs build --strict
+
+docs-serve: install
+	$(PY) -m mkdocs serve --dev-addr $(HOST):$(DOCS_PORT)
 
 clean:
 	rm -rf $(VENV) var
