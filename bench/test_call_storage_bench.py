@@ -14,6 +14,7 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 @pytest.mark.harness
 @pytest.mark.once
 @pytest.mark.usefixtures("bwrap")
+@pytest.mark.timeout(1200)  # a real OpenClaw rollout in the bench, which has 900 s to end (its own bound, below)
 def test_call_storage_bench_small_openclaw_rollout(harness_installed):
     done = subprocess.run(
         [sys.executable, "bench/call_storage_bench.py", "--turns", "4"],

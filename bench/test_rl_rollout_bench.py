@@ -15,6 +15,7 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 @pytest.mark.usefixtures("bwrap")  # sandbox.testing: skipped where bubblewrap cannot run, a failure in CI
 @pytest.mark.workers
 @pytest.mark.once
+@pytest.mark.timeout(900)  # an RL step's rollout batch on real workers; the bench has 600 s to end (its own bound)
 def test_rl_rollout_bench_tiny():
     done = subprocess.run(
         [

@@ -12,6 +12,7 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.once
+@pytest.mark.timeout(1200)  # 1,000-item pages timed in both modes; the bench has 900 s to end (its own bound, below)
 def test_scale_bench_quick():
     done = subprocess.run(
         [sys.executable, "bench/scale_bench.py", "--quick"], cwd=BASE_DIR, capture_output=True, text=True, timeout=900

@@ -112,8 +112,15 @@ def docker_sandbox(docker_sandbox_image):
     docker_pool.settle()
 
 
+# A docker test's time limit (pytest-timeout; pytest.ini's 600 s for the others): the engine's start and the sandbox
+# image's build (the session fixtures above: up to 300 + 600 s) fall in the set-up of whichever docker test comes first.
+DOCKER_TEST_TIMEOUT = 1500
+
+
 def pytest_collection_modifyitems(config, items):
     # A test marked `docker` gets the engine whether or not it asks for a fixture that needs it.
     for item in items:
         if item.get_closest_marker("docker") and "docker_engine" not in item.fixturenames:
             item.fixturenames.insert(0, "docker_engine")
+        if item.get_closest_marker("docker") and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(DOCKER_TEST_TIMEOUT))

@@ -27,7 +27,9 @@ from sandbox.testing import run_script, unavailable
 
 from .stack import COMPOSE, EXAMPLES, SANDBOX_REPLICAS, SolvingModel, Stack, example_tasks, run
 
-pytestmark = [pytest.mark.docker, pytest.mark.once]
+# The module's stack is built (up to 1,800 s: 1 to 7 minutes when the app image must be rebuilt, about 10 for a first
+# build) and brought up (600 s) in the first test's set-up, and each test waits on jobs for up to 300 s a wait.
+pytestmark = [pytest.mark.docker, pytest.mark.once, pytest.mark.timeout(3600)]
 
 # Tasks graded by their checker alone: a rollout's score needs no judge model.
 CODE_ONLY = [name for name, spec in example_tasks().items() if not spec["rubric"]]

@@ -13,6 +13,7 @@ BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
 
 @pytest.mark.usefixtures("bwrap")
+@pytest.mark.timeout(900)  # a whole batch through every stage and sandboxed checks; the bench has 600 s (its own bound)
 def test_synthesis_bench_smoke():
     done = subprocess.run(
         [

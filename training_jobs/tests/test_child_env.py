@@ -15,7 +15,13 @@ from training_jobs.services.runs import start_training_run
 from training_jobs.tests.helpers import in_thread, trainer_pid
 
 # once: a trainer run, nothing about the database engine.
-pytestmark = [pytest.mark.once, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("training_dir")]
+# A timeout above the 600 s the test gives its trainer subprocess to end (below), so that its error is the one.
+pytestmark = [
+    pytest.mark.once,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("training_dir"),
+    pytest.mark.timeout(900),
+]
 
 SECRETS = ("SECRET_KEY", "DATABASE_URL", "CLAWGYM_KEY_PROBE", "DJANGO_SETTINGS_MODULE")
 

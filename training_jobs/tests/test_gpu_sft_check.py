@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.once  # a trainer subprocess; no database
+# A trainer subprocess, no database; a timeout above the check's own 600 s (below), so that its error is the one.
+pytestmark = [pytest.mark.once, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.timeout(900)  # tokenizes trajectories with the real tokenizer; the bench has 600 s (its own bound, below)
 def test_mask_bench_small():
     done = subprocess.run(
         [sys.executable, "bench/mask_bench.py", "--n", "50", "--turns", "3", "--file-lines", "2"],
