@@ -810,6 +810,7 @@ for _name, _help in {
     "CLAWGYM_CHECK_SCRIPT": "The checker script whose stdout the sub-score hook copies (tasks.checker_hook).",
     "CLAWGYM_CHECK_CAPTURE": "Where that hook copies it.",
     "CLAWGYM_WORKSPACE": "The workspace's path inside the sandbox.",
+    "CLAWGYM_FUZZ_NETNS": "Set by bench/fuzz_api.py on itself when it runs again inside its own network namespace.",
 }.items():
     declare(_name, "", _help, read_by="internal")
 # For the test suite.
@@ -818,3 +819,9 @@ declare(
     "CLAWGYM_SCREENSHOT_DIR", "/tmp/clawgym-screens", "Where browser tests leave their screenshots.", read_by="tests"
 )
 declare("CLAWGYM_COMPOSE", "docker-compose", "The compose command the deployment test runs.", read_by="tests")
+declare(
+    "CLAWGYM_DOCS_SCREENSHOTS",
+    "0",
+    "1 (make docs-screenshots): the browser tests save the screenshots the docs show into docs/images/.",
+    read_by="tests",
+)
