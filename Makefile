@@ -87,10 +87,10 @@ reference: install
 	$(PY) scripts/gen_reference.py
 
 docs: install
-	$(PY) -m mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
 docs-serve: install
-	$(PY) -m mkdocs serve --dev-addr $(HOST):$(DOCS_PORT)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs serve --dev-addr $(HOST):$(DOCS_PORT)
 
 clean:
 	rm -rf $(VENV) var
