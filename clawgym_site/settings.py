@@ -802,6 +802,12 @@ declare(
     read_by="deploy/front/start.sh",
 )
 declare("CLAWGYM_FRONT_LISTEN", "8000", "What the front listens on.", read_by="deploy/front/start.sh")
+declare(
+    "PROMETHEUS_MULTIPROC_DIR",
+    "",
+    "An empty folder per web host when uvicorn runs several --workers: /metrics then sums the processes.",
+    read_by="prometheus_client (ops.views)",
+)
 # Set by ClawGym for the processes it starts; never set by hand.
 for _name, _help in {
     "CLAWGYM_FRONT_KEY": "The key a served model's authenticating front (training_jobs.front) accepts.",
