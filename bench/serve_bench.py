@@ -91,31 +91,32 @@ def convert(out: Path) -> Path:
     return folder
 
 
-KEY = "serve-bench-key"  # the batched server's (what its front would pass on); transformers serve ignores it
+KEY = "serve-bench-key"  # the server's key: its front checks it (and passes it on to the batched server)
 HEADERS = {"Authorization": f"Bearer {KEY}"}
 
 
 def start_server(model: Path, folder: Path, mode: str):
-    """The mode's server as training_jobs.serving starts it: transformers serve NAME in a folder where NAME links to
-    the model (plain, or with continuous batching), or the batched server on the folder."""
-    from training_jobs.serving import model_link, start_command
+    """The mode's server as training_jobs.serving starts it, behind its front (the backend on a Unix socket):
+    transformers serve NAME in a folder where NAME links to the model (plain, or with continuous batching), or the
+    batched server on the folder."""
+    from training_jobs.serving import backend_socket, model_link, served_command
 
     port = free_port()
-    env = dict(os.environ)
+    env = {**os.environ, "CLAWGYM_FRONT_KEY": KEY}
     if mode == "batched":
         folder.mkdir(parents=True, exist_ok=True)
-        cwd = BASE_DIR
-        command = start_command("batched", str(model), NAME, "127.0.0.1", port)
+        command = served_command("batched", str(model), NAME, "127.0.0.1", port, backend_socket(), BASE_DIR)
         env["CLAWGYM_POLICY_KEY"] = KEY
     else:
         cwd = model_link(folder, NAME, str(model))
         command = [
             part
-            for part in start_command("transformers", str(model), NAME, "127.0.0.1", port)
+            for part in served_command("transformers", str(model), NAME, "127.0.0.1", port, backend_socket(), cwd)
             if part != "--continuous-batching"
         ]
         if mode == "cb":
             command.append("--continuous-batching")
+    cwd = BASE_DIR  # the front (`-m training_jobs.front`) runs here and starts its backend in the folder it is given
     log = open(folder / f"serve-{port}.log", "w")
     process = subprocess.Popen(command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 600

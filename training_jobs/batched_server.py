@@ -2,8 +2,8 @@
 (training_jobs.rl.policy_server's routes and answers, on a fixed model taking each request's sampling), its requests
 sampled together (training_jobs.batched_sampling) by the process's main thread.
 
-    CLAWGYM_POLICY_KEY=KEY python -m training_jobs.batched_server FOLDER --name NAME --host 127.0.0.1 --port PORT \
-        [--max-batch 16] [--max-tokens 4096]
+    CLAWGYM_POLICY_KEY=KEY python -m training_jobs.batched_server FOLDER --name NAME (--uds SOCKET | --port PORT) \
+        [--host 127.0.0.1] [--max-batch 16] [--max-tokens 4096]
 
 Why a server of our own on CPU: `transformers serve --continuous-batching` gave SmolLM2-135M 32.6 tokens/s over 8
 streams on this 2-core machine (its paged cache is costly on CPU, and it generates in a second thread, which runs
@@ -15,8 +15,9 @@ count as the server's failure). A request that names no temperature gets the mod
 (prompt_token_ids, token_ids; logprobs when asked). A streamed answer comes in one burst once the call is sampled
 (its first token arrives with its last), which agents and the proxy take like any stream.
 
-Run by training_jobs.serving behind its authenticating front, which passes the server's key on; the key reaches this
-process in CLAWGYM_POLICY_KEY (taken out of the environment at start). No Django here.
+Run by training_jobs.serving behind its authenticating front on a Unix socket (--uds: no port), the front passing the
+server's key on; the key reaches this process in CLAWGYM_POLICY_KEY (taken out of the environment at start), and is
+checked again here. No Django here.
 """
 
 import argparse
@@ -88,7 +89,9 @@ def main(argv=None) -> int:
     parser.add_argument("folder", help="a model folder (safetensors, config, tokenizer with its chat template)")
     parser.add_argument("--name", required=True, help="the model name the server answers under")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, required=True)
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--port", type=int, help="serve on host:port")
+    where.add_argument("--uds", help="serve on this Unix socket, and on no port")
     parser.add_argument("--max-batch", type=int, default=16, help="rows sampled together")
     parser.add_argument("--max-tokens", type=int, default=4096, help="the most tokens one call may sample")
     parser.add_argument("--max-body-bytes", type=int, default=None)
@@ -118,6 +121,7 @@ def main(argv=None) -> int:
         port=args.port,
         model_name=args.name,
         max_body_bytes=args.max_body_bytes or DEFAULT_MAX_BODY_BYTES,
+        socket_path=args.uds,
     )
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: policy.stop())

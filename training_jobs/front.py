@@ -2,14 +2,16 @@
 carrying the server's key, passes on only the OpenAI routes an endpoint needs, bounds request bodies, and streams
 answers through as they come.
 
-    python -m training_jobs.front --host HOST --port PORT --upstream http://127.0.0.1:UPSTREAM_PORT \
+    python -m training_jobs.front --host HOST --port PORT (--upstream-socket SOCKET | --upstream URL) \
         [--key-env CLAWGYM_FRONT_KEY] [--max-body-bytes N] [--cwd FOLDER -- COMMAND …]
 
 The key is read from the environment variable --key-env names (never from the command line, which every local user
 can read). With a COMMAND after `--`, the front starts it as its child, in its own process group (so that killing
 the group stops both), and exits when it does: that is how training_jobs.serving runs a checkpoint's server, the
-backend listening on loopback only and the front on CLAWGYM_SERVE_HOST. Without one, it fronts a server started by
-hand (the README's vLLM recipe for RL: vLLM with its dev-mode routes on loopback, this front on the network).
+backend listening on a Unix socket in a folder only the worker's user may open (--upstream-socket; the front removes
+the socket and its folder when it exits), the front on CLAWGYM_SERVE_HOST: the front's is the only port the server
+opens. Without one, it fronts a server started by hand (the README's vLLM recipe for RL: vLLM with its dev-mode
+routes on a socket, `vllm serve … --uds SOCKET`, or on loopback with --upstream, this front on the network).
 
 Why a front at all: `transformers serve` has no key and answers `POST /load_model` (any local folder) and
 `POST /reset` to anyone; vLLM's `--api-key` guards only its /v1 routes, not /tokenize, /metrics or the dev-mode
@@ -65,9 +67,12 @@ async def _answer(send, status: int, message: str) -> None:
 class Front:
     """The ASGI app: key, route, body limit, then the upstream's answer streamed through."""
 
-    def __init__(self, upstream: str, key: str, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES):
+    def __init__(
+        self, upstream: str, key: str, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, socket: str | None = None
+    ):
         if not key:
             raise ValueError("the front needs a key")
+        self.socket = socket  # the upstream's Unix socket: then `upstream` only names the Host header it is sent
         self.upstream = upstream.rstrip("/")
         self.expected = f"Bearer {key}".encode()
         self.max_body_bytes = int(max_body_bytes)
@@ -99,7 +104,10 @@ class Front:
             message = await receive()
             if message["type"] == "lifespan.startup":
                 # Generation takes as long as it takes (the proxy has the caller's timeout); connecting does not.
-                self.client = httpx.AsyncClient(timeout=httpx.Timeout(3600.0, connect=10.0), trust_env=False)
+                transport = httpx.AsyncHTTPTransport(uds=self.socket) if self.socket else None
+                self.client = httpx.AsyncClient(
+                    transport=transport, timeout=httpx.Timeout(3600.0, connect=10.0), trust_env=False
+                )
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 await self.client.aclose()
@@ -201,7 +209,7 @@ def _stop_child(child: subprocess.Popen) -> None:
 async def _serve(args, key: str, child: subprocess.Popen | None) -> int:
     import uvicorn
 
-    app = Front(args.upstream, key, max_body_bytes=args.max_body_bytes)
+    app = Front(args.upstream, key, max_body_bytes=args.max_body_bytes, socket=args.upstream_socket)
     config = uvicorn.Config(
         app,
         host=args.host,
@@ -239,11 +247,17 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m training_jobs.front", description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--upstream", required=True, help="the model server's URL, e.g. http://127.0.0.1:8000")
+    upstream = parser.add_mutually_exclusive_group(required=True)
+    upstream.add_argument("--upstream", help="the model server's URL, e.g. http://127.0.0.1:8000")
+    upstream.add_argument(
+        "--upstream-socket", help="the model server's Unix socket (removed, with its folder, when the front exits)"
+    )
     parser.add_argument("--key-env", default="CLAWGYM_FRONT_KEY", help="the variable holding the key")
     parser.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES)
     parser.add_argument("--cwd", default=None, help="the folder COMMAND runs in (default: this one)")
     args = parser.parse_args(argv)
+    if args.upstream_socket:
+        args.upstream = "http://model-server"  # the Host header the socket's server is sent
     key = os.environ.pop(args.key_env, "")
     if not key:
         parser.error(f"no key in the environment variable {args.key_env}")
@@ -258,7 +272,19 @@ def main(argv: list[str]) -> int:
     finally:
         if child is not None:
             _stop_child(child)
+        if args.upstream_socket:
+            _remove_socket(args.upstream_socket)
     return code
+
+
+def _remove_socket(path: str) -> None:
+    """The backend's socket and the folder made for it alone (serving.backend_socket); a folder holding anything
+    else is left as it is."""
+    for remove in (os.unlink, lambda p: os.rmdir(os.path.dirname(p))):
+        try:
+            remove(path)
+        except OSError:
+            pass
 
 
 if __name__ == "__main__":

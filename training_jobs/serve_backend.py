@@ -1,10 +1,16 @@
-"""`transformers serve`, with one change: an answer whose tool-call markup does not parse is the model's text.
+"""`transformers serve`, with two changes: an answer whose tool-call markup does not parse is the model's text, and
+`--uds SOCKET` serves on a Unix socket instead of a port.
 
 transformers serve parses `<tool_call>{json}</tool_call>` with the response template (chat_template.py) and answers
 500 when the JSON does not parse: a call cut off by max_tokens, or JSON the model got wrong. The proxy must count a
 500 as the server's failure (retried as infrastructure, never scored), so the model's own mistake would be retried
 until the rollout failed as infrastructure and left the mean. Here such an answer is returned as what the model
 wrote, with no tool call, as vLLM's hermes parser does: the agent reads text, and the checker scores the outcome.
+
+transformers serve listens on a TCP port (--host, --port) and answers anyone who reaches it, `POST /load_model` (any
+local folder) and `POST /reset` included. Behind ClawGym's front it takes `--uds SOCKET` (taken out of the arguments
+before transformers reads them): uvicorn binds that Unix socket, in a folder only the worker's user may open, and no
+port, so nothing but its front reaches it.
 
 Run by path with -P (the launcher, serving.start_command), so that nothing of ClawGym is on sys.path: this module
 imports only transformers.
@@ -29,6 +35,27 @@ def tolerant(parse):
     return tolerant_parse
 
 
+def bind_to_socket(argv: list[str]) -> list[str]:
+    """`argv` without `--uds SOCKET`; when it was there, every uvicorn server of this process binds SOCKET and no
+    host or port (transformers serve builds its uvicorn.Config with --host and --port, and has no socket option)."""
+    if "--uds" not in argv:
+        return argv
+    at = argv.index("--uds")
+    if at + 1 >= len(argv):
+        raise SystemExit("--uds needs a socket path")
+    path = argv[at + 1]
+    import uvicorn
+
+    class UnixSocketConfig(uvicorn.Config):
+        def __init__(self, app, *args, **kwargs):
+            kwargs.pop("host", None)
+            kwargs.pop("port", None)
+            super().__init__(app, *args, uds=path, **kwargs)
+
+    uvicorn.Config = UnixSocketConfig
+    return argv[:at] + argv[at + 2 :]
+
+
 def install():
     """The tolerant parse in both chat paths (the web process never imports this module's transformers: only the
     server subprocess calls it)."""
@@ -42,7 +69,8 @@ def install():
 
 if __name__ == "__main__":
     install()
+    arguments = bind_to_socket(sys.argv[1:])
     from transformers.cli.transformers import main
 
-    sys.argv = ["transformers", *sys.argv[1:]]
+    sys.argv = ["transformers", *arguments]
     sys.exit(main())

@@ -7,17 +7,17 @@ an NVIDIA GPU is visible, else `transformers serve`; "batched", ClawGym's own CP
 - "vllm" (GPU workers; installed there only, `pip install vllm==0.30.0` after requirements-training.txt). The start
   command, as run:
 
-      vllm serve FOLDER --served-model-name ckpt-RUN-STEP --host 127.0.0.1 --port PORT --dtype bfloat16 \
+      vllm serve FOLDER --served-model-name ckpt-RUN-STEP --uds SOCKET --dtype bfloat16 \
           --max-model-len 65536 --enable-auto-tool-choice --tool-call-parser hermes --generation-config vllm
 
   (hermes is the tool-call parser for Qwen3's <tool_call> format), with the server's key in VLLM_API_KEY.
-- "transformers": `transformers serve ckpt-RUN-STEP --host 127.0.0.1 --port PORT` (through serve_backend.py: a tool call
-  that does not parse is returned as the model's text, not as a 500) run in a folder where ckpt-RUN-STEP is
+- "transformers": `transformers serve ckpt-RUN-STEP --uds SOCKET` (through serve_backend.py, which adds --uds and
+  turns a tool call that does not parse into the model's text, not a 500) run in a folder where ckpt-RUN-STEP is
   a link to the checkpoint (the `transformers[serving]` extra's packages, pinned in requirements-training.txt). The
   folder given is preloaded and pinned: the server loads it once at start, before it answers, and serves nothing
   else under that name (a request naming another model is refused). Its tool-call parser is chosen by the model type: Qwen2/2.5/3 (`<tool_call>{json}</tool_call>`), Qwen3.5,
   Gemma 4 and the others transformers knows, or a tokenizer's own `response_template`.
-- "batched": `python -m training_jobs.batched_server FOLDER --name ckpt-RUN-STEP …` (ClawGym's CPU server: calls
+- "batched": `python -m training_jobs.batched_server FOLDER --name ckpt-RUN-STEP --uds SOCKET …` (ClawGym's CPU server: calls
   sampled together, each conversation's cache reused; answers parsed as transformers serve parses them), checking
   the server's key again itself (given in CLAWGYM_POLICY_KEY).
 
@@ -29,8 +29,10 @@ a GPU worker vLLM could instead serve the adapter on the base model itself (`vll
 --lora-modules ckpt-RUN-STEP=CHECKPOINT --max-lora-rank R`), with no merged copy on disk; the merged folder is used
 for both backends so that the two serve the same weights.
 
-Either listens on loopback only, behind its authenticating front (training_jobs.front, the process started: the
-backend is its child, in its process group), which listens on CLAWGYM_SERVE_HOST, answers only requests carrying the
+None listens on a port: each listens on a Unix socket in a folder of its own that only the worker's user may open (0700,
+made per server: backend_socket), behind its authenticating front (training_jobs.front, the process started: the
+backend is its child, in its process group), the one port a server opens. The front listens on CLAWGYM_SERVE_HOST,
+answers only requests carrying the
 server's key, passes on only the OpenAI routes (never transformers serve's /load_model and /reset, nor vLLM's routes
 outside /v1, which its --api-key does not guard) and bounds bodies (CLAWGYM_SERVE_MAX_REQUEST_BYTES). The key is the
 server's own: its endpoint names it CLAWGYM_KEY_SERVED_S<server id> as api_key_env, and every process that calls the
@@ -62,6 +64,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -85,7 +88,7 @@ from .models import BaseModel, Checkpoint, ModelServer
 STOPPED_ELSEWHERE_SECONDS = 86400  # how far back the sweep looks for processes of servers stopped on another machine
 HEALTH_TIMEOUT_SECONDS = 600.0  # vLLM loading an 8B model and capturing CUDA graphs takes minutes
 MERGE_TIMEOUT_SECONDS = 3600.0  # merging LoRA into an 8B base on CPU reads and writes ~16 GB
-BACKEND_HOST = "127.0.0.1"  # the model server itself: only its front, on the same machine, reaches it
+BACKEND_SOCKET = "backend.sock"  # the model server's own socket, in a 0700 folder of its own: only its front opens it
 
 
 class ServingError(RuntimeError):
@@ -135,10 +138,10 @@ def transformers_serve() -> list[str]:
     return [sys.executable, "-P", str(Path(__file__).with_name("serve_backend.py")), "serve"]
 
 
-def start_command(backend: str, path: str, name: str, host: str, port: int) -> list[str]:
-    """The model server's own command (run behind the front, see served_command). vLLM serves PATH under
-    --served-model-name NAME; transformers serve is given NAME, a link to PATH in the folder it runs in (see
-    model_link), since it names the model by the folder it was given."""
+def start_command(backend: str, path: str, name: str, socket_path: str) -> list[str]:
+    """The model server's own command (run behind the front, see served_command), listening on the Unix socket
+    `socket_path` and on no port. vLLM serves PATH under --served-model-name NAME; transformers serve is given NAME, a
+    link to PATH in the folder it runs in (see model_link), since it names the model by the folder it was given."""
     if backend == "vllm":
         return [
             "vllm",
@@ -146,10 +149,8 @@ def start_command(backend: str, path: str, name: str, host: str, port: int) -> l
             path,
             "--served-model-name",
             name,
-            "--host",
-            host,
-            "--port",
-            str(port),
+            "--uds",  # vLLM's OpenAI server: with a socket, it binds no host or port
+            socket_path,
             "--dtype",
             "bfloat16",
             "--max-model-len",
@@ -168,15 +169,13 @@ def start_command(backend: str, path: str, name: str, host: str, port: int) -> l
             path,
             "--name",
             name,
-            "--host",
-            host,
-            "--port",
-            str(port),
+            "--uds",
+            socket_path,
             "--max-batch",
             str(BATCHED_STREAMS),
         ]
     # The folder given preloads and pins the model (loaded once, never unloaded when idle).
-    command = [*transformers_serve(), name, "--host", host, "--port", str(port), "--log-level", "info"]
+    command = [*transformers_serve(), name, "--uds", socket_path, "--log-level", "info"]
     if getattr(settings, "CLAWGYM_SERVE_CONTINUOUS_BATCHING", True):
         command.append("--continuous-batching")  # concurrent agents' calls batched: see bench/serve_bench.py
         if not shutil.which("nvidia-smi"):
@@ -186,10 +185,10 @@ def start_command(backend: str, path: str, name: str, host: str, port: int) -> l
     return command
 
 
-def served_command(backend: str, path: str, name: str, bind: str, port: int, backend_port: int, cwd: Path) -> list[str]:
-    """The front on bind:port, starting the backend on loopback:backend_port in `cwd` as its child. The key goes in
-    the environment (launch), never on a command line every local user can read."""
-    backend_command = start_command(backend, path, name, BACKEND_HOST, backend_port)
+def served_command(backend: str, path: str, name: str, bind: str, port: int, socket_path: str, cwd: Path) -> list[str]:
+    """The front on bind:port, starting the backend on the Unix socket `socket_path` in `cwd` as its child. The key
+    goes in the environment (launch), never on a command line every local user can read."""
+    backend_command = start_command(backend, path, name, socket_path)
     return [
         sys.executable,
         "-m",
@@ -198,8 +197,8 @@ def served_command(backend: str, path: str, name: str, bind: str, port: int, bac
         bind,
         "--port",
         str(port),
-        "--upstream",
-        f"http://{BACKEND_HOST}:{backend_port}",
+        "--upstream-socket",
+        socket_path,
         "--max-body-bytes",
         str(max_request_bytes()),
         "--cwd",
@@ -207,6 +206,23 @@ def served_command(backend: str, path: str, name: str, bind: str, port: int, bac
         "--",
         *backend_command,
     ]
+
+
+def backend_socket() -> str:
+    """A new socket path for a model server, in a folder of its own made for it alone (mode 0700, the worker's user):
+    no other user of the machine may open the socket, and it is reachable from no network. The front removes it when
+    it exits. Short, under the system's temporary folder: a Unix socket's path holds at most 107 bytes."""
+    return str(Path(tempfile.mkdtemp(prefix="clawgym-serve-")) / BACKEND_SOCKET)
+
+
+def _remove_backend_socket(command: list[str]) -> None:
+    """A stopped server's socket folder (backend_socket): its front removes it as it exits, this covers a front
+    killed before it could."""
+    if "--upstream-socket" not in (command or []):
+        return
+    folder = Path(command[command.index("--upstream-socket") + 1]).parent
+    if folder.name.startswith("clawgym-serve-"):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def max_request_bytes() -> int:
@@ -358,7 +374,7 @@ def _launch_server(server: ModelServer, path: str, name: str, *, host, port, tim
         backend = server.backend or backend_name()
         port = port or free_port(bind)
         cwd = model_link(log_dir / "served", name, path) if backend == "transformers" else Path(settings.BASE_DIR)
-        command = served_command(backend, path, name, bind, port, free_port(BACKEND_HOST), cwd)
+        command = served_command(backend, path, name, bind, port, backend_socket(), cwd)
     except (ServingError, OSError) as exc:
         _failed(server, exc)
         raise ServingError(str(exc)) from exc
@@ -378,6 +394,7 @@ def _launch_server(server: ModelServer, path: str, name: str, *, host, port, tim
             on_start=lambda pid: ModelServer.objects.filter(pk=server.pk).update(pid=pid),
         )
     except ServingError as exc:
+        _remove_backend_socket(command)
         _failed(server, exc)
         raise
     endpoint = register_endpoint(name, _base_url(server), backend, key_env(server))
@@ -627,7 +644,10 @@ def register_endpoint(name: str, base_url: str, backend: str, api_key_env: str) 
 def stop_server(server: ModelServer, *, reason: str = "stopped") -> ModelServer:
     """Kill the server's process group when it runs on this machine (see _owned_pid) and mark the row stopped, its
     endpoint disabled."""
-    _kill(_owned_pid(server))
+    owned = _owned_pid(server)
+    if owned:
+        _kill(owned)
+        _remove_backend_socket(server.command)
     ModelServer.objects.filter(pk=server.pk).update(
         status=ModelServer.Status.STOPPED, stopped_at=timezone.now(), error=reason if reason != "stopped" else ""
     )
@@ -707,6 +727,7 @@ def kill_stopped_here(now=None) -> list[int]:
         pid = _owned_pid(server)
         if pid is not None:
             _kill(pid)
+            _remove_backend_socket(server.command)
             killed.append(server.pk)
     return killed
 

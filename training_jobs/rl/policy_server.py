@@ -35,7 +35,9 @@ Only the trainer and model-server subprocesses import this (torch is imported in
 import collections
 import hmac
 import json
+import os
 import re
+import socketserver
 import sys
 import threading
 import time
@@ -429,9 +431,16 @@ def handler(policy: LivePolicy, model_name: str, api_key: str, max_body_bytes: i
     return Handler
 
 
+class _UnixHTTPServer(socketserver.ThreadingUnixStreamServer):
+    """The HTTP server on a Unix socket (the batched backend behind its front): no port at all."""
+
+    daemon_threads = True
+
+
 class PolicyServer:
     """The server on a thread: start() binds (port 0: a free one) and returns the OpenAI base URL (…/v1). It answers
-    only requests carrying `api_key` (required), with bodies of at most `max_body_bytes`."""
+    only requests carrying `api_key` (required), with bodies of at most `max_body_bytes`. With `socket_path` it
+    listens on that Unix socket instead of host:port (the batched backend, whose front alone reaches it)."""
 
     def __init__(
         self,
@@ -442,17 +451,25 @@ class PolicyServer:
         port: int = 0,
         model_name: str = "policy",
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        socket_path: str | None = None,
     ):
         if not api_key:
             raise ValueError("the policy server needs a key (CLAWGYM_POLICY_KEY, given by the run's job)")
         self.policy = policy
         self.model_name = model_name
-        self.httpd = ThreadingHTTPServer((host, port), handler(policy, model_name, api_key, int(max_body_bytes)))
-        self.httpd.daemon_threads = True
+        requests = handler(policy, model_name, api_key, int(max_body_bytes))
+        self.socket_path = socket_path
+        if socket_path:
+            self.httpd = _UnixHTTPServer(socket_path, requests)
+        else:
+            self.httpd = ThreadingHTTPServer((host, port), requests)
+            self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, name="policy-server", daemon=True)
 
     @property
     def base_url(self) -> str:
+        if self.socket_path:
+            return f"unix:{self.socket_path}"
         host, port = self.httpd.server_address[:2]
         if host in ("0.0.0.0", ""):  # bound to every interface: the proxy on another host reaches it by name
             import socket
@@ -467,3 +484,8 @@ class PolicyServer:
     def stop(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+        if self.socket_path:
+            try:
+                os.unlink(self.socket_path)
+            except OSError:
+                pass

@@ -182,6 +182,9 @@ def test_it_answers_only_its_key_and_reads_only_bounded_bodies(served):
         assert raw_request(url, "POST", "/v1/chat/completions", headers, body)[0] == 401
         bare = {k: v for k, v in headers.items() if k != "Content-Length"}
         assert raw_request(url, "GET", "/v1/models", bare)[0] == 401
+        # What transformers serve answered anyone (issue 34, item 4): nothing here without the key either.
+        for method, path in (("POST", "/load_model"), ("POST", "/reset"), ("GET", "/health")):
+            assert raw_request(url, method, path, bare)[0] == 401
     authorized = {"Authorization": f"Bearer {KEY}"}
     assert raw_request(url, "GET", "/health", authorized)[0] == 200
 

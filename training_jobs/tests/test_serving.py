@@ -17,6 +17,7 @@ import urllib.request
 from io import StringIO
 from pathlib import Path
 
+import httpx
 import pytest
 from django.conf import settings
 from django.core.management import call_command
@@ -212,13 +213,11 @@ def test_the_batched_backend_serves_it_behind_the_front_with_its_key(
     assert backend[backend.index("--name") + 1] == endpoint.name == endpoint.model
     # Sixteen streams sampled together, the CPU server's long timeout.
     assert (endpoint.max_concurrent, endpoint.timeout_seconds) == (16, 1800.0)
-    upstream = server.command[server.command.index("--upstream") + 1]
+    socket_path = server.command[server.command.index("--upstream-socket") + 1]
     try:
-        # Behind the front the server checks the key again: a local caller without it gets nothing.
-        request = urllib.request.Request(f"{upstream}/v1/models")
-        with pytest.raises(urllib.error.HTTPError) as refused:
-            urllib.request.urlopen(request, timeout=30)
-        assert refused.value.code == 401
+        # Behind the front, on its socket, the server checks the key again: a caller without it gets nothing.
+        with httpx.Client(transport=httpx.HTTPTransport(uds=socket_path), timeout=30) as backend:
+            assert backend.get("http://model-server/v1/models").status_code == 401
         [rollout] = create_rollouts(fruit_task, endpoint, harness="builtin", options={"max_turns": 3}, user=None)
         rollout = execute_rollout(rollout.pk)
         assert (rollout.status, rollout.exit_reason) == (Rollout.Status.SCORED, "completed"), (
