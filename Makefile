@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run demo test test-postgres test-sqlite install system-deps harness runtime migrate examples bench clean docker images deploy-test docs docs-serve reference
+.PHONY: run demo test test-postgres test-sqlite install system-deps harness runtime migrate examples bench clean docker images deploy-test docs docs-serve docs-screenshots reference
 
 # Reinstalled whenever a requirements file changes (pip skips what is already satisfied). The training stack
 # (requirements-training.txt) is in because its tests need it; torch goes in alone before it, so that nothing that
@@ -91,6 +91,11 @@ docs: install
 
 docs-serve: install
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs serve --dev-addr $(HOST):$(DOCS_PORT)
+
+# The pictures in docs/images/: the browser test of the pages the docs show saves each, 1280x800, from a database
+# filled with the demo models' work (demo/tests/test_browser_docs_screenshots.py).
+docs-screenshots: install system-deps runtime
+	CLAWGYM_DOCS_SCREENSHOTS=1 $(PY) -m pytest demo/tests/test_browser_docs_screenshots.py -q
 
 clean:
 	rm -rf $(VENV) var

@@ -1,5 +1,5 @@
 """docs/tutorials/build-a-benchmark.md, walked as its reader would: every command of the page, in order, in one
-shell (lib.tutorial_testing): import, sanity checks in the sandbox, candidates diagnosed by the demo judge, a
+shell (lib.docs_testing): import, sanity checks in the sandbox, candidates diagnosed by the demo judge, a
 reviewer's bulk acceptance through the API of the app on loopback, freezing and export. `make demo` is the one line
 it stands in for: the demo server fixture, the admin and the example tasks that `make run` makes."""
 
@@ -12,7 +12,7 @@ from accounts.testing import make_user
 from benchmarks.models import BenchmarkVersion
 from demo.tests.test_demo_evaluation import EXAMPLES
 from jobs.testing import database_url
-from lib.tutorial_testing import DOCS, walk
+from lib.docs_testing import DOCS, walk
 from review.models import BenchmarkCandidate, LLMDiagnosis
 from tasks.importing import import_path
 

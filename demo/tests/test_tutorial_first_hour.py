@@ -1,5 +1,5 @@
 """docs/tutorials/first-hour.md, walked as its reader would: every command of the page, in order, in one shell
-(lib.tutorial_testing), against the demo server, the recording proxy on loopback and the sandbox. `make demo` is
+(lib.docs_testing), against the demo server, the recording proxy on loopback and the sandbox. `make demo` is
 the one line it stands in for: the demo server fixture, and the example tasks that `make run` loads."""
 
 import pytest
@@ -8,7 +8,7 @@ from demo.tests.test_demo_evaluation import EXAMPLES
 from evaluation.models import EvalRun
 from evaluation.services.runs import run_json
 from jobs.testing import database_url
-from lib.tutorial_testing import DOCS, walk
+from lib.docs_testing import DOCS, walk
 from synthesis.models import SynthesisBatch
 from tasks.importing import import_path
 from training_jobs.models import TrainingDataset, TrainingRun

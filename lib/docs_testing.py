@@ -1,4 +1,6 @@
-"""Walking a tutorial of the docs as its reader would, so that the page and its test cannot drift apart.
+"""Keeping the docs true: tutorials walked as their reader would, and screenshots taken by the browser tests.
+
+walk(): a tutorial of the docs walked as its reader would, so that the page and its test cannot drift apart.
 
 The reader of docs/tutorials/*.md types the page's ```sh blocks, in order, into one shell at the top of a checkout.
 walk() does the same: it joins every ```sh block of the page into one bash script (`set -euo pipefail`, so the first
@@ -11,6 +13,9 @@ fails the test too.
 
     result = walk(DOCS / "tutorials" / "first-hour.md", tmp_path, stand_ins={"make demo": "demo_server fixture"})
     assert '"status": "complete"' in result.stdout
+
+docs_screenshot(): with CLAWGYM_DOCS_SCREENSHOTS=1 (`make docs-screenshots`), a browser test saves what its page
+shows, 1280×800, as docs/images/NAME.png, where the docs' pages show it; otherwise it does nothing.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ BASE_DIR = Path(__file__).resolve().parents[1]
 DOCS = BASE_DIR / "docs"
 # What a tutorial may use of the checkout besides what it makes itself.
 CHECKOUT_LINKS = (".venv", "manage.py", "examples")
+IMAGES = DOCS / "images"
+SCREENSHOT_VIEWPORT = {"width": 1280, "height": 800}
 SH_BLOCK = re.compile(r"^```sh\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
 
 
@@ -84,3 +91,14 @@ def walk(page: Path, folder: Path, *, env: dict[str, str], stand_ins: dict[str, 
             f"--- stderr\n{done.stderr[-6000:]}"
         )
     return Walked(script=script, stdout=done.stdout, stderr=done.stderr)
+
+
+def docs_screenshot(page, name: str) -> Path | None:
+    """Save the page's viewport at 1280×800 as docs/images/NAME.png when CLAWGYM_DOCS_SCREENSHOTS=1."""
+    if os.environ.get("CLAWGYM_DOCS_SCREENSHOTS") != "1":
+        return None
+    page.set_viewport_size(SCREENSHOT_VIEWPORT)
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    path = IMAGES / f"{name}.png"
+    page.screenshot(path=str(path))
+    return path
