@@ -16,6 +16,12 @@ An answer is read as it arrives and stopped past CLAWGYM_MAX_RESPONSE_BYTES (llm
 a recorded 502 `upstream_error`, a stream ends with an error event after the bytes already passed on; either way
 the rest is never read (the connection is dropped), and the call is recorded as the upstream's failure. So is a
 stream that broke off, whose caller gets the same error event rather than a silently cut-off answer.
+Every call is recorded or refused, never passed on unrecorded. A request whose record could not be stored (NaN,
+Infinity, a number past the float range such as 1e999, a lone surrogate: llm.strict_json) is a recorded 400 and never
+goes upstream; an answer holding one is not passed on (a recorded 502, or a stream's error event in its place); and
+an answer whose record could not be written (the database refused it or was unreachable) is withheld: a 503, or for
+a stream an error event instead of the chunk with its end marker, so the caller never sees a clean end of an
+answer the record, the budget, the rollout page and the training data do not hold.
 The proxy does not retry (the agent harness decides) and does not take endpoint slots (rollout concurrency is
 bounded by the sandboxes).
 
@@ -54,7 +60,7 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from . import metrics
+from . import metrics, strict_json
 from .failures import BROKE_OFF, STREAM_BROKE_OFF, answer_limit, declared_length, too_large
 from .models import MissingApiKey, ModelCall, ModelCallTokens, ModelEndpoint, ProxySession
 from .sampling import SAMPLING_NOT_ALLOWED, Held, hold_to_sampling
@@ -226,15 +232,16 @@ class _Call:
             "cost": endpoint.cost(input_tokens, output_tokens),
         }
 
-    async def record(self) -> None:
+    async def record(self) -> bool:
+        """Write the call's row; whether it was written. An answer whose record was not written is not passed on."""
         try:
             row = self.row()
             await in_db(_create_call, row, self.token_row())
         except Exception:
-            # The caller already has its answer; a lost record must be loud in the log, not a broken response.
             log.exception("could not record a proxied call of session %s", self.session.pk)
-        else:
-            metrics.count_call(row)
+            return False
+        metrics.count_call(row)
+        return True
 
     def record_detached(self) -> None:
         """Write the record in a task of its own: this request is being torn down."""
@@ -252,10 +259,17 @@ def _create_call(row: dict, tokens: dict | None = None) -> None:
 
 
 def _parsed(content: bytes):
+    """The answer's JSON; one that is not JSON as its text. Raises strict_json.NotStorable (see there)."""
     try:
-        return json.loads(content)
+        return strict_json.loads(content)
+    except strict_json.NotStorable:
+        raise
     except ValueError:
-        return {"raw": content.decode("utf-8", errors="replace")[:RAW_KEPT]}
+        return _raw(content)
+
+
+def _raw(content: bytes) -> dict:
+    return {"raw": content[:RAW_KEPT].decode("utf-8", errors="replace")}
 
 
 def _error_text(status: int, body) -> str:
@@ -280,9 +294,9 @@ class _Refused(Exception):
         self.response = response
 
 
-async def _read_request(request, token: str):
-    """(session, body, raw bytes). Refused: 401 unknown or closed token, 413 too large, 400 not a JSON object,
-    503 endpoint disabled."""
+async def _read_request(request, token: str, api: str, started: float):
+    """(session, body, raw bytes). Refused: 401 unknown or closed token, 413 too large, 400 not a JSON object (and
+    a recorded 400 for JSON its record could not store: strict_json), 503 endpoint disabled."""
     session = await _session(request, token)
     if session is None:
         raise _Refused(token_refusal())
@@ -297,7 +311,10 @@ async def _read_request(request, token: str):
     depth = settings.CLAWGYM_PROXY_MAX_JSON_DEPTH
     too_deep = _Refused(_error(400, f"the request body nests deeper than {depth} levels", "invalid_request_error"))
     try:
-        body = json.loads(raw)
+        body = strict_json.loads(raw)
+    except strict_json.NotStorable as exc:
+        # Never forwarded: its record could not be written, so it would go uncounted and unseen.
+        raise _Refused(await _refuse_unstorable(_Call(session, api, _raw(raw), started), exc)) from None
     except ValueError as exc:
         raise _Refused(_error(400, f"the request body is not JSON: {exc}", "invalid_request_error")) from None
     except RecursionError:
@@ -316,7 +333,7 @@ async def _forward(request, token: str, api: str, path: str):
     if request.method != "POST":
         return _error(405, f"{request.method} is not allowed here; use POST")
     try:
-        session, body, raw = await _read_request(request, token)
+        session, body, raw = await _read_request(request, token, api, started)
     except _Refused as refused:
         return refused.response
     endpoint = session.endpoint
@@ -441,6 +458,15 @@ async def _history_refusal(session: ProxySession, api: str, body: dict) -> dict 
     }
 
 
+async def _refuse_unstorable(call: _Call, reason: strict_json.NotStorable) -> JsonResponse:
+    """A request its record could not store: a 400 naming why, recorded with the request's text."""
+    message = f"the request body holds {reason}"
+    body = {"error": {"message": message, "type": "invalid_request_error", "code": 400}}
+    call.status_code, call.response, call.error = 400, body, message
+    await call.record()
+    return JsonResponse(body, status=400)
+
+
 async def _refuse_sampling(call: _Call, held: Held, refusal: dict | None) -> JsonResponse:
     """A call asking for sampling the run does not allow: a 400 (a client error, not retried), recorded with what it
     asked, so the rollout page shows the attempt."""
@@ -454,11 +480,14 @@ async def _refuse_sampling(call: _Call, held: Held, refusal: dict | None) -> Jso
 
 UPSTREAM_ERROR = "upstream_error"  # the error type of an answer the proxy would not pass on (over the limit)
 RAW_KEPT = 100_000  # characters kept of a body that is not JSON, or of one over the limit
+# What the caller gets instead of an answer whose record could not be written (the database refused it, or was
+# unreachable): nothing goes back that the record, the budget, the rollout page and the training data would not see.
+UNRECORDED = "the proxy could not record this call, so its answer is withheld"
 
 
-def _stream_error(message: str) -> bytes:
+def _stream_error(message: str, kind: str = UPSTREAM_ERROR, code: int = 502) -> bytes:
     """The last event of a stream that failed after its headers went out: the SDKs raise it as an APIError."""
-    body = {"error": {"message": message, "type": UPSTREAM_ERROR, "code": 502}}
+    body = {"error": {"message": message, "type": kind, "code": code}}
     return f"data: {json.dumps(body)}\n\n".encode()
 
 
@@ -490,12 +519,19 @@ async def _whole(call: _Call, upstream: httpx.Response, content_type: str) -> Ht
         call.response = {"raw": content[:RAW_KEPT].decode("utf-8", errors="replace")} if content else None
         await call.record()
         return _error(502, call.error, UPSTREAM_ERROR)
-    call.response = _parsed(content)
+    try:
+        call.response = _parsed(content)
+    except strict_json.NotStorable as exc:
+        call.status_code, call.error = 502, f"the upstream's answer holds {exc}: not passed on"
+        call.response = _raw(content)
+        await call.record()
+        return _error(502, call.error, UPSTREAM_ERROR)
     if upstream.status_code >= 400:
         call.error = _error_text(upstream.status_code, call.response)
     elif call.tokens is not None:
         content, call.response = whole_answer(call.tokens, call.capture, content, call.response)
-    await call.record()
+    if not await call.record():
+        return _error(503, UNRECORDED)
     response = HttpResponse(content, status=upstream.status_code, content_type=content_type)
     return _passed_headers(response, upstream)
 
@@ -508,7 +544,7 @@ async def _relay(call: _Call, upstream: httpx.Response):
     # taken out); any other passes on as it came, whole events at a time (llm.sse), so a stream cut short here
     # ends between two events and its error event reads as one.
     tokens = TokenStream(call.tokens, call.capture, assembler) if call.tokens is not None else None
-    recorded = finished = False
+    recorded = finished = unrecorded = False
     limit, received = answer_limit(), 0
     metrics.STREAMS_IN_FLIGHT.inc()
     try:
@@ -521,9 +557,17 @@ async def _relay(call: _Call, upstream: httpx.Response):
             if call.first_chunk_at is None:
                 call.first_chunk_at = time.perf_counter()
             chunk = assembler.feed(chunk) if tokens is None else tokens.feed(chunk)
+            if assembler.refused:
+                # An event the record could not store: neither it nor anything after it is passed on.
+                call.error = f"the upstream's answer holds {assembler.refused}: not passed on"
+                if chunk:
+                    yield chunk  # the whole events before it
+                break
             if assembler.complete and not recorded:
                 call.response = assembler.result()
-                await call.record()
+                if not await call.record():
+                    unrecorded = True  # the chunk with the end marker is withheld: the caller gets an error
+                    break
                 recorded = True
             if chunk:
                 yield chunk
@@ -542,10 +586,12 @@ async def _relay(call: _Call, upstream: httpx.Response):
             call.response = assembler.result()
             call.error = call.error or "the caller went away before the stream ended"
             call.record_detached()  # being closed or cancelled: a write awaited here could be cut short
-    if finished and not recorded:
+    if finished and not recorded and not unrecorded:
         call.response = assembler.result()
-        await call.record()
-    if finished and call.error and not assembler.complete:
+        unrecorded = not await call.record()
+    if unrecorded:
+        yield _stream_error(UNRECORDED, "proxy_error", 503)  # never a clean end for an answer nobody recorded
+    elif finished and call.error and not assembler.complete:
         yield _stream_error(call.error)  # after the record, as the end marker is
 
 

@@ -11,7 +11,7 @@ once, in result(). A stream of many small deltas (64K tokens are 64K events) or 
 costs its own size, not its size squared, on the proxy's event loop.
 """
 
-import json
+from . import strict_json
 
 RESPONSE_FINAL_EVENTS = {"response.completed", "response.failed", "response.incomplete"}
 TEXT_FIELDS = ("content", "reasoning_content", "reasoning")
@@ -25,6 +25,7 @@ class StreamAssembler:
         self.events = 0
         self.complete = False  # the end marker ([DONE], or a Responses final event) has arrived
         self.unparsed: list[str] = []
+        self.refused = ""  # why an event could not be stored (llm.strict_json): it and what follows are not passed on
         # chat
         self._meta: dict = {}
         self._choices: dict[int, dict] = {}
@@ -35,7 +36,10 @@ class StreamAssembler:
         self._last_type = ""
 
     def feed(self, chunk: bytes) -> bytes:
-        """Take the stream's next bytes; return the whole events they completed, as they came."""
+        """Take the stream's next bytes; return the whole events they completed, as they came (none once one was
+        refused)."""
+        if self.refused:
+            return b""
         # Searched from 3 bytes back on: a blank line (at most 4 bytes) may straddle two chunks.
         start = max(len(self._buffer) - 3, 0)
         self._buffer += chunk
@@ -43,6 +47,10 @@ class StreamAssembler:
         while (end := self._event_end(start)) is not None:
             text = self._buffer[taken : end[0]].decode("utf-8", errors="replace").replace("\r\n", "\n")
             self._event(text[:-1] if text.endswith("\r") else text)
+            if self.refused:
+                done = bytes(self._buffer[:taken])  # the whole events before it; it and the rest are dropped
+                self._buffer.clear()
+                return done
             taken = start = end[1]
         if not taken:
             return b""
@@ -84,8 +92,11 @@ class StreamAssembler:
             return
         if event is None:
             try:
-                event = json.loads(data)
-            except json.JSONDecodeError:
+                event = strict_json.loads(data)
+            except strict_json.NotStorable as exc:
+                self.refused = str(exc)
+                return
+            except ValueError:
                 if len(self.unparsed) < MAX_UNPARSED_KEPT:
                     self.unparsed.append(data[:2000])
                 return

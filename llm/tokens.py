@@ -26,6 +26,7 @@ import json
 import logging
 from dataclasses import dataclass
 
+from . import strict_json
 from .models import ModelEndpoint
 
 log = logging.getLogger(__name__)
@@ -180,9 +181,14 @@ class TokenStream:
             chunk = chunk[:-1]
         start = max(len(self._buffer) - 1, 0)
         self._buffer += chunk.replace(b"\r\n", b"\n")
+        if self.assembler.refused:
+            return b""
         out, taken = [], 0
         while (end := self._buffer.find(b"\n\n", start)) >= 0:
             out.append(self._event(bytes(self._buffer[taken:end])))
+            if self.assembler.refused:  # not passed on, nor anything after it (llm.sse)
+                self._buffer.clear()
+                return b"".join(out)
             taken = start = end + 2
         if taken:
             del self._buffer[:taken]
@@ -200,7 +206,10 @@ class TokenStream:
         event = None
         if data and data != "[DONE]":
             try:
-                event = json.loads(data)
+                event = strict_json.loads(data)
+            except strict_json.NotStorable as exc:
+                self.assembler.refused = str(exc)
+                return b""
             except ValueError:
                 event = None
         self.assembler.take(data, event)
