@@ -199,13 +199,18 @@ def api_page() -> str:
 def formats_page() -> str:
     from tasks.formats import FORMATS
 
+    exports = next(
+        action.choices
+        for action in command_parser("export_benchmark", "benchmarks")._actions
+        if "--format" in action.option_strings
+    )
     lines = [
         HEADER,
         "# Task and export formats\n\n",
         "`import_tasks PATH [--format NAME]` reads any of these (the format is detected when not named; a `.zip` or ",
         "`.tar.gz` of any of them too); `export_tasks OUT --format NAME` writes those marked for export. A frozen ",
-        "benchmark version exports (`export_benchmark --format dir|tar.gz|zip`) as a `benchmark.json` manifest plus ",
-        "one ClawGym task folder per pinned revision, which `import_tasks` reads back.\n\n",
+        f"benchmark version exports (`export_benchmark --format {'|'.join(exports)}`) as a `benchmark.json` manifest ",
+        "plus one ClawGym task folder per pinned revision, which `import_tasks` reads back.\n\n",
         "| format | name | import | export |\n|---|---|---|---|\n",
     ]
     for name, fmt in FORMATS.items():
