@@ -146,6 +146,27 @@ def test_the_history_check_sees_issue_numbers():
     assert not HISTORY.search("batch #N, item &#39;3")
 
 
+def code_in(text: str) -> str:
+    """The code blocks and inline code of a Markdown page: where commands are named."""
+    blocks = re.findall(r"```.*?```", text, flags=re.S)
+    return "\n".join([*blocks, *re.findall(r"`([^`\n]+)`", re.sub(r"```.*?```", "", text, flags=re.S))])
+
+
+def test_the_docs_name_only_commands_and_targets_that_exist():
+    from django.core.management import get_commands
+
+    targets = set(re.findall(r"^([a-z][\w-]*):", (ROOT / "Makefile").read_text(), flags=re.M))
+    commands = set(get_commands())
+    wrong = []
+    for page in documentation_pages():
+        code = code_in(page.read_text())
+        wrong += [
+            f"{page.name}: make {t}" for t in re.findall(r"(?<![\w./-])make ([a-z][\w-]*)", code) if t not in targets
+        ]
+        wrong += [f"{page.name}: manage.py {c}" for c in re.findall(r"manage\.py ([a-z_]+)", code) if c not in commands]
+    assert not wrong
+
+
 def test_the_readme_is_short():
     assert len((ROOT / "README.md").read_text().splitlines()) <= 250
 
