@@ -54,6 +54,12 @@ class Rollout(models.Model):
     harness = NulSafeCharField(max_length=40, choices=HARNESS_CHOICES)
     harness_options = NulSafeJSONField(default=dict, blank=True)
     repeat_index = models.PositiveIntegerField(default=0, help_text="Which of the repeats started together (0-based).")
+    seed = models.BigIntegerField(
+        null=True,
+        blank=True,
+        help_text="The seed its model calls were sampled with: its own, derived from the run's seed (its endpoint's "
+        "sampling), its task and its repeat (llm.sampling.derived_seed); none when the run names no seed.",
+    )
     group = NulSafeCharField(max_length=32, blank=True, db_index=True, help_text="Rollouts started together.")
     eval_run = models.ForeignKey(
         "EvalRun",
@@ -175,6 +181,7 @@ class Rollout(models.Model):
             "harness": self.harness,
             "runtime": self.runtime,
             "repeat": self.repeat_index,
+            "seed": self.seed,
             "attempt": self.attempt,
             "status": self.status,
             "exit_reason": self.exit_reason,

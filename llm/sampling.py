@@ -7,7 +7,8 @@ endpoint's `sampling` settings being the run's) has each request body checked be
 - set: the sampling knobs the run owns (RUN_OWNED: temperature, top_p, seed, penalties, …) are the run's values
   whatever the agent sent, and removed when the run names none (the upstream's default, the same for every call);
   `n` is 1. So the seed is the run's `sampling.seed` or none: an agent's own seed would let it pick among
-  repeatable samples;
+  repeatable samples. A seeded run gives each of its samples a seed of its own (derived_seed: a rollout's from the
+  run's seed, its task and its repeat), so that repeats are independent samples and a rerun draws them again;
 - capped: the output cap (max_completion_tokens / max_tokens / max_output_tokens) is at most the endpoint's limit
   (its sampling's max_tokens, else CLAWGYM_PROXY_MAX_OUTPUT_TOKENS), and added when the agent sent none;
 - refused, with a 400 `sampling_not_allowed` that is recorded like any call: every other field, unless it is known
@@ -24,6 +25,7 @@ Sessions without a policy (`proxy_session` for a person's own use) pass the body
 Plain Python over the request body: no Django models, no I/O.
 """
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 
@@ -123,11 +125,22 @@ CHECKED = {
 }
 
 
-def policy_for(endpoint) -> dict:
+def derived_seed(seed, *parts) -> int:
+    """One sample's own seed in a run seeded with `seed` (e.g. a rollout's: its task and its repeat as `parts`). The
+    same seed and parts give the same seed on every machine and every run (sha256 of their JSON, not Python's salted
+    hash); other parts give an unrelated one. Below 2**31, which every server takes."""
+    text = json.dumps([seed, *parts], sort_keys=True, default=str)
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") % 2**31
+
+
+def policy_for(endpoint, *, seed: int | None = None) -> dict:
     """The sampling a rollout's session holds its calls to: the endpoint's `sampling` settings (the run's: an RL run
     registers its policy endpoint with its temperature and max_completion_length, an evaluation run uses the
-    endpoint's own), the output cap being their max_tokens or else CLAWGYM_PROXY_MAX_OUTPUT_TOKENS."""
+    endpoint's own), the output cap being their max_tokens or else CLAWGYM_PROXY_MAX_OUTPUT_TOKENS. `seed`, the
+    sample's own (derived_seed), replaces the endpoint's."""
     sampling = dict(endpoint.sampling or {})
+    if seed is not None:
+        sampling["seed"] = seed
     names = [name for name in ("max_completion_tokens", "max_tokens", "max_output_tokens") if name in sampling]
     caps = [value for value in map(sampling.pop, names) if _whole_number(value) and value > 0]
     sampling.pop("n", None)

@@ -52,6 +52,7 @@ class RolloutSerializer(RolloutListSerializer):
 
     class Meta(RolloutListSerializer.Meta):
         fields = RolloutListSerializer.Meta.fields + [
+            "seed",
             "harness_options",
             "error",
             "previous_attempts",

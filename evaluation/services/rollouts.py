@@ -37,7 +37,7 @@ from jobs.models import JobRun
 from jobs.runner import lost_reason, when_reachable, worker_gone, worker_id
 from lib.bounds import TextRefused, check_json
 from llm.models import ModelCall, ModelEndpoint
-from llm.sampling import policy_for
+from llm.sampling import derived_seed, policy_for
 from llm.services import close_proxy_session, open_proxy_session, proxy_base_url
 from sandbox import Workspace
 from tasks.judging import JudgingError, judge_rubric
@@ -305,6 +305,17 @@ def rollout_timeout(rollout: Rollout) -> int:
     return min(asked, settings.CLAWGYM_MAX_ROLLOUT_TIMEOUT)
 
 
+def rollout_seed(rollout: Rollout) -> int | None:
+    """The seed this rollout's calls are sampled with, when its run names one (its endpoint's sampling `seed`): its
+    own, derived from that seed, its task and its repeat. With the run's seed on every call, two repeats of a task
+    would sample the same answer (the same prompt, the same seed) and their spread would describe one sample; a rerun
+    (or a retry) of the same task and repeat draws the same again."""
+    run_seed = (rollout.endpoint.sampling or {}).get("seed")
+    if run_seed is None:
+        return None
+    return derived_seed(run_seed, rollout.revision.task.external_id, rollout.repeat_index)
+
+
 def execute_rollout(rollout_id: int, *, job_run: JobRun | None = None, on_wait=None) -> Rollout:
     """Run the next attempt of a queued rollout to its end (scored or failed) and return it.
 
@@ -341,6 +352,7 @@ def _run_attempt(rollout: Rollout, timeout: int, *, agent_stopped=lambda: None) 
     has stopped (execute_rollout frees the machine's rollout slot there: the checker runs in a sandbox of its own)."""
     endpoint, revision = rollout.endpoint, rollout.revision
     session = None
+    seed = rollout_seed(rollout)
     try:
         # The token opens the proxy for as long as the agent may run, and the session is closed when the attempt
         # ends however it ends (below, or _fail): a token read later opens nothing.
@@ -352,10 +364,10 @@ def _run_attempt(rollout: Rollout, timeout: int, *, agent_stopped=lambda: None) 
             ttl_seconds=timeout + 3 * WALL_MARGIN_SECONDS,
             token_limit=rollout.harness_options.get("token_limit"),
             record_tokens=bool(rollout.harness_options.get("record_tokens")),
-            sampling=policy_for(endpoint),
+            sampling=policy_for(endpoint, seed=seed),
         )
-        Rollout.objects.filter(pk=rollout.pk).update(proxy_session=session)
-        rollout.proxy_session = session
+        Rollout.objects.filter(pk=rollout.pk).update(proxy_session=session, seed=seed)
+        rollout.proxy_session, rollout.seed = session, seed
         proxy_base = proxy_base_url(session)
         inputs = {f.path: f.blob.content for f in revision.files_by_role(RevisionFile.Role.INPUT)}
         task = AgentTask(
@@ -364,7 +376,7 @@ def _run_attempt(rollout: Rollout, timeout: int, *, agent_stopped=lambda: None) 
             api_style=endpoint.api_style,
             api_key=session.token,
             timeout=timeout,
-            sampling=dict(endpoint.sampling or {}),
+            sampling={**(endpoint.sampling or {}), **({"seed": seed} if seed is not None else {})},
             options={k: v for k, v in rollout.harness_options.items() if k not in CLAWGYM_OPTIONS},
         )
         with attempt_folder(rollout) as scratch, Workspace.create(inputs, base_dir=scratch) as workspace:
