@@ -364,8 +364,19 @@ def serve_folder(
 def _running(servers) -> ModelServer | None:
     for server in servers.filter(status=ModelServer.Status.READY).select_related("endpoint"):
         if _alive(server.pid) and _answers(_base_url(server), server_key(server)):
+            _tie_endpoint(server)
             return server
     return None
+
+
+def _tie_endpoint(server: ModelServer) -> None:
+    """The server's endpoint sent its key at the server's own address (ModelEndpoint.served_at): an endpoint
+    registered before served_at existed, or one moved since, points at its server again."""
+    url = _base_url(server)
+    if server.endpoint_id:
+        ModelEndpoint.objects.filter(pk=server.endpoint_id).exclude(served_at=url, base_url=url).update(
+            base_url=url, served_at=url
+        )
 
 
 def _launch_server(server: ModelServer, path: str, name: str, *, host, port, timeout, log_dir: Path) -> ModelServer:
@@ -701,6 +712,7 @@ def stop_idle_servers(now=None, idle_seconds: float | None = None) -> list[int]:
             stop_server(server, reason="it stopped answering")
             stopped.append(server.pk)
             continue
+        _tie_endpoint(server)
         if server.pid and _owned_pid(server) is None:
             continue  # a server of another machine (its pid means nothing here): that machine's sweep stops it
         last_call = ModelCall.objects.filter(endpoint_id=server.endpoint_id).aggregate(last=Max("created_at"))["last"]

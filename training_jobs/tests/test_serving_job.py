@@ -124,9 +124,10 @@ def test_the_api_queues_the_serve_job_and_the_server_comes_up_on_the_worker(
         assert call(f"{base}{path}", key="cgk_" + "0" * 64, method=method, body=data)[0] == 401, path
     for path in ("/load_model", "/reset", "/v1/responses", "/v1/audio/transcriptions", "/docs"):
         assert call(f"{base}{path}", key=key, method="POST", body=b"{}")[0] == 404, path
-    # The model server itself listens on loopback only, behind its front.
+    # The model server itself listens on a Unix socket of its own behind its front, and on no port.
     backend = server.command[server.command.index("--") + 1 :]
-    assert backend[backend.index("--host") + 1] == "127.0.0.1"
+    assert "--host" not in backend and "--port" not in backend
+    assert backend[backend.index("--uds") + 1] == server.command[server.command.index("--upstream-socket") + 1]
     # Bodies are bounded (CLAWGYM_SERVE_MAX_REQUEST_BYTES); one within the bound is answered.
     big = json.dumps({"model": name, "messages": [{"role": "user", "content": "x" * MAX_BODY}]}).encode()
     assert call(f"{base}/v1/chat/completions", key=key, method="POST", body=big)[0] == 413
