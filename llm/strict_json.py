@@ -7,13 +7,15 @@ never recorded (so never counted, shown or trained on): the recording proxy pars
 what it cannot store, before it goes on (llm.proxy).
 
 One parse does it: the non-finite literals are refused by the parser's own hooks, the text is decoded as strict UTF-8
-(which refuses a surrogate written as bytes), and only a text holding a `\\uD...` escape is checked for a lone one.
+(which refuses a surrogate written as bytes), and a lone surrogate can then only come from an escape, which is found
+in the text (a pair of escapes is one character; a `\\ud800` after an escaped backslash is text).
 
     strict_json.loads(raw)     # the value; NotStorable (a ValueError) naming what the record cannot hold
 """
 
 import json
 import math
+import re
 
 
 class NotStorable(ValueError):
@@ -32,7 +34,8 @@ def _finite(text: str) -> float:
 
 
 _DECODER = json.JSONDecoder(parse_constant=_constant, parse_float=_finite)
-SURROGATE_ESCAPES = ("\\ud", "\\uD")  # \uD800-\uDFFF are surrogates; \uD000-\uD7FF too match (and are then checked)
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD]([89a-fA-F])[0-9a-fA-F]{2}")  # \uD800-\uDFFF; group 1: 8-B high, C-F low
+_LOW_ESCAPE = re.compile(r"\\u[dD][c-fC-F][0-9a-fA-F]{2}")
 
 
 def loads(data: bytes | bytearray | str):
@@ -40,18 +43,30 @@ def loads(data: bytes | bytearray | str):
     surrogate; ValueError for text that is not JSON (or not UTF-8)."""
     text = bytes(data).decode("utf-8") if isinstance(data, bytes | bytearray) else data
     value = _DECODER.decode(text)
-    if any(escape in text for escape in SURROGATE_ESCAPES) and _has_lone_surrogate(value):
+    if _lone_surrogate_escape(text):
         raise NotStorable(
             "a lone UTF-16 surrogate (a \\uD800-\\uDFFF escape without its pair), which a call's record cannot store"
         )
     return value
 
 
-def _has_lone_surrogate(value) -> bool:
-    # A pair of escapes is decoded into one character, so any surrogate left in a string stands alone: it is the one
-    # thing that cannot be written as UTF-8.
-    try:
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        return True
+def _lone_surrogate_escape(text: str) -> bool:
+    """Whether JSON text (valid: every backslash is in a string) escapes a surrogate that is not half of a pair."""
+    low_of_last_pair = -1
+    for match in _SURROGATE_ESCAPE.finditer(text):
+        at = match.start()
+        if at == low_of_last_pair or _after_escaped_backslash(text, at):
+            continue
+        if match[1] in "89abAB" and _LOW_ESCAPE.match(text, at + 6):
+            low_of_last_pair = at + 6
+            continue
+        return True  # a high half not followed by a low one, or a low half no high one opened
     return False
+
+
+def _after_escaped_backslash(text: str, at: int) -> bool:
+    """Whether the backslash at `at` is the second of an escaped pair (an odd number of backslashes before it)."""
+    start = at
+    while start and text[start - 1] == "\\":
+        start -= 1
+    return (at - start) % 2 == 1
