@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from clawgym_site.env import VARIABLES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -189,3 +191,19 @@ def test_contributing_names_every_marker():
     markers = [line.split(":")[0].strip() for line in config["pytest"]["markers"].strip().splitlines()]
     contributing = (ROOT / "CONTRIBUTING.md").read_text()
     assert markers and not [name for name in markers if f"`{name}`" not in contributing]
+
+
+@pytest.mark.once
+def test_the_docs_site_builds_strictly(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"} | {"NO_MKDOCS_2_WARNING": "1"},
+    )
+    assert out.returncode == 0, out.stderr[-4000:]
+    # Pages as page.html, so that the site works opened from disk.
+    assert (tmp_path / "site" / "reference" / "commands.html").exists()
+    assert 'href="guide/catalog.html"' in (tmp_path / "site" / "index.html").read_text()
