@@ -29,14 +29,15 @@ a GPU worker vLLM could instead serve the adapter on the base model itself (`vll
 --lora-modules ckpt-RUN-STEP=CHECKPOINT --max-lora-rank R`), with no merged copy on disk; the merged folder is used
 for both backends so that the two serve the same weights.
 
-None listens on a port: each listens on a Unix socket in a folder of its own that only the worker's user may open (0700,
-made per server: backend_socket), behind its authenticating front (training_jobs.front, the process started: the
-backend is its child, in its process group), the one port a server opens. The front listens on CLAWGYM_SERVE_HOST,
-answers only requests carrying the
-server's key, passes on only the OpenAI routes (never transformers serve's /load_model and /reset, nor vLLM's routes
-outside /v1, which its --api-key does not guard) and bounds bodies (CLAWGYM_SERVE_MAX_REQUEST_BYTES). The key is the
-server's own: its endpoint names it CLAWGYM_KEY_SERVED_S<server id> as api_key_env, and every process that calls the
-endpoint derives it from SECRET_KEY (llm.models.served_key); nothing stores it. The front, its backend, a LoRA merge
+No backend listens on a port: each listens on a Unix socket in a folder made for it alone, which only the worker's
+user may open (0700: backend_socket), behind its authenticating front (training_jobs.front, the process started: the
+backend is its child, in its process group), whose port is the only one a server opens. The front listens on
+CLAWGYM_SERVE_HOST, answers only requests carrying the server's key, passes on only the OpenAI routes (never
+transformers serve's /load_model and /reset, nor vLLM's routes outside /v1, which its --api-key does not guard) and
+bounds bodies (CLAWGYM_SERVE_MAX_REQUEST_BYTES). The key is the server's own: its endpoint names it
+CLAWGYM_KEY_SERVED_S<server id> as api_key_env, and every process that calls the endpoint derives it from SECRET_KEY
+(llm.models.served_key); nothing stores it, and it goes only to the address the server was registered at
+(ModelEndpoint.served_at). The front, its backend, a LoRA merge
 get the worker's environment by an allow-list (training_jobs.child_env: no SECRET_KEY, DATABASE_URL or model keys).
 
 Every server, a checkpoint's or a base model's (`base-NAME` for a registered one, its row naming it; `base-RUN` for a
