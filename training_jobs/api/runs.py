@@ -25,6 +25,8 @@ serving and evaluating the admin role.
                                                   POST /api/training/base-models/NAME/serve/)
 """
 
+from collections.abc import Mapping
+
 from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
@@ -250,7 +252,8 @@ class TrainingRunViewSet(
     @extend_schema(request=START_RUN, responses={201: TrainingRunSerializer})
     def create(self, request):
         # One entry point for every kind (services.runs.start_training_run); each kind's fields are its serializer's.
-        rl = request.data.get("kind") == TrainingRun.Kind.RL
+        # A body that is not a JSON object (a list, a string) has no kind: StartRunSerializer then says what is wrong.
+        rl = isinstance(request.data, Mapping) and request.data.get("kind") == TrainingRun.Kind.RL
         data = validated(StartRLRunSerializer if rl else StartRunSerializer, request.data)
         common = {
             "base_model": data.get("base_model"),

@@ -185,3 +185,10 @@ def test_clone_opens_the_config_and_queues_the_changed_lines_as_edits(
     clone = TrainingRun.objects.get(cloned_from=run)
     assert response.status_code == 302 and response["Location"] == reverse("training:run", args=[clone.pk])
     assert clone.config == {**run.config, "learning_rate": 0.002} and clone.cpu and clone.job_run.queue == "gpu"
+
+
+@pytest.mark.parametrize("body", ['"sft"', "[1, 2]", "null", "3"])
+def test_the_api_refuses_a_start_that_is_not_an_object(api_as, admin_user, body):
+    refused = api_as(admin_user).post("/api/training/runs/", body, content_type="application/json")
+    assert refused.status_code == 400, refused.content
+    assert not TrainingRun.objects.exists()
