@@ -147,6 +147,12 @@ def test_a_registered_endpoint_keeps_its_key_at_its_address_and_sends_it_nowhere
         {**FORM, "name": "ckpt-4-1", "model": "ckpt-4-1", "base_url": elsewhere.base_url},
     )
     assert page.status_code == 400 and "api_key_env" in page.context["form"].errors
+    shown = admin_client.get(reverse("admin:llm_modelendpoint_change", args=[served.pk]))  # served_at, read-only
+    assert (
+        shown.status_code == 200
+        and f'<div class="readonly">{scripted_upstream.base_url}</div>' in shown.content.decode()
+    )
+    assert 'name="served_at"' not in shown.content.decode()
 
     # A row moved around every form (written straight to the database): Test connection, the client and the proxy
     # send the server elsewhere nothing.
