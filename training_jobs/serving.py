@@ -659,6 +659,7 @@ def stop_server(server: ModelServer, *, reason: str = "stopped") -> ModelServer:
     owned = _owned_pid(server)
     if owned:
         _kill(owned)
+    if owned or not _alive(server.pid):  # killed here, or died here without its front removing its socket
         _remove_backend_socket(server.command)
     ModelServer.objects.filter(pk=server.pk).update(
         status=ModelServer.Status.STOPPED, stopped_at=timezone.now(), error=reason if reason != "stopped" else ""

@@ -300,6 +300,8 @@ def test_idle_and_gone_servers_are_stopped_the_base_models_too(dataset, tiny_mod
     assert stop_idle_servers(idle_seconds=3600) == [base_server.pk]
     base_server.refresh_from_db()
     assert base_server.status == "stopped" and base_server.error == "it stopped answering"
+    socket_path = base_server.command[base_server.command.index("--upstream-socket") + 1]
+    assert not Path(socket_path).parent.exists()  # its front never removed it: the sweep did
     assert not base_server.endpoint.enabled
 
     assert stop_idle_servers(idle_seconds=0) == [ckpt_server.pk]
