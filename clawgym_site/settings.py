@@ -239,6 +239,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # A 400 is a {detail} refusal or a serializer's field errors: lib.api_schema says so on every documented 400.
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "lib.api_schema.bad_requests_name_fields",
+    ],
     # Several models have a `status` with different choices: name each enum after its model.
     "ENUM_NAME_OVERRIDES": {
         "TaskStatusEnum": "tasks.models.Task.Status",

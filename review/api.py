@@ -51,6 +51,7 @@ from .serializers import (
     BulkDecideSerializer,
     BulkDecisionSerializer,
     CandidateDetailSerializer,
+    CandidateEventSerializer,
     CandidateFilterSerializer,
     CandidateListSerializer,
     ClaimSerializer,
@@ -282,7 +283,8 @@ class CandidateViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):
             return Response({"detail": str(exc)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
         return Response(JobRunSerializer(run, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)
 
-    @action(detail=True, methods=["get"])
+    @extend_schema(responses={200: CandidateEventSerializer(many=True)})
+    @action(detail=True, methods=["get"], pagination_class=None)
     def history(self, request, pk=None):
         return Response(services.history(self.get_object()))
 

@@ -112,12 +112,33 @@ class CandidateListSerializer(serializers.ModelSerializer):
             "updated_at",
         ]
 
+    difficulty_verdict = serializers.ChoiceField(
+        choices=DifficultyVerdict.choices,
+        allow_blank=True,
+        read_only=True,
+        help_text="the latest difficulty filter's verdict (blank: never filtered)",
+    )
+
     def get_claimed_by(self, candidate) -> str | None:
         holder = candidate.held_by()
         return holder.get_username() if holder else None
 
     def get_worst_severity(self, candidate) -> str | None:
         return _worst(candidate.worst_rank)
+
+
+class CandidateEventSerializer(serializers.Serializer):
+    """One event of a candidate's timeline (services.history): a decision, a revision of its task, a sanity check,
+    a diagnosis or a claim."""
+
+    kind = serializers.CharField(help_text="decision, revision, sanity, diagnosis or claim")
+    at = serializers.DateTimeField()
+    who = serializers.CharField()
+    what = serializers.CharField()
+    reason = serializers.CharField(required=False)
+    revision = serializers.IntegerField(required=False, allow_null=True)
+    override_reason = serializers.CharField(required=False, help_text="decisions")
+    verdicts = serializers.DictField(required=False, help_text="decisions: the issue verdicts")
 
 
 class CandidateDetailSerializer(CandidateListSerializer):

@@ -416,7 +416,7 @@ class SkillSerializer(serializers.ModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="synthesis-skill-detail", lookup_field="name")
     synthesizable = serializers.SerializerMethodField()
     annotation = serializers.SerializerMethodField()
-    override_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    override_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
 
     class Meta:
         model = Skill

@@ -56,11 +56,11 @@ class TrainingDatasetListSerializer(serializers.ModelSerializer):
 
 
 class TrainingDatasetDetailSerializer(TrainingDatasetListSerializer):
-    override_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    unverified_history_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    override_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    unverified_history_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
     samples_url = serializers.SerializerMethodField()
-    job_run = serializers.PrimaryKeyRelatedField(read_only=True)
-    base_model = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    job_run = serializers.PrimaryKeyRelatedField(read_only=True, allow_null=True)
+    base_model = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
     tokens_counted_with = serializers.SerializerMethodField(
         help_text='"tokenizer" (the tokenized sample, with tokenizer_path\'s tokenizer) or "usage" (an estimate).'
     )
@@ -318,8 +318,8 @@ class ModelServerSerializer(serializers.ModelSerializer):
     endpoint base-NAME), null for a checkpoint's or a run's own base."""
 
     url = serializers.HyperlinkedIdentityField(view_name="training-server-detail")
-    base_model = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    endpoint = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    base_model = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
+    endpoint = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
     base_url = serializers.SerializerMethodField()
 
     class Meta:

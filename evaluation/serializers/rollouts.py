@@ -4,7 +4,7 @@ from rest_framework import serializers
 
 from jobs.redaction import hide_paths, hide_paths_in, sees_server_details
 
-from ..harnesses import HARNESS_CHOICES
+from ..harnesses import HARNESS_CHOICES, ExitReason
 from ..models import Outcome, Rollout, Trajectory
 from ..samples import filter_samples
 from ..services.rollouts import MAX_REPEATS
@@ -15,6 +15,11 @@ class RolloutListSerializer(serializers.ModelSerializer):
     task = serializers.CharField(source="revision.task.external_id", read_only=True)
     revision = serializers.IntegerField(source="revision.number", read_only=True)
     endpoint = serializers.CharField(source="endpoint.name", read_only=True)
+    # Declared: a read-only model field loses allow_blank, and the schema would say a running rollout's blank one
+    # breaks the enum.
+    exit_reason = serializers.ChoiceField(
+        choices=ExitReason.CHOICES, allow_blank=True, read_only=True, help_text="blank until the agent has stopped"
+    )
 
     class Meta:
         model = Rollout

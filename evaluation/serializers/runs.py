@@ -266,7 +266,9 @@ class EvalRunListSerializer(serializers.ModelSerializer):
 
 class MeanWithCISerializer(serializers.Serializer):
     mean = serializers.FloatField(allow_null=True)
-    ci = serializers.ListField(child=serializers.FloatField(), allow_null=True, help_text="[lo, hi], 95%.")
+    ci = serializers.ListField(
+        child=serializers.FloatField(allow_null=True), allow_null=True, help_text="[lo, hi], 95% (null: too few)."
+    )
     tasks = serializers.IntegerField(required=False)
 
 

@@ -44,6 +44,23 @@ class BaseModelSerializer(serializers.ModelSerializer):
         return data
 
 
+class ConverterSerializer(serializers.Serializer):
+    """A shipped converter (base_models.converter_choices): whether its package is installed, whether its model is
+    registered, and the conversion job running now."""
+
+    name = serializers.CharField()
+    title = serializers.CharField()
+    package = serializers.CharField(help_text="the package that ships its weights")
+    license = serializers.CharField()
+    installed = serializers.BooleanField()
+    registered = serializers.BooleanField()
+    converting = serializers.IntegerField(allow_null=True, help_text="the conversion job's id while one runs")
+
+
+class ConversionQueuedSerializer(serializers.Serializer):
+    job = JobRunSerializer()
+
+
 class StoppedServersSerializer(serializers.Serializer):
     stopped = ModelServerSerializer(many=True)
 
@@ -74,7 +91,7 @@ class BaseModelViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewset
 
     @extend_schema(
         request=AddBaseModelSerializer,
-        responses={200: BaseModelSerializer, 201: BaseModelSerializer, 202: JobRunSerializer},
+        responses={200: BaseModelSerializer, 201: BaseModelSerializer, 202: ConversionQueuedSerializer},
     )
     def create(self, request):
         given = AddBaseModelSerializer(data=request.data)
@@ -101,7 +118,8 @@ class BaseModelViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewset
             status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
         )
 
-    @action(detail=False, methods=["get"])
+    @extend_schema(responses={200: ConverterSerializer(many=True)})
+    @action(detail=False, methods=["get"], pagination_class=None)
     def converters(self, request):
         rows = [
             {**c, "converting": c["converting"].pk if c["converting"] else None}
