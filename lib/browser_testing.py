@@ -5,9 +5,10 @@
     def test_something(page, live_server, reviewer):
         log_in(page, live_server, reviewer)
 
-Screenshots go to $CLAWGYM_SCREENSHOT_DIR (default /tmp/clawgym-screens) for a look by eye. A test module that uses
-these sets DJANGO_ALLOW_ASYNC_UNSAFE (this module does it on import): Playwright's sync API runs an event loop in
-the test's thread, and Django's ORM would refuse to run beside it.
+Screenshots go to $CLAWGYM_SCREENSHOT_DIR (default /tmp/clawgym-screens) for a look by eye. The `browser` fixture
+sets DJANGO_ALLOW_ASYNC_UNSAFE while it runs, and only then: Playwright's sync API runs an event loop in the test's
+thread, and Django's ORM would refuse to run beside it. Everywhere else the ORM's check stays on, so a synchronous
+database call on an event loop (the recording proxy's) fails its tests (llm/tests/test_proxy_async_safety.py).
 """
 
 import os
@@ -17,8 +18,7 @@ import pytest
 
 from lib.testing import PASSWORD
 
-os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-
+ASYNC_UNSAFE = "DJANGO_ALLOW_ASYNC_UNSAFE"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",
@@ -38,10 +38,12 @@ def browser():
 
     if not Path(CHROMIUM).exists():
         pytest.fail(f"browser tests need Debian's chromium at {CHROMIUM} (apt-get install chromium)")
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(ASYNC_UNSAFE, "true")  # while Playwright's loop is in this thread; restored after the module
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            yield browser
+            browser.close()
 
 
 @pytest.fixture
