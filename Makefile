@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run demo test test-postgres test-sqlite install system-deps harness runtime migrate examples bench clean docker images deploy-test docs docs-serve docs-screenshots reference
+.PHONY: run demo test test-postgres test-sqlite install system-deps harness runtime migrate examples bench clean docker images deploy-test docs docs-serve docs-screenshots reference fuzz
 
 # Reinstalled whenever a requirements file changes (pip skips what is already satisfied). The training stack
 # (requirements-training.txt) is in because its tests need it; torch goes in alone before it, so that nothing that
@@ -75,6 +75,16 @@ images: install harness runtime
 
 deploy-test: images
 	scripts/deploy-test.sh
+
+# The API fuzzer (bench/fuzz_api.py, profiles in bench/fuzz.toml): Schemathesis over the OpenAPI schema, every
+# operation as every role (anonymous, viewer, reviewer, admin), against the app under uvicorn on a seeded throwaway
+# SQLite database, all of it in a network namespace of its own (loopback only). Its last line is
+# {"operations": N, "requests": R, "server_errors": S, "schema_violations": V}; it fails unless S and V are 0.
+# PROFILE=ci (bounded and deterministic: what CI runs, about 3 minutes here) or PROFILE=long (the bench: more examples
+# and the stateful phase).
+PROFILE ?= ci
+fuzz: install
+	$(PY) bench/fuzz_api.py --profile $(PROFILE)
 
 bench: migrate
 	$(PY) bench/import_bench.py

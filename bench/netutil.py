@@ -12,11 +12,12 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_app(port: int, env: dict, cwd) -> subprocess.Popen:
-    """The web app (clawgym_site.asgi) under uvicorn on 127.0.0.1:`port`, quiet; wait for it with wait_for_port."""
+def start_app(port: int, env: dict, cwd, **popen) -> subprocess.Popen:
+    """The web app (clawgym_site.asgi) under uvicorn on 127.0.0.1:`port`, quiet; wait for it with wait_for_port.
+    `popen`: more Popen arguments (stderr=a log file)."""
     argv = [sys.executable, "-m", "uvicorn", "clawgym_site.asgi:application", "--host", "127.0.0.1"]
     argv += ["--port", str(port), "--log-level", "warning", "--no-access-log"]
-    return subprocess.Popen(argv, cwd=cwd, env=env)
+    return subprocess.Popen(argv, cwd=cwd, env=env, **popen)
 
 
 def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 60.0) -> None:
