@@ -16,6 +16,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from lib.bounds import parse_whole_number
 from tasks.package import STANDARD_REWARD_SH
 
 from .kinds import KINDS, CurriculumTask
@@ -86,7 +87,7 @@ def parse_sizes(text: str) -> dict[str, int]:
     sizes = dict(SIZES)
     for part in filter(None, (p.strip() for p in text.split(","))):
         split, _, value = part.partition("=")
-        if split not in SIZES or not value.isdigit() or int(value) < 1:
+        if split not in SIZES or parse_whole_number(value, least=1) is None:
             raise CurriculumError(f"a size is SPLIT=N with N >= 1 and SPLIT one of {', '.join(SIZES)}; got {part!r}")
         sizes[split] = int(value)
     return sizes

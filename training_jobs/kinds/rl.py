@@ -8,6 +8,7 @@ import copy
 
 from benchmarks.models import PinnedRevision
 from evaluation.harnesses import HARNESSES, check_duration
+from lib.bounds import parse_id
 from llm.models import SERVED_KEY_PREFIX, key_env_refusal
 from tasks.models import Task, TaskRevision
 from tasks.selection import SelectionError, select_tasks
@@ -108,7 +109,7 @@ def resolve_tasks(tasks) -> list:
     for item in tasks or []:
         if isinstance(item, TaskRevision):
             revision = item
-        elif isinstance(item, Task) or (isinstance(item, str) and not item.isdigit()):
+        elif isinstance(item, Task) or (isinstance(item, str) and parse_id(item) is None):
             task = item if isinstance(item, Task) else Task.objects.filter(external_id=item).first()
             if task is None:
                 raise TrainingRunError(f"no task {item!r}")

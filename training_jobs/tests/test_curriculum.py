@@ -101,7 +101,7 @@ def test_held_out_parameters_are_new():
 
 def test_sizes_and_an_exhausted_kind():
     assert parse_sizes("heldout=2") == {**SIZES, "heldout": 2}
-    for bad in ("heldout=0", "test=3", "train"):
+    for bad in ("heldout=0", "test=3", "train", "heldout=²", f"heldout={10**20}"):
         with pytest.raises(CurriculumError):
             parse_sizes(bad)
     with pytest.raises(CurriculumError, match="ran out of distinct tasks"):

@@ -254,6 +254,9 @@ def test_the_api_starts_an_rl_run(api_as, viewer, revisions):
         ({"tasks": []}, "give the tasks"),
         ({"base_model_path": ""}, "base_model_path"),
         ({"preset": "nope"}, "nope"),
+        # isdigit() says yes to "²", int() says no: a 500 before lib.bounds.parse_id
+        ({"tasks": ["²"]}, "no task"),
+        ({"tasks_from": "limit=²", "tasks": []}, "unknown task selection filter"),
     ]:
         refused = admin.post("/api/training/runs/", {**body, **edits}, format="json")
         assert refused.status_code == 400 and expected in refused.content.decode(), (edits, refused.content)
