@@ -265,6 +265,7 @@ def main() -> int:
     app_env = {
         "CLAWGYM_VAR_DIR": str(folder / "var"),
         "DATABASE_URL": f"sqlite:///{folder / 'var' / 'fuzz.sqlite3'}",
+        "CLAWGYM_SCRATCH_DIR": str(folder / "scratch"),
         "CLAWGYM_JOB_ENGINE": "django_q",
         "DJANGO_SETTINGS_MODULE": "clawgym_site.settings",
     }
