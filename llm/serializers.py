@@ -6,6 +6,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.reverse import reverse
 
+from lib.bounds import MAX_ID
+
 from .bodies import MAX_RANGE, body_of
 from .forms import CallFilterForm
 from .models import ModelCall, ModelEndpoint
@@ -176,7 +178,7 @@ class BodyRangeSerializer(serializers.Serializer):
 
 
 class BodyRangeQuerySerializer(serializers.Serializer):
-    offset = serializers.IntegerField(required=False, min_value=0, default=0)
+    offset = serializers.IntegerField(required=False, min_value=0, max_value=MAX_ID, default=0)
     length = serializers.IntegerField(
         required=False,
         min_value=1,
@@ -189,7 +191,7 @@ class ModelCallFilterSerializer(serializers.Serializer):
     purpose = serializers.CharField(required=False)
     endpoint = serializers.CharField(required=False)
     subject = serializers.CharField(required=False, help_text="contains")
-    session = serializers.IntegerField(required=False, min_value=1, help_text="a proxy session's id")
+    session = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID, help_text="a proxy session's id")
     outcome = serializers.ChoiceField(["ok", "error"], required=False)
 
     def filter(self, queryset):

@@ -17,6 +17,7 @@ from rest_framework.response import Response
 
 from accounts.roles import REVIEWER
 from lib.api_filters import QueryFilterMixin
+from lib.bounds import MAX_ID
 from tasks.models import Task
 
 from . import quality
@@ -110,7 +111,7 @@ class QualityItemSerializer(serializers.ModelSerializer):
 
 
 class QualityItemFilterSerializer(serializers.Serializer):
-    sample = serializers.IntegerField(required=False, help_text="a sample id")
+    sample = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID, help_text="a sample id")
 
     def filter(self, queryset):
         if "sample" in self.validated_data:
@@ -150,8 +151,8 @@ class QualityRatingInputSerializer(serializers.Serializer):
 
 
 class QualityRatingFilterSerializer(serializers.Serializer):
-    sample = serializers.IntegerField(required=False, help_text="a sample id")
-    item = serializers.IntegerField(required=False, help_text="an item id")
+    sample = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID, help_text="a sample id")
+    item = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID, help_text="an item id")
     reviewer = serializers.CharField(required=False, help_text="a reviewer's username")
     mine = serializers.BooleanField(required=False, help_text="only your own ratings")
 

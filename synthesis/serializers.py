@@ -4,6 +4,7 @@ the input serializers validate a request and resolve names (endpoints, tasks, sk
 from django.db.models import Q
 from rest_framework import serializers
 
+from lib.bounds import MAX_ID
 from llm.models import ModelEndpoint
 from tasks.models import Task
 
@@ -73,11 +74,15 @@ class StartBatchSerializer(serializers.Serializer):
     generator = EndpointNameField(help_text="The generator endpoint's name.")
     judge = EndpointNameField(help_text="The judge endpoint's name.")
     seed = serializers.IntegerField(
-        required=False, allow_null=True, min_value=0, help_text="Draws the items (default: a random one)."
+        required=False,
+        allow_null=True,
+        min_value=0,
+        max_value=MAX_ID,
+        help_text="Draws the items (default: a random one).",
     )
     preview = serializers.BooleanField(default=False, help_text="5 items through every stage.")
     budget_usd = serializers.DecimalField(required=False, allow_null=True, max_digits=12, decimal_places=4, min_value=0)
-    budget_tokens = serializers.IntegerField(required=False, allow_null=True, min_value=0)
+    budget_tokens = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=MAX_ID)
     qa_stages = serializers.ListField(
         child=serializers.ChoiceField(choices=QAStage.choices),
         required=False,
@@ -119,7 +124,7 @@ class ResumeBatchSerializer(serializers.Serializer):
         min_value=0,
         help_text="A new cost budget (null: none); left out, the batch's own.",
     )
-    budget_tokens = serializers.IntegerField(required=False, allow_null=True, min_value=0)
+    budget_tokens = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=MAX_ID)
 
 
 class BatchFilterSerializer(serializers.Serializer):
@@ -288,7 +293,7 @@ class BatchReportSerializer(serializers.Serializer):
 
 
 class ItemFilterSerializer(serializers.Serializer):
-    batch = serializers.IntegerField(required=False, min_value=1, help_text="The batch's id.")
+    batch = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID, help_text="The batch's id.")
     status = serializers.ChoiceField(choices=SynthesisItem.Status.choices, required=False)
     stage = serializers.ChoiceField(
         choices=Stage.choices, required=False, help_text="The stage it reached (or ended at)."

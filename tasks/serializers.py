@@ -435,7 +435,10 @@ class TaskEditSerializer(serializers.Serializer):
 
     message = serializers.CharField(max_length=500, required=False, help_text="Required when content changes.")
     base_revision = serializers.IntegerField(
-        min_value=1, required=False, help_text="The revision you edited; 409 if it is no longer current."
+        min_value=1,
+        max_value=MAX_ID,
+        required=False,
+        help_text="The revision you edited; 409 if it is no longer current.",
     )
     instruction = serializers.CharField(required=False, trim_whitespace=False)
     metadata = serializers.DictField(required=False)

@@ -3,6 +3,7 @@
 from rest_framework import serializers
 
 from jobs.redaction import hide_paths, hide_paths_in, sees_server_details
+from lib.bounds import MAX_ID
 
 from ..harnesses import HARNESS_CHOICES, ExitReason
 from ..models import Outcome, Rollout, Trajectory
@@ -100,7 +101,7 @@ class RolloutSerializer(RolloutListSerializer):
 
 class StartRolloutsSerializer(serializers.Serializer):
     task = serializers.CharField(help_text="The task's external id; its current revision runs unless `revision`.")
-    revision = serializers.IntegerField(required=False, min_value=1)
+    revision = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID)
     endpoint = serializers.CharField(help_text="The model endpoint's name.")
     harness = serializers.ChoiceField(choices=HARNESS_CHOICES, required=False)
     repeats = serializers.IntegerField(default=1, min_value=1, max_value=MAX_REPEATS)
@@ -113,7 +114,9 @@ class RolloutFilterSerializer(serializers.Serializer):
     harness = serializers.ChoiceField(choices=HARNESS_CHOICES, required=False)
     status = serializers.ChoiceField(choices=Rollout.Status.choices, required=False)
     group = serializers.CharField(required=False)
-    eval_run = serializers.IntegerField(required=False, min_value=1, help_text="only this evaluation run's")
+    eval_run = serializers.IntegerField(
+        required=False, min_value=1, max_value=MAX_ID, help_text="only this evaluation run's"
+    )
     outcome = serializers.ChoiceField(choices=Outcome.choices, required=False)
     min_score = serializers.FloatField(required=False, min_value=0.0, max_value=1.0, help_text="score at least")
     max_score = serializers.FloatField(required=False, min_value=0.0, max_value=1.0, help_text="score at most")
@@ -154,7 +157,7 @@ class TrajectorySerializer(serializers.ModelSerializer):
 
 
 class TrajectoryFilterSerializer(serializers.Serializer):
-    rollout = serializers.IntegerField(required=False)
+    rollout = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID)
     excluded = serializers.BooleanField(required=False, allow_null=True, default=None)
     min_reward = serializers.FloatField(required=False, min_value=0, max_value=1)
 

@@ -6,6 +6,7 @@ from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
 from benchmarks.models import BenchmarkVersion
+from lib.bounds import MAX_ID
 from llm.models import ModelEndpoint
 from tasks.models import Task
 
@@ -39,7 +40,10 @@ class EvalRunConfigSerializer(serializers.Serializer):
 
     benchmark = serializers.CharField(required=False, help_text="A benchmark's name: the run covers a frozen version.")
     version = serializers.IntegerField(
-        required=False, min_value=1, help_text="The benchmark's version number; the latest unless given."
+        required=False,
+        min_value=1,
+        max_value=MAX_ID,
+        help_text="The benchmark's version number; the latest unless given.",
     )
     tasks = serializers.ListField(
         child=serializers.CharField(),
@@ -143,7 +147,9 @@ class EvalRunFilterSerializer(serializers.Serializer):
     endpoint = serializers.CharField(required=False, help_text="The endpoint's name.")
     harness = serializers.ChoiceField(choices=HARNESS_CHOICES, required=False)
     benchmark = serializers.CharField(required=False, help_text="The benchmark's name.")
-    version = serializers.IntegerField(required=False, min_value=1, help_text="The benchmark version's number.")
+    version = serializers.IntegerField(
+        required=False, min_value=1, max_value=MAX_ID, help_text="The benchmark version's number."
+    )
 
     def filter(self, queryset):
         data = self.validated_data
@@ -208,7 +214,9 @@ class CompareQuerySerializer(serializers.Serializer):
 
 class LeaderboardQuerySerializer(serializers.Serializer):
     benchmark = serializers.CharField(help_text="The benchmark's name.")
-    version = serializers.IntegerField(required=False, min_value=1, help_text="Its version; the latest unless given.")
+    version = serializers.IntegerField(
+        required=False, min_value=1, max_value=MAX_ID, help_text="Its version; the latest unless given."
+    )
 
     def validate(self, attrs):
         attrs["benchmark_version"] = _version(attrs["benchmark"], attrs.get("version"))

@@ -40,7 +40,7 @@ from evaluation.harnesses import HARNESS_CHOICES
 from jobs.api_actions import LongRunningActions, detail_error, refusals, validated
 from jobs.redaction import hide_paths, hide_paths_in, sees_server_details
 from lib.api_filters import QueryFilterMixin
-from lib.bounds import parse_whole_number
+from lib.bounds import MAX_ID, parse_whole_number
 
 from ..evaluations import EvaluationError, request_evaluation
 from ..kinds import KINDS, TrainingRunError, rl_pages
@@ -165,8 +165,8 @@ class MetricFilterSerializer(serializers.Serializer):
         help_text="comma-separated metric names, e.g. loss,eval_loss: only "
         "those values, of the steps that logged one of them",
     )
-    min_step = serializers.IntegerField(required=False, min_value=0)
-    max_step = serializers.IntegerField(required=False, min_value=0)
+    min_step = serializers.IntegerField(required=False, min_value=0, max_value=MAX_ID)
+    max_step = serializers.IntegerField(required=False, min_value=0, max_value=MAX_ID)
 
     def filter(self, rows) -> list[dict]:
         """The metric rows (serialized) these parameters keep."""
@@ -200,7 +200,7 @@ class EditsSerializer(serializers.Serializer):
 
 
 class EvaluateSerializer(serializers.Serializer):
-    benchmark_version = serializers.IntegerField()
+    benchmark_version = serializers.IntegerField(min_value=1, max_value=MAX_ID)
     harness = serializers.ChoiceField(choices=HARNESS_CHOICES, required=False)
     include_base = serializers.BooleanField(default=True)
 
