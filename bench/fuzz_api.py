@@ -173,6 +173,7 @@ def schemathesis_config(profile: dict, checks: dict, base_url: str, headers: dic
     return Config.from_dict(
         {
             "seed": profile["seed"],
+            "cache": {"enabled": False},  # no state kept between runs (.schemathesis/): each run is its seed's alone
             "base-url": base_url,
             "headers": headers,
             "workers": 1,
