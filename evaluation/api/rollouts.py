@@ -10,7 +10,7 @@ GET  /api/trajectories/           ?rollout=&excluded=&min_reward=            (SF
 GET  /api/trajectories/{id}/
 """
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -46,7 +46,15 @@ class RolloutViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveMod
     def list(self, request, *args, **kwargs):
         return super().list(request, *args, **kwargs)
 
-    @extend_schema(request=StartRolloutsSerializer, responses={201: RolloutListSerializer(many=True)})
+    # A plain list (one rollout a repeat), not a page: a list serializer here would be documented paginated.
+    @extend_schema(
+        request=StartRolloutsSerializer,
+        responses={
+            201: OpenApiResponse(
+                {"type": "array", "items": {"$ref": "#/components/schemas/RolloutList"}}, description="one a repeat"
+            )
+        },
+    )
     def create(self, request):
         """Start `repeats` rollouts as jobs on the sandbox queue; they run on the workers."""
         given = StartRolloutsSerializer(data=request.data)

@@ -391,7 +391,7 @@ class CompareSerializer(serializers.Serializer):
     a = serializers.IntegerField()
     b = serializers.IntegerField()
     mean_difference = serializers.FloatField(allow_null=True, help_text="A minus B over the tasks both scored.")
-    ci = serializers.ListField(child=serializers.FloatField(), allow_null=True)
+    ci = serializers.ListField(child=serializers.FloatField(allow_null=True), allow_null=True)
     p_value = serializers.FloatField(allow_null=True, help_text="Sign-flip permutation test.")
     flipped = serializers.DictField(
         child=serializers.ListField(child=serializers.CharField()),
