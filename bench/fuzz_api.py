@@ -220,8 +220,8 @@ def fuzz(
     for event in from_schema(schema).execute():
         if isinstance(event, events.ScenarioFinished):
             recorder = event.recorder
-            if recorder.interactions:
-                tested.add(recorder.label)
+            # By each request's own operation: a stateful scenario's label is "Stateful tests", not an operation.
+            tested |= {recorder.cases[case_id].value.operation.label for case_id in recorder.interactions}
             requests += len(recorder.interactions)
             for case_id, nodes in recorder.checks.items():
                 for node in nodes:
@@ -230,7 +230,7 @@ def fuzz(
                         failures.append(
                             {
                                 "kind": checks[node.name],
-                                "operation": recorder.label,
+                                "operation": case.operation.label,
                                 "title": node.failure_info.failure.title,
                                 "message": node.failure_info.failure.message[:2000],
                                 "curl": node.failure_info.code_sample,
