@@ -23,7 +23,8 @@ from django.conf import settings
 
 
 class TextRefused(ValueError):
-    """A text that cannot be taken: too long (TextTooLong) or not Unicode text (NotUnicode). The message says why."""
+    """A text that cannot be taken: too long (TextTooLong), not Unicode text (NotUnicode), or JSON holding a number no
+    JSON column stores (NotFinite). The message says why."""
 
 
 class TextTooLong(TextRefused):
@@ -32,6 +33,10 @@ class TextTooLong(TextRefused):
 
 class NotUnicode(TextRefused):
     """A text holding a lone surrogate (JSON may spell one as "\\ud800"): no database or page can store it."""
+
+
+class NotFinite(TextRefused):
+    """JSON holding NaN or an infinite number (Python's json reads both): no JSON column can store it."""
 
 
 MAX_ID = 2**63 - 1  # the largest value a BigAutoField / BigIntegerField holds (PostgreSQL bigint, SQLite INTEGER)
@@ -80,7 +85,11 @@ def check_text(value: str, what: str, *, setting: str) -> str:
 def check_json(value, what: str, *, setting: str):
     """`value` when its JSON text fits the byte limit named by `setting`, else TextRefused saying why."""
     limit = byte_limit(setting)
-    size = _utf8_size(json.dumps(value, ensure_ascii=False, default=str), what, at=False)  # a place in JSON says little
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str, allow_nan=False)
+    except ValueError:  # NaN or an infinity (a form's JSON field reads NaN and 1e999): no JSON column stores one
+        raise NotFinite(f"{what} holds NaN or an infinite number, which JSON cannot store") from None
+    size = _utf8_size(text, what, at=False)  # a place in JSON says little
     if size > limit:
         raise TextTooLong(f"{what} is {size:,} bytes as JSON, over the limit of {limit:,} bytes ({setting})")
     return value

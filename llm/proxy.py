@@ -17,7 +17,7 @@ a recorded 502 `upstream_error`, a stream ends with an error event after the byt
 the rest is never read (the connection is dropped), and the call is recorded as the upstream's failure. So is a
 stream that broke off, whose caller gets the same error event rather than a silently cut-off answer.
 Every call is recorded or refused, never passed on unrecorded. A request whose record could not be stored (NaN,
-Infinity, a number past the float range such as 1e999, a lone surrogate: llm.strict_json) is a recorded 400 and never
+Infinity, a number past the float range such as 1e999, a lone surrogate: lib.strict_json) is a recorded 400 and never
 goes upstream; an answer holding one is not passed on (a recorded 502, or a stream's error event in its place); and
 an answer whose record could not be written (the database refused it or was unreachable) is withheld: a 503, or for
 a stream an error event instead of the chunk with its end marker, so the caller never sees a clean end of an
@@ -60,7 +60,9 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from . import metrics, strict_json
+from lib import strict_json
+
+from . import metrics
 from .failures import BROKE_OFF, STREAM_BROKE_OFF, answer_limit, declared_length, too_large
 from .models import MissingApiKey, ModelCall, ModelCallTokens, ModelEndpoint, ProxySession
 from .sampling import SAMPLING_NOT_ALLOWED, Held, hold_to_sampling

@@ -11,7 +11,7 @@ once, in result(). A stream of many small deltas (64K tokens are 64K events) or 
 costs its own size, not its size squared, on the proxy's event loop.
 """
 
-from . import strict_json
+from lib import strict_json
 
 RESPONSE_FINAL_EVENTS = {"response.completed", "response.failed", "response.incomplete"}
 TEXT_FIELDS = ("content", "reasoning_content", "reasoning")
@@ -25,7 +25,7 @@ class StreamAssembler:
         self.events = 0
         self.complete = False  # the end marker ([DONE], or a Responses final event) has arrived
         self.unparsed: list[str] = []
-        self.refused = ""  # why an event could not be stored (llm.strict_json): it and what follows are not passed on
+        self.refused = ""  # why an event could not be stored (lib.strict_json): it and what follows are not passed on
         # chat
         self._meta: dict = {}
         self._choices: dict[int, dict] = {}

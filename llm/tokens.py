@@ -26,7 +26,8 @@ import json
 import logging
 from dataclasses import dataclass
 
-from . import strict_json
+from lib import strict_json
+
 from .models import ModelEndpoint
 
 log = logging.getLogger(__name__)

@@ -50,3 +50,26 @@ def test_endpoint_fields_are_bounded_on_the_page_and_in_the_api(admin_client, ap
     response = api_as(admin_user).post("/api/model-endpoints/", body, format="json")
     assert response.status_code == 400 and "CLAWGYM_MAX_NOTE_BYTES" in response.json()["sampling"][0]
     assert not ModelEndpoint.objects.exists()
+
+
+def test_a_sampling_no_json_column_stores_is_refused_on_the_page(admin_client):
+    """A form's JSON field reads NaN and 1e999 (Python's json takes both); the database would refuse them."""
+    from llm.models import ModelEndpoint
+
+    data = {
+        "name": "nan",
+        "base_url": "http://gpu1:8000/v1",
+        "model": "qwen-7b",
+        "api_style": "chat",
+        "api_key_env": "",
+        "timeout_seconds": "60",
+        "max_retries": "2",
+        "max_concurrent": "4",
+        "price_input_per_mtok": "0",
+        "price_output_per_mtok": "0",
+    }
+    for sampling in ('{"temperature": NaN}', '{"seed": 1e999}'):
+        response = admin_client.post(reverse("llm:endpoint-add"), {**data, "sampling": sampling})
+        assert response.status_code == 400, sampling  # the form again, with its error
+        assert "the sampling holds NaN or an infinite number, which JSON cannot store" in response.content.decode()
+    assert not ModelEndpoint.objects.exists()

@@ -1,10 +1,11 @@
-"""JSON that a call's record can store: parsing that refuses what the database's JSON columns refuse.
+"""JSON that a JSON column can store: parsing that refuses what the database's JSON columns refuse.
 
 Python's json reads `NaN`, `Infinity` and `-Infinity`, and a number past the float range (`1e999`, valid JSON) as
 infinity; neither PostgreSQL's jsonb nor SQLite's JSON_VALID takes them. jsonb also refuses a lone UTF-16 surrogate
 (`"\\ud800"` without its pair). A proxied call whose request or answer held one could be forwarded and answered but
 never recorded (so never counted, shown or trained on): the recording proxy parses both with `loads` and refuses
-what it cannot store, before it goes on (llm.proxy).
+what it cannot store, before it goes on (llm.proxy); the REST API's parser does the same for every JSON body
+(lib.api_parsers), so such a value is a 400, never a database error.
 
 One parse does it: the non-finite literals are refused by the parser's own hooks, the text is decoded as strict UTF-8
 (which refuses a surrogate written as bytes), and a lone surrogate can then only come from an escape, which is found
@@ -23,13 +24,13 @@ class NotStorable(ValueError):
 
 
 def _constant(name: str):
-    raise NotStorable(f"{name}, which is not a JSON number (a call's record cannot store it)")
+    raise NotStorable(f"{name}, which is not a JSON number (a JSON column cannot store it)")
 
 
 def _finite(text: str) -> float:
     value = float(text)
     if math.isinf(value):
-        raise NotStorable(f"the number {text[:40]}, which is out of range (a call's record cannot store infinity)")
+        raise NotStorable(f"the number {text[:40]}, which is out of range (a JSON column cannot store infinity)")
     return value
 
 
@@ -45,7 +46,7 @@ def loads(data: bytes | bytearray | str):
     value = _DECODER.decode(text)
     if _lone_surrogate_escape(text):
         raise NotStorable(
-            "a lone UTF-16 surrogate (a \\uD800-\\uDFFF escape without its pair), which a call's record cannot store"
+            "a lone UTF-16 surrogate (a \\uD800-\\uDFFF escape without its pair), which a JSON column cannot store"
         )
     return value
 

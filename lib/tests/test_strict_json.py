@@ -1,10 +1,10 @@
-"""llm.strict_json: what a call's record cannot store is refused in the one parse, and nothing else is."""
+"""lib.strict_json: what a JSON column cannot store is refused in the one parse, and nothing else is."""
 
 import json
 
 import pytest
 
-from llm import strict_json
+from lib import strict_json
 
 REFUSED = {
     '{"t": NaN}': "NaN, which is not a JSON number",
