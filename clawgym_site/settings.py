@@ -7,7 +7,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from .env import declare, env_bool, env_choice, env_float, env_int, env_json, env_list, env_str, secret_key
+from lib.env import declare, env_bool, env_choice, env_float, env_int, env_json, env_list, env_str, secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(

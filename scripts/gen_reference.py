@@ -5,7 +5,7 @@
 
 What each page is made from:
 - commands.md: every management command of the project's apps, its `--help` from its own argparse parser;
-- settings.md: every environment variable settings.py declares (clawgym_site.env.VARIABLES: name, default, meaning);
+- settings.md: every environment variable settings.py declares (lib.env.VARIABLES: name, default, meaning);
 - jobs.md: every registered job kind (jobs.registry) with its queue, and the periodic ones (jobs.periodic.PERIODIC);
 - api.md: the REST API's endpoints by app, from the OpenAPI schema drf-spectacular serves at /api/schema/;
 - formats.md: the task formats (tasks.formats.FORMATS) and what each reads and writes, from their modules' docstrings.
@@ -105,7 +105,7 @@ def _size(default: str, name: str) -> str:
 
 
 def settings_page() -> str:
-    from clawgym_site.env import VARIABLES
+    from lib.env import VARIABLES
 
     groups = {
         "settings": "Read by the settings at start-up",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from clawgym_site.env import VARIABLES
+from lib.env import VARIABLES
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "docs" / "reference"

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from clawgym_site.env import ImproperlyConfiguredEnv, env_bool, env_choice, env_int, secret_key
+from lib.env import ImproperlyConfiguredEnv, env_bool, env_choice, env_int, secret_key
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -91,7 +91,7 @@ def test_web_process_never_imports_torch_or_transformers():
 
 
 def test_json_settings_fail_loudly(monkeypatch):
-    from clawgym_site.env import env_json
+    from lib.env import env_json
 
     monkeypatch.setenv("X_JSON", '{"supported_tools": ["read"]}')
     assert env_json("X_JSON", {}) == {"supported_tools": ["read"]}
