@@ -540,6 +540,12 @@ def _maybe_finish(run_id: int) -> None:
             return
         if run.rollouts.exclude(status__in=Rollout.FINISHED).exists():
             return
+        unclassed = Q(outcome="") & ~Q(status=Rollout.Status.CANCELLED)  # cancelled is the one finish without a class
+        if run.rollouts_finished != run.rollouts.count() or run.rollouts.filter(unclassed).exists():
+            # Every rollout has finished, but one that just did is not classed or not in its task's row yet: figures
+            # read now would lack its score and call the run incomplete. Its own rollout_changed comes next and
+            # finishes the run.
+            return
         # A finished run changes too when one of its rollouts is regraded or judged again: its figures and
         # whether it is complete are recomputed, but it does not finish twice.
         finishing = not run.is_finished
