@@ -10,6 +10,10 @@ command -v prlimit >/dev/null 2>&1 || missing+=(util-linux)
 # The sandbox's size-limited workspaces are ext4 images made by mke2fs; its runtime is built with debootstrap.
 command -v mke2fs >/dev/null 2>&1 || [ -x /usr/sbin/mke2fs ] || [ -x /sbin/mke2fs ] || missing+=(e2fsprogs)
 command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] || missing+=(debootstrap)
+# The tutorials (docs/tutorials/, walked by demo/tests/test_tutorial_*.py) read commands' JSON with jq and call the
+# REST API with curl.
+command -v jq >/dev/null 2>&1 || missing+=(jq)
+command -v curl >/dev/null 2>&1 || missing+=(curl)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
   echo "missing system packages: ${missing[*]} (run as root, or: sudo apt-get install -y ${missing[*]})" >&2
