@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,19 +79,29 @@ def walk(page: Path, folder: Path, *, env: dict[str, str], stand_ins: dict[str, 
     script = script_of(page, stand_ins or {})
     folder = checkout(folder)
     full_env = {**os.environ, "CLAWGYM_VAR_DIR": str(folder / "var"), "PYTHONUNBUFFERED": "1", **env}
-    done = subprocess.run(
+    # A session of its own, so that a test stopped early (its timeout, Ctrl-C) ends every command the script started
+    # (a `manage.py evaluate --here` under bash), not only bash, and none goes on writing to the test database.
+    shell = subprocess.Popen(
         ["bash", "-c", "set -euo pipefail\n" + script],
         cwd=folder,
         env=full_env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,
     )
-    if done.returncode != 0:
+    try:
+        stdout, stderr = shell.communicate()
+    except BaseException:
+        os.killpg(shell.pid, signal.SIGKILL)
+        shell.wait()
+        raise
+    if shell.returncode != 0:
         raise AssertionError(
-            f"walking {page.name} failed (exit {done.returncode})\n--- stdout\n{done.stdout[-6000:]}\n"
-            f"--- stderr\n{done.stderr[-6000:]}"
+            f"walking {page.name} failed (exit {shell.returncode})\n--- stdout\n{stdout[-6000:]}\n"
+            f"--- stderr\n{stderr[-6000:]}"
         )
-    return Walked(script=script, stdout=done.stdout, stderr=done.stderr)
+    return Walked(script=script, stdout=stdout, stderr=stderr)
 
 
 def docs_screenshot(page, name: str) -> Path | None:
