@@ -272,8 +272,8 @@ def main(argv: list[str]) -> int:
     finally:
         if child is not None:
             _stop_child(child)
-        if args.upstream_socket:
-            _remove_socket(args.upstream_socket)
+            if args.upstream_socket:  # only the socket of a backend this front started: a hand-started one stays
+                _remove_socket(args.upstream_socket)
     return code
 
 
