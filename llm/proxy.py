@@ -304,7 +304,7 @@ async def _read_request(request, token: str, api: str, started: float):
         raise _Refused(token_refusal())
     limit = settings.CLAWGYM_PROXY_MAX_REQUEST_BYTES
     declared = request.META.get("CONTENT_LENGTH")
-    if declared and declared.isdigit() and int(declared) > limit:
+    if declared and declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise _Refused(_error(413, f"request body over the proxy's limit of {limit} bytes"))
     # read(), not .body: the limit here is the proxy's own, not DATA_UPLOAD_MAX_MEMORY_SIZE.
     raw = request.read(limit + 1)

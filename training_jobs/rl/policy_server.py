@@ -371,7 +371,7 @@ def handler(policy: LivePolicy, model_name: str, api_key: str, max_body_bytes: i
             if self.headers.get("Transfer-Encoding") or length is None:
                 self._refuse(411, "send the body with a Content-Length")
                 return None
-            if not length.isdigit():
+            if not (length.isascii() and length.isdigit()):  # "²".isdigit() too, which int() refuses
                 self._refuse(400, "a bad Content-Length")
                 return None
             if int(length) > max_body_bytes:

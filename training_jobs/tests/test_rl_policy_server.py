@@ -199,6 +199,7 @@ def test_it_answers_only_its_key_and_reads_only_bounded_bodies(served):
     )
     assert raw_request(url, "POST", "/v1/chat/completions", authorized)[0] == 411  # no length: not read
     assert raw_request(url, "POST", "/v1/chat/completions", {**authorized, "Content-Length": "-1"})[0] == 400
+    assert raw_request(url, "POST", "/v1/chat/completions", {**authorized, "Content-Length": "\u00b2"})[0] == 400
     # And the server still answers a request within the limit, with its key.
     assert json.loads(post(url, {"messages": MESSAGES}))["choices"][0]["token_ids"]
 
