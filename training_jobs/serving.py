@@ -659,8 +659,10 @@ def stop_server(server: ModelServer, *, reason: str = "stopped") -> ModelServer:
     owned = _owned_pid(server)
     if owned:
         _kill(owned)
-    if owned or not _alive(server.pid):  # killed here, or died here without its front removing its socket
-        _remove_backend_socket(server.command)
+    # Killed here, or died without its front removing its socket (a process killed a moment ago may still be
+    # exiting, so whether it is alive says nothing): a server marked stopped is served by nothing, and on a machine
+    # that never ran it there is no such folder.
+    _remove_backend_socket(server.command)
     ModelServer.objects.filter(pk=server.pk).update(
         status=ModelServer.Status.STOPPED, stopped_at=timezone.now(), error=reason if reason != "stopped" else ""
     )
