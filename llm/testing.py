@@ -337,6 +337,16 @@ def scripted_upstream():
 
 
 @pytest.fixture
+def upstream_agent(scripted_upstream):
+    """An agent endpoint whose model is the scripted upstream (the proxy's tests open sessions on it)."""
+    from .models import ModelEndpoint
+
+    return ModelEndpoint.objects.create(
+        name="upstream", base_url=scripted_upstream.base_url, model="real-model-7b", roles=["agent"], timeout_seconds=10
+    )
+
+
+@pytest.fixture
 def vllm_upstream():
     """A scripted upstream that answers vLLM's token fields when asked for them."""
     upstream = ScriptedUpstream(vllm_tokens=True).start()

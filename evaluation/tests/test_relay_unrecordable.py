@@ -7,23 +7,16 @@ import pytest
 from django.conf import settings
 
 from evaluation.relay import ProxyRelay
-from llm.models import ModelCall, ModelEndpoint
+from llm.models import ModelCall
 from llm.services import open_proxy_session, proxy_base_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def endpoint(scripted_upstream):
-    return ModelEndpoint.objects.create(
-        name="upstream", base_url=scripted_upstream.base_url, model="real-model-7b", roles=["agent"], timeout_seconds=10
-    )
-
-
 def test_the_same_request_through_the_sandbox_relay_is_refused_and_recorded(
-    live_server_asgi, scripted_upstream, endpoint, tmp_path
+    live_server_asgi, scripted_upstream, upstream_agent, tmp_path
 ):
-    session = open_proxy_session(endpoint, subject="rollout:6")
+    session = open_proxy_session(upstream_agent, subject="rollout:6")
     body = '{"messages": [{"role": "user", "content": "hi"}], "temperature": 1e999}'
     relay = ProxyRelay(
         tmp_path / "proxy.sock",
