@@ -439,3 +439,44 @@ class DifficultyResult(models.Model):
 
     def __str__(self):
         return f"{self.candidate_id} in filter {self.filter_id}: {self.verdict}"
+
+
+# --- planted flaws ---------------------------------------------------------------------------------------------
+
+
+class PlantedFlaw(models.Model):
+    """A known flaw an admin planted into a copy of an accepted candidate (review.planting): the copy is a new task
+    whose revision carries the flaw, proposed to the same benchmark and mixed into the queue unmarked. It measures
+    the review: did the LLM diagnosis name an issue on the affected component, did the reviewers reject or fix it.
+    A planted copy is never accepted into a benchmark (an accept closes it as missed) nor used for training."""
+
+    class Kind(models.TextChoices):
+        CHECK_REMOVED = "check_removed", "Check removed or inverted"
+        INSTRUCTION_CUT = "instruction_cut", "Instruction detail cut"
+        INPUT_REMOVED = "input_removed", "Input file removed or emptied"
+        RUBRIC_CONTRADICTS = "rubric_contradicts", "Rubric contradicts the checker"
+
+    benchmark = models.ForeignKey("benchmarks.Benchmark", on_delete=models.CASCADE, related_name="planted_flaws")
+    # The planted copy: its candidate (and through it its task) carries the flaw.
+    candidate = models.OneToOneField(BenchmarkCandidate, on_delete=models.CASCADE, related_name="plant")
+    source_candidate = models.ForeignKey(
+        BenchmarkCandidate, null=True, on_delete=models.SET_NULL, related_name="+", help_text="The accepted original."
+    )
+    source_revision = models.ForeignKey(
+        "tasks.TaskRevision", null=True, on_delete=models.SET_NULL, related_name="+", help_text="The copied revision."
+    )
+    kind = NulSafeCharField(max_length=24, choices=Kind.choices, db_index=True)
+    # The component a diagnosis must name to count as having found the flaw (DiagnosisIssue.Component).
+    component = NulSafeCharField(max_length=16, choices=DiagnosisIssue.Component.choices)
+    path = NulSafeCharField(max_length=500, blank=True, help_text="The file changed, for a file's flaw.")
+    change = NulSafeTextField(help_text="What was changed, in words.")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        return f"{self.kind} planted in candidate {self.candidate_id}"
