@@ -45,6 +45,24 @@ class Benchmark(models.Model):
         help_text="Difficulty filtering: the strong agent must beat the small one by more than this, else the "
         "candidate does not tell them apart (0: strictly better).",
     )
+    # Review as a team (review.team): who reviews, how many independent decisions each candidate needs, and the
+    # share of candidates that get one more, chosen by a hash of the candidate's id, to measure agreement.
+    reviewers = models.ManyToManyField(
+        settings.AUTH_USER_MODEL,
+        blank=True,
+        related_name="reviewed_benchmarks",
+        help_text="Who the queue routes this benchmark's candidates to (none: every reviewer).",
+    )
+    decisions_needed = models.PositiveSmallIntegerField(
+        default=1,
+        validators=[MinValueValidator(1), MaxValueValidator(5)],
+        help_text="Independent accept/reject decisions a candidate needs before it is accepted or rejected.",
+    )
+    overlap_share = models.FloatField(
+        default=0.0,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Share of candidates that get one more independent decision, to measure agreement.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -33,6 +33,8 @@ class BenchmarkCandidate(models.Model):
         IN_REVIEW = "in_review", "In review"
         ACCEPTED = "accepted", "Accepted"
         REJECTED = "rejected", "Rejected"
+        # The independent decisions disagree: a lead decides (review.team.adjudicate). Not open to reviewers.
+        AWAITING_ADJUDICATION = "awaiting_adjudication", "Awaiting adjudication"
 
     OPEN = (Status.AWAITING_DIAGNOSIS, Status.AWAITING_REVIEW, Status.IN_REVIEW)
 
@@ -209,6 +211,8 @@ class ReviewDecision(models.Model):
     override_reason = NulSafeTextField(
         blank=True, help_text="An admin's reason to accept despite a failed sanity check."
     )
+    # A lead's decision settling disagreeing reviewers (review.team.adjudicate); the decisions it settles stay.
+    adjudication = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
