@@ -9,10 +9,24 @@ says they are demo models. Each goes through llm.services, as an endpoint added 
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from decimal import Decimal
+from pathlib import Path
 
+from django.conf import settings
+from django.contrib.auth import get_user_model
+
+from accounts.roles import ADMIN, REVIEWER, grant_role, has_role
+from benchmarks.models import Benchmark, BenchmarkVersion
+from benchmarks.services import get_or_create_benchmark
 from llm.models import ModelEndpoint
 from llm.services import create_endpoint, update_endpoint
+from review.models import BenchmarkCandidate, ReviewDecision
+from review.services import ReviewError, decide, freeze_version, propose_candidates
+from tasks.importing import import_path
+from tasks.models import SanityReport, Task
+from tasks.sanity import check_here
 
 from .agent import GOOD, WEAK
 from .server import GENERATOR, JUDGE, KEY_ENV
@@ -36,6 +50,7 @@ def register_demo_endpoints(base_url: str, *, user=None) -> list[ModelEndpoint]:
             "api_style": ModelEndpoint.ApiStyle.CHAT,
             "api_key_env": KEY_ENV,
             "served_at": base_url,  # the demo server's key goes to this address only
+            "served_key_env": KEY_ENV,
             "roles": [str(role) for role in roles],
             "timeout_seconds": 60.0,
             "max_retries": 1,
@@ -60,3 +75,113 @@ def disable_demo_endpoints(*, base_url: str | None = None, user=None) -> list[Mo
     if base_url is not None:
         found = found.filter(base_url=base_url)
     return [update_endpoint(endpoint, user=user, enabled=False) for endpoint in found]
+
+
+# --- the demo's benchmark and reviewers ---------------------------------------------------------------------------
+
+EXAMPLES = Path(settings.BASE_DIR) / "examples" / "tasks"
+DEMO_BENCHMARK = "demo"
+# Fixed, printed logins: a demo's reviewers are for trying review as a team on one machine, never for a deployment.
+DEMO_REVIEWERS = {"ann": "ann-reviews-demo", "ben": "ben-reviews-demo"}
+DEMO_OVERLAP_SHARE = 1.0  # every candidate reviewed twice, so agreement has items from the first decisions on
+
+
+class DemoSetupError(Exception):
+    """The demo benchmark could not be made; the message says what to do."""
+
+
+@dataclass
+class DemoSetup:
+    benchmark: Benchmark
+    version: BenchmarkVersion
+    version_created: bool
+    sanity_checked: list[str]  # task ids checked now (the others had a report)
+    accepted: list[str]  # task ids accepted now
+    reviewers: list[dict]  # {"username", "password" (None once changed), "created"}
+
+    def as_dict(self) -> dict:
+        return {
+            "benchmark": self.benchmark.name,
+            "version": self.version.number,
+            "version_created": self.version_created,
+            "tasks": sorted(self.version.revisions.values_list("task__external_id", flat=True)),
+            "sanity_checked": self.sanity_checked,
+            "accepted": self.accepted,
+            "reviewers": self.reviewers,
+        }
+
+
+def ensure_demo_reviewers() -> list[dict]:
+    """The demo's reviewer accounts, made once with their fixed passwords; a password changed since is left alone
+    (and not printed)."""
+    User = get_user_model()
+    accounts = []
+    for username, password in DEMO_REVIEWERS.items():
+        user = User.objects.filter(username=username).first()
+        created = user is None
+        if created:
+            user = User.objects.create_user(username=username, password=password)
+            grant_role(user, REVIEWER)
+        accounts.append(
+            {"username": username, "password": password if user.check_password(password) else None, "created": created}
+        )
+    return accounts
+
+
+def setup_demo_benchmark(*, user, workers: int = 2) -> DemoSetup:
+    """The demo benchmark of the example tasks, frozen, and its reviewers: every step once, so a rerun only does
+    what is missing.
+
+    The example tasks are imported (unchanged ones stay), their current revisions sanity-checked in the sandbox
+    where no report exists, proposed to DEMO_BENCHMARK and accepted by the first demo reviewer through the accept
+    gate (no override), and a version frozen by `user` (an admin) when the benchmark has none. Raises
+    DemoSetupError when a step is refused."""
+    if not has_role(user, ADMIN):
+        raise DemoSetupError("setting up the demo benchmark needs an admin: run `manage.py ensure_admin` first")
+    report = import_path(EXAMPLES, user=user)
+    if report.failed:
+        raise DemoSetupError(f"the example tasks did not import: {report.failed}")
+    reviewers = ensure_demo_reviewers()
+    reviewer = get_user_model().objects.get(username=next(iter(DEMO_REVIEWERS)))
+    tasks = list(Task.objects.filter(external_id__in=_example_ids()).select_related("current_revision"))
+    unchecked = [t.current_revision for t in tasks if not SanityReport.latest_for(t.current_revision).exists()]
+    for revision, _report, error in check_here(unchecked, workers=workers):
+        if error:
+            raise DemoSetupError(f"the sanity check of {revision.task.external_id} did not run: {error}")
+    benchmark, _ = get_or_create_benchmark(
+        DEMO_BENCHMARK, user=user, description="The six example tasks, one a category: the demo's frozen benchmark."
+    )
+    propose_candidates(benchmark, tasks, user=user)
+    accepted = []
+    for candidate in (
+        benchmark.candidates.filter(task__in=tasks)
+        .exclude(status=BenchmarkCandidate.Status.ACCEPTED)
+        .select_related("task")
+    ):
+        try:
+            decide(
+                candidate, ReviewDecision.Decision.ACCEPT, user=reviewer, reason="Example task: checked in the sandbox."
+            )
+        except ReviewError as exc:
+            raise DemoSetupError(f"{candidate.task.external_id} was not accepted: {exc}") from None
+        accepted.append(candidate.task.external_id)
+    version = benchmark.versions.order_by("-number").first()
+    created = version is None
+    if created:
+        version = freeze_version(benchmark, user=user, note="The example tasks, frozen by make demo.")
+    return DemoSetup(
+        benchmark=benchmark,
+        version=version,
+        version_created=created,
+        sanity_checked=sorted(r.task.external_id for r in unchecked),
+        accepted=sorted(accepted),
+        reviewers=reviewers,
+    )
+
+
+def _example_ids() -> list[str]:
+    ids = []
+    for entry in sorted(EXAMPLES.iterdir()):
+        if (entry / "data_entry.json").is_file():
+            ids.append(json.loads((entry / "data_entry.json").read_text())["task_id"])
+    return ids

@@ -12,7 +12,10 @@ class ModelEndpointAdmin(admin.ModelAdmin):
     list_display = ["name", "model", "api_style", "base_url", "api_key_env", "max_concurrent", "enabled"]
     list_filter = ["api_style", "enabled"]
     search_fields = ["name", "model", "base_url"]
-    readonly_fields = ["served_at"]  # ClawGym's own registration writes it: a served key goes to that address only
+    readonly_fields = [
+        "served_at",
+        "served_key_env",
+    ]  # ClawGym's own registration writes it: a served key goes to that address only
 
     def save_model(self, request, obj, form, change):
         obj.full_clean()  # roles and sampling are checked in the model

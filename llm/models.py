@@ -134,6 +134,9 @@ class ModelEndpoint(models.Model):
     # key of a CLAWGYM_KEY_SERVED_… api_key_env goes to that address only. Set by ClawGym's own registrations
     # (training_jobs.serving, the RL policy endpoint, the demo models), never by a form, the API or the admin.
     served_at = NulSafeCharField(max_length=300, blank=True, default="", editable=False)
+    # The served key (CLAWGYM_KEY_SERVED_…) that registration gave this endpoint: the only one it may name. Without it
+    # an endpoint of one server could be set to name another server's key and send it to the first one's address.
+    served_key_env = NulSafeCharField(max_length=100, blank=True, default="", editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -167,6 +170,12 @@ class ModelEndpoint(models.Model):
             return (
                 f"{SERVED_KEY_PREFIX}… names the key of a model server ClawGym started itself, which only ClawGym "
                 "registers: name the variable that holds this server's own key (e.g. CLAWGYM_KEY_OPENAI)"
+            )
+        if self.api_key_env != self.served_key_env:
+            return (
+                f"{self.api_key_env} is not the key ClawGym registered this endpoint with"
+                + (f" ({self.served_key_env})" if self.served_key_env else "")
+                + ": a served key belongs to its own server's endpoint only"
             )
         if self.base_url != self.served_at:
             return (

@@ -28,6 +28,7 @@ ENDPOINT_FIELDS = {
     "price_output_per_mtok",
     "enabled",
     "served_at",  # ClawGym's own registrations of servers it started (ModelEndpoint.served_at); no form or API sets it
+    "served_key_env",  # and the served key they gave it (ModelEndpoint.served_key_env), likewise
 }
 
 

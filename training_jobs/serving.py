@@ -371,13 +371,14 @@ def _running(servers) -> ModelServer | None:
 
 
 def _tie_endpoint(server: ModelServer) -> None:
-    """The server's endpoint sent its key at the server's own address (ModelEndpoint.served_at): an endpoint
-    registered before served_at existed, or one moved since, points at its server again."""
+    """The server's endpoint sent its own key at the server's own address (ModelEndpoint.served_at and
+    served_key_env): an endpoint registered before those existed, or one changed since, points at its server again."""
     url = _base_url(server)
     if server.endpoint_id:
-        ModelEndpoint.objects.filter(pk=server.endpoint_id).exclude(served_at=url, base_url=url).update(
-            base_url=url, served_at=url
-        )
+        name = key_env(server)
+        ModelEndpoint.objects.filter(pk=server.endpoint_id).exclude(
+            served_at=url, base_url=url, api_key_env=name, served_key_env=name
+        ).update(base_url=url, served_at=url, api_key_env=name, served_key_env=name)
 
 
 def _launch_server(server: ModelServer, path: str, name: str, *, host, port, timeout, log_dir: Path) -> ModelServer:
@@ -646,6 +647,7 @@ def register_endpoint(name: str, base_url: str, backend: str, api_key_env: str) 
             "enabled": True,
             "api_key_env": api_key_env,
             "served_at": base_url,  # the server's key goes to this address only (ModelEndpoint.served_key_refusal)
+            "served_key_env": api_key_env,  # and this endpoint may name no other server's key
             "max_concurrent": concurrent_streams(backend),
             "timeout_seconds": request_timeout(backend),
         },

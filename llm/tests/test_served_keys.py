@@ -9,6 +9,7 @@ base URL was changed is never sent it (Test connection, the client, the proxy)."
 
 import httpx
 import pytest
+from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
@@ -28,6 +29,7 @@ def served(db, scripted_upstream):
         model="ckpt-4-1",
         api_key_env=NAME,
         served_at=scripted_upstream.base_url,  # as ClawGym's own registration writes it
+        served_key_env=NAME,
         roles=["agent"],
         max_retries=0,
     )
@@ -177,6 +179,28 @@ def test_the_proxy_sends_a_moved_endpoint_nothing(served, elsewhere, live_server
 
 def test_clawgyms_own_registration_sets_the_address(db, elsewhere):
     endpoint = create_endpoint(
-        "demo-like", base_url=elsewhere.base_url, model="m", api_key_env=NAME, served_at=elsewhere.base_url
+        "demo-like",
+        base_url=elsewhere.base_url,
+        model="m",
+        api_key_env=NAME,
+        served_at=elsewhere.base_url,
+        served_key_env=NAME,
     )
     assert endpoint.api_key() == served_key(NAME) and endpoint.key_state() == "set"
+
+
+def test_an_endpoint_may_not_name_another_servers_key(served, scripted_upstream, live_server_asgi):
+    # Another server's key, set on this server's endpoint at its own registered address: refused everywhere, so one
+    # server's key never reaches another server (nor anything an admin points it at afterwards).
+    other = "CLAWGYM_KEY_SERVED_S42"
+    session = open_proxy_session(served, subject="rollout:1")
+    ModelEndpoint.objects.filter(pk=served.pk).update(api_key_env=other)
+    served.refresh_from_db()
+    assert served.key_state() == "not allowed"
+    with pytest.raises(ApiKeyNotAllowed, match="not the key ClawGym registered"):
+        served.api_key()
+    response = httpx.post(f"{proxy_base_url(session)}/chat/completions", json={"messages": []})
+    assert response.status_code == 502 and "not the key ClawGym registered" in response.json()["error"]["message"]
+    assert served_key(other) not in response.text and scripted_upstream.requests == []
+    with pytest.raises(ValidationError, match="not the key ClawGym registered"):
+        served.full_clean()

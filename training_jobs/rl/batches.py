@@ -71,6 +71,7 @@ def policy_endpoint(run, policy_url: str):
             "timeout_seconds": 600,
             "api_key_env": policy_key_env(run) if live else policy.get("api_key_env", ""),
             "served_at": policy_url if live else "",  # the live server's key goes to this attempt's address only
+            "served_key_env": policy_key_env(run) if live else "",
             # every rollout of a step may call at once: the policy server batches (vLLM) or queues (live)
             "max_concurrent": max(4, min(int(config["prompts_per_step"]) * int(config["num_generations"]), 1024)),
             "sampling": {"temperature": config["temperature"], "max_tokens": config["max_completion_length"]},

@@ -82,6 +82,7 @@ def test_a_builtin_rollout_on_the_live_policy_is_one_sample_with_tool_results_ma
             timeout_seconds=30,
             api_key_env=KEY_ENV,
             served_at=base_url,  # as the run's job registers its live policy (rl.batches.policy_endpoint)
+            served_key_env=KEY_ENV,
         )
         [rollout] = create_rollouts(fruit_task, endpoint, harness="builtin", options={"record_tokens": True}, user=None)
         with sampling(server.policy):

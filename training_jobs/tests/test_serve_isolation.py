@@ -177,12 +177,14 @@ def test_a_local_process_without_the_key_gets_nothing_from_any_port_the_server_o
         assert stat.S_IMODE(folder.stat().st_mode) == 0o700 and folder.stat().st_uid == os.geteuid()
         if os.geteuid() == 0:  # as root (CI's container): a process of another user cannot even reach the socket
             assert connect_as(NOBODY, socket_path) == errno.EACCES
-        # An endpoint registered before served_at existed is not sent the key, until the sweep ties it to its server.
-        ModelEndpoint.objects.filter(pk=server.endpoint_id).update(served_at="")
+        # An endpoint registered before served_at existed, or set to name another server's key, is not sent a key
+        # until the sweep ties it to its own server again.
+        ModelEndpoint.objects.filter(pk=server.endpoint_id).update(served_at="", api_key_env="CLAWGYM_KEY_SERVED_S999")
         assert ModelEndpoint.objects.get(pk=server.endpoint_id).key_state() == "not allowed"
         assert stop_idle_servers(idle_seconds=3600) == []
         server.refresh_from_db()
         assert server.endpoint.served_at == server.endpoint.base_url and server.endpoint.key_state() == "set"
+        assert server.endpoint.api_key_env == server.endpoint.served_key_env == f"CLAWGYM_KEY_SERVED_S{server.pk}"
         # With the key, the front answers (so the 401s above are the key's doing, not a dead server).
         key = server.endpoint.api_key()
         request = urllib.request.Request(
