@@ -1,4 +1,4 @@
-from .roles import ADMIN, REVIEWER, has_role, user_role
+from .roles import ADMIN, LEAD, REVIEWER, has_role, user_role
 
 
 def roles(request):
@@ -6,5 +6,6 @@ def roles(request):
     return {
         "user_role": user_role(user),
         "is_reviewer": has_role(user, REVIEWER),
+        "is_lead": has_role(user, LEAD),
         "is_admin": has_role(user, ADMIN),
     }

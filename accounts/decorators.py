@@ -3,7 +3,7 @@ from functools import wraps
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 
-from .roles import ADMIN, REVIEWER, VIEWER, has_role
+from .roles import ADMIN, LEAD, REVIEWER, VIEWER, has_role
 
 
 def role_required(role: str):
@@ -25,4 +25,5 @@ def role_required(role: str):
 
 viewer_required = role_required(VIEWER)
 reviewer_required = role_required(REVIEWER)
+lead_required = role_required(LEAD)
 admin_required = role_required(ADMIN)

@@ -1,7 +1,8 @@
-"""The three roles. A role is a Django group; each role includes the ones below it.
+"""The four roles. A role is a Django group; each role includes the ones below it.
 
 - viewer: reads everything (pages and API).
 - reviewer: a viewer who may also change task content (each change makes a new revision).
+- lead: a reviewer who may also adjudicate, when a benchmark's reviewers disagree on a candidate (review.team).
 - admin: a reviewer who may also import tasks, start and cancel jobs, and use the Django admin.
 
 Superusers count as admins.
@@ -12,13 +13,15 @@ from django.contrib.auth.models import Group, Permission
 
 VIEWER = "viewer"
 REVIEWER = "reviewer"
+LEAD = "lead"
 ADMIN = "admin"
-ORDER = [VIEWER, REVIEWER, ADMIN]
+ORDER = [VIEWER, REVIEWER, LEAD, ADMIN]
 
 # Model permissions each group carries for the Django admin (the pages and API use role checks).
 _GROUP_PERMISSIONS = {
     VIEWER: {"view"},
     REVIEWER: {"view"},
+    LEAD: {"view"},
     ADMIN: {"view", "add", "change", "delete"},
 }
 _ADMIN_APPS = {

@@ -53,3 +53,15 @@ def test_ensure_admin_prints_the_login_once(capsys):
     from django.contrib.auth import get_user_model
 
     assert user_role(get_user_model().objects.get(username="admin")) == ADMIN
+
+
+def test_a_lead_is_a_reviewer_below_admin(db):
+    from accounts.roles import LEAD
+
+    lead = make_user("lee_lead", LEAD)
+    assert user_role(lead) == LEAD
+    assert has_role(lead, REVIEWER) and has_role(lead, LEAD) and not has_role(lead, ADMIN)
+    assert not lead.is_staff
+    admin = make_user("ada_admin", ADMIN)
+    assert has_role(admin, LEAD)
+    assert not has_role(make_user("rita", REVIEWER), LEAD)

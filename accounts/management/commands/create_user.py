@@ -29,7 +29,7 @@ def checked_username(username: str, User) -> str:
 
 
 class Command(BaseCommand):
-    help = "Create or update a user with a role (viewer, reviewer, admin); optionally print an API token."
+    help = "Create or update a user with a role (viewer, reviewer, lead, admin); optionally print an API token."
 
     def add_arguments(self, parser):
         parser.add_argument("username")
