@@ -56,7 +56,12 @@ run: migrate harness runtime
 # `make run` with the demo models (manage.py demo_models): two scripted agents, a judge and a generator on a local
 # server, registered as the endpoints demo-agent-good, demo-agent-weak, demo-judge and demo-generator (shown as
 # "demo" on every page), so that synthesis, evaluation, comparison and training can be tried without a real model.
-demo:
+# Before serving, `demo_models --setup` makes (once) the frozen benchmark "demo" of the example tasks and the demo
+# reviewers ann and ben, and prints their logins beside the admin's.
+demo: migrate runtime
+	$(PY) manage.py import_tasks examples/tasks
+	$(PY) manage.py ensure_admin
+	$(PY) manage.py demo_models --setup
 	$(MAKE) run CLAWGYM_DEMO_MODELS=1
 
 # Runs the whole suite on the database DATABASE_URL names (the embedded SQLite default when unset).
