@@ -2,7 +2,8 @@
 (review.api), since what a version pins is the review's decision.
 
     GET  /api/benchmark-versions/[{id}/]        ?benchmark=NAME
-    GET  /api/benchmark-versions/{id}/export/   ?format=tar.gz|zip: the version in the ClawGym folder format
+    GET  /api/benchmark-versions/{id}/export/   ?format=tar.gz|zip: the version in the ClawGym folder format;
+                                                ?format=hf: as a Hugging Face dataset folder, zipped
 """
 
 from django.db.models import Count
@@ -40,18 +41,26 @@ class BenchmarkVersionViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):
     @extend_schema(
         parameters=[
             OpenApiParameter(
-                "format", enum=list(ARCHIVE_FORMATS), default=ARCHIVE_FORMATS[0], description="a .tar.gz or a .zip"
+                "format",
+                enum=[*ARCHIVE_FORMATS, "hf"],
+                default=ARCHIVE_FORMATS[0],
+                description="a .tar.gz or a .zip; hf: a Hugging Face dataset folder (Parquet + dataset card), zipped",
             ),
         ],
         responses={(200, CONTENT_TYPES[fmt]): OpenApiTypes.BINARY for fmt in ARCHIVE_FORMATS},
         description="The frozen version in the ClawGym folder format (benchmark.json and one task folder per "
-        "pinned revision, under one top folder), streamed; the same bytes every time.",
+        "pinned revision, under one top folder), streamed; the same bytes every time. format=hf: one row per task in "
+        "Parquet and a README.md dataset card, zipped under one top folder.",
     )
     @action(detail=True, methods=["get"])
     def export(self, request, pk=None):
         fmt = request.query_params.get("format", ARCHIVE_FORMATS[0])
+        if fmt == "hf":
+            from .hf_export import download_response as hf_download  # pyarrow: loaded when asked for, not at start
+
+            return hf_download(self.get_object())
         if fmt not in ARCHIVE_FORMATS:
-            raise ValidationError({"format": f"{fmt!r} is not one of {', '.join(ARCHIVE_FORMATS)}"})
+            raise ValidationError({"format": f"{fmt!r} is not one of {', '.join(ARCHIVE_FORMATS)}, hf"})
         return download_response(self.get_object(), fmt)
 
     # Defined after `export`: in a class body, a method named `list` hides the builtin from the lines below it.

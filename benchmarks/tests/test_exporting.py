@@ -331,7 +331,7 @@ def test_api_export_defaults_to_tar_gz_and_refuses_other_formats(api_as, viewer,
     client = api_as(viewer)
     assert client.get(export_url(version))["Content-Type"] == "application/gzip"
     response = client.get(export_url(version), {"format": "json"})
-    assert response.status_code == 400 and response.json() == {"format": "'json' is not one of tar.gz, zip"}
+    assert response.status_code == 400 and response.json() == {"format": "'json' is not one of tar.gz, zip, hf"}
     assert client.get(f"/api/benchmark-versions/{version.pk + 100}/export/").status_code == 404
 
 
