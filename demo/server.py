@@ -71,7 +71,7 @@ def structured(model: str, system: str, user: str, messages: list[dict]) -> dict
         if system == RUBRIC_JUDGING:
             return judge.rubric_verdict(user)
         if system == DIAGNOSIS:
-            return judge.diagnosis()
+            return judge.diagnosis(user)
     else:
         return None
     if system == CATEGORIZING:
