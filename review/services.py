@@ -593,6 +593,8 @@ def decide(
         )
         if decision != Decision.FIX:
             status = Status.ACCEPTED if decision == Decision.ACCEPT else Status.REJECTED
+            if BenchmarkCandidate.objects.filter(pk=candidate.pk, plant__isnull=False).exists():
+                status = Status.REJECTED  # a planted flaw (review.planting) closes: it never enters the benchmark
             BenchmarkCandidate.objects.filter(pk=candidate.pk).update(
                 status=status, claimed_by=None, claimed_at=None, claim_expires_at=None, updated_at=timezone.now()
             )
@@ -611,7 +613,8 @@ def accepted_revision(candidate: BenchmarkCandidate) -> TaskRevision | None:
 def freeze_version(benchmark: Benchmark, *, user, note: str = "") -> BenchmarkVersion:
     """A new immutable version pinning the revision each accepted candidate was accepted at."""
     _require(user, ADMIN, "freezing a benchmark version")
-    accepted = BenchmarkCandidate.objects.filter(benchmark=benchmark, status=Status.ACCEPTED)
+    # Planted flaws (review.planting) are never accepted; they are left out should one be all the same.
+    accepted = BenchmarkCandidate.objects.filter(benchmark=benchmark, status=Status.ACCEPTED, plant__isnull=True)
     revision_ids = []
     for candidate in accepted:
         revision = accepted_revision(candidate)

@@ -1,0 +1,218 @@
+"""Planted flaws: each kind planted into a copy of an accepted candidate, the copy unmarked in the queue, never
+accepted into a benchmark, what the LLM and the reviewers made of it, and the reveal after a decision."""
+
+import json
+
+import pytest
+
+from jobs.models import JobRun
+from review import planting
+from review.job_kinds import DIAGNOSE_JOB
+from review.models import BenchmarkCandidate, PlantedFlaw, ReviewDecision
+from review.services import ReviewError, claim, decide, freeze_version, save_edit
+from review.tests.helpers import accept_all, add_diagnosis, sanity
+from tasks.job_kinds import SANITY_JOB
+from tasks.models import Task
+from tasks.package import PackageFile, TaskPackage
+from tasks.services import save_package
+
+pytestmark = pytest.mark.django_db
+
+CHECK_PY = b"""import json
+from pathlib import Path
+report = Path(__file__).resolve().parent.parent / "out" / "report.md"
+text = report.read_text() if report.exists() else ""
+print(json.dumps({"report_exists": float(bool(text)), "total_right": float("42" in text)}))
+"""
+REWARD_SH = b'scores="$(python3 reward/check.py)"\necho "$scores"\necho 0.5\n'
+RUBRIC = [
+    {
+        "name": "clear_summary",
+        "target_file": "out/report.md",
+        "scores": {"0": "No summary at all.", "1": "A clear summary with the total of 42."},
+        "weight": 1.0,
+    }
+]
+
+
+def rich_task(external_id="sales-summary"):
+    package = TaskPackage(
+        external_id=external_id,
+        instruction=(
+            "Summarise the sales in sales.csv for my manager. "
+            "Write the summary to out/report.md and give the total_right amount, 42, on its own line.\n"
+            "Keep it short."
+        ),
+        files=[
+            PackageFile("sales.csv", b"item,amount\na,40\nb,2\n"),
+            PackageFile("notes.txt", b"nothing to see\n"),
+            PackageFile("reward.sh", REWARD_SH, role="reward"),
+            PackageFile("check.py", CHECK_PY, role="reward"),
+        ],
+        rubric=RUBRIC,
+        metadata={"category": "Data"},
+    )
+    return save_package(package).task
+
+
+@pytest.fixture
+def accepted(benchmark, admin_user, reviewer):
+    accept_all(benchmark, [rich_task()], admin_user=admin_user, reviewer=reviewer)
+    return BenchmarkCandidate.objects.get(benchmark=benchmark, status="accepted")
+
+
+def files_of(task, role):
+    return {f.path: f.blob.content for f in task.current_revision.files.filter(role=role).select_related("blob")}
+
+
+def test_each_kind_is_planted_into_a_new_task_proposed_to_the_benchmark(benchmark, accepted, admin_user):
+    plants = planting.plant_flaws(benchmark, list(PlantedFlaw.Kind.values), 4, user=admin_user, seed=3)
+    assert [p.kind for p in plants] == list(PlantedFlaw.Kind.values)
+    source = accepted.task.current_revision
+    for plant in plants:
+        task = plant.candidate.task
+        assert task.pk != accepted.task_id and task.external_id.startswith("sales-summary-")
+        assert plant.candidate.benchmark == benchmark
+        assert plant.candidate.status == BenchmarkCandidate.Status.AWAITING_DIAGNOSIS
+        assert plant.source_candidate == accepted and plant.source_revision == source
+        assert task.current_revision.number == 1 and task.benchmark_category == accepted.task.benchmark_category
+        assert task.current_revision.content_hash != source.content_hash
+    by_kind = {p.kind: p for p in plants}
+
+    check = by_kind["check_removed"]
+    assert check.component == "checker" and check.path == "reward.sh"
+    assert files_of(check.candidate.task, "reward")["reward.sh"] == REWARD_SH + b"echo 1.0\n"
+
+    cut = by_kind["instruction_cut"]
+    assert cut.component == "instruction"
+    assert "42" not in cut.candidate.task.current_revision.instruction
+    assert "Summarise the sales" in cut.candidate.task.current_revision.instruction
+    assert "out/report.md" in cut.change
+
+    removed = by_kind["input_removed"]
+    assert removed.component == "input_file" and removed.path == "sales.csv"  # the instruction names it
+    inputs = files_of(removed.candidate.task, "input")
+    assert inputs.get("sales.csv", b"") == b"" and inputs["notes.txt"] == b"nothing to see\n"
+
+    rubric = by_kind["rubric_contradicts"]
+    rules = rubric.candidate.task.current_revision.rubric
+    assert rubric.component == "rubric" and len(rules) == 2
+    assert "out/report.md is not created" in rules[1]["scores"]["1"]
+
+
+def test_planting_is_unmarked_in_the_copy_and_queues_its_checks(benchmark, accepted, admin_user):
+    (plant,) = planting.plant_flaws(benchmark, ["input_removed"], 1, user=admin_user, seed=1)
+    revision = plant.candidate.task.current_revision
+    assert revision.author_user is None and "plant" not in revision.message.lower()
+    assert "plant" not in plant.candidate.task.external_id
+    kinds = set(JobRun.objects.values_list("kind", flat=True))
+    assert {SANITY_JOB, DIAGNOSE_JOB} <= kinds
+
+
+def test_the_same_seed_plants_the_same_flaws(benchmark, accepted, admin_user):
+    first = planting.plant_flaws(benchmark, ["input_removed", "instruction_cut"], 2, user=admin_user, seed=9)
+    second = planting.plant_flaws(benchmark, ["input_removed", "instruction_cut"], 2, user=admin_user, seed=9)
+    assert [p.change for p in first] == [p.change for p in second]
+
+
+def test_inverting_a_rule_when_no_output_path_is_named(benchmark, admin_user, reviewer):
+    package = TaskPackage(
+        external_id="answer-only",
+        instruction="Tell me which item sold most. Answer in one line.",
+        files=[PackageFile("reward.sh", b"echo 1\n", role="reward")],
+        rubric=RUBRIC,
+    )
+    accept_all(benchmark, [save_package(package).task], admin_user=admin_user, reviewer=reviewer)
+    (plant,) = planting.plant_flaws(benchmark, ["rubric_contradicts"], 1, user=admin_user)
+    (rule,) = plant.candidate.task.current_revision.rubric
+    assert rule["scores"] == {"0": RUBRIC[0]["scores"]["1"], "1": RUBRIC[0]["scores"]["0"]}
+
+
+def test_refusals_plant_nothing(benchmark, admin_user, reviewer, candidate):
+    with pytest.raises(planting.PlantError, match="no accepted candidate"):
+        planting.plant_flaws(benchmark, ["check_removed"], 1, user=admin_user)
+    accept_all(benchmark, [], admin_user=admin_user, reviewer=reviewer)  # accepts the fixture's candidate
+    with pytest.raises(planting.PlantError, match="unknown flaw kind 'typo'"):
+        planting.plant_flaws(benchmark, ["typo"], 1, user=admin_user)
+    with pytest.raises(planting.PlantError, match="between 1 and 50"):
+        planting.plant_flaws(benchmark, ["check_removed"], 0, user=admin_user)
+    with pytest.raises(planting.PlantError, match="at least one"):
+        planting.plant_flaws(benchmark, [], 1, user=admin_user)
+    with pytest.raises(ReviewError, match="admin"):
+        planting.plant_flaws(benchmark, ["check_removed"], 1, user=reviewer)
+    # The fixture's instruction is one sentence: the second plant cannot be made, so neither is.
+    with pytest.raises(planting.PlantError, match="instruction_cut"):
+        planting.plant_flaws(benchmark, ["input_removed", "instruction_cut"], 2, user=admin_user)
+    assert not PlantedFlaw.objects.exists()
+    assert Task.objects.count() == 1
+
+
+def _ready(plant):
+    """The planted copy diagnosed and sanity-checked, like any candidate awaiting review."""
+    sanity(plant.candidate.task.current_revision)
+    plant.candidate.refresh_from_db()
+    return plant.candidate
+
+
+def test_accepting_a_planted_copy_closes_it_as_missed_and_freezing_leaves_it_out(
+    benchmark, accepted, admin_user, reviewer
+):
+    (plant,) = planting.plant_flaws(benchmark, ["instruction_cut"], 1, user=admin_user, seed=2)
+    candidate = _ready(plant)
+    assert planting.revelation(candidate, reviewer) is None  # nothing shows before the decision
+    decide(candidate, "accept", user=reviewer)
+    candidate.refresh_from_db()
+    assert candidate.status == BenchmarkCandidate.Status.REJECTED
+    assert ReviewDecision.objects.filter(candidate=candidate, decision="accept").exists()
+    shown = planting.revelation(candidate, reviewer)
+    assert shown["outcome"] == "missed" and shown["kind"] == "instruction_cut"
+    assert "planted flaw" in shown["message"] and "You missed it" in shown["message"]
+    version = freeze_version(benchmark, user=admin_user)
+    assert list(version.pins.values_list("revision__task_id", flat=True)) == [accepted.task_id]
+
+
+def test_rejecting_or_fixing_catches_it(benchmark, accepted, admin_user, reviewer, second_reviewer):
+    rejected, fixed = planting.plant_flaws(benchmark, ["input_removed", "check_removed"], 2, user=admin_user, seed=4)
+    decide(_ready(rejected), "reject", user=reviewer, reason="sales.csv is empty")
+    assert planting.revelation(rejected.candidate, reviewer)["outcome"] == "caught"
+    # Another reviewer sees what it was once it is closed, told the review caught it.
+    assert "The review caught it" in planting.revelation(rejected.candidate, second_reviewer)["message"]
+
+    candidate = _ready(fixed)
+    claim(candidate, user=second_reviewer)
+    base = candidate.task.current_revision
+    save_edit(candidate, user=second_reviewer, field="reward", path="reward.sh", content=REWARD_SH, base_revision=base)
+    report = planting.planted_report(benchmark)
+    assert report["total"] == 2 and report["decided"] == 2 and report["caught_by_reviewers"] == 2
+    assert report["by_kind"]["input_removed"]["caught_by_reviewers"] == 1
+    assert report["by_reviewer"]["rob_reviewer"] == {
+        "decided": 1,
+        "caught": 1,
+        "share": 1.0,
+        "by_kind": {"check_removed": {"decided": 1, "caught": 1, "share": 1.0}},
+    }
+
+
+def test_the_llm_named_it_when_a_diagnosis_of_the_planted_revision_names_its_component(
+    benchmark, accepted, admin_user, reviewer
+):
+    named, missed, undiagnosed = planting.plant_flaws(
+        benchmark, ["check_removed", "input_removed", "instruction_cut"], 3, user=admin_user, seed=5
+    )
+    add_diagnosis(named.candidate, [{"component": "checker", "severity": "blocker"}])
+    add_diagnosis(missed.candidate, [{"component": "rubric", "severity": "minor"}])
+    decide(_ready(missed), "accept", user=reviewer)
+    report = planting.planted_report(benchmark)
+    assert (report["total"], report["diagnosed"], report["caught_by_llm"]) == (3, 2, 1)
+    assert report["llm_share"] == 0.5
+    assert report["by_kind"]["check_removed"]["caught_by_llm"] == 1
+    assert report["by_kind"]["input_removed"]["llm_share"] == 0.0
+    assert report["by_kind"]["instruction_cut"]["diagnosed"] == 0
+    assert report["by_kind"]["rubric_contradicts"]["total"] == 0
+    assert report["by_reviewer"][reviewer.username]["caught"] == 0
+    assert json.dumps(report)  # plain JSON
+
+
+def test_planted_tasks_are_never_sources(benchmark, accepted, admin_user):
+    planting.plant_flaws(benchmark, ["input_removed"], 3, user=admin_user)
+    assert planting.sources(benchmark) == [accepted]
