@@ -25,7 +25,7 @@ from jobs.models import JobRun
 from lib.htmx import render_page
 from tasks.models import BenchmarkCategory, SanityReport
 
-from .. import bulk, services
+from .. import bulk, precision, services
 from ..forms import BulkDecisionForm, DecisionForm
 from ..job_kinds import DIAGNOSE_BATCH_JOB, DIAGNOSE_JOB
 from ..models import BenchmarkCandidate, DiagnosisIssue, DifficultyVerdict, LLMDiagnosis, ReviewDecision, Severity
@@ -62,6 +62,11 @@ SORTS = {
     "lazy": (
         "Lazy score, highest first",
         [F("lazy_score").desc(nulls_last=True), F("updated_at").desc(), F("id").desc()],
+    ),
+    # `likely_valid`: annotated by queue() (review.precision). Not diagnosed, or no issues: last.
+    "likely": (
+        "Issues most likely valid first",
+        [F("likely_valid").desc(nulls_last=True), F("worst_rank").asc(nulls_last=True), F("id").desc()],
     ),
 }
 
@@ -210,7 +215,10 @@ def queue(request):
         by_status[Status.AWAITING_DIAGNOSIS] -= failed
         by_status[DIAGNOSIS_FAILED] = failed
     status = form.cleaned_data.get("status")
-    paginator = Paginator(_rows(form.candidates(request)).order_by(*SORTS[form.sort_name][1]), PAGE_SIZE)
+    rows = _rows(form.candidates(request))
+    if form.sort_name == "likely":
+        rows = precision.annotate_likely_valid(rows)
+    paginator = Paginator(rows.order_by(*SORTS[form.sort_name][1]), PAGE_SIZE)
     # The per-status counts already hold the number of matches: no second COUNT over the same filters.
     paginator.count = by_status.get(status, 0) if status else total
     page = paginator.get_page(request.GET.get("page"))
