@@ -1,7 +1,7 @@
 """Writing a Hugging Face dataset: Parquet files and a dataset card, as the Hub lays out a dataset repository.
 
-The folder holds one Parquet file per split of each configuration (`data/<split>-00000-of-00001.parquet` for a
-dataset of one configuration, `<config>/<split>-00000-of-00001.parquet` for several) and a README.md whose YAML front
+The folder holds one Parquet file per split of each configuration (`data/<split>-00000-of-00001.parquet` for the
+configuration named `default`, `<config>/<split>-00000-of-00001.parquet` for others) and a README.md whose YAML front
 matter says what the Hub's dataset viewer and `datasets` read: `configs` (which files make which split),
 `dataset_info` (features, splits with their sizes, as the Hub writes it), the licence and the provenance. Pushed to
 the Hub as it is, or read in place with `datasets.load_dataset("parquet", data_files=...)` or
@@ -147,8 +147,8 @@ def features(schema: pa.Schema) -> list[dict]:
 # --- writing ------------------------------------------------------------------------------------------------------
 
 
-def _data_folder(configs: list[Config], config: Config) -> str:
-    return "data" if len(configs) == 1 else config.name
+def _data_folder(config: Config) -> str:
+    return "data" if config.name == "default" else config.name
 
 
 def _write_split(path: Path, schema: pa.Schema, rows: Iterable[dict]) -> tuple[int, int]:
@@ -179,7 +179,7 @@ def _card_text(card: Card, configs: list[Config], results: list[SplitResult]) ->
     infos, config_files = [], []
     for config in configs:
         mine = [r for r in results if r.config == config.name]
-        folder = _data_folder(configs, config)
+        folder = _data_folder(config)
         info = {
             "features": features(config.schema),
             "splits": [{"name": r.split, "num_bytes": r.num_bytes, "num_examples": r.rows} for r in mine],
@@ -187,7 +187,7 @@ def _card_text(card: Card, configs: list[Config], results: list[SplitResult]) ->
             "dataset_size": sum(r.num_bytes for r in mine),
         }
         files = [{"split": r.split, "path": f"{folder}/{r.split}-*"} for r in mine]
-        if len(configs) > 1:
+        if len(configs) > 1 or config.name != "default":
             info = {"config_name": config.name, **info}
         infos.append(info)
         entry = {"config_name": config.name, "data_files": files}
@@ -245,7 +245,7 @@ def write(out, configs: list[Config], card: Card, *, force: bool = False) -> HfR
     try:
         results = []
         for config in configs:
-            folder = tmp / _data_folder(configs, config)
+            folder = tmp / _data_folder(config)
             folder.mkdir(exist_ok=True)
             for split, rows in config.splits.items():
                 name = f"{split}-00000-of-00001.parquet"
