@@ -6,3 +6,4 @@ DIAGNOSE_JOB = "review.diagnose"
 DIAGNOSE_BATCH_JOB = "review.diagnose_batch"
 DIFFICULTY_JOB = "review.difficulty_verdicts"
 EXPIRE_CLAIMS_JOB = "review.expire_claims"  # also in jobs.periodic's schedule, by name
+SOLVE_JOB = "review.solve"  # the checker on a reviewer's scratch workspace (review.solving)

@@ -6,7 +6,7 @@ from jobs.registry import job
 
 from .diagnosis import diagnose_candidate
 from .difficulty import finish_difficulty_filter, verdict_counts
-from .job_kinds import DIAGNOSE_BATCH_JOB, DIAGNOSE_JOB, DIFFICULTY_JOB, EXPIRE_CLAIMS_JOB
+from .job_kinds import DIAGNOSE_BATCH_JOB, DIAGNOSE_JOB, DIFFICULTY_JOB, EXPIRE_CLAIMS_JOB, SOLVE_JOB
 from .models import BenchmarkCandidate, DifficultyFilter, LLMDiagnosis
 from .services import expire_claims as hand_back  # review.services imports this module
 
@@ -81,3 +81,16 @@ def difficulty_verdicts(ctx, *, filter_id: int) -> dict:
 def expire_claims(ctx) -> dict:
     """Periodic (jobs.periodic): claims that ran out go back to the queue even when nobody opens its pages."""
     return {"handed_back": hand_back()}
+
+
+@job(SOLVE_JOB, queue="sandbox", title="Run the checker on a reviewer's workspace", subject=_candidate_subject)
+def solve(ctx, *, candidate_id: int, revision_id: int, files: dict) -> dict:
+    """The checker of `revision_id` on a reviewer's scratch workspace (review.solving): its score, checks and output.
+
+    Idempotent: a second delivery runs the same checker on the same files again."""
+    from .solving import run_solve  # review.solving imports the services, which import this module
+
+    ctx.log(f"running the checker of revision #{revision_id} on {len(files)} files of candidate #{candidate_id}")
+    result = run_solve(revision_id=revision_id, files=files)
+    ctx.log(f"score {result['score']:.2f} ({result['status']}){': ' + result['reason'] if result['reason'] else ''}")
+    return result

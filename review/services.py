@@ -317,6 +317,7 @@ def apply_suggested_fix(issue: DiagnosisIssue, *, user, base_revision: TaskRevis
             revision=result.revision,
         )
         run = jobs.enqueue(SANITY_JOB, created_by=user, revision_id=result.revision.pk)
+        _rediagnose_on_commit(candidate, result.revision, user)
     return FixResult(decision, result.revision, run)
 
 
@@ -449,7 +450,15 @@ def save_edit(
         verdicts = dict.fromkeys((str(pk) for pk in fixes), ReviewDecision.Verdict.FIXED)
         decision = record_fix(candidate, result.revision, user=user, reason=message, verdicts=verdicts)
         run = jobs.enqueue(SANITY_JOB, created_by=user, revision_id=result.revision.pk)
+        _rediagnose_on_commit(candidate, result.revision, user)
     return EditResult(decision, result.revision, run)
+
+
+def _rediagnose_on_commit(candidate: BenchmarkCandidate, revision: TaskRevision, user) -> None:
+    """Once the save commits: a new diagnosis when the revision changed the checker (review.solving says when)."""
+    from .solving import rediagnose_after_save  # review.solving imports this module
+
+    transaction.on_commit(lambda: rediagnose_after_save(candidate, revision, user=user))
 
 
 def _require_own_claim(candidate: BenchmarkCandidate, user) -> None:

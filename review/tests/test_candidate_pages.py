@@ -577,15 +577,6 @@ def test_the_panels_refresh_themselves(reviewer_client, candidate, reviewer):
     assert reviewer_client.get(url("candidate_part", candidate, "nope"), **HTMX).status_code == 404
 
 
-def test_only_admins_diagnose_again(reviewer_client, admin_client, candidate):
-    assert reviewer_client.post(url("candidate_diagnose", candidate), **HTMX).status_code == 403
-    response = admin_client.post(url("candidate_diagnose", candidate), **HTMX)
-    run = JobRun.objects.get(kind="review.diagnose")
-    assert run.params == {"candidate_id": candidate.pk} and f'id="job-progress-{run.pk}"' in text(response)
-    assert "Re-diagnose" not in text(reviewer_client.get(url("candidate", candidate)))
-    assert 'disabled title="A diagnosis is under way"' in text(admin_client.get(url("candidate", candidate)))
-
-
 # --- found in the review audit ---------------------------------------------------------------------------------
 
 

@@ -8,7 +8,7 @@
     POST candidates/<pk>/verdict/           an issue is valid / not valid
     POST candidates/<pk>/apply-fix/         apply an issue's suggested replacement
     POST candidates/<pk>/decide/            accept, fix or reject
-    POST candidates/<pk>/rediagnose/        admins: diagnose again
+    POST candidates/<pk>/rediagnose/        reviewers: diagnose again (when an endpoint serves the diagnosis role)
 
 htmx requests get back the piece they act on, with an HX-Trigger "review-changed" on success; the head, issue
 summary, sanity card, accept state, history and file tree refresh themselves on it. Refusals and conflicts come
@@ -35,31 +35,34 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseLocation, reswap, retarget, trigger_client_event
 
-from accounts.decorators import admin_required, reviewer_required, viewer_required
+from accounts.decorators import reviewer_required, viewer_required
 from accounts.roles import REVIEWER, has_role
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
-from review import services
+from review import services, solving
 from review.forms import DecisionForm
 from review.job_kinds import DIAGNOSE_JOB
 from review.models import BenchmarkCandidate, DiagnosisIssue, ReviewDecision
 from tasks.diffing import diff_lines
 from tasks.models import TaskRevision
 from tasks.services import StaleRevisionError
-from tasks.views import files_by_role, sanity_context
+from tasks.views import files_by_role
 
 from .candidate_parts import (
     PANELS,
     VIEWER,
     Unit,
     accept_context,
+    diagnosis_state,
     head_context,
     history_context,
     issue_cards,
     load_unit,
     replacement_text,
     review_rows,
+    sanity_panel_context,
     saved_context,
+    solve_panel_context,
     summary_context,
     tree_context,
 )
@@ -138,7 +141,9 @@ def _page_context(request, candidate, **extra) -> dict:
     issues = list(diagnosis.issues.select_related("diagnosis__revision")) if diagnosis else []
     groups = files_by_role(revision)
     context |= summary_context(candidate, revision)
-    context |= sanity_context(revision) | accept_context(candidate, revision) | history_context(candidate, revision)
+    context |= sanity_panel_context(candidate, revision) | accept_context(candidate, revision)
+    context |= history_context(candidate, revision) | diagnosis_state(candidate, revision)
+    context |= solve_panel_context(candidate, revision, request.user, context["can_review"])
     context |= tree_context(candidate, revision, groups)
     context |= {
         "rows": review_rows(revision, groups, issues, candidate),
@@ -510,10 +515,16 @@ def decide(request, pk):
     return redirect(after or _page_url(candidate))
 
 
-@admin_required
+@reviewer_required
 @require_POST
 def diagnose(request, pk):
     candidate = _get_candidate(pk)
+    missing = solving.diagnosis_endpoint_missing()
+    if missing:
+        if request.htmx:
+            return HttpResponse(format_html('<p class="error" role="alert">Cannot diagnose: {}.</p>', missing))
+        messages.error(request, f"Cannot diagnose: {missing}.")
+        return redirect(_page_url(candidate, "diagnosis"))
     try:
         (run,) = services.start_diagnosis([candidate], user=request.user)
     except JobEngineError as exc:

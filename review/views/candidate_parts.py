@@ -14,9 +14,10 @@ from functools import cached_property
 from urllib.parse import urlencode
 
 from django.db.models import Q
+from django.urls import reverse
 
 from jobs.models import JobRun
-from review import services
+from review import services, solving
 from review.forms import DecisionForm
 from review.models import SEVERITY_RANK, DiagnosisIssue, ReviewDecision
 from tasks.diffing import diff_lines, diff_revisions, role_folder
@@ -305,11 +306,80 @@ def tree_context(candidate, revision, groups=None) -> dict:
     return {"groups": groups}
 
 
+def check_links(candidate, revision, subscores: dict) -> list[dict]:
+    """Each check with where the checker of `revision` sets it: [{name, value, pays, places: [(path, lines, dom id
+    of the file's row)], url}] (the url opens a place in the editor, its lines highlighted)."""
+    url = reverse("review:candidate_check", args=[candidate.pk])
+    rows = []
+    for name, value in subscores.items():
+        places = [
+            (path, lines, Unit(revision, "reward", path).dom_id) for path, lines in solving.check_lines(revision, name)
+        ]
+        rows.append({"name": name, "value": value, "pays": value > 0, "places": places, "url": url})
+    return rows
+
+
+def sanity_panel_context(candidate, revision) -> dict:
+    """The sanity card: the report, with the checks that pay a lazy agent and those the solution fails linked to
+    the checker lines that set them, and each run's output."""
+    context = sanity_context(revision)
+    report = context["sanity"]
+    if report is None:
+        return context | {"sanity_paying": [], "sanity_failing": [], "sanity_outputs": []}
+    failing = {}
+    if report.solution_run:
+        failing = {n: v for n, v in (report.solution_run.get("subscores") or {}).items() if v < 1}
+    outputs = [
+        (kind, run.get("stdout", ""), run.get("stderr", ""))
+        for kind, run in context["sanity_rows"]
+        if run and (run.get("stdout") or run.get("stderr"))
+    ]
+    return context | {
+        "sanity_paying": check_links(candidate, revision, report.paying_checks),
+        "sanity_failing": check_links(candidate, revision, failing),
+        "sanity_outputs": outputs,
+    }
+
+
+def diagnosis_state(candidate, revision) -> dict:
+    """Whether the checker changed since the diagnosed revision, and why no diagnosis can be started (if so)."""
+    diagnosis = candidate.diagnoses.select_related("revision").first()
+    changed = bool(
+        diagnosis
+        and diagnosis.revision_id != revision.pk
+        and solving.checker_state(diagnosis.revision) != solving.checker_state(revision)
+    )
+    return {"checker_changed": changed, "diagnosis_unavailable": solving.diagnosis_endpoint_missing()}
+
+
+def solve_panel_context(candidate, revision, user, can_review: bool) -> dict:
+    """The solve panel: the reviewer's scratch workspace, its changes against the input files, its latest run with
+    the checks linked to the current checker's lines, and whether it can be saved as the solution (or why not)."""
+    found = solving.workspace(candidate, user) if can_review else None
+    latest = solving.runs(candidate, user).first() if found else None
+    proof, why = solving.proof_run(candidate, user, found) if found else (None, "")
+    result = latest.result if latest and latest.status == JobRun.Status.SUCCEEDED and latest.result else None
+    return {
+        "ws": found,
+        "ws_changes": solving.changes_against(found, revision) if found else {},
+        "ws_files": sorted(found.files) if found else [],
+        "ws_size": found.size if found else 0,
+        "run": latest,
+        "run_active": bool(latest and latest.status in JobRun.ACTIVE),
+        "result": result,
+        "checks": check_links(candidate, revision, (result or {}).get("subscores") or {}),
+        "proof": proof,
+        "proof_missing": why,
+        "has_solution": revision.files.filter(role="solution").exists(),
+        "limits": {"files": solving.MAX_FILES, "mib": solving.MAX_BYTES // (1024 * 1024)},
+    }
+
+
 # The panels of the page that refresh themselves on "review-changed", by name: the context each one renders from.
 PANELS = {
     "head": head_context,
     "difficulty": lambda candidate, revision: difficulty_context(candidate),
-    "sanity": lambda candidate, revision: sanity_context(revision),
+    "sanity": sanity_panel_context,
     "accept": accept_context,
     "summary": summary_context,
     "history": history_context,

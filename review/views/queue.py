@@ -23,7 +23,7 @@ from benchmarks.models import Benchmark
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
 from lib.htmx import render_page
-from tasks.models import BenchmarkCategory, SanityReport
+from tasks.models import BenchmarkCategory, SanityReport, TaskRevision
 
 from .. import bulk, precision, services
 from ..forms import BulkDecisionForm, DecisionForm
@@ -168,6 +168,11 @@ def decorate(candidates: list) -> list:
         c.worst_severity = c.issue_counts[0][0] if c.issue_counts else None
         c.diagnosed = c.pk in latest
         c.diagnose_run = running.get(c.pk)
+        # "No issues" beside a checker that pays a lazy agent misleads: such a row shows why accepting is blocked.
+        c.sanity_block = None
+        if c.diagnosed and not c.issue_counts and c.status in BenchmarkCandidate.OPEN and c.task.current_revision_id:
+            revision = TaskRevision.objects.get(pk=c.task.current_revision_id)
+            c.sanity_block = services.sanity_block(revision, c.benchmark)
         c.is_open = c.status in BenchmarkCandidate.OPEN
     return candidates
 
