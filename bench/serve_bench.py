@@ -99,7 +99,8 @@ def start_server(model: Path, folder: Path, mode: str):
     """The mode's server as training_jobs.serving starts it, behind its front (the backend on a Unix socket):
     transformers serve NAME in a folder where NAME links to the model (plain, or with continuous batching), or the
     batched server on the folder."""
-    from training_jobs.serving import backend_socket, model_link, served_command
+    from training_jobs.serve_backends import model_link
+    from training_jobs.serving import backend_socket, served_command
 
     port = free_port()
     env = {**os.environ, "CLAWGYM_FRONT_KEY": KEY}

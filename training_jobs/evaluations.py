@@ -200,7 +200,7 @@ def prompt_tokens(harness: str) -> tuple[int, str]:
 
 def _serving_backend(run: TrainingRun) -> str:
     server = ModelServer.objects.filter(Q(checkpoint__run=run) | Q(endpoint__name=f"base-{run.pk}")).exclude(backend="")
-    backend = server.values_list("backend", flat=True).first() or getattr(settings, "CLAWGYM_SERVE_BACKEND", "auto")
+    backend = server.values_list("backend", flat=True).first() or settings.CLAWGYM_SERVE_BACKEND
     if backend not in TOKENS_PER_SECOND:  # "auto": the gpu worker decides; a run trained on CPU is served there
         backend = "transformers" if run.cpu else "vllm"
     return backend

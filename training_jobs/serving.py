@@ -1,8 +1,9 @@
 """Serve a checkpoint (or a base model: a registered one, or a run's) as an OpenAI-compatible endpoint and register it
 as a ModelEndpoint with the agent role.
 
-Three backends, picked by name (settings.CLAWGYM_SERVE_BACKEND, default "auto": vLLM where `vllm` is installed and
-an NVIDIA GPU is visible, else `transformers serve`; "batched", ClawGym's own CPU server, only when named):
+Three backends, picked by name (training_jobs.serve_backends; settings.CLAWGYM_SERVE_BACKEND, default "auto": vLLM
+where `vllm` is installed and an NVIDIA GPU is visible, else `transformers serve`; "batched", ClawGym's own CPU
+server, only when named):
 
 - "vllm" (GPU workers; installed there only, `pip install vllm==0.30.0` after requirements-training.txt). The start
   command, as run:
@@ -57,7 +58,6 @@ which also kills what still runs on its machine of a server stopped from another
 row; the process is the gpu worker's).
 """
 
-import importlib.util
 import json
 import os
 import shutil
@@ -85,32 +85,12 @@ from .child_env import child_env
 from .folders import run_dir, training_root
 from .job_kinds import SERVE_JOB, STOP_IDLE_SERVERS_JOB
 from .models import BaseModel, Checkpoint, ModelServer
+from .serve_backends import ServingError, default_backend, serve_backend
 
 STOPPED_ELSEWHERE_SECONDS = 86400  # how far back the sweep looks for processes of servers stopped on another machine
 HEALTH_TIMEOUT_SECONDS = 600.0  # vLLM loading an 8B model and capturing CUDA graphs takes minutes
 MERGE_TIMEOUT_SECONDS = 3600.0  # merging LoRA into an 8B base on CPU reads and writes ~16 GB
 BACKEND_SOCKET = "backend.sock"  # the model server's own socket, in a 0700 folder of its own: only its front opens it
-
-
-class ServingError(RuntimeError):
-    pass
-
-
-# Rows the batched server samples together (and calls its endpoint sends at once): 16 gave SmolLM2-135M 80 tokens/s
-# on 2 cores against 65 for 8 (training_jobs.batched_sampling).
-BATCHED_STREAMS = 16
-
-
-BACKENDS = ("vllm", "transformers", "batched")
-
-
-def backend_name() -> str:
-    name = getattr(settings, "CLAWGYM_SERVE_BACKEND", "auto")
-    if name == "auto":
-        return "vllm" if shutil.which("vllm") and shutil.which("nvidia-smi") else "transformers"
-    if name not in BACKENDS:
-        raise ServingError(f"unknown serving backend {name!r}; choose {', '.join(BACKENDS)} or auto")
-    return name
 
 
 def endpoint_name(checkpoint: Checkpoint) -> str:
@@ -128,68 +108,10 @@ def served_name(server: ModelServer) -> str:
     return base_endpoint_name(server.base_model)
 
 
-def transformers_serve() -> list[str]:
-    """`transformers serve` as ClawGym runs it (serve_backend.py: a tool call that does not parse is the model's
-    text, not a 500), by the interpreter running us."""
-    if importlib.util.find_spec("transformers.cli.serving") is None:
-        raise ServingError(
-            f"no `transformers serve` for {sys.executable}: install requirements-training.txt "
-            "(transformers with its [serving] extra's packages)"
-        )
-    return [sys.executable, "-P", str(Path(__file__).with_name("serve_backend.py")), "serve"]
-
-
-def start_command(backend: str, path: str, name: str, socket_path: str) -> list[str]:
-    """The model server's own command (run behind the front, see served_command), listening on the Unix socket
-    `socket_path` and on no port. vLLM serves PATH under --served-model-name NAME; transformers serve is given NAME, a
-    link to PATH in the folder it runs in (see model_link), since it names the model by the folder it was given."""
-    if backend == "vllm":
-        return [
-            "vllm",
-            "serve",
-            path,
-            "--served-model-name",
-            name,
-            "--uds",  # vLLM's OpenAI server: with a socket, it binds no host or port
-            socket_path,
-            "--dtype",
-            "bfloat16",
-            "--max-model-len",
-            "65536",
-            "--enable-auto-tool-choice",
-            "--tool-call-parser",
-            "hermes",
-            "--generation-config",
-            "vllm",
-        ]
-    if backend == "batched":  # ClawGym's own server (training_jobs.batched_server); its key comes from launch()
-        return [
-            sys.executable,
-            "-m",
-            "training_jobs.batched_server",
-            path,
-            "--name",
-            name,
-            "--uds",
-            socket_path,
-            "--max-batch",
-            str(BATCHED_STREAMS),
-        ]
-    # The folder given preloads and pins the model (loaded once, never unloaded when idle).
-    command = [*transformers_serve(), name, "--uds", socket_path, "--log-level", "info"]
-    if getattr(settings, "CLAWGYM_SERVE_CONTINUOUS_BATCHING", True):
-        command.append("--continuous-batching")  # concurrent agents' calls batched: see bench/serve_bench.py
-        if not shutil.which("nvidia-smi"):
-            # Without a GPU the paged KV cache takes its share of the machine's free RAM (transformers' default is
-            # 90%: 11.5 GB for a 135M model here, and a second server gets what is left).
-            command += ["--cb-max-memory-percent", str(settings.CLAWGYM_SERVE_CPU_KV_MEMORY_SHARE)]
-    return command
-
-
 def served_command(backend: str, path: str, name: str, bind: str, port: int, socket_path: str, cwd: Path) -> list[str]:
     """The front on bind:port, starting the backend on the Unix socket `socket_path` in `cwd` as its child. The key
     goes in the environment (launch), never on a command line every local user can read."""
-    backend_command = start_command(backend, path, name, socket_path)
+    backend_command = serve_backend(backend).command(path, name, socket_path)
     return [
         sys.executable,
         "-m",
@@ -227,7 +149,7 @@ def _remove_backend_socket(command: list[str]) -> None:
 
 
 def max_request_bytes() -> int:
-    return int(getattr(settings, "CLAWGYM_SERVE_MAX_REQUEST_BYTES", 33 * 1024 * 1024))
+    return settings.CLAWGYM_SERVE_MAX_REQUEST_BYTES
 
 
 def key_env(server: ModelServer) -> str:
@@ -239,17 +161,6 @@ def server_key(server: ModelServer) -> str:
     return served_key(key_env(server))
 
 
-def model_link(folder: Path, name: str, path: str) -> Path:
-    """folder/NAME → PATH: run in `folder`, transformers serve loads NAME (a local path) and calls the model NAME, so
-    requests name the endpoint's model as they do with vLLM's --served-model-name."""
-    folder.mkdir(parents=True, exist_ok=True)
-    link = folder / name
-    if link.is_symlink() or link.exists():
-        link.unlink()
-    link.symlink_to(Path(path).resolve(), target_is_directory=True)
-    return folder
-
-
 def free_port(host: str) -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
@@ -257,12 +168,12 @@ def free_port(host: str) -> int:
 
 
 def serve_host() -> str:
-    return getattr(settings, "CLAWGYM_SERVE_HOST", "127.0.0.1")
+    return settings.CLAWGYM_SERVE_HOST
 
 
 def advertised_host(bind: str) -> str:
     """The host the endpoint's base_url names: where the proxy, perhaps on another machine, connects."""
-    configured = getattr(settings, "CLAWGYM_SERVE_ADVERTISE_HOST", "")
+    configured = settings.CLAWGYM_SERVE_ADVERTISE_HOST
     if configured:
         return configured
     if bind in ("0.0.0.0", ""):  # every interface: the proxy elsewhere reaches it by the machine's name
@@ -384,9 +295,9 @@ def _tie_endpoint(server: ModelServer) -> None:
 def _launch_server(server: ModelServer, path: str, name: str, *, host, port, timeout, log_dir: Path) -> ModelServer:
     bind = host or serve_host()
     try:
-        backend = server.backend or backend_name()
+        backend = server.backend or default_backend()
         port = port or free_port(bind)
-        cwd = model_link(log_dir / "served", name, path) if backend == "transformers" else Path(settings.BASE_DIR)
+        cwd = serve_backend(backend).workdir(log_dir / "served", name, path)
         command = served_command(backend, path, name, bind, port, backend_socket(), cwd)
     except (ServingError, OSError) as exc:
         _failed(server, exc)
@@ -588,8 +499,7 @@ def launch(
     (ServingError otherwise). The environment is the allow-listed one, with the key for the front (and for vLLM,
     whose --api-key guards its /v1 routes again). A thread of this process waits for it: whoever stops it (the idle
     sweep in another worker process, the command), it is reaped here and leaves no zombie behind."""
-    # vLLM and the batched server check the key again behind the front (which passes it on).
-    extra = {"vllm": {"VLLM_API_KEY": key}, "batched": {"CLAWGYM_POLICY_KEY": key}}.get(backend, {})
+    extra = serve_backend(backend).env(key)  # a backend that checks the key again behind the front gets it too
     env = child_env(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONUNBUFFERED="1", CLAWGYM_FRONT_KEY=key, **extra)
     with log_path.open("ab") as log:
         # In the project's folder (`-m training_jobs.front`); the front starts its backend in the folder it is given.
@@ -616,27 +526,6 @@ def launch(
     return proc.pid
 
 
-def concurrent_streams(backend: str) -> int:
-    """How many requests the registered endpoint sends the server at once: vLLM batches; the batched server samples
-    up to BATCHED_STREAMS rows together; transformers serve batches with continuous batching (2.8x the tokens/s at 8
-    streams on SmolLM2-135M, bench/serve_bench.py), and without it answers one request at a time."""
-    if backend == "batched":
-        return BATCHED_STREAMS
-    if backend != "transformers" or getattr(settings, "CLAWGYM_SERVE_CONTINUOUS_BATCHING", True):
-        return 8
-    return 1
-
-
-def request_timeout(backend: str) -> float:
-    """The registered endpoint's timeout per model call. A local transformers server on CPU answers its streams in
-    turn (a call can wait behind seven others of 192 tokens each), and it does not stop generating when the client
-    gives up, so a short timeout turns a slow answer into the same work queued twice: wait long (30 min, or
-    CLAWGYM_SERVE_REQUEST_TIMEOUT_SECONDS). vLLM keeps the endpoints' default."""
-    if backend in ("transformers", "batched"):
-        return float(getattr(settings, "CLAWGYM_SERVE_REQUEST_TIMEOUT_SECONDS", 1800))
-    return ModelEndpoint._meta.get_field("timeout_seconds").default
-
-
 def register_endpoint(name: str, base_url: str, backend: str, api_key_env: str) -> ModelEndpoint:
     endpoint, _ = ModelEndpoint.objects.update_or_create(
         name=name,
@@ -648,8 +537,8 @@ def register_endpoint(name: str, base_url: str, backend: str, api_key_env: str) 
             "api_key_env": api_key_env,
             "served_at": base_url,  # the server's key goes to this address only (ModelEndpoint.served_key_refusal)
             "served_key_env": api_key_env,  # and this endpoint may name no other server's key
-            "max_concurrent": concurrent_streams(backend),
-            "timeout_seconds": request_timeout(backend),
+            "max_concurrent": serve_backend(backend).streams(),
+            "timeout_seconds": serve_backend(backend).request_timeout(),
         },
     )
     return endpoint
@@ -709,9 +598,7 @@ def stop_idle_servers(now=None, idle_seconds: float | None = None) -> list[int]:
     against the process's command line): run it on each machine that serves (every SFT job on a gpu worker does).
     """
     now = now or timezone.now()
-    idle = timedelta(
-        seconds=idle_seconds if idle_seconds is not None else getattr(settings, "CLAWGYM_SERVE_IDLE_SECONDS", 1800)
-    )
+    idle = timedelta(seconds=idle_seconds if idle_seconds is not None else settings.CLAWGYM_SERVE_IDLE_SECONDS)
     stopped = []
     for server in ModelServer.objects.filter(status=ModelServer.Status.READY):
         if not _answers(_base_url(server), server_key(server)):
