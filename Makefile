@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run demo test test-postgres test-sqlite install system-deps harness runtime migrate examples bench clean docker images deploy-test docs docs-serve docs-screenshots reference fuzz
+.PHONY: run demo test install system-deps harness runtime migrate examples bench clean docker images deploy-test docs docs-serve docs-screenshots reference fuzz
 
 # Reinstalled whenever a requirements file changes (pip skips what is already satisfied). The training stack
 # (requirements-training.txt) is in because its tests need it; torch goes in alone before it, so that nothing that
