@@ -4,3 +4,4 @@ entry points under them and the services, views and API that queue or look up th
 ROLLOUT_JOB = "evaluation.run_rollout"
 REGRADE_JOB = "evaluation.regrade"
 TOP_UP_JOB = "evaluation.top_up_runs"  # also in jobs.periodic's schedule
+SCAN_JOB = "evaluation.scan_run"  # queued by runs as they finish, and on demand (services.scans)

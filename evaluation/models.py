@@ -451,3 +451,64 @@ class RolloutScore(models.Model):
 
     def __str__(self):
         return f"{self.kind} of rollout #{self.rollout_id}: {self.score}"
+
+
+# --- transcript scanners ----------------------------------------------------------------------------------------
+
+
+class RunScan(models.Model):
+    """One pass of transcript scanners (evaluation.scanners) over a run's finished rollouts. A scan replaces the
+    run's findings of the scanners it ran; earlier scans stay listed, so the page can say what was scanned when."""
+
+    run = models.ForeignKey(EvalRun, on_delete=models.CASCADE, related_name="scans")
+    scanners = NulSafeJSONField(default=list, help_text="The scanners it ran, by name.")
+    judge = NulSafeCharField(max_length=200, blank=True, help_text="The endpoint an LLM-judged scanner asked.")
+    rollouts = models.PositiveIntegerField(default=0, help_text="Rollouts scanned.")
+    findings = models.PositiveIntegerField(default=0)
+    # A scanner that could not scan a rollout (the judge's endpoint failed): {"rollout", "scanner", "error"}.
+    errors = NulSafeJSONField(default=list, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        return f"scan of run #{self.run_id}: {', '.join(self.scanners)}"
+
+
+class ScanFinding(models.Model):
+    """What one scanner found in one rollout: where (the transcript step, the model call that answered it, the tool
+    it called) and the evidence (a bounded excerpt of what the proxy and the sandbox recorded)."""
+
+    run = models.ForeignKey(EvalRun, on_delete=models.CASCADE, related_name="findings")
+    scan = models.ForeignKey(RunScan, on_delete=models.CASCADE, related_name="found")
+    rollout = models.ForeignKey(Rollout, on_delete=models.CASCADE, related_name="findings")
+    scanner = NulSafeCharField(max_length=40, db_index=True)
+    summary = NulSafeCharField(max_length=300)
+    evidence = NulSafeTextField(blank=True)
+    step = models.PositiveIntegerField(null=True, blank=True, help_text="The index of the message in the transcript.")
+    model_call = models.ForeignKey("llm.ModelCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    tool = NulSafeCharField(max_length=100, blank=True, help_text="The tool called at that step, if any.")
+    path = NulSafeCharField(max_length=1000, blank=True, help_text="The workspace path it is about, if any.")
+
+    class Meta:
+        ordering = ["rollout", "scanner", "step", "id"]
+        indexes = [models.Index(fields=["run", "scanner"], name="scanfinding_run_scanner")]
+
+    def __str__(self):
+        return f"{self.scanner} in rollout #{self.rollout_id}: {self.summary}"
+
+    def as_dict(self) -> dict:
+        return {
+            "rollout": self.rollout_id,
+            "scanner": self.scanner,
+            "summary": self.summary,
+            "step": self.step,
+            "model_call": self.model_call_id,
+            "tool": self.tool,
+            "path": self.path,
+            "evidence": self.evidence,
+        }

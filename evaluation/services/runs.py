@@ -41,6 +41,7 @@ from ..harnesses import HARNESSES, ExitReason, check_options
 from ..job_kinds import ROLLOUT_JOB
 from ..models import SCORED_OUTCOMES, EvalRun, EvalRunTask, Outcome, Rollout
 from .rollouts import MAX_REPEATS, RolloutError, execute_rollout, fail_lost_rollouts, retry_rollout
+from .scans import scan_finished_run
 
 log = logging.getLogger(__name__)
 
@@ -560,6 +561,7 @@ def _maybe_finish(run_id: int) -> None:
             jobs.enqueue(run.on_finish, **run.on_finish_params)
     if finishing:
         log.info("evaluation run %s finished: %s", run_id, run.status)
+        scan_finished_run(run_id)  # what its agents did wrong, read from their transcripts (services.scans)
 
 
 # --- figures -------------------------------------------------------------------------------------------------
