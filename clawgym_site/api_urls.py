@@ -9,6 +9,7 @@ from evaluation.api import register as register_evaluation
 from jobs.api import register as register_jobs
 from llm.api import register as register_llm
 from review.api import register as register_review
+from review.measures_api import register as register_review_measures
 from review.quality_api import register as register_quality
 from synthesis.api import register as register_synthesis
 from tasks.api import register as register_tasks
@@ -21,6 +22,7 @@ register_llm(router)
 register_benchmarks(router)
 register_evaluation(router)
 register_review(router)
+register_review_measures(router)
 register_quality(router)
 register_synthesis(router)
 register_training(router)

@@ -45,6 +45,7 @@ from tasks.services import StaleRevisionError
 
 from . import bulk, services
 from .difficulty import DifficultyError, set_difficulty_thresholds, start_difficulty_filter
+from .measures_api import DecisionRevealSerializer, decision_body
 from .models import BenchmarkCandidate, DiagnosisIssue, DifficultyFilter, LLMDiagnosis
 from .serializers import (
     ApplyFixSerializer,
@@ -252,15 +253,16 @@ class CandidateViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):
         }
         return Response(body, status=status.HTTP_201_CREATED)
 
-    @extend_schema(request=DecideSerializer, responses={201: DecisionSerializer})
+    @extend_schema(request=DecideSerializer, responses={201: DecisionRevealSerializer})
     @action(detail=True, methods=["post"])
     def decide(self, request, pk=None):
+        """Accept, fix or reject; after an accept or reject of a planted flaw, `planted` says what it was."""
         data = validated(DecideSerializer, request.data)
         try:
             row = services.decide(self.get_object(), user=request.user, **data)
         except services.ReviewError as exc:
             return _error(exc)
-        return Response(DecisionSerializer(row).data, status=status.HTTP_201_CREATED)
+        return Response(decision_body(row, request.user), status=status.HTTP_201_CREATED)
 
     @extend_schema(request=BulkDecideSerializer, responses={200: BulkDecisionSerializer})
     @action(detail=False, methods=["post"], url_path="bulk-decide")

@@ -25,7 +25,7 @@ from jobs.models import JobRun
 from lib.htmx import render_page
 from tasks.models import BenchmarkCategory, SanityReport, TaskRevision
 
-from .. import bulk, precision, services
+from .. import bulk, planting, precision, services
 from ..forms import BulkDecisionForm, DecisionForm
 from ..job_kinds import DIAGNOSE_BATCH_JOB, DIAGNOSE_JOB
 from ..models import BenchmarkCandidate, DiagnosisIssue, DifficultyVerdict, LLMDiagnosis, ReviewDecision, Severity
@@ -350,12 +350,18 @@ def queue_decide(request, pk: int):
                 blocked = isinstance(exc, services.AcceptBlocked)  # the dialog links where to unblock it
                 fresh_row = _row(pk)  # a claim taken on the way shows in the row behind the dialog
             else:
+                reveal = planting.revelation(candidate, request.user)
                 if request.htmx:
                     response = _row_response(request, pk)
+                    if reveal:  # a planted flaw: what it was shows under its row (review.planting)
+                        response.template_name = "review/_queue_row_revealed.html"
+                        response.context_data["reveal"] = reveal
                     trigger_client_event(response, "queue-decided", {"id": pk, "decision": data["decision"]})
                     return response
                 done = "Accepted" if data["decision"] == Decision.ACCEPT else "Rejected"
                 messages.success(request, f"{done} {candidate.task.external_id}.")
+                if reveal:
+                    messages.warning(request, reveal["message"])
                 return redirect(_next_url(request))
     decision = form["decision"].value() if form["decision"].value() in QUEUE_DECISIONS else Decision.ACCEPT
     context = {
