@@ -1,10 +1,11 @@
 """Bulk decisions: accept or reject many candidates at once, each one through services.decide.
 
 Nothing is decided here: every candidate goes through the same accept gate (its checker's latest sanity report
-against the benchmark's tolerance), the same claim rules (claimed on the way when free, refused when another reviewer
-holds it) and the same audit trail (one ReviewDecision a candidate) as a decision made alone, in a transaction of its
-own, so one refusal leaves the others standing and says why. The accept gate is never overridden in bulk: an
-override is a written reason about one checker, given on that candidate's own page.
+against the benchmark's tolerance, and proof that the revision can score full marks: review.solvability), the same
+claim rules (claimed on the way when free, refused when another reviewer holds it) and the same audit trail (one
+ReviewDecision a candidate) as a decision made alone, in a transaction of its own, so one refusal leaves the others
+standing and says why. The accept gate is never overridden in bulk: an override is a written reason about one
+candidate, given on that candidate's own page.
 """
 
 from dataclasses import dataclass, field

@@ -24,6 +24,7 @@ from .models import (
     Severity,
 )
 from .services import current_verdicts
+from .solvability import solvability
 
 
 class FreezeSerializer(serializers.Serializer):
@@ -146,9 +147,19 @@ class CandidateDetailSerializer(CandidateListSerializer):
     diagnosis = serializers.SerializerMethodField()
     decisions = DecisionSerializer(many=True, read_only=True)
     verdicts = serializers.SerializerMethodField()
+    solvability = serializers.SerializerMethodField(
+        help_text="the proof that the current revision can score full marks (review.solvability): proven, kind "
+        "(solution, rollout or null), score, description, link; without proof, missing and how to give it"
+    )
 
     class Meta(CandidateListSerializer.Meta):
-        fields = CandidateListSerializer.Meta.fields + ["current_revision", "diagnosis", "decisions", "verdicts"]
+        fields = CandidateListSerializer.Meta.fields + [
+            "current_revision",
+            "diagnosis",
+            "decisions",
+            "verdicts",
+            "solvability",
+        ]
 
     def get_diagnosis(self, candidate) -> dict | None:
         latest = candidate.latest_diagnosis()
@@ -156,6 +167,9 @@ class CandidateDetailSerializer(CandidateListSerializer):
 
     def get_verdicts(self, candidate) -> dict:
         return current_verdicts(candidate)
+
+    def get_solvability(self, candidate) -> dict:
+        return solvability(candidate.task.current_revision)
 
 
 class CandidateFilterSerializer(serializers.Serializer):

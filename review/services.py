@@ -27,6 +27,7 @@ from tasks.package import PackageError, validate_rubric
 from tasks.paths import TaskFileError, normalize_path
 from tasks.services import SaveOutcome, StaleRevisionError, revise_task
 
+from . import solvability
 from .job_kinds import DIAGNOSE_BATCH_JOB, DIAGNOSE_JOB
 from .models import BenchmarkCandidate, ClaimEvent, DiagnosisIssue, ReviewDecision
 
@@ -43,7 +44,7 @@ class ClaimConflict(ReviewError):
 
 
 class AcceptBlocked(ReviewError):
-    """Accepting needs a passing sanity report, or an admin's written override reason."""
+    """Accepting needs a passing sanity report and proof of solvability, or an admin's written override reason."""
 
 
 class NotAllowed(ReviewError):
@@ -527,27 +528,14 @@ def _bounded_rubric(text: str) -> None:
         raise ReviewError(str(exc)) from None
 
 
-NOT_SANITY_CHECKED = "the checker of this revision has not been sanity-checked yet"  # sanity_block's first reason
+NOT_SANITY_CHECKED = solvability.NOT_SANITY_CHECKED  # sanity_block's first reason
 
 
 def sanity_block(revision: TaskRevision, benchmark: Benchmark) -> str | None:
-    """Why accepting this revision into `benchmark` is blocked, or None. No report yet blocks too: the checker was
-    never run. A checker that crashed blocks; so does one that pays a lazy agent more than the benchmark's
-    tolerance, naming the checks that pay."""
-    report = SanityReport.latest_for(revision).first()
-    if report is None:
-        return NOT_SANITY_CHECKED
-    if report.crashed:
-        crashes = [problem for problem in report.problems if problem.startswith("crashed")]
-        return "the latest sanity check found the checker crashed: " + "; ".join(crashes)
-    if report.lazy_score > benchmark.lazy_tolerance:
-        scores = ", ".join(f"{kind} {score:g}" for kind, score in report.lazy_scores.items())
-        paying = report.paying_checks_text()
-        return (
-            f"a lazy agent earns {report.lazy_score:g} with this checker ({scores}), above the tolerance "
-            f"{benchmark.lazy_tolerance:g} of {benchmark.name}" + (f"; the checks that pay: {paying}" if paying else "")
-        )
-    return None
+    """Why accepting this revision into `benchmark` is blocked (every reason of solvability.accept_blocks, in one
+    text), or None."""
+    blocks = solvability.accept_blocks(revision, benchmark)
+    return "; and ".join(block.reason for block in blocks) or None
 
 
 def decide(
@@ -559,9 +547,10 @@ def decide(
     verdicts: dict | None = None,
     override_reason: str = "",
 ) -> ReviewDecision:
-    """Accept, fix or reject. Accepting pins the task's current revision and is blocked while its checker's
-    latest sanity report is crashed or pays a lazy agent more than the benchmark's tolerance (or is missing), unless
-    an admin writes an override reason.
+    """Accept, fix or reject. Accepting pins the task's current revision and is blocked (solvability.accept_blocks)
+    while its checker's latest sanity report is missing, crashed, pays a lazy agent more than the benchmark's
+    tolerance or finds the reference solution failing, or while nothing proves the revision solvable, unless an
+    admin writes an override reason.
     Rejecting needs a reason. "fix" records the current revision as the reviewer's fix and keeps it open.
     """
     _require(user, REVIEWER, "deciding on a candidate")
@@ -584,12 +573,12 @@ def decide(
                 "another fix, or accept it"
             )
         if decision == Decision.ACCEPT:
-            blocked = sanity_block(revision, candidate.benchmark)
-            if blocked and not override_reason.strip():
-                unchecked = blocked == NOT_SANITY_CHECKED
-                step = "run its sanity check first" if unchecked else "fix the checker (its sanity check runs again)"
+            blocks = solvability.accept_blocks(revision, candidate.benchmark)
+            if blocks and not override_reason.strip():
+                steps = "; ".join(dict.fromkeys(block.step for block in blocks))
                 raise AcceptBlocked(
-                    f"cannot accept: {blocked}. To accept, {step}; or an admin accepts with a written override reason"
+                    f"cannot accept: {'; and '.join(block.reason for block in blocks)}. To accept, {steps}; "
+                    "or an admin accepts with a written override reason"
                 )
         row = ReviewDecision.objects.create(
             candidate=candidate,

@@ -30,10 +30,11 @@ def make_task(external_id="t-review", instruction="Summarise sales.csv into repo
     return save_package(package).task
 
 
-def sanity(revision, *, crashed=False, over_lenient=False, lazy=None, paying=None):
+def sanity(revision, *, crashed=False, over_lenient=False, lazy=None, paying=None, solution=1.0):
     """A stored sanity report of the revision with the given findings. An over-lenient one pays a lazy agent 1 on
     the initial workspace through `out_exists` unless `lazy` (its lazy score) and `paying` (its paying checks) say
-    otherwise."""
+    otherwise. `solution` is what its reference solution scored (1.0: the proof of solvability the accept gate
+    asks for; None: the task has no reference solution)."""
     lazy = (1.0 if over_lenient else 0.0) if lazy is None else lazy
     paying = ({"out_exists": 1.0} if lazy else {}) if paying is None else paying
     run = {
@@ -49,7 +50,8 @@ def sanity(revision, *, crashed=False, over_lenient=False, lazy=None, paying=Non
         crashed=crashed,
         over_lenient=over_lenient or lazy > 0,
         lazy_score=lazy,
-        solvable=None,
+        solution_run=None if solution is None else dict(run, score=solution, status="ok", reason=""),
+        solvable=None if solution is None else solution >= 1.0,
         tolerance=0.0,
         backend="process",
         isolated=False,

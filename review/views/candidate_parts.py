@@ -20,6 +20,7 @@ from jobs.models import JobRun
 from review import services, solving
 from review.forms import DecisionForm
 from review.models import SEVERITY_RANK, DiagnosisIssue, ReviewDecision
+from review.solvability import solvability
 from tasks.diffing import diff_lines, diff_revisions, role_folder
 from tasks.job_kinds import SANITY_JOB
 from tasks.models import TaskRevision
@@ -271,11 +272,16 @@ def summary_context(candidate, revision) -> dict:
 
 
 def accept_context(candidate, revision) -> dict:
-    """Why accepting `revision` is blocked (None when it is not), and the final decision once there is one."""
+    """Why accepting `revision` is blocked (None when it is not), its proof of solvability (review.solvability), and
+    the final decision once there is one."""
     final = candidate.decisions.filter(decision__in=(Decision.ACCEPT, Decision.REJECT)).select_related(
         "reviewer", "revision"
     )
-    return {"accept_block": services.sanity_block(revision, candidate.benchmark), "final": final.first()}
+    return {
+        "accept_block": services.sanity_block(revision, candidate.benchmark),
+        "final": final.first(),
+        "solvability": solvability(revision),
+    }
 
 
 def history_context(candidate, revision) -> dict:

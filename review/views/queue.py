@@ -156,13 +156,20 @@ def decorate(candidates: list) -> list:
         kind=DIAGNOSE_JOB, parent__isnull=True, status__in=JobRun.ACTIVE, params__candidate_id__in=ids
     ).order_by("created_at")
     running = {run.params["candidate_id"]: run for run in runs}
-    rejections = {}  # candidate id -> its latest reject decision, whose reason a rejected candidate's row shows
-    # Over all rows, not the rejected ones only: a page costs the same number of queries whatever it holds.
-    decisions = ReviewDecision.objects.filter(candidate_id__in=ids, decision=ReviewDecision.Decision.REJECT)
+    # candidate id -> its latest reject (whose reason a rejected candidate's row shows) and accept decision (an
+    # accept by an admin's override is marked on its row).
+    final = {ReviewDecision.Decision.REJECT: {}, ReviewDecision.Decision.ACCEPT: {}}
+    # Over all rows, not the decided ones only: a page costs the same number of queries whatever it holds.
+    decisions = ReviewDecision.objects.filter(candidate_id__in=ids, decision__in=list(final))
     for decision in decisions.select_related("reviewer").order_by("candidate_id", "-created_at", "-id"):
-        rejections.setdefault(decision.candidate_id, decision)
+        final[decision.decision].setdefault(decision.candidate_id, decision)
     for c in candidates:
-        c.rejection = rejections.get(c.pk) if c.status == BenchmarkCandidate.Status.REJECTED else None
+        rejected, accepted = (
+            c.status == BenchmarkCandidate.Status.REJECTED,
+            c.status == BenchmarkCandidate.Status.ACCEPTED,
+        )
+        c.rejection = final[ReviewDecision.Decision.REJECT].get(c.pk) if rejected else None
+        c.acceptance = final[ReviewDecision.Decision.ACCEPT].get(c.pk) if accepted else None
         found = counts.get(latest.get(c.pk), {})
         c.issue_counts = [(severity, found[severity]) for severity in Severity.values if severity in found]
         c.worst_severity = c.issue_counts[0][0] if c.issue_counts else None
