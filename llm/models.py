@@ -377,24 +377,12 @@ class ModelCallQuerySet(models.QuerySet):
             .order_by("-cost", field)
         )
 
-    def with_requests(self):
-        """These calls with their whole requests rebuilt as they are fetched: their chains read in one query, each
-        call of a chain rebuilt once (see `ModelCall.request`)."""
-        clone = self._chain()
-        clone._with_requests = True
-        return clone
-
-    def _clone(self):
-        clone = super()._clone()
-        clone._with_requests = getattr(self, "_with_requests", False)
-        return clone
-
-    def _fetch_all(self):
-        fresh = self._result_cache is None
-        super()._fetch_all()
-        if fresh and getattr(self, "_with_requests", False) and self._result_cache:
-            if all(isinstance(call, ModelCall) for call in self._result_cache):
-                fill_requests(self._result_cache)
+    def with_requests(self) -> list["ModelCall"]:
+        """These calls, fetched, with their whole requests rebuilt: their chains read in one query, each call of a
+        chain rebuilt once (see `ModelCall.request`). A list: filter and order before."""
+        calls = list(self)
+        fill_requests(calls)
+        return calls
 
 
 class ModelCallManager(models.Manager.from_queryset(ModelCallQuerySet)):

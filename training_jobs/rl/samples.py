@@ -204,7 +204,7 @@ class _LazyTokenizer:
 def rollout_calls(rollout):
     """The proxied calls of a rollout's last attempt (earlier attempts failed for infra reasons), in order."""
     if rollout.proxy_session_id is None:
-        return ModelCall.objects.none()
+        return []
     return (
         ModelCall.objects.filter(session_id=rollout.proxy_session_id)
         .select_related("tokens")
