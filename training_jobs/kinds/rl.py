@@ -132,6 +132,10 @@ def resolve_tasks(tasks) -> list:
         raise TrainingRunError(
             f"benchmark tasks are never trained on (contamination guard): {', '.join(sorted(pinned))}"
         )
+    planted = Task.objects.filter(pk__in=[r.task_id for r in revisions], benchmark_candidates__plant__isnull=False)
+    if planted.exists():
+        names = sorted(set(planted.values_list("external_id", flat=True)))
+        raise TrainingRunError(f"tasks with a planted flaw (review.planting) are never trained on: {', '.join(names)}")
     return list({r.pk: r for r in revisions}.values())
 
 
@@ -139,7 +143,9 @@ def tasks_from(selection: str) -> list:
     """The current revisions of the tasks a selection names (tasks.selection: status=…, source=…, category=…,
     prefix=…, limit=N, e.g. "status=ready,source=skill,limit=200", or a curriculum's train split
     "prefix=curriculum-s0-train-"); newest first, benchmark tasks left out (the contamination guard)."""
-    unpinned = Task.objects.exclude(pk__in=PinnedRevision.objects.values("revision__task_id"))
+    unpinned = Task.objects.exclude(pk__in=PinnedRevision.objects.values("revision__task_id")).exclude(
+        benchmark_candidates__plant__isnull=False  # a planted flaw's copy (review.planting) is wrong on purpose
+    )
     try:
         chosen = [t.current_revision for t in select_tasks(selection, unpinned)]
     except SelectionError as exc:

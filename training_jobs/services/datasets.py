@@ -7,6 +7,8 @@ A dataset is immutable: building always makes a new one (`create_dataset` writes
 `fill_dataset` does the work; `start_build` hands that to the `training_jobs.build_dataset` job). Every candidate
 trajectory either becomes a sample or is counted under one reason, tried in this order:
 
+    planted_flaw                 its task is a copy with a flaw planted to test the review (review.planting); no
+                                 override: such a task is wrong on purpose
     benchmark_task               its task has a revision pinned by a benchmark version (unless an admin overrode it)
     unverified_history           an assistant turn is no answer the proxy recorded in its session: history the agent
                                  sent of its own (Trajectory.unverified_turns; unless an admin overrode it)
@@ -47,6 +49,7 @@ from evaluation.models import EvalRun, Rollout, Trajectory
 from jobs import enqueue
 from jobs.engine import JobEngineError
 from llm.models import ModelCall
+from tasks.models import Task
 
 from ..base_models import BaseModelError, folder_facts
 from ..dataset_stats import dataset_statistics
@@ -65,6 +68,7 @@ DEFAULT_FILTERS = {
 }
 CHUNK = 500  # trajectories read at a time while building
 REASONS = (
+    "planted_flaw",
     "benchmark_task",
     "unverified_history",
     "excluded_by_rules",
@@ -328,6 +332,7 @@ def _candidates(dataset: TrainingDataset, counter: TokenCounter | None) -> list[
     filters = dataset.filters
     # By task: a task with any revision in any benchmark version is out, whichever revision the rollout ran.
     pinned_tasks = set(PinnedRevision.objects.values_list("revision__task_id", flat=True).distinct())
+    planted = planted_task_ids()
     rows = (
         selected_trajectories(dataset.selection)
         .select_related("rollout__revision__task")
@@ -354,9 +359,9 @@ def _candidates(dataset: TrainingDataset, counter: TokenCounter | None) -> list[
     for trajectory in rows.iterator(chunk_size=CHUNK):
         chunk.append(trajectory)
         if len(chunk) == CHUNK:
-            candidates += _judge(chunk, dataset, pinned_tasks, counter)
+            candidates += _judge(chunk, dataset, pinned_tasks, counter, planted)
             chunk = []
-    candidates += _judge(chunk, dataset, pinned_tasks, counter)
+    candidates += _judge(chunk, dataset, pinned_tasks, counter, planted)
     # Near-duplicates: within a task, one sample per conversation (conversation_digest): the best rewarded, then the
     # first by content digest (so which one is kept depends on what they say, not on their ids).
     kept = sorted(
@@ -372,7 +377,15 @@ def _candidates(dataset: TrainingDataset, counter: TokenCounter | None) -> list[
     return candidates
 
 
-def _judge(rows: list, dataset: TrainingDataset, pinned_tasks: set, counter: TokenCounter | None) -> list[Candidate]:
+def planted_task_ids() -> set[int]:
+    """The tasks that are copies with a planted flaw (review.planting), named through the ORM's reverse relations
+    (tasks.Task → review's candidates → their plant) so that training_jobs imports nothing of review."""
+    return set(Task.objects.filter(benchmark_candidates__plant__isnull=False).values_list("pk", flat=True))
+
+
+def _judge(
+    rows: list, dataset: TrainingDataset, pinned_tasks: set, counter: TokenCounter | None, planted: set = frozenset()
+) -> list[Candidate]:
     """Each trajectory as a candidate with the first reason it is left out for (blank: kept so far). With a counter,
     those that get as far as the token limit are tokenized (the others never need it)."""
     filters = dataset.filters
@@ -394,7 +407,9 @@ def _judge(rows: list, dataset: TrainingDataset, pinned_tasks: set, counter: Tok
             content_digest(task.external_id, t.messages, t.tools),
             conversation_digest(t.messages),
         )
-        if task.pk in pinned_tasks and not dataset.allow_benchmark_tasks:
+        if task.pk in planted:
+            c.reason = "planted_flaw"
+        elif task.pk in pinned_tasks and not dataset.allow_benchmark_tasks:
             c.reason = "benchmark_task"
         elif t.unverified_turns and not dataset.allow_unverified_history:
             c.reason = "unverified_history"
@@ -526,6 +541,10 @@ def summary(dataset: TrainingDataset) -> dict:
 
 # What each reason makes of a trajectory, for the empty dataset's reason (singular, plural).
 LEFT_OUT_AS = {
+    "planted_flaw": (
+        "is a planted flaw's task (a test of the review)",
+        "are planted flaws' tasks (a test of the review)",
+    ),
     "benchmark_task": (
         "is a benchmark task (the contamination guard)",
         "are benchmark tasks (the contamination guard)",

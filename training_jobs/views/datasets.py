@@ -31,6 +31,7 @@ DATASETS_PAGE_SIZE = 30
 SAMPLES_PAGE_SIZE = 50
 RECENT_DATASETS = 5
 REASON_LABELS = {
+    "planted_flaw": "Task with a planted flaw (a test of the review, never trained on)",
     "benchmark_task": "Task of a benchmark version (contamination guard)",
     "unverified_history": "An assistant turn no recorded call answered (history guard)",
     "excluded_by_rules": "Excluded when the trajectory was rebuilt",
