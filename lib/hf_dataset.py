@@ -18,11 +18,14 @@ The features are derived from each configuration's Arrow schema the way `dataset
 from __future__ import annotations
 
 import contextlib
+import io
+import json
 import os
 import shutil
 import subprocess
 import tempfile
 import uuid
+import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -200,7 +203,8 @@ def _card_text(card: Card, configs: list[Config], results: list[SplitResult]) ->
         "tags": ["clawgym", *card.tags],
         "configs": config_files,
         "dataset_info": infos[0] if len(infos) == 1 else infos,
-        "clawgym": card.provenance,
+        # Plain JSON values only (a str enum, a Decimal or a datetime as its text), which YAML writes as it reads.
+        "clawgym": json.loads(json.dumps(card.provenance, default=str)),
     }
     lines = ["---", yaml.safe_dump(front, sort_keys=False, allow_unicode=True).rstrip(), "---", "", f"# {card.title}"]
     lines += ["", card.summary.strip()]
@@ -276,6 +280,25 @@ def _move_into_place(tmp: Path, out: Path) -> None:
         os.replace(aside, out)
         raise
     shutil.rmtree(aside)
+
+
+def download_response(write_to: Callable[[Path], object], top: str):
+    """An export as one .zip download under the top folder `top` (a folder cannot be downloaded): `write_to(path)`
+    writes the export to a fresh folder, which is zipped and removed before the response is made."""
+    from django.http import FileResponse
+    from django.utils.http import content_disposition_header
+
+    with tempfile.TemporaryDirectory(prefix="clawgym-hf-") as tmp:
+        folder = Path(tmp) / "export"
+        write_to(folder)
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+            for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+                archive.write(path, f"{top}/{path.relative_to(folder).as_posix()}")
+    buffer.seek(0)
+    response = FileResponse(buffer, content_type="application/zip")
+    response["Content-Disposition"] = content_disposition_header(True, f"{top}.zip")
+    return response
 
 
 # --- reading back -------------------------------------------------------------------------------------------------

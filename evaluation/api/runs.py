@@ -259,15 +259,24 @@ class EvalRunViewSet(
 
     @extend_schema(
         parameters=[ExportQuerySerializer],
-        responses={(200, "application/json"): OpenApiTypes.OBJECT, (200, "text/csv"): OpenApiTypes.STR},
+        responses={
+            (200, "application/json"): OpenApiTypes.OBJECT,
+            (200, "text/csv"): OpenApiTypes.STR,
+            (200, "application/zip"): OpenApiTypes.BINARY,
+        },
         description="A download for papers and notebooks. json: the run's figures and settings (as the run's detail) "
-        "and every rollout; csv: a header and one row per rollout (evaluation.exports.CSV_COLUMNS), streamed.",
+        "and every rollout; csv: a header and one row per rollout (evaluation.exports.CSV_COLUMNS), streamed; hf: "
+        "the same rows as a Hugging Face dataset (Parquet and a README.md dataset card), zipped.",
     )
     @action(detail=True, methods=["get"])
     def export(self, request, pk=None):
         run = self.get_object()
         fmt = _query(request, ExportQuerySerializer)["format"]
         disposition = content_disposition_header(True, f"eval-run-{run.pk}.{fmt}")
+        if fmt == "hf":
+            from ..hf_export import download_response  # pyarrow: loaded when asked for, not at start
+
+            return download_response(run)
         if fmt == "csv":
             response = StreamingHttpResponse(iter_csv(run), content_type="text/csv; charset=utf-8")
             response["Content-Disposition"] = disposition

@@ -196,14 +196,15 @@ class RunRolloutsQuerySerializer(serializers.Serializer):
     )
 
 
-EXPORT_FORMATS = ("json", "csv")
+EXPORT_FORMATS = ("json", "csv", "hf")
 
 
 class ExportQuerySerializer(serializers.Serializer):
     format = serializers.ChoiceField(
         choices=EXPORT_FORMATS,
         default="json",
-        help_text="json: the run, its figures and every rollout; csv: one row per rollout.",
+        help_text="json: the run, its figures and every rollout; csv: one row per rollout; hf: a Hugging Face "
+        "dataset folder (one Parquet row per rollout and a dataset card), zipped.",
     )
 
 

@@ -1,8 +1,10 @@
-"""python manage.py eval_report RUN [--json | --csv]"""
+"""python manage.py eval_report RUN [--json | --csv | --hf FOLDER [--force]]"""
 
 import json
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
+
+from lib.hf_dataset import HfExportError
 
 from ...exports import iter_csv, run_export
 from ...services.runs import run_json
@@ -14,7 +16,9 @@ class Command(BaseCommand):
     help = (
         "An evaluation run's report: its figures and every task's mean, std, min and max over the repeats (best "
         "first); --json the whole export (settings, figures, every rollout) as one JSON line; --csv one row per "
-        "rollout. An incomplete or running run shows its partial figures."
+        "rollout; --hf FOLDER writes the rollouts as a Hugging Face dataset (Parquet and a README.md dataset card) and "
+        'prints {"path", "format", "rows", "files", "paths", "splits", "bytes"}. An incomplete or running run shows '
+        "its partial figures."
     )
 
     def add_arguments(self, parser):
@@ -22,9 +26,20 @@ class Command(BaseCommand):
         form = parser.add_mutually_exclusive_group()
         form.add_argument("--json", dest="as_json", action="store_true", help="the export as one JSON line")
         form.add_argument("--csv", dest="as_csv", action="store_true", help="the rollouts as CSV")
+        form.add_argument("--hf", metavar="FOLDER", help="write the rollouts as a Hugging Face dataset folder")
+        parser.add_argument("--force", action="store_true", help="--hf: replace FOLDER when it is not empty")
 
-    def handle(self, *args, run, as_json, as_csv, **_options):
+    def handle(self, *args, run, as_json, as_csv, hf, force, **_options):
         run = eval_run(run)
+        if hf:
+            from ...hf_export import export_run_hf
+
+            try:
+                result = export_run_hf(run, hf, force=force)
+            except (HfExportError, OSError) as exc:
+                raise CommandError(str(exc)) from None
+            self.stdout.write(json.dumps(result.as_dict()))
+            return
         if as_json:
             self.stdout.write(json.dumps(run_export(run), ensure_ascii=False, default=str))
             return
