@@ -14,10 +14,7 @@ exactly those revisions (benchmarks.services.create_version).
 
 from __future__ import annotations
 
-import io
 import json
-import tempfile
-import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +22,6 @@ from pathlib import Path
 import pyarrow as pa
 from django.conf import settings
 from django.db import transaction
-from django.http import FileResponse
-from django.utils.http import content_disposition_header
 
 from lib import hf_dataset
 from tasks.package import PackageError, PackageFile, TaskPackage
@@ -140,20 +135,10 @@ def export_version_hf(version: BenchmarkVersion, out, *, force: bool = False) ->
     return hf_dataset.write(out, [config], card(version), force=force)
 
 
-def download_response(version: BenchmarkVersion) -> FileResponse:
-    """The Hugging Face export as one .zip (a folder cannot be downloaded), under the top folder `<name>-v<N>-hf/`."""
-    with tempfile.TemporaryDirectory(prefix="clawgym-hf-") as tmp:
-        folder = Path(tmp) / "export"
-        export_version_hf(version, folder)
-        buffer = io.BytesIO()
-        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-            for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-                archive.write(path, f"{top_folder(version)}-hf/{path.relative_to(folder).as_posix()}")
-    buffer.seek(0)
-    name = f"{top_folder(version)}-hf.zip"
-    response = FileResponse(buffer, content_type="application/zip")
-    response["Content-Disposition"] = content_disposition_header(True, name)
-    return response
+def download_response(version: BenchmarkVersion):
+    """The export zipped under one top folder `<name>-v<N>-hf/`."""
+    top = f"{top_folder(version)}-hf"
+    return hf_dataset.download_response(lambda folder: export_version_hf(version, folder), top)
 
 
 # --- importing back -----------------------------------------------------------------------------------------------
