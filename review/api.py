@@ -7,6 +7,11 @@ diagnoses and sanity overrides the admin role.
     POST /api/benchmarks/{name or id}/difficulty-filter/      admin: {"strong", "small", "n", "candidates", "harness"}:
                                                               start a difficulty filter: 202 + the filter
     POST /api/benchmarks/{name or id}/difficulty-thresholds/  admin: {"strong_min", "small_max", "margin"}
+    GET  /api/benchmarks/{name or id}/team/       the team settings; POST (admin) {"reviewers", "decisions_needed",
+                                                  "overlap_share"} sets them (review.team)
+    GET  /api/benchmarks/{name or id}/progress/   candidates by state, category and reviewer, decisions per day, the
+                                                  median time from claim to decision, what is left
+    GET  /api/benchmarks/{name or id}/agreement/  kappa, alpha and agreement with adjudications (review.agreement)
     GET  /api/difficulty-filters/[{id}/]        ?benchmark=&status=; one filter with its verdicts and results
     (GET /api/benchmark-versions/: benchmarks.api)
     GET  /api/candidates/[{id}/]                ?benchmark=&status=&category=&severity=&mine=&lazy_above=&difficulty=
@@ -20,11 +25,18 @@ diagnoses and sanity overrides the admin role.
                                                 was refused, with each reason
     POST /api/candidates/{id}/diagnose/         admin: queue a diagnosis job: 202 + the job run
     GET  /api/candidates/{id}/history/
+    POST /api/candidates/next/                  reviewer: {"benchmark"?}: claim the candidate the routing rule offers
+                                                (review.team): 200 + it; 404 when nothing is left for you
+    GET  /api/candidates/{id}/sides/            lead: each reviewer's side of a disagreement
+    POST /api/candidates/{id}/adjudicate/       lead: {"decision": accept|reject, "reason", "verdicts"?}
+A candidate's decisions, verdicts and history are those the caller may see: a blind second reviewer sees only
+their own until they have decided (review.team).
     GET  /api/diagnoses/[{id}/]                 ?candidate=ID
 """
 
 from django.db.models import Count
 from django.http import Http404
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
@@ -32,7 +44,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.generics import get_object_or_404
 from rest_framework.response import Response
 
-from accounts.roles import ADMIN, REVIEWER
+from accounts.roles import ADMIN, LEAD, REVIEWER, has_role
 from benchmarks.models import Benchmark
 from benchmarks.serializers import BenchmarkSerializer, BenchmarkVersionSerializer
 from benchmarks.services import BenchmarkError, get_or_create_benchmark
@@ -43,11 +55,13 @@ from lib.api_filters import QueryFilterMixin
 from lib.bounds import parse_id
 from tasks.services import StaleRevisionError
 
-from . import bulk, services
+from . import bulk, services, team
+from .agreement import benchmark_agreement
 from .difficulty import DifficultyError, set_difficulty_thresholds, start_difficulty_filter
 from .measures_api import DecisionRevealSerializer, decision_body
 from .models import BenchmarkCandidate, DiagnosisIssue, DifficultyFilter, LLMDiagnosis
 from .serializers import (
+    AdjudicateSerializer,
     ApplyFixSerializer,
     BulkDecideSerializer,
     BulkDecisionSerializer,
@@ -67,6 +81,9 @@ from .serializers import (
     DifficultyThresholdsSerializer,
     FreezeSerializer,
     LazyToleranceSerializer,
+    NextCandidateSerializer,
+    TeamSettingsSerializer,
+    TeamSideSerializer,
     VerdictSerializer,
 )
 
@@ -117,6 +134,31 @@ class BenchmarkViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         except services.ReviewError as exc:
             return _error(exc)
         return Response(BenchmarkSerializer(benchmark, context={"request": request}).data)
+
+    @extend_schema(methods=["GET"], request=None, responses={200: TeamSettingsSerializer})
+    @extend_schema(methods=["POST"], request=TeamSettingsSerializer, responses={200: TeamSettingsSerializer})
+    @action(detail=True, methods=["get", "post"])
+    def team(self, request, pk=None):
+        benchmark = self._named(pk)
+        if request.method == "POST":
+            data = validated(TeamSettingsSerializer, request.data)
+            try:
+                team.set_team(benchmark, user=request.user, **data)
+            except team.TeamNotAllowed as exc:
+                return Response({"detail": str(exc)}, status=status.HTTP_403_FORBIDDEN)
+            except team.TeamError as exc:
+                return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(team.team_settings(benchmark))
+
+    @extend_schema(request=None, responses={200: OpenApiTypes.OBJECT})
+    @action(detail=True, methods=["get"])
+    def progress(self, request, pk=None):
+        return Response(team.progress(self._named(pk)))
+
+    @extend_schema(request=None, responses={200: OpenApiTypes.OBJECT})
+    @action(detail=True, methods=["get"])
+    def agreement(self, request, pk=None):
+        return Response(benchmark_agreement(self._named(pk)))
 
     def _named(self, key: str) -> Benchmark:
         """The benchmark called `key`, else the one whose id it is (a name wins: names may be digits)."""
@@ -177,7 +219,7 @@ class BenchmarkViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 class CandidateViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):
     filter_serializer_class = CandidateFilterSerializer
     write_role = REVIEWER  # the services check admin-only parts (overrides) themselves
-    write_roles = {"diagnose": ADMIN}
+    write_roles = {"diagnose": ADMIN, "adjudicate": LEAD}
 
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)
@@ -198,7 +240,7 @@ class CandidateViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):
 
     def _detail(self, candidate, code=status.HTTP_200_OK) -> Response:
         fresh = self.get_queryset().get(pk=candidate.pk)
-        return Response(CandidateDetailSerializer(fresh).data, status=code)
+        return Response(CandidateDetailSerializer(fresh, context={"request": self.request}).data, status=code)
 
     @extend_schema(request=ClaimSerializer, responses={200: CandidateDetailSerializer})
     @action(detail=True, methods=["post"])
@@ -288,7 +330,47 @@ class CandidateViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):
     @extend_schema(responses={200: CandidateEventSerializer(many=True)})
     @action(detail=True, methods=["get"], pagination_class=None)
     def history(self, request, pk=None):
-        return Response(services.history(self.get_object()))
+        return Response(services.history(self.get_object(), request.user))
+
+    @extend_schema(request=NextCandidateSerializer, responses={200: CandidateDetailSerializer})
+    @action(detail=False, methods=["post"])
+    def next(self, request):
+        """Claim the candidate the routing rule offers you next; 404 when nothing is left for you."""
+        data = validated(NextCandidateSerializer, request.data)
+        benchmark = None
+        if data.get("benchmark"):
+            benchmark = Benchmark.objects.filter(name=data["benchmark"]).first()
+            if benchmark is None:
+                raise ValidationError({"benchmark": [f"no benchmark is named {data['benchmark']!r}"]})
+        for _attempt in range(5):
+            candidate = team.next_candidate(request.user, benchmark)
+            if candidate is None:
+                break
+            try:
+                services.claim(candidate, user=request.user)
+            except services.ClaimConflict:
+                continue  # another reviewer took it first: route again
+            except services.ReviewError as exc:
+                return _error(exc)
+            return self._detail(candidate)
+        return Response({"detail": "nothing left for you to review"}, status=status.HTTP_404_NOT_FOUND)
+
+    @extend_schema(request=None, responses={200: TeamSideSerializer(many=True)})
+    @action(detail=True, methods=["get"], pagination_class=None)
+    def sides(self, request, pk=None):
+        if not has_role(request.user, LEAD):
+            return Response({"detail": f"seeing both sides needs the {LEAD} role"}, status=status.HTTP_403_FORBIDDEN)
+        return Response(TeamSideSerializer(team.sides(self.get_object()), many=True).data)
+
+    @extend_schema(request=AdjudicateSerializer, responses={201: DecisionSerializer})
+    @action(detail=True, methods=["post"])
+    def adjudicate(self, request, pk=None):
+        data = validated(AdjudicateSerializer, request.data)
+        try:
+            row = team.adjudicate(self.get_object(), user=request.user, **data)
+        except services.ReviewError as exc:
+            return _error(exc)
+        return Response(DecisionSerializer(row).data, status=status.HTTP_201_CREATED)
 
 
 class DiagnosisViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):

@@ -1,7 +1,9 @@
 """What the review API shows and accepts. Serializers validate; review.services does the work."""
 
+from django.contrib.auth.models import AnonymousUser
 from django.db.models import Q
 from django.utils import timezone
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from evaluation.harnesses import HARNESS_CHOICES
@@ -10,6 +12,7 @@ from lib.bounds import MAX_ID
 from llm.models import ModelEndpoint
 from tasks.models import SanityReport
 
+from . import team
 from .bulk import MAX_BULK
 from .difficulty import verdict_counts
 from .models import (
@@ -79,7 +82,17 @@ class DecisionSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ReviewDecision
-        fields = ["id", "reviewer", "decision", "reason", "verdicts", "revision", "override_reason", "created_at"]
+        fields = [
+            "id",
+            "reviewer",
+            "decision",
+            "reason",
+            "verdicts",
+            "revision",
+            "override_reason",
+            "adjudication",
+            "created_at",
+        ]
 
 
 def _worst(rank) -> str | None:
@@ -143,9 +156,12 @@ class CandidateEventSerializer(serializers.Serializer):
 
 
 class CandidateDetailSerializer(CandidateListSerializer):
+    """One candidate. Its decisions and verdicts are those the requesting user may see: while the review is blind
+    (review.team.visible_decisions), a reviewer who has not decided sees only their own; with no request, none."""
+
     current_revision = serializers.IntegerField(source="task.current_revision.number", read_only=True, default=None)
     diagnosis = serializers.SerializerMethodField()
-    decisions = DecisionSerializer(many=True, read_only=True)
+    decisions = serializers.SerializerMethodField()
     verdicts = serializers.SerializerMethodField()
     solvability = serializers.SerializerMethodField(
         help_text="the proof that the current revision can score full marks (review.solvability): proven, kind "
@@ -165,8 +181,18 @@ class CandidateDetailSerializer(CandidateListSerializer):
         latest = candidate.latest_diagnosis()
         return DiagnosisSerializer(latest).data if latest else None
 
+    def _viewer(self):
+        request = self.context.get("request")
+        return request.user if request is not None else AnonymousUser()
+
+    @extend_schema_field(DecisionSerializer(many=True))
+    def get_decisions(self, candidate) -> list:
+        return DecisionSerializer(
+            team.visible_decisions(candidate, self._viewer()).select_related("reviewer", "revision"), many=True
+        ).data
+
     def get_verdicts(self, candidate) -> dict:
-        return current_verdicts(candidate)
+        return current_verdicts(candidate, self._viewer())
 
     def get_solvability(self, candidate) -> dict:
         return solvability(candidate.task.current_revision)
@@ -427,3 +453,40 @@ class DifficultyThresholdsSerializer(serializers.Serializer):
         default=0.0,
         help_text="the strong mean must exceed the small one by more than this",
     )
+
+
+# --- review as a team (review.team) ----------------------------------------------------------------------------
+
+
+class TeamSettingsSerializer(serializers.Serializer):
+    reviewers = serializers.ListField(
+        child=serializers.CharField(max_length=150),
+        required=False,
+        max_length=1000,
+        help_text="usernames of reviewers the queue routes this benchmark to ([]: every reviewer)",
+    )
+    decisions_needed = serializers.IntegerField(
+        min_value=1, max_value=team.MAX_DECISIONS, required=False, help_text="independent decisions a candidate needs"
+    )
+    overlap_share = serializers.FloatField(
+        min_value=0.0, max_value=1.0, required=False, help_text="share of candidates that get one more decision"
+    )
+
+
+class NextCandidateSerializer(serializers.Serializer):
+    benchmark = serializers.CharField(required=False, max_length=120, help_text="only this benchmark's candidates")
+
+
+class AdjudicateSerializer(serializers.Serializer):
+    decision = serializers.ChoiceField(choices=[("accept", "Accept"), ("reject", "Reject")])
+    reason = serializers.CharField(allow_blank=True, required=False, default="", help_text="needed")
+    verdicts = serializers.DictField(required=False, default=dict, help_text="{issue id: valid|not_valid|fixed}")
+
+
+class TeamSideSerializer(serializers.Serializer):
+    reviewer = serializers.CharField()
+    decision = serializers.CharField()
+    reason = serializers.CharField()
+    revision = serializers.IntegerField(allow_null=True)
+    verdicts = serializers.DictField(help_text="{issue id: valid|not_valid} (fixed counts as valid)")
+    at = serializers.DateTimeField()

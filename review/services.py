@@ -27,7 +27,7 @@ from tasks.package import PackageError, validate_rubric
 from tasks.paths import TaskFileError, normalize_path
 from tasks.services import SaveOutcome, StaleRevisionError, revise_task
 
-from . import solvability
+from . import solvability, team
 from .job_kinds import DIAGNOSE_BATCH_JOB, DIAGNOSE_JOB
 from .models import BenchmarkCandidate, ClaimEvent, DiagnosisIssue, ReviewDecision
 
@@ -242,10 +242,12 @@ def _require_holder(candidate: BenchmarkCandidate, user) -> None:
 # --- verdicts, fixes and decisions -----------------------------------------------------------------------------
 
 
-def current_verdicts(candidate: BenchmarkCandidate) -> dict[str, str]:
-    """{issue id: verdict}, the latest decision naming an issue winning."""
+def current_verdicts(candidate: BenchmarkCandidate, viewer=None) -> dict[str, str]:
+    """{issue id: verdict}, the latest decision naming an issue winning; with `viewer`, only the decisions they may
+    see (review.team.visible_decisions: a blind second reviewer sees their own)."""
     verdicts: dict[str, str] = {}
-    for row in candidate.decisions.order_by("created_at", "id").values_list("verdicts", flat=True):
+    rows = candidate.decisions.all() if viewer is None else team.visible_decisions(candidate, viewer)
+    for row in rows.order_by("created_at", "id").values_list("verdicts", flat=True):
         verdicts.update(row or {})
     return verdicts
 
@@ -590,7 +592,7 @@ def decide(
             override_reason=override_reason.strip() if decision == Decision.ACCEPT else "",
         )
         if decision != Decision.FIX:
-            status = Status.ACCEPTED if decision == Decision.ACCEPT else Status.REJECTED
+            status = team.status_after_decision(candidate, row, ReviewError)  # more decisions, or adjudication
             if BenchmarkCandidate.objects.filter(pk=candidate.pk, plant__isnull=False).exists():
                 status = Status.REJECTED  # a planted flaw (review.planting) closes: it never enters the benchmark
             BenchmarkCandidate.objects.filter(pk=candidate.pk).update(
@@ -631,11 +633,12 @@ def freeze_version(benchmark: Benchmark, *, user, note: str = "") -> BenchmarkVe
 # --- history ---------------------------------------------------------------------------------------------------
 
 
-def history(candidate: BenchmarkCandidate) -> list[dict]:
+def history(candidate: BenchmarkCandidate, viewer=None) -> list[dict]:
     """The candidate's timeline, newest first: decisions, revisions of its task, their sanity checks, diagnoses
-    and claims."""
+    and claims. With `viewer`, only the decisions they may see (review.team.visible_decisions)."""
     events = []
-    for d in candidate.decisions.select_related("reviewer", "revision"):
+    decisions = candidate.decisions.all() if viewer is None else team.visible_decisions(candidate, viewer)
+    for d in decisions.select_related("reviewer", "revision"):
         events.append(
             {
                 "kind": "decision",
@@ -646,6 +649,7 @@ def history(candidate: BenchmarkCandidate) -> list[dict]:
                 "override_reason": d.override_reason,
                 "verdicts": d.verdicts,
                 "revision": d.revision.number if d.revision else None,
+                "adjudication": d.adjudication,
             }
         )
     for r in candidate.task.revisions.select_related("author_user").filter(created_at__gte=candidate.created_at):

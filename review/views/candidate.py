@@ -109,6 +109,7 @@ def _page_url(candidate, anchor: str = "") -> str:
 def _base_context(request, candidate) -> dict:
     """What every piece of the page needs: the candidate, its current revision and what the user may do."""
     candidate.refresh_from_db()
+    candidate.review_viewer = request.user  # a blind second reviewer sees only their own decisions (review.team)
     revision = TaskRevision.objects.select_related("author_user").get(pk=candidate.task.current_revision_id)
     holder = candidate.held_by()
     is_open = candidate.status in BenchmarkCandidate.OPEN

@@ -13,11 +13,12 @@ from dataclasses import field as dataclass_field
 from functools import cached_property
 from urllib.parse import urlencode
 
+from django.contrib.auth.models import AnonymousUser
 from django.db.models import Q
 from django.urls import reverse
 
 from jobs.models import JobRun
-from review import services, solving
+from review import services, solving, team
 from review.forms import DecisionForm
 from review.models import SEVERITY_RANK, DiagnosisIssue, ReviewDecision
 from review.solvability import solvability
@@ -170,11 +171,22 @@ def replacement_text(issue: DiagnosisIssue) -> str:
     return issue.replacement
 
 
+def _viewer(candidate):
+    """Who is looking (the page views set it): while the review is blind, a reviewer sees only their own decisions
+    and verdicts (review.team.visible_decisions); unset, nobody's are shown."""
+    return getattr(candidate, "review_viewer", None) or AnonymousUser()
+
+
 def issue_cards(candidate, issues, revision: TaskRevision, units: dict) -> list[IssueCard]:
     """Cards for issues of the candidate's latest diagnosis, compared with `revision` (units: its loaded parts)."""
-    verdicts = services.current_verdicts(candidate)
+    verdicts = services.current_verdicts(candidate, _viewer(candidate))
     fixed_in = {}
-    fixes = candidate.decisions.filter(decision=Decision.FIX).select_related("revision").order_by("created_at", "id")
+    fixes = (
+        team.visible_decisions(candidate, _viewer(candidate))
+        .filter(decision=Decision.FIX)
+        .select_related("revision")
+        .order_by("created_at", "id")
+    )
     for decision in fixes:
         for pk, value in decision.verdicts.items():
             if value == Verdict.FIXED and decision.revision:
@@ -260,7 +272,7 @@ def summary_context(candidate, revision) -> dict:
     """The latest diagnosis's issues counted by severity, and how many have a verdict."""
     diagnosis = candidate.diagnoses.first()
     severities = list(diagnosis.issues.values_list("pk", "severity")) if diagnosis else []
-    verdicts = services.current_verdicts(candidate)
+    verdicts = services.current_verdicts(candidate, _viewer(candidate))
     counts = defaultdict(int)
     for _, severity in severities:
         counts[severity] += 1
@@ -274,12 +286,12 @@ def summary_context(candidate, revision) -> dict:
 def accept_context(candidate, revision) -> dict:
     """Why accepting `revision` is blocked (None when it is not), its proof of solvability (review.solvability), and
     the final decision once there is one."""
-    final = candidate.decisions.filter(decision__in=(Decision.ACCEPT, Decision.REJECT)).select_related(
-        "reviewer", "revision"
-    )
+    visible = team.visible_decisions(candidate, _viewer(candidate))
+    final = visible.filter(decision__in=(Decision.ACCEPT, Decision.REJECT)).select_related("reviewer", "revision")
     return {
         "accept_block": services.sanity_block(revision, candidate.benchmark),
         "final": final.first(),
+        "team": team.candidate_team(candidate, _viewer(candidate)),
         "solvability": solvability(revision),
     }
 
@@ -293,7 +305,7 @@ def history_context(candidate, revision) -> dict:
         )
     }
     names = dict(Verdict.choices)
-    events = services.history(candidate)
+    events = services.history(candidate, _viewer(candidate))
     for event in events:
         event["verdict_list"] = [
             (labels.get(pk, f"#{pk}"), value, names.get(value, value))

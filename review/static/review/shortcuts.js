@@ -8,6 +8,7 @@
  *   [data-key="a"|"f"|"r"|"x"]      the control a, f, r or x clicks: the first inside the selected item, or when
  *                                   the item has none (or nothing is selected), the first on the page outside any
  *                                   item (x: the row's checkbox, ticked for a bulk decision)
+ *   [data-key="n"]                  "Next": the candidate the routing rule offers (review/team_next_form.html)
  *   dialog#shortcut-help            the help that ? shows and hides (Escape closes it)
  *
  * The selection is the class "selected" plus aria-selected="true", kept across htmx swaps by data-id. Keys do
@@ -18,7 +19,7 @@
   "use strict";
 
   const ITEMS = "[data-shortcut-list] [data-shortcut-item]";
-  const ACTIONS = new Set(["a", "f", "r", "x"]);
+  const ACTIONS = new Set(["a", "f", "r", "x", "n"]);
   let selectedId = null;
 
   function items() {
