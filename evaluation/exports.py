@@ -11,6 +11,7 @@ from lib.csvsafe import SafeDictWriter
 
 from .models import EvalRun, Rollout
 from .services.runs import run_json
+from .services.scans import scan_json
 
 CSV_COLUMNS = [
     "run",
@@ -101,6 +102,8 @@ def run_export(run: EvalRun) -> dict:
         "started_at": run.started_at.isoformat() if run.started_at else None,
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
         "rollouts": list(iter_rows(run)),
+        # What the transcript scanners found (the `scan_run --json` shape): counts per scanner and every finding.
+        "scan": scan_json(run),
     }
 
 

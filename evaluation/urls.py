@@ -1,6 +1,6 @@
 from django.urls import path
 
-from .views import dashboard, rollouts, runs, samples
+from .views import dashboard, rollouts, runs, samples, scans
 
 app_name = "evaluation"
 urlpatterns = [
@@ -22,6 +22,7 @@ run_urlpatterns = [
     path("leaderboard/", runs.leaderboard, name="leaderboard"),
     path("compare/", runs.compare, name="compare"),
     path("compare/rollouts/", samples.rollout_pair, name="compare-rollouts"),
+    path("compare/findings/", scans.compare_findings, name="compare-findings"),
     path("<int:pk>/", runs.run_detail, name="detail"),
     path("<int:pk>/tasks/<int:row>/", runs.run_task_repeats, name="repeats"),
     path("<int:pk>/samples/", samples.run_samples, name="samples"),
@@ -29,6 +30,8 @@ run_urlpatterns = [
     path("<int:pk>/cancel/", runs.run_cancel, name="cancel"),
     path("<int:pk>/regrade/", runs.run_regrade, name="regrade"),
     path("<int:pk>/threshold/", runs.run_threshold, name="threshold"),
+    path("<int:pk>/findings/", scans.run_findings, name="findings"),
+    path("<int:pk>/scan/", scans.run_scan, name="scan"),
     path("<int:pk>/export.json", runs.run_export_json, name="export-json"),
     path("<int:pk>/export.csv", runs.run_export_csv, name="export-csv"),
 ]

@@ -12,6 +12,9 @@ changing the pass threshold the admin role; a reviewer may regrade one task (aft
     POST /api/eval-runs/{id}/regrade/       {task?}: queue a regrade job (the run's rollouts; with a task of the
                                             run, every rollout of that task): 202 + the job run
     POST /api/eval-runs/{id}/threshold/     {pass_threshold}: pass@k, pass^k and solved tasks recomputed
+    GET  /api/eval-runs/{id}/scan/          what the transcript scanners found: counts per scanner and per model
+    POST /api/eval-runs/{id}/scan/          {scanners?, judge?}: queue a scan (evaluation.scan_run): 202 + the job run
+    GET  /api/eval-runs/{id}/findings/      ?scanner=   the findings (rollout, step, model call, evidence), paginated
     GET  /api/eval-runs/{id}/tasks/         ?sort=task|mean|-mean|std|-std|tokens|-tokens   per-task rows, paginated
     GET  /api/eval-runs/{id}/rollouts/      ?task=&status=&outcome=&min_score=&max_score=&q=&sort=   its samples, as
                                             its samples page filters them (q: a text in the transcript, the final
@@ -61,7 +64,14 @@ from ..serializers.runs import (
     TaskRowsQuerySerializer,
     ThresholdSerializer,
 )
-from ..services import runs
+from ..serializers.scans import (
+    FindingsQuerySerializer,
+    NoQuerySerializer,
+    ScanCountsSerializer,
+    ScanFindingSerializer,
+    ScanRequestSerializer,
+)
+from ..services import runs, scans
 from ..services.regrade import regradable
 
 # Which config keys (runs.run_config) each field of a resume's body sets; the rest stay the run's own.
@@ -219,6 +229,43 @@ class EvalRunViewSet(
         with refusals(runs.EvalRunError):
             run = runs.set_pass_threshold(run, data["pass_threshold"], user=request.user)
         return self.detail_response(run)
+
+    @extend_schema(
+        methods=["GET"],
+        request=None,
+        responses={200: ScanCountsSerializer},
+        description="What the transcript scanners found in the run's rollouts: the scanners that read it, findings "
+        "and flagged rollouts per scanner, findings per model, and what the latest scan could not scan.",
+    )
+    @extend_schema(
+        methods=["POST"],
+        request=ScanRequestSerializer,
+        responses={202: JobRunSerializer, 400: detail_error("ScanRefused", "An unknown judge."), 503: NOT_STARTED},
+        description="Scan the run's finished rollouts again as an evaluation.scan_run job; the findings of the "
+        "scanners it runs replace their earlier ones.",
+    )
+    @action(detail=True, methods=["get", "post"])
+    def scan(self, request, pk=None):
+        run = self.get_object()
+        if request.method == "GET":
+            _query(request, NoQuerySerializer)
+            body = {k: v for k, v in scans.scan_json(run).items() if k != "findings"}
+            return Response(body)
+        data = validated(ScanRequestSerializer, request.data)
+        with refusals(scans.ScanRefused):
+            job_run = scans.request_scan(run, user=request.user, scanners=data.get("scanners"), judge=data.get("judge"))
+        body = JobRunSerializer(job_run, context=self.get_serializer_context()).data
+        return Response(body, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(parameters=[FindingsQuerySerializer], responses=ScanFindingSerializer(many=True))
+    @action(detail=True, methods=["get"])
+    def findings(self, request, pk=None):
+        """The run's findings, by task and repeat: each names its rollout, the transcript step and the model call
+        it is at, the tool, and the evidence (a bounded excerpt of what was recorded)."""
+        run = self.get_object()
+        data = _query(request, FindingsQuerySerializer, also=self._page_parameters())
+        page = self.paginate_queryset(scans.run_findings(run, data.get("scanner")))
+        return self.get_paginated_response(ScanFindingSerializer(page, many=True).data)
 
     @extend_schema(parameters=[TaskRowsQuerySerializer], responses=EvalRunTaskSerializer(many=True))
     @action(detail=True, methods=["get"])
