@@ -28,7 +28,7 @@ _EXTERNAL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 
 
 class SaveOutcome(str, Enum):
-    CREATED = "imported"
+    CREATED = "created"
     UPDATED = "updated"
     UNCHANGED = "unchanged"
 

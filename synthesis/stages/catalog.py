@@ -60,7 +60,7 @@ def package(item) -> TaskPackage:
     )
 
 
-# What became of the package, in words: a synthesized task is never "imported" (SaveOutcome.CREATED's value).
+# What became of the package, in words (a synthesized task is a new task, not an imported one).
 SAVED = {SaveOutcome.CREATED: "new task", SaveOutcome.UPDATED: "new revision", SaveOutcome.UNCHANGED: "unchanged"}
 
 
