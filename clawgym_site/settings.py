@@ -258,6 +258,7 @@ SPECTACULAR_SETTINGS = {
         "SynthesisStageEnum": "synthesis.models.Stage",
         "QAStageEnum": "synthesis.models.QAStage",
         "TrainingDatasetStatusEnum": "training_jobs.models.TrainingDataset.Status",
+        "PlantedFlawKindEnum": "review.models.PlantedFlaw.Kind",
     },
 }
 

@@ -12,7 +12,8 @@ The reveal after a decision is the "planted" object of POST /api/candidates/{id}
 """
 
 from django.http import Http404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
@@ -78,15 +79,20 @@ class PlantSerializer(serializers.Serializer):
     change = serializers.CharField(source="plant.change")
     source_task = serializers.CharField(source="plant.source_candidate.task.external_id", default=None)
     source_revision = serializers.IntegerField(source="plant.source_revision.number", default=None)
-    llm = serializers.ChoiceField(choices=["named", "not_named", "not_diagnosed"])
-    reviewers = serializers.ChoiceField(choices=["caught", "missed", "pending"])
-    by_reviewer = serializers.DictField(child=serializers.ChoiceField(choices=["caught", "missed"]))
+    llm = serializers.CharField(help_text="named, not_named or not_diagnosed")
+    reviewers = serializers.CharField(help_text="caught (rejected or fixed), missed (accepted) or pending")
+    by_reviewer = serializers.DictField(child=serializers.CharField(), help_text="{username: caught or missed}")
     created_at = serializers.DateTimeField(source="plant.created_at")
 
 
 class PlantRequestSerializer(serializers.Serializer):
     benchmark = serializers.CharField(max_length=120)
-    kinds = serializers.ListField(child=serializers.ChoiceField(choices=Kind.choices), allow_empty=False, max_length=4)
+    kinds = serializers.ListField(
+        child=serializers.CharField(max_length=24),
+        allow_empty=False,
+        max_length=4,
+        help_text=f"planted in turn; any of {', '.join(Kind.values)}",
+    )
     count = serializers.IntegerField(min_value=1, max_value=planting.MAX_PLANTS)
     seed = serializers.IntegerField(required=False, min_value=0, max_value=2**63 - 1, allow_null=True, default=None)
     diagnose = serializers.BooleanField(required=False, default=True, help_text="queue each copy's diagnosis")
@@ -128,7 +134,7 @@ class RevealSerializer(serializers.Serializer):
     change = serializers.CharField()
     source_task = serializers.CharField(allow_null=True)
     source_revision = serializers.IntegerField(allow_null=True)
-    outcome = serializers.ChoiceField(choices=["caught", "missed", "pending"])
+    outcome = serializers.CharField(help_text="caught (rejected or fixed), missed (accepted) or pending")
     message = serializers.CharField()
 
 
@@ -193,7 +199,9 @@ class PlantedFlawViewSet(viewsets.ViewSet):
             filters["kind"] = query["kind"]
         return Response(PlantSerializer(self._plants(**filters), many=True).data)
 
-    @extend_schema(responses={200: PlantSerializer})
+    @extend_schema(
+        parameters=[OpenApiParameter("id", OpenApiTypes.INT, OpenApiParameter.PATH)], responses=PlantSerializer
+    )
     def retrieve(self, request, pk=None):
         self._admin_only(request)
         found = self._plants(pk=pk) if str(pk).isdigit() and len(str(pk)) <= 18 else []
