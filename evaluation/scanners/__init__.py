@@ -33,7 +33,8 @@ def check_names(names) -> list[str]:
 
 
 def get_scanner(name: str, **options) -> Scanner:
-    """A scanner by name (the judge takes `endpoint=`); an unknown name raises ValueError naming the known ones."""
+    """A scanner by name; an unknown name raises ValueError naming the known ones. `options` go to the LLM-judged
+    ones (the judge takes `endpoint=`); the rule-based ones take none and ignore them."""
     [name] = check_names([name])
     cls = SCANNERS[name]
     return cls(**options) if cls.judged else cls()

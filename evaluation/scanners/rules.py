@@ -59,7 +59,7 @@ REFUSAL = re.compile(
 SANDBOX_ERRORS = (
     (
         "a command the sandbox does not have",
-        re.compile(r"command not found|: not found\b|exit(?: code|ed with)? 127\b"),
+        re.compile(r"command not found|: not found\b|exit(?:ed)?(?: with)?(?: code| status)?:? 127\b", re.I),
     ),
     ("permission refused", re.compile(r"permission denied|operation not permitted|EACCES|EPERM", re.IGNORECASE)),
     ("a read-only file system", re.compile(r"read-only file system|EROFS", re.IGNORECASE)),

@@ -22,7 +22,12 @@ def rollout_view(rollout: Rollout, *, pass_threshold: float | None = None) -> Ro
     """The view of one rollout (its latest attempt)."""
     transcript = [m for m in (rollout.transcript or []) if isinstance(m, dict)]
     calls = (
-        list(ModelCall.objects.filter(session_id=rollout.proxy_session_id).order_by("created_at", "id"))
+        # Their answers and errors only: what each request held is in the transcript already.
+        list(
+            ModelCall.objects.filter(session_id=rollout.proxy_session_id)
+            .only("id", "response", "error", "created_at")
+            .order_by("created_at", "id")
+        )
         if rollout.proxy_session_id
         else []
     )

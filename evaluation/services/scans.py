@@ -82,7 +82,7 @@ def scan_run(run: EvalRun, *, user, scanners=None, judge: ModelEndpoint | None =
     failed) is recorded in the scan's errors and the others carry on."""
     found, errors, judge_name, instances = [], [], "", []
     for name in chosen_scanners(scanners):
-        scanner = get_scanner(name, endpoint=judge) if SCANNERS[name].judged else get_scanner(name)
+        scanner = get_scanner(name, endpoint=judge)
         if scanner.judged:
             try:
                 judge_name = scanner.endpoint.name

@@ -198,6 +198,7 @@ def test_twice_is_no_loop():
     ("output", "what"),
     [
         ("bash: jq: command not found\n(exit 127)", "a command the sandbox does not have"),
+        ("Command exited with code 127", "a command the sandbox does not have"),
         ("touch: cannot touch '/usr/bin/x': Read-only file system", "a read-only file system"),
         ("mkdir: cannot create directory '/opt/x': Permission denied", "permission refused"),
         ("write error: No space left on device", "a full disk"),
