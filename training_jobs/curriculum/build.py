@@ -3,10 +3,13 @@
     drawn = curriculum(seed=0)              # .splits = {split: [SplitTask]}: the same for a seed, on any machine
     write_curriculum(drawn, out)            # out/<split>/<task id>/..., out/<split>.txt, out/manifest.json
 
-Splits: `train` holds the TRAIN_KINDS; `heldout` holds new parameters of the same kinds; `unseen_kind` holds
-UNSEEN_KIND only, a kind no train task has. No two tasks anywhere share an instruction (an instruction names every
-parameter but the input files' content), so a held-out task never asks what a train task asks. Each split draws from
-its own random stream, seeded by (seed, split, kind), so one split's size never changes another's tasks.
+Splits: `train` holds the TRAIN_KINDS; `heldout` holds new parameters of the same kinds, drawn from the same words;
+`heldout_lexical` holds the same kinds drawn from a vocabulary no other split uses (kinds.LEXICAL_VOCABULARY: its
+words, file names, JSON keys and values never occur in a train task), so a model that learned the train split's words
+rather than the kinds scores less there; `unseen_kind` holds UNSEEN_KIND only, a kind no train task has. No two tasks
+anywhere share an instruction (an instruction names every parameter but the input files' content), so a held-out task
+never asks what a train task asks. Each split draws from its own random stream, seeded by (seed, split, kind), so one
+split's size never changes another's tasks.
 """
 
 from __future__ import annotations
@@ -14,18 +17,26 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from lib.bounds import parse_whole_number
 from tasks.package import STANDARD_REWARD_SH
 
-from .kinds import KINDS, CurriculumTask
+from .kinds import KINDS, LEXICAL_VOCABULARY, TRAIN_VOCABULARY, CurriculumTask
 
 UNSEEN_KIND = "folder"
 TRAIN_KINDS = tuple(name for name in KINDS if name != UNSEEN_KIND)
-# Tasks per kind in each split (unseen_kind: of its one kind): 161 train, 42 held-out, 16 of the unseen kind.
-SIZES = {"train": 23, "heldout": 6, "unseen_kind": 16}
-SPLIT_KINDS = {"train": TRAIN_KINDS, "heldout": TRAIN_KINDS, "unseen_kind": (UNSEEN_KIND,)}
+# Tasks per kind in each split (unseen_kind: of its one kind): 161 train, 42 held-out, 42 lexical held-out, 16 of the
+# unseen kind.
+SIZES = {"train": 23, "heldout": 6, "unseen_kind": 16, "heldout_lexical": 6}
+SPLIT_KINDS = {
+    "train": TRAIN_KINDS,
+    "heldout": TRAIN_KINDS,
+    "unseen_kind": (UNSEEN_KIND,),
+    "heldout_lexical": TRAIN_KINDS,
+}
+SPLIT_VOCABULARY = {"heldout_lexical": LEXICAL_VOCABULARY}  # the others: TRAIN_VOCABULARY
 ID_PREFIX = "curriculum"
 DRAWS_PER_TASK = 200  # redraws allowed for one task whose instruction an earlier task has already
 
@@ -83,7 +94,8 @@ def train_selection(seed: int) -> str:
 
 
 def parse_sizes(text: str) -> dict[str, int]:
-    """`train=23,heldout=6,unseen_kind=16` (any of them; the rest keep SIZES) as {split: tasks per kind}."""
+    """`train=23,heldout=6,unseen_kind=16,heldout_lexical=6` (any of them; the rest keep SIZES) as {split: tasks per
+    kind}."""
     sizes = dict(SIZES)
     for part in filter(None, (p.strip() for p in text.split(","))):
         split, _, value = part.partition("=")
@@ -102,8 +114,9 @@ def curriculum(seed: int = 0, sizes: dict[str, int] | None = None) -> Curriculum
         found[split] = []
         for kind in kinds:
             rng = random.Random(f"clawgym-curriculum:{seed}:{split}:{kind}")
+            vocabulary = SPLIT_VOCABULARY.get(split, TRAIN_VOCABULARY)
             for number in range(1, sizes[split] + 1):
-                task = _draw_new(KINDS[kind].make, rng, seen)
+                task = _draw_new(partial(KINDS[kind].make, v=vocabulary), rng, seen)
                 if task is None:
                     raise CurriculumError(f"kind {kind} ran out of distinct tasks at {split} task {number}")
                 seen.add(task.instruction)

@@ -31,7 +31,7 @@ from .build import ID_PREFIX, Curriculum, CurriculumError, category_slug, train_
 from .kinds import KINDS
 
 # The splits frozen as benchmarks, and the end of each benchmark's name.
-BENCHMARK_SPLITS = {"heldout": "heldout", "unseen_kind": "unseen"}
+BENCHMARK_SPLITS = {"heldout": "heldout", "unseen_kind": "unseen", "heldout_lexical": "lexical"}
 CATEGORY_ORDER = 100  # after the ClawGym categories (tasks/migrations/0002_taxonomy.py)
 
 

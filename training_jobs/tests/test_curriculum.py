@@ -41,7 +41,7 @@ from training_jobs.kinds.rl import tasks_from
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECKER_PATH = ROOT / "training_jobs" / "curriculum" / "checker.py"
-SMALL = "train=2,heldout=1,unseen_kind=1"  # one benchmark task of each kind: 8 sanity checks in the sandbox
+SMALL = "train=2,heldout=1,unseen_kind=1,heldout_lexical=1"  # one benchmark task of each kind per held-out split
 
 
 def tree_digest(folder: Path) -> str:
@@ -78,7 +78,8 @@ def test_kinds_splits_and_sizes():
     assert kinds["unseen_kind"] == {UNSEEN_KIND: 16}
     assert UNSEEN_KIND not in kinds["train"] and UNSEEN_KIND not in kinds["heldout"]
     ids = [item.task_id for items in drawn.splits.values() for item in items]
-    assert len(ids) == len(set(ids)) == 219
+    assert kinds["heldout_lexical"] == dict.fromkeys(TRAIN_KINDS, SIZES["heldout_lexical"])
+    assert len(ids) == len(set(ids)) == 261
     for split, items in drawn.splits.items():
         for item in items:
             assert f"-{split.replace('_', '-')}-{item.kind}-" in item.task_id
@@ -93,10 +94,10 @@ def test_held_out_parameters_are_new():
     def answers(split):
         return {json.dumps([item.task.inputs, item.task.expected], sort_keys=True) for item in drawn.splits[split]}
 
-    for split in ("heldout", "unseen_kind"):
+    for split in ("heldout", "unseen_kind", "heldout_lexical"):
         assert not asked(split) & asked("train") and not answers(split) & answers("train")
     assert not asked("heldout") & asked("unseen_kind")
-    assert sum(len(asked(split)) for split in drawn.splits) == 219  # no instruction twice within a split either
+    assert sum(len(asked(split)) for split in drawn.splits) == 261  # no instruction twice within a split either
 
 
 def test_sizes_and_an_exhausted_kind():
@@ -230,6 +231,7 @@ def test_build_command(tmp_path):
         "train": 161,
         "heldout": 42,
         "unseen_kind": 16,
+        "heldout_lexical": 42,
     }
     assert sorted(p.name for p in (tmp_path / "c" / "heldout").iterdir()) == sorted(manifest["splits"]["heldout"])
 
@@ -238,9 +240,18 @@ def test_build_command(tmp_path):
 def test_import_freezes_held_out_benchmarks_once(admin_user):
     backend = require_bwrap()
     first = import_json("--by", admin_user.username)
-    assert {split: len(ids) for split, ids in first["tasks"].items()} == {"train": 14, "heldout": 7, "unseen_kind": 1}
-    assert first["import"] == {"imported": 22, "updated": 0, "unchanged": 0}
-    for split, name in (("heldout", "curriculum-heldout"), ("unseen_kind", "curriculum-unseen")):
+    assert {split: len(ids) for split, ids in first["tasks"].items()} == {
+        "train": 14,
+        "heldout": 7,
+        "unseen_kind": 1,
+        "heldout_lexical": 7,
+    }
+    assert first["import"] == {"imported": 29, "updated": 0, "unchanged": 0}
+    for split, name in (
+        ("heldout", "curriculum-heldout"),
+        ("unseen_kind", "curriculum-unseen"),
+        ("heldout_lexical", "curriculum-lexical"),
+    ):
         found = first["benchmarks"][split]
         version = BenchmarkVersion.objects.get(pk=found["version"])
         assert version.benchmark.name == name and found["frozen_now"] and found["number"] == 1
@@ -249,9 +260,9 @@ def test_import_freezes_held_out_benchmarks_once(admin_user):
         assert pinned == set(tasks.values_list("current_revision_id", flat=True)) and len(pinned) == found["tasks"]
     # One task of each kind went through the real sanity check (the import's own): lazy agents earn 0, the
     # solution 1, in the sandbox.
-    benchmark_ids = first["tasks"]["heldout"] + first["tasks"]["unseen_kind"]
+    benchmark_ids = first["tasks"]["heldout"] + first["tasks"]["unseen_kind"] + first["tasks"]["heldout_lexical"]
     reports = SanityReport.objects.filter(revision__task__external_id__in=benchmark_ids)
-    assert reports.count() == 8
+    assert reports.count() == 15
     assert {r.revision.task.benchmark_category.slug for r in reports} == {f"curriculum-{kind}" for kind in KINDS}
     for report in reports:
         assert (report.crashed, report.over_lenient, report.solvable, report.lazy_score) == (False, False, True, 0.0)
@@ -270,11 +281,11 @@ def test_import_freezes_held_out_benchmarks_once(admin_user):
     assert selected == set(first["tasks"]["train"])
 
     again = import_json("--by", admin_user.username)
-    assert again["import"] == {"imported": 0, "updated": 0, "unchanged": 22}
+    assert again["import"] == {"imported": 0, "updated": 0, "unchanged": 29}
     assert {s: (b["version"], b["frozen_now"]) for s, b in again["benchmarks"].items()} == {
         s: (b["version"], False) for s, b in first["benchmarks"].items()
     }
-    assert BenchmarkVersion.objects.count() == 2 and SanityReport.objects.count() == 8
+    assert BenchmarkVersion.objects.count() == 3 and SanityReport.objects.count() == 15
 
 
 @pytest.mark.django_db
