@@ -94,6 +94,10 @@ class StartBatchForm(forms.Form):
     def dashboard_fields(self):
         return [self[name] for name in self.DASHBOARD_FIELDS]
 
+    def missing_roles(self) -> list[str]:
+        """The roles a batch needs that no enabled endpoint serves ("generator", "judge"): what to register first."""
+        return [name for name in ("generator", "judge") if not self.fields[name].queryset.exists()]
+
     def batch_settings(self, *, preview: bool) -> dict:
         data = self.cleaned_data
         options = {"qa_stages": list(data["qa_stages"])}

@@ -28,13 +28,27 @@ def _when(moment) -> str | None:
 
 
 class EndpointNameField(serializers.CharField):
-    """An endpoint's name in, the row out."""
+    """An endpoint's name in, the row out. With `role`, only what the start form offers for it
+    (ModelEndpoint.serving): an enabled endpoint that serves the role; anything else is refused, saying why."""
+
+    def __init__(self, *, role: str | None = None, **kwargs):
+        self.role = role
+        super().__init__(**kwargs)
 
     def to_internal_value(self, data):
         name = super().to_internal_value(data)
         endpoint = ModelEndpoint.objects.filter(name=name).first()
         if endpoint is None:
             raise serializers.ValidationError(f"no model endpoint named {name!r}")
+        if self.role and not endpoint.enabled:
+            raise serializers.ValidationError(
+                f"model endpoint {name!r} is disabled: enable it on the Models page (/llm/endpoints/)"
+            )
+        if self.role and not endpoint.serves(self.role):
+            raise serializers.ValidationError(
+                f"model endpoint {name!r} does not serve the {self.role} role: give it that role on the Models page "
+                "(/llm/endpoints/)"
+            )
         return endpoint
 
 
@@ -71,8 +85,12 @@ class StartBatchSerializer(serializers.Serializer):
     count = serializers.IntegerField(
         required=False, min_value=1, max_value=MAX_COUNT, help_text="Tasks wanted; not needed for a preview (5)."
     )
-    generator = EndpointNameField(help_text="The generator endpoint's name.")
-    judge = EndpointNameField(help_text="The judge endpoint's name.")
+    generator = EndpointNameField(
+        role=ModelEndpoint.Role.GENERATOR, help_text="The generator endpoint's name (enabled, with the generator role)."
+    )
+    judge = EndpointNameField(
+        role=ModelEndpoint.Role.JUDGE, help_text="The judge endpoint's name (enabled, with the judge role)."
+    )
     seed = serializers.IntegerField(
         required=False,
         allow_null=True,

@@ -37,6 +37,9 @@ def _endpoint(value) -> ModelEndpoint:
     if found is None:
         known = ", ".join(ModelEndpoint.objects.order_by("name").values_list("name", flat=True)) or "none"
         raise BatchError(f"no model endpoint named {value!r} (known: {known}); add one with `endpoints add`")
+    if not found.enabled:
+        # Refused here, where every way in (form, API, command) passes, rather than by the first stage's call.
+        raise BatchError(f"model endpoint {found.name!r} is disabled: enable it on the Models page (/llm/endpoints/)")
     return found
 
 
