@@ -1,7 +1,8 @@
 /*
  * The code editor of the review pages: every textarea.code-editor becomes a CodeMirror 6 editor (the vendored
  * bundle, window.CM: line numbers, find and replace with Ctrl+F, Python and JSON modes). The textarea stays in
- * the form, hidden and kept in step with the editor, so forms post as they did; without JavaScript it is the editor.
+ * the form, out of sight and kept in step with the editor both ways, so forms post as they did; without JavaScript
+ * it is the editor.
  *
  *   data-path       the file's path: its mode (.py, .json), and .py files get their syntax checked
  *   data-field      the part (reward, input, solution…): a syntax error disables Save except for input files,
@@ -97,7 +98,16 @@
     view.dom.dataset.testid = "code-editor";
     textarea.insertAdjacentElement("afterend", view.dom);
     view.dom.insertAdjacentElement("afterend", status);
-    textarea.hidden = true;
+    // The textarea stays in the form, out of sight but not display:none: forms post it, and whatever fills it
+    // (a script, a browser extension, a test) reaches the editor through its input event.
+    textarea.classList.add("cm-source");
+    textarea.tabIndex = -1;
+    textarea.setAttribute("aria-hidden", "true");
+    textarea.addEventListener("input", () => {
+      if (textarea.value !== view.state.doc.toString()) {
+        view.dispatch({ changes: { from: 0, to: view.state.doc.length, insert: textarea.value } });
+      }
+    });
     textarea.cmView = view;
     view.dom.cmTextarea = textarea;
     if (textarea.autofocus) view.focus();
