@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from accounts.roles import REVIEWER, has_role
 
-from . import services
+from . import planting, services
 from .models import BenchmarkCandidate, ReviewDecision
 
 Decision = ReviewDecision.Decision
@@ -30,6 +30,7 @@ class BulkItem:
     decision: ReviewDecision | None = None
     refused: str = ""
     status: int = 201
+    planted: dict | None = None  # a planted flaw's reveal after the decision (review.planting.revelation)
 
 
 @dataclass
@@ -85,6 +86,7 @@ def decide_many(candidate_ids, decision: str, *, user, reason: str = "") -> Bulk
         item = BulkItem(pk, candidate.task.external_id)
         try:
             item.decision = services.decide(candidate, decision, user=user, reason=reason)
+            item.planted = planting.revelation(candidate, user)
         except services.ReviewError as exc:
             item.refused, item.status = str(exc), services.http_status(exc)
         result.items.append(item)

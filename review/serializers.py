@@ -292,6 +292,9 @@ class BulkDecidedSerializer(serializers.Serializer):
     candidate = serializers.IntegerField()
     task = serializers.CharField()
     decision = DecisionSerializer()
+    planted = serializers.DictField(
+        required=False, help_text="only for a planted flaw: what it was (as the decide endpoint's `planted`)"
+    )
 
 
 class BulkRefusedSerializer(serializers.Serializer):
@@ -315,6 +318,7 @@ class BulkDecisionSerializer(serializers.Serializer):
             "summary": result.summary(),
             "decided": [
                 {"candidate": i.candidate_id, "task": i.task, "decision": DecisionSerializer(i.decision).data}
+                | ({"planted": i.planted} if i.planted else {})
                 for i in result.decided
             ],
             "refused": [

@@ -153,3 +153,22 @@ def test_the_precision_page_and_api(benchmark, reviewer, reviewer_client):
     assert reviewer_client.get("/api/diagnosis-precision/").status_code == 400
     assert reviewer_client.get("/api/diagnosis-precision/", {"benchmark": "nope"}).status_code == 404
     assert reviewer_client.get(reverse("review:diagnosis_precision", args=["nope"])).status_code == 404
+
+
+def test_the_reveal_after_a_bulk_decision(benchmark, accepted, admin_user, reviewer_client):
+    first, second = planting.plant_flaws(benchmark, ["input_removed", "check_removed"], 2, user=admin_user)
+    ids = [_ready(first).pk, _ready(second).pk]
+    response = reviewer_client.post(
+        reverse("review:bulk_decide"), {"ids": ids, "decision": "reject", "reason": "broken"}, **HTMX
+    )
+    html = text(response)
+    assert html.count('data-testid="planted-reveal"') == 2 and first.change in html
+    assert BenchmarkCandidate.objects.filter(pk__in=ids, status="rejected").count() == 2
+    third = planting.plant_flaws(benchmark, ["rubric_contradicts"], 1, user=admin_user)[0]
+    body = reviewer_client.post(
+        "/api/candidates/bulk-decide/",
+        {"candidates": [_ready(third).pk], "decision": "accept"},
+        content_type="application/json",
+    ).json()
+    (decided,) = body["decided"]
+    assert decided["planted"]["outcome"] == "missed" and decided["planted"]["kind"] == "rubric_contradicts"

@@ -413,6 +413,9 @@ def bulk_decide(request):
             (messages.success if result.decided else messages.warning)(request, result.summary())
             for item in result.refused:
                 messages.warning(request, f"Refused {item.task or f'#{item.candidate_id}'}: {item.refused}")
+            for item in result.decided:
+                if item.planted:
+                    messages.warning(request, item.planted["message"])
         return redirect(_next_url(request))
     acted = [item.candidate_id for item in result.items if item.task] if result else []
     rows = decorate(list(_rows(BenchmarkCandidate.objects.filter(pk__in=acted)))) if acted else []
