@@ -24,7 +24,8 @@ COMMON_DURATIONS = ("timeout",)
 
 def check_options(harness: str, options: dict) -> None:
     """ValueError naming every option the harness does not take (a misspelt one would be ignored, and the run would
-    not be the experiment asked for), or a duration that is not a whole number of seconds within the cap."""
+    not be the experiment asked for), a duration that is not a whole number of seconds within the cap, a count that
+    is not a whole number from 1, or a flag that is not true or false."""
     known = sorted({*COMMON_OPTIONS, *HARNESSES[harness].options})
     unknown = sorted(set(options) - set(known))
     if unknown:
@@ -37,6 +38,13 @@ def check_options(harness: str, options: dict) -> None:
     for name in (*COMMON_DURATIONS, *HARNESSES[harness].durations):
         if options.get(name) is not None:
             check_duration(name, options[name])
+    for name in HARNESSES[harness].counts:
+        value = options.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"the {name} option must be a whole number from 1, got {value!r}")
+    for name in HARNESSES[harness].flags:
+        if options.get(name) is not None and not isinstance(options[name], bool):
+            raise ValueError(f"the {name} option must be true or false, got {options[name]!r}")
 
 
 def check_duration(name: str, value) -> int:

@@ -151,6 +151,8 @@ class Harness(ABC):
     title: ClassVar[str]
     options: ClassVar[tuple[str, ...]] = ()  # the harness's own options (Rollout.harness_options), besides the common
     durations: ClassVar[tuple[str, ...]] = ()  # those of its options that are seconds (capped: check_options)
+    counts: ClassVar[tuple[str, ...]] = ()  # those that are a whole number from 1 (check_options)
+    flags: ClassVar[tuple[str, ...]] = ()  # those that are true or false (check_options)
 
     @abstractmethod
     def check_available(self) -> None:

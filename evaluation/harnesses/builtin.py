@@ -3,7 +3,9 @@
 For fast tests and small-model RL. It speaks the chat completions API through the same bridge and proxy as
 OpenClaw, with tools read, write, edit, ls and exec against the real workspace. Options (Rollout.harness_options):
     max_turns (default CLAWGYM_BUILTIN_MAX_TURNS), tool_timeout (s, default 120), request_timeout (s, default 300),
-    system_prompt (replaces the default one). Both timeouts are capped, like the rollout's (CLAWGYM_MAX_ROLLOUT_TIMEOUT).
+    system_prompt (replaces the default one), few_shot (true: the conversation opens with one worked example of a tool
+    call, so that a model that has never seen the tool-call format sees it once; inside/builtin_agent.FEW_SHOT). Both
+    timeouts are capped, like the rollout's (CLAWGYM_MAX_ROLLOUT_TIMEOUT).
 """
 
 from __future__ import annotations
@@ -35,8 +37,10 @@ KNOWN_REASONS = {ExitReason.COMPLETED, ExitReason.ERROR, ExitReason.MAX_TURNS}
 
 class BuiltinHarness(Harness):
     name = "builtin"
-    options = ("max_turns", "tool_timeout", "request_timeout", "system_prompt")
+    options = ("max_turns", "tool_timeout", "request_timeout", "system_prompt", "few_shot")
     durations = ("tool_timeout", "request_timeout")
+    counts = ("max_turns",)
+    flags = ("few_shot",)
     title = "Builtin agent loop"
 
     def check_available(self) -> None:
@@ -61,6 +65,8 @@ class BuiltinHarness(Harness):
         }
         if options.get("system_prompt"):
             config["system_prompt"] = str(options["system_prompt"])
+        if options.get("few_shot"):
+            config["few_shot"] = True
         (run_dir / "agent.json").write_text(json.dumps(config))
         agent = DriverStep(
             ["/usr/bin/python3", f"{INSIDE_DIR}/builtin_agent.py", f"{RUN_DIR}/agent.json"],

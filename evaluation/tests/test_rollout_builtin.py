@@ -3,11 +3,12 @@ bubblewrap sandbox -> the agent's tools on the real workspace -> the real checke
 agent time each), so the behaviours common to every harness are proved here."""
 
 import json
+import re
 
 import pytest
 
 from evaluation.models import Rollout, RolloutFile, Trajectory
-from evaluation.services.rollouts import create_rollouts, execute_rollout
+from evaluation.services.rollouts import RolloutError, create_rollouts, execute_rollout
 from evaluation.testing import RIGHT_SUMMARY, needs_bwrap, network_probe, probe_result
 from llm.models import ModelCall
 from llm.testing import Reply
@@ -159,3 +160,34 @@ def test_an_agent_past_its_deadline_is_stopped_and_scored(
     # was kept as its account, with the result it had when it was stopped.
     assert rollout.transcript[-1]["tool_calls"][0]["name"] == "exec" and rollout.final_message == ""
     assert rollout.agent_account["transcript"][-1]["role"] == "tool"
+
+
+def test_few_shot_opens_the_conversation_with_one_worked_tool_call(
+    live_server_asgi, scripted_upstream, fruit_task, agent_endpoint
+):
+    # A base model prompted with a tool-call format it has never seen is measured on the format as much as on the
+    # task: few_shot shows it one call first (the learning bench's fairer base).
+    scripted_upstream.push(Reply.text("Nothing to do."))
+    rollout = run_one(fruit_task, agent_endpoint, few_shot=True)
+    assert rollout.status == Rollout.Status.SCORED, rollout.error
+    [request] = scripted_upstream.requests
+    roles = [m["role"] for m in request.json["messages"]]
+    assert roles == ["system", "user", "assistant", "tool", "assistant", "user"]
+    example = request.json["messages"][2]["tool_calls"][0]["function"]
+    assert example["name"] == "read" and json.loads(example["arguments"]) == {"path": "welcome.md"}
+    assert request.json["messages"][-1]["content"] == fruit_task.instruction
+    # Only the example opens it: without the option the instruction follows the system prompt at once.
+    scripted_upstream.push(Reply.text("Nothing to do."))
+    run_one(fruit_task, agent_endpoint)
+    assert [m["role"] for m in scripted_upstream.requests[-1].json["messages"]] == ["system", "user"]
+
+
+def test_the_builtin_harness_refuses_options_of_the_wrong_type(fruit_task, agent_endpoint):
+    for options, refused in (
+        ({"few_shot": "yes"}, "the few_shot option must be true or false, got 'yes'"),
+        ({"max_turns": "6"}, "the max_turns option must be a whole number from 1, got '6'"),
+        ({"max_turns": 0}, "the max_turns option must be a whole number from 1, got 0"),
+    ):
+        with pytest.raises(RolloutError, match=re.escape(refused)):
+            create_rollouts(fruit_task, agent_endpoint, harness="builtin", options=options, user=None)
+    assert not Rollout.objects.exists()

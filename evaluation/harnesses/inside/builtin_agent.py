@@ -8,7 +8,8 @@ the real workspace, reaching the model only through the sandbox's loopback bridg
 
 CONFIG = {"base_url": "http://127.0.0.1:18789/v1", "api_key": TOKEN, "model": ID, "instruction": TEXT,
           "workspace": DIR, "max_turns": 40, "request_timeout": 300, "tool_timeout": 120, "sampling": {...},
-          "system_prompt": TEXT (optional), "output": PATH}
+          "system_prompt": TEXT (optional), "few_shot": true (optional: FEW_SHOT opens the conversation),
+          "output": PATH}
 
 Tools: read, write, edit, ls (confined to the workspace) and exec (a shell command in the workspace, with a
 timeout). One model call per turn; the run ends when the model answers without a tool call (completed), after
@@ -35,6 +36,26 @@ SYSTEM_PROMPT = (
     "Use the tools to look at the files, change them and run commands. Relative paths are relative to the "
     "workspace. When the task is done, answer with a short summary and no tool call."
 )
+
+# One worked example (config "few_shot"): a request, the tool call that answers it, the tool's result and the closing
+# answer, as the chat template renders any conversation. It shows the format only: it reads a file and writes none,
+# so it teaches no task of the curriculum or a benchmark.
+FEW_SHOT = [
+    {"role": "user", "content": "What does the file welcome.md say?"},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "example-1",
+                "type": "function",
+                "function": {"name": "read", "arguments": json.dumps({"path": "welcome.md"})},
+            }
+        ],
+    },
+    {"role": "tool", "tool_call_id": "example-1", "content": "Welcome to the team!"},
+    {"role": "assistant", "content": "welcome.md says: Welcome to the team!"},
+]
 
 
 def tool(name, description, properties, required):
@@ -215,7 +236,8 @@ def chat(config, messages):
 def run(config):
     tools = Tools(config["workspace"], int(config.get("tool_timeout", 120)))
     system = config.get("system_prompt") or SYSTEM_PROMPT.format(workspace=tools.workspace)
-    messages = [{"role": "system", "content": system}, {"role": "user", "content": config["instruction"]}]
+    example = [dict(message) for message in FEW_SHOT] if config.get("few_shot") else []
+    messages = [{"role": "system", "content": system}, *example, {"role": "user", "content": config["instruction"]}]
     state = {
         "exit_reason": "running",
         "detail": "",
