@@ -26,11 +26,13 @@ already running there (`make run` starts both): nothing here trains, serves or s
    {"base": {"run", "mean", "ci", "unseen_kind": {"run", "mean", "ci"}}, "sft": {same}, "rl": {same},
     "sft_vs_base": {"mean_difference", "p_value"}, "rl_vs_sft": {same}, "train_tokens_per_s", "serve_tokens_per_s",
     "minutes"}
-   and beyond it, for each model, "heldout_lexical" ({"run", "mean", "ci"}: the split drawn from words no train task
+   and beyond it "base_few_shot" (the base model shown one worked tool call first: the builtin harness's few_shot),
+   for each model, "heldout_lexical" ({"run", "mean", "ci"}: the split drawn from words no train task
    uses) and "by_kind" ({split: {kind: mean}}); "comparisons" (sft_vs_base, rl_vs_sft, rl_vs_base, each on every
    split: {"mean_difference", "p_value"}); "serve_backend" (the one backend every compared run was served on, or
    {run: backend} with "serve_backends_same": false when they differ: compared runs must differ only in the model);
-   "data" (rows by source), "agent_tokens_per_s" (the rate one agent saw),
+   "seeds_independent" (every rollout of each run sampled with its own seed), "data" (rows by source),
+   "agent_tokens_per_s" (the rate one agent saw),
    "rl_kinds" (the kinds RL trained, with the SFT checkpoint's held-out means), "rl_reward" (per step) with its mean
    over each half of the steps ("rl_reward_halves") and its slope ("rl_reward_slope"), "seconds" (each step's wall
    seconds). The runs are ordinary evaluation runs: the leaderboard, compare and the training curves show them.
@@ -194,8 +196,10 @@ def evaluate(
     name: str,
     timings: dict,
     label: str,
+    options: tuple[str, ...] = (),
 ) -> dict:
     selection = ["--benchmark", benchmark] if benchmark else ["--task", *tasks]
+    selection += [part for option in options for part in ("--option", option)]
     report = manage(
         "evaluate",
         *selection,
@@ -279,9 +283,10 @@ def split_runs(found: dict) -> dict[str, int]:
 
 def comparisons(models: dict[str, dict]) -> dict:
     """The paired comparison of every pair the bench reports (sft vs base, rl vs sft, rl vs base), on each split
-    both models were evaluated on: {"sft_vs_base": {split: {"mean_difference", "p_value"}}, ...}."""
+    both models were evaluated on: {"sft_vs_base": {split: {"mean_difference", "p_value"}}, ...}; sft_vs_base_few_shot
+    compares SFT with the base model shown one worked tool call."""
     found = {}
-    for later, earlier in (("sft", "base"), ("rl", "sft"), ("rl", "base")):
+    for later, earlier in (("sft", "base"), ("sft", "base_few_shot"), ("rl", "sft"), ("rl", "base")):
         if later not in models or earlier not in models:
             continue
         a, b = split_runs(models[later]), split_runs(models[earlier])
@@ -289,6 +294,18 @@ def comparisons(models: dict[str, dict]) -> dict:
             split: compared(a[split], b[split]) for split in SPLITS if split in a and split in b
         }
     return found
+
+
+def seeds_independent(*run_ids: int) -> bool:
+    """Whether every rollout of each run sampled with a seed of its own (repeats are independent samples: the seed a
+    rollout's calls carry is derived from the run's seed, its task and its repeat; evaluation.Rollout.seed)."""
+    from evaluation.models import Rollout
+
+    for run_id in run_ids:
+        seeds = [s for s in Rollout.objects.filter(eval_run_id=run_id).values_list("seed", flat=True) if s is not None]
+        if len(set(seeds)) != len(seeds):  # a rollout without a seed samples freely: independent too
+            return False
+    return True
 
 
 def serving_backends(*run_ids: int) -> dict[int, str]:
@@ -308,8 +325,11 @@ def compared(a: int, b: int) -> dict:
     return {"mean_difference": report["mean_difference"], "p_value": report["p_value"]}
 
 
-def evaluate_model(endpoint: str, benchmarks: dict, args, timings: dict, tag: str) -> tuple[dict, dict]:
-    """The endpoint's figures on the three held-out sets, and the held-out split's report (its per-task figures)."""
+def evaluate_model(
+    endpoint: str, benchmarks: dict, args, timings: dict, tag: str, options: tuple[str, ...] = ()
+) -> tuple[dict, dict]:
+    """The endpoint's figures on the three held-out sets, and the held-out split's report (its per-task figures).
+    `options`: harness options (KEY=VALUE) for every rollout."""
     held = evaluate(
         endpoint,
         benchmark=benchmarks[HELDOUT],
@@ -318,6 +338,7 @@ def evaluate_model(endpoint: str, benchmarks: dict, args, timings: dict, tag: st
         name=f"learning-bench {tag} held-out",
         timings=timings,
         label=f"eval-{tag}",
+        options=options,
     )
     unseen = evaluate(
         endpoint,
@@ -327,6 +348,7 @@ def evaluate_model(endpoint: str, benchmarks: dict, args, timings: dict, tag: st
         name=f"learning-bench {tag} unseen kind",
         timings=timings,
         label=f"eval-{tag}",
+        options=options,
     )
     lexical = evaluate(
         endpoint,
@@ -336,6 +358,7 @@ def evaluate_model(endpoint: str, benchmarks: dict, args, timings: dict, tag: st
         name=f"learning-bench {tag} lexical held-out",
         timings=timings,
         label=f"eval-{tag}",
+        options=options,
     )
     return figures(held, unseen, lexical), held
 
@@ -467,6 +490,11 @@ def main(argv=None) -> int:
         log(f"base: the earlier runs {args.base_runs}")
     else:
         base, _ = evaluate_model(serve_base(args, sampling, timings), benchmarks, args, timings, "base")
+    # A fairer base beside it: the same model shown one worked tool call first (the builtin harness's few_shot), so
+    # that the SFT gain is over a base that has seen the tool-call format, not only over one that never has.
+    base_few_shot, _ = evaluate_model(
+        serve_base(args, sampling, timings), benchmarks, args, timings, "base-few-shot", options=("few_shot=true",)
+    )
     if args.sft_train_run:
         sft_run = earlier_sft(args.sft_train_run)
         data = {"from_sft_run": args.sft_train_run}
@@ -500,7 +528,7 @@ def main(argv=None) -> int:
     rl_run, rl = train_rl(args, sft_checkpoint, rl_tasks, sampling, benchmarks, timings)
     rewards = [m.get("reward_mean") for m in rl_run.get("metrics") or []]
 
-    evaluation_runs = [run for found in (base, sft, rl) for run in split_runs(found).values()]
+    evaluation_runs = [run for found in (base, base_few_shot, sft, rl) for run in split_runs(found).values()]
     # Compared runs must differ only in the model: every evaluation served on one backend, or the bench says so.
     backends = serving_backends(*evaluation_runs)
     if len(set(backends.values())) != 1:
@@ -519,7 +547,9 @@ def main(argv=None) -> int:
         "agent_tokens_per_s": agent_tokens_per_s(*evaluation_runs),
         "serve_backend": sorted(set(backends.values()))[0] if len(set(backends.values())) == 1 else backends,
         "serve_backends_same": len(set(backends.values())) == 1,
-        "comparisons": comparisons({"base": base, "sft": sft, "rl": rl}),
+        "seeds_independent": seeds_independent(*evaluation_runs),
+        "base_few_shot": base_few_shot,
+        "comparisons": comparisons({"base": base, "base_few_shot": base_few_shot, "sft": sft, "rl": rl}),
         "rl_run": rl_run.get("run"),
         "rl_kinds": rl_kinds,
         "rl_reward": rewards,
