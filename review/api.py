@@ -55,7 +55,7 @@ from lib.api_filters import QueryFilterMixin
 from lib.bounds import parse_id
 from tasks.services import StaleRevisionError
 
-from . import bulk, services, team
+from . import adjudication, bulk, services, team
 from .agreement import benchmark_agreement
 from .difficulty import DifficultyError, set_difficulty_thresholds, start_difficulty_filter
 from .measures_api import DecisionRevealSerializer, decision_body
@@ -367,7 +367,7 @@ class CandidateViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):
     def adjudicate(self, request, pk=None):
         data = validated(AdjudicateSerializer, request.data)
         try:
-            row = team.adjudicate(self.get_object(), user=request.user, **data)
+            row = adjudication.adjudicate(self.get_object(), user=request.user, **data)
         except services.ReviewError as exc:
             return _error(exc)
         return Response(DecisionSerializer(row).data, status=status.HTTP_201_CREATED)

@@ -8,12 +8,14 @@
 - Open until decided: a candidate with fewer decisions than it needs goes back to "awaiting review" after each
   decision (its state shows "n of m decisions"). When it has them all and they agree (the same decision, no issue
   judged valid by one and not valid by another) it is accepted or rejected; when they disagree it awaits
-  adjudication, and a lead (accounts.roles.LEAD) decides (`adjudicate`). The reviewers' decisions and the lead's stay.
+  adjudication, and a lead (accounts.roles.LEAD) decides (review.adjudication). The reviewers' decisions and the
+  lead's stay.
 - Blind second review (`is_blind`, `visible_decisions`): while a candidate needs more than one decision and is
   open, a reviewer who has not decided it sees no one else's decisions, verdicts or reasons (pages, partials, API,
   history). Other reviewers' edits are revisions of the task and stay visible.
 
-review.services.decide calls `status_after_decision`; everything else here is called by the views and the API.
+review.services.decide calls `status_after_decision`, so this module imports nothing of review.services; everything
+else here is called by the views and the API.
 """
 
 import hashlib
@@ -215,49 +217,6 @@ def sides(candidate: BenchmarkCandidate) -> list[dict]:
         }
         for reviewer_id, row in sorted(decided.items(), key=lambda item: item[1].created_at)
     ]
-
-
-def adjudicate(candidate: BenchmarkCandidate, decision: str, *, user, reason: str = "", verdicts=None):
-    """A lead settles a disagreement: accept (the task's current revision, through the same accept gate as a
-    reviewer's accept) or reject. The reviewers' decisions stay; this one is recorded as an adjudication."""
-    from . import services  # services.decide calls status_after_decision of this module
-
-    if not has_role(user, LEAD):
-        raise services.NotAllowed(f"adjudicating needs the {LEAD} role")
-    if decision not in FINAL:
-        raise services.ReviewError(f"an adjudication is accept or reject, not {decision!r}")
-    reason = services._note(reason, "the reason")
-    if not reason.strip():
-        raise services.ReviewError("an adjudication needs a reason: the reviewers will read it")
-    with transaction.atomic():
-        locked = BenchmarkCandidate.objects.select_for_update().get(pk=candidate.pk)
-        if locked.status != Status.AWAITING_ADJUDICATION:
-            raise services.ReviewError(
-                f"the candidate is {locked.get_status_display().lower()}, not awaiting adjudication"
-            )
-        revision = locked.task.current_revision
-        if decision == Decision.ACCEPT:
-            blocked = services.sanity_block(revision, locked.benchmark)
-            if blocked:
-                raise services.AcceptBlocked(f"cannot accept: {blocked}")
-        row = ReviewDecision.objects.create(
-            candidate=locked,
-            reviewer=user,
-            decision=decision,
-            reason=reason,
-            verdicts=services._check_verdicts(locked, verdicts or {}),
-            revision=revision,
-            adjudication=True,
-        )
-        BenchmarkCandidate.objects.filter(pk=locked.pk).update(
-            status=Status.ACCEPTED if decision == Decision.ACCEPT else Status.REJECTED,
-            claimed_by=None,
-            claimed_at=None,
-            claim_expires_at=None,
-            updated_at=timezone.now(),
-        )
-    candidate.refresh_from_db()
-    return row
 
 
 # --- settings --------------------------------------------------------------------------------------------------

@@ -99,6 +99,7 @@ def test_list_shows_counts_per_status_and_the_latest_version(viewer_client, vers
         "in_review": 0,
         "accepted": 2,
         "rejected": 0,
+        "awaiting_adjudication": 0,
     }
     assert rows["claw-bench"]["total"] == 3 and rows["claw-bench"]["latest"].number == 2
     assert rows["claw-bench"]["latest"].task_count == 2
@@ -141,7 +142,14 @@ def test_creating_a_benchmark_with_htmx(admin_client):
 def test_benchmark_page_links_counts_into_the_queue(viewer_client, accepted):
     response = viewer_client.get(page_url("benchmark", "claw-bench"))
     counts = {row["status"]: row["count"] for row in response.context["status_counts"]}
-    assert counts == {"awaiting_diagnosis": 1, "awaiting_review": 0, "in_review": 0, "accepted": 2, "rejected": 0}
+    assert counts == {
+        "awaiting_diagnosis": 1,
+        "awaiting_review": 0,
+        "in_review": 0,
+        "accepted": 2,
+        "rejected": 0,
+        "awaiting_adjudication": 0,
+    }
     html = response.content.decode()
     assert "?benchmark=claw-bench&amp;status=accepted" in html
     assert 'data-testid="count-awaiting_diagnosis"' in html

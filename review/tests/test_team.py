@@ -8,7 +8,7 @@ from accounts.roles import LEAD, REVIEWER
 from accounts.testing import make_user
 from benchmarks.models import Benchmark
 from lib.testing import signed_in_client
-from review import services, team
+from review import adjudication, services, team
 from review.models import BenchmarkCandidate, ClaimEvent, ReviewDecision
 from review.tests.helpers import HTMX, add_diagnosis, make_task, sanity
 
@@ -86,15 +86,15 @@ def test_disagreeing_decisions_go_to_adjudication_and_a_lead_settles(bench, peop
     with pytest.raises(services.ReviewError):
         services.claim(c, user=people["ann"])  # not open to reviewers any more
     with pytest.raises(services.NotAllowed):
-        team.adjudicate(c, "accept", user=people["ann"], reason="fine")
+        adjudication.adjudicate(c, "accept", user=people["ann"], reason="fine")
     with pytest.raises(services.ReviewError, match="needs a reason"):
-        team.adjudicate(c, "accept", user=people["lee"], reason=" ")
-    row = team.adjudicate(c, "reject", user=people["lee"], reason="bob is right")
+        adjudication.adjudicate(c, "accept", user=people["lee"], reason=" ")
+    row = adjudication.adjudicate(c, "reject", user=people["lee"], reason="bob is right")
     assert row.adjudication and c.status == Status.REJECTED
     kinds = list(c.decisions.order_by("created_at", "id").values_list("reviewer__username", "decision", "adjudication"))
     assert kinds == [("ann", "accept", False), ("bob", "reject", False), ("lee", "reject", True)]
     with pytest.raises(services.ReviewError, match="not awaiting adjudication"):
-        team.adjudicate(c, "accept", user=people["lee"], reason="again")
+        adjudication.adjudicate(c, "accept", user=people["lee"], reason="again")
 
 
 def test_different_issue_verdicts_are_a_disagreement(bench, people):
@@ -104,7 +104,7 @@ def test_different_issue_verdicts_are_a_disagreement(bench, people):
     services.decide(c, "accept", user=people["bob"], verdicts={str(issue.pk): "not_valid"})
     assert c.status == Status.AWAITING_ADJUDICATION
     assert team.disagreement(c, team.independent_decisions(c)) == [f"issue verdicts differ on #{issue.pk}"]
-    team.adjudicate(c, "accept", user=people["lee"], reason="minor, keep it")
+    adjudication.adjudicate(c, "accept", user=people["lee"], reason="minor, keep it")
     assert c.status == Status.ACCEPTED
     assert services.accepted_revision(c) == c.task.current_revision
 

@@ -26,7 +26,7 @@ from accounts.roles import REVIEWER, has_role
 from benchmarks.models import Benchmark
 from lib.htmx import render_page
 
-from .. import services, team
+from .. import adjudication, services, team
 from ..agreement import benchmark_agreement
 from ..models import BenchmarkCandidate, DiagnosisIssue, ReviewDecision
 
@@ -226,7 +226,7 @@ def adjudicate(request, pk):
     if form.is_valid():
         data = form.cleaned_data
         try:
-            row = team.adjudicate(candidate, data["decision"], user=request.user, reason=data["reason"])
+            row = adjudication.adjudicate(candidate, data["decision"], user=request.user, reason=data["reason"])
         except services.ReviewError as exc:
             error = str(exc)
             status = services.http_status(exc)
