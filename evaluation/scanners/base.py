@@ -17,11 +17,12 @@ SUMMARY_CHARS = 300
 
 
 def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
-    """`text` bounded to about `limit` characters, its start and end kept (the middle said to be left out)."""
+    """`text` in at most `limit` characters, its start and end kept (the middle said to be left out)."""
     text = text or ""
     if len(text) <= limit:
         return text
-    head, tail = text[: limit * 2 // 3], text[-(limit // 3) :]
+    room = max(limit - len(f" […{len(text):,} characters left out…] "), 2)
+    head, tail = text[: room * 2 // 3], text[len(text) - room // 3 :]
     return f"{head} […{len(text) - len(head) - len(tail):,} characters left out…] {tail}"
 
 

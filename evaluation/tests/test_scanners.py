@@ -5,7 +5,7 @@ leaves alone, and where its finding points. The registry picks scanners by name 
 import pytest
 
 from evaluation.scanners import DEFAULT_SCANNERS, SCANNERS, get_scanner
-from evaluation.scanners.base import EXCERPT_CHARS, RolloutView, WorkspaceFile
+from evaluation.scanners.base import EXCERPT_CHARS, RolloutView, WorkspaceFile, excerpt
 
 CHECKS_PASS = {"summary_written": 1.0, "summary_right": 1.0, "input_kept": 1.0, "reported_done": 1.0}
 
@@ -263,4 +263,12 @@ def test_other_ends_are_not_out_of_budget(exit_reason):
 def test_evidence_is_an_excerpt_never_a_whole_output():
     huge = "Permission denied\n" + "x" * 100_000
     [finding] = scan("sandbox_error", view(call("a", "exec", {"command": "ls /root"}), result("a", huge)))
-    assert len(finding.evidence) < EXCERPT_CHARS + 100
+    assert len(finding.evidence) <= EXCERPT_CHARS and "Permission denied" in finding.evidence
+
+
+@pytest.mark.parametrize("length", [0, 10, 299, 300, 301, 5_000, 10**7])
+def test_an_excerpt_never_exceeds_its_bound_and_keeps_both_ends(length):
+    text = "a" + "x" * max(length - 2, 0) + "z" if length > 1 else "a" * length
+    cut = excerpt(text, 300)
+    assert len(cut) <= 300
+    assert cut == text if length <= 300 else (cut.startswith("ax") and cut.endswith("xz") and "left out" in cut)
