@@ -30,6 +30,7 @@ from tasks.services import SaveOutcome, StaleRevisionError, revise_task
 from . import solvability, team
 from .job_kinds import DIAGNOSE_BATCH_JOB, DIAGNOSE_JOB
 from .models import BenchmarkCandidate, ClaimEvent, DiagnosisIssue, ReviewDecision
+from .rediagnosis import rediagnose_after_save
 
 Status = BenchmarkCandidate.Status
 Decision = ReviewDecision.Decision
@@ -320,7 +321,7 @@ def apply_suggested_fix(issue: DiagnosisIssue, *, user, base_revision: TaskRevis
             revision=result.revision,
         )
         run = jobs.enqueue(SANITY_JOB, created_by=user, revision_id=result.revision.pk)
-        _rediagnose_on_commit(candidate, result.revision, user)
+        rediagnose_after_save(candidate, result.revision, user=user)
     return FixResult(decision, result.revision, run)
 
 
@@ -453,15 +454,9 @@ def save_edit(
         verdicts = dict.fromkeys((str(pk) for pk in fixes), ReviewDecision.Verdict.FIXED)
         decision = record_fix(candidate, result.revision, user=user, reason=message, verdicts=verdicts)
         run = jobs.enqueue(SANITY_JOB, created_by=user, revision_id=result.revision.pk)
-        _rediagnose_on_commit(candidate, result.revision, user)
+        rediagnose_after_save(candidate, result.revision, user=user)
     return EditResult(decision, result.revision, run)
 
-
-def _rediagnose_on_commit(candidate: BenchmarkCandidate, revision: TaskRevision, user) -> None:
-    """Once the save commits: a new diagnosis when the revision changed the checker (review.solving says when)."""
-    from .solving import rediagnose_after_save  # review.solving imports this module
-
-    transaction.on_commit(lambda: rediagnose_after_save(candidate, revision, user=user))
 
 
 def _require_own_claim(candidate: BenchmarkCandidate, user) -> None:

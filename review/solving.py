@@ -1,7 +1,7 @@
 """A reviewer's own solve of a candidate, in the browser: a scratch workspace, the checker run on it, and a workspace
 that scores full marks saved as the task's reference solution. Also what the editors need: several parts saved as
-one revision, Python's syntax checked before a save, a check's name traced to the checker lines that set it, and a
-diagnosis started again when a revision changes the checker.
+one revision, Python's syntax checked before a save, and a check's name traced to the checker lines that set it (a
+save that changes the checker starts a diagnosis: review.rediagnosis).
 
 A scratch workspace belongs to one reviewer and one candidate. It is no model: it lives on disk, under the scratch
 root (jobs.scratch) in `solve-workspaces/c<candidate>-u<user>/`, as `manifest.json` ({"revision": the revision it
@@ -23,7 +23,6 @@ import ast
 import fcntl
 import io
 import json
-import logging
 import os
 import re
 import tokenize
@@ -34,10 +33,8 @@ from django.db import transaction
 
 import jobs
 from accounts.roles import REVIEWER, has_role
-from jobs.engine import JobEngineError
 from jobs.models import JobRun
 from jobs.scratch import remove_tree, scratch_folder, scratch_root
-from llm.client import EndpointUnavailable, get_endpoint
 from sandbox import Workspace
 from tasks.models import Blob, Task, TaskRevision
 from tasks.package import PackageError
@@ -46,9 +43,9 @@ from tasks.services import SaveOutcome, revise_task
 from tasks.verification import CheckerSpec, run_checker
 
 from . import services
-from .diagnosis import DIAGNOSIS_ROLE
 from .job_kinds import SOLVE_JOB
 from .models import BenchmarkCandidate
+from .rediagnosis import rediagnose_after_save
 
 FOLDER = "solve-workspaces"
 MAX_FILES = 200
@@ -56,8 +53,6 @@ MAX_BYTES = 8 * 1024 * 1024  # all files of one workspace together
 MAX_WORKSPACES = 10  # per reviewer
 SOLVED_SCORE = 1.0 - 1e-9  # full marks, up to float noise (as tasks.sanity counts a solution)
 SOURCES = ("initial", "solution")
-
-log = logging.getLogger(__name__)
 
 
 class SolveError(services.ReviewError):
@@ -435,7 +430,7 @@ def save_parts(
             raise SolveError(f"nothing to save: the parts are the same as in r{current.number}")
         decision = services.record_fix(candidate, result.revision, user=user, reason=message)
         run = jobs.enqueue(services.SANITY_JOB, created_by=user, revision_id=result.revision.pk)
-        transaction.on_commit(lambda: rediagnose_after_save(candidate, result.revision, user=user))
+        rediagnose_after_save(candidate, result.revision, user=user)
     return services.EditResult(decision, result.revision, run)
 
 
@@ -497,40 +492,3 @@ def check_lines(revision: TaskRevision, name: str) -> list[tuple[str, list[int]]
         if lines:
             found.append((f.path, lines))
     return found
-
-
-# --- a new diagnosis when the checker changes ------------------------------------------------------------------
-
-
-def checker_state(revision: TaskRevision) -> tuple:
-    return revision.checker_entry, sorted(revision.files.filter(role="reward").values_list("path", "blob_id"))
-
-
-def diagnosis_endpoint_missing() -> str:
-    """Why no diagnosis can be started ("" when an endpoint serves the diagnosis role)."""
-    try:
-        get_endpoint(role=DIAGNOSIS_ROLE)
-    except EndpointUnavailable:
-        return "no model endpoint serves the diagnosis role: an admin adds one under Models"
-    return ""
-
-
-def rediagnose_if_checker_changed(candidate, revision: TaskRevision, *, user) -> JobRun | None:
-    """Start a diagnosis of the candidate when `revision` changed the checker since the diagnosed revision and an
-    endpoint serves the diagnosis role; the run, or None (nothing changed, never diagnosed, or no endpoint)."""
-    diagnosis = candidate.diagnoses.select_related("revision").first()
-    if diagnosis is None or diagnosis.revision_id == revision.pk:
-        return None
-    if checker_state(diagnosis.revision) == checker_state(revision) or diagnosis_endpoint_missing():
-        return None
-    (run,) = services.start_diagnosis([candidate], user=user)
-    return run
-
-
-def rediagnose_after_save(candidate, revision: TaskRevision, *, user) -> None:
-    """rediagnose_if_checker_changed after a save has committed: an engine that refuses the job costs the save
-    nothing (the candidate page offers "Re-diagnose")."""
-    try:
-        rediagnose_if_checker_changed(candidate, revision, user=user)
-    except JobEngineError:
-        log.exception("could not start the diagnosis of candidate %s after r%s", candidate.pk, revision.number)

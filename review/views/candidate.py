@@ -39,7 +39,7 @@ from accounts.decorators import reviewer_required, viewer_required
 from accounts.roles import REVIEWER, has_role
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
-from review import services, solving
+from review import rediagnosis, services
 from review.forms import DecisionForm
 from review.job_kinds import DIAGNOSE_JOB
 from review.models import BenchmarkCandidate, DiagnosisIssue, ReviewDecision
@@ -520,7 +520,7 @@ def decide(request, pk):
 @require_POST
 def diagnose(request, pk):
     candidate = _get_candidate(pk)
-    missing = solving.diagnosis_endpoint_missing()
+    missing = rediagnosis.diagnosis_endpoint_missing()
     if missing:
         if request.htmx:
             return HttpResponse(format_html('<p class="error" role="alert">Cannot diagnose: {}.</p>', missing))

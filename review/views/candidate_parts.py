@@ -18,7 +18,7 @@ from django.db.models import Q
 from django.urls import reverse
 
 from jobs.models import JobRun
-from review import services, solving, team
+from review import rediagnosis, services, solving, team
 from review.forms import DecisionForm
 from review.models import SEVERITY_RANK, DiagnosisIssue, ReviewDecision
 from review.solvability import solvability
@@ -365,9 +365,9 @@ def diagnosis_state(candidate, revision) -> dict:
     changed = bool(
         diagnosis
         and diagnosis.revision_id != revision.pk
-        and solving.checker_state(diagnosis.revision) != solving.checker_state(revision)
+        and rediagnosis.checker_state(diagnosis.revision) != rediagnosis.checker_state(revision)
     )
-    return {"checker_changed": changed, "diagnosis_unavailable": solving.diagnosis_endpoint_missing()}
+    return {"checker_changed": changed, "diagnosis_unavailable": rediagnosis.diagnosis_endpoint_missing()}
 
 
 def solve_panel_context(candidate, revision, user, can_review: bool) -> dict:
