@@ -526,6 +526,13 @@ CLAWGYM_SANITY_RUNS_AT_ONCE = env_int(
     4,
     help="A sanity check's checker runs side by side in one worker; 1: one after another.",
 )
+# A sanity check also asks the model of the first enabled "judge" endpoint for a lazy workspace (tasks.lazy_workspaces):
+# one model call a check. Off: that move is not run (and the report says why).
+CLAWGYM_SANITY_LLM_LAZY = env_bool(
+    "CLAWGYM_SANITY_LLM_LAZY",
+    True,
+    help="A sanity check asks the judge endpoint's model for a lazy workspace to try (one call a check); 0: never.",
+)
 
 # --- Synthesis novelty (synthesis.novelty): the MiniLM sentence encoder ---
 # "onnx": ONNX Runtime (synthesis.minilm_onnx), several times faster; "numpy": the reference forward pass. Same

@@ -153,7 +153,7 @@ def _sanity_section(revision: TaskRevision) -> str:
     if report.paying_checks:
         lines.append("Checks that pay a lazy agent (sub-score > 0 on those workspaces):")
         for name, value in report.paying_checks.items():
-            where = [kind for kind in report.LAZY_RUNS if report.paying_on(kind).get(name)]
+            where = [kind for kind in report.runs if report.paying_on(kind).get(name)]
             plural = "s" if len(where) > 1 else ""
             lines.append(f"- `{name}` pays {value:g} on the {', '.join(where)} workspace{plural}")
     lines += [f"- note: {warning} (its score still counts)" for warning in report.warnings]

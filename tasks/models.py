@@ -198,13 +198,16 @@ class RevisionFile(models.Model):
 
 class SanityReport(models.Model):
     """One sanity check of a revision's checker (tasks.sanity): how it scored the empty, initial and scaffold
-    workspaces and the reference solution. Append-only: the latest per revision is the one shown."""
+    workspaces, the workspaces of the moves lazy agents make (tasks.lazy_workspaces) and the reference solution.
+    Append-only: the latest per revision is the one shown."""
 
-    LAZY_RUNS = ("empty", "initial", "scaffold")  # what a lazy agent leaves: nothing, the inputs, placeholders
+    # What a lazy agent leaves: nothing, the inputs, placeholders. Always run; a crash there is a crashed checker.
+    LAZY_RUNS = ("empty", "initial", "scaffold")
 
     revision = models.ForeignKey(TaskRevision, on_delete=models.CASCADE, related_name="sanity_reports")
-    # {"empty"|"initial"|"scaffold": {score, status, reason, subscores, duration, runtime[, workspace_writes,
-    #  workspace_writes_count][, stderr]}}
+    # {lazy workspace: {score, status, reason, subscores, duration, runtime, stdout, stderr[, workspace_writes,
+    #  workspace_writes_count]}}: LAZY_RUNS, then each move run (tasks.lazy_workspaces.MOVES). Reports made before
+    #  the moves hold LAZY_RUNS only, and keep stderr of failed runs only.
     runs = NulSafeJSONField(default=dict)
     # The run on the initial workspace with the reference solution applied; null when the task has none.
     solution_run = NulSafeJSONField(null=True, blank=True)
@@ -213,8 +216,15 @@ class SanityReport(models.Model):
     crashed = models.BooleanField(help_text="No score could be read on one of the workspaces.")
     # Indexed: the task list and the review queue sort and filter by it.
     lazy_score = models.FloatField(
-        default=0.0, db_index=True, help_text="What a lazy agent earns: the highest score of the three workspaces."
+        default=0.0, db_index=True, help_text="What a lazy agent earns: the highest score of the lazy workspaces."
     )
+    lazy_best = NulSafeCharField(
+        max_length=40, blank=True, help_text="The lazy workspace that earned the lazy score (blank: an older report)."
+    )
+    # {lazy workspace: {description, files: [{path, size}], final_message}}: what each run was given.
+    lazy_workspaces = NulSafeJSONField(default=dict, blank=True)
+    # {move: why it was not run}: no output named, the same workspace as another, no judge endpoint, …
+    moves_not_run = NulSafeJSONField(default=dict, blank=True)
     over_lenient = models.BooleanField(help_text="The lazy score is above the tolerance.")
     solvable = models.BooleanField(null=True, help_text="The reference solution scores 1.0 (null: no solution).")
     tolerance = models.FloatField()
@@ -293,8 +303,25 @@ class SanityReport(models.Model):
 
     @property
     def lazy_scores(self) -> dict[str, float]:
-        """What a lazy agent earns on each of the three workspaces."""
-        return {kind: self.runs[kind]["score"] for kind in self.LAZY_RUNS if kind in self.runs}
+        """What a lazy agent earns on each lazy workspace."""
+        return {kind: run["score"] for kind, run in self.runs.items()}
+
+    @property
+    def lazy_best_run(self) -> dict | None:
+        """The lazy workspace that earned the lazy score: workspace, score, the checks that pay there, its files and
+        final message (None on a report that stored no runs)."""
+        kind = self.lazy_best or max(self.runs, key=lambda k: self.runs[k]["score"], default="")
+        if not kind or kind not in self.runs:
+            return None
+        given = (self.lazy_workspaces or {}).get(kind) or {}
+        return {
+            "workspace": kind,
+            "score": self.runs[kind]["score"],
+            "paying_checks": self.paying_on(kind),
+            "description": given.get("description", ""),
+            "files": given.get("files", []),
+            "final_message": given.get("final_message", ""),
+        }
 
     def paying_on(self, kind: str) -> dict[str, float]:
         """The sub-scores above 0 of one run: the checks that pay out on that workspace."""
@@ -303,9 +330,9 @@ class SanityReport(models.Model):
 
     @property
     def paying_checks(self) -> dict[str, float]:
-        """The checks that pay a lazy agent, each with the most it pays on any of the three workspaces, best first."""
+        """The checks that pay a lazy agent, each with the most it pays on any lazy workspace, best first."""
         found: dict[str, float] = {}
-        for kind in self.LAZY_RUNS:
+        for kind in self.runs:
             for name, value in self.paying_on(kind).items():
                 found[name] = max(value, found.get(name, 0.0))
         return dict(sorted(found.items(), key=lambda item: (-item[1], item[0])))
@@ -321,6 +348,12 @@ class SanityReport(models.Model):
         """What to know that is no finding: the checker wrote into a workspace it judged (it ran the agent's
         script, say); the score stands."""
         found = []
+        for kind, run in self.runs.items():
+            if kind not in self.LAZY_RUNS and run["status"] != "ok":
+                found.append(
+                    f"the checker crashed on the {kind} workspace (a lazy move: it scores 0 there): "
+                    f"{run['status']}: {run['reason']}"
+                )
         for kind, run in [*self.runs.items(), ("solution", self.solution_run)]:
             writes = (run or {}).get("workspace_writes") or []
             if writes:
@@ -336,12 +369,14 @@ class SanityReport(models.Model):
     def problems(self) -> list[str]:
         """Each finding in words, with the run's reason or the sub-scores that gave points."""
         found = []
-        for kind, run in self.runs.items():
-            if run["status"] != "ok":
-                found.append(f"crashed on the {kind} workspace: {run['status']}: {run['reason']}")
         for kind in self.LAZY_RUNS:
             run = self.runs.get(kind)
-            if run and run["score"] > self.tolerance:
+            if run and run["status"] != "ok":
+                found.append(f"crashed on the {kind} workspace: {run['status']}: {run['reason']}")
+        # A move (tasks.lazy_workspaces) is named when it earns more than the base workspaces do: it says no more.
+        base_best = max((self.runs[kind]["score"] for kind in self.LAZY_RUNS if kind in self.runs), default=0.0)
+        for kind, run in self.runs.items():
+            if run["score"] > self.tolerance and (kind in self.LAZY_RUNS or run["score"] > base_best):
                 credited = ", ".join(f"{name}={value:g}" for name, value in self.paying_on(kind).items())
                 found.append(
                     f"over-lenient: a lazy agent earns {run['score']:g} on the {kind} workspace"
@@ -363,6 +398,9 @@ class SanityReport(models.Model):
             "over_lenient": self.over_lenient,
             "lazy_score": self.lazy_score,
             "lazy_scores": self.lazy_scores,
+            "lazy_best": self.lazy_best_run,
+            "lazy_workspaces": self.lazy_workspaces,
+            "moves_not_run": self.moves_not_run,
             "paying_checks": self.paying_checks,
             "solvable": self.solvable,
             "solution_run": self.solution_run,

@@ -5,22 +5,27 @@ The checker runs on three workspaces:
 - initial: the input files, no outputs;
 - scaffold: the input files plus a placeholder at every output path the instruction names (`{}` for .json,
   a header-only CSV, `# placeholder` for .md, an empty file otherwise);
-and, when the task has a reference solution, on the initial workspace with the solution applied. The runs are
-independent, each in its own workspace and sandbox under the checker's limits, so they run side by side
+then on the workspaces of the moves lazy agents really make (tasks.lazy_workspaces: the inputs emptied or deleted,
+stubs of every named output, the inputs copied to the outputs, a final message claiming success, a workspace written
+by the judge model), and, when the task has a reference solution, on the initial workspace with the solution applied.
+The runs are independent, each in its own workspace and sandbox under the checker's limits, so they run side by side
 (settings.CLAWGYM_SANITY_RUNS_AT_ONCE at a time).
 
-The three are what a lazy agent leaves behind (delete everything, do nothing, write placeholders), so what the checker
-pays on them is the *lazy score*, and the sub-scores above 0 there are the checks that pay out for no work.
+All of them but the solution are what a lazy agent leaves behind, so what the checker pays on them is the *lazy
+score*, and the sub-scores above 0 there are the checks that pay out for no work. Each run keeps the end of its
+stdout and stderr on the report, so that a checker swallowing its own exceptions shows.
 
-Findings: `crashed` (no score could be read on one of the three), `lazy_score` (the most a lazy agent earns, the
-highest of the three scores), `over_lenient` (the lazy score is above the tolerance), `solvable` (the solution scores
-1.0; None without a solution). A checker that writes into the workspace it judges (e.g. it runs the agent's own
+Findings: `crashed` (no score could be read on one of the three base workspaces; a crash on a move's workspace
+scores 0 there and is only noted), `lazy_score` (the most a lazy agent earns: the highest score of every lazy
+workspace, `lazy_best` the workspace that earned it), `over_lenient` (the lazy score is above the tolerance),
+`solvable` (the solution scores 1.0; None without a solution). A checker that writes into the workspace it judges (e.g. it runs the agent's own
 script) is a warning recorded with each run, not a crash. Each check is stored as a SanityReport. A sandbox that
 cannot run at all raises SanityUnavailable instead: that says nothing of the checker.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import posixpath
@@ -35,13 +40,15 @@ import jobs
 from jobs.scratch import scratch_folder
 from sandbox import Backend, Limits, Workspace
 
+from . import lazy_workspaces
 from .job_kinds import SANITY_JOB
 from .models import SanityReport, TaskRevision
 from .paths import TaskFileError, normalize_path
 from .verification import REWARD_DIR, CheckerSpec, CheckResult, CheckStatus, checker_backend, run_checker
 
-RUN_KINDS = SanityReport.LAZY_RUNS  # empty, initial, scaffold
+RUN_KINDS = SanityReport.LAZY_RUNS  # empty, initial, scaffold: always run, a crash there is a crashed checker
 SOLUTION_RUN = "solution"
+OUTPUT_TAIL = 8192  # of each run's stdout and stderr kept on the report (run_checker keeps less still)
 SOLVED_SCORE = 1.0 - 1e-9  # a solution must score 1.0; the tolerance only absorbs float noise
 
 # File name extensions that make a token of the instruction a file path. A closed list, so that "e.g." or a
@@ -160,6 +167,8 @@ class SanityMaterial:
     inputs: dict[str, bytes]
     solution: dict[str, bytes]
     scaffold_paths: list[str]
+    # The judge model's lazy workspace: (files, final message, why there is none); see with_llm_workspace.
+    llm_lazy: tuple = (None, "", "no model-written workspace was asked for")
 
     @classmethod
     def from_revision(cls, revision: TaskRevision) -> SanityMaterial:
@@ -174,30 +183,65 @@ class SanityMaterial:
             scaffold_paths=output_paths(revision.instruction, files["input"]),
         )
 
-    def workspaces(self) -> dict[str, dict[str, bytes]]:
-        """{run name: files}; the solution run only when there is a solution."""
+    def lazy_plan(self) -> lazy_workspaces.LazyPlan:
+        """The lazy workspaces, their final messages and the moves not run (tasks.lazy_workspaces.plan)."""
         scaffold = dict(self.inputs)
         for path in self.scaffold_paths:
             scaffold[path] = placeholder(path, self.checker.instruction, self.inputs)
-        found = {"empty": {}, "initial": dict(self.inputs), "scaffold": scaffold}
+        return lazy_workspaces.plan(
+            self.inputs,
+            self.scaffold_paths,
+            scaffold,
+            lambda path: _csv_header(path, self.checker.instruction, self.inputs),
+            llm=self.llm_lazy,
+        )
+
+    def workspaces(self, lazy: lazy_workspaces.LazyPlan | None = None) -> dict[str, dict[str, bytes]]:
+        """{run name: files}; the solution run only when there is a solution."""
+        found = dict((lazy or self.lazy_plan()).workspaces)
         if self.solution:
             found[SOLUTION_RUN] = {**self.inputs, **self.solution}
         return found
 
 
+def with_llm_workspace(material: SanityMaterial, revision: TaskRevision) -> SanityMaterial:
+    """The material with the judge model's lazy workspace (tasks.lazy_workspaces.llm_lazy_workspace), asked now:
+    it needs the database, so never from the threads that run the checker."""
+    found = lazy_workspaces.llm_lazy_workspace(
+        material.checker.instruction,
+        material.inputs,
+        material.scaffold_paths,
+        subject=f"revision:{revision.pk}",
+        served=revision,
+    )
+    return dataclasses.replace(material, llm_lazy=found)
+
+
 @dataclass(frozen=True)
 class SanityOutcome:
-    runs: dict[str, CheckResult]  # the RUN_KINDS, and SOLUTION_RUN when there is a solution
+    runs: dict[str, CheckResult]  # every lazy workspace run (RUN_KINDS first), and SOLUTION_RUN with a solution
     tolerance: float
+    # What the report keeps of each lazy workspace (lazy_workspaces.describe), and the moves not run, with why.
+    workspaces: dict[str, dict] = dataclasses.field(default_factory=dict)
+    not_run: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def crashed(self) -> bool:
         return any(not self.runs[kind].ok for kind in RUN_KINDS)
 
     @property
+    def lazy_kinds(self) -> list[str]:
+        return [kind for kind in self.runs if kind != SOLUTION_RUN]
+
+    @property
     def lazy_score(self) -> float:
-        """The most the checker pays a lazy agent: its highest score on the empty, initial and scaffold workspaces."""
-        return max(self.runs[kind].score for kind in RUN_KINDS)
+        """The most the checker pays a lazy agent: its highest score on any lazy workspace."""
+        return max(self.runs[kind].score for kind in self.lazy_kinds)
+
+    @property
+    def lazy_best(self) -> str:
+        """The lazy workspace that earned the lazy score (the first, when several did)."""
+        return next(kind for kind in self.lazy_kinds if self.runs[kind].score == self.lazy_score)
 
     @property
     def over_lenient(self) -> bool:
@@ -230,13 +274,15 @@ def evaluate(
     """
     backend = backend or checker_backend()
     tolerance = settings.CLAWGYM_SANITY_TOLERANCE if tolerance is None else tolerance
-    workspaces = material.workspaces()
+    lazy = material.lazy_plan()
+    workspaces = material.workspaces(lazy)
     at_once = min(max(1, runs_at_once or settings.CLAWGYM_SANITY_RUNS_AT_ONCE), len(workspaces))
 
     def run(kind: str) -> CheckResult:
         # A held scratch folder (jobs.scratch): should this worker be killed, whoever finds it dead removes it.
         with scratch_folder("sanity") as folder, Workspace.create(workspaces[kind], base_dir=folder) as workspace:
-            return run_checker(material.checker, workspace, "", [], backend=backend, limits=limits)
+            message = lazy.messages.get(kind, "")
+            return run_checker(material.checker, workspace, message, [], backend=backend, limits=limits)
 
     results = {}
     if progress:
@@ -259,7 +305,11 @@ def evaluate(
             raise SanityUnavailable(f"the sandbox could not run the checker ({kind} workspace): {result.reason}")
     if progress:
         progress(len(workspaces), len(workspaces), "done")
-    return SanityOutcome(runs=runs, tolerance=tolerance)
+    described = {
+        kind: lazy_workspaces.describe(kind, files, lazy.messages.get(kind, ""))
+        for kind, files in lazy.workspaces.items()
+    }
+    return SanityOutcome(runs=runs, tolerance=tolerance, workspaces=described, not_run=dict(lazy.not_run))
 
 
 def report_fields(material: SanityMaterial, outcome: SanityOutcome) -> dict:
@@ -267,18 +317,27 @@ def report_fields(material: SanityMaterial, outcome: SanityOutcome) -> dict:
     verify stage keeps with its draft until the task it checked is in the catalog."""
     solution = outcome.runs.get(SOLUTION_RUN)
     return {
-        "runs": {kind: outcome.runs[kind].as_dict() for kind in RUN_KINDS},
-        "solution_run": solution.as_dict() if solution else None,
+        "runs": {kind: run_fields(outcome.runs[kind]) for kind in outcome.lazy_kinds},
+        "solution_run": run_fields(solution) if solution else None,
         "scaffold_paths": list(material.scaffold_paths),
         "crashed": outcome.crashed,
         "over_lenient": outcome.over_lenient,
         "lazy_score": outcome.lazy_score,
+        "lazy_best": outcome.lazy_best,
+        "lazy_workspaces": outcome.workspaces,
+        "moves_not_run": outcome.not_run,
         "solvable": outcome.solvable,
         "tolerance": outcome.tolerance,
         "backend": next(iter(outcome.runs.values())).backend,
         "runtime": outcome.runtime[:80],
         "isolated": all(run.isolated for run in outcome.runs.values()),
     }
+
+
+def run_fields(run: CheckResult) -> dict:
+    """One run as the report keeps it: CheckResult.as_dict, with the end of its stdout and stderr whatever its status
+    (a checker that swallows an exception into a quiet 0 or 1 shows it there)."""
+    return {**run.as_dict(), "stdout": run.stdout[-OUTPUT_TAIL:], "stderr": run.stderr[-OUTPUT_TAIL:]}
 
 
 def material_digest(material: SanityMaterial) -> str:
@@ -302,7 +361,7 @@ def store_report(revision: TaskRevision, material: SanityMaterial, outcome: Sani
 
 def check_revision(revision: TaskRevision, *, job_run=None, backend=None, tolerance=None, progress=None):
     """Sanity-check one revision's checker and store the SanityReport. Raises SanityUnavailable."""
-    material = SanityMaterial.from_revision(revision)
+    material = with_llm_workspace(SanityMaterial.from_revision(revision), revision)
     outcome = evaluate(material, backend=backend, tolerance=tolerance, progress=progress)
     return store_report(revision, material, outcome, job_run=job_run)
 
@@ -327,7 +386,7 @@ def check_here(
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sanity") as pool:
         while True:
             for revision in revisions:
-                material = SanityMaterial.from_revision(revision)
+                material = with_llm_workspace(SanityMaterial.from_revision(revision), revision)
                 future = pool.submit(
                     evaluate, material, backend=backend, tolerance=tolerance, runs_at_once=runs_at_once
                 )
@@ -347,6 +406,30 @@ def check_here(
                     yield revision, None, f"{type(exc).__name__}: {exc}"
                 else:
                     yield revision, store_report(revision, material, outcome), ""
+
+
+# --- solvability ---------------------------------------------------------------------------------------------
+
+_solvability_hook: Callable[[TaskRevision], dict] | None = None
+
+
+def register_solvability(hook: Callable[[TaskRevision], dict]) -> None:
+    """Name the function that proves a revision solvable (review.solvability.solvability, registered by
+    ReviewConfig.ready: rollouts are evaluation's, which this app may not import)."""
+    global _solvability_hook
+    _solvability_hook = hook
+
+
+def solvability_of(revision: TaskRevision) -> dict:
+    """{"proven", "kind", "score", "description", ...}: the registered hook's answer, else what the revision's latest
+    sanity report alone proves (its reference solution scoring 1)."""
+    if _solvability_hook is not None:
+        return _solvability_hook(revision)
+    report = SanityReport.latest_for(revision).first()
+    run = report.solution_run if report is not None else None
+    if run and run.get("status") == "ok" and run.get("score", 0.0) >= SOLVED_SCORE:
+        return {"proven": True, "kind": SOLUTION_RUN, "score": run["score"], "report_id": report.pk}
+    return {"proven": False, "kind": None}
 
 
 def start_sanity_check(task, *, user):

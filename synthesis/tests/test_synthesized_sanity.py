@@ -31,7 +31,7 @@ def test_a_kept_task_carries_the_verify_stages_sanity_report(viewer_client, scri
     report = SanityReport.objects.get(revision=revision)
     assert (report.verdict, report.lazy_score, report.solvable, report.isolated) == ("passed", 0.0, True, True)
     assert report.backend == "bwrap" and report.runtime and report.scaffold_paths == ["totals.json"]
-    assert set(report.runs) == {"empty", "initial", "scaffold"} and report.solution_run["score"] == 1.0
+    assert {"empty", "initial", "scaffold"} <= set(report.runs) and report.solution_run["score"] == 1.0
     # What a check of the stored revision finds (the checked round's findings, not round 1's lenient ones).
     again = check_revision(revision)
     same = (

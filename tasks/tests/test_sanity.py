@@ -28,6 +28,14 @@ from tasks.services import save_package
 from tasks.tests.helpers import EXAMPLES, make_sanity_task
 
 
+BASE = list(SanityReport.LAZY_RUNS)
+
+
+def base_scores(report) -> dict:
+    """The lazy scores of the empty, initial and scaffold workspaces (the moves' are tested in test_sanity_lazy)."""
+    return {kind: score for kind, score in report.lazy_scores.items() if kind in BASE}
+
+
 def report_for(task, **flags):
     """A stored report without running anything (for the filter, page and API tests)."""
     run = {"score": 0.0, "status": "ok", "reason": "", "subscores": {"total_right": 0.0}, "duration": 0.1}
@@ -91,7 +99,12 @@ def test_a_sound_checker_passes(db, bwrap):
     report = check_revision(task.current_revision, backend=bwrap)
     assert (report.crashed, report.over_lenient, report.solvable) == (False, False, True)
     assert report.verdict == "passed" and report.problems == []
-    assert set(report.runs) == {"empty", "initial", "scaffold"} and report.scaffold_paths == ["out.json"]
+    assert list(report.runs) == [*BASE, "inputs_emptied", "stubs_list", "stubs_only", "inputs_copied", "claim"]
+    assert report.scaffold_paths == ["out.json"] and report.lazy_best == "empty"
+    assert report.moves_not_run == {
+        "stubs": "the same workspace as scaffold",  # `{}` at out.json either way
+        "llm": "no enabled model endpoint serves the role 'judge'",
+    }
     for run in report.runs.values():
         assert run["status"] == "ok" and run["score"] == 0.0 and run["subscores"] == {"total_right": 0.0}
     assert report.solution_run["score"] == 1.0 and report.solution_run["subscores"] == {"total_right": 1.0}
@@ -108,7 +121,7 @@ def test_a_checker_crediting_a_placeholder_is_over_lenient(db, bwrap):
     assert report.problems == [
         "over-lenient: a lazy agent earns 0.5 on the scaffold workspace (paying checks: out_exists=1)"
     ]
-    assert report.lazy_score == 0.5 and report.lazy_scores == {"empty": 0.0, "initial": 0.0, "scaffold": 0.5}
+    assert report.lazy_score == 0.5 and base_scores(report) == {"empty": 0.0, "initial": 0.0, "scaffold": 0.5}
     assert report.paying_checks == {"out_exists": 1.0} and report.paying_on("initial") == {}
 
 
@@ -133,7 +146,7 @@ def test_an_averaging_reward_sh_shows_which_checks_pay_a_lazy_agent(db, bwrap):
     report = check_revision(task.current_revision, backend=bwrap)
     assert report.scaffold_paths == ["out/records.jsonl", "out/summary.txt"]
     assert report.verdict == "over-lenient" and not report.crashed
-    assert report.lazy_scores == {"empty": 0.0, "initial": 0.0, "scaffold": 0.75} and report.lazy_score == 0.75
+    assert base_scores(report) == {"empty": 0.0, "initial": 0.0, "scaffold": 0.75} and report.lazy_score == 0.75
     assert report.runs["scaffold"]["subscores"] == {
         "records_exist": 1.0,
         "every_line_is_json": 1.0,
@@ -201,12 +214,13 @@ def test_the_runs_side_by_side_find_what_they_find_one_after_another(db, bwrap):
         progress=lambda done, total, _what: seen.append((done, total, threading.get_ident())),
     )
     one_by_one = evaluate(material, backend=bwrap, runs_at_once=1)
-    assert list(side_by_side.runs) == list(one_by_one.runs) == ["empty", "initial", "scaffold", "solution"]
+    kinds = [*BASE, "inputs_emptied", "stubs_list", "stubs_only", "inputs_copied", "claim", "solution"]
+    assert list(side_by_side.runs) == list(one_by_one.runs) == kinds
     for fields in ("status", "score", "subscores", "runtime"):
         assert [getattr(r, fields) for r in side_by_side.runs.values()] == [
             getattr(r, fields) for r in one_by_one.runs.values()
         ], fields
-    assert [(done, total) for done, total, _thread in seen] == [(n, 4) for n in range(5)]
+    assert [(done, total) for done, total, _thread in seen] == [(n, len(kinds)) for n in range(len(kinds) + 1)]
     assert {thread for _done, _total, thread in seen} == {threading.get_ident()}
 
 

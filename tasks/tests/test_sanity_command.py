@@ -40,11 +40,23 @@ def test_here_with_json_prints_one_object_per_task_on_the_last_line(db):
     rows = json.loads(lines[-1])
     assert [row["task"] for row in rows] == ["a-sound", "b-lenient", "c-fragile"]
     for row in rows:
-        assert set(row["runs"]) == {"empty", "initial", "scaffold"}
+        assert {"empty", "initial", "scaffold", "inputs_emptied", "claim"} <= set(row["runs"])
+        assert set(row["runs"]) == set(row["lazy_workspaces"]) and "llm" in row["moves_not_run"]
         assert all(RUN_KEYS <= set(run) for run in row["runs"].values())
     sound, lenient, fragile = rows
     assert (sound["crashed"], sound["over_lenient"], sound["solvable"]) == (False, False, True)
     assert lenient["over_lenient"] is True and lenient["runs"]["scaffold"]["score"] == 0.5
+    assert lenient["lazy_best"] == {
+        "workspace": "scaffold",
+        "score": 0.5,
+        "paying_checks": {"out_exists": 1.0},
+        "description": "the inputs and a placeholder at each output path the instruction names",
+        "files": [{"path": "data.csv", "size": 6}, {"path": "out.json", "size": 3}],
+        "final_message": "",
+    }
+    assert sound["solvability"]["proven"] is True and sound["solvability"]["kind"] == "solution"
+    assert fragile["solvability"]["proven"] is False and fragile["solvability"]["kind"] is None
+    assert "it has no reference solution, and no rollout of it scored 1" in fragile["solvability"]["missing"]
     assert fragile["crashed"] is True and fragile["solvable"] is None
     assert fragile["runs"]["empty"]["status"] == "error" and "FileNotFoundError" in fragile["runs"]["empty"]["reason"]
     # Run here: stored, without a job.
@@ -58,8 +70,9 @@ def test_here_without_json_prints_a_line_per_task(db):
     out, _, error = sanity_check("--all", "--here")
     assert error is None
     assert out.splitlines() == [
-        "lenient r1: over-lenient (a lazy agent earns empty 0, initial 0, scaffold 0.5; paying: out_exists=1); "
-        "solution scores 0.5 (ok)",
+        "lenient r1: over-lenient (a lazy agent earns 0.5 on the scaffold workspace [data.csv, out.json]; empty 0, "
+        "initial 0, scaffold 0.5, inputs_emptied 0, stubs_list 0.5, stubs_only 0.5, inputs_copied 0.5, claim 0.5; "
+        "paying: out_exists=1); solution scores 0.5 (ok); solvability not proven",
         "sound r1: passed",
         "checked 2 of 2 tasks: 0 crashed, 1 over-lenient, 1 unsolvable, 0 could not run",
     ]

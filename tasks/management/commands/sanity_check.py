@@ -15,7 +15,7 @@ from jobs.services import cancel_job
 from jobs.waiting import NotFinished, NoWorker, Work, add_wait_arguments, wait_for
 from tasks.job_kinds import SANITY_BATCH_JOB
 from tasks.models import SanityReport, Task
-from tasks.sanity import check_here
+from tasks.sanity import check_here, solvability_of
 from tasks.selection import add_task_arguments, tasks_of
 
 PROGRESS_SECONDS = 5.0
@@ -23,9 +23,11 @@ PROGRESS_SECONDS = 5.0
 
 class Command(BaseCommand):
     help = (
-        "Sanity-check task checkers on the empty, initial and scaffold workspaces (and the reference solution): "
-        "one background job per task, spread across the workers, and wait for them. With --json the last line "
-        "is a JSON array, one object per task (also when checks could not run). Crashed, over-lenient or "
+        "Sanity-check task checkers on the empty, initial and scaffold workspaces, the workspaces of the moves lazy "
+        "agents make, and the reference solution: one background job per task, spread across the workers, and wait "
+        "for them. With --json the last line is a JSON array, one object per task (also when checks could not run), "
+        "with the lazy workspaces tried, the highest lazy score and the workspace that earned it, and the proof "
+        "that the revision can score full marks. Crashed, over-lenient or "
         "unsolvable checkers are findings, not failures. Exit status (jobs.cli): 1 when a check could not run (a "
         "timeout, a sandbox that cannot start), 2 when refused, 3 when no worker took the job."
     )
@@ -159,6 +161,7 @@ class Command(BaseCommand):
                     "solvable": None,
                     **outcome,
                 }
+            outcome["solvability"] = solvability_of(task.current_revision)
             rows.append(outcome)
         errors = [row for row in rows if "error" in row]
         counts = {
@@ -187,10 +190,17 @@ def _verdict(row: dict) -> str:
         if run["status"] != "ok":
             found.append(f"crashed on {kind} ({run['status']}: {run['reason']})")
     if row["over_lenient"]:
+        best = row["lazy_best"] or {}
         scores = ", ".join(f"{kind} {score:g}" for kind, score in row["lazy_scores"].items())
         paying = ", ".join(f"{name}={value:g}" for name, value in row["paying_checks"].items())
-        found.append(f"over-lenient (a lazy agent earns {scores}" + (f"; paying: {paying})" if paying else ")"))
+        files = ", ".join(f["path"] for f in best.get("files", [])) or "no files"
+        found.append(
+            f"over-lenient (a lazy agent earns {row['lazy_score']:g} on the {best.get('workspace')} workspace "
+            f"[{files}]; {scores}" + (f"; paying: {paying})" if paying else ")")
+        )
     if row["solvable"] is False:
         found.append(f"solution scores {row['solution_run']['score']:g} ({row['solution_run']['status']})")
     verdict = "; ".join(found) or "passed"
-    return verdict + (" (no reference solution)" if row["solvable"] is None else "")
+    verdict += " (no reference solution)" if row["solvable"] is None else ""
+    proof = row.get("solvability") or {}
+    return verdict + ("" if proof.get("proven") else "; solvability not proven")
