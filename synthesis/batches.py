@@ -227,6 +227,24 @@ def rejected_stage(item: SynthesisItem) -> str:
     return (item.stage_results.get(item.stage) or {}).get("rejected_at") or item.stage
 
 
+def retryable(item: SynthesisItem) -> bool:
+    """A failed item whose failure was retryable: resuming puts it back at the stage that failed."""
+    return item.status == SynthesisItem.Status.FAILED and bool(
+        (item.stage_results.get(item.stage) or {}).get("retryable")
+    )
+
+
+def resumable(batch: SynthesisBatch) -> bool:
+    """Whether resuming would do anything: not while it runs; a complete batch only when an item failed in a way
+    worth retrying (every other item is kept or rejected for good)."""
+    if batch.status in (SynthesisBatch.Status.QUEUED, SynthesisBatch.Status.RUNNING):
+        return False
+    if batch.status != SynthesisBatch.Status.COMPLETE:
+        return True
+    failed = batch.items.filter(status=SynthesisItem.Status.FAILED).only("status", "stage", "stage_results")
+    return any(retryable(item) for item in failed)
+
+
 def batch_json(batch: SynthesisBatch) -> dict:
     """The `synthesize --json` shape. Every item finished is counted once in kept, rejected or failed (a paused
     or cancelled batch's pending items in none)."""

@@ -23,6 +23,7 @@ from ..batches import (
     config_differences,
     config_hash,
     draw_seeds,
+    retryable,
 )
 from ..job_kinds import RUN_BATCH_JOB
 from ..models import Route, SynthesisBatch, SynthesisItem
@@ -149,7 +150,7 @@ def _retry_failures(batch: SynthesisBatch) -> int:
     """Failed items whose failure was retryable go back to pending at the stage that failed."""
     count = 0
     for item in batch.items.filter(status=SynthesisItem.Status.FAILED):
-        if not (item.stage_results.get(item.stage) or {}).get("retryable"):
+        if not retryable(item):
             continue
         results = {k: v for k, v in item.stage_results.items() if k != item.stage}
         count += SynthesisItem.objects.filter(pk=item.pk, status=SynthesisItem.Status.FAILED).update(

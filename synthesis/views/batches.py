@@ -301,6 +301,7 @@ def _batch_context(request, batch: SynthesisBatch) -> dict:
         "nav": "synthesis",
         "batch": batch,
         "progress": progress(batch),
+        "resumable": batches.resumable(batch),
         "funnel": funnel,
         "reason_rows": reason_rows(funnel),
         "funnel_chart": count_chart(
