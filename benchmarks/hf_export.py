@@ -26,13 +26,14 @@ from django.db import transaction
 from lib import hf_dataset
 from tasks.package import PackageError, PackageFile, TaskPackage
 from tasks.paths import TaskFileError
-from tasks.services import package_from_revision, save_package
+from tasks.services import SaveOutcome, package_from_revision, save_package
 
 from .exporting import manifest, pinned_revisions, top_folder
 from .models import BenchmarkVersion
 from .services import BenchmarkError, create_version, get_or_create_benchmark
 
 SPLIT = "test"
+OUTCOME_KEYS = {SaveOutcome.CREATED: "imported", SaveOutcome.UPDATED: "updated", SaveOutcome.UNCHANGED: "unchanged"}
 FORMAT = "clawgym-benchmark-hf/1"
 FILE = pa.struct([("role", pa.string()), ("path", pa.string()), ("content", pa.binary())])
 SCHEMA = pa.schema(
@@ -223,7 +224,7 @@ def import_version_hf(folder, *, user, benchmark_name: str | None = None, note: 
                         f"task {row['task_id']!r} does not hash to the recorded {row['content_hash'][:12]}: "
                         "the export was changed after it was written"
                     )
-                counts[result.outcome.value] += 1
+                counts[OUTCOME_KEYS[result.outcome]] += 1
                 revision_ids.append(result.revision.pk)
         except hf_dataset.HfExportError as exc:
             raise BenchmarkError(str(exc)) from None
