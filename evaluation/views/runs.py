@@ -199,7 +199,10 @@ def run_start(request):
             "its finished rollouts are kept.",
         )
     else:
-        messages.success(request, f"Started {run.name}: {run.rollouts_total} rollouts queued.")
+        # Goes once the run has finished (static/js/started.js).
+        messages.success(
+            request, f"Started {run.name}: {run.rollouts_total} rollouts queued.", extra_tags=f"started:run-{run.pk}"
+        )
     return redirect("evaluations:detail", pk=run.pk)
 
 
@@ -387,7 +390,11 @@ def run_resume(request, pk: int):
     except (runs.EvalRunError, JobEngineError) as exc:
         messages.error(request, f"The run was not resumed: {exc}")
     else:
-        messages.success(request, f"{run.name} is resumed: what was left to run is queued again.")
+        messages.success(
+            request,
+            f"{run.name} is resumed: what was left to run is queued again.",
+            extra_tags=f"started:run-{run.pk}",
+        )
     return redirect("evaluations:detail", pk=pk)
 
 

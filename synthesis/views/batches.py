@@ -209,6 +209,7 @@ def batch_start(request):
             request,
             f"Started {what} #{batch.pk}: {batch.requested} item{'s' * (batch.requested != 1)} "
             f"queued (seed {batch.seed}).",
+            extra_tags=f"started:batch-{batch.pk}",  # goes once the batch has finished (static/js/started.js)
         )
     return redirect("synthesis:detail", pk=batch.pk)
 
@@ -300,8 +301,8 @@ def _batch_context(request, batch: SynthesisBatch) -> dict:
     return {
         "nav": "synthesis",
         "batch": batch,
-        "progress": progress(batch),
         "resumable": batches.resumable(batch),
+        "progress": progress(batch),
         "funnel": funnel,
         "reason_rows": reason_rows(funnel),
         "funnel_chart": count_chart(
@@ -386,6 +387,7 @@ def batch_resume(request, pk: int):
             messages.success(
                 request,
                 f"Batch #{batch.pk} goes on: what it had not finished is queued again; finished items are kept.",
+                extra_tags=f"started:batch-{batch.pk}",
             )
     return redirect("synthesis:detail", pk=pk)
 
