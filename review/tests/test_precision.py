@@ -128,3 +128,19 @@ def test_the_queue_sorts_by_the_issues_most_likely_valid(benchmark, reviewer, re
     order = [html.index(f'id="candidate-{c.pk}"') for c in (strong, unknown, minor, clean)]
     assert order == sorted(order)
     assert "Issues most likely valid first" in html
+
+
+def test_the_likely_sort_costs_the_same_queries_for_more_rows(benchmark, reviewer, reviewer_client):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def count():
+        with CaptureQueriesContext(connection) as ctx:
+            assert reviewer_client.get(reverse("review:queue"), {"sort": "likely"}).status_code == 200
+        return len(ctx.captured_queries)
+
+    judge(diagnosed(benchmark, "t-0", [{"problem": "a"}]), reviewer, a="valid")
+    few = count()
+    for i in range(1, 12):
+        diagnosed(benchmark, f"t-{i}", [{"component": "checker", "severity": "major", "problem": "b"}])
+    assert count() == few
