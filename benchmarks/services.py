@@ -8,7 +8,9 @@ from django.db import IntegrityError, transaction
 
 from accounts.roles import ADMIN, has_role
 from lib.bounds import TextRefused, check_chars, check_text
+from tasks.models import TaskRevision
 
+from .contamination import ContaminationError, contamination_for, describe
 from .models import Benchmark, BenchmarkVersion, PinnedRevision
 
 
@@ -18,6 +20,18 @@ class BenchmarkError(Exception):
 
 class NotAllowed(BenchmarkError):
     """The acting user lacks the role the change needs."""
+
+
+class Contaminated(BenchmarkError):
+    """Training data holds tasks of the version (the same content, or a near-duplicate); `findings` lists them."""
+
+    def __init__(self, benchmark: Benchmark, findings: list):
+        self.findings = findings
+        tasks = len({f.task for f in findings})
+        super().__init__(
+            f"{benchmark.name} cannot be frozen: training data holds {tasks} of its task(s) (contamination): "
+            + describe(findings)
+        )
 
 
 def _require_admin(user, what: str) -> None:
@@ -60,6 +74,13 @@ def create_version(benchmark: Benchmark, revision_ids, *, user, note: str = "") 
     revision_ids = list(dict.fromkeys(revision_ids))
     if not revision_ids:
         raise BenchmarkError(f"a version of {benchmark.name} needs at least one revision to pin")
+    # A benchmark scores what models were not trained on: no version pins a task training data already holds.
+    try:
+        findings = contamination_for(TaskRevision.objects.filter(pk__in=revision_ids).select_related("task"))
+    except ContaminationError as exc:
+        raise BenchmarkError(f"{benchmark.name} cannot be frozen: {exc}") from None
+    if findings:
+        raise Contaminated(benchmark, findings)
     for attempt in range(2):
         try:
             with transaction.atomic():

@@ -13,3 +13,10 @@ class TrainingJobsConfig(AppConfig):
 
         register("training-data", "training_jobs/_datasets_panel.html", dashboard_panel_context, order=30)
         register("training-runs", "training_jobs/_runs_panel.html", runs_panel_context, order=31)
+
+        # Freezing a benchmark version checks its tasks against training data, which benchmarks cannot import.
+        from benchmarks.contamination import register as register_contamination_check
+
+        from .contamination import check_revisions
+
+        register_contamination_check(check_revisions)

@@ -10,6 +10,8 @@ trajectory either becomes a sample or is counted under one reason, tried in this
     planted_flaw                 its task is a copy with a flaw planted to test the review (review.planting); no
                                  override: such a task is wrong on purpose
     benchmark_task               its task has a revision pinned by a benchmark version (unless an admin overrode it)
+    benchmark_duplicate          its task is the same content as, or a near-duplicate of, a task a frozen version pins
+                                 (training_jobs.contamination; the same override), listed in stats["contamination"]
     unverified_history           an assistant turn is no answer the proxy recorded in its session: history the agent
                                  sent of its own (Trajectory.unverified_turns; unless an admin overrode it)
     excluded_by_rules:<reason>   evaluation.trajectories left it out (auxiliary call, unsupported tools, …)
@@ -52,6 +54,7 @@ from llm.models import ModelCall
 from tasks.models import Task
 
 from ..base_models import BaseModelError, folder_facts
+from ..contamination import duplicate_task_ids, selection_contamination
 from ..dataset_stats import dataset_statistics
 from ..job_kinds import BUILD_JOB
 from ..models import BaseModel, DatasetSample, TrainingDataset
@@ -70,6 +73,7 @@ CHUNK = 500  # trajectories read at a time while building
 REASONS = (
     "planted_flaw",
     "benchmark_task",
+    "benchmark_duplicate",
     "unverified_history",
     "excluded_by_rules",
     "incomplete",
@@ -328,10 +332,11 @@ def create_dataset(
     )
 
 
-def _candidates(dataset: TrainingDataset, counter: TokenCounter | None) -> list[Candidate]:
+def _candidates(dataset: TrainingDataset, counter: TokenCounter | None, duplicates: set) -> list[Candidate]:
     filters = dataset.filters
     # By task: a task with any revision in any benchmark version is out, whichever revision the rollout ran.
     pinned_tasks = set(PinnedRevision.objects.values_list("revision__task_id", flat=True).distinct())
+    pinned_tasks = {**dict.fromkeys(duplicates, "benchmark_duplicate"), **dict.fromkeys(pinned_tasks, "benchmark_task")}
     planted = planted_task_ids()
     rows = (
         selected_trajectories(dataset.selection)
@@ -410,7 +415,7 @@ def _judge(
         if task.pk in planted:
             c.reason = "planted_flaw"
         elif task.pk in pinned_tasks and not dataset.allow_benchmark_tasks:
-            c.reason = "benchmark_task"
+            c.reason = pinned_tasks[task.pk]
         elif t.unverified_turns and not dataset.allow_unverified_history:
             c.reason = "unverified_history"
         elif t.excluded:
@@ -440,8 +445,9 @@ def fill_dataset(dataset: TrainingDataset) -> TrainingDataset:
         return dataset
     try:
         tokenizer_digest = tokenizer_sha256(dataset.tokenizer_path) if dataset.tokenizer_path else ""
+        findings = [] if dataset.allow_benchmark_tasks else selection_contamination(dataset)
         with TokenCounter(dataset.tokenizer_path) if dataset.tokenizer_path else contextlib.nullcontext() as counter:
-            candidates = _candidates(dataset, counter)
+            candidates = _candidates(dataset, counter, duplicate_task_ids(findings))
         excluded = Counter(c.reason for c in candidates if c.reason)
         kept = sorted((c for c in candidates if not c.reason), key=lambda c: (c.task, c.digest, c.trajectory_id))
         filters = dataset.filters
@@ -473,6 +479,7 @@ def fill_dataset(dataset: TrainingDataset) -> TrainingDataset:
             dataset.excluded = dict(sorted(excluded.items(), key=lambda item: (-item[1], item[0])))
             dataset.tokenizer_sha256 = tokenizer_digest
             dataset.stats = dataset_statistics(dataset, candidates=len(candidates))
+            dataset.stats["contamination"] = [f.as_dict() for f in findings[:100]]
             dataset.status = TrainingDataset.Status.READY if samples else TrainingDataset.Status.EMPTY
             dataset.error = ""
             dataset.built_at = timezone.now()
@@ -548,6 +555,10 @@ LEFT_OUT_AS = {
     "benchmark_task": (
         "is a benchmark task (the contamination guard)",
         "are benchmark tasks (the contamination guard)",
+    ),
+    "benchmark_duplicate": (
+        "is a benchmark task's duplicate or paraphrase (the contamination guard)",
+        "are benchmark tasks' duplicates or paraphrases (the contamination guard)",
     ),
     "unverified_history": ("has unverified history (the history guard)", "have unverified history (the history guard)"),
     "excluded_by_rules": ("was excluded by the rules", "were excluded by the rules"),

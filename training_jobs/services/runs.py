@@ -12,11 +12,13 @@ import json
 from django.db import transaction
 from django.utils import timezone
 
+from benchmarks.contamination import ContaminationError, describe
 from jobs import enqueue as enqueue_job
 from jobs.models import JobRun
 from jobs.runner import append_log, log_line, lost_reason
 from jobs.services import cancel_job
 
+from ..contamination import run_contamination
 from ..kinds import TrainingRunError, get_kind
 from ..models import BaseModel, Checkpoint, RLRollout, TrainingDataset, TrainingMetric, TrainingRun
 
@@ -61,6 +63,7 @@ def start_training_run(
         harness=harness,
     )
     fields = launch.fields
+    _refuse_contaminated(dataset, fields.get("config", {}).get("tasks") or [])
     with transaction.atomic():
         run = TrainingRun.objects.create(
             **{**fields, "name": (name or fields["name"])[:200]},
@@ -75,6 +78,16 @@ def start_training_run(
             _enqueue(run, user)
     run.warnings = launch.warnings
     return run
+
+
+def _refuse_contaminated(dataset: TrainingDataset | None, task_revision_ids: list) -> None:
+    """No run trains on a task a frozen benchmark version pins, the same or paraphrased (training_jobs.contamination)."""
+    try:
+        findings = run_contamination(dataset, task_revision_ids)
+    except ContaminationError as exc:
+        raise TrainingRunError(f"the contamination check could not be made: {exc}") from None
+    if findings:
+        raise TrainingRunError(f"benchmark tasks are never trained on (contamination): {describe(findings)}")
 
 
 def _enqueue(run: TrainingRun, user) -> None:
