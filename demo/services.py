@@ -24,6 +24,7 @@ from llm.models import ModelEndpoint
 from llm.services import create_endpoint, update_endpoint
 from review.models import BenchmarkCandidate, ReviewDecision
 from review.services import ReviewError, decide, freeze_version, propose_candidates
+from review.team import set_team
 from tasks.importing import import_path
 from tasks.models import SanityReport, Task
 from tasks.sanity import check_here
@@ -83,7 +84,8 @@ EXAMPLES = Path(settings.BASE_DIR) / "examples" / "tasks"
 DEMO_BENCHMARK = "demo"
 # Fixed, printed logins: a demo's reviewers are for trying review as a team on one machine, never for a deployment.
 DEMO_REVIEWERS = {"ann": "ann-reviews-demo", "ben": "ben-reviews-demo"}
-DEMO_OVERLAP_SHARE = 1.0  # every candidate reviewed twice, so agreement has items from the first decisions on
+# Every candidate gets a second, blind decision: in a demo's handful of reviews, agreement has items at once.
+DEMO_OVERLAP = 1.0
 
 
 class DemoSetupError(Exception):
@@ -142,7 +144,7 @@ def setup_demo_benchmark(*, user, workers: int = 2) -> DemoSetup:
     if report.failed:
         raise DemoSetupError(f"the example tasks did not import: {report.failed}")
     reviewers = ensure_demo_reviewers()
-    reviewer = get_user_model().objects.get(username=next(iter(DEMO_REVIEWERS)))
+    team = list(get_user_model().objects.filter(username__in=DEMO_REVIEWERS).order_by("username"))
     tasks = list(Task.objects.filter(external_id__in=_example_ids()).select_related("current_revision"))
     unchecked = [t.current_revision for t in tasks if not SanityReport.latest_for(t.current_revision).exists()]
     for revision, _report, error in check_here(unchecked, workers=workers):
@@ -153,18 +155,23 @@ def setup_demo_benchmark(*, user, workers: int = 2) -> DemoSetup:
     )
     propose_candidates(benchmark, tasks, user=user)
     accepted = []
-    for candidate in (
-        benchmark.candidates.filter(task__in=tasks)
-        .exclude(status=BenchmarkCandidate.Status.ACCEPTED)
-        .select_related("task")
-    ):
-        try:
-            decide(
-                candidate, ReviewDecision.Decision.ACCEPT, user=reviewer, reason="Example task: checked in the sandbox."
-            )
-        except ReviewError as exc:
-            raise DemoSetupError(f"{candidate.task.external_id} was not accepted: {exc}") from None
-        accepted.append(candidate.task.external_id)
+    open_ones = benchmark.candidates.filter(task__in=tasks).exclude(status=BenchmarkCandidate.Status.ACCEPTED)
+    for candidate in open_ones.select_related("task"):
+        # Each demo reviewer in turn until the candidate has the decisions the benchmark needs (one, until the
+        # team below is set; then the overlap asks a second one of some).
+        for reviewer in team:
+            if candidate.decisions.filter(reviewer=reviewer).exists():
+                continue
+            try:
+                decide(candidate, ReviewDecision.Decision.ACCEPT, user=reviewer, reason="Example task: checked.")
+            except ReviewError as exc:
+                raise DemoSetupError(f"{candidate.task.external_id} was not accepted: {exc}") from None
+            candidate.refresh_from_db()
+            if candidate.status == BenchmarkCandidate.Status.ACCEPTED:
+                accepted.append(candidate.task.external_id)
+                break
+    # Review as a team: the demo reviewers, and the overlap (after the examples are in: they needed one decision).
+    set_team(benchmark, user=user, reviewers=list(DEMO_REVIEWERS), decisions_needed=1, overlap_share=DEMO_OVERLAP)
     version = benchmark.versions.order_by("-number").first()
     created = version is None
     if created:

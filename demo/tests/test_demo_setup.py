@@ -13,8 +13,9 @@ from django.test import Client
 from accounts.roles import ADMIN, REVIEWER, has_role
 from accounts.testing import make_user
 from benchmarks.models import Benchmark, BenchmarkVersion
-from demo.services import DEMO_BENCHMARK, DEMO_REVIEWERS
-from review.models import BenchmarkCandidate, ReviewDecision
+from demo.services import DEMO_BENCHMARK, DEMO_OVERLAP, DEMO_REVIEWERS
+from review.models import BenchmarkCandidate, PlantedFlaw, ReviewDecision
+from review.planting import plant_flaws
 from tasks.models import SanityReport
 
 pytestmark = [pytest.mark.usefixtures("bwrap", "taxonomy")]
@@ -26,7 +27,7 @@ def setup_json(capsys) -> dict:
 
 
 def test_the_setup_freezes_the_example_tasks_and_makes_two_reviewers(capsys):
-    make_user("admin", ADMIN)
+    admin = make_user("admin", ADMIN)
     first = setup_json(capsys)
 
     assert (first["benchmark"], first["version"], first["version_created"]) == (DEMO_BENCHMARK, 1, True)
@@ -42,6 +43,12 @@ def test_the_setup_freezes_the_example_tasks_and_makes_two_reviewers(capsys):
         assert (report.crashed, report.lazy_score, report.solvable) == (False, 0.0, True), revision.task.external_id
     decisions = ReviewDecision.objects.filter(candidate__benchmark__name=DEMO_BENCHMARK)
     assert {(d.decision, d.reviewer.username, d.override_reason) for d in decisions} == {("accept", "ann", "")}
+    benchmark = Benchmark.objects.get(name=DEMO_BENCHMARK)
+    assert sorted(benchmark.reviewers.values_list("username", flat=True)) == sorted(DEMO_REVIEWERS)
+    assert (benchmark.decisions_needed, benchmark.overlap_share) == (1, DEMO_OVERLAP)
+    # Its accepted examples are what planted flaws are copies of: every kind finds one to carry it.
+    plants = plant_flaws(benchmark, PlantedFlaw.Kind.values, len(PlantedFlaw.Kind.values), user=admin, seed=1)
+    assert sorted(p.kind for p in plants) == sorted(PlantedFlaw.Kind.values)
 
     for username, password in DEMO_REVIEWERS.items():
         client = Client()
@@ -59,7 +66,8 @@ def test_the_setup_freezes_the_example_tasks_and_makes_two_reviewers(capsys):
     )
     assert [r["created"] for r in again["reviewers"]] == [False, False]
     assert BenchmarkVersion.objects.count() == 1 and Benchmark.objects.count() == 1
-    assert BenchmarkCandidate.objects.filter(status="accepted").count() == 6 and decisions.count() == 6
+    accepted = BenchmarkCandidate.objects.filter(status="accepted", plant__isnull=True)
+    assert accepted.count() == 6 and decisions.count() == 6
 
 
 def test_the_setup_prints_the_reviewer_logins_and_needs_an_admin(capsys):
