@@ -266,6 +266,7 @@ def test_api_team_settings_progress_and_agreement(bench, people, admin_client):
         == 403
     )
     assert admin_client.get("/api/benchmarks/no-such/team/").status_code == 404
+    admin_client.post(url, {"overlap_share": 0.0}, content_type="application/json")  # ids vary: no overlap below
     (c,) = _candidates(bench, 1, people["ann"])
     services.decide(c, "accept", user=people["ann"])
     services.decide(c, "accept", user=people["bob"])
