@@ -7,6 +7,7 @@ from tasks.models import Task
 from .harnesses import HARNESS_CHOICES
 from .models import Outcome, Rollout
 from .samples import SORT_LABELS, filter_samples, sorted_samples
+from .scanners import SCANNERS
 from .services.rollouts import MAX_REPEATS
 
 
@@ -41,6 +42,9 @@ class SampleFilterForm(forms.Form):
     status = forms.ChoiceField(required=False, choices=[("", "Any status"), *Rollout.Status.choices])
     min_score = forms.FloatField(required=False, min_value=0.0, max_value=1.0, label="Score at least")
     max_score = forms.FloatField(required=False, min_value=0.0, max_value=1.0, label="Score at most")
+    finding = forms.ChoiceField(
+        required=False, choices=[("", "Any finding"), *((name, cls.title) for name, cls in SCANNERS.items())]
+    )
     sort = forms.ChoiceField(required=False, choices=SORT_LABELS)
 
     def __init__(self, *args, **kwargs):

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from django.db.models import F, Q
 
-from .models import Rollout
+from .models import Rollout, ScanFinding
 
 # ?sort= of the samples page and the API: every ordering ends on the task, the repeat and the id.
 SAMPLE_SORTS = {
@@ -58,7 +58,8 @@ SNIPPET_CHARS = 80  # either side of a match
 def filter_samples(rollouts, data: dict):
     """`rollouts` narrowed by what `data` holds (the validated query of the samples page or the API; absent or
     empty keys filter nothing): task (its id, exactly), status, outcome, min_score and max_score (inclusive; a
-    rollout without a score matches neither), q (a text, case-insensitive, in TEXT_FIELDS)."""
+    rollout without a score matches neither), finding (a scanner that flagged it), q (a text, case-insensitive, in
+    TEXT_FIELDS)."""
     if data.get("task"):
         rollouts = rollouts.filter(revision__task__external_id=data["task"])
     for name in ("status", "outcome"):
@@ -68,6 +69,8 @@ def filter_samples(rollouts, data: dict):
         rollouts = rollouts.filter(score__gte=data["min_score"])
     if data.get("max_score") is not None:
         rollouts = rollouts.filter(score__lte=data["max_score"])
+    if data.get("finding"):  # flagged by that transcript scanner (evaluation.scanners)
+        rollouts = rollouts.filter(pk__in=ScanFinding.objects.filter(scanner=data["finding"]).values("rollout_id"))
     text = (data.get("q") or "").strip()
     if text:
         found = Q()

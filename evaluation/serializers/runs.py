@@ -13,6 +13,7 @@ from tasks.models import Task
 from ..harnesses import HARNESS_CHOICES
 from ..models import EvalRun, EvalRunTask, Outcome, Rollout
 from ..samples import SORT_LABELS
+from ..scanners import SCANNERS
 from ..services.rollouts import MAX_REPEATS
 from ..services.runs import LIMIT_KEYS, MAX_TASKS, run_json
 
@@ -183,6 +184,9 @@ class RunRolloutsQuerySerializer(serializers.Serializer):
     outcome = serializers.ChoiceField(choices=Outcome.choices, required=False)
     min_score = serializers.FloatField(required=False, min_value=0.0, max_value=1.0, help_text="score at least")
     max_score = serializers.FloatField(required=False, min_value=0.0, max_value=1.0, help_text="score at most")
+    finding = serializers.ChoiceField(
+        choices=list(SCANNERS), required=False, help_text="flagged by this transcript scanner (evaluation.scanners)"
+    )
     q = serializers.CharField(
         required=False,
         max_length=200,

@@ -6,6 +6,7 @@ says "Done with …" while its `summary_right` check failed, so false_success fl
 """
 
 import json
+import re
 from io import StringIO
 
 import pytest
@@ -168,8 +169,12 @@ def test_the_run_page_loads_the_findings_with_counts_per_scanner_and_model_and_f
     counts = page.split('id="scan-counts"')[1].split("</table>")[0]
     assert '<th class="num" title="findings in this model\'s rollouts">strong</th>' in counts
     row = counts.split('data-scanner="false_success"')[1].split("</tr>")[0]
-    assert [cell.split(">")[-1] for cell in row.split("</td>")[1:4]] == ["3", "3", "3"]
+    assert [re.sub(r"<[^>]+>", "", cell).strip() for cell in row.split("</td>")[1:4]] == ["3", "3", "3"]
     assert page.count('<tr data-rollout="') == 3
+
+    samples = viewer_client.get(url("samples", strong.pk, finding="false_success"))
+    assert samples.content.decode().count('<tr data-sample="') == 3
+    assert f'href="{url("samples", strong.pk)}?finding=false_success"' in page
 
     filtered = text(viewer_client.get(url("findings", strong.pk, scanner="loop")))
     assert "<html" in filtered and "No finding of loop." in filtered
@@ -227,6 +232,9 @@ def test_the_api_gives_counts_and_findings_and_lets_admins_scan(world, api_as, a
     assert findings["count"] == 3 and findings["results"][0]["scanner"] == "false_success"
     assert viewer_api.get(f"/api/eval-runs/{strong.pk}/findings/?scanner=loop").json()["count"] == 0
     assert viewer_api.get(f"/api/eval-runs/{strong.pk}/findings/?scanner=nope").status_code == 400
+    flagged = viewer_api.get(f"/api/eval-runs/{strong.pk}/rollouts/?finding=false_success").json()
+    assert {r["id"] for r in flagged["results"]} == unpaid(strong)
+    assert viewer_api.get(f"/api/eval-runs/{strong.pk}/rollouts/?finding=nope").status_code == 400
 
     assert viewer_api.post(f"/api/eval-runs/{strong.pk}/scan/", {}, format="json").status_code == 403
     started = admin_api.post(f"/api/eval-runs/{strong.pk}/scan/", {"scanners": ["all"]}, format="json")
