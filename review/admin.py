@@ -8,6 +8,7 @@ from .models import (
     DifficultyFilter,
     DifficultyResult,
     LLMDiagnosis,
+    PlantedFlaw,
     QualityRating,
     QualitySample,
     QualitySampleItem,
@@ -100,3 +101,12 @@ class DifficultyFilterAdmin(ReadOnlyAdmin):
     list_display = ["id", "benchmark", "strong_endpoint", "small_endpoint", "n", "status", "created_at"]
     list_filter = ["benchmark", "status"]
     inlines = [DifficultyResultInline]
+
+
+@admin.register(PlantedFlaw)
+class PlantedFlawAdmin(ReadOnlyAdmin):
+    """Planted from the benchmark's planted-flaws page, the API or `plant_flaws` (review.planting)."""
+
+    list_display = ["id", "benchmark", "kind", "candidate", "source_candidate", "component", "path", "created_at"]
+    list_filter = ["benchmark", "kind"]
+    raw_id_fields = ["candidate", "source_candidate", "source_revision"]

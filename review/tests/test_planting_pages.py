@@ -172,3 +172,9 @@ def test_the_reveal_after_a_bulk_decision(benchmark, accepted, admin_user, revie
     ).json()
     (decided,) = body["decided"]
     assert decided["planted"]["outcome"] == "missed" and decided["planted"]["kind"] == "rubric_contradicts"
+
+
+def test_the_admin_site_lists_plants(benchmark, accepted, admin_user, admin_client):
+    (plant,) = planting.plant_flaws(benchmark, ["input_removed"], 1, user=admin_user)
+    response = admin_client.get(reverse("admin:review_plantedflaw_changelist"), {"kind__exact": "input_removed"})
+    assert response.status_code == 200 and plant.candidate.task.external_id in text(response)
