@@ -23,7 +23,7 @@ from benchmarks.models import Benchmark
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
 from lib.htmx import render_page
-from tasks.models import BenchmarkCategory, SanityReport, TaskRevision
+from tasks.models import BenchmarkCategory, SanityReport
 
 from .. import bulk, planting, precision, services
 from ..forms import BulkDecisionForm, DecisionForm
@@ -175,11 +175,12 @@ def decorate(candidates: list) -> list:
         c.worst_severity = c.issue_counts[0][0] if c.issue_counts else None
         c.diagnosed = c.pk in latest
         c.diagnose_run = running.get(c.pk)
-        # "No issues" beside a checker that pays a lazy agent misleads: such a row shows why accepting is blocked.
+        # "No issues" beside a checker that pays a lazy agent misleads: such a row says accepting is blocked, and why
+        # (from the row's own lazy score: no query a row).
+        lazy, tolerance = getattr(c, "lazy_score", None), c.benchmark.lazy_tolerance
         c.sanity_block = None
-        if c.diagnosed and not c.issue_counts and c.status in BenchmarkCandidate.OPEN and c.task.current_revision_id:
-            revision = TaskRevision.objects.get(pk=c.task.current_revision_id)
-            c.sanity_block = services.sanity_block(revision, c.benchmark)
+        if c.diagnosed and not c.issue_counts and lazy is not None and lazy > tolerance:
+            c.sanity_block = f"a lazy agent earns {lazy:g} with this checker, above the tolerance {tolerance:g}"
         c.is_open = c.status in BenchmarkCandidate.OPEN
     return candidates
 
@@ -203,6 +204,7 @@ def _rows(candidates):
         "task__benchmark_category__name",
         "task__benchmark_category__slug",
         "benchmark__name",
+        "benchmark__lazy_tolerance",
         "claimed_by__username",
     )
 
