@@ -57,9 +57,11 @@ def run_findings(request, pk: int):
         scanner, status = "", 400
     counts = scans.scan_counts(run)
     page = Paginator(scans.run_findings(run, scanner or None), PAGE_SIZE).get_page(request.GET.get("page"))
-    scan_job = JobRun.objects.filter(kind=SCAN_JOB, params__run_id=run.pk).order_by("-created_at", "-id").first()
+    # The scan asked for from here (?job=), else the run's latest: its progress shows until it ends.
+    jobs_of_run = JobRun.objects.filter(kind=SCAN_JOB, params__run_id=run.pk)
+    scan_job = jobs_of_run.order_by("-created_at", "-id").first()
     if (job_id := parse_id(request.GET.get("job", ""))) is not None:
-        scan_job = JobRun.objects.filter(pk=job_id, kind=SCAN_JOB).first() or scan_job
+        scan_job = jobs_of_run.filter(pk=job_id).first() or scan_job
     scanning = scan_job is not None and not scan_job.is_finished
     context = {
         "nav": "evaluations",
