@@ -115,13 +115,19 @@ class SanityRunSerializer(serializers.Serializer):
         many=True, required=False, help_text="What the checker wrote into the workspace it judged (a warning)."
     )
     workspace_writes_count = serializers.IntegerField(required=False, help_text="All its writes (the list is cut).")
-    stderr = serializers.CharField(required=False, help_text="The end of stderr, for failed runs.")
+    stdout = serializers.CharField(required=False, help_text="The end of the checker's stdout (every run).")
+    stderr = serializers.CharField(
+        required=False, help_text="The end of the checker's stderr (every run; older reports: failed runs only)."
+    )
 
 
 class SanityReportSerializer(serializers.ModelSerializer):
     """The latest sanity check of a revision's checker (see tasks.sanity)."""
 
-    runs = serializers.DictField(child=SanityRunSerializer(), help_text="empty, initial and scaffold workspaces.")
+    runs = serializers.DictField(
+        child=SanityRunSerializer(),
+        help_text="Each lazy workspace tried: empty, initial and scaffold, then the lazy moves (tasks.lazy_workspaces).",
+    )
     solution_run = SanityRunSerializer(allow_null=True, help_text="The reference solution applied; null without one.")
     verdict = serializers.ChoiceField(choices=["crashed", "over-lenient", "unsolvable", "passed"], read_only=True)
     problems = serializers.ListField(child=serializers.CharField(), read_only=True)
@@ -129,7 +135,20 @@ class SanityReportSerializer(serializers.ModelSerializer):
         child=serializers.CharField(), read_only=True, help_text="No findings: e.g. the checker wrote to its workspace."
     )
     lazy_scores = serializers.DictField(
-        child=serializers.FloatField(), read_only=True, help_text="What a lazy agent earns on each of the three."
+        child=serializers.FloatField(), read_only=True, help_text="What a lazy agent earns on each lazy workspace."
+    )
+    lazy_best = serializers.DictField(
+        source="lazy_best_run",
+        read_only=True,
+        allow_null=True,
+        help_text="The workspace that earned the lazy score: workspace, score, paying_checks, description, files, "
+        "final_message.",
+    )
+    lazy_workspaces = serializers.DictField(
+        read_only=True, help_text="{workspace: {description, files: [{path, size}], final_message}}: what each run got."
+    )
+    moves_not_run = serializers.DictField(
+        child=serializers.CharField(), read_only=True, help_text="{lazy move: why it was not run}."
     )
     paying_checks = serializers.DictField(
         child=serializers.FloatField(), read_only=True, help_text="The checks that pay a lazy agent, at their most."
@@ -141,7 +160,7 @@ class SanityReportSerializer(serializers.ModelSerializer):
         request = self.context.get("request")
         if request is None or not sees_server_details(request.user):
             # A sandbox that could not start says where (server paths): only admins get those in full.
-            for key in ("problems", "warnings", "runs", "solution_run"):
+            for key in ("problems", "warnings", "runs", "solution_run", "lazy_best"):
                 data[key] = hide_paths_in(data[key])
         return data
 
@@ -153,6 +172,9 @@ class SanityReportSerializer(serializers.ModelSerializer):
             "over_lenient",
             "lazy_score",
             "lazy_scores",
+            "lazy_best",
+            "lazy_workspaces",
+            "moves_not_run",
             "paying_checks",
             "solvable",
             "problems",

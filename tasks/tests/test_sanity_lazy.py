@@ -197,3 +197,15 @@ def test_a_judge_answer_that_is_no_workspace_is_not_run_and_says_why(db, bwrap, 
     assert report.moves_not_run["llm"] == "CLAWGYM_SANITY_LLM_LAZY is off"
     assert ModelCall.objects.filter(purpose=LLM_PURPOSE).count() == 2  # the bad answer and its one repair
     assert SanityReport.objects.count() == 2
+
+
+def test_the_task_page_and_api_show_where_a_lazy_agent_earns_most(db, bwrap, admin_client):
+    task = make_task("late-orders-page", SELF_CONSISTENT_CHECK)
+    check_revision(task.current_revision, backend=bwrap)
+    page = admin_client.get(f"/tasks/{task.external_id}/").content.decode()
+    assert 'data-testid="sanity-lazy-best"' in page and "<strong>stubs_only</strong>" in page
+    assert "<code>late/late_orders.csv</code>" in page and "expected late orders: 0" in page  # the run's stderr
+    sanity = admin_client.get(f"/api/tasks/{task.external_id}/revisions/1/").json()["sanity"]
+    assert sanity["lazy_best"]["workspace"] == "stubs_only" and sanity["lazy_best"]["score"] == 1.0
+    assert "llm" in sanity["moves_not_run"] and set(sanity["lazy_workspaces"]) == set(sanity["runs"])
+    assert "expected late orders: 2" in sanity["runs"]["initial"]["stderr"] and sanity["runs"]["initial"]["stdout"]
