@@ -82,7 +82,6 @@ class RolloutView:
     code_score: float | None = None
     sub_scores: dict = field(default_factory=dict)
     check_status: str = ""
-    pass_threshold: float = 1.0
     files: list[WorkspaceFile] = field(default_factory=list)
     # The checker's files as the workspace holds them while it scores ("reward/check.py"): never the agent's to see.
     reward_paths: list[str] = field(default_factory=list)

@@ -18,7 +18,7 @@ from .base import RolloutView, WorkspaceFile
 HEAD_BYTES = 2048  # of each changed file: enough to tell an empty or placeholder file, never a whole large one
 
 
-def rollout_view(rollout: Rollout, *, pass_threshold: float | None = None) -> RolloutView:
+def rollout_view(rollout: Rollout) -> RolloutView:
     """The view of one rollout (its latest attempt)."""
     transcript = [m for m in (rollout.transcript or []) if isinstance(m, dict)]
     calls = (
@@ -47,7 +47,6 @@ def rollout_view(rollout: Rollout, *, pass_threshold: float | None = None) -> Ro
         code_score=rollout.code_score,
         sub_scores=rollout.sub_scores if isinstance(rollout.sub_scores, dict) else {},
         check_status=rollout.check_status,
-        pass_threshold=1.0 if pass_threshold is None else pass_threshold,
         files=workspace_files(rollout),
         reward_paths=[f"{REWARD_DIR}/{f.path}" for f in revision.files.filter(role="reward").order_by("path")],
         failed_calls=[{"id": c.pk, "error": c.error} for c in calls if c.error],

@@ -97,7 +97,7 @@ def scan_run(run: EvalRun, *, user, scanners=None, judge: ModelEndpoint | None =
         .order_by("revision__task__external_id", "repeat_index", "id")
     )
     for done, rollout in enumerate(rollouts, start=1):
-        view = rollout_view(rollout, pass_threshold=run.pass_threshold)
+        view = rollout_view(rollout)
         for scanner in instances:
             try:
                 found.extend(scanner.scan(view))
