@@ -11,6 +11,7 @@ from llm.api import register as register_llm
 from review.api import register as register_review
 from review.measures_api import register as register_review_measures
 from review.quality_api import register as register_quality
+from review.solve_api import register as register_solve
 from synthesis.api import register as register_synthesis
 from tasks.api import register as register_tasks
 from training_jobs.api import register as register_training
@@ -24,6 +25,7 @@ register_evaluation(router)
 register_review(router)
 register_review_measures(router)
 register_quality(router)
+register_solve(router)
 register_synthesis(router)
 register_training(router)
 
