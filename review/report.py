@@ -14,10 +14,12 @@
   no issue was judged);
 - planted: review.planting's tallies (an LLM catch names the affected component, a reviewer's is a reject or fix);
 - blocked: of the open and accepted candidates, those whose current revision nothing proves solvable
-  (review.solvability.proof_for), those whose task a contamination check flags, and those whose checker pays a
-  lazy agent more than the benchmark tolerates (the lazy reason of review.services.sanity_block).
+  (review.solvability.proof_for), those whose current revision training data holds (benchmarks.contamination;
+  null when that check cannot be made), and those whose checker pays a lazy agent more than the benchmark
+  tolerates (the lazy reason of review.services.sanity_block).
 """
 
+from benchmarks.contamination import ContaminationError, contamination_for
 from tasks.models import SanityReport
 
 from . import planting, precision, solvability
@@ -37,11 +39,13 @@ def blocked(benchmark) -> dict:
         benchmark=benchmark, status__in=[*BenchmarkCandidate.OPEN, Status.ACCEPTED]
     )
     unsolvable = lazy = 0
+    revisions = []
     for candidate in live.select_related("task__current_revision"):
         revision = candidate.task.current_revision
         if revision is None:
             unsolvable += 1
             continue
+        revisions.append(revision)
         report = SanityReport.latest_for(revision).first()
         if solvability.proof_for(revision, report=report) is None:
             unsolvable += 1
@@ -49,10 +53,18 @@ def blocked(benchmark) -> dict:
         # benchmark's tolerance with this checker.
         if report is not None and report.lazy_score > benchmark.lazy_tolerance:
             lazy += 1
-    # No contamination check has landed in benchmarks/ or training_jobs/ yet: when one does, its count of this
-    # benchmark's open and accepted candidates whose tasks it flags goes here. Until then nothing is flagged.
-    contaminated = 0
-    return {"unsolvable": unsolvable, "contaminated": contaminated, "lazy": lazy}
+    return {"unsolvable": unsolvable, "contaminated": contaminated(revisions), "lazy": lazy}
+
+
+def contaminated(revisions: list) -> int | None:
+    """How many of `revisions` some training data holds, the same or paraphrased (benchmarks.contamination, the
+    check freezing runs); None when the check cannot be made (its embedding model cannot be used)."""
+    try:
+        findings = contamination_for(revisions)
+    except ContaminationError:
+        return None
+    flagged = {(finding.task, finding.revision) for finding in findings}
+    return sum((revision.task.external_id, revision.number) in flagged for revision in revisions)
 
 
 def review_report(benchmark) -> dict:

@@ -76,3 +76,16 @@ def test_an_unknown_benchmark_is_refused():
     with pytest.raises(CommandError, match="no benchmark 'nope'") as refused:
         call_command("review_report", "--benchmark", "nope", "--json")
     assert refused.value.returncode == 2
+
+
+def test_contaminated_counts_what_training_data_holds(benchmark, admin_user, reviewer, capsys):
+    from django.apps import apps
+
+    accept_all(benchmark, [rich_task()], admin_user=admin_user, reviewer=reviewer)
+    make_candidate(benchmark, "t-clean-open")
+    assert report(benchmark, capsys)[0]["blocked"]["contaminated"] == 0
+    # An RL run trained on the accepted task's revision (training_jobs is looked up by name: it imports review).
+    original = BenchmarkCandidate.objects.get(benchmark=benchmark, status="accepted").task.current_revision
+    run_model = apps.get_model("training_jobs", "TrainingRun")
+    run_model.objects.create(name="rl on it", kind="rl", base_model_path="/m", config={"tasks": [original.pk]})
+    assert report(benchmark, capsys)[0]["blocked"]["contaminated"] == 1
