@@ -302,11 +302,12 @@ def pipeline_overhead(count: int) -> dict:
         "rubric": {"complementary": True, "reason": "Fine.", "redundant_rules": []},
     }
 
-    def respond(body):
-        system = next((m["content"] for m in body.get("messages") or [] if m["role"] == "system"), "")
-        if system.startswith("[qa:"):
-            return Reply.text(json.dumps(qa_answers[system[4:].split("]", 1)[0]]))
-        return scripted(body)
+    def respond(body, purpose):
+        if purpose.startswith("qa:"):
+            return Reply.text(json.dumps(qa_answers[purpose.removeprefix("qa:")]))
+        return scripted(body, purpose)
+
+    respond.by_purpose = True
 
     upstream = ScriptedUpstream().start()
     try:

@@ -6,11 +6,11 @@ The model a request names decides which of the demo models answers, and each ans
 an agent model (demo.agent: its skill) only agent requests, which offer tools; the generator the synthesis stages
 (demo.generator: the tasks, their files, checkers and reference solutions); the judge quality assessment, rubric
 judging and candidate diagnosis (demo.judge); either of those two categorizing and skill annotation (their callers
-take a generator or a judge endpoint). Within a model, the prompt says which request it is, by what ClawGym's own
-callers put in it: a "[stage:<name>]" marker (the synthesis stages), a "[qa:<stage>]" marker (quality assessment),
-or the system prompt of rubric judging, categorizing, skill annotation and diagnosis. Anything else gets one
-sentence saying what the demo models are: a weak agent's request that carries a stage marker gets no reference
-solution, whatever its prompt says.
+take a generator or a judge endpoint). Within a model, the request says which one it is: the purpose ClawGym's own
+client sends with each call (llm.wire.PURPOSE_HEADER: "synthesis:<stage>" for the synthesis stages, "qa:<stage>"
+for quality assessment), or the system prompt of rubric judging, categorizing, skill annotation and diagnosis.
+Anything else gets one sentence saying what the demo models are. An agent's calls come through the proxy, which sends
+no purpose: a weak agent gets no reference solution, whatever its prompt says.
 
 Requests need the key of CLAWGYM_KEY_SERVED_DEMO (llm.models.served_key: derived from SECRET_KEY, so every ClawGym
 process knows it and nothing stores it): the demo agents answer with the catalog's reference solutions, which are
@@ -22,7 +22,6 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-import re
 import socket
 
 import uvicorn
@@ -30,7 +29,7 @@ from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 
 from llm.models import served_key
-from llm.wire import Reply, chat_chunks, chat_completion, sse_frames
+from llm.wire import PURPOSE_HEADER, Reply, chat_chunks, chat_completion, sse_frames
 from review.diagnosis import SYSTEM_PROMPT as DIAGNOSIS
 from synthesis.annotation import SYSTEM_PROMPT as ANNOTATION
 from tasks.categorizing import SYSTEM_PROMPT as CATEGORIZING
@@ -42,8 +41,6 @@ log = logging.getLogger(__name__)
 
 KEY_ENV = "CLAWGYM_KEY_SERVED_DEMO"
 MAX_BODY_BYTES = 33 * 1024 * 1024  # the proxy's 32 MiB and room for what it adds
-STAGE = re.compile(r"^\[stage:([a-z_]+)\]")
-QA = re.compile(r"^\[qa:([a-z_]+)\]")
 GENERATOR, JUDGE = "clawgym-demo/generator", "clawgym-demo/judge"
 MODELS = [*agent.AGENTS, JUDGE, GENERATOR]
 UNKNOWN = (
@@ -59,15 +56,15 @@ def _text(content) -> str:
     return str(content or "")
 
 
-def structured(model: str, system: str, user: str, messages: list[dict]) -> dict | None:
-    """The JSON answer of `model` (the generator or the judge) to one of the ClawGym prompts it serves, or None when
-    the prompt is none of them."""
+def structured(model: str, system: str, user: str, messages: list[dict], purpose: str = "") -> dict | None:
+    """The JSON answer of `model` (the generator or the judge) to one of the ClawGym requests it serves, or None when
+    the request is none of them."""
     if model == GENERATOR:
-        if found := STAGE.match(system):
-            return generator.answer(found[1], messages)
+        if purpose.startswith("synthesis:"):
+            return generator.answer(purpose.removeprefix("synthesis:"), messages)
     elif model == JUDGE:
-        if found := QA.match(system):
-            return judge.qa(found[1], user)
+        if purpose.startswith("qa:"):
+            return judge.qa(purpose.removeprefix("qa:"), user)
         if system == RUBRIC_JUDGING:
             return judge.rubric_verdict(user)
         if system == DIAGNOSIS:
@@ -81,8 +78,9 @@ def structured(model: str, system: str, user: str, messages: list[dict]) -> dict
     return None
 
 
-def answer(body: dict) -> Reply:
-    """The demo models' answer to one chat-completions request body."""
+def answer(body: dict, purpose: str = "") -> Reply:
+    """The demo models' answer to one chat-completions request body and the purpose its caller named (none: an
+    agent's call, or someone else's)."""
     model = str(body.get("model") or "")
     messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
     if model in agent.AGENTS:
@@ -91,17 +89,17 @@ def answer(body: dict) -> Reply:
         return Reply.text(UNKNOWN.format(model=model))
     system = next((_text(m.get("content")) for m in messages if m.get("role") in ("system", "developer")), "")
     user = next((_text(m.get("content")) for m in messages if m.get("role") == "user"), "")
-    found = structured(model, system, user, messages)
+    found = structured(model, system, user, messages, purpose)
     if found is None:
         return Reply.text(UNKNOWN.format(model=model or "no model named"))
     return Reply.text(json.dumps(found))
 
 
-def _answer_in_thread(body: dict) -> Reply:
+def _answer_in_thread(body: dict, purpose: str) -> Reply:
     # The catalog is read in a worker thread: its connection is closed when stale, as Django does for a request.
     close_old_connections()
     try:
-        return answer(body)
+        return answer(body, purpose)
     finally:
         close_old_connections()
 
@@ -142,7 +140,8 @@ class DemoServer:
         if not isinstance(request, dict):
             return await _json(send, 400, {"error": {"message": "the body is not a JSON object"}})
         try:
-            reply = await sync_to_async(_answer_in_thread, thread_sensitive=False)(request)
+            purpose = headers.get(PURPOSE_HEADER.lower(), "")
+            reply = await sync_to_async(_answer_in_thread, thread_sensitive=False)(request, purpose)
         except Exception as exc:  # a defect: said to the caller (an infrastructure error there), and logged
             log.exception("demo models: answering a request")
             return await _json(send, 500, {"error": {"message": f"the demo server failed: {type(exc).__name__}"}})

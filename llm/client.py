@@ -35,6 +35,7 @@ from .failures import answer_limit, declared_length, too_large
 from .leases import EndpointBusy, endpoint_slot
 from .models import RESERVED_SAMPLING_KEYS, MissingApiKey, ModelCall, ModelEndpoint, served_reference
 from .sse import usage_of
+from .wire import PURPOSE_HEADER
 
 __all__ = [
     "AnswerTooLarge",
@@ -231,11 +232,12 @@ def _request_body(endpoint: ModelEndpoint, messages: list[dict], sampling: dict 
     return body
 
 
-def _send(endpoint: ModelEndpoint, body: dict):
+def _send(endpoint: ModelEndpoint, body: dict, purpose: str = ""):
     sdk = _sdk(endpoint)
+    headers = {PURPOSE_HEADER: purpose} if purpose else None
     if endpoint.api_style == ModelEndpoint.ApiStyle.RESPONSES:
-        return sdk.responses.create(**body)
-    return sdk.chat.completions.create(**body)
+        return sdk.responses.create(**body, extra_headers=headers)
+    return sdk.chat.completions.create(**body, extra_headers=headers)
 
 
 def complete(
@@ -259,7 +261,7 @@ def complete(
         attempts += 1
         try:
             with endpoint_slot(endpoint, hold_seconds=hold):
-                response = _send(endpoint, body)
+                response = _send(endpoint, body, purpose)
             error = ""
             break
         except (openai.OpenAIError, ValueError) as exc:

@@ -43,8 +43,8 @@ import pytest
 from lib.loopback import serve_in_thread, stop_server  # noqa: F401  (the llm tests' servers)
 
 from .testing_tokens import vllm_tokens_chunks, vllm_tokens_whole
+from .wire import PURPOSE_HEADER, chat_chunks, chat_completion, responses_events, responses_object, sse_frames
 from .wire import Reply as WireReply
-from .wire import chat_chunks, chat_completion, responses_events, responses_object, sse_frames
 
 PAD = "[[padding]]"  # where a padded reply's filler goes in its content
 PAD_PIECE = 64 * 1024  # bytes of filler sent at a time
@@ -104,7 +104,9 @@ class ScriptedUpstream:
     def __init__(self, default: Reply | None = None, model: str = "scripted-model", vllm_tokens: bool = False):
         self.vllm_tokens = vllm_tokens  # answer return_token_ids / logprobs as vLLM does (chat completions)
         self.default = default
-        self.responder = None  # request JSON -> Reply; when set, it answers instead of the script
+        # request JSON -> Reply; when set, it answers instead of the script. One with `by_purpose = True` is called
+        # as responder(request JSON, purpose): the X-ClawGym-Purpose header ClawGym's own calls carry (llm.client).
+        self.responder = None
         self.model = model
         self.script: list[Reply] = []
         self.requests: list[Received] = []
@@ -129,6 +131,8 @@ class ScriptedUpstream:
 
     def _next_reply(self, received: "Received") -> Reply | None:
         if self.responder is not None:
+            if getattr(self.responder, "by_purpose", False):
+                return self.responder(received.json, received.headers.get(PURPOSE_HEADER.lower(), ""))
             return self.responder(received.json)
         with self._lock:
             return self.script.pop(0) if self.script else self.default

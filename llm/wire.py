@@ -16,6 +16,11 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+# The header naming what a call of ClawGym's own is for (its ModelCall's purpose: "synthesis:files", "qa:leak",
+# "judge", ...; llm.client sends it). A request says what it is by it, not by text planted in its prompt: the demo
+# models and the scripted test servers answer by it. Agents' calls never carry it: the proxy sends only its own headers.
+PURPOSE_HEADER = "X-ClawGym-Purpose"
+
 
 @dataclass
 class Reply:

@@ -1,16 +1,17 @@
 """The quality-assessment judge's prompts and answer schemas, one per LLM stage (synthesis.qa asks them).
 
 Each stage's PROMPT_VERSIONS entry is bumped whenever its wording or schema changes, so a stored verdict says
-which prompt produced it. Each system prompt carries the marker "[qa:<stage>]": scripted test models answer by it.
+which prompt produced it. A call says which stage it is by its purpose ("qa:<stage>", sent as llm.wire.PURPOSE_HEADER),
+never by text in the prompt.
 """
 
 PROMPT_VERSIONS = {
     "novelty": "novelty/1",  # no prompt: the MiniLM embedding's cosine similarity (synthesis.novelty)
-    "plausibility": "qa-plausibility/1",
-    "difficulty": "qa-difficulty/1",
-    "leak": "qa-leak/1",
-    "alignment": "qa-alignment/1",
-    "rubric": "qa-rubric/1",
+    "plausibility": "qa-plausibility/2",
+    "difficulty": "qa-difficulty/2",
+    "leak": "qa-leak/2",
+    "alignment": "qa-alignment/2",
+    "rubric": "qa-rubric/2",
 }
 
 _MATERIAL = (
@@ -25,7 +26,7 @@ _CONTEXT = (
 
 SYSTEM = {
     "plausibility": (
-        "[qa:plausibility] " + _CONTEXT + " Judge whether the task is plausible: a request a real user could make, "
+        _CONTEXT + " Judge whether the task is plausible: a request a real user could make, "
         "consistent with its input files (every file it relies on exists and holds what the instruction says it "
         "holds; no contradiction between instruction and files), and feasible for the agent (no network, no "
         "accounts, no information the workspace lacks, no human in the loop). List each problem you find."
@@ -33,7 +34,7 @@ SYSTEM = {
         + ' {"plausible": true|false, "reason": "<one or two sentences>", "problems": ["...", ...]}'
     ),
     "difficulty": (
-        "[qa:difficulty] " + _CONTEXT + " Rate how hard the task is for a capable agent, from 1 to 5: 1 trivial "
+        _CONTEXT + " Rate how hard the task is for a capable agent, from 1 to 5: 1 trivial "
         "(one obvious step, e.g. copy or rename a file), 2 easy (a few direct steps), 3 moderate (several steps "
         "or some reasoning over the files), 4 hard (many interdependent steps, careful reading, edge cases), 5 very "
         "hard (long, intricate work where most agents would slip). Say why in one or two sentences."
@@ -41,7 +42,7 @@ SYSTEM = {
         + ' {"level": <1-5>, "reason": "..."}'
     ),
     "leak": (
-        "[qa:leak] " + _CONTEXT + " Judge whether the instruction gives away the answer the checker expects: the "
+        _CONTEXT + " Judge whether the instruction gives away the answer the checker expects: the "
         "exact values, totals, names or file contents the checker compares with, so that an agent could pass "
         "without doing the work the task is about (reading, computing, transforming the input files). Stating "
         "the required format, file names or rules is not a leak; stating the results is. Name what leaks."
@@ -49,7 +50,7 @@ SYSTEM = {
         + ' {"leaks": true|false, "reason": "...", "leaked": ["<each value or content given away>", ...]}'
     ),
     "alignment": (
-        "[qa:alignment] " + _CONTEXT + " Judge whether the checker matches the task. List every requirement the "
+        _CONTEXT + " Judge whether the checker matches the task. List every requirement the "
         "instruction states (each output, value, format or constraint an agent must meet) and say whether the "
         "checker verifies it (and by which check) — qualitative requirements a rubric is meant for count as covered "
         "when the task has rubric rules for them. Then list the checker's over-strict checks: ones that would fail "
@@ -60,7 +61,7 @@ SYSTEM = {
         '"over_strict": [{"check": "...", "why": "..."}, ...], "reason": "<one or two sentences>"}'
     ),
     "rubric": (
-        "[qa:rubric] " + _CONTEXT + " Judge whether the rubric complements the checker: its rules should judge "
+        _CONTEXT + " Judge whether the rubric complements the checker: its rules should judge "
         "what code cannot (quality, tone, clarity, faithfulness, judgement) rather than repeat what the checker "
         "verifies already (a file exists, a value is right, a format parses). Name the rules that only repeat "
         "the checker or could be checked by code."

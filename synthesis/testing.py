@@ -1,5 +1,6 @@
 """A scripted generator and judge for the pipeline tests: one OpenAI-compatible model on loopback
-(llm.testing.scripted_upstream) answering each stage by the "[stage:<name>]" marker of its system prompt.
+(llm.testing.scripted_upstream) answering each stage by the purpose its call names ("synthesis:<stage>", the
+X-ClawGym-Purpose header llm.client sends).
 
 Each generated task plays a case, handed out in the order the generate calls arrive (items run in index order
 with --here), and carried in the instruction as "[case:<name>]" so that later stages know which task they see:
@@ -22,7 +23,6 @@ import threading
 
 from llm.testing import Reply
 
-STAGE = re.compile(r"\[stage:([a-z_]+)\]")
 CASE = re.compile(r"\[case:([a-z_]+)\]")
 
 SALES_CSV = "region,amount\nnorth,10\nsouth,5\nnorth,7\neast,3\n"
@@ -77,6 +77,11 @@ def task(case: str, n: int) -> dict:
     }
 
 
+def stage_of(purpose: str) -> str:
+    """The synthesis stage a call's purpose names ("synthesis:files" → "files"), "?" for any other call."""
+    return purpose.removeprefix("synthesis:") if purpose.startswith("synthesis:") else "?"
+
+
 class ScriptedPipeline:
     """The responder: `upstream.responder = ScriptedPipeline(["good", "lenient", ...])`."""
 
@@ -97,10 +102,11 @@ class ScriptedPipeline:
     def release(self) -> None:
         self._released.set()
 
-    def __call__(self, body: dict) -> Reply:
+    by_purpose = True  # llm.testing.ScriptedUpstream calls it with the request's purpose
+
+    def __call__(self, body: dict, purpose: str = "") -> Reply:
         messages = body.get("messages") or []
-        system = next((m["content"] for m in messages if m["role"] == "system"), "")
-        stage = (STAGE.search(system) or [None, "?"])[1]
+        stage = stage_of(purpose)
         text = "\n".join(m["content"] or "" for m in messages)
         repair = messages[-1]["role"] == "user" and messages[-1]["content"].startswith("Your answer could not be used")
         if stage == "generate":

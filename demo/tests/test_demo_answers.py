@@ -28,8 +28,9 @@ from tasks.package import validate_rubric
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tasks"
 
 
-def ask(model: str, messages: list[dict], schema: dict) -> dict:
-    reply = server.answer({"model": model, "messages": messages})
+def ask(model: str, messages: list[dict], schema: dict, purpose: str = "") -> dict:
+    """The demo model's answer, asked as ClawGym's client asks (`purpose`: the call's, which it sends along)."""
+    reply = server.answer({"model": model, "messages": messages}, purpose)
     assert not reply.tool_calls
     return jsonout.parse_answer(reply.content, schema)
 
@@ -55,29 +56,29 @@ def draft_of(kind) -> dict:
 def test_the_generate_answer_is_a_task_the_stage_passes_and_seeds_spread_over_the_kinds():
     picked = set()
     for n in range(12):
-        task = ask(server.GENERATOR, generate_persona.prompt(seed(n)), TASK_SCHEMA)
+        task = ask(server.GENERATOR, generate_persona.prompt(seed(n)), TASK_SCHEMA, "synthesis:generate")
         assert judge_task(task).verdict == "pass", judge_task(task).reason
         picked.add(task["output_files"][0])
     assert len(picked) >= 5
     # The same seed, the same task: a resumed batch is asked the same and answered the same.
-    assert ask(server.GENERATOR, generate_persona.prompt(seed(0)), TASK_SCHEMA) == ask(
-        server.GENERATOR, generate_persona.prompt(seed(0)), TASK_SCHEMA
+    assert ask(server.GENERATOR, generate_persona.prompt(seed(0)), TASK_SCHEMA, "synthesis:generate") == ask(
+        server.GENERATOR, generate_persona.prompt(seed(0)), TASK_SCHEMA, "synthesis:generate"
     )
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.key)
 def test_files_verify_and_rubric_answers_match_their_schemas_and_checks(kind):
     draft = draft_of(kind)
-    answer = ask(server.GENERATOR, files.prompt(draft), files.SCHEMA)
+    answer = ask(server.GENERATOR, files.prompt(draft), files.SCHEMA, "synthesis:files")
     written, problems = files.file_problems(draft, answer)
     assert not problems and written == kind.input_texts()
 
-    answer = ask(server.GENERATOR, verify.prompt(draft), verify.SCHEMA)
+    answer = ask(server.GENERATOR, verify.prompt(draft), verify.SCHEMA, "synthesis:verify")
     solution = {f["path"]: f["content"].encode() for f in answer["solution_files"]}
     assert not verify.static_problems(answer["check_py"], solution)
     assert set(solution) == set(draft["output_files"])
 
-    answer = ask(server.GENERATOR, rubric.prompt(draft), rubric.SCHEMA)
+    answer = ask(server.GENERATOR, rubric.prompt(draft), rubric.SCHEMA, "synthesis:rubric")
     assert answer["needed"] == bool(kind.rubric)
     if answer["needed"]:
         assert [r["target_file"] for r in validate_rubric(answer["rules"])] == draft["output_files"]
@@ -94,7 +95,7 @@ def test_every_judged_qa_stage_gets_an_answer_of_its_schema(stage):
         category=None,
         subcategory=None,
     )
-    answer = ask(server.JUDGE, messages_for(stage, task), SCHEMAS[stage])
+    answer = ask(server.JUDGE, messages_for(stage, task), SCHEMAS[stage], f"qa:{stage}")
     assert "demo judge" in answer["reason"]
 
 

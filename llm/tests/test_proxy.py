@@ -9,9 +9,11 @@ import httpx
 import openai
 import pytest
 
+from llm.client import complete
 from llm.models import ModelCall, ModelEndpoint
 from llm.services import close_proxy_session, open_proxy_session, proxy_base_url
 from llm.testing import Reply
+from llm.wire import PURPOSE_HEADER
 
 UPSTREAM_KEY = "sk-upstream-secret-123"
 KEY_ENV = "CLAWGYM_KEY_TEST_UPSTREAM"
@@ -70,6 +72,19 @@ def test_non_streaming_chat_is_forwarded_with_the_upstream_key_and_recorded(agen
     assert (call.input_tokens, call.output_tokens) == (30, 6)
     assert float(call.cost) == pytest.approx((30 * 1 + 6 * 2) / 1e6)
     assert call.latency_ms > 0 and call.ttft_ms is not None
+
+
+def test_an_agent_cannot_name_a_purpose_upstream(agent, session, scripted_upstream, endpoint):
+    # The purpose header says which of ClawGym's own requests a call is (the demo models answer a synthesis stage by
+    # it): the proxy sends only headers of its own, so an agent cannot pass for the generator.
+    scripted_upstream.push(Reply.text("ok"), Reply.text("ok"))
+    agent.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "hi"}], extra_headers={PURPOSE_HEADER: "synthesis:verify"}
+    )
+    assert PURPOSE_HEADER.lower() not in scripted_upstream.requests[0].headers
+    # ClawGym's own client names it.
+    complete(endpoint, [{"role": "user", "content": "hi"}], purpose="synthesis:verify")
+    assert scripted_upstream.requests[1].headers[PURPOSE_HEADER.lower()] == "synthesis:verify"
 
 
 def test_stream_passes_through_chunk_by_chunk_before_the_upstream_finishes(agent, session, scripted_upstream):

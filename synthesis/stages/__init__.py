@@ -1,18 +1,19 @@
 """The pipeline's stages, one module each, each `run(item, ctx) -> StageResult` (synthesis.pipeline runs them).
 
-Shared here: how a stage's prompt is laid out (a "[stage:<name>]" marker in the system prompt, which names the
-stage for people reading ModelCalls and for scripted test models), and the prompt versions stored on a batch.
+Shared here: how a stage's prompt is laid out, and the prompt versions stored on a batch. A stage's call says which
+stage it is by its purpose ("synthesis:<stage>": the ModelCall's, sent as llm.wire.PURPOSE_HEADER), never by text in
+its prompt.
 """
 
 import json
 
 # Bumped whenever a stage's wording changes, so a batch records which prompts made its tasks.
 PROMPT_VERSIONS = {
-    "generate_persona": "generate-persona/1",
-    "generate_skill": "generate-skill/1",
-    "files": "files/1",
-    "verify": "verify/1",
-    "rubric": "rubric/1",
+    "generate_persona": "generate-persona/2",
+    "generate_skill": "generate-skill/2",
+    "files": "files/2",
+    "verify": "verify/2",
+    "rubric": "rubric/2",
 }
 
 MATERIAL_NOTE = (
@@ -21,11 +22,12 @@ MATERIAL_NOTE = (
 )
 
 
-def messages(stage: str, system: str, user: str, schema: dict | None) -> list[dict]:
-    """The conversation for one stage call: the marker and the reply format in the system prompt."""
+def messages(system: str, user: str, schema: dict | None) -> list[dict]:
+    """The conversation for one stage call: the reply format in the system prompt. (Which stage it is, the call's
+    purpose says: synthesis.llm_json.purpose_of.)"""
     shape = f"\n\nReply with only one JSON object matching this JSON schema:\n{json.dumps(schema)}" if schema else ""
     return [
-        {"role": "system", "content": f"[stage:{stage}] {system} {MATERIAL_NOTE}{shape}"},
+        {"role": "system", "content": f"{system} {MATERIAL_NOTE}{shape}"},
         {"role": "user", "content": user},
     ]
 

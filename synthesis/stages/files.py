@@ -54,7 +54,7 @@ def prompt(draft: dict) -> list[dict]:
         f"## Instruction\n{quoted('INSTRUCTION', draft['instruction'])}\n\n"
         f"## Files to write\n{specs}\n\nGive every file's full content."
     )
-    return messages(STAGE, SYSTEM, user, SCHEMA)
+    return messages(SYSTEM, user, SCHEMA)
 
 
 def type_problem(kind: str, text: str) -> str:

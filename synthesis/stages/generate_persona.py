@@ -24,7 +24,7 @@ def prompt(seed: dict) -> list[dict]:
         f"## Operations the task must need (all of them)\n{operations}\n\n"
         "Write the task as this persona would ask it."
     )
-    return messages(STAGE, SYSTEM, user, TASK_SCHEMA)
+    return messages(SYSTEM, user, TASK_SCHEMA)
 
 
 def run(item, ctx):

@@ -39,7 +39,7 @@ def prompt(seed: dict) -> list[dict]:
         quoted("SUPPORTING SKILL", _skill_text(skills[s["id"]])) for s in seed["supporting"] if s["id"] in skills
     )
     user = f"## Main skill\n{main}\n\n## Supporting skills\n{supporting or '(none)'}\n\nWrite one task."
-    return messages(STAGE, SYSTEM, user, TASK_SCHEMA)
+    return messages(SYSTEM, user, TASK_SCHEMA)
 
 
 def run(item, ctx):

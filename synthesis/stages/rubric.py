@@ -61,7 +61,7 @@ def prompt(draft: dict) -> list[dict]:
         f"## Expected behaviour\n{draft['expected_behavior']}\n\n"
         f"## The code checker (reward/check.py)\n{quoted('CHECKER', draft['checker']['check.py'])}"
     )
-    return messages(STAGE, SYSTEM, user, SCHEMA)
+    return messages(SYSTEM, user, SCHEMA)
 
 
 def run(item, ctx):

@@ -91,7 +91,7 @@ def prompt(draft: dict) -> list[dict]:
         f"## Output files the agent must write\n" + "\n".join(f"- {p}" for p in draft["output_files"]) + "\n\n"
         f"## Input files\n{_shown(draft['files'])}"
     )
-    return messages(STAGE, SYSTEM, user, SCHEMA)
+    return messages(SYSTEM, user, SCHEMA)
 
 
 def static_problems(check_py: str, solution: dict) -> list[str]:

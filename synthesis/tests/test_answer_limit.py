@@ -14,7 +14,7 @@ from django.core.management.base import CommandError
 from llm.models import ModelCall, ModelEndpoint
 from llm.testing import PAD, Reply
 from synthesis.models import SynthesisItem
-from synthesis.testing import STAGE, ScriptedPipeline, task
+from synthesis.testing import ScriptedPipeline, task
 from tasks.models import Task
 
 pytestmark = pytest.mark.django_db
@@ -33,14 +33,14 @@ def test_a_generator_answering_200_mb_keeps_no_item(scripted_upstream, settings)
     ModelEndpoint.objects.create(name="judge", roles=["judge"], **common)
     pipeline = ScriptedPipeline(["good"])  # what the later stages would answer, had the item got there
 
-    def answer(body):
-        system = next(m["content"] for m in body["messages"] if m["role"] == "system")
-        if STAGE.search(system)[1] != "generate":
-            return pipeline(body)
+    def answer(body, purpose):
+        if purpose != "synthesis:generate":
+            return pipeline(body, purpose)
         # A good task whose scenario runs to 200 MB.
         good = json.dumps(task("good", 1)).replace(json.dumps(task("good", 1)["scenario"]), json.dumps(PAD))
         return Reply.text(good, padding=HUGE)
 
+    answer.by_purpose = True
     scripted_upstream.responder = answer
     out = StringIO()
     with pytest.raises(CommandError):  # the batch keeps nothing

@@ -41,8 +41,8 @@ def shipped_seeds(transactional_db):
 
 
 class SlowPipeline(ScriptedPipeline):
-    def __call__(self, body):
-        return dataclasses.replace(super().__call__(body), delay=MODEL_DELAY)
+    def __call__(self, body, purpose=""):
+        return dataclasses.replace(super().__call__(body, purpose), delay=MODEL_DELAY)
 
 
 def test_an_admin_launches_a_preview_from_the_dashboard_and_reads_its_funnel(

@@ -134,7 +134,7 @@ def test_persona_route_end_to_end_with_faults(endpoints, scripted_upstream):
         made = revision.metadata["synthesis"]
         item = SynthesisItem.objects.get(pk=made["item"])
         assert (made["batch"], made["route"], made["seed"]) == (batch.pk, "persona", item.seed)
-        assert made["prompt_versions"]["verify"] == "verify/1"
+        assert made["prompt_versions"]["verify"] == "verify/2"
         assert item.task == task and item.status == SynthesisItem.Status.KEPT
         assert sorted(revision.files.values_list("role", "path")) == [
             ("input", "sales.csv"),
@@ -339,7 +339,7 @@ def test_budget_pauses_the_batch_and_resume_finishes_it(endpoints, scripted_upst
 
     done = synthesize("--resume", str(batch.pk), "--budget-tokens", "10000000", "--here")
     assert (done["batch"], done["status"], done["kept"]) == (batch.pk, "complete", 2)
-    generate = [r for r in scripted_upstream.requests if "[stage:generate]" in r.body.decode()]
+    generate = [r for r in scripted_upstream.requests if r.headers.get("x-clawgym-purpose") == "synthesis:generate"]
     assert len(generate) == 2  # the first item's generation was not asked again
 
 
@@ -437,11 +437,12 @@ class Judges:
     def __init__(self, pipeline: ScriptedPipeline, answers: dict):
         self.pipeline, self.answers = pipeline, answers
 
-    def __call__(self, body: dict) -> Reply:
-        system = next((m["content"] for m in body.get("messages") or [] if m["role"] == "system"), "")
-        if "[qa:plausibility]" in system:
+    by_purpose = True
+
+    def __call__(self, body: dict, purpose: str) -> Reply:
+        if purpose == "qa:plausibility":
             return self.answers[body["model"]]
-        return self.pipeline(body)
+        return self.pipeline(body, purpose)
 
 
 def plausible(verdict: bool, reason: str) -> Reply:

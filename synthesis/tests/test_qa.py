@@ -1,8 +1,8 @@
 """Quality assessment (synthesis.qa): each judged stage against a scripted judge on loopback (pass, fail, error),
 the assess_tasks command and job, the stored rows and the task page's card.
 
-The judge answers by the marker "[qa:<stage>]" in each system prompt; what it was shown is asserted on what it
-received.
+The judge answers by the purpose each call names (the X-ClawGym-Purpose header, "qa:<stage>"); what it was shown is
+asserted on what it received.
 """
 
 import json
@@ -16,6 +16,7 @@ from jobs import runner
 from jobs.models import JobRun
 from llm.models import ModelCall, ModelEndpoint
 from llm.testing import Reply
+from llm.wire import PURPOSE_HEADER
 from synthesis.models import QualityAssessment
 from synthesis.qa import STAGES, QATask, assess, messages_for, qa_task_from_revision
 from synthesis.services import assess_revision, start_assessment
@@ -64,26 +65,31 @@ def judge(db, scripted_upstream):
     )
 
 
-def stage_of(body) -> str:
-    system = body["messages"][0]["content"]
-    return system.split("]", 1)[0].removeprefix("[qa:")
+def stage_of(purpose: str) -> str:
+    """The QA stage a call's purpose names (the X-ClawGym-Purpose header: "qa:<stage>")."""
+    return purpose.removeprefix("qa:")
+
+
+def purpose_of(request) -> str:
+    return request.headers.get(PURPOSE_HEADER.lower(), "")
 
 
 def answering(scripted_upstream, overrides=None):
     """The judge answers each stage with GOOD, or with `overrides[stage]` (a dict, or a Reply)."""
     overrides = overrides or {}
 
-    def respond(body):
-        stage = stage_of(body)
+    def respond(body, purpose):
+        stage = stage_of(purpose)
         answer = overrides.get(stage, GOOD[stage])
         return answer if isinstance(answer, Reply) else Reply.text(json.dumps(answer))
 
+    respond.by_purpose = True
     scripted_upstream.responder = respond
 
 
 def sent(scripted_upstream, stage) -> str:
     """The user message of the request made for `stage`."""
-    (request,) = [r for r in scripted_upstream.requests if stage_of(r.json) == stage]
+    (request,) = [r for r in scripted_upstream.requests if stage_of(purpose_of(r)) == stage]
     return request.json["messages"][1]["content"]
 
 
@@ -118,7 +124,7 @@ def test_every_judged_stage_passes_with_one_recorded_call_each(judge, scripted_u
     assert {c.subject for c in calls} == {"synthesis-item:7"}
     for stage, verdict in verdicts.items():
         assert verdict.model_call_id == calls.get(purpose=f"qa:{stage}").pk
-        assert verdict.endpoint_name == "judge" and verdict.prompt_version == f"qa-{stage}/1"
+        assert verdict.endpoint_name == "judge" and verdict.prompt_version == f"qa-{stage}/2"
 
 
 def test_what_each_stage_shows_the_judge(judge, scripted_upstream):
@@ -275,9 +281,12 @@ def test_no_judge_is_an_error_verdict_and_an_unknown_stage_is_refused(db):
         assess(qa_task(), ["vibes"], judge=None)
 
 
-def test_every_system_prompt_carries_its_marker():
+def test_each_stage_says_what_it_is_by_its_purpose_not_its_prompt(scripted_upstream, judge):
+    answering(scripted_upstream)
+    assess(qa_task(), STAGES[1:], judge=judge)
+    assert sorted(purpose_of(r) for r in scripted_upstream.requests) == sorted(f"qa:{stage}" for stage in STAGES[1:])
     for stage in STAGES[1:]:
-        assert messages_for(stage, qa_task())[0]["content"].startswith(f"[qa:{stage}]")
+        assert "[qa:" not in json.dumps(messages_for(stage, qa_task()))
 
 
 # --- catalog tasks: stored rows, the command, the job ----------------------------------------------------------------
@@ -322,7 +331,7 @@ def test_assess_revision_stores_a_row_per_stage(judge, scripted_upstream, admin_
     assert stored.count() == 3 and set(stored.values_list("created_by", flat=True)) == {admin_user.pk}
     leak = stored.get(stage="leak")
     assert leak.model_call.purpose == "qa:leak" and leak.model_call.subject == "task:sales-total"
-    assert leak.details == {"leaked": ["42"]} and leak.prompt_version == "qa-leak/1"
+    assert leak.details == {"leaked": ["42"]} and leak.prompt_version == "qa-leak/2"
     assert stored.get(stage="novelty").details == {"nearest": None, "similarity": None}  # alone in the catalog
 
 
