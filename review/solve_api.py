@@ -188,7 +188,10 @@ class SolveViewSet(viewsets.ViewSet):
     def discard(self, request, candidate_pk=None):
         """Throw your scratch workspace away."""
         candidate = self._candidate()
-        solving.discard_workspace(candidate, user=request.user)
+        try:
+            solving.discard_workspace(candidate, user=request.user)
+        except services.ReviewError as exc:
+            return _error(exc)
         return self._state(candidate)
 
 

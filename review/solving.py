@@ -34,7 +34,7 @@ from django.db import transaction
 import jobs
 from accounts.roles import REVIEWER, has_role
 from jobs.models import JobRun
-from jobs.scratch import remove_tree, scratch_folder, scratch_root
+from jobs.scratch import ScratchError, remove_tree, scratch_folder, scratch_root
 from sandbox import Workspace
 from tasks.models import Blob, Task, TaskRevision
 from tasks.package import PackageError
@@ -86,7 +86,11 @@ class SolveWorkspace:
 
 
 def _folder(candidate, user) -> Path:
-    return scratch_root() / FOLDER / f"c{candidate.pk}-u{user.pk}"
+    try:
+        root = scratch_root()
+    except (ScratchError, OSError) as exc:
+        raise SolveError(f"scratch workspaces are unavailable on this server: {exc}") from None
+    return root / FOLDER / f"c{candidate.pk}-u{user.pk}"
 
 
 def _load(root: Path) -> SolveWorkspace | None:
@@ -101,7 +105,10 @@ def workspace(candidate, user) -> SolveWorkspace | None:
     """The reviewer's workspace of this candidate, or None when they have none open."""
     if not getattr(user, "pk", None):
         return None
-    return _load(_folder(candidate, user))
+    try:
+        return _load(_folder(candidate, user))
+    except SolveError:
+        return None  # the page still shows; opening one says why it cannot
 
 
 class _Locked:
@@ -179,7 +186,7 @@ def open_workspace(candidate, *, user, source: str = "initial") -> SolveWorkspac
         raise SolveError(f"start from one of {', '.join(SOURCES)}, not {source!r}")
     root = _folder(candidate, user)
     if _load(root) is None:
-        others = [p for p in (scratch_root() / FOLDER).glob(f"c*-u{user.pk}") if p.is_dir() and _load(p)]
+        others = [p for p in root.parent.glob(f"c*-u{user.pk}") if p.is_dir() and _load(p)]
         if len(others) >= MAX_WORKSPACES:
             names = ", ".join(f"candidate #{p.name.split('-')[0][1:]}" for p in sorted(others))
             raise SolveError(
@@ -481,14 +488,23 @@ def _literal_lines(path: str, text: str, name: str) -> list[int]:
     return [n for n, line in enumerate(text.splitlines(), 1) if quoted.search(line)]
 
 
-def check_lines(revision: TaskRevision, name: str) -> list[tuple[str, list[int]]]:
-    """Where the checker names the check `name` as a string literal: [(reward file path, [line numbers])]."""
-    found = []
+def checker_texts(revision: TaskRevision) -> dict[str, str]:
+    """The revision's checker files that are text, {path: text}, read in one query."""
+    texts = {}
     for f in revision.files.filter(role="reward").select_related("blob").order_by("path"):
         data = f.blob.content
-        if b"\0" in data[:4096]:
-            continue
-        lines = _literal_lines(f.path, data.decode("utf-8", "replace"), name)
+        if b"\0" not in data[:4096]:
+            texts[f.path] = data.decode("utf-8", "replace")
+    return texts
+
+
+def check_lines(revision: TaskRevision, name: str, texts: dict[str, str] | None = None) -> list[tuple[str, list[int]]]:
+    """Where the checker names the check `name` as a string literal: [(reward file path, [line numbers])].
+    `texts`: the revision's checker_texts, when already read."""
+    texts = checker_texts(revision) if texts is None else texts
+    found = []
+    for path, text in texts.items():
+        lines = _literal_lines(path, text, name)
         if lines:
-            found.append((f.path, lines))
+            found.append((path, lines))
     return found

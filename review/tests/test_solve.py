@@ -194,6 +194,15 @@ def test_bad_paths_sizes_and_too_many_workspaces_are_refused_clearly(
     )
 
 
+def test_an_unusable_scratch_folder_is_explained_not_a_server_error(reviewer_client, claimed, settings, tmp_path):
+    not_a_folder = tmp_path / "scratch"
+    not_a_folder.write_text("a file where the scratch folder should be")
+    settings.CLAWGYM_SCRATCH_DIR = not_a_folder
+    assert reviewer_client.get(url("candidate", claimed)).status_code == 200
+    refused = post(reviewer_client, "solve_open", claimed)
+    assert "scratch workspaces are unavailable on this server" in text(refused) and "is not a folder" in text(refused)
+
+
 def test_only_reviewers_solve_and_each_sees_only_their_own(
     viewer_client, reviewer_client, second_reviewer, candidate, reviewer
 ):

@@ -328,10 +328,12 @@ def check_links(candidate, revision, subscores: dict) -> list[dict]:
     """Each check with where the checker of `revision` sets it: [{name, value, pays, places: [(path, lines, dom id
     of the file's row)], url}] (the url opens a place in the editor, its lines highlighted)."""
     url = reverse("review:candidate_check", args=[candidate.pk])
+    texts = solving.checker_texts(revision) if subscores else {}
     rows = []
     for name, value in subscores.items():
         places = [
-            (path, lines, Unit(revision, "reward", path).dom_id) for path, lines in solving.check_lines(revision, name)
+            (path, lines, Unit(revision, "reward", path).dom_id)
+            for path, lines in solving.check_lines(revision, name, texts)
         ]
         rows.append({"name": name, "value": value, "pays": value > 0, "places": places, "url": url})
     return rows

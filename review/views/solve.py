@@ -208,7 +208,10 @@ def _after_save(request, candidate, revision):
 @require_POST
 def solve_discard(request, pk):
     candidate = _get_candidate(pk)
-    solving.discard_workspace(candidate, user=request.user)
+    try:
+        solving.discard_workspace(candidate, user=request.user)
+    except services.ReviewError as exc:
+        return _refused(request, candidate, exc)
     return _panel(request, candidate, solve_notice="Your scratch workspace is discarded.")
 
 
