@@ -12,15 +12,15 @@ from evaluation.models import Rollout, RolloutFile
 from evaluation.services.rollouts import create_rollouts, execute_rollout
 from evaluation.testing import needs_bwrap
 from llm.testing import Reply
-from tasks.clawgym_shapes import (
+from tasks.package import PackageFile, TaskPackage
+from tasks.services import save_package
+from tasks.tests.clawgym_shapes import (
     AVERAGING_REWARD_SH,
     PLANIFY_CHECK_PY,
     PLANIFY_FIXED,
     PLANIFY_INPUTS,
     PLANIFY_INSTRUCTION,
 )
-from tasks.package import PackageFile, TaskPackage
-from tasks.services import save_package
 
 pytestmark = [needs_bwrap, pytest.mark.django_db(transaction=True)]
 

@@ -11,7 +11,12 @@ from django.urls import reverse
 from jobs.models import JobRun
 from sandbox import get_backend, runtime_version
 from sandbox.testing import require_bwrap
-from tasks.clawgym_shapes import (
+from tasks.importing import import_path
+from tasks.models import SanityReport, Task
+from tasks.package import PackageFile, TaskPackage
+from tasks.sanity import SanityMaterial, SanityUnavailable, check_revision, evaluate, output_paths, placeholder
+from tasks.services import save_package
+from tasks.tests.clawgym_shapes import (
     AVERAGING_REWARD_SH,
     LENIENT_JSONL_CHECK_PY,
     LENIENT_JSONL_INSTRUCTION,
@@ -20,13 +25,7 @@ from tasks.clawgym_shapes import (
     PLANIFY_INSTRUCTION,
     PLANIFY_SOLUTION,
 )
-from tasks.importing import import_path
-from tasks.models import SanityReport, Task
-from tasks.package import PackageFile, TaskPackage
-from tasks.sanity import SanityMaterial, SanityUnavailable, check_revision, evaluate, output_paths, placeholder
-from tasks.services import save_package
 from tasks.tests.helpers import EXAMPLES, make_sanity_task
-
 
 BASE = list(SanityReport.LAZY_RUNS)
 
