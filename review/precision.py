@@ -100,8 +100,9 @@ def judged_issues(candidates):
     if not verdicts:
         return []
     fields = ["id", *(field for _, field in GROUPS)]
-    issues = DiagnosisIssue.objects.filter(pk__in=list(verdicts), diagnosis__candidate__in=candidates)
-    return [(row, verdicts[row["id"]] in VALID_VERDICTS) for row in issues.values(*fields)]
+    # By candidate, not by a list of judged ids: that list may be longer than a database takes in one query.
+    issues = DiagnosisIssue.objects.filter(diagnosis__candidate__in=candidates).values(*fields)
+    return [(row, verdicts[row["id"]] in VALID_VERDICTS) for row in issues.iterator() if row["id"] in verdicts]
 
 
 def precision_report(candidates) -> dict:
