@@ -74,3 +74,40 @@ def test_second_review_is_routed_blind_and_a_lead_adjudicates(page, live_server)
     kinds = list(older.decisions.order_by("created_at", "id").values_list("reviewer__username", "adjudication"))
     assert kinds == [("ann", False), ("bob", False), ("lee", True)]
     assert watching.console_errors == []
+
+
+def test_admin_sets_the_team_and_reads_progress(page, live_server, admin_user):
+    ann = make_user("ann", REVIEWER)
+    make_user("bob", REVIEWER)
+    benchmark = Benchmark.objects.create(name="team-bench")
+    decided = make_candidate(benchmark, "decided-report", status=Status.AWAITING_REVIEW)
+    make_candidate(benchmark, "open-report", status=Status.AWAITING_REVIEW)
+    sanity(decided.task.current_revision)
+    services.claim(decided, user=ann)
+    services.decide(decided, "accept", user=ann)
+    watching = watch(page)
+
+    log_in(page, live_server, admin_user)
+    page.goto(f"{live_server.url}{reverse('review:benchmark', args=[benchmark.name])}")
+    by_state = page.locator("#progress [data-testid=by-state]")  # loaded into the benchmark page by htmx
+    by_state.wait_for()
+    assert "Accepted 1" in by_state.inner_text() and "Awaiting review 1" in by_state.inner_text()
+    assert "1 open" in page.inner_text("#progress [data-testid=left]")
+
+    page.locator("[data-testid=team-link]").click()
+    page.wait_for_url(f"{live_server.url}{reverse('review:team', args=[benchmark.name])}")
+    page.locator("#settings label", has_text="ann").locator("input").check()
+    page.locator("#settings label", has_text="bob").locator("input").check()
+    page.fill("#settings input[name=decisions_needed]", "2")
+    page.fill("#settings input[name=overlap_share]", "0.2")
+    page.locator("#settings button[type=submit]").click()
+    page.locator("[data-testid=decisions-needed]", has_text="2").wait_for()
+    settled(page)
+    assert page.inner_text("[data-testid=overlap-share]") == "20%"
+    assert "ann, bob" in page.inner_text("[data-testid=team-facts]")
+    benchmark.refresh_from_db()
+    assert (benchmark.decisions_needed, benchmark.overlap_share) == (2, 0.2)
+    assert sorted(benchmark.reviewers.values_list("username", flat=True)) == ["ann", "bob"]
+    assert "ann" in page.inner_text("[data-testid=by-reviewer]")
+    screenshot(page, "team-page")
+    assert watching.console_errors == []

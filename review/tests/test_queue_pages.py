@@ -240,6 +240,7 @@ def test_status_counts_follow_the_other_filters(reviewer_client, queue_rows):
         "in_review": 1,
         "accepted": 0,
         "rejected": 0,
+        "awaiting_adjudication": 0,
     }
     # The status filter itself does not change the tabs: they say where each click leads.
     response = reviewer_client.get(f"{QUEUE}?benchmark=claw-bench&status=awaiting_review")
