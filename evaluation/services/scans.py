@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 # The rollouts a scan reads: those whose agent ran to an end. An infrastructure failure is not the model's doing.
 SCANNED_STATUSES = (Rollout.Status.SCORED, Rollout.Status.INCOMPLETE)
+CHUNK = 100  # rollouts read at a time: a run of thousands is never in memory at once
 
 
 class ScanRefused(ValueError):
@@ -91,12 +92,14 @@ def scan_run(run: EvalRun, *, user, scanners=None, judge: ModelEndpoint | None =
                 continue
         instances.append(scanner)
     names = [scanner.name for scanner in instances]
-    rollouts = list(
+    rollouts = (
         run.rollouts.filter(status__in=SCANNED_STATUSES)
         .select_related("revision__task", "endpoint")
+        .defer("agent_account", "log_tail", "previous_attempts", "rubric_judgements")  # never read: kept out of memory
         .order_by("revision__task__external_id", "repeat_index", "id")
     )
-    for done, rollout in enumerate(rollouts, start=1):
+    total = rollouts.count()
+    for done, rollout in enumerate(rollouts.iterator(chunk_size=CHUNK), start=1):
         view = rollout_view(rollout)
         for scanner in instances:
             try:
@@ -104,14 +107,14 @@ def scan_run(run: EvalRun, *, user, scanners=None, judge: ModelEndpoint | None =
             except ScanError as exc:
                 errors.append({"rollout": rollout.pk, "scanner": scanner.name, "error": str(exc)[:500]})
         if on_progress:
-            on_progress(done, len(rollouts))
+            on_progress(done, total)
     with transaction.atomic():
         ScanFinding.objects.filter(run=run, scanner__in=names).delete()
         scan = RunScan.objects.create(
             run=run,
             scanners=names,
             judge=judge_name,
-            rollouts=len(rollouts),
+            rollouts=total,
             findings=len(found),
             errors=errors,
             created_by=user if getattr(user, "is_authenticated", False) else None,
