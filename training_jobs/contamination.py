@@ -164,11 +164,9 @@ def against_frozen(holder: Holder, revision_ids: Iterable[int]) -> list[Finding]
     return compare(benchmark, {holder: revision_ids}, versions)
 
 
-def selection_contamination(dataset: TrainingDataset) -> list[Finding]:
-    """The frozen versions' tasks that the trajectories a dataset selects would hold."""
-    from .services.datasets import selected_trajectories
-
-    revision_ids = selected_trajectories(dataset.selection).values_list("rollout__revision_id", flat=True).distinct()
+def selection_contamination(dataset: TrainingDataset, trajectories) -> list[Finding]:
+    """The frozen versions' tasks that `trajectories` (what the dataset selects, a queryset) would put in it."""
+    revision_ids = trajectories.values_list("rollout__revision_id", flat=True).distinct()
     return against_frozen(dataset_holder(dataset), revision_ids)
 
 

@@ -445,7 +445,8 @@ def fill_dataset(dataset: TrainingDataset) -> TrainingDataset:
         return dataset
     try:
         tokenizer_digest = tokenizer_sha256(dataset.tokenizer_path) if dataset.tokenizer_path else ""
-        findings = [] if dataset.allow_benchmark_tasks else selection_contamination(dataset)
+        selected = selected_trajectories(dataset.selection)
+        findings = [] if dataset.allow_benchmark_tasks else selection_contamination(dataset, selected)
         with TokenCounter(dataset.tokenizer_path) if dataset.tokenizer_path else contextlib.nullcontext() as counter:
             candidates = _candidates(dataset, counter, duplicate_task_ids(findings))
         excluded = Counter(c.reason for c in candidates if c.reason)

@@ -155,3 +155,31 @@ def test_training_refuses_a_dataset_holding_a_task_frozen_since(corpus, tiny_mod
         kind="rl", user=None, base_model_path=tiny_model_path, cpu=True, tasks=["t-photos"], enqueue=False
     )
     assert run.config["tasks"] == [corpus.revisions["t-photos"].pk]
+
+
+def pin(revision, number=1):
+    benchmark, _ = Benchmark.objects.get_or_create(name="claw-bench")
+    version, _ = BenchmarkVersion.objects.get_or_create(benchmark=benchmark, number=number)
+    PinnedRevision.objects.create(version=version, revision=revision)
+
+
+def test_starting_a_run_refuses_through_the_api_and_the_page(corpus, admin_user, api_as, admin_client):
+    pin(corpus.revisions["t-sales"])
+    base = {"base_model_path": "/models/tiny", "harness": "builtin", "preset": "tiny-cpu"}
+    api = api_as(admin_user).post(
+        "/api/training/runs/", {**base, "kind": "rl", "tasks": ["t-paraphrase"]}, format="json"
+    )
+    assert api.status_code == 400 and "contamination" in str(api.json()) and "t-sales r1" in str(api.json())
+    page = admin_client.post(reverse("training:rl-run-start"), {**base, "tasks": "t-paraphrase"})
+    html = page.content.decode()
+    assert page.status_code == 400 and "contamination" in html and "a near-duplicate (similarity" in html
+    assert not TrainingRun.objects.exists()
+
+
+def test_the_dataset_page_lists_what_was_left_out_as_contamination(corpus, viewer_client):
+    pin(corpus.revisions["t-sales"])
+    dataset = dataset_of(corpus, "t-paraphrase", "t-photos")
+    html = viewer_client.get(reverse("training:dataset", args=[dataset.pk])).content.decode()
+    assert 'data-reason="benchmark_duplicate"' in html and "paraphrase of, a benchmark version" in html
+    table = html.split('id="contamination-table"')[1].split("</table>")[0]
+    assert "t-sales r1" in table and "claw-bench v1" in table and "t-paraphrase" in table and "near-duplicate" in table

@@ -33,6 +33,7 @@ RECENT_DATASETS = 5
 REASON_LABELS = {
     "planted_flaw": "Task with a planted flaw (a test of the review, never trained on)",
     "benchmark_task": "Task of a benchmark version (contamination guard)",
+    "benchmark_duplicate": "Same as, or a paraphrase of, a benchmark version's task (contamination guard)",
     "unverified_history": "An assistant turn no recorded call answered (history guard)",
     "excluded_by_rules": "Excluded when the trajectory was rebuilt",
     "incomplete": "Incomplete interaction",
