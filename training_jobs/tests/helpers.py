@@ -1,5 +1,7 @@
 """Plain helpers and constants shared by training_jobs' test modules (fixtures live in conftest.py)."""
 
+import hashlib
+import random
 import threading
 import time
 from pathlib import Path
@@ -96,9 +98,29 @@ def tool(call_id, text):
     return {"role": "tool", "tool_call_id": call_id, "content": text}
 
 
+# Words unrelated to one another, for instructions that no two tasks share (distinct_instruction).
+WORDS = (
+    "apple harbor violin glacier tax invoice tulip rocket saddle lantern orbit canyon pepper sonnet ledger falcon quartz "
+    "meadow ferry cactus vinyl bishop compass marble walrus thunder biscuit pylon orchid kayak anchor prism mosaic "
+    "badger velvet cobalt turbine nectar granite jigsaw lemur piano oyster sundial tractor umbrella zeppelin yogurt "
+    "wombat xylophone vortex tundra sapphire raccoon quiver pelican noodle magnet kettle jasmine igloo hammock goblet "
+    "fjord emerald dolphin crayon blizzard asteroid"
+).split()
+
+
+def distinct_instruction(external_id: str) -> str:
+    """An instruction of the task's own: eight words drawn by its id. Tasks sharing one instruction (or a template
+    with only the id changed) are near-duplicates to the contamination check (training_jobs.contamination), so tests
+    that pin one task and train on another give each its own; any two of these are far below the threshold."""
+    rng = random.Random(hashlib.sha256(external_id.encode()).digest())
+    return "Work on " + " ".join(rng.sample(WORDS, 8)) + "."
+
+
 def make_task(external_id: str, *, source: str = Task.Source.MANUAL) -> TaskRevision:
     task = Task.objects.create(external_id=external_id, status=Task.Status.READY, title=external_id, source=source)
-    revision = TaskRevision.objects.create(task=task, number=1, instruction="Do it.", content_hash=f"h-{external_id}")
+    revision = TaskRevision.objects.create(
+        task=task, number=1, instruction=distinct_instruction(external_id), content_hash=f"h-{external_id}"
+    )
     Task.objects.filter(pk=task.pk).update(current_revision=revision)
     return revision
 

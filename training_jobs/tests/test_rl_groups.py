@@ -20,6 +20,7 @@ from training_jobs.rl.groups import (
 )
 from training_jobs.rl.rollout_func import prompt_for, revision_of
 from training_jobs.rl.samples import Sample
+from training_jobs.tests.helpers import distinct_instruction
 
 
 def group(index, rewards, walls=None):
@@ -148,7 +149,7 @@ def revision(external_id: str):
     return save_package(
         TaskPackage(
             external_id=external_id,
-            instruction="Do it.",
+            instruction=distinct_instruction(external_id),
             files=files,
             metadata={"category": "Testing", "grading_type": "automated"},
         )
