@@ -1,0 +1,211 @@
+#!/usr/bin/env python
+"""The training speed bench: ClawGym's SFT path against a bare PyTorch loop, on the same model and packed batches.
+
+    .venv/bin/python bench/train_speed_bench.py [--model tiny|PATH] [--steps 12] [--warmup 2] [--max-length 1024]
+        [--batch 2] [--samples 96]
+
+Both sides train the same model from the same weights on the same batches, in this process, one after the other:
+
+- ClawGym: the SFT trainer as a training run starts it (training_jobs.trainer.sft: load_model, load_samples,
+  sft_config; TRL's SFTTrainer with packing and the loss on assistant tokens only), for warmup + steps optimizer steps,
+  timed per step by a callback.
+- bare: the batches that trainer's dataloader yields (the same packed rows, their labels masked the same way), and per
+  batch a forward, the loss on the labelled tokens, a backward and an AdamW step: nothing else.
+
+The steps after the warm-up count. Tokens are the batches' tokens (packed rows hold no padding), the same for both.
+`--model tiny` builds the tests' tiny Qwen3 (training_jobs.tiny) in a temporary folder; a PATH names a model folder
+(e.g. the converted SmolLM2-135M-Instruct under the training folder, `manage.py base_models list --json`).
+The aim: ClawGym at 0.8x the bare loop's tokens/s or better. One JSON line last:
+
+    {"model", "steps", "tokens_per_step", "clawgym_tokens_per_s", "bare_tokens_per_s", "train_speed_vs_bare",
+     "clawgym_step_s", "bare_step_s", "threads"}
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from itertools import islice
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(BASE_DIR))
+
+# The samples: agent conversations of a few tool rounds (read, exec, write), each with its own numbers, so that packing
+# and the assistant mask see what training data holds.
+ROUNDS = (
+    ("read", {"path": "sales.csv"}, "region,amount\nnorth,{a}\nsouth,{b}\nnorth,{c}\n"),
+    ("exec", {"command": "python3 -c 'print({a}+{c}, {b})'"}, "{s} {b}\n"),
+    ("write", {"path": "totals.md", "content": "north: {s}\nsouth: {b}\n"}, "wrote 20 bytes"),
+)
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": f"The {name} tool.",
+            "parameters": {"type": "object", "properties": {key: {"type": "string"} for key in args}},
+        },
+    }
+    for name, args, _ in ROUNDS
+]
+
+
+def sample(n: int) -> dict:
+    a, b, c = n % 7 + 1, n % 5 + 2, n % 3 + 4
+    values = {"a": a, "b": b, "c": c, "s": a + c}
+    messages = [
+        {"role": "system", "content": "You are a careful agent working in a local workspace. Use the tools."},
+        {"role": "user", "content": f"Request {n}: sum the amounts in sales.csv per region into totals.md."},
+    ]
+    for i, (name, args, result) in enumerate(ROUNDS):
+        arguments = json.dumps({key: value.format(**values) for key, value in args.items()})
+        call = {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": arguments}}
+        messages.append({"role": "assistant", "content": f"Step {i + 1}.", "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": f"call_{i}", "content": result.format(**values)})
+    messages.append({"role": "assistant", "content": f"Done: north {a + c}, south {b}."})
+    return {"messages": messages, "tools": TOOLS}
+
+
+def trainer_config(args, model_path: str, dataset_path: str, output_dir: str) -> dict:
+    """A training run's trainer configuration (the keys training_jobs.trainer.sft reads), on CPU, saving nothing."""
+    return {
+        "base_model_path": model_path,
+        "dataset_path": dataset_path,
+        "output_dir": output_dir,
+        "packing": True,
+        "max_length": args.max_length,
+        "bf16": False,
+        "cpu": True,
+        "learning_rate": 1e-4,
+        "num_train_epochs": 1,
+        "max_steps": args.warmup + args.steps,
+        "per_device_batch_size": args.batch,
+        "gradient_accumulation_steps": 1,
+        "gradient_checkpointing": False,
+        "lr_scheduler_type": "constant",
+        "warmup_ratio": 0.0,
+        "weight_decay": 0.0,
+        "save_steps": 10**9,
+        "save_total_limit": 0,
+        "logging_steps": 10**9,
+        "seed": 0,
+    }
+
+
+def batch_tokens(batch) -> int:
+    return int(batch["input_ids"].numel())
+
+
+def clawgym_side(config: dict):
+    """(the trainer's step times, the batches its dataloader yields, in order)."""
+    from transformers import AutoTokenizer, TrainerCallback, set_seed
+    from trl import SFTTrainer
+
+    from training_jobs.trainer.sft import load_model, load_samples, sft_config
+
+    class Clock(TrainerCallback):
+        def __init__(self):
+            self.times = []
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            self.started = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            self.times.append(time.perf_counter() - self.started)
+
+    set_seed(config["seed"])
+    clock = Clock()
+    trainer = SFTTrainer(
+        model=load_model(config),
+        args=sft_config(config),
+        train_dataset=load_samples(config["dataset_path"]),
+        processing_class=AutoTokenizer.from_pretrained(config["base_model_path"], local_files_only=True),
+        callbacks=[clock],
+    )
+    batches = list(islice(trainer.get_train_dataloader(), config["max_steps"]))
+    trainer.train()
+    return clock.times, batches
+
+
+def bare_side(config: dict, batches: list) -> list[float]:
+    """Step times of forward, masked loss, backward and AdamW over `batches`, from the same weights."""
+    import torch
+    from transformers import set_seed
+
+    from training_jobs.trainer.sft import load_model
+
+    set_seed(config["seed"])
+    model = load_model(config)
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config["learning_rate"], weight_decay=0.0)
+    times = []
+    for batch in batches:
+        started = time.perf_counter()
+        inputs = {key: value for key, value in batch.items() if key in ("input_ids", "position_ids", "labels")}
+        if "attention_mask" in batch and "position_ids" not in batch:
+            inputs["attention_mask"] = batch["attention_mask"]
+        loss = model(**inputs).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        times.append(time.perf_counter() - started)
+    return times
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="tiny", help="tiny, or a model folder")
+    parser.add_argument("--steps", type=int, default=12, help="timed optimizer steps")
+    parser.add_argument("--warmup", type=int, default=2, help="steps not timed")
+    parser.add_argument("--max-length", type=int, default=1024, help="packed row length")
+    parser.add_argument("--batch", type=int, default=2, help="packed rows a step")
+    parser.add_argument("--samples", type=int, default=96)
+    args = parser.parse_args(argv)
+
+    import torch
+
+    with tempfile.TemporaryDirectory(prefix="train-speed-") as work:
+        work = Path(work)
+        if args.model == "tiny":
+            from training_jobs.tiny import tiny_model
+
+            model_path = str(tiny_model(work / "tiny"))
+        else:
+            model_path = str(Path(args.model).resolve())
+        dataset = work / "samples.jsonl"
+        dataset.write_text("".join(json.dumps(sample(n)) + "\n" for n in range(args.samples)))
+        config = trainer_config(args, model_path, str(dataset), str(work / "out"))
+        clawgym_times, batches = clawgym_side(config)
+        bare_times = bare_side(config, batches)
+
+    timed = slice(args.warmup, None)
+    tokens = [batch_tokens(b) for b in batches][timed]
+    clawgym, bare = clawgym_times[timed], bare_times[timed]
+    if not tokens or len(clawgym) != len(tokens):
+        print(f"the trainer ran {len(clawgym_times)} steps for {len(batches)} batches", file=sys.stderr)
+        return 1
+    clawgym_rate = sum(tokens) / sum(clawgym)
+    bare_rate = sum(tokens) / sum(bare)
+    print(
+        json.dumps(
+            {
+                "model": args.model,
+                "steps": len(tokens),
+                "tokens_per_step": round(statistics.mean(tokens), 1),
+                "clawgym_tokens_per_s": round(clawgym_rate, 1),
+                "bare_tokens_per_s": round(bare_rate, 1),
+                "train_speed_vs_bare": round(clawgym_rate / bare_rate, 3),
+                "clawgym_step_s": round(statistics.median(clawgym), 4),
+                "bare_step_s": round(statistics.median(bare), 4),
+                "threads": torch.get_num_threads(),
+            }
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
