@@ -15,3 +15,8 @@ def run_dir(run) -> Path:
     # The creation time in the name: a database started afresh (tests, a new deployment) reuses run ids, and a new
     # run must never find an old one's data or checkpoints.
     return training_root() / f"run-{run.pk}-{run.created_at:%Y%m%d%H%M%S%f}"
+
+
+def tensorboard_dir(run) -> Path:
+    """Where a run reporting to TensorBoard writes its event files (`tensorboard --logdir` this folder)."""
+    return run_dir(run) / "tensorboard"

@@ -20,7 +20,7 @@ from evaluation.models import EvalRun, Rollout
 from . import converters
 from .kinds import KINDS, TrainingRunError, get_kind, parse_overrides
 from .kinds.rl import resolve_tasks, tasks_from
-from .models import BaseModel, RLRollout, TrainingDataset, TrainingRun
+from .models import REPORT_TO_CHOICES, BaseModel, RLRollout, TrainingDataset, TrainingRun
 from .services.datasets import DEFAULT_FILTERS
 
 CHOICES_SHOWN = 200  # the latest runs and groups offered; the API and the command take any
@@ -207,6 +207,12 @@ class StartRunForm(forms.Form):
         help_text="One key=value a line, e.g. lora.enabled=true, learning_rate=2e-5.",
     )
     cpu = forms.BooleanField(required=False, label="Train on CPU (tiny models)")
+    report_to = forms.ChoiceField(
+        choices=REPORT_TO_CHOICES,
+        initial="none",
+        label="Report to",
+        help_text="TensorBoard too: event files under the run's folder, opened with the command on the run's page.",
+    )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -260,6 +266,12 @@ class StartRLRunForm(forms.Form):
         help_text="One key=value a line, e.g. num_generations=4, max_steps=50.",
     )
     cpu = forms.BooleanField(required=False, label="Train on CPU (tiny models; the live policy server)")
+    report_to = forms.ChoiceField(
+        choices=REPORT_TO_CHOICES,
+        initial="none",
+        label="Report to",
+        help_text="TensorBoard too: event files under the run's folder, opened with the command on the run's page.",
+    )
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("auto_id", "id_rl_%s")  # the dashboard shows it beside the SFT form: ids of its own

@@ -125,6 +125,11 @@ class BaseModel(models.Model):
         return self.name
 
 
+# Where a trainer also reports its metrics (TRL's report_to), besides ClawGym's own curves.
+REPORT_TO_CHOICES = [("none", "ClawGym's curves only"), ("tensorboard", "TensorBoard too")]
+REPORT_TO = tuple(value for value, _ in REPORT_TO_CHOICES)
+
+
 class TrainingRun(models.Model):
     """One SFT or RL run: its whole config, where it runs, its metrics and checkpoints."""
 
@@ -152,6 +157,13 @@ class TrainingRun(models.Model):
     config = NulSafeJSONField(default=dict)
     preset = NulSafeCharField(max_length=40, blank=True)
     cpu = models.BooleanField(default=False, help_text="Train on CPU (tiny models and tests).")
+    # Besides ClawGym's own curves: TensorBoard event files the trainer writes under the run's folder (tensorboard/).
+    report_to = models.CharField(
+        max_length=16,
+        choices=REPORT_TO_CHOICES,
+        default="none",
+        help_text="Where the trainer also reports its metrics (TensorBoard event files under the run's folder).",
+    )
     status = NulSafeCharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
     error = NulSafeTextField(blank=True)
     output_dir = NulSafeCharField(max_length=1000, blank=True)

@@ -37,7 +37,7 @@ from llm.models import served_key
 
 from .child_env import child_env
 from .exports import export_messages
-from .folders import run_dir
+from .folders import run_dir, tensorboard_dir
 from .job_kinds import RL_RUN_JOB, SFT_RUN_JOB
 from .models import Checkpoint, DatasetSample, TrainingMetric, TrainingRun
 from .rl.batches import RolloutBridge, disable_policy_endpoint, policy_key_env
@@ -169,6 +169,7 @@ def _rl_trainer_config(run: TrainingRun, output_dir: Path, bridge) -> dict:
         "output_dir": str(output_dir),
         "resume_from_checkpoint": resume,
         "cpu": run.cpu,
+        **_report_to(run),
         "bridge_url": bridge.url,
         "bridge_token": bridge.token,
         "policy_max_request_bytes": settings.CLAWGYM_SERVE_MAX_REQUEST_BYTES,
@@ -202,7 +203,15 @@ def _trainer_config(run: TrainingRun, folder: Path, output_dir: Path) -> dict:
         "output_dir": str(output_dir),
         "resume_from_checkpoint": resume,
         "cpu": run.cpu,
+        **_report_to(run),
     }
+
+
+def _report_to(run: TrainingRun) -> dict:
+    """TRL's report_to, and the folder its TensorBoard events go to (the trainer sets TENSORBOARD_LOGGING_DIR)."""
+    if run.report_to != "tensorboard":
+        return {"report_to": "none"}
+    return {"report_to": "tensorboard", "tensorboard_dir": str(tensorboard_dir(run))}
 
 
 def export_train_messages(dataset, path: Path) -> int:

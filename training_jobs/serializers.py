@@ -10,7 +10,7 @@ from jobs.serializers import JobRunSerializer
 from lib.bounds import MAX_ID
 from tasks.models import Task
 
-from .models import BaseModel, DatasetSample, ModelServer, RLRollout, TrainingDataset, TrainingRun
+from .models import REPORT_TO, BaseModel, DatasetSample, ModelServer, RLRollout, TrainingDataset, TrainingRun
 from .rl.presets import RL_PRESETS
 from .services.datasets import DEFAULT_FILTERS, empty_reason
 
@@ -252,6 +252,11 @@ class StartRLRunSerializer(serializers.Serializer):
     preset = serializers.ChoiceField(choices=list(RL_PRESETS), default="paper")
     overrides = serializers.DictField(required=False, default=dict)
     cpu = serializers.BooleanField(default=False)
+    report_to = serializers.ChoiceField(
+        choices=REPORT_TO,
+        default="none",
+        help_text="tensorboard: also write TensorBoard event files (the run's folder).",
+    )
     name = serializers.CharField(required=False, allow_blank=True, default="", max_length=200)
 
     def validate_kind(self, value):

@@ -45,7 +45,16 @@ from lib.bounds import MAX_ID, parse_whole_number
 from ..evaluations import EvaluationError, request_evaluation
 from ..kinds import KINDS, TrainingRunError, rl_pages
 from ..kinds.rl import rl_step_table, tasks_from
-from ..models import BaseModel, Checkpoint, ModelServer, RLRollout, TrainingDataset, TrainingMetric, TrainingRun
+from ..models import (
+    REPORT_TO,
+    BaseModel,
+    Checkpoint,
+    ModelServer,
+    RLRollout,
+    TrainingDataset,
+    TrainingMetric,
+    TrainingRun,
+)
 from ..serializers import (
     ModelServerFilterSerializer,
     ModelServerSerializer,
@@ -95,6 +104,7 @@ class TrainingRunSerializer(serializers.ModelSerializer):
             "base_model_path",
             "preset",
             "cpu",
+            "report_to",
             "config",
             "steps",
             "total_steps",
@@ -192,6 +202,11 @@ class StartRunSerializer(serializers.Serializer):
     preset = serializers.ChoiceField(choices=list(KINDS["sft"].presets), default="paper")
     overrides = serializers.DictField(required=False, default=dict)
     cpu = serializers.BooleanField(default=False)
+    report_to = serializers.ChoiceField(
+        choices=REPORT_TO,
+        default="none",
+        help_text="tensorboard: also write TensorBoard event files (the run's folder).",
+    )
     name = serializers.CharField(required=False, allow_blank=True, default="")
 
 
@@ -261,6 +276,7 @@ class TrainingRunViewSet(
             "preset": data["preset"],
             "overrides": data["overrides"],
             "cpu": data["cpu"],
+            "report_to": data["report_to"],
             "name": data["name"],
             "user": request.user,
         }

@@ -20,7 +20,7 @@ from jobs.services import cancel_job
 
 from ..contamination import run_contamination
 from ..kinds import TrainingRunError, get_kind
-from ..models import BaseModel, Checkpoint, RLRollout, TrainingDataset, TrainingMetric, TrainingRun
+from ..models import REPORT_TO, BaseModel, Checkpoint, RLRollout, TrainingDataset, TrainingMetric, TrainingRun
 
 # --- state changes ----------------------------------------------------------------------------------------------
 
@@ -34,6 +34,7 @@ def start_training_run(
     preset: str = "paper",
     overrides: dict | None = None,
     cpu: bool = False,
+    report_to: str = "none",
     name: str = "",
     enqueue: bool = True,
     config: dict | None = None,
@@ -49,7 +50,10 @@ def start_training_run(
     rollout running `harness`. The kind refuses what cannot train first (TrainingRunError: for SFT the dataset, the
     base model's folder, the GPUs, the tokens left after the cut to max_length; for RL benchmark tasks, an unknown
     harness); what trains on less than asked is written in the run's log and given back as `run.warnings`.
-    `config`: a stored config to start from instead of the preset (a clone)."""
+    `config`: a stored config to start from instead of the preset (a clone). `report_to`: "tensorboard" also writes
+    TensorBoard event files under the run's folder ("none": ClawGym's curves only)."""
+    if report_to not in REPORT_TO:
+        raise TrainingRunError(f"unknown report_to {report_to!r}; choose one of {', '.join(REPORT_TO)}")
     training = get_kind(kind)
     launch = training.prepare(
         base_model=base_model,
@@ -71,6 +75,7 @@ def start_training_run(
             base_model=base_model,
             preset=preset,
             cpu=cpu,
+            report_to=report_to,
             created_by=user if user is not None and user.is_authenticated else None,
             cloned_from=cloned_from,
         )
@@ -181,6 +186,7 @@ def clone_training_run(run: TrainingRun, overrides: dict | None = None, *, user,
         preset=run.preset,
         overrides=overrides,
         cpu=run.cpu,
+        report_to=run.report_to,
         user=user,
         enqueue=enqueue,
         config=run.config,

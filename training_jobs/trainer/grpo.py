@@ -46,7 +46,7 @@ import json
 import os
 import sys
 
-from training_jobs.trainer.sft import _number, emit, load_model, watch_parent
+from training_jobs.trainer.sft import _number, emit, load_model, report_to, watch_parent
 
 
 class SkipStep(Exception):
@@ -315,7 +315,7 @@ def grpo_config(config: dict):
         logging_steps=1,
         seed=config["seed"],
         data_seed=config["seed"],
-        report_to="none",
+        report_to=report_to(config),
         disable_tqdm=True,
         dataloader_num_workers=0,
         **extra,

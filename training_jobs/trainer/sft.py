@@ -136,12 +136,20 @@ def sft_config(config: dict):
         logging_steps=config["logging_steps"],
         seed=config["seed"],
         data_seed=config["seed"],
-        report_to="none",
+        report_to=report_to(config),
         disable_tqdm=True,
         include_num_input_tokens_seen="non_padding",
         dataset_num_proc=None,
         dataloader_num_workers=0,
     )
+
+
+def report_to(config: dict) -> str:
+    """TRL's report_to for the run: "tensorboard" writes event files into the run's tensorboard folder."""
+    if config.get("report_to") != "tensorboard":
+        return "none"
+    os.environ["TENSORBOARD_LOGGING_DIR"] = config["tensorboard_dir"]  # read by transformers' TensorBoardCallback
+    return "tensorboard"
 
 
 def event_callback():

@@ -8,6 +8,7 @@ State changes are training_jobs.services.runs' and training_jobs.serving's; thes
 """
 
 import json
+import shlex
 
 from django.contrib import messages
 from django.http import Http404
@@ -34,6 +35,7 @@ from ..evaluations import (
     latest_score,
     request_evaluation,
 )
+from ..folders import tensorboard_dir
 from ..forms import StartRLRunForm, StartRunForm
 from ..kinds import TrainingRunError, get_kind, rl_pages
 from ..models import Checkpoint, TrainingRun
@@ -110,6 +112,7 @@ def run_start(request):
             preset=data["preset"],
             overrides=data["edits"],
             cpu=data["cpu"],
+            report_to=data["report_to"],
             user=request.user,
         )
 
@@ -129,6 +132,7 @@ def rl_run_start(request):
             preset=data["preset"],
             overrides=data["edits"],
             cpu=data["cpu"],
+            report_to=data["report_to"],
             user=request.user,
         )
 
@@ -221,6 +225,9 @@ def _run_context(request, run: TrainingRun) -> dict:
         "live": not run.is_finished or _evaluating(run),
         "versions": BenchmarkVersion.objects.select_related("benchmark")[:50],
     }
+    if run.report_to == "tensorboard":
+        # The command that opens it, run where the training folder is (a path only admins see, as elsewhere).
+        context["tensorboard_command"] = f"tensorboard --logdir {shlex.quote(str(tensorboard_dir(run)))}"
     if context["is_admin"] and checkpoints:
         context["expect"] = expectations(run)  # what each harness is expected to do against the run's servers
     if run.status == TrainingRun.Status.QUEUED:

@@ -1,5 +1,5 @@
 """python manage.py train --kind sft --dataset ID --base-model PATH [--preset paper] [--set key=value …] [--cpu]
-[--here] [--json]
+[--report-to tensorboard] [--here] [--json]
 python manage.py train --kind rl --base-model PATH (--task ID … | --tasks-from SELECTION) [--harness builtin|openclaw]
 [--preset paper] [--set key=value …] [--cpu] [--here] [--json]
 python manage.py train --resume RUN [--set key=value …] [--here] [--json]"""
@@ -18,7 +18,7 @@ from tasks.selection import SELECTION_HELP, add_task_arguments
 from ...base_models import BaseModelError, named_or_folder
 from ...kinds import KINDS, TrainingRunError, parse_overrides
 from ...kinds.rl import tasks_from
-from ...models import BaseModel, TrainingDataset, TrainingRun
+from ...models import REPORT_TO, BaseModel, TrainingDataset, TrainingRun
 from ...run_jobs import execute_training
 from ...services.runs import cancel_training_run, resume_training_run, run_json, start_training_run
 
@@ -66,6 +66,12 @@ class Command(BaseCommand):
             help="a config edit, dotted keys (lora.enabled=true, learning_rate=2e-5); repeatable",
         )
         parser.add_argument("--cpu", action="store_true", help="train on CPU (tiny models)")
+        parser.add_argument(
+            "--report-to",
+            choices=REPORT_TO,
+            default="none",
+            help="tensorboard: also write TensorBoard event files under the run's folder (default none)",
+        )
         parser.add_argument("--resume", type=int, metavar="RUN", help="resume a run from its last checkpoint")
         parser.add_argument("--name", default="")
         parser.add_argument("--json", dest="as_json", action="store_true")
@@ -89,8 +95,10 @@ class Command(BaseCommand):
         task_ids,
         tasks_from,
         harness,
+        report_to,
         **_options,
     ):
+        self.report_to = report_to
         try:
             edits = parse_overrides(overrides)
             if resume:
@@ -163,6 +171,7 @@ class Command(BaseCommand):
             preset=preset,
             overrides=edits,
             cpu=cpu,
+            report_to=self.report_to,
             name=name,
             enqueue=not here,
             user=None,
@@ -189,6 +198,7 @@ class Command(BaseCommand):
             preset=preset,
             overrides=edits,
             cpu=cpu,
+            report_to=self.report_to,
             name=name,
             enqueue=not here,
             user=None,
