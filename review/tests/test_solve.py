@@ -17,6 +17,7 @@ from review.tests.helpers import HTMX, add_diagnosis, make_task, sanity, text, u
 from review.views.candidate_parts import Unit
 from tasks.models import RevisionFile, TaskRevision
 from tasks.package import STANDARD_REWARD_SH, PackageFile, TaskPackage
+from tasks.sanity import check_revision
 from tasks.services import revise_task, save_package
 
 # Full marks only for a report.md that names the total: the initial workspace scores 0.
@@ -279,6 +280,13 @@ def test_the_sanity_card_links_the_checks_that_pay_a_lazy_agent(reviewer_client,
     page = text(reviewer_client.get(url("candidate", candidate)))
     assert "Checks that pay a lazy agent" in page
     assert "?name=report_exists&amp;path=check.py" in page and "reward/check.py:4</a>" in page
+
+
+def test_each_sanity_run_s_output_is_one_click_away(reviewer_client, candidate, bwrap):
+    check_revision(current(candidate), backend=bwrap)
+    page = text(reviewer_client.get(url("candidate", candidate)))
+    assert 'data-testid="sanity-output"><summary>Output of the initial run</summary>' in page
+    assert "&quot;report_exists&quot;: false" in page  # what check.py printed on the initial workspace
 
 
 # --- diagnosing again -----------------------------------------------------------------------------------------
