@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "evaluation",
     "review",
     "training_jobs",
+    "studies",
     "ops",
     "demo",
 ]

@@ -56,6 +56,7 @@ PERIODIC = (
     ),
     Periodic("training.stop_idle_servers", 600, "Stops checkpoint servers with no model call for a while (gpu)."),
     Periodic("llm.close_stale_sessions", 900, "Closes proxy sessions past their expiry that nobody closed."),
+    Periodic("studies.advance_running", 60, "Moves running studies on (training runs and served checkpoints)."),
 )
 
 
