@@ -11,7 +11,7 @@ import json
 import pytest
 
 from evaluation.models import Rollout
-from lib.browser_testing import assert_no_reload, log_in, mark_document, watch
+from lib.browser_testing import assert_no_reload, log_in, mark_document, screenshot, watch
 from llm.models import ModelEndpoint
 from llm.testing import Reply
 
@@ -53,7 +53,8 @@ def test_an_admin_scans_a_run_with_the_judge_and_the_page_follows_the_job(
     assert judge_row.locator("td.num").all_inner_texts()[:2] == ["2", "2"]
     assert_no_reload(page)
 
-    judge_row.locator("a").click()
+    screenshot(page, "scan-findings")
+    judge_row.locator("a[hx-get]").click()  # the scanner's name (its count links to the samples page)
     page.locator("#findings-heading", has_text="Rollouts flagged by judge").wait_for()
     rows = page.locator('#findings-table tr[data-scanner="judge"]')
     assert {int(r) for r in rows.evaluate_all("rows => rows.map(r => r.dataset.rollout)")} == {r.pk for r in eval_d}
