@@ -12,6 +12,7 @@ from review.api import register as register_review
 from review.measures_api import register as register_review_measures
 from review.quality_api import register as register_quality
 from review.solve_api import register as register_solve
+from studies.api import register as register_studies
 from synthesis.api import register as register_synthesis
 from tasks.api import register as register_tasks
 from training_jobs.api import register as register_training
@@ -28,6 +29,7 @@ register_quality(router)
 register_solve(router)
 register_synthesis(router)
 register_training(router)
+register_studies(router)
 
 urlpatterns = [
     path("", include(router.urls)),

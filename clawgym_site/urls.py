@@ -20,6 +20,7 @@ urlpatterns = [
     path("review/", include("review.urls")),
     path("synthesis/", include("synthesis.urls")),
     path("training/", include("training_jobs.urls")),
+    path("studies/", include("studies.urls")),
     path("api/", include("clawgym_site.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
