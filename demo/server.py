@@ -34,6 +34,7 @@ from review.diagnosis import SYSTEM_PROMPT as DIAGNOSIS
 from synthesis.annotation import SYSTEM_PROMPT as ANNOTATION
 from tasks.categorizing import SYSTEM_PROMPT as CATEGORIZING
 from tasks.judging import SYSTEM_PROMPT as RUBRIC_JUDGING
+from tasks.lazy_workspaces import LLM_PURPOSE as LAZY_PURPOSE
 
 from . import agent, generator, judge
 
@@ -65,6 +66,8 @@ def structured(model: str, system: str, user: str, messages: list[dict], purpose
     elif model == JUDGE:
         if purpose.startswith("qa:"):
             return judge.qa(purpose.removeprefix("qa:"), user)
+        if purpose == LAZY_PURPOSE:  # the sanity check's model-written lazy workspace: the laziest, a claim alone
+            return {"files": [], "delete": [], "final_message": "All done: every file is ready."}
         if system == RUBRIC_JUDGING:
             return judge.rubric_verdict(user)
         if system == DIAGNOSIS:

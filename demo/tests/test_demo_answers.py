@@ -186,3 +186,12 @@ def test_the_good_agent_finds_a_one_line_instruction_in_openclaws_user_turn(db):
 def test_anything_else_gets_a_sentence_saying_what_the_demo_models_are():
     reply = server.answer({"model": server.JUDGE, "messages": [{"role": "user", "content": "Reply with: pong"}]})
     assert reply.content.startswith("I am a ClawGym demo model (clawgym-demo/judge)")
+
+
+def test_the_judge_writes_the_sanity_checks_lazy_workspace():
+    from tasks.lazy_workspaces import LLM_PURPOSE, LLM_SCHEMA, llm_messages
+
+    answer = ask(
+        server.JUDGE, llm_messages("Write totals.md.", {"sales.csv": b"a,b\n"}, ["totals.md"]), LLM_SCHEMA, LLM_PURPOSE
+    )
+    assert answer["files"] == [] and answer["final_message"]
