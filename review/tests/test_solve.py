@@ -361,8 +361,26 @@ def test_a_checker_change_without_an_endpoint_says_so(
 # --- the queue ------------------------------------------------------------------------------------------------
 
 
-def test_the_queue_shows_the_block_instead_of_no_issues(reviewer_client, candidate):
+@pytest.mark.parametrize(
+    "findings, reason",
+    [
+        (
+            {"lazy": 0.5, "paying": {"report_exists": 1.0}},
+            "a lazy agent earns 0.5 with this checker, above the tolerance 0",
+        ),
+        ({"crashed": True}, "the checker crashed in its sanity check"),
+        ({"solution": 0.5}, "unsolvable: the reference solution does not score 1"),
+    ],
+)
+def test_the_queue_shows_the_block_instead_of_no_issues(reviewer_client, candidate, findings, reason):
     add_diagnosis(candidate, [])
-    sanity(current(candidate), lazy=0.5, paying={"report_exists": 1.0})
-    page = text(reviewer_client.get(reverse("review:queue")))
-    assert 'data-testid="sanity-blocked"' in page and "No issues" not in page.split('data-testid="issues"')[1][:600]
+    sanity(current(candidate), **findings)
+    issues = text(reviewer_client.get(reverse("review:queue"))).split('data-testid="issues"')[1][:800]
+    assert 'data-testid="sanity-blocked"' in issues and reason in issues and "No issues" not in issues
+
+
+def test_the_queue_says_no_issues_when_nothing_blocks(reviewer_client, candidate):
+    add_diagnosis(candidate, [])
+    sanity(current(candidate))
+    issues = text(reviewer_client.get(reverse("review:queue"))).split('data-testid="issues"')[1][:800]
+    assert "No issues" in issues and "sanity-blocked" not in issues

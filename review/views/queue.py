@@ -10,7 +10,7 @@ from collections import defaultdict
 from django import forms
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.db.models import Count, Exists, F, OuterRef, Q
+from django.db.models import Count, Exists, F, OuterRef, Q, Subquery
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -175,21 +175,37 @@ def decorate(candidates: list) -> list:
         c.worst_severity = c.issue_counts[0][0] if c.issue_counts else None
         c.diagnosed = c.pk in latest
         c.diagnose_run = running.get(c.pk)
-        # "No issues" beside a checker that pays a lazy agent misleads: such a row says accepting is blocked, and why
-        # (from the row's own lazy score: no query a row).
-        lazy, tolerance = getattr(c, "lazy_score", None), c.benchmark.lazy_tolerance
-        c.sanity_block = None
-        if c.diagnosed and not c.issue_counts and lazy is not None and lazy > tolerance:
-            c.sanity_block = f"a lazy agent earns {lazy:g} with this checker, above the tolerance {tolerance:g}"
+        c.sanity_block = _sanity_block(c) if c.diagnosed and not c.issue_counts else None
         c.is_open = c.status in BenchmarkCandidate.OPEN
     return candidates
+
+
+def _sanity_block(c) -> str | None:
+    """Why the row's latest sanity report blocks accepting (from what _rows annotates: no query a row), or None.
+
+    "No issues" beside a checker that pays a lazy agent, crashes, or fails its own reference solution misleads: such
+    a row shows this instead."""
+    reasons = []
+    if getattr(c, "sanity_crashed", None):
+        reasons.append("the checker crashed in its sanity check")
+    lazy, tolerance = getattr(c, "lazy_score", None), c.benchmark.lazy_tolerance
+    if lazy is not None and lazy > tolerance:
+        reasons.append(f"a lazy agent earns {lazy:g} with this checker, above the tolerance {tolerance:g}")
+    if getattr(c, "sanity_solvable", None) is False:
+        reasons.append("unsolvable: the reference solution does not score 1")
+    return "; ".join(reasons) or None
 
 
 def _rows(candidates):
     """Only the columns the rows show, with everything they reach through in the same query; `lazy_score` is what a
     lazy agent earns with the checker of the task's current revision (None: never sanity-checked)."""
     lazy = SanityReport.latest_lazy_score(OuterRef("task__current_revision"))
-    rows = candidates.annotate(lazy_score=lazy).select_related("task__benchmark_category", "benchmark", "claimed_by")
+    latest = SanityReport.latest_for(OuterRef("task__current_revision"))
+    rows = candidates.annotate(
+        lazy_score=lazy,
+        sanity_crashed=Subquery(latest.values("crashed")[:1]),
+        sanity_solvable=Subquery(latest.values("solvable")[:1]),
+    ).select_related("task__benchmark_category", "benchmark", "claimed_by")
     return rows.only(
         "status",
         "strong_mean",
