@@ -1,7 +1,8 @@
 """The demo judge's diagnoses, asked with the real diagnosis prompt of real revisions (no HTTP): the demo
 generator's tasks get realistic issues with complete replacements (a lenient check on text outputs, a vague
 instruction where the checker wants JSON numbers), the same on every ask; the example tasks get none. A suggested
-checker really is stricter: run on a padded output it pays less than the original, and the solution still scores."""
+checker really is stricter: run on a padded output it pays less than the original, and the solution still scores; a
+reviewer marks the issue valid and applies its fix through the review services."""
 
 import json
 import subprocess
@@ -9,11 +10,15 @@ import sys
 
 import pytest
 
+from benchmarks.models import Benchmark
 from demo import server
-from demo.judge import NUMBERS_SENTENCE
+from demo.judge import LENIENT_LINE, NUMBERS_SENTENCE, STRICT_LINE
 from demo.kinds import KINDS
 from demo.tests.test_demo_answers import EXAMPLES, ask
-from review.diagnosis import DIAGNOSIS_SCHEMA, diagnosis_messages
+from llm.models import ModelEndpoint
+from review.diagnosis import DIAGNOSIS_SCHEMA, diagnosis_messages, store_diagnosis
+from review.models import BenchmarkCandidate, ReviewDecision
+from review.services import apply_suggested_fix, propose_candidates, record_verdicts
 from tasks.importing import import_path
 from tasks.models import Task
 from tasks.package import STANDARD_REWARD_SH, PackageFile, TaskPackage
@@ -76,3 +81,21 @@ def test_the_example_tasks_get_no_issue():
     for task in Task.objects.select_related("current_revision"):
         answer = diagnose(task.current_revision)
         assert answer["issues"] == [], (task.external_id, answer)
+
+
+def test_a_reviewer_marks_a_demo_issue_and_applies_its_fix(reviewer):
+    kind = next(k for k in KINDS if k.key == "low-stock")  # a text output: the lenient check
+    revision = kind_revision(kind)
+    benchmark = Benchmark.objects.create(name="demo-review")
+    propose_candidates(benchmark, [revision.task], user=None)
+    candidate = BenchmarkCandidate.objects.get(task=revision.task)
+    judge = ModelEndpoint.objects.create(name="demo-judge", base_url="http://127.0.0.1:9/v1", model=server.JUDGE)
+    diagnosis = store_diagnosis(candidate, revision, diagnose(revision), endpoint=judge)
+    [issue] = diagnosis.issues.all()
+    assert (issue.component, issue.path, issue.path_missing) == ("checker", "check.py", False)
+
+    record_verdicts(candidate, {str(issue.pk): ReviewDecision.Verdict.VALID}, user=reviewer)
+    fixed = apply_suggested_fix(issue, user=reviewer, base_revision=revision)
+    checker = fixed.revision.files.get(role="reward", path="check.py").blob.content.decode()
+    assert STRICT_LINE in checker and LENIENT_LINE not in checker
+    assert diagnose(fixed.revision)["issues"] == []  # the fixed checker is clean
