@@ -207,8 +207,10 @@ class StartRunForm(forms.Form):
         help_text="One key=value a line, e.g. lora.enabled=true, learning_rate=2e-5.",
     )
     cpu = forms.BooleanField(required=False, label="Train on CPU (tiny models)")
-    report_to = forms.ChoiceField(
+    report_to = forms.TypedChoiceField(
         choices=REPORT_TO_CHOICES,
+        required=False,
+        empty_value="none",  # a form posted without it (a script, an older page) reports to ClawGym only
         initial="none",
         label="Report to",
         help_text="TensorBoard too: event files under the run's folder, opened with the command on the run's page.",
@@ -266,8 +268,10 @@ class StartRLRunForm(forms.Form):
         help_text="One key=value a line, e.g. num_generations=4, max_steps=50.",
     )
     cpu = forms.BooleanField(required=False, label="Train on CPU (tiny models; the live policy server)")
-    report_to = forms.ChoiceField(
+    report_to = forms.TypedChoiceField(
         choices=REPORT_TO_CHOICES,
+        required=False,
+        empty_value="none",  # a form posted without it (a script, an older page) reports to ClawGym only
         initial="none",
         label="Report to",
         help_text="TensorBoard too: event files under the run's folder, opened with the command on the run's page.",
