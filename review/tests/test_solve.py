@@ -251,6 +251,16 @@ def test_save_all_refuses_a_checker_that_does_not_compile_and_saves_nothing(revi
     assert uneven.status_code == 400
 
 
+def test_a_single_save_of_a_checker_that_does_not_compile_is_refused_keeping_the_text(reviewer_client, claimed):
+    data = {"field": "reward", "path": "check.py", "content": "def f(:\n", "base_revision": 1}
+    refused = reviewer_client.post(url("candidate_edit", claimed), data, **HTMX)
+    assert "reward/check.py does not compile: line 1" in text(refused) and "def f(:" in text(refused)
+    assert current(claimed).number == 1
+    data = {"field": "input", "path": "broken.py", "content": "def f(:\n", "base_revision": 1, "action": "create"}
+    reviewer_client.post(url("candidate_edit", claimed), data, **HTMX)  # an input file may be broken on purpose
+    assert current(claimed).number == 2
+
+
 def test_the_syntax_check_names_the_line(reviewer_client, candidate):
     bad = reviewer_client.post(url("syntax", candidate), {"path": "reward/check.py", "content": "x = 1\nif x\n"}).json()
     assert bad["ok"] is False and bad["line"] == 2 and "expected ':'" in bad["message"]

@@ -39,7 +39,7 @@ from accounts.decorators import reviewer_required, viewer_required
 from accounts.roles import REVIEWER, has_role
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
-from review import rediagnosis, services
+from review import rediagnosis, services, solving
 from review.forms import DecisionForm
 from review.job_kinds import DIAGNOSE_JOB
 from review.models import BenchmarkCandidate, DiagnosisIssue, ReviewDecision
@@ -290,6 +290,11 @@ def candidate_edit(request, pk):
     data = form.cleaned_data
     field_name, file_path, action = data["field"], data["path"], data["action"]
     base = _get_base(candidate, data["base_revision"])
+    if field_name == "reward" and action != "delete" and isinstance(form.content_value, str):
+        problem = solving.check_syntax(file_path, form.content_value)
+        if problem:  # a checker that does not compile scores nothing: said here, as the editor says it as one types
+            refusal = services.ReviewError(f"reward/{file_path} does not compile: {problem}")
+            return _edit_refused(request, candidate, form, base, refusal)
     try:
         result = services.save_edit(
             candidate,
