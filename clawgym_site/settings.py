@@ -513,11 +513,11 @@ CLAWGYM_CHECKER_MEMORY_MB = env_int(
 CLAWGYM_CHECKER_MAX_OUTPUT_BYTES = env_int(
     "CLAWGYM_CHECKER_MAX_OUTPUT_BYTES", 1024 * 1024, help="Most output kept of a checker run."
 )
-# A checker scoring an untouched (initial) or placeholder-only (scaffold) workspace above this is over-lenient.
+# A checker scoring any lazy workspace (tasks.lazy_workspaces) above this is over-lenient.
 CLAWGYM_SANITY_TOLERANCE = env_float(
     "CLAWGYM_SANITY_TOLERANCE",
     0.0,
-    help="A checker paying a lazy agent (empty, untouched or scaffold workspace) more than this is over-lenient.",
+    help="A checker paying a lazy agent (on any of its lazy workspaces) more than this is over-lenient.",
 )
 # A sanity check's checker runs (empty, initial, scaffold, solution) run side by side, at most this many at once in
 # one worker: each may hold CLAWGYM_CHECKER_MEMORY_MB. Much of a sandboxed run is waiting on the kernel (mounting the
