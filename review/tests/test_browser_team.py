@@ -35,6 +35,8 @@ def test_second_review_is_routed_blind_and_a_lead_adjudicates(page, live_server)
     log_in(page, live_server, bob)
     page.goto(f"{live_server.url}{reverse('review:queue')}")
     page.locator("[data-testid=next-candidate]").wait_for()
+    settled(page)
+    page.locator("h1").click()  # focus on the page, not in a field: keys are shortcuts
     page.keyboard.press("n")  # Next: older (one decision, nobody holds it), not newer (cyd holds it)
     page.wait_for_url(f"{live_server.url}{reverse('review:candidate', args=[older.pk])}")
     note = page.locator("[data-testid=team-note]")
@@ -50,6 +52,10 @@ def test_second_review_is_routed_blind_and_a_lead_adjudicates(page, live_server)
     assert BenchmarkCandidate.objects.get(pk=older.pk).status == Status.AWAITING_ADJUDICATION
     page.reload()
     assert "ANN-SECRET-REASON" in page.content()  # bob has decided: the earlier decision shows now
+    settled(page)
+    page.locator("h1").first.click()
+    page.keyboard.press("n")  # Next from the candidate page: nothing is left for bob (cyd holds newer)
+    page.locator(".messages", has_text="Nothing left for you to review in team-bench").wait_for()
 
     page.context.clear_cookies()
     log_in(page, live_server, lee)
