@@ -6,6 +6,7 @@ it stands in for: the demo server fixture, the admin and the example tasks that 
 import tarfile
 
 import pytest
+from django.core.management import call_command
 
 from accounts.roles import ADMIN
 from accounts.testing import make_user
@@ -24,6 +25,7 @@ PAGE = DOCS / "tutorials" / "build-a-benchmark.md"
 def test_the_benchmark_tutorial_runs_to_its_end(live_server_asgi, demo_server, tmp_path):
     import_path(EXAMPLES)  # what `make run` loads
     make_user("admin", ADMIN)  # what `make run` creates
+    call_command("demo_models", "--setup")  # what `make demo` runs before serving
     walked = walk(
         PAGE,
         tmp_path,
@@ -32,14 +34,14 @@ def test_the_benchmark_tutorial_runs_to_its_end(live_server_asgi, demo_server, t
             "CLAWGYM_PROXY_PUBLIC_URL": live_server_asgi.url,
             "CLAWGYM": live_server_asgi.url,
         },
-        stand_ins={"make demo": "the demo_server fixture, an admin and the example tasks, as `make run` makes them"},
+        stand_ins={"make demo": "the demo_server fixture, an admin, the example tasks and the demo's setup"},
     )
 
     candidates = BenchmarkCandidate.objects.filter(benchmark__name="office-basics")
     assert candidates.count() == 6
     assert LLMDiagnosis.objects.filter(candidate__in=candidates).count() == 6
     assert set(candidates.values_list("status", flat=True)) == {BenchmarkCandidate.Status.ACCEPTED}, walked.stdout
-    [version] = BenchmarkVersion.objects.filter(benchmark__name="office-basics")
+    [version] = BenchmarkVersion.objects.filter(benchmark__name="office-basics")  # beside the demo's own
     assert version.number == 1 and version.revisions.count() == 6
 
     with tarfile.open(tmp_path / "var" / "office-basics.tar.gz") as archive:
