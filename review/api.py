@@ -139,6 +139,7 @@ class BenchmarkViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     @extend_schema(methods=["POST"], request=TeamSettingsSerializer, responses={200: TeamSettingsSerializer})
     @action(detail=True, methods=["get", "post"])
     def team(self, request, pk=None):
+        """The benchmark's reviewers, decisions needed and overlap share; admins set them with POST."""
         benchmark = self._named(pk)
         if request.method == "POST":
             data = validated(TeamSettingsSerializer, request.data)
@@ -153,11 +154,13 @@ class BenchmarkViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     @extend_schema(request=None, responses={200: OpenApiTypes.OBJECT})
     @action(detail=True, methods=["get"])
     def progress(self, request, pk=None):
+        """Candidates by state, category and reviewer, decisions per day, median claim-to-decision time, what is left."""
         return Response(team.progress(self._named(pk)))
 
     @extend_schema(request=None, responses={200: OpenApiTypes.OBJECT})
     @action(detail=True, methods=["get"])
     def agreement(self, request, pk=None):
+        """Cohen's kappa, Krippendorff's alpha and agreement with adjudications, each with n and a 95% interval."""
         return Response(benchmark_agreement(self._named(pk)))
 
     def _named(self, key: str) -> Benchmark:
@@ -358,6 +361,7 @@ class CandidateViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):
     @extend_schema(request=None, responses={200: TeamSideSerializer(many=True)})
     @action(detail=True, methods=["get"], pagination_class=None)
     def sides(self, request, pk=None):
+        """Each reviewer's independent decision, reason and issue verdicts (leads: to adjudicate)."""
         if not has_role(request.user, LEAD):
             return Response({"detail": f"seeing both sides needs the {LEAD} role"}, status=status.HTTP_403_FORBIDDEN)
         return Response(TeamSideSerializer(team.sides(self.get_object()), many=True).data)
@@ -365,6 +369,7 @@ class CandidateViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):
     @extend_schema(request=AdjudicateSerializer, responses={201: DecisionSerializer})
     @action(detail=True, methods=["post"])
     def adjudicate(self, request, pk=None):
+        """A lead accepts or rejects a candidate whose reviewers disagree, with a reason."""
         data = validated(AdjudicateSerializer, request.data)
         try:
             row = adjudication.adjudicate(self.get_object(), user=request.user, **data)
