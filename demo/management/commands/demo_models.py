@@ -38,7 +38,9 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=0, help="port to listen on (default 0: a free one)")
         parser.add_argument("--disable", action="store_true", help="disable the demo endpoints, serve nothing")
         parser.add_argument(
-            "--setup", action="store_true", help="make the demo benchmark and reviewers (needs an admin), serve nothing"
+            "--setup",
+            action="store_true",
+            help="set up the demo benchmark and reviewers (needs an admin), serve nothing",
         )
         parser.add_argument("--json", dest="as_json", action="store_true")
 
