@@ -110,17 +110,21 @@ def compare(benchmark: dict[int, _Row], held: dict[Holder, set[int]], versions: 
     similarity = _vectors(bench_rows) @ _vectors(train_rows).T
     limit = threshold()
     findings = []
-    for i, bench in enumerate(bench_rows):
-        for holder, revision_ids in held.items():
-            cols = [column[pk] for pk in revision_ids if pk in column]
-            if not cols:
-                continue
-            same = [train_rows[c] for c in cols if train_rows[c].content_hash == bench.content_hash]
-            if same:
-                match, kind, score = same[0], EXACT, 1.0
+    # Per holder, its columns once, and each benchmark row's best column among them in one numpy step: a pool of
+    # thousands of revisions and hundreds of holders is compared without a Python loop over every pair.
+    for holder, revision_ids in held.items():
+        cols = np.array(sorted(column[pk] for pk in revision_ids if pk in column), dtype=np.int64)
+        if not len(cols):
+            continue
+        hashes = {}
+        for c in cols:
+            hashes.setdefault(train_rows[c].content_hash, int(c))
+        best = cols[np.argmax(similarity[:, cols], axis=1)]
+        for i, bench in enumerate(bench_rows):
+            if bench.content_hash in hashes:
+                match, kind, score = train_rows[hashes[bench.content_hash]], EXACT, 1.0
             else:
-                best = max(cols, key=lambda c: similarity[i, c])
-                match, kind, score = train_rows[best], NEAR, float(similarity[i, best])
+                match, kind, score = train_rows[best[i]], NEAR, float(similarity[i, best[i]])
                 if score < limit:
                     continue
             findings.append(
