@@ -23,6 +23,16 @@ def set_text(page, editor, text: str) -> None:
     )
 
 
+def htmx_ready(page, selector: str) -> None:
+    """Wait until htmx has processed the element (or, for a button, its form): content it swapped in becomes live only
+    as it settles, and a click before that would submit the form the plain way."""
+    page.wait_for_function(
+        "s => { const e = document.querySelector(s); const t = e && (e.form || e);"
+        " return !!(t && t['htmx-internal-data'] && t['htmx-internal-data'].initHash); }",
+        arg=selector,
+    )
+
+
 def test_line_numbers_find_replace_and_a_syntax_error_blocks_save(page, live_server, benchmark, admin_user, reviewer):
     candidate = make_candidate(benchmark, "count-orders", admin_user)
     claim(candidate, user=reviewer)
@@ -90,6 +100,7 @@ def test_a_paying_check_opens_the_checker_at_its_line_and_two_editors_save_as_on
     unit.locator("[data-testid=check-source]").wait_for()
     assert "name the check count_written" in unit.inner_text()
     highlighted = unit.locator(".cm-check-line")
+    highlighted.wait_for()  # the editor takes over the textarea as the swapped unit settles
     assert highlighted.count() == 1 and "count_written" in highlighted.inner_text()
     assert unit.locator(".cm-editor").evaluate("e => e.getBoundingClientRect().top < window.innerHeight")
 

@@ -14,7 +14,7 @@ import pytest
 from lib.browser_testing import assert_no_reload, log_in, mark_document, screenshot, watch
 from review.models import ReviewDecision
 from review.tests.test_browser_candidate import blur, candidate_url, make_candidate
-from review.tests.test_browser_editor import set_text
+from review.tests.test_browser_editor import htmx_ready, set_text
 from sandbox.testing import require_bwrap
 from tasks.sanity import check_revision
 from tasks.services import revise_task
@@ -37,8 +37,11 @@ class Walk:
         self.loads += 1
         self.documents.append(self.page.url)
 
-    def act(self, locator_or_key, *, key: bool = False):
+    def act(self, locator_or_key, *, key: bool = False, live: str = ""):
+        """One action: a key, or a click on a locator (`live`: its CSS selector, to wait until htmx made it live)."""
         self.actions += 1
+        if live:
+            htmx_ready(self.page, live)
         if key:
             blur(self.page)
             self.page.keyboard.press(locator_or_key)
@@ -75,7 +78,10 @@ def test_a_lazy_paying_candidate_from_open_to_accept_without_leaving_the_page(
     page.wait_for_selector("[data-testid=claim-state] >> text=you")
 
     # 1. The paying check, on the sanity card, links to the line of the checker that sets it.
-    walk.act(page.locator("#sanity [data-testid=check-link]", has_text="reward/check.py:6"))
+    walk.act(
+        page.locator("#sanity [data-testid=check-link]", has_text="reward/check.py:6"),
+        live="#sanity [data-testid=check-link]",
+    )
     unit = page.locator(".unit[data-unit='reward:check.py']")
     unit.locator(".cm-check-line").wait_for()
     assert "count_written" in unit.locator(".cm-check-line").inner_text()
@@ -86,29 +92,30 @@ def test_a_lazy_paying_candidate_from_open_to_accept_without_leaving_the_page(
     fixed = unit.locator("textarea").input_value().replace('"count_written": count is not None, ', "")
     set_text(page, editor, fixed)
     walk.actions += 1  # the edit itself
-    walk.act(unit.locator("[data-testid=save]"))
+    walk.act(unit.locator("[data-testid=save]"), live=".unit[data-unit='reward:check.py'] [data-testid=save]")
     unit.locator("[data-testid=saved]").wait_for()
     walk.wait("[data-testid=history] >> text=sanity of r3")
 
     # 3. Solve it: the initial workspace plus the right count.txt; run the checker (g): full marks.
     solve = page.locator("#solve-card")
-    walk.act(solve.locator("[data-testid=solve-open]"))
+    walk.act(solve.locator("[data-testid=solve-open]"), live="[data-testid=solve-open]")
     page.wait_for_selector("#solve [data-testid=solve-notice]")
     walk.act(solve.locator("summary", has_text="Add a file"))
     solve.locator("[data-testid=solve-new-path]").fill("count.txt")
     solve.locator("textarea[name=content]").fill("3\n")
     walk.actions += 2  # typing the path and the content
+    htmx_ready(page, "#solve .solve-add form")
     walk.act(solve.locator("button", has_text="Add to the workspace"))
     page.wait_for_selector("#solve [data-testid=solve-notice] >> text=Added count.txt")
-    walk.act("g", key=True)
+    walk.act("g", key=True, live="[data-testid=solve-run]")
     walk.wait("#solve [data-testid=solve-score] >> text=Score 1.00")
 
     # 4. Save it as the reference solution (r4, its sanity check runs), then accept with `a`.
-    walk.act(solve.locator("[data-testid=solve-save]"))
+    walk.act(solve.locator("[data-testid=solve-save]"), live="[data-testid=solve-save]")
     page.wait_for_selector("[data-testid=current-revision] >> text=r4")
     walk.wait("[data-testid=accept-state] >> text=ready to accept")
     screenshot(page, "walk-ready")
-    walk.act("a", key=True)
+    walk.act("a", key=True, live="[data-key=a]")
     page.wait_for_selector("[data-testid=outcome]")
     assert page.inner_text("[data-testid=candidate-status]") == "Accepted"
     screenshot(page, "walk-accepted")

@@ -9,7 +9,7 @@ from jobs.models import JobRun
 from lib.browser_testing import assert_no_reload, log_in, mark_document, screenshot, watch
 from review.services import claim
 from review.tests.test_browser_candidate import STRICT_CHECK, blur, candidate_url, make_candidate
-from review.tests.test_browser_editor import set_text
+from review.tests.test_browser_editor import htmx_ready, set_text
 from sandbox.testing import require_bwrap
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("taxonomy")]
@@ -28,6 +28,7 @@ def test_open_edit_run_see_the_checks_and_save_as_the_solution(
     mark_document(page)
 
     solve = page.locator("#solve-card")
+    htmx_ready(page, "[data-testid=solve-open]")
     solve.locator("[data-testid=solve-open]").click()
     page.wait_for_selector("#solve [data-testid=solve-notice] >> text=Opened the initial workspace of r1: 1 files.")
     assert "Not yet: run the checker on the workspace first." in solve.inner_text()
@@ -36,8 +37,10 @@ def test_open_edit_run_see_the_checks_and_save_as_the_solution(
     solve.locator("summary", has_text="Add a file").click()
     solve.locator("[data-testid=solve-new-path]").fill("count.txt")
     solve.locator("textarea[name=content]").fill("2\n")
+    htmx_ready(page, "#solve .solve-add form")
     solve.locator("button", has_text="Add to the workspace").click()
     page.wait_for_selector("#solve [data-testid=solve-notice] >> text=Added count.txt to your workspace.")
+    htmx_ready(page, "[data-testid=solve-run]")
     blur(page)
     page.keyboard.press("g")
     page.wait_for_selector("#solve [data-testid=solve-score]", timeout=90_000)
@@ -50,16 +53,20 @@ def test_open_edit_run_see_the_checks_and_save_as_the_solution(
     screenshot(page, "solve-scored-0")
 
     # Fix it in the editor, run again: full marks; save it as the reference solution.
+    htmx_ready(page, "#solve [data-testid=solve-file]")
     solve.locator("[data-testid=solve-file]", has_text="count.txt").click()
     editor = page.locator("#solve-editor [data-testid=code-editor]")
     editor.wait_for()
     set_text(page, editor, "3")  # the task's own solution holds "3\n": this one differs, so it is a change
+    htmx_ready(page, "#solve-editor [data-testid=solve-file-save]")
     page.click("#solve-editor [data-testid=solve-file-save]")
     page.wait_for_selector("#solve-editor [data-testid=solve-file-saved]")
     page.wait_for_selector("#solve [data-testid=solve-save-why] >> text=the workspace changed since its last run")
+    htmx_ready(page, "[data-testid=solve-run]")
     solve.locator("[data-testid=solve-run]").click()
     page.wait_for_selector("#solve [data-testid=solve-score] >> text=Score 1.00", timeout=90_000)
     assert "full marks" in solve.locator("[data-testid=solve-result]").inner_text()
+    htmx_ready(page, "[data-testid=solve-save]")
     solve.locator("[data-testid=solve-save]").click()
     page.wait_for_selector("#saved >> text=What r2 changed")
     page.wait_for_selector("[data-testid=current-revision] >> text=r2")
