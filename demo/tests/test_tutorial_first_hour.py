@@ -5,6 +5,7 @@ the demo's setup (the frozen benchmark "demo" and its reviewers) that `make demo
 
 import pytest
 from django.core.management import call_command
+from django.urls import reverse
 
 from accounts.roles import ADMIN
 from accounts.testing import make_user
@@ -15,6 +16,7 @@ from evaluation.models import EvalRun
 from evaluation.services.runs import run_json
 from jobs.testing import database_url
 from lib.docs_testing import DOCS, walk
+from lib.testing import signed_in_client
 from review.models import BenchmarkCandidate, DiagnosisIssue, PlantedFlaw
 from synthesis.models import SynthesisBatch
 from tasks.importing import import_path
@@ -27,7 +29,7 @@ PAGE = DOCS / "tutorials" / "first-hour.md"
 
 def test_the_first_hour_tutorial_runs_to_its_end(live_server_asgi, demo_server, tmp_path):
     import_path(EXAMPLES)  # what `make run` loads
-    make_user("admin", ADMIN)  # what `make run` creates
+    admin = make_user("admin", ADMIN)  # what `make run` creates
     call_command("demo_models", "--setup")  # what `make demo` runs before serving
     walked = walk(
         PAGE,
@@ -55,6 +57,13 @@ def test_the_first_hour_tutorial_runs_to_its_end(live_server_asgi, demo_server, 
     assert {good.benchmark_version_id, weak.benchmark_version_id} == {version.pk}
     assert f"{version}: 2 model(s) with a complete run" in walked.stdout
     assert len(figures["demo-agent-good"]["categories"]) == 6, figures["demo-agent-good"]
+    # What the first hour comes for, in the browser's pages: scores by category and the leaderboard.
+    pages = signed_in_client(admin)
+    dashboard = pages.get(reverse("dashboard")).content.decode()
+    assert "No frozen benchmark version yet" not in dashboard
+    assert f"The latest complete run of each model on {version}" in dashboard
+    board = pages.get(reverse("evaluations:leaderboard")).content.decode()
+    assert "demo-agent-good" in board and "demo-agent-weak" in board
 
     # The kept drafts were proposed and diagnosed; the demo judge found issues with fixes in some of them.
     drafts = BenchmarkCandidate.objects.filter(benchmark__name=DEMO_BENCHMARK, task__source="persona", plant=None)
