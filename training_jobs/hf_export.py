@@ -2,7 +2,9 @@
 
 Two configurations, each with the dataset's `train` and `validation` splits (a split with no samples is an empty file,
 so both always load):
-- `messages` (the default): `task_id`, `reward`, `messages` and `tools`, one row per sample in order. Messages are
+- `messages` (the default): `task_id`, `reward`, `tokens` and `assistant_spans` as the dataset stores them (counted
+  with its tokenizer when it has one: [start, end) of each run of trained tokens; else the usage estimate and no
+  spans), `messages` and `tools`, one row per sample in order. Messages are
   normalised as the other exports write them (training_jobs.masks.chat_messages); a message's keys it lacks are null,
   since Parquet holds one schema a column. A tool call's `arguments` is JSON text, as the OpenAI API sends it, and
   `tools` (JSON schemas of any shape) is JSON text too.
@@ -48,7 +50,14 @@ MESSAGE = pa.struct(
     ]
 )
 MESSAGES_SCHEMA = pa.schema(
-    [("task_id", pa.string()), ("reward", pa.float64()), ("messages", pa.list_(MESSAGE)), ("tools", pa.string())]
+    [
+        ("task_id", pa.string()),
+        ("reward", pa.float64()),
+        ("tokens", pa.int32()),
+        ("assistant_spans", pa.list_(pa.list_(pa.int32()))),
+        ("messages", pa.list_(MESSAGE)),
+        ("tools", pa.string()),
+    ]
 )
 TOKENIZED_SCHEMA = pa.schema(
     [
@@ -101,23 +110,25 @@ def _message(message: dict) -> dict:
 
 def _samples(dataset: TrainingDataset, split: str):
     rows = dataset.samples.filter(split=split).order_by("position")
-    fields = ("task_external_id", "reward", "trajectory__messages", "trajectory__tools")
+    fields = ("task_external_id", "reward", "trajectory__messages", "trajectory__tools", "tokens", "assistant_spans")
     yield from rows.values_list(*fields).iterator(chunk_size=200)
 
 
 def message_rows(dataset: TrainingDataset, split: str):
     """The `messages` configuration's rows of one split, in order."""
-    for task_id, reward, messages, tools in _samples(dataset, split):
+    for task_id, reward, messages, tools, tokens, spans in _samples(dataset, split):
         yield {
             "task_id": task_id,
             "reward": reward,
+            "tokens": tokens,
+            "assistant_spans": [list(span) for span in spans or []],
             "messages": [_message(m) for m in chat_messages(messages)],
             "tools": json.dumps(tools or [], ensure_ascii=False),
         }
 
 
 def tokenized_rows(dataset: TrainingDataset, split: str, tokenizer, max_length: int | None = None):
-    for _, _, messages, tools in _samples(dataset, split):
+    for _, _, messages, tools, _, _ in _samples(dataset, split):
         sample = tokenize_sample({"messages": messages, "tools": tools or []}, tokenizer, max_length)
         masks = sample["assistant_masks"]
         labels = [token if mask else IGNORE_INDEX for token, mask in zip(sample["input_ids"], masks, strict=True)]

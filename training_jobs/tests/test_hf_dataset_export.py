@@ -50,6 +50,7 @@ def test_messages_configuration_loads_back_row_by_row(dataset, tmp_path):
             assert [as_exported(m) for m in row["messages"]] == sample["messages"]
             assert json.loads(row["tools"]) == sample["tools"]
             assert (row["task_id"], row["reward"]) == (record.task_external_id, record.reward)
+            assert (row["tokens"], row["assistant_spans"]) == (record.tokens, record.assistant_spans)
     calls = [m for row in load(tmp_path / "hf", "messages", "train") for m in row["messages"] if m["tool_calls"]]
     assert calls, "the corpus has tool calls: their arguments must come through"
 
