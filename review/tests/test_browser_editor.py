@@ -1,12 +1,13 @@
 """The code editor of the candidate page in a real browser (Debian's chromium through Playwright, a live server):
 CodeMirror with line numbers and find and replace over each editor, Python's syntax checked as one types (the
 error's line shown, Save disabled until it is fixed), a check's name opening the checker at its lines, and
-several editors saved as one revision."""
+several editors saved as one revision, and `d` diagnosing the candidate again."""
 
 import pytest
 
 from jobs.models import JobRun
 from lib.browser_testing import assert_no_reload, log_in, mark_document, screenshot, watch
+from llm.models import ModelEndpoint
 from review.services import claim
 from review.tests.helpers import sanity
 from review.tests.test_browser_candidate import candidate_url, make_candidate
@@ -122,3 +123,19 @@ def test_a_paying_check_opens_the_checker_at_its_line_and_two_editors_save_as_on
     assert JobRun.objects.filter(kind="tasks.sanity_check", params__revision_id=r2.pk).count() == 1
     assert_no_reload(page)
     screenshot(page, "editor-save-all")
+
+
+def test_d_diagnoses_the_candidate_again(page, live_server, benchmark, admin_user, reviewer):
+    candidate = make_candidate(benchmark, "count-orders", admin_user)
+    ModelEndpoint.objects.create(
+        name="diag", base_url="http://127.0.0.1:9/v1", model="m", roles=["diagnosis"], enabled=True
+    )
+    log_in(page, live_server, reviewer)
+    page.goto(candidate_url(live_server, candidate))
+    mark_document(page)
+    htmx_ready(page, "[data-testid=rediagnose]")
+    page.evaluate("document.activeElement && document.activeElement.blur()")
+    page.keyboard.press("d")
+    page.wait_for_selector("#diagnosis-job .job-progress")
+    assert JobRun.objects.get(kind="review.diagnose").params == {"candidate_id": candidate.pk}
+    assert_no_reload(page)
