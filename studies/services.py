@@ -18,6 +18,7 @@ import jobs
 from accounts.roles import ADMIN, has_role
 from evaluation.models import EvalRun
 from evaluation.services.runs import EvalRunError, cancel_eval_run, compare_runs, run_here
+from jobs.engine import JobEngineError
 from jobs.models import JobRun
 from jobs.services import cancel_job
 
@@ -67,9 +68,15 @@ def start_study(*, kind: str, params: dict, user, name: str = "", queue: bool = 
     study = create_study(kind=kind, params=params, user=user, name=name)
     if not queue:
         return study
-    jobs.enqueue(
-        ADVANCE_JOB, created_by=user if user is not None and user.is_authenticated else None, study_id=study.pk
-    )
+    try:
+        jobs.enqueue(
+            ADVANCE_JOB, created_by=user if user is not None and user.is_authenticated else None, study_id=study.pk
+        )
+    except JobEngineError as exc:  # nothing was started: the study says so rather than waiting for the periodic step
+        Study.objects.filter(pk=study.pk).update(
+            status=Study.Status.CANCELLED, finished_at=timezone.now(), error=f"the job engine did not take it: {exc}"
+        )
+        raise
     return study
 
 

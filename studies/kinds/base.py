@@ -62,13 +62,14 @@ def mark(cell: StudyCell, status: str, **links) -> None:
 
 def evaluate(study: Study, cell: StudyCell, *, user, here: bool, name: str, **settings_) -> EvalRun | None:
     """Start the cell's evaluation run (fresh: a study's runs are its own, never an earlier run resumed) with this
-    study's advance job as its on_finish hook; with `here`, only created (the command's process runs it). None, and
-    the cell failed, when the run cannot be started."""
+    study's advance job as its on_finish hook; with `here`, only created, without the hook (the command's process
+    runs it and advances the study itself: no job is queued that no worker may take). None, and the cell failed,
+    when the run cannot be started."""
     hook = {"on_finish": ADVANCE_JOB, "on_finish_params": {"study_id": study.pk}}
     try:
         with transaction.atomic():
             if here:
-                run, _ = create_eval_run(user=user, inline=True, fresh=True, name=name, **hook, **settings_)
+                run, _ = create_eval_run(user=user, inline=True, fresh=True, name=name, **settings_)
             else:
                 run, _ = start_eval_run(user=user, fresh=True, name=name, **hook, **settings_)
             mark(cell, StudyCell.Status.RUNNING, eval_run=run)

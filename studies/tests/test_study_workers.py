@@ -51,6 +51,7 @@ def test_the_command_waits_for_a_stability_study_run_by_the_workers(study_worker
     assert report["status"] == "complete", f"{report}\n{err.getvalue()}\n{study_worker.log_tail()}"
     runs = [EvalRun.objects.get(pk=row["eval_run"]) for row in report["cells"]]
     assert [r.status for r in runs] == ["complete", "complete"] and not any(r.inline for r in runs)
+    assert all(r.on_finish == "studies.advance" and r.on_finish_params == {"study_id": report["study"]} for r in runs)
     # All four tasks (subset 0): strong solves three of them (1.0) and not eval-d (0.75).
     assert [row["mean"] for row in report["cells"]] == [0.9375, 0.9375]
     assert report["best"]["label"] == "run 1" and report["comparisons"][0]["mean_difference"] == 0.0
