@@ -118,3 +118,28 @@ def test_command_writes_the_folder_and_refuses_what_it_cannot(dataset, tmp_path)
     dataset.save()
     with pytest.raises(CommandError, match="not ready"):
         call_command("export_dataset", str(dataset.pk), str(tmp_path / "z"), "--format", "hf")
+
+
+def test_a_dataset_counted_with_a_tokenizer_exports_both_configurations_that_agree(tiny_model_path, tmp_path):
+    from training_jobs.services.datasets import build_dataset
+    from training_jobs.tests.datakit import make_corpus
+
+    corpus = make_corpus()
+    selection = {"eval_runs": [corpus.run.pk], "groups": [corpus.group]}
+    dataset = build_dataset(selection=selection, name="counted", user=None, tokenizer_path=tiny_model_path)
+    result = hf_export.export_dataset_hf(dataset, tmp_path / "hf")  # the dataset's own tokenizer
+    assert {s.config for s in result.splits} == {"messages", "tokenized"}
+    messages = list(load(tmp_path / "hf", "messages", "train"))
+    tokenized = list(load(tmp_path / "hf", "tokenized", "train"))
+    assert len(messages) == len(tokenized) > 0
+    for stored, row in zip(messages, tokenized, strict=True):
+        runs, start = [], None
+        for i, mask in enumerate([*row["assistant_masks"], 0]):
+            if mask and start is None:
+                start = i
+            elif not mask and start is not None:
+                runs.append([start, i])
+                start = None
+        # What the dataset stored when it was built is what the export's masks say.
+        assert stored["tokens"] == row["length"] and stored["assistant_spans"] == runs
+    assert hf_dataset.read_card(tmp_path / "hf")["clawgym"]["tokenizer_sha256"] == dataset.tokenizer_sha256
