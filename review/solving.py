@@ -118,7 +118,7 @@ class _Locked:
         self.root = root
 
     def __enter__(self):
-        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.root.parent.mkdir(parents=True, exist_ok=True, mode=0o700)  # the workspace itself: only opening makes it
         self.fd = os.open(self.root.parent / f"{self.root.name}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         fcntl.flock(self.fd, fcntl.LOCK_EX)
         return self
