@@ -81,8 +81,14 @@ class LazyPlan:
     workspaces: dict[str, dict[str, bytes]] = field(default_factory=dict)
     messages: dict[str, str] = field(default_factory=dict)
     not_run: dict[str, str] = field(default_factory=dict)
+    solved: dict[str, bytes] | None = None  # the reference solution's workspace, when the task has one
 
     def add(self, name: str, files: dict[str, bytes], message: str = "", *, base: bool = False) -> None:
+        if not base and self.solved is not None and files == self.solved:
+            # Copying the input to the output is the whole task of a copy task: the move did the work, not a lazy
+            # agent's dodge, and a checker paying it is right.
+            self.not_run[name] = "the reference solution's own workspace: that move is the task's work"
+            return
         if not base:
             same = next(
                 (
@@ -107,13 +113,15 @@ def plan(
     header: Callable[[str], str],
     *,
     llm: tuple[dict[str, bytes] | None, str, str] = (None, "", ""),
+    solved: dict[str, bytes] | None = None,
 ) -> LazyPlan:
     """Every lazy workspace of a revision: the base three, then the moves (see the module docstring).
 
     `scaffold` is the scaffold workspace (sanity.SanityMaterial builds it), `header(path)` the CSV header for an
-    output path, `llm` the model-written workspace, its final message, and why there is none (when it is None).
+    output path, `llm` the model-written workspace, its final message, and why there is none (when it is None),
+    `solved` the reference solution's workspace: a move that ends there did the task, and is not run as lazy.
     """
-    lazy = LazyPlan()
+    lazy = LazyPlan(solved=solved)
     lazy.add("empty", {}, base=True)
     lazy.add("initial", dict(inputs), base=True)
     lazy.add("scaffold", scaffold, base=True)

@@ -194,6 +194,7 @@ class SanityMaterial:
             scaffold,
             lambda path: _csv_header(path, self.checker.instruction, self.inputs),
             llm=self.llm_lazy,
+            solved={**self.inputs, **self.solution} if self.solution else None,
         )
 
     def workspaces(self, lazy: lazy_workspaces.LazyPlan | None = None) -> dict[str, dict[str, bytes]]:

@@ -106,6 +106,18 @@ def test_stubs_of_every_named_output_and_a_count_of_zero():
     assert nothing_named.not_run["stubs"] == "the instruction names no output file"
 
 
+def test_a_move_that_does_the_task_is_not_a_lazy_one():
+    # A copy task: copying the input to the output named is its solution, so a checker paying that is right.
+    inputs = {"notes.txt": b"buy milk\n"}
+    solved = {**inputs, "backup/notes.txt": b"buy milk\n"}
+    scaffold = {**inputs, "backup/notes.txt": b"0\n"}
+    lazy = plan(inputs, ["backup/notes.txt"], scaffold, lambda path: "", solved=solved)
+    assert "inputs_copied" not in lazy.workspaces
+    assert lazy.not_run["inputs_copied"] == "the reference solution's own workspace: that move is the task's work"
+    # Without a solution to compare with, the move runs.
+    assert "inputs_copied" in plan(inputs, ["backup/notes.txt"], scaffold, lambda path: "").workspaces
+
+
 def test_deleted_inputs_and_header_only_stubs_earn_full_marks_and_the_report_says_where(db, bwrap):
     task = make_task("late-orders", SELF_CONSISTENT_CHECK, solution=SOLUTION)
     report = check_revision(task.current_revision, backend=bwrap)
