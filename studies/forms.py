@@ -28,6 +28,7 @@ class StudyForm(forms.Form):
         required=False, help_text="reward_threshold, synthesis_routes: evaluation run ids whose rollouts make the data"
     )
     routes = forms.CharField(required=False, help_text="synthesis_routes: persona,skill,both")
+    batches = forms.CharField(required=False, help_text="synthesis_routes: synthesis batch ids (instead of runs)")
     base_model = forms.CharField(required=False, help_text="reward_threshold, synthesis_routes: the base model's name")
 
     def params(self) -> dict:
@@ -39,7 +40,7 @@ class StudyForm(forms.Form):
         for key in ("runs", "subset", "seed", "training_run"):
             if data[key] is not None:
                 params[key] = data[key]
-        for key in ("values", "routes", "base_model"):
+        for key in ("values", "routes", "batches", "base_model"):
             if data[key]:
                 params[key] = data[key]
         if data["eval_runs"]:

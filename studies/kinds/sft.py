@@ -1,5 +1,7 @@
 """The kinds whose cells each make a dataset, train on it and evaluate the result: reward_threshold (one dataset a
-minimum reward, from the same evaluation runs) and synthesis_routes (persona-driven tasks, skill-grounded tasks, both).
+minimum reward, from the same evaluation runs) and synthesis_routes (persona-driven tasks, skill-grounded tasks,
+both: the rollouts whose task came from that route, of the given evaluation runs or of the runs that rolled out the
+given synthesis batches' kept tasks).
 
 A cell's steps, each started once, each looked at again on the next advance:
 1. the dataset, built in the advance job itself (training_jobs.services.datasets.build_dataset); an empty or failed
@@ -11,7 +13,8 @@ A cell's steps, each started once, each looked at again on the next advance:
 from __future__ import annotations
 
 from benchmarks.models import BenchmarkVersion
-from evaluation.models import EvalRun
+from evaluation.models import EvalRun, Rollout
+from tasks.models import TaskRevision
 from training_jobs.kinds import TrainingRunError
 from training_jobs.models import BaseModel, TrainingDataset, TrainingRun
 from training_jobs.services.datasets import DatasetError, build_dataset, empty_reason
@@ -171,11 +174,39 @@ class SynthesisRoutes(SftCells):
             raise StudyError(f"min_reward must be a number in [0, 1], got {min_reward!r}") from None
         if not 0.0 <= min_reward <= 1.0:
             raise StudyError(f"min_reward must be a number in [0, 1], got {min_reward:g}")
+        routes = [r for r in ROUTES if r in routes]
+        batches, revisions = self._batches(params.get("batches"), routes)
+        if batches and not params.get("eval_runs"):
+            # The evaluation runs that rolled out the batches' kept tasks.
+            runs = Rollout.objects.filter(revision__task__in=revisions.values("task"), eval_run__isnull=False)
+            params = {**params, "eval_runs": sorted(set(runs.values_list("eval_run", flat=True)))}
+            if not params["eval_runs"]:
+                raise StudyError("no evaluation run has rolled out a task the batches kept: evaluate them first")
         return {
-            "routes": [r for r in ROUTES if r in routes],
+            "routes": routes,
             "min_reward": min_reward,
+            "batches": batches,
             **self.training_params(params, user=user),
         }
+
+    def _batches(self, value, routes: list[str]):
+        """The synthesis batches asked for (ids) and their kept tasks' revisions (found by the provenance the catalog
+        stage writes: metadata["synthesis"]["batch"]), each route asked having tasks of its own among them."""
+        if not value:
+            return [], TaskRevision.objects.none()
+        if isinstance(value, (str, int)):
+            value = [v for v in str(value).split(",") if v.strip()]
+        ids = sorted({params_.an_id(v, "batches") for v in value})
+        revisions = TaskRevision.objects.filter(metadata__synthesis__batch__in=ids)
+        found = {r.metadata["synthesis"]["batch"] for r in revisions.only("metadata")}
+        missing = sorted(set(ids) - found)
+        if missing:
+            raise StudyError(f"no kept task of synthesis batch {', '.join(f'#{pk}' for pk in missing)}")
+        have = set(revisions.values_list("task__source", flat=True))
+        lacking = [r for r in routes if not set(ROUTES[r]) <= have]
+        if lacking:
+            raise StudyError(f"route(s) {', '.join(lacking)} need kept tasks of each of their routes in the batches")
+        return ids, revisions
 
     def cells(self, params: dict) -> list[dict]:
         return [{"route": route} for route in params["routes"]]

@@ -9,8 +9,10 @@ import pytest
 from evaluation.tests.evalkit import TASKS, make_tasks
 from evaluation.tests.helpers import endpoint, finished_run, freeze
 from jobs.models import JobRun
+from studies.kinds import StudyError
 from studies.models import Study, StudyCell
 from studies.services import advance_study, create_study, study_json
+from tasks.models import TaskRevision
 from training_jobs.job_kinds import EVALUATE_JOB
 from training_jobs.models import BaseModel, Checkpoint, CheckpointEvaluation, TrainingRun
 from training_jobs.tests.datakit import make_corpus
@@ -107,3 +109,23 @@ def test_an_empty_dataset_fails_its_cell_with_the_reason(tiny_path):
     assert cell.dataset.selection == {"eval_runs": [corpus.run.pk], "sources": ["skill"]}
     assert cell.status == StudyCell.Status.FAILED and f"dataset #{cell.dataset_id} is empty" in cell.error
     assert study.status == Study.Status.INCOMPLETE and study_json(study)["best"] is None
+
+
+def test_synthesis_routes_find_the_runs_of_the_batches_kept_tasks(tiny_path):
+    corpus = make_corpus()
+    version = freeze(make_tasks().values())
+    BaseModel.objects.create(name="tiny", path=tiny_path)
+    # What the catalog stage writes of a kept task: the batch it came from (its route is the task's source).
+    for task in ("sales-a", "sales-b"):  # persona tasks the corpus's run rolled out
+        TaskRevision.objects.filter(pk=corpus.revisions[task].pk).update(metadata={"synthesis": {"batch": 7}})
+    ask = {"batches": "7", "base_model": "tiny", "benchmark_version": version.pk}
+    with pytest.raises(StudyError, match="route.s. skill, both need kept tasks of each of their routes"):
+        create_study(kind="synthesis_routes", params=ask, user=None)
+    study = create_study(kind="synthesis_routes", params={**ask, "routes": "persona"}, user=None)
+    assert study.params["eval_runs"] == [corpus.run.pk] and study.params["batches"] == [7]
+    study = advance_study(study.pk)
+    cell = study.cells.get()
+    assert cell.dataset.selection == {"eval_runs": [corpus.run.pk], "sources": ["persona"]}
+    assert cell.dataset.samples.count() == 3 and cell.status == StudyCell.Status.RUNNING  # good, half, long
+    with pytest.raises(StudyError, match="no kept task of synthesis batch #999"):
+        create_study(kind="synthesis_routes", params={**ask, "batches": [999]}, user=None)

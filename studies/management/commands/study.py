@@ -5,7 +5,7 @@ python manage.py study start --kind stability --benchmark NAME [--version N] --e
 python manage.py study start --kind training_exposure --training-run RUN --benchmark NAME [--version N] [--json]
 python manage.py study start --kind reward_threshold --values 0.5,0.75,1.0 --runs R1,R2 --base-model M
     --benchmark NAME [--version N] [--preset P] [--overrides JSON] [--gpu] [--json]
-python manage.py study start --kind synthesis_routes --runs R1,R2 [--routes persona,skill,both] [--min-reward X]
+python manage.py study start --kind synthesis_routes --runs R1,R2 | --batches B1,B2 [--routes persona,skill,both] [--min-reward X]
     --base-model M --benchmark NAME [--json]
 python manage.py study show STUDY [--json]"""
 
@@ -54,6 +54,9 @@ class Command(BaseCommand):
         parser.add_argument("--harness", help="the agent harness of the evaluation runs (the default harness)")
         parser.add_argument("--training-run", type=int, help="training_exposure: the training run")
         parser.add_argument("--values", help="reward_threshold: the minimum rewards, comma-separated")
+        parser.add_argument(
+            "--batches", help="synthesis_routes: synthesis batch ids; their kept tasks' runs make the data (no --runs)"
+        )
         parser.add_argument("--routes", help="synthesis_routes: persona, skill, both (all three unless given)")
         parser.add_argument("--min-reward", type=float, help="synthesis_routes: the datasets' minimum reward (0.5)")
         parser.add_argument("--base-model", help="reward_threshold, synthesis_routes: the base model trained")
@@ -137,6 +140,8 @@ class Command(BaseCommand):
             else:
                 if flags["routes"]:
                     params["routes"] = flags["routes"]
+                if flags["batches"]:
+                    params["batches"] = flags["batches"]
                 if flags["min_reward"] is not None:
                     params["min_reward"] = flags["min_reward"]
         return params
