@@ -55,7 +55,7 @@ from django.test.utils import setup_databases, setup_test_environment, teardown_
 
 from sandbox import ProcessBackend  # noqa: E402
 from sandbox.runtime import runtime_root  # noqa: E402
-from tasks.tests.clawgym_shapes import AVERAGING_REWARD_SH  # noqa: E402
+from tasks.testing import AVERAGING_REWARD_SH  # noqa: E402
 
 CATEGORIES = [
     "office-documents",

@@ -14,7 +14,7 @@ from evaluation.testing import needs_bwrap
 from llm.testing import Reply
 from tasks.package import PackageFile, TaskPackage
 from tasks.services import save_package
-from tasks.tests.clawgym_shapes import (
+from tasks.testing import (
     AVERAGING_REWARD_SH,
     PLANIFY_CHECK_PY,
     PLANIFY_FIXED,

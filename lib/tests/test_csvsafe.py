@@ -53,7 +53,7 @@ WRITERS = {"writer", "DictWriter"}
 
 def test_no_app_writes_csv_but_through_csvsafe():
     """A new CSV export must not bring back formulas: the csv module's writers are used in csvsafe alone."""
-    # Read as code (ast), so a checker or an agent's script held in a string (tasks.tests.clawgym_shapes) is not code here.
+    # Read as code (ast), so a checker or an agent's script held in a string (tasks.testing) is not code here.
     found = []
     for app in APPS:
         for path in (settings.BASE_DIR / app).rglob("*.py"):

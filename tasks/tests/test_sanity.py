@@ -16,7 +16,7 @@ from tasks.models import SanityReport, Task
 from tasks.package import PackageFile, TaskPackage
 from tasks.sanity import SanityMaterial, SanityUnavailable, check_revision, evaluate, output_paths, placeholder
 from tasks.services import save_package
-from tasks.tests.clawgym_shapes import (
+from tasks.testing import (
     AVERAGING_REWARD_SH,
     LENIENT_JSONL_CHECK_PY,
     LENIENT_JSONL_INSTRUCTION,
