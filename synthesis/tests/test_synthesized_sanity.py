@@ -18,7 +18,10 @@ from tasks.sanity import SanityMaterial, check_revision, evaluate, material_dige
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("bwrap")]
 
 
-def test_a_kept_task_carries_the_verify_stages_sanity_report(viewer_client, scripted_upstream):
+def test_a_kept_task_carries_the_verify_stages_sanity_report(viewer_client, scripted_upstream, settings):
+    # The verify stage checks a draft, with no judge-written lazy workspace (that needs the stored revision): the
+    # re-check below is compared with it like for like.
+    settings.CLAWGYM_SANITY_LLM_LAZY = False
     generator, judge = make_endpoints(scripted_upstream)
     scripted_upstream.responder = ScriptedPipeline(["lenient"])  # round 1 over-lenient, round 2 sane
     batch = run_here(
