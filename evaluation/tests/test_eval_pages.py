@@ -286,7 +286,8 @@ def test_a_running_run_page_polls_itself_and_stops_once_finished(world, viewer_c
     runs.recompute_run(run)
     runs.rollout_changed(run.rollouts.first().pk)
     partial = text(viewer_client.get(url("detail", run.pk), **HTMX))
-    assert partial.startswith('<div id="run-live" data-status="complete">') and "every 2s" not in partial
+    finished = f'<div id="run-live" data-status="complete" data-finished="run-{run.pk}">'  # static/js/started.js
+    assert partial.startswith(finished) and "every 2s" not in partial
 
 
 # --- actions -------------------------------------------------------------------------------------------------------

@@ -68,7 +68,8 @@ def test_each_poll_after_a_rollout_finishes_shows_the_exact_figures(running, vie
         assert shown == exact(running)
         assert shown["repeat_means"] != before["repeat_means"]
     partial = text(viewer_client.get(url("detail", running.pk), **HTMX))
-    assert partial.startswith('<div id="run-live" data-status="complete">')  # the last one finished the run
+    # The last one finished the run.
+    assert partial.startswith(f'<div id="run-live" data-status="complete" data-finished="run-{running.pk}">')
 
 
 def test_a_slow_running_run_reuses_its_figures_for_a_while(running, viewer_client, monkeypatch):
