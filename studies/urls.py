@@ -7,4 +7,5 @@ urlpatterns = [
     path("", views.study_list, name="list"),
     path("start/", views.study_start, name="start"),
     path("<int:pk>/", views.study_detail, name="detail"),
+    path("<int:pk>/cancel/", views.study_cancel, name="cancel"),
 ]

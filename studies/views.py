@@ -4,6 +4,7 @@ runs (its cells by status, the chart of the cells' means with their intervals, t
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404, redirect
+from django.views.decorators.http import require_POST
 
 from accounts.decorators import admin_required, viewer_required
 from jobs.engine import JobEngineError
@@ -13,7 +14,7 @@ from lib.listing import poll_attributes, render_list
 from .forms import StudyForm
 from .kinds import KINDS, StudyError
 from .models import Study, StudyCell
-from .services import chart, figures, start_study
+from .services import cancel_study, chart, figures, start_study
 
 
 @viewer_required
@@ -74,3 +75,15 @@ def study_detail(request, pk: int):
         "poll": "" if study.is_finished else poll_attributes(request.get_full_path()),
     }
     return render_page(request, "studies/detail.html", context, partial="live")
+
+
+@admin_required
+@require_POST
+def study_cancel(request, pk: int):
+    study = get_object_or_404(Study, pk=pk)
+    if study.is_finished:
+        messages.error(request, f"Study #{study.pk} has finished ({study.status}): there is nothing to cancel.")
+    else:
+        cancel_study(study, user=request.user)
+        messages.success(request, f"Study #{study.pk} cancelled.")
+    return redirect("studies:detail", study.pk)

@@ -10,6 +10,7 @@ from lib.testing import token_client
 from llm.models import ModelEndpoint
 from studies.job_kinds import ADVANCE_JOB
 from studies.models import Study
+from studies.services import create_study
 
 pytestmark = pytest.mark.django_db
 
@@ -80,3 +81,29 @@ def test_the_pages_read_for_viewers_and_start_for_admins(ask, admin_client, view
     partial = viewer_client.get(reverse("studies:detail", args=[study.pk]), headers={"HX-Request": "true"})
     assert partial.content.decode().lstrip().startswith('<div id="study-live"')
     assert viewer_client.get(reverse("studies:detail", args=[999])).status_code == 404
+
+
+def test_an_admin_cancels_a_study_from_its_page(ask, admin_client, viewer_client):
+    admin_client.post(reverse("studies:start"), {"kind": "stability", **ask, "name": "to stop"})
+    study = Study.objects.get()
+    page = admin_client.get(reverse("studies:detail", args=[study.pk])).content.decode()
+    assert 'id="cancel-study"' in page
+    assert 'id="cancel-study"' not in viewer_client.get(reverse("studies:detail", args=[study.pk])).content.decode()
+    assert viewer_client.post(reverse("studies:cancel", args=[study.pk])).status_code == 403
+    response = admin_client.post(reverse("studies:cancel", args=[study.pk]), follow=True)
+    assert f"Study #{study.pk} cancelled." in response.content.decode()
+    study.refresh_from_db()
+    assert study.status == Study.Status.CANCELLED and 'id="cancel-study"' not in response.content.decode()
+    again = admin_client.post(reverse("studies:cancel", args=[study.pk]), follow=True).content.decode()
+    assert "there is nothing to cancel" in again
+
+
+def test_the_periodic_step_moves_every_running_study(ask):
+    from jobs.testing import run_now
+
+    study = create_study(kind="stability", params=ask, user=None)
+    result = run_now("studies.advance_running").result
+    assert result == {"advanced": [study.pk]}
+    cells = list(study.cells.order_by("index"))
+    assert all(c.status == "running" and c.eval_run is not None for c in cells)  # their runs started
+    assert all(c.eval_run.on_finish == ADVANCE_JOB for c in cells)
