@@ -2,7 +2,6 @@
 runs (its cells by status, the chart of the cells' means with their intervals, the comparison with the best)."""
 
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.http import require_POST
 
@@ -46,8 +45,6 @@ def study_start(request):
                 )
             except StudyError as exc:
                 form.add_error(None, str(exc))
-            except PermissionDenied:
-                raise
             except JobEngineError as exc:
                 form.add_error(None, f"the job engine did not take the study's first step: {exc}")
             else:
