@@ -1,5 +1,7 @@
 """Studies over the API and the pages: viewers read, admins start and cancel; bad asks are a 400 naming the problem."""
 
+import json
+
 import pytest
 from django.urls import reverse
 
@@ -107,3 +109,25 @@ def test_the_periodic_step_moves_every_running_study(ask):
     cells = list(study.cells.order_by("index"))
     assert all(c.status == "running" and c.eval_run is not None for c in cells)  # their runs started
     assert all(c.eval_run.on_finish == ADVANCE_JOB for c in cells)
+
+
+def test_no_worker_taking_the_first_step_cancels_the_study_and_says_how_to_start_one(ask):
+    from io import StringIO
+
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    out = StringIO()
+    with pytest.raises(CommandError) as raised:
+        call_command(
+            "study", "start", "--kind", "stability", "--benchmark", "api-bench", "--endpoint", "m", "--runs", "2",
+            "--harness", "builtin", "--start-timeout", "0.2", "--timeout", "5", "--json", stdout=out, stderr=StringIO(),
+        )  # fmt: skip
+    assert (
+        raised.value.returncode == 3
+        and "--here" in str(raised.value)
+        and "The study was cancelled." in str(raised.value)
+    )
+    report = json.loads(out.getvalue().strip().splitlines()[-1])
+    assert report["status"] == "cancelled" and Study.objects.get().status == Study.Status.CANCELLED
+    assert JobRun.objects.get(kind=ADVANCE_JOB).status == JobRun.Status.CANCELLED
