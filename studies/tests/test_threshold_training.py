@@ -1,33 +1,40 @@
-"""A reward-threshold cell trains for real: the SFT run the study starts on its own dataset is run here as its gpu
-job would run it (training_jobs.run_jobs.execute_training: `accelerate launch` of the SFT trainer on CPU, the tiny
-Qwen3), and the next step of the study asks for its last checkpoint to be served and evaluated."""
+"""A reward-threshold study end to end on CPU, each gpu job run here as its worker would run it: the SFT run the
+study starts on its own dataset (training_jobs.run_jobs.execute_training: `accelerate launch` of the SFT trainer, the
+tiny Qwen3), then "evaluate every checkpoint" (its job body: the last checkpoint served by `transformers serve` and
+its evaluation run started), whose rollouts run here through the live proxy and bubblewrap with the builtin harness.
+The tiny model's answers are noise: what is checked is that the study gets its figures, not how good they are."""
 
 import os
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
 
+from evaluation.services.runs import run_here
+from evaluation.testing import needs_bwrap
 from evaluation.tests.evalkit import make_tasks
 from evaluation.tests.helpers import freeze
 from jobs.models import JobRun
-from studies.models import StudyCell
-from studies.services import advance_study, create_study
+from jobs.runner import execute
+from studies.models import Study, StudyCell
+from studies.services import advance_study, create_study, study_json
 from training_jobs.job_kinds import EVALUATE_JOB
-from training_jobs.models import BaseModel, TrainingRun
+from training_jobs.models import BaseModel, CheckpointEvaluation, ModelServer, TrainingRun
 from training_jobs.run_jobs import execute_training
 from training_jobs.tests.datakit import make_corpus
 from training_jobs.tiny import tiny_model
 
-pytestmark = [pytest.mark.once, pytest.mark.django_db(transaction=True)]
+pytestmark = [needs_bwrap, pytest.mark.once, pytest.mark.django_db(transaction=True)]
 
 
-def test_the_cells_sft_run_trains_on_its_dataset_and_its_checkpoint_is_sent_to_evaluation(
-    settings, tmp_path, monkeypatch
-):
+def test_a_threshold_cell_trains_is_served_and_evaluated(live_server_asgi, settings, tmp_path, monkeypatch):
+    settings.CLAWGYM_SERVE_BACKEND = "transformers"
+    settings.CLAWGYM_EVAL_RETRY_BACKOFF_SECONDS = 0
     settings.CLAWGYM_TRAINING_DIR = tmp_path / "training"
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
     corpus = make_corpus()
-    version = freeze(make_tasks().values())
+    version = freeze([make_tasks()["eval-a"]])  # one task: the tiny model's rollouts are slow on a busy CPU
     BaseModel.objects.create(name="tiny", path=str(tiny_model(tmp_path / "tiny-qwen3")))
     study = create_study(
         kind="reward_threshold",
@@ -50,3 +57,27 @@ def test_the_cells_sft_run_trains_on_its_dataset_and_its_checkpoint_is_sent_to_e
     assert cell.status == StudyCell.Status.RUNNING and cell.error == ""
     job = JobRun.objects.get(kind=EVALUATE_JOB)
     assert (job.params["run_id"], job.params["version_id"], job.queue) == (run.pk, version.pk, "gpu")
+
+    try:
+        assert execute(job.pk) == JobRun.Status.SUCCEEDED, JobRun.objects.get(pk=job.pk).error  # served, run started
+        cell.refresh_from_db()
+        # Every checkpoint of the run is evaluated (the job's way); the cell's is the last one's.
+        last = run.checkpoints.order_by("-step").first()
+        assert CheckpointEvaluation.objects.filter(checkpoint__run=run).count() == run.checkpoints.count()
+        evaluation = CheckpointEvaluation.objects.get(checkpoint=last).eval_run
+        assert evaluation.endpoint.name == f"ckpt-{run.pk}-{last.step}"
+        advance_study(study.pk)
+        cell.refresh_from_db()
+        assert cell.eval_run == evaluation and cell.status == StudyCell.Status.RUNNING
+        evaluation = run_here(evaluation)
+        assert evaluation.status == "complete", evaluation.summary
+        study = advance_study(study.pk)
+    finally:
+        for server in ModelServer.objects.exclude(status="stopped").exclude(endpoint=None):
+            call_command("serve_checkpoint", "--stop", server.endpoint.name, stdout=StringIO())
+    assert study.status == Study.Status.COMPLETE
+    report = study_json(study)
+    [row] = report["cells"]
+    assert (row["dataset"], row["training_run"], row["eval_run"]) == (cell.dataset_id, run.pk, evaluation.pk)
+    assert 0.0 <= row["mean"] <= 1.0 and row["mean"] == evaluation.summary["overall"]["mean"]
+    assert report["best"]["label"] == "threshold 0.5" and report["missing"] == [] and report["comparisons"] == []
