@@ -458,7 +458,6 @@ def save_edit(
     return EditResult(decision, result.revision, run)
 
 
-
 def _require_own_claim(candidate: BenchmarkCandidate, user) -> None:
     """Unlike a verdict, an edit never claims on the way: nobody rewrites a candidate they have not taken."""
     candidate.refresh_from_db()
