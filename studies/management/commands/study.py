@@ -55,7 +55,7 @@ class Command(BaseCommand):
         parser.add_argument("--training-run", type=int, help="training_exposure: the training run")
         parser.add_argument("--values", help="reward_threshold: the minimum rewards, comma-separated")
         parser.add_argument(
-            "--batches", help="synthesis_routes: synthesis batch ids; their kept tasks' runs make the data (no --runs)"
+            "--batches", help="synthesis_routes: synthesis batch ids, whose kept tasks' runs give the data (no --runs)"
         )
         parser.add_argument("--routes", help="synthesis_routes: persona, skill, both (all three unless given)")
         parser.add_argument("--min-reward", type=float, help="synthesis_routes: the datasets' minimum reward (0.5)")
