@@ -73,12 +73,16 @@ def check_count(ws, task):
 
 def check_extract(ws, task):
     text, value = read(ws, task["path"]), task["value"]
-    return {"value_given": float(value.casefold() in tokens(text)), "only_the_value": exact(text, value)}
+    found = tokens(text)
+    # The value among the words, and no other field's value: a copy of the whole input file earns nothing.
+    copied = any(other.casefold() in found for other in task.get("other_values", []))
+    return {"value_given": float(value.casefold() in found and not copied), "only_the_value": exact(text, value)}
 
 
 def check_sort(ws, task):
     found, wanted = lines(read(ws, task["path"])), task["lines"]
-    return {"same_lines": float(sorted(found) == wanted), "in_order": float(found == wanted)}
+    copied = found == task.get("unsorted")  # the input as it was: nothing was sorted
+    return {"same_lines": float(sorted(found) == wanted and not copied), "in_order": float(found == wanted)}
 
 
 def check_replace(ws, task):

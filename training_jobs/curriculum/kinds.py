@@ -233,7 +233,10 @@ def make_extract(rng: random.Random, v: Vocabulary | None = None) -> CurriculumT
     out = f"{key}.txt"
     instruction = f"Read {path} and write only the value of its {key} field to {out}"
     inputs = {path: json.dumps(record, indent=2) + "\n"}
-    return _task("extract", instruction, inputs, {out: value + "\n"}, {"path": out, "value": value})
+    # The other fields' values: a file holding them too is a copy of the input, not the value picked out of it.
+    others = sorted({str(v) for v in record.values()} - {value})
+    expected = {"path": out, "value": value, "other_values": others}
+    return _task("extract", instruction, inputs, {out: value + "\n"}, expected)
 
 
 def make_sort(rng: random.Random, v: Vocabulary | None = None) -> CurriculumTask:
@@ -248,7 +251,8 @@ def make_sort(rng: random.Random, v: Vocabulary | None = None) -> CurriculumTask
     while lines == sorted(lines):
         rng.shuffle(lines)
     instruction = f"Sort the lines of {source} in alphabetical order and write them to {target}"
-    expected = {"path": target, "lines": sorted(lines)}
+    # The lines as they came: the same lines in that order are a copy of the input, not a sort gone wrong.
+    expected = {"path": target, "lines": sorted(lines), "unsorted": lines}
     return _task("sort", instruction, {source: lines_text(lines)}, {target: lines_text(sorted(lines))}, expected)
 
 

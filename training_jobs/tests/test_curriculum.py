@@ -198,6 +198,8 @@ def test_every_checker_pays_the_solution_only(tmp_path):
                 else:
                     assert score == 0.0, (item.task_id, name, subscores)
     assert set(wrong_scores) == set(KINDS)
+    # A copy of the whole record holds the value but earns nothing: what a lazy agent's copied input would get.
+    assert set(wrong_scores["extract"]) == {0.0}
 
 
 def test_checker_prints_its_subscores_as_a_script(tmp_path):
