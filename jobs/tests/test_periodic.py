@@ -28,6 +28,7 @@ def test_the_table_names_registered_jobs_on_their_queues():
         "evaluation.top_up_runs",
         "training.stop_idle_servers",
         "llm.close_stale_sessions",
+        "studies.advance_running",
     ]
     assert set(KINDS) <= set(registry.kinds())
     queues = {kind: registry.get(kind).queue for kind in KINDS}
@@ -38,8 +39,9 @@ def test_the_table_names_registered_jobs_on_their_queues():
         "evaluation.top_up_runs": "default",
         "training.stop_idle_servers": "gpu",
         "llm.close_stale_sessions": "default",
+        "studies.advance_running": "default",
     }
-    assert [seconds for _, seconds in periodic.enabled()] == [300, 300, 120, 600, 900]
+    assert [seconds for _, seconds in periodic.enabled()] == [300, 300, 120, 600, 900, 60]
 
 
 def test_intervals_are_overridden_turned_off_and_checked(settings):
@@ -49,6 +51,7 @@ def test_intervals_are_overridden_turned_off_and_checked(settings):
         ("jobs.recover_lost", 300),
         ("evaluation.top_up_runs", 120),
         ("llm.close_stale_sessions", 900),
+        ("studies.advance_running", 60),
     ]
     settings.CLAWGYM_PERIODIC_SECONDS = {"review.expire_claim": 60}
     with pytest.raises(ValueError, match="names no periodic job: review.expire_claim"):
@@ -173,7 +176,7 @@ def test_schedule_periodic_writes_the_django_q_schedules_once(settings):
     Schedule.objects.filter(name="clawgym:review.expire_claims").update(next_run=later)
 
     call_command("schedule_periodic", stdout=open(os.devnull, "w"))  # again, as each `make run` does
-    assert Schedule.objects.filter(name__startswith="clawgym:").count() == 5
+    assert Schedule.objects.filter(name__startswith="clawgym:").count() == len(KINDS)
     assert Schedule.objects.get(name="clawgym:review.expire_claims").next_run == later  # not postponed
 
     settings.CLAWGYM_PERIODIC_SECONDS = {"review.expire_claims": 120, "training.stop_idle_servers": 0}
