@@ -43,7 +43,8 @@ def test_unverified_history_is_its_own_reason_and_the_rest_is_as_before(corpus):
     dataset = build_dataset(selection=selection(corpus), filters={"max_tokens": 65536}, user=None)
     assert dataset.excluded == {**EXCLUDED, "unverified_history": 1}
     assert kept(corpus, dataset) == KEPT
-    assert REASONS.index("unverified_history") == 1  # after the contamination guard, before every filter
+    # After the guards (planted flaws, benchmark tasks and their duplicates), before every filter.
+    assert REASONS[: REASONS.index("unverified_history")] == ("planted_flaw", "benchmark_task", "benchmark_duplicate")
 
 
 def test_the_build_form_and_the_api_take_the_admins_override_with_its_reason(
