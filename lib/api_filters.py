@@ -61,3 +61,25 @@ class UnknownParametersFilter(BaseFilterBackend):
                 {name: [f"unknown query parameter for this list (it takes: {allowed})"] for name in unknown}
             )
         return queryset
+
+
+def refuse_unknown_parameters(request, known, *, where: str = "for this list") -> None:
+    """For a view that reads its own query parameters (not a model list): a parameter outside `known` (the format
+    override is always known) is a 400 naming it and the ones taken, in the lists' words."""
+    known = set(known) | ({api_settings.URL_FORMAT_OVERRIDE} - {None})
+    unknown = sorted(set(request.query_params) - known)
+    if unknown:
+        allowed = ", ".join(sorted(known))
+        raise ValidationError({name: [f"unknown query parameter {where} (it takes: {allowed})"] for name in unknown})
+
+
+def list_query(request, serializer_class=None, *, also=("page",)) -> dict:
+    """A non-model list's query parameters validated by `serializer_class` (none: it takes none of its own); one it
+    does not take is a 400 first. `page` is taken as on every list, even by a list that is not paginated."""
+    fields = set(serializer_class().fields) if serializer_class is not None else set()
+    refuse_unknown_parameters(request, fields | set(also))
+    if serializer_class is None:
+        return {}
+    form = serializer_class(data=request.query_params)
+    form.is_valid(raise_exception=True)
+    return form.validated_data

@@ -23,6 +23,7 @@ from accounts.roles import ADMIN, has_role
 from benchmarks.models import Benchmark
 from jobs.api_actions import validated
 from jobs.engine import JobEngineError
+from lib.api_filters import list_query
 
 from . import planting, precision
 from .models import PlantedFlaw
@@ -170,7 +171,7 @@ class DiagnosisPrecisionViewSet(viewsets.ViewSet):
     @extend_schema(parameters=[BenchmarkQuerySerializer], responses={200: PrecisionReportSerializer})
     def list(self, request):
         """The valid share of the benchmark's diagnosed issues that reviewers judged (review.precision)."""
-        benchmark = _benchmark(validated(BenchmarkQuerySerializer, request.query_params)["benchmark"])
+        benchmark = _benchmark(list_query(request, BenchmarkQuerySerializer)["benchmark"])
         return Response({"benchmark": benchmark.name, **precision.benchmark_precision(benchmark)})
 
 
@@ -191,7 +192,7 @@ class PlantedFlawViewSet(viewsets.ViewSet):
     @extend_schema(parameters=[PlantFilterSerializer], responses={200: PlantSerializer(many=True)})
     def list(self, request):
         self._admin_only(request)
-        query = validated(PlantFilterSerializer, request.query_params)
+        query = list_query(request, PlantFilterSerializer)
         filters = {}
         if query.get("benchmark"):
             filters["benchmark"] = _benchmark(query["benchmark"])

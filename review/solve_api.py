@@ -23,6 +23,7 @@ from jobs.api_actions import validated
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
 from jobs.serializers import JobRunSerializer
+from lib.api_filters import list_query
 from lib.bounds import parse_id
 from tasks.models import TaskRevision
 from tasks.services import StaleRevisionError
@@ -122,6 +123,7 @@ class SolveViewSet(viewsets.ViewSet):
     @extend_schema(responses={200: SolveStateSerializer})
     def list(self, request, candidate_pk=None):
         """Your scratch workspace of the candidate: its files, the latest run of the checker on it, whether it can be saved as the solution."""
+        list_query(request)
         return self._state(self._candidate())
 
     @extend_schema(request=SolveOpenSerializer, responses={201: SolveStateSerializer})

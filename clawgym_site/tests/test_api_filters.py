@@ -4,14 +4,20 @@ import pytest
 from django.urls import reverse
 
 from clawgym_site.api_urls import router
+from review.models import BenchmarkCandidate
+from tasks.models import Task
 from tasks.package import PackageFile, TaskPackage
 from tasks.services import save_package
 
 # Every list route the router holds ("<basename>-list"), so a list added later is covered without editing this.
 LISTS = sorted(basename for _prefix, _viewset, basename in router.registry)
-NESTED = {"task-revision": {"task_external_id": "t-1"}}  # lists under a task: the fixture below makes it
-# Lists that need a parameter to answer at all (a leaderboard is of one benchmark): the fixture below makes it.
-REQUIRED = {"leaderboard": {"benchmark": "b-1"}}
+# Lists under a task or a candidate: the fixture below makes them (a candidate's id is known once it is made).
+NESTED = {
+    "task-revision": lambda: {"task_external_id": "t-1"},
+    "candidate-solve": lambda: {"candidate_pk": BenchmarkCandidate.objects.get(task__external_id="t-1").pk},
+}
+# Lists that need a parameter to answer at all (a leaderboard, a precision is of one benchmark): the fixture makes it.
+REQUIRED = {"leaderboard": {"benchmark": "b-1"}, "diagnosis-precision": {"benchmark": "b-1"}}
 
 
 @pytest.fixture(autouse=True)
@@ -19,12 +25,14 @@ def a_task(db):
     save_package(TaskPackage(external_id="t-1", instruction="Say hi", files=[PackageFile("a.txt", b"x")]))
     from benchmarks.models import Benchmark, BenchmarkVersion
 
-    BenchmarkVersion.objects.create(benchmark=Benchmark.objects.create(name="b-1"), number=1)
+    benchmark = Benchmark.objects.create(name="b-1")
+    BenchmarkVersion.objects.create(benchmark=benchmark, number=1)
+    BenchmarkCandidate.objects.create(task=Task.objects.get(external_id="t-1"), benchmark=benchmark)
 
 
 @pytest.mark.parametrize("basename", LISTS)
 def test_an_unknown_parameter_is_a_400_naming_it(api_as, admin_user, basename):
-    url = reverse(f"{basename}-list", kwargs=NESTED.get(basename))
+    url = reverse(f"{basename}-list", kwargs=NESTED[basename]() if basename in NESTED else None)
     api = api_as(admin_user)
     response = api.get(url, {"staus": "ready"})
     assert response.status_code == 400, (url, response.content)
