@@ -260,6 +260,10 @@ SPECTACULAR_SETTINGS = {
         "QAStageEnum": "synthesis.models.QAStage",
         "TrainingDatasetStatusEnum": "training_jobs.models.TrainingDataset.Status",
         "PlantedFlawKindEnum": "review.models.PlantedFlaw.Kind",
+        "ReviewDecisionEnum": "review.models.ReviewDecision.Decision",
+        "TrainingRunKindEnum": "training_jobs.models.TrainingRun.Kind",
+        "TaskSourceEnum": "tasks.models.Task.Source",
+        "ReportToEnum": "training_jobs.models.REPORT_TO",
     },
 }
 
