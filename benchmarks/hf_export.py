@@ -24,6 +24,7 @@ from django.conf import settings
 from django.db import transaction
 
 from lib import hf_dataset
+from tasks.formats.safe_parse import load_yaml
 from tasks.package import PackageError, PackageFile, TaskPackage
 from tasks.paths import TaskFileError
 from tasks.services import SaveOutcome, package_from_revision, save_package
@@ -202,7 +203,7 @@ def _split_file(front: dict) -> str:
 def import_version_hf(folder, *, user, benchmark_name: str | None = None, note: str = "") -> ImportResult:
     """Import the tasks of a Hugging Face benchmark export and freeze a version pinning them (an admin's act)."""
     try:
-        front = hf_dataset.read_card(folder)
+        front = hf_dataset.read_card(folder, load_yaml)
     except hf_dataset.HfExportError as exc:
         raise BenchmarkError(str(exc)) from None
     provenance = front.get("clawgym") if isinstance(front.get("clawgym"), dict) else {}

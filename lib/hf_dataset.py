@@ -304,8 +304,11 @@ def download_response(write_to: Callable[[Path], object], top: str):
 # --- reading back -------------------------------------------------------------------------------------------------
 
 
-def read_card(folder) -> dict:
-    """The YAML front matter of the folder's README.md; HfExportError when there is none."""
+def read_card(folder, load_yaml: Callable[[str], object]) -> dict:
+    """The YAML front matter of the folder's README.md; HfExportError when there is none.
+
+    An export read back may come from anyone: `load_yaml` is the bounded loader the caller reads such text with
+    (tasks.formats.safe_parse.load_yaml, which refuses YAML bombs; lib imports no app, so it is handed in)."""
     path = Path(folder) / CARD
     try:
         text = path.read_text(encoding="utf-8")
@@ -316,7 +319,7 @@ def read_card(folder) -> dict:
     if not text.startswith("---\n") or "\n---\n" not in text[4:]:
         raise HfExportError(f"{path} has no YAML front matter")
     try:
-        front = yaml.safe_load(text[4 : text.index("\n---\n", 4)])
+        front = load_yaml(text[4 : text.index("\n---\n", 4)])
     except yaml.YAMLError as exc:
         raise HfExportError(f"{path}: its front matter is not valid YAML ({exc})") from None
     if not isinstance(front, dict):

@@ -9,7 +9,6 @@ from io import StringIO
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import yaml
 from django.core.management import CommandError, call_command
 
 from benchmarks import hf_export
@@ -17,6 +16,7 @@ from benchmarks.models import Benchmark, BenchmarkVersion
 from benchmarks.services import BenchmarkError, create_version
 from benchmarks.tests.helpers import make_task
 from lib import hf_dataset
+from tasks.formats.safe_parse import load_yaml
 from tasks.models import Task, TaskRevision
 from tasks.package import PackageFile, TaskPackage
 from tasks.services import package_from_revision, save_package
@@ -73,7 +73,7 @@ def test_rows_load_back_with_datasets_one_per_pinned_revision(version, tmp_path)
 
 def test_card_front_matter_matches_what_datasets_derives(version, tmp_path):
     hf_export.export_version_hf(version, tmp_path / "hf")
-    front = hf_dataset.read_card(tmp_path / "hf")
+    front = hf_dataset.read_card(tmp_path / "hf", load_yaml)
     loaded = load(tmp_path / "hf")
     assert front["dataset_info"]["features"] == loaded.features._to_yaml_list()
     assert front["dataset_info"]["splits"][0]["name"] == "test"
@@ -96,7 +96,7 @@ def test_a_licence_all_tasks_record_is_the_cards(benchmark, admin_user, tmp_path
     task = save_package(TaskPackage(external_id="t-mit", instruction="Do it.", metadata={"license": "mit"})).task
     version = create_version(benchmark, [task.current_revision_id], user=admin_user)
     hf_export.export_version_hf(version, tmp_path / "hf")
-    assert hf_dataset.read_card(tmp_path / "hf")["license"] == "mit"
+    assert hf_dataset.read_card(tmp_path / "hf", load_yaml)["license"] == "mit"
 
 
 def test_import_back_recreates_the_same_revisions_and_a_version(version, admin_user, tmp_path):
@@ -184,4 +184,18 @@ def test_api_download_is_the_export_zipped(api_as, viewer, version, tmp_path):
         "data/test-00000-of-00001.parquet",
     ]
     assert [row["task_id"] for row in load(folder)] == ["t-plain", "t-rich"]
-    assert yaml.safe_load((folder / "README.md").read_text().split("---")[1])["clawgym"]["version"] == 1
+    assert load_yaml((folder / "README.md").read_text().split("---")[1])["clawgym"]["version"] == 1
+
+
+def test_a_card_holding_a_yaml_bomb_is_refused_before_anything_is_imported(admin_user, tmp_path):
+    # An export read back may come from anyone: its card is read with the bounded loader (tasks.formats.safe_parse).
+    folder = tmp_path / "bomb"
+    folder.mkdir()
+    laughs = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    laughs += [
+        f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)},*{chr(97 + i)},*{chr(97 + i)},*{chr(97 + i)}]" for i in range(9)
+    ]
+    (folder / "README.md").write_text("---\n" + "\n".join(laughs) + "\n---\n\n# bomb\n")
+    with pytest.raises(BenchmarkError, match="front matter is not valid YAML"):
+        hf_export.import_version_hf(folder, user=admin_user)
+    assert not Task.objects.exists() and not BenchmarkVersion.objects.exists()

@@ -16,6 +16,7 @@ from evaluation.models import Rollout
 from evaluation.services import runs
 from lib import hf_dataset
 from llm.models import ModelEndpoint
+from tasks.formats.safe_parse import load_yaml
 
 from .evalkit import make_tasks
 
@@ -69,7 +70,7 @@ def test_rows_load_back_as_the_csv_exports_rows(run, tmp_path):
 
 def test_card_has_typed_features_and_the_runs_provenance(run, tmp_path):
     hf_export.export_run_hf(run, tmp_path / "hf")
-    front = hf_dataset.read_card(tmp_path / "hf")
+    front = hf_dataset.read_card(tmp_path / "hf", load_yaml)
     features = front["dataset_info"]["features"]
     assert features == load(tmp_path / "hf").features._to_yaml_list()
     assert {"name": "score", "dtype": "float64"} in features and {"name": "turns", "dtype": "int32"} in features

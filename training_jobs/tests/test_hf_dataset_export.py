@@ -8,6 +8,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from lib import hf_dataset
+from tasks.formats.safe_parse import load_yaml
 from training_jobs import exports, hf_export
 from training_jobs.masks import tokenize_sample
 from training_jobs.models import DatasetSample, TrainingDataset
@@ -74,7 +75,7 @@ def test_tokenized_configuration_has_masks_and_labels(dataset, tiny_model_path, 
 
 def test_card_names_both_configurations_and_the_provenance(dataset, tiny_model_path, tmp_path):
     hf_export.export_dataset_hf(dataset, tmp_path / "hf", tokenizer_path=tiny_model_path)
-    front = hf_dataset.read_card(tmp_path / "hf")
+    front = hf_dataset.read_card(tmp_path / "hf", load_yaml)
     assert [c["config_name"] for c in front["configs"]] == ["messages", "tokenized"]
     assert front["configs"][0]["data_files"] == [
         {"split": "train", "path": "messages/train-*"},
@@ -142,4 +143,4 @@ def test_a_dataset_counted_with_a_tokenizer_exports_both_configurations_that_agr
                 start = None
         # What the dataset stored when it was built is what the export's masks say.
         assert stored["tokens"] == row["length"] and stored["assistant_spans"] == runs
-    assert hf_dataset.read_card(tmp_path / "hf")["clawgym"]["tokenizer_sha256"] == dataset.tokenizer_sha256
+    assert hf_dataset.read_card(tmp_path / "hf", load_yaml)["clawgym"]["tokenizer_sha256"] == dataset.tokenizer_sha256
