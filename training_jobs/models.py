@@ -158,7 +158,7 @@ class TrainingRun(models.Model):
     preset = NulSafeCharField(max_length=40, blank=True)
     cpu = models.BooleanField(default=False, help_text="Train on CPU (tiny models and tests).")
     # Besides ClawGym's own curves: TensorBoard event files the trainer writes under the run's folder (tensorboard/).
-    report_to = models.CharField(
+    report_to = NulSafeCharField(
         max_length=16,
         choices=REPORT_TO_CHOICES,
         default="none",
