@@ -37,7 +37,8 @@ def test_sanity_clawgym_shape_bench_smoke():
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["tasks"] == report["imported"] == SHAPE_COUNT and report["categories"] == 11
     assert report["errors"] == [] and report["import_failed"] == []
-    assert report["runs_without_subscores"] == 0 and report["checker_runs"] == 3 * SHAPE_COUNT
+    # The three base workspaces of every task, and the lazy moves whose workspace differs from those before it.
+    assert report["runs_without_subscores"] == 0 and 3 * SHAPE_COUNT < report["checker_runs"] <= 10 * SHAPE_COUNT
     shapes = report["by_shape"]
     assert shapes["strict"]["over_lenient"] == 0 and shapes["strict"]["lazy_mean"] == 0
     assert shapes["runs_script_strict"]["lazy_mean"] == 0
