@@ -13,7 +13,7 @@ The reveal after a decision is the "planted" object of POST /api/candidates/{id}
 
 from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
@@ -57,6 +57,7 @@ class ModelPromptCellSerializer(PrecisionCellSerializer):
     prompt_version = serializers.CharField()
 
 
+@extend_schema_serializer(many=False)  # one object, though it answers on the router's `list`
 class PrecisionReportSerializer(serializers.Serializer):
     benchmark = serializers.CharField()
     overall = PrecisionCellSerializer()

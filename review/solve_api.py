@@ -13,7 +13,7 @@ Each needs the reviewer role; a workspace is its reviewer's own. Refusals are {d
 """
 
 from django.http import Http404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_serializer
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -58,6 +58,7 @@ class SolveFileStateSerializer(serializers.Serializer):
     change = serializers.CharField(allow_null=True, help_text="added | modified against the input files, or null")
 
 
+@extend_schema_serializer(many=False)  # one object, though GET answers on the router's `list`
 class SolveStateSerializer(serializers.Serializer):
     open = serializers.BooleanField()
     revision = serializers.IntegerField(allow_null=True, help_text="the revision the workspace started from")
