@@ -95,7 +95,9 @@ def test_rollout_names_what_is_missing(fruit_task, agent_endpoint):
         run_command("rollout", "--task", "fruit-summary", "--endpoint", "scripted", "--repeats", "0")
     with pytest.raises(CommandError, match="--option takes KEY=VALUE"):
         run_command("rollout", "--task", "fruit-summary", "--endpoint", "scripted", "--option", "oops")
-    with pytest.raises(CommandError, match="the builtin harness takes no option max_turn; its options: few_shot, max_turns,"):
+    with pytest.raises(
+        CommandError, match="the builtin harness takes no option max_turn; its options: few_shot, max_turns,"
+    ):
         run_command(
             "rollout",
             "--task",
