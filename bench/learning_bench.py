@@ -67,6 +67,7 @@ MANAGE = [sys.executable, str(BASE_DIR / "manage.py")]
 EXPERT = "curriculum-expert"
 HELDOUT, UNSEEN, LEXICAL = "heldout", "unseen_kind", "heldout_lexical"
 SPLITS = (HELDOUT, UNSEEN, LEXICAL)
+SPLIT_NAMES = {HELDOUT: "held-out", UNSEEN: "unseen kind", LEXICAL: "lexical held-out"}  # in the runs' names
 
 
 class BenchError(RuntimeError):
@@ -330,36 +331,20 @@ def evaluate_model(
 ) -> tuple[dict, dict]:
     """The endpoint's figures on the three held-out sets, and the held-out split's report (its per-task figures).
     `options`: harness options (KEY=VALUE) for every rollout."""
-    held = evaluate(
-        endpoint,
-        benchmark=benchmarks[HELDOUT],
-        repeats=args.repeats,
-        max_turns=args.max_turns,
-        name=f"learning-bench {tag} held-out",
-        timings=timings,
-        label=f"eval-{tag}",
-        options=options,
-    )
-    unseen = evaluate(
-        endpoint,
-        benchmark=benchmarks[UNSEEN],
-        repeats=args.repeats,
-        max_turns=args.max_turns,
-        name=f"learning-bench {tag} unseen kind",
-        timings=timings,
-        label=f"eval-{tag}",
-        options=options,
-    )
-    lexical = evaluate(
-        endpoint,
-        benchmark=benchmarks[LEXICAL],
-        repeats=args.repeats,
-        max_turns=args.max_turns,
-        name=f"learning-bench {tag} lexical held-out",
-        timings=timings,
-        label=f"eval-{tag}",
-        options=options,
-    )
+    reports = {
+        split: evaluate(
+            endpoint,
+            benchmark=benchmarks[split],
+            repeats=args.repeats,
+            max_turns=args.max_turns,
+            name=f"learning-bench {tag} {SPLIT_NAMES[split]}",
+            timings=timings,
+            label=f"eval-{tag}",
+            options=options,
+        )
+        for split in SPLITS
+    }
+    held, unseen, lexical = (reports[split] for split in SPLITS)
     return figures(held, unseen, lexical), held
 
 
