@@ -182,6 +182,7 @@ def start_editing_the_instruction(page, live_server, candidate, reviewer, text: 
     page.goto(candidate_url(live_server, candidate))
     mark_document(page)
     page.click("[data-testid=edit-instruction]")
+    page.wait_for_selector("#unit-instruction [data-testid=code-editor]")  # the editor has taken the textarea
     editor = page.locator("#unit-instruction textarea")
     editor.fill(text)
     return editor
@@ -212,6 +213,7 @@ def test_an_edit_meeting_someone_elses_save_shows_the_conflict_and_keeps_the_tex
 
     # The rubric as JSON: a mistake is shown in place and the typed text stays.
     page.click("[data-testid=edit-rubric]")
+    page.wait_for_selector("#unit-rubric [data-testid=code-editor]")
     page.fill("#unit-rubric textarea", '[{"name": "tone"}]')
     page.click("#unit-rubric [data-testid=save]")
     page.wait_for_selector("#unit-rubric [data-testid=editor-error]")
@@ -226,6 +228,7 @@ def test_an_edit_meeting_someone_elses_save_shows_the_conflict_and_keeps_the_tex
     # An editor with unsaved text survives a fix applied to the same file; saving it then shows the conflict.
     check_py = page.locator(".unit[data-unit='reward:check.py']")
     check_py.locator("[data-testid='edit-reward:check.py']").click()
+    check_py.locator("[data-testid=code-editor]").wait_for()
     check_py.locator("textarea").fill("print('{\"count_right\": 0}')\n")
     page.click("[data-testid=apply-fix]")
     page.wait_for_selector("[data-testid=issue] [data-testid=saved]")

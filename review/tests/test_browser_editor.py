@@ -110,6 +110,7 @@ def test_a_paying_check_opens_the_checker_at_its_line_and_two_editors_save_as_on
     text = unit.locator("textarea").input_value()
     set_text(page, editor, text.replace('"count_written": count is not None, ', ""))
     page.click("[data-testid=edit-instruction]")
+    page.wait_for_selector("#unit-instruction [data-testid=code-editor]")
     page.locator("#unit-instruction textarea").fill("Count the orders in `orders.csv`; write the number to count.txt.")
     bar = page.locator("[data-testid=save-all-bar]")
     bar.wait_for()

@@ -65,6 +65,10 @@
   function enhance(textarea) {
     if (textarea.dataset.cm || textarea.closest("[data-no-cm]")) return;
     textarea.dataset.cm = "1";
+    // Someone may already be typing in the plain textarea (the bundle runs after the swap): the editor takes over
+    // their focus and selection, so what they type next lands where they meant it.
+    const focused = document.activeElement === textarea;
+    const selection = { anchor: textarea.selectionStart || 0, head: textarea.selectionEnd || 0 };
     const path = pathOf(textarea);
     const extensions = [basicSetup, marks, keymap.of([indentWithTab]), EditorView.lineWrapping];
     if (/\.py$/.test(path)) extensions.push(CM.python());
@@ -110,7 +114,11 @@
     });
     textarea.cmView = view;
     view.dom.cmTextarea = textarea;
-    if (textarea.autofocus) view.focus();
+    if (focused) {
+      const length = view.state.doc.length;
+      view.dispatch({ selection: { anchor: Math.min(selection.anchor, length), head: Math.min(selection.head, length) } });
+      view.focus();
+    } else if (textarea.autofocus) view.focus();
 
     let checked = 0;
     function check() {
