@@ -9,10 +9,8 @@ Forms answer htmx with their own panel (errors in place) and, once done, send th
 with a message; without JS they post normally and redirect the same way.
 """
 
-import re
 from collections import Counter, defaultdict
 
-from django import forms
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, OuterRef, Subquery
@@ -27,102 +25,13 @@ from benchmarks.exporting import ARCHIVE_FORMATS, download_response, manifest
 from benchmarks.models import Benchmark, BenchmarkVersion
 from benchmarks.services import get_or_create_benchmark
 from lib.htmx import render_page
-from tasks.models import BenchmarkCategory, Task
+from tasks.models import BenchmarkCategory
 
 from .. import services
+from ..forms import BenchmarkForm, FreezeForm, LazyToleranceForm, ProposeForm
 from ..models import BenchmarkCandidate, ReviewDecision
 
 Status = BenchmarkCandidate.Status
-MAX_TASK_IDS = 20_000
-
-
-# --- forms -----------------------------------------------------------------------------------------------------
-
-
-class BenchmarkForm(forms.Form):
-    name = forms.SlugField(
-        max_length=120, help_text="Letters, digits, '-' and '_': it names the benchmark in URLs, commands and exports."
-    )
-    description = forms.CharField(required=False, max_length=5000, widget=forms.Textarea(attrs={"rows": 3}))
-
-    def clean_name(self):
-        name = self.cleaned_data["name"]
-        if Benchmark.objects.filter(name=name).exists():
-            raise forms.ValidationError(f"There is already a benchmark called “{name}”.")
-        return name
-
-
-class FreezeForm(forms.Form):
-    note = forms.CharField(
-        required=False,
-        max_length=500,
-        widget=forms.Textarea(attrs={"rows": 2}),
-        help_text="What changed since the last version, or what this version is for.",
-    )
-
-
-class LazyToleranceForm(forms.Form):
-    lazy_tolerance = forms.FloatField(
-        min_value=0.0,
-        max_value=1.0,
-        label="Lazy-score tolerance",
-        widget=forms.NumberInput(attrs={"step": "0.01", "min": "0", "max": "1"}),
-        help_text="Accepting a candidate is blocked while a lazy agent earns more than this with its checker "
-        "(0: any points for an empty, untouched or placeholder workspace block).",
-    )
-
-
-class ProposeForm(forms.Form):
-    """Tasks to propose: by category and status, or a pasted list of task ids (which then wins)."""
-
-    UNCATEGORIZED = "-"
-
-    category = forms.ChoiceField(required=False)
-    status = forms.ChoiceField(choices=[("", "Any status"), *Task.Status.choices], required=False)
-    task_ids = forms.CharField(
-        required=False,
-        label="Or these task ids",
-        max_length=1_000_000,
-        widget=forms.Textarea(attrs={"rows": 3}),
-        help_text="One per line, or separated by spaces or commas; when given, category and status are not used.",
-    )
-
-    def __init__(self, *args, **kwargs):
-        kwargs.setdefault("initial", {"status": Task.Status.READY})
-        super().__init__(*args, **kwargs)
-        categories = list(BenchmarkCategory.objects.values_list("slug", "name"))
-        self.fields["category"].choices = [("", "Any category"), *categories, (self.UNCATEGORIZED, "No category")]
-
-    def clean_task_ids(self) -> list[str]:
-        ids = list(dict.fromkeys(i for i in re.split(r"[\s,]+", self.cleaned_data["task_ids"]) if i))
-        if len(ids) > MAX_TASK_IDS:
-            raise forms.ValidationError(f"Paste at most {MAX_TASK_IDS:,} task ids at a time ({len(ids):,} given).")
-        return ids
-
-    def clean(self):
-        data = super().clean()
-        if self.errors:
-            return data
-        if data["task_ids"]:
-            tasks = list(Task.objects.filter(external_id__in=data["task_ids"]))
-            missing = sorted(set(data["task_ids"]) - {t.external_id for t in tasks})
-            if missing:
-                shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
-                self.add_error("task_ids", f"No task with id {shown}.")
-                return data
-        else:
-            tasks = Task.objects.all()
-            if data["category"] == self.UNCATEGORIZED:
-                tasks = tasks.filter(benchmark_category__isnull=True)
-            elif data["category"]:
-                tasks = tasks.filter(benchmark_category__slug=data["category"])
-            if data["status"]:
-                tasks = tasks.filter(status=data["status"])
-            tasks = list(tasks.order_by("external_id"))
-            if not tasks:
-                raise forms.ValidationError("No task matches this category and status.")
-        data["tasks"] = tasks
-        return data
 
 
 # --- helpers ---------------------------------------------------------------------------------------------------

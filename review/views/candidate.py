@@ -19,9 +19,6 @@ What the page is built from (the parts of the task, the issue cards, the review 
 in candidate_parts; this module holds the views and the request-bound context around them.
 """
 
-from functools import cached_property
-
-from django import forms
 from django.contrib import messages
 from django.core.exceptions import BadRequest
 from django.http import Http404, HttpResponse
@@ -40,7 +37,7 @@ from accounts.roles import REVIEWER, has_role
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
 from review import rediagnosis, services, solving
-from review.forms import DecisionForm
+from review.forms import VIEWER, DecisionForm, EditForm
 from review.job_kinds import DIAGNOSE_JOB
 from review.models import BenchmarkCandidate, DiagnosisIssue, ReviewDecision
 from tasks.diffing import diff_lines
@@ -50,7 +47,6 @@ from tasks.views import files_by_role
 
 from .candidate_parts import (
     PANELS,
-    VIEWER,
     Unit,
     accept_context,
     diagnosis_state,
@@ -193,46 +189,6 @@ def candidate_part(request, pk, name):
 
 
 # --- viewing and editing one part ------------------------------------------------------------------------------
-
-
-class EditForm(forms.Form):
-    """One save of an inline editor, of the add-a-file form or of a delete button."""
-
-    field = forms.ChoiceField(choices=[(f, f) for f in services.EDIT_FIELDS])
-    path = forms.CharField(required=False, max_length=500)
-    content = forms.CharField(required=False, strip=False)
-    upload = forms.FileField(required=False)
-    base_revision = forms.IntegerField(min_value=1)
-    action = forms.ChoiceField(choices=[("edit", "edit"), ("create", "create"), ("delete", "delete")], required=False)
-    reason = forms.CharField(required=False, max_length=400)
-    fixes = forms.TypedMultipleChoiceField(coerce=int, required=False)
-    slot = forms.ChoiceField(choices=[("", "row"), (VIEWER, VIEWER)], required=False)
-
-    def __init__(self, *args, issue_ids=(), **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fields["fixes"].choices = [(pk, pk) for pk in issue_ids]
-
-    def clean(self):
-        data = super().clean()
-        data["path"] = (data.get("path") or "").strip()
-        data["action"] = data.get("action") or "edit"
-        if data.get("upload") and not data["path"]:
-            data["path"] = data["upload"].name
-        if data.get("field") not in services.FILE_FIELDS:
-            data["path"] = ""
-        elif not data["path"]:
-            self.add_error("path", "Name the file.")
-        return data
-
-    @cached_property
-    def content_value(self):
-        """What to save: None deletes; an upload's bytes; typed text without the CRs browsers add to line ends."""
-        data = self.cleaned_data
-        if data["action"] == "delete":
-            return None
-        if data.get("upload"):
-            return data["upload"].read()
-        return data["content"].replace("\r\n", "\n")
 
 
 def _unit_context(request, candidate, unit: Unit, mode: str = "view", **extra) -> dict:

@@ -19,7 +19,7 @@ from django.urls import reverse
 
 from jobs.models import JobRun
 from review import rediagnosis, services, solving, team
-from review.forms import DecisionForm
+from review.forms import VIEWER, DecisionForm
 from review.models import SEVERITY_RANK, DiagnosisIssue, ReviewDecision
 from review.solvability import solvability
 from tasks.diffing import diff_lines, diff_revisions, role_folder
@@ -33,7 +33,6 @@ from .difficulty import difficulty_context
 
 Decision = ReviewDecision.Decision
 Verdict = ReviewDecision.Verdict
-VIEWER = "viewer"  # the slot of a file opened in the file viewer
 
 
 # --- the parts of a task and the issues about them -------------------------------------------------------------

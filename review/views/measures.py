@@ -10,7 +10,6 @@ message; without JS it posts normally and redirects the same way. The reveal aft
 and queue views (`reveal_context`).
 """
 
-from django import forms
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect
@@ -24,32 +23,10 @@ from jobs.engine import JobEngineError
 from lib.htmx import render_page
 
 from .. import planting, precision
+from ..forms import PlantForm
 from ..models import DiagnosisIssue, PlantedFlaw, Severity
 
 Kind = PlantedFlaw.Kind
-
-
-class PlantForm(forms.Form):
-    kinds = forms.MultipleChoiceField(
-        choices=Kind.choices,
-        widget=forms.CheckboxSelectMultiple,
-        label="Flaw kinds",
-        help_text="Planted in turn: with two kinds and 4 flaws, two of each.",
-    )
-    count = forms.IntegerField(
-        min_value=1,
-        max_value=planting.MAX_PLANTS,
-        initial=4,
-        label="How many",
-        help_text="Each goes into a new copy of an accepted candidate, proposed to this benchmark unmarked.",
-    )
-    seed = forms.IntegerField(
-        required=False,
-        min_value=0,
-        max_value=2**63 - 1,
-        label="Seed (optional)",
-        help_text="The same seed over the same accepted candidates plants the same flaws.",
-    )
 
 
 def _benchmark(name: str) -> Benchmark:

@@ -6,25 +6,18 @@ Admins only, as on the benchmark page (which proposes many tasks at once); both 
 Once proposed, the browser goes to the candidate's page.
 """
 
-from django import forms
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import path
 from django.views.decorators.http import require_http_methods
 
 from accounts.decorators import admin_required
-from benchmarks.models import Benchmark
 from lib.htmx import render_page
 from tasks.models import Task
 
 from .. import services
+from ..forms import ProposeTaskForm
 from ..models import BenchmarkCandidate
-
-
-class ProposeTaskForm(forms.Form):
-    benchmark = forms.ModelChoiceField(
-        queryset=Benchmark.objects.order_by("name"), to_field_name="name", empty_label=None
-    )
 
 
 @admin_required

@@ -3,7 +3,6 @@ page that walks a reviewer through the items they have not rated yet. Viewers se
 
 import json
 
-from django import forms
 from django.contrib import messages
 from django.db.models import Count
 from django.http import HttpResponse
@@ -12,96 +11,18 @@ from django.urls import path, reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.decorators import admin_required, reviewer_required, viewer_required
-from benchmarks.models import Benchmark
 from lib.htmx import render_page
 from review import quality
+from review.forms import RatingForm, SampleForm
 from review.models import (
     QUALITY_DIMENSIONS,
     QUALITY_SCALE,
-    BenchmarkCandidate,
     QualityRating,
     QualitySample,
     QualitySampleItem,
 )
 from review.services import ReviewError
-from tasks.models import BenchmarkCategory, Task
 from tasks.views import checker_files, files_by_role
-
-# --- forms -----------------------------------------------------------------------------------------------------
-
-
-class SampleForm(forms.Form):
-    """Draw a new sample: its name, N, an optional seed and the pool's filters."""
-
-    name = forms.CharField(max_length=200)
-    size = forms.IntegerField(label="Tasks (N)", min_value=1, max_value=quality.MAX_SAMPLE_SIZE, initial=50)
-    seed = forms.IntegerField(
-        required=False,
-        min_value=0,
-        max_value=quality.MAX_SEED,
-        help_text="Empty: a random one. It is kept, so the same seed over the same pool draws the same tasks.",
-    )
-    benchmark = forms.ModelChoiceField(
-        Benchmark.objects.all(), required=False, to_field_name="name", empty_label="Any task (no benchmark)"
-    )
-    candidate_status = forms.ChoiceField(
-        choices=[("", "Any candidate status"), *BenchmarkCandidate.Status.choices], required=False
-    )
-    task_status = forms.ChoiceField(choices=[("", "Any task status"), *Task.Status.choices], required=False)
-    category = forms.ModelChoiceField(
-        BenchmarkCategory.objects.all(), required=False, to_field_name="slug", empty_label="Any category"
-    )
-    source = forms.ChoiceField(choices=[("", "Any source"), *Task.Source.choices], required=False)
-
-    def clean(self):
-        data = super().clean()
-        if data.get("candidate_status") and not data.get("benchmark"):
-            self.add_error("candidate_status", "Pick the benchmark whose candidates to draw from.")
-        return data
-
-    def sample_fields(self):
-        return [self[name] for name in ("name", "size", "seed")]
-
-    def pool_fields(self):
-        return [self[name] for name in quality.POOL_FILTERS]
-
-    def pool(self) -> dict:
-        """The filters that are set, by name (benchmark) and slug (category), as review.quality takes them."""
-        data = self.cleaned_data
-        pool = {key: data[key] for key in quality.POOL_FILTERS if data[key]}
-        if "benchmark" in pool:
-            pool["benchmark"] = pool["benchmark"].name
-        if "category" in pool:
-            pool["category"] = pool["category"].slug
-        return pool
-
-
-class RatingForm(forms.Form):
-    """One score from 1 to 5 per quality dimension, and an optional comment."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        for d in QUALITY_DIMENSIONS:
-            self.fields[d.field] = forms.TypedChoiceField(
-                label=d.label,
-                help_text=d.help,
-                choices=list(QUALITY_SCALE.items()),
-                coerce=int,
-                widget=forms.RadioSelect,
-                error_messages={"required": f"Give {d.label.lower()} a score from 1 to 5."},
-            )
-        self.fields["comment"] = forms.CharField(
-            required=False,
-            max_length=quality.MAX_COMMENT,
-            widget=forms.Textarea(attrs={"rows": 3}),
-            help_text="Optional: what made you give these scores.",
-        )
-
-    def dimension_fields(self):
-        return [self[d.field] for d in QUALITY_DIMENSIONS]
-
-    def scores(self) -> dict[str, int]:
-        return {d.field: self.cleaned_data[d.field] for d in QUALITY_DIMENSIONS}
 
 
 # --- the samples -----------------------------------------------------------------------------------------------

@@ -7,10 +7,9 @@ finished diagnosis updates its row in place; plain forms redirect back to a safe
 
 from collections import defaultdict
 
-from django import forms
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.db.models import Count, Exists, F, OuterRef, Q, Subquery
+from django.db.models import Count, Exists, OuterRef, Q, Subquery
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -23,117 +22,18 @@ from benchmarks.models import Benchmark
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
 from lib.htmx import render_page
-from tasks.models import BenchmarkCategory, SanityReport
+from tasks.models import SanityReport
 
 from .. import bulk, planting, precision, services
-from ..forms import BulkDecisionForm, DecisionForm
+from ..forms import DIAGNOSIS_FAILED, QUEUE_STATUSES, SORTS, BulkDecisionForm, DecisionForm, QueueFilterForm
 from ..job_kinds import DIAGNOSE_BATCH_JOB, DIAGNOSE_JOB
-from ..models import BenchmarkCandidate, DiagnosisIssue, DifficultyVerdict, LLMDiagnosis, ReviewDecision, Severity
-from ..serializers import CandidateFilterSerializer
+from ..models import BenchmarkCandidate, DiagnosisIssue, LLMDiagnosis, ReviewDecision, Severity
 
 PAGE_SIZE = 50
 Status = BenchmarkCandidate.Status
-# Candidates awaiting a diagnosis whose last attempt failed get a tab of their own: a person reviews them (or an admin
-# diagnoses them again) instead of waiting for a diagnosis nothing is making.
-DIAGNOSIS_FAILED = "diagnosis_failed"
-QUEUE_STATUSES = [
-    (Status.AWAITING_DIAGNOSIS, Status.AWAITING_DIAGNOSIS.label),
-    (DIAGNOSIS_FAILED, "Diagnosis failed"),
-    *((value, label) for value, label in Status.choices if value != Status.AWAITING_DIAGNOSIS),
-]
 Decision = ReviewDecision.Decision
 # Fixing needs the candidate's files in front of the reviewer: the queue's `f` opens the candidate page instead.
 QUEUE_DECISIONS = (Decision.ACCEPT, Decision.REJECT)
-
-# name: (label, ordering). Every ordering ends on a unique key so that pages never overlap.
-SORTS = {
-    "updated": ("Recently updated", [F("updated_at").desc(), F("id").desc()]),
-    "severity": (
-        "Worst severity first",
-        [F("worst_rank").asc(nulls_last=True), F("updated_at").desc(), F("id").desc()],
-    ),
-    "task": ("Task id", [F("task__external_id").asc(), F("id").asc()]),
-    "category": (
-        "Category",
-        [F("task__benchmark_category__order").asc(nulls_last=True), F("task__external_id").asc(), F("id").asc()],
-    ),
-    "strong": ("Strong agent mean, lowest first", [F("strong_mean").asc(nulls_last=True), F("id").asc()]),
-    # `lazy_score`: annotated by _rows. Never sanity-checked: last.
-    "lazy": (
-        "Lazy score, highest first",
-        [F("lazy_score").desc(nulls_last=True), F("updated_at").desc(), F("id").desc()],
-    ),
-    # `likely_valid`: annotated by queue() (review.precision). Not diagnosed, or no issues: last.
-    "likely": (
-        "Issues most likely valid first",
-        [F("likely_valid").desc(nulls_last=True), F("worst_rank").asc(nulls_last=True), F("id").desc()],
-    ),
-}
-
-
-class QueueFilterForm(forms.Form):
-    """The queue's filters and sort. Invalid values are dropped one by one rather than failing the page.
-
-    It validates and renders; the filtering itself is the API's (CandidateFilterSerializer.filter), so the page and
-    /api/candidates/ always agree on what a filter means. Only the free-text search is the page's own.
-    """
-
-    q = forms.CharField(required=False, max_length=200, label="Search")
-    benchmark = forms.ChoiceField(required=False)
-    category = forms.ChoiceField(required=False)
-    severity = forms.ChoiceField(
-        choices=[("", "Any severity"), *Severity.choices, ("none", "No issues or not diagnosed")], required=False
-    )
-    status = forms.ChoiceField(choices=[("", "All statuses"), *QUEUE_STATUSES], required=False)
-    mine = forms.BooleanField(required=False, label="Claimed by me")
-    # What a lazy agent earns with the checker of the task's current revision, above one of the thresholds.
-    lazy = forms.ChoiceField(
-        choices=[("", "Any"), *((f"{t:g}", f"Lazy agent earns > {t:g}") for t in SanityReport.LAZY_THRESHOLDS)],
-        required=False,
-        label="Lazy score",
-    )
-    # The verdict of the latest difficulty filter (review.difficulty).
-    difficulty = forms.ChoiceField(
-        choices=[("", "Any"), *DifficultyVerdict.choices, ("none", "Not filtered")], required=False, label="Difficulty"
-    )
-    sort = forms.ChoiceField(choices=[(name, label) for name, (label, _) in SORTS.items()], required=False)
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        names = list(Benchmark.objects.values_list("name", flat=True))
-        self.fields["benchmark"].choices = [("", "All benchmarks"), *((n, n) for n in names)]
-        categories = BenchmarkCategory.objects.values_list("slug", "name")
-        self.fields["category"].choices = [("", "All categories"), *categories]
-        self.is_valid()  # cleaned_data then holds the valid fields only
-
-    @property
-    def sort_name(self) -> str:
-        return self.cleaned_data.get("sort") or "updated"
-
-    def candidates(self, request, *, with_status: bool = True):
-        """The filtered candidates (unordered), by status too unless `with_status` is False (the status counts)."""
-        data = self.cleaned_data
-        shared = {
-            name: data[name] for name in ("benchmark", "status", "category", "severity", "difficulty") if data.get(name)
-        }
-        if data.get("mine"):
-            shared["mine"] = True
-        if data.get("lazy"):
-            shared["lazy_above"] = data["lazy"]
-        if not with_status:
-            shared.pop("status", None)
-        elif shared.get("status") == DIAGNOSIS_FAILED:
-            shared.update(status=Status.AWAITING_DIAGNOSIS, diagnosis_failed=True)
-        elif shared.get("status") == Status.AWAITING_DIAGNOSIS:
-            shared["diagnosis_failed"] = False
-        candidates = BenchmarkCandidate.objects.order_by()
-        api_filters = CandidateFilterSerializer(data=shared, context={"request": request})
-        api_filters.is_valid(raise_exception=True)  # the form accepted exactly these values
-        candidates = api_filters.filter(candidates)
-        q = data.get("q", "").strip()
-        if q:
-            candidates = candidates.filter(Q(task__external_id__icontains=q) | Q(task__title__icontains=q))
-        return candidates
 
 
 def decorate(candidates: list) -> list:

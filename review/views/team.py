@@ -11,9 +11,7 @@
 htmx forms get back their own panel (errors in place) or a redirect; without JS they post normally.
 """
 
-from django import forms
 from django.contrib import messages
-from django.contrib.auth import get_user_model
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
@@ -22,38 +20,13 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.decorators import admin_required, lead_required, reviewer_required, viewer_required
-from accounts.roles import REVIEWER, has_role
 from benchmarks.models import Benchmark
 from lib.htmx import render_page
 
 from .. import adjudication, services, team
 from ..agreement import benchmark_agreement
+from ..forms import AdjudicationForm, TeamForm
 from ..models import BenchmarkCandidate, DiagnosisIssue, ReviewDecision
-
-
-class TeamForm(forms.Form):
-    reviewers = forms.ModelMultipleChoiceField(
-        queryset=get_user_model().objects.none(),
-        required=False,
-        widget=forms.CheckboxSelectMultiple,
-        help_text="Who the queue routes this benchmark's candidates to; none ticked: every reviewer.",
-    )
-    decisions_needed = forms.IntegerField(min_value=1, max_value=team.MAX_DECISIONS)
-    overlap_share = forms.FloatField(
-        min_value=0.0,
-        max_value=1.0,
-        help_text="Share of candidates that get one more independent decision, to measure agreement (0.2: 20%).",
-    )
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        users = get_user_model().objects.filter(is_active=True).order_by("username")
-        self.fields["reviewers"].queryset = users.filter(pk__in=[u.pk for u in users if has_role(u, REVIEWER)])
-
-
-class AdjudicationForm(forms.Form):
-    decision = forms.ChoiceField(choices=[("accept", "Accept"), ("reject", "Reject")])
-    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), help_text="The reviewers read it.")
 
 
 # --- routing ---------------------------------------------------------------------------------------------------
