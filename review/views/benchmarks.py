@@ -16,7 +16,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Count, OuterRef, Subquery
 from django.http import HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect
-from django.urls import path, reverse
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.decorators import admin_required, viewer_required
@@ -268,14 +268,3 @@ def version_export(request, name, number):
     if fmt not in ARCHIVE_FORMATS:
         return HttpResponseBadRequest(f"Unknown archive format “{fmt}”: choose {' or '.join(ARCHIVE_FORMATS)}.")
     return download_response(version, fmt)
-
-
-urlpatterns = [
-    path("benchmarks/", benchmark_list, name="benchmarks"),
-    path("benchmarks/<slug:name>/", benchmark_detail, name="benchmark"),
-    path("benchmarks/<slug:name>/freeze/", freeze, name="freeze"),
-    path("benchmarks/<slug:name>/lazy-tolerance/", lazy_tolerance, name="lazy_tolerance"),
-    path("benchmarks/<slug:name>/propose/", propose, name="propose"),
-    path("benchmarks/<slug:name>/v<int:number>/", version_detail, name="version"),
-    path("benchmarks/<slug:name>/v<int:number>/export/", version_export, name="version_export"),
-]

@@ -25,7 +25,6 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
-from django.urls import path as url
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -497,16 +496,3 @@ def diagnose(request, pk):
     if not request.htmx:
         return redirect("jobs:detail", run.pk)
     return TemplateResponse(request, "jobs/_progress.html", {"run": run})
-
-
-urlpatterns = [
-    url("candidates/<int:pk>/", candidate_page, name="candidate"),
-    url("candidates/<int:pk>/part/<slug:name>/", candidate_part, name="candidate_part"),
-    url("candidates/<int:pk>/unit/", candidate_unit, name="candidate_unit"),
-    url("candidates/<int:pk>/edit/", candidate_edit, name="candidate_edit"),
-    url("candidates/<int:pk>/issues/<int:issue_pk>/", candidate_issue, name="candidate_issue"),
-    url("candidates/<int:pk>/verdict/", verdict, name="verdict"),
-    url("candidates/<int:pk>/apply-fix/", apply_fix, name="apply_fix"),
-    url("candidates/<int:pk>/decide/", decide, name="decide"),
-    url("candidates/<int:pk>/rediagnose/", diagnose, name="candidate_diagnose"),
-]

@@ -17,7 +17,7 @@ from django.db.models import Count
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
-from django.urls import NoReverseMatch, path, reverse
+from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.decorators import admin_required, viewer_required
@@ -243,11 +243,3 @@ def difficulty_thresholds(request, name):
     return _benchmark_page(
         request, benchmark, thresholds_form=form, partial="thresholds", status=_invalid_status(request)
     )
-
-
-urlpatterns = [
-    path("benchmarks/<slug:name>/difficulty/", benchmark_difficulty, name="difficulty"),
-    path("benchmarks/<slug:name>/difficulty/start/", difficulty_start, name="difficulty_start"),
-    path("benchmarks/<slug:name>/difficulty/thresholds/", difficulty_thresholds, name="difficulty_thresholds"),
-    path("candidates/<int:pk>/difficulty/", candidate_difficulty, name="candidate_difficulty"),
-]

@@ -13,7 +13,7 @@ and queue views (`reveal_context`).
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect
-from django.urls import path, reverse
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
 from accounts.decorators import viewer_required
@@ -109,9 +109,3 @@ def _done(request, benchmark):
         response["HX-Redirect"] = url
         return response
     return redirect(url)
-
-
-urlpatterns = [
-    path("benchmarks/<slug:name>/diagnosis-precision/", diagnosis_precision, name="diagnosis_precision"),
-    path("benchmarks/<slug:name>/planted/", planted, name="planted"),
-]

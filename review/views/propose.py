@@ -8,7 +8,6 @@ Once proposed, the browser goes to the candidate's page.
 
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect
-from django.urls import path
 from django.views.decorators.http import require_http_methods
 
 from accounts.decorators import admin_required
@@ -41,8 +40,3 @@ def propose_task(request, external_id):
     proposed = BenchmarkCandidate.objects.filter(task=task).select_related("benchmark").order_by("benchmark__name")
     context = {"nav": "tasks", "task": task, "form": form, "proposed": proposed}
     return render_page(request, "review/propose_task.html", context, partial="form", status=status)
-
-
-urlpatterns = [
-    path("tasks/<str:external_id>/propose/", propose_task, name="propose_task"),
-]

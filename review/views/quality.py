@@ -7,7 +7,7 @@ from django.contrib import messages
 from django.db.models import Count
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect
-from django.urls import path, reverse
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.decorators import admin_required, reviewer_required, viewer_required
@@ -23,7 +23,6 @@ from review.models import (
 )
 from review.services import ReviewError
 from tasks.views import checker_files, files_by_role
-
 
 # --- the samples -----------------------------------------------------------------------------------------------
 
@@ -167,11 +166,3 @@ def _after_rating(request, sample, item):
         )
         return response
     return redirect(url)
-
-
-urlpatterns = [
-    path("quality/", quality_list, name="quality_list"),
-    path("quality/new/", quality_create, name="quality_create"),
-    path("quality/<int:pk>/", quality_sample, name="quality_sample"),
-    path("quality/<int:pk>/items/<int:item_pk>/", quality_rate, name="quality_rate"),
-]

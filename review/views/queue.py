@@ -12,7 +12,7 @@ from django.core.paginator import Paginator
 from django.db.models import Count, Exists, OuterRef, Q, Subquery
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
-from django.urls import path, reverse
+from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import reswap, retarget, trigger_client_event
@@ -391,15 +391,3 @@ def diagnose_one(request, pk: int):
         return redirect("jobs:detail", run.pk)
     messages.error(request, error)
     return redirect(_next_url(request))
-
-
-urlpatterns = [
-    path("", queue, name="queue"),
-    path("diagnose-all/", diagnose_all, name="diagnose_all"),
-    path("candidates/<int:pk>/row/", queue_row, name="queue_row"),
-    path("candidates/<int:pk>/claim/", claim, name="claim"),
-    path("candidates/<int:pk>/release/", release, name="release"),
-    path("candidates/<int:pk>/decide-from-queue/", queue_decide, name="queue_decide"),
-    path("bulk-decide/", bulk_decide, name="bulk_decide"),
-    path("candidates/<int:pk>/diagnose/", diagnose_one, name="diagnose_one"),
-]

@@ -20,7 +20,6 @@ from django.core.exceptions import BadRequest
 from django.http import Http404, JsonResponse
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
-from django.urls import path as url
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseLocation, trigger_client_event
@@ -290,17 +289,3 @@ def check_source(request, pk):
     editable = has_role(request.user, REVIEWER) and not unit.not_editable and candidate.status in candidate.OPEN
     context = _unit_context(request, candidate, unit, "edit" if editable else "view", highlight=lines, check=name)
     return _unit_response(request, candidate, context)
-
-
-urlpatterns = [
-    url("candidates/<int:pk>/solve/", solve_panel, name="solve"),
-    url("candidates/<int:pk>/solve/open/", solve_open, name="solve_open"),
-    url("candidates/<int:pk>/solve/file/", solve_file, name="solve_file"),
-    url("candidates/<int:pk>/solve/file/save/", solve_file_save, name="solve_file_save"),
-    url("candidates/<int:pk>/solve/run/", solve_run, name="solve_run"),
-    url("candidates/<int:pk>/solve/save/", solve_save, name="solve_save"),
-    url("candidates/<int:pk>/solve/discard/", solve_discard, name="solve_discard"),
-    url("candidates/<int:pk>/save-all/", save_all, name="save_all"),
-    url("candidates/<int:pk>/syntax/", syntax, name="syntax"),
-    url("candidates/<int:pk>/check/", check_source, name="candidate_check"),
-]

@@ -15,7 +15,7 @@ from django.contrib import messages
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
-from django.urls import path, reverse
+from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -27,7 +27,6 @@ from .. import adjudication, services, team
 from ..agreement import benchmark_agreement
 from ..forms import AdjudicationForm, TeamForm
 from ..models import BenchmarkCandidate, DiagnosisIssue, ReviewDecision
-
 
 # --- routing ---------------------------------------------------------------------------------------------------
 
@@ -213,13 +212,3 @@ def adjudicate(request, pk):
     return render_page(
         request, "review/_adjudication.html", context, partial="verdict", status=200 if request.htmx else status
     )
-
-
-urlpatterns = [
-    path("next/", next_candidate, name="next"),
-    path("benchmarks/<slug:name>/team/", team_page, name="team"),
-    path("benchmarks/<slug:name>/team/part/<slug:panel>/", team_part, name="team_part"),
-    path("benchmarks/<slug:name>/team/settings/", team_settings, name="team_settings"),
-    path("adjudication/", adjudication_list, name="adjudication"),
-    path("candidates/<int:pk>/adjudicate/", adjudicate, name="adjudicate"),
-]
