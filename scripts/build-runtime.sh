@@ -51,10 +51,13 @@ started=$(date +%s)
 cache="$root_dir/cache"
 mkdir -p "$cache/debootstrap" "$cache/apt/partial"
 mounts=(proc var/cache/apt/archives)
+# A process that looks into the folder while it is built (a search over the project, say) keeps /proc busy for a
+# moment: a lazy unmount detaches the mount at once and lets go when that process does.
+unmount() { umount "$1" 2>/dev/null || umount -l "$1"; }
 remove_build() {
   local dir="$1" still_mounted=0
   for m in "${mounts[@]}"; do
-    if mountpoint -q "$dir/$m" 2>/dev/null; then umount "$dir/$m" || still_mounted=1; fi
+    if mountpoint -q "$dir/$m" 2>/dev/null; then unmount "$dir/$m" || still_mounted=1; fi
   done
   # Never delete through a mount that is still there (the package cache, /proc).
   if [ -d "$dir" ] && [ "$still_mounted" -eq 0 ]; then rm -rf --one-file-system "$dir"; fi
@@ -96,7 +99,7 @@ rm -f "$build/usr/sbin/policy-rc.d" "$build/etc/resolv.conf" "$build/etc/hostnam
 rm -rf "$build"/var/lib/apt/lists/* "$build"/var/cache/apt/*.bin "$build"/usr/share/man/* "$build"/usr/share/info/*
 find "$build/usr/share/doc" -type f ! -name copyright -delete
 in_root dpkg-query -W -f '${Package} ${Version}\n' | sort >"$build/etc/clawgym-runtime.packages"
-for m in "${mounts[@]}"; do umount "$build/$m"; done
+for m in "${mounts[@]}"; do unmount "$build/$m"; done
 rm -f "$build"/var/cache/apt/archives/*.deb  # debootstrap's own downloads, under the cache's bind mount until now
 chmod 0755 "$build"
 # The stamp goes last: its presence means the folder is complete.
