@@ -55,7 +55,7 @@ from lib.api_filters import QueryFilterMixin
 from lib.bounds import parse_id
 from tasks.services import StaleRevisionError
 
-from . import adjudication, bulk, services, team
+from . import adjudication, bulk, edits, services, team
 from .agreement import benchmark_agreement
 from .difficulty import DifficultyError, set_difficulty_thresholds, start_difficulty_filter
 from .measures_api import DecisionRevealSerializer, decision_body
@@ -288,7 +288,7 @@ class CandidateViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):
                 {"base_revision": f"{candidate.task.external_id} has no revision {data['base_revision']}"}
             )
         try:
-            fix = services.apply_suggested_fix(issue, user=request.user, base_revision=base, reason=data["reason"])
+            fix = edits.apply_suggested_fix(issue, user=request.user, base_revision=base, reason=data["reason"])
         except (services.ReviewError, StaleRevisionError) as exc:
             return _error(exc)
         except JobEngineError as exc:

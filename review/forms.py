@@ -16,7 +16,7 @@ from lib.bounds import parse_id
 from llm.models import ModelEndpoint
 from tasks.models import BenchmarkCategory, SanityReport, Task
 
-from . import planting, quality, services, team
+from . import edits, planting, quality, team
 from .models import (
     QUALITY_DIMENSIONS,
     QUALITY_SCALE,
@@ -194,7 +194,7 @@ VIEWER = "viewer"  # the slot of a file opened in the file viewer
 class EditForm(forms.Form):
     """One save of an inline editor, of the add-a-file form or of a delete button."""
 
-    field = forms.ChoiceField(choices=[(f, f) for f in services.EDIT_FIELDS])
+    field = forms.ChoiceField(choices=[(f, f) for f in edits.EDIT_FIELDS])
     path = forms.CharField(required=False, max_length=500)
     content = forms.CharField(required=False, strip=False)
     upload = forms.FileField(required=False)
@@ -214,7 +214,7 @@ class EditForm(forms.Form):
         data["action"] = data.get("action") or "edit"
         if data.get("upload") and not data["path"]:
             data["path"] = data["upload"].name
-        if data.get("field") not in services.FILE_FIELDS:
+        if data.get("field") not in edits.FILE_FIELDS:
             data["path"] = ""
         elif not data["path"]:
             self.add_error("path", "Name the file.")

@@ -36,13 +36,14 @@ from accounts.roles import REVIEWER, has_role
 from jobs.models import JobRun
 from jobs.scratch import ScratchError, remove_tree, scratch_folder, scratch_root
 from sandbox import Workspace
+from tasks.job_kinds import SANITY_JOB
 from tasks.models import Blob, Task, TaskRevision
 from tasks.package import PackageError
 from tasks.paths import TaskFileError, normalize_path
 from tasks.services import SaveOutcome, revise_task
 from tasks.verification import CheckerSpec, run_checker
 
-from . import services
+from . import edits, services
 from .job_kinds import SOLVE_JOB
 from .models import BenchmarkCandidate
 from .rediagnosis import rediagnose_after_save
@@ -362,7 +363,7 @@ def proof_run(candidate, user, found: SolveWorkspace | None = None) -> tuple[Job
     return latest, ""
 
 
-def save_solution(candidate, *, user, base_revision: TaskRevision, reason: str = "") -> services.EditResult:
+def save_solution(candidate, *, user, base_revision: TaskRevision, reason: str = "") -> edits.EditResult:
     """Save the workspace as the task's reference solution: a new revision whose solution files are the files that
     differ from the input files (the old solution files not among them removed), with a FIX decision and a sanity
     check. Needs the latest run of this workspace, on the current revision, to have scored full marks."""
@@ -394,8 +395,8 @@ def save_solution(candidate, *, user, base_revision: TaskRevision, reason: str =
 
 def save_parts(
     candidate, *, user, parts, base_revision: TaskRevision, reason: str = "", message: str = ""
-) -> services.EditResult:
-    """Several edits as one revision: `parts` is a list of (field, path, content) as services.save_edit takes them
+) -> edits.EditResult:
+    """Several edits as one revision: `parts` is a list of (field, path, content) as edits.save_edit takes them
     (content None deletes a file). One FIX decision, one sanity check. A part that changed since `base_revision`
     raises StaleRevisionError; nothing is written then."""
     services._require(user, REVIEWER, "editing a candidate")
@@ -404,19 +405,19 @@ def save_parts(
         raise SolveError("nothing to save: no part was edited")
     keyed = {}
     for field, path, content in parts:
-        path, changes, label = services._edit_changes(field, path, content)
+        path, changes, label = edits.edit_changes(field, path, content)
         if (field, path) in keyed:
             raise SolveError(f"{label} is given twice")
         keyed[(field, path)] = (changes, label)
     with transaction.atomic():
-        services._require_own_claim(candidate, user)
+        edits.require_own_claim(candidate, user)
         task = Task.objects.select_for_update(of=("self",)).select_related("current_revision").get(pk=candidate.task_id)
         current = task.current_revision
         if base_revision.task_id != task.pk:
             raise SolveError("the base revision belongs to another task")
         base = current
         for field, path in keyed:
-            if services._base_for(current, base_revision, field, path).pk != current.pk:
+            if edits.base_for(current, base_revision, field, path).pk != current.pk:
                 base = base_revision  # this part changed since: revise_task refuses, naming both revisions
         merged, labels = {"file_changes": {}}, []
         for changes, label in keyed.values():
@@ -435,10 +436,10 @@ def save_parts(
             raise SolveError(str(exc)) from None
         if result.outcome == SaveOutcome.UNCHANGED:
             raise SolveError(f"nothing to save: the parts are the same as in r{current.number}")
-        decision = services.record_fix(candidate, result.revision, user=user, reason=message)
-        run = jobs.enqueue(services.SANITY_JOB, created_by=user, revision_id=result.revision.pk)
+        decision = edits.record_fix(candidate, result.revision, user=user, reason=message)
+        run = jobs.enqueue(SANITY_JOB, created_by=user, revision_id=result.revision.pk)
         rediagnose_after_save(candidate, result.revision, user=user)
-    return services.EditResult(decision, result.revision, run)
+    return edits.EditResult(decision, result.revision, run)
 
 
 # --- the editor's helpers --------------------------------------------------------------------------------------

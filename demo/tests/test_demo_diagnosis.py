@@ -17,8 +17,9 @@ from demo.kinds import KINDS
 from demo.tests.test_demo_answers import EXAMPLES, ask
 from llm.models import ModelEndpoint
 from review.diagnosis import DIAGNOSIS_SCHEMA, diagnosis_messages, store_diagnosis
+from review.edits import apply_suggested_fix
 from review.models import BenchmarkCandidate, ReviewDecision
-from review.services import apply_suggested_fix, propose_candidates, record_verdicts
+from review.services import propose_candidates, record_verdicts
 from tasks.importing import import_path
 from tasks.models import Task
 from tasks.package import STANDARD_REWARD_SH, PackageFile, TaskPackage

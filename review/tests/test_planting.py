@@ -7,9 +7,10 @@ import pytest
 
 from jobs.models import JobRun
 from review import planting
+from review.edits import save_edit
 from review.job_kinds import DIAGNOSE_JOB
 from review.models import BenchmarkCandidate, PlantedFlaw, ReviewDecision
-from review.services import ReviewError, claim, decide, freeze_version, save_edit
+from review.services import ReviewError, claim, decide, freeze_version
 from review.tests.helpers import accept_all, add_diagnosis, sanity
 from tasks.job_kinds import SANITY_JOB
 from tasks.models import Task

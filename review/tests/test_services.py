@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from benchmarks.models import BenchmarkVersion
 from jobs.models import JobRun
-from review import services
+from review import edits, services
 from review.models import BenchmarkCandidate, ReviewDecision
 from review.tests.helpers import add_diagnosis, make_task, sanity
 from tasks.models import Task
@@ -203,7 +203,7 @@ def test_a_revision_already_recorded_as_a_fix_is_not_recorded_twice(
 ):
     diagnosis = add_diagnosis(candidate, [{"component": "checker", "path": "check.py", "replacement": "print('{}')\n"}])
     with django_capture_on_commit_callbacks(execute=False):
-        fix = services.apply_suggested_fix(
+        fix = edits.apply_suggested_fix(
             diagnosis.issues.get(), user=reviewer, base_revision=candidate.task.current_revision
         )
 
@@ -223,7 +223,7 @@ def test_apply_fix_makes_a_revision_and_queues_a_sanity_check(candidate, reviewe
     issue = diagnosis.issues.get()
     base = candidate.task.current_revision
     with django_capture_on_commit_callbacks(execute=False):
-        fix = services.apply_suggested_fix(issue, user=reviewer, base_revision=base)
+        fix = edits.apply_suggested_fix(issue, user=reviewer, base_revision=base)
     assert fix.revision.number == base.number + 1 and fix.revision.author_user == reviewer
     assert fix.revision.files.get(role="reward", path="check.py").blob.content == b"print('{}')\n"
     assert fix.decision.decision == "fix" and fix.decision.verdicts == {str(issue.pk): "fixed"}
@@ -236,7 +236,7 @@ def test_stale_fix_is_a_conflict_and_writes_nothing(candidate, reviewer, django_
     base = candidate.task.current_revision
     revise_task(candidate.task, user=reviewer, message="someone else's edit", instruction="Another instruction.")
     with pytest.raises(StaleRevisionError):
-        services.apply_suggested_fix(diagnosis.issues.get(), user=reviewer, base_revision=base)
+        edits.apply_suggested_fix(diagnosis.issues.get(), user=reviewer, base_revision=base)
     assert candidate.task.revisions.count() == 2
     assert not candidate.decisions.exists() and not JobRun.objects.exists()
 
@@ -244,9 +244,7 @@ def test_stale_fix_is_a_conflict_and_writes_nothing(candidate, reviewer, django_
 def test_rubric_fix_must_be_a_valid_rubric(candidate, reviewer):
     diagnosis = add_diagnosis(candidate, [{"component": "rubric", "replacement": '[{"name": 1}]'}])
     with pytest.raises(services.ReviewError, match="not a valid rubric"):
-        services.apply_suggested_fix(
-            diagnosis.issues.get(), user=reviewer, base_revision=candidate.task.current_revision
-        )
+        edits.apply_suggested_fix(diagnosis.issues.get(), user=reviewer, base_revision=candidate.task.current_revision)
 
 
 def test_freeze_pins_accepted_revisions_and_ignores_later_edits(benchmark, candidate, reviewer, admin_user):
@@ -275,7 +273,7 @@ def test_freeze_without_accepted_candidates_refused(benchmark, candidate, admin_
 def test_history_shows_claims_diagnoses_decisions_and_revisions(candidate, reviewer):
     diagnosis = add_diagnosis(candidate, [{"replacement": "Better words."}])
     services.claim(candidate, user=reviewer)
-    services.apply_suggested_fix(diagnosis.issues.get(), user=reviewer, base_revision=candidate.task.current_revision)
+    edits.apply_suggested_fix(diagnosis.issues.get(), user=reviewer, base_revision=candidate.task.current_revision)
     services.decide(candidate, "reject", user=reviewer, reason="still unclear")
     kinds = [event["kind"] for event in services.history(candidate)]
     assert {"claim", "diagnosis", "decision", "revision"} <= set(kinds)

@@ -10,7 +10,7 @@ from jobs.models import JobRun
 from jobs.runner import execute
 from jobs.scratch import remove_tree, scratch_root
 from llm.models import ModelEndpoint
-from review import services, solving
+from review import edits, services, solving
 from review.job_kinds import DIAGNOSE_JOB, SOLVE_JOB
 from review.models import BenchmarkCandidate, ReviewDecision
 from review.tests.helpers import HTMX, add_diagnosis, make_task, sanity, text, url
@@ -333,12 +333,12 @@ def test_a_checker_change_starts_a_diagnosis_and_other_changes_do_not(
     candidate = claimed
     add_diagnosis(candidate, [])
     with django_capture_on_commit_callbacks(execute=True):
-        services.save_edit(
+        edits.save_edit(
             candidate, user=reviewer, field="instruction", content="Other.", base_revision=current(candidate)
         )
     assert not JobRun.objects.filter(kind=DIAGNOSE_JOB).exists()
     with django_capture_on_commit_callbacks(execute=True):
-        services.save_edit(
+        edits.save_edit(
             candidate,
             user=reviewer,
             field="reward",
@@ -355,7 +355,7 @@ def test_a_checker_change_without_an_endpoint_says_so(
     candidate = claimed
     add_diagnosis(candidate, [])
     with django_capture_on_commit_callbacks(execute=True):
-        services.save_edit(
+        edits.save_edit(
             candidate,
             user=reviewer,
             field="reward",

@@ -10,7 +10,7 @@ import pytest
 
 from benchmarks.models import Benchmark, BenchmarkVersion
 from benchmarks.services import BenchmarkError, get_or_create_benchmark
-from review import quality, services
+from review import edits, quality, services
 from review.models import ReviewDecision
 from review.tests.helpers import accept_all, add_diagnosis, make_task
 
@@ -57,12 +57,12 @@ def test_the_inline_editor_refuses_an_oversized_instruction_or_rubric(candidate,
     base = candidate.task.current_revision
     huge = "Summarise sales.csv into report.md.\n" + "Also mention row 17 of sales.csv.\n" * 2500
     with pytest.raises(services.ReviewError, match=r"the instruction is .* \(CLAWGYM_MAX_INSTRUCTION_BYTES\)"):
-        services.save_edit(candidate, user=reviewer, field="instruction", content=huge, base_revision=base)
+        edits.save_edit(candidate, user=reviewer, field="instruction", content=huge, base_revision=base)
     rules = [
         {"name": f"rule {n}", "target_file": "report.md", "scores": {"0": "no", "1": "y" * 4000}} for n in range(20)
     ]
     with pytest.raises(services.ReviewError, match=r"the rubric is .* \(CLAWGYM_MAX_RUBRIC_BYTES\)"):
-        services.save_edit(candidate, user=reviewer, field="rubric", content=json.dumps(rules), base_revision=base)
+        edits.save_edit(candidate, user=reviewer, field="rubric", content=json.dumps(rules), base_revision=base)
     assert candidate.task.revisions.count() == 1 and not ReviewDecision.objects.exists()
 
 

@@ -35,7 +35,7 @@ from accounts.decorators import reviewer_required, viewer_required
 from accounts.roles import REVIEWER, has_role
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
-from review import rediagnosis, services, solving
+from review import edits, rediagnosis, services, solving
 from review.forms import VIEWER, DecisionForm, EditForm
 from review.job_kinds import DIAGNOSE_JOB
 from review.models import BenchmarkCandidate, DiagnosisIssue, ReviewDecision
@@ -198,7 +198,7 @@ def _unit_context(request, candidate, unit: Unit, mode: str = "view", **extra) -
         context["unit_issues"] = [
             issue
             for issue in (diagnosis.issues.all() if diagnosis else [])
-            if services.issue_target(issue) == (unit.field, unit.path)
+            if edits.issue_target(issue) == (unit.field, unit.path)
         ]
         context.setdefault("text", unit.text)
         context.setdefault("base", unit.revision)
@@ -219,7 +219,7 @@ def _unit_response(request, candidate, context, status=200):
 def candidate_unit(request, pk):
     candidate = _get_candidate(pk)
     field_name, file_path, slot = (request.GET.get(key, "") for key in ("field", "path", "slot"))
-    if field_name not in services.EDIT_FIELDS or bool(file_path) != (field_name in services.FILE_FIELDS):
+    if field_name not in edits.EDIT_FIELDS or bool(file_path) != (field_name in edits.FILE_FIELDS):
         raise BadRequest("name a part: field=instruction|rubric, or field=input|reward|solution with a path")
     if slot not in ("", VIEWER):
         raise BadRequest(f"unknown slot {slot!r}")
@@ -251,7 +251,7 @@ def candidate_edit(request, pk):
             refusal = services.ReviewError(f"reward/{file_path} does not compile: {problem}")
             return _edit_refused(request, candidate, form, base, refusal)
     try:
-        result = services.save_edit(
+        result = edits.save_edit(
             candidate,
             user=request.user,
             field=field_name,
@@ -385,7 +385,7 @@ def apply_fix(request, pk):
     issue = _get_issue(candidate, request.POST.get("issue"))
     base = _get_base(candidate, request.POST.get("base_revision"))
     try:
-        fix = services.apply_suggested_fix(issue, user=request.user, base_revision=base)
+        fix = edits.apply_suggested_fix(issue, user=request.user, base_revision=base)
     except StaleRevisionError as exc:
         return _fix_conflict(request, candidate, issue, exc)
     except services.ReviewError as exc:
@@ -398,7 +398,7 @@ def apply_fix(request, pk):
         return redirect(_saved_url(candidate, fix.revision))
     applied = saved_context(fix.revision, fix.sanity_run)
     pieces = [("review/_candidate_issue.html", _issue_context(request, candidate, issue, applied=applied))]
-    target = services.issue_target(issue)
+    target = edits.issue_target(issue)
     if load_unit(fix.revision.parent, *target).exists:  # the part is on the page: show its new content there too
         unit = load_unit(fix.revision, *target)
         pieces.append(("review/_candidate_unit.html", _unit_context(request, candidate, unit, oob=True)))
@@ -407,7 +407,7 @@ def apply_fix(request, pk):
 
 def _fix_conflict(request, candidate, issue, exc: StaleRevisionError):
     """The part changed since the reviewer looked: show how, and offer the fix again on top of the new revision."""
-    field_name, file_path = services.issue_target(issue)
+    field_name, file_path = edits.issue_target(issue)
     before, now = load_unit(exc.base, field_name, file_path), load_unit(exc.current, field_name, file_path)
     conflict = {
         "base": exc.base,

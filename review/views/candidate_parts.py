@@ -18,7 +18,7 @@ from django.db.models import Q
 from django.urls import reverse
 
 from jobs.models import JobRun
-from review import rediagnosis, services, solving, team
+from review import edits, rediagnosis, services, solving, team
 from review.forms import VIEWER, DecisionForm
 from review.models import SEVERITY_RANK, DiagnosisIssue, ReviewDecision
 from review.solvability import solvability
@@ -79,7 +79,7 @@ class Unit:
 
     @property
     def is_file(self) -> bool:
-        return self.field in services.FILE_FIELDS
+        return self.field in edits.FILE_FIELDS
 
     @property
     def exists(self) -> bool:
@@ -131,7 +131,7 @@ def load_units(revision: TaskRevision, keys, slot: str = "") -> dict[tuple[str, 
     keys = list(keys)
     wanted = Q(pk__in=[])
     for field_name, path in keys:
-        if field_name in services.FILE_FIELDS:
+        if field_name in edits.FILE_FIELDS:
             wanted |= Q(role=field_name, path=path)
     files = {(f.role, f.path): f.blob.content for f in revision.files.filter(wanted).select_related("blob")}
     return {(f, p): Unit(revision, f, p, files.get((f, p)), slot) for f, p in keys}
@@ -157,7 +157,7 @@ class IssueCard:
 
     @property
     def target(self) -> tuple[str, str]:
-        return services.issue_target(self.issue)
+        return edits.issue_target(self.issue)
 
 
 def replacement_text(issue: DiagnosisIssue) -> str:
@@ -203,7 +203,7 @@ def issue_cards(candidate, issues, revision: TaskRevision, units: dict) -> list[
         )
         diagnosed = issue.diagnosis.revision
         if card.verdict != Verdict.FIXED and diagnosed.pk != revision.pk and (not unit.is_file or path):
-            if services.field_state(diagnosed, field_name, path) != services.field_state(revision, field_name, path):
+            if edits.field_state(diagnosed, field_name, path) != edits.field_state(revision, field_name, path):
                 card.changed_since = diagnosed.number
         if issue.replacement is not None:
             suggested = replacement_text(issue)

@@ -28,7 +28,7 @@ from accounts.decorators import reviewer_required, viewer_required
 from accounts.roles import REVIEWER, has_role
 from jobs.engine import JobEngineError
 from lib.bounds import TextRefused, check_text
-from review import services, solving
+from review import edits, services, solving
 from tasks.models import TaskRevision
 from tasks.services import StaleRevisionError
 from tasks.viewers import MAX_TEXT_BYTES, decode_text, is_binary
@@ -227,7 +227,7 @@ def save_all(request, pk):
     base = _get_base(candidate, request.POST.get("base_revision"))
     parts = []
     for field_name, file_path, content in zip(fields, paths, contents, strict=True):
-        if field_name not in services.EDIT_FIELDS:
+        if field_name not in edits.EDIT_FIELDS:
             raise BadRequest(f"{field_name!r} is not an editable part")
         parts.append((field_name, file_path.strip(), content.replace("\r\n", "\n")))
     try:
