@@ -10,7 +10,7 @@ from django.utils.html import format_html
 
 from .annotation import skill_synthesizable
 from .models import AtomicOperation, OperationCategory, Persona, Skill, SkillAnnotation, SkillFile
-from .seeds import persona_hash
+from .seed_files import persona_hash
 from .services import set_override
 
 MAX_SHOWN_CHARS = 20_000  # of one skill file on its skill's page

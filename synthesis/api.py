@@ -34,9 +34,9 @@ from jobs.api_actions import LongRunningActions, Refused, detail_error, refusals
 from jobs.serializers import JobRunSerializer
 from lib.api_filters import QueryFilterMixin
 
-from . import annotation, batches, seeds, services, skills
+from . import annotation, batch_plan, batch_report, seed_files, services, skills
 from .models import Persona, QualityAssessment, Skill, SkillAnnotation, SynthesisBatch, SynthesisItem
-from .qa import QAError
+from .qa_checks import QAError
 from .serializers import (
     AnnotateSerializer,
     AssessSerializer,
@@ -91,7 +91,7 @@ class SynthesisBatchViewSet(
         queryset = super().get_queryset()
         if self.action != "list":
             return queryset
-        # A list row's counts in the same query (a detail counts them through batches.batch_json).
+        # A list row's counts in the same query (a detail counts them through batch_report.batch_json).
         counts = {name: Count("items", filter=Q(items__status=name)) for name in ("kept", "rejected", "failed")}
         finished = Count("items", filter=Q(items__status__in=SynthesisItem.FINISHED))
         # Meta.ordering does not apply to a query with aggregates: newest first, said again.
@@ -111,7 +111,7 @@ class SynthesisBatchViewSet(
     def create(self, request):
         form = valid(StartBatchSerializer, request.data)
         earlier = set(SynthesisBatch.objects.order_by().values_list("pk", flat=True))
-        with refusals(batches.BatchError):
+        with refusals(batch_plan.BatchError):
             batch = services.start_batch(user=request.user, **form.batch_settings())
         return self.started(batch, again=batch.pk in earlier, flag="resumed")
 
@@ -132,7 +132,7 @@ class SynthesisBatchViewSet(
         if batch.status in (SynthesisBatch.Status.QUEUED, SynthesisBatch.Status.RUNNING):
             raise Refused(f"batch #{batch.pk} is {batch.status}: it is going on already", status.HTTP_409_CONFLICT)
         budgets = validated(ResumeBatchSerializer, request.data)
-        with refusals(batches.BatchError, code=status.HTTP_409_CONFLICT):
+        with refusals(batch_plan.BatchError, code=status.HTTP_409_CONFLICT):
             batch = services.resume_batch(batch, user=request.user, **budgets)
         return self.detail_response(batch)
 
@@ -155,7 +155,7 @@ class SynthesisBatchViewSet(
     def report(self, request, pk=None):
         """The `synthesis_report --json` shape: the batch's figures, funnel, cost per stage, distributions and where
         its items are."""
-        return Response(batches.report(self.get_object()))
+        return Response(batch_report.report(self.get_object()))
 
 
 @extend_schema(tags=["synthesis"])
@@ -203,7 +203,7 @@ class PersonaViewSet(QueryFilterMixin, mixins.ListModelMixin, mixins.RetrieveMod
     @action(detail=False, methods=["post"], url_path="import", parser_classes=[MultiPartParser, FormParser])
     def import_file(self, request):
         upload = validated(PersonaImportSerializer, request.data)["file"]
-        with refusals(seeds.SeedError):
+        with refusals(seed_files.SeedError):
             report = services.import_personas(upload, source=upload.name)
         return Response(report.as_dict())
 

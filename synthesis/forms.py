@@ -4,7 +4,7 @@ from django import forms
 
 from llm.models import ModelEndpoint
 
-from .batches import MAX_COUNT, MAX_SUPPORTING, OPERATIONS_PER_TASK
+from .batch_plan import MAX_COUNT, MAX_SUPPORTING, OPERATIONS_PER_TASK
 from .models import QAStage, Route
 
 

@@ -10,7 +10,7 @@ from . import pipeline
 from .annotation import AnnotationResult, annotator_endpoint
 from .job_kinds import ANNOTATE_JOB, ASSESS_JOB, RUN_BATCH_JOB, RUN_ITEM_JOB
 from .models import QualityAssessment, Skill, SynthesisBatch, SynthesisItem
-from .qa import STAGES, judge_endpoint
+from .qa_checks import STAGES, judge_endpoint
 from .services import annotate_skills, assess_tasks, begin
 
 # --- seeds: skill annotation ---------------------------------------------------------------------------------------

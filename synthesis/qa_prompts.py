@@ -1,4 +1,4 @@
-"""The quality-assessment judge's prompts and answer schemas, one per LLM stage (synthesis.qa asks them).
+"""The quality-assessment judge's prompts and answer schemas, one per LLM stage (synthesis.qa_checks asks them).
 
 Each stage's PROMPT_VERSIONS entry is bumped whenever its wording or schema changes, so a stored verdict says
 which prompt produced it. A call says which stage it is by its purpose ("qa:<stage>", sent as llm.wire.PURPOSE_HEADER),

@@ -1,4 +1,4 @@
-"""Synthesis as the API shows and takes it. The figures come from synthesis.batches (batch_json, funnel, report);
+"""Synthesis as the API shows and takes it. The figures come from synthesis.batch_report (batch_json, funnel, report);
 the input serializers validate a request and resolve names (endpoints, tasks, skills) to rows."""
 
 from django.db.models import Q
@@ -9,7 +9,8 @@ from llm.models import ModelEndpoint
 from tasks.models import Task
 
 from .annotation import skill_synthesizable
-from .batches import MAX_COUNT, MAX_SUPPORTING, batch_json, funnel
+from .batch_plan import MAX_COUNT, MAX_SUPPORTING
+from .batch_report import batch_json, funnel
 from .models import (
     Persona,
     QAStage,
@@ -79,7 +80,7 @@ class BatchOptionsSerializer(serializers.Serializer):
 
 
 class StartBatchSerializer(serializers.Serializer):
-    """What synthesis.batches.start_batch takes (the `synthesize` command's flags)."""
+    """What synthesis.services.start_batch takes (the `synthesize` command's flags)."""
 
     route = serializers.ChoiceField(choices=Route.choices)
     count = serializers.IntegerField(
@@ -226,7 +227,8 @@ class FunnelStepSerializer(serializers.Serializer):
 
 
 class SynthesisBatchDetailSerializer(serializers.Serializer):
-    """The `synthesize --json` shape (batches.batch_json), the funnel and the settings the batch was started with."""
+    """The `synthesize --json` shape (batch_report.batch_json), the funnel and the settings the batch was started
+    with."""
 
     batch = serializers.IntegerField()
     status = serializers.ChoiceField(choices=SynthesisBatch.Status.choices)
@@ -288,7 +290,7 @@ class StartedBatchSerializer(SynthesisBatchDetailSerializer):
 
 
 class BatchReportSerializer(serializers.Serializer):
-    """The `synthesis_report --json` shape (batches.report)."""
+    """The `synthesis_report --json` shape (batch_report.report)."""
 
     batch = serializers.IntegerField()
     status = serializers.ChoiceField(choices=SynthesisBatch.Status.choices)

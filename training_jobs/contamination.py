@@ -4,8 +4,8 @@ Training data is every SFT dataset's samples (the task revision each trajectory'
 dataset, and every RL run's task revisions. A benchmark task revision is contaminated by a piece of training data
 that holds the same content (equal content hashes) or a near-duplicate: an instruction whose MiniLM embedding
 (synthesis.novelty, the embeddings synthesis QA's novelty stage uses) is at least as similar as QA's novelty
-threshold (synthesis.qa.DEFAULT_THRESHOLDS["novelty"], 0.90). A paraphrase of a benchmark task is caught however its
-task is named.
+threshold (synthesis.qa_checks.DEFAULT_THRESHOLDS["novelty"], 0.90). A paraphrase of a benchmark task is caught
+however its task is named.
 
 Both directions use one comparison:
 - `check_revisions` (registered with benchmarks.contamination): revisions about to be frozen against all training
@@ -39,8 +39,8 @@ class Holder:
 
 def threshold() -> float:
     """synthesis QA fails a task whose instruction is this similar to another's: the same line marks a near-duplicate
-    (imported when needed: synthesis.qa brings the LLM client)."""
-    from synthesis.qa import DEFAULT_THRESHOLDS
+    (imported when needed: synthesis.qa_checks brings the LLM client)."""
+    from synthesis.qa_checks import DEFAULT_THRESHOLDS
 
     return float(DEFAULT_THRESHOLDS["novelty"])
 

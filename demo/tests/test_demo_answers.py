@@ -15,7 +15,7 @@ from review.diagnosis import DIAGNOSIS_SCHEMA
 from review.diagnosis import SYSTEM_PROMPT as DIAGNOSIS_PROMPT
 from synthesis.annotation import ANNOTATION_SCHEMA
 from synthesis.annotation import SYSTEM_PROMPT as ANNOTATION_PROMPT
-from synthesis.qa import JUDGED, QATask, messages_for
+from synthesis.qa_checks import JUDGED, QATask, messages_for
 from synthesis.qa_prompts import SCHEMAS
 from synthesis.stages import files, generate_persona, rubric, verify
 from synthesis.stages.generation import TASK_SCHEMA, judge_task, normalized

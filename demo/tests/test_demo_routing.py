@@ -13,7 +13,7 @@ from demo.agent import GOOD, WEAK
 from demo.kinds import KINDS
 from llm.models import served_key
 from llm.wire import PURPOSE_HEADER
-from synthesis.qa import QATask, messages_for
+from synthesis.qa_checks import QATask, messages_for
 from synthesis.stages import verify
 from synthesis.stages.generation import normalized
 

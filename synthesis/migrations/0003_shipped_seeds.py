@@ -6,7 +6,7 @@ from django.db import migrations
 
 
 def load(apps, schema_editor):
-    from synthesis.seeds import load_operations, load_shipped_personas
+    from synthesis.seed_files import load_operations, load_shipped_personas
 
     load_operations(
         OperationCategory=apps.get_model("synthesis", "OperationCategory"),

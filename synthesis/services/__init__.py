@@ -15,10 +15,11 @@ verdict's creator, the override's author): a command passes None, a job its run'
 catalog stage passes the batch's). Imports and annotations record nobody (Persona, Skill and SkillAnnotation have
 no field for a person), so those take no user.
 
-What these build on stays with its concept: drawing a batch's items, its configuration and the figures of what it
-produced in synthesis.batches (the items run through synthesis.pipeline and its stages); reading personas and
-operations in synthesis.seeds; parsing skill folders in synthesis.skills; the annotation prompt and the
-synthesizable rule in synthesis.annotation; the quality-assessment verdicts in synthesis.qa.
+What these build on stays with its concept: drawing a batch's items and its configuration in synthesis.batch_plan
+and the figures of what it produced in synthesis.batch_report (the items run through synthesis.pipeline and its
+stages); reading personas and operations in synthesis.seed_files; parsing skill folders in synthesis.skills; the
+annotation prompt and the synthesizable rule in synthesis.annotation; the quality-assessment verdicts in
+synthesis.qa_checks.
 """
 
 from .batches import begin, cancel_batch, resume_batch, run_here, start_batch

@@ -1,5 +1,5 @@
 """Batches: start one (or go on with the earlier batch of its configuration), resume, cancel, and run one in this
-process (synthesis.batches' docstring says how a batch is drawn and what a resume may change)."""
+process (synthesis.batch_plan's docstring says how a batch is drawn and what a resume may change)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from jobs.services import cancel_children
 from llm.models import ModelEndpoint
 
 from .. import pipeline
-from ..batches import (
+from ..batch_plan import (
     MAX_COUNT,
     PREVIEW_COUNT,
     QA_KEYS,
@@ -73,7 +73,7 @@ def start_batch(
     here=False,
     name="",
 ) -> SynthesisBatch:
-    """Create the batch and its items (or resume the earlier batch of this configuration, see synthesis.batches'
+    """Create the batch and its items (or resume the earlier batch of this configuration, see synthesis.batch_plan's
     docstring), and queue it on the job workers unless `here` (then call run_here). Raises BatchError."""
     if route not in Route.values:
         raise BatchError(f"unknown route {route!r}; choose one of {', '.join(Route.values)}")

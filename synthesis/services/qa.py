@@ -1,5 +1,5 @@
-"""Quality assessment stored: the verdicts of synthesis.qa as QualityAssessment rows, one task or many, here or as the
-job (synthesis.jobs.assess)."""
+"""Quality assessment stored: the verdicts of synthesis.qa_checks as QualityAssessment rows, one task or many, here or
+as the job (synthesis.jobs.assess)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from tasks.models import Task
 from ..job_kinds import ASSESS_JOB
 from ..models import QAStage, QualityAssessment
 from ..novelty import catalog_index
-from ..qa import assess, judge_endpoint, parse_stages, qa_task_from_revision
+from ..qa_checks import assess, judge_endpoint, parse_stages, qa_task_from_revision
 
 
 def assess_revision(

@@ -30,7 +30,7 @@ from ..annotation import (
 )
 from ..job_kinds import ANNOTATE_JOB
 from ..models import Persona, Skill, SkillAnnotation, SkillFile
-from ..seeds import BATCH, MAX_PERSONA_CHARS, open_text, persona_hash, read_personas
+from ..seed_files import BATCH, MAX_PERSONA_CHARS, open_text, persona_hash, read_personas
 from ..skills import (
     BUNDLED_SOURCE,
     SKILL_FILE,

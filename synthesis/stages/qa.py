@@ -1,4 +1,4 @@
-"""Quality assessment of the finished draft: synthesis.qa.assess with the batch's judge and thresholds.
+"""Quality assessment of the finished draft: synthesis.qa_checks.assess with the batch's judge and thresholds.
 
 The stages asked are the batch's options["qa_stages"] (default: all of QAStage). Novelty compares with the whole
 catalog pool, which holds the tasks this batch kept before (they enter the catalog as they are kept), and with the
@@ -14,7 +14,7 @@ from __future__ import annotations
 from django.db.models import Q
 
 from llm.models import ModelCall
-from synthesis import qa
+from synthesis import qa_checks
 
 from ..llm_json import StageFailure, add_usage, check_budget
 from ..models import QAStage, Stage, SynthesisItem
@@ -26,10 +26,8 @@ DEFAULT_STAGES = [s.value for s in QAStage]
 
 
 def qa_task(item):
-    from synthesis import qa
-
     draft = item.draft
-    return qa.QATask(
+    return qa_checks.QATask(
         instruction=draft["instruction"],
         input_files={path: text.encode() for path, text in draft["files"].items()},
         checker_files={path: text.encode() for path, text in draft["checker"].items()},
@@ -81,7 +79,7 @@ def run(item, ctx):
         # reuse_answers: a batch resumed in the middle of QA asks the judge nothing it has the answer of (answers are
         # matched by judge endpoint, so a new judge is asked again).
         also = batch_drafts(item) if QAStage.NOVELTY in stages else None
-        verdicts = qa.assess(
+        verdicts = qa_checks.assess(
             qa_task(item),
             stages,
             judge=ctx.judge,

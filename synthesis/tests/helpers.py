@@ -4,7 +4,7 @@ import socket
 from decimal import Decimal
 
 from llm.models import ModelEndpoint
-from synthesis.batches import batch_config, config_hash
+from synthesis.batch_plan import batch_config, config_hash
 from synthesis.models import SynthesisBatch, SynthesisItem
 
 # A worker id on this host whose process does not exist: jobs.runner.worker_gone says it is gone.

@@ -1,5 +1,5 @@
 """The batch page of a running batch as it is polled: its funnel, cost per stage and distributions are those of an
-exact recomputation (synthesis.batches) after each move of an item the pipeline writes (lib.polled_figures, keyed
+exact recomputation (synthesis.batch_report) after each move of an item the pipeline writes (lib.polled_figures, keyed
 on where the items are and the batch's usage), and are reused while nothing moves."""
 
 import pytest
@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from lib import polled_figures
 from llm.models import ModelCall, ModelEndpoint
-from synthesis.batches import batch_json, distributions, funnel, stage_costs
+from synthesis.batch_report import batch_json, distributions, funnel, stage_costs
 from synthesis.models import SynthesisBatch, SynthesisItem
 from synthesis.tests.helpers import PASS, make_batch
 

@@ -17,7 +17,7 @@ from django.apps import apps
 from django.urls import reverse
 
 from lib.browser_testing import assert_no_reload, log_in, mark_document, screenshot, watch
-from synthesis.batches import batch_json, rejected_stage
+from synthesis.batch_report import batch_json, rejected_stage
 from synthesis.models import SynthesisBatch, SynthesisItem
 from synthesis.testing import ScriptedPipeline
 from synthesis.tests.helpers import make_endpoints

@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 
 from llm.models import ModelEndpoint
-from synthesis.batches import BatchError
+from synthesis.batch_plan import BatchError
 from synthesis.models import SynthesisBatch
 from synthesis.services import start_batch
 from synthesis.tests.helpers import make_endpoints

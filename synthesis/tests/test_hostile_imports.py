@@ -14,7 +14,7 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from synthesis.models import Persona, Skill
-from synthesis.seeds import MAX_LINE_CHARS
+from synthesis.seed_files import MAX_LINE_CHARS
 from synthesis.stages.files import file_problems
 from tasks.formats.safe_parse import MAX_NODES
 from tasks.importing import FAILURES_LISTED

@@ -24,7 +24,7 @@ from synthesis.novelty import (
     group_of,
     text_hash,
 )
-from synthesis.qa import QATask, assess
+from synthesis.qa_checks import QATask, assess
 from tasks.models import ScenarioCategory
 from tasks.package import PackageFile, TaskPackage
 from tasks.services import revise_task, save_package

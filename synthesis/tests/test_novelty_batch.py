@@ -6,7 +6,7 @@ drafts not in the catalog yet are compared with too (stages.qa.batch_drafts)."""
 import pytest
 from django.urls import reverse
 
-from synthesis.batches import draw_seeds
+from synthesis.batch_plan import draw_seeds
 from synthesis.models import SynthesisBatch, SynthesisItem
 from synthesis.pipeline import StageContext
 from synthesis.services import run_here, start_batch

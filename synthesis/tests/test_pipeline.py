@@ -2,8 +2,8 @@
 checkers proven by the real sandboxed sanity check (bubblewrap), faults taking their documented paths, budget
 pauses, resumes after a killed worker, the jobs that fan a batch out, and the commands' JSON.
 
-Most batches here run with no QA stages (--qa-stages ""); the QA tests run synthesis.qa itself, its judge's answers
-scripted (Judges).
+Most batches here run with no QA stages (--qa-stages ""); the QA tests run synthesis.qa_checks itself, its judge's
+answers scripted (Judges).
 """
 
 import importlib
@@ -22,7 +22,8 @@ from jobs.testing import start_django_q_worker, use_engine
 from llm.models import ModelCall, ModelEndpoint
 from llm.testing import Reply
 from synthesis import pipeline
-from synthesis.batches import BatchError, batch_config, batch_json, draw_seeds
+from synthesis.batch_plan import BatchError, batch_config, draw_seeds
+from synthesis.batch_report import batch_json
 from synthesis.models import AtomicOperation, Skill, SkillAnnotation, SynthesisBatch, SynthesisItem
 from synthesis.services import resume_batch, run_here, start_batch
 from synthesis.stages import verify
@@ -433,8 +434,8 @@ def test_without_a_worker_the_batch_is_cancelled_after_the_start_timeout_and_res
 
 
 class Judges:
-    """The scripted model with QA judges in front of it: synthesis.qa asks its real plausibility question, and the
-    judge answers what the test says (`answers`, by the endpoint's model name); every other call goes to `pipeline`."""
+    """The scripted model with QA judges in front of it: synthesis.qa_checks asks its real plausibility question, and
+    the judge answers what the test says (`answers`, by the endpoint's model name); every other call goes to `pipeline`."""
 
     def __init__(self, pipeline: ScriptedPipeline, answers: dict):
         self.pipeline, self.answers = pipeline, answers

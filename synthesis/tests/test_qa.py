@@ -1,4 +1,4 @@
-"""Quality assessment (synthesis.qa): each judged stage against a scripted judge on loopback (pass, fail, error),
+"""Quality assessment (synthesis.qa_checks): each judged stage against a scripted judge on loopback (pass, fail, error),
 the assess_tasks command and job, the stored rows and the task page's card.
 
 The judge answers by the purpose each call names (the X-ClawGym-Purpose header, "qa:<stage>"); what it was shown is
@@ -18,7 +18,7 @@ from llm.models import ModelCall, ModelEndpoint
 from llm.testing import Reply
 from llm.wire import PURPOSE_HEADER
 from synthesis.models import QualityAssessment
-from synthesis.qa import STAGES, QATask, assess, messages_for, qa_task_from_revision
+from synthesis.qa_checks import STAGES, QATask, assess, messages_for, qa_task_from_revision
 from synthesis.services import assess_revision, start_assessment
 from tasks.package import PackageFile, TaskPackage
 from tasks.services import save_package

@@ -10,7 +10,7 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from synthesis.models import AtomicOperation, OperationCategory, Persona
-from synthesis.seeds import (
+from synthesis.seed_files import (
     SHIPPED_SOURCE,
     SeedError,
     load_operations,

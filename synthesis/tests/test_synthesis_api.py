@@ -12,7 +12,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from jobs.models import JobRun
-from synthesis.batches import batch_json, funnel, report
+from synthesis.batch_report import batch_json, funnel, report
 from synthesis.job_kinds import ANNOTATE_JOB, ASSESS_JOB
 from synthesis.models import Persona, QualityAssessment, Skill, SkillAnnotation, SynthesisBatch, SynthesisItem
 from synthesis.services import run_here, start_batch

@@ -3,8 +3,8 @@ button), batch page (progress, funnel with reasons and example items, cost per s
 follow the batch's state), item page, seeds pages (persona search and import, skills with their labels, override,
 bundled import, annotate job), the dashboard panel and the task page's "made by" line.
 
-One batch is made by the real pipeline (synthesis.batches with the scripted generator of tests/scripted.py and the
-bubblewrap sandbox); the others are rows written directly, to put a batch in a given state.
+One batch is made by the real pipeline (synthesis.services.run_here with the scripted generator of tests/scripted.py
+and the bubblewrap sandbox); the others are rows written directly, to put a batch in a given state.
 """
 
 import json
@@ -18,7 +18,7 @@ from django.urls import reverse
 from jobs.models import JobRun
 from llm.models import ModelEndpoint
 from synthesis import skills
-from synthesis.batches import funnel
+from synthesis.batch_report import funnel
 from synthesis.job_kinds import ANNOTATE_JOB
 from synthesis.models import Persona, Skill, SkillAnnotation, SynthesisBatch, SynthesisItem
 from synthesis.pipeline import maybe_finish

@@ -2,7 +2,7 @@
 its reasons and example items, cost per stage, distributions), and one item (its seed, every stage's result, the
 draft, the task it became).
 
-Every figure comes from synthesis.batches (funnel, stage_costs, distributions, batch_json); starting, resuming and
+Every figure comes from synthesis.batch_report (funnel, stage_costs, distributions, batch_json); starting, resuming and
 cancelling call synthesis.services. A page whose batch is still going polls its own partial (htmx gets the partial, plain
 requests the page) until the batch is finished or paused; the finished partial has no polling attributes.
 """
@@ -23,7 +23,7 @@ from lib.listing import render_list
 from lib.polled_figures import polled_figures
 from llm.models import ModelCall
 
-from .. import batches, services
+from .. import batch_plan, batch_report, services
 from ..forms import StartBatchForm
 from ..models import STAGE_ORDER, QAStage, Stage, SynthesisBatch, SynthesisItem
 
@@ -100,8 +100,8 @@ def count_chart(labels: list[str], datasets: list[dict], *, y_title: str) -> dic
 
 
 def distribution_tables(found: dict) -> list[dict]:
-    """batches.distributions as one table and chart per kind: every value with its count over all items and over the
-    kept ones."""
+    """batch_report.distributions as one table and chart per kind: every value with its count over all items and over
+    the kept ones."""
     tables = []
     for key, title in DISTRIBUTIONS:
         everything, kept = found["all"].get(key) or {}, found["kept"].get(key) or {}
@@ -183,7 +183,7 @@ def batch_start(request):
     earlier = set(SynthesisBatch.objects.values_list("pk", flat=True).order_by())
     try:
         batch = services.start_batch(user=request.user, **settings)
-    except batches.NoSynthesizableSkills:
+    except batch_plan.NoSynthesizableSkills:
         form.add_error(
             None,
             format_html(
@@ -193,7 +193,7 @@ def batch_start(request):
             ),
         )
         return _start_page(request, form, status=400)
-    except batches.BatchError as exc:
+    except batch_plan.BatchError as exc:
         form.add_error(None, str(exc))
         return _start_page(request, form, status=400)
     except JobEngineError as exc:
@@ -247,9 +247,9 @@ def _stage_rows(costs: dict) -> list[dict]:
 
 
 def stage_rows(batch: SynthesisBatch, found: dict | None = None) -> list[dict]:
-    """Where the items are (batches.progress, or its "stages" when given): per stage, in pipeline order, how many
+    """Where the items are (batch_report.progress, or its "stages" when given): per stage, in pipeline order, how many
     wait, run or ended there."""
-    found = batches.progress(batch)["stages"] if found is None else found
+    found = batch_report.progress(batch)["stages"] if found is None else found
     labels = dict(Stage.choices)
     return [
         {
@@ -294,14 +294,16 @@ def _batch_context(request, batch: SynthesisBatch) -> dict:
         items = items.filter(status=status)
     item_page = Paginator(items.order_by("index"), ITEMS_PAGE_SIZE).get_page(request.GET.get("page"))
     for item in item_page.object_list:
-        item.ended_at = batches.rejected_stage(item) if item.status == SynthesisItem.Status.REJECTED else item.stage
-    where = batches.progress(batch)["stages"]
+        item.ended_at = (
+            batch_report.rejected_stage(item) if item.status == SynthesisItem.Status.REJECTED else item.stage
+        )
+    where = batch_report.progress(batch)["stages"]
     figures = batch_figures(batch, where)
     funnel = figures["funnel"]
     return {
         "nav": "synthesis",
         "batch": batch,
-        "resumable": batches.resumable(batch),
+        "resumable": batch_plan.resumable(batch),
         "progress": progress(batch),
         "funnel": funnel,
         "reason_rows": reason_rows(funnel),
@@ -358,9 +360,9 @@ def batch_figures(batch: SynthesisBatch, where: dict) -> dict:
 
     def compute() -> dict:
         return {
-            "funnel": batches.funnel(batch),
-            "stage_costs": batches.stage_costs(batch),
-            "distributions": batches.distributions(batch),
+            "funnel": batch_report.funnel(batch),
+            "stage_costs": batch_report.stage_costs(batch),
+            "distributions": batch_report.distributions(batch),
         }
 
     return polled_figures(f"synthesis-batch:{batch.pk}:{batch.created_at.timestamp()}", stamp, compute)
@@ -378,7 +380,7 @@ def batch_resume(request, pk: int):
     batch = _batch(pk)
     try:
         batch = services.resume_batch(batch, user=request.user)
-    except (batches.BatchError, JobEngineError) as exc:
+    except (batch_plan.BatchError, JobEngineError) as exc:
         messages.error(request, f"The batch was not resumed: {exc}")
     else:
         if batch.status == SynthesisBatch.Status.COMPLETE:
@@ -445,7 +447,7 @@ def item_detail(request, pk: int):
         "nav": "synthesis",
         "item": item,
         "batch": item.batch,
-        "ended_at": batches.rejected_stage(item) if item.status == SynthesisItem.Status.REJECTED else item.stage,
+        "ended_at": batch_report.rejected_stage(item) if item.status == SynthesisItem.Status.REJECTED else item.stage,
         "stages": _stage_sections(item),
         "files": sorted((draft.get("files") or {}).items()),
         "checker": sorted((draft.get("checker") or {}).items()),

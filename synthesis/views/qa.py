@@ -8,7 +8,7 @@ from django.views.decorators.http import require_GET
 from accounts.decorators import viewer_required
 from tasks.models import TaskRevision
 
-from ..qa import latest_assessments
+from ..qa_checks import latest_assessments
 
 
 @viewer_required

@@ -15,7 +15,7 @@ from jobs.engine import JobEngineError
 from lib.bounds import parse_id
 from lib.htmx import render_page
 
-from .. import annotation, seeds, services, skills
+from .. import annotation, seed_files, services, skills
 from ..forms import PersonaImportForm, PersonaSearchForm, SkillOverrideForm
 from ..models import Persona, Skill, SkillAnnotation
 
@@ -72,7 +72,7 @@ def persona_import(request):
     upload = form.cleaned_data["file"]
     try:
         report = services.import_personas(upload, source=upload.name)
-    except seeds.SeedError as exc:
+    except seed_files.SeedError as exc:
         messages.error(request, f"The personas were not imported: {exc}")
     else:
         _report_message(request, f"Personas from {upload.name}", report.as_dict())

@@ -49,7 +49,7 @@ def dataset_of(corpus, *tasks) -> TrainingDataset:
 
 
 def test_the_threshold_is_synthesis_qas_novelty_threshold():
-    from synthesis.qa import DEFAULT_THRESHOLDS
+    from synthesis.qa_checks import DEFAULT_THRESHOLDS
 
     assert threshold() == DEFAULT_THRESHOLDS["novelty"] == 0.90
 

@@ -6,7 +6,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from jobs.cli import UsageError
-from synthesis.qa import STAGES, QAError, judge_endpoint, parse_stages, verdict_json
+from synthesis.qa_checks import STAGES, QAError, judge_endpoint, parse_stages, verdict_json
 from synthesis.services import assess_tasks
 from tasks.models import Task
 from tasks.selection import add_task_arguments, tasks_of

@@ -4,7 +4,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from synthesis.seeds import SeedError
+from synthesis.seed_files import SeedError
 from synthesis.services import import_personas
 
 

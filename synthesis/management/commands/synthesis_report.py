@@ -4,7 +4,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ...batches import report
+from ...batch_report import report
 from ...models import SynthesisBatch
 
 

@@ -11,7 +11,8 @@ from jobs.engine import JobEngineError
 from jobs.models import JobRun
 from jobs.waiting import NotFinished, NoWorker, Work, add_wait_arguments, wait_for
 
-from ...batches import BatchError, batch_json
+from ...batch_plan import BatchError
+from ...batch_report import batch_json
 from ...job_kinds import RUN_ITEM_JOB
 from ...models import QAStage, SynthesisBatch, SynthesisItem
 from ...pipeline import reclaim_lost_items
