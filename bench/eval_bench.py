@@ -18,10 +18,11 @@
    runs.rollout_changed as a finishing rollout would). Then a viewer signed in through Django's test client GETs
    the leaderboard (/evaluations/leaderboard/?version=ID), run (/evaluations/ID/) and compare
    (/evaluations/compare/?a=ID&b=ID) pages `--requests` times each, cycling through runs and pairs, after one
-   untimed warm-up round whose queries are counted. The services behind the pages (runs.leaderboard,
-   runs.current_summary + runs.task_rows, runs.compare_runs) are timed too. Should the pages not exist (their URLs
-   do not resolve), the *_p95_ms keys are the services' timings and "timed" says "services". Each timing comes
-   with this process's CPU time per request ("cpu"), which other work on a shared machine does not inflate.
+   untimed warm-up round whose queries are counted. The services behind the pages (reports.leaderboard,
+   reports.current_summary + reports.task_rows, reports.compare_runs) are timed too. Should the pages not exist
+   (their URLs do not resolve), the *_p95_ms keys are the services' timings and "timed" says "services". Each
+   timing comes with this process's CPU time per request ("cpu"), which other work on a shared machine does not
+   inflate.
 
 It runs on a throwaway test database: SQLite by default (a file in a temp folder), or the PostgreSQL that
 DATABASE_URL names (a test database of its own, named after this process). The last line is one JSON object:
@@ -369,7 +370,7 @@ def time_services(version, runs: list, requests: int) -> dict:
     from django.test.utils import CaptureQueriesContext
 
     from evaluation.models import EvalRun
-    from evaluation.services.runs import compare_runs, current_summary, leaderboard, task_rows
+    from evaluation.reports import compare_runs, current_summary, leaderboard, task_rows
 
     def run_page(run_id):
         run = EvalRun.objects.select_related("endpoint", "benchmark_version").get(pk=run_id)

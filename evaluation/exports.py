@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from lib.csvsafe import SafeDictWriter
 
 from .models import EvalRun, Rollout
-from .services.runs import run_json
+from .reports import run_json
 from .services.scans import scan_json
 
 CSV_COLUMNS = [

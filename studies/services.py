@@ -17,7 +17,8 @@ from django.utils import timezone
 import jobs
 from accounts.roles import ADMIN, has_role
 from evaluation.models import EvalRun
-from evaluation.services.runs import EvalRunError, cancel_eval_run, compare_runs, run_here
+from evaluation.reports import RunsNotComparable, compare_runs
+from evaluation.services.runs import cancel_eval_run, run_here
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
 from jobs.services import cancel_job
@@ -203,7 +204,7 @@ def figures(study: Study) -> dict:
                 continue
             try:
                 paired = compare_runs(best[1].eval_run, cell.eval_run)
-            except EvalRunError as exc:
+            except RunsNotComparable as exc:
                 comparisons.append({"cell": row["cell"], "label": row["label"], "error": str(exc)})
                 continue
             comparisons.append(

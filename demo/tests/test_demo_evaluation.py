@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from evaluation.models import EvalRun
-from evaluation.services.runs import compare_runs, create_eval_run, run_here, run_json
+from evaluation.reports import compare_runs, run_json
+from evaluation.services.runs import create_eval_run, run_here
 from llm.models import ModelEndpoint
 from tasks.importing import import_path
 from tasks.models import Task

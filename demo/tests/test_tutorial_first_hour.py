@@ -13,7 +13,7 @@ from benchmarks.models import Benchmark
 from demo.services import DEMO_BENCHMARK
 from demo.tests.test_demo_evaluation import EXAMPLES
 from evaluation.models import EvalRun
-from evaluation.services.runs import run_json
+from evaluation.reports import run_json
 from jobs.testing import database_url
 from lib.docs_testing import DOCS, walk
 from lib.testing import signed_in_client

@@ -41,6 +41,7 @@ from jobs.api_actions import LongRunningActions, detail_error, refusals, validat
 from jobs.serializers import JobRunSerializer
 from lib.api_filters import QueryFilterMixin
 
+from .. import reports
 from ..exports import iter_csv, run_export
 from ..job_kinds import REGRADE_JOB
 from ..models import EvalRun, EvalRunTask, Rollout
@@ -340,8 +341,8 @@ class EvalRunViewSet(
     @action(detail=False, methods=["get"])
     def compare(self, request):
         data = _query(request, CompareQuerySerializer)
-        with refusals(runs.EvalRunError):
-            figures = runs.compare_runs(data["a"], data["b"])
+        with refusals(reports.RunsNotComparable):
+            figures = reports.compare_runs(data["a"], data["b"])
         return Response(figures)
 
 
@@ -370,7 +371,7 @@ class LeaderboardViewSet(viewsets.ViewSet):
         # Not paginated (one entry per model), but `page` is taken as on every list.
         query = _query(request, LeaderboardQuerySerializer, also=("page",), where="for this list")
         version = query["benchmark_version"]
-        body = {"benchmark": version.benchmark.name, "version": version.number, "entries": runs.leaderboard(version)}
+        body = {"benchmark": version.benchmark.name, "version": version.number, "entries": reports.leaderboard(version)}
         return Response(body)
 
 

@@ -1,4 +1,4 @@
-"""Evaluation runs as the API shows and takes them. The figures are computed by evaluation.services.runs (run_json,
+"""Evaluation runs as the API shows and takes them. The figures are computed by evaluation.reports (run_json,
 compare_runs, leaderboard): the output serializers here describe those shapes for the schema, and the input ones
 validate a request and resolve its names (benchmark, endpoint, tasks) to rows."""
 
@@ -12,10 +12,11 @@ from tasks.models import Task
 
 from ..harnesses import HARNESS_CHOICES
 from ..models import EvalRun, EvalRunTask, Outcome, Rollout
+from ..reports import run_json
 from ..samples import SORT_LABELS
 from ..scanners import SCANNERS
 from ..services.rollouts import MAX_REPEATS
-from ..services.runs import LIMIT_KEYS, MAX_TASKS, run_json
+from ..services.runs import LIMIT_KEYS, MAX_TASKS
 
 # --- what a run is started with --------------------------------------------------------------------------------
 
@@ -286,7 +287,7 @@ class MeanWithCISerializer(serializers.Serializer):
 
 
 class EvalRunDetailSerializer(serializers.Serializer):
-    """The `evaluate --json` shape (runs.run_json) and the settings the run was started with (the keys the JSON
+    """The `evaluate --json` shape (reports.run_json) and the settings the run was started with (the keys the JSON
     export has too, without its rollouts). The fields document the shape; `to_representation` builds it."""
 
     run = serializers.IntegerField()
@@ -391,7 +392,7 @@ class EvalRunTaskSerializer(serializers.ModelSerializer):
 
 
 class CompareSerializer(serializers.Serializer):
-    """The `compare --json` shape (runs.compare_runs) and the per-task rows."""
+    """The `compare --json` shape (reports.compare_runs) and the per-task rows."""
 
     a = serializers.IntegerField()
     b = serializers.IntegerField()

@@ -16,9 +16,10 @@ from sandbox import Workspace
 from tasks.scoring import ScoreStatus, score_run
 
 from ..models import EvalRun, Outcome, Rollout, RolloutScore
+from ..reports import current_summary
 from ..workspaces import write_final_workspace
 from .rollouts import _score_fields
-from .runs import current_summary, rollout_changed
+from .runs import rollout_changed
 
 log = logging.getLogger(__name__)
 

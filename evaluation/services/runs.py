@@ -11,7 +11,7 @@ one of its rollouts calls `rollout_changed`, which
    lasts (never a 0: an infra failure has no score);
 4. tops the run's jobs up (`top_up`) when the rollout finished;
 5. finishes the run when none of its rollouts is left to run: complete when every repeat has a score, else
-   incomplete (the figures name the tasks that lack one), and stores its figures.
+   incomplete (the figures name the tasks that lack one), and stores its figures (evaluation.reports builds them).
 Starting a run with the configuration of an earlier one (same revisions, model, harness, options, limits, repeats)
 resumes that one instead: its finished rollouts are kept. A resume with another configuration is refused.
 """
@@ -26,20 +26,19 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
-from django.db.models.fields.json import KT
+from django.db.models import Q
 from django.utils import timezone
 
 import jobs
 from jobs import fanout, registry
 from jobs.models import JobRun
 from jobs.services import cancel_job
-from tasks.models import Task
 
-from ..figures import TaskRow, category_stamp, compare_figures, run_figures
+from ..figures import run_figures
 from ..harnesses import HARNESSES, ExitReason, check_options
 from ..job_kinds import ROLLOUT_JOB
 from ..models import SCORED_OUTCOMES, EvalRun, EvalRunTask, Outcome, Rollout
+from ..reports import store_summary, task_rows
 from .rollouts import MAX_REPEATS, RolloutError, execute_rollout, fail_lost_rollouts, retry_rollout
 from .scans import scan_finished_run
 
@@ -48,7 +47,6 @@ log = logging.getLogger(__name__)
 LIMIT_KEYS = ("timeout", "max_turns", "token_limit")
 AGENT_LIMITS = {ExitReason.TIMEOUT, ExitReason.MAX_TURNS, ExitReason.TOKEN_LIMIT}
 MAX_TASKS = 20000
-BOARD_FIGURES = ("overall", "categories", "pass_at_k")  # what a leaderboard entry takes of a run's summary
 # A run's fields that grow with its tasks (its stored figures hold every task's; its config every revision id: a few
 # MB at 20,000 tasks): left out where a rollout's change reads the run, which it does several times per rollout.
 LARGE_FIELDS = ("summary", "config")
@@ -66,7 +64,7 @@ ROLLOUT_FIGURES = (
 
 
 class EvalRunError(ValueError):
-    """A run cannot be started, resumed or compared as asked; the message says why."""
+    """A run cannot be started or resumed as asked; the message says why."""
 
 
 # --- outcome classes -----------------------------------------------------------------------------------------
@@ -564,62 +562,6 @@ def _maybe_finish(run_id: int) -> None:
         scan_finished_run(run_id)  # what its agents did wrong, read from their transcripts (services.scans)
 
 
-# --- figures -------------------------------------------------------------------------------------------------
-
-
-def task_rows(run: EvalRun) -> list[TaskRow]:
-    """The run's per-task rows as the figures take them (one query), categories as they are now."""
-    values = (
-        EvalRunTask.objects.filter(run=run)
-        .values_list(
-            "task__external_id",
-            "task__benchmark_category__slug",
-            "hybrid",
-            "scores",
-            "input_tokens",
-            "output_tokens",
-            "cost",
-            "agent_seconds",
-        )
-        .order_by("task__external_id")
-    )
-    return [
-        TaskRow(
-            task=t,
-            category=c,
-            hybrid=h,
-            scores=tuple(s or ()),
-            input_tokens=i,
-            output_tokens=o,
-            cost=float(cost or 0),
-            agent_seconds=a or 0.0,
-        )
-        for t, c, h, s, i, o, cost, a in values
-    ]
-
-
-def store_summary(run: EvalRun) -> dict:
-    summary = run_figures(task_rows(run), repeats=run.repeats, pass_threshold=run.pass_threshold)
-    EvalRun.objects.filter(pk=run.pk).update(summary=summary, overall_mean=summary["overall"]["mean"])
-    run.summary, run.overall_mean = summary, summary["overall"]["mean"]
-    return summary
-
-
-def current_summary(run: EvalRun, *, stamp: str | None = None) -> dict:
-    """The run's figures: stored for a finished run (recomputed and stored again when its tasks' categories have
-    changed since: pass `stamp` = category_stamp of the run's tasks when the caller knows it), computed from the
-    task rows for a running one."""
-    if not run.is_finished or not run.summary:
-        return run_figures(task_rows(run), repeats=run.repeats, pass_threshold=run.pass_threshold)
-    if stamp is None:
-        stamp = category_stamp(
-            EvalRunTask.objects.filter(run=run).values_list("task__external_id", "task__benchmark_category__slug")
-        )
-    if run.summary.get("category_stamp") != stamp:
-        return store_summary(run)
-    return run.summary
-
-
 TASK_ROW_FIGURES = (  # what _fill writes on a task row
     "scores",
     "n",
@@ -678,104 +620,6 @@ def recompute_run(run: EvalRun) -> EvalRun:
     store_summary(run)
     run.refresh_from_db()
     return run
-
-
-def run_json(run: EvalRun) -> dict:
-    """The `evaluate --json` shape."""
-    summary = current_summary(run)
-    overall = summary["overall"]
-    counts = {**Outcome.counts_zero(), **(run.outcome_counts or {})}
-    return {
-        "run": run.pk,
-        "status": run.status,
-        "overall": {"mean": overall["mean"], "ci": overall["ci"], "std_across_repeats": overall["std_across_repeats"]},
-        "categories": summary["categories"],
-        "tasks": summary["tasks"],
-        "pass_at_k": summary["pass_at_k"],
-        "outcomes": {key: counts[key] for key in Outcome.values},
-        "tokens": run.input_tokens + run.output_tokens,
-        "cost": float(run.cost),
-        # Beyond the contract, for people who want more:
-        "name": run.name,
-        "endpoint": run.endpoint.name,
-        "harness": run.harness,
-        "repeats": run.repeats,
-        "benchmark_version": str(run.benchmark_version) if run.benchmark_version_id else None,
-        "pass_hat_k": summary["pass_hat_k"],
-        "grading": summary["grading"],
-        "missing": summary["missing"],
-        "input_tokens": run.input_tokens,
-        "output_tokens": run.output_tokens,
-        "agent_seconds": run.agent_seconds,
-    }
-
-
-def compare_runs(a: EvalRun, b: EvalRun) -> dict:
-    """The paired comparison of two runs over the same task revisions (the `compare --json` shape and more)."""
-    if a.benchmark_version_id != b.benchmark_version_id or (
-        a.benchmark_version_id is None and a.config.get("revisions") != b.config.get("revisions")
-    ):
-        raise EvalRunError(
-            f"runs #{a.pk} and #{b.pk} are not over the same benchmark version (or the same task "
-            "revisions): a paired comparison needs the same tasks"
-        )
-    figures = compare_figures(task_rows(a), task_rows(b), pass_threshold=a.pass_threshold)
-    figures.update({"a": a.pk, "b": b.pk})
-    return figures
-
-
-# --- leaderboard ---------------------------------------------------------------------------------------------
-
-
-def leaderboard(version) -> list[dict]:
-    """The latest complete run of each model (endpoint and harness) on a benchmark version, best first:
-    [{"run", "endpoint", "harness", "overall", "categories", "cost", "tokens", ...}]. Incomplete runs never enter."""
-    runs = (
-        EvalRun.objects.filter(benchmark_version=version, status=EvalRun.Status.COMPLETE)
-        .select_related("endpoint")
-        # Only the figures a leaderboard shows: a stored summary holds every task's too (some 20 kB a run of 200
-        # tasks, and decoding 50 of them was most of the leaderboard's time).
-        .defer("summary", "config", "harness_options", "limits", "resumes", "on_finish_params")
-        .annotate(
-            board_stamp=KT("summary__category_stamp"), **{f"board_{key}": F(f"summary__{key}") for key in BOARD_FIGURES}
-        )
-        .order_by("endpoint__name", "harness", "-created_at", "-id")
-    )
-    latest: dict[tuple, EvalRun] = {}
-    for run in runs:
-        latest.setdefault((run.endpoint_id, run.harness), run)
-    stamp = version_category_stamp(version)
-    entries = []
-    for run in latest.values():
-        if run.board_stamp == stamp and run.board_overall is not None:
-            summary = {key: getattr(run, f"board_{key}") for key in BOARD_FIGURES}
-        else:  # a category changed since the figures were stored (or none are): recomputed and stored again
-            summary = current_summary(run, stamp=stamp)
-        entries.append(
-            {
-                "run": run.pk,
-                "name": run.name,
-                "endpoint": run.endpoint.name,
-                "model": run.endpoint.model,
-                "harness": run.harness,
-                "repeats": run.repeats,
-                "finished_at": run.finished_at.isoformat() if run.finished_at else None,
-                "overall": summary["overall"],
-                "categories": summary["categories"],
-                "pass_at_k": summary["pass_at_k"],
-                "cost": float(run.cost),
-                "tokens": run.input_tokens + run.output_tokens,
-            }
-        )
-    entries.sort(key=lambda e: (-(e["overall"]["mean"] or 0.0), e["endpoint"], e["harness"]))
-    return entries
-
-
-def version_category_stamp(version) -> str:
-    pairs = Task.objects.filter(revisions__benchmark_versions=version).values_list(
-        "external_id", "benchmark_category__slug"
-    )
-    return category_stamp(pairs)
 
 
 # --- in this process -----------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from django_q.models import OrmQ
 from rest_framework.test import APIClient
 
 from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
+from evaluation import reports
 from evaluation.exports import CSV_COLUMNS
 from evaluation.harnesses import ExitReason
 from evaluation.job_kinds import REGRADE_JOB, ROLLOUT_JOB
@@ -182,7 +183,7 @@ def test_the_detail_is_the_evaluate_json_shape_with_the_settings(world, viewer_a
     response = viewer_api.get(f"{RUNS}{run.pk}/")
     assert response.status_code == 200, response.content
     body = response.json()
-    assert {k: v for k, v in body.items() if k in runs.run_json(run)} == runs.run_json(run)
+    assert {k: v for k, v in body.items() if k in reports.run_json(run)} == reports.run_json(run)
     assert body["run"] == run.pk and body["status"] == "complete"
     assert {t: f["mean"] for t, f in body["tasks"].items()} == {t: s[0] for t, s in STRONG.items()}
     assert body["overall"]["mean"] == pytest.approx(0.9375)

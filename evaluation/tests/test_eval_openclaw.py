@@ -10,7 +10,8 @@ instruction (so the "(task ID)" mark evalkit's responder reads), and the write t
 import pytest
 
 from evaluation.models import EvalRun, Outcome
-from evaluation.services.runs import compare_runs, create_eval_run, run_here, run_json
+from evaluation.reports import compare_runs, run_json
+from evaluation.services.runs import create_eval_run, run_here
 from evaluation.testing import needs_bwrap
 
 from .evalkit import RIGHT, TASK_MARK, WRONG, endpoints, expected_scores, make_tasks, respond

@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
 
+from evaluation import reports
 from evaluation.models import EvalRun, EvalRunTask, Rollout
 from evaluation.services import runs
 from evaluation.tests.helpers import FLAKY, STRONG, WEAK, endpoint, finished_run, freeze, text, url
@@ -383,7 +384,7 @@ def test_the_leaderboard_takes_complete_runs_only(world, viewer_client):
 def test_the_comparison_names_the_flipped_tasks_and_the_differences(world, viewer_client):
     strong, weak = world["strong"], world["weak"]
     page = text(viewer_client.get(url("compare", a=strong.pk, b=weak.pk)))
-    expected = runs.compare_runs(strong, weak)
+    expected = reports.compare_runs(strong, weak)
     assert expected["flipped"] == {"a_only": ["eval-c"], "b_only": []}
     assert f'<p class="score big-figure" id="mean-difference">{expected["mean_difference"]:.3f}</p>' in page
     assert expected["mean_difference"] == pytest.approx((0 + 0 + 0.375 + 0.5) / 4)

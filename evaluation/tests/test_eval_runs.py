@@ -5,8 +5,9 @@ infra retries that never count as a 0, and regrade."""
 import pytest
 
 from evaluation.models import EvalRun, Outcome, Rollout, RolloutScore
+from evaluation.reports import run_json
 from evaluation.services.regrade import regrade_rollouts
-from evaluation.services.runs import EvalRunError, create_eval_run, resume_eval_run, run_here, run_json
+from evaluation.services.runs import EvalRunError, create_eval_run, resume_eval_run, run_here
 from evaluation.testing import needs_bwrap
 from llm.testing import Reply
 from tasks.models import RevisionFile

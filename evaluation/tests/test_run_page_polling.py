@@ -9,6 +9,7 @@ import pytest
 from django.core.cache import cache
 from django.utils import timezone
 
+from evaluation import reports
 from evaluation.figures import run_figures
 from evaluation.harnesses import ExitReason
 from evaluation.models import EvalRun, Rollout
@@ -35,7 +36,7 @@ def running(db):
 
 def exact(run: EvalRun) -> dict:
     run.refresh_from_db()
-    return without_tasks(run_figures(runs.task_rows(run), repeats=run.repeats, pass_threshold=run.pass_threshold))
+    return without_tasks(run_figures(reports.task_rows(run), repeats=run.repeats, pass_threshold=run.pass_threshold))
 
 
 def without_tasks(summary: dict) -> dict:

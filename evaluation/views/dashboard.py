@@ -9,8 +9,8 @@ from django.views.decorators.http import require_GET
 from accounts.decorators import viewer_required
 from lib.htmx import render_page
 
+from .. import reports
 from ..models import EvalRun
-from ..services import runs
 from .runs import category_names, chosen_version, leaderboard_table, run_rows
 
 RECENT_RUNS = 6
@@ -26,7 +26,7 @@ def recent_context() -> dict:
 
 def panel_context(request) -> dict:
     version, versions = chosen_version(request)
-    entries = runs.leaderboard(version) if version is not None else []
+    entries = reports.leaderboard(version) if version is not None else []
     return {
         "version": version,
         "versions": versions,

@@ -1,10 +1,10 @@
 """Pages of evaluation runs: the list, starting one, one run (progress, figures, tasks and their repeats, actions,
 exports), the leaderboard of a benchmark version and the paired comparison of two runs.
 
-Every page reads stored figures (runs.current_summary, runs.leaderboard, the EvalRunTask rows): never all rollouts of
-a run; a task's repeats are loaded when its row is opened. A page whose work is still going polls its own partial
-(htmx gets the partial, plain requests the page), so it follows a run to its end without a reload; the finished
-partial has no polling attributes. Actions call services.runs (and the evaluation.regrade job); they hold no logic.
+Every page reads stored figures (evaluation.reports, the EvalRunTask rows): never all rollouts of a run; a task's
+repeats are loaded when its row is opened. A page whose work is still going polls its own partial (htmx gets the
+partial, plain requests the page), so it follows a run to its end without a reload; the finished partial has no
+polling attributes. Actions call services.runs (and the evaluation.regrade job); they hold no logic.
 """
 
 import json
@@ -34,7 +34,7 @@ from lib.listing import render_list
 from lib.polled_figures import polled_figures
 from tasks.models import BenchmarkCategory, Task
 
-from .. import exports
+from .. import exports, reports
 from ..figures import UNCATEGORIZED
 from ..forms import PassThresholdForm, StartEvalRunForm
 from ..job_kinds import REGRADE_JOB
@@ -88,7 +88,7 @@ def bar_chart(
 
 
 def leaderboard_table(entries: list[dict], names: dict) -> dict:
-    """The leaderboard (runs.leaderboard) as table rows of models x categories and a grouped bar chart with CIs."""
+    """The leaderboard (reports.leaderboard) as table rows of models x categories and a grouped bar chart with CIs."""
     groups = ordered_groups((slug for e in entries for slug in e["categories"]), names)
     run_url = reverse("evaluations:detail", args=[ROW_MARK])
     rows = [
@@ -289,12 +289,12 @@ def _task_rows(run: EvalRun, sort: str, page):
 
 
 def shown_summary(run: EvalRun) -> dict:
-    """The figures the run page shows: runs.current_summary, which for a running run is a pass over all its task
+    """The figures the run page shows: reports.current_summary, which for a running run is a pass over all its task
     rows (bootstrap intervals: about 2 s at 20,000 tasks); a polled page gets them through lib.polled_figures,
     computed again when the run's counters have moved (at once for a run of hundreds of tasks). The per-task
     figures ("tasks") are left out: the page reads the task rows themselves."""
     if run.is_finished and run.summary:  # read only for a finished run: the page defers it (1.7 MB at 20,000 tasks)
-        return runs.current_summary(run)
+        return reports.current_summary(run)
     stamp = (
         run.status,
         run.rollouts_total,
@@ -308,7 +308,7 @@ def shown_summary(run: EvalRun) -> dict:
     )
 
     def compute() -> dict:
-        return {k: v for k, v in runs.current_summary(run).items() if k != "tasks"}
+        return {k: v for k, v in reports.current_summary(run).items() if k != "tasks"}
 
     return polled_figures(f"eval-run:{run.pk}:{run.created_at.timestamp()}", stamp, compute)
 
@@ -479,7 +479,7 @@ def run_export_csv(request, pk: int):
 @require_GET
 def leaderboard(request):
     version, versions = chosen_version(request)
-    entries = runs.leaderboard(version) if version is not None else []
+    entries = reports.leaderboard(version) if version is not None else []
     context = {
         "nav": "evaluations",
         "version": version,
@@ -518,8 +518,8 @@ def compare(request):
     }
     if a is not None and b is not None:
         try:
-            result = runs.compare_runs(a, b)
-        except runs.EvalRunError as exc:
+            result = reports.compare_runs(a, b)
+        except reports.RunsNotComparable as exc:
             context["error"] = str(exc)
         else:
             names = category_names()

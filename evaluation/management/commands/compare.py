@@ -5,7 +5,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from ...models import EvalRun
-from ...services.runs import EvalRunError, compare_runs
+from ...reports import RunsNotComparable, compare_runs
 
 
 class Command(BaseCommand):
@@ -25,7 +25,7 @@ class Command(BaseCommand):
         a, b = eval_run(run_a), eval_run(run_b)
         try:
             figures = compare_runs(a, b)
-        except EvalRunError as exc:
+        except RunsNotComparable as exc:
             raise CommandError(str(exc)) from None
         if as_json:
             self.stdout.write(json.dumps(figures, ensure_ascii=False))

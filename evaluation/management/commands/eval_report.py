@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 from lib.hf_dataset import HfExportError
 
 from ...exports import iter_csv, run_export
-from ...services.runs import run_json
+from ...reports import run_json
 from .compare import eval_run
 from .evaluate import write_summary
 

@@ -17,17 +17,16 @@ from tasks.selection import add_task_arguments, tasks_given, tasks_of
 
 from ...harnesses import HARNESSES
 from ...models import EvalRun, Outcome, Rollout
+from ...reports import current_summary, run_json
 from ...services.rollouts import fail_lost_rollouts
 from ...services.runs import (
     EvalRunError,
     cancel_eval_run,
     create_eval_run,
-    current_summary,
     outcome_of,
     resume_eval_run,
     run_config,
     run_here,
-    run_json,
     set_pass_threshold,
     start_eval_run,
 )

@@ -4,7 +4,7 @@ import json
 
 from django.core.management.base import BaseCommand
 
-from ...services.runs import leaderboard
+from ...reports import leaderboard
 from .evaluate import benchmark_version
 
 
