@@ -10,7 +10,7 @@ many samples keep all, some or none of their assistant tokens once cut to it.
 from collections import Counter, defaultdict
 from statistics import mean, median
 
-from evaluation.trajectories import HISTOGRAMS
+from evaluation.trajectory_stats import HISTOGRAMS
 
 from .models import DatasetSample, TrainingDataset
 from .token_counts import SampleTokens

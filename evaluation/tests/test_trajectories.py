@@ -25,9 +25,9 @@ from evaluation.trajectories import (
     TrajectoryData,
     TrajectoryRules,
     TrajectoryStats,
-    corpus_stats,
     rebuild_trajectories,
 )
+from evaluation.trajectory_stats import corpus_stats
 
 LINEAR = [SYSTEM, TASK, A1, T1, A2, T2, A3]
 

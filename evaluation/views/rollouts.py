@@ -22,7 +22,8 @@ from ..forms import RolloutFilterForm, StartRolloutsForm, TrajectoryFilterForm
 from ..models import Rollout, Trajectory
 from ..presenting import conversation, workspace_diff
 from ..services.rollouts import RolloutError, rejudge_rollout, retry_rollout, start_rollouts
-from ..trajectories import TrajectoryData, TrajectoryStats, chain_roles, corpus_stats
+from ..trajectories import TrajectoryData, TrajectoryStats, chain_roles
+from ..trajectory_stats import corpus_stats
 
 PAGE_SIZE = 50
 METRIC_LABELS = {
