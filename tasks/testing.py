@@ -1,10 +1,160 @@
-"""Fixtures of the tasks app that other apps' tests use, and the checkers in ClawGym-Bench's shapes that tests and
-benches check against (below)."""
+"""The tasks app's test helpers, for its own tests and other apps': tasks saved through the service (`make_task`,
+`make_sanity_task`), checker runs (`run`, `shell`, `spec`, `HOSTILE`), the `taxonomy` fixture, and the checkers in
+ClawGym-Bench's shapes that tests and benches check against (below)."""
 
 import importlib
+from pathlib import Path
 
 import pytest
 from django.apps import apps
+
+from sandbox import Limits, Workspace
+from tasks.models import Task
+from tasks.package import STANDARD_REWARD_SH, PackageFile, TaskPackage
+from tasks.services import save_package
+from tasks.verification import CheckerSpec, CheckStatus, run_checker
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "tasks"
+
+# Scores a summary of data.csv written to out.json; "out_exists" is the lenient kind of check the scaffold catches.
+CHECK = """import json, os
+def load():
+    try:
+        return json.load(open("out.json"))
+    except (OSError, ValueError):
+        return None
+out = load()
+scores = {"total_right": isinstance(out, dict) and out.get("total") == 3}
+if LENIENT:
+    scores["out_exists"] = os.path.exists("out.json")
+if CRASH_WITHOUT_INPUT:
+    open("data.csv").read()
+print(json.dumps(scores))
+"""
+
+INPUTS = {"data.csv": b"n\n1\n2\n"}
+
+SOLVED = {"out.json": b'{"total": 3}\n'}
+
+FAST = Limits(wall_seconds=10, cpu_seconds=10, max_output_bytes=64 * 1024)
+
+HOSTILE = {
+    "bad_json": ("echo '{\"a\": 1,'; echo 1.0", CheckStatus.BAD_OUTPUT, "not valid JSON"),
+    "nan_score": ("echo '{\"a\": 1}'; echo nan", CheckStatus.BAD_OUTPUT, "not a finite number"),
+    "inf_subscore": ("echo '{\"a\": Infinity}'; echo 1", CheckStatus.BAD_OUTPUT, "sub-score 'a' is inf"),
+    "score_above_one": ("echo '{\"a\": 1}'; echo 1.01", CheckStatus.BAD_OUTPUT, "outside [0, 1]"),
+    "negative_score": ("echo -1", CheckStatus.BAD_OUTPUT, "outside [0, 1]"),
+    "no_output": ("true", CheckStatus.BAD_OUTPUT, "printed nothing"),
+    "words_not_score": ("echo 'all good!'", CheckStatus.BAD_OUTPUT, "not a number"),
+    "non_zero_exit": ("echo '{\"a\": 1}'; echo 1.0; echo 'boom' >&2; exit 3", CheckStatus.ERROR, "exit code 3: boom"),
+    "crash_in_check_py": (
+        "set -e; python3 reward/check.py; echo 1.0",
+        CheckStatus.ERROR,
+        "exit code 1: SystemExit: check.py cannot parse out.json",
+    ),
+    "timeout": ("echo 1.0; sleep 30", CheckStatus.TIMEOUT, "wall-clock limit of 2 s"),
+    "killed": ("echo 1.0; kill -9 $$", CheckStatus.KILLED, "SIGKILL"),
+    "output_flood": ("yes 1.0", CheckStatus.OUTPUT_LIMIT, "output went past"),
+}
+
+RUBRIC = [
+    {
+        "name": "Report clarity",
+        "target_file": "report.md",
+        "scores": {
+            "0": "missing",
+            "0.25": "hard to read",
+            "0.5": "readable",
+            "0.75": "clear",
+            "1": "crisp and complete",
+        },
+        "weight": 2,
+    }
+]
+
+
+# Without `files`: an input and a checker that pays nothing (a sanity run of it scores 0 everywhere).
+PLAIN_FILES = [
+    PackageFile("sales.csv", b"item,amount\na,1\n"),
+    PackageFile("reward.sh", b"python3 reward/check.py\n", role="reward"),
+    PackageFile("check.py", b"import json\nprint(json.dumps({'report_exists': 0}))\n", role="reward"),
+]
+
+# A task with a file of every kind the pages show (CSV, Markdown, JSON, binary) and a rubric, for the catalog's pages.
+SAMPLE_FILES = [
+    PackageFile("data/sales.csv", b"region,total\nnorth,10\nsouth,20\n"),
+    PackageFile("README.md", b"# Notes\n\nSome *notes*.\n"),
+    PackageFile("config.json", b'{"currency":"EUR","regions":["north","south"]}'),
+    PackageFile("logo.png", b"\x89PNG\r\n\x1a\n\x00\x00binary"),
+    PackageFile("check.py", b"import json\nprint(json.dumps({'exists': 1.0}))\n", role="reward"),
+    PackageFile("reward.sh", b"#!/usr/bin/env bash\npython3 reward/check.py\n", role="reward"),
+    PackageFile("report.md", b"# Report\nnorth 10, south 20\n", role="solution"),
+]
+
+
+def make_task(
+    external_id="t-1",
+    instruction="Summarise sales.csv into report.md.",
+    *,
+    files=None,
+    metadata=None,
+    rubric=None,
+    **save,
+) -> Task:
+    """A task saved through the real service (`save_package`, which takes `save`: source, status, stage, user,
+    message). Without `files`, PLAIN_FILES."""
+    package = TaskPackage(
+        external_id=external_id,
+        instruction=instruction,
+        metadata=metadata or {},
+        files=PLAIN_FILES if files is None else files,
+        rubric=rubric or [],
+    )
+    return save_package(package, **save).task
+
+
+def make_sanity_task(
+    external_id,
+    check_py=None,
+    *,
+    lenient=False,
+    crash=False,
+    instruction="Sum the numbers in data.csv into out.json as {total}.",
+    inputs=INPUTS,
+    solution=SOLVED,
+):
+    """A task for the sanity scaffold: `check_py` (by default CHECK, lenient or crashing as asked) run by the standard
+    reward.sh, with input and reference solution files."""
+    check = check_py if check_py is not None else f"LENIENT = {lenient}\nCRASH_WITHOUT_INPUT = {crash}\n" + CHECK
+    files = [
+        PackageFile("reward.sh", STANDARD_REWARD_SH.encode(), "reward"),
+        PackageFile("check.py", check.encode(), "reward"),
+    ]
+    files += [PackageFile(path, data, "input") for path, data in inputs.items()]
+    files += [PackageFile(path, data, "solution") for path, data in (solution or {}).items()]
+    return make_task(external_id, instruction, files=files)
+
+
+def spec(check_py: str = "", reward_sh: str = STANDARD_REWARD_SH, entry: str = "bash reward/reward.sh"):
+    files = {"reward.sh": reward_sh.encode()}
+    if check_py:
+        files["check.py"] = check_py.encode()
+    return CheckerSpec(
+        task_id="t-1",
+        instruction="Write out.json",
+        metadata={"category": "Analysis"},
+        entry=entry,
+        reward_files=files,
+    )
+
+
+def run(checker, files=None, backend=None, limits=FAST, **kwargs):
+    with Workspace.create(files or {"data.csv": b"a,b\n1,2\n"}) as workspace:
+        return run_checker(checker, workspace, backend=backend, limits=limits, **kwargs), workspace
+
+
+def shell(script: str, check_py: str = "") -> CheckerSpec:
+    return spec(check_py, reward_sh="#!/usr/bin/env bash\n" + script + "\n")
 
 
 @pytest.fixture

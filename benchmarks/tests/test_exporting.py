@@ -14,11 +14,11 @@ from benchmarks import exporting
 from benchmarks.exporting import BenchmarkExportError, archive_chunks, export_version, find_version
 from benchmarks.models import Benchmark
 from benchmarks.services import create_version
-from benchmarks.tests.helpers import make_task
 from tasks.importing import import_path
 from tasks.models import BenchmarkCategory, Task, TaskRevision
 from tasks.package import PackageFile, TaskPackage
 from tasks.services import revise_task, save_package
+from tasks.testing import make_task
 
 RUBRIC = [
     {

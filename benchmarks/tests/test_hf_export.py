@@ -14,12 +14,12 @@ from django.core.management import CommandError, call_command
 from benchmarks import hf_export
 from benchmarks.models import Benchmark, BenchmarkVersion
 from benchmarks.services import BenchmarkError, create_version
-from benchmarks.tests.helpers import make_task
 from lib import hf_dataset
 from tasks.formats.safe_parse import load_yaml
 from tasks.models import Task, TaskRevision
 from tasks.package import PackageFile, TaskPackage
 from tasks.services import package_from_revision, save_package
+from tasks.testing import make_task
 
 datasets = pytest.importorskip("datasets")
 

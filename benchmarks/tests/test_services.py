@@ -4,7 +4,7 @@ import pytest
 
 from benchmarks.models import Benchmark, BenchmarkVersion
 from benchmarks.services import BenchmarkError, NotAllowed, create_version, get_or_create_benchmark
-from benchmarks.tests.helpers import make_task
+from tasks.testing import make_task
 
 
 def test_get_or_create_benchmark_needs_an_admin_unless_a_script_asks(admin_user, reviewer):

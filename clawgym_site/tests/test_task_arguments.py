@@ -9,9 +9,8 @@ from django.core.management import CommandError, call_command, get_commands, loa
 
 from jobs.cli import FAILED, NOT_STARTED, REFUSED
 from tasks.models import Task
-from tasks.package import PackageFile, TaskPackage
 from tasks.selection import tasks_of
-from tasks.services import save_package
+from tasks.testing import make_task
 
 # Each command that takes tasks, with what else its parser needs.
 TASK_COMMANDS = {
@@ -30,11 +29,6 @@ TASK_COMMANDS = {
 def parse(name: str, *args: str) -> dict:
     command = load_command_class(get_commands()[name], name)
     return vars(command.create_parser("manage.py", name).parse_args(list(args)))
-
-
-def make_task(external_id: str, **fields) -> Task:
-    files = [PackageFile("a.txt", b"a\n", "input"), PackageFile("reward.sh", b"echo 1\n", "reward")]
-    return save_package(TaskPackage(external_id=external_id, instruction="Do it.", files=files), **fields).task
 
 
 def run(*args) -> tuple[str, CommandError | None]:

@@ -19,7 +19,7 @@ from sandbox import Limits, runtime_version
 from tasks.importing import import_path
 from tasks.models import Task
 from tasks.sanity import check_revision
-from tasks.tests.helpers import EXAMPLES, HOSTILE, run, shell
+from tasks.testing import EXAMPLES, HOSTILE, run, shell
 
 pytestmark = [pytest.mark.docker, pytest.mark.once]
 

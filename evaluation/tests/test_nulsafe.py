@@ -11,7 +11,7 @@ from evaluation.testing import needs_bwrap
 from lib.nulsafe import MARK, Decoder, Encoder, escape, unescape
 from llm.models import ModelCall, ModelEndpoint, ProxySession, fill_requests
 from tasks.models import SanityReport
-from tasks.tests.helpers import make_task
+from tasks.testing import make_task
 
 AWKWARD = ["a\0b", "\0", MARK, MARK + "0", "\0" + MARK + "\0", "\\u0000", "\\\0", "é\0€", "plain"]
 
@@ -167,7 +167,7 @@ def test_a_checker_that_fails_quoting_the_agents_binary_file_is_stored_with_its_
     # The checker's last line of stderr goes into the rollout's one-line check reason (a CharField): an agent that
     # wrote NUL into the file the checker quotes must not make the rollout unstorable on PostgreSQL.
     from sandbox import Workspace, get_backend
-    from tasks.tests.helpers import FAST, spec
+    from tasks.testing import FAST, spec
     from tasks.verification import CheckStatus, run_checker
 
     checker = spec("import sys\nsys.exit('unexpected header: ' + open('out.bin', encoding='latin-1').read())\n")

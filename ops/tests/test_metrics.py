@@ -118,10 +118,10 @@ def test_a_part_that_cannot_be_read_is_left_out_and_counted(client, settings):
 
 def test_running_rollouts(client, admin_user):
     from evaluation.models import Rollout
-    from review.tests.helpers import make_task
+    from tasks.testing import make_task
 
     endpoint = ModelEndpoint.objects.create(name="agent", base_url="http://127.0.0.1:9/v1", model="m", roles=["agent"])
-    revision = make_task().current_revision
+    revision = make_task("t-review").current_revision
     for status in ("running", "running", "scored", "queued"):
         Rollout.objects.create(revision=revision, endpoint=endpoint, harness="builtin", status=status)
 

@@ -5,7 +5,7 @@ import pytest
 from benchmarks.models import Benchmark
 from review.models import BenchmarkCandidate
 from review.services import propose_candidates
-from review.tests.helpers import make_task
+from tasks.testing import make_task
 
 
 @pytest.fixture
@@ -15,7 +15,7 @@ def benchmark(db):
 
 @pytest.fixture
 def candidate(benchmark, admin_user):
-    task = make_task()
+    task = make_task("t-review")
     propose_candidates(benchmark, [task], user=admin_user)
     return BenchmarkCandidate.objects.get(task=task, benchmark=benchmark)
 

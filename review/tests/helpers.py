@@ -1,4 +1,4 @@
-"""Plain helpers shared by the review tests (and by jobs' and ops' tests): a task with a checker, stored sanity
+"""Plain helpers shared by the review tests (and by jobs' and ops' tests): stored sanity
 reports and diagnoses, candidates in the queue, and page helpers. The fixtures are in conftest.py."""
 
 from datetime import timedelta
@@ -9,25 +9,9 @@ from django.utils import timezone
 from review.models import SEVERITY_RANK, BenchmarkCandidate, DiagnosisIssue, LLMDiagnosis
 from review.services import propose_candidates
 from tasks.models import BenchmarkCategory, SanityReport, Task
-from tasks.package import PackageFile, TaskPackage
-from tasks.services import save_package
-
-CHECK_PY = b"import json\nprint(json.dumps({'report_exists': 0}))\n"
+from tasks.testing import make_task
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
-
-
-def make_task(external_id="t-review", instruction="Summarise sales.csv into report.md."):
-    package = TaskPackage(
-        external_id=external_id,
-        instruction=instruction,
-        files=[
-            PackageFile("sales.csv", b"item,amount\na,1\n"),
-            PackageFile("reward.sh", b"python3 reward/check.py\n", role="reward"),
-            PackageFile("check.py", CHECK_PY, role="reward"),
-        ],
-    )
-    return save_package(package).task
 
 
 def sanity(revision, *, crashed=False, over_lenient=False, lazy=None, paying=None, solution=1.0):

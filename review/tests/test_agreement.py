@@ -14,7 +14,8 @@ from review.agreement import (
 )
 from review.models import BenchmarkCandidate, ReviewDecision
 from review.services import propose_candidates
-from review.tests.helpers import add_diagnosis, make_task
+from review.tests.helpers import add_diagnosis
+from tasks.testing import make_task
 
 
 def test_cohen_kappa_matches_the_textbook_example():

@@ -53,7 +53,7 @@ def test_claim_conflict_is_409(api_as, candidate, reviewer, second_reviewer):
 
 def test_filters(api_as, reviewer, candidate, benchmark, admin_user):
     from review.services import propose_candidates
-    from review.tests.helpers import make_task
+    from tasks.testing import make_task
 
     propose_candidates(benchmark, [make_task("t-two")], user=admin_user)
     add_diagnosis(candidate, [{"severity": "major"}, {"severity": "blocker"}])

@@ -10,9 +10,10 @@ from benchmarks.exporting import archive_chunks
 from benchmarks.models import Benchmark, BenchmarkVersion
 from review.models import BenchmarkCandidate
 from review.services import claim, decide, freeze_version, propose_candidates
-from review.tests.helpers import accept_all, make_task, sanity
+from review.tests.helpers import accept_all, sanity
 from tasks.models import BenchmarkCategory, Task
 from tasks.services import revise_task
+from tasks.testing import make_task
 
 Status = BenchmarkCandidate.Status
 HTMX = {"HTTP_HX_REQUEST": "true"}

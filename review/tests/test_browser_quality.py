@@ -7,7 +7,7 @@ from django.urls import reverse
 from lib.browser_testing import assert_no_reload, log_in, mark_document, screenshot
 from review.models import QualityRating
 from review.quality import draw_sample
-from review.tests.helpers import make_task
+from tasks.testing import make_task
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("taxonomy")]
 

@@ -11,10 +11,11 @@ from django.utils import timezone
 from jobs.models import JobRun
 from review import services
 from review.models import BenchmarkCandidate, ReviewDecision
-from review.tests.helpers import HTMX, add_diagnosis, make_task, sanity, save, text, url
+from review.tests.helpers import HTMX, add_diagnosis, sanity, save, text, url
 from review.views.candidate_parts import Unit
 from tasks.models import RevisionFile, TaskRevision
 from tasks.services import revise_task
+from tasks.testing import make_task
 
 STRICT_CHECK = "import json, os\nprint(json.dumps({'report_exists': os.path.exists('report.md')}))\n"
 RUBRIC = [

@@ -12,7 +12,8 @@ from llm.models import ModelEndpoint
 from llm.testing import Reply
 from review.models import BenchmarkCandidate, LLMDiagnosis
 from review.services import decide
-from review.tests.helpers import make_task, sanity
+from review.tests.helpers import sanity
+from tasks.testing import make_task
 
 
 def run(*args) -> str:

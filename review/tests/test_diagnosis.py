@@ -159,7 +159,7 @@ def test_job_fails_with_the_reason(candidate, endpoint, scripted_upstream, djang
 
 def _candidate(benchmark, external_id):
     from review.services import propose_candidates
-    from review.tests.helpers import make_task
+    from tasks.testing import make_task
 
     propose_candidates(benchmark, [make_task(external_id)], user=None)
     return BenchmarkCandidate.objects.get(task__external_id=external_id)

@@ -8,12 +8,13 @@ from benchmarks.models import Benchmark
 from jobs.testing import run_now
 from review.models import BenchmarkCandidate, ClaimEvent
 from review.services import claim, propose_candidates
-from review.tests.helpers import add_diagnosis, make_task
+from review.tests.helpers import add_diagnosis
+from tasks.testing import make_task
 
 
 def test_expired_review_claims_are_handed_back(admin_user, reviewer):
     benchmark = Benchmark.objects.create(name="claw-bench")
-    propose_candidates(benchmark, [make_task()], user=admin_user)
+    propose_candidates(benchmark, [make_task("t-review")], user=admin_user)
     candidate = BenchmarkCandidate.objects.get(benchmark=benchmark)
     add_diagnosis(candidate, [])  # awaiting review: what a reviewer claims
     claim(candidate, user=reviewer)

@@ -5,7 +5,7 @@ from django.urls import reverse
 
 from benchmarks.models import Benchmark
 from review.models import BenchmarkCandidate
-from review.tests.helpers import make_task
+from tasks.testing import make_task
 
 pytestmark = pytest.mark.django_db
 HTMX = {"HTTP_HX_REQUEST": "true"}

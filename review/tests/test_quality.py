@@ -13,9 +13,9 @@ from django.urls import reverse
 from review import quality
 from review.models import BenchmarkCandidate, QualityRating, QualitySample
 from review.services import NotAllowed, ReviewError, propose_candidates
-from review.tests.helpers import make_task
 from tasks.models import BenchmarkCategory, Task
 from tasks.services import revise_task
+from tasks.testing import make_task
 
 SCORES = {"reasonableness": 4, "feasibility": 3, "resource_consistency": 5, "verification": 2}
 

@@ -11,9 +11,10 @@ from benchmarks.models import BenchmarkVersion
 from jobs.models import JobRun
 from review import edits, services
 from review.models import BenchmarkCandidate, ReviewDecision
-from review.tests.helpers import add_diagnosis, make_task, sanity
+from review.tests.helpers import add_diagnosis, sanity
 from tasks.models import Task
 from tasks.services import StaleRevisionError, revise_task
+from tasks.testing import make_task
 
 Status = BenchmarkCandidate.Status
 
@@ -42,7 +43,7 @@ def test_claim_locks_out_a_second_reviewer_until_it_expires(candidate, reviewer,
 def test_two_reviewers_claiming_at_once_only_one_wins(benchmark, admin_user, reviewer, second_reviewer):
     if connection.vendor == "sqlite":
         pytest.skip("SQLite serialises writers; the race is exercised on PostgreSQL")
-    task = make_task()
+    task = make_task("t-review")
     services.propose_candidates(benchmark, [task], user=admin_user)
     candidate = BenchmarkCandidate.objects.get(task=task)
     barrier, outcomes = threading.Barrier(2), []

@@ -10,12 +10,12 @@ from review import services
 from review.bulk import decide_many
 from review.models import BenchmarkCandidate, ReviewDecision
 from review.solvability import HOW_TO_PROVE, ROLLOUT, SOLUTION, proof_for, solvability
-from review.tests.helpers import HTMX, make_task, sanity, text, url
+from review.tests.helpers import HTMX, sanity, text, url
 from tasks.models import SanityReport
 from tasks.package import STANDARD_REWARD_SH
 from tasks.sanity import check_revision
 from tasks.services import revise_task
-from tasks.tests.helpers import make_sanity_task
+from tasks.testing import make_sanity_task, make_task
 
 ALWAYS_ZERO_PY = b"import json\nprint(json.dumps({'always_zero': 0}))\n"
 API = "/api/candidates/"

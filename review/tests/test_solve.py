@@ -13,12 +13,13 @@ from llm.models import ModelEndpoint
 from review import edits, services, solving
 from review.job_kinds import DIAGNOSE_JOB, SOLVE_JOB
 from review.models import BenchmarkCandidate, ReviewDecision
-from review.tests.helpers import HTMX, add_diagnosis, make_task, sanity, text, url
+from review.tests.helpers import HTMX, add_diagnosis, sanity, text, url
 from review.views.candidate_parts import Unit
 from tasks.models import RevisionFile, TaskRevision
 from tasks.package import STANDARD_REWARD_SH, PackageFile, TaskPackage
 from tasks.sanity import check_revision
 from tasks.services import revise_task, save_package
+from tasks.testing import make_task
 
 # Full marks only for a report.md that names the total: the initial workspace scores 0.
 CHECK = """import json, os

@@ -10,7 +10,8 @@ from benchmarks.models import Benchmark
 from lib.testing import signed_in_client
 from review import adjudication, services, team
 from review.models import BenchmarkCandidate, ClaimEvent, ReviewDecision
-from review.tests.helpers import HTMX, add_diagnosis, make_task, sanity
+from review.tests.helpers import HTMX, add_diagnosis, sanity
+from tasks.testing import make_task
 
 Status = BenchmarkCandidate.Status
 

@@ -12,7 +12,8 @@ from benchmarks.models import Benchmark, BenchmarkVersion
 from benchmarks.services import BenchmarkError, get_or_create_benchmark
 from review import edits, quality, services
 from review.models import ReviewDecision
-from review.tests.helpers import accept_all, add_diagnosis, make_task
+from review.tests.helpers import accept_all, add_diagnosis
+from tasks.testing import make_task
 
 NOTE_LIMIT = 16 * 1024
 # A reason as a reviewer pastes one: a whole checker run's output under a one-line verdict.

@@ -26,8 +26,8 @@ from synthesis.novelty import (
 )
 from synthesis.qa_checks import QATask, assess
 from tasks.models import ScenarioCategory
-from tasks.package import PackageFile, TaskPackage
-from tasks.services import revise_task, save_package
+from tasks.services import revise_task
+from tasks.testing import make_task
 
 SENTENCES = [
     "Sum the amounts in sales.csv and write the total to totals.md.",
@@ -194,17 +194,9 @@ def test_group_is_the_subcategory_with_its_category():
 # --- the catalog pool and the threshold -------------------------------------------------------------------------
 
 
-def make_task(external_id, instruction, subcategory=None):
-    metadata = {"grading_type": "automated"}
-    if subcategory:
-        metadata.update(scenario_category=subcategory.category.slug, scenario_subcategory=subcategory.slug)
-    package = TaskPackage(
-        external_id=external_id,
-        instruction=instruction,
-        metadata=metadata,
-        files=[PackageFile("sales.csv", b"item,amount\na,1\n")],
-    )
-    return save_package(package).task
+# A catalog task's metadata placing it in office work's spreadsheets or documents.
+SPREADSHEETS = {"scenario_category": "office-work", "scenario_subcategory": "spreadsheets"}
+DOCUMENTS = {"scenario_category": "office-work", "scenario_subcategory": "documents"}
 
 
 def subcategories():
@@ -226,7 +218,7 @@ def task_of(instruction, subcategory=None, external_id=""):
 
 def test_the_catalog_pool_follows_the_catalog(db):
     spreadsheets, _ = subcategories()
-    sales = make_task("sales", SENTENCES[0], spreadsheets)
+    sales = make_task("sales", SENTENCES[0], metadata=SPREADSHEETS)
     assert sales.scenario_subcategory == spreadsheets
     index = catalog_index()
     assert len(index) == 1 and index.nearest(SENTENCES[1])[0] == "sales"
@@ -245,7 +237,7 @@ def test_the_catalog_pool_follows_the_catalog(db):
 
 def test_novelty_fails_at_the_threshold_and_names_the_nearest_task(db):
     spreadsheets, documents = subcategories()
-    make_task("sales-total", SENTENCES[0], spreadsheets)
+    make_task("sales-total", SENTENCES[0], metadata=SPREADSHEETS)
     make_task("haiku", SENTENCES[2])
     paraphrase = SENTENCES[1]  # cosine 0.9034 with sales-total (REFERENCE_COSINES)
 
@@ -264,7 +256,7 @@ def test_novelty_fails_at_the_threshold_and_names_the_nearest_task(db):
     assert "no other task is of its subcategory, documents" in verdict.reason
     verdict = assess(task_of(paraphrase), ["novelty"], judge=None)["novelty"]
     assert (verdict.verdict, verdict.details) == ("fail", {"nearest": "sales-total", "similarity": 0.9034})
-    make_task("memo", SENTENCES[3], documents)
+    make_task("memo", SENTENCES[3], metadata=DOCUMENTS)
     verdict = assess(task_of(paraphrase, documents), ["novelty"], judge=None)["novelty"]
     assert verdict.verdict == "fail" and verdict.details["nearest_in_subcategory"] == "memo"
     assert "the nearest of its subcategory, documents, is memo at 0.00" in verdict.reason
@@ -275,7 +267,7 @@ def test_novelty_fails_at_the_threshold_and_names_the_nearest_task(db):
 
 def test_novelty_compares_with_the_drafts_given_besides_the_pool(db):
     spreadsheets, documents = subcategories()
-    make_task("haiku", SENTENCES[2], documents)
+    make_task("haiku", SENTENCES[2], metadata=DOCUMENTS)
     drafts = [("syn-1-1", SENTENCES[0], group_of("office-work", "spreadsheets"))]
     verdict = assess(task_of(SENTENCES[1], documents), ["novelty"], judge=None, also=drafts)["novelty"]
     assert (verdict.verdict, verdict.details["nearest"]) == ("fail", "syn-1-1")

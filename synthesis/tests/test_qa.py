@@ -20,8 +20,8 @@ from llm.wire import PURPOSE_HEADER
 from synthesis.models import QualityAssessment
 from synthesis.qa_checks import STAGES, QATask, assess, messages_for, qa_task_from_revision
 from synthesis.services import assess_revision, start_assessment
-from tasks.package import PackageFile, TaskPackage
-from tasks.services import save_package
+from tasks.package import PackageFile
+from tasks.testing import make_task
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 CHECKER = b"import json\nscore = 1.0 if open('/workspace/totals.md').read().strip() == 'Total: 42' else 0.0\n"
@@ -292,29 +292,23 @@ def test_each_stage_says_what_it_is_by_its_purpose_not_its_prompt(scripted_upstr
 # --- catalog tasks: stored rows, the command, the job ----------------------------------------------------------------
 
 
-def make_task(
-    external_id, instruction="Sum the amounts in sales.csv and write 'Total: <sum>' to totals.md.", rubric=None
-):
-    package = TaskPackage(
-        external_id=external_id,
-        instruction=instruction,
-        metadata={
-            "grading_type": "automated",
-            "scenario_category": "office-work",
-            "scenario_subcategory": "spreadsheets",
-            "expected_behavior": "Total: 42",
-        },
-        files=[
-            PackageFile("sales.csv", b"item,amount\napples,40\npears,2\n"),
-            PackageFile("reward/check.py", CHECKER, "reward"),
-        ],
-        rubric=rubric or [],
-    )
-    return save_package(package).task
+TOTAL = "Sum the amounts in sales.csv and write 'Total: <sum>' to totals.md."
+SALES = {
+    "metadata": {
+        "grading_type": "automated",
+        "scenario_category": "office-work",
+        "scenario_subcategory": "spreadsheets",
+        "expected_behavior": "Total: 42",
+    },
+    "files": [
+        PackageFile("sales.csv", b"item,amount\napples,40\npears,2\n"),
+        PackageFile("reward/check.py", CHECKER, "reward"),
+    ],
+}
 
 
 def test_a_revision_becomes_a_qa_task(db):
-    task = make_task("sales-total", rubric=RUBRIC)
+    task = make_task("sales-total", TOTAL, **SALES, rubric=RUBRIC)
     found = qa_task_from_revision(task.current_revision)
     assert found.input_files == {"sales.csv": b"item,amount\napples,40\npears,2\n"}
     assert found.checker_files == {"reward/check.py": CHECKER} and found.rubric[0]["name"] == "clear-summary"
@@ -323,7 +317,7 @@ def test_a_revision_becomes_a_qa_task(db):
 
 
 def test_assess_revision_stores_a_row_per_stage(judge, scripted_upstream, admin_user):
-    task = make_task("sales-total")
+    task = make_task("sales-total", TOTAL, **SALES)
     answering(scripted_upstream, {"leak": {"leaks": True, "reason": "States it.", "leaked": ["42"]}})
     rows = assess_revision(task.current_revision, ["novelty", "leak", "rubric"], judge=judge, user=admin_user)
     assert {s: r.verdict for s, r in rows.items()} == {"novelty": "pass", "leak": "fail", "rubric": "pass"}
@@ -345,9 +339,9 @@ def assess_command(*args):
 
 
 def test_command_json_is_the_verdicts_per_task_and_stage_on_the_last_line(judge, scripted_upstream):
-    make_task("sales-total")
-    make_task("sales-sum", "Add up the amounts in sales.csv and write 'Total: <sum>' into totals.md.")
-    make_task("haiku", "Write a haiku about the pears in sales.csv to poem.md.")
+    make_task("sales-total", TOTAL, **SALES)
+    make_task("sales-sum", "Add up the amounts in sales.csv and write 'Total: <sum>' into totals.md.", **SALES)
+    make_task("haiku", "Write a haiku about the pears in sales.csv to poem.md.", **SALES)
     answering(scripted_upstream, {"difficulty": {"level": 1, "reason": "Trivial."}})
 
     out, error = assess_command("--all", "--stages", "novelty,difficulty,rubric", "--json")
@@ -375,7 +369,7 @@ def test_command_json_is_the_verdicts_per_task_and_stage_on_the_last_line(judge,
 
 
 def test_command_prints_a_line_per_task_and_fails_when_a_stage_could_not_judge(judge, scripted_upstream):
-    make_task("sales-total")
+    make_task("sales-total", TOTAL, **SALES)
     answering(scripted_upstream, {"plausibility": Reply.error(500, "down")})
     out, error = assess_command("--task", "sales-total", "--stages", "plausibility,leak")
     assert out.splitlines()[0].startswith("sales-total: plausibility error (model call to 'judge' failed")
@@ -395,13 +389,13 @@ def test_command_prints_a_line_per_task_and_fails_when_a_stage_could_not_judge(j
     ],
 )
 def test_command_refuses_what_it_cannot_do(judge, args, message):
-    make_task("sales-total")
+    make_task("sales-total", TOTAL, **SALES)
     _, error = assess_command(*args)
     assert error is not None and message in str(error)
 
 
 def test_command_without_a_judge_says_how_to_add_one_unless_only_novelty_is_asked(db):
-    make_task("sales-total")
+    make_task("sales-total", TOTAL, **SALES)
     _, error = assess_command("--all")
     assert error is not None and "endpoints add … --role judge" in str(error)
     out, error = assess_command("--all", "--stages", "novelty", "--json")
@@ -411,8 +405,8 @@ def test_command_without_a_judge_says_how_to_add_one_unless_only_novelty_is_aske
 def test_the_job_assesses_and_a_second_delivery_asks_no_more(
     judge, scripted_upstream, admin_user, django_capture_on_commit_callbacks
 ):
-    make_task("a-sales")
-    make_task("b-haiku", "Write a haiku about the pears in sales.csv to poem.md.")
+    make_task("a-sales", TOTAL, **SALES)
+    make_task("b-haiku", "Write a haiku about the pears in sales.csv to poem.md.", **SALES)
     answering(scripted_upstream, {"leak": Reply.error(500, "down")})
     with django_capture_on_commit_callbacks(execute=False):
         run = start_assessment(user=admin_user, stages=["difficulty", "leak"])
@@ -434,8 +428,8 @@ def test_the_job_assesses_and_a_second_delivery_asks_no_more(
 
 
 def test_the_task_page_fetches_the_card_and_the_card_shows_the_latest_verdicts(judge, scripted_upstream, viewer_client):
-    task = make_task("sales-total")
-    other = make_task("sales-sum", "Add up the amounts in sales.csv and write 'Total: <sum>' into totals.md.")
+    task = make_task("sales-total", TOTAL, **SALES)
+    other = make_task("sales-sum", "Add up the amounts in sales.csv and write 'Total: <sum>' into totals.md.", **SALES)
     card_url = reverse("synthesis:qa", args=[task.current_revision.pk])
 
     page = viewer_client.get(reverse("tasks:detail", args=["sales-total"])).content.decode()
@@ -458,6 +452,6 @@ def test_the_task_page_fetches_the_card_and_the_card_shows_the_latest_verdicts(j
 
 
 def test_the_card_needs_a_signed_in_viewer(client, db):
-    task = make_task("sales-total")
+    task = make_task("sales-total", TOTAL, **SALES)
     response = client.get(reverse("synthesis:qa", args=[task.current_revision.pk]))
     assert response.status_code in (302, 403)

@@ -7,8 +7,8 @@ import pytest
 from django.core.management import call_command
 
 from tasks.models import BenchmarkCategory, Task, TaskRevision
-from tasks.package import PackageFile, TaskPackage
-from tasks.services import save_package
+from tasks.package import PackageFile
+from tasks.testing import make_task
 
 RUBRIC = [
     {
@@ -21,20 +21,11 @@ RUBRIC = [
 BINARY = bytes(range(256)) + b"\x00\xff\x00"
 
 
-def make_task(external_id="expense-summary", instruction="Summarise expenses.csv\nper category.", **extra):
-    package = TaskPackage(
-        external_id=external_id,
-        instruction=instruction,
-        metadata=extra.pop("metadata", {"category": "analysis-reasoning"}),
-        files=extra.pop(
-            "files",
-            [
-                PackageFile("data/expenses.csv", b"date,amount\n2026-01-01,3\n"),
-                PackageFile("check.py", b"print('{}')\n", role="reward"),
-            ],
-        ),
-    )
-    return save_package(package, stage="import", **extra).task
+ANALYSIS = {"category": "analysis-reasoning"}
+EXPENSE_FILES = [
+    PackageFile("data/expenses.csv", b"date,amount\n2026-01-01,3\n"),
+    PackageFile("check.py", b"print('{}')\n", role="reward"),
+]
 
 
 @pytest.fixture
@@ -44,7 +35,13 @@ def category(db):
 
 @pytest.fixture
 def task(category):
-    return make_task()
+    return make_task(
+        "expense-summary",
+        "Summarise expenses.csv\nper category.",
+        metadata=ANALYSIS,
+        files=EXPENSE_FILES,
+        stage="import",
+    )
 
 
 @pytest.fixture
@@ -69,9 +66,9 @@ def content_url(task, number):
 
 
 def test_list_filters_searches_orders_and_paginates(api_as, viewer, category):
-    make_task("alpha-report", "Write the alpha report")
+    make_task("alpha-report", "Write the alpha report", metadata=ANALYSIS)
     make_task("beta-cleanup", "Clean the beta folder", metadata={}, status=Task.Status.DRAFT)
-    make_task("gamma-report", "Gamma report, please", source=Task.Source.PERSONA)
+    make_task("gamma-report", "Gamma report, please", metadata=ANALYSIS, source=Task.Source.PERSONA)
     api = api_as(viewer)
 
     def ids(query):
@@ -100,7 +97,7 @@ def test_list_filters_searches_orders_and_paginates(api_as, viewer, category):
 
 def test_lists_take_a_fixed_number_of_queries(api_as, viewer, category, django_assert_max_num_queries):
     for i in range(25):
-        make_task(f"task-{i:02d}", f"Task {i}")
+        make_task(f"task-{i:02d}", f"Task {i}", metadata=ANALYSIS, files=EXPENSE_FILES)
     api = api_as(viewer)
     api.get("/api/tasks/")  # warm caches (content types, the user's groups) out of the count
     with django_assert_max_num_queries(6):

@@ -16,16 +16,16 @@ from sandbox.testing import require_bwrap
 from tasks.models import ScenarioCategory, Task
 from tasks.package import STANDARD_REWARD_SH, PackageFile, TaskPackage
 from tasks.services import revise_task, save_package
-from tasks.tests.helpers import make_task
+from tasks.testing import SAMPLE_FILES, make_task
 from tasks.views import PAGE_SIZE
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("taxonomy")]
 
 
 def test_log_in_and_dashboard_counts(page, live_server, viewer):
-    make_task("alpha-report")
-    make_task("beta-report", status=Task.Status.DRAFT)
-    make_task("gamma-build", category="software-development")
+    make_task("alpha-report", metadata={"category": "analysis-reasoning"})
+    make_task("beta-report", metadata={"category": "analysis-reasoning"}, status=Task.Status.DRAFT)
+    make_task("gamma-build", metadata={"category": "software-development"})
     log_in(page, live_server, viewer)
     assert page.inner_text("[data-testid=total-tasks]") == "3"
     table = page.locator("#category-table")
@@ -135,7 +135,7 @@ def test_a_reviewer_runs_a_sanity_check_and_sees_its_progress_then_its_report_wi
 
 
 def test_task_detail_file_viewer_and_revision_diff(page, live_server, viewer, admin_user):
-    task = make_task("sales-report", stage="import", message="first import")
+    task = make_task("sales-report", files=SAMPLE_FILES, stage="import", message="first import")
     revise_task(
         task,
         user=admin_user,

@@ -27,8 +27,9 @@ from tasks.categorizing import (
     start_categorization,
 )
 from tasks.models import BenchmarkCategory, CategoryProposal, Task
-from tasks.package import PackageFile, TaskPackage
-from tasks.services import revise_task, save_package
+from tasks.package import PackageFile
+from tasks.services import revise_task
+from tasks.testing import make_task
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 SIX = {
@@ -69,16 +70,6 @@ def by_content(body):
     if "unit test" in prompt:
         return answer("software-development", "The task fixes a failing unit test in Python code.")
     return answer("analysis-reasoning", "The task computes totals from a CSV file.")
-
-
-def make_task(external_id, instruction="Sum the amounts in sales.csv into totals.md.", metadata=None, files=None):
-    package = TaskPackage(
-        external_id=external_id,
-        instruction=instruction,
-        metadata=metadata if metadata is not None else {"grading_type": "code"},
-        files=files if files is not None else [PackageFile("sales.csv", b"item,amount\na,1\n")],
-    )
-    return save_package(package).task
 
 
 def user_prompt(received) -> str:

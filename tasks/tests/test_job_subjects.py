@@ -5,7 +5,7 @@ from django.urls import reverse
 
 import jobs
 from jobs.models import JobRun
-from tasks.tests.helpers import make_task
+from tasks.testing import make_task
 
 pytestmark = pytest.mark.django_db
 

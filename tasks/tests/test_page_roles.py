@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from accounts.testing import make_user
 from jobs.models import JobRun
-from tasks.tests.helpers import make_task
+from tasks.testing import SAMPLE_FILES, make_task
 
 ANON, OUTSIDER, VIEWER, REVIEWER, ADMIN = "anonymous", "outsider", "viewer", "reviewer", "admin"
 USERS = [ANON, OUTSIDER, VIEWER, REVIEWER, ADMIN]
@@ -48,7 +48,7 @@ def job(db):
 def clients(db, settings):
     # Four users a test: a fast hasher keeps the matrix quick (the passwords are never checked here).
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    make_task("sales-report")
+    make_task("sales-report", files=SAMPLE_FILES)
     out = {ANON: Client()}
     for who, role in [(OUTSIDER, None), (VIEWER, "viewer"), (REVIEWER, "reviewer"), (ADMIN, "admin")]:
         client = Client()

@@ -11,7 +11,7 @@ from jobs.models import JobRun
 from tasks.models import Blob, SanityReport, ScenarioCategory, Task, TaskRevision
 from tasks.package import PackageFile
 from tasks.services import revise_task
-from tasks.tests.helpers import make_task
+from tasks.testing import RUBRIC, SAMPLE_FILES, make_task
 from tasks.viewers import MAX_CSV_ROWS, render_markdown, view_file
 from tasks.views import PAGE_SIZE
 
@@ -58,10 +58,10 @@ def test_csv_viewer_cuts_long_files_and_says_how_many_rows():
 
 @pytest.mark.django_db
 def test_dashboard_counts_tasks_by_status_category_and_source(viewer_client, admin_user):
-    make_task("t1")
-    make_task("t2", status=Task.Status.DRAFT)
-    make_task("t3", category="software-development", source=Task.Source.PERSONA)
-    make_task("t4", category="no-such-category")
+    make_task("t1", metadata={"category": "analysis-reasoning"})
+    make_task("t2", metadata={"category": "analysis-reasoning"}, status=Task.Status.DRAFT)
+    make_task("t3", metadata={"category": "software-development"}, source=Task.Source.PERSONA)
+    make_task("t4", metadata={"category": "no-such-category"})
     JobRun.objects.create(
         kind="tasks.import_upload",
         engine="django_q",
@@ -94,7 +94,7 @@ def test_dashboard_counts_tasks_by_status_category_and_source(viewer_client, adm
 @pytest.mark.django_db
 def test_task_list_filters_and_searches(viewer_client):
     make_task("alpha-1", instruction="Plan the offsite agenda")
-    make_task("beta-2", category="software-development", status=Task.Status.DRAFT)
+    make_task("beta-2", metadata={"category": "software-development"}, status=Task.Status.DRAFT)
     make_task("gamma-3", source=Task.Source.SKILL)
     url = reverse("tasks:list")
 
@@ -160,7 +160,14 @@ def test_task_list_query_count_does_not_grow_with_the_page(viewer_client):
 
 @pytest.mark.django_db
 def test_task_detail_shows_header_instruction_files_checker_rubric_history(viewer_client, admin_user):
-    task = make_task("sales-report", stage="import", message="first import")
+    task = make_task(
+        "sales-report",
+        metadata={"category": "analysis-reasoning"},
+        files=SAMPLE_FILES,
+        rubric=RUBRIC,
+        stage="import",
+        message="first import",
+    )
     revise_task(task, user=admin_user, message="reworded", instruction="Summarise the sales by region.")
     response = viewer_client.get(reverse("tasks:detail", args=["sales-report"]))
     assert response.status_code == 200
@@ -210,7 +217,7 @@ def test_task_detail_query_count_does_not_grow_with_files_or_revisions(viewer_cl
 
 @pytest.mark.django_db
 def test_any_revision_can_be_viewed(viewer_client, admin_user):
-    task = make_task("sales-report")
+    task = make_task("sales-report", "Summarise the sales for sales-report.")
     revise_task(task, user=admin_user, message="reworded", instruction="Completely new words.")
     url = reverse("tasks:detail", args=["sales-report"])
     old = viewer_client.get(url, {"rev": 1}).content.decode()
@@ -258,7 +265,7 @@ def test_the_instruction_is_shown_as_the_agent_gets_it_not_as_markdown(viewer_cl
 
 @pytest.mark.django_db
 def test_file_viewer_kinds(viewer_client):
-    make_task("sales-report")
+    make_task("sales-report", files=SAMPLE_FILES)
 
     def view(path, **extra):
         response = viewer_client.get(reverse("tasks:file", args=["sales-report", 1, "input", path]), **extra)
@@ -295,7 +302,7 @@ def test_raw_download_is_an_attachment_never_rendered(viewer_client):
 
 @pytest.mark.django_db
 def test_diff_page(viewer_client, admin_user):
-    task = make_task("sales-report")
+    task = make_task("sales-report", files=SAMPLE_FILES)
     revise_task(
         task,
         user=admin_user,
@@ -334,7 +341,7 @@ def test_diff_page_of_a_single_revision_task(viewer_client):
 
 @pytest.mark.django_db
 def test_admin_lists_tasks_and_keeps_revisions_and_blobs_read_only(admin_client):
-    task = make_task("sales-report")
+    task = make_task("sales-report", files=SAMPLE_FILES)
     revision = task.current_revision
     assert admin_client.get(reverse("admin:tasks_task_changelist"), {"q": "sales"}).status_code == 200
     change = admin_client.get(reverse("admin:tasks_task_change", args=[task.pk]))

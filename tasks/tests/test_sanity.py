@@ -18,14 +18,15 @@ from tasks.sanity import SanityMaterial, SanityUnavailable, check_revision, eval
 from tasks.services import save_package
 from tasks.testing import (
     AVERAGING_REWARD_SH,
+    EXAMPLES,
     LENIENT_JSONL_CHECK_PY,
     LENIENT_JSONL_INSTRUCTION,
     PLANIFY_CHECK_PY,
     PLANIFY_INPUTS,
     PLANIFY_INSTRUCTION,
     PLANIFY_SOLUTION,
+    make_sanity_task,
 )
-from tasks.tests.helpers import EXAMPLES, make_sanity_task
 
 BASE = list(SanityReport.LAZY_RUNS)
 

@@ -11,7 +11,7 @@ from django.core.management import CommandError, call_command
 
 from jobs.models import JobRun
 from tasks.models import SanityReport
-from tasks.tests.helpers import make_sanity_task
+from tasks.testing import make_sanity_task
 
 RUN_KEYS = {"score", "status", "reason", "subscores", "duration"}
 

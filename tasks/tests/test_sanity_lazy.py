@@ -10,9 +10,8 @@ from llm.models import ModelCall, ModelEndpoint
 from llm.testing import Reply
 from tasks.lazy_workspaces import CLAIM_MESSAGE, LLM_PURPOSE, plan, stub
 from tasks.models import SanityReport
-from tasks.package import STANDARD_REWARD_SH, PackageFile, TaskPackage
 from tasks.sanity import check_revision
-from tasks.services import save_package
+from tasks.testing import make_sanity_task
 
 # The published task's shape: the checker pays for output files being there and agreeing with each other, and its
 # expectations come from the inputs, so a workspace with the inputs deleted, a header-only CSV and a summary of 0
@@ -49,7 +48,7 @@ INSTRUCTION = (
     "Find the late orders in orders.csv. Write late/late_orders.csv with the columns order_id,customer,days_late and "
     "write the number of late orders to late/summary.txt."
 )
-ORDERS = b"order_id,customer,status\n1,ann,late\n2,bo,ok\n3,cy,late\n"
+ORDERS = {"orders.csv": b"order_id,customer,status\n1,ann,late\n2,bo,ok\n3,cy,late\n"}
 SOLUTION = {
     "late/late_orders.csv": b"order_id,customer,days_late\n1,ann,3\n3,cy,5\n",
     "late/summary.txt": b"2\n",
@@ -60,16 +59,6 @@ import json, os
 payload = json.load(open(os.environ["OPENCLAW_REWARD_PAYLOAD"]))
 print(json.dumps({"reported_done": float("done" in payload["final_message"].lower()), "work": 0.0}))
 """
-
-
-def make_task(external_id, check_py, *, instruction=INSTRUCTION, inputs=None, solution=None):
-    files = [
-        PackageFile("reward.sh", STANDARD_REWARD_SH.encode(), "reward"),
-        PackageFile("check.py", check_py.encode(), "reward"),
-    ]
-    files += [PackageFile(path, data, "input") for path, data in (inputs or {"orders.csv": ORDERS}).items()]
-    files += [PackageFile(path, data, "solution") for path, data in (solution or {}).items()]
-    return save_package(TaskPackage(external_id=external_id, instruction=instruction, files=files)).task
 
 
 def test_stubs_of_every_named_output_and_a_count_of_zero():
@@ -119,7 +108,9 @@ def test_a_move_that_does_the_task_is_not_a_lazy_one():
 
 
 def test_deleted_inputs_and_header_only_stubs_earn_full_marks_and_the_report_says_where(db, bwrap):
-    task = make_task("late-orders", SELF_CONSISTENT_CHECK, solution=SOLUTION)
+    task = make_sanity_task(
+        "late-orders", SELF_CONSISTENT_CHECK, instruction=INSTRUCTION, inputs=ORDERS, solution=SOLUTION
+    )
     report = check_revision(task.current_revision, backend=bwrap)
     assert report.solvable is True and not report.crashed
     # The three base workspaces under-count: with the inputs there, 2 late orders are expected and the stubs have 0.
@@ -152,7 +143,9 @@ def test_deleted_inputs_and_header_only_stubs_earn_full_marks_and_the_report_say
 
 
 def test_a_checker_paying_for_a_final_message_claiming_success(db, bwrap):
-    task = make_task("says-done", CLAIM_CHECK, instruction="Write out.txt.", inputs={"in.txt": b"x\n"})
+    task = make_sanity_task(
+        "says-done", CLAIM_CHECK, instruction="Write out.txt.", inputs={"in.txt": b"x\n"}, solution=None
+    )
     report = check_revision(task.current_revision, backend=bwrap)
     assert report.lazy_scores["initial"] == 0.0 and report.lazy_scores["claim"] == 0.5
     assert report.lazy_best == "claim" and report.lazy_best_run["paying_checks"] == {"reported_done": 1.0}
@@ -173,7 +166,9 @@ def judge(db, scripted_upstream, fast_llm_retries):
 
 
 def test_a_lazy_workspace_the_judge_model_writes(db, bwrap, judge, scripted_upstream):
-    task = make_task("late-orders-llm", SELF_CONSISTENT_CHECK)
+    task = make_sanity_task(
+        "late-orders-llm", SELF_CONSISTENT_CHECK, instruction=INSTRUCTION, inputs=ORDERS, solution=None
+    )
     answer = {
         "files": [
             {"path": "late/late_orders.csv", "content": "order_id,customer,days_late\n"},
@@ -199,7 +194,9 @@ def test_a_lazy_workspace_the_judge_model_writes(db, bwrap, judge, scripted_upst
 
 
 def test_a_judge_answer_that_is_no_workspace_is_not_run_and_says_why(db, bwrap, judge, scripted_upstream, settings):
-    task = make_task("late-orders-bad-llm", SELF_CONSISTENT_CHECK)
+    task = make_sanity_task(
+        "late-orders-bad-llm", SELF_CONSISTENT_CHECK, instruction=INSTRUCTION, inputs=ORDERS, solution=None
+    )
     scripted_upstream.push(Reply.text("I will not play along."), Reply.text('{"files": "nope"}'))
     report = check_revision(task.current_revision, backend=bwrap)
     assert "llm" not in report.runs
@@ -212,7 +209,9 @@ def test_a_judge_answer_that_is_no_workspace_is_not_run_and_says_why(db, bwrap, 
 
 
 def test_the_task_page_and_api_show_where_a_lazy_agent_earns_most(db, bwrap, admin_client):
-    task = make_task("late-orders-page", SELF_CONSISTENT_CHECK)
+    task = make_sanity_task(
+        "late-orders-page", SELF_CONSISTENT_CHECK, instruction=INSTRUCTION, inputs=ORDERS, solution=None
+    )
     check_revision(task.current_revision, backend=bwrap)
     page = admin_client.get(f"/tasks/{task.external_id}/").content.decode()
     assert 'data-testid="sanity-lazy-best"' in page and "<strong>stubs_only</strong>" in page

@@ -12,7 +12,7 @@ from jobs.runner import execute
 from jobs.testing import wait_for
 from tasks.models import SanityReport
 from tasks.sanity import start_sanity_check
-from tasks.tests.helpers import make_sanity_task
+from tasks.testing import make_sanity_task
 
 pytestmark = pytest.mark.usefixtures("bwrap")  # every test here runs checkers in bubblewrap
 

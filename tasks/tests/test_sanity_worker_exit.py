@@ -12,7 +12,7 @@ from jobs.models import JobRun
 from jobs.testing import start_celery_worker, start_django_q_worker, use_engine, wait_for
 from sandbox.testing import volumes_of
 from tasks.sanity import start_sanity_check
-from tasks.tests.helpers import make_sanity_task
+from tasks.testing import make_sanity_task
 
 pytestmark = [
     pytest.mark.usefixtures("bwrap"),

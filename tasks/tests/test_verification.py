@@ -13,8 +13,17 @@ import threading
 import pytest
 
 from sandbox import Limits, Workspace, get_backend, runtime_version
-from tasks.testing import AVERAGING_REWARD_SH, PLANIFY_CHECK_PY, PLANIFY_INPUTS, PLANIFY_SOLUTION
-from tasks.tests.helpers import FAST, HOSTILE, run, shell, spec
+from tasks.testing import (
+    AVERAGING_REWARD_SH,
+    FAST,
+    HOSTILE,
+    PLANIFY_CHECK_PY,
+    PLANIFY_INPUTS,
+    PLANIFY_SOLUTION,
+    run,
+    shell,
+    spec,
+)
 from tasks.verification import (
     CAPTURE_BYTES,
     CAPTURE_HOOK,

@@ -15,7 +15,6 @@ from llm.testing_tokens import (
     toy_prompt_ids,
     toy_tokenize,
 )
-from tasks.models import Task, TaskRevision
 from tasks.package import PackageFile, TaskPackage
 from tasks.services import save_package
 from training_jobs.kinds.sft import build_config
@@ -114,15 +113,6 @@ def distinct_instruction(external_id: str) -> str:
     that pin one task and train on another give each its own; any two of these are far below the threshold."""
     rng = random.Random(hashlib.sha256(external_id.encode()).digest())
     return "Work on " + " ".join(rng.sample(WORDS, 8)) + "."
-
-
-def make_task(external_id: str, *, source: str = Task.Source.MANUAL) -> TaskRevision:
-    task = Task.objects.create(external_id=external_id, status=Task.Status.READY, title=external_id, source=source)
-    revision = TaskRevision.objects.create(
-        task=task, number=1, instruction=distinct_instruction(external_id), content_hash=f"h-{external_id}"
-    )
-    Task.objects.filter(pk=task.pk).update(current_revision=revision)
-    return revision
 
 
 def task(external_id: str, *, rubric: bool = False):

@@ -16,10 +16,11 @@ from evaluation.models import Rollout
 from jobs.models import JobRun, Worker
 from jobs.testing import use_engine
 from lib.browser_testing import assert_no_reload, log_in, mark_document, screenshot, watch
+from tasks.testing import make_task
 from training_jobs.kinds.sft import build_config
 from training_jobs.models import TrainingDataset, TrainingRun
 from training_jobs.services.runs import start_training_run
-from training_jobs.tests.helpers import make_task
+from training_jobs.tests.helpers import distinct_instruction
 
 from .datakit import make_corpus
 
@@ -105,7 +106,10 @@ def test_a_queued_run_says_why_it_waits_and_follows_the_queue(page, live_server,
 
 
 def test_clone_opens_the_config_to_edit_and_queues_the_clone_with_the_edits(page, live_server, admin_user):
-    revisions = [make_task("rl-a"), make_task("rl-b")]
+    revisions = [
+        make_task("rl-a", distinct_instruction("rl-a")).current_revision,
+        make_task("rl-b", distinct_instruction("rl-b")).current_revision,
+    ]
     run = start_training_run(
         kind="rl",
         user=None,

@@ -10,7 +10,8 @@ from benchmarks.contamination import EXACT, NEAR, contamination_for
 from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
 from evaluation.models import EvalRun
 from review.services import ReviewError, freeze_version
-from review.tests.helpers import accept_all, make_task
+from review.tests.helpers import accept_all
+from tasks.testing import make_task
 from training_jobs.contamination import threshold
 from training_jobs.kinds import TrainingRunError
 from training_jobs.models import TrainingDataset, TrainingRun

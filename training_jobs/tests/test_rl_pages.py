@@ -15,9 +15,10 @@ from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
 from evaluation.models import Rollout
 from llm.models import ModelEndpoint
 from tasks.models import TaskRevision
+from tasks.testing import make_task
 from training_jobs.models import RLRollout, TrainingMetric, TrainingRun
 from training_jobs.services.runs import start_training_run
-from training_jobs.tests.helpers import make_task
+from training_jobs.tests.helpers import distinct_instruction
 
 pytestmark = pytest.mark.django_db
 
@@ -68,7 +69,10 @@ def pin(revision: TaskRevision) -> None:
 
 @pytest.fixture
 def revisions():
-    return [make_task("rl-a"), make_task("rl-b")]
+    return [
+        make_task("rl-a", distinct_instruction("rl-a")).current_revision,
+        make_task("rl-b", distinct_instruction("rl-b")).current_revision,
+    ]
 
 
 @pytest.fixture

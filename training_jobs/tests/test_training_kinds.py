@@ -6,10 +6,11 @@ import pytest
 from django.template.loader import get_template
 from django.urls import reverse
 
+from tasks.testing import make_task
 from training_jobs.kinds import KINDS, TrainingKind, TrainingRunError, get_kind
 from training_jobs.models import TrainingRun
 from training_jobs.services.runs import clone_training_run, run_json, start_training_run
-from training_jobs.tests.helpers import make_task
+from training_jobs.tests.helpers import distinct_instruction
 
 pytestmark = pytest.mark.django_db
 
@@ -60,7 +61,7 @@ def test_presets_and_rules_are_each_kinds_own():
 
 
 def test_sft_and_rl_start_through_the_same_entry_point(dataset, tiny_model_path):
-    task = make_task("kind-rl")
+    task = make_task("kind-rl", distinct_instruction("kind-rl")).current_revision
     sft = start_training_run(
         kind="sft", dataset=dataset, base_model_path=tiny_model_path, preset="tiny-cpu", cpu=True, user=None
     )
@@ -87,7 +88,7 @@ def test_sft_and_rl_start_through_the_same_entry_point(dataset, tiny_model_path)
 
 
 def test_each_kind_refuses_what_the_other_trains_on(dataset, tiny_model_path):
-    task = make_task("kind-other")
+    task = make_task("kind-other", distinct_instruction("kind-other")).current_revision
     with pytest.raises(TrainingRunError, match="an SFT run trains on a dataset"):
         start_training_run(kind="sft", dataset=dataset, tasks=[task.pk], base_model_path=tiny_model_path, user=None)
     with pytest.raises(TrainingRunError, match="give the dataset to train on"):
@@ -100,7 +101,7 @@ def test_each_kind_refuses_what_the_other_trains_on(dataset, tiny_model_path):
 
 
 def test_the_run_page_shows_the_kinds_own_part(dataset, tiny_model_path, admin_client):
-    task = make_task("kind-page")
+    task = make_task("kind-page", distinct_instruction("kind-page")).current_revision
     sft = start_training_run(
         kind="sft",
         dataset=dataset,
@@ -131,7 +132,7 @@ def test_the_api_and_the_command_offer_the_kinds_by_name(api_as, admin_user, tin
     parser = Command().create_parser("manage.py", "train")
     kind = next(a for a in parser._actions if a.dest == "kind")
     assert list(kind.choices) == list(KINDS)
-    task = make_task("kind-api")
+    task = make_task("kind-api", distinct_instruction("kind-api")).current_revision
     response = api_as(admin_user).post(
         "/api/training/runs/",
         {"kind": "rl", "tasks": ["kind-api"], "base_model_path": tiny_model_path, "preset": "tiny-cpu", "cpu": True},
