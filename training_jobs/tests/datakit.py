@@ -1,12 +1,15 @@
-"""Rollouts and trajectories made directly (fast), shaped as evaluation.services.rollouts.store_trajectories writes
-them, for the dataset tests: a corpus with one trajectory for each way of being left out."""
+"""Rollouts for the dataset tests, their model calls recorded as the proxy records them (no agent runs: fast) and their
+trajectories rebuilt by evaluation.services.results.store_trajectories: a corpus with one trajectory for each way of
+being left out."""
 
 from dataclasses import dataclass, field
 
 from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
 from evaluation.models import EvalRun, Rollout, Trajectory
-from llm.models import ModelEndpoint
-from tasks.models import BenchmarkCategory, Task, TaskRevision
+from evaluation.services.results import store_trajectories
+from llm.models import ModelCall, ModelEndpoint, ProxySession
+from tasks.models import BenchmarkCategory, Task
+from tasks.testing import make_task
 
 TOOLS = [
     {
@@ -36,16 +39,23 @@ TOOLS = [
 ]
 
 
-def conversation(task: str, answer: str = "Done: totals.md written.", *, calls: int = 2, ends: bool = True) -> list:
+# (tool, arguments, result) of the rounds a conversation goes through, in turn.
+ROUNDS = [
+    ("read", '{"path": "sales.csv"}', "region,amount\nnorth,4\nsouth,2\nnorth,1\n"),
+    ("exec", '{"command": "python3 -c \\"print(5, 2)\\""}', "5 2\n"),
+    ("write", '{"path": "totals.md", "content": "north: 5\\nsouth: 2\\n"}', "wrote 20 bytes"),
+]
+# A tool no harness offers (evaluation.trajectories.DEFAULT_SUPPORTED_TOOLS): a trajectory calling it is excluded.
+CANVAS = ("canvas", '{"chart": "totals"}', "drawn")
+
+
+def conversation(
+    task: str, answer: str = "Done: totals.md written.", *, calls: int = 2, ends: bool = True, rounds=ROUNDS
+) -> list:
     """A realistic agent conversation: system prompt, the task, `calls` tool rounds, the final answer."""
     messages = [
         {"role": "system", "content": "You are a careful agent working in a local workspace. Use the tools."},
         {"role": "user", "content": f"[{task}] Sum the amounts in sales.csv per region into totals.md."},
-    ]
-    rounds = [
-        ("read", '{"path": "sales.csv"}', "region,amount\nnorth,4\nsouth,2\nnorth,1\n"),
-        ("exec", '{"command": "python3 -c \\"print(5, 2)\\""}', "5 2\n"),
-        ("write", '{"path": "totals.md", "content": "north: 5\\nsouth: 2\\n"}', "wrote 20 bytes"),
     ]
     for i in range(calls):
         name, arguments, result = rounds[i % len(rounds)]
@@ -91,16 +101,15 @@ def reserialised(messages: list) -> list:
     return out
 
 
-def stats_of(messages: list, total_tokens: int = 1500) -> dict:
-    names = [c["function"]["name"] for m in messages if m["role"] == "assistant" for c in m.get("tool_calls") or []]
-    return {
-        "turns": sum(1 for m in messages if m["role"] == "assistant"),
-        "prompt_tokens": total_tokens - 100,
-        "completion_tokens": 100,
-        "total_tokens": total_tokens,
-        "tool_calls": len(names),
-        "tool_types": sorted(set(names)),
-    }
+def usage(tokens: int, turn: int, turns: int) -> dict:
+    """The usage of call `turn` of `turns`: together they make `tokens`, 100 of them completion tokens."""
+    prompt, completion = share(tokens - 100, turn, turns), share(100, turn, turns)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def share(total: int, turn: int, turns: int) -> int:
+    each, rest = divmod(total, turns)
+    return each + (rest if turn == turns - 1 else 0)
 
 
 @dataclass
@@ -113,17 +122,6 @@ class Corpus:
     version: BenchmarkVersion | None = None
 
 
-def make_task(external_id: str, *, source=Task.Source.PERSONA, category=None) -> TaskRevision:
-    task = Task.objects.create(
-        external_id=external_id, source=source, benchmark_category=category, status=Task.Status.READY, title=external_id
-    )
-    revision = TaskRevision.objects.create(
-        task=task, number=1, instruction=f"Do {external_id}.", content_hash=f"hash-{external_id}"
-    )
-    Task.objects.filter(pk=task.pk).update(current_revision=revision)
-    return revision
-
-
 def add(
     corpus: Corpus,
     label: str,
@@ -133,13 +131,15 @@ def add(
     messages=None,
     status=Rollout.Status.SCORED,
     exit_reason="completed",
-    excluded=False,
-    reason="",
     tokens=1500,
     in_run=True,
-    index=0,
+    forged=(),
 ) -> Trajectory:
+    """A rollout whose agent had the conversation `messages`: one model call recorded for each assistant turn (sent
+    the conversation before it), but for the turns at the indices `forged`, which the agent sent as history of its
+    own. Its trajectory is what store_trajectories rebuilds from those calls."""
     messages = messages if messages is not None else conversation(task)
+    session = ProxySession.objects.create(endpoint=corpus.endpoint, subject=f"rollout:{label}")
     rollout = Rollout.objects.create(
         revision=corpus.revisions[task],
         endpoint=corpus.endpoint,
@@ -150,17 +150,25 @@ def add(
         eval_run=corpus.run if in_run else None,
         group="" if in_run else corpus.group,
         attempt=1,
+        proxy_session=session,
     )
-    trajectory = Trajectory.objects.create(
-        rollout=rollout,
-        index=index,
-        messages=messages,
-        tools=TOOLS,
-        reward=reward,
-        stats=stats_of(messages, tokens),
-        excluded=excluded,
-        exclusion_reason=reason,
-    )
+    turns = [i for i, m in enumerate(messages) if m["role"] == "assistant" and i not in forged]
+    for n, i in enumerate(turns):
+        ModelCall.objects.record(
+            endpoint=corpus.endpoint,
+            endpoint_name=corpus.endpoint.name,
+            purpose="proxy",
+            session=session,
+            api="chat",
+            request={"model": corpus.endpoint.model, "messages": messages[:i], "tools": TOOLS},
+            response={
+                "object": "chat.completion",
+                "choices": [{"index": 0, "message": messages[i], "finish_reason": "stop"}],
+                "usage": usage(tokens, n, len(turns)),
+            },
+            status_code=200,
+        )
+    (trajectory,) = store_trajectories(rollout, reward=reward)
     corpus.trajectories[label] = trajectory
     return trajectory
 
@@ -182,9 +190,11 @@ def make_corpus() -> Corpus:
     for name in tasks:
         corpus.revisions[name] = make_task(
             name,
-            category=category if name != "sales-c" else None,
+            f"Do {name}.",
+            files=[],
+            metadata={"category": category.slug} if name != "sales-c" else {},
             source=Task.Source.SKILL if name.startswith("g-") else Task.Source.PERSONA,
-        )
+        ).current_revision
     add(corpus, "good", "sales-a", reward=1.0)
     add(corpus, "duplicate", "sales-a", reward=0.75, messages=reserialised(conversation("sales-a")))  # good is kept
     add(corpus, "half", "sales-b", reward=0.5, messages=conversation("sales-b", calls=3))
@@ -203,9 +213,7 @@ def make_corpus() -> Corpus:
         "rules",
         "sales-a",
         reward=1.0,
-        excluded=True,
-        reason="calls unsupported tools: canvas",
-        messages=conversation("sales-a", "Drew it on the canvas."),
+        messages=conversation("sales-a", "Drew it on the canvas.", calls=3, rounds=[*ROUNDS[:2], CANVAS]),
     )
     add(
         corpus,

@@ -14,13 +14,15 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from evaluation.models import EvalRun
+from tasks.models import Task
+from tasks.testing import make_task
 from training_jobs.kinds import TrainingRunError
 from training_jobs.models import Checkpoint, TrainingMetric, TrainingRun
 from training_jobs.run_jobs import _launch, _Stream, execute_training, run_dir
 from training_jobs.services.datasets import build_dataset
 from training_jobs.services.runs import start_training_run
 
-from .datakit import add, conversation, make_corpus, make_task
+from .datakit import add, conversation, make_corpus
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("training_dir")]
 
@@ -58,7 +60,9 @@ def corpus(db):
 def dataset(corpus):
     """Seven samples, all training ones, and one more whose long task statement puts its first assistant turn far
     later than the others'."""
-    corpus.revisions["g-long"] = make_task("g-long")
+    corpus.revisions["g-long"] = make_task(
+        "g-long", "Do g-long.", files=[], source=Task.Source.PERSONA
+    ).current_revision
     long_ask = conversation("g-long")
     long_ask[1] = {**long_ask[1], "content": long_ask[1]["content"] + " Mind the details, please. " * 40}
     add(corpus, "g-long", "g-long", reward=1.0, in_run=False, messages=long_ask)
