@@ -9,7 +9,7 @@ process and sees only committed rows (the fixtures ask for a transactional datab
   sessions never take each other's messages.
 - `use_engine(name)`: switch settings.CLAWGYM_JOB_ENGINE in the test process (a context manager and
   decorator when imported, a switch for the rest of the test when asked for as a fixture).
-- `wait_for(run)`: poll a JobRun until it finishes (or reaches given statuses), bounded.
+- `wait_for_job_run(run)`: poll a JobRun until it finishes (or reaches given statuses), bounded.
 - Each test session has a scratch root of its own (CLAWGYM_SCRATCH_DIR with "-test-<pid>"), for this process and the
   workers it starts: sessions on one machine have test databases of their own, so their rollouts share ids, and one
   session's rollout #1 must not find another's workspace folders.
@@ -40,7 +40,7 @@ REDIS_URL = os.environ.get("CLAWGYM_TEST_REDIS_URL", "redis://127.0.0.1:6379")
 REDIS_LOCK_KEY = "clawgym:test-session"
 REDIS_LOCK_SECONDS = 6 * 3600  # a crashed session's database is free again after this
 
-_live_workers: list["WorkerProcess"] = []  # their logs go into wait_for's failure message
+_live_workers: list["WorkerProcess"] = []  # their logs go into wait_for_job_run's failure message
 
 
 def pytest_configure(config):
@@ -79,7 +79,7 @@ def use_engine_fixture(settings):
     return switch
 
 
-def wait_for(run, *, timeout: float = 20.0, statuses=None):
+def wait_for_job_run(run, *, timeout: float = 20.0, statuses=None):
     """Refresh `run` until its status is in `statuses` (default: finished); fail the test after `timeout` s."""
     from .models import JobRun
 

@@ -18,7 +18,7 @@ import pytest
 
 from jobs import enqueue
 from jobs.models import JobRun
-from jobs.testing import BASE_DIR, database_url, use_engine, wait_for
+from jobs.testing import BASE_DIR, database_url, use_engine, wait_for_job_run
 
 pytestmark = [pytest.mark.workers, pytest.mark.django_db(transaction=True)]
 
@@ -87,7 +87,7 @@ def test_the_run_script_stops_everything_while_a_job_runs(how, tmp_path):
             assert script.poll() is None, log.read_text()
             time.sleep(0.2)
         assert serving(port), log.read_text()
-        wait_for(run, statuses=[JobRun.Status.RUNNING], timeout=START_TIMEOUT)
+        wait_for_job_run(run, statuses=[JobRun.Status.RUNNING], timeout=START_TIMEOUT)
         started = session_processes(script.pid)
         assert any("qcluster" in p for p in started) and any("uvicorn" in p for p in started), started
 

@@ -16,7 +16,7 @@ from django.core.management.base import CommandError
 from evaluation.models import EvalRun, Rollout, RolloutScore
 from evaluation.services.runs import start_eval_run
 from evaluation.testing import needs_bwrap
-from jobs.testing import use_engine, wait_for
+from jobs.testing import use_engine, wait_for_job_run
 from llm.testing import Reply
 
 from .evalkit import RIGHT, WRONG, endpoints, expected_scores, make_tasks, respond
@@ -77,7 +77,7 @@ def test_evaluate_waits_for_the_worker_and_takes_over_a_run_started_here(world, 
     assert (here.attempt, here.worker.split(":")[1]) == (1, str(os.getpid()))
     assert there.attempt == 2 and there.worker.split(":")[1] != str(os.getpid())  # it ran in the worker
     assert there.job_run.queue == "sandbox"
-    assert wait_for(there.job_run, timeout=30).status == "succeeded"  # it ends just after its rollout
+    assert wait_for_job_run(there.job_run, timeout=30).status == "succeeded"  # it ends just after its rollout
     assert [line.split(" (rollout")[0] for line in err.getvalue().splitlines() if " repeat " in line] == [
         "eval-d repeat 1/1"
     ]

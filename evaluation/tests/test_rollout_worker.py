@@ -15,7 +15,7 @@ from evaluation.models import Rollout
 from evaluation.services.rollouts import retry_rollout, start_rollouts
 from evaluation.testing import RIGHT_SUMMARY, needs_bwrap, wait_rollout
 from evaluation.workspaces import attempt_folders
-from jobs.testing import wait_for
+from jobs.testing import wait_for_job_run
 from llm.models import ModelCall
 from llm.testing import Reply
 
@@ -79,7 +79,7 @@ def test_a_killed_worker_leaves_the_rollout_failed_and_a_retry_counts_once(
     assert rollout.exit_reason == "worker_lost" and "exited before it finished" in rollout.error
     assert not folder.exists() and attempt_folders(rollout) == []
     assert rollout.retryable and rollout.attempt == 1 and rollout.score is None
-    job_run = wait_for(rollout.job_run, timeout=30)
+    job_run = wait_for_job_run(rollout.job_run, timeout=30)
     assert job_run.status == "failed" and job_run.error.startswith(f"Rollout #{rollout.pk} failed (worker_lost): ")
 
     scripted_upstream.script.clear()

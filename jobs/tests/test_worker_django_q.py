@@ -9,7 +9,7 @@ from django_q.models import Task
 import jobs
 from jobs.models import JobRun
 from jobs.services import cancel_job
-from jobs.testing import wait_for
+from jobs.testing import wait_for_job_run
 
 pytestmark = [pytest.mark.workers, pytest.mark.django_db(transaction=True)]
 
@@ -18,7 +18,7 @@ def test_ping_runs_to_succeeded_with_progress_and_log(django_q_worker, admin_use
     run = jobs.enqueue("jobs.ping", created_by=admin_user, steps=3)
     assert run.status == JobRun.Status.QUEUED and run.engine == "django_q"
 
-    wait_for(run)
+    wait_for_job_run(run)
 
     assert run.status == JobRun.Status.SUCCEEDED, run.error
     assert (run.progress_done, run.progress_total) == (3, 3)
@@ -30,7 +30,7 @@ def test_ping_runs_to_succeeded_with_progress_and_log(django_q_worker, admin_use
 
 
 def test_failing_job_is_failed_with_its_traceback(django_q_worker):
-    run = wait_for(jobs.enqueue("jobs.ping", steps=2, fail=True))
+    run = wait_for_job_run(jobs.enqueue("jobs.ping", steps=2, fail=True))
 
     assert run.status == JobRun.Status.FAILED
     assert run.error.startswith("RuntimeError: asked to fail")
@@ -58,12 +58,12 @@ def test_cancelled_queued_job_never_runs(django_q_worker, admin_user):
 
 def test_cancelled_running_job_stops_at_its_next_progress(django_q_worker, admin_user):
     run = jobs.enqueue("jobs.ping", steps=100, sleep=0.1)
-    wait_for(run, statuses=[JobRun.Status.RUNNING])
+    wait_for_job_run(run, statuses=[JobRun.Status.RUNNING])
     while run.progress_done < 1:
-        wait_for(run, statuses=[JobRun.Status.RUNNING])
+        wait_for_job_run(run, statuses=[JobRun.Status.RUNNING])
 
     cancel_job(run, user=admin_user)
-    wait_for(run)
+    wait_for_job_run(run)
 
     assert run.status == JobRun.Status.CANCELLED
     assert 1 <= run.progress_done < 100

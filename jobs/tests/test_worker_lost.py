@@ -9,7 +9,7 @@ import pytest
 import jobs
 from jobs.models import JobRun
 from jobs.services import cancel_job
-from jobs.testing import start_celery_worker, wait_for
+from jobs.testing import start_celery_worker, wait_for_job_run
 
 pytestmark = [pytest.mark.workers, pytest.mark.django_db(transaction=True)]
 
@@ -35,7 +35,7 @@ def test_job_of_a_killed_celery_worker_is_rerun_by_the_next_worker(celery_engine
     first = start_celery_worker(celery_engine)
     workers.append(first)
     run = jobs.enqueue("jobs.ping", steps=20, sleep=0.15)
-    wait_for(run, statuses=[JobRun.Status.RUNNING])
+    wait_for_job_run(run, statuses=[JobRun.Status.RUNNING])
 
     first.kill()  # kill -9 of the worker and its pool process: nobody acknowledges or records anything
     time.sleep(0.5)
@@ -43,7 +43,7 @@ def test_job_of_a_killed_celery_worker_is_rerun_by_the_next_worker(celery_engine
     assert run.status == JobRun.Status.RUNNING
 
     workers.append(start_celery_worker(celery_engine, wait=False))
-    wait_for(run, timeout=30)
+    wait_for_job_run(run, timeout=30)
 
     assert run.status == JobRun.Status.SUCCEEDED, run.error or run.log_tail
     assert run.attempts == 2
@@ -54,12 +54,12 @@ def test_job_of_a_killed_celery_worker_is_rerun_by_the_next_worker(celery_engine
 
 def test_killed_django_q_worker_process_is_replaced_and_its_job_rerun(django_q_worker):
     run = jobs.enqueue("jobs.ping", steps=20, sleep=0.1)
-    wait_for(run, statuses=[JobRun.Status.RUNNING])
+    wait_for_job_run(run, statuses=[JobRun.Status.RUNNING])
     pid = int(run.worker.split(":")[1])
     assert pid != django_q_worker.pid  # a pool process of the cluster
 
     os.kill(pid, signal.SIGKILL)  # the cluster's sentinel starts a new worker process, which recovers the run
-    wait_for(run, timeout=30)
+    wait_for_job_run(run, timeout=30)
 
     assert run.status == JobRun.Status.SUCCEEDED, run.error or run.log_tail
     assert run.attempts == 2
@@ -69,7 +69,7 @@ def test_killed_django_q_worker_process_is_replaced_and_its_job_rerun(django_q_w
 def test_a_worker_takes_only_its_own_queues(celery_engine, workers, admin_user):
     workers.append(start_celery_worker(celery_engine, queues="sandbox"))
     elsewhere = jobs.enqueue("jobs.ping", queue="gpu", steps=1)
-    here = wait_for(jobs.enqueue("jobs.ping", queue="sandbox", steps=1))
+    here = wait_for_job_run(jobs.enqueue("jobs.ping", queue="sandbox", steps=1))
 
     assert here.status == JobRun.Status.SUCCEEDED
     elsewhere.refresh_from_db()

@@ -12,7 +12,7 @@ import pytest
 from jobs import scratch
 from jobs.models import JobRun
 from jobs.services import cancel_job
-from jobs.testing import wait_for
+from jobs.testing import wait_for_job_run
 from tasks.package import STANDARD_REWARD_SH, PackageFile, TaskPackage
 from tasks.sanity import start_sanity_check
 from tasks.services import save_package
@@ -73,7 +73,7 @@ def wait_until(condition, what: str, timeout: float = 90.0):
 def test_a_worker_killed_mid_check_leaves_no_workspace(django_q_worker, reviewer):
     token = uuid.uuid4().hex
     run = start_sanity_check(slow_task(token), user=reviewer)
-    wait_for(run, statuses=[JobRun.Status.RUNNING], timeout=60)
+    wait_for_job_run(run, statuses=[JobRun.Status.RUNNING], timeout=60)
     pid = int(run.worker.split(":")[1])
     wait_until(lambda: checking(token) and in_sandbox(pid), "a checker of the run in its sandbox")
 
@@ -88,7 +88,7 @@ def test_a_worker_killed_mid_check_leaves_no_workspace(django_q_worker, reviewer
 
     # The retry, cancelled while it checks, removes its own workspaces on the way out.
     cancel_job(run, user=reviewer)
-    run = wait_for(run, timeout=60)
+    run = wait_for_job_run(run, timeout=60)
     assert run.status == JobRun.Status.CANCELLED, run.error or run.log_tail
     assert "attempt 2 of 3: a previous worker was lost" in run.log_tail
     assert checking(token) == []

@@ -9,7 +9,7 @@ from django.core.management import call_command
 import jobs
 from jobs.models import JobRun
 from jobs.runner import execute
-from jobs.testing import wait_for
+from jobs.testing import wait_for_job_run
 from tasks.models import SanityReport
 from tasks.sanity import start_sanity_check
 from tasks.testing import make_sanity_task
@@ -94,7 +94,7 @@ def test_a_check_started_through_the_api_runs_on_a_worker(django_q_worker, api_a
     make_sanity_task("api-task")
     response = api_as(reviewer).post("/api/tasks/api-task/sanity/")
     assert response.status_code == 202
-    run = wait_for(JobRun.objects.get(pk=response.json()["id"]), timeout=60)
+    run = wait_for_job_run(JobRun.objects.get(pk=response.json()["id"]), timeout=60)
     assert run.status == JobRun.Status.SUCCEEDED, run.error
     sanity = api_as(reviewer).get("/api/tasks/api-task/revisions/1/").json()["sanity"]
     assert sanity["job_run"] == run.pk and sanity["verdict"] == "passed" and sanity["isolated"] is True

@@ -9,7 +9,7 @@ import pytest
 from django.test import override_settings
 
 from jobs.models import JobRun
-from jobs.testing import start_celery_worker, start_django_q_worker, use_engine, wait_for
+from jobs.testing import start_celery_worker, start_django_q_worker, use_engine, wait_for_job_run
 from sandbox.testing import volumes_of
 from tasks.sanity import start_sanity_check
 from tasks.testing import make_sanity_task
@@ -25,7 +25,7 @@ def check_then_stop(worker, reviewer, engine) -> tuple[list[str], list[str]]:
     """Run a sanity check on `worker`, then stop it: (the volumes of the process that ran it before the stop, after)."""
     try:
         with engine:
-            run = wait_for(start_sanity_check(make_sanity_task("pooled"), user=reviewer), timeout=90)
+            run = wait_for_job_run(start_sanity_check(make_sanity_task("pooled"), user=reviewer), timeout=90)
         assert run.status == JobRun.Status.SUCCEEDED, run.error
         pid = int(run.worker.split(":")[1])
         assert pid != worker.pid  # a pool process of the worker, not its main process

@@ -22,7 +22,7 @@ import pytest
 from django.core.management import call_command
 
 from jobs.models import JobRun
-from jobs.testing import use_engine, wait_for
+from jobs.testing import use_engine, wait_for_job_run
 from training_jobs.models import ModelServer
 from training_jobs.tests.helpers import MAX_BODY, PROBE, served_run
 
@@ -102,7 +102,7 @@ def test_the_api_queues_the_serve_job_and_the_server_comes_up_on_the_worker(
     assert done["endpoint"] == name and server.command[server.command.index("--host") + 1] == "0.0.0.0"
     assert done["base_url"] == f"http://{socket.getfqdn()}:{server.port}/v1" == server.endpoint.base_url
     # The server row is ready a moment before the job that started it records its end: wait for that end.
-    job_run = wait_for(JobRun.objects.get(pk=server.job_run_id), timeout=60)
+    job_run = wait_for_job_run(JobRun.objects.get(pk=server.job_run_id), timeout=60)
     assert job_run.status == "succeeded" and job_run.result["status"] == "ready", job_run.error
     # Started by the worker, in a session of its own, and still serving after the job has ended.
     assert process_state(server.pid) not in ("", "Z") and os.getsid(server.pid) == server.pid
