@@ -226,6 +226,15 @@ class SanityOutcome:
     workspaces: dict[str, dict] = dataclasses.field(default_factory=dict)
     not_run: dict[str, str] = dataclasses.field(default_factory=dict)
 
+    @classmethod
+    def of(cls, lazy: lazy_workspaces.LazyPlan, runs: dict[str, CheckResult], tolerance: float) -> SanityOutcome:
+        """The outcome of the checker's `runs` on the workspaces `lazy` planned (and on the solution's)."""
+        described = {
+            kind: lazy_workspaces.describe(kind, files, lazy.messages.get(kind, ""))
+            for kind, files in lazy.workspaces.items()
+        }
+        return cls(runs=runs, tolerance=tolerance, workspaces=described, not_run=dict(lazy.not_run))
+
     @property
     def crashed(self) -> bool:
         return any(not self.runs[kind].ok for kind in RUN_KINDS)
@@ -306,11 +315,7 @@ def evaluate(
             raise SanityUnavailable(f"the sandbox could not run the checker ({kind} workspace): {result.reason}")
     if progress:
         progress(len(workspaces), len(workspaces), "done")
-    described = {
-        kind: lazy_workspaces.describe(kind, files, lazy.messages.get(kind, ""))
-        for kind, files in lazy.workspaces.items()
-    }
-    return SanityOutcome(runs=runs, tolerance=tolerance, workspaces=described, not_run=dict(lazy.not_run))
+    return SanityOutcome.of(lazy, runs, tolerance)
 
 
 def report_fields(material: SanityMaterial, outcome: SanityOutcome) -> dict:

@@ -3,43 +3,39 @@ reports and diagnoses, candidates in the queue, and page helpers. The fixtures a
 
 from datetime import timedelta
 
+from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone
 
 from review.models import SEVERITY_RANK, BenchmarkCandidate, DiagnosisIssue, LLMDiagnosis
 from review.services import propose_candidates
-from tasks.models import BenchmarkCategory, SanityReport, Task
+from tasks.models import BenchmarkCategory, Task
+from tasks.sanity import SOLUTION_RUN, SanityMaterial, SanityOutcome, store_report
 from tasks.testing import make_task
+from tasks.verification import CheckResult, CheckStatus
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
 
 def sanity(revision, *, crashed=False, over_lenient=False, lazy=None, paying=None, solution=1.0):
-    """A stored sanity report of the revision with the given findings. An over-lenient one pays a lazy agent 1 on
-    the initial workspace through `out_exists` unless `lazy` (its lazy score) and `paying` (its paying checks) say
-    otherwise. `solution` is what its reference solution scored (1.0: the proof of solvability the accept gate
-    asks for; None: the task has no reference solution)."""
+    """A sanity report of the revision stored by tasks.sanity, as if its checker had scored so on the workspaces the
+    sanity check plans for it (the scaffold and the lazy moves included): 0 everywhere but on the initial workspace,
+    where an over-lenient one pays a lazy agent 1 through `out_exists` unless `lazy` (its score there) and `paying`
+    (its paying checks) say otherwise; `crashed`: no run gave a score. `solution` is what the reference solution
+    scored (1.0: the proof of solvability the accept gate asks for; None: the task has no reference solution).
+    Whether that is crashed, over-lenient or solvable, and the lazy score, are tasks.sanity's verdict."""
     lazy = (1.0 if over_lenient else 0.0) if lazy is None else lazy
     paying = ({"out_exists": 1.0} if lazy else {}) if paying is None else paying
-    run = {
-        "score": 0.0,
-        "status": "ok" if not crashed else "error",
-        "reason": "boom" if crashed else "",
-        "subscores": {},
-    }
-    initial = dict(run, score=lazy, subscores={**paying, "total_right": 0.0} if paying else {})
-    return SanityReport.objects.create(
-        revision=revision,
-        runs={"empty": run, "initial": initial},
-        crashed=crashed,
-        over_lenient=over_lenient or lazy > 0,
-        lazy_score=lazy,
-        solution_run=None if solution is None else dict(run, score=solution, status="ok", reason=""),
-        solvable=None if solution is None else solution >= 1.0,
-        tolerance=0.0,
-        backend="process",
-        isolated=False,
-    )
+    status, reason = (CheckStatus.ERROR, "boom") if crashed else (CheckStatus.OK, "")
+    ran = {"backend": "process", "isolated": False}
+    material = SanityMaterial.from_revision(revision)
+    plan = material.lazy_plan()
+    runs = {kind: CheckResult(0.0, status, reason, **ran) for kind in plan.workspaces}
+    runs["initial"] = CheckResult(lazy, status, reason, {**paying, "total_right": 0.0} if paying else {}, **ran)
+    if solution is not None:
+        runs[SOLUTION_RUN] = CheckResult(solution, CheckStatus.OK, "", **ran)
+    outcome = SanityOutcome.of(plan, runs, settings.CLAWGYM_SANITY_TOLERANCE)
+    return store_report(revision, material, outcome)
 
 
 def add_diagnosis(candidate, issues):

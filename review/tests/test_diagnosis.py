@@ -78,7 +78,8 @@ def test_valid_report_is_stored_and_shows_the_task(candidate, endpoint, scripted
     assert "Summarise sales.csv" in prompt and "item,amount" in prompt and "report_exists" in prompt
     assert "`logo.png` (binary, 6 bytes; content not shown)" in prompt
     assert "Verdict: over-lenient" in prompt
-    assert "What a lazy agent earns: 1 at most (empty 0, initial 1)." in prompt
+    lazy_runs = "empty 0, initial 1, scaffold 0, inputs_emptied 0, stubs 0, stubs_only 0, inputs_copied 0, claim 0"
+    assert f"What a lazy agent earns: 1 at most ({lazy_runs})." in prompt
     paying = "Checks that pay a lazy agent (sub-score > 0 on those workspaces):\n- `out_exists` pays 1 on the initial"
     assert paying + " workspace" in prompt
 

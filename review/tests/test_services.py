@@ -139,7 +139,8 @@ def test_the_benchmark_sets_the_lazy_score_its_accept_gate_tolerates(candidate, 
     with pytest.raises(services.AcceptBlocked) as blocked:
         services.decide(candidate, "accept", user=reviewer)
     refusal = str(blocked.value)
-    assert "a lazy agent earns 0.2 with this checker (empty 0, initial 0.2), above the tolerance 0" in refusal
+    lazy_runs = "empty 0, initial 0.2, scaffold 0, inputs_emptied 0, stubs 0, stubs_only 0, inputs_copied 0, claim 0"
+    assert f"a lazy agent earns 0.2 with this checker ({lazy_runs}), above the tolerance 0" in refusal
     assert "the checks that pay: records_exist=1, every_line_is_json=0.6" in refusal
 
     with pytest.raises(services.NotAllowed):
