@@ -6,5 +6,6 @@ pytest_plugins = [
     "jobs.testing",
     "llm.testing",
     "sandbox.testing",
+    "training.testing",
     "evaluation.testing",  # after sandbox.testing, which it imports (so that pytest still rewrites its asserts)
 ]

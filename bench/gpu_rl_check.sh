@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # RL check for a machine with an NVIDIA GPU: a vLLM server started the way TRL 1.16's `trl vllm-serve` starts it
 # (VLLM_SERVER_DEV_MODE=1 vllm serve … --weight-transfer-config '{"backend": "nccl"}' --logprobs-mode
-# processed_logprobs --max-logprobs -1) and ClawGym's GRPO trainer (training_jobs.trainer.grpo's trainer class) on
+# processed_logprobs --max-logprobs -1) and ClawGym's GRPO trainer (training.trainers.grpo's trainer class) on
 # the same GPU, a Qwen3-architecture model initialised from a config (nothing downloaded). Each step the trainer syncs
 # its weights into vLLM (TRL's vllm_mode="server"), our rollout_func samples through vLLM's OpenAI chat completions
 # with return_token_ids + logprobs (what the recording proxy asks for), and the trainer computes the logprobs of
@@ -60,9 +60,9 @@ from datasets import Dataset
 from transformers import Qwen3Config, Qwen3ForCausalLM, TrainerCallback
 from trl import GRPOConfig
 
-from training_jobs.rl.rollout_func import EXTRA_SAMPLES, StepState
-from training_jobs.tiny import tiny_tokenizer
-from training_jobs.trainer.grpo import trainer_class
+from training.rl.rollout_func import EXTRA_SAMPLES, StepState
+from training.tiny_model import tiny_tokenizer
+from training.trainers.grpo import trainer_class
 
 if not args.cpu and not torch.cuda.is_available():
     sys.exit("no CUDA device visible: run with --cpu (and small sizes) on a machine without an NVIDIA GPU")
@@ -85,7 +85,7 @@ vllm = None
 holder = {}
 policy_key = ""  # vLLM here is started without --api-key
 if args.cpu:
-    from training_jobs.rl.policy_server import LivePolicy, PolicyServer
+    from training.rl.policy_server import LivePolicy, PolicyServer
 
     import secrets
 

@@ -3,7 +3,7 @@
 method the paper's trainer used, on long synthetic agent trajectories.
 
 Each trajectory is realistic multi-turn tool calling (13 assistant turns by default, 1-3 tool calls a turn, tool
-results of file-sized text, some reasoning), tokenized with the tiny tokenizer (training_jobs.tiny: trained here,
+results of file-sized text, some reasoning), tokenized with the tiny tokenizer (training.tiny_model: trained here,
 nothing downloaded). Both methods run over every sample; they must give the same input ids and masks. The last line
 is one JSON object: {"samples", "turns", "tokens_mean", "masked_share", "fast_s", "reference_s", "speedup", "agree",
 "disagreeing", "peak_rss_mb"}; progress goes to stderr every 50 samples.
@@ -23,9 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from training_jobs.masks import reference_masks, tokenize_sample  # noqa: E402
+from training.masks import reference_masks, tokenize_sample  # noqa: E402
+from training.tiny_model import TOOLS, tiny_tokenizer  # noqa: E402
 from training_jobs.testing import long_trajectory  # noqa: E402
-from training_jobs.tiny import TOOLS, tiny_tokenizer  # noqa: E402
 
 
 def main(argv=None) -> dict:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """CPU serving speed of the real small model on SmolLM2-135M-Instruct converted from its registry package, each server
 started with the command training_jobs.serving starts: `transformers serve` plain ("plain") and with
-`--continuous-batching` ("cb"), and ClawGym's own batched server ("batched", training_jobs.batched_server).
+`--continuous-batching` ("cb"), and ClawGym's own batched server ("batched", training.batched_server).
 
 For each server mode, after a warm-up call:
 - 1 stream: `--calls` streamed chat completions one after another;
@@ -80,7 +80,7 @@ def messages(i: int) -> list[dict]:
 def convert(out: Path) -> Path:
     folder = out / NAME
     done = subprocess.run(
-        [sys.executable, "-m", "training_jobs.converters", NAME, str(folder)],
+        [sys.executable, "-m", "training.converters", NAME, str(folder)],
         cwd=BASE_DIR,
         capture_output=True,
         text=True,
@@ -117,7 +117,7 @@ def start_server(model: Path, folder: Path, mode: str):
         ]
         if mode == "cb":
             command.append("--continuous-batching")
-    cwd = BASE_DIR  # the front (`-m training_jobs.front`) runs here and starts its backend in the folder it is given
+    cwd = BASE_DIR  # the front (`-m training.serving_front`) runs here and starts its backend in the folder it is given
     log = open(folder / f"serve-{port}.log", "w")
     process = subprocess.Popen(command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 600

@@ -11,7 +11,7 @@ import train_speed_bench  # noqa: E402
 
 
 def test_the_config_is_a_training_runs_and_the_samples_load(tmp_path):
-    from training_jobs.trainer.sft import load_samples, sft_config
+    from training.trainers.sft import load_samples, sft_config
 
     path = tmp_path / "samples.jsonl"
     path.write_text("".join(json.dumps(train_speed_bench.sample(n)) + "\n" for n in range(3)))

@@ -6,14 +6,14 @@
 
 Both sides train the same model from the same weights on the same batches, in this process, one after the other:
 
-- ClawGym: the SFT trainer as a training run starts it (training_jobs.trainer.sft: load_model, load_samples,
+- ClawGym: the SFT trainer as a training run starts it (training.trainers.sft: load_model, load_samples,
   sft_config; TRL's SFTTrainer with packing and the loss on assistant tokens only), for warmup + steps optimizer steps,
   timed per step by a callback.
 - bare: the batches that trainer's dataloader yields (the same packed rows, their labels masked the same way), and per
   batch a forward, the loss on the labelled tokens, a backward and an AdamW step: nothing else.
 
 The steps after the warm-up count. Tokens are the batches' tokens (packed rows hold no padding), the same for both.
-`--model tiny` builds the tests' tiny Qwen3 (training_jobs.tiny) in a temporary folder; a PATH names a model folder
+`--model tiny` builds the tests' tiny Qwen3 (training.tiny_model) in a temporary folder; a PATH names a model folder
 (e.g. the converted SmolLM2-135M-Instruct under the training folder, `manage.py base_models list --json`).
 The aim: ClawGym at 0.8x the bare loop's tokens/s or better. One JSON line last:
 
@@ -70,7 +70,7 @@ def sample(n: int) -> dict:
 
 
 def trainer_config(args, model_path: str, dataset_path: str, output_dir: str) -> dict:
-    """A training run's trainer configuration (the keys training_jobs.trainer.sft reads), on CPU, saving nothing."""
+    """A training run's trainer configuration (the keys training.trainers.sft reads), on CPU, saving nothing."""
     return {
         "base_model_path": model_path,
         "dataset_path": dataset_path,
@@ -104,7 +104,7 @@ def clawgym_side(config: dict):
     from transformers import AutoTokenizer, TrainerCallback, set_seed
     from trl import SFTTrainer
 
-    from training_jobs.trainer.sft import load_model, load_samples, sft_config
+    from training.trainers.sft import load_model, load_samples, sft_config
 
     class Clock(TrainerCallback):
         def __init__(self):
@@ -135,7 +135,7 @@ def bare_side(config: dict, batches: list) -> list[float]:
     import torch
     from transformers import set_seed
 
-    from training_jobs.trainer.sft import load_model
+    from training.trainers.sft import load_model
 
     set_seed(config["seed"])
     model = load_model(config)
@@ -170,7 +170,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="train-speed-") as work:
         work = Path(work)
         if args.model == "tiny":
-            from training_jobs.tiny import tiny_model
+            from training.tiny_model import tiny_model
 
             model_path = str(tiny_model(work / "tiny"))
         else:

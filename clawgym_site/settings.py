@@ -412,7 +412,7 @@ CLAWGYM_SERVE_MAX_REQUEST_BYTES = env_int(
     help="Largest request body a served model's front and the RL live policy server read.",
 )
 # The model servers' backend (training_jobs.serving): "auto" (vLLM where it is installed and an NVIDIA GPU is seen,
-# else transformers serve), "vllm", "transformers", or "batched" (ClawGym's own server, training_jobs.batched_server:
+# else transformers serve), "vllm", "transformers", or "batched" (ClawGym's own server, training.batched_server:
 # on CPU it samples agents' calls together and reuses each conversation's cache).
 CLAWGYM_SERVE_BACKEND = env_str(
     "CLAWGYM_SERVE_BACKEND",
@@ -828,7 +828,7 @@ declare(
 )
 # Set by ClawGym for the processes it starts; never set by hand.
 for _name, _help in {
-    "CLAWGYM_FRONT_KEY": "The key a served model's authenticating front (training_jobs.front) accepts.",
+    "CLAWGYM_FRONT_KEY": "The key a served model's authenticating front (training.serving_front) accepts.",
     "CLAWGYM_POLICY_KEY": "The key the batched server and the RL live policy server accept.",
     "CLAWGYM_WATCH_PID": "The job's pid a trainer watches, exiting with it.",
     "CLAWGYM_CHECK_SCRIPT": "The checker script whose stdout the sub-score hook copies (tasks.checker_hook).",

@@ -1,11 +1,11 @@
 """Base models: the folders runs train from, registered by name (BaseModel), added by path or from a shipped
-converter (training_jobs.converters). Every change goes through here: the page, the API, the admin's form and
+converter (training.converters). Every change goes through here: the page, the API, the admin's form and
 `manage.py base_models` call the same functions.
 
 - add_by_path: a folder already on the machines (weights, config.json, a tokenizer); its architecture and context
   length are read from config.json. Nothing is copied.
 - add_converted: convert once into CLAWGYM_TRAINING_DIR/base-models/NAME (the var folder's training/ unless set),
-  in a subprocess (`python -m training_jobs.converters`: torch, the weights and the GGUF file never enter the process
+  in a subprocess (`python -m training.converters`: torch, the weights and the GGUF file never enter the process
   that asked), then register it. A folder converted already is registered without converting again; a name
   registered already is returned as it is.
 - request_conversion: the same as the `training.convert_base_model` job on the gpu queue (a conversion takes minutes
@@ -26,8 +26,8 @@ from django.urls import reverse
 from jobs import enqueue
 from jobs.models import JobRun
 from jobs.registry import job
+from training import converters
 
-from . import converters
 from .child_env import child_env
 from .folders import training_root
 from .job_kinds import CONVERT_JOB
@@ -128,7 +128,7 @@ def add_converted(name: str, *, log=print) -> tuple[BaseModel, bool]:
 
 def convert_in_subprocess(name: str, out: Path, *, timeout: float = CONVERT_TIMEOUT_SECONDS) -> dict:
     out.parent.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "training_jobs.converters", name, str(out)]
+    command = [sys.executable, "-m", "training.converters", name, str(out)]
     try:
         done = subprocess.run(
             command,

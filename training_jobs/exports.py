@@ -1,7 +1,7 @@
 """A training dataset written out for people who train elsewhere.
 
 - messages: JSON lines `{"messages": […], "tools": […]}`, one per sample in order (what TRL, OpenRLHF and
-  LLaMA-Factory read). Messages are normalised for chat templates (training_jobs.masks.chat_messages: text content as
+  LLaMA-Factory read). Messages are normalised for chat templates (training.masks.chat_messages: text content as
   one string, tool-call arguments as objects, reasoning as `reasoning_content`).
 - tokenized: Parquet with the columns `input_ids`, `assistant_masks` (1 on the model's own tokens) and `length`,
   for one tokenizer (a local folder; its chat template must carry generation markers), written by `datasets`.
@@ -15,7 +15,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from .masks import chat_messages, require_generation_markers, tokenize_sample
+from training.masks import chat_messages, require_generation_markers, tokenize_sample
+
 from .models import DatasetSample, TrainingDataset
 from .services.datasets import empty_reason
 

@@ -16,8 +16,8 @@ from django.utils.html import format_html
 
 from evaluation.harnesses import HARNESS_CHOICES
 from evaluation.models import EvalRun, Rollout
+from training import converters
 
-from . import converters
 from .kinds import KINDS, TrainingRunError, get_kind, parse_overrides
 from .kinds.rl import resolve_tasks, tasks_from
 from .models import REPORT_TO_CHOICES, BaseModel, RLRollout, TrainingDataset, TrainingRun

@@ -5,7 +5,7 @@ so both always load):
 - `messages` (the default): `task_id`, `reward`, `tokens` and `assistant_spans` as the dataset stores them (counted
   with its tokenizer when it has one: [start, end) of each run of trained tokens; else the usage estimate and no
   spans), `messages` and `tools`, one row per sample in order. Messages are
-  normalised as the other exports write them (training_jobs.masks.chat_messages); a message's keys it lacks are null,
+  normalised as the other exports write them (training.masks.chat_messages); a message's keys it lacks are null,
   since Parquet holds one schema a column. A tool call's `arguments` is JSON text, as the OpenAI API sends it, and
   `tools` (JSON schemas of any shape) is JSON text too.
 - `tokenized`, with a tokenizer (the dataset's own, or one named): `input_ids`, `assistant_masks` (1 on the tokens
@@ -25,9 +25,9 @@ from django.conf import settings
 
 from evaluation.models import Trajectory
 from lib import hf_dataset
+from training.masks import chat_messages, require_generation_markers, tokenize_sample
 
 from .exports import ExportError, check_exportable
-from .masks import chat_messages, require_generation_markers, tokenize_sample
 from .models import DatasetSample, TrainingDataset
 
 FORMAT = "clawgym-sft-hf/1"

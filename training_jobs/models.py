@@ -2,7 +2,7 @@
 the servers that serve a checkpoint as a model endpoint.
 
 torch, transformers and TRL are never imported here (nor anywhere the web process loads): training code imports them
-inside the subprocess a GPU worker launches (training_jobs/trainer/…).
+inside the subprocess a GPU worker launches (training/trainers/…).
 """
 
 from django.conf import settings

@@ -1,5 +1,5 @@
 """The `gpu` jobs of SFT and RL runs: write the trainer's config and the accelerate config, launch `accelerate launch
--m training_jobs.trainer.sft|grpo CONFIG.json` in a process group of its own, and stream the JSON events it prints
+-m training.trainers.sft|grpo CONFIG.json` in a process group of its own, and stream the JSON events it prints
 into TrainingMetric and Checkpoint rows. An SFT run's dataset is exported first; an RL run's trainer asks this job
 for each step's rollouts over a loopback bridge (training_jobs.rl.batches), so the trainer never needs Django.
 
@@ -98,7 +98,7 @@ def execute_training(run_id: int, ctx=None) -> dict:
             "--config_file",
             str(accelerate_path),
             "-m",
-            f"training_jobs.trainer.{'grpo' if rl else 'sft'}",
+            f"training.trainers.{'grpo' if rl else 'sft'}",
             str(config_path),
         ]
         stream = _Stream(run)

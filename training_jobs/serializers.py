@@ -9,9 +9,9 @@ from jobs.redaction import hide_paths, sees_server_details
 from jobs.serializers import JobRunSerializer
 from lib.bounds import MAX_ID
 from tasks.models import Task
+from training.rl.presets import RL_PRESETS
 
 from .models import REPORT_TO, BaseModel, DatasetSample, ModelServer, RLRollout, TrainingDataset, TrainingRun
-from .rl.presets import RL_PRESETS
 from .services.datasets import DEFAULT_FILTERS, empty_reason
 
 

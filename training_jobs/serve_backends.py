@@ -5,8 +5,8 @@
     backend.streams(), backend.request_timeout(), backend.env(key), backend.workdir(folder, name, path)
 
 Three implementations, as sandbox backends and harnesses are: `vllm` (GPU workers), `transformers` (`transformers
-serve` with ClawGym's tool-call fix, training_jobs/serve_backend.py) and `batched` (ClawGym's own CPU server,
-training_jobs.batched_server). CLAWGYM_SERVE_BACKEND names one, or `auto`: vLLM where it and a GPU are there,
+serve` with ClawGym's tool-call fix, training/transformers_serve.py) and `batched` (ClawGym's own CPU server,
+training.batched_server). CLAWGYM_SERVE_BACKEND names one, or `auto`: vLLM where it and a GPU are there,
 transformers otherwise (default_backend). A new backend is a subclass registered in BACKENDS; nothing else compares
 backend names.
 """
@@ -21,9 +21,10 @@ from pathlib import Path
 from django.conf import settings
 
 from llm.models import ModelEndpoint
+from training import transformers_serve as tolerant_serve
 
 # Rows the batched server samples together (and calls its endpoint sends at once): 16 gave SmolLM2-135M 80 tokens/s
-# on 2 cores against 65 for 8 (training_jobs.batched_sampling).
+# on 2 cores against 65 for 8 (training.batched_sampling).
 BATCHED_STREAMS = 16
 
 
@@ -126,7 +127,7 @@ class Transformers(ServeBackend):
 
 
 class Batched(Transformers):
-    """ClawGym's own CPU server (training_jobs.batched_server): samples up to BATCHED_STREAMS rows together."""
+    """ClawGym's own CPU server (training.batched_server): samples up to BATCHED_STREAMS rows together."""
 
     name = "batched"
 
@@ -134,7 +135,7 @@ class Batched(Transformers):
         return [
             sys.executable,
             "-m",
-            "training_jobs.batched_server",
+            "training.batched_server",
             path,
             "--name",
             name,
@@ -178,14 +179,14 @@ def default_backend() -> str:
 
 
 def transformers_serve() -> list[str]:
-    """`transformers serve` as ClawGym runs it (serve_backend.py: a tool call that does not parse is the model's
-    text, not a 500), by the interpreter running us."""
+    """`transformers serve` as ClawGym runs it (training/transformers_serve.py: a tool call that does not parse is the
+    model's text, not a 500), by the interpreter running us, by path (-P: nothing of ClawGym on its sys.path)."""
     if importlib.util.find_spec("transformers.cli.serving") is None:
         raise ServingError(
             f"no `transformers serve` for {sys.executable}: install requirements-training.txt "
             "(transformers with its [serving] extra's packages)"
         )
-    return [sys.executable, "-P", str(Path(__file__).with_name("serve_backend.py")), "serve"]
+    return [sys.executable, "-P", tolerant_serve.__file__, "serve"]
 
 
 def model_link(folder: Path, name: str, path: str) -> Path:

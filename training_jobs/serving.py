@@ -12,18 +12,18 @@ server, only when named):
           --max-model-len 65536 --enable-auto-tool-choice --tool-call-parser hermes --generation-config vllm
 
   (hermes is the tool-call parser for Qwen3's <tool_call> format), with the server's key in VLLM_API_KEY.
-- "transformers": `transformers serve ckpt-RUN-STEP --uds SOCKET` (through serve_backend.py, which adds --uds and
+- "transformers": `transformers serve ckpt-RUN-STEP --uds SOCKET` (through training/transformers_serve.py, which adds --uds and
   turns a tool call that does not parse into the model's text, not a 500) run in a folder where ckpt-RUN-STEP is
   a link to the checkpoint (the `transformers[serving]` extra's packages, pinned in requirements-training.txt). The
   folder given is preloaded and pinned: the server loads it once at start, before it answers, and serves nothing
   else under that name (a request naming another model is refused). Its tool-call parser is chosen by the model type: Qwen2/2.5/3 (`<tool_call>{json}</tool_call>`), Qwen3.5,
   Gemma 4 and the others transformers knows, or a tokenizer's own `response_template`.
-- "batched": `python -m training_jobs.batched_server FOLDER --name ckpt-RUN-STEP --uds SOCKET …` (ClawGym's CPU server: calls
+- "batched": `python -m training.batched_server FOLDER --name ckpt-RUN-STEP --uds SOCKET …` (ClawGym's CPU server: calls
   sampled together, each conversation's cache reused; answers parsed as transformers serve parses them), checking
   the server's key again itself (given in CLAWGYM_POLICY_KEY).
 
 LoRA checkpoints (an adapter, `adapter_config.json`) are merged into the run's base model first, in a subprocess
-(`python -m training_jobs.trainer.merge_lora`, peft's merge_and_unload; never in the calling process), into a
+(`python -m training.trainers.merge_lora`, peft's merge_and_unload; never in the calling process), into a
 folder next to the checkpoint named by the checkpoint's sha256, `merged-checkpoint-N-SHA16` (not `checkpoint-*`,
 which the trainer's checkpoint rotation and resume look for): a second serve of the same checkpoint reuses it. On
 a GPU worker vLLM could instead serve the adapter on the base model itself (`vllm serve BASE --enable-lora
@@ -31,7 +31,7 @@ a GPU worker vLLM could instead serve the adapter on the base model itself (`vll
 for both backends so that the two serve the same weights.
 
 No backend listens on a port: each listens on a Unix socket in a folder made for it alone, which only the worker's
-user may open (0700: backend_socket), behind its authenticating front (training_jobs.front, the process started: the
+user may open (0700: backend_socket), behind its authenticating front (training.serving_front, the process started: the
 backend is its child, in its process group), whose port is the only one a server opens. The front listens on
 CLAWGYM_SERVE_HOST, answers only requests carrying the server's key, passes on only the OpenAI routes (never
 transformers serve's /load_model and /reset, nor vLLM's routes outside /v1, which its --api-key does not guard) and
@@ -115,7 +115,7 @@ def served_command(backend: str, path: str, name: str, bind: str, port: int, soc
     return [
         sys.executable,
         "-m",
-        "training_jobs.front",
+        "training.serving_front",
         "--host",
         bind,
         "--port",
@@ -461,7 +461,7 @@ def servable_path(checkpoint: Checkpoint, *, timeout: float = MERGE_TIMEOUT_SECO
         "bf16": bool(run.config.get("bf16")),
         "cpu": run.cpu,
     }
-    command = [sys.executable, "-m", "training_jobs.trainer.merge_lora", str(path), str(merged), json.dumps(config)]
+    command = [sys.executable, "-m", "training.trainers.merge_lora", str(path), str(merged), json.dumps(config)]
     env = child_env(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     try:
         done = subprocess.run(
@@ -502,7 +502,7 @@ def launch(
     extra = serve_backend(backend).env(key)  # a backend that checks the key again behind the front gets it too
     env = child_env(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONUNBUFFERED="1", CLAWGYM_FRONT_KEY=key, **extra)
     with log_path.open("ab") as log:
-        # In the project's folder (`-m training_jobs.front`); the front starts its backend in the folder it is given.
+        # In the project's folder (`-m training.serving_front`); the front starts its backend in the folder it is given.
         proc = subprocess.Popen(
             command,
             cwd=settings.BASE_DIR,

@@ -8,7 +8,7 @@ import threading
 from contextlib import contextmanager
 from types import SimpleNamespace
 
-from training_jobs.tiny import TOOLS
+from training.tiny_model import TOOLS
 
 SYSTEM = "You are a careful agent working in a local workspace. Use the tools to read, edit and run files."
 

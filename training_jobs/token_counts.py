@@ -31,8 +31,9 @@ from pathlib import Path
 
 from django.conf import settings
 
+from training.masks import MaskError, require_generation_markers, tokenize_sample
+
 from .child_env import child_env
-from .masks import MaskError, require_generation_markers, tokenize_sample
 
 # The files that make a tokenizer what it is (those of them a folder holds): two folders with the same digest
 # tokenize alike, whatever their paths.

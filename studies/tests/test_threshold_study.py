@@ -13,10 +13,10 @@ from studies.kinds import StudyError
 from studies.models import Study, StudyCell
 from studies.services import advance_study, create_study, study_json
 from tasks.models import TaskRevision
+from training.tiny_model import tiny_model
 from training_jobs.job_kinds import EVALUATE_JOB
 from training_jobs.models import BaseModel, Checkpoint, CheckpointEvaluation, TrainingRun
 from training_jobs.tests.datakit import make_corpus
-from training_jobs.tiny import tiny_model
 
 pytestmark = pytest.mark.django_db
 

@@ -18,11 +18,11 @@ from jobs.models import JobRun
 from jobs.runner import execute
 from studies.models import Study, StudyCell
 from studies.services import advance_study, create_study, study_json
+from training.tiny_model import tiny_model
 from training_jobs.job_kinds import EVALUATE_JOB
 from training_jobs.models import BaseModel, CheckpointEvaluation, ModelServer, TrainingRun
 from training_jobs.run_jobs import execute_training
 from training_jobs.tests.datakit import make_corpus
-from training_jobs.tiny import tiny_model
 
 pytestmark = [needs_bwrap, pytest.mark.once, pytest.mark.django_db(transaction=True)]
 

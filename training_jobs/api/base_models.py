@@ -22,8 +22,9 @@ from accounts.roles import ADMIN
 from jobs.engine import JobEngineError
 from jobs.redaction import hide_paths, sees_server_details
 from jobs.serializers import JobRunSerializer
+from training import converters
 
-from .. import base_models, converters, serving
+from .. import base_models, serving
 from ..models import BaseModel
 from ..serializers import ModelServerSerializer
 

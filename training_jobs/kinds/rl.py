@@ -1,5 +1,5 @@
-"""RL: GRPO on sandboxed rollouts of tasks, their checker's score the reward (training_jobs.trainer.grpo, with
-training_jobs.rl). Its presets (training_jobs.rl.presets), the rules across its keys, the tasks it trains on (the
+"""RL: GRPO on sandboxed rollouts of tasks, their checker's score the reward (training.trainers.grpo, with
+training_jobs.rl). Its presets (training.rl.presets), the rules across its keys, the tasks it trains on (the
 contamination guard: never a benchmark task), its `train --json` figures and its part of the run page
 (kinds.rl_pages).
 """
@@ -12,8 +12,8 @@ from lib.bounds import parse_id
 from llm.models import SERVED_KEY_PREFIX, key_env_refusal
 from tasks.models import Task, TaskRevision
 from tasks.selection import SelectionError, select_tasks
+from training.rl.presets import RL_CHOICES, RL_PRESETS
 
-from ..rl.presets import RL_CHOICES, RL_PRESETS
 from . import rl_pages
 from .base import Launch, TrainingKind, TrainingRunError, checkpoints_of, edited, model_label, model_path
 
@@ -156,7 +156,7 @@ def tasks_from(selection: str) -> list:
 
 
 def rl_step_table(run) -> list[dict]:
-    """One row per optimizer step of an RL run: the step's metrics (names in training_jobs.rl.groups.METRICS)."""
+    """One row per optimizer step of an RL run: the step's metrics (names in training.rl.groups.METRICS)."""
     rows = {}
     for metric in run.metrics.order_by("step", "id"):
         rows.setdefault(metric.step, {"step": metric.step}).update(metric.values)

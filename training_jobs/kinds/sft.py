@@ -1,5 +1,5 @@
 """SFT: fine-tune a base model on a built dataset (TRL's SFTTrainer, loss on the model's own tokens;
-training_jobs.trainer.sft). Its presets, the rules across its keys, the checks before it is queued (kinds.sft_checks),
+training.trainers.sft). Its presets, the rules across its keys, the checks before it is queued (kinds.sft_checks),
 its `train --json` figures and its part of the run page (loss, validation loss and learning rate per step).
 """
 
@@ -116,7 +116,7 @@ def curves(run) -> tuple[list[dict], dict, dict]:
 
     loss = line("loss", "loss", "training loss")
     if any("eval_loss" in m.values for m in metrics):
-        # The validation split's, at each checkpoint (training_jobs.trainer.sft): a line through those steps.
+        # The validation split's, at each checkpoint (training.trainers.sft): a line through those steps.
         loss["datasets"].append(
             {"label": "validation loss", "data": [m.values.get("eval_loss") for m in metrics], "spanGaps": True}
         )

@@ -1,2 +1,3 @@
-"""RL (GRPO) on sandboxed rollouts: samples from the proxy's exact tokens, groups and rewards, the rollout_func,
-the policy server."""
+"""RL (GRPO) on sandboxed rollouts, the job's side: a step's rollout batches and the samples built from the proxy's
+exact tokens. The trainer's side (the policy server, the rollout_func, groups and rewards, the presets) is the
+training library's: training.rl."""

@@ -6,7 +6,7 @@ rollout jobs on the `sandbox` queue (sandbox-parallel across every sandbox worke
 ModelEndpoint registered for the run's policy (the live policy server, or vLLM), with `record_tokens: true` so the
 proxy records the exact tokens and logprobs the policy sampled. When they are all scored (or the step's deadline
 passed, or the run was cancelled) each rollout's samples are built from its recorded calls, its reward read
-(training_jobs.rl.groups for what counts and what is dropped), and RLRollout rows written.
+(training.rl.groups for what counts and what is dropped), and RLRollout rows written.
 """
 
 import json
@@ -24,9 +24,7 @@ from evaluation.services.rollouts import create_rollouts, enqueue_rollout
 from jobs.services import cancel_job
 from llm.models import SERVED_KEY_PREFIX, ModelEndpoint
 from tasks.models import TaskRevision
-
-from ..models import RLRollout, TrainingRun
-from .groups import (
+from training.rl.groups import (
     Generation,
     Group,
     all_dropped,
@@ -36,6 +34,8 @@ from .groups import (
     step_metrics,
     truncate,
 )
+
+from ..models import RLRollout, TrainingRun
 from .samples import samples_for_rollout
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ Only the session's main chain may be trained (evaluation.trajectories.chain_role
 that does not continue the previous main call's prompt and answer, or whose prompt carries an assistant turn that
 is no answer the proxy recorded, is a side call. The agent holds its proxy token and can send any prompt with it,
 so a side call is the agent's choice of what to train: its sample is kept (`side`, counted) but never trained
-(training_jobs.rl.groups.main_samples), and it never joins a main chain's sample, nor a main call a side one's.
+(training.rl.groups.main_samples), and it never joins a main chain's sample, nor a main call a side one's.
 
 Exact tokens are the ModelCallTokens the proxy stored (llm.tokens). A call without them (the upstream gave no token
 ids, or the Responses API) is re-tokenized from its text with the policy's tokenizer (`retokenize`): its sample is
@@ -38,7 +38,7 @@ from django.core.exceptions import ObjectDoesNotExist
 
 from evaluation.trajectories import MAIN, _reply, _request_messages, _tools, chain_roles
 from llm.models import ModelCall
-from training_jobs.masks import chat_messages
+from training.masks import chat_messages
 
 
 class SampleError(ValueError):

@@ -1,5 +1,5 @@
-"""Fixtures shared by training_jobs' tests: the tiny Qwen3 (built once a session), a training folder of the test's
-own, a small SFT dataset, a django-q GPU worker (one per module) and a recording proxy session.
+"""Fixtures shared by training_jobs' tests: a training folder of the test's own, a small SFT dataset, a django-q GPU
+worker (one per module) and a recording proxy session. The tiny Qwen3 (`tiny_model_path`) is training.testing's.
 
 `training_dir` is not autouse: the modules that train ask for it (`pytest.mark.usefixtures("training_dir")`).
 """
@@ -13,12 +13,6 @@ from llm.models import ModelEndpoint, ProxySession
 from training_jobs.services.datasets import build_dataset
 from training_jobs.tests.datakit import make_corpus
 from training_jobs.tests.helpers import MAX_BODY, PROBE
-from training_jobs.tiny import tiny_model
-
-
-@pytest.fixture(scope="session")
-def tiny_model_path(tmp_path_factory) -> str:
-    return str(tiny_model(tmp_path_factory.mktemp("tiny") / "tiny-qwen3"))
 
 
 @pytest.fixture

@@ -164,7 +164,7 @@ def test_a_server_the_web_app_cannot_signal_is_killed_by_the_sweep_on_its_machin
         host="127.0.0.1",
         port=59999,
         pid=os.getpid(),
-        command=[sys.executable, "-m", "training_jobs.front"],
+        command=[sys.executable, "-m", "training.serving_front"],
     )
     [stopped] = stop_serving(base_model)
     assert stopped.status == "stopped" and not stopped.endpoint.enabled
@@ -173,7 +173,8 @@ def test_a_server_the_web_app_cannot_signal_is_killed_by_the_sweep_on_its_machin
 
     # On the gpu worker's machine the row's pid is its front (a stand-in with the front's arguments here).
     front = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(120)", "training_jobs.front", "59999"], start_new_session=True
+        [sys.executable, "-c", "import time; time.sleep(120)", "training.serving_front", "59999"],
+        start_new_session=True,
     )
     try:
         ModelServer.objects.filter(pk=server.pk).update(pid=front.pid)

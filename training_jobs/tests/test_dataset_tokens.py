@@ -13,8 +13,8 @@ from django.urls import reverse
 
 from evaluation.models import EvalRun
 from jobs.cli import UsageError
+from training.masks import masked_runs, tokenize_sample
 from training_jobs.base_models import add_by_path
-from training_jobs.masks import masked_runs, tokenize_sample
 from training_jobs.models import TrainingDataset
 from training_jobs.services.datasets import DatasetError, build_dataset, empty_reason
 from training_jobs.token_counts import SampleTokens, TokenCounter, TokenCountError

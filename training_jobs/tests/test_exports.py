@@ -10,10 +10,11 @@ from django.core.management import CommandError, call_command
 from evaluation.models import Rollout, Trajectory
 from llm.models import ModelEndpoint
 from tasks.models import Task, TaskRevision
-from training_jobs import exports, masks
+from training import masks
+from training.tiny_model import tiny_model, tiny_tokenizer
+from training_jobs import exports
 from training_jobs.models import DatasetSample, TrainingDataset
 from training_jobs.testing import varied_conversations
-from training_jobs.tiny import tiny_model, tiny_tokenizer
 
 pytestmark = pytest.mark.django_db
 

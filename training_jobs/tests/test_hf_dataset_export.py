@@ -9,8 +9,8 @@ from django.core.management import CommandError, call_command
 
 from lib import hf_dataset
 from tasks.formats.safe_parse import load_yaml
+from training.masks import tokenize_sample
 from training_jobs import exports, hf_export
-from training_jobs.masks import tokenize_sample
 from training_jobs.models import DatasetSample, TrainingDataset
 
 datasets = pytest.importorskip("datasets")

@@ -22,10 +22,11 @@ from evaluation.services.rollouts import start_rollouts
 from evaluation.testing import INSTRUCTION, RIGHT_SUMMARY, needs_bwrap, wait_rollout
 from llm.models import ModelCall, ModelEndpoint
 from llm.testing import Reply
-from training_jobs import exports, masks
+from training import masks
+from training.rl.groups import policy_tokens
+from training.rl.presets import TINY_CPU
+from training_jobs import exports
 from training_jobs.rl.batches import _generation
-from training_jobs.rl.groups import policy_tokens
-from training_jobs.rl.presets import TINY_CPU
 from training_jobs.rl.samples import samples_for_rollout
 from training_jobs.services.datasets import DatasetError, build_dataset
 
@@ -200,7 +201,7 @@ def test_a_side_call_with_hostile_sampling_is_held_to_the_run_and_never_the_trai
 
 
 def _tokenizer(folder):
-    from training_jobs.tiny import tiny_tokenizer
+    from training.tiny_model import tiny_tokenizer
 
     tokenizer = tiny_tokenizer()
     tokenizer.save_pretrained(folder)

@@ -2,9 +2,10 @@
 
 Checked in a fresh interpreter (this test process imports them for other tests): django.setup() (which also
 discovers every app's jobs module, as the workers do), the ASGI and WSGI applications, the Celery app, every view the
-URL resolver reaches, and every module of every project app except tests, migrations, management commands and the
-trainer subprocess's package. Training code imports the stack inside its functions (training_jobs.tiny, masks,
-exports) or lives in training_jobs/trainer/, which only `accelerate launch` loads.
+URL resolver reaches, every module of every project app and of the training library except tests, migrations,
+management commands and the trainer subprocess's package. Training code imports the stack inside its functions
+(training.tiny_model, training.masks, training_jobs.exports) or lives in training/trainers/, which only `accelerate
+launch` loads.
 """
 
 import json
@@ -27,7 +28,7 @@ FORBIDDEN = set(sys.argv[1].split(","))
 EXTRA = [m for m in sys.argv[2].split(",") if m]
 ROOT = Path.cwd().resolve()
 SKIP_PARTS = {"tests", "migrations", "management", "testing", "browser_testing", "conftest"}
-SKIP_PREFIXES = ("training_jobs.trainer",)  # the trainer subprocess's own code (accelerate launch -m ...)
+SKIP_PREFIXES = ("training.trainers",)  # the trainer subprocess's own code (accelerate launch -m ...)
 
 culprits = {}
 imported = []
@@ -67,11 +68,12 @@ walk(get_resolver().url_patterns)
 
 from django.apps import apps
 
-for config in apps.get_app_configs():
-    path = Path(config.path).resolve()
+packages = [(Path(config.path).resolve(), config.name) for config in apps.get_app_configs()]
+packages.append((ROOT / "training", "training"))  # the library the apps call (no app of its own)
+for path, name in packages:
     if path.parent != ROOT:
         continue  # Django's and third-party apps (the venv may live inside the checkout)
-    for info in pkgutil.walk_packages([str(path)], prefix=config.name + "."):
+    for info in pkgutil.walk_packages([str(path)], prefix=name + "."):
         parts = set(info.name.split("."))
         if parts & SKIP_PARTS or info.name.startswith(SKIP_PREFIXES):
             continue
@@ -113,9 +115,7 @@ def test_web_process_and_workers_never_import_the_training_stack(report):
         "training_jobs.api",
         "training_jobs.services.datasets",
     }
-    walked |= {
-        f"training_jobs.{name}" for name in ("tiny", "masks", "exports") if (ROOT / f"training_jobs/{name}.py").exists()
-    }
+    walked |= {"training.tiny_model", "training.masks", "training.serving_front", "training_jobs.exports"}
     assert walked <= set(report["imported"])
     assert report["forbidden"] == {}, f"imported by the web process (module -> whose import brought it): {report}"
 

@@ -1,5 +1,5 @@
 """A builtin-harness rollout is one multi-turn sample with the real chat template: a sandboxed rollout through the
-recording proxy to the RL live policy server (training_jobs.rl.policy_server) rendering prompts with the tiny
+recording proxy to the RL live policy server (training.rl.policy_server) rendering prompts with the tiny
 model's tokenizer (TRL's Qwen3 training template), whose model is scripted to sample each answer's canonical tokens (training_jobs.testing.scripted_model).
 Each call's recorded prompt is the previous prompt + answer + tool results, so the calls chain: the policy's tokens
 trained, the tool results and turn headers masked out by env_mask. (A random model's tokens need not be the ones its
@@ -13,7 +13,7 @@ from evaluation.models import Rollout
 from evaluation.services.rollouts import create_rollouts, execute_rollout
 from evaluation.testing import RIGHT_SUMMARY, needs_bwrap
 from llm.models import SERVED_KEY_PREFIX, ModelCall, ModelEndpoint, served_key
-from training_jobs.rl.groups import main_samples
+from training.rl.groups import main_samples
 from training_jobs.rl.samples import samples_for_rollout
 from training_jobs.testing import sampling, scripted_model
 
@@ -46,7 +46,7 @@ def canonical(tokenizer, message) -> list[int]:
 
 @pytest.fixture
 def tokenizer():
-    from training_jobs.tiny import tiny_tokenizer
+    from training.tiny_model import tiny_tokenizer
 
     return tiny_tokenizer()
 
@@ -56,7 +56,7 @@ def tokenizer():
 def test_a_builtin_rollout_on_the_live_policy_is_one_sample_with_tool_results_masked(
     live_server_asgi, fruit_task, tokenizer
 ):
-    from training_jobs.rl.policy_server import LivePolicy, PolicyServer
+    from training.rl.policy_server import LivePolicy, PolicyServer
 
     script = [
         assistant("", [("exec", {"command": "head -3 fruit.csv"})]),

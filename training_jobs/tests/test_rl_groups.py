@@ -4,10 +4,7 @@ grouping of TRL's repeated prompts. Plain Python and a database for the config's
 
 import pytest
 
-from training_jobs.kinds import TrainingRunError, parse_overrides
-from training_jobs.kinds.rl import build_rl_config
-from training_jobs.rl.batches import group_prompts, harness_options
-from training_jobs.rl.groups import (
+from training.rl.groups import (
     METRICS,
     Generation,
     Group,
@@ -18,7 +15,10 @@ from training_jobs.rl.groups import (
     step_metrics,
     truncate,
 )
-from training_jobs.rl.rollout_func import prompt_for, revision_of
+from training.rl.rollout_func import prompt_for, revision_of
+from training_jobs.kinds import TrainingRunError, parse_overrides
+from training_jobs.kinds.rl import build_rl_config
+from training_jobs.rl.batches import group_prompts, harness_options
 from training_jobs.rl.samples import Sample
 from training_jobs.tests.helpers import distinct_instruction
 
@@ -121,6 +121,8 @@ def test_rl_config_paper_preset_and_rules():
         ("temperature=0", "above 0"),
         ("max_completion_length=70000", "below max_context"),
         ("epsilon_high=0.1", "epsilon_high"),
+        # The trainer normalises the loss per token over the step (DAPO) only: training/tests/test_grpo_every_sample.py.
+        ("loss_type=grpo", "one of"),
         ("lora.r=4", "unknown config key"),
         # Each rollout's deadline: capped as every rollout's is (evaluation.harnesses.check_duration).
         ("rollout_timeout=1000000000", r"rollout_timeout must be at most 3600 s \(CLAWGYM_MAX_ROLLOUT_TIMEOUT\)"),

@@ -12,9 +12,9 @@ import urllib.request
 
 import pytest
 
-from training_jobs.rl.policy_server import LivePolicy, PolicyServer, compared, to_message
+from training.rl.policy_server import LivePolicy, PolicyServer, compared, to_message
+from training.tiny_model import TOOLS, tiny_model
 from training_jobs.testing import sampling
-from training_jobs.tiny import TOOLS, tiny_model
 
 TEMPERATURE = 0.7
 KEY = "cgk_test-policy-key"

@@ -1,4 +1,4 @@
-"""RL runs on CPU with a tiny Qwen3 policy: real GRPOTrainer steps (`accelerate launch -m training_jobs.trainer.grpo`)
+"""RL runs on CPU with a tiny Qwen3 policy: real GRPOTrainer steps (`accelerate launch -m training.trainers.grpo`)
 whose rollout_func ran real sandboxed builtin-harness rollouts on a django-q worker (sandbox queue), through the
 recording proxy (the live ASGI server) to the trainer's live policy server, scored by real checkers. Group dropping
 (hybrid reward on a task whose rubric nobody judges: no task score, reward None), a step whose every group dropped
@@ -103,7 +103,7 @@ def test_two_grpo_steps_on_sandboxed_rollouts_with_a_dropped_group(sandbox_worke
             "loss",
         }
     ] * 2
-    assert "training_jobs.trainer.grpo" in run.log_tail and run.config["tasks"] == [good.pk, judged.pk]
+    assert "training.trainers.grpo" in run.log_tail and run.config["tasks"] == [good.pk, judged.pk]
 
     for metric in TrainingMetric.objects.filter(run=run).order_by("step"):
         step, values = metric.step, metric.values
@@ -226,8 +226,8 @@ def test_an_openclaw_rollout_of_an_rl_step_has_an_exact_sample(sandbox_worker, t
 
     from evaluation.harnesses import HarnessUnavailable, get_harness
     from llm.models import served_key
+    from training.rl.policy_server import LivePolicy, PolicyServer
     from training_jobs.rl.batches import policy_key_env, run_step
-    from training_jobs.rl.policy_server import LivePolicy, PolicyServer
     from training_jobs.testing import sampling
 
     try:

@@ -19,7 +19,7 @@ from llm.testing_tokens import (
     toy_render,
     toy_tokenize,
 )
-from training_jobs.masks import chat_messages
+from training.masks import chat_messages
 from training_jobs.rl.samples import SampleError, build_samples, retokenize, samples_for_rollout
 from training_jobs.tests.helpers import SYSTEM, USER, answer, calls_of, record, tool
 
@@ -205,13 +205,13 @@ def test_calls_without_an_answer_are_left_out(session):
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from training_jobs.tiny import tiny_tokenizer
+    from training.tiny_model import tiny_tokenizer
 
     return tiny_tokenizer()
 
 
 def test_calls_without_tokens_are_retokenized_and_flagged_inexact(session, tokenizer):
-    from training_jobs.tiny import TOOLS
+    from training.tiny_model import TOOLS
 
     first = answer("Reading.", [("read", '{"path": "a.txt"}')])
     record(session, [SYSTEM, USER], first, tokens=False, tools=TOOLS)

@@ -4,7 +4,7 @@ On calls recorded here; the sandboxed attack is in test_hostile_agent.py."""
 
 import json
 
-from training_jobs.rl.groups import main_samples, policy_tokens
+from training.rl.groups import main_samples, policy_tokens
 from training_jobs.rl.samples import build_samples
 from training_jobs.tests.helpers import SYSTEM, USER, answer, calls_of, record, tool
 

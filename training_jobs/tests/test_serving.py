@@ -73,7 +73,7 @@ def fruit_model(tiny_model_path, tmp_path_factory):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from training_jobs.masks import tokenize_sample
+    from training.masks import tokenize_sample
 
     out = tmp_path_factory.mktemp("fruit-model")
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_path, local_files_only=True)
@@ -159,9 +159,9 @@ def test_a_served_checkpoint_runs_a_rollout_through_the_proxy(
     assert server.status == "ready" and server.endpoint == endpoint and endpoint.roles == ["agent"]
     # Its authenticating front, starting `transformers serve` behind it; the endpoint names the server's own key.
     backend = server.command[server.command.index("--") + 1 :]
-    assert server.command[1:3] == ["-m", "training_jobs.front"]
+    assert server.command[1:3] == ["-m", "training.serving_front"]
     assert endpoint.api_key_env == f"CLAWGYM_KEY_SERVED_S{server.pk}"
-    assert backend[2].endswith("/serve_backend.py") and backend[3:5] == ["serve", endpoint.name]
+    assert backend[2].endswith("/training/transformers_serve.py") and backend[3:5] == ["serve", endpoint.name]
     assert endpoint.model == endpoint.name and server.model_path == checkpoint.path and alive(server.pid)
     # Continuous batching on CPU: eight streams at once, a KV cache of a tenth of the free RAM, a long timeout (the
     # server finishes what a client gave up on).
@@ -208,8 +208,8 @@ def test_the_batched_backend_serves_it_behind_the_front_with_its_key(
     server = ModelServer.objects.get(checkpoint=checkpoint)
     endpoint = ModelEndpoint.objects.get(name=report["endpoint"])
     backend = server.command[server.command.index("--") + 1 :]
-    assert server.backend == "batched" and server.command[1:3] == ["-m", "training_jobs.front"]
-    assert backend[1:4] == ["-m", "training_jobs.batched_server", checkpoint.path]
+    assert server.backend == "batched" and server.command[1:3] == ["-m", "training.serving_front"]
+    assert backend[1:4] == ["-m", "training.batched_server", checkpoint.path]
     assert backend[backend.index("--name") + 1] == endpoint.name == endpoint.model
     # Sixteen streams sampled together, the CPU server's long timeout.
     assert (endpoint.max_concurrent, endpoint.timeout_seconds) == (16, 1800.0)

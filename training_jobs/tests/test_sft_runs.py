@@ -1,4 +1,4 @@
-"""SFT runs on CPU with a tiny Qwen3: the same `accelerate launch -m training_jobs.trainer.sft` path a GPU worker
+"""SFT runs on CPU with a tiny Qwen3: the same `accelerate launch -m training.trainers.sft` path a GPU worker
 takes, its metrics and checkpoints in the database, `train --json`, cancel, and a killed trainer resumed from its
 last checkpoint."""
 
@@ -96,7 +96,7 @@ def test_two_sft_steps_through_accelerate_launch(dataset, tiny_model_path):
     assert report["status"] == "succeeded" and report["steps"] == 2, run.log_tail
     assert [c["step"] for c in report["checkpoints"]] == [1, 2]
     assert len(report["metrics"]["loss"]) == 2 and all(loss > 0 for loss in report["metrics"]["loss"])
-    assert "accelerate.commands.launch" in run.log_tail and "training_jobs.trainer.sft" in run.log_tail
+    assert "accelerate.commands.launch" in run.log_tail and "training.trainers.sft" in run.log_tail
     metric = TrainingMetric.objects.filter(run=run).order_by("step").last()
     assert metric.step == 2 and metric.values["learning_rate"] > 0 and metric.values["tokens_per_second"] > 0
     checkpoint = Checkpoint.objects.get(run=run, step=2)

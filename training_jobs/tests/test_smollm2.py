@@ -20,8 +20,9 @@ from evaluation.services.rollouts import create_rollouts, execute_rollout
 from evaluation.testing import RIGHT_SUMMARY, needs_bwrap
 from llm.models import ModelCall, ModelEndpoint
 from llm.testing import Reply
-from training_jobs import base_models, converters
-from training_jobs.masks import tokenize_sample
+from training import converters
+from training.masks import tokenize_sample
+from training_jobs import base_models
 from training_jobs.models import BaseModel, Checkpoint
 from training_jobs.run_jobs import execute_training
 from training_jobs.services.runs import start_training_run
@@ -87,7 +88,7 @@ def test_datasets_serving_and_rl_tokens_agree_on_a_recorded_trajectory(
     ones; and transformers serve's parser reads them back as the tool calls the model made."""
     from transformers.cli.serving.utils import BaseHandler, Modality, parse_assistant_message
 
-    from training_jobs.rl.policy_server import LivePolicy
+    from training.rl.policy_server import LivePolicy
     from training_jobs.rl.samples import retokenize
 
     scripted_upstream.push(

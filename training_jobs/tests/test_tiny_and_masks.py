@@ -7,9 +7,9 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from training_jobs import masks
+from training import masks
+from training.tiny_model import SPECIAL_TOKENS, TOOLS, tiny_tokenizer
 from training_jobs.testing import SYSTEM, call, varied_conversations
-from training_jobs.tiny import SPECIAL_TOKENS, TOOLS, tiny_tokenizer
 
 
 @pytest.fixture(scope="module")

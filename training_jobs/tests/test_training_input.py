@@ -378,7 +378,7 @@ def test_a_failure_says_resumable_only_when_there_is_a_checkpoint(dataset, model
 
 @pytest.mark.once  # ~30 s: accelerate launch and TRL's preparation of the dataset
 def test_the_sft_trainer_refuses_a_dataset_with_no_trainable_token(dataset, model):
-    """Through `accelerate launch -m training_jobs.trainer.sft`: a config edited past the checks (max_length below
+    """Through `accelerate launch -m training.trainers.sft`: a config edited past the checks (max_length below
     every first assistant turn) stops before the first step, saying why."""
     run = start(dataset, model)
     TrainingRun.objects.filter(pk=run.pk).update(config={**run.config, "max_length": 64})

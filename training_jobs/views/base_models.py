@@ -16,8 +16,9 @@ from accounts.decorators import admin_required, viewer_required
 from accounts.roles import ADMIN, has_role
 from jobs.engine import JobEngineError
 from lib.htmx import render_page
+from training import converters
 
-from .. import base_models, converters, serving
+from .. import base_models, serving
 from ..forms import AddByPathForm
 from ..models import BaseModel, ModelServer
 

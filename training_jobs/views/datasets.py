@@ -20,10 +20,10 @@ from accounts.roles import ADMIN, VIEWER, has_role
 from jobs.engine import JobEngineError
 from lib.htmx import render_page
 from lib.listing import render_list
+from training.masks import chat_messages
 
 from ..dataset_stats import METRICS
 from ..forms import BuildDatasetForm, rollout_groups
-from ..masks import chat_messages
 from ..models import DatasetSample, TrainingDataset
 from ..services import datasets
 

@@ -10,7 +10,9 @@ import os
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ... import base_models, converters, serving
+from training import converters
+
+from ... import base_models, serving
 from ...models import BaseModel
 
 

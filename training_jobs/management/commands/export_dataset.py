@@ -7,9 +7,9 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from lib.hf_dataset import HfExportError
+from training.masks import MaskError
 
 from ...exports import FORMATS, ExportError, export_messages, export_tokenized
-from ...masks import MaskError
 from ...models import DatasetSample, TrainingDataset
 
 

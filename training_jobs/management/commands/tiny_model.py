@@ -18,7 +18,7 @@ class Command(BaseCommand):
         parser.add_argument("--json", dest="as_json", action="store_true", help='print {"path"} as JSON last')
 
     def handle(self, *args, **flags):
-        from ...tiny import tiny_model
+        from training.tiny_model import tiny_model
 
         path = tiny_model(flags["out"], seed=flags["seed"]).resolve()
         if flags["as_json"]:

@@ -6,7 +6,7 @@ train on, has reward None: TRL 1.16 turns None into NaN, leaves it out of the gr
 and gives it advantage 0. A group with fewer than `min_group_survivors` rewards is dropped for the step: every reward
 None, so it moves nothing. A step whose every group dropped is not trained on at all (the trainer skips it).
 
-Every main-chain sample of a rollout is trained, each with the rollout's advantage (training_jobs.trainer.grpo); a
+Every main-chain sample of a rollout is trained, each with the rollout's advantage (training.trainers.grpo); a
 rollout without a reward trains none (its tokens would only weigh in the step's token count). Side samples are
 counted, never trained.
 """
@@ -16,7 +16,7 @@ import statistics
 from dataclasses import dataclass, field
 
 # The metric names of one RL step (TrainingMetric.values, one row per optimizer step): the rollout side here, the
-# optimizer side from TRL's logs (training_jobs.trainer.grpo).
+# optimizer side from TRL's logs (training.trainers.grpo).
 ROLLOUT_METRICS = (
     "reward_mean",
     "reward_std",
@@ -149,7 +149,7 @@ def step_metrics(groups: list[Group]) -> dict:
         "rollout_p50_s": percentile(walls, 0.5),
         "rollout_max_s": max(walls) if walls else None,
         "tokens_sampled": sum(g.tokens_sampled for g in generations),
-        # the loss's normaliser (training_jobs.trainer.grpo; on several GPUs this process's share of it)
+        # the loss's normaliser (training.trainers.grpo; on several GPUs this process's share of it)
         "tokens_trained": sum(policy_tokens(s) for g in generations for s in g.trained),
     }
 

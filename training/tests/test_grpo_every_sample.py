@@ -10,7 +10,7 @@ import statistics
 
 import pytest
 
-from training_jobs.rl.rollout_func import EXTRA_SAMPLES, StepState, prompt_for, trl_output
+from training.rl.rollout_func import EXTRA_SAMPLES, StepState, prompt_for, trl_output
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # TRL's experimental rollout_func and the like
 
@@ -84,7 +84,7 @@ def reference_loss(model, generations, group_size: int, old=None):
 
 @pytest.fixture(scope="module")
 def tiny_path(tmp_path_factory):
-    from training_jobs.tiny import tiny_model
+    from training.tiny_model import tiny_model
 
     return tiny_model(tmp_path_factory.mktemp("every-sample") / "model")
 
@@ -95,7 +95,7 @@ def make_trainer(path, tmp_path, generations, *, seen=None, **config):
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig
 
-    from training_jobs.trainer.grpo import trainer_class
+    from training.trainers.grpo import trainer_class
 
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
 
@@ -235,14 +235,10 @@ def test_a_training_step_moves_the_weights_as_the_reference_gradient(tiny_path, 
         assert torch.allclose(parameter.grad, grads[name].grad, rtol=1e-3, atol=1e-6), name
 
 
-def test_the_trainer_and_the_config_take_dapo_normalisation_only(tiny_path, tmp_path):
-    from training_jobs.kinds import TrainingRunError, parse_overrides
-    from training_jobs.kinds.rl import build_rl_config
-
+def test_the_trainer_takes_dapo_normalisation_only(tiny_path, tmp_path):
+    # A run's config refuses any other loss_type before it gets here (training_jobs/tests/test_rl_groups.py).
     with pytest.raises(ValueError, match="normalises the loss per token over the step"):
         make_trainer(tiny_path, tmp_path, step_generations(), loss_type="grpo")
-    with pytest.raises(TrainingRunError, match="one of"):
-        build_rl_config("paper", parse_overrides(["loss_type=grpo"]))
 
 
 def test_the_job_answer_becomes_one_completion_per_generation_and_the_rest_extra():

@@ -1,4 +1,4 @@
-"""The batched sampler (training_jobs.batched_sampling) on the tiny model: rows that join a running batch at different
+"""The batched sampler (training.batched_sampling) on the tiny model: rows that join a running batch at different
 times sample what `generate` samples alone (greedy), a seeded row draws the same tokens whoever shares its batch,
 logprobs are the model's own at the row's temperature, a call that continues an earlier one reuses its cache and still
 samples what `generate` does, top-p keeps the nucleus, a failing model fails the rows in flight and the sampler goes
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from training_jobs.batched_sampling import BatchedSampler, PrefixCache, SamplingError
+from training.batched_sampling import BatchedSampler, PrefixCache, SamplingError
 
 
 @pytest.fixture(scope="module")

@@ -1,22 +1,20 @@
-"""The serving backend's one change to `transformers serve`: an answer whose tool-call markup does not parse (a call
+"""training.transformers_serve's change to `transformers serve`: an answer whose tool-call markup does not parse (a call
 cut off by max_tokens, JSON the model got wrong) is the model's text with no tool call, not a 500 the proxy would
 have to count as the server's failure. A well-formed call still becomes an OpenAI tool call."""
 
 import importlib.util
 import types
-from pathlib import Path
 
 import pytest
 
-from training_jobs import chat_template
-from training_jobs.tiny import tiny_tokenizer
+from training import chat_template, transformers_serve
+from training.tiny_model import tiny_tokenizer
 
 
 @pytest.fixture(scope="module")
 def backend():
-    spec = importlib.util.spec_from_file_location(
-        "serve_backend", Path(chat_template.__file__).with_name("serve_backend.py")
-    )
+    # Loaded by path, as the serving backend runs it (`python -P training/transformers_serve.py serve`).
+    spec = importlib.util.spec_from_file_location("transformers_serve", transformers_serve.__file__)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -1,6 +1,6 @@
 """Sampling for many requests at once from one causal LM in this process: rows join the running batch at any decode
 step and leave it as soon as they finish (continuous batching over a plain KV cache). Used by the live policy server
-of RL runs (the trainer's own model) and by the `batched` serving backend (training_jobs.batched_server), never by
+of RL runs (the trainer's own model) and by the `batched` serving backend (training.batched_server), never by
 the web app (torch is imported inside methods).
 
 Why: on a CPU a small model's decode step reads every weight once whatever the rows, so a step for 8 rows costs little

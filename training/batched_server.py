@@ -1,8 +1,8 @@
 """The `batched` serving backend: a model folder served as an OpenAI-compatible chat endpoint by ClawGym's own server
-(training_jobs.rl.policy_server's routes and answers, on a fixed model taking each request's sampling), its requests
-sampled together (training_jobs.batched_sampling) by the process's main thread.
+(training.rl.policy_server's routes and answers, on a fixed model taking each request's sampling), its requests
+sampled together (training.batched_sampling) by the process's main thread.
 
-    CLAWGYM_POLICY_KEY=KEY python -m training_jobs.batched_server FOLDER --name NAME (--uds SOCKET | --port PORT) \
+    CLAWGYM_POLICY_KEY=KEY python -m training.batched_server FOLDER --name NAME (--uds SOCKET | --port PORT) \
         [--host 127.0.0.1] [--max-batch 16] [--max-tokens 4096]
 
 Why a server of our own on CPU: `transformers serve --continuous-batching` gave SmolLM2-135M 32.6 tokens/s over 8
@@ -31,7 +31,7 @@ def load(folder: str):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from training_jobs.batched_sampling import BatchedSampler
+    from training.batched_sampling import BatchedSampler
 
     tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
     dtype = torch.bfloat16 if torch.cuda.is_available() else torch.float32
@@ -49,7 +49,7 @@ def response_parser(model, tokenizer):
     parse is the model's text (serve_backend.tolerant, as for transformers serve); no template, the plain text."""
     from transformers.cli.serving.utils import parse_assistant_message
 
-    from training_jobs.serve_backend import tolerant
+    from training.transformers_serve import tolerant
 
     parse = tolerant(parse_assistant_message)
 
@@ -101,7 +101,7 @@ def main(argv=None) -> int:
     if not key:
         parser.error("no key in CLAWGYM_POLICY_KEY")
 
-    from training_jobs.rl.policy_server import DEFAULT_MAX_BODY_BYTES, LivePolicy, PolicyServer
+    from training.rl.policy_server import DEFAULT_MAX_BODY_BYTES, LivePolicy, PolicyServer
 
     model, tokenizer = load(args.folder)
     policy = LivePolicy(

@@ -7,7 +7,7 @@ sampled, trained; 0 = an environment token, in the context but not in the loss).
 A prompt is a training task revision ("task-revision:<id>"). The step's rollouts are started and awaited by the
 run's job (training_jobs.rl.batches, over loopback HTTP), which answers each generation's main-chain samples (the
 rollout's exact tokens from the proxy) and reward. The first sample is the generation's TRL completion; the others
-go in the `extra_samples` field (a list per generation), which ClawGym's trainer (training_jobs.trainer.grpo) takes
+go in the `extra_samples` field (a list per generation), which ClawGym's trainer (training.trainers.grpo) takes
 out before the reward functions see it and trains as rows of their own with the generation's advantage. A generation
 without a sample (failed rollout, nothing recorded, no reward) trains on nothing: a one-token placeholder with
 env_mask 0 and reward None (advantage 0).

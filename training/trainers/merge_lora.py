@@ -1,5 +1,5 @@
 """Merge a LoRA checkpoint into its base model so that it can be served like a full one:
-`python -m training_jobs.trainer.merge_lora ADAPTER OUT CONFIG_JSON`.
+`python -m training.trainers.merge_lora ADAPTER OUT CONFIG_JSON`.
 
 CONFIG_JSON holds what the run trained with ({"base_model_path", "yarn", "bf16", "cpu"}): the base is loaded by the
 trainer's own `load_model` (YaRN rope scaling included), the adapter applied with peft and folded into the weights

@@ -34,7 +34,7 @@ PAPER = {
     # "nccl"}'`), synced by the trainer before each rollout batch.
     # served_model_name: the name vLLM serves the model under ("": the base model's path, vLLM's default).
     # vllm_url is where the trainer syncs weights (vLLM's dev-mode routes: keep it on loopback); endpoint_url, where
-    # the proxy reaches its OpenAI routes when that is elsewhere (an authenticating front, training_jobs.front; "":
+    # the proxy reaches its OpenAI routes when that is elsewhere (an authenticating front, training.serving_front; "":
     # vllm_url), with the key in the variable api_key_env names (vLLM's --api-key; "": none). The live server has a
     # key of its own, made for each attempt.
     "policy": {
@@ -75,7 +75,7 @@ RL_CHOICES = {
     "reward": ("code", "hybrid"),
     "harness": ("builtin", "openclaw"),
     # DAPO's per-token normalisation over the step is the one that stays exact when every sample of a rollout is a
-    # row of its own (training_jobs.trainer.grpo); TRL's others count rows or a micro-batch's tokens.
+    # row of its own (training.trainers.grpo); TRL's others count rows or a micro-batch's tokens.
     "loss_type": ("dapo",),
     "policy.backend": ("live", "vllm"),
     "distributed.deepspeed": (None, "zero2", "zero3"),

@@ -2,7 +2,7 @@
 carrying the server's key, passes on only the OpenAI routes an endpoint needs, bounds request bodies, and streams
 answers through as they come.
 
-    python -m training_jobs.front --host HOST --port PORT (--upstream-socket SOCKET | --upstream URL) \
+    python -m training.serving_front --host HOST --port PORT (--upstream-socket SOCKET | --upstream URL) \
         [--key-env CLAWGYM_FRONT_KEY] [--max-body-bytes N] [--cwd FOLDER -- COMMAND …]
 
 The key is read from the environment variable --key-env names (never from the command line, which every local user
@@ -244,7 +244,7 @@ def main(argv: list[str]) -> int:
     if "--" in argv:
         at = argv.index("--")
         argv, command = argv[:at], argv[at + 1 :]
-    parser = argparse.ArgumentParser(prog="python -m training_jobs.front", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m training.serving_front", description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     upstream = parser.add_mutually_exclusive_group(required=True)

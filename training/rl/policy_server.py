@@ -2,9 +2,9 @@
 generates with the trainer's own live model, so the policy the rollouts sample is always the one being trained (no
 weight sync). For small models on one machine and the CPU tests; on a GPU the policy is a vLLM server started with
 weight transfer, synced by TRL before each rollout batch (README: RL runs). Requests are sampled together
-(training_jobs.batched_sampling) by the trainer's main thread while it waits for the step's rollouts
+(training.batched_sampling) by the trainer's main thread while it waits for the step's rollouts
 (LivePolicy.sampling_while). The same server, on a fixed model taking each request's sampling, is the `batched`
-serving backend (training_jobs.batched_server).
+serving backend (training.batched_server).
 
 It answers what vLLM's OpenAI server answers for a training session's request (`return_token_ids`, `logprobs`):
 `prompt_token_ids` (top level; on the first chunk when streaming), `choices[].token_ids` (per delta when streaming)
@@ -95,7 +95,7 @@ def to_message(text: str) -> dict:
 
 class LivePolicy:
     """Generation with a model that is being trained (`model_getter()` returns it at each step), or with a served
-    one: requests from any thread are sampled together by a BatchedSampler (training_jobs.batched_sampling), whose
+    one: requests from any thread are sampled together by a BatchedSampler (training.batched_sampling), whose
     batch runs in the thread that calls `run()`: the trainer's main thread while it waits for a step's rollouts, the
     batched server's main thread for good.
 
@@ -118,7 +118,7 @@ class LivePolicy:
         parse=None,
         own_tokens: bool = False,
     ):
-        from training_jobs.batched_sampling import PREFIX_CACHE_BYTES, BatchedSampler
+        from training.batched_sampling import PREFIX_CACHE_BYTES, BatchedSampler
 
         self.tokenizer = tokenizer
         self.temperature = None if temperature is None else float(temperature)

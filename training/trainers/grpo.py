@@ -1,11 +1,11 @@
-"""GRPO with TRL on sandboxed rollouts: `accelerate launch [--config_file ACC] -m training_jobs.trainer.grpo CONFIG.json`.
+"""GRPO with TRL on sandboxed rollouts: `accelerate launch [--config_file ACC] -m training.trainers.grpo CONFIG.json`.
 
 CONFIG.json is the RL run's stored config plus where things are (base_model_path, output_dir, resume_from_checkpoint,
 cpu) and the job's rollout bridge (bridge_url, bridge_token). TRL's GRPOTrainer draws the prompts (task revisions,
-each repeated num_generations times), our rollout_func (training_jobs.rl.rollout_func) has the job run them as real
+each repeated num_generations times), our rollout_func (training.rl.rollout_func) has the job run them as real
 rollouts and answers the exact sampled tokens with their logprobs, env_mask and the checker's reward.
 
-The policy the rollouts sample: `policy.backend` "live" starts training_jobs.rl.policy_server in this process on the
+The policy the rollouts sample: `policy.backend` "live" starts training.rl.policy_server in this process on the
 live model (always in sync); "vllm" uses a vLLM server started with weight transfer (`policy.vllm_url`), which TRL
 syncs before each rollout batch (use_vllm, vllm_mode="server").
 
@@ -37,7 +37,7 @@ a step whose rollouts hold many samples forwards that many more rows at once (TR
 
 Events go to stdout as JSON lines (main process only), like SFT's:
     {"event": "start", "total_steps", "resumed_at", "policy_url"}
-    {"event": "metric", "step", <training_jobs.rl.groups.METRICS>}      one per optimizer step
+    {"event": "metric", "step", <training.rl.groups.METRICS>}      one per optimizer step
     {"event": "checkpoint", "step", "path"}
     {"event": "finished", "step"}
 """
@@ -46,7 +46,7 @@ import json
 import os
 import sys
 
-from training_jobs.trainer.sft import _number, emit, load_model, report_to, watch_parent
+from training.trainers.sft import _number, emit, load_model, report_to, watch_parent
 
 
 class SkipStep(Exception):
@@ -80,7 +80,7 @@ def trainer_class():
     from trl.trainer import grpo_trainer as trl_grpo  # the helpers TRL's own trainer uses
     from trl.trainer.utils import pad
 
-    from training_jobs.rl.rollout_func import EXTRA_SAMPLES, placeholder
+    from training.rl.rollout_func import EXTRA_SAMPLES, placeholder
 
     def widen(tensor, width: int, value, left: bool):
         if tensor.size(1) >= width:
@@ -327,7 +327,7 @@ def prompts_dataset(config: dict):
     prompts_per_step of them when there are that many)."""
     from datasets import Dataset
 
-    from training_jobs.rl.rollout_func import prompt_for
+    from training.rl.rollout_func import prompt_for
 
     tasks = [prompt_for(t) for t in config["tasks"]]
     rows = list(tasks)
@@ -370,7 +370,7 @@ def event_callback(rl_state):
 
 
 def start_policy_server(config: dict, holder: dict, tokenizer):
-    from training_jobs.rl.policy_server import DEFAULT_MAX_BODY_BYTES, LivePolicy, PolicyServer
+    from training.rl.policy_server import DEFAULT_MAX_BODY_BYTES, LivePolicy, PolicyServer
 
     policy = LivePolicy(
         lambda: holder["trainer"].accelerator.unwrap_model(holder["trainer"].model),
@@ -401,7 +401,7 @@ def main(argv: list[str]) -> int:
     watch_parent()
     from transformers import AutoTokenizer, set_seed
 
-    from training_jobs.rl.rollout_func import StepState, checker_reward, make_rollout_func
+    from training.rl.rollout_func import StepState, checker_reward, make_rollout_func
 
     set_seed(config["seed"])
     tokenizer = AutoTokenizer.from_pretrained(config["base_model_path"], local_files_only=True)
@@ -423,7 +423,7 @@ def main(argv: list[str]) -> int:
     )
     model = load_model(config)
     if server is not None:  # the live policy merges and cuts the model's cache as it samples rows together
-        from training_jobs.batched_sampling import BatchedSampler
+        from training.batched_sampling import BatchedSampler
 
         BatchedSampler.check_model(model)
     trainer = trainer_class()(

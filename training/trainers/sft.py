@@ -1,4 +1,4 @@
-"""SFT with TRL: `accelerate launch [--config_file ACC] -m training_jobs.trainer.sft CONFIG.json`.
+"""SFT with TRL: `accelerate launch [--config_file ACC] -m training.trainers.sft CONFIG.json`.
 
 CONFIG.json is the run's stored config plus where things are (base_model_path, dataset_path: {"messages", "tools"}
 JSON lines, eval_dataset_path: the validation split's, when the dataset has one, output_dir, resume_from_checkpoint,

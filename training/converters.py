@@ -1,9 +1,9 @@
 """Base models ClawGym can make from what a registry package ships, with nothing downloaded at run time.
 
 One converter a model, by name: `convert(name, out)` writes a model folder (safetensors weights, config, tokenizer
-with ClawGym's tool-calling template: training_jobs.chat_template) and, last, `clawgym-converted.json` with what it
+with ClawGym's tool-calling template: training.chat_template) and, last, `clawgym-converted.json` with what it
 measured; a folder holding that file is complete, so a second conversion is a no-op. Run as
-`python -m training_jobs.converters NAME OUT` (training_jobs.base_models starts it so, in a subprocess of its own:
+`python -m training.converters NAME OUT` (training_jobs.base_models starts it so, in a subprocess of its own:
 the worker that asked never holds torch or the weights). No Django here; torch, transformers and gguf are imported
 inside the conversion only.
 
@@ -152,7 +152,7 @@ def _tied(model) -> set[str]:
 
 if __name__ == "__main__":
     if len(sys.argv) != 3:
-        sys.exit("usage: python -m training_jobs.converters NAME OUT")
+        sys.exit("usage: python -m training.converters NAME OUT")
     try:
         print(json.dumps(convert(sys.argv[1], sys.argv[2])))
     except ConversionError as exc:

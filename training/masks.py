@@ -4,7 +4,7 @@ The model's own tokens are what it generated in each assistant turn: its reasoni
 the end-of-turn token; the system prompt, the tools header, user messages, tool results and the role headers are 0.
 `tokenize_sample` gets them in one pass from the chat template's `{% generation %}` markers (transformers'
 `return_assistant_tokens_mask`), so the template must carry them: TRL ships training variants of the common
-templates (its Qwen3 one is what `training_jobs.tiny` uses).
+templates (its Qwen3 one is what `training.tiny_model` uses).
 
 `reference_masks` is the per-prefix re-render method the paper's trainer used: render the conversation up to each
 assistant turn with a generation prompt and again with the turn, tokenize both, mark the tokens between. It is
