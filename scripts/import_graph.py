@@ -3,7 +3,8 @@
 
 Parses every project module with `ast` (no import, no Django; well under a second) and prints:
 arrows into the settings package `clawgym_site` from other packages, arrows from `lib` into any
-app, circles between apps (module-level imports only, and with imports inside functions too),
+app, imports of Django or of an app by the plain libraries (`sandbox`, `training`), circles between
+apps (module-level imports only, and with imports inside functions too),
 circles inside each app (module level), and imports inside functions per app, with those that
 load torch/transformers/trl and the like lazily on purpose (allowed by shared/STYLE.md rule 11).
 
@@ -27,6 +28,11 @@ from pathlib import Path
 
 SETTINGS_PACKAGE = "clawgym_site"
 LIBRARY_PACKAGE = "lib"
+# Plain libraries (STYLE rule 19): they import no Django and no app, only each its own modules and the `lib` modules
+# that import no Django either, so that they run where Django is not set up (a trainer subprocess, a model server's
+# front, a sandbox worker's library) and can be read without the apps.
+PLAIN_LIBRARIES = ("sandbox", "training")
+DJANGO_PACKAGES = {"django", "rest_framework", "drf_spectacular"}  # and every django_* package
 # Folders that hold no project code: tools' environments, runtime state, generated migrations,
 # and examples/ (task files whose checkers run inside the sandbox, not in the project).
 SKIP_DIRS = {".venv", ".harness", ".runtime", "var", "migrations", "__pycache__", "node_modules", "examples"}
@@ -250,6 +256,50 @@ def arrows_back_up(apps, edges):
     return sorted(back)
 
 
+def is_django(name):
+    return name in DJANGO_PACKAGES or name.startswith("django_")
+
+
+def django_free_lib_modules(graph):
+    """The `lib` modules that reach neither Django nor an app through their imports (followed through lib, imports
+    inside functions included): the ones a plain library may import."""
+    lib = {m for m in graph.modules if app_of(m) == LIBRARY_PACKAGE}
+    imports = defaultdict(list)
+    for i in graph.imports:
+        if i.source in lib:
+            imports[i.source].append(i)
+    reached = {
+        m
+        for m in lib
+        if any(is_django(i.target) if not i.project else app_of(i.target) != LIBRARY_PACKAGE for i in imports[m])
+    }
+    grown = True
+    while grown:
+        grown = False
+        for module in sorted(lib - reached):
+            if any(i.project and i.target in reached for i in imports[module]):
+                reached.add(module)
+                grown = True
+    return lib - reached
+
+
+def plain_library_imports(graph):
+    """{library: ["module -> what it must not import"]}: Django, an app, or a lib module that reaches either (imports
+    inside functions and in tests included)."""
+    allowed = django_free_lib_modules(graph)
+    found = {}
+    for library in PLAIN_LIBRARIES:
+        found[library] = sorted(
+            {
+                f"{i.source} -> {i.target}"
+                for i in graph.imports
+                if app_of(i.source) == library
+                and (is_django(i.target) if not i.project else app_of(i.target) != library and i.target not in allowed)
+            }
+        )
+    return found
+
+
 def is_test(module):
     parts = module.split(".")
     return "tests" in parts or parts[-1].startswith("test_") or parts[-1] == "conftest"
@@ -302,6 +352,7 @@ def figures(graph):
             "app_arrows": sorted({f"{app_of(i.source)} -> {SETTINGS_PACKAGE}" for i in into_settings}),
         },
         "lib_to_apps": sorted({f"{i.source} -> {i.target}" for i in from_lib}),
+        "plain_libraries": plain_library_imports(graph),
         "circles_between_apps": between,
         "circles_inside_apps": inside,
         "imports_in_functions": {**totals, "per_app": {app: in_functions[app] for app in sorted(in_functions)}},
@@ -322,6 +373,10 @@ def print_report(result):
     print(f"arrows from {LIBRARY_PACKAGE} into apps: {len(result['lib_to_apps'])}")
     for arrow in result["lib_to_apps"]:
         print(f"  {arrow}")
+    for library, arrows in result["plain_libraries"].items():
+        print(f"imports of Django or an app in the plain library {library}: {len(arrows)}")
+        for arrow in arrows:
+            print(f"  {arrow}")
     for kind, between in result["circles_between_apps"].items():
         label = kind.replace("_", " ")
         print(f"circles between apps ({label}): {len(between['circles'])}")

@@ -30,6 +30,13 @@ PLANTED = {
     "clawgym_site/htmx.py": "",
     "lib/__init__.py": "",
     "lib/pages.py": "from alpha import models\n",
+    "lib/pure.py": "import json\n",
+    "lib/uses_pages.py": "from lib import pages\n",
+    # A plain library may import a lib module that reaches no Django and no app, and nothing else of the project.
+    "training/__init__.py": "",
+    "training/ok.py": "from lib import pure\nfrom training import __name__\n",
+    "training/bad.py": "def run():\n    import django\n    from lib import uses_pages\n    from beta.views import page\n",
+    "sandbox/__init__.py": "",
     "alpha/__init__.py": "",
     # A string naming the settings package and django.conf's settings are no arrows.
     "alpha/models.py": "from django.conf import settings\nAPP = settings.CLAWGYM_CELERY_APP\nfrom beta.views import page\n",
@@ -56,6 +63,10 @@ def test_the_tool_finds_a_planted_circle_and_an_upward_arrow(import_graph, tmp_p
     assert [Path(p).relative_to(tmp_path).as_posix() for p in settings["files"]] == ["alpha/views.py"]
     assert settings["imports"] == 1  # the migration is not parsed
     assert result["lib_to_apps"] == ["lib.pages -> alpha.models"]
+    assert result["plain_libraries"] == {
+        "sandbox": [],
+        "training": ["training.bad -> beta.views", "training.bad -> django", "training.bad -> lib.uses_pages"],
+    }
     between = result["circles_between_apps"]["module_level"]
     assert between["circles"] == [["alpha", "beta"]]
     assert len(between["arrows_back_up"]) == 1
@@ -87,6 +98,11 @@ def test_no_arrow_points_into_the_settings_package(this_tree):
 
 def test_the_library_package_imports_no_app(this_tree):
     assert this_tree["lib_to_apps"] == []
+
+
+def test_the_plain_libraries_import_no_django_and_no_app(this_tree):
+    # sandbox and training run where Django is not set up: the trainer subprocess, a model server's front, a sandbox.
+    assert this_tree["plain_libraries"] == {"sandbox": [], "training": []}
 
 
 def test_no_circle_between_apps_at_module_level(this_tree):
