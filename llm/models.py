@@ -2,7 +2,8 @@
 
 llm knows no other app: the object a call served is a generic reference (content type + id) or a free
 `subject` string such as "rollout:42", so tasks, evaluation or review can point at their calls without llm
-importing them.
+importing them. How a call's request and tokens are stored as differences from its session's earlier calls, and
+read back, is their managers' (llm.managers).
 """
 
 import hashlib
@@ -23,11 +24,11 @@ from django.db import connections, models
 from django.utils import timezone
 from django.utils.crypto import salted_hmac
 
-from lib import nulsafe
 from lib.money import cost_text
 from lib.nulsafe import NulSafeCharField, NulSafeJSONField, NulSafeTextField
 
 from . import request_chain, token_chain
+from .managers import ModelCallManager, ModelCallTokensManager, request_links
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 API_KEY_ENV_PREFIX = "CLAWGYM_KEY_"
@@ -361,105 +362,6 @@ class ProxySession(models.Model):
         return "open" if self.expires_at > timezone.now() else "expired"
 
 
-class ModelCallQuerySet(models.QuerySet):
-    def totals_by(self, field: str):
-        """Rows of {field, calls, errors, input_tokens, output_tokens, cost}, largest cost first."""
-        return (
-            self.order_by()
-            .values(field)
-            .annotate(
-                calls=models.Count("id"),
-                errors=models.Count("id", filter=~models.Q(error="")),
-                input_tokens=models.Sum("input_tokens"),
-                output_tokens=models.Sum("output_tokens"),
-                cost=models.Sum("cost"),
-            )
-            .order_by("-cost", field)
-        )
-
-    def with_requests(self) -> list["ModelCall"]:
-        """These calls, fetched, with their whole requests rebuilt: their chains read in one query, each call of a
-        chain rebuilt once (see `ModelCall.request`). A list: filter and order before."""
-        calls = list(self)
-        fill_requests(calls)
-        return calls
-
-
-class ModelCallManager(models.Manager.from_queryset(ModelCallQuerySet)):
-    def record(self, **row):
-        """Create a call (`request=` its whole request), its request stored as a difference from the latest calls of
-        its session when that saves enough (llm.request_chain): in the caller's transaction, among the calls it can
-        see."""
-        call = self.model(**row)
-        request = call.request
-        if call.session_id is not None and isinstance(request, dict):
-            candidates = list(
-                self.filter(session_id=call.session_id, api=call.api)
-                .order_by("-pk")
-                .values_list("pk", flat=True)[: request_chain.CANDIDATES]
-            )
-            links = request_links(candidates, using=self.db) if candidates else {}
-            bases, known = {}, {}
-            for pk in candidates:
-                try:
-                    if request_chain.depth(links, pk) < request_chain.MAX_DEPTH:
-                        bases[pk] = request_chain.rebuild(links, pk, known, copy=False)
-                except request_chain.BrokenChain:
-                    continue  # never a base to rely on (its own readers report it)
-            try:
-                base, difference = request_chain.best_difference(request, bases, call.request_chars or 0)
-            except (ValueError, RecursionError):  # a request json cannot compare (nested too deep): stored whole
-                base, difference = None, None
-            if base is not None:
-                call.request_base_id = base
-                call.request_shared = difference.shared
-                call.request_inherited = difference.inherited
-                call.request_part = difference.part
-        call.save(force_insert=True, using=self.db)
-        return call
-
-
-def request_links(pks, using=None) -> dict[int, request_chain.Link]:
-    """The request chains of calls `pks`: every call of them, back to their roots, read in one query (a recursive
-    CTE; UNION, not UNION ALL, so a forged loop ends the recursion and request_chain reports it)."""
-    pks = list(pks)
-    if not pks:
-        return {}
-    connection = connections[using or "default"]
-    table = connection.ops.quote_name(ModelCall._meta.db_table)
-    marks = ", ".join(["%s"] * len(pks))
-    with connection.cursor() as cursor:  # plain rows: a model instance a row cost as much as the rebuild
-        cursor.execute(
-            f"WITH RECURSIVE chain(id, base) AS (SELECT id, request_base_id FROM {table} WHERE id IN ({marks})"
-            f" UNION SELECT t.id, t.request_base_id FROM {table} t JOIN chain ON t.id = chain.base)"
-            " SELECT id, request_base_id, request_shared, request_inherited, request_part"
-            f" FROM {table} WHERE id IN (SELECT id FROM chain)",
-            pks,
-        )
-        rows = cursor.fetchall()
-    return {
-        pk: request_chain.Link(pk, base, shared, list(_json(inherited) or []), _json(part))
-        for pk, base, shared, inherited, part in rows
-    }
-
-
-def _json(value):
-    """A JSON column's value from a plain cursor: its text on SQLite (and with Django's psycopg loaders), decoded, its
-    strings as the NUL-safe fields store them read back (lib.nulsafe)."""
-    return nulsafe.loads(value) if isinstance(value, str | bytes) else nulsafe.unescape_json(value)
-
-
-def fill_requests(calls) -> None:
-    """Rebuild the whole request of each of `calls` (ModelCall instances) at once: what `call.request` then reads."""
-    chained = [call for call in calls if call.request_base_id is not None and "_request" not in call.__dict__]
-    if not chained:
-        return
-    links = request_links([call.pk for call in chained], using=chained[0]._state.db)
-    known: dict[int, dict] = {}
-    for call in sorted(chained, key=lambda call: call.pk):
-        call._request = request_chain.rebuild(links, call.pk, known)
-
-
 class ModelCall(models.Model):
     """One model call (the client's or the proxy's): what was asked, what came back, and what it cost."""
 
@@ -592,61 +494,6 @@ def served_reference(obj) -> tuple[ContentType | None, str]:
     if obj is None:
         return None, ""
     return ContentType.objects.get_for_model(obj), str(obj.pk)
-
-
-class ModelCallTokensManager(models.Manager):
-    def record(self, call, prompt_token_ids, completion_token_ids, completion_logprobs, exact=True):
-        """Store a call's tokens (in the transaction that creates the call): its prompt as a reference to the earlier
-        row of its session sharing the longest prefix of ids, plus the rest (llm.token_chain)."""
-        prompt = list(prompt_token_ids)
-        base, shared = self._base_for(call, prompt)
-        return self.create(
-            call=call,
-            prompt_base_id=base,
-            prompt_base_length=shared,
-            prompt_suffix_ids=prompt[shared:],
-            prompt_length=len(prompt),
-            completion_token_ids=completion_token_ids,
-            completion_logprobs=completion_logprobs,
-            exact=exact,
-        )
-
-    def _base_for(self, call, prompt: list[int]) -> tuple[int | None, int]:
-        """(base row, ids shared) for a new prompt, or (None, 0). Candidates are tried longest possible share first
-        and only while one could share more than the best so far: usually the previous call alone is rebuilt."""
-        if call.session_id is None or not prompt:
-            return None, 0
-        # The session's rows without their prompt ids (completions are short): enough to order the candidates.
-        heads = {
-            pk: (base, length, completion)
-            for pk, base, length, completion in self.filter(call__session_id=call.session_id).values_list(
-                "pk", "prompt_base_id", "prompt_length", "completion_token_ids"
-            )
-        }
-        bound = {pk: min(len(prompt), length + len(completion)) for pk, (_, length, completion) in heads.items()}
-        links: dict[int, token_chain.Link] = {}
-        best, best_shared = None, 0
-        for pk in sorted(heads, key=lambda pk: (bound[pk], pk), reverse=True):
-            if bound[pk] <= best_shared:
-                break
-            chain = [pk]
-            while (base := heads[chain[-1]][0]) is not None and base in heads and base not in chain:
-                chain.append(base)
-            if heads[chain[-1]][0] is not None:
-                continue  # its chain leaves the session (or loops): not a base to rely on
-            if missing := [p for p in chain if p not in links]:
-                for p, base_length, suffix in self.filter(pk__in=missing).values_list(
-                    "pk", "prompt_base_length", "prompt_suffix_ids"
-                ):
-                    base, length, completion = heads[p]
-                    links[p] = token_chain.Link(p, base, base_length, suffix, length, completion)
-            try:
-                shared = token_chain.shared_length(token_chain.sequence(links, pk), prompt)
-            except token_chain.BrokenChain:
-                continue
-            if shared > best_shared:
-                best, best_shared = pk, shared
-        return (best, best_shared) if token_chain.worth_a_base(best_shared, len(prompt)) else (None, 0)
 
 
 class ModelCallTokens(models.Model):

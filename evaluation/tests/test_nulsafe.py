@@ -9,7 +9,8 @@ import pytest
 from evaluation.models import Rollout
 from evaluation.testing import needs_bwrap
 from lib.nulsafe import MARK, Decoder, Encoder, escape, unescape
-from llm.models import ModelCall, ModelEndpoint, ProxySession, fill_requests
+from llm.managers import fill_requests
+from llm.models import ModelCall, ModelEndpoint, ProxySession
 from tasks.models import SanityReport
 from tasks.testing import make_task
 

@@ -13,7 +13,8 @@ from django.db.models import RestrictedError
 from django.urls import reverse
 
 from llm import request_chain
-from llm.models import ModelCall, ModelEndpoint, ProxySession, fill_requests, request_links
+from llm.managers import fill_requests, request_links
+from llm.models import ModelCall, ModelEndpoint, ProxySession
 from llm.request_chain import BrokenChain, canonical
 from llm.services import open_proxy_session, proxy_base_url
 from llm.testing import Reply
