@@ -8,7 +8,8 @@ from .diagnosis import diagnose_candidate
 from .difficulty import finish_difficulty_filter, verdict_counts
 from .job_kinds import DIAGNOSE_BATCH_JOB, DIAGNOSE_JOB, DIFFICULTY_JOB, EXPIRE_CLAIMS_JOB, SOLVE_JOB
 from .models import BenchmarkCandidate, DifficultyFilter, LLMDiagnosis
-from .services import expire_claims as hand_back  # review.services imports this module
+from .services import expire_claims as hand_back
+from .solving import run_solve
 
 
 def _candidate_subject(params: dict) -> tuple[str, str]:
@@ -88,8 +89,6 @@ def solve(ctx, *, candidate_id: int, revision_id: int, files: dict) -> dict:
     """The checker of `revision_id` on a reviewer's scratch workspace (review.solving): its score, checks and output.
 
     Idempotent: a second delivery runs the same checker on the same files again."""
-    from .solving import run_solve  # review.solving imports the services, which import this module
-
     ctx.log(f"running the checker of revision #{revision_id} on {len(files)} files of candidate #{candidate_id}")
     result = run_solve(revision_id=revision_id, files=files)
     ctx.log(f"score {result['score']:.2f} ({result['status']}){': ' + result['reason'] if result['reason'] else ''}")

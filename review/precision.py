@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from django.db.models import Case, FloatField, OuterRef, Subquery, Value, When
 
-from .models import DiagnosisIssue, LLMDiagnosis, ReviewDecision
+from .models import BenchmarkCandidate, DiagnosisIssue, LLMDiagnosis, ReviewDecision
 
 Verdict = ReviewDecision.Verdict
 VALID_VERDICTS = (Verdict.VALID, Verdict.FIXED)
@@ -149,8 +149,6 @@ def benchmark_precision(benchmark) -> dict:
 def cell_likelihoods(candidates=None) -> dict[tuple[str, str], float]:
     """{(component, severity): the chance an issue of that cell is valid} from every verdict given (on
     `candidates`, a queryset, when given), for every component and severity."""
-    from .models import BenchmarkCandidate
-
     cells: dict[tuple[str, str], Cell] = defaultdict(Cell)
     for row, valid in judged_issues(candidates if candidates is not None else BenchmarkCandidate.objects.all()):
         cells[(row["component"], row["severity"])].add(valid)
