@@ -7,6 +7,10 @@
 
 Forms answer htmx with their own panel (errors in place) and, once done, send the browser to the benchmark's page
 with a message; without JS they post normally and redirect the same way.
+
+These pages live in review, not in the benchmarks app: they count a benchmark's candidates and their decisions and
+they freeze, propose and set the accept gate through review.services, and benchmarks sits below review (review
+imports benchmarks; the way back would be a circle).
 """
 
 from collections import Counter, defaultdict
