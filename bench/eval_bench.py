@@ -14,9 +14,9 @@
 2. Pages. `--runs` complete runs (over `--models` endpoints) of a benchmark version of `--run-tasks` tasks in the
    six benchmark categories (and uncategorized ones) x `--run-repeats` repeats are put in the database: each run
    created by create_eval_run, its rollouts written in bulk as finished (scores, outcome classes, tokens, cost:
-   drawn, seeded), and its figures computed by the real code (runs.recompute_run, then the run finished by
-   runs.rollout_changed as a finishing rollout would). Then a viewer signed in through Django's test client GETs
-   the leaderboard (/evaluations/leaderboard/?version=ID), run (/evaluations/ID/) and compare
+   drawn, seeded), and its figures computed by the real code (run_progress.recompute_run, then the run finished
+   by run_progress.rollout_changed as a finishing rollout would). Then a viewer signed in through Django's test
+   client GETs the leaderboard (/evaluations/leaderboard/?version=ID), run (/evaluations/ID/) and compare
    (/evaluations/compare/?a=ID&b=ID) pages `--requests` times each, cycling through runs and pairs, after one
    untimed warm-up round whose queries are counted. The services behind the pages (reports.leaderboard,
    reports.current_summary + reports.task_rows, reports.compare_runs) are timed too. Should the pages not exist
@@ -268,7 +268,8 @@ def build_runs(version, revisions: list, *, runs: int, models: int, repeats: int
     from django.db import transaction
 
     from evaluation.models import EvalRun, Rollout
-    from evaluation.services.runs import create_eval_run, recompute_run, rollout_changed
+    from evaluation.services.run_progress import recompute_run, rollout_changed
+    from evaluation.services.runs import create_eval_run
     from llm.models import ModelEndpoint
 
     rng = random.Random(SEED)

@@ -8,9 +8,9 @@
      the run, its task rows and its queued rollouts; no job is queued), marked running, with a realistic mix of
      its rollouts finished: 55 % scored (some at an agent limit or on an agent error), 3 % infra failures past
      their attempts, 2 % judging incomplete, 2 % running, the rest queued. The first `--incremental` of them
-     finish through the path the product takes (the rollout row written, then runs.rollout_changed, as a worker
+     finish through the path the product takes (the rollout row written, then run_progress.rollout_changed, as a worker
      does): its time per rollout is reported ("incremental_ms_per_rollout"). The others are written in bulk and
-     the figures made by runs.recompute_run (its time reported), which gives the same rows and counters.
+     the figures made by run_progress.recompute_run (its time reported), which gives the same rows and counters.
    - a synthesis batch of the same number of items, running, in the shape synthesis/pipeline.py writes them:
      30 % kept (every stage's result, a draft with files, checker, rubric and QA verdicts), 15 % rejected (at the
      verify, files or rubric stage, or at qa:novelty / qa:plausibility with the stage's own kind of reason), 5 %
@@ -20,7 +20,7 @@
    (/evaluations/runs/ID/) and the fragment its htmx polls every 2 s (the same URL with HX-Request: the "live"
    partial), the batch page (/synthesis/ID/) and its polled fragment, after one untimed warm-up request each.
    "static": nothing changes between requests. "live": before each request one more rollout of the run finishes
-   through runs.rollout_changed (the run page), one more item of the batch moves on (the batch page), as on a
+   through run_progress.rollout_changed (the run page), one more item of the batch moves on (the batch page), as on a
    page followed while work runs: the time of that write is not in the request's.
    Ratios are the 20,000-item p95 over the 200-item p95 of the same page and mode. "first_ms" is the warm-up
    request's time: the one that computes the figures lib.polled_figures then holds (the cost of the poll that
@@ -146,7 +146,8 @@ def build_run(revisions: list, endpoint, incremental: int, rng: random.Random) -
     from django.utils import timezone
 
     from evaluation.models import EvalRun, Rollout
-    from evaluation.services.runs import create_eval_run, recompute_run, rollout_changed
+    from evaluation.services.run_progress import recompute_run, rollout_changed
+    from evaluation.services.runs import create_eval_run
 
     began = time.perf_counter()
     run, _ = create_eval_run(
@@ -221,7 +222,7 @@ def finish_one_rollout(rollout_id: int, rng: random.Random) -> None:
 
     from evaluation.harnesses import ExitReason
     from evaluation.models import Rollout
-    from evaluation.services.runs import rollout_changed
+    from evaluation.services.run_progress import rollout_changed
 
     now = timezone.now()
     Rollout.objects.filter(pk=rollout_id).update(

@@ -5,16 +5,13 @@ class EvaluationConfig(AppConfig):
     name = "evaluation"
 
     def ready(self):
-        # Rollout state changes (services) reach their evaluation run (runs, which builds on services): an explicit hook.
-        from .services import rollouts, runs
-
-        rollouts.register_rollout_changed(runs.rollout_changed)
-
         # A rollout whose worker died is failed (retryable) when the lost job runs are recovered: as a new worker
         # starts, and periodically; not only when the next rollout job happens to start.
         from jobs.runner import register_recovery
 
-        register_recovery(rollouts.fail_lost_rollouts)
+        from .services.rollouts import fail_lost_rollouts
+
+        register_recovery(fail_lost_rollouts)
 
         # The dashboard belongs to tasks, which must not import evaluation: evaluation adds its panel.
         from tasks.dashboard_panels import register

@@ -1,9 +1,9 @@
 """An evaluation run's figures from its per-task rows (EvalRunTask), and the paired comparison of two runs.
 
 Everything here reads the per-task rows only (one per task revision: a few hundred for a benchmark), never the
-rollouts: the rows are kept up to date as rollouts finish (evaluation.services.runs). A run's stored `summary` is
-`run_figures` of its rows; it names the category assignment it was computed with (`category_stamp`), so a
-category accepted later is noticed and the summary recomputed (evaluation.reports.current_summary).
+rollouts: the rows are kept up to date as rollouts finish (evaluation.services.run_progress). A run's stored
+`summary` is `run_figures` of its rows; it names the category assignment it was computed with (`category_stamp`), so
+a category accepted later is noticed and the summary recomputed (evaluation.reports.current_summary).
 """
 
 from __future__ import annotations

@@ -344,7 +344,7 @@ class EvalRun(models.Model):
     # A job to queue once the run has finished (e.g. the difficulty filter's verdicts), with its params.
     on_finish = NulSafeCharField(max_length=100, blank=True)
     on_finish_params = NulSafeJSONField(default=dict, blank=True)
-    # Kept up to date as rollouts finish (one small update each), recomputed exactly by runs.recompute_run.
+    # Kept up to date as rollouts finish (one small update each), recomputed exactly by run_progress.recompute_run.
     rollouts_total = models.PositiveIntegerField(default=0)
     rollouts_finished = models.PositiveIntegerField(default=0)
     outcome_counts = NulSafeJSONField(default=dict, blank=True)

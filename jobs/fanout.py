@@ -5,7 +5,7 @@ batch behind it then had all of them to get through, and the jobs page listed th
 a batch job records its children *held* (JobRun.held: in the database, not on the engine), and `release` hands the
 engine the next ones while fewer than `limit(queue)` of its children are queued there or running. Each child that
 ends releases the next (jobs.runner.execute), and the periodic jobs.recover_lost releases what a killed worker left
-waiting. Evaluation runs keep their rollouts the same way with the same limit (evaluation.services.runs.top_up).
+waiting. Evaluation runs keep their rollouts the same way with the same limit (evaluation.services.run_progress.top_up).
 
 The limit: settings.CLAWGYM_IN_FLIGHT when set, else twice the slots of the workers seen on the queue (so a slot
 that frees finds its next job already on the broker), at least CLAWGYM_IN_FLIGHT_MIN.

@@ -14,7 +14,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from evaluation.models import EvalRun, Rollout
-from evaluation.services import runs
+from evaluation.services import run_progress, runs
 from evaluation.testing import fruit_package
 from evaluation.tests.helpers import endpoint, freeze
 from lib.browser_testing import log_in, screenshot, watch
@@ -46,8 +46,8 @@ def scored_run(model, version, score: float) -> EvalRun:
             cost="1.2345",
             agent_seconds=2.0,
         )
-    runs.recompute_run(run)
-    runs.rollout_changed(run.rollouts.order_by("pk").last().pk)  # as the last rollout's worker would
+    run_progress.recompute_run(run)
+    run_progress.rollout_changed(run.rollouts.order_by("pk").last().pk)  # as the last rollout's worker would
     run.refresh_from_db()
     return run
 

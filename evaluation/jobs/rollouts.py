@@ -10,7 +10,7 @@ from jobs.runner import JobCancelled
 from ..job_kinds import ROLLOUT_JOB
 from ..models import Rollout
 from ..services.rollouts import execute_rollout, fail_lost_rollouts, fail_redelivered
-from ..services.runs import rollout_changed
+from ..services.run_progress import rollout_changed
 
 
 def _rollout_subject(params: dict) -> tuple[str, str]:

@@ -9,7 +9,7 @@ from tasks.models import Task
 from ..job_kinds import REGRADE_JOB, TOP_UP_JOB
 from ..models import EvalRun, Rollout
 from ..services.regrade import regradable, regrade_rollouts
-from ..services.runs import top_up_runs
+from ..services.run_progress import top_up_runs
 
 
 class NothingToRegrade(LookupError):

@@ -18,8 +18,8 @@ from tasks.scoring import ScoreStatus, score_run
 from ..models import EvalRun, Outcome, Rollout, RolloutScore
 from ..reports import current_summary
 from ..workspaces import write_final_workspace
-from .rollouts import _score_fields
-from .runs import rollout_changed
+from .results import score_fields
+from .run_progress import rollout_changed
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ def regrade_one(rollout: Rollout, *, user, judge_endpoint=None) -> RolloutScore:
         )
     if scored.status is ScoreStatus.UNSCORED:
         raise RegradeError(f"the checker could not run on rollout #{rollout.pk}: {scored.code.reason}")
-    fields = _score_fields(scored)
+    fields = score_fields(scored)
     if skipped:
         note = f"; {len(skipped)} file(s) of the final workspace were not kept (too large or special)"
         fields["score_reason"] = (fields["score_reason"] + note)[:600]

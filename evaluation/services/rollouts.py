@@ -9,7 +9,9 @@ A rollout's life: queued -> running -> scored | failed (| cancelled). One attemp
 4. store the final workspace as a diff against the initial one (contents as blobs);
 5. only now install the checker's reward/ files and score the workspace (tasks.scoring.score_run: the checker, with
    the final message and the transcript in the reward payload, and the rubric's judge when the task has a rubric);
-6. count the model calls the proxy recorded, rebuild the trajectories from them, and store everything.
+6. count the model calls the proxy recorded, rebuild the trajectories from them, and store everything
+   (evaluation.services.results).
+Every state change is told to the rollout's evaluation run, when it has one (services.run_progress.rollout_changed).
 The turns, tool calls, transcript and final message stored (and given to the checker and the judge) are the proxy's
 record (evaluation.proxy_record), never the agent's word: what it wrote about itself is stored apart, as its own
 account (Rollout.agent_account), and `error` holds only what ClawGym saw.
@@ -25,25 +27,23 @@ from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import asdict
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, F, Sum
+from django.db.models import F
 from django.utils import timezone
 
 import jobs
 from jobs.models import JobRun
 from jobs.runner import lost_reason, when_reachable, worker_gone, worker_id
 from lib.bounds import TextRefused, check_json
-from llm.models import ModelCall, ModelEndpoint
+from llm.models import ModelEndpoint
 from llm.sampling import derived_seed, policy_for
 from llm.services import close_proxy_session, open_proxy_session, proxy_base_url
 from sandbox import Workspace
 from tasks.judging import JudgingError, judge_rubric
-from tasks.models import Blob, RevisionFile, TaskRevision
-from tasks.scoring import ScoreStatus, TaskScore, combine, score_run
-from tasks.services import store_blobs
+from tasks.models import RevisionFile, TaskRevision
+from tasks.scoring import combine, score_run
 from tasks.verification import CheckResult, CheckStatus
 
 from ..harnesses import (
@@ -58,11 +58,12 @@ from ..harnesses import (
 from ..harnesses.sandboxed import WALL_MARGIN_SECONDS, run_agent
 from ..infra import answer_failure, preflight, upstream_failure
 from ..job_kinds import ROLLOUT_JOB
-from ..models import Rollout, RolloutFile, RolloutScore, Trajectory
+from ..models import Rollout, RolloutScore, Trajectory
 from ..proxy_record import ProxyRecord, proxy_record
 from ..slots import NoSlotFree, rollout_slot
-from ..trajectories import TrajectoryRules, rebuild_trajectories
 from ..workspaces import attempt_folder, final_workspace, remove_orphaned_folders
+from .results import record_scoring, requeue, score_fields, store_failure, store_result
+from .run_progress import rollout_changed
 
 log = logging.getLogger(__name__)
 
@@ -79,38 +80,6 @@ NOT_SCORED = {
     ExitReason.CANCELLED,
     ExitReason.PROXY_UNAVAILABLE,
     ExitReason.UPSTREAM_ERROR,
-}
-RESULT_FIELDS = {
-    "exit_reason": "",
-    "error": "",
-    "started_at": None,
-    "finished_at": None,
-    "agent_seconds": None,
-    "checker_seconds": None,
-    "final_message": "",
-    "turns": None,
-    "tool_calls": 0,
-    "tools_used": {},
-    "harness_usage": {},
-    "transcript": [],
-    "agent_account": {},
-    "log_tail": "",
-    "max_rss_bytes": None,
-    "model_calls": 0,
-    "input_tokens": None,
-    "output_tokens": None,
-    "cost": 0,
-    "outcome": "",
-    "score": None,
-    "score_reason": "",
-    "code_score": None,
-    "rubric_score": None,
-    "sub_scores": {},
-    "check_status": "",
-    "check_reason": "",
-    "rubric_judgements": [],
-    "worker": "",
-    "runtime": "",
 }
 
 
@@ -188,53 +157,13 @@ def retry_rollout(rollout: Rollout, *, user, enqueue: bool = True) -> Rollout:
     """Queue the next attempt of a failed or cancelled rollout: its results are cleared (the earlier attempt is
     noted in `previous_attempts`), so the row counts once. Raises RolloutError for a rollout that is not retryable."""
     with transaction.atomic():
-        current = Rollout.objects.select_for_update().get(pk=rollout.pk)
-        if not current.retryable:
-            raise RolloutError(f"rollout #{rollout.pk} is {current.status}; only failed or cancelled ones are retried")
-        history = [*current.previous_attempts, _attempt_record(current)]
-        Rollout.objects.filter(pk=rollout.pk).update(
-            status=Rollout.Status.QUEUED, previous_attempts=history, proxy_session=None, job_run=None, **RESULT_FIELDS
-        )
-        RolloutFile.objects.filter(rollout=rollout).delete()
-        Trajectory.objects.filter(rollout=rollout).delete()
-        rollout.refresh_from_db()
+        if not requeue(rollout):
+            raise RolloutError(f"rollout #{rollout.pk} is {rollout.status}; only failed or cancelled ones are retried")
         if enqueue:
             enqueue_rollout(rollout, user=user)
-    _changed(rollout.pk)
+    rollout_changed(rollout.pk)
     log.info("rollout %s queued for attempt %s by %s", rollout.pk, rollout.attempt + 1, _who(user))
     return rollout
-
-
-# Every state change of a rollout must reach its evaluation run (the outcome class, the run's figures, finishing it):
-# evaluation.services.runs does that, and it builds on this module, so it is handed in here (EvaluationConfig.ready) instead of
-# this module importing it back. One hook, set once; none set is an error, never a run whose figures silently stop.
-_rollout_changed_hook = None
-
-
-def register_rollout_changed(hook) -> None:
-    """Name the function told of each rollout state change, by id (evaluation.services.runs.rollout_changed)."""
-    global _rollout_changed_hook
-    _rollout_changed_hook = hook
-
-
-def _changed(rollout_id: int) -> None:
-    """Keep the rollout's outcome class and its evaluation run's figures up to date (the registered hook)."""
-    if _rollout_changed_hook is None:
-        raise RuntimeError(
-            "no rollout hook registered: EvaluationConfig.ready registers evaluation.services.runs.rollout_changed"
-        )
-    _rollout_changed_hook(rollout_id)
-
-
-def _attempt_record(rollout: Rollout) -> dict:
-    return {
-        "attempt": rollout.attempt,
-        "status": rollout.status,
-        "exit_reason": rollout.exit_reason,
-        "error": rollout.error[:1000],
-        "finished_at": rollout.finished_at.isoformat() if rollout.finished_at else None,
-        "proxy_session": rollout.proxy_session_id,
-    }
 
 
 def _who(user) -> str:
@@ -289,7 +218,8 @@ def _fail(rollout: Rollout, exit_reason: str, error: str, *, expected: str) -> b
     )
     if done:
         log.warning("rollout %s failed: %s", rollout.pk, error)
-        _changed(rollout.pk)  # never raises; first, so that a try again after a database error finds nothing undone
+        # Never raises; first, so that a try again after a database error finds nothing undone.
+        rollout_changed(rollout.pk)
         if rollout.proxy_session_id:
             close_proxy_session(rollout.proxy_session)
     return bool(done)
@@ -342,7 +272,7 @@ def execute_rollout(rollout_id: int, *, job_run: JobRun | None = None, on_wait=N
     except NoSlotFree as exc:
         _fail(rollout, ExitReason.SANDBOX_ERROR, str(exc), expected=Rollout.Status.QUEUED)
     else:
-        _changed(rollout.pk)  # scored or failed by _run_attempt (a failure through _fail has told already)
+        rollout_changed(rollout.pk)  # scored or failed by _run_attempt (a failure through _fail has told already)
     rollout.refresh_from_db()
     return rollout
 
@@ -399,12 +329,12 @@ def _run_attempt(rollout: Rollout, timeout: int, *, agent_stopped=lambda: None) 
             record = proxy_record(session.pk)
             _classify_agent_error(outcome, session, record)
             if outcome.exit_reason in NOT_SCORED:
-                _record_failure(rollout, outcome, record)
+                store_failure(rollout, outcome, record)
                 return
             changes = workspace.diff()
             # The checker (and the judge, when the task has a rubric) only now: reward/ enters the workspace here.
             scored = score_run(revision, workspace, record.final_message, record.transcript, subject=rollout.subject)
-        _record(rollout, outcome, record, changes, scored)
+        store_result(rollout, outcome, record, changes, scored)
     except Exception as exc:
         # Also when the database went away mid-attempt (a restart): recorded once it answers again, so the rollout is
         # not left "running" behind a job that has ended.
@@ -446,115 +376,6 @@ def _classify_agent_error(outcome: AgentOutcome, session, record: ProxyRecord) -
         outcome.detail = f"{outcome.detail}; its last model call failed: {record.last_failure}"[:2000]
 
 
-def _agent_fields(outcome: AgentOutcome, record: ProxyRecord) -> dict:
-    return {
-        "exit_reason": outcome.exit_reason,
-        "error": outcome.detail,
-        "agent_seconds": round(outcome.seconds, 3),
-        "final_message": record.final_message,
-        "turns": record.turns,
-        "tool_calls": record.tool_calls,
-        "tools_used": record.tools_used,
-        "harness_usage": outcome.usage,
-        "transcript": record.transcript,
-        "agent_account": outcome.account.as_dict(),
-        "log_tail": outcome.log_tail,
-        "max_rss_bytes": outcome.max_rss_bytes,
-        "runtime": outcome.runtime,
-    }
-
-
-def _record_failure(rollout: Rollout, outcome: AgentOutcome, record: ProxyRecord) -> None:
-    Rollout.objects.filter(pk=rollout.pk, status=Rollout.Status.RUNNING, attempt=rollout.attempt).update(
-        status=Rollout.Status.FAILED,
-        finished_at=timezone.now(),
-        **_agent_fields(outcome, record),
-        **_call_totals(rollout),
-    )
-    log.warning("rollout %s failed: %s: %s", rollout.pk, outcome.exit_reason, outcome.detail)
-
-
-def _call_totals(rollout: Rollout) -> dict:
-    totals = ModelCall.objects.filter(session_id=rollout.proxy_session_id).aggregate(
-        calls=Count("id"), input_tokens=Sum("input_tokens"), output_tokens=Sum("output_tokens"), cost=Sum("cost")
-    )
-    return {
-        "model_calls": totals["calls"],
-        "input_tokens": totals["input_tokens"],
-        "output_tokens": totals["output_tokens"],
-        "cost": totals["cost"] or 0,
-    }
-
-
-def _score_fields(scored: TaskScore) -> dict:
-    check = scored.code
-    return {
-        "status": Rollout.Status.SCORED if scored.ok else Rollout.Status.INCOMPLETE,
-        "score": scored.score,
-        "score_reason": scored.reason[:600],
-        "code_score": check.score,
-        "rubric_score": scored.rubric_score,
-        "sub_scores": check.subscores,
-        "check_status": str(check.status),
-        "check_reason": check.reason[:400],
-        "rubric_judgements": [j.as_dict() for j in scored.judgements],
-    }
-
-
-def _record(rollout: Rollout, outcome: AgentOutcome, record: ProxyRecord, changes, scored: TaskScore) -> None:
-    check = scored.code
-    if scored.status is ScoreStatus.UNSCORED:
-        # The checker could not run: not its fault nor the agent's. No score, and the rollout may be retried.
-        fields = {
-            **_agent_fields(outcome, record),
-            "check_status": str(check.status),
-            "check_reason": check.reason[:400],
-        }
-        fields["exit_reason"] = ExitReason.SANDBOX_ERROR
-        fields["error"] = f"the checker could not run: {check.reason}"[:2000]
-        Rollout.objects.filter(pk=rollout.pk, status=Rollout.Status.RUNNING, attempt=rollout.attempt).update(
-            status=Rollout.Status.FAILED, finished_at=timezone.now(), **fields, **_call_totals(rollout)
-        )
-        return
-    with transaction.atomic():
-        still_ours = Rollout.objects.select_for_update().filter(
-            pk=rollout.pk, status=Rollout.Status.RUNNING, attempt=rollout.attempt
-        )
-        if not still_ours.exists():
-            log.warning("rollout %s attempt %s was taken over; its results are not stored", rollout.pk, rollout.attempt)
-            return
-        _store_changes(rollout, changes)
-        still_ours.update(
-            finished_at=timezone.now(),
-            checker_seconds=round(check.duration, 3),
-            **_score_fields(scored),
-            **_agent_fields(outcome, record),
-            **_call_totals(rollout),
-        )
-        store_trajectories(rollout, reward=scored.score)
-        # The attempt's own scoring: no one asked for it (a rejudge or a regrade records who did).
-        record_scoring(rollout, rollout.revision, scored, kind=RolloutScore.Kind.RUN, user=None)
-
-
-def record_scoring(rollout: Rollout, revision: TaskRevision, scored: TaskScore, *, kind: str, user) -> RolloutScore:
-    """Keep one scoring of the rollout's final workspace (they are never replaced: a regrade adds one)."""
-    fields = _score_fields(scored)
-    return RolloutScore.objects.create(
-        rollout=rollout,
-        revision=revision,
-        kind=kind,
-        status=fields["status"],
-        score=fields["score"],
-        code_score=fields["code_score"],
-        rubric_score=fields["rubric_score"],
-        sub_scores=fields["sub_scores"],
-        check_status=fields["check_status"],
-        reason=fields["score_reason"],
-        rubric_judgements=fields["rubric_judgements"],
-        created_by=user if user and user.is_authenticated else None,
-    )
-
-
 def rejudge_rollout(rollout: Rollout, *, judge_endpoint=None, user) -> Rollout:
     """Judge the rubric of a scored or incomplete rollout again, from its stored final workspace and final message,
     and recombine the task score with its stored code score. Raises RolloutError when there is nothing to judge
@@ -590,66 +411,11 @@ def rejudge_rollout(rollout: Rollout, *, judge_endpoint=None, user) -> Rollout:
     scored = combine(rollout.revision.rubric, rollout.revision.code_weight, check, judgements)
     with transaction.atomic():
         Rollout.objects.filter(pk=rollout.pk, status__in=[Rollout.Status.SCORED, Rollout.Status.INCOMPLETE]).update(
-            **_score_fields(scored)
+            **score_fields(scored)
         )
         Trajectory.objects.filter(rollout=rollout).update(reward=scored.score)
         record_scoring(rollout, rollout.revision, scored, kind=RolloutScore.Kind.REJUDGE, user=user)
-    _changed(rollout.pk)
+    rollout_changed(rollout.pk)
     log.info("rollout %s judged again by %s: %s", rollout.pk, _who(user), scored.status)
     rollout.refresh_from_db()
     return rollout
-
-
-def _store_changes(rollout: Rollout, changes) -> None:
-    kept = [e.content for part in (changes.added, changes.modified) for e in part.values() if e.kind == "file"]
-    blobs = store_blobs(kept)
-    rows = []
-    for change, entries in (("added", changes.added), ("modified", changes.modified), ("deleted", changes.deleted)):
-        for path, entry in entries.items():
-            row = RolloutFile(
-                rollout=rollout,
-                path=path,
-                change=change,
-                kind=entry.kind,
-                size=entry.size,
-                sha256=entry.sha256,
-                executable=entry.executable,
-                target=entry.target[:1000],
-                detail=entry.detail,
-            )
-            if entry.kind == "file" and change != "deleted":
-                blob = blobs[Blob.digest(entry.content)]
-                row.blob_id, row.sha256 = blob.sha256, blob.sha256
-            rows.append(row)
-    RolloutFile.objects.bulk_create(rows)
-
-
-def store_trajectories(rollout: Rollout, *, reward: float | None) -> list[Trajectory]:
-    """Rebuild the rollout's trajectories from its current attempt's model calls (replacing earlier ones)."""
-    calls = [
-        {"id": call.pk, "request": call.request, "response": call.response, "error": call.error}
-        for call in ModelCall.objects.filter(session_id=rollout.proxy_session_id)
-        .order_by("created_at", "id")
-        .with_requests()
-    ]
-    rebuilt = rebuild_trajectories(
-        [{"request": c["request"], "response": c["response"], "error": c["error"]} for c in calls],
-        rules=TrajectoryRules.from_settings(),
-    )
-    Trajectory.objects.filter(rollout=rollout).delete()
-    rows = [
-        Trajectory(
-            rollout=rollout,
-            index=index,
-            messages=data.messages,
-            tools=data.tools,
-            reward=reward,
-            stats=asdict(data.stats),
-            model_call_ids=[calls[i]["id"] for i in data.call_indices],
-            excluded=data.excluded,
-            exclusion_reason=data.exclusion_reason[:300],
-            unverified_turns=data.unverified_turns,
-        )
-        for index, data in enumerate(rebuilt)
-    ]
-    return Trajectory.objects.bulk_create(rows)

@@ -1,17 +1,9 @@
 """Evaluation runs: a model over a benchmark version's task revisions with repeats, as ordinary rollouts.
 
 A run's life: created with its rollouts queued (one per revision x repeat) -> running -> complete | incomplete
-(| cancelled). Only so many of its rollouts have a job on the engine at once (jobs.fanout.limit of the sandbox
-queue); `top_up` hands the next ones over as those finish, first repeat of every task first. Every state change of
-one of its rollouts calls `rollout_changed`, which
-1. gives the finished rollout its outcome class (Outcome; every rollout has one, run or not);
-2. recomputes the run's row for that task revision from its few rollouts, and moves the run's counters by the
-   difference (one small update; `recompute_run` redoes everything exactly);
-3. queues the next attempt of a rollout the infrastructure failed, with backoff, while the run's attempt budget
-   lasts (never a 0: an infra failure has no score);
-4. tops the run's jobs up (`top_up`) when the rollout finished;
-5. finishes the run when none of its rollouts is left to run: complete when every repeat has a score, else
-   incomplete (the figures name the tasks that lack one), and stores its figures (evaluation.reports builds them).
+(| cancelled). What moves it on as its rollouts change (their outcome classes, its task rows and counters, retries of
+infrastructure failures, handing its next rollouts to the engine, finishing it) is evaluation.services.run_progress;
+its figures, JSON, comparisons and the leaderboard are evaluation.reports.
 Starting a run with the configuration of an earlier one (same revisions, model, harness, options, limits, repeats)
 resumes that one instead: its finished rollouts are kept. A resume with another configuration is refused.
 """
@@ -22,65 +14,28 @@ import hashlib
 import json
 import logging
 import time
-from decimal import Decimal
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 import jobs
-from jobs import fanout, registry
-from jobs.models import JobRun
 from jobs.services import cancel_job
 
-from ..figures import run_figures
 from ..harnesses import HARNESSES, ExitReason, check_options
-from ..job_kinds import ROLLOUT_JOB
-from ..models import SCORED_OUTCOMES, EvalRun, EvalRunTask, Outcome, Rollout
-from ..reports import store_summary, task_rows
-from .rollouts import MAX_REPEATS, RolloutError, execute_rollout, fail_lost_rollouts, retry_rollout
-from .scans import scan_finished_run
+from ..models import EvalRun, EvalRunTask, Outcome, Rollout
+from ..reports import store_summary
+from .rollouts import MAX_REPEATS, execute_rollout, fail_lost_rollouts, retry_rollout
+from .run_progress import maybe_finish, recompute_run, refresh_task_row, retry_delay, top_up
 
 log = logging.getLogger(__name__)
 
 LIMIT_KEYS = ("timeout", "max_turns", "token_limit")
-AGENT_LIMITS = {ExitReason.TIMEOUT, ExitReason.MAX_TURNS, ExitReason.TOKEN_LIMIT}
 MAX_TASKS = 20000
-# A run's fields that grow with its tasks (its stored figures hold every task's; its config every revision id: a few
-# MB at 20,000 tasks): left out where a rollout's change reads the run, which it does several times per rollout.
-LARGE_FIELDS = ("summary", "config")
-# What _fill reads of each rollout of a task row.
-ROLLOUT_FIGURES = (
-    "repeat_index",
-    "status",
-    "outcome",
-    "score",
-    "input_tokens",
-    "output_tokens",
-    "cost",
-    "agent_seconds",
-)
 
 
 class EvalRunError(ValueError):
     """A run cannot be started or resumed as asked; the message says why."""
-
-
-# --- outcome classes -----------------------------------------------------------------------------------------
-
-
-def outcome_of(status: str, exit_reason: str) -> str:
-    """The outcome class of a rollout in this state ("" while it runs, or when it was cancelled)."""
-    if status == Rollout.Status.SCORED:
-        if exit_reason == ExitReason.COMPLETED:
-            return Outcome.SCORED
-        return Outcome.AGENT_LIMIT if exit_reason in AGENT_LIMITS else Outcome.AGENT_ERROR
-    if status == Rollout.Status.INCOMPLETE:
-        return Outcome.JUDGE_INCOMPLETE
-    if status == Rollout.Status.FAILED:
-        return Outcome.INFRA
-    return ""
 
 
 # --- starting ------------------------------------------------------------------------------------------------
@@ -270,55 +225,6 @@ def _begin(run: EvalRun) -> None:
     run.refresh_from_db()
 
 
-def _enqueue(rollout: Rollout, *, user, delay: float = 0.0) -> JobRun:
-    params = {"rollout_id": rollout.pk}
-    if delay > 0:
-        params["not_before"] = time.time() + delay
-    job_run = jobs.enqueue(ROLLOUT_JOB, created_by=user, total=1, **params)
-    Rollout.objects.filter(pk=rollout.pk).update(job_run=job_run)
-    return job_run
-
-
-def top_up(run_id: int) -> int:
-    """Give the run's next queued rollouts a job while fewer than jobs.fanout.limit("sandbox") of them have one
-    queued or running; the first repeat of every task goes before the second of any. Returns how many were queued.
-    The run's row is locked meanwhile, so two rollouts finishing together do not both fill the same room."""
-    with transaction.atomic():
-        run = EvalRun.objects.select_for_update().defer(*LARGE_FIELDS).filter(pk=run_id).first()
-        if run is None or run.inline or run.status != EvalRun.Status.RUNNING:
-            return 0
-        rollouts = Rollout.objects.filter(eval_run_id=run_id)
-        on_engine = rollouts.filter(
-            status__in=(Rollout.Status.QUEUED, Rollout.Status.RUNNING), job_run__status__in=JobRun.ACTIVE
-        ).count()
-        room = fanout.limit(registry.get(ROLLOUT_JOB).queue) - on_engine
-        if room <= 0:
-            return 0
-        # Queued without a job, or whose job ended without running it (an engine that refused it, a lost worker).
-        waiting = rollouts.filter(
-            Q(job_run__isnull=True) | Q(job_run__status__in=JobRun.FINISHED), status=Rollout.Status.QUEUED
-        )
-        batch = list(waiting.order_by("attempt", "repeat_index", "revision_id").only("pk")[:room])
-        for rollout in batch:
-            _enqueue(rollout, user=run.created_by)
-    return len(batch)
-
-
-def top_up_runs() -> dict:
-    """top_up every running run (the periodic evaluation.top_up_runs: what a killed worker left waiting, and room
-    that workers joining made). Returns {run id: rollouts queued} for those that got some."""
-    queued = {}
-    for run_id in EvalRun.objects.filter(status=EvalRun.Status.RUNNING, inline=False).values_list("pk", flat=True):
-        try:
-            count = top_up(run_id)
-        except Exception:  # one run's engine refusing jobs does not stop the others
-            log.exception("topping up evaluation run %s failed", run_id)
-            continue
-        if count:
-            queued[run_id] = count
-    return queued
-
-
 def resume_eval_run(run: EvalRun, *, user, config: dict | None = None) -> EvalRun:
     """Run again what is left of a run: rollouts that failed, were cancelled, or were queued and lost their job
     (a worker killed mid-run). Finished rollouts are kept. `config` (what the resumer asked for) must equal the
@@ -342,7 +248,7 @@ def resume_eval_run(run: EvalRun, *, user, config: dict | None = None) -> EvalRu
         for rollout in run.rollouts.filter(status__in=Rollout.RETRYABLE):
             retry_rollout(rollout, user=user, enqueue=False)
         top_up(run.pk)  # queued ones whose job was lost (a worker killed mid-run) are given a new one too
-    _maybe_finish(run.pk)
+    maybe_finish(run.pk)
     run.refresh_from_db()
     log.info("evaluation run %s resumed by %s", run.pk, who or "a script")
     return run
@@ -356,7 +262,7 @@ def cancel_eval_run(run: EvalRun, *, user) -> EvalRun:
             .exclude(status__in=EvalRun.FINISHED)
             .update(status=EvalRun.Status.CANCELLED, finished_at=timezone.now())
         )
-        # Cancelled is finished: _maybe_finish will not finish it again, so its on_finish job is queued here.
+        # Cancelled is finished: maybe_finish will not finish it again, so its on_finish job is queued here.
         if stopped and run.on_finish:
             jobs.enqueue(run.on_finish, **run.on_finish_params)
         queued = list(run.rollouts.filter(status=Rollout.Status.QUEUED).select_related("job_run"))
@@ -367,7 +273,7 @@ def cancel_eval_run(run: EvalRun, *, user) -> EvalRun:
             status=Rollout.Status.CANCELLED, exit_reason=ExitReason.CANCELLED, error="the evaluation run was cancelled"
         )
     for revision_id in {r.revision_id for r in queued}:
-        _refresh(run.pk, revision_id)
+        refresh_task_row(run.pk, revision_id)
     store_summary(EvalRun.objects.get(pk=run.pk))
     run.refresh_from_db()
     return run
@@ -380,246 +286,6 @@ def set_pass_threshold(run: EvalRun, threshold: float, *, user) -> EvalRun:
     EvalRun.objects.filter(pk=run.pk).update(pass_threshold=threshold)
     run.refresh_from_db()
     return recompute_run(run)
-
-
-# --- as rollouts finish --------------------------------------------------------------------------------------
-
-
-def rollout_changed(rollout_id: int) -> None:
-    """A rollout's state changed (it finished, was retried, rejudged or regraded): keep its outcome, its run's
-    figures and its run's life up to date. Never raises: a failure here is logged and `recompute_run` repairs it."""
-    try:
-        _rollout_changed(rollout_id)
-    except Exception:
-        log.exception("keeping evaluation figures up to date after rollout %s failed", rollout_id)
-
-
-def _rollout_changed(rollout_id: int) -> None:
-    row = (
-        Rollout.objects.filter(pk=rollout_id)
-        .values("status", "exit_reason", "outcome", "eval_run_id", "revision_id", "attempt")
-        .first()
-    )
-    if row is None:
-        return
-    outcome = outcome_of(row["status"], row["exit_reason"])
-    if outcome != row["outcome"]:
-        Rollout.objects.filter(pk=rollout_id).update(outcome=outcome)
-    if row["eval_run_id"] is None:
-        return
-    _refresh(row["eval_run_id"], row["revision_id"])
-    if outcome == Outcome.INFRA and _retry_infra(rollout_id, row["eval_run_id"]):
-        return  # its next attempt took its job's place on the engine
-    if row["status"] in Rollout.FINISHED:
-        top_up(row["eval_run_id"])
-    _maybe_finish(row["eval_run_id"])
-
-
-def _refresh(run_id: int, revision_id: int) -> None:
-    """Recompute the run's row for one revision from its rollouts and move the run's counters by the change."""
-    with transaction.atomic():
-        run = EvalRun.objects.select_for_update().defer(*LARGE_FIELDS).get(pk=run_id)
-        task_row = EvalRunTask.objects.select_for_update().filter(run_id=run_id, revision_id=revision_id).first()
-        if task_row is None:
-            return
-        rollouts = list(Rollout.objects.filter(eval_run_id=run_id, revision_id=revision_id).values(*ROLLOUT_FIGURES))
-        before = _counted(task_row)
-        _fill(task_row, rollouts, run)
-        task_row.save()
-        after = _counted(task_row)
-        run.rollouts_finished += after["finished"] - before["finished"]
-        run.input_tokens += after["input_tokens"] - before["input_tokens"]
-        run.output_tokens += after["output_tokens"] - before["output_tokens"]
-        run.cost = Decimal(run.cost) + after["cost"] - before["cost"]
-        run.agent_seconds += after["agent_seconds"] - before["agent_seconds"]
-        counts = {**Outcome.counts_zero(), **run.outcome_counts}
-        for key in Outcome.values:
-            counts[key] += after["outcomes"].get(key, 0) - before["outcomes"].get(key, 0)
-        run.outcome_counts = counts
-        run.save(
-            update_fields=[
-                "rollouts_finished",
-                "input_tokens",
-                "output_tokens",
-                "cost",
-                "agent_seconds",
-                "outcome_counts",
-            ]
-        )
-
-
-def _counted(task_row: EvalRunTask) -> dict:
-    return {
-        "finished": task_row.finished,
-        "input_tokens": task_row.input_tokens,
-        "output_tokens": task_row.output_tokens,
-        "cost": Decimal(task_row.cost),
-        "agent_seconds": task_row.agent_seconds,
-        "outcomes": dict(task_row.outcome_counts or {}),
-    }
-
-
-def _fill(task_row: EvalRunTask, rollouts: list[dict], run: EvalRun) -> None:
-    scores: list = [None] * run.repeats
-    outcomes = Outcome.counts_zero()
-    finished = 0
-    totals = {"input_tokens": 0, "output_tokens": 0, "cost": Decimal(0), "agent_seconds": 0.0}
-    for r in rollouts:
-        if r["status"] in Rollout.FINISHED:
-            finished += 1
-        if r["outcome"]:
-            outcomes[r["outcome"]] += 1
-        if r["outcome"] in SCORED_OUTCOMES and r["score"] is not None and r["repeat_index"] < run.repeats:
-            scores[r["repeat_index"]] = r["score"]
-        if r["status"] in Rollout.FINISHED:
-            totals["input_tokens"] += r["input_tokens"] or 0
-            totals["output_tokens"] += r["output_tokens"] or 0
-            totals["cost"] += Decimal(r["cost"] or 0)
-            totals["agent_seconds"] += r["agent_seconds"] or 0.0
-    scored = [s for s in scores if s is not None]
-    task_row.scores = scores
-    task_row.n = len(scored)
-    task_row.mean = sum(scored) / len(scored) if scored else None
-    task_row.std = _std(scored)
-    task_row.min = min(scored) if scored else None
-    task_row.max = max(scored) if scored else None
-    task_row.passes = sum(1 for s in scored if s >= run.pass_threshold)
-    task_row.outcome_counts = outcomes
-    task_row.finished = finished
-    task_row.input_tokens = totals["input_tokens"]
-    task_row.output_tokens = totals["output_tokens"]
-    task_row.cost = totals["cost"]
-    task_row.agent_seconds = round(totals["agent_seconds"], 3)
-
-
-def _std(values: list[float]) -> float | None:
-    if not values:
-        return None
-    if len(values) == 1:
-        return 0.0
-    mean = sum(values) / len(values)
-    return (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
-
-
-def retry_delay(attempt: int) -> float:
-    """Seconds before the next attempt after `attempt` infra-failed ones: exponential, capped."""
-    base = settings.CLAWGYM_EVAL_RETRY_BACKOFF_SECONDS
-    return min(base * 2 ** max(attempt - 1, 0), settings.CLAWGYM_EVAL_RETRY_BACKOFF_MAX_SECONDS)
-
-
-def _retry_infra(rollout_id: int, run_id: int) -> bool:
-    """Queue the next attempt of a rollout the infrastructure failed, if the run's attempt budget allows."""
-    run = EvalRun.objects.defer(*LARGE_FIELDS).get(pk=run_id)
-    rollout = Rollout.objects.get(pk=rollout_id)
-    if run.status == EvalRun.Status.CANCELLED or rollout.attempt >= run.max_attempts * (1 + len(run.resumes)):
-        return False
-    try:
-        with transaction.atomic():
-            # No one asks for this attempt: the run retries by itself (recorded as no one's, as a script's).
-            retried = retry_rollout(rollout, user=None, enqueue=False)
-            if not run.inline:
-                _enqueue(retried, user=None, delay=retry_delay(rollout.attempt))
-    except RolloutError:
-        return False  # another process retried it first
-    log.info(
-        "evaluation run %s: rollout %s failed (%s), attempt %s queued",
-        run_id,
-        rollout_id,
-        rollout.exit_reason,
-        rollout.attempt + 1,
-    )
-    return True
-
-
-def _maybe_finish(run_id: int) -> None:
-    """Finish the run once none of its rollouts is queued or running."""
-    with transaction.atomic():
-        run = EvalRun.objects.select_for_update().defer(*LARGE_FIELDS).get(pk=run_id)
-        if run.status == EvalRun.Status.QUEUED:
-            return
-        if run.rollouts.exclude(status__in=Rollout.FINISHED).exists():
-            return
-        unclassed = Q(outcome="") & ~Q(status=Rollout.Status.CANCELLED)  # cancelled is the one finish without a class
-        if run.rollouts_finished != run.rollouts.count() or run.rollouts.filter(unclassed).exists():
-            # Every rollout has finished, but one that just did is not classed or not in its task's row yet: figures
-            # read now would lack its score and call the run incomplete. Its own rollout_changed comes next and
-            # finishes the run.
-            return
-        # A finished run changes too when one of its rollouts is regraded or judged again: its figures and
-        # whether it is complete are recomputed, but it does not finish twice.
-        finishing = not run.is_finished
-        summary = run_figures(task_rows(run), repeats=run.repeats, pass_threshold=run.pass_threshold)
-        if run.status != EvalRun.Status.CANCELLED:
-            run.status = EvalRun.Status.INCOMPLETE if summary["missing"] else EvalRun.Status.COMPLETE
-        run.finished_at = run.finished_at if not finishing else timezone.now()
-        run.summary = summary
-        run.overall_mean = summary["overall"]["mean"]
-        run.save(update_fields=["status", "finished_at", "summary", "overall_mean"])
-        if finishing and run.on_finish:
-            jobs.enqueue(run.on_finish, **run.on_finish_params)
-    if finishing:
-        log.info("evaluation run %s finished: %s", run_id, run.status)
-        scan_finished_run(run_id)  # what its agents did wrong, read from their transcripts (services.scans)
-
-
-TASK_ROW_FIGURES = (  # what _fill writes on a task row
-    "scores",
-    "n",
-    "mean",
-    "std",
-    "min",
-    "max",
-    "passes",
-    "outcome_counts",
-    "finished",
-    "input_tokens",
-    "output_tokens",
-    "cost",
-    "agent_seconds",
-)
-
-
-def recompute_run(run: EvalRun) -> EvalRun:
-    """Redo every figure of the run exactly from its rollouts (outcomes, task rows, counters, summary), in one pass
-    over its rollouts: a few queries, then an update per task row whose figures changed."""
-    wrong: dict[str, list[int]] = {}  # outcome -> the rollouts that should have it
-    for rollout in run.rollouts.values("pk", "status", "exit_reason", "outcome"):
-        outcome = outcome_of(rollout["status"], rollout["exit_reason"])
-        if outcome != rollout["outcome"]:
-            wrong.setdefault(outcome, []).append(rollout["pk"])
-    for outcome, ids in wrong.items():
-        for start in range(0, len(ids), 500):
-            Rollout.objects.filter(pk__in=ids[start : start + 500]).update(outcome=outcome)
-    with transaction.atomic():
-        run = EvalRun.objects.select_for_update().defer(*LARGE_FIELDS).get(pk=run.pk)
-        by_revision: dict[int, list[dict]] = {}
-        for row in Rollout.objects.filter(eval_run_id=run.pk).values("revision_id", *ROLLOUT_FIGURES):
-            by_revision.setdefault(row.pop("revision_id"), []).append(row)
-        task_rows = list(EvalRunTask.objects.filter(run_id=run.pk))
-        totals = {"finished": 0, "input_tokens": 0, "output_tokens": 0, "cost": Decimal(0), "agent_seconds": 0.0}
-        counts = Outcome.counts_zero()
-        for task_row in task_rows:
-            before = [getattr(task_row, field) for field in TASK_ROW_FIGURES]
-            _fill(task_row, by_revision.get(task_row.revision_id, []), run)
-            after = {field: getattr(task_row, field) for field in TASK_ROW_FIGURES}
-            if list(after.values()) != before:  # one small update per row that changed (bulk_update's CASE is slower)
-                EvalRunTask.objects.filter(pk=task_row.pk).update(**after)
-            counted = _counted(task_row)
-            for key in totals:
-                totals[key] += counted[key]
-            for key, n in counted["outcomes"].items():
-                counts[key] = counts.get(key, 0) + n
-        finished = totals.pop("finished")
-        EvalRun.objects.filter(pk=run.pk).update(
-            rollouts_total=sum(len(rows) for rows in by_revision.values()),
-            rollouts_finished=finished,
-            outcome_counts=counts,
-            **totals,
-        )
-    run.refresh_from_db()
-    store_summary(run)
-    run.refresh_from_db()
-    return run
 
 
 # --- in this process -----------------------------------------------------------------------------------------
@@ -646,6 +312,6 @@ def run_here(run: EvalRun, *, on_rollout=None) -> EvalRun:
             log.warning("rollout %s: %s: %s", rollout.pk, type(exc).__name__, exc)
         if on_rollout:
             on_rollout(Rollout.objects.get(pk=rollout.pk))
-    _maybe_finish(run.pk)
+    maybe_finish(run.pk)
     run.refresh_from_db()
     return run

@@ -10,7 +10,7 @@ from django.utils import timezone
 from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
 from evaluation.harnesses.base import ExitReason
 from evaluation.models import EvalRun, Rollout
-from evaluation.services import runs
+from evaluation.services import run_progress, runs
 from evaluation.tests.evalkit import make_tasks
 from llm.models import ModelEndpoint
 
@@ -68,9 +68,9 @@ def finished_run(model: ModelEndpoint, version, scores: dict, *, finish=True) ->
             Rollout.objects.filter(pk=rollout.pk).update(
                 status=Rollout.Status.SCORED, exit_reason=ExitReason.COMPLETED, score=score, **common
             )
-    runs.recompute_run(run)
+    run_progress.recompute_run(run)
     # As the last rollout's worker would: the run finishes once nothing is left to run.
-    runs.rollout_changed(run.rollouts.filter(status=Rollout.Status.SCORED).order_by("pk").last().pk)
+    run_progress.rollout_changed(run.rollouts.filter(status=Rollout.Status.SCORED).order_by("pk").last().pk)
     run.refresh_from_db()
     return run
 

@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from evaluation.harnesses.base import ExitReason
 from evaluation.models import Rollout
-from evaluation.services import runs
+from evaluation.services import run_progress, runs
 from llm.models import ModelEndpoint
 
 from .evalkit import make_tasks
@@ -39,7 +39,7 @@ def run(db):
             attempt=1,
             error=FORMULAS[index % len(FORMULAS)] + "\nsecond line",
         )
-    runs.recompute_run(run)
+    run_progress.recompute_run(run)
     return run
 
 

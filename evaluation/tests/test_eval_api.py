@@ -22,7 +22,7 @@ from evaluation.exports import CSV_COLUMNS
 from evaluation.harnesses import ExitReason
 from evaluation.job_kinds import REGRADE_JOB, ROLLOUT_JOB
 from evaluation.models import EvalRun, Rollout
-from evaluation.services import runs
+from evaluation.services import run_progress, runs
 from jobs.models import JobRun
 from llm.models import ModelEndpoint
 
@@ -84,7 +84,7 @@ def play(run: EvalRun, scores: dict) -> EvalRun:
                 "cost": "0.01",
             }
         Rollout.objects.filter(pk=rollout.pk).update(finished_at=timezone.now(), **fields)
-        runs.rollout_changed(rollout.pk)
+        run_progress.rollout_changed(rollout.pk)
     run.refresh_from_db()
     return run
 

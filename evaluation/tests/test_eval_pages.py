@@ -1,6 +1,7 @@
 """The evaluation pages: who may read and act, what the run page, the leaderboard, the comparison and the dashboard
 panel show, the tasks table's sorts, a task's repeats, the exports. Runs are built quickly, without the sandbox: their
-rollouts are given outcomes and scores directly and the figures recomputed (runs.recompute_run), as when they ran.
+rollouts are given outcomes and scores directly and the figures recomputed (run_progress.recompute_run), as when they
+ran.
 """
 
 import csv
@@ -16,7 +17,7 @@ from django.utils.html import escape
 
 from evaluation import reports
 from evaluation.models import EvalRun, EvalRunTask, Rollout
-from evaluation.services import runs
+from evaluation.services import run_progress, runs
 from evaluation.tests.helpers import FLAKY, STRONG, WEAK, endpoint, finished_run, freeze, text, url
 from jobs.models import JobRun
 from llm.models import ModelEndpoint
@@ -284,8 +285,8 @@ def test_a_running_run_page_polls_itself_and_stops_once_finished(world, viewer_c
     Rollout.objects.filter(eval_run=run, repeat_index=1).update(
         status=Rollout.Status.SCORED, exit_reason="completed", score=1.0
     )
-    runs.recompute_run(run)
-    runs.rollout_changed(run.rollouts.first().pk)
+    run_progress.recompute_run(run)
+    run_progress.rollout_changed(run.rollouts.first().pk)
     partial = text(viewer_client.get(url("detail", run.pk), **HTMX))
     finished = f'<div id="run-live" data-status="complete" data-finished="run-{run.pk}">'  # static/js/started.js
     assert partial.startswith(finished) and "every 2s" not in partial

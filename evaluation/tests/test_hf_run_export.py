@@ -13,7 +13,7 @@ from django.core.management import CommandError, call_command
 from evaluation import exports, hf_export
 from evaluation.harnesses.base import ExitReason
 from evaluation.models import Rollout
-from evaluation.services import runs
+from evaluation.services import run_progress, runs
 from lib import hf_dataset
 from llm.models import ModelEndpoint
 from tasks.formats.safe_parse import load_yaml
@@ -42,7 +42,7 @@ def run(db):
             input_tokens=1000 + index,
             error="" if scored else "the model server went away\nsecond line",
         )
-    runs.recompute_run(run)
+    run_progress.recompute_run(run)
     return run
 
 

@@ -1,5 +1,5 @@
-"""runs.recompute_run (one pass over a run's rollouts, batched writes) gives exactly the task rows and counters the
-incremental path (runs.rollout_changed, one rollout at a time) kept, from counters left wrong."""
+"""run_progress.recompute_run (one pass over a run's rollouts, batched writes) gives exactly the task rows and counters
+the incremental path (run_progress.rollout_changed, one rollout at a time) kept, from counters left wrong."""
 
 from decimal import Decimal
 
@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from evaluation.harnesses.base import ExitReason
 from evaluation.models import EvalRun, EvalRunTask, Outcome, Rollout
-from evaluation.services import runs
+from evaluation.services import run_progress, runs
 from evaluation.tests.evalkit import make_tasks
 from evaluation.tests.helpers import endpoint, freeze
 
@@ -35,7 +35,7 @@ def figures(run):
         run.agent_seconds,
         run.outcome_counts,
     )
-    rows = list(EvalRunTask.objects.filter(run=run).order_by("pk").values(*runs.TASK_ROW_FIGURES))
+    rows = list(EvalRunTask.objects.filter(run=run).order_by("pk").values(*run_progress.TASK_ROW_FIGURES))
     return counters, rows
 
 
@@ -58,9 +58,9 @@ def test_recompute_gives_what_the_incremental_path_kept(settings):
             cost="0.0125",
             agent_seconds=1.2345 * (n + 1),
         )
-        runs.rollout_changed(rollout.pk)
+        run_progress.rollout_changed(rollout.pk)
     Rollout.objects.filter(pk=rollouts[-1].pk).update(status=Rollout.Status.RUNNING)
-    runs.rollout_changed(rollouts[-1].pk)
+    run_progress.rollout_changed(rollouts[-1].pk)
     kept = figures(run)
     assert kept[0][1] == 6 and kept[0][6][Outcome.INFRA] == 1 and kept[0][6][Outcome.SCORED] == 2
 
@@ -68,7 +68,7 @@ def test_recompute_gives_what_the_incremental_path_kept(settings):
     run.rollouts.update(outcome="")  # rows written without their outcome class (bulk, or by an older version)
     EvalRun.objects.filter(pk=run.pk).update(rollouts_finished=0, input_tokens=3, cost=9, outcome_counts={})
     EvalRunTask.objects.filter(run=run).update(finished=0, scores=[None, None], mean=None, outcome_counts={})
-    runs.recompute_run(EvalRun.objects.get(pk=run.pk))
+    run_progress.recompute_run(EvalRun.objects.get(pk=run.pk))
 
     assert figures(run) == kept
     assert dict(run.rollouts.values_list("pk", "outcome")) == outcomes

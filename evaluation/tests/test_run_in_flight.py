@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from evaluation.harnesses.base import ExitReason
 from evaluation.models import EvalRun, Rollout
-from evaluation.services import runs
+from evaluation.services import run_progress, runs
 from evaluation.tests.evalkit import make_tasks
 from evaluation.tests.helpers import endpoint, freeze
 from jobs.models import JobRun
@@ -23,7 +23,7 @@ def finish(rollout, **fields):
     fields = {"status": Rollout.Status.SCORED, "exit_reason": ExitReason.COMPLETED, "score": 1.0, **fields}
     Rollout.objects.filter(pk=rollout.pk).update(attempt=rollout.attempt + 1, finished_at=timezone.now(), **fields)
     JobRun.objects.filter(pk=rollout.job_run_id).update(status=JobRun.Status.SUCCEEDED)
-    runs.rollout_changed(rollout.pk)
+    run_progress.rollout_changed(rollout.pk)
 
 
 @pytest.fixture
@@ -58,16 +58,16 @@ def test_the_first_four_go_first_repeat_first_and_each_finished_one_hands_over_t
     # gives it a new job, as many as there is room for.
     lost = with_job(run).filter(status=Rollout.Status.QUEUED).order_by("pk").last()
     JobRun.objects.filter(pk=lost.job_run_id).update(status=JobRun.Status.FAILED)
-    assert runs.top_up_runs() == {run.pk: 1}
+    assert run_progress.top_up_runs() == {run.pk: 1}
     lost.refresh_from_db()
     assert lost.job_run.status == JobRun.Status.QUEUED and with_job(run).count() == 4
-    assert runs.top_up(run.pk) == 0
+    assert run_progress.top_up(run.pk) == 0
 
 
 def test_a_cancelled_run_hands_over_nothing_more_and_a_resume_goes_on_within_the_limit(run):
     runs.cancel_eval_run(run, user=None)
     assert run.rollouts.filter(status=Rollout.Status.CANCELLED).count() == 12
-    assert runs.top_up(run.pk) == 0
+    assert run_progress.top_up(run.pk) == 0
 
     runs.resume_eval_run(EvalRun.objects.get(pk=run.pk), user=None)
     assert run.rollouts.filter(status=Rollout.Status.QUEUED).count() == 12 and with_job(run).count() == 4

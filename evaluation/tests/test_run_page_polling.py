@@ -13,7 +13,7 @@ from evaluation import reports
 from evaluation.figures import run_figures
 from evaluation.harnesses import ExitReason
 from evaluation.models import EvalRun, Rollout
-from evaluation.services import runs
+from evaluation.services import run_progress
 from evaluation.tests.helpers import STRONG, endpoint, finished_run, freeze, text, url
 from evaluation.views import runs as run_views
 from lib import polled_figures
@@ -54,7 +54,7 @@ def finish(rollout: Rollout, score: float) -> None:
         output_tokens=5,
         finished_at=timezone.now(),
     )
-    runs.rollout_changed(rollout.pk)
+    run_progress.rollout_changed(rollout.pk)
 
 
 def test_each_poll_after_a_rollout_finishes_shows_the_exact_figures(running, viewer_client, monkeypatch):

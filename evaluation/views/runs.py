@@ -40,6 +40,7 @@ from ..forms import PassThresholdForm, StartEvalRunForm
 from ..job_kinds import REGRADE_JOB
 from ..models import EvalRun, EvalRunTask, Outcome, Rollout
 from ..services import runs
+from ..services.run_progress import LARGE_FIELDS
 
 URL_MARK, ROW_MARK = "__task__", 987654321  # placeholders of the links reversed once for every row
 RUNS_PAGE_SIZE = 50
@@ -350,7 +351,7 @@ def _run(pk: int, defer: tuple[str, ...] = ()) -> EvalRun:
 def run_detail(request, pk: int):
     # The stored summary (per-task figures included) and config are read only where used: a running run's page,
     # polled every 2 s, has its figures from lib.polled_figures.
-    run = _run(pk, defer=runs.LARGE_FIELDS)
+    run = _run(pk, defer=LARGE_FIELDS)
     return render_page(request, "evaluation/run_detail.html", _run_context(request, run), partial="live")
 
 

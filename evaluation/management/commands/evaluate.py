@@ -19,11 +19,11 @@ from ...harnesses import HARNESSES
 from ...models import EvalRun, Outcome, Rollout
 from ...reports import current_summary, run_json
 from ...services.rollouts import fail_lost_rollouts
+from ...services.run_progress import outcome_of
 from ...services.runs import (
     EvalRunError,
     cancel_eval_run,
     create_eval_run,
-    outcome_of,
     resume_eval_run,
     run_config,
     run_here,
