@@ -1,6 +1,6 @@
 """Pytest plugin (registered in the root conftest.py) for rollout tests of every app: a small task with a real checker
-(`fruit_task`, `fruit_package`), a model endpoint on the scripted upstream (`agent_endpoint`), `harness_installed`,
-`needs_bwrap`, the network probe and `wait_rollout`. The benchmarks under bench/ use the fruit package too.
+(`fruit_task`, `fruit_package`), `harness_installed`, `needs_bwrap`, the network probe and `wait_rollout`; the model
+endpoint they run on is llm.testing's `agent_endpoint`. The benchmarks under bench/ use the fruit package too.
 
 The proxy is the real ASGI app under uvicorn (`live_server_asgi`), the model the scripted OpenAI-compatible server
 (`scripted_upstream`), the sandbox bubblewrap: nothing is patched.
@@ -15,7 +15,6 @@ import pytest
 from evaluation.harnesses import HarnessUnavailable, get_harness
 from evaluation.harnesses.base import BRIDGE_PORT
 from evaluation.models import Rollout
-from llm.models import ModelEndpoint
 from sandbox.testing import unavailable
 from tasks.package import PackageFile, TaskPackage
 from tasks.services import save_package
@@ -71,17 +70,6 @@ def fruit_package(external_id: str = "fruit-summary") -> TaskPackage:
 def fruit_task(db):
     """A task: summarise fruit.csv into summary.txt; its checker reads the workspace and the reward payload."""
     return save_package(fruit_package()).revision
-
-
-@pytest.fixture
-def agent_endpoint(scripted_upstream, db):
-    return ModelEndpoint.objects.create(
-        name="scripted",
-        base_url=scripted_upstream.base_url,
-        model="scripted-model",
-        roles=["agent"],
-        timeout_seconds=30,
-    )
 
 
 def host_address() -> str:

@@ -28,7 +28,8 @@ answer, the first chunk of a stream), `choices[0].token_ids` (per delta chunk wh
 on the finish chunk), and with `logprobs: true` also `choices[0].logprobs.content[].logprob`, from the toy chat
 template and tokenizer of llm.testing_tokens.
 
-Fixtures: `scripted_upstream` (a fresh server per test) and `live_server_asgi` (clawgym_site.asgi:application
+Fixtures: `scripted_upstream` (a fresh server per test), `agent_endpoint` (an endpoint on it; `scripted_endpoint` makes
+others) and `live_server_asgi` (clawgym_site.asgi:application
 under uvicorn in this process, on the test database; ask for `transactional_db` too, it sees committed rows only).
 """
 
@@ -340,14 +341,18 @@ def scripted_upstream():
     upstream.stop()
 
 
-@pytest.fixture
-def upstream_agent(scripted_upstream):
-    """An agent endpoint whose model is the scripted upstream (the proxy's tests open sessions on it)."""
+def scripted_endpoint(upstream, name="scripted", *, model="scripted-model", roles=("agent",), **fields):
+    """A model endpoint whose model is `upstream` (a ScriptedUpstream); `fields` are its other columns (timeouts,
+    retries, sampling, prices, api_key_env)."""
     from .models import ModelEndpoint
 
-    return ModelEndpoint.objects.create(
-        name="upstream", base_url=scripted_upstream.base_url, model="real-model-7b", roles=["agent"], timeout_seconds=10
-    )
+    return ModelEndpoint.objects.create(name=name, base_url=upstream.base_url, model=model, roles=list(roles), **fields)
+
+
+@pytest.fixture
+def agent_endpoint(scripted_upstream, db):
+    """An agent endpoint whose model is the scripted upstream (rollouts run on it, the proxy's tests open sessions)."""
+    return scripted_endpoint(scripted_upstream, timeout_seconds=30)
 
 
 @pytest.fixture

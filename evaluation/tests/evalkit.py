@@ -12,7 +12,7 @@ import re
 
 from evaluation.testing import RIGHT_SUMMARY, fruit_package
 from llm.models import ModelEndpoint
-from llm.testing import Reply
+from llm.testing import Reply, scripted_endpoint
 from tasks.models import BenchmarkCategory
 from tasks.services import save_package
 
@@ -51,17 +51,8 @@ def make_tasks(db_ready=True) -> dict:
 
 
 def endpoints(upstream) -> tuple[ModelEndpoint, ModelEndpoint]:
-    strong = ModelEndpoint.objects.create(
-        name="strong",
-        base_url=upstream.base_url,
-        model="strong-model",
-        roles=["agent"],
-        timeout_seconds=30,
-        max_retries=0,
-    )
-    weak = ModelEndpoint.objects.create(
-        name="weak", base_url=upstream.base_url, model="weak-model", roles=["agent"], timeout_seconds=30, max_retries=0
-    )
+    strong = scripted_endpoint(upstream, "strong", model="strong-model", timeout_seconds=30, max_retries=0)
+    weak = scripted_endpoint(upstream, "weak", model="weak-model", timeout_seconds=30, max_retries=0)
     return strong, weak
 
 

@@ -14,9 +14,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_the_same_request_through_the_sandbox_relay_is_refused_and_recorded(
-    live_server_asgi, scripted_upstream, upstream_agent, tmp_path
+    live_server_asgi, scripted_upstream, agent_endpoint, tmp_path
 ):
-    session = open_proxy_session(upstream_agent, subject="rollout:6")
+    session = open_proxy_session(agent_endpoint, subject="rollout:6")
     body = '{"messages": [{"role": "user", "content": "hi"}], "temperature": 1e999}'
     relay = ProxyRelay(
         tmp_path / "proxy.sock",

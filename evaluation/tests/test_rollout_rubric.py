@@ -11,7 +11,7 @@ from evaluation.models import Rollout
 from evaluation.services.rollouts import create_rollouts, execute_rollout
 from evaluation.testing import RIGHT_SUMMARY, fruit_package, needs_bwrap
 from llm.models import ModelCall, ModelEndpoint
-from llm.testing import Reply
+from llm.testing import Reply, scripted_endpoint
 from tasks.services import save_package
 
 pytestmark = [needs_bwrap, pytest.mark.django_db(transaction=True)]
@@ -32,9 +32,7 @@ def rubric_task(db):
 
 
 def judge_endpoint(upstream) -> ModelEndpoint:
-    return ModelEndpoint.objects.create(
-        name="judge", base_url=upstream.base_url, model="judge-model", roles=["judge"], max_retries=0
-    )
+    return scripted_endpoint(upstream, "judge", model="judge-model", roles=["judge"], max_retries=0)
 
 
 def verdict(score: float) -> Reply:

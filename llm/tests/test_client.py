@@ -15,7 +15,7 @@ from llm.client import (
     get_endpoint,
 )
 from llm.models import ModelCall, ModelEndpoint
-from llm.testing import Reply
+from llm.testing import Reply, scripted_endpoint
 
 KEY_ENV = "CLAWGYM_KEY_TEST_JUDGE"
 HELLO = [{"role": "user", "content": "hello"}]
@@ -34,9 +34,9 @@ def fast_backoff(fast_llm_retries):
 @pytest.fixture
 def endpoint(db, scripted_upstream, monkeypatch):
     monkeypatch.setenv(KEY_ENV, "sk-judge")
-    return ModelEndpoint.objects.create(
-        name="judge",
-        base_url=scripted_upstream.base_url,
+    return scripted_endpoint(
+        scripted_upstream,
+        "judge",
         model="judge-model",
         api_key_env=KEY_ENV,
         roles=["judge"],

@@ -10,9 +10,9 @@ import openai
 import pytest
 
 from llm.client import complete
-from llm.models import ModelCall, ModelEndpoint
+from llm.models import ModelCall
 from llm.services import close_proxy_session, open_proxy_session, proxy_base_url
-from llm.testing import Reply
+from llm.testing import Reply, scripted_endpoint
 from llm.wire import PURPOSE_HEADER
 
 UPSTREAM_KEY = "sk-upstream-secret-123"
@@ -22,9 +22,9 @@ KEY_ENV = "CLAWGYM_KEY_TEST_UPSTREAM"
 @pytest.fixture
 def endpoint(scripted_upstream, monkeypatch):
     monkeypatch.setenv(KEY_ENV, UPSTREAM_KEY)
-    return ModelEndpoint.objects.create(
-        name="upstream",
-        base_url=scripted_upstream.base_url,
+    return scripted_endpoint(
+        scripted_upstream,
+        "upstream",
         model="real-model-7b",
         api_key_env=KEY_ENV,
         roles=["agent"],

@@ -8,7 +8,7 @@ import pytest
 from llm.models import ModelCall, ModelEndpoint
 from llm.sampling import policy_for
 from llm.services import open_proxy_session, proxy_base_url
-from llm.testing import Reply
+from llm.testing import Reply, scripted_endpoint
 
 pytestmark = pytest.mark.django_db(transaction=True)
 HI = [{"role": "user", "content": "hi"}]
@@ -16,9 +16,9 @@ HI = [{"role": "user", "content": "hi"}]
 
 @pytest.fixture
 def endpoint(scripted_upstream):
-    return ModelEndpoint.objects.create(
-        name="policy",
-        base_url=scripted_upstream.base_url,
+    return scripted_endpoint(
+        scripted_upstream,
+        "policy",
         model="policy-7b",
         roles=["agent"],
         timeout_seconds=10,

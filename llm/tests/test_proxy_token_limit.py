@@ -18,9 +18,9 @@ def agent_of(session) -> openai.OpenAI:
 
 
 def test_calls_are_capped_to_what_is_left_and_refused_once_the_limit_is_reached(
-    live_server_asgi, scripted_upstream, upstream_agent
+    live_server_asgi, scripted_upstream, agent_endpoint
 ):
-    session = open_proxy_session(upstream_agent, subject="rollout:3", token_limit=100)
+    session = open_proxy_session(agent_endpoint, subject="rollout:3", token_limit=100)
     scripted_upstream.push(Reply.text("one", usage=(30, 20)), Reply.text("two", usage=(40, 10)))
     with agent_of(session) as agent:
         agent.chat.completions.create(model="m", messages=HI, max_tokens=1000)  # asks for more than is left
@@ -49,9 +49,9 @@ def test_calls_are_capped_to_what_is_left_and_refused_once_the_limit_is_reached(
 
 
 def test_a_responses_call_without_a_cap_gets_one_and_a_stream_is_asked_for_its_usage(
-    live_server_asgi, scripted_upstream, upstream_agent
+    live_server_asgi, scripted_upstream, agent_endpoint
 ):
-    session = open_proxy_session(upstream_agent, token_limit=500)
+    session = open_proxy_session(agent_endpoint, token_limit=500)
     scripted_upstream.push(Reply.text("r", usage=(100, 50)), Reply.text("streamed", usage=(250, 150)))
     with agent_of(session) as agent:
         agent.responses.create(model="m", input="hi")
@@ -67,16 +67,16 @@ def test_a_responses_call_without_a_cap_gets_one_and_a_stream_is_asked_for_its_u
     assert session.tokens_used() == 550  # the last call went past the limit by its prompt: it is refused after
 
 
-def test_a_session_without_a_limit_is_passed_through_untouched(live_server_asgi, scripted_upstream, upstream_agent):
-    session = open_proxy_session(upstream_agent)
+def test_a_session_without_a_limit_is_passed_through_untouched(live_server_asgi, scripted_upstream, agent_endpoint):
+    session = open_proxy_session(agent_endpoint)
     scripted_upstream.push(Reply.text("a", usage=(10**6, 10**6)), Reply.text("b"))
     with agent_of(session) as agent:
         agent.chat.completions.create(model="m", messages=HI)
         agent.chat.completions.create(model="m", messages=HI)
-    assert [r.json for r in scripted_upstream.requests] == [{"model": "real-model-7b", "messages": HI}] * 2
+    assert [r.json for r in scripted_upstream.requests] == [{"model": "scripted-model", "messages": HI}] * 2
 
 
 @pytest.mark.parametrize("limit", [0, -5, "100", True, 2.5])
-def test_a_limit_that_is_not_a_positive_whole_number_is_refused(upstream_agent, limit):
+def test_a_limit_that_is_not_a_positive_whole_number_is_refused(agent_endpoint, limit):
     with pytest.raises(ValueError, match="token limit must be a positive whole number"):
-        open_proxy_session(upstream_agent, token_limit=limit)
+        open_proxy_session(agent_endpoint, token_limit=limit)

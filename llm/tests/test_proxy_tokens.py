@@ -11,7 +11,7 @@ import pytest
 from llm.models import ModelCall, ModelCallTokens, ModelEndpoint
 from llm.services import open_proxy_session, proxy_base_url
 from llm.sse import StreamAssembler
-from llm.testing import Reply
+from llm.testing import Reply, scripted_endpoint
 from llm.testing_tokens import TOY_EOS, toy_assistant, toy_logprob, toy_prompt_ids, toy_tokenize
 from llm.tokens import TokenAsk, TokenCapture, TokenStream
 
@@ -24,9 +24,7 @@ TOOLS = [
 
 @pytest.fixture
 def endpoint(vllm_upstream, db):
-    return ModelEndpoint.objects.create(
-        name="policy", base_url=vllm_upstream.base_url, model="policy-0", timeout_seconds=10
-    )
+    return scripted_endpoint(vllm_upstream, "policy", model="policy-0", roles=(), timeout_seconds=10)
 
 
 def agent_for(session):

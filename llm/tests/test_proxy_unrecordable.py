@@ -44,11 +44,11 @@ UNSTORABLE = {
 
 @pytest.mark.parametrize("case", UNSTORABLE, ids=list(UNSTORABLE))
 def test_a_request_its_record_could_not_store_is_a_recorded_400_and_never_forwarded(
-    live_server_asgi, scripted_upstream, upstream_agent, case
+    live_server_asgi, scripted_upstream, agent_endpoint, case
 ):
     template, reason = UNSTORABLE[case]
     body = template % json.dumps(HI)
-    session = open_proxy_session(upstream_agent, subject="rollout:5", token_limit=1000)
+    session = open_proxy_session(agent_endpoint, subject="rollout:5", token_limit=1000)
     scripted_upstream.default = Reply.text("answered", usage=(10, 5))
 
     refused = post(session, body)
@@ -63,10 +63,10 @@ def test_a_request_its_record_could_not_store_is_a_recorded_400_and_never_forwar
     assert call.response == {"error": error}
 
 
-def test_escapes_that_are_storable_pass_and_are_counted(live_server_asgi, scripted_upstream, upstream_agent):
+def test_escapes_that_are_storable_pass_and_are_counted(live_server_asgi, scripted_upstream, agent_endpoint):
     # A surrogate pair (an emoji written as escapes), a character just below the surrogates, and an escaped
     # backslash before "ud800" (text, not an escape): valid and storable, so forwarded, recorded and counted.
-    session = open_proxy_session(upstream_agent, token_limit=1000)
+    session = open_proxy_session(agent_endpoint, token_limit=1000)
     scripted_upstream.push(Reply.text("ok", usage=(40, 2)))
     body = '{"messages": [{"role": "user", "content": "\\ud83d\\ude00 \\ud7ff \\\\ud800"}], "temperature": 0.5}'
 
@@ -79,8 +79,8 @@ def test_escapes_that_are_storable_pass_and_are_counted(live_server_asgi, script
     assert session.tokens_used() == 42
 
 
-def test_an_answer_holding_nan_is_a_recorded_502_not_passed_on(live_server_asgi, scripted_upstream, upstream_agent):
-    session = open_proxy_session(upstream_agent)
+def test_an_answer_holding_nan_is_a_recorded_502_not_passed_on(live_server_asgi, scripted_upstream, agent_endpoint):
+    session = open_proxy_session(agent_endpoint)
     answer = '{"choices": [{"index": 0, "message": {"role": "assistant", "content": "secret"}}], "score": NaN}'
     scripted_upstream.push(Reply.raw(answer))
 
@@ -97,9 +97,9 @@ def test_an_answer_holding_nan_is_a_recorded_502_not_passed_on(live_server_asgi,
 
 
 def test_a_stream_event_holding_infinity_ends_the_stream_with_an_error(
-    live_server_asgi, scripted_upstream, upstream_agent
+    live_server_asgi, scripted_upstream, agent_endpoint
 ):
-    session = open_proxy_session(upstream_agent)
+    session = open_proxy_session(agent_endpoint)
     # Its usage chunk (the last before [DONE]) says prompt_tokens: Infinity (json.dumps writes float("inf") so).
     scripted_upstream.push(Reply.text("streamed text", usage=(float("inf"), 3)))
 
@@ -117,10 +117,10 @@ def test_a_stream_event_holding_infinity_ends_the_stream_with_an_error(
 
 
 def test_a_training_stream_event_holding_nan_ends_the_stream_with_an_error(
-    live_server_asgi, scripted_upstream, upstream_agent
+    live_server_asgi, scripted_upstream, agent_endpoint
 ):
     # A training session's stream is split into events by llm.tokens, not llm.sse: the same refusal holds there.
-    session = open_proxy_session(upstream_agent, record_tokens=True)
+    session = open_proxy_session(agent_endpoint, record_tokens=True)
     scripted_upstream.push(Reply.text("tokens", usage=(5, float("nan"))))
 
     lines = stream_lines(session, {"messages": HI, "stream": True, "stream_options": {"include_usage": True}})
@@ -136,9 +136,9 @@ REFUSED_USAGE = (-1, 5)
 
 
 def test_a_whole_answer_whose_record_the_database_refused_is_withheld(
-    live_server_asgi, scripted_upstream, upstream_agent
+    live_server_asgi, scripted_upstream, agent_endpoint
 ):
-    session = open_proxy_session(upstream_agent)
+    session = open_proxy_session(agent_endpoint)
     scripted_upstream.push(Reply.text("the secret answer", usage=REFUSED_USAGE))
     with openai.OpenAI(base_url=proxy_base_url(session), api_key="k", max_retries=0, timeout=20) as agent:
         with pytest.raises(openai.InternalServerError) as withheld:
@@ -151,9 +151,9 @@ def test_a_whole_answer_whose_record_the_database_refused_is_withheld(
 
 @pytest.mark.parametrize("api", ["chat", "responses"])
 def test_a_stream_whose_record_the_database_refused_never_ends_cleanly(
-    live_server_asgi, scripted_upstream, upstream_agent, api
+    live_server_asgi, scripted_upstream, agent_endpoint, api
 ):
-    session = open_proxy_session(upstream_agent)
+    session = open_proxy_session(agent_endpoint)
     scripted_upstream.push(Reply.text("streamed secret", usage=REFUSED_USAGE))
     with openai.OpenAI(base_url=proxy_base_url(session), api_key="k", max_retries=0, timeout=20) as agent:
         with pytest.raises(openai.APIError, match=UNRECORDED):
@@ -168,8 +168,8 @@ def test_a_stream_whose_record_the_database_refused_never_ends_cleanly(
     assert not ModelCall.objects.filter(session=session).exists()
 
 
-def test_the_stream_withheld_is_cut_before_its_end_marker(live_server_asgi, scripted_upstream, upstream_agent):
-    session = open_proxy_session(upstream_agent)
+def test_the_stream_withheld_is_cut_before_its_end_marker(live_server_asgi, scripted_upstream, agent_endpoint):
+    session = open_proxy_session(agent_endpoint)
     scripted_upstream.push(Reply.text("streamed secret", usage=REFUSED_USAGE))
 
     lines = stream_lines(session, {"messages": HI, "stream": True, "stream_options": {"include_usage": True}})

@@ -18,12 +18,12 @@ from django.utils import timezone
 
 from llm.models import SESSION_TOKEN_PREFIX, ModelCall, ModelEndpoint, ProxySession, new_session_token
 from llm.services import close_proxy_session, open_proxy_session, proxy_base_url
-from llm.testing import Reply
+from llm.testing import Reply, scripted_endpoint
 
 
 @pytest.fixture
 def endpoint(scripted_upstream):
-    return ModelEndpoint.objects.create(name="up", base_url=scripted_upstream.base_url, model="m", roles=["agent"])
+    return scripted_endpoint(scripted_upstream, "up", model="m")
 
 
 @pytest.fixture

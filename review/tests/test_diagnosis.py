@@ -6,8 +6,8 @@ import pytest
 
 from jobs import runner
 from jobs.models import JobRun
-from llm.models import ModelCall, ModelEndpoint
-from llm.testing import Reply
+from llm.models import ModelCall
+from llm.testing import Reply, scripted_endpoint
 from review.diagnosis import DIAGNOSIS_PROMPT_VERSION, MAX_FILE_BYTES, DiagnosisFailed, diagnose_candidate
 from review.models import BenchmarkCandidate, LLMDiagnosis
 from review.services import NotAllowed, start_diagnosis, start_diagnosis_batch
@@ -46,13 +46,8 @@ def fast_backoff(fast_llm_retries):
 
 @pytest.fixture
 def endpoint(db, scripted_upstream):
-    return ModelEndpoint.objects.create(
-        name="diag",
-        base_url=scripted_upstream.base_url,
-        model="diag-model",
-        roles=["diagnosis"],
-        timeout_seconds=5,
-        max_retries=1,
+    return scripted_endpoint(
+        scripted_upstream, "diag", model="diag-model", roles=["diagnosis"], timeout_seconds=5, max_retries=1
     )
 
 

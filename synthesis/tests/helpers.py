@@ -4,6 +4,7 @@ import socket
 from decimal import Decimal
 
 from llm.models import ModelEndpoint
+from llm.testing import scripted_endpoint
 from synthesis.batch_plan import batch_config, config_hash
 from synthesis.models import SynthesisBatch, SynthesisItem
 
@@ -15,17 +16,10 @@ PASS = {"verdict": "pass", "reason": ""}
 
 def make_endpoints(upstream) -> tuple[ModelEndpoint, ModelEndpoint]:
     """The generator "gen" and the judge "judge", both the scripted model on loopback."""
-    common = {
-        "base_url": upstream.base_url,
-        "model": "scripted-model",
-        "timeout_seconds": 30,
-        "max_retries": 0,
-        "price_input_per_mtok": 1,
-        "price_output_per_mtok": 2,
-    }
+    common = {"timeout_seconds": 30, "max_retries": 0, "price_input_per_mtok": 1, "price_output_per_mtok": 2}
     return (
-        ModelEndpoint.objects.create(name="gen", roles=["generator"], **common),
-        ModelEndpoint.objects.create(name="judge", roles=["judge"], **common),
+        scripted_endpoint(upstream, "gen", roles=["generator"], **common),
+        scripted_endpoint(upstream, "judge", roles=["judge"], **common),
     )
 
 

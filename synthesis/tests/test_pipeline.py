@@ -28,6 +28,7 @@ from synthesis.models import AtomicOperation, Skill, SkillAnnotation, SynthesisB
 from synthesis.services import resume_batch, run_here, start_batch
 from synthesis.stages import verify
 from synthesis.testing import ScriptedPipeline
+from synthesis.tests.helpers import make_endpoints
 from tasks.models import ScenarioSubcategory, Task
 from tasks.sanity import check_revision
 
@@ -39,18 +40,7 @@ DEAD_WORKER = f"{socket.gethostname()}:4190001:1"
 
 @pytest.fixture
 def endpoints(scripted_upstream):
-    common = {
-        "base_url": scripted_upstream.base_url,
-        "model": "scripted-model",
-        "timeout_seconds": 30,
-        "max_retries": 0,
-        "price_input_per_mtok": 1,
-        "price_output_per_mtok": 2,
-    }
-    return (
-        ModelEndpoint.objects.create(name="gen", roles=["generator"], **common),
-        ModelEndpoint.objects.create(name="judge", roles=["judge"], **common),
-    )
+    return make_endpoints(scripted_upstream)
 
 
 def scripted(upstream, cases) -> ScriptedPipeline:
