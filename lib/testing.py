@@ -1,6 +1,8 @@
 """What every app's tests share and that knows no app: the test password and a fast hasher for it, clients signed in
-or holding an API token, and the marks CI selects by (servers on loopback: lib.loopback). The users of each role
-are `accounts.testing`'s."""
+or holding an API token, `wait_until` for what another thread or process does, and the marks CI selects by (servers
+on loopback: lib.loopback). The users of each role are `accounts.testing`'s."""
+
+import time
 
 import pytest
 from django.test import Client
@@ -31,6 +33,18 @@ def token_client(user) -> APIClient:
     token, _ = Token.objects.get_or_create(user=user)
     client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
     return client
+
+
+def wait_until(condition, what, *, timeout: float = 60.0):
+    """Call `condition` until it returns something true, and return that: for what another thread or process does (a
+    worker, a server, the proxy's record). After `timeout` s the test fails saying what it waited for (`what`, or what
+    `what()` says then, such as a worker's log tail); the bound only ends a hung test, so it is wide."""
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {timeout} s for {what() if callable(what) else what}")
+        time.sleep(0.05)
+    return value
 
 
 @pytest.fixture

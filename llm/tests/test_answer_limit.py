@@ -9,7 +9,6 @@ proxy and the scripted server run here) says what was held.
 """
 
 import json
-import time
 import tracemalloc
 from urllib.parse import urlsplit
 
@@ -20,6 +19,7 @@ from django.urls import reverse
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from lib.testing import wait_until
 from llm.client import ModelCallError, complete
 from llm.failures import is_answer_failure, too_large
 from llm.models import ModelCall, ModelEndpoint
@@ -38,14 +38,6 @@ def capped(settings):
     settings.CLAWGYM_MAX_RESPONSE_BYTES = LIMIT
 
 
-def _wait_until(condition, failure: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(failure)
-        time.sleep(0.01)
-
-
 class Peak:
     """The most memory Python allocated (all threads) while inside the block, above what it held before."""
 
@@ -61,7 +53,7 @@ class Peak:
 
 def assert_stopped_reading(requests) -> None:
     for received in requests:
-        _wait_until(lambda r=received: r.disconnected, "the reader never hung up on the 200 MB answer")
+        wait_until(lambda r=received: r.disconnected, "the reader to hang up on the 200 MB answer")
         assert not received.finished and received.bytes_sent < SENT_AT_MOST, received.bytes_sent
 
 

@@ -9,6 +9,7 @@ import httpx
 import openai
 import pytest
 
+from lib.testing import wait_until
 from llm.client import complete
 from llm.models import ModelCall
 from llm.services import close_proxy_session, open_proxy_session, proxy_base_url
@@ -114,7 +115,7 @@ def test_stream_passes_through_chunk_by_chunk_before_the_upstream_finishes(agent
             usage = chunk.usage
     assert "".join(pieces) == "Hello from a slow stream" and usage is not None
     # The upstream marks itself finished just after its last chunk went out, which may be after the agent read it.
-    _wait_until(lambda: upstream_side.finished, "the upstream never finished its stream")
+    wait_until(lambda: upstream_side.finished, "the upstream to finish its stream")
     call = only_call(session)  # written before the response ended
     assert call.stream and call.error == ""
     message = call.response["choices"][0]["message"]
@@ -232,26 +233,9 @@ def test_a_caller_that_goes_away_mid_stream_is_recorded(session, scripted_upstre
     ) as response:
         next(response.iter_raw())  # one chunk, then hang up
     scripted_upstream.release()
-    call = _wait_for_call(session)
+    # The record is written after the caller has gone: on a busy machine, later.
+    call = wait_until(lambda: ModelCall.objects.filter(session=session).first(), "the call's record")
     assert "went away" in call.error and call.stream
-
-
-def _wait_until(condition, failure: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(failure)
-        time.sleep(0.01)
-
-
-def _wait_for_call(session, timeout=20.0):  # the record is written after the caller has gone: on a busy machine, later
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        call = ModelCall.objects.filter(session=session).first()
-        if call:
-            return call
-        time.sleep(0.05)
-    raise AssertionError("no call was recorded")
 
 
 def test_many_concurrent_streams_through_one_process(live_server_asgi, endpoint, scripted_upstream):

@@ -3,7 +3,6 @@ removed by the next worker before the run is taken up again; a cancelled retry l
 
 import os
 import signal
-import time
 import uuid
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from jobs import scratch
 from jobs.models import JobRun
 from jobs.services import cancel_job
 from jobs.testing import wait_for_job_run
+from lib.testing import wait_until
 from tasks.package import STANDARD_REWARD_SH, PackageFile, TaskPackage
 from tasks.sanity import start_sanity_check
 from tasks.services import save_package
@@ -61,28 +61,19 @@ def in_sandbox(pid: int) -> bool:
         return False
 
 
-def wait_until(condition, what: str, timeout: float = 90.0):
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"waited {timeout} s for {what}")
-        time.sleep(0.05)
-    return value
-
-
 def test_a_worker_killed_mid_check_leaves_no_workspace(django_q_worker, reviewer):
     token = uuid.uuid4().hex
     run = start_sanity_check(slow_task(token), user=reviewer)
     wait_for_job_run(run, statuses=[JobRun.Status.RUNNING], timeout=60)
     pid = int(run.worker.split(":")[1])
-    wait_until(lambda: checking(token) and in_sandbox(pid), "a checker of the run in its sandbox")
+    wait_until(lambda: checking(token) and in_sandbox(pid), "a checker of the run in its sandbox", timeout=90)
 
     os.kill(pid, signal.SIGKILL)  # the pool process, while its checker runs
     left = checking(token)  # what the dead worker left: it makes no more
     assert left and all(folder.is_dir() for folder in left)
 
     # The cluster starts a new worker process; it removes the dead one's folders before it takes the run up again.
-    wait_until(lambda: JobRun.objects.get(pk=run.pk).attempts == 2, "the run to be taken up again")
+    wait_until(lambda: JobRun.objects.get(pk=run.pk).attempts == 2, "the run to be taken up again", timeout=90)
     assert not any(folder.exists() for folder in left)
     assert not any(Path(f"{folder}.lock").exists() for folder in left)
 

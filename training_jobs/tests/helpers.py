@@ -3,10 +3,10 @@
 import hashlib
 import random
 import threading
-import time
 from pathlib import Path
 
 from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
+from lib.testing import wait_until
 from llm.models import ModelCall, ModelCallTokens
 from llm.testing_tokens import (
     TOY_EOS,
@@ -20,14 +20,6 @@ from tasks.services import save_package
 from training_jobs.kinds.sft import build_config
 from training_jobs.models import Checkpoint, TrainingMetric, TrainingRun
 from training_jobs.run_jobs import execute_training, run_dir
-
-
-def wait_until(predicate, what: str, timeout: float = 300.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout} s")
-        time.sleep(0.2)
 
 
 def in_thread(run_id: int) -> threading.Thread:
@@ -46,7 +38,7 @@ def in_thread(run_id: int) -> threading.Thread:
 
 def trainer_pid(run: TrainingRun) -> int:
     path = run_dir(run) / "trainer.pid"
-    wait_until(path.exists, "the trainer's pid file")
+    wait_until(path.exists, "the trainer's pid file", timeout=300)
     return int(path.read_text())
 
 

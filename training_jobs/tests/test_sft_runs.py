@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
+from lib.testing import wait_until
 from training_jobs.kinds import TrainingRunError, parse_overrides
 from training_jobs.kinds.sft import build_config
 from training_jobs.models import Checkpoint, TrainingMetric, TrainingRun
 from training_jobs.run_jobs import group_alive, hash_folder, run_dir
 from training_jobs.services.runs import cancel_training_run, clone_training_run, start_training_run
-from training_jobs.tests.helpers import in_thread, trainer_pid, wait_until
+from training_jobs.tests.helpers import in_thread, trainer_pid
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("training_dir")]
 
@@ -120,7 +121,7 @@ def test_cancel_kills_the_trainer(dataset, tiny_model_path):
     )
     thread = in_thread(run.pk)
     pid = trainer_pid(run)
-    wait_until(lambda: TrainingMetric.objects.filter(run=run).exists(), "a first metric")
+    wait_until(lambda: TrainingMetric.objects.filter(run=run).exists(), "a first metric", timeout=300)
     cancel_training_run(run, user=None)
     thread.join(timeout=60)
     assert not thread.is_alive()
@@ -142,7 +143,7 @@ def test_a_killed_trainer_resumes_from_its_last_checkpoint(dataset, tiny_model_p
     )
     thread = in_thread(run.pk)
     pid = trainer_pid(run)
-    wait_until(lambda: Checkpoint.objects.filter(run=run).exists(), "a first checkpoint")
+    wait_until(lambda: Checkpoint.objects.filter(run=run).exists(), "a first checkpoint", timeout=300)
     os.killpg(pid, signal.SIGKILL)
     thread.join(timeout=60)
     run.refresh_from_db()

@@ -8,10 +8,11 @@ import shutil
 import pytest
 
 from jobs.testing import start_celery_worker
+from lib.testing import wait_until
 from training_jobs.models import Checkpoint, TrainingMetric, TrainingRun
 from training_jobs.run_jobs import group_alive, run_dir
 from training_jobs.services.runs import cancel_training_run, start_training_run
-from training_jobs.tests.helpers import trainer_pid, wait_until
+from training_jobs.tests.helpers import trainer_pid
 
 pytestmark = [pytest.mark.workers, pytest.mark.once, pytest.mark.django_db(transaction=True)]
 
@@ -49,7 +50,7 @@ def test_a_killed_workers_run_goes_on_from_its_last_checkpoint(
         user=None,
     )
     pid = trainer_pid(run)
-    wait_until(lambda: Checkpoint.objects.filter(run=run).exists(), "a first checkpoint")
+    wait_until(lambda: Checkpoint.objects.filter(run=run).exists(), "a first checkpoint", timeout=300)
     first.kill()  # kill -9: the job is never acknowledged nor recorded as ended
     wait_until(lambda: not group_alive(pid), "the trainer to notice its worker is gone", timeout=60)
     run.refresh_from_db()
@@ -58,7 +59,7 @@ def test_a_killed_workers_run_goes_on_from_its_last_checkpoint(
 
     second = start_celery_worker(celery_broker_url, queues="gpu")  # it queues the lost job again on start
     workers.append(second)
-    wait_until(lambda: TrainingRun.objects.get(pk=run.pk).attempt == 2, "the job's second attempt")
+    wait_until(lambda: TrainingRun.objects.get(pk=run.pk).attempt == 2, "the job's second attempt", timeout=300)
     run.refresh_from_db()
     resumed_from = run.resumed_from
     assert resumed_from is not None and resumed_from.step >= last_before.step
