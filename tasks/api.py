@@ -59,19 +59,21 @@ from .models import CategoryProposal, Task, TaskRevision
 from .package import PackageError
 from .paths import TaskFileError
 from .sanity import start_sanity_check
-from .serializers import (
+from .serializers.categories import (
     CategorizeSerializer,
     CategoryProposalFilterSerializer,
     CategoryProposalSerializer,
-    ConflictSerializer,
     DecisionsSerializer,
+    ProposalEditSerializer,
+    ProposalIdsSerializer,
+    ProposalRejectSerializer,
+)
+from .serializers.tasks import (
+    ConflictSerializer,
     FilePutSerializer,
     FileRefSerializer,
     ImportFilterSerializer,
     ImportUploadSerializer,
-    ProposalEditSerializer,
-    ProposalIdsSerializer,
-    ProposalRejectSerializer,
     RevisionChangeSerializer,
     RevisionDetailSerializer,
     RevisionFileSerializer,

@@ -14,13 +14,12 @@ from rest_framework import serializers
 from rest_framework.reverse import reverse
 from rest_framework.settings import api_settings
 
-from jobs.redaction import hide_paths_in, sees_server_details
 from jobs.serializers import JobRunFilterSerializer
 from lib.bounds import MAX_ID, TextRefused, check_json, check_text
 
-from .formats import FORMATS
-from .models import BenchmarkCategory, CategoryProposal, RevisionFile, SanityReport, Task, TaskRevision
-from .package import (
+from ..formats import FORMATS
+from ..models import RevisionFile, SanityReport, Task, TaskRevision
+from ..package import (
     DEFAULT_CHECKER_ENTRY,
     DEFAULT_CODE_WEIGHT,
     ROLES,
@@ -29,9 +28,9 @@ from .package import (
     TaskPackage,
     validate_rubric,
 )
-from .paths import TaskFileError, normalize_path
-from .services import validate_package
-from .verification import CheckStatus
+from ..paths import TaskFileError, normalize_path
+from ..services import validate_package
+from .sanity import SanityReportSerializer
 
 ENCODINGS = [("text", "UTF-8 text"), ("base64", "base64 (any bytes)")]
 OUTCOMES = [("updated", "A new revision was made"), ("unchanged", "Content identical: no new revision")]
@@ -93,107 +92,6 @@ class RevisionSummarySerializer(serializers.ModelSerializer):
     @extend_schema_field(OpenApiTypes.URI)
     def get_url(self, obj) -> str:
         return revision_url(self.context.get("request"), obj.task.external_id, obj.number)
-
-
-class SanityWriteSerializer(serializers.Serializer):
-    path = serializers.CharField()
-    change = serializers.ChoiceField(choices=["added", "modified", "deleted"])
-
-
-class SanityRunSerializer(serializers.Serializer):
-    """How the checker did on one workspace."""
-
-    score = serializers.FloatField(help_text="The code score; 0 unless status is ok.")
-    status = serializers.ChoiceField(choices=[(s.value, s.value) for s in CheckStatus])
-    reason = serializers.CharField(help_text="Why it failed, or a remark on a clean run (may be empty).")
-    subscores = serializers.DictField(
-        child=serializers.FloatField(), help_text="The checks check.py printed (whatever reward.sh did with them)."
-    )
-    duration = serializers.FloatField(help_text="Seconds.")
-    runtime = serializers.CharField(required=False, help_text="The sandbox runtime version that ran the checker.")
-    workspace_writes = SanityWriteSerializer(
-        many=True, required=False, help_text="What the checker wrote into the workspace it judged (a warning)."
-    )
-    workspace_writes_count = serializers.IntegerField(required=False, help_text="All its writes (the list is cut).")
-    stdout = serializers.CharField(required=False, help_text="The end of the checker's stdout (every run).")
-    stderr = serializers.CharField(
-        required=False, help_text="The end of the checker's stderr (every run; older reports: failed runs only)."
-    )
-
-
-class SanityReportSerializer(serializers.ModelSerializer):
-    """The latest sanity check of a revision's checker (see tasks.sanity)."""
-
-    runs = serializers.DictField(
-        child=SanityRunSerializer(),
-        help_text="Each lazy workspace tried: empty, initial and scaffold, then the lazy moves (tasks.lazy_workspaces).",
-    )
-    solution_run = SanityRunSerializer(allow_null=True, help_text="The reference solution applied; null without one.")
-    verdict = serializers.ChoiceField(choices=["crashed", "over-lenient", "unsolvable", "passed"], read_only=True)
-    problems = serializers.ListField(child=serializers.CharField(), read_only=True)
-    warnings = serializers.ListField(
-        child=serializers.CharField(), read_only=True, help_text="No findings: e.g. the checker wrote to its workspace."
-    )
-    lazy_scores = serializers.DictField(
-        child=serializers.FloatField(), read_only=True, help_text="What a lazy agent earns on each lazy workspace."
-    )
-    lazy_best = serializers.DictField(
-        source="lazy_best_run",
-        read_only=True,
-        allow_null=True,
-        help_text="The workspace that earned the lazy score: workspace, score, paying_checks, description, files, "
-        "final_message.",
-    )
-    lazy_workspaces = serializers.DictField(
-        read_only=True, help_text="{workspace: {description, files: [{path, size}], final_message}}: what each run got."
-    )
-    moves_not_run = serializers.DictField(
-        child=serializers.CharField(), read_only=True, help_text="{lazy move: why it was not run}."
-    )
-    paying_checks = serializers.DictField(
-        child=serializers.FloatField(), read_only=True, help_text="The checks that pay a lazy agent, at their most."
-    )
-    sandbox_warning = serializers.SerializerMethodField(help_text="Set when the checker ran without a sandbox.")
-
-    def to_representation(self, instance):
-        data = super().to_representation(instance)
-        request = self.context.get("request")
-        if request is None or not sees_server_details(request.user):
-            # A sandbox that could not start says where (server paths): only admins get those in full.
-            for key in ("problems", "warnings", "runs", "solution_run", "lazy_best"):
-                data[key] = hide_paths_in(data[key])
-        return data
-
-    class Meta:
-        model = SanityReport
-        fields = [
-            "verdict",
-            "crashed",
-            "over_lenient",
-            "lazy_score",
-            "lazy_scores",
-            "lazy_best",
-            "lazy_workspaces",
-            "moves_not_run",
-            "paying_checks",
-            "solvable",
-            "problems",
-            "warnings",
-            "runs",
-            "solution_run",
-            "scaffold_paths",
-            "tolerance",
-            "backend",
-            "runtime",
-            "isolated",
-            "sandbox_warning",
-            "job_run",
-            "created_at",
-        ]
-        read_only_fields = fields
-
-    def get_sandbox_warning(self, obj) -> str | None:
-        return None if obj.isolated else f"ran without a sandbox (the {obj.backend} backend)"
 
 
 class RevisionDetailSerializer(RevisionSummarySerializer):
@@ -538,106 +436,3 @@ class TaskFilterSerializer(serializers.Serializer):
 
 class ImportFilterSerializer(JobRunFilterSerializer):
     kind = None  # the import list holds one kind only
-
-
-# --- category proposals ------------------------------------------------------------------------------------
-
-
-class CategoryProposalSerializer(serializers.ModelSerializer):
-    """A model's proposal of a benchmark category for a task, and the admin's decision on it."""
-
-    task = serializers.SlugRelatedField(slug_field="external_id", read_only=True)
-    revision = serializers.IntegerField(source="revision.number", read_only=True, help_text="The revision shown.")
-    category = serializers.SlugRelatedField(
-        slug_field="slug", read_only=True, help_text="What the model proposed; null when the proposal failed."
-    )
-    category_before = serializers.SlugRelatedField(
-        slug_field="slug", read_only=True, help_text="The task's category when the proposal was made."
-    )
-    decided_category = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    decided_revision = serializers.IntegerField(
-        source="decided_revision.number", read_only=True, allow_null=True, help_text="The revision the decision made."
-    )
-    decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
-
-    class Meta:
-        model = CategoryProposal
-        fields = [
-            "id",
-            "task",
-            "revision",
-            "category",
-            "reason",
-            "status",
-            "error",
-            "endpoint_name",
-            "prompt_version",
-            "model_call",
-            "job_run",
-            "category_before",
-            "decided_category",
-            "decided_revision",
-            "decision_note",
-            "decided_by",
-            "decided_at",
-            "created_at",
-        ]
-        read_only_fields = fields
-
-
-class CategoryProposalFilterSerializer(serializers.Serializer):
-    status = serializers.ChoiceField(choices=CategoryProposal.Status.choices, required=False)
-    task = serializers.CharField(required=False, help_text="A task's external id.")
-    category = serializers.SlugField(required=False, help_text="The proposed category's slug.")
-
-    def filter(self, queryset):
-        data = self.validated_data
-        if "status" in data:
-            queryset = queryset.filter(status=data["status"])
-        if "task" in data:
-            queryset = queryset.filter(task__external_id=data["task"])
-        if "category" in data:
-            queryset = queryset.filter(category__slug=data["category"])
-        return queryset
-
-
-class ProposalIdsSerializer(serializers.Serializer):
-    ids = serializers.ListField(
-        child=serializers.IntegerField(min_value=1, max_value=MAX_ID), min_length=1, max_length=1000
-    )
-
-
-class ProposalEditSerializer(serializers.Serializer):
-    category = serializers.SlugRelatedField(
-        slug_field="slug", queryset=BenchmarkCategory.objects.all(), help_text="The category to set (slug)."
-    )
-
-
-class ProposalRejectSerializer(serializers.Serializer):
-    note = serializers.CharField(max_length=500, required=False, allow_blank=True)
-
-
-class CategorizeSerializer(serializers.Serializer):
-    tasks = serializers.ListField(
-        child=serializers.CharField(),
-        required=False,
-        max_length=100_000,
-        help_text="External ids; omitted: the tasks without a category and without a pending proposal.",
-    )
-    endpoint = serializers.CharField(required=False, help_text="Endpoint name (default: generator, else judge role).")
-
-    def validate_tasks(self, value):
-        found = dict(Task.objects.filter(external_id__in=value).values_list("external_id", "pk"))
-        missing = [i for i in dict.fromkeys(value) if i not in found]
-        if missing:
-            raise serializers.ValidationError(f"no such task: {', '.join(missing[:20])}")
-        return [found[i] for i in dict.fromkeys(value)]
-
-
-class DecisionsSerializer(serializers.Serializer):
-    accepted = serializers.ListField(
-        child=serializers.IntegerField(), help_text="Proposals accepted (a new revision each)."
-    )
-    rejected = serializers.ListField(child=serializers.DictField(), help_text='Stale ones: {"id", "reason"}.')
-    skipped = serializers.ListField(child=serializers.DictField(), help_text='Not pending: {"id", "status"}.')
-    errors = serializers.ListField(child=serializers.DictField(), help_text='Not applied: {"id", "error"}.')
