@@ -37,28 +37,32 @@ from lib.api_filters import QueryFilterMixin
 from . import annotation, batch_plan, batch_report, seed_files, services, skills
 from .models import Persona, QualityAssessment, Skill, SkillAnnotation, SynthesisBatch, SynthesisItem
 from .qa_checks import QAError
-from .serializers import (
-    AnnotateSerializer,
+from .serializers.assessments import (
     AssessSerializer,
-    BatchFilterSerializer,
-    BatchReportSerializer,
-    ImportReportSerializer,
-    ItemFilterSerializer,
-    PersonaFilterSerializer,
-    PersonaImportSerializer,
-    PersonaSerializer,
     QualityAssessmentFilterSerializer,
     QualityAssessmentSerializer,
+)
+from .serializers.batches import (
+    BatchFilterSerializer,
+    BatchReportSerializer,
+    ItemFilterSerializer,
     ResumeBatchSerializer,
-    SkillFilterSerializer,
-    SkillOverrideSerializer,
-    SkillSerializer,
     StartBatchSerializer,
     StartedBatchSerializer,
     SynthesisBatchDetailSerializer,
     SynthesisBatchListSerializer,
     SynthesisItemDetailSerializer,
     SynthesisItemSerializer,
+)
+from .serializers.seeds import (
+    AnnotateSerializer,
+    ImportReportSerializer,
+    PersonaFilterSerializer,
+    PersonaImportSerializer,
+    PersonaSerializer,
+    SkillFilterSerializer,
+    SkillOverrideSerializer,
+    SkillSerializer,
 )
 
 NOT_QUEUED = detail_error("SynthesisNotQueued", "The job engine did not take the job.")
