@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SandboxError
-from . import process_exit, volume
+from . import mounts, process_exit, volume
 from .cgroups import _start_time
 
 # How long a ready container may wait for its run; older ones are removed instead of used.
@@ -97,7 +97,7 @@ def launchable(args: list[str], cwd: str, workspace_root: Path, workspace_path: 
 
 def make_slot() -> Path:
     """A folder whose `workspace` is a shared mount of itself (named as volumes are: removed after a killed worker)."""
-    libc = volume._syscalls()
+    libc = mounts.syscalls()
     if not libc:
         raise SandboxError("no libc mount here: the Docker backend's ready containers need it")
     base = volume.scratch_dir()
@@ -116,7 +116,7 @@ def make_slot() -> Path:
 
 
 def remove_slot(slot: Path) -> None:
-    libc = volume._syscalls()
+    libc = mounts.syscalls()
     point = bytes(slot / "workspace")
     for _mount in range(3):  # the run's filesystem (when its volume was not removed), then the bind
         if not libc or libc.umount2(point, 2) != 0:  # MNT_DETACH: the container may still hold it

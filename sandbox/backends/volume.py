@@ -27,8 +27,6 @@ of mke2fs (see "a pool of mounted volumes" below for when a volume is kept and w
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import errno
 import fcntl
 import logging
 import os
@@ -36,7 +34,6 @@ import re
 import secrets
 import shutil
 import stat
-import struct
 import subprocess
 import tempfile
 import threading
@@ -46,7 +43,7 @@ from typing import Any
 
 from ..errors import SandboxError
 from ..limits import MiB
-from . import process_exit
+from . import mounts, process_exit
 from .cgroups import _start_time
 
 SCRATCH_ENV = "CLAWGYM_SANDBOX_SCRATCH"
@@ -130,7 +127,7 @@ class Volume:
                 self._format(pooled_for, pooled_for // BLOCK, disk_bytes, uid, gid, None)
             if self.own_mount_point:
                 self.mount_point.mkdir(mode=0o700)
-            if not _loop_mount(self.image, self.mount_point):
+            if not mounts.loop_mount(self.image, self.mount_point):
                 _run(
                     ["mount", "-t", "ext4", "-o", "loop,nosuid,nodev", str(self.image), str(self.mount_point)],
                     "mount the workspace's filesystem",
@@ -215,7 +212,7 @@ class Volume:
 
     def remove(self) -> None:
         if self.mounted:
-            if not _umount(self.mount_point):
+            if not mounts.umount(self.mount_point):
                 done = subprocess.run(["umount", str(self.mount_point)], capture_output=True, stdin=subprocess.DEVNULL)
                 if done.returncode != 0:  # still busy (a process of ours holding a file): detach now, free it later
                     subprocess.run(
@@ -223,87 +220,6 @@ class Volume:
                     )
             self.mounted = False
         shutil.rmtree(self.dir, ignore_errors=True)
-
-
-# Mounting with the kernel's calls directly, not through mount(8) and umount(8): two programs fewer per run, and no
-# libmount reading the mount table and locking /run/mount/utab each time. Where any step is refused (no libc mount,
-# no loop-control, an old kernel without LOOP_CONFIGURE) the programs do it instead.
-_LOOP_CTL_GET_FREE = 0x4C82
-_LOOP_CONFIGURE = 0x4C0A
-_LO_FLAGS_AUTOCLEAR = 4
-_MS_NOSUID, _MS_NODEV = 2, 4
-# struct loop_config: fd, block_size, struct loop_info64 (lo_flags at offset 52 of it; 232 bytes), 8 reserved u64.
-_LOOP_CONFIG = struct.Struct("=II52xI176x64x")
-_libc = None
-
-
-def _syscalls():
-    global _libc
-    if _libc is None:
-        try:
-            _libc = ctypes.CDLL(None, use_errno=True)
-            _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p]
-            _libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
-        except (OSError, AttributeError):
-            _libc = False
-    return _libc
-
-
-def _loop_mount(image: Path, mount_point: Path) -> bool:
-    """Attach `image` to a free loop device (detached again by the kernel once unmounted) and mount it ext4,
-    nosuid, nodev. False, with nothing left attached, when this path is not available here."""
-    libc = _syscalls()
-    if not libc:
-        return False
-    try:
-        control = os.open("/dev/loop-control", os.O_RDWR | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        backing = os.open(image, os.O_RDWR | os.O_CLOEXEC)
-        try:
-            for _attempt in range(16):  # another process may take the free device first: ask again
-                number = fcntl.ioctl(control, _LOOP_CTL_GET_FREE)
-                try:
-                    device = os.open(f"/dev/loop{number}", os.O_RDWR | os.O_CLOEXEC)
-                except OSError:
-                    return False  # no device node (a container without devtmpfs): mount(8) knows what to do
-                try:
-                    try:
-                        fcntl.ioctl(device, _LOOP_CONFIGURE, _LOOP_CONFIG.pack(backing, 0, _LO_FLAGS_AUTOCLEAR))
-                    except OSError as exc:
-                        if exc.errno == errno.EBUSY:
-                            continue
-                        return False
-                    # Mounted before the device is closed: with autoclear, its last close detaches it.
-                    if (
-                        libc.mount(
-                            f"/dev/loop{number}".encode(), bytes(mount_point), b"ext4", _MS_NOSUID | _MS_NODEV, None
-                        )
-                        == 0
-                    ):
-                        return True
-                    code = ctypes.get_errno()
-                    raise SandboxError(f"could not mount the workspace's filesystem: {os.strerror(code)}")
-                finally:
-                    os.close(device)
-            return False
-        finally:
-            os.close(backing)
-    finally:
-        os.close(control)
-
-
-def _umount(mount_point: Path) -> bool:
-    """umount2(2), lazily when still busy; False when the call is not available here (umount(8) then)."""
-    libc = _syscalls()
-    if not libc:
-        return False
-    if libc.umount2(bytes(mount_point), 0) == 0:
-        return True
-    if ctypes.get_errno() == errno.EBUSY:  # a process of ours still holding a file: detach it now, free it later
-        return libc.umount2(bytes(mount_point), 2) == 0  # MNT_DETACH
-    return False
 
 
 REMOVAL_BACKLOG = 8
