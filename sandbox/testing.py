@@ -1,4 +1,5 @@
-"""pytest fixtures and helpers for code that runs things in the sandbox (registered in the root conftest.py).
+"""The sandbox's test helpers: pytest fixtures for code that runs things in the sandbox (registered in the root
+conftest.py), and plain helpers of its own tests (`processes_with`, `as_unprivileged`).
 
 What a test needs and this machine lacks (bubblewrap, the OpenClaw harness, a Docker engine) skips the test on a
 developer's machine, but fails it in CI: a CI run must never lose a module to a quiet skip.
@@ -10,6 +11,7 @@ date, a minute otherwise).
 """
 
 import os
+import pickle
 import subprocess
 from pathlib import Path
 from typing import NoReturn
@@ -124,3 +126,49 @@ def pytest_collection_modifyitems(config, items):
             item.fixturenames.insert(0, "docker_engine")
         if item.get_closest_marker("docker") and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(DOCKER_TEST_TIMEOUT))
+
+
+def processes_with(marker: str) -> list[int]:
+    """Host pids whose command line holds `marker` (a sandbox's PID namespace is visible from here)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                cmdline = handle.read()
+        except OSError:
+            continue  # exited while we looked
+        if marker.encode() in cmdline:
+            found.append(int(entry))
+    return found
+
+
+def as_unprivileged(function):
+    """Call `function` in a forked child that runs as uid 65534 when we are root, and return what it returned.
+
+    CI runs as root; developers do not. This is how the tests reach the code paths of a non-root caller.
+    """
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        try:
+            os.close(read_end)
+            if os.geteuid() == 0:
+                os.setgroups([])
+                os.setgid(65534)
+                os.setuid(65534)
+            payload = pickle.dumps(("returned", function()))
+        except BaseException as exc:
+            payload = pickle.dumps(("raised", f"{type(exc).__name__}: {exc}"))
+        with os.fdopen(write_end, "wb") as pipe:
+            pipe.write(payload)
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        data = pipe.read()
+    os.waitpid(pid, 0)
+    outcome, value = pickle.loads(data)
+    if outcome == "raised":
+        raise AssertionError(f"in the unprivileged child: {value}")
+    return value

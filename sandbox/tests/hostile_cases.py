@@ -26,8 +26,7 @@ from pathlib import Path
 import pytest
 
 from sandbox import ExecResult, Limits, Status
-
-from .helpers import processes_with
+from sandbox.testing import processes_with
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 TIGHT = Limits(wall_seconds=20, cpu_seconds=10, memory_bytes=256 << 20, max_processes=32, max_output_bytes=1 << 20)

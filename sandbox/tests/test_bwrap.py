@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from sandbox import OPENCLAW_WORKSPACE_PATH, WORKSPACE_PATH, Limits, SandboxError, Status, Workspace
-
-from .helpers import as_unprivileged
+from sandbox.testing import as_unprivileged
 
 # Positive cases get a generous wall clock: the machine running the tests may be busy.
 ROOMY = Limits(wall_seconds=60)

@@ -19,9 +19,8 @@ import pytest
 
 from sandbox import Limits, Status, Workspace
 from sandbox.backends import cgroups, volume
-from sandbox.testing import volumes_of
+from sandbox.testing import processes_with, volumes_of
 
-from .helpers import processes_with
 from .hostile_cases import *  # noqa: F403 - the shared battery, collected here against bubblewrap
 from .hostile_cases import FORK_STORM, FOUR_PROCESSES_OF_800_MIB, TIGHT, SandboxView
 

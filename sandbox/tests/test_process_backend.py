@@ -7,8 +7,7 @@ import json
 import pytest
 
 from sandbox import Limits, SandboxError, Status, UnsandboxedRefused, get_backend
-
-from .helpers import processes_with
+from sandbox.testing import processes_with
 
 
 @pytest.fixture

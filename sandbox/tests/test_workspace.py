@@ -9,8 +9,7 @@ import stat
 import pytest
 
 from sandbox import Entry, Snapshot, Workspace, WorkspaceError
-
-from .helpers import as_unprivileged
+from sandbox.testing import as_unprivileged
 
 
 @pytest.fixture
