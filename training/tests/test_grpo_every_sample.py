@@ -252,3 +252,41 @@ def test_the_job_answer_becomes_one_completion_per_generation_and_the_rest_extra
     assert (out["prompt_ids"][2], out["completion_ids"][2], out["env_mask"][2]) == ([99], [99], [0])
     assert out["checker_reward"] == [1.0, 0.0, None, 0.8, 0.0, 1.0] and out["rollout_id"] == list(range(6))
     assert math.isclose(sum(advantages(generations, 3)[:3]), 0.0, abs_tol=1e-9)
+
+
+def test_an_on_policy_step_finds_its_logprob_mismatch_in_its_loss_forwards(tiny_path, tmp_path):
+    """No old logprobs (one iteration a generation): the step's mismatch between the sampled logprobs (−1.0 on every
+    policy token here) and the trainer's comes from the loss's own forwards, one a micro-batch, and is the
+    reference's: no extra pass over the step's rows."""
+    import torch
+
+    generations = step_generations()
+    trainer = make_trainer(tiny_path, tmp_path, generations, num_iterations=1)
+    forwards = []
+    original = trainer._get_per_token_logps_and_entropies
+
+    def counted(*args, **kwargs):
+        forwards.append(torch.is_grad_enabled())
+        return original(*args, **kwargs)
+
+    trainer._get_per_token_logps_and_entropies = counted
+    inputs = step_inputs()
+    for _ in range(2):  # gradient_accumulation_steps
+        trainer.training_step(trainer.model, inputs, None)
+    assert forwards == [True, True]  # the two micro-batches' loss forwards, nothing else
+
+    reference = reference_model(tiny_path)
+    differences = []
+    with torch.no_grad():
+        for generation in generations:
+            for s in generation["samples"]:
+                logits = reference(input_ids=torch.tensor([s["prompt_ids"] + s["completion_ids"]])).logits[0]
+                logps = torch.log_softmax(logits[len(s["prompt_ids"]) - 1 : -1] / TEMPERATURE, dim=-1)
+                logps = logps.gather(1, torch.tensor(s["completion_ids"]).unsqueeze(1)).squeeze(1)
+                differences += [
+                    abs(lp - sampled)
+                    for lp, sampled, trained in zip(logps.tolist(), s["logprobs"], s["env_mask"], strict=True)
+                    if trained
+                ]
+    mismatch = trainer.rl_state.metrics[1]["logprob_mismatch"]
+    assert mismatch == pytest.approx(statistics.fmean(differences), abs=1e-4)

@@ -93,6 +93,8 @@ def trainer_class():
 
         rl_state = None
         _extra_samples = None
+        _mismatch = None  # the step's logprob mismatch as its loss forwards find it: {"step", "sum", "tokens"}
+        _loss_logps = None  # while _compute_loss runs: the logprobs its forward computed
 
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
@@ -116,7 +118,11 @@ def trainer_class():
             output = self._with_every_sample(output, extra)
             if self.model.training:
                 step = self.state.global_step + 1
-                self.rl_state.metrics.setdefault(step, {})["logprob_mismatch"] = self._logprob_mismatch(output)
+                if "old_per_token_logps" in output or output.get("sampling_per_token_logps") is None:
+                    self.rl_state.metrics.setdefault(step, {})["logprob_mismatch"] = self._logprob_mismatch(output)
+                else:  # on-policy: the loss's own forward has the policy's logprobs (_compute_loss), no extra pass
+                    zero = torch.zeros((), device=self.accelerator.device)
+                    self._mismatch = {"step": step, "sum": zero, "tokens": zero.clone()}
             return output
 
         def _with_every_sample(self, output: dict, extra: list) -> dict:
@@ -248,7 +254,8 @@ def trainer_class():
 
         def _logprob_mismatch(self, output) -> float | None:
             """Mean |policy logprob − trainer logprob| over the sampled (policy) tokens, right after the sync that
-            precedes every rollout batch: ~0 when the tokens trained are exactly the ones sampled."""
+            precedes every rollout batch: ~0 when the tokens trained are exactly the ones sampled. An on-policy step
+            (no old logprobs) gets it from its loss forwards instead (_compute_loss), which see the same weights."""
             sampled = output.get("sampling_per_token_logps")
             if sampled is None:
                 return None
@@ -271,10 +278,47 @@ def trainer_class():
 
         def training_step(self, model, inputs, num_items_in_batch):
             try:
-                return super().training_step(model, inputs, num_items_in_batch)
+                loss = super().training_step(model, inputs, num_items_in_batch)
             except SkipStep:
                 self._step += 1  # GRPOTrainer's micro-step counter (its own training_step did not get there)
-                return torch.zeros((), device=self.accelerator.device)
+                loss = torch.zeros((), device=self.accelerator.device)
+            if self._mismatch is not None and self._step % self.args.steps_per_generation == 0:
+                self._finish_mismatch()
+            return loss
+
+        def _compute_loss(self, model, inputs):
+            """TRL's loss; on an on-policy step it also adds the micro-batch's logprob mismatch (the loss forward's
+            logprobs of the sampled tokens against the policy's, before any update of the step) to the step's."""
+            if self._mismatch is None or inputs.get("sampling_per_token_logps") is None:
+                return super()._compute_loss(model, inputs)
+            self._loss_logps = []
+            try:
+                loss = super()._compute_loss(model, inputs)
+                logps = self._loss_logps[0].detach()
+            finally:
+                self._loss_logps = None
+            mask = (
+                inputs["completion_mask"] * inputs["tool_mask"] if "tool_mask" in inputs else inputs["completion_mask"]
+            )
+            diff = ((logps - inputs["sampling_per_token_logps"]).abs() * mask).nan_to_num(0.0)
+            self._mismatch["sum"] += diff.sum()
+            self._mismatch["tokens"] += mask.sum()
+            return loss
+
+        def _get_per_token_logps_and_entropies(self, *args, **kwargs):
+            result = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+            if self._loss_logps is not None:  # the loss's forward (_compute_loss)
+                self._loss_logps.append(result[0])
+            return result
+
+        def _finish_mismatch(self):
+            """The step's mismatch over every process, once its micro-batches are through (None: no token trained,
+            as on a skipped step)."""
+            mismatch, self._mismatch = self._mismatch, None
+            total = self.accelerator.gather(mismatch["sum"].reshape(1)).sum()
+            tokens = self.accelerator.gather(mismatch["tokens"].reshape(1)).sum()
+            value = float(total / tokens) if tokens else None
+            self.rl_state.metrics.setdefault(mismatch["step"], {})["logprob_mismatch"] = value
 
     return ClawGymGRPOTrainer
 
