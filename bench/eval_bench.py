@@ -438,7 +438,7 @@ def main() -> dict:
     from django.test.utils import setup_databases, setup_test_environment, teardown_databases
 
     from accounts.roles import VIEWER, grant_role
-    from llm.proxy import close_db_pool
+    from llm.recording import close_db_pool
     from llm.testing import ScriptedUpstream, serve_in_thread, stop_server
 
     if connection.vendor == "postgresql":  # a database of its own: other test runs may use test_<name>

@@ -9,7 +9,7 @@ A synthetic `--turns`-call rollout (random ids from a 151K vocabulary) grows fro
 - openclaw: each prompt ends with an internal-context message (`--context-message` ids) that the next prompt replaces
   with the answer and the new ids, so no prompt extends the previous one whole.
 
-Each shape is recorded twice, each call in its own transaction as the proxy writes it (llm.proxy._create_call):
+Each shape is recorded twice, each call in its own transaction as the proxy writes it (llm.recording.write_call):
 "before" as the rows were written until now (the whole prompt, no base), "after" through ModelCallTokens.objects.record.
 Then every row is read back from the database with `prompt_ids()` (as the sample builder reads a rollout) and must
 equal the prompt recorded. It runs on a throwaway test database (SQLite by default, or the PostgreSQL that
@@ -64,7 +64,7 @@ def rollout(rng: random.Random, shape: str, args) -> list[tuple[list[int], list[
 def record(calls, session, chained: bool) -> list[float]:
     """Each call stored in its own transaction, as the proxy stores it; the milliseconds each took."""
     from llm.models import ModelCall, ModelCallTokens
-    from llm.proxy import _create_call
+    from llm.recording import write_call
 
     timings = []
     for prompt, completion in calls:
@@ -84,7 +84,7 @@ def record(calls, session, chained: bool) -> list[float]:
         }
         started = time.perf_counter()
         if chained:
-            _create_call(row, tokens)
+            write_call(row, tokens)
         else:  # the rows as they were written until now: the whole prompt in the row, no base
             with transaction.atomic():
                 ModelCallTokens.objects.create(

@@ -5,7 +5,7 @@ The proxy's routes are still Django async views resolved by the site's URLconf. 
   or static files), and WhiteNoise's middleware is sync-only, which costs every request two thread hops;
 - the per-request ThreadSensitiveContext (a new thread per request in flight) and the request_started /
   request_finished signals, whose receivers only reset the query log and close the requesting thread's database
-  connections: the proxy does its database work on its own small pool (llm.proxy.in_db), so here they would
+  connections: the proxy does its database work on its own small pool (llm.recording.in_db), so here they would
   only add thread hops, all queued on one shared thread.
 Measured with bench/proxy_bench.py: at 64 concurrent streams the added time to first token fell from ~0.5 s
 (the whole Django stack) to tens of ms on a 2-core machine.
@@ -22,7 +22,8 @@ from django.core.handlers.exception import convert_exception_to_response
 from django.urls import set_script_prefix
 from django.utils.log import log_response
 
-from .proxy import SESSION_SCOPE_KEY, token_refusal, usable_session
+from .proxy import SESSION_SCOPE_KEY, token_refusal
+from .recording import usable_session
 
 PREFIX = "/proxy/"
 

@@ -7,9 +7,9 @@ dropped, and the upstream key is added here, so an agent never sees it. The sess
 (the body's "model" is replaced); everything else in the body passes through untouched.
 
 Async views under the ASGI app with one shared httpx.AsyncClient per event loop: 64 streaming agents are 64
-coroutines, and /proxy/ skips the site's middleware (llm/asgi.py); database work runs on a small pool of its
-own (in_db). A stream is passed
-on chunk by chunk as it arrives and assembled on the side (llm.sse); the ModelCall row is written when the
+coroutines, and /proxy/ skips the site's middleware (llm/asgi.py); the session lookup and the call's record run on
+a small pool of database threads of their own (llm.recording). A stream is passed on chunk by chunk as it arrives
+and assembled on the side (llm.sse); the ModelCall row is written when the
 stream's end marker arrives, just before that last chunk goes out, so a caller that has seen the end of a
 response can find its record. Upstream errors pass through with their status and body.
 An answer is read as it arrives and stopped past CLAWGYM_MAX_RESPONSE_BYTES (llm.failures): a whole one is then
@@ -48,15 +48,11 @@ upstream's stored conversation is history the record would not show.
 import asyncio
 import json
 import logging
-import threading
 import time
 import weakref
-from concurrent.futures import ThreadPoolExecutor
 
 import httpx
-from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, connection, transaction
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
@@ -64,10 +60,11 @@ from lib import strict_json
 
 from . import metrics
 from .failures import BROKE_OFF, STREAM_BROKE_OFF, answer_limit, declared_length, too_large
-from .models import MissingApiKey, ModelCall, ModelCallTokens, ModelEndpoint, ProxySession
+from .models import MissingApiKey, ModelEndpoint, ProxySession
+from .recording import ProxiedCall, in_db, response_recorded, usable_session
 from .sampling import SAMPLING_NOT_ALLOWED, Held, hold_to_sampling
-from .sse import StreamAssembler, usage_of
-from .tokens import TokenAsk, TokenCapture, TokenStream, ask_for_tokens, whole_answer
+from .sse import StreamAssembler
+from .tokens import TokenStream, ask_for_tokens, whole_answer
 
 log = logging.getLogger(__name__)
 
@@ -78,9 +75,6 @@ UPSTREAM_KEEPALIVE_SECONDS = 2.0
 STALE_CONNECTION_ERRORS = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
 
 _clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient]" = weakref.WeakKeyDictionary()
-_db_pool: ThreadPoolExecutor | None = None  # created on first use, in the serving process
-_db_pool_threads = 0
-_pending_records: set[asyncio.Task] = set()  # records written after a caller went away; kept from the GC
 
 
 def upstream_client() -> httpx.AsyncClient:
@@ -104,64 +98,8 @@ def _error(status: int, message: str, kind: str = "proxy_error") -> JsonResponse
     return JsonResponse({"error": {"message": message, "type": kind, "code": status}}, status=status)
 
 
-def _db_executor() -> ThreadPoolExecutor:
-    global _db_pool, _db_pool_threads
-    if _db_pool is None:
-        _db_pool_threads = settings.CLAWGYM_PROXY_DB_THREADS
-        _db_pool = ThreadPoolExecutor(_db_pool_threads, thread_name_prefix="proxy-db")
-    return _db_pool
-
-
-def close_db_pool() -> None:
-    """Close the pool's database connections and its threads (a test server's teardown; a process exit does it too)."""
-    global _db_pool
-    pool, _db_pool = _db_pool, None
-    if pool is None:
-        return
-    threads = _db_pool_threads
-    # A connection can only be closed by its own thread: one task per thread, held at a barrier until all run.
-    barrier = threading.Barrier(threads)
-
-    def close():
-        barrier.wait(timeout=10)
-        connection.close()
-
-    for future in [pool.submit(close) for _ in range(threads)]:
-        future.result()
-    pool.shutdown()
-
-
-def _with_connection(fn, *args):
-    """Run fn on this pool thread's own, long-lived connection; reconnect once if the database dropped it."""
-    try:
-        return fn(*args)
-    except (InterfaceError, OperationalError):
-        connection.close()
-        return fn(*args)
-
-
-async def in_db(fn, *args):
-    """Run a small ORM function on the proxy's database threads.
-
-    Not Django's per-request thread: connecting per request (CONN_MAX_AGE=0) and a new thread per request in
-    flight would cost more than the proxy's whole forwarding work. These threads keep their connections open.
-    """
-    return await sync_to_async(_with_connection, thread_sensitive=False, executor=_db_executor())(fn, *args)
-
-
 TOKEN_LIMIT_EXCEEDED = "token_limit_exceeded"  # the error type and code of a call refused for its session's budget
 SESSION_SCOPE_KEY = "clawgym.proxy_session"  # the lane (llm.asgi) puts the session it checked here
-
-
-def _find_session(token: str) -> ProxySession | None:
-    if not token:
-        return None
-    return ProxySession.objects.usable().by_token(token).select_related("endpoint").first()
-
-
-async def usable_session(token: str) -> ProxySession | None:
-    """The open, unexpired session of this token (compared by its hash), or None."""
-    return await in_db(_find_session, token)
 
 
 def token_refusal() -> JsonResponse:
@@ -188,76 +126,6 @@ def json_depth_over(value, limit: int) -> bool:
             return True
         stack.extend((child, depth + 1) for child in children)
     return False
-
-
-class _Call:
-    """What one proxied call has learned so far; turned into a ModelCall row at the end."""
-
-    def __init__(self, session: ProxySession, api: str, body: dict, started: float, tokens: TokenAsk | None = None):
-        self.session, self.api, self.body, self.started = session, api, body, started
-        self.stream = bool(body.get("stream"))
-        self.status_code: int | None = None
-        self.response = None
-        self.error = ""
-        self.first_chunk_at: float | None = None
-        self.tokens = tokens  # a training call: what was asked for the agent, and the tokens collected
-        self.capture = TokenCapture() if tokens is not None else None
-        self.sampling_changes: list[dict] = []  # what holding it to its run's sampling changed (llm.sampling)
-
-    def token_row(self) -> dict | None:
-        """The call's exact tokens, for a training call that was answered in full; None otherwise."""
-        if self.capture is None or self.error or self.status_code != 200:
-            return None
-        return self.capture.row()
-
-    def row(self) -> dict:
-        endpoint = self.session.endpoint
-        input_tokens, output_tokens = usage_of(self.api, self.response)
-        return {
-            "endpoint": endpoint,
-            "endpoint_name": endpoint.name,
-            "model": endpoint.model,
-            "purpose": "proxy",
-            "subject": self.session.subject,
-            "session": self.session,
-            "api": self.api,
-            "stream": self.stream,
-            "request": self.body,
-            "response": self.response,
-            "sampling_changes": self.sampling_changes,
-            "status_code": self.status_code,
-            "error": self.error,
-            "input_tokens": input_tokens,
-            "output_tokens": output_tokens,
-            "latency_ms": (time.perf_counter() - self.started) * 1000,
-            "ttft_ms": (self.first_chunk_at - self.started) * 1000 if self.first_chunk_at else None,
-            "cost": endpoint.cost(input_tokens, output_tokens),
-        }
-
-    async def record(self) -> bool:
-        """Write the call's row; whether it was written. An answer whose record was not written is not passed on."""
-        try:
-            row = self.row()
-            await in_db(_create_call, row, self.token_row())
-        except Exception:
-            log.exception("could not record a proxied call of session %s", self.session.pk)
-            return False
-        metrics.count_call(row)
-        return True
-
-    def record_detached(self) -> None:
-        """Write the record in a task of its own: this request is being torn down."""
-        task = asyncio.ensure_future(self.record())
-        _pending_records.add(task)
-        task.add_done_callback(_pending_records.discard)
-
-
-def _create_call(row: dict, tokens: dict | None = None) -> None:
-    # Its request stored as a difference from the session's latest calls (llm.request_chain), like its tokens.
-    with transaction.atomic():  # a call of a training session is never seen without its tokens
-        call = ModelCall.objects.record(**row)
-        if tokens is not None:
-            ModelCallTokens.objects.record(call, **tokens)
 
 
 def _parsed(content: bytes):
@@ -316,7 +184,7 @@ async def _read_request(request, token: str, api: str, started: float):
         body = strict_json.loads(raw)
     except strict_json.NotStorable as exc:
         # Never forwarded: its record could not be written, so it would go uncounted and unseen.
-        raise _Refused(await _refuse_unstorable(_Call(session, api, _raw(raw), started), exc)) from None
+        raise _Refused(await _refuse_unstorable(ProxiedCall(session, api, _raw(raw), started), exc)) from None
     except ValueError as exc:
         raise _Refused(_error(400, f"the request body is not JSON: {exc}", "invalid_request_error")) from None
     except RecursionError:
@@ -346,17 +214,17 @@ async def _forward(request, token: str, api: str, path: str):
         held = hold_to_sampling(api, body, session.sampling)
         refusal = await _history_refusal(session, api, body) if not held.refused else None
         if held.refused or refusal:
-            return await _refuse_sampling(_Call(session, api, body, started), held, refusal)
+            return await _refuse_sampling(ProxiedCall(session, api, body, started), held, refusal)
         changed |= bool(held.changes)
     if session.token_limit is not None:
         used = await in_db(session.tokens_used)
         if used >= session.token_limit:
-            return await _refuse_over_budget(_Call(session, api, body, started), used)
+            return await _refuse_over_budget(ProxiedCall(session, api, body, started), used)
         changed |= hold_to_budget(api, body, session.token_limit - used)
     tokens = ask_for_tokens(api, body) if session.record_tokens else None
     if changed or tokens is not None:
         raw = json.dumps(body).encode()  # otherwise the caller's bytes go upstream as they came
-    call = _Call(session, api, body, started, tokens)
+    call = ProxiedCall(session, api, body, started, tokens)
     if held is not None:
         call.sampling_changes = held.changes
     headers = {"content-type": "application/json", "accept-encoding": "identity"}
@@ -423,7 +291,7 @@ def hold_to_budget(api: str, body: dict, remaining: int) -> bool:
     return changed
 
 
-async def _refuse_over_budget(call: _Call, used: int) -> JsonResponse:
+async def _refuse_over_budget(call: ProxiedCall, used: int) -> JsonResponse:
     """The session's tokens are spent: a 400 (a client error, so no harness retries it), recorded like any call."""
     limit = call.session.token_limit
     body = {
@@ -438,16 +306,12 @@ async def _refuse_over_budget(call: _Call, used: int) -> JsonResponse:
     return JsonResponse(body, status=400)
 
 
-def _response_recorded(session_id: int, response_id: str) -> bool:
-    return ModelCall.objects.filter(session_id=session_id, response__id=response_id).exists()
-
-
 async def _history_refusal(session: ProxySession, api: str, body: dict) -> dict | None:
     """The refusal of a Responses call continuing a conversation this session did not record, None when it may go."""
     previous = body.get("previous_response_id")
     if api != ModelEndpoint.ApiStyle.RESPONSES or previous is None:
         return None
-    if isinstance(previous, str) and previous and await in_db(_response_recorded, session.pk, previous):
+    if isinstance(previous, str) and previous and await in_db(response_recorded, session.pk, previous):
         return None
     return {
         "error": {
@@ -460,7 +324,7 @@ async def _history_refusal(session: ProxySession, api: str, body: dict) -> dict 
     }
 
 
-async def _refuse_unstorable(call: _Call, reason: strict_json.NotStorable) -> JsonResponse:
+async def _refuse_unstorable(call: ProxiedCall, reason: strict_json.NotStorable) -> JsonResponse:
     """A request its record could not store: a 400 naming why, recorded with the request's text."""
     message = f"the request body holds {reason}"
     body = {"error": {"message": message, "type": "invalid_request_error", "code": 400}}
@@ -469,7 +333,7 @@ async def _refuse_unstorable(call: _Call, reason: strict_json.NotStorable) -> Js
     return JsonResponse(body, status=400)
 
 
-async def _refuse_sampling(call: _Call, held: Held, refusal: dict | None) -> JsonResponse:
+async def _refuse_sampling(call: ProxiedCall, held: Held, refusal: dict | None) -> JsonResponse:
     """A call asking for sampling the run does not allow: a 400 (a client error, not retried), recorded with what it
     asked, so the rollout page shows the attempt."""
     body = refusal if refusal is not None else held.refusal()
@@ -493,7 +357,7 @@ def _stream_error(message: str, kind: str = UPSTREAM_ERROR, code: int = 502) -> 
     return f"data: {json.dumps(body)}\n\n".encode()
 
 
-async def _whole(call: _Call, upstream: httpx.Response, content_type: str) -> HttpResponse:
+async def _whole(call: ProxiedCall, upstream: httpx.Response, content_type: str) -> HttpResponse:
     """A non-streamed answer or an upstream error: read as it arrives up to the limit on answers, record it, pass it
     on as it came. One over the limit (declared, or found so while reading) is not read further: a recorded 502."""
     limit = answer_limit()
@@ -538,7 +402,7 @@ async def _whole(call: _Call, upstream: httpx.Response, content_type: str) -> Ht
     return _passed_headers(response, upstream)
 
 
-async def _relay(call: _Call, upstream: httpx.Response):
+async def _relay(call: ProxiedCall, upstream: httpx.Response):
     """Pass each chunk on as it arrives. The record is written just before the chunk holding the stream's end
     marker goes out, so a caller that has seen [DONE] (and the SDK stops there) can already find it."""
     assembler = StreamAssembler(call.api)

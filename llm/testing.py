@@ -382,7 +382,7 @@ def _live_server_asgi_module(django_db_setup, django_db_blocker):
     yield live
     settings.CLAWGYM_PROXY_PUBLIC_URL = previous
     stop_server(server, thread)
-    from llm.proxy import close_db_pool
+    from llm.recording import close_db_pool
 
     close_db_pool()  # its connections would keep the test database from being dropped
 
