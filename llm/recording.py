@@ -146,11 +146,18 @@ class ProxiedCall:
 
 
 def write_call(row: dict, tokens: dict | None = None) -> None:
-    # Its request stored as a difference from the session's latest calls (llm.request_chain), like its tokens.
-    with transaction.atomic():  # a call of a training session is never seen without its tokens
+    """Store a call, its request as a difference from the session's latest calls (llm.request_chain), like its tokens.
+
+    A training call's tokens are written in the call's transaction, so the call is never seen without them. Any other
+    call is one INSERT after reads that need no transaction (the rows compared with are never changed, and a base
+    deleted meanwhile fails the insert): under SQLite a transaction here would hold the database's one write lock
+    through those reads and the comparison, and the concurrent streams' records would queue behind it."""
+    if tokens is None:
+        ModelCall.objects.record(**row)
+        return
+    with transaction.atomic():
         call = ModelCall.objects.record(**row)
-        if tokens is not None:
-            ModelCallTokens.objects.record(call, **tokens)
+        ModelCallTokens.objects.record(call, **tokens)
 
 
 def response_recorded(session_id: int, response_id: str) -> bool:
