@@ -26,12 +26,12 @@ The proxy does not retry (the agent harness decides) and does not take endpoint 
 bounded by the sandboxes).
 
 A session with a token limit (a rollout's `token_limit` option) is held to it here: before each call the tokens of
-its recorded calls are summed (one aggregate on the session's indexed key; sessions without a limit skip it), a call
-once they reach the limit is refused with a 400 `token_limit_exceeded` (not retryable, so the harness stops) and
-recorded, and a call under it has its output cap (max_completion_tokens / max_tokens / max_output_tokens) lowered to
-what is left, so one answer cannot run far past it. Its prompt still counts, and calls in flight together are each
-checked alone, so the total can pass the limit by one round of calls, never run on. A streamed chat call is asked
-for its usage (stream_options.include_usage), without which it would count nothing.
+its recorded calls are summed (an aggregate on the session's indexed key, in the lookup of the session itself:
+llm.recording), a call once they reach the limit is refused with a 400 `token_limit_exceeded` (not retryable, so
+the harness stops) and recorded, and a call under it has its output cap (max_completion_tokens / max_tokens /
+max_output_tokens) lowered to what is left, so one answer cannot run far past it. Its prompt still counts, and calls
+in flight together are each checked alone, so the total can pass the limit by one round of calls, never run on. A
+streamed chat call is asked for its usage (stream_options.include_usage), without which it would count nothing.
 
 A training session (`record_tokens`, an RL rollout's) also asks the upstream for the exact token ids and logprobs and
 stores them with the call as its ModelCallTokens row, in the same transaction (the prompt as a reference to an
@@ -217,7 +217,7 @@ async def _forward(request, token: str, api: str, path: str):
             return await _refuse_sampling(ProxiedCall(session, api, body, started), held, refusal)
         changed |= bool(held.changes)
     if session.token_limit is not None:
-        used = await in_db(session.tokens_used)
+        used = session.tokens_spent  # summed by the session's lookup, in the same query
         if used >= session.token_limit:
             return await _refuse_over_budget(ProxiedCall(session, api, body, started), used)
         changed |= hold_to_budget(api, body, session.token_limit - used)

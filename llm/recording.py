@@ -6,6 +6,7 @@ flight costs no new thread or connection.
 """
 
 import asyncio
+import functools
 import logging
 import threading
 import time
@@ -13,10 +14,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, connection, transaction
+from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connection, connections, transaction
 
 from . import metrics
-from .models import ModelCall, ModelCallTokens, ProxySession
+from .models import ModelCall, ModelCallTokens, ModelEndpoint, ProxySession, hash_token
 from .sse import usage_of
 from .tokens import TokenAsk, TokenCapture
 
@@ -72,15 +73,91 @@ async def in_db(fn, *args):
     return await sync_to_async(_with_connection, thread_sensitive=False, executor=_db_executor())(fn, *args)
 
 
-def _find_session(token: str) -> ProxySession | None:
+def find_session(token: str) -> ProxySession | None:
+    """The open, unexpired session of this token (compared by its hash) with its endpoint, or None. For a session
+    with a token limit, `tokens_spent` is what its recorded calls have used (ProxySession.tokens_used), else None.
+
+    One query, read with a plain cursor: every proxied call starts here, and the ORM's compiling of the same
+    select_related query (and then of the budget's aggregate) cost more CPU than the rest of the call's forwarding.
+    The row is made into model instances as the ORM's own queries make them (each column through its field's and
+    the backend's converters), and nothing is kept between calls: a session closed or an endpoint disabled a moment
+    ago is seen by the next call.
+    """
     if not token:
         return None
-    return ProxySession.objects.usable().by_token(token).select_related("endpoint").first()
+    db = connections[DEFAULT_DB_ALIAS]
+    reader = _session_reader(db.alias)
+    with db.cursor() as cursor:
+        cursor.execute(reader.sql, [hash_token(token)])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    session = reader.sessions.instance(row[: reader.split], db)
+    session.endpoint = reader.endpoints.instance(row[reader.split : -1], db)
+    session.tokens_spent = row[-1]
+    return session if session.is_usable else None
 
 
 async def usable_session(token: str) -> ProxySession | None:
-    """The open, unexpired session of this token (compared by its hash), or None."""
-    return await in_db(_find_session, token)
+    """find_session on the proxy's database threads."""
+    return await in_db(find_session, token)
+
+
+class _Columns:
+    """A model's columns read with a plain cursor, and the instance they make: each value through its field's and
+    the backend's converters, as RawQuerySet does. The converters depend on the alias's backend and settings, not on
+    the thread's own connection, so they are looked up once."""
+
+    def __init__(self, model, alias: str):
+        db = connections[alias]
+        self.model, self.alias = model, alias
+        self.fields = model._meta.concrete_fields
+        self.names = [field.attname for field in self.fields]
+        columns = [field.get_col(model._meta.db_table) for field in self.fields]
+        self.converters = [
+            (column, db.ops.get_db_converters(column) + column.get_db_converters(db)) for column in columns
+        ]
+
+    def select(self, table_alias: str, quote) -> list[str]:
+        return [f"{table_alias}.{quote(field.column)}" for field in self.fields]
+
+    def instance(self, values, db):
+        converted = []
+        for value, (column, converters) in zip(values, self.converters, strict=True):
+            for convert in converters:
+                value = convert(value, column, db)
+            converted.append(value)
+        return self.model.from_db(self.alias, self.names, converted)
+
+
+class _SessionReader:
+    def __init__(self, alias: str):
+        quote = connections[alias].ops.quote_name
+        self.sessions, self.endpoints = _Columns(ProxySession, alias), _Columns(ModelEndpoint, alias)
+        self.split = len(self.sessions.fields)
+        session, endpoint, call = (_column_names(model, quote) for model in (ProxySession, ModelEndpoint, ModelCall))
+        # ProxySession.tokens_used, summed only for a session with a limit (the only ones the proxy holds to one).
+        spent = (
+            f"CASE WHEN s.{session['token_limit']} IS NULL THEN NULL ELSE"
+            f" (SELECT COALESCE(SUM(c.{call['input_tokens']}), 0) + COALESCE(SUM(c.{call['output_tokens']}), 0)"
+            f" FROM {quote(ModelCall._meta.db_table)} c WHERE c.{call['session']} = s.{session['id']}) END"
+        )
+        self.sql = (
+            f"SELECT {', '.join(self.sessions.select('s', quote) + self.endpoints.select('e', quote))}, {spent}"
+            f" FROM {quote(ProxySession._meta.db_table)} s"
+            f" JOIN {quote(ModelEndpoint._meta.db_table)} e ON e.{endpoint['id']} = s.{session['endpoint']}"
+            f" WHERE s.{session['token_hash']} = %s"
+        )
+
+
+def _column_names(model, quote) -> dict[str, str]:
+    """{field name: its quoted column} of a model's concrete fields."""
+    return {field.name: quote(field.column) for field in model._meta.concrete_fields}
+
+
+@functools.cache
+def _session_reader(alias: str) -> _SessionReader:
+    return _SessionReader(alias)
 
 
 class ProxiedCall:

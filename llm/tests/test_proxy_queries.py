@@ -1,0 +1,107 @@
+"""What a proxied call asks of the database: the session's lookup (one query, its budget included) and the call's
+record (the request chain's two reads and one INSERT, no transaction unless the call carries tokens), pinned so that
+a query added to every call is seen; and the lookup keeps nothing between calls, so a session closed or an endpoint
+disabled after a call is seen by the next one. The openai SDK → uvicorn running the ASGI app → the scripted upstream,
+as in test_proxy."""
+
+import asyncio
+
+import openai
+import pytest
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.test.utils import CaptureQueriesContext
+
+from llm.models import ModelCall, ModelEndpoint, ProxySession
+from llm.recording import close_db_pool, find_session, in_db
+from llm.sampling import policy_for
+from llm.services import close_proxy_session, open_proxy_session, proxy_base_url
+from llm.testing import Reply
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+LOOKUP = 1  # the session, its endpoint and what its calls used, in one query
+RECORD = 3  # the session's latest calls, their request chains, the INSERT
+
+
+@pytest.fixture
+def endpoint(scripted_upstream):
+    return ModelEndpoint.objects.create(
+        name="upstream", base_url=scripted_upstream.base_url, model="real-model-7b", roles=["agent"], timeout_seconds=10
+    )
+
+
+@pytest.fixture
+def proxy_connection(live_server_asgi, settings):
+    """The connection of the proxy's database pool, cut to one thread: every query of a proxied call runs on it."""
+    close_db_pool()
+    settings.CLAWGYM_PROXY_DB_THREADS = 1
+
+    def own_connection():
+        connections[DEFAULT_DB_ALIAS].ensure_connection()
+        return connections[DEFAULT_DB_ALIAS]
+
+    yield asyncio.run(in_db(own_connection))
+    close_db_pool()  # the next test gets a pool of the usual size
+
+
+def rollout_session(endpoint) -> ProxySession:
+    return open_proxy_session(endpoint, subject="rollout:9", token_limit=10_000, sampling=policy_for(endpoint))
+
+
+def test_a_rollout_call_costs_one_lookup_and_one_record(proxy_connection, endpoint, scripted_upstream):
+    session = rollout_session(endpoint)
+    scripted_upstream.default = Reply.text("done", usage=(12, 3))
+    messages = [{"role": "system", "content": "You are an agent. " * 50}, {"role": "user", "content": "go"}]
+    with openai.OpenAI(base_url=proxy_base_url(session), api_key="k", max_retries=0, timeout=20) as agent:
+        agent.chat.completions.create(model="m", messages=messages)
+        messages += [{"role": "assistant", "content": "done"}, {"role": "user", "content": "and then?"}]
+        with CaptureQueriesContext(proxy_connection) as queries:
+            stream = agent.chat.completions.create(model="m", messages=messages, stream=True)
+            assert "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices) == "done"
+
+    assert len(queries) == LOOKUP + RECORD, [query["sql"][:80] for query in queries]
+    latest = ModelCall.objects.filter(session=session).order_by("-id").first()
+    assert latest.request_base_id is not None  # recorded as a request chain
+    assert latest.request["messages"] == messages
+
+
+def test_the_lookup_reads_what_the_orm_reads_and_the_budget_used(db, endpoint):
+    session = rollout_session(endpoint)
+    for input_tokens, output_tokens in [(30, 5), (None, 7)]:
+        call = {"endpoint": endpoint, "endpoint_name": endpoint.name, "purpose": "proxy", "session": session}
+        ModelCall.objects.record(**call, request={}, input_tokens=input_tokens, output_tokens=output_tokens)
+
+    found = find_session(session.token)
+
+    expected = ProxySession.objects.select_related("endpoint").get(pk=session.pk)
+    for found_object, expected_object in [(found, expected), (found.endpoint, expected.endpoint)]:
+        for field in type(expected_object)._meta.concrete_fields:
+            value, expected_value = getattr(found_object, field.attname), getattr(expected_object, field.attname)
+            assert (value, type(value)) == (expected_value, type(expected_value)), field.name
+    assert found.tokens_spent == session.tokens_used() == 42
+    assert find_session(open_proxy_session(endpoint).token).tokens_spent is None  # no limit: not summed
+    assert find_session("cgs_unknown") is None
+
+
+def test_a_session_closed_or_an_endpoint_disabled_after_a_call_is_refused_at_once(
+    live_server_asgi, endpoint, scripted_upstream
+):
+    scripted_upstream.default = Reply.text("fine")
+    first, second = open_proxy_session(endpoint), open_proxy_session(endpoint)
+    agents = [
+        openai.OpenAI(base_url=proxy_base_url(s), api_key="k", max_retries=0, timeout=20) for s in (first, second)
+    ]
+    for agent in agents:
+        agent.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+
+    close_proxy_session(first)
+    with pytest.raises(openai.AuthenticationError):
+        agents[0].chat.completions.create(model="m", messages=[{"role": "user", "content": "again"}])
+    ModelEndpoint.objects.filter(pk=endpoint.pk).update(enabled=False)  # as a policy server's shutdown does
+    with pytest.raises(openai.InternalServerError) as disabled:
+        agents[1].chat.completions.create(model="m", messages=[{"role": "user", "content": "again"}])
+
+    assert disabled.value.status_code == 503
+    assert len(scripted_upstream.requests) == 2
+    for agent in agents:
+        agent.close()
