@@ -25,7 +25,7 @@ already running there (`make run` starts both): nothing here trains, serves or s
 5. One JSON line last (a contract):
    {"base": {"run", "mean", "ci", "unseen_kind": {"run", "mean", "ci"}}, "sft": {same}, "rl": {same},
     "sft_vs_base": {"mean_difference", "p_value"}, "rl_vs_sft": {same}, "train_tokens_per_s", "serve_tokens_per_s",
-    "minutes"}
+    "minutes", "train_speed_vs_bare", "rl_step_vs_bare"}
    and beyond it "base_few_shot" (the base model shown one worked tool call first: the builtin harness's few_shot),
    for each model, "heldout_lexical" ({"run", "mean", "ci"}: the split drawn from words no train task
    uses) and "by_kind" ({split: {kind: mean}}); "comparisons" (sft_vs_base, rl_vs_sft, rl_vs_base, each on every
@@ -34,14 +34,16 @@ already running there (`make run` starts both): nothing here trains, serves or s
    "seeds_independent" (every rollout of each run sampled with its own seed), "data" (rows by source),
    "agent_tokens_per_s" (the rate one agent saw),
    "rl_kinds" (the kinds RL trained, with the SFT checkpoint's held-out means), "rl_reward" (per step) with its mean
-   over each half of the steps ("rl_reward_halves") and its slope ("rl_reward_slope"), "seconds" (each step's wall
+   over each half of the steps ("rl_reward_halves") and its slope ("rl_reward_slope"), "speed" (the JSON lines of
+   bench/train_speed_bench.py and bench/rl_step_bench.py run on the SFT checkpoint at the end, whose ratios are
+   train_speed_vs_bare and rl_step_vs_bare; --no-speed leaves them out, null), "seconds" (each step's wall
    seconds). The runs are ordinary evaluation runs: the leaderboard, compare and the training curves show them.
 
     DATABASE_URL=... .venv/bin/python bench/learning_bench.py [--base-model smollm2-135m-instruct] [--seed 0]
         [--sizes train=23,heldout=3,unseen_kind=8,heldout_lexical=3] [--repeats 2] [--samples 4] [--self-tasks 7]
         [--expert-tasks 56] [--sft-epochs 2] [--sft-lr 1e-4] [--sft-batch 4] [--rl-steps 8] [--rl-kinds 2]
         [--rl-tasks 4]
-        [--rl-lr 2e-5] [--rl-generations 4] [--serve-backend batched]
+        [--rl-lr 2e-5] [--rl-generations 4] [--serve-backend batched] [--no-speed]
 
 Sizes: the defaults are chosen for a 2-core CPU within about 90 minutes (see the README's figures), with the app
 started as `CLAWGYM_ROLLOUT_SLOTS=16 CLAWGYM_Q_WORKERS=18 make run` and the models served on `--serve-backend
@@ -99,6 +101,19 @@ def manage(*args, timeout: float = 4 * 3600, timings: dict | None = None, label:
         return json.loads(lines[-1])
     except ValueError:
         return {"text": result.stdout}
+
+
+def speed_bench(script: str, model_path: str, *options, timings: dict) -> dict:
+    """One of the speed benches (train_speed_bench, rl_step_bench) on the run's model, in a process of its own while
+    nothing else trains: its JSON line."""
+    started = time.monotonic()
+    command = [sys.executable, str(BASE_DIR / "bench" / script), "--model", model_path, *map(str, options)]
+    log("$ " + " ".join(command[1:]))
+    result = subprocess.run(command, capture_output=True, text=True, timeout=3600, cwd=BASE_DIR)
+    timings["speed"] = round(timings.get("speed", 0.0) + time.monotonic() - started, 1)
+    if result.returncode != 0:
+        raise BenchError(f"{script} exited {result.returncode}:\n{result.stderr[-3000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 # --- the scripted expert ---------------------------------------------------------------------------------------
@@ -411,6 +426,12 @@ def main(argv=None) -> int:
     # reward 0.72 then 0.0, and nothing left to learn from); 2e-5 on the same checkpoint rose from 0.44 to 0.88.
     parser.add_argument("--rl-lr", type=float, default=2e-5)
     parser.add_argument("--rl-generations", type=int, default=4, help="RL: rollouts a task (the group)")
+    parser.add_argument(
+        "--speed",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="end with the SFT and RL speed benches on the SFT checkpoint (train_speed_vs_bare, rl_step_vs_bare)",
+    )
     parser.add_argument("--work", type=Path, default=None, help="where the curriculum is built (default: VAR_DIR)")
     # Going on from an earlier invocation (one that stopped or was stopped part way): its finished steps by id.
     parser.add_argument("--base-runs", type=run_pair, help="HELD,UNSEEN[,LEXICAL]: the base model's evaluation runs")
@@ -512,6 +533,20 @@ def main(argv=None) -> int:
     log(f"rl: {len(rl_tasks)} tasks of the kinds {rl_kinds} (the SFT checkpoint's held-out means)")
     rl_run, rl = train_rl(args, sft_checkpoint, rl_tasks, sampling, benchmarks, timings)
     rewards = [m.get("reward_mean") for m in rl_run.get("metrics") or []]
+    # Training at the floor: the SFT path and an RL step against bare loops, on the SFT checkpoint (the model's shape).
+    speed = {}
+    if args.speed:
+        speed["sft"] = speed_bench("train_speed_bench.py", sft_checkpoint["path"], timings=timings)
+        speed["rl"] = speed_bench(
+            "rl_step_bench.py",
+            sft_checkpoint["path"],
+            "--prompts",
+            min(len(rl_tasks), 4),
+            "--generations",
+            args.rl_generations,
+            "--gradient-checkpointing",
+            timings=timings,
+        )
 
     evaluation_runs = [run for found in (base, base_few_shot, sft, rl) for run in split_runs(found).values()]
     # Compared runs must differ only in the model: every evaluation served on one backend, or the bench says so.
@@ -527,7 +562,10 @@ def main(argv=None) -> int:
         "train_tokens_per_s": train_tokens_per_s(sft_run),
         "serve_tokens_per_s": serve_tokens_per_s(*evaluation_runs),
         "minutes": round(args.minutes_before + (time.monotonic() - started) / 60, 1),
+        "train_speed_vs_bare": speed["sft"]["train_speed_vs_bare"] if speed else None,
+        "rl_step_vs_bare": speed["rl"]["rl_step_vs_bare"] if speed else None,
         # Beyond the contract:
+        "speed": speed,
         "data": data,
         "agent_tokens_per_s": agent_tokens_per_s(*evaluation_runs),
         "serve_backend": sorted(set(backends.values()))[0] if len(set(backends.values())) == 1 else backends,
