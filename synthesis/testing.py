@@ -1,6 +1,7 @@
-"""A scripted generator and judge for the pipeline tests: one OpenAI-compatible model on loopback
-(llm.testing.scripted_upstream) answering each stage by the purpose its call names ("synthesis:<stage>", the
-X-ClawGym-Purpose header llm.client sends).
+"""The synthesis tests' helpers: the scripted generator and judge endpoints (`make_endpoints`), batches written in
+known states (`make_batch`, `running_batch`), and below them a scripted model for the pipeline tests
+(`ScriptedPipeline`): one OpenAI-compatible model on loopback (llm.testing.scripted_upstream) answering each stage by
+the purpose its call names ("synthesis:<stage>", the X-ClawGym-Purpose header llm.client sends).
 
 Each generated task plays a case, handed out in the order the generate calls arrive (items run in index order
 with --here), and carried in the instruction as "[case:<name>]" so that later stages know which task they see:
@@ -19,10 +20,89 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import threading
+from decimal import Decimal
 
-from llm.testing import Reply
+from llm.models import ModelEndpoint
+from llm.testing import Reply, scripted_endpoint
+from synthesis.batch_plan import batch_config, config_hash
+from synthesis.models import SynthesisBatch, SynthesisItem
 from tasks.lazy_workspaces import LLM_PURPOSE as LAZY_PURPOSE
+
+# A worker id on this host whose process does not exist: jobs.runner.worker_gone says it is gone.
+DEAD_WORKER = f"{socket.gethostname()}:4190001:1"
+
+PASS = {"verdict": "pass", "reason": ""}
+
+
+def make_endpoints(upstream) -> tuple[ModelEndpoint, ModelEndpoint]:
+    """The generator "gen" and the judge "judge", both the scripted model on loopback."""
+    common = {"timeout_seconds": 30, "max_retries": 0, "price_input_per_mtok": 1, "price_output_per_mtok": 2}
+    return (
+        scripted_endpoint(upstream, "gen", roles=["generator"], **common),
+        scripted_endpoint(upstream, "judge", roles=["judge"], **common),
+    )
+
+
+def make_batch(generator, judge, *, status=SynthesisBatch.Status.RUNNING, items=(), preview=False, seed=3):
+    """A batch written directly, with items given as (status, stage, stage_results, reason)."""
+    config = batch_config(
+        route="persona",
+        count=len(items) or 1,
+        generator=generator,
+        judge=judge,
+        seed=seed,
+        preview=preview,
+        options={},
+        qa_thresholds={},
+    )
+    batch = SynthesisBatch.objects.create(
+        route="persona",
+        requested=len(items) or 1,
+        preview=preview,
+        generator=generator,
+        judge=judge,
+        seed=seed,
+        config=config,
+        config_hash=config_hash(config),
+        status=status,
+        cost=Decimal("0.0125"),
+        input_tokens=1000,
+        output_tokens=250,
+    )
+    for index, (item_status, stage, results, reason) in enumerate(items):
+        SynthesisItem.objects.create(
+            batch=batch,
+            index=index,
+            status=item_status,
+            stage=stage,
+            stage_results=results,
+            reason=reason,
+            seed={"persona": {"id": 1, "text": "a nurse"}},
+        )
+    return batch
+
+
+def running_batch(endpoints):
+    generator, judge = endpoints
+    return make_batch(
+        generator,
+        judge,
+        items=[
+            (
+                "rejected",
+                "generate",
+                {"generate": {"verdict": "fail", "reason": "needs the network"}},
+                "generate: needs the network",
+            ),
+            ("pending", "files", {"generate": PASS}, ""),
+            ("running", "verify", {"generate": PASS, "files": PASS}, ""),
+        ],
+    )
+
+
+# --- the scripted pipeline ----------------------------------------------------------------------------------------
 
 CASE = re.compile(r"\[case:([a-z_]+)\]")
 

@@ -11,7 +11,7 @@ from lib import polled_figures
 from llm.models import ModelCall, ModelEndpoint
 from synthesis.batch_report import batch_json, distributions, funnel, stage_costs
 from synthesis.models import SynthesisBatch, SynthesisItem
-from synthesis.tests.helpers import PASS, make_batch
+from synthesis.testing import PASS, make_batch
 
 pytestmark = pytest.mark.django_db
 

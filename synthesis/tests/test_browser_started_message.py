@@ -6,7 +6,7 @@ from django.urls import reverse
 
 from lib.browser_testing import log_in
 from synthesis.models import SynthesisBatch
-from synthesis.tests.helpers import make_batch, make_endpoints
+from synthesis.testing import make_batch, make_endpoints
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

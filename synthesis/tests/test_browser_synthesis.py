@@ -19,8 +19,7 @@ from django.urls import reverse
 from lib.browser_testing import assert_no_reload, log_in, mark_document, screenshot, watch
 from synthesis.batch_report import batch_json, rejected_stage
 from synthesis.models import SynthesisBatch, SynthesisItem
-from synthesis.testing import ScriptedPipeline
-from synthesis.tests.helpers import make_endpoints
+from synthesis.testing import ScriptedPipeline, make_endpoints
 
 pytestmark = [
     pytest.mark.usefixtures("bwrap", "taxonomy", "shipped_seeds"),

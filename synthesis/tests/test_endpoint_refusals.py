@@ -9,15 +9,9 @@ from llm.models import ModelEndpoint
 from synthesis.batch_plan import BatchError
 from synthesis.models import SynthesisBatch
 from synthesis.services import start_batch
-from synthesis.tests.helpers import make_endpoints
 
 BATCHES = "/api/synthesis/batches/"
 BODY = {"route": "persona", "count": 1, "generator": "gen", "judge": "judge", "seed": 3}
-
-
-@pytest.fixture
-def endpoints(scripted_upstream):
-    return make_endpoints(scripted_upstream)
 
 
 def test_the_api_refuses_a_disabled_endpoint_as_the_form_does(api_as, admin_user, admin_client, endpoints):

@@ -11,8 +11,7 @@ from synthesis.models import SynthesisBatch, SynthesisItem
 from synthesis.pipeline import StageContext
 from synthesis.services import run_here, start_batch
 from synthesis.stages import qa as qa_stage
-from synthesis.testing import ScriptedPipeline
-from synthesis.tests.helpers import make_batch, make_endpoints
+from synthesis.testing import ScriptedPipeline, make_batch, make_endpoints
 
 pytestmark = pytest.mark.django_db
 

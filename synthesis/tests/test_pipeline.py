@@ -28,7 +28,6 @@ from synthesis.models import AtomicOperation, Skill, SkillAnnotation, SynthesisB
 from synthesis.services import resume_batch, run_here, start_batch
 from synthesis.stages import verify
 from synthesis.testing import ScriptedPipeline
-from synthesis.tests.helpers import make_endpoints
 from tasks.models import ScenarioSubcategory, Task
 from tasks.sanity import check_revision
 
@@ -36,11 +35,6 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("bwrap")]
 
 # A worker id on this host whose process does not exist: jobs.runner.worker_gone says it is gone.
 DEAD_WORKER = f"{socket.gethostname()}:4190001:1"
-
-
-@pytest.fixture
-def endpoints(scripted_upstream):
-    return make_endpoints(scripted_upstream)
 
 
 def scripted(upstream, cases) -> ScriptedPipeline:

@@ -6,17 +6,12 @@ import pytest
 from django.urls import reverse
 
 from synthesis.models import SynthesisBatch
-from synthesis.tests.helpers import make_batch, make_endpoints
+from synthesis.testing import make_batch
 
 Status = SynthesisBatch.Status
 RETRYABLE = ("failed", "files", {"files": {"retryable": True}}, "the generator timed out")
 FOR_GOOD = ("failed", "files", {"files": {"retryable": False}}, "the files could not be parsed")
 KEPT = ("kept", "qa", {}, "")
-
-
-@pytest.fixture
-def endpoints(scripted_upstream):
-    return make_endpoints(scripted_upstream)
 
 
 def page(client, batch) -> str:

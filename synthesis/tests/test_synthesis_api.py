@@ -16,8 +16,7 @@ from synthesis.batch_report import batch_json, funnel, report
 from synthesis.job_kinds import ANNOTATE_JOB, ASSESS_JOB
 from synthesis.models import Persona, QualityAssessment, Skill, SkillAnnotation, SynthesisBatch, SynthesisItem
 from synthesis.services import run_here, start_batch
-from synthesis.testing import ScriptedPipeline
-from synthesis.tests.helpers import DEAD_WORKER, make_batch, make_endpoints, running_batch
+from synthesis.testing import DEAD_WORKER, ScriptedPipeline, make_batch, running_batch
 from tasks.package import TaskPackage
 from tasks.services import save_package
 
@@ -28,11 +27,6 @@ ITEMS = "/api/synthesis/items/"
 PERSONAS = "/api/synthesis/personas/"
 SKILLS = "/api/synthesis/skills/"
 QA = "/api/quality-assessments/"
-
-
-@pytest.fixture
-def endpoints(scripted_upstream):
-    return make_endpoints(scripted_upstream)
 
 
 @pytest.fixture

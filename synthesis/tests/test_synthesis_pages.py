@@ -23,18 +23,12 @@ from synthesis.job_kinds import ANNOTATE_JOB
 from synthesis.models import Persona, Skill, SkillAnnotation, SynthesisBatch, SynthesisItem
 from synthesis.pipeline import maybe_finish
 from synthesis.services import run_here, start_batch
-from synthesis.testing import ScriptedPipeline
-from synthesis.tests.helpers import DEAD_WORKER, make_batch, make_endpoints, running_batch
+from synthesis.testing import DEAD_WORKER, ScriptedPipeline, make_batch, running_batch
 from tasks.models import Task
 from tasks.package import TaskPackage
 from tasks.services import save_package
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def endpoints(scripted_upstream):
-    return make_endpoints(scripted_upstream)
 
 
 def live_attributes(html: str, element_id: str) -> bool:

@@ -10,8 +10,7 @@ from benchmarks.models import Benchmark
 from review.services import sanity_block
 from synthesis.services import run_here, start_batch
 from synthesis.stages.catalog import store_sanity_report
-from synthesis.testing import ScriptedPipeline
-from synthesis.tests.helpers import make_endpoints
+from synthesis.testing import ScriptedPipeline, make_endpoints
 from tasks.models import SanityReport
 from tasks.sanity import SanityMaterial, check_revision, evaluate, material_digest, report_fields
 
