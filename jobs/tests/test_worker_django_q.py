@@ -1,7 +1,5 @@
 """Jobs on a real django-q2 cluster (ORM broker) running beside the test, on the test database."""
 
-import time
-
 import pytest
 from django.db import transaction
 from django_q.models import Task
@@ -10,6 +8,7 @@ import jobs
 from jobs.models import JobRun
 from jobs.services import cancel_job
 from jobs.testing import wait_for_job_run
+from lib.testing import wait_until
 
 pytestmark = [pytest.mark.workers, pytest.mark.django_db(transaction=True)]
 
@@ -46,9 +45,7 @@ def test_cancelled_queued_job_never_runs(django_q_worker, admin_user):
         cancel_job(run, user=admin_user)
 
     delivered = Task.objects.filter(name=f"jobs.ping#{run.pk}")
-    deadline = time.monotonic() + 10
-    while not delivered.exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(delivered.exists, "the worker to take the message", timeout=10)
     assert delivered.get().success  # the worker took the message and returned without running it
     run.refresh_from_db()
     assert run.status == JobRun.Status.CANCELLED

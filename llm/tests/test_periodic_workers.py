@@ -5,7 +5,6 @@ import json
 import os
 import sys
 import tempfile
-import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from django_q.models import Schedule
 from jobs import periodic
 from jobs.models import JobRun, Worker
 from jobs.testing import WorkerProcess, _worker_env, start_celery_worker
+from lib.testing import wait_until
 
 pytestmark = [pytest.mark.workers, pytest.mark.django_db(transaction=True)]
 
@@ -34,16 +34,14 @@ def expired_session():
 
 
 def wait_for_kind(kind: str, timeout: float, workers=()) -> JobRun:
-    deadline = time.monotonic() + timeout
-    while True:
-        run = JobRun.objects.filter(kind=kind, status=JobRun.Status.SUCCEEDED).order_by("id").first()
-        if run is not None:
-            return run
-        if time.monotonic() > deadline:
-            logs = "".join(f"\n--- {w.name} log:\n{w.log_tail(3000)}" for w in workers)
-            runs = list(JobRun.objects.values_list("id", "kind", "status", "error"))
-            raise AssertionError(f"no {kind} run succeeded within {timeout} s; runs: {runs}{logs}")
-        time.sleep(0.2)
+    def what() -> str:
+        logs = "".join(f"\n--- {w.name} log:\n{w.log_tail(3000)}" for w in workers)
+        return (
+            f"a {kind} run to succeed; runs: {list(JobRun.objects.values_list('id', 'kind', 'status', 'error'))}{logs}"
+        )
+
+    succeeded = JobRun.objects.filter(kind=kind, status=JobRun.Status.SUCCEEDED).order_by("id")
+    return wait_until(succeeded.first, what, timeout=timeout)
 
 
 def test_the_django_q_cluster_fires_the_periodic_schedule(django_q_worker, settings):
@@ -76,10 +74,8 @@ def test_celery_beat_sends_the_ticks_and_a_worker_runs_them(celery_worker, celer
         session.refresh_from_db()
         assert not session.is_open and run.result == {"closed": 1} and run.engine == "celery"
         # Beat ticks every second: more runs follow, one at a time (a tick queues none while one is active).
-        deadline = time.monotonic() + 20
-        while JobRun.objects.filter(kind="llm.close_stale_sessions").count() < 3:
-            assert time.monotonic() < deadline, beat.log_tail()
-            time.sleep(0.2)
+        runs = JobRun.objects.filter(kind="llm.close_stale_sessions")
+        wait_until(lambda: runs.count() >= 3, beat.log_tail, timeout=20)
         assert "Sending due task clawgym:llm.close_stale_sessions (clawgym.periodic_tick)" in beat.log_tail()
     finally:
         beat.stop()
@@ -93,10 +89,8 @@ def test_a_celery_worker_beats_with_its_queues_and_is_forgotten_when_it_stops(ce
     worker = start_celery_worker(celery_broker_url, queues="sandbox", wait=False)
     mine = Worker.objects.filter(engine="celery", name__contains=f":{worker.pid}:")
     try:
-        deadline = time.monotonic() + 60
-        while not mine.exists():
-            assert worker.alive() and time.monotonic() < deadline, worker.log_tail()
-            time.sleep(0.2)
+        wait_until(lambda: mine.exists() or not worker.alive(), worker.log_tail)
+        assert worker.alive(), worker.log_tail()
         seen = mine.get()
         assert seen.queue_list == ["sandbox"] and timezone.now() - seen.seen_at < timedelta(seconds=30)
     finally:

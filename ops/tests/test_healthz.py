@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from jobs.models import Worker
 from jobs.workers import beat
+from lib.testing import wait_until
 from ops import health
 
 pytestmark = pytest.mark.django_db
@@ -133,9 +134,8 @@ def test_only_get(client):
 @pytest.mark.workers
 @pytest.mark.django_db(transaction=True)
 def test_a_real_django_q_cluster_is_seen_on_every_queue(django_q_worker, client):
-    deadline = time.monotonic() + 30  # the test database is emptied between tests: the next beat writes it again
-    while not Worker.objects.filter(engine="django_q").exists() and time.monotonic() < deadline:
-        time.sleep(0.2)
+    # The test database is emptied between tests: the next beat writes it again.
+    wait_until(Worker.objects.filter(engine="django_q").exists, "the cluster's beat", timeout=30)
 
     response = client.get("/healthz")
 

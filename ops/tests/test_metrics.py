@@ -2,7 +2,6 @@
 proxy on a live uvicorn, jobs queued on the django-q2 ORM broker and on Redis), and who may read it."""
 
 import threading
-import time
 
 import httpx
 import openai
@@ -11,6 +10,7 @@ import pytest
 import jobs
 from jobs.models import JobRun
 from jobs.workers import beat
+from lib.testing import wait_until
 from llm.models import ModelEndpoint
 from llm.services import open_proxy_session, proxy_base_url
 from llm.testing import Reply
@@ -168,10 +168,8 @@ def test_proxy_streams_in_flight_and_tokens_after_a_real_stream(live_server_asgi
     thread = threading.Thread(target=agent)
     thread.start()
     try:
-        deadline = time.monotonic() + 20
-        while read_metrics()[streams] != 1:  # the upstream holds its last chunk: the stream is in flight
-            assert time.monotonic() < deadline, "the stream never showed as in flight"
-            time.sleep(0.05)
+        # The upstream holds its last chunk: the stream is in flight.
+        wait_until(lambda: read_metrics()[streams] == 1, "the stream to show as in flight", timeout=20)
         assert text  # its first chunks were passed on already
     finally:
         scripted_upstream.release()
