@@ -100,7 +100,7 @@ def start_server(model: Path, folder: Path, mode: str):
     transformers serve NAME in a folder where NAME links to the model (plain, or with continuous batching), or the
     batched server on the folder."""
     from training_jobs.serve_backends import model_link
-    from training_jobs.serving import backend_socket, served_command
+    from training_jobs.server_processes import backend_socket, served_command
 
     port = free_port()
     env = {**os.environ, "CLAWGYM_FRONT_KEY": KEY}

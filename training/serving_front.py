@@ -278,8 +278,8 @@ def main(argv: list[str]) -> int:
 
 
 def _remove_socket(path: str) -> None:
-    """The backend's socket and the folder made for it alone (serving.backend_socket); a folder holding anything
-    else is left as it is."""
+    """The backend's socket and the folder made for it alone (training_jobs.server_processes.backend_socket); a
+    folder holding anything else is left as it is."""
     for remove in (os.unlink, lambda p: os.rmdir(os.path.dirname(p))):
         try:
             remove(path)

@@ -39,7 +39,7 @@ class ServeBackend:
 
     def command(self, path: str, name: str, socket_path: str) -> list[str]:
         """The server's own command, serving the model at `path` as `name` on the Unix socket `socket_path` and on no
-        port (it runs behind the front: training_jobs.serving.served_command)."""
+        port (it runs behind the front: training_jobs.server_processes.served_command)."""
         raise NotImplementedError
 
     def workdir(self, folder: Path, name: str, path: str) -> Path:

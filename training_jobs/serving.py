@@ -12,14 +12,15 @@ server, only when named):
           --max-model-len 65536 --enable-auto-tool-choice --tool-call-parser hermes --generation-config vllm
 
   (hermes is the tool-call parser for Qwen3's <tool_call> format), with the server's key in VLLM_API_KEY.
-- "transformers": `transformers serve ckpt-RUN-STEP --uds SOCKET` (through training/transformers_serve.py, which adds --uds and
-  turns a tool call that does not parse into the model's text, not a 500) run in a folder where ckpt-RUN-STEP is
-  a link to the checkpoint (the `transformers[serving]` extra's packages, pinned in requirements-training.txt). The
-  folder given is preloaded and pinned: the server loads it once at start, before it answers, and serves nothing
-  else under that name (a request naming another model is refused). Its tool-call parser is chosen by the model type: Qwen2/2.5/3 (`<tool_call>{json}</tool_call>`), Qwen3.5,
-  Gemma 4 and the others transformers knows, or a tokenizer's own `response_template`.
-- "batched": `python -m training.batched_server FOLDER --name ckpt-RUN-STEP --uds SOCKET …` (ClawGym's CPU server: calls
-  sampled together, each conversation's cache reused; answers parsed as transformers serve parses them), checking
+- "transformers": `transformers serve ckpt-RUN-STEP --uds SOCKET` (through training/transformers_serve.py, which adds
+  --uds and turns a tool call that does not parse into the model's text, not a 500) run in a folder where
+  ckpt-RUN-STEP is a link to the checkpoint (the `transformers[serving]` extra's packages, pinned in
+  requirements-training.txt). The folder given is preloaded and pinned: the server loads it once at start, before it
+  answers, and serves nothing else under that name (a request naming another model is refused). Its tool-call parser
+  is chosen by the model type: Qwen2/2.5/3 (`<tool_call>{json}</tool_call>`), Qwen3.5, Gemma 4 and the others
+  transformers knows, or a tokenizer's own `response_template`.
+- "batched": `python -m training.batched_server FOLDER --name ckpt-RUN-STEP --uds SOCKET …` (ClawGym's CPU server:
+  calls sampled together, each conversation's cache reused; answers parsed as transformers serve parses them), checking
   the server's key again itself (given in CLAWGYM_POLICY_KEY).
 
 LoRA checkpoints (an adapter, `adapter_config.json`) are merged into the run's base model first, in a subprocess
@@ -31,11 +32,11 @@ a GPU worker vLLM could instead serve the adapter on the base model itself (`vll
 for both backends so that the two serve the same weights.
 
 No backend listens on a port: each listens on a Unix socket in a folder made for it alone, which only the worker's
-user may open (0700: backend_socket), behind its authenticating front (training.serving_front, the process started: the
-backend is its child, in its process group), whose port is the only one a server opens. The front listens on
-CLAWGYM_SERVE_HOST, answers only requests carrying the server's key, passes on only the OpenAI routes (never
-transformers serve's /load_model and /reset, nor vLLM's routes outside /v1, which its --api-key does not guard) and
-bounds bodies (CLAWGYM_SERVE_MAX_REQUEST_BYTES). The key is the server's own: its endpoint names it
+user may open (0700: server_processes.backend_socket), behind its authenticating front (training.serving_front, the
+process started: the backend is its child, in its process group), whose port is the only one a server opens. The
+front listens on CLAWGYM_SERVE_HOST, answers only requests carrying the server's key, passes on only the OpenAI
+routes (never transformers serve's /load_model and /reset, nor vLLM's routes outside /v1, which its --api-key does
+not guard) and bounds bodies (CLAWGYM_SERVE_MAX_REQUEST_BYTES). The key is the server's own: its endpoint names it
 CLAWGYM_KEY_SERVED_S<server id> as api_key_env, and every process that calls the endpoint derives it from SECRET_KEY
 (llm.models.served_key); nothing stores it, and it goes only to the address the server was registered at
 (ModelEndpoint.served_at). The front, its backend, a LoRA merge
@@ -59,16 +60,9 @@ row; the process is the gpu worker's).
 """
 
 import json
-import os
-import shutil
-import signal
 import socket
 import subprocess
 import sys
-import tempfile
-import threading
-import time
-import urllib.request
 from datetime import timedelta
 from pathlib import Path
 
@@ -86,11 +80,21 @@ from .folders import run_dir, training_root
 from .job_kinds import SERVE_JOB, STOP_IDLE_SERVERS_JOB
 from .models import BaseModel, Checkpoint, ModelServer
 from .serve_backends import ServingError, default_backend, serve_backend
+from .server_processes import (
+    alive,
+    answers,
+    backend_socket,
+    free_port,
+    kill_group,
+    launch,
+    owned_pid,
+    remove_backend_socket,
+    served_command,
+)
 
 STOPPED_ELSEWHERE_SECONDS = 86400  # how far back the sweep looks for processes of servers stopped on another machine
 HEALTH_TIMEOUT_SECONDS = 600.0  # vLLM loading an 8B model and capturing CUDA graphs takes minutes
 MERGE_TIMEOUT_SECONDS = 3600.0  # merging LoRA into an 8B base on CPU reads and writes ~16 GB
-BACKEND_SOCKET = "backend.sock"  # the model server's own socket, in a 0700 folder of its own: only its front opens it
 
 
 def endpoint_name(checkpoint: Checkpoint) -> str:
@@ -108,50 +112,6 @@ def served_name(server: ModelServer) -> str:
     return base_endpoint_name(server.base_model)
 
 
-def served_command(backend: str, path: str, name: str, bind: str, port: int, socket_path: str, cwd: Path) -> list[str]:
-    """The front on bind:port, starting the backend on the Unix socket `socket_path` in `cwd` as its child. The key
-    goes in the environment (launch), never on a command line every local user can read."""
-    backend_command = serve_backend(backend).command(path, name, socket_path)
-    return [
-        sys.executable,
-        "-m",
-        "training.serving_front",
-        "--host",
-        bind,
-        "--port",
-        str(port),
-        "--upstream-socket",
-        socket_path,
-        "--max-body-bytes",
-        str(max_request_bytes()),
-        "--cwd",
-        str(cwd),
-        "--",
-        *backend_command,
-    ]
-
-
-def backend_socket() -> str:
-    """A new socket path for a model server, in a folder of its own made for it alone (mode 0700, the worker's user):
-    no other user of the machine may open the socket, and it is reachable from no network. The front removes it when
-    it exits. Short, under the system's temporary folder: a Unix socket's path holds at most 107 bytes."""
-    return str(Path(tempfile.mkdtemp(prefix="clawgym-serve-")) / BACKEND_SOCKET)
-
-
-def _remove_backend_socket(command: list[str]) -> None:
-    """A stopped server's socket folder (backend_socket): its front removes it as it exits, this covers a front
-    killed before it could."""
-    if "--upstream-socket" not in (command or []):
-        return
-    folder = Path(command[command.index("--upstream-socket") + 1]).parent
-    if folder.name.startswith("clawgym-serve-"):
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def max_request_bytes() -> int:
-    return settings.CLAWGYM_SERVE_MAX_REQUEST_BYTES
-
-
 def key_env(server: ModelServer) -> str:
     """The variable name the server's endpoint gives as api_key_env: its key is derived from it (served_key)."""
     return f"{SERVED_KEY_PREFIX}S{server.pk}"
@@ -159,12 +119,6 @@ def key_env(server: ModelServer) -> str:
 
 def server_key(server: ModelServer) -> str:
     return served_key(key_env(server))
-
-
-def free_port(host: str) -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
 
 
 def serve_host() -> str:
@@ -275,7 +229,7 @@ def serve_folder(
 
 def _running(servers) -> ModelServer | None:
     for server in servers.filter(status=ModelServer.Status.READY).select_related("endpoint"):
-        if _alive(server.pid) and _answers(_base_url(server), server_key(server)):
+        if alive(server.pid) and answers(_base_url(server), server_key(server)):
             _tie_endpoint(server)
             return server
     return None
@@ -318,7 +272,7 @@ def _launch_server(server: ModelServer, path: str, name: str, *, host, port, tim
             on_start=lambda pid: ModelServer.objects.filter(pk=server.pk).update(pid=pid),
         )
     except ServingError as exc:
-        _remove_backend_socket(command)
+        remove_backend_socket(command)
         _failed(server, exc)
         raise
     endpoint = register_endpoint(name, _base_url(server), backend, key_env(server))
@@ -327,7 +281,7 @@ def _launch_server(server: ModelServer, path: str, name: str, *, host, port, tim
         status=ModelServer.Status.READY, endpoint=endpoint, pid=pid, last_used_at=timezone.now()
     )
     if not ready:
-        _kill(pid)
+        kill_group(pid)
         ModelEndpoint.objects.filter(pk=endpoint.pk).update(enabled=False)
     server.refresh_from_db()
     return server
@@ -376,7 +330,7 @@ def current_server(subject: Checkpoint | BaseModel) -> ModelServer | None:
     servers = subject.servers.filter(status__in=[ModelServer.Status.STARTING, ModelServer.Status.READY])
     for server in servers.select_related("job_run", "endpoint"):
         if server.status == ModelServer.Status.READY:
-            if _answers(_base_url(server), server_key(server)):
+            if answers(_base_url(server), server_key(server)):
                 return server
             stop_server(server, reason="it stopped answering")
         elif server.job_run is not None and server.job_run.is_finished:
@@ -412,7 +366,7 @@ def serve_checkpoint_job(ctx, *, server_id: int, run_id: int | None = None, base
         raise ServingError(f"no checkpoint or base model server #{server_id}")
     if server.status != ModelServer.Status.STARTING:
         return {**server_report(server), "note": f"{server.status}: nothing to do"}
-    _kill(_owned_pid(server))
+    kill_group(owned_pid(server))
     ModelServer.objects.filter(pk=server.pk, status=ModelServer.Status.STARTING).update(pid=None, error="")
     is_lora = server.checkpoint is not None and (Path(server.checkpoint.path) / "adapter_config.json").exists()
     ctx.progress(
@@ -485,47 +439,6 @@ def servable_path(checkpoint: Checkpoint, *, timeout: float = MERGE_TIMEOUT_SECO
     return str(merged)
 
 
-def launch(
-    command: list[str],
-    base_url: str,
-    log_path: Path,
-    *,
-    timeout: float,
-    key: str,
-    backend: str = "transformers",
-    on_start=None,
-) -> int:
-    """Start the server (its front) in a session of its own; its pid once GET /v1/models answers with the key
-    (ServingError otherwise). The environment is the allow-listed one, with the key for the front (and for vLLM,
-    whose --api-key guards its /v1 routes again). A thread of this process waits for it: whoever stops it (the idle
-    sweep in another worker process, the command), it is reaped here and leaves no zombie behind."""
-    extra = serve_backend(backend).env(key)  # a backend that checks the key again behind the front gets it too
-    env = child_env(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONUNBUFFERED="1", CLAWGYM_FRONT_KEY=key, **extra)
-    with log_path.open("ab") as log:
-        # In the project's folder (`-m training.serving_front`); the front starts its backend in the folder it is given.
-        proc = subprocess.Popen(
-            command,
-            cwd=settings.BASE_DIR,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    threading.Thread(target=proc.wait, name=f"reap-server-{proc.pid}", daemon=True).start()
-    if on_start:
-        on_start(proc.pid)
-    deadline = time.monotonic() + timeout
-    while not _answers(base_url, key):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            why = f"exited with {proc.returncode}" if proc.poll() is not None else f"did not answer in {timeout:g} s"
-            _kill(proc.pid)
-            tail = log_path.read_text(errors="replace")[-2000:] if log_path.exists() else ""
-            raise ServingError(f"the server `{' '.join(command[:4])} …` {why} (log: {log_path})\n{tail}")
-        time.sleep(0.5)
-    return proc.pid
-
-
 def register_endpoint(name: str, base_url: str, backend: str, api_key_env: str) -> ModelEndpoint:
     endpoint, _ = ModelEndpoint.objects.update_or_create(
         name=name,
@@ -545,15 +458,15 @@ def register_endpoint(name: str, base_url: str, backend: str, api_key_env: str) 
 
 
 def stop_server(server: ModelServer, *, reason: str = "stopped") -> ModelServer:
-    """Kill the server's process group when it runs on this machine (see _owned_pid) and mark the row stopped, its
-    endpoint disabled."""
-    owned = _owned_pid(server)
+    """Kill the server's process group when it runs on this machine (see server_processes.owned_pid) and mark the
+    row stopped, its endpoint disabled."""
+    owned = owned_pid(server)
     if owned:
-        _kill(owned)
+        kill_group(owned)
     # Killed here, or died without its front removing its socket (a process killed a moment ago may still be
     # exiting, so whether it is alive says nothing): a server marked stopped is served by nothing, and on a machine
     # that never ran it there is no such folder.
-    _remove_backend_socket(server.command)
+    remove_backend_socket(server.command)
     ModelServer.objects.filter(pk=server.pk).update(
         status=ModelServer.Status.STOPPED, stopped_at=timezone.now(), error=reason if reason != "stopped" else ""
     )
@@ -571,7 +484,7 @@ def stop_serving(subject: Checkpoint | BaseModel) -> list[ModelServer]:
     from jobs import enqueue
 
     servers = list(subject.servers.filter(status__in=[ModelServer.Status.STARTING, ModelServer.Status.READY]))
-    elsewhere = [s for s in servers if s.status == ModelServer.Status.READY and s.pid and _owned_pid(s) is None]
+    elsewhere = [s for s in servers if s.status == ModelServer.Status.READY and s.pid and owned_pid(s) is None]
     stopped = [stop_server(server) for server in servers]
     if elsewhere:
         try:
@@ -601,12 +514,12 @@ def stop_idle_servers(now=None, idle_seconds: float | None = None) -> list[int]:
     idle = timedelta(seconds=idle_seconds if idle_seconds is not None else settings.CLAWGYM_SERVE_IDLE_SECONDS)
     stopped = []
     for server in ModelServer.objects.filter(status=ModelServer.Status.READY):
-        if not _answers(_base_url(server), server_key(server)):
+        if not answers(_base_url(server), server_key(server)):
             stop_server(server, reason="it stopped answering")
             stopped.append(server.pk)
             continue
         _tie_endpoint(server)
-        if server.pid and _owned_pid(server) is None:
+        if server.pid and owned_pid(server) is None:
             continue  # a server of another machine (its pid means nothing here): that machine's sweep stops it
         last_call = ModelCall.objects.filter(endpoint_id=server.endpoint_id).aggregate(last=Max("created_at"))["last"]
         last = max(t for t in (server.last_used_at, last_call, server.created_at) if t is not None)
@@ -629,10 +542,10 @@ def kill_stopped_here(now=None) -> list[int]:
     )
     killed = []
     for server in recent:
-        pid = _owned_pid(server)
+        pid = owned_pid(server)
         if pid is not None:
-            _kill(pid)
-            _remove_backend_socket(server.command)
+            kill_group(pid)
+            remove_backend_socket(server.command)
             killed.append(server.pk)
     return killed
 
@@ -645,72 +558,3 @@ def stop_idle_servers_job(ctx) -> dict:
 
 def _base_url(server: ModelServer) -> str:
     return f"http://{server.host}:{server.port}/v1"
-
-
-def _answers(base_url: str, key: str) -> bool:
-    request = urllib.request.Request(f"{base_url}/models", headers={"Authorization": f"Bearer {key}"})
-    try:
-        with urllib.request.urlopen(request, timeout=2) as response:
-            return response.status == 200 and "data" in json.loads(response.read() or b"{}")
-    except (OSError, ValueError):
-        return False
-
-
-def _owned_pid(server: ModelServer) -> int | None:
-    """The server's pid if that process runs here and is the server started (its command line holds the program
-    it ran, its front's module, and the port): a pid recorded on another machine, or reused since, is never
-    signalled."""
-    if not server.pid or not _alive(server.pid):
-        return None
-    try:
-        args = Path(f"/proc/{server.pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return None
-    wanted = [str(server.port).encode()] + [arg.encode() for arg in server.command[2:3]]
-    return server.pid if all(arg in args for arg in wanted) else None
-
-
-def _alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        if os.waitpid(pid, os.WNOHANG)[0] == pid:
-            return False  # our own child, exited (and now reaped)
-    except ChildProcessError:
-        pass  # not a child of this process
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    if state != "Z":
-        return True
-    # A zombie serves nothing: exited, not reaped yet by the process that started it (a worker's job).
-    try:
-        reaped = os.waitpid(pid, os.WNOHANG)[0] == pid
-    except ChildProcessError:
-        return False  # another process's child
-    return not reaped  # ours: reaped now, or its other threads still exiting (then waitpid cannot reap it yet)
-
-
-def _kill(pid: int | None) -> None:
-    if not pid:
-        return
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            return
-        for _ in range(50):
-            if not _alive(pid):
-                return
-            try:
-                os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                pass
-            time.sleep(0.1)

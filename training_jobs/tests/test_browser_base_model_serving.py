@@ -10,7 +10,8 @@ import pytest
 from jobs.testing import start_django_q_worker, use_engine
 from lib.browser_testing import assert_no_reload, log_in, mark_document, watch
 from training_jobs.models import BaseModel, ModelServer
-from training_jobs.serving import _alive, stop_server
+from training_jobs.server_processes import alive
+from training_jobs.serving import stop_server
 
 # once: a model server's start, nothing about the database engine (CI runs it in the PostgreSQL pass).
 pytestmark = [pytest.mark.browser, pytest.mark.workers, pytest.mark.once, pytest.mark.django_db(transaction=True)]
@@ -64,7 +65,7 @@ def test_an_admin_serves_a_base_model_as_an_agent_and_the_row_turns_ready(
             assert_no_reload(page)
             assert row.get_by_role("button", name="Serve again").is_visible()
         server.refresh_from_db()
-        assert server.status == "stopped" and not server.endpoint.enabled and not _alive(server.pid)
+        assert server.status == "stopped" and not server.endpoint.enabled and not alive(server.pid)
     finally:  # whatever happened: a server still starting is stopped too (its job kills what it started)
         for server in ModelServer.objects.filter(base_model__name="tiny").exclude(status="stopped"):
             stop_server(server)

@@ -23,7 +23,8 @@ from django.core.management import call_command
 
 from llm.models import ModelEndpoint
 from training_jobs.models import ModelServer
-from training_jobs.serving import backend_socket, served_command, stop_idle_servers
+from training_jobs.server_processes import backend_socket, served_command
+from training_jobs.serving import stop_idle_servers
 
 NOBODY = 65534
 LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp's st column
