@@ -21,11 +21,9 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.urls import reverse
 
 from jobs import enqueue
 from jobs.models import JobRun
-from jobs.registry import job
 from training import converters
 
 from .child_env import child_env
@@ -206,16 +204,3 @@ def converter_choices() -> list[dict]:
             }
         )
     return out
-
-
-def _subject(params: dict) -> tuple[str, str]:
-    return f"base model {params.get('name', '?')}", reverse("training:base-models")
-
-
-@job(CONVERT_JOB, queue="gpu", title="Convert a base model", subject=_subject)
-def convert_base_model_job(ctx, *, name: str) -> dict:
-    """Convert and register the shipped model `name` (a second delivery finds it registered and does nothing)."""
-    ctx.progress(0, 1, f"converting {name}")
-    row, created = add_converted(name, log=ctx.log)
-    ctx.progress(1, 1, "registered" if created else "registered already")
-    return {"base_model": row.name, "path": row.path, "created": created}

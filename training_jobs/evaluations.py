@@ -18,18 +18,15 @@ before anything is queued (expectations)."""
 from statistics import median
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Q, TextField
 from django.db.models.functions import Cast, Coalesce, Length
 
-from benchmarks.models import BenchmarkVersion
 from evaluation.harnesses import HARNESSES
 from evaluation.models import EvalRun, Rollout
 from evaluation.services.runs import start_eval_run
 from jobs import enqueue
 from jobs.models import JobRun
-from jobs.registry import job
 from llm.models import ModelCall, ModelEndpoint
 
 from .job_kinds import EVALUATE_JOB
@@ -271,30 +268,3 @@ def expectations(run: TrainingRun) -> dict:
         "suggested": suggested,
         "warn": any(row["verdict"] != "fits" for row in rows),
     }
-
-
-def _evaluate_subject(params: dict) -> tuple[str, str]:
-    return f"training run #{params.get('run_id')}", f"/training/runs/{params.get('run_id')}/"
-
-
-@job(EVALUATE_JOB, queue="gpu", title="Evaluate every checkpoint", subject=_evaluate_subject)
-def evaluate_checkpoints_job(
-    ctx,
-    *,
-    run_id: int,
-    version_id: int,
-    user_id: int | None = None,
-    harness: str | None = None,
-    include_base: bool = True,
-) -> dict:
-    """Serve the base model and each checkpoint on this gpu worker (detached: they outlive the job) and start their
-    evaluation runs; a second run of the job starts only what the first did not."""
-
-    run = TrainingRun.objects.get(pk=run_id)
-    version = BenchmarkVersion.objects.get(pk=version_id)
-    user = get_user_model().objects.filter(pk=user_id).first() if user_id else None
-    ctx.progress(0, run.checkpoints.count() + int(include_base), f"serving and evaluating on {version}")
-    started = evaluate_checkpoints(
-        run, version, user=user, harness=harness, include_base=include_base, progress=ctx.progress
-    )
-    return {"run": run.pk, "evaluations": [{"eval_run": e.pk, "endpoint": e.endpoint.name} for e in started]}

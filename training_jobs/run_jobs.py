@@ -30,7 +30,6 @@ from django.db.models import F, TextField, Value
 from django.db.models.functions import Concat, Right
 from django.utils import timezone
 
-from jobs.registry import job
 from jobs.runner import JobCancelled
 from lib import nulsafe
 from llm.models import served_key
@@ -38,7 +37,6 @@ from llm.models import served_key
 from .child_env import child_env
 from .exports import export_messages
 from .folders import run_dir, tensorboard_dir
-from .job_kinds import RL_RUN_JOB, SFT_RUN_JOB
 from .models import Checkpoint, DatasetSample, TrainingMetric, TrainingRun
 from .rl.batches import RolloutBridge, disable_policy_endpoint, policy_key_env
 from .serving import stop_idle_servers
@@ -49,20 +47,6 @@ KILL_GRACE_SECONDS = 10
 
 class TrainingCancelled(Exception):
     pass
-
-
-def _subject(params: dict) -> tuple[str, str]:
-    return f"training run #{params.get('run_id')}", f"/training/runs/{params.get('run_id')}/"
-
-
-@job(SFT_RUN_JOB, queue="gpu", title="SFT run", subject=_subject)
-def sft_run(ctx, *, run_id: int):
-    return execute_training(run_id, ctx=ctx)
-
-
-@job(RL_RUN_JOB, queue="gpu", title="RL run", subject=_subject)
-def rl_run(ctx, *, run_id: int):
-    return execute_training(run_id, ctx=ctx)
 
 
 def execute_training(run_id: int, ctx=None) -> dict:

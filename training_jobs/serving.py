@@ -72,7 +72,6 @@ from django.db.models import Max
 from django.utils import timezone
 
 from jobs.engine import JobEngineError
-from jobs.registry import job
 from llm.models import SERVED_KEY_PREFIX, ModelCall, ModelEndpoint, served_key
 
 from .child_env import child_env
@@ -349,18 +348,11 @@ def current_server(subject: Checkpoint | BaseModel) -> ModelServer | None:
     return None
 
 
-def _serve_subject(params: dict) -> tuple[str, str]:
-    if params.get("base_model"):
-        return f"base model {params['base_model']}'s server #{params.get('server_id')}", "/training/base-models/"
-    return f"checkpoint server #{params.get('server_id')}", f"/training/runs/{params.get('run_id')}/"
-
-
-@job(SERVE_JOB, queue="gpu", title="Serve a model", subject=_serve_subject)
-def serve_checkpoint_job(ctx, *, server_id: int, run_id: int | None = None, base_model: str | None = None) -> dict:
-    """Start the row's server (a checkpoint's or a registered base model's; run_id and base_model only say which, for
-    the jobs page) on this gpu worker and return once it answers; it outlives the job (a session of its own). A
-    second run of the job does nothing to a row no longer starting; one whose earlier attempt died mid-start (the
-    worker killed) starts afresh, its leftover process here killed first."""
+def start_requested_server(server_id: int, *, progress) -> dict:
+    """Start the row's server (a checkpoint's or a registered base model's, as request_serving recorded it) on this
+    machine and return its report once it answers; it outlives the caller (a session of its own). A row no longer
+    starting is left as it is; one whose earlier attempt died mid-start (the worker killed) starts afresh, its
+    leftover process here killed first. progress(done, total, message) as a job's context takes it."""
     server = ModelServer.objects.select_related("checkpoint__run", "base_model").filter(pk=server_id).first()
     if server is None or (server.checkpoint is None and server.base_model is None):
         raise ServingError(f"no checkpoint or base model server #{server_id}")
@@ -369,7 +361,7 @@ def serve_checkpoint_job(ctx, *, server_id: int, run_id: int | None = None, base
     kill_group(owned_pid(server))
     ModelServer.objects.filter(pk=server.pk, status=ModelServer.Status.STARTING).update(pid=None, error="")
     is_lora = server.checkpoint is not None and (Path(server.checkpoint.path) / "adapter_config.json").exists()
-    ctx.progress(
+    progress(
         0,
         1,
         f"merging the LoRA adapter, then starting {served_name(server)}"
@@ -383,7 +375,7 @@ def serve_checkpoint_job(ctx, *, server_id: int, run_id: int | None = None, base
         if server.status == ModelServer.Status.STOPPED:  # stopped while it loaded: what was asked, no failure
             return {**server_report(server), "note": "stopped while it started"}
         raise
-    ctx.progress(1, 1, f"{server.status}: {server.endpoint.base_url if server.endpoint else ''}")
+    progress(1, 1, f"{server.status}: {server.endpoint.base_url if server.endpoint else ''}")
     return server_report(server)
 
 
@@ -548,12 +540,6 @@ def kill_stopped_here(now=None) -> list[int]:
             remove_backend_socket(server.command)
             killed.append(server.pk)
     return killed
-
-
-@job(STOP_IDLE_SERVERS_JOB, queue="gpu", title="Stop idle checkpoint servers")
-def stop_idle_servers_job(ctx) -> dict:
-    killed = kill_stopped_here()
-    return {"stopped": stop_idle_servers(), **({"killed": killed} if killed else {})}
 
 
 def _base_url(server: ModelServer) -> str:
