@@ -468,11 +468,11 @@ def stop_server(server: ModelServer, *, reason: str = "stopped") -> ModelServer:
     return server
 
 
-def stop_serving(subject: Checkpoint | BaseModel) -> list[ModelServer]:
-    """Stop the checkpoint's (or base model's) servers that are starting or ready (the Base models page's Stop):
-    the rows stopped and their endpoints disabled at once. A process on another machine (a gpu worker's, the web
-    app stopping it) is killed there: a starting one by its own job as it comes up (the row is no longer
-    starting), a ready one by the next idle sweep on that machine, queued now."""
+def stop_serving(subject: Checkpoint | BaseModel, *, user) -> list[ModelServer]:
+    """Stop the checkpoint's (or base model's) servers that are starting or ready (the Base models page's Stop), as
+    `user` asked: the rows stopped and their endpoints disabled at once. A process on another machine (a gpu
+    worker's, the web app stopping it) is killed there: a starting one by its own job as it comes up (the row is no
+    longer starting), a ready one by the next idle sweep on that machine, queued now in the user's name."""
     from jobs import enqueue
 
     servers = list(subject.servers.filter(status__in=[ModelServer.Status.STARTING, ModelServer.Status.READY]))
@@ -480,7 +480,7 @@ def stop_serving(subject: Checkpoint | BaseModel) -> list[ModelServer]:
     stopped = [stop_server(server) for server in servers]
     if elsewhere:
         try:
-            enqueue(STOP_IDLE_SERVERS_JOB)
+            enqueue(STOP_IDLE_SERVERS_JOB, created_by=user)
         except JobEngineError:
             pass  # the scheduler's sweep (jobs/periodic.py) kills it on its next tick instead
     return stopped

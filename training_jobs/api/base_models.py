@@ -146,7 +146,7 @@ class BaseModelViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewset
     @action(detail=True, methods=["post"])
     def stop(self, request, name=None):
         """Stop the model's servers that are starting or ready and disable the endpoint base-NAME."""
-        stopped = serving.stop_serving(self.get_object())
+        stopped = serving.stop_serving(self.get_object(), user=request.user)
         return Response(
             {"stopped": ModelServerSerializer(stopped, many=True, context=self.get_serializer_context()).data}
         )

@@ -153,7 +153,7 @@ def test_the_api_serves_once_and_stops(api_as, admin_user, viewer, base_model):
     assert not ModelEndpoint.objects.get(name="base-tiny").enabled
 
 
-def test_a_server_the_web_app_cannot_signal_is_killed_by_the_sweep_on_its_machine(base_model):
+def test_a_server_the_web_app_cannot_signal_is_killed_by_the_sweep_on_its_machine(base_model, admin_user):
     # Ready on "another machine": its pid here is this test's process, whose command line is no server's.
     server = ModelServer.objects.create(
         base_model=base_model,
@@ -166,10 +166,10 @@ def test_a_server_the_web_app_cannot_signal_is_killed_by_the_sweep_on_its_machin
         pid=os.getpid(),
         command=[sys.executable, "-m", "training.serving_front"],
     )
-    [stopped] = stop_serving(base_model)
+    [stopped] = stop_serving(base_model, user=admin_user)
     assert stopped.status == "stopped" and not stopped.endpoint.enabled
     [sweep] = JobRun.objects.filter(kind="training.stop_idle_servers")
-    assert sweep.queue == "gpu"
+    assert sweep.queue == "gpu" and sweep.created_by == admin_user  # queued in the name of who stopped it
 
     # On the gpu worker's machine the row's pid is its front (a stand-in with the front's arguments here).
     front = subprocess.Popen(

@@ -105,7 +105,7 @@ def base_model_serve(request, name: str):
 @require_POST
 def base_model_stop(request, name: str):
     row = get_object_or_404(BaseModel, name=name)
-    stopped = serving.stop_serving(row)
+    stopped = serving.stop_serving(row, user=request.user)
     if request.htmx:
         return _model_row_response(request, row)
     messages.success(
