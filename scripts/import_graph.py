@@ -5,8 +5,9 @@ Parses every project module with `ast` (no import, no Django; well under a secon
 arrows into the settings package `clawgym_site` from other packages, arrows from `lib` into any
 app, imports of Django or of an app by the plain libraries (`sandbox`, `training`), circles between
 apps (module-level imports only, and with imports inside functions too),
-circles inside each app (module level), and imports inside functions per app, with those that
-load torch/transformers/trl and the like lazily on purpose (allowed by shared/STYLE.md rule 11).
+circles inside each app (module level), imports inside functions per app, with those that
+load torch/transformers/trl and the like lazily on purpose (allowed by shared/STYLE.md rule 11),
+and the modules of the apps and libraries over 600 lines, outside tests.
 
 Only `import` statements count: Django settings read through `django.conf` and dotted strings
 such as `settings.CLAWGYM_CELERY_APP` are not arrows. `from pkg import name` where `name` is a
@@ -27,6 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 SETTINGS_PACKAGE = "clawgym_site"
+# A module past this many lines holds more than one thing: split it along a seam (a maintainer reads it whole). The
+# settings package is configuration, and bench/ and scripts/ hold programs run by hand, each read as one story.
+MAX_MODULE_LINES = 600
+NOT_MEASURED = {SETTINGS_PACKAGE, "bench", "scripts"}
 LIBRARY_PACKAGE = "lib"
 # Plain libraries (STYLE rule 19): they import no Django and no app, only each its own modules and the `lib` modules
 # that import no Django either, so that they run where Django is not set up (a trainer subprocess, a model server's
@@ -305,6 +310,19 @@ def is_test(module):
     return "tests" in parts or parts[-1].startswith("test_") or parts[-1] == "conftest"
 
 
+def long_modules(graph):
+    """["path (lines)"] of the modules outside tests, over MAX_MODULE_LINES, in the apps and the libraries."""
+    found = []
+    for module, path in sorted(graph.modules.items()):
+        if is_test(module) or app_of(module) in NOT_MEASURED:
+            continue
+        with open(path, encoding="utf-8") as handle:
+            lines = sum(1 for _ in handle)
+        if lines > MAX_MODULE_LINES:
+            found.append(f"{path.as_posix()} ({lines})")
+    return found
+
+
 def figures(graph):
     apps = sorted({app_of(m) for m in graph.modules})
     into_settings = [
@@ -356,6 +374,7 @@ def figures(graph):
         "circles_between_apps": between,
         "circles_inside_apps": inside,
         "imports_in_functions": {**totals, "per_app": {app: in_functions[app] for app in sorted(in_functions)}},
+        "long_modules": long_modules(graph),
     }
 
 
@@ -390,6 +409,9 @@ def print_report(result):
         for app, circles in inside.items():
             for circle in circles:
                 print(f"  {app}: {' <-> '.join(circle)}")
+    print(f"modules of the apps over {MAX_MODULE_LINES} lines, outside tests: {len(result['long_modules'])}")
+    for module in result["long_modules"]:
+        print(f"  {module}")
     functions = result["imports_in_functions"]
     print(
         f"imports inside functions: {functions['code']} outside tests ({functions['code_project']} of project modules,"
@@ -416,6 +438,7 @@ def main(argv=None):
     result = figures(build(root))
     for key in ("files", "code_files"):
         result["into_settings"][key] = [str(Path(p).relative_to(root)) for p in result["into_settings"][key]]
+    result["long_modules"] = [str(Path(m).relative_to(root)) for m in result["long_modules"]]
     print_report(result)
     if args.json:
         print(json.dumps(result, sort_keys=True))

@@ -51,6 +51,11 @@ PLANTED = {
     "beta/d.py": "from beta.c import run\nlater = 1\n",
     "beta/tests/__init__.py": "",
     "beta/tests/test_views.py": "def test_page():\n    from beta.views import page\n",
+    # Past 600 lines: a module that holds more than one thing; a test or the settings may be as long.
+    "beta/long.py": "x = 1\n" * 601,
+    "beta/short.py": "x = 1\n" * 600,
+    "beta/tests/test_long.py": "x = 1\n" * 900,
+    "clawgym_site/long_settings.py": "X = 1\n" * 900,
 }
 
 
@@ -76,9 +81,11 @@ def test_the_tool_finds_a_planted_circle_and_an_upward_arrow(import_graph, tmp_p
     functions = result["imports_in_functions"]["per_app"]["beta"]
     assert functions == {"code": 3, "code_project": 2, "heavy_optional": 1, "tests": 1}
 
+    assert [Path(m).relative_to(tmp_path).as_posix() for m in result["long_modules"]] == ["beta/long.py (601)"]
+
     assert import_graph.main(["--root", str(tmp_path), "--json"]) == 0
-    last = capsys.readouterr().out.strip().splitlines()[-1]
-    assert json.loads(last)["into_settings"]["files"] == ["alpha/views.py"]
+    last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert last["into_settings"]["files"] == ["alpha/views.py"] and last["long_modules"] == ["beta/long.py (601)"]
 
 
 def test_arrows_back_up_are_the_fewest_that_break_every_circle(import_graph):
@@ -116,3 +123,7 @@ def test_no_circle_between_apps_even_through_imports_in_functions(this_tree):
 
 def test_no_circle_inside_an_app(this_tree):
     assert this_tree["circles_inside_apps"] == {"module_level": {}, "with_functions": {}}
+
+
+def test_no_module_of_the_apps_is_over_600_lines(this_tree):
+    assert this_tree["long_modules"] == []
