@@ -28,8 +28,8 @@ answer, the first chunk of a stream), `choices[0].token_ids` (per delta chunk wh
 on the finish chunk), and with `logprobs: true` also `choices[0].logprobs.content[].logprob`, from the toy chat
 template and tokenizer of llm.testing_tokens.
 
-Fixtures: `scripted_upstream` (a fresh server per test), `agent_endpoint` (an endpoint on it; `scripted_endpoint` makes
-others) and `live_server_asgi` (clawgym_site.asgi:application
+Fixtures: `scripted_upstream` (a fresh server per test), `agent_endpoint` and `judge` (endpoints on it;
+`scripted_endpoint` makes others) and `live_server_asgi` (clawgym_site.asgi:application
 under uvicorn in this process, on the test database; ask for `transactional_db` too, it sees committed rows only).
 """
 
@@ -353,6 +353,21 @@ def scripted_endpoint(upstream, name="scripted", *, model="scripted-model", role
 def agent_endpoint(scripted_upstream, db):
     """An agent endpoint whose model is the scripted upstream (rollouts run on it, the proxy's tests open sessions)."""
     return scripted_endpoint(scripted_upstream, timeout_seconds=30)
+
+
+@pytest.fixture
+def judge(scripted_upstream, db):
+    """The judge endpoint "judge" whose model is the scripted upstream: no retries, and one call at a time (a test's
+    transaction is its own: calls on other threads would not see its rows)."""
+    return scripted_endpoint(
+        scripted_upstream,
+        "judge",
+        model="judge-model",
+        roles=["judge"],
+        timeout_seconds=5,
+        max_retries=0,
+        max_concurrent=1,
+    )
 
 
 @pytest.fixture

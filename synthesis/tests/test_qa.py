@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from jobs import runner
 from jobs.models import JobRun
-from llm.models import ModelCall, ModelEndpoint
+from llm.models import ModelCall
 from llm.testing import Reply
 from llm.wire import PURPOSE_HEADER
 from synthesis.models import QualityAssessment
@@ -50,19 +50,6 @@ GOOD = {
 @pytest.fixture(autouse=True)
 def fast_backoff(fast_llm_retries):
     """Every test here talks to a scripted upstream (llm.testing.fast_llm_retries)."""
-
-
-@pytest.fixture
-def judge(db, scripted_upstream):
-    return ModelEndpoint.objects.create(
-        name="judge",
-        base_url=scripted_upstream.base_url,
-        model="judge-model",
-        roles=["judge"],
-        timeout_seconds=5,
-        max_retries=0,
-        max_concurrent=1,
-    )
 
 
 def stage_of(purpose: str) -> str:

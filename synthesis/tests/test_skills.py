@@ -16,7 +16,7 @@ from django.urls import reverse
 
 from jobs import runner
 from jobs.models import JobRun
-from llm.models import ModelCall, ModelEndpoint
+from llm.models import ModelCall
 from llm.testing import Reply
 from sandbox.runtime import read_manifest
 from sandbox.testing import unavailable
@@ -345,17 +345,10 @@ def fast_backoff(fast_llm_retries):
 
 
 @pytest.fixture
-def judge(db, scripted_upstream):
+def judge(judge, scripted_upstream):
+    """llm.testing's judge, answering as the annotator would."""
     scripted_upstream.responder = annotator
-    return ModelEndpoint.objects.create(
-        name="judge",
-        base_url=scripted_upstream.base_url,
-        model="judge-model",
-        roles=["judge"],
-        timeout_seconds=5,
-        max_retries=0,
-        max_concurrent=1,
-    )
+    return judge
 
 
 def annotation_answer(name: str) -> dict:

@@ -51,15 +51,11 @@ def fast_backoff(fast_llm_retries):
 
 
 @pytest.fixture
-def judge(db, scripted_upstream):
-    return ModelEndpoint.objects.create(
-        name="judge",
-        base_url=scripted_upstream.base_url,
-        model="judge-model",
-        roles=["judge"],
-        timeout_seconds=5,
-        max_retries=1,
-    )
+def judge(judge):
+    """llm.testing's judge with one retry, so that a failing call is tried twice."""
+    judge.max_retries = 1
+    judge.save(update_fields=["max_retries"])
+    return judge
 
 
 def make_revision(rubric, external_id="t-judge"):

@@ -4,9 +4,7 @@ earned it; every run's stdout and stderr on the report."""
 
 import json
 
-import pytest
-
-from llm.models import ModelCall, ModelEndpoint
+from llm.models import ModelCall
 from llm.testing import Reply
 from tasks.lazy_workspaces import CLAIM_MESSAGE, LLM_PURPOSE, plan, stub
 from tasks.models import SanityReport
@@ -151,18 +149,6 @@ def test_a_checker_paying_for_a_final_message_claiming_success(db, bwrap):
     assert report.lazy_best == "claim" and report.lazy_best_run["paying_checks"] == {"reported_done": 1.0}
     assert report.lazy_workspaces["claim"]["final_message"] == CLAIM_MESSAGE
     assert report.lazy_best_run["files"] == [{"path": "in.txt", "size": 2}, {"path": "out.txt", "size": 2}]
-
-
-@pytest.fixture
-def judge(db, scripted_upstream, fast_llm_retries):
-    return ModelEndpoint.objects.create(
-        name="judge",
-        base_url=scripted_upstream.base_url,
-        model="judge-model",
-        roles=["judge"],
-        timeout_seconds=5,
-        max_retries=0,
-    )
 
 
 def test_a_lazy_workspace_the_judge_model_writes(db, bwrap, judge, scripted_upstream):

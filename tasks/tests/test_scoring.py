@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from llm.models import ModelCall, ModelEndpoint
+from llm.models import ModelCall
 from llm.testing import Reply
 from sandbox import Limits, Workspace, get_backend
 from sandbox.testing import require_bwrap
@@ -32,13 +32,6 @@ def verdict(score, reason="because"):
 def sandboxed(settings, fast_llm_retries):
     require_bwrap()
     settings.CLAWGYM_SANDBOX_BACKEND = "bwrap"
-
-
-@pytest.fixture
-def judge(db, scripted_upstream):
-    return ModelEndpoint.objects.create(
-        name="judge", base_url=scripted_upstream.base_url, model="judge-model", roles=["judge"], max_retries=0
-    )
 
 
 def make_revision(rubric=(), code_weight=0.7, check_py=HALF_CHECK, reward_sh=STANDARD_REWARD_SH):
