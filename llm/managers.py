@@ -47,12 +47,7 @@ class ModelCallManager(models.Manager.from_queryset(ModelCallQuerySet)):
         call = self.model(**row)
         request = call.request
         if call.session_id is not None and isinstance(request, dict):
-            candidates = list(
-                self.filter(session_id=call.session_id, api=call.api)
-                .order_by("-pk")
-                .values_list("pk", flat=True)[: request_chain.CANDIDATES]
-            )
-            links = request_links(candidates, using=self.db) if candidates else {}
+            candidates, links = latest_request_links(call.session_id, call.api, using=self.db)
             bases, known = {}, {}
             for pk in candidates:
                 try:
@@ -79,22 +74,41 @@ def request_links(pks, using=None) -> dict[int, request_chain.Link]:
     pks = list(pks)
     if not pks:
         return {}
+    marks = ", ".join(["%s"] * len(pks))
+    rows = _chain_rows(using, f"SELECT id FROM {{table}} WHERE id IN ({marks})", pks)
+    return {link.pk: link for link, _ in rows}
+
+
+def latest_request_links(session_id: int, api: str, using=None) -> tuple[list[int], dict[int, request_chain.Link]]:
+    """(the latest CANDIDATES calls of a session's `api`, newest first; their request chains), in one query: what a
+    new call's request is compared with (ModelCallManager.record)."""
+    latest = (
+        f"SELECT id FROM {{table}} WHERE session_id = %s AND api = %s ORDER BY id DESC LIMIT {request_chain.CANDIDATES}"
+    )
+    rows = _chain_rows(using, latest, [session_id, api])
+    return sorted((link.pk for link, seed in rows if seed), reverse=True), {link.pk: link for link, _ in rows}
+
+
+def _chain_rows(using, seeds: str, params: list) -> list[tuple[request_chain.Link, bool]]:
+    """(link, whether it is one of the seeds) of every call of the chains of the calls `seeds` (a SELECT of ids, its
+    table written {table}) selects."""
     connection = connections[using or "default"]
     table = connection.ops.quote_name(apps.get_model("llm", "ModelCall")._meta.db_table)
-    marks = ", ".join(["%s"] * len(pks))
     with connection.cursor() as cursor:  # plain rows: a model instance a row cost as much as the rebuild
         cursor.execute(
-            f"WITH RECURSIVE chain(id, base) AS (SELECT id, request_base_id FROM {table} WHERE id IN ({marks})"
+            f"WITH RECURSIVE seed(id) AS ({seeds.format(table=table)}),"
+            f" chain(id, base) AS (SELECT id, request_base_id FROM {table} WHERE id IN (SELECT id FROM seed)"
             f" UNION SELECT t.id, t.request_base_id FROM {table} t JOIN chain ON t.id = chain.base)"
-            " SELECT id, request_base_id, request_shared, request_inherited, request_part"
+            " SELECT id, request_base_id, request_shared, request_inherited, request_part,"
+            " CASE WHEN id IN (SELECT id FROM seed) THEN 1 ELSE 0 END"
             f" FROM {table} WHERE id IN (SELECT id FROM chain)",
-            pks,
+            params,
         )
         rows = cursor.fetchall()
-    return {
-        pk: request_chain.Link(pk, base, shared, list(_json(inherited) or []), _json(part))
-        for pk, base, shared, inherited, part in rows
-    }
+    return [
+        (request_chain.Link(pk, base, shared, list(_json(inherited) or []), _json(part)), bool(seed))
+        for pk, base, shared, inherited, part, seed in rows
+    ]
 
 
 def _json(value):

@@ -1,8 +1,8 @@
 """What a proxied call asks of the database: the session's lookup (one query, its budget included) and the call's
-record (the request chain's two reads and one INSERT, no transaction unless the call carries tokens), pinned so that
-a query added to every call is seen; and the lookup keeps nothing between calls, so a session closed or an endpoint
-disabled after a call is seen by the next one. The openai SDK → uvicorn running the ASGI app → the scripted upstream,
-as in test_proxy."""
+record (one read of the request chains it is compared with, one INSERT, no transaction unless it carries tokens),
+pinned so that a query added to every call is seen; and the lookup keeps nothing between calls, so a session closed
+or an endpoint disabled after a call is seen by the next one. The openai SDK → uvicorn running the ASGI app → the
+scripted upstream, as in test_proxy."""
 
 import asyncio
 
@@ -20,7 +20,7 @@ from llm.testing import Reply
 pytestmark = pytest.mark.django_db(transaction=True)
 
 LOOKUP = 1  # the session, its endpoint and what its calls used, in one query
-RECORD = 3  # the session's latest calls, their request chains, the INSERT
+RECORD = 2  # the session's latest calls with their request chains, the INSERT
 
 
 @pytest.fixture
