@@ -20,11 +20,14 @@ started as `make run` starts them (`schedule_periodic`, then `qcluster`: every q
    at least the cell's threshold), its SFT run (the tiny-cpu preset on CPU, --overrides), its last checkpoint served
    and evaluated on the held-out benchmark. A cell's steps after training are moved on by the periodic job
    studies.advance_running, which django-q's scheduler ticks every minute; `--tick S` makes this process tick it
-   every S seconds instead (jobs.periodic.tick, what a scheduler's tick calls), for the smoke test.
+   every S seconds instead (jobs.periodic.tick, what a scheduler's tick calls), for the smoke test. The checkpoints'
+   endpoints name no max_tokens, so their calls ask for the proxy's cap, set to --max-tokens here
+   (CLAWGYM_PROXY_MAX_OUTPUT_TOKENS): the tiny model's noise never ends a turn by itself.
 5. One JSON line last (a contract):
    {"cells": [{"label", "threshold", "status", "dataset", "trajectories", "training_run", "eval_run", "mean",
     "ci", "error"}], "best": {"label", "mean", "ci", "eval_run"}, "comparisons": [...], "study", "status",
-    "trajectories": {"run", "rollouts", "rewards": {reward: count}}, "model", "minutes"}
+    "missing", "trajectories": {"run", "rollouts", "rewards": {reward: count}}, "model", "values", "sizes",
+    "minutes"}
    With `--chart PATH` the study page's chart (studies.services.chart: each cell's mean with its 95% interval) is
    also written there as an SVG file.
 
