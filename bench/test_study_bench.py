@@ -19,8 +19,8 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 @pytest.mark.usefixtures("bwrap")  # sandbox.testing: skipped where bubblewrap cannot run, a failure in CI
 @pytest.mark.workers
 @pytest.mark.once
-# Two cells trained, served and evaluated on real workers: 7 min 47 s once on a 2-core machine busy with another
-# study bench and other tests (migrating the empty database alone took 2 minutes); the bench has 800 s to end.
+# Two cells trained, served and evaluated on real workers: 112 s on a 2-core machine shared with other tests, 7 min
+# 47 s beside another study bench (migrating the empty database alone took 2 minutes); the bench has 800 s to end.
 @pytest.mark.timeout(900)
 def test_study_bench_smallest(tmp_path):
     chart = tmp_path / "study.svg"
