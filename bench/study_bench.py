@@ -21,8 +21,8 @@ started as `make run` starts them (`schedule_periodic`, then `qcluster`: every q
    and evaluated on the held-out benchmark. A cell's steps after training are moved on by the periodic job
    studies.advance_running, which django-q's scheduler ticks every minute; `--tick S` makes this process tick it
    every S seconds instead (jobs.periodic.tick, what a scheduler's tick calls), for the smoke test. The checkpoints'
-   endpoints name no max_tokens, so their calls ask for the proxy's cap, set to --max-tokens here
-   (CLAWGYM_PROXY_MAX_OUTPUT_TOKENS): the tiny model's noise never ends a turn by itself.
+   endpoints are made with the served output cap, set to --max-tokens here (CLAWGYM_SERVED_MAX_TOKENS): the tiny
+   model's noise never ends a turn by itself.
 5. One JSON line last (a contract):
    {"cells": [{"label", "threshold", "status", "dataset", "trajectories", "training_run", "eval_run", "mean",
     "ci", "error"}], "best": {"label", "mean", "ci", "eval_run"}, "comparisons": [...], "study", "status",
@@ -385,10 +385,9 @@ def main(argv=None) -> int:
             "CLAWGYM_Q_WORKERS": str(args.workers),
             "CLAWGYM_ROLLOUT_SLOTS": str(args.slots),
             "CLAWGYM_SERVE_BACKEND": args.serve_backend,
-            # The checkpoints' endpoints name no max_tokens: each call asks for the proxy's cap. The tiny model's
-            # noise never ends a turn by itself, and at the default cap (32,768) one call outlasted a rollout's
-            # 600 s on a busy 2-core machine.
-            "CLAWGYM_PROXY_MAX_OUTPUT_TOKENS": str(args.max_tokens),
+            # The checkpoints' endpoints are made with this output cap: the tiny model's noise never ends a turn by
+            # itself, and at the proxy's cap (32,768) one call outlasted a rollout's 600 s on a busy 2-core machine.
+            "CLAWGYM_SERVED_MAX_TOKENS": str(args.max_tokens),
             # Continuous batching answered none of four such calls in 8 minutes there; plain generate takes turns.
             "CLAWGYM_SERVE_CONTINUOUS_BATCHING": "0",
             "CLAWGYM_EVAL_RETRY_BACKOFF_SECONDS": "0",

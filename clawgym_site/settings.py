@@ -427,6 +427,14 @@ CLAWGYM_SERVE_CONTINUOUS_BATCHING = env_bool(
     True,
     help="Start transformers serve with --continuous-batching (the CPU backend).",
 )
+# A served model's endpoint is made with this output cap in its sampling (the proxy holds every call to it): a
+# checkpoint that never ends its turn (a tiny or a broken one) would otherwise sample to the proxy's own cap,
+# CLAWGYM_PROXY_MAX_OUTPUT_TOKENS, on each call. The paper's agents sample up to 8,192 tokens a call.
+CLAWGYM_SERVED_MAX_TOKENS = env_int(
+    "CLAWGYM_SERVED_MAX_TOKENS",
+    8192,
+    help="Output cap (max_tokens) a served model's endpoint is made with; its sampling can change it afterwards.",
+)
 CLAWGYM_SERVE_REQUEST_TIMEOUT_SECONDS = env_float(
     "CLAWGYM_SERVE_REQUEST_TIMEOUT_SECONDS",
     1800.0,

@@ -432,19 +432,23 @@ def servable_path(checkpoint: Checkpoint, *, timeout: float = MERGE_TIMEOUT_SECO
 
 
 def register_endpoint(name: str, base_url: str, backend: str, api_key_env: str) -> ModelEndpoint:
+    """The served model's agent endpoint: made with the served output cap in its sampling (kept as an admin or a
+    script changed it when the same name is served again)."""
+    defaults = {
+        "base_url": base_url,
+        "model": name,
+        "roles": [ModelEndpoint.Role.AGENT],
+        "enabled": True,
+        "api_key_env": api_key_env,
+        "served_at": base_url,  # the server's key goes to this address only (ModelEndpoint.served_key_refusal)
+        "served_key_env": api_key_env,  # and this endpoint may name no other server's key
+        "max_concurrent": serve_backend(backend).streams(),
+        "timeout_seconds": serve_backend(backend).request_timeout(),
+    }
     endpoint, _ = ModelEndpoint.objects.update_or_create(
         name=name,
-        defaults={
-            "base_url": base_url,
-            "model": name,
-            "roles": [ModelEndpoint.Role.AGENT],
-            "enabled": True,
-            "api_key_env": api_key_env,
-            "served_at": base_url,  # the server's key goes to this address only (ModelEndpoint.served_key_refusal)
-            "served_key_env": api_key_env,  # and this endpoint may name no other server's key
-            "max_concurrent": serve_backend(backend).streams(),
-            "timeout_seconds": serve_backend(backend).request_timeout(),
-        },
+        defaults=defaults,
+        create_defaults={**defaults, "sampling": {"max_tokens": settings.CLAWGYM_SERVED_MAX_TOKENS}},
     )
     return endpoint
 

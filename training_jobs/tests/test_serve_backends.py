@@ -38,3 +38,19 @@ def test_each_backend_serves_on_its_socket_with_its_own_settings(settings):
     assert vllm.request_timeout() == 120.0  # the endpoints' default: vLLM answers its streams together
     settings.CLAWGYM_SERVE_CONTINUOUS_BATCHING = True
     assert transformers.streams() == 8 and "--continuous-batching" in transformers.command("/m", "n", "/s")
+
+
+@pytest.mark.django_db
+def test_a_served_models_endpoint_is_made_with_the_output_cap_and_keeps_a_changed_one(settings):
+    from llm.models import ModelEndpoint
+    from llm.sampling import policy_for
+    from training_jobs.serving import register_endpoint
+
+    settings.CLAWGYM_SERVED_MAX_TOKENS = 64
+    endpoint = register_endpoint("ckpt-1-2", "http://127.0.0.1:41000/v1", "batched", "CLAWGYM_KEY_SERVED_CKPT_1_2")
+    assert endpoint.sampling == {"max_tokens": 64}
+    assert policy_for(endpoint)["max_output_tokens"] == 64  # what the proxy holds every call of a rollout to
+    ModelEndpoint.objects.filter(pk=endpoint.pk).update(sampling={"max_tokens": 192, "temperature": 0.7})
+    again = register_endpoint("ckpt-1-2", "http://127.0.0.1:41001/v1", "batched", "CLAWGYM_KEY_SERVED_CKPT_1_2")
+    assert again.pk == endpoint.pk and again.base_url == "http://127.0.0.1:41001/v1"
+    assert again.sampling == {"max_tokens": 192, "temperature": 0.7}
