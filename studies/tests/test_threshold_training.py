@@ -29,6 +29,7 @@ pytestmark = [needs_bwrap, pytest.mark.once, pytest.mark.django_db(transaction=T
 
 def test_a_threshold_cell_trains_is_served_and_evaluated(live_server_asgi, settings, tmp_path, monkeypatch):
     settings.CLAWGYM_SERVE_BACKEND = "transformers"
+    settings.CLAWGYM_SERVED_MAX_TOKENS = 32  # the tiny model's noise never ends a turn: a call stops at the cap
     settings.CLAWGYM_EVAL_RETRY_BACKOFF_SECONDS = 0
     settings.CLAWGYM_TRAINING_DIR = tmp_path / "training"
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
