@@ -49,6 +49,13 @@ def session_processes(sid: int) -> list[str]:
     return found
 
 
+def as_from_a_terminal():
+    """The script's signals as a shell in a terminal starts it: a process of the suite may run with SIGINT ignored
+    (something it ran in-process set it so), and a non-interactive bash cannot trap a signal ignored on entry: its
+    Ctrl-C would never stop anything."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def serving(port: int) -> bool:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/login/", timeout=2) as response:
@@ -78,6 +85,7 @@ def test_the_run_script_stops_everything_while_a_job_runs(how, tmp_path):
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=as_from_a_terminal,
         )
     try:
         with use_engine("django_q"):
