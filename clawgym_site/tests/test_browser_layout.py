@@ -15,8 +15,7 @@ from django.utils import timezone
 
 from evaluation.models import EvalRun, Rollout
 from evaluation.services import run_progress, runs
-from evaluation.testing import fruit_package
-from evaluation.tests.helpers import endpoint, freeze
+from evaluation.testing import endpoint, freeze, fruit_package
 from lib.browser_testing import log_in, screenshot, watch
 from tasks.models import BenchmarkCategory
 from tasks.services import save_package

@@ -3,15 +3,14 @@ watches the run page, the runs list and the dashboard follow it to its end witho
 and the comparison with a second run; a reviewer fixes a checker and regrades the task from the run page, which
 follows the regrade job until the task's new score shows.
 
-The rollouts and the regrade run on a real django-q worker (a subprocess on the test database) through the real
-proxy (uvicorn, in this process) and bubblewrap, against the scripted strong and weak models of evalkit, which take
+The rollouts and the regrade run on a real django-q worker (a subprocess on the test database) through the real proxy
+(uvicorn, in this process) and bubblewrap, against the scripted strong and weak models of evaluation.testing, which take
 their time answering (Reply.delay) so that the pages are open while the work goes on. The checker is fixed with
 tasks.services.revise_task (what the review pages' editor calls): the task pages have no editor of their own.
 """
 
 import dataclasses
 import re
-import time
 from decimal import ROUND_HALF_UP, Decimal
 
 import pytest
@@ -20,14 +19,13 @@ from django.urls import reverse
 from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
 from evaluation.models import EvalRun, EvalRunTask
 from evaluation.services import runs
-from evaluation.testing import needs_bwrap
+from evaluation.testing import RIGHT, WRONG, endpoints, make_tasks, needs_bwrap, respond
 from jobs.models import JobRun
 from jobs.testing import start_django_q_worker, use_engine
 from lib.browser_testing import assert_no_reload, log_in, mark_document, screenshot, watch
+from lib.testing import wait_until
 from tasks.models import RevisionFile
 from tasks.services import revise_task
-
-from .evalkit import RIGHT, WRONG, endpoints, make_tasks, respond
 
 pytestmark = [
     needs_bwrap,
@@ -65,14 +63,16 @@ def slow(body):
 
 
 def wait_run(run: EvalRun, worker, timeout: float = 180.0) -> EvalRun:
-    deadline = time.monotonic() + timeout
-    while True:
+    def finished():
         run.refresh_from_db()
-        if run.is_finished:
-            return run
-        if time.monotonic() > deadline:
-            raise AssertionError(f"run #{run.pk} is {run.status} after {timeout} s; worker log:\n{worker.log_tail()}")
-        time.sleep(0.2)
+        return run.is_finished
+
+    wait_until(
+        finished,
+        lambda: f"run #{run.pk} to finish: it is {run.status}; worker log:\n{worker.log_tail()}",
+        timeout=timeout,
+    )
+    return run
 
 
 def three(value: float) -> str:

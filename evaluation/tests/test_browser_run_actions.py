@@ -8,10 +8,9 @@ from django.utils import timezone
 from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
 from evaluation.models import EvalRun
 from evaluation.services import runs
+from evaluation.testing import make_tasks
 from lib.browser_testing import log_in, screenshot
 from llm.models import ModelEndpoint
-
-from .evalkit import make_tasks
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("taxonomy")]
 

@@ -7,7 +7,7 @@ Screenshots go to $CLAWGYM_SCREENSHOT_DIR (default /tmp/clawgym-screens) for a l
 
 import pytest
 
-from evaluation.tests.helpers import build_world, url
+from evaluation.testing import build_world, url
 from lib.browser_testing import assert_no_reload, log_in, mark_document, screenshot, watch
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("taxonomy")]

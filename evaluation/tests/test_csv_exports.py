@@ -13,9 +13,8 @@ from django.urls import reverse
 from evaluation.harnesses.base import ExitReason
 from evaluation.models import Rollout
 from evaluation.services import run_progress, runs
+from evaluation.testing import make_tasks
 from llm.models import ModelEndpoint
-
-from .evalkit import make_tasks
 
 pytestmark = pytest.mark.django_db
 

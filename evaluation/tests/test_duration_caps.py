@@ -13,9 +13,7 @@ from django.core.management import CommandError, call_command
 from evaluation.models import EvalRun, Rollout
 from evaluation.services import runs
 from evaluation.services.rollouts import RolloutError, create_rollouts, rollout_timeout
-from evaluation.tests.helpers import endpoint, text, url
-
-from .evalkit import make_tasks
+from evaluation.testing import endpoint, make_tasks, text, url
 
 pytestmark = pytest.mark.django_db
 

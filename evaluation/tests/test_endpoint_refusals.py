@@ -3,7 +3,7 @@ enabled agent endpoints: a disabled one is a 400 that says so, and no run is mad
 
 from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
 from evaluation.models import EvalRun
-from evaluation.tests.evalkit import make_tasks
+from evaluation.testing import make_tasks
 from llm.models import ModelEndpoint
 
 RUNS = "/api/eval-runs/"

@@ -23,10 +23,9 @@ from evaluation.harnesses import ExitReason
 from evaluation.job_kinds import REGRADE_JOB, ROLLOUT_JOB
 from evaluation.models import EvalRun, Rollout
 from evaluation.services import run_progress, runs
+from evaluation.testing import RIGHT, WRONG, make_tasks
 from jobs.models import JobRun
 from llm.models import ModelEndpoint
-
-from .evalkit import RIGHT, WRONG, make_tasks
 
 pytestmark = pytest.mark.django_db
 

@@ -1,6 +1,6 @@
 """The evaluation-run commands end to end (builtin harness, bubblewrap, the scripted strong and weak models of
-evalkit): `evaluate`, `compare`, `leaderboard`, `eval_report`, `regrade` and their --json shapes, with every figure
-computed by hand from evalkit.SOLVES.
+evaluation.testing): `evaluate`, `compare`, `leaderboard`, `eval_report`, `regrade` and their --json shapes, with every
+figure computed by hand from evaluation.testing.SOLVES.
 
 The intervals by hand: a 95% percentile bootstrap over per-task means. Strong's task means are [1, 1, 1, 0.75]: a
 draw of 4 holds k times the 0.75 (k ~ Binomial(4, 1/4)), its mean 1 - k/16; P(k >= 3) = 5.1% and P(k = 4) = 0.4%, so
@@ -23,15 +23,13 @@ from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
 from evaluation.exports import CSV_COLUMNS
 from evaluation.models import EvalRun, Rollout, RolloutScore
 from evaluation.services.rollouts import create_rollouts, execute_rollout
-from evaluation.testing import needs_bwrap
+from evaluation.testing import RIGHT, TASKS, WRONG, endpoints, expected_scores, make_tasks, needs_bwrap, respond
 from jobs import enqueue
 from jobs.models import JobRun
 from jobs.runner import execute
 from llm.testing import Reply
 from tasks.models import RevisionFile
 from tasks.services import revise_task
-
-from .evalkit import RIGHT, TASKS, WRONG, endpoints, expected_scores, make_tasks, respond
 
 pytestmark = [needs_bwrap, pytest.mark.django_db(transaction=True)]
 

@@ -1,10 +1,11 @@
-"""Evaluation runs end to end through the real OpenClaw CLI (unmodified, in the bubblewrap sandbox, behind the
-recording proxy): the scripted strong and weak models of evalkit over three tasks in two categories and the
+"""Evaluation runs end to end through the real OpenClaw CLI (unmodified, in the bubblewrap sandbox, behind the recording
+proxy): the scripted strong and weak models of evaluation.testing over three tasks in two categories and the
 uncategorized group, one repeat each (~15 s a rollout). The per-task, per-category and overall figures are the
 hand-computed ones, every rollout falls in the `scored` class, and the comparison names exactly the flipped task.
 
 What OpenClaw sends the model (see test_rollout_openclaw): streamed chat completions whose user message holds the
-instruction (so the "(task ID)" mark evalkit's responder reads), and the write tool's result as a `tool` message.
+instruction (so the "(task ID)" mark evaluation.testing's responder reads), and the write tool's result as a `tool`
+message.
 """
 
 import pytest
@@ -12,9 +13,7 @@ import pytest
 from evaluation.models import EvalRun, Outcome
 from evaluation.reports import compare_runs, run_json
 from evaluation.services.runs import create_eval_run, run_here
-from evaluation.testing import needs_bwrap
-
-from .evalkit import RIGHT, TASK_MARK, WRONG, endpoints, expected_scores, make_tasks, respond
+from evaluation.testing import RIGHT, TASK_MARK, WRONG, endpoints, expected_scores, make_tasks, needs_bwrap, respond
 
 pytestmark = [needs_bwrap, pytest.mark.harness, pytest.mark.django_db(transaction=True)]
 

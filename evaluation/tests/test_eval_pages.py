@@ -18,12 +18,10 @@ from django.utils.html import escape
 from evaluation import reports
 from evaluation.models import EvalRun, EvalRunTask, Rollout
 from evaluation.services import run_progress, runs
-from evaluation.tests.helpers import FLAKY, STRONG, WEAK, endpoint, finished_run, freeze, text, url
+from evaluation.testing import FLAKY, STRONG, WEAK, endpoint, finished_run, freeze, make_tasks, text, url
 from jobs.models import JobRun
 from llm.models import ModelEndpoint
 from tasks.models import BenchmarkCategory
-
-from .evalkit import make_tasks
 
 pytestmark = pytest.mark.django_db
 

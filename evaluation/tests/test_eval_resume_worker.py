@@ -6,7 +6,6 @@ import dataclasses
 import json
 import os
 import re
-import time
 from io import StringIO
 
 import pytest
@@ -15,11 +14,10 @@ from django.core.management.base import CommandError
 
 from evaluation.models import EvalRun, Rollout, RolloutScore
 from evaluation.services.runs import start_eval_run
-from evaluation.testing import needs_bwrap
+from evaluation.testing import RIGHT, WRONG, endpoints, expected_scores, make_tasks, needs_bwrap, respond
 from jobs.testing import use_engine, wait_for_job_run
+from lib.testing import wait_until
 from llm.testing import Reply
-
-from .evalkit import RIGHT, WRONG, endpoints, expected_scores, make_tasks, respond
 
 pytestmark = [needs_bwrap, pytest.mark.workers, pytest.mark.django_db(transaction=True)]
 
@@ -101,11 +99,12 @@ def test_a_worker_killed_mid_run_is_resumed_without_running_the_finished_rollout
     upstream.responder = slow_third
     run, reused = start_eval_run(endpoint=strong, revisions=list(revisions.values()), harness="builtin", user=None)
     assert not reused and run.rollouts.count() == 4
-    deadline = time.monotonic() + 120
-    while not (run.rollouts.filter(status=Rollout.Status.SCORED).count() == 2 and upstream.in_flight == 1):
-        assert time.monotonic() < deadline, f"the run did not get there: {list(run.rollouts.values('status'))}"
+
+    def there():
         assert worker.alive(), worker.log_tail()
-        time.sleep(0.05)
+        return run.rollouts.filter(status=Rollout.Status.SCORED).count() == 2 and upstream.in_flight == 1
+
+    wait_until(there, lambda: f"the run to get there: {list(run.rollouts.values('status'))}", timeout=120)
     [killed] = run.rollouts.filter(status=Rollout.Status.RUNNING)
     assert task_of(upstream.requests[-1].json) == started[2] == killed.revision.task.external_id
     worker.kill()  # the cluster and its worker process at once, as a crash would

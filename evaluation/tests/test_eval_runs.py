@@ -8,12 +8,10 @@ from evaluation.models import EvalRun, Outcome, Rollout, RolloutScore
 from evaluation.reports import run_json
 from evaluation.services.regrade import regrade_rollouts
 from evaluation.services.runs import EvalRunError, create_eval_run, resume_eval_run, run_here
-from evaluation.testing import needs_bwrap
+from evaluation.testing import RIGHT, WRONG, endpoints, expected_scores, make_tasks, needs_bwrap, respond
 from llm.testing import Reply
 from tasks.models import RevisionFile
 from tasks.services import revise_task
-
-from .evalkit import RIGHT, WRONG, endpoints, expected_scores, make_tasks, respond
 
 pytestmark = [needs_bwrap, pytest.mark.django_db(transaction=True)]
 

@@ -14,11 +14,10 @@ from evaluation import exports, hf_export
 from evaluation.harnesses.base import ExitReason
 from evaluation.models import Rollout
 from evaluation.services import run_progress, runs
+from evaluation.testing import make_tasks
 from lib import hf_dataset
 from llm.models import ModelEndpoint
 from tasks.formats.safe_parse import load_yaml
-
-from .evalkit import make_tasks
 
 datasets = pytest.importorskip("datasets")
 pytestmark = pytest.mark.django_db

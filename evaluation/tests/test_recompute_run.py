@@ -9,8 +9,7 @@ from django.utils import timezone
 from evaluation.harnesses.base import ExitReason
 from evaluation.models import EvalRun, EvalRunTask, Outcome, Rollout
 from evaluation.services import run_progress, runs
-from evaluation.tests.evalkit import make_tasks
-from evaluation.tests.helpers import endpoint, freeze
+from evaluation.testing import endpoint, freeze, make_tasks
 
 pytestmark = pytest.mark.django_db
 

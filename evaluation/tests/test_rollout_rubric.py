@@ -103,8 +103,7 @@ def test_a_rollout_checked_under_the_retired_tampered_status_is_not_recombined_f
 
 @pytest.mark.django_db
 def test_judging_a_rollout_of_a_task_without_a_rubric_says_that_is_why():
-    from evaluation.tests.evalkit import make_tasks
-    from evaluation.tests.helpers import STRONG, endpoint, finished_run, freeze
+    from evaluation.testing import STRONG, endpoint, finished_run, freeze, make_tasks
 
     version = freeze(make_tasks().values())
     rollout = finished_run(endpoint("plain"), version, STRONG).rollouts.filter(status="scored").first()

@@ -5,7 +5,6 @@ and counts once."""
 import json
 import os
 import signal
-import time
 from io import StringIO
 
 import pytest
@@ -16,6 +15,7 @@ from evaluation.services.rollouts import retry_rollout, start_rollouts
 from evaluation.testing import RIGHT_SUMMARY, needs_bwrap, wait_rollout
 from evaluation.workspaces import attempt_folders
 from jobs.testing import wait_for_job_run
+from lib.testing import wait_until
 from llm.models import ModelCall
 from llm.testing import Reply
 
@@ -47,10 +47,13 @@ def test_the_rollout_command_waits_for_the_worker(
     rollout = Rollout.objects.get(pk=row["id"])
     # The command returns once the rollout is scored; the worker marks its job succeeded just after (once the run's
     # sandbox is put away), so that is waited for, briefly.
-    job_run, deadline = rollout.job_run, time.monotonic() + 30
-    while job_run.status == "running" and time.monotonic() < deadline:
-        time.sleep(0.05)
+    job_run = rollout.job_run
+
+    def job_ended():
         job_run.refresh_from_db()
+        return job_run.status != "running"
+
+    wait_until(job_ended, "the rollout's job to end", timeout=30)
     assert job_run.queue == "sandbox" and job_run.status == "succeeded"
     assert rollout.worker.split(":")[1] != str(os.getpid())  # it ran in the worker, not here
 
@@ -62,9 +65,7 @@ def test_a_killed_worker_leaves_the_rollout_failed_and_a_retry_counts_once(
     scripted_upstream.push(Reply.text("never seen", delay=30))
     [rollout] = start_rollouts(fruit_task, agent_endpoint, harness="builtin", user=None)
     wait_rollout(rollout, [Rollout.Status.RUNNING])
-    deadline = time.monotonic() + 30
-    while scripted_upstream.in_flight == 0 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: scripted_upstream.in_flight, "the agent's call to the model", timeout=30)
     assert scripted_upstream.in_flight == 1
     rollout.refresh_from_db()  # seen running before its proxy session was stored; the agent's call comes after that
     first_session = rollout.proxy_session_id

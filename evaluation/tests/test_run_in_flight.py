@@ -8,8 +8,7 @@ from django.utils import timezone
 from evaluation.harnesses.base import ExitReason
 from evaluation.models import EvalRun, Rollout
 from evaluation.services import run_progress, runs
-from evaluation.tests.evalkit import make_tasks
-from evaluation.tests.helpers import endpoint, freeze
+from evaluation.testing import endpoint, freeze, make_tasks
 from jobs.models import JobRun
 
 pytestmark = pytest.mark.django_db

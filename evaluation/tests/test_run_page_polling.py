@@ -14,11 +14,9 @@ from evaluation.figures import run_figures
 from evaluation.harnesses import ExitReason
 from evaluation.models import EvalRun, Rollout
 from evaluation.services import run_progress
-from evaluation.tests.helpers import STRONG, endpoint, finished_run, freeze, text, url
+from evaluation.testing import STRONG, endpoint, finished_run, freeze, make_tasks, text, url
 from evaluation.views import runs as run_views
 from lib import polled_figures
-
-from .evalkit import make_tasks
 
 pytestmark = pytest.mark.django_db
 

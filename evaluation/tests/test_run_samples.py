@@ -8,7 +8,7 @@ import pytest
 from django.urls import reverse
 
 from evaluation.models import Rollout
-from evaluation.tests.helpers import build_world, text, url
+from evaluation.testing import build_world, text, url
 
 pytestmark = pytest.mark.django_db
 

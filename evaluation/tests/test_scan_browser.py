@@ -11,11 +11,10 @@ import json
 import pytest
 
 from evaluation.models import Rollout
+from evaluation.testing import build_world, url
 from lib.browser_testing import assert_no_reload, log_in, mark_document, screenshot, watch
 from llm.models import ModelEndpoint
 from llm.testing import Reply
-
-from .helpers import build_world, url
 
 pytestmark = [pytest.mark.browser, pytest.mark.workers, pytest.mark.django_db(transaction=True)]
 

@@ -1,7 +1,7 @@
 """Transcript scans of stored runs: queued when a run finishes, run by `scan_run` (its JSON contract), the LLM-judged
 scanner through a scripted judge on loopback, and what the run page, the compare page, the API and the export show.
 
-The world is the evaluation pages' three dressed runs (evaluation.tests.helpers): every rollout that did not score 1
+The world is the evaluation pages' three dressed runs (evaluation.testing): every rollout that did not score 1
 says "Done with …" while its `summary_right` check failed, so false_success flags exactly those.
 """
 
@@ -17,11 +17,10 @@ from evaluation.job_kinds import SCAN_JOB
 from evaluation.models import Rollout, RunScan, ScanFinding
 from evaluation.scanners import DEFAULT_SCANNERS
 from evaluation.services.scans import scan_json, scan_run
+from evaluation.testing import build_world, text, url
 from jobs.models import JobRun
 from llm.models import ModelCall, ModelEndpoint
 from llm.testing import Reply
-
-from .helpers import build_world, text, url
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,7 @@ from django.utils import timezone
 from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
 from evaluation.models import EvalRun
 from evaluation.services import runs
-from evaluation.tests.evalkit import make_tasks
+from evaluation.testing import make_tasks
 from llm.models import ModelEndpoint
 
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from evaluation.tests.trajkit import (
+from evaluation.testing import (
     A1,
     A2,
     A3,

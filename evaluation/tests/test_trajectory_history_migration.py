@@ -7,7 +7,7 @@ from django.db.migrations.executor import MigrationExecutor
 from django.db.migrations.loader import MigrationLoader
 
 from evaluation.models import Trajectory
-from evaluation.tests.trajkit import A1, A3, SYSTEM, T1, TASK, assistant
+from evaluation.testing import A1, A3, SYSTEM, T1, TASK, assistant
 
 pytestmark = pytest.mark.django_db(transaction=True)
 BEFORE = ("evaluation", "0004_evaluation_runs")

@@ -8,7 +8,7 @@ is one of
     nothing  writes nothing and says it could not finish           input kept only: 1/4 = 0.25
     ruin     overwrites fruit.csv, then says sorry                 0/4 = 0.0
     down     the upstream answers 503 (no score: infrastructure)
-(evalkit's own wrong answer scores 0.75, above the small maximum 0.6: most candidates would be too easy.)
+(evaluation.testing's own wrong answer scores 0.75, above the small maximum 0.6: most candidates would be too easy.)
 """
 
 import dataclasses
@@ -22,8 +22,7 @@ from django.core.management.base import CommandError
 from benchmarks.models import Benchmark
 from evaluation.models import EvalRun, Outcome, Rollout
 from evaluation.services.runs import run_here
-from evaluation.testing import RIGHT_SUMMARY, fruit_package
-from evaluation.tests.evalkit import SOLVES, TASK_MARK, endpoints, make_tasks
+from evaluation.testing import RIGHT_SUMMARY, SOLVES, TASK_MARK, endpoints, fruit_package, make_tasks
 from jobs.models import JobRun
 from jobs.runner import execute
 from llm.testing import Reply
@@ -77,7 +76,7 @@ def test_a_margin_asks_the_strong_agent_to_win_by_more_than_it():
 # --- the world: tasks, models, candidates --------------------------------------------------------------------
 
 HARD, DOWN = "eval-hard", "eval-down"
-# What each model does with each task beyond evalkit's SOLVES (right there, "nothing" elsewhere).
+# What each model does with each task beyond evaluation.testing's SOLVES (right there, "nothing" elsewhere).
 RUINS = {HARD}
 DOWN_TASKS = {DOWN}
 # The strong model alternates right / nothing on eval-c: its mean over 2 repeats is (1 + 0.25) / 2.

@@ -1,13 +1,13 @@
 import pytest
 
 from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
-from evaluation.tests.evalkit import endpoints, make_tasks, respond
+from evaluation.testing import endpoints, make_tasks, respond
 
 
 @pytest.fixture
 def world(live_server_asgi, scripted_upstream, settings):
-    """evalkit's four tasks (two categories and an uncategorized one) frozen as eval-bench v1, and its strong and weak
-    models on the scripted upstream, reached through the live proxy."""
+    """evaluation.testing's four tasks (two categories and an uncategorized one) frozen as eval-bench v1, and its strong
+    and weak models on the scripted upstream, reached through the live proxy."""
     settings.CLAWGYM_EVAL_RETRY_BACKOFF_SECONDS = 0
     scripted_upstream.responder = respond
     revisions = make_tasks()

@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 
 from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
-from evaluation.tests.evalkit import make_tasks
+from evaluation.testing import make_tasks
 from jobs.models import JobRun
 from lib.testing import token_client
 from llm.models import ModelEndpoint

@@ -4,8 +4,7 @@ often the study advances), and when that job fails the cell says why and the stu
 
 import pytest
 
-from evaluation.tests.evalkit import TASKS, make_tasks
-from evaluation.tests.helpers import endpoint, finished_run, freeze
+from evaluation.testing import TASKS, endpoint, finished_run, freeze, make_tasks
 from jobs.models import JobRun
 from studies.models import Study, StudyCell
 from studies.services import advance_study, create_study, study_json

@@ -3,7 +3,7 @@
 import pytest
 
 from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
-from evaluation.tests.evalkit import make_tasks
+from evaluation.testing import make_tasks
 from studies.kinds import KINDS, StudyError, get_kind
 from studies.kinds.stability import stratified_subset
 from studies.services import create_study
@@ -47,7 +47,7 @@ def test_the_subset_keeps_every_category_and_is_the_same_for_the_same_seed(versi
 
 
 def test_a_stability_study_has_one_cell_per_run_and_refuses_what_it_cannot_do(version, django_user_model):
-    from evaluation.tests.evalkit import endpoints
+    from evaluation.testing import endpoints
 
     class Upstream:
         base_url = "http://127.0.0.1:9/v1"

@@ -1,9 +1,9 @@
-"""A stability study end to end: the builtin harness in bubblewrap, evalkit's scripted strong model through the
-live proxy, `manage.py study start … --json` (in this process, --here) and `study show`.
+"""A stability study end to end: the builtin harness in bubblewrap, evaluation.testing's scripted strong model through
+the live proxy, `manage.py study start … --json` (in this process, --here) and `study show`.
 
-By hand: a stratified subset of 3 of evalkit's 4 tasks keeps one of eval-a / eval-b (both solved: 1.0), eval-c
-(solved: 1.0) and eval-d (not: 0.75); every run scores the same, mean 2.75 / 3, so the run means' std is 0 and every
-paired difference with the best run is 0 (p = 1)."""
+By hand: a stratified subset of 3 of evaluation.testing's 4 tasks keeps one of eval-a / eval-b (both solved: 1.0),
+eval-c (solved: 1.0) and eval-d (not: 0.75); every run scores the same, mean 2.75 / 3, so the run means' std is 0 and
+every paired difference with the best run is 0 (p = 1)."""
 
 import json
 from io import StringIO

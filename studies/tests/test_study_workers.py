@@ -1,7 +1,7 @@
-"""Studies through the workers: `manage.py study start --json` waits for a stability study whose steps (the advance
-job) and rollouts run on a real django-q cluster, through the live proxy and bubblewrap with the builtin harness and
-evalkit's scripted strong model; and in a browser an admin starts one from the form and watches its page, opened
-before the first cell can end (the scripted model holds every answer until the test lets it go), follow it to its
+"""Studies through the workers: `manage.py study start --json` waits for a stability study whose steps (the advance job)
+and rollouts run on a real django-q cluster, through the live proxy and bubblewrap with the builtin harness and
+evaluation.testing's scripted strong model; and in a browser an admin starts one from the form and watches its page,
+opened before the first cell can end (the scripted model holds every answer until the test lets it go), follow it to its
 end without a reload."""
 
 import json
@@ -14,8 +14,7 @@ from django.core.management import call_command
 from playwright.sync_api import expect
 
 from evaluation.models import EvalRun
-from evaluation.testing import needs_bwrap
-from evaluation.tests.evalkit import respond
+from evaluation.testing import needs_bwrap, respond
 from jobs.testing import start_django_q_worker, use_engine
 from lib.browser_testing import assert_no_reload, log_in, mark_document, watch
 from studies.models import Study

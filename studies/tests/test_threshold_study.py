@@ -6,8 +6,7 @@ by hand: the run is marked succeeded with a checkpoint, and the serving job's ev
 
 import pytest
 
-from evaluation.tests.evalkit import TASKS, make_tasks
-from evaluation.tests.helpers import endpoint, finished_run, freeze
+from evaluation.testing import TASKS, endpoint, finished_run, freeze, make_tasks
 from jobs.models import JobRun
 from studies.kinds import StudyError
 from studies.models import Study, StudyCell

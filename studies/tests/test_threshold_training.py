@@ -11,9 +11,7 @@ import pytest
 from django.core.management import call_command
 
 from evaluation.services.runs import run_here
-from evaluation.testing import needs_bwrap
-from evaluation.tests.evalkit import make_tasks
-from evaluation.tests.helpers import freeze
+from evaluation.testing import freeze, make_tasks, needs_bwrap
 from jobs.models import JobRun
 from jobs.runner import execute
 from studies.models import Study, StudyCell
