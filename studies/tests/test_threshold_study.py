@@ -15,7 +15,7 @@ from tasks.models import TaskRevision
 from training.tiny_model import tiny_model
 from training_jobs.job_kinds import EVALUATE_JOB
 from training_jobs.models import BaseModel, Checkpoint, CheckpointEvaluation, TrainingRun
-from training_jobs.tests.datakit import make_corpus
+from training_jobs.testing.corpus import make_corpus
 
 pytestmark = pytest.mark.django_db
 

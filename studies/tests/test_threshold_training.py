@@ -20,7 +20,7 @@ from training.tiny_model import tiny_model
 from training_jobs.job_kinds import EVALUATE_JOB
 from training_jobs.models import BaseModel, CheckpointEvaluation, ModelServer, TrainingRun
 from training_jobs.run_jobs import execute_training
-from training_jobs.tests.datakit import make_corpus
+from training_jobs.testing.corpus import make_corpus
 
 pytestmark = [needs_bwrap, pytest.mark.once, pytest.mark.django_db(transaction=True)]
 

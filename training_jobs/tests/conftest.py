@@ -11,8 +11,8 @@ import pytest
 from jobs.testing import start_django_q_worker
 from llm.models import ModelEndpoint, ProxySession
 from training_jobs.services.datasets import build_dataset
-from training_jobs.tests.datakit import make_corpus
-from training_jobs.tests.helpers import MAX_BODY, PROBE
+from training_jobs.testing.corpus import make_corpus
+from training_jobs.testing.runs import MAX_BODY, PROBE
 
 
 @pytest.fixture

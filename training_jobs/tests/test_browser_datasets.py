@@ -12,8 +12,7 @@ from django.urls import reverse
 from jobs.testing import start_django_q_worker, use_engine
 from lib.browser_testing import assert_no_reload, log_in, mark_document, screenshot, watch
 from training_jobs.models import TrainingDataset
-
-from .datakit import EXCLUDED, KEPT, make_corpus
+from training_jobs.testing.corpus import EXCLUDED, KEPT, make_corpus
 
 pytestmark = [
     pytest.mark.browser,

@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from lib.browser_testing import assert_no_reload, log_in, mark_document, screenshot, watch
 from training_jobs.models import TrainingMetric, TrainingRun
-from training_jobs.tests.helpers import make_run
+from training_jobs.testing.runs import make_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("taxonomy")]
 

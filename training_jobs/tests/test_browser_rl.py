@@ -15,7 +15,7 @@ from jobs.testing import start_django_q_worker, use_engine
 from lib.browser_testing import assert_no_reload, log_in, mark_document, screenshot, watch
 from training_jobs.models import RLRollout, TrainingMetric, TrainingRun
 from training_jobs.run_jobs import run_dir
-from training_jobs.tests.helpers import task
+from training_jobs.testing.rl_tasks import task
 
 pytestmark = [
     needs_bwrap,

@@ -20,9 +20,8 @@ from tasks.testing import make_task
 from training_jobs.kinds.sft import build_config
 from training_jobs.models import TrainingDataset, TrainingRun
 from training_jobs.services.runs import start_training_run
-from training_jobs.tests.helpers import distinct_instruction
-
-from .datakit import make_corpus
+from training_jobs.testing.corpus import make_corpus
+from training_jobs.testing.rl_tasks import distinct_instruction
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("taxonomy")]
 

@@ -8,7 +8,7 @@ from jobs.testing import start_django_q_worker, use_engine
 from lib.browser_testing import assert_no_reload, log_in, mark_document, watch
 from training_jobs.models import ModelServer
 from training_jobs.serving import stop_server
-from training_jobs.tests.helpers import served_run
+from training_jobs.testing.runs import served_run
 
 # once: a model server's start, nothing about the database engine (CI runs it in the PostgreSQL pass).
 pytestmark = [pytest.mark.browser, pytest.mark.workers, pytest.mark.once, pytest.mark.django_db(transaction=True)]

@@ -6,10 +6,11 @@ documented estimate) before anything is queued. No worker: the jobs are only rec
 import pytest
 
 from evaluation.models import EvalRun
+from evaluation.testing import freeze
 from jobs.models import JobRun
 from llm.models import ModelCall, ModelEndpoint
 from training_jobs.models import ModelServer
-from training_jobs.tests.helpers import pinned_version, served_run
+from training_jobs.testing.runs import served_run
 
 pytestmark = pytest.mark.django_db
 
@@ -29,7 +30,7 @@ def test_an_evaluation_started_from_a_checkpoint_is_shown_on_the_run_page_and_th
     admin_client, fruit_task, tmp_path
 ):
     checkpoint = served_run(str(tmp_path), tmp_path)
-    run, version, server = checkpoint.run, pinned_version(fruit_task), ready_server(checkpoint)
+    run, version, server = checkpoint.run, freeze([fruit_task]), ready_server(checkpoint)
     page = admin_client.get(f"/training/runs/{run.pk}/").content.decode()
     assert f'href="/evaluations/start/?endpoint={server.endpoint.name}">Start an evaluation</a>' in page
 
@@ -71,7 +72,7 @@ def test_the_evaluate_form_says_what_to_expect_and_offers_the_builtin_harness(
     admin_client, viewer_client, fruit_task, tmp_path
 ):
     checkpoint = served_run(str(tmp_path), tmp_path)
-    run, version, server = checkpoint.run, pinned_version(fruit_task), ready_server(checkpoint)
+    run, version, server = checkpoint.run, freeze([fruit_task]), ready_server(checkpoint)
     url = f"/training/runs/{run.pk}/"
 
     # Served on CPU, nothing measured yet: the documented estimates (20,000 prompt tokens at 100 tokens/s).

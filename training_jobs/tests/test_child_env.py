@@ -12,7 +12,7 @@ from django.conf import settings
 
 from jobs.testing import database_url
 from training_jobs.services.runs import start_training_run
-from training_jobs.tests.helpers import in_thread, trainer_pid
+from training_jobs.testing.runs import in_thread, trainer_pid
 
 # once: a trainer run, nothing about the database engine.
 # A timeout above the 600 s the test gives its trainer subprocess to end (below), so that its error is the one.

@@ -17,7 +17,7 @@ from training_jobs.kinds import TrainingRunError
 from training_jobs.models import TrainingDataset, TrainingRun
 from training_jobs.services.datasets import build_dataset
 from training_jobs.services.runs import start_training_run
-from training_jobs.tests.datakit import Corpus, add
+from training_jobs.testing.corpus import Corpus, add
 
 pytestmark = pytest.mark.django_db
 

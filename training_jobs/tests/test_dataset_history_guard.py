@@ -13,8 +13,7 @@ from django.urls import reverse
 from jobs import runner
 from training_jobs.models import TrainingDataset
 from training_jobs.services.datasets import REASONS, build_dataset
-
-from .datakit import EXCLUDED, KEPT, add, conversation, make_corpus
+from training_jobs.testing.corpus import EXCLUDED, KEPT, add, conversation, make_corpus
 
 pytestmark = pytest.mark.django_db
 

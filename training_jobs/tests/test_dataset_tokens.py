@@ -17,9 +17,8 @@ from training.masks import masked_runs, tokenize_sample
 from training_jobs.base_models import add_by_path
 from training_jobs.models import TrainingDataset
 from training_jobs.services.datasets import DatasetError, build_dataset, empty_reason
+from training_jobs.testing.corpus import KEPT, add, conversation, make_corpus
 from training_jobs.token_counts import SampleTokens, TokenCounter, TokenCountError
-
-from .datakit import KEPT, add, conversation, make_corpus
 
 pytestmark = pytest.mark.django_db
 
@@ -41,7 +40,7 @@ def both(corpus) -> dict:
 def test_the_counter_gives_the_masks_spans_in_this_process_and_in_a_subprocess(tiny_model_path):
     from transformers import AutoTokenizer
 
-    from .datakit import TOOLS
+    from training_jobs.testing.corpus import TOOLS
 
     sample = {"messages": conversation("sales-a", calls=3), "tools": TOOLS}
     tokenized = tokenize_sample(sample, AutoTokenizer.from_pretrained(tiny_model_path))

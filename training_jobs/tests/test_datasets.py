@@ -1,6 +1,6 @@
 """Training datasets: selection, every exclusion reason, the contamination guard and its override, the split by
 task, the content hash, the statistics, the job, the command, the pages and the API. Rows are made directly
-(datakit), shaped as evaluation stores them."""
+(training_jobs.testing.corpus), shaped as evaluation stores them."""
 
 import json
 import subprocess
@@ -15,8 +15,7 @@ from jobs.models import JobRun
 from training_jobs.job_kinds import BUILD_JOB
 from training_jobs.models import DatasetSample, TrainingDataset
 from training_jobs.services.datasets import DatasetError, build_dataset, split_tasks, start_build
-
-from .datakit import EXCLUDED, KEPT, conversation, make_corpus
+from training_jobs.testing.corpus import EXCLUDED, KEPT, conversation, make_corpus
 
 pytestmark = pytest.mark.django_db
 
@@ -107,8 +106,7 @@ def test_the_contamination_guard_and_its_admin_override(corpus, admin_user, revi
 
 def test_a_second_revision_of_a_pinned_task_is_guarded_too(corpus):
     from tasks.models import TaskRevision
-
-    from .datakit import add
+    from training_jobs.testing.corpus import add
 
     revision = TaskRevision.objects.create(
         task=corpus.revisions["bench-task"].task, number=2, instruction="v2", content_hash="v2"

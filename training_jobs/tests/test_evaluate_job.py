@@ -11,12 +11,13 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
+from evaluation.testing import freeze
 from jobs.models import JobRun
 from jobs.testing import use_engine
 from llm.models import ModelEndpoint
 from training_jobs.evaluations import evaluate_checkpoints
 from training_jobs.models import CheckpointEvaluation, ModelServer, TrainingRun
-from training_jobs.tests.helpers import pinned_version, served_run
+from training_jobs.testing.runs import served_run
 
 JOB_TIMEOUT = 300.0  # s: two `transformers serve` start-ups, each importing torch and loading the model on a busy CPU
 
@@ -37,7 +38,7 @@ def test_the_api_queues_the_evaluate_job_and_the_worker_serves_and_starts_each(
     gpu_worker, admin_user, viewer, api_as, tiny_model_path, tmp_path, fruit_task
 ):
     checkpoint = served_run(tiny_model_path, tmp_path)
-    run, version = checkpoint.run, pinned_version(fruit_task)
+    run, version = checkpoint.run, freeze([fruit_task])
     url = f"/api/training/runs/{run.pk}/evaluate/"
     body = {"benchmark_version": version.pk, "harness": "builtin"}
     assert api_as(viewer).post(url, body).status_code == 403
@@ -85,7 +86,7 @@ def test_the_page_queues_the_job_links_it_and_polls_while_it_runs(
 ):
     # No worker: the job is only recorded (this test's transaction never commits); its end is written by hand.
     checkpoint = served_run(str(tmp_path), tmp_path)
-    run, version = checkpoint.run, pinned_version(fruit_task)
+    run, version = checkpoint.run, freeze([fruit_task])
     evaluate_url, page_url = f"/training/runs/{run.pk}/evaluate/", f"/training/runs/{run.pk}/"
     assert viewer_client.post(evaluate_url, {"version": version.pk}).status_code == 403
     assert admin_client.post(evaluate_url, {"version": "x"}).status_code == 404

@@ -123,7 +123,7 @@ def test_command_writes_the_folder_and_refuses_what_it_cannot(dataset, tmp_path)
 
 def test_a_dataset_counted_with_a_tokenizer_exports_both_configurations_that_agree(tiny_model_path, tmp_path):
     from training_jobs.services.datasets import build_dataset
-    from training_jobs.tests.datakit import make_corpus
+    from training_jobs.testing.corpus import make_corpus
 
     corpus = make_corpus()
     selection = {"eval_runs": [corpus.run.pk], "groups": [corpus.group]}

@@ -8,7 +8,7 @@ from review.models import BenchmarkCandidate, PlantedFlaw
 from training_jobs.kinds.base import TrainingRunError
 from training_jobs.kinds.rl import resolve_tasks, tasks_from
 from training_jobs.services.datasets import build_dataset
-from training_jobs.tests.datakit import make_corpus
+from training_jobs.testing.corpus import make_corpus
 
 pytestmark = pytest.mark.django_db
 

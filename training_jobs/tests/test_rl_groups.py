@@ -20,7 +20,7 @@ from training_jobs.kinds import TrainingRunError, parse_overrides
 from training_jobs.kinds.rl import build_rl_config
 from training_jobs.rl.batches import group_prompts, harness_options
 from training_jobs.rl.samples import Sample
-from training_jobs.tests.helpers import distinct_instruction
+from training_jobs.testing.rl_tasks import distinct_instruction
 
 
 def group(index, rewards, walls=None):

@@ -18,7 +18,7 @@ from tasks.models import TaskRevision
 from tasks.testing import make_task
 from training_jobs.models import RLRollout, TrainingMetric, TrainingRun
 from training_jobs.services.runs import start_training_run
-from training_jobs.tests.helpers import distinct_instruction
+from training_jobs.testing.rl_tasks import distinct_instruction
 
 pytestmark = pytest.mark.django_db
 

@@ -22,7 +22,7 @@ from jobs.testing import start_django_q_worker, use_engine
 from training_jobs.models import Checkpoint, RLRollout, TrainingMetric, TrainingRun
 from training_jobs.run_jobs import execute_training, run_dir
 from training_jobs.services.runs import start_training_run
-from training_jobs.tests.helpers import task
+from training_jobs.testing.rl_tasks import task
 
 pytestmark = [needs_bwrap, pytest.mark.workers, pytest.mark.once, pytest.mark.django_db(transaction=True)]
 

@@ -8,7 +8,7 @@ import pytest
 
 from evaluation.models import Rollout
 from evaluation.services.rollouts import RolloutError, create_rollouts, execute_rollout
-from evaluation.testing import RIGHT_SUMMARY, needs_bwrap
+from evaluation.testing import RIGHT_SUMMARY, needs_bwrap, tool
 from llm.models import ModelCall, ModelCallTokens, ModelEndpoint
 from llm.testing import Reply
 from llm.testing_tokens import (
@@ -21,7 +21,7 @@ from llm.testing_tokens import (
 )
 from training.masks import chat_messages
 from training_jobs.rl.samples import SampleError, build_samples, retokenize, samples_for_rollout
-from training_jobs.tests.helpers import SYSTEM, USER, answer, calls_of, record, tool
+from training_jobs.testing.policy_calls import SYSTEM, USER, answer, calls_of, record
 
 # --- a real rollout ---------------------------------------------------------------------------------------------
 

@@ -4,9 +4,10 @@ On calls recorded here; the sandboxed attack is in test_hostile_agent.py."""
 
 import json
 
+from evaluation.testing import tool
 from training.rl.groups import main_samples, policy_tokens
 from training_jobs.rl.samples import build_samples
-from training_jobs.tests.helpers import SYSTEM, USER, answer, calls_of, record, tool
+from training_jobs.testing.policy_calls import SYSTEM, USER, answer, calls_of, record
 
 LONG = answer("yes " * 200)
 

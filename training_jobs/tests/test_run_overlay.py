@@ -11,7 +11,7 @@ from django.urls import reverse
 from training_jobs.models import TrainingMetric, TrainingRun
 from training_jobs.overlay import COLORS, MAX_RUNS
 from training_jobs.run_jobs import _Stream
-from training_jobs.tests.helpers import make_run
+from training_jobs.testing.runs import make_run
 
 pytestmark = pytest.mark.django_db
 

@@ -24,7 +24,7 @@ from django.core.management import call_command
 from jobs.models import JobRun
 from jobs.testing import use_engine, wait_for_job_run
 from training_jobs.models import ModelServer
-from training_jobs.tests.helpers import MAX_BODY, PROBE, served_run
+from training_jobs.testing.runs import MAX_BODY, PROBE, served_run
 
 READY_TIMEOUT = 180.0  # s: transformers serve imports torch and loads the model on a busy CPU
 

@@ -17,7 +17,7 @@ from training_jobs.kinds.sft import build_config
 from training_jobs.models import Checkpoint, TrainingMetric, TrainingRun
 from training_jobs.run_jobs import group_alive, hash_folder, run_dir
 from training_jobs.services.runs import cancel_training_run, clone_training_run, start_training_run
-from training_jobs.tests.helpers import in_thread, trainer_pid
+from training_jobs.testing.runs import in_thread, trainer_pid
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("training_dir")]
 

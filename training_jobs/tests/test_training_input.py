@@ -21,8 +21,7 @@ from training_jobs.models import Checkpoint, TrainingMetric, TrainingRun
 from training_jobs.run_jobs import _launch, _Stream, execute_training, run_dir
 from training_jobs.services.datasets import build_dataset
 from training_jobs.services.runs import start_training_run
-
-from .datakit import add, conversation, make_corpus
+from training_jobs.testing.corpus import add, conversation, make_corpus
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("training_dir")]
 

@@ -10,7 +10,7 @@ from tasks.testing import make_task
 from training_jobs.kinds import KINDS, TrainingKind, TrainingRunError, get_kind
 from training_jobs.models import TrainingRun
 from training_jobs.services.runs import clone_training_run, run_json, start_training_run
-from training_jobs.tests.helpers import distinct_instruction
+from training_jobs.testing.rl_tasks import distinct_instruction
 
 pytestmark = pytest.mark.django_db
 

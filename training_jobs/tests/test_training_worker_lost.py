@@ -12,7 +12,7 @@ from lib.testing import wait_until
 from training_jobs.models import Checkpoint, TrainingMetric, TrainingRun
 from training_jobs.run_jobs import group_alive, run_dir
 from training_jobs.services.runs import cancel_training_run, start_training_run
-from training_jobs.tests.helpers import trainer_pid
+from training_jobs.testing.runs import trainer_pid
 
 pytestmark = [pytest.mark.workers, pytest.mark.once, pytest.mark.django_db(transaction=True)]
 

@@ -1,6 +1,9 @@
-"""Test helpers of training: varied agent conversations in the shapes evaluation.trajectories stores (OpenAI chat
-messages, tool calls with JSON-string arguments, tool results), for the mask and export tests and bench/mask_bench.py;
-a scripted model for the batched sampler, and its sampler run beside a test."""
+"""training_jobs' test helpers, in one place (its tests' fixtures are in tests/conftest.py). Here: varied agent
+conversations in the shapes evaluation.trajectories stores (OpenAI chat messages, tool calls with JSON-string
+arguments, tool results), for the mask and export tests and bench/mask_bench.py; a scripted model for the batched
+sampler, and its sampler run beside a test. Beside it: `corpus` (rollouts and their trajectories for the dataset
+tests), `runs` (training runs and checkpoints), `policy_calls` (a policy's recorded model calls) and `rl_tasks`
+(tasks an RL run trains on)."""
 
 import json
 import random
