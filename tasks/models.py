@@ -7,6 +7,15 @@ from django.db import models
 
 from lib.nulsafe import NulSafeCharField, NulSafeJSONField, NulSafeTextField
 
+from .lazy_workspaces import BASE_RUNS, MOVES
+
+PLANNED = BASE_RUNS + MOVES
+
+
+def workspace_order(kind: str) -> tuple:
+    """A lazy workspace's place: the planned ones in their order, any other after them by name."""
+    return (PLANNED.index(kind), "") if kind in PLANNED else (len(PLANNED), kind)
+
 
 class BenchmarkCategory(models.Model):
     """One of the benchmark's top-level categories (scores are reported per category)."""
@@ -303,8 +312,9 @@ class SanityReport(models.Model):
 
     @property
     def lazy_scores(self) -> dict[str, float]:
-        """What a lazy agent earns on each lazy workspace."""
-        return {kind: run["score"] for kind, run in self.runs.items()}
+        """What a lazy agent earns on each lazy workspace, in the order the check plans them (PostgreSQL's jsonb keeps
+        no key order: a message listing them must read the same on either database)."""
+        return {kind: self.runs[kind]["score"] for kind in sorted(self.runs, key=workspace_order)}
 
     @property
     def lazy_best_run(self) -> dict | None:
