@@ -33,6 +33,8 @@ from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
+sys.path.insert(0, str(BASE_DIR / "bench"))
+from train_speed_bench import model_folder, step_clock  # noqa: E402  (the SFT bench's clock and --model)
 
 AGENT_TURN = 60  # tokens of one agent turn (trained)
 TOOL_RESULT = 140  # tokens of the tool result after it (in the context, not trained)
@@ -88,21 +90,11 @@ def rl_config(args, model_path: str, output_dir: str) -> dict:
 
 def clawgym_side(config: dict, args):
     """(the trainer's step times, the rollout_func's times, each step's generations in order)."""
-    from transformers import AutoTokenizer, TrainerCallback, set_seed
+    from transformers import AutoTokenizer, set_seed
 
     from training.rl.rollout_func import StepState, checker_reward
     from training.trainers.grpo import grpo_config, prompts_dataset, trainer_class
     from training.trainers.sft import load_model
-
-    class Clock(TrainerCallback):
-        def __init__(self):
-            self.times = []
-
-        def on_step_begin(self, args, state, control, **kwargs):
-            self.started = time.perf_counter()
-
-        def on_step_end(self, args, state, control, **kwargs):
-            self.times.append(time.perf_counter() - self.started)
 
     set_seed(config["seed"])
     tokenizer = AutoTokenizer.from_pretrained(config["base_model_path"], local_files_only=True)
@@ -117,7 +109,7 @@ def clawgym_side(config: dict, args):
         rollout_times.append(time.perf_counter() - started)
         return out
 
-    clock = Clock()
+    clock = step_clock()
     trainer = trainer_class()(
         model=model,
         reward_funcs=[checker_reward],
@@ -193,12 +185,7 @@ def main(argv=None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="rl-step-") as work:
         work = Path(work)
-        if args.model == "tiny":
-            from training.tiny_model import tiny_model
-
-            model_path = str(tiny_model(work / "tiny"))
-        else:
-            model_path = str(Path(args.model).resolve())
+        model_path = model_folder(args.model, work)
         config = rl_config(args, model_path, str(work / "out"))
         clawgym_times, rollout_times, steps = clawgym_side(config, args)
         bare_times = bare_side(config, steps)

@@ -99,12 +99,9 @@ def batch_tokens(batch) -> int:
     return int(batch["input_ids"].numel())
 
 
-def clawgym_side(config: dict):
-    """(the trainer's step times, the batches its dataloader yields, in order)."""
-    from transformers import AutoTokenizer, TrainerCallback, set_seed
-    from trl import SFTTrainer
-
-    from training.trainers.sft import load_model, load_samples, sft_config
+def step_clock():
+    """A trainer callback that times each optimizer step (its `times`, in seconds)."""
+    from transformers import TrainerCallback
 
     class Clock(TrainerCallback):
         def __init__(self):
@@ -116,8 +113,27 @@ def clawgym_side(config: dict):
         def on_step_end(self, args, state, control, **kwargs):
             self.times.append(time.perf_counter() - self.started)
 
+    return Clock()
+
+
+def model_folder(model: str, work: Path) -> str:
+    """`--model`: "tiny" builds the tests' tiny Qwen3 in `work`; anything else names a model folder."""
+    if model == "tiny":
+        from training.tiny_model import tiny_model
+
+        return str(tiny_model(work / "tiny"))
+    return str(Path(model).resolve())
+
+
+def clawgym_side(config: dict):
+    """(the trainer's step times, the batches its dataloader yields, in order)."""
+    from transformers import AutoTokenizer, set_seed
+    from trl import SFTTrainer
+
+    from training.trainers.sft import load_model, load_samples, sft_config
+
     set_seed(config["seed"])
-    clock = Clock()
+    clock = step_clock()
     trainer = SFTTrainer(
         model=load_model(config),
         args=sft_config(config),
@@ -169,12 +185,7 @@ def main(argv=None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="train-speed-") as work:
         work = Path(work)
-        if args.model == "tiny":
-            from training.tiny_model import tiny_model
-
-            model_path = str(tiny_model(work / "tiny"))
-        else:
-            model_path = str(Path(args.model).resolve())
+        model_path = model_folder(args.model, work)
         dataset = work / "samples.jsonl"
         dataset.write_text("".join(json.dumps(sample(n)) + "\n" for n in range(args.samples)))
         config = trainer_config(args, model_path, str(dataset), str(work / "out"))
