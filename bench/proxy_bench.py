@@ -165,7 +165,7 @@ def prepare_database(env: dict, upstream_url: str) -> str:
     return proxy_base_url(session)
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--streams", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=3)
@@ -200,7 +200,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.serve_upstream:
         serve_upstream(args.serve_upstream, args.chunks, args.chunk_delay, args.first_token_delay)
-        return
+        return 0
 
     workdir = Path(tempfile.mkdtemp(prefix="clawgym-proxy-bench-"))
     upstream_port, proxy_port = free_port(), free_port()
@@ -318,13 +318,22 @@ def main() -> None:
         # A slow first token hides the proxy's hop in the ratio: the aims are judged against an upstream that
         # answers at once, where the ratio is the proxy's own cost.
         report["aim_met"] = None
+    # A proxy that answered without recording is not the proxy being measured (the record is most of its work):
+    # such a run has no figure. Each load also sends one warm-up call through the proxy, which is recorded too.
+    if recorded < proxied["requests"]:
+        report["aim_met"] = False
+        report["error"] = f"the proxy answered {proxied['requests']} requests but recorded {recorded} calls"
     print(f"direct: TTFT p50 {direct['ttft_ms']['p50']:.1f} ms, {direct['chunks_per_s']:.0f} chunks/s")
     print(
         f"proxy:  TTFT p50 {proxied['ttft_ms']['p50']:.1f} ms, {proxied['chunks_per_s']:.0f} chunks/s, "
         f"{recorded} calls recorded"
     )
     print(json.dumps(report))
+    if "error" in report:
+        print(f"proxy_bench: {report['error']}: no figure", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
