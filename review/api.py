@@ -27,7 +27,8 @@ diagnoses and sanity overrides the admin role.
     GET  /api/candidates/{id}/history/
     POST /api/candidates/next/                  reviewer: {"benchmark"?}: claim the candidate the routing rule offers
                                                 (review.team): 200 + it; 404 when nothing is left for you
-    GET  /api/candidates/{id}/sides/            lead: each reviewer's side of a disagreement
+    GET  /api/candidates/{id}/sides/            lead: each reviewer's side of a disagreement; 403 while the
+                                                review is blind to the lead (review.team.is_blind)
     POST /api/candidates/{id}/adjudicate/       lead: {"decision": accept|reject, "reason", "verdicts"?}
 A candidate's decisions, verdicts and history are those the caller may see: a blind second reviewer sees only
 their own until they have decided (review.team).
@@ -361,10 +362,14 @@ class CandidateViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):
     @extend_schema(request=None, responses={200: TeamSideSerializer(many=True)})
     @action(detail=True, methods=["get"], pagination_class=None)
     def sides(self, request, pk=None):
-        """Each reviewer's independent decision, reason and issue verdicts (leads: to adjudicate)."""
+        """Each reviewer's decision, reason and issue verdicts, for leads (403 while the review is blind to them)."""
         if not has_role(request.user, LEAD):
             return Response({"detail": f"seeing both sides needs the {LEAD} role"}, status=status.HTTP_403_FORBIDDEN)
-        return Response(TeamSideSerializer(team.sides(self.get_object()), many=True).data)
+        try:
+            found = team.sides(self.get_object(), request.user)
+        except team.BlindSides as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_403_FORBIDDEN)
+        return Response(TeamSideSerializer(found, many=True).data)
 
     @extend_schema(request=AdjudicateSerializer, responses={201: DecisionSerializer})
     @action(detail=True, methods=["post"])

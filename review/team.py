@@ -202,8 +202,24 @@ def adjudication_queue(benchmark: Benchmark | None = None):
     return waiting.select_related("task", "benchmark").order_by("updated_at", "id")
 
 
-def sides(candidate: BenchmarkCandidate) -> list[dict]:
-    """Each reviewer's side of a disagreement: their decision, reason, revision and issue verdicts."""
+BLIND_SIDES = (
+    "the reviewers' sides of this candidate show once it awaits adjudication or you have decided it: its review "
+    "is blind to you until then"
+)
+
+
+class BlindSides(TeamNotAllowed):
+    """The review of the candidate is still blind to the acting user: no one's side shows to them yet."""
+
+
+def sides(candidate: BenchmarkCandidate, viewer=None) -> list[dict]:
+    """Each reviewer's side of a disagreement: their decision, reason, revision and issue verdicts.
+
+    With `viewer` (whoever asks through a page or the API), refused with BlindSides while the review is blind to
+    them (`is_blind`): a lead may also review the candidate, and the lead's pages must not show what the candidate's
+    own page hides. None: a caller that shows the sides to nobody."""
+    if viewer is not None and is_blind(candidate, viewer):
+        raise BlindSides(BLIND_SIDES)
     decided = independent_decisions(candidate)
     verdicts = reviewer_verdicts(candidate, decided)
     return [
@@ -290,7 +306,10 @@ STATE_LABELS = dict(Status.choices) | {"needs_decisions": "Needs more decisions"
 
 def progress(benchmark: Benchmark, *, days: int = 14) -> dict:
     """What a benchmark's review has done and what is left: candidates by state, by category and by reviewer,
-    decisions per day (the last `days` days), the median time from a reviewer's claim to their decision."""
+    decisions per day (the last `days` days), the median time from a reviewer's claim to their decision.
+
+    By reviewer, an accept or reject of a candidate still open to a blind review counts as "pending", not by its
+    direction: everyone reads this page, and a reviewer routed to that candidate must not learn it here."""
     candidates = list(
         BenchmarkCandidate.objects.filter(benchmark=benchmark).values_list(
             "pk", "status", "task__benchmark_category__name"
@@ -306,11 +325,19 @@ def progress(benchmark: Benchmark, *, days: int = 14) -> dict:
         .values_list("candidate_id", "reviewer__username", "decision", "adjudication", "created_at")
         .order_by("created_at", "id")
     )
+    open_ids = [pk for pk, status, _ in candidates if status in BenchmarkCandidate.OPEN]
+    required = {pk: decisions_required_for(pk, benchmark) for pk in open_ids}
+    blind = {pk for pk in open_ids if required[pk] > 1}  # is_blind's rule, for any reviewer yet to decide
     by_reviewer: dict[str, Counter] = defaultdict(Counter)
     per_day: Counter = Counter()
     final_rows = []
     for candidate_id, name, decision, adjudication, at in decisions:
-        by_reviewer[name]["adjudication" if adjudication else decision] += 1
+        if adjudication:
+            by_reviewer[name]["adjudication"] += 1
+        elif decision in FINAL and candidate_id in blind:
+            by_reviewer[name]["pending"] += 1
+        else:
+            by_reviewer[name][decision] += 1
         if decision in FINAL:
             per_day[at.date()] += 1
             if not adjudication:
@@ -328,8 +355,6 @@ def progress(benchmark: Benchmark, *, days: int = 14) -> dict:
         if before:
             waits.append((at - before[-1]).total_seconds())
     today = timezone.now().date()
-    open_ids = [pk for pk, status, _ in candidates if status in BenchmarkCandidate.OPEN]
-    required = {pk: decisions_required_for(pk, benchmark) for pk in open_ids}
     have = dict(
         ReviewDecision.objects.filter(candidate_id__in=open_ids, decision__in=FINAL, adjudication=False)
         .values("candidate_id")

@@ -167,11 +167,36 @@ def test_progress_counts_states_reviewers_and_time_to_decide(bench, people):
     states = {s["state"]: s["count"] for s in report["by_state"]}
     assert states == {"accepted": 1, "awaiting_review": 1, "needs_decisions": 1}
     assert report["left"] == {"open": 2, "decisions": 3, "adjudications": 0}
-    assert {r["reviewer"]: r["accept"] for r in report["by_reviewer"]} == {"ann": 2, "bob": 1}
+    # ann's accept of second is pending: second is still open to a blind review (bob's)
+    assert {r["reviewer"]: (r.get("accept"), r.get("pending")) for r in report["by_reviewer"]} == {
+        "ann": (1, 1),
+        "bob": (1, None),
+    }
     assert sum(d["decisions"] for d in report["decisions_per_day"]) == 3
     assert report["timed_decisions"] == 3 and report["median_claim_to_decision_s"] >= 0
     assert ClaimEvent.objects.filter(candidate=first, user=bob).exists()  # deciding claimed on the way
     assert report["by_category"][0]["total"] == 3
+
+
+def test_progress_by_reviewer_tells_no_blind_reviewer_which_way_the_first_went(bench, people):
+    ann, bob = people["ann"], people["bob"]
+    (c,) = _candidates(bench, 1, ann)
+    services.decide(c, "reject", user=ann, reason="ANN-SECRET-REASON")
+    assert team.is_blind(c, bob)
+    assert team.progress(bench)["by_reviewer"] == [{"reviewer": "ann", "pending": 1}]
+    client = signed_in_client(bob)
+    assert client.get(f"/api/benchmarks/{bench.name}/progress/").json()["by_reviewer"] == [
+        {"reviewer": "ann", "pending": 1}
+    ]
+    panel = client.get(reverse("review:team_part", args=[bench.name, "progress"]), **HTMX).content.decode()
+    assert "<td>ann</td><td>0</td><td>0</td><td>1</td>" in panel  # accepted, rejected, pending
+
+    services.decide(c, "reject", user=bob, reason="agreed")  # settled: which way each went shows now
+    assert c.status == Status.REJECTED
+    assert team.progress(bench)["by_reviewer"] == [
+        {"reviewer": "ann", "reject": 1},
+        {"reviewer": "bob", "reject": 1},
+    ]
 
 
 def test_team_settings_are_checked(bench, people):
@@ -250,6 +275,33 @@ def test_adjudication_pages(bench, people):
     again = lead.post(reverse("review:adjudicate", args=[c.pk]), {"decision": "reject", "reason": "x"}, **HTMX)
     assert again.status_code == 200 and "not awaiting adjudication" in again.content.decode()
     assert signed_in_client(people["ann"]).get(reverse("review:adjudication")).status_code == 403
+
+
+def test_a_lead_who_reviews_blind_sees_no_side_before_deciding(bench, people):
+    ann, lee = people["ann"], people["lee"]
+    (c,) = _candidates(bench, 1, ann)
+    issue = add_diagnosis(c, [{"component": "checker", "severity": "major"}]).issues.get()
+    services.decide(c, "reject", user=ann, reason="ANN-SECRET-REASON", verdicts={str(issue.pk): "valid"})
+    assert team.is_blind(c, lee)  # a lead reviews too: the second review is blind to lee as to anyone
+    lead = signed_in_client(lee)
+    refused = [
+        lead.get(reverse("review:adjudicate", args=[c.pk])),
+        lead.post(reverse("review:adjudicate", args=[c.pk]), {"decision": "accept", "reason": "looks fine"}),
+        lead.get(f"/api/candidates/{c.pk}/sides/"),
+    ]
+    for response in refused:
+        assert response.status_code == 403
+        text = response.content.decode()
+        assert "ANN-SECRET-REASON" not in text and "blind to you" in text
+    with pytest.raises(team.BlindSides):
+        team.sides(c, lee)
+    assert c.decisions.filter(adjudication=True).count() == 0
+
+    services.decide(c, "accept", user=lee)  # lee has decided: the disagreement and both sides show now
+    assert c.status == Status.AWAITING_ADJUDICATION
+    assert "ANN-SECRET-REASON" in lead.get(reverse("review:adjudicate", args=[c.pk])).content.decode()
+    sides = lead.get(f"/api/candidates/{c.pk}/sides/").json()
+    assert [(s["reviewer"], s["decision"]) for s in sides] == [("ann", "reject"), ("lee", "accept")]
 
 
 # --- API -------------------------------------------------------------------------------------------------------

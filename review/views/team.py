@@ -5,13 +5,14 @@
     GET  benchmarks/<name>/team/part/<panel>/    htmx: the progress or agreement panel (they refresh themselves)
     POST benchmarks/<name>/team/settings/        admins: reviewers, decisions needed, overlap share
     GET  adjudication/                           leads: the candidates whose reviewers disagree
-    GET  candidates/<pk>/adjudicate/             leads: both sides of one disagreement
+    GET  candidates/<pk>/adjudicate/             leads: both sides of one disagreement (403 while blind to them)
     POST candidates/<pk>/adjudicate/             leads: decide it
 
 htmx forms get back their own panel (errors in place) or a redirect; without JS they post normally.
 """
 
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
@@ -159,17 +160,17 @@ def adjudication_list(request):
     benchmark = get_object_or_404(Benchmark, name=name) if name else None
     waiting = list(team.adjudication_queue(benchmark))
     for candidate in waiting:
-        candidate.sides = team.sides(candidate)
+        candidate.sides = team.sides(candidate, request.user)  # awaiting adjudication: blind to nobody
     context = {"nav": "review", "benchmark": benchmark, "waiting": waiting}
     return render_page(request, "review/team_adjudication_list.html", context)
 
 
-def _adjudication_context(candidate, form=None, error="") -> dict:
+def _adjudication_context(candidate, viewer, form=None, error="") -> dict:
     issues = {
         str(issue.pk): issue
         for issue in DiagnosisIssue.objects.filter(diagnosis__candidate=candidate).select_related("diagnosis")
     }
-    sides = team.sides(candidate)
+    sides = team.sides(candidate, viewer)
     for side in sides:
         side["verdict_list"] = [(issues.get(pk), pk, verdict) for pk, verdict in sorted(side["verdicts"].items())]
     decided = team.independent_decisions(candidate)
@@ -191,8 +192,12 @@ def _adjudication_context(candidate, form=None, error="") -> dict:
 @require_http_methods(["GET", "POST"])
 def adjudicate(request, pk):
     candidate = get_object_or_404(BenchmarkCandidate.objects.select_related("task", "benchmark"), pk=pk)
+    if team.is_blind(candidate, request.user):
+        # A lead who has not decided an open candidate reviews it blind, like anyone: its page hides the other
+        # reviewers' decisions, so this page (both sides, reasons, verdicts) must not show them either.
+        raise PermissionDenied(team.BLIND_SIDES)
     if request.method == "GET":
-        return render_page(request, "review/_adjudication.html", _adjudication_context(candidate))
+        return render_page(request, "review/_adjudication.html", _adjudication_context(candidate, request.user))
     form = AdjudicationForm(request.POST)
     error = ""
     if form.is_valid():
@@ -208,7 +213,7 @@ def adjudicate(request, pk):
             return _go(request, reverse("review:adjudication"))
     else:
         status = 400
-    context = _adjudication_context(candidate, form, error)
+    context = _adjudication_context(candidate, request.user, form, error)
     return render_page(
         request, "review/_adjudication.html", context, partial="verdict", status=200 if request.htmx else status
     )
