@@ -57,12 +57,7 @@ def proof_for(revision: TaskRevision, *, report: SanityReport | None = None) -> 
     solution = _solution_proof(revision, report)
     if solution is not None:
         return solution
-    rollout = (
-        Rollout.objects.filter(revision=revision, status=Rollout.Status.SCORED, score__gte=SOLVED_SCORE)
-        .order_by("-score", "-finished_at", "-id")
-        .select_related("endpoint")
-        .first()
-    )
+    rollout = solving_rollouts(revision).order_by("-score", "-finished_at", "-id").select_related("endpoint").first()
     if rollout is not None:
         return Proof(
             kind=ROLLOUT,
@@ -75,6 +70,12 @@ def proof_for(revision: TaskRevision, *, report: SanityReport | None = None) -> 
             rollout_id=rollout.pk,
         )
     return None
+
+
+def solving_rollouts(revision_ref):
+    """The scored rollouts of a revision that scored full marks; `revision_ref` may be an OuterRef (the queue asks
+    in the query that lists its rows)."""
+    return Rollout.objects.filter(revision=revision_ref, status=Rollout.Status.SCORED, score__gte=SOLVED_SCORE)
 
 
 def _solution_proof(revision: TaskRevision, report: SanityReport | None) -> Proof | None:

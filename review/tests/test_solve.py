@@ -14,6 +14,7 @@ from review import edits, services, solving
 from review.job_kinds import DIAGNOSE_JOB, SOLVE_JOB
 from review.models import BenchmarkCandidate, ReviewDecision
 from review.tests.helpers import HTMX, add_diagnosis, sanity, text, url
+from review.tests.test_solvability import rollout_of
 from review.views.candidate_parts import Unit
 from tasks.models import RevisionFile, TaskRevision
 from tasks.package import STANDARD_REWARD_SH, PackageFile, TaskPackage
@@ -381,6 +382,7 @@ def test_a_checker_change_without_an_endpoint_says_so(
         ),
         ({"crashed": True}, "the checker crashed in its sanity check"),
         ({"solution": 0.5}, "unsolvable: the reference solution does not score 1"),
+        ({"solution": None}, "solvability not proven: no reference solution, and no rollout of this revision scored"),
     ],
 )
 def test_the_queue_shows_the_block_instead_of_no_issues(reviewer_client, candidate, findings, reason):
@@ -388,6 +390,16 @@ def test_the_queue_shows_the_block_instead_of_no_issues(reviewer_client, candida
     sanity(current(candidate), **findings)
     issues = text(reviewer_client.get(reverse("review:queue"))).split('data-testid="issues"')[1][:800]
     assert 'data-testid="sanity-blocked"' in issues and reason in issues and "No issues" not in issues
+    assert services.sanity_block(current(candidate), candidate.benchmark)  # the accept gate agrees
+
+
+def test_a_rollout_that_scored_full_marks_proves_it_in_the_queue_too(reviewer_client, candidate):
+    add_diagnosis(candidate, [])
+    sanity(current(candidate), solution=None)
+    rollout_of(current(candidate), 1.0)
+    issues = text(reviewer_client.get(reverse("review:queue"))).split('data-testid="issues"')[1][:800]
+    assert "No issues" in issues and "sanity-blocked" not in issues
+    assert services.sanity_block(current(candidate), candidate.benchmark) is None
 
 
 def test_the_queue_says_no_issues_when_nothing_blocks(reviewer_client, candidate):

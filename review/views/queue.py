@@ -24,7 +24,7 @@ from jobs.models import JobRun
 from lib.htmx import render_page
 from tasks.models import SanityReport
 
-from .. import bulk, planting, precision, services
+from .. import bulk, planting, precision, services, solvability
 from ..forms import DIAGNOSIS_FAILED, QUEUE_STATUSES, SORTS, BulkDecisionForm, DecisionForm, QueueFilterForm
 from ..job_kinds import DIAGNOSE_BATCH_JOB, DIAGNOSE_JOB
 from ..models import BenchmarkCandidate, DiagnosisIssue, LLMDiagnosis, ReviewDecision, Severity
@@ -83,28 +83,33 @@ def decorate(candidates: list) -> list:
 def _sanity_block(c) -> str | None:
     """Why the row's latest sanity report blocks accepting (from what _rows annotates: no query a row), or None.
 
-    "No issues" beside a checker that pays a lazy agent, crashes, or fails its own reference solution misleads: such
-    a row shows this instead."""
+    "No issues" beside a checker that pays a lazy agent, crashes, or fails its own reference solution misleads, and
+    so does it beside a sanity-checked revision that nothing has proven solvable (no reference solution, and no
+    rollout of it scored full marks: review.solvability): such a row shows this instead."""
     reasons = []
     if getattr(c, "sanity_crashed", None):
         reasons.append("the checker crashed in its sanity check")
     lazy, tolerance = getattr(c, "lazy_score", None), c.benchmark.lazy_tolerance
     if lazy is not None and lazy > tolerance:
         reasons.append(f"a lazy agent earns {lazy:g} with this checker, above the tolerance {tolerance:g}")
-    if getattr(c, "sanity_solvable", None) is False:
+    solvable = getattr(c, "sanity_solvable", None)
+    if solvable is False:
         reasons.append("unsolvable: the reference solution does not score 1")
+    elif lazy is not None and solvable is None and not getattr(c, "solved_by_rollout", False):
+        reasons.append("solvability not proven: no reference solution, and no rollout of this revision scored 1")
     return "; ".join(reasons) or None
 
 
 def _rows(candidates):
     """Only the columns the rows show, with everything they reach through in the same query; `lazy_score` is what a
     lazy agent earns with the checker of the task's current revision (None: never sanity-checked)."""
-    lazy = SanityReport.latest_lazy_score(OuterRef("task__current_revision"))
-    latest = SanityReport.latest_for(OuterRef("task__current_revision"))
+    revision = OuterRef("task__current_revision")
+    latest = SanityReport.latest_for(revision)
     rows = candidates.annotate(
-        lazy_score=lazy,
+        lazy_score=SanityReport.latest_lazy_score(revision),
         sanity_crashed=Subquery(latest.values("crashed")[:1]),
         sanity_solvable=Subquery(latest.values("solvable")[:1]),
+        solved_by_rollout=Exists(solvability.solving_rollouts(revision)),
     ).select_related("task__benchmark_category", "benchmark", "claimed_by")
     return rows.only(
         "status",
