@@ -4,9 +4,11 @@ on every path (services, bulk, API, the pages), with an admin's override still p
 import pytest
 from django.urls import reverse
 
+from accounts.roles import LEAD, REVIEWER
+from accounts.testing import make_user
 from evaluation.models import Rollout
 from llm.models import ModelEndpoint
-from review import services
+from review import adjudication, services
 from review.bulk import decide_many
 from review.models import BenchmarkCandidate, ReviewDecision
 from review.solvability import HOW_TO_PROVE, ROLLOUT, SOLUTION, proof_for, solvability
@@ -163,3 +165,22 @@ def test_a_revision_with_a_solution_file_that_scores_one_passes_the_real_check(
     candidate = propose(benchmark, task, admin_user)
     assert services.sanity_block(task.current_revision, benchmark) is None
     assert services.decide(candidate, "accept", user=reviewer).decision == "accept"
+
+
+def test_a_lead_settling_a_disagreement_meets_the_same_gate(db, benchmark, admin_user):
+    lead, ann, bob = make_user("lee", LEAD), make_user("ann", REVIEWER), make_user("bob", REVIEWER)
+    benchmark.decisions_needed = 2
+    benchmark.save(update_fields=["decisions_needed"])
+    task = make_task("disputed")
+    sanity(task.current_revision)  # its reference solution scored 1: ann may accept
+    candidate = propose(benchmark, task, admin_user)
+    services.decide(candidate, "accept", user=ann)
+    services.decide(candidate, "reject", user=bob, reason="the reference solution is wrong")
+    assert candidate.status == BenchmarkCandidate.Status.AWAITING_ADJUDICATION
+
+    sanity(task.current_revision, solution=0.0)  # checked again: the reference solution fails now
+    with pytest.raises(services.AcceptBlocked, match="cannot accept: unsolvable: the reference solution of r1"):
+        adjudication.adjudicate(candidate, "accept", user=lead, reason="ann is right")
+    candidate.refresh_from_db()
+    assert candidate.status == BenchmarkCandidate.Status.AWAITING_ADJUDICATION
+    assert adjudication.adjudicate(candidate, "reject", user=lead, reason="bob is right").decision == "reject"
