@@ -40,6 +40,7 @@ from tasks.job_kinds import SANITY_JOB
 from tasks.models import Blob, Task, TaskRevision
 from tasks.package import PackageError
 from tasks.paths import TaskFileError, normalize_path
+from tasks.sanity import SOLVED_SCORE  # full marks, up to float noise, as a sanity check counts a solution
 from tasks.services import SaveOutcome, revise_task
 from tasks.verification import CheckerSpec, run_checker
 
@@ -52,7 +53,6 @@ FOLDER = "solve-workspaces"
 MAX_FILES = 200
 MAX_BYTES = 8 * 1024 * 1024  # all files of one workspace together
 MAX_WORKSPACES = 10  # per reviewer
-SOLVED_SCORE = 1.0 - 1e-9  # full marks, up to float noise (as tasks.sanity counts a solution)
 SOURCES = ("initial", "solution")
 
 
