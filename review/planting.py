@@ -410,18 +410,20 @@ def plant_rows(benchmark) -> list[Outcome]:
 
 def revelation(candidate, user) -> dict | None:
     """What a planted candidate really was, for `user` once they accepted or rejected it (or once it is closed);
-    None for any other candidate, and before that."""
+    None for any other candidate, and before that. A planted copy's task proposed to another benchmark is a planted
+    candidate there too (services.decide closes it the same way)."""
     plant = (
-        PlantedFlaw.objects.filter(candidate_id=candidate.pk)
+        PlantedFlaw.objects.filter(candidate__task_id=candidate.task_id)
         .select_related("candidate__task", "source_candidate__task", "source_revision")
         .first()
     )
     if plant is None:
         return None
-    decisions = list(plant.candidate.decisions.exclude(decision=Decision.VERDICT).order_by("created_at", "id"))
+    here = plant.candidate if plant.candidate_id == candidate.pk else BenchmarkCandidate.objects.get(pk=candidate.pk)
+    decisions = list(here.decisions.exclude(decision=Decision.VERDICT).order_by("created_at", "id"))
     uid = getattr(user, "pk", None)
     decided = any(d.reviewer_id == uid and d.decision in (Decision.ACCEPT, Decision.REJECT) for d in decisions)
-    if not decided and plant.candidate.status in BenchmarkCandidate.OPEN:
+    if not decided and here.status in BenchmarkCandidate.OPEN:
         return None
     per = _reviewer_outcomes(decisions)
     outcome = per.get(uid) or ("caught" if "caught" in per.values() else "missed" if per else "pending")
@@ -431,7 +433,7 @@ def revelation(candidate, user) -> dict | None:
     verb = {"caught": "caught it", "missed": "missed it", "pending": "has not decided it"}[outcome]
     message = (
         f"{plant.candidate.task.external_id} was a planted flaw ({Kind(plant.kind).label.lower()}): {plant.change}. "
-        f"It is a copy of {source}{rev}. {who} {verb}. A planted copy is closed and never enters the benchmark."
+        f"It is a copy of {source}{rev}. {who} {verb}. A planted copy is closed and never enters a benchmark."
     )
     return {
         "kind": plant.kind,

@@ -25,7 +25,7 @@ from tasks.services import StaleRevisionError
 
 from . import solvability, team
 from .job_kinds import DIAGNOSE_BATCH_JOB, DIAGNOSE_JOB
-from .models import BenchmarkCandidate, ClaimEvent, DiagnosisIssue, ReviewDecision
+from .models import BenchmarkCandidate, ClaimEvent, DiagnosisIssue, PlantedFlaw, ReviewDecision
 
 Status = BenchmarkCandidate.Status
 Decision = ReviewDecision.Decision
@@ -351,8 +351,10 @@ def decide(
         )
         if decision != Decision.FIX:
             status = team.status_after_decision(candidate, row, ReviewError)  # more decisions, or adjudication
-            if BenchmarkCandidate.objects.filter(pk=candidate.pk, plant__isnull=False).exists():
-                status = Status.REJECTED  # a planted flaw (review.planting) closes: it never enters the benchmark
+            if PlantedFlaw.objects.filter(candidate__task_id=candidate.task_id).exists():
+                # A planted flaw's copy (review.planting) closes, in whichever benchmark it was proposed to: its task
+                # is wrong on purpose and never enters a benchmark.
+                status = Status.REJECTED
             BenchmarkCandidate.objects.filter(pk=candidate.pk).update(
                 status=status, claimed_by=None, claimed_at=None, claim_expires_at=None, updated_at=timezone.now()
             )
@@ -371,8 +373,11 @@ def accepted_revision(candidate: BenchmarkCandidate) -> TaskRevision | None:
 def freeze_version(benchmark: Benchmark, *, user, note: str = "") -> BenchmarkVersion:
     """A new immutable version pinning the revision each accepted candidate was accepted at."""
     _require(user, ADMIN, "freezing a benchmark version")
-    # Planted flaws (review.planting) are never accepted; they are left out should one be all the same.
-    accepted = BenchmarkCandidate.objects.filter(benchmark=benchmark, status=Status.ACCEPTED, plant__isnull=True)
+    # Planted flaws' copies (review.planting) are never accepted, in any benchmark; should one be all the same (one
+    # proposed to another benchmark and accepted there before decide knew better), it is left out.
+    accepted = BenchmarkCandidate.objects.filter(benchmark=benchmark, status=Status.ACCEPTED).exclude(
+        task__in=PlantedFlaw.objects.values("candidate__task")
+    )
     revision_ids = []
     for candidate in accepted:
         revision = accepted_revision(candidate)

@@ -5,12 +5,13 @@ import json
 
 import pytest
 
+from benchmarks.models import Benchmark
 from jobs.models import JobRun
 from review import planting
 from review.edits import save_edit
 from review.job_kinds import DIAGNOSE_JOB
 from review.models import BenchmarkCandidate, PlantedFlaw, ReviewDecision
-from review.services import ReviewError, claim, decide, freeze_version
+from review.services import ReviewError, claim, decide, freeze_version, propose_candidates
 from review.tests.helpers import accept_all, add_diagnosis, sanity
 from tasks.job_kinds import SANITY_JOB
 from tasks.models import Task
@@ -170,6 +171,39 @@ def test_accepting_a_planted_copy_closes_it_as_missed_and_freezing_leaves_it_out
     assert "planted flaw" in shown["message"] and "You missed it" in shown["message"]
     version = freeze_version(benchmark, user=admin_user)
     assert list(version.pins.values_list("revision__task_id", flat=True)) == [accepted.task_id]
+
+
+def test_a_planted_copy_proposed_to_another_benchmark_never_enters_it(benchmark, accepted, admin_user, reviewer):
+    (plant,) = planting.plant_flaws(benchmark, ["check_removed"], 1, user=admin_user, seed=6)
+    _ready(plant)
+    # Nothing marks the copy's task (a "ready" task like its original), so it can be proposed to another benchmark.
+    other = Benchmark.objects.create(name="other-bench")
+    propose_candidates(other, [accepted.task, plant.candidate.task], user=admin_user)
+    there = BenchmarkCandidate.objects.get(benchmark=other, task=plant.candidate.task)
+    assert planting.revelation(there, reviewer) is None
+    decide(there, "accept", user=reviewer)
+    there.refresh_from_db()
+    assert there.status == BenchmarkCandidate.Status.REJECTED
+    shown = planting.revelation(there, reviewer)
+    assert shown["outcome"] == "missed" and shown["kind"] == "check_removed"
+    assert "You missed it" in shown["message"] and "never enters a benchmark" in shown["message"]
+    decide(BenchmarkCandidate.objects.get(benchmark=other, task=accepted.task), "accept", user=reviewer)
+    frozen = freeze_version(other, user=admin_user)
+    assert list(frozen.pins.values_list("revision__task_id", flat=True)) == [accepted.task_id]
+
+
+def test_freezing_leaves_out_a_planted_copy_accepted_in_another_benchmark(benchmark, accepted, admin_user, reviewer):
+    # As a database holds it where such a copy was accepted before services.decide closed it in every benchmark.
+    (plant,) = planting.plant_flaws(benchmark, ["input_removed"], 1, user=admin_user, seed=7)
+    other = Benchmark.objects.create(name="other-bench")
+    propose_candidates(other, [plant.candidate.task], user=admin_user)
+    there = BenchmarkCandidate.objects.get(benchmark=other)
+    ReviewDecision.objects.create(
+        candidate=there, reviewer=reviewer, decision="accept", revision=there.task.current_revision
+    )
+    BenchmarkCandidate.objects.filter(pk=there.pk).update(status=BenchmarkCandidate.Status.ACCEPTED)
+    with pytest.raises(ReviewError, match="no accepted candidates"):
+        freeze_version(other, user=admin_user)
 
 
 def test_rejecting_or_fixing_catches_it(benchmark, accepted, admin_user, reviewer, second_reviewer):
