@@ -7,11 +7,14 @@ that holds the same content (equal content hashes) or a near-duplicate: an instr
 threshold (synthesis.qa_checks.DEFAULT_THRESHOLDS["novelty"], 0.90). A paraphrase of a benchmark task is caught
 however its task is named.
 
-Both directions use one comparison:
+Both directions use the same embeddings and threshold:
 - `check_revisions` (registered with benchmarks.contamination): revisions about to be frozen against all training
   data. Freezing refuses while it finds anything.
-- `against_frozen`: the revisions some training data would hold against every revision a frozen version pins.
-  Building a dataset leaves such trajectories out (reason `benchmark_duplicate`); starting a training run refuses.
+- `against_frozen`: the revisions some training data would hold against every revision a frozen version pins (for
+  each pinned revision, the closest one). Starting a training run refuses while it finds anything.
+- `every_match`: the same rule turned round, each training revision against its closest pinned one. Building a
+  dataset leaves out every trajectory of a task it finds (reason `benchmark_duplicate`), not only the closest of
+  each pinned task, so that the run's check passes on what the dataset kept.
 """
 
 from __future__ import annotations
@@ -168,10 +171,53 @@ def against_frozen(holder: Holder, revision_ids: Iterable[int]) -> list[Finding]
     return compare(benchmark, {holder: revision_ids}, versions)
 
 
+def every_match(holder: Holder, revision_ids: Iterable[int]) -> list[Finding]:
+    """Each of `revision_ids` that matches a task a frozen version pins (the same content, or a near-duplicate of its
+    closest pinned task): one finding for each. against_frozen names, for each pinned task, its closest revision
+    among them, which is enough to refuse training data but not to clean it: of two paraphrases of one pinned task it
+    names one, and the other stays (and a run on what stayed is refused)."""
+    training = _rows(revision_ids)
+    benchmark, versions = frozen_revisions()
+    if not benchmark or not training:
+        return []
+    bench_rows, train_rows = list(benchmark.values()), list(training.values())
+    similarity = _vectors(train_rows) @ _vectors(bench_rows).T
+    closest = np.argmax(similarity, axis=1)
+    by_hash: dict[str, int] = {}
+    for i, row in enumerate(bench_rows):
+        by_hash.setdefault(row.content_hash, i)
+    limit = threshold()
+    findings = []
+    for t, row in enumerate(train_rows):
+        if row.content_hash in by_hash:
+            b, kind, score = by_hash[row.content_hash], EXACT, 1.0
+        else:
+            b, kind, score = int(closest[t]), NEAR, float(similarity[t, closest[t]])
+            if score < limit:
+                continue
+        bench = bench_rows[b]
+        findings.append(
+            Finding(
+                task=bench.task,
+                revision=bench.number,
+                content_hash=bench.content_hash,
+                source_kind=holder.kind,
+                source_id=holder.pk,
+                source=holder.label,
+                training_task=row.task,
+                kind=kind,
+                similarity=round(min(score, 1.0), 4),
+                version=versions.get(bench.pk, ""),
+            )
+        )
+    return sorted(findings, key=lambda f: (f.task, f.training_task))
+
+
 def selection_contamination(dataset: TrainingDataset, trajectories) -> list[Finding]:
-    """The frozen versions' tasks that `trajectories` (what the dataset selects, a queryset) would put in it."""
+    """The frozen versions' tasks that `trajectories` (what the dataset selects, a queryset) would put in it: every
+    selected task that matches one (every_match), so that what the dataset keeps passes the run's check."""
     revision_ids = trajectories.values_list("rollout__revision_id", flat=True).distinct()
-    return against_frozen(dataset_holder(dataset), revision_ids)
+    return every_match(dataset_holder(dataset), revision_ids)
 
 
 def duplicate_task_ids(findings: list[Finding]) -> set[int]:

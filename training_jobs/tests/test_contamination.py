@@ -24,6 +24,8 @@ pytestmark = pytest.mark.django_db
 SALES = "Read sales.csv and write report.md with the total amount sold per region, sorted from the largest total to the smallest."
 # The same task in other words: no word order, task id or content hash in common with SALES.
 PARAPHRASE = "Using sales.csv, create report.md listing the total sales amount for each region, ordered from largest to smallest total."
+# A second paraphrase, nearer still: two training tasks match the one frozen task.
+REWORDED = "Read sales.csv and write report.md with the total amount sold in each region, sorted from the largest total to the smallest."
 PHOTOS = "Rename every photo in the pictures folder to its date taken and move duplicates into a folder called dupes."
 
 
@@ -34,7 +36,12 @@ def corpus(db):
     endpoint = ModelEndpoint.objects.create(name="agent-m", base_url="http://127.0.0.1:9/v1", model="m")
     run = EvalRun.objects.create(name="m on tasks", endpoint=endpoint, harness="builtin", config_hash="x" * 64)
     corpus = Corpus(endpoint=endpoint, run=run, group="g" * 12)
-    for external_id, instruction in (("t-sales", SALES), ("t-paraphrase", PARAPHRASE), ("t-photos", PHOTOS)):
+    for external_id, instruction in (
+        ("t-sales", SALES),
+        ("t-paraphrase", PARAPHRASE),
+        ("t-reworded", REWORDED),
+        ("t-photos", PHOTOS),
+    ):
         corpus.revisions[external_id] = make_task(external_id, instruction).current_revision
     return corpus
 
@@ -136,6 +143,21 @@ def test_a_dataset_leaves_out_paraphrases_of_frozen_tasks_and_lists_them(corpus,
         override_reason="studying contamination on purpose",
     )
     assert set(allowed.samples.values_list("task_external_id", flat=True)) == {"t-paraphrase", "t-photos"}
+
+
+def test_a_dataset_leaves_out_every_paraphrase_of_a_frozen_task_so_its_run_may_start(corpus, tiny_model_path):
+    # Both match t-sales; the run's check names only the closer one of them, so the dataset must leave out both or
+    # the run on what it kept is refused.
+    pin(corpus.revisions["t-sales"])
+    dataset = dataset_of(corpus, "t-paraphrase", "t-reworded", "t-photos")
+    assert set(dataset.samples.values_list("task_external_id", flat=True)) == {"t-photos"}
+    assert dataset.excluded == {"benchmark_duplicate": 2}
+    listed = {(f["task"], f["training_task"], f["kind"]) for f in dataset.stats["contamination"]}
+    assert listed == {("t-sales", "t-paraphrase", NEAR), ("t-sales", "t-reworded", NEAR)}
+    run = start_training_run(
+        kind="sft", user=None, base_model_path=tiny_model_path, cpu=True, dataset=dataset, enqueue=False
+    )
+    assert run.dataset == dataset
 
 
 def test_training_refuses_a_dataset_holding_a_task_frozen_since(corpus, tiny_model_path):
