@@ -2,7 +2,7 @@
 """The RL step bench: ClawGym's GRPO step against a bare forward/backward over the same step's tokens.
 
     .venv/bin/python bench/rl_step_bench.py [--model tiny|PATH] [--steps 4] [--warmup 1] [--prompts 4]
-        [--generations 4] [--prompt-tokens 600] [--completion-tokens 900] [--gradient-checkpointing]
+        [--generations 4] [--prompt-tokens 600] [--completion-tokens 900] [--gradient-checkpointing] [--beta 0]
 
 Both sides train the same model from the same weights on the same rollouts, in this process, one after the other:
 
@@ -15,11 +15,14 @@ Both sides train the same model from the same weights on the same rollouts, in t
   trained tokens (their log-probabilities against the sampled ones, times the group's normalised reward), a backward,
   and an AdamW step: nothing else.
 
+`--beta B` gives ClawGym's side the KL term (TRL's, against a reference copy of the model: one more forward a step,
+without gradient); the bare loop has none, so the ratio with and without it shows what the term costs.
+
 The aim: ClawGym's step at most 1.5x (bare forward/backward + the rollouts' wall time). The steps after the warm-up
 count. One JSON line last:
 
     {"model", "steps", "rows_per_step", "tokens_per_step", "trained_tokens_per_step", "clawgym_step_s",
-     "bare_step_s", "rollout_s", "rl_step_vs_bare", "gradient_checkpointing", "threads"}
+     "bare_step_s", "rollout_s", "rl_step_vs_bare", "gradient_checkpointing", "beta", "threads"}
 """
 
 import argparse
@@ -83,6 +86,7 @@ def rl_config(args, model_path: str, output_dir: str) -> dict:
         "max_context": args.prompt_tokens + args.completion_tokens,
         "learning_rate": 1e-5,
         "gradient_checkpointing": args.gradient_checkpointing,
+        "beta": args.beta,
         "save_steps": 10**9,
         "seed": 0,
     }
@@ -179,6 +183,13 @@ def main(argv=None) -> int:
         default=False,
         help="on both sides (the learning bench's RL runs with it, for memory)",
     )
+    parser.add_argument(
+        "--beta",
+        type=float,
+        default=0.0,
+        help="the KL term's weight on ClawGym's side (a reference copy of the model, one more forward a step); the "
+        "bare loop has none, so the ratio shows what the term costs",
+    )
     args = parser.parse_args(argv)
 
     import torch
@@ -213,6 +224,7 @@ def main(argv=None) -> int:
                 "rollout_s": round(rollout_s, 4),
                 "rl_step_vs_bare": round(clawgym_s / (bare_s + rollout_s), 3),
                 "gradient_checkpointing": args.gradient_checkpointing,
+                "beta": args.beta,
                 "threads": torch.get_num_threads(),
             }
         )

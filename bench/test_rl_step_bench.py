@@ -30,10 +30,11 @@ def test_the_rollouts_are_the_same_on_both_sides_and_mask_the_tool_results():
 def test_one_small_run_times_both_sides_on_the_same_steps(capsys):
     code = rl_step_bench.main(
         ["--steps", "1", "--warmup", "1", "--prompts", "2", "--generations", "2"]
-        + ["--prompt-tokens", "32", "--completion-tokens", "64"]
+        + ["--prompt-tokens", "32", "--completion-tokens", "64", "--beta", "0.04"]
     )
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert code == 0
     assert report["steps"] == 1 and report["rows_per_step"] == 4 and report["tokens_per_step"] == 4 * 96
     assert report["trained_tokens_per_step"] == 4 * 61  # a 60-token turn, the tool's 4, and the end of turn
     assert report["clawgym_step_s"] > 0 and report["bare_step_s"] > 0 and report["rl_step_vs_bare"] > 0
+    assert report["beta"] == 0.04  # ClawGym's side with the KL term and its reference copy: what the term costs
