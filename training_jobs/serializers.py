@@ -242,6 +242,20 @@ class StartRLRunSerializer(serializers.Serializer):
         max_length=500,
         help_text="Instead of tasks: a selection, e.g. status=ready,source=skill,limit=200.",
     )
+    mix_tasks = serializers.ListField(
+        child=serializers.CharField(max_length=200),
+        required=False,
+        default=list,
+        help_text="Other tasks mixed into every step (the share mix_share of its prompts, an override): external "
+        "ids or task revision ids.",
+    )
+    mix_tasks_from = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=500,
+        help_text="Instead of mix_tasks: a selection (the run's own tasks left out of it).",
+    )
     harness = serializers.CharField(
         required=False,
         allow_blank=True,
@@ -267,6 +281,8 @@ class StartRLRunSerializer(serializers.Serializer):
     def validate(self, attrs):
         if attrs["tasks"] and attrs["tasks_from"]:
             raise serializers.ValidationError({"tasks_from": ["give tasks or a selection, not both"]})
+        if attrs["mix_tasks"] and attrs["mix_tasks_from"]:
+            raise serializers.ValidationError({"mix_tasks_from": ["give mix tasks or a selection, not both"]})
         if not attrs["tasks"] and not attrs["tasks_from"]:
             raise serializers.ValidationError({"tasks": ["give the tasks to train on (ids, or tasks_from)"]})
         if not attrs.get("base_model") and not attrs["base_model_path"]:

@@ -14,7 +14,12 @@ PAPER = {
     "learning_rate": 1e-6,
     "epsilon": 0.2,
     "epsilon_high": 0.28,
+    # The KL term's weight (TRL's beta) against the run's base model, a copy of which the trainer then keeps beside
+    # the policy: from an SFT checkpoint, the SFT policy. 0: no KL, no reference copy (the paper's setup).
     "beta": 0.0,
+    # The share of each step's prompts drawn from the run's mix tasks (training.rl.task_mix): other tasks kept in
+    # every step so that the policy does not drift on them. 0: no mix (a run given mix tasks needs a share).
+    "mix_share": 0.0,
     "loss_type": "dapo",
     "temperature": 0.7,
     "max_completion_length": 8192,  # per model call (max_tokens) and per trained sample

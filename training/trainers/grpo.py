@@ -2,8 +2,13 @@
 
 CONFIG.json is the RL run's stored config plus where things are (base_model_path, output_dir, resume_from_checkpoint,
 cpu) and the job's rollout bridge (bridge_url, bridge_token). TRL's GRPOTrainer draws the prompts (task revisions,
-each repeated num_generations times), our rollout_func (training.rl.rollout_func) has the job run them as real
-rollouts and answers the exact sampled tokens with their logprobs, env_mask and the checker's reward.
+each repeated num_generations times; with a task mix, in the order training.rl.task_mix lays out), our rollout_func
+(training.rl.rollout_func) has the job run them as real rollouts and answers the exact sampled tokens with their
+logprobs, env_mask and the checker's reward.
+
+With `beta` above 0, TRL adds its KL term against a reference: a second copy of the run's base model (its config's
+path), loaded beside the policy and scored without gradient once a step; the rows flattened below get its logprobs
+too. The live policy server samples from the policy alone.
 
 The policy the rollouts sample: `policy.backend` "live" starts training.rl.policy_server in this process on the
 live model (always in sync); "vllm" uses a vLLM server started with weight transfer (`policy.vllm_url`), which TRL
@@ -357,6 +362,8 @@ def grpo_config(config: dict):
         save_steps=config["save_steps"],
         save_total_limit=config["save_total_limit"] or None,
         logging_steps=1,
+        # A task mix lays out every step's prompts itself (prompts_dataset); TRL's shuffle would undo the shares.
+        shuffle_dataset=not mixes_tasks(config),
         seed=config["seed"],
         data_seed=config["seed"],
         report_to=report_to(config),
@@ -366,13 +373,35 @@ def grpo_config(config: dict):
     )
 
 
+def mixes_tasks(config: dict) -> bool:
+    """Whether the run mixes other tasks into its own (training.rl.task_mix): its prompts come in step order."""
+    return bool(config.get("mix_tasks")) and float(config.get("mix_share") or 0) > 0
+
+
 def prompts_dataset(config: dict):
     """The tasks as prompts ("task-revision:<id>"), repeated to fill at least one step (a step draws distinct
-    prompts_per_step of them when there are that many)."""
+    prompts_per_step of them when there are that many). A run with a task mix gets every step's prompts in order
+    instead (training.rl.task_mix: its share of mix tasks in each step), which the trainer walks unshuffled."""
     from datasets import Dataset
 
     from training.rl.rollout_func import prompt_for
 
+    if mixes_tasks(config):
+        from training.rl.task_mix import step_prompts
+
+        mix = [int(t) for t in config["mix_tasks"]]
+        if not set(mix) <= set(config["tasks"]):  # config["tasks"] is every task trained: the guard checked those
+            raise SystemExit("mix_tasks must be among the run's tasks (training_jobs.kinds.rl stores them so)")
+        own = [int(t) for t in config["tasks"] if t not in set(mix)]
+        order = step_prompts(
+            own,
+            mix,
+            share=float(config["mix_share"]),
+            prompts_per_step=int(config["prompts_per_step"]),
+            steps=int(config["max_steps"]),
+            seed=int(config["seed"]),
+        )
+        return Dataset.from_list([{"prompt": prompt_for(t)} for t in order])
     tasks = [prompt_for(t) for t in config["tasks"]]
     rows = list(tasks)
     while len(rows) < int(config["prompts_per_step"]):

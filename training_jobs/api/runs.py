@@ -4,11 +4,13 @@ serving and evaluating the admin role.
     GET  /api/training/runs/?kind=rl&status=…     newest first, with progress (and an RL run's latest mean reward)
     POST /api/training/runs/                      SFT: {dataset, base_model? | base_model_path?, preset?, overrides?: {key:
                                                   value}, cpu?, name?}; RL: {kind: "rl", base_model? | base_model_path?,
-                                                  tasks: [ids] | tasks_from: "selection", harness?, preset?,
-                                                  overrides?, cpu?, name?}: 201 + the run (queued on the gpu queue)
-                                                  and an SFT run's "warnings" (samples that lose assistant turns
-                                                  to max_length); 400 {detail} for what cannot train (an empty
-                                                  dataset, no model folder, GPUs it lacks, no token left to train)
+                                                  tasks: [ids] | tasks_from: "selection", mix_tasks?: [ids] |
+                                                  mix_tasks_from?: "selection" (with overrides.mix_share),
+                                                  harness?, preset?, overrides?, cpu?, name?}: 201 + the run
+                                                  (queued on the gpu queue) and an SFT run's "warnings" (samples
+                                                  that lose assistant turns to max_length); 400 {detail} for what
+                                                  cannot train (an empty dataset, no model folder, GPUs it lacks,
+                                                  no token left to train, a task mix that cannot be drawn)
     GET  /api/training/runs/{id}/                 with its whole config, checkpoints and the `train --json` figures;
                                                   an RL run's also "rl": its step metrics, per-step rollout summaries
                                                   and tasks
@@ -283,7 +285,8 @@ class TrainingRunViewSet(
         with refusals(TrainingRunError):
             if rl:
                 tasks = tasks_from(data["tasks_from"]) if data["tasks_from"] else data["tasks"]
-                run = runs.start_training_run(kind="rl", tasks=tasks, harness=data["harness"], **common)
+                mix = tasks_from(data["mix_tasks_from"]) if data["mix_tasks_from"] else data["mix_tasks"]
+                run = runs.start_training_run(kind="rl", tasks=tasks, mix_tasks=mix, harness=data["harness"], **common)
             else:
                 run = runs.start_training_run(kind="sft", dataset=data["dataset"], **common)
         return self.started(run) if rl else self.started(run, warnings=run.warnings)

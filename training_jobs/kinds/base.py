@@ -55,6 +55,7 @@ class TrainingKind:
         config: dict | None,
         dataset=None,
         tasks=None,
+        mix_tasks=None,
         harness: str = "",
     ) -> Launch:
         """Check what the run is given (refusing with TrainingRunError) and build its config: the run's fields."""

@@ -13,6 +13,7 @@ from llm.models import SERVED_KEY_PREFIX, key_env_refusal
 from tasks.models import Task, TaskRevision
 from tasks.selection import SelectionError, select_tasks
 from training.rl.presets import RL_CHOICES, RL_PRESETS
+from training.rl.task_mix import TaskMixError, check_mix
 
 from . import rl_pages
 from .base import Launch, TrainingKind, TrainingRunError, checkpoints_of, edited, model_label, model_path
@@ -31,18 +32,30 @@ REPORT_KEYS = (
 
 def build_rl_config(preset: str, overrides: dict | None = None, *, base: dict | None = None) -> dict:
     """An RL preset (or a stored RL config) with typed dotted-key edits, then the rules across keys. The run's tasks
-    are kept as they are (they are given apart from the edits)."""
+    and mix tasks are kept as they are (they are given apart from the edits, and checked by the contamination
+    guard)."""
     if base is None:
         if preset not in RL_PRESETS:
             raise TrainingRunError(f"unknown RL preset {preset!r}; choose one of {', '.join(RL_PRESETS)}")
         base = RL_PRESETS[preset]
     base = copy.deepcopy(base)
-    tasks = base.pop("tasks", None)
+    given = {key: base.pop(key) for key in ("tasks", "mix_tasks") if key in base}
     config = edited(base, overrides, RL_CHOICES)
     _check_rl(config)
-    if tasks is not None:
-        config["tasks"] = tasks
+    config.update(given)
+    if "tasks" in given:  # a stored config (resume, clone): its mix must still fit the edited steps
+        _check_mix(config)
     return config
+
+
+def _check_mix(config: dict) -> None:
+    """The task mix against the run's tasks (config["tasks"] holds every task trained, mix_tasks among them)."""
+    mix = set(config.get("mix_tasks") or [])
+    own = [t for t in config.get("tasks") or [] if t not in mix]
+    try:
+        check_mix(config.get("mix_share", 0.0), config["prompts_per_step"], tasks=len(own), mix_tasks=len(mix))
+    except TaskMixError as exc:
+        raise TrainingRunError(str(exc)) from None
 
 
 def _check_rl(config: dict) -> None:
@@ -73,6 +86,8 @@ def _check_rl(config: dict) -> None:
         raise TrainingRunError("temperature must be above 0 (GRPO samples; greedy rollouts of a group are alike)")
     if config["beta"] < 0 or config["epsilon"] < 0 or config["epsilon_high"] < config["epsilon"]:
         raise TrainingRunError("beta and epsilon cannot be negative, and epsilon_high is at least epsilon")
+    if not 0 <= config.get("mix_share", 0.0) < 1:
+        raise TrainingRunError("mix_share is the share of a step's prompts drawn from the mix tasks: in [0, 1)")
     dist = config["distributed"]
     if dist["deepspeed"] and dist["fsdp"]:
         raise TrainingRunError("choose DeepSpeed or FSDP, not both (distributed.deepspeed / distributed.fsdp)")
@@ -191,13 +206,30 @@ class RL(TrainingKind):
         return rl_for_cpu(config)
 
     def prepare(
-        self, *, base_model, base_model_path, preset, overrides, cpu, config, dataset=None, tasks=None, harness=""
+        self,
+        *,
+        base_model,
+        base_model_path,
+        preset,
+        overrides,
+        cpu,
+        config,
+        dataset=None,
+        tasks=None,
+        mix_tasks=None,
+        harness="",
     ):
         """An RL run trains on tasks (revisions, tasks, revision ids or external ids; benchmark tasks refused), each
-        rollout running `harness` (the preset's when not given) in its sandbox; not on a dataset."""
+        rollout running `harness` (the preset's when not given) in its sandbox; not on a dataset. `mix_tasks`: other
+        tasks drawn as the share `mix_share` of every step (training.rl.task_mix); one among `tasks` is left out of
+        them. The stored config's `tasks` holds every task the run trains on, its `mix_tasks` those of the mix."""
         if dataset is not None:
             raise TrainingRunError("an RL run trains on tasks (its own rollouts), not on a dataset (that is kind sft)")
         revisions = resolve_tasks(tasks)
+        own = {r.pk for r in revisions}
+        mix = [r for r in resolve_tasks(mix_tasks) if r.pk not in own] if mix_tasks else []
+        if mix_tasks and not mix:
+            raise TrainingRunError("every mix task is among the run's own tasks: give other tasks to mix in")
         base_model_path = model_path(base_model, base_model_path)
         edits = dict(overrides or {})
         if harness:
@@ -207,8 +239,13 @@ class RL(TrainingKind):
             raise TrainingRunError(f"unknown harness {config['harness']!r}; known: {', '.join(HARNESSES)}")
         if cpu:
             config = rl_for_cpu(config)
-        config["tasks"] = [r.pk for r in revisions]
-        name = f"rl on {len(revisions)} task(s) from {model_label(base_model, base_model_path)}"
+        config["tasks"] = [r.pk for r in revisions] + [r.pk for r in mix]
+        config.pop("mix_tasks", None)
+        if mix:
+            config["mix_tasks"] = [r.pk for r in mix]
+        _check_mix(config)
+        mixed = f" (+{len(mix)} mixed in)" if mix else ""
+        name = f"rl on {len(revisions)} task(s){mixed} from {model_label(base_model, base_model_path)}"
         fields = {
             "name": name,
             "base_model_path": base_model_path,
@@ -218,7 +255,9 @@ class RL(TrainingKind):
         return Launch(fields)
 
     def inputs(self, run):
-        return {"tasks": run.config["tasks"], "harness": run.config["harness"]}
+        mix = run.config.get("mix_tasks") or []
+        own = [t for t in run.config["tasks"] if t not in set(mix)]
+        return {"tasks": own, "mix_tasks": mix, "harness": run.config["harness"]}
 
     def report(self, run):
         return rl_run_json(run)

@@ -168,9 +168,10 @@ def rl_context(run: TrainingRun, step: str | int | None) -> dict:
 
 
 def run_tasks(run: TrainingRun) -> list[dict]:
-    """The run's training tasks as its config names them: [{"external_id", "revision"}] (revision ids or external
-    ids, whichever the config holds)."""
+    """The run's training tasks as its config names them: [{"external_id", "revision", "task", "mix"}] (revision ids or
+    external ids, whichever the config holds; mix: one of its task mix's, training.rl.task_mix)."""
     given = (run.config or {}).get("tasks") or []
+    mix = set((run.config or {}).get("mix_tasks") or [])
     ids = [t for t in given if isinstance(t, int)]
     revisions = {r.pk: r for r in TaskRevision.objects.filter(pk__in=ids).select_related("task")}
     shown = []
@@ -180,4 +181,5 @@ def run_tasks(run: TrainingRun) -> list[dict]:
             shown.append({"external_id": revision.task.external_id, "revision": revision.number, "task": revision.task})
         else:
             shown.append({"external_id": str(entry), "revision": None, "task": None})
+        shown[-1]["mix"] = entry in mix
     return shown

@@ -138,12 +138,23 @@ class SFT(TrainingKind):
         return for_cpu(config)
 
     def prepare(
-        self, *, base_model, base_model_path, preset, overrides, cpu, config, dataset=None, tasks=None, harness=""
+        self,
+        *,
+        base_model,
+        base_model_path,
+        preset,
+        overrides,
+        cpu,
+        config,
+        dataset=None,
+        tasks=None,
+        mix_tasks=None,
+        harness="",
     ):
         """An SFT run trains on a dataset (not tasks, nor through a harness); what cannot train is refused first
         (kinds.sft_checks: the dataset, the base model's folder, the GPUs, the tokens left after the cut to
         max_length); what trains on less than asked comes back as warnings."""
-        if tasks or harness:
+        if tasks or mix_tasks or harness:
             raise TrainingRunError("an SFT run trains on a dataset, not on tasks through a harness (that is kind rl)")
         if not isinstance(dataset, TrainingDataset):
             raise TrainingRunError("give the dataset to train on (an SFT run trains on a built dataset)")

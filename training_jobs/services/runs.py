@@ -41,15 +41,17 @@ def start_training_run(
     cloned_from: TrainingRun | None = None,
     dataset: TrainingDataset | None = None,
     tasks=None,
+    mix_tasks=None,
     harness: str = "",
 ) -> TrainingRun:
     """Record a run of `kind` ("sft" or "rl", training_jobs.kinds; any other name is refused) with its whole config
     and queue it on the `gpu` queue (enqueue=False: the caller runs the job body itself, `train --here`).
 
     An SFT run trains on `dataset`; an RL run on `tasks` (revisions, tasks, revision ids or external ids), each
-    rollout running `harness`. The kind refuses what cannot train first (TrainingRunError: for SFT the dataset, the
-    base model's folder, the GPUs, the tokens left after the cut to max_length; for RL benchmark tasks, an unknown
-    harness); what trains on less than asked is written in the run's log and given back as `run.warnings`.
+    rollout running `harness`, and on `mix_tasks` drawn as the share `mix_share` of every step (training.rl.task_mix).
+    The kind refuses what cannot train first (TrainingRunError: for SFT the dataset, the base model's folder, the
+    GPUs, the tokens left after the cut to max_length; for RL benchmark tasks, an unknown harness, a mix that cannot
+    be drawn); what trains on less than asked is written in the run's log and given back as `run.warnings`.
     `config`: a stored config to start from instead of the preset (a clone). `report_to`: "tensorboard" also writes
     TensorBoard event files under the run's folder ("none": ClawGym's curves only)."""
     if report_to not in REPORT_TO:
@@ -64,6 +66,7 @@ def start_training_run(
         config=config,
         dataset=dataset,
         tasks=tasks,
+        mix_tasks=mix_tasks,
         harness=harness,
     )
     fields = launch.fields

@@ -124,6 +124,8 @@ def test_rl_config_paper_preset_and_rules():
         # The trainer normalises the loss per token over the step (DAPO) only: training/tests/test_grpo_every_sample.py.
         ("loss_type=grpo", "one of"),
         ("lora.r=4", "unknown config key"),
+        ("mix_share=1.0", r"in \[0, 1\)"),
+        ("mix_tasks=[1]", "unknown config key"),  # given apart from the edits, as tasks are (and guarded)
         # Each rollout's deadline: capped as every rollout's is (evaluation.harnesses.check_duration).
         ("rollout_timeout=1000000000", r"rollout_timeout must be at most 3600 s \(CLAWGYM_MAX_ROLLOUT_TIMEOUT\)"),
     ]:
@@ -288,3 +290,81 @@ def test_train_kind_rl_says_what_it_needs():
             stdout=StringIO(),
             stderr=StringIO(),
         )
+
+
+@pytest.mark.django_db
+def test_an_rl_run_mixes_other_tasks_into_every_step():
+    """Mix tasks (training.rl.task_mix): stored among the run's tasks (what the contamination guard checks) and apart
+    as its mix; one of the run's own tasks is left out of the mix; a clone keeps both; a mix that cannot be drawn,
+    a mix task a benchmark pins, or an edit that leaves a step no mix prompt is refused."""
+    from benchmarks.models import Benchmark, BenchmarkVersion, PinnedRevision
+    from training_jobs.kinds import get_kind, rl_pages
+    from training_jobs.services.runs import clone_training_run, resume_training_run, start_training_run
+
+    own, other, third, pinned = (revision(f"rl-mix-{n}") for n in ("own", "other", "third", "bench"))
+    version = BenchmarkVersion.objects.create(benchmark=Benchmark.objects.create(name="mix-bench"), number=1)
+    PinnedRevision.objects.create(version=version, revision=pinned)
+    start = {"kind": "rl", "user": None, "base_model_path": "/models/x", "enqueue": False}
+
+    run = start_training_run(
+        **start,
+        tasks=[own.pk],
+        mix_tasks=["rl-mix-other", third.pk, own.pk],
+        overrides={"mix_share": 0.25, "prompts_per_step": 4},
+    )
+    assert run.config["tasks"] == [own.pk, other.pk, third.pk] and run.config["mix_tasks"] == [other.pk, third.pk]
+    assert run.config["mix_share"] == 0.25 and "(+2 mixed in)" in run.name
+    assert get_kind("rl").inputs(run) == {"tasks": [own.pk], "mix_tasks": [other.pk, third.pk], "harness": "builtin"}
+    assert [t["mix"] for t in rl_pages.run_tasks(run)] == [False, True, True]  # the run page marks the mix
+    clone = clone_training_run(run, {"learning_rate": 2e-6}, enqueue=False, user=None)
+    assert clone.config == {**run.config, "learning_rate": 2e-6}
+    # A run without a mix stores none: its config is as before.
+    plain = start_training_run(**start, tasks=[own.pk])
+    assert "mix_tasks" not in plain.config and plain.config["mix_share"] == 0.0
+
+    for given, overrides, says in (
+        ([other.pk], {}, "mix_share is 0"),
+        ([], {"mix_share": 0.25}, "needs mix tasks"),
+        ([other.pk], {"mix_share": 0.1, "prompts_per_step": 4}, "rounds to 0 mix prompt"),
+        ([own.pk], {"mix_share": 0.25}, "every mix task is among the run's own tasks"),
+        ([pinned.pk], {"mix_share": 0.25}, "contamination guard.*rl-mix-bench"),
+    ):
+        with pytest.raises(TrainingRunError, match=says):
+            start_training_run(**start, tasks=[own.pk], mix_tasks=given, overrides=overrides)
+    with pytest.raises(TrainingRunError, match="an SFT run trains on a dataset"):
+        start_training_run(**{**start, "kind": "sft"}, mix_tasks=[other.pk])
+    # Resuming with edited steps checks the stored mix again.
+    with pytest.raises(TrainingRunError, match="rounds to 0 mix prompt"):
+        resume_training_run(run, user=None, overrides={"prompts_per_step": 1}, enqueue=False)
+
+
+@pytest.mark.django_db
+def test_train_kind_rl_takes_mix_tasks():
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    from training_jobs.models import TrainingRun
+
+    revision("rl-cmd-own")
+    mixed = [revision(f"rl-cmd-mix-{n}") for n in (1, 2)]
+    command = ["train", "--kind", "rl", "--base-model", "/models/x", "--task", "rl-cmd-own", "--start-timeout", "0.5"]
+    err = StringIO()
+    with pytest.raises(CommandError, match="no job worker took training run"):
+        call_command(
+            *command,
+            "--mix-tasks-from",
+            "prefix=rl-cmd-",
+            "--set",
+            "mix_share=0.5",
+            "--set",
+            "prompts_per_step=2",
+            stdout=StringIO(),
+            stderr=err,
+        )
+    run = TrainingRun.objects.latest("pk")
+    # The selection's tasks but the run's own are the mix.
+    assert sorted(run.config["mix_tasks"]) == sorted(r.pk for r in mixed)
+    assert "3 tasks (2 of them the mix, 50% of each step)" in err.getvalue()
+    with pytest.raises(CommandError, match="mix_share needs mix tasks"):
+        call_command(*command, "--set", "mix_share=0.5", stdout=StringIO(), stderr=StringIO())

@@ -288,6 +288,19 @@ def test_the_api_starts_an_rl_run(api_as, viewer, revisions):
         "/api/training/runs/", {**body, "tasks": [], "tasks_from": "status=ready,limit=1"}, format="json"
     )
     assert selected.status_code == 201 and len(selected.json()["config"]["tasks"]) == 1
+    # A task mix: the mix tasks with their share of every step (training.rl.task_mix), refused when it cannot be drawn.
+    mixed = {**body, "tasks": ["rl-a"], "mix_tasks": ["rl-b"]}
+    for edits, expected in [
+        ({}, "mix_share is 0"),
+        ({"mix_tasks_from": "status=ready"}, "not both"),
+        ({"overrides": {"mix_share": 0.1}}, "rounds to 0 mix prompt"),
+    ]:
+        refused = admin.post("/api/training/runs/", {**mixed, **edits}, format="json")
+        assert refused.status_code == 400 and expected in refused.content.decode(), (edits, refused.content)
+    created = admin.post("/api/training/runs/", {**mixed, "overrides": {"mix_share": 0.5}}, format="json")
+    assert created.status_code == 201, created.content
+    config = created.json()["config"]
+    assert config["tasks"] == [r.pk for r in revisions] and config["mix_tasks"] == [revisions[1].pk]
     pin(revisions[0])
     guarded = admin.post("/api/training/runs/", body, format="json")
     assert guarded.status_code == 400 and "contamination guard" in guarded.json()["detail"]

@@ -20,9 +20,9 @@ from ..services import runs
 
 def config_lines(config: dict) -> str:
     """The config's keys as `key=value` lines, each value as the edits read it back (JSON; a plain string bare). An
-    RL run's tasks are given apart from the config: they are not among the lines."""
+    RL run's tasks and mix tasks are given apart from the config: they are not among the lines."""
     lines = []
-    for key in known_keys({k: v for k, v in config.items() if k != "tasks"}):
+    for key in known_keys({k: v for k, v in config.items() if k not in ("tasks", "mix_tasks")}):
         value = config_value(config, key)
         lines.append(f"{key}={value if isinstance(value, str) and not _reads_as_json(value) else json.dumps(value)}")
     return "\n".join(lines)

@@ -1,7 +1,7 @@
 """python manage.py train --kind sft --dataset ID --base-model PATH [--preset paper] [--set key=value …] [--cpu]
 [--report-to tensorboard] [--here] [--json]
-python manage.py train --kind rl --base-model PATH (--task ID … | --tasks-from SELECTION) [--harness builtin|openclaw]
-[--preset paper] [--set key=value …] [--cpu] [--here] [--json]
+python manage.py train --kind rl --base-model PATH (--task ID … | --tasks-from SELECTION) [--mix-task ID … |
+--mix-tasks-from SELECTION] [--harness builtin|openclaw] [--preset paper] [--set key=value …] [--cpu] [--here] [--json]
 python manage.py train --resume RUN [--set key=value …] [--here] [--json]"""
 
 import json
@@ -34,9 +34,10 @@ class Command(BaseCommand):
         "--kind rl trains with GRPO on sandboxed rollouts of the given tasks (their checker's score the reward); its "
         '--json line is {"run", "status", "steps", "rollouts", "checkpoints", "metrics": [{"step", "reward_mean", '
         '"reward_std", "groups_dropped", "inexact_samples", "rollout_p50_s", "rollout_max_s", "loss"}]}; a selection '
-        "(--tasks-from) leaves benchmark tasks out, and a benchmark task given by id is refused. The JSON is printed "
-        "when the run did not succeed too. Exit status (jobs.cli): 1 when the run did not succeed, 2 when refused, 3 "
-        "when no gpu worker took it."
+        "(--tasks-from) leaves benchmark tasks out, and a benchmark task given by id is refused; --mix-task or "
+        "--mix-tasks-from with --set mix_share=S draws the share S of every step's prompts from those other tasks. The "
+        "JSON is printed when the run did not succeed too. Exit status (jobs.cli): 1 when the run did not succeed, 2 "
+        "when refused, 3 when no gpu worker took it."
     )
 
     def add_arguments(self, parser):
@@ -47,6 +48,19 @@ class Command(BaseCommand):
             parser,
             what="RL: the tasks to train on (external ids, or revision ids)",
             selection=f"RL: {SELECTION_HELP}; benchmark tasks left out",
+        )
+        parser.add_argument(
+            "--mix-task",
+            dest="mix_task_ids",
+            action="extend",
+            nargs="+",
+            metavar="ID",
+            help="RL: other tasks mixed into every step (the share mix_share of its prompts: --set mix_share=0.25)",
+        )
+        parser.add_argument(
+            "--mix-tasks-from",
+            metavar="SELECTION",
+            help="RL: the mix tasks as a selection (as --tasks-from; the run's own tasks left out of it)",
         )
         parser.add_argument(
             "--harness",
@@ -94,6 +108,8 @@ class Command(BaseCommand):
         start_timeout,
         task_ids,
         tasks_from,
+        mix_task_ids,
+        mix_tasks_from,
         harness,
         report_to,
         **_options,
@@ -111,7 +127,17 @@ class Command(BaseCommand):
                     f"{run.resumed_from.path if run.resumed_from else 'the start'}"
                 )
             elif kind == "rl":
-                run = self._start_rl(base_model, task_ids or [], tasks_from, harness, preset, edits, cpu, here, name)
+                run = self._start_rl(
+                    base_model,
+                    (task_ids or [], tasks_from),
+                    (mix_task_ids or [], mix_tasks_from),
+                    harness,
+                    preset,
+                    edits,
+                    cpu,
+                    here,
+                    name,
+                )
             else:
                 run = self._start(kind, dataset, base_model, preset, edits, cpu, here, name)
         except TrainingRunError as exc:
@@ -184,14 +210,18 @@ class Command(BaseCommand):
             self.stderr.write(f"warning: {warning}")
         return run
 
-    def _start_rl(self, base_model, tasks, selection, harness, preset, edits, cpu, here, name) -> TrainingRun:
+    def _start_rl(self, base_model, given, mixed, harness, preset, edits, cpu, here, name) -> TrainingRun:
+        """`given` and `mixed`: (task ids, a selection) of the run's own tasks and of its mix tasks."""
+        (tasks, selection), (mix, mix_selection) = given, mixed
         if not base_model or not (tasks or selection):
             raise UsageError("--kind rl needs --base-model PATH and --task ID … or --tasks-from SELECTION")
         chosen = list(tasks) + (tasks_from(selection) if selection else [])
+        mix = list(mix) + (tasks_from(mix_selection) if mix_selection else [])
         registered, folder = self._base_model(base_model)
         run = start_training_run(
             kind="rl",
             tasks=chosen,
+            mix_tasks=mix,
             harness=harness,
             base_model=registered,
             base_model_path=folder,
@@ -204,8 +234,11 @@ class Command(BaseCommand):
             user=None,
         )
         config = run.config
+        mixed = len(config.get("mix_tasks") or [])
         self.stderr.write(
-            f"run #{run.pk} ({run.name}): {len(config['tasks'])} tasks, {config['prompts_per_step']} "
+            f"run #{run.pk} ({run.name}): {len(config['tasks'])} tasks"
+            + (f" ({mixed} of them the mix, {config['mix_share']:.0%} of each step)" if mixed else "")
+            + f", {config['prompts_per_step']} "
             f"prompts × {config['num_generations']} rollouts a step, {config['harness']} harness, "
             f"policy {config['policy']['backend']}"
         )
