@@ -6,7 +6,8 @@
 
 Each plant copies the revision a reviewer accepted as a new task (tasks.services.create_task) whose first revision
 carries the flaw, and proposes it to the same benchmark, where it waits for its diagnosis like any candidate (a
-sanity check and a diagnosis are queued). Nothing on the queue marks it. The kinds:
+sanity check and a diagnosis are queued). Nothing on the queue marks it: the copy gets an id of its own made of its
+instruction's words, as people name tasks, and is recorded as its original was (`_disguised`). The kinds:
 
     check_removed       the checker's entry script ends by printing 1.0: a placeholder workspace gets full marks
     instruction_cut     the instruction loses the sentence with the most details the checker relies on
@@ -33,6 +34,7 @@ from django.db import transaction
 
 import jobs
 from accounts.roles import ADMIN
+from tasks.importing import IMPORT_STAGE
 from tasks.job_kinds import SANITY_JOB
 from tasks.models import Task
 from tasks.package import PackageError, PackageFile, TaskPackage
@@ -213,9 +215,28 @@ def parse_kinds(kinds) -> list[str]:
     return kinds
 
 
-def _copy_id(source: str, rng: random.Random) -> str:
-    for _ in range(100):
-        candidate = f"{source[:190]}-{rng.getrandbits(24):06x}"
+# Words too common to name a task by; an id is made of the words that say what the task is about.
+COMMON_WORDS = frozenset(
+    "about after also amount and answer any before each file files from give have into just keep line make must "
+    "need only other over please same short should some than that their them then there these they this those "
+    "using what when where which while will with within without would write your".split()
+)
+
+
+def _copy_id(package: TaskPackage, source: str, rng: random.Random) -> str:
+    """An id for a copy shaped as people name the tasks they import (`expense-reconciliation-q1`): a few words of its
+    instruction joined by hyphens. Never the source's id with a suffix: beside its accepted original in the queue that
+    would mark the copy as one."""
+    seen = dict.fromkeys(w.lower() for w in re.findall(r"[A-Za-z]{4,}", package.instruction))
+    words = [w for w in seen if w not in COMMON_WORDS][:10] or ["task"]
+    for attempt in range(200):
+        count = min(len(words), rng.choice((2, 3)))
+        picked = sorted(rng.sample(range(len(words)), count))
+        candidate = "-".join(words[i] for i in picked)[:180]
+        if attempt >= 100 or len(words) < 2:  # the instruction's words are all taken: number them as people do
+            candidate = f"{candidate}-{rng.randint(2, 99)}"
+        if candidate.startswith(source) or source.startswith(candidate):
+            continue
         if not Task.objects.filter(external_id=candidate).exists():
             return candidate
     raise PlantError(f"found no free task id for a copy of {source}")
@@ -259,12 +280,9 @@ def _plant_one(benchmark, kind: str, pool: list, used: Counter, rng: random.Rand
             f"({Kind(kind).label.lower()}): {_why_not(kind)}"
         )
     used[source.pk] += 1
-    package = replace(flaw.package, external_id=_copy_id(source.task.external_id, rng))
+    package, provenance = _disguised(flaw.package, source.task, rng)
     try:
-        # Authored like the original (no user, its message): nothing in the copy's history tells it apart.
-        created = create_task(
-            package, user=None, message=revision.message, source=source.task.source, status=Task.Status.READY
-        )
+        created = create_task(package, status=Task.Status.READY, **provenance)
     except (PackageError, TaskFileError, TaskExistsError) as exc:
         raise PlantError(
             f"the copy of {source.task.external_id} with a {kind} flaw is not a valid task: {exc}"
@@ -290,6 +308,29 @@ def _plant_one(benchmark, kind: str, pool: list, used: Counter, rng: random.Rand
     )
     jobs.enqueue(SANITY_JOB, created_by=user, revision_id=created.revision.pk)
     return plant
+
+
+def _disguised(package: TaskPackage, original: Task, rng: random.Random) -> tuple[TaskPackage, dict]:
+    """The copy's package under an id of its own, and how its first revision is recorded, so that nothing the queue,
+    the candidate page, the task page or the API shows tells it from a real candidate: it is recorded as its
+    original's first revision was (the same importer or author, stage and message), never as a reviewer's fix at r1.
+    A synthesised original's provenance names its batch and item, which a copy cannot share with it unnoticed (nor
+    take a `syn-` id a later item of that batch would need), so such a copy is recorded as imported. The link to the
+    original is kept on the PlantedFlaw, which only admins see."""
+    first = original.revisions.select_related("author_user").order_by("number").first()
+    synthesised = original.source in (Task.Source.PERSONA, Task.Source.SKILL)
+    if synthesised:
+        metadata = {k: v for k, v in package.metadata.items() if k != "synthesis"}
+        package = replace(package, metadata=metadata)
+        provenance = {"user": None, "stage": IMPORT_STAGE, "message": "", "source": Task.Source.IMPORTED}
+    else:
+        provenance = {
+            "user": first.author_user if first else None,
+            "stage": first.author_stage if first else "",
+            "message": first.message if first else "",
+            "source": original.source,
+        }
+    return replace(package, external_id=_copy_id(package, original.external_id, rng)), provenance
 
 
 def _why_not(kind: str) -> str:

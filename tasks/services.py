@@ -291,6 +291,7 @@ def create_task(
     *,
     user,
     message: str = "",
+    stage: str = "",
     source: str = Task.Source.MANUAL,
     status: str = Task.Status.DRAFT,
 ) -> SaveResult:
@@ -300,7 +301,7 @@ def create_task(
     creating by hand must never quietly revise someone else's task.
     """
     with transaction.atomic():
-        result = save_package(package, user=user, message=message, source=source, status=status)
+        result = save_package(package, user=user, stage=stage, message=message, source=source, status=status)
         if result.outcome != SaveOutcome.CREATED:
             # Rolls back the revision save_package may just have added to the existing task.
             raise TaskExistsError(package.external_id)

@@ -2,6 +2,8 @@
 accepted into a benchmark, what the LLM and the reviewers made of it, and the reveal after a decision."""
 
 import json
+import re
+from dataclasses import replace
 
 import pytest
 
@@ -73,7 +75,7 @@ def test_each_kind_is_planted_into_a_new_task_proposed_to_the_benchmark(benchmar
     source = accepted.task.current_revision
     for plant in plants:
         task = plant.candidate.task
-        assert task.pk != accepted.task_id and task.external_id.startswith("sales-summary-")
+        assert task.pk != accepted.task_id and not task.external_id.startswith("sales-summary")
         assert plant.candidate.benchmark == benchmark
         assert plant.candidate.status == BenchmarkCandidate.Status.AWAITING_DIAGNOSIS
         assert plant.source_candidate == accepted and plant.source_revision == source
@@ -109,6 +111,46 @@ def test_planting_is_unmarked_in_the_copy_and_queues_its_checks(benchmark, accep
     assert "plant" not in plant.candidate.task.external_id
     kinds = set(JobRun.objects.values_list("kind", flat=True))
     assert {SANITY_JOB, DIAGNOSE_JOB} <= kinds
+
+
+def test_a_copy_is_named_and_recorded_as_a_real_candidate_is(benchmark, admin_user, reviewer, second_reviewer):
+    # Imported by a person, then revised in review: the copy is the accepted r2, recorded as r1 was.
+    task = rich_task("quarterly-sales")
+    Task.objects.filter(pk=task.pk).update(source=Task.Source.IMPORTED)
+    task.revisions.update(author_user=second_reviewer, author_stage="import", message="imported from sales.zip")
+    package = planting.package_from_revision(task.current_revision)
+    save_package(replace(package, instruction=package.instruction + " Thanks."), message="tightened the wording")
+    accept_all(benchmark, [task], admin_user=admin_user, reviewer=reviewer)
+    plants = planting.plant_flaws(benchmark, list(PlantedFlaw.Kind.values), 8, user=admin_user, seed=5)
+    ids = [p.candidate.task.external_id for p in plants]
+    assert len(set(ids)) == 8
+    for plant in plants:
+        copy = plant.candidate.task
+        assert re.fullmatch(r"[a-z]+(-[a-z]+){1,2}(-[0-9]{1,2})?", copy.external_id), copy.external_id
+        assert not copy.external_id.startswith("quarterly-sales")
+        (first,) = copy.revisions.all()
+        assert (first.author_user, first.author_stage, first.message) == (
+            second_reviewer,
+            "import",
+            "imported from sales.zip",
+        )
+        assert copy.source == Task.Source.IMPORTED
+        assert plant.source_candidate.task == task  # the link to the original, for the admins' report
+
+
+def test_a_copy_of_a_synthesised_task_does_not_share_its_batch(benchmark, admin_user, reviewer):
+    task = rich_task("syn-3-1")
+    synthesis = {"batch": 3, "item": 7, "route": "persona", "seed": {}, "prompt_versions": {}}
+    package = planting.package_from_revision(task.current_revision)
+    package = replace(package, metadata={**package.metadata, "synthesis": synthesis})
+    save_package(package, stage="synthesis", message="synthesized by batch #3, item 1")
+    Task.objects.filter(pk=task.pk).update(source=Task.Source.PERSONA)
+    accept_all(benchmark, [task], admin_user=admin_user, reviewer=reviewer)
+    (plant,) = planting.plant_flaws(benchmark, ["input_removed"], 1, user=admin_user, seed=2)
+    copy = plant.candidate.task
+    assert not copy.external_id.startswith("syn-") and copy.source == Task.Source.IMPORTED
+    assert "synthesis" not in copy.current_revision.metadata
+    assert "batch #3" not in copy.current_revision.message and copy.current_revision.author_stage == "import"
 
 
 def test_the_same_seed_plants_the_same_flaws(benchmark, accepted, admin_user):

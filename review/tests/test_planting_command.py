@@ -48,7 +48,7 @@ def test_the_command_plants_and_prints_the_plants_last(benchmark, admin_user, re
     }
     assert body["plants"][0]["source_task"] == "sales-summary" and body["plants"][0]["source_revision"] == 1
     assert PlantedFlaw.objects.count() == 3
-    assert out[0].startswith("input_removed: sales-summary-")
+    assert out[0].startswith(f"input_removed: {body['plants'][0]['task']} (copy of sales-summary): ")
 
 
 @pytest.mark.parametrize(
