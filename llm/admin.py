@@ -44,7 +44,7 @@ class ModelCallAdmin(ReadOnlyAdmin):
         "cost",
         "error",
     ]
-    list_filter = ["purpose", "endpoint_name", "api", "stream"]
+    list_filter = ["purpose", "endpoint_name", "api", "stream", "answer_state"]
     search_fields = ["subject", "error"]
     date_hierarchy = "created_at"
     # A body may be as large as CLAWGYM_MAX_RESPONSE_BYTES: shown on the call's own page (in part when large), never

@@ -351,9 +351,12 @@ class ProxySession(models.Model):
         return self.is_open and self.expires_at > timezone.now()
 
     def tokens_used(self) -> int:
-        """Input + output tokens of the calls recorded so far (one aggregate over the indexed session key)."""
-        totals = self.calls.aggregate(input=models.Sum("input_tokens"), output=models.Sum("output_tokens"))
-        return (totals["input"] or 0) + (totals["output"] or 0)
+        """Input + output tokens of the calls recorded so far, and the tokens held by calls whose answers are not
+        (ModelCall.held_tokens): one aggregate over the indexed session key."""
+        totals = self.calls.aggregate(
+            input=models.Sum("input_tokens"), output=models.Sum("output_tokens"), held=models.Sum("held_tokens")
+        )
+        return (totals["input"] or 0) + (totals["output"] or 0) + (totals["held"] or 0)
 
     @property
     def state(self) -> str:
@@ -363,7 +366,18 @@ class ProxySession(models.Model):
 
 
 class ModelCall(models.Model):
-    """One model call (the client's or the proxy's): what was asked, what came back, and what it cost."""
+    """One model call (the client's or the proxy's): what was asked, what came back, and what it cost.
+
+    The proxy writes a call's row before it forwards the call (`answer_state` pending, its `error` saying so) and adds
+    the answer when it has come: a call whose row cannot be written is never forwarded. A row whose answer could not
+    be added stays without it (`unrecorded`, or pending when not even that could be written) and keeps counting its
+    `held_tokens` against its session's limit; its answer was withheld from the agent, and its rollout is the
+    infrastructure's failure (evaluation.infra.unrecorded_answers)."""
+
+    class AnswerState(models.TextChoices):
+        RECORDED = "recorded", "Recorded"
+        PENDING = "pending", "Not recorded yet"  # forwarded, its answer not (yet) written
+        UNRECORDED = "unrecorded", "Not recorded"  # its answer came (or the call ended) but could not be written
 
     endpoint = models.ForeignKey(ModelEndpoint, null=True, on_delete=models.SET_NULL, related_name="calls")
     endpoint_name = NulSafeCharField(max_length=80, db_index=True, help_text="Kept when the endpoint is deleted.")
@@ -400,6 +414,13 @@ class ModelCall(models.Model):
     )
     status_code = models.PositiveSmallIntegerField(null=True, blank=True)
     error = NulSafeTextField(blank=True)
+    answer_state = NulSafeCharField(max_length=16, choices=AnswerState.choices, default=AnswerState.RECORDED)
+    held_tokens = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="What a proxied call counts against its session's token limit while no usage of its answer is "
+        "recorded: the output cap it was forwarded with.",
+    )
     attempts = models.PositiveSmallIntegerField(default=1)
     input_tokens = models.PositiveIntegerField(null=True, blank=True)
     output_tokens = models.PositiveIntegerField(null=True, blank=True)
@@ -442,6 +463,10 @@ class ModelCall(models.Model):
         return not self.error
 
     @property
+    def answer_recorded(self) -> bool:
+        return self.answer_state == self.AnswerState.RECORDED
+
+    @property
     def total_tokens(self) -> int:
         return (self.input_tokens or 0) + (self.output_tokens or 0)
 
@@ -460,6 +485,7 @@ class ModelCall(models.Model):
             "sampling_changes": self.sampling_changes,
             "status_code": self.status_code,
             "error": self.error,
+            "answer_state": self.answer_state,
             "attempts": self.attempts,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,

@@ -9,19 +9,23 @@ dropped, and the upstream key is added here, so an agent never sees it. The sess
 Async views under the ASGI app with one shared httpx.AsyncClient per event loop: 64 streaming agents are 64
 coroutines, and /proxy/ skips the site's middleware (llm/asgi.py); the session lookup and the call's record run on
 a small pool of database threads of their own (llm.recording). A stream is passed on chunk by chunk as it arrives
-and assembled on the side (llm.sse); the ModelCall row is written when the
-stream's end marker arrives, just before that last chunk goes out, so a caller that has seen the end of a
-response can find its record. Upstream errors pass through with their status and body.
+and assembled on the side (llm.sse). The ModelCall row is written before the call is forwarded (its request, its
+answer pending) and its answer added when the answer has come: for a stream when its end marker arrives, just before
+that last chunk goes out, so a caller that has seen the end of a response can find its record. Upstream errors pass
+through with their status and body.
 An answer is read as it arrives and stopped past CLAWGYM_MAX_RESPONSE_BYTES (llm.failures): a whole one is then
 a recorded 502 `upstream_error`, a stream ends with an error event after the bytes already passed on; either way
 the rest is never read (the connection is dropped), and the call is recorded as the upstream's failure. So is a
 stream that broke off, whose caller gets the same error event rather than a silently cut-off answer.
-Every call is recorded or refused, never passed on unrecorded. A request whose record could not be stored (NaN,
-Infinity, a number past the float range such as 1e999, a lone surrogate: lib.strict_json) is a recorded 400 and never
-goes upstream; an answer holding one is not passed on (a recorded 502, or a stream's error event in its place); and
-an answer whose record could not be written (the database refused it or was unreachable) is withheld: a 503, or for
-a stream an error event instead of the chunk with its end marker, so the caller never sees a clean end of an
-answer the record, the budget, the rollout page and the training data do not hold.
+Every call is recorded or refused, never passed on unrecorded. A call whose row could not be written is never
+forwarded (a 503). A request whose record could not be stored (NaN, Infinity, a number past the float range such as
+1e999, a lone surrogate: lib.strict_json) is a recorded 400 and never goes upstream; an answer holding one is not
+passed on (a recorded 502, or a stream's error event in its place); and an answer whose record could not be written
+(the database refused it or was unreachable) is withheld: a 503, or for a stream an error event instead of the chunk
+with its end marker, so the caller never sees a clean end of an answer the record, the budget, the rollout page and
+the training data do not hold. Its row stays without the answer (ModelCall.AnswerState), still counted against the
+session's token limit, and the rollout holding it is the infrastructure's failure (evaluation.infra): a stream's
+chunks before its end did reach the caller.
 The proxy does not retry (the agent harness decides) and does not take endpoint slots (rollout concurrency is
 bounded by the sandboxes).
 
@@ -29,9 +33,12 @@ A session with a token limit (a rollout's `token_limit` option) is held to it he
 its recorded calls are summed (an aggregate on the session's indexed key, in the lookup of the session itself:
 llm.recording), a call once they reach the limit is refused with a 400 `token_limit_exceeded` (not retryable, so
 the harness stops) and recorded, and a call under it has its output cap (max_completion_tokens / max_tokens /
-max_output_tokens) lowered to what is left, so one answer cannot run far past it. Its prompt still counts, and calls
-in flight together are each checked alone, so the total can pass the limit by one round of calls, never run on. A
-streamed chat call is asked for its usage (stream_options.include_usage), without which it would count nothing.
+max_output_tokens) lowered to what is left, so one answer cannot run far past it. Every forwarded call counts, whatever
+its body: from the moment it is forwarded until its answer's usage is recorded it holds its output cap
+(ModelCall.held_tokens), so calls in flight together share what is left, and a call whose answer or usage was never
+recorded (its caller went away first) keeps counting its cap (a prompt counts only with its usage: only prompts can
+pass the limit). A streamed chat call is asked for its usage (stream_options.include_usage), without which it would
+count only its cap.
 
 A training session (`record_tokens`, an RL rollout's) also asks the upstream for the exact token ids and logprobs and
 stores them with the call as its ModelCallTokens row, in the same transaction (the prompt as a reference to an
@@ -227,6 +234,8 @@ async def _forward(request, token: str, api: str, path: str):
     call = ProxiedCall(session, api, body, started, tokens)
     if held is not None:
         call.sampling_changes = held.changes
+    if session.token_limit is not None:
+        call.held_tokens = output_cap(api, body)  # what the limit counts it for until its usage is recorded
     headers = {"content-type": "application/json", "accept-encoding": "identity"}
     try:
         key = endpoint.api_key()
@@ -236,6 +245,23 @@ async def _forward(request, token: str, api: str, path: str):
         return _error(502, call.error)
     if key:
         headers["authorization"] = f"Bearer {key}"
+    if not await call.open():
+        return _error(503, NOT_FORWARDED)  # a call forwarded without its row would go uncounted and unseen
+    try:
+        return await _send(call, path, raw, headers)
+    except BaseException as exc:
+        # The caller went away (the request is cancelled) or the proxy failed before the answer was recorded: the
+        # call's row gets what the call has, and says why it holds no answer.
+        gone = isinstance(exc, asyncio.CancelledError)
+        call.abandon(
+            "the caller went away before the answer came" if gone else f"the proxy failed: {type(exc).__name__}"
+        )
+        raise
+
+
+async def _send(call: ProxiedCall, path: str, raw: bytes, headers: dict):
+    """Forward a call whose row is written, and answer its caller: as a whole (_whole) or as a stream (_relay)."""
+    endpoint = call.session.endpoint
     client = upstream_client()
     url = endpoint.base_url.rstrip("/") + path
     timeout = httpx.Timeout(endpoint.timeout_seconds, connect=CONNECT_TIMEOUT)
@@ -289,6 +315,13 @@ def hold_to_budget(api: str, body: dict, remaining: int) -> bool:
             body["stream_options"] = {**options, "include_usage": True}
             changed = True
     return changed
+
+
+def output_cap(api: str, body: dict) -> int:
+    """The most output tokens a call held to its session's limit may use: the smallest of its caps (hold_to_budget
+    set each at most what was left)."""
+    caps = [body[name] for name in OUTPUT_CAP_FIELDS[api] if type(body.get(name)) is int]
+    return max(min(caps, default=0), 0)
 
 
 async def _refuse_over_budget(call: ProxiedCall, used: int) -> JsonResponse:
@@ -349,6 +382,8 @@ RAW_KEPT = 100_000  # characters kept of a body that is not JSON, or of one over
 # What the caller gets instead of an answer whose record could not be written (the database refused it, or was
 # unreachable): nothing goes back that the record, the budget, the rollout page and the training data would not see.
 UNRECORDED = "the proxy could not record this call, so its answer is withheld"
+# What the caller gets instead when even the call's row could not be written before forwarding it: it is never sent.
+NOT_FORWARDED = "the proxy could not record this call, so it was not sent to the model"
 
 
 def _stream_error(message: str, kind: str = UPSTREAM_ERROR, code: int = 502) -> bytes:

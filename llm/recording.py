@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connection, connections, transaction
 
 from . import metrics
+from .failures import is_answer_failure
 from .models import ModelCall, ModelCallTokens, ModelEndpoint, ProxySession, hash_token
 from .sse import usage_of
 from .tokens import TokenAsk, TokenCapture
@@ -140,6 +141,7 @@ class _SessionReader:
         spent = (
             f"CASE WHEN s.{session['token_limit']} IS NULL THEN NULL ELSE"
             f" (SELECT COALESCE(SUM(c.{call['input_tokens']}), 0) + COALESCE(SUM(c.{call['output_tokens']}), 0)"
+            f" + COALESCE(SUM(c.{call['held_tokens']}), 0)"
             f" FROM {quote(ModelCall._meta.db_table)} c WHERE c.{call['session']} = s.{session['id']}) END"
         )
         self.sql = (
@@ -161,7 +163,9 @@ def _session_reader(alias: str) -> _SessionReader:
 
 
 class ProxiedCall:
-    """What one proxied call has learned so far; turned into a ModelCall row at the end."""
+    """What one proxied call has learned so far. A forwarded call's ModelCall row is written before it goes upstream
+    (open: its request, the answer pending) and its answer added at the end (record); a call refused before that is
+    written whole at once (record)."""
 
     def __init__(self, session: ProxySession, api: str, body: dict, started: float, tokens: TokenAsk | None = None):
         self.session, self.api, self.body, self.started = session, api, body, started
@@ -173,6 +177,9 @@ class ProxiedCall:
         self.tokens = tokens  # a training call: what was asked for the agent, and the tokens collected
         self.capture = TokenCapture() if tokens is not None else None
         self.sampling_changes: list[dict] = []  # what holding it to its run's sampling changed (llm.sampling)
+        self.held_tokens: int | None = None  # what its session's token limit counts it for until its usage is recorded
+        self.pk: int | None = None  # its row, once open() wrote it
+        self.settled = False  # its answer's record was tried (record): a row not settled is still pending
 
     def token_row(self) -> dict | None:
         """The call's exact tokens, for a training call that was answered in full; None otherwise."""
@@ -204,16 +211,47 @@ class ProxiedCall:
             "cost": endpoint.cost(input_tokens, output_tokens),
         }
 
+    async def open(self) -> bool:
+        """Write the call's row before it is forwarded: its request, its answer pending (the error says so, and every
+        reader that skips failed calls skips it), the tokens its session's limit counts it for meanwhile. Whether it
+        was written: a call whose row was not is never forwarded."""
+        row = {
+            **self.row(),
+            "error": ANSWER_PENDING,
+            "latency_ms": None,
+            "answer_state": ModelCall.AnswerState.PENDING,
+            "held_tokens": self.held_tokens,
+        }
+        try:
+            self.pk = await in_db(write_call, row)
+        except Exception:
+            log.exception("could not record a proxied call of session %s before forwarding it", self.session.pk)
+            return False
+        return True
+
     async def record(self) -> bool:
-        """Write the call's row; whether it was written. An answer whose record was not written is not passed on."""
+        """Write the call's answer into the row open() wrote (a call never forwarded: its whole row); whether it was
+        written. An answer whose record was not written is not passed on, and its row is marked so."""
+        self.settled = True
         try:
             row = self.row()
-            await in_db(write_call, row, self.token_row())
-        except Exception:
+            if self.pk is None:
+                await in_db(write_call, row, self.token_row())
+            else:
+                await in_db(answer_call, self.pk, row, self.token_row())
+        except Exception as exc:
             log.exception("could not record a proxied call of session %s", self.session.pk)
+            if self.pk is not None:
+                await self._mark_unrecorded(f"{ANSWER_UNRECORDED} ({type(exc).__name__})")
             return False
         metrics.count_call(row)
         return True
+
+    async def _mark_unrecorded(self, error: str) -> None:
+        try:
+            await in_db(mark_unrecorded, self.pk, error)
+        except Exception:
+            log.exception("could not mark proxied call #%s unrecorded: its row stays pending", self.pk)
 
     def record_detached(self) -> None:
         """Write the record in a task of its own: this request is being torn down."""
@@ -221,21 +259,67 @@ class ProxiedCall:
         _pending_records.add(task)
         task.add_done_callback(_pending_records.discard)
 
+    def abandon(self, why: str) -> None:
+        """The request ended before the answer's record was tried (its caller went away, or the proxy failed): record
+        what the call has, with `why`, in a task of its own."""
+        if self.pk is not None and not self.settled:
+            self.error = self.error or why
+            self.record_detached()
 
-def write_call(row: dict, tokens: dict | None = None) -> None:
-    """Store a call, its request as a difference from the session's latest calls (llm.request_chain), like its tokens.
+
+# A forwarded call's error until its answer is written; a row the proxy never got to write the answer of keeps it.
+ANSWER_PENDING = "no answer recorded: the call was forwarded and its answer is not written (yet)"
+# The error of a call whose answer could not be written (the database refused it, or failed): withheld from the caller.
+ANSWER_UNRECORDED = "its answer could not be recorded, so the proxy withheld it"
+# What a call's answer changes in the row open() wrote: the rest (its request, session, sampling changes) is written.
+ANSWER_FIELDS = ("status_code", "response", "error", "input_tokens", "output_tokens", "latency_ms", "ttft_ms", "cost")
+
+
+def write_call(row: dict, tokens: dict | None = None) -> int:
+    """Store a call (its id), its request as a difference from the session's latest calls (llm.request_chain), like
+    its tokens.
 
     A training call's tokens are written in the call's transaction, so the call is never seen without them. Any other
     call is one INSERT after reads that need no transaction (the rows compared with are never changed, and a base
     deleted meanwhile fails the insert): under SQLite a transaction here would hold the database's one write lock
     through those reads and the comparison, and the concurrent streams' records would queue behind it."""
     if tokens is None:
-        ModelCall.objects.record(**row)
-        return
+        return ModelCall.objects.record(**row).pk
     with transaction.atomic():
         call = ModelCall.objects.record(**row)
         ModelCallTokens.objects.record(call, **tokens)
+    return call.pk
+
+
+def answer_call(pk: int, row: dict, tokens: dict | None = None) -> None:
+    """Add a call's answer to the row written before it was forwarded (one UPDATE; a training call's tokens in the
+    same transaction). Its usage counts from now on, in place of the tokens it held. A call cut short before its usage
+    came (its caller went away) or answered without any keeps counting its cap, since the upstream may have sampled up
+    to it; an error, or an answer the upstream failed to deliver (llm.failures: the infrastructure's failure, not to
+    be counted as the agent's spending), counts nothing."""
+    answer = {name: row[name] for name in ANSWER_FIELDS}
+    answer["answer_state"] = ModelCall.AnswerState.RECORDED
+    usage = row["input_tokens"] is not None or row["output_tokens"] is not None
+    if usage or row["status_code"] not in (None, 200) or is_answer_failure(row["error"]):
+        answer["held_tokens"] = None
+    pending = ModelCall.objects.filter(pk=pk)
+    if tokens is None:
+        if not pending.update(**answer):
+            raise ModelCall.DoesNotExist(f"call #{pk} is gone")
+        return
+    with transaction.atomic():
+        if not pending.update(**answer):
+            raise ModelCall.DoesNotExist(f"call #{pk} is gone")
+        ModelCallTokens.objects.record(ModelCall(pk=pk, session=row["session"]), **tokens)
+
+
+def mark_unrecorded(pk: int, error: str) -> None:
+    """What is left to write of a call whose answer could not be: that it was not. It keeps its held tokens."""
+    ModelCall.objects.filter(pk=pk, answer_state=ModelCall.AnswerState.PENDING).update(
+        answer_state=ModelCall.AnswerState.UNRECORDED, error=error
+    )
 
 
 def response_recorded(session_id: int, response_id: str) -> bool:
-    return ModelCall.objects.filter(session_id=session_id, response__id=response_id).exists()
+    answered = ModelCall.objects.filter(session_id=session_id, answer_state=ModelCall.AnswerState.RECORDED)
+    return answered.filter(response__id=response_id).exists()

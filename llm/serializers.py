@@ -87,6 +87,7 @@ class ModelCallListSerializer(serializers.ModelSerializer):
             "status_code",
             "ok",
             "error",
+            "answer_state",
             "attempts",
             "input_tokens",
             "output_tokens",

@@ -31,6 +31,8 @@ template and tokenizer of llm.testing_tokens.
 Fixtures: `scripted_upstream` (a fresh server per test), `agent_endpoint` and `judge` (endpoints on it;
 `scripted_endpoint` makes others) and `live_server_asgi` (clawgym_site.asgi:application
 under uvicorn in this process, on the test database; ask for `transactional_db` too, it sees committed rows only).
+`call_writes_refused("INSERT", "UPDATE")` makes the database refuse a model call's record (a trigger), as a
+database that failed would.
 """
 
 import asyncio
@@ -332,6 +334,41 @@ def fast_llm_retries(settings):
     """Retries after 10–50 ms instead of seconds: a scripted upstream's errors need no real backoff."""
     settings.CLAWGYM_LLM_BACKOFF_SECONDS = 0.01
     settings.CLAWGYM_LLM_BACKOFF_MAX_SECONDS = 0.05
+
+
+REFUSED_BY_THE_TEST = "model call writes refused by the test"
+
+
+@contextlib.contextmanager
+def call_writes_refused(*operations: str):
+    """While the block runs, the database refuses every INSERT or UPDATE (`operations`) of a model call row, from every
+    connection (a trigger raising an error, on SQLite and PostgreSQL alike): the proxy's record then fails as it does
+    when the database refuses it or has gone away. Needs committed DDL: a `transaction=True` test."""
+    from django.db import connection
+
+    from .models import ModelCall
+
+    table = connection.ops.quote_name(ModelCall._meta.db_table)
+    postgres = connection.vendor == "postgresql"
+    names = [f"clawgym_test_refuse_{operation.lower()}" for operation in operations]
+    with connection.cursor() as cursor:
+        if postgres:
+            cursor.execute(
+                "CREATE OR REPLACE FUNCTION clawgym_test_refuse() RETURNS trigger AS $$ BEGIN"
+                f" RAISE EXCEPTION '{REFUSED_BY_THE_TEST}'; END $$ LANGUAGE plpgsql"
+            )
+        for operation, name in zip(operations, names, strict=True):
+            if postgres:
+                body = "FOR EACH ROW EXECUTE FUNCTION clawgym_test_refuse()"
+            else:
+                body = f"BEGIN SELECT RAISE(ABORT, '{REFUSED_BY_THE_TEST}'); END"
+            cursor.execute(f"CREATE TRIGGER {name} BEFORE {operation} ON {table} {body}")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            for name in names:
+                cursor.execute(f"DROP TRIGGER IF EXISTS {name}" + (f" ON {table}" if postgres else ""))
 
 
 @pytest.fixture

@@ -105,7 +105,9 @@ def test_stream_passes_through_chunk_by_chunk_before_the_upstream_finishes(agent
             pieces.append(chunk.choices[0].delta.content)
     upstream_side = scripted_upstream.requests[0]
     assert not upstream_side.finished, "the proxy waited for the whole upstream stream before passing it on"
-    assert ModelCall.objects.filter(session=session).count() == 0  # stored when the stream ends, not before
+    # Its row was written before it went upstream; its answer is added when the stream ends, not before.
+    [pending] = ModelCall.objects.filter(session=session)
+    assert (pending.answer_state, pending.response, pending.stream) == ("pending", None, True)
     scripted_upstream.release()
     usage = None
     for chunk in chunks:
@@ -116,8 +118,8 @@ def test_stream_passes_through_chunk_by_chunk_before_the_upstream_finishes(agent
     assert "".join(pieces) == "Hello from a slow stream" and usage is not None
     # The upstream marks itself finished just after its last chunk went out, which may be after the agent read it.
     wait_until(lambda: upstream_side.finished, "the upstream to finish its stream")
-    call = only_call(session)  # written before the response ended
-    assert call.stream and call.error == ""
+    call = only_call(session)  # its answer written before the response ended
+    assert call.stream and call.error == "" and call.answer_state == "recorded"
     message = call.response["choices"][0]["message"]
     assert message["content"] == "Hello from a slow stream"
     assert call.response["choices"][0]["finish_reason"] == "stop"
@@ -233,8 +235,10 @@ def test_a_caller_that_goes_away_mid_stream_is_recorded(session, scripted_upstre
     ) as response:
         next(response.iter_raw())  # one chunk, then hang up
     scripted_upstream.release()
-    # The record is written after the caller has gone: on a busy machine, later.
-    call = wait_until(lambda: ModelCall.objects.filter(session=session).first(), "the call's record")
+    # The answer's record is written after the caller has gone: on a busy machine, later (the row itself was written
+    # before the call went upstream, its answer pending).
+    answered = ModelCall.objects.filter(session=session, answer_state=ModelCall.AnswerState.RECORDED)
+    call = wait_until(answered.first, "the call's record")
     assert "went away" in call.error and call.stream
 
 

@@ -1,8 +1,8 @@
 """What a proxied call asks of the database: the session's lookup (one query, its budget included) and the call's
-record (one read of the request chains it is compared with, one INSERT, no transaction unless it carries tokens),
-pinned so that a query added to every call is seen; and the lookup keeps nothing between calls, so a session closed
-or an endpoint disabled after a call is seen by the next one. The openai SDK → uvicorn running the ASGI app → the
-scripted upstream, as in test_proxy."""
+record (one read of the request chains it is compared with and one INSERT before it is forwarded, one UPDATE with its
+answer; no transaction unless it carries tokens), pinned so that a query added to every call is seen; and the lookup
+keeps nothing between calls, so a session closed or an endpoint disabled after a call is seen by the next one. The
+openai SDK → uvicorn running the ASGI app → the scripted upstream, as in test_proxy."""
 
 import asyncio
 
@@ -20,7 +20,10 @@ from llm.testing import Reply
 pytestmark = pytest.mark.django_db(transaction=True)
 
 LOOKUP = 1  # the session, its endpoint and what its calls used, in one query
-RECORD = 2  # the session's latest calls with their request chains, the INSERT
+# The session's latest calls with their request chains and the INSERT of the call, both before it is forwarded (a call
+# whose row cannot be written never is), then the UPDATE adding its answer: one write more than a record written
+# after the answer, the price of failing closed (llm.proxy).
+RECORD = 3
 
 
 @pytest.fixture
@@ -67,9 +70,12 @@ def test_a_rollout_call_costs_one_lookup_and_one_record(proxy_connection, endpoi
 
 def test_the_lookup_reads_what_the_orm_reads_and_the_budget_used(db, endpoint):
     session = rollout_session(endpoint)
-    for input_tokens, output_tokens in [(30, 5), (None, 7)]:
+    # Two answered calls, and one whose answer is not recorded: it counts the output cap it holds.
+    for input_tokens, output_tokens, held in [(30, 5, None), (None, 7, None), (None, None, 100)]:
         call = {"endpoint": endpoint, "endpoint_name": endpoint.name, "purpose": "proxy", "session": session}
-        ModelCall.objects.record(**call, request={}, input_tokens=input_tokens, output_tokens=output_tokens)
+        ModelCall.objects.record(
+            **call, request={}, input_tokens=input_tokens, output_tokens=output_tokens, held_tokens=held
+        )
 
     found = find_session(session.token)
 
@@ -78,7 +84,7 @@ def test_the_lookup_reads_what_the_orm_reads_and_the_budget_used(db, endpoint):
         for field in type(expected_object)._meta.concrete_fields:
             value, expected_value = getattr(found_object, field.attname), getattr(expected_object, field.attname)
             assert (value, type(value)) == (expected_value, type(expected_value)), field.name
-    assert found.tokens_spent == session.tokens_used() == 42
+    assert found.tokens_spent == session.tokens_used() == 142
     assert find_session(open_proxy_session(endpoint).token).tokens_spent is None  # no limit: not summed
     assert find_session("cgs_unknown") is None
 

@@ -1,18 +1,22 @@
-"""Every proxied call is recorded or refused: a request or an answer its record could not store (NaN, Infinity, a
-number past the float range, a lone surrogate) never goes on, and an answer whose record the database refused is
-withheld. The agent's side (httpx or the openai SDK, directly or through the sandbox's relay) → uvicorn running the
-ASGI app → the scripted upstream, as in test_proxy."""
+"""Every proxied call is recorded or refused: a call whose row cannot be written before it goes upstream is never
+forwarded; a request or an answer its record could not store (NaN, Infinity, a number past the float range, a lone
+surrogate) never goes on; and an answer whose record the database refused, or could not take, is withheld, its row
+kept without it and still counted against the session's token limit. The agent's side (httpx or the openai SDK,
+directly or through the sandbox's relay) → uvicorn running the ASGI app → the scripted upstream, as in test_proxy."""
 
 import json
+import socket
 
 import httpx
 import openai
 import pytest
 
+from lib.testing import wait_until
 from llm.models import ModelCall
-from llm.proxy import UNRECORDED
+from llm.proxy import NOT_FORWARDED, UNRECORDED
+from llm.recording import ANSWER_PENDING, ANSWER_UNRECORDED
 from llm.services import open_proxy_session, proxy_base_url
-from llm.testing import Reply
+from llm.testing import Reply, call_writes_refused
 
 pytestmark = pytest.mark.django_db(transaction=True)
 HI = [{"role": "user", "content": "hi"}]
@@ -133,12 +137,26 @@ def test_a_training_stream_event_holding_nan_ends_the_stream_with_an_error(
 
 # An answer the database refuses to record: usage the token columns' CHECK (>= 0) refuses, on SQLite and PostgreSQL.
 REFUSED_USAGE = (-1, 5)
+LIMIT = 10_000
+
+
+def assert_counted_without_its_answer(session, state: str, error: str) -> ModelCall:
+    """The call's row holds its request but no answer, says why, and its output cap (all the session had left: the
+    proxy capped it so) still counts against the session's limit, so the next call is refused."""
+    call = ModelCall.objects.get(session=session)
+    assert (call.answer_state, call.response, call.status_code) == (state, None, None)
+    assert call.error.startswith(error) and not call.ok
+    assert call.request["max_completion_tokens"] == LIMIT == call.held_tokens == session.tokens_used()
+    with openai.OpenAI(base_url=proxy_base_url(session), api_key="k", max_retries=0, timeout=20) as agent:
+        with pytest.raises(openai.BadRequestError, match=f"token limit of {LIMIT} reached for this rollout"):
+            agent.chat.completions.create(model="m", messages=HI)
+    return call
 
 
 def test_a_whole_answer_whose_record_the_database_refused_is_withheld(
     live_server_asgi, scripted_upstream, agent_endpoint
 ):
-    session = open_proxy_session(agent_endpoint)
+    session = open_proxy_session(agent_endpoint, token_limit=LIMIT)
     scripted_upstream.push(Reply.text("the secret answer", usage=REFUSED_USAGE))
     with openai.OpenAI(base_url=proxy_base_url(session), api_key="k", max_retries=0, timeout=20) as agent:
         with pytest.raises(openai.InternalServerError) as withheld:
@@ -146,7 +164,10 @@ def test_a_whole_answer_whose_record_the_database_refused_is_withheld(
     assert withheld.value.status_code == 503
     assert withheld.value.response.json()["error"]["message"] == UNRECORDED
     assert "the secret answer" not in withheld.value.response.text
-    assert len(scripted_upstream.requests) == 1 and not ModelCall.objects.filter(session=session).exists()
+    assert len(scripted_upstream.requests) == 1
+    call = assert_counted_without_its_answer(session, "unrecorded", ANSWER_UNRECORDED)
+    assert call.request["messages"] == HI
+    assert len(scripted_upstream.requests) == 1  # the next call was refused for the budget it holds
 
 
 @pytest.mark.parametrize("api", ["chat", "responses"])
@@ -165,14 +186,74 @@ def test_a_stream_whose_record_the_database_refused_never_ends_cleanly(
                 stream = agent.responses.create(model="m", input="hi", stream=True)
             for _event in stream:
                 pass
-    assert not ModelCall.objects.filter(session=session).exists()
+    call = ModelCall.objects.get(session=session)
+    assert (call.answer_state, call.response, call.stream) == ("unrecorded", None, True)
+    assert call.error.startswith(ANSWER_UNRECORDED)
 
 
 def test_the_stream_withheld_is_cut_before_its_end_marker(live_server_asgi, scripted_upstream, agent_endpoint):
-    session = open_proxy_session(agent_endpoint)
+    session = open_proxy_session(agent_endpoint, token_limit=LIMIT)
     scripted_upstream.push(Reply.text("streamed secret", usage=REFUSED_USAGE))
 
     lines = stream_lines(session, {"messages": HI, "stream": True, "stream_options": {"include_usage": True}})
 
     assert "data: [DONE]" not in lines
     assert json.loads(lines[-1][6:]) == {"error": {"message": UNRECORDED, "type": "proxy_error", "code": 503}}
+    # The record holds no answer: counted, and marked so.
+    assert_counted_without_its_answer(session, "unrecorded", ANSWER_UNRECORDED)
+
+
+# --- the database failing: nothing goes upstream unrecorded, and an answer it could not take stays counted --------
+
+
+def test_a_call_whose_row_cannot_be_written_is_never_forwarded(live_server_asgi, scripted_upstream, agent_endpoint):
+    session = open_proxy_session(agent_endpoint, token_limit=LIMIT)
+    scripted_upstream.default = Reply.text("answered")
+    with call_writes_refused("INSERT"):
+        refused = post(session, json.dumps({"messages": HI}))
+        streamed = post(session, json.dumps({"messages": HI, "stream": True}))
+    for response in (refused, streamed):
+        assert response.status_code == 503
+        assert response.json()["error"] == {"message": NOT_FORWARDED, "type": "proxy_error", "code": 503}
+    assert scripted_upstream.requests == [] and not ModelCall.objects.exists()
+    assert post(session, json.dumps({"messages": HI})).status_code == 200  # the database is back: forwarded again
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_an_answer_that_came_while_the_database_was_down_is_withheld_and_still_counted(
+    live_server_asgi, scripted_upstream, agent_endpoint, stream
+):
+    # The upstream answers, and neither its answer nor even the mark "not recorded" can be written: the row written
+    # before the call went upstream is all there is. It stays pending, says so, and holds the session's budget.
+    session = open_proxy_session(agent_endpoint, token_limit=LIMIT)
+    scripted_upstream.push(Reply.text("answered while the database was down", usage=(40, 7)))
+    with call_writes_refused("UPDATE"):
+        if stream:
+            lines = stream_lines(session, {"messages": HI, "stream": True})
+            assert "data: [DONE]" not in lines and json.loads(lines[-1][6:])["error"]["message"] == UNRECORDED
+        else:
+            withheld = post(session, json.dumps({"messages": HI}))
+            assert withheld.status_code == 503 and withheld.json()["error"]["message"] == UNRECORDED
+            assert "database was down" not in withheld.text
+    assert len(scripted_upstream.requests) == 1
+    assert_counted_without_its_answer(session, "pending", ANSWER_PENDING)
+
+
+def test_a_caller_gone_before_the_answer_leaves_no_call_pending(live_server_asgi, scripted_upstream, agent_endpoint):
+    # The caller hangs up while the upstream is still answering (a whole answer, stalled halfway): the request is
+    # cancelled, and the row written before forwarding gets what the call has and says why it holds no answer. Its
+    # usage never came, so it keeps counting its cap: the upstream may have sampled up to it.
+    session = open_proxy_session(agent_endpoint, token_limit=LIMIT)
+    scripted_upstream.push(Reply.text("never finished", gate=True))
+    url = httpx.URL(proxy_base_url(session) + "/chat/completions")
+    body = json.dumps({"messages": HI}).encode()
+    head = f"POST {url.path} HTTP/1.1\r\nhost: {url.host}\r\ncontent-type: application/json\r\n"
+    with socket.create_connection((url.host, url.port)) as caller:
+        caller.sendall(f"{head}content-length: {len(body)}\r\n\r\n".encode() + body)
+        wait_until(lambda: scripted_upstream.in_flight == 1, "the call to reach the upstream")
+    call = wait_until(
+        lambda: ModelCall.objects.filter(session=session, answer_state="recorded").first(), "the call's record"
+    )
+    scripted_upstream.release()
+    assert (call.error, call.response) == ("the caller went away before the answer came", None)
+    assert call.held_tokens == LIMIT == session.tokens_used()
