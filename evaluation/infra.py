@@ -1,7 +1,7 @@
 """Telling infrastructure failures from the model's own: a rollout whose agent never reached its model is failed
 (retryable), never scored as the model's 0.
 
-Two checks:
+The checks:
 - before the agent starts, `preflight` asks the recording proxy for the session's model over the very URL the
   sandbox's relay uses (CLAWGYM_PROXY_PUBLIC_URL/proxy/<token>/v1/models): a web app that is not running, listens on
   another port, is another ClawGym, or lacks the endpoint's key in its environment is found in a second, with the
@@ -12,11 +12,15 @@ Two checks:
   the proxy at all, the error was the infrastructure's;
 - after the agent ran out of time, `answer_failure` does the same for any call of the session whose answer the
   upstream did not deliver (timed out, broke off, over the limit: llm.failures): the agent's time went waiting on
-  the model's server, so running out of it is not the model's limit either.
+  the model's server, so running out of it is not the model's limit either;
+- however the agent stopped, `unrecorded_answers` (after `settle_calls` let the proxy write what the agent left in
+  flight) finds any call whose answer the proxy could not record: withheld from the agent, but a stream's chunks
+  before its end did reach it, so what it did next is not the model's on the record.
 """
 
 from __future__ import annotations
 
+import time
 from functools import reduce
 from operator import or_
 
@@ -130,4 +134,40 @@ def answer_failure(session_id: int | None) -> str:
     return (
         f"the model's server failed, not the model: the proxy recorded {count} answer{'s' if count != 1 else ''} "
         f"it did not deliver, the last: {last.error}"[:1500]
+    )
+
+
+# How long the end of a rollout waits for the proxy to settle the calls its agent left in flight (a call whose caller
+# went away is written a moment after, by the web app): a call still pending then is one whose answer was never written.
+SETTLE_SECONDS = 30.0
+
+
+def settle_calls(session_id: int | None) -> None:
+    """Wait until no call of a closed session is pending (ModelCall.AnswerState), at most SETTLE_SECONDS: what the
+    agent left in flight when it stopped is then recorded, and a call still pending is one the proxy could not write
+    the answer of (its database failed, or it died). Returns at once when none is pending."""
+    if not session_id:
+        return
+    pending = ModelCall.objects.filter(session_id=session_id, answer_state=ModelCall.AnswerState.PENDING)
+    deadline, pause = time.monotonic() + SETTLE_SECONDS, 0.02
+    while pending.exists() and time.monotonic() < deadline:
+        time.sleep(pause)
+        pause = min(pause * 2, 1.0)
+
+
+def unrecorded_answers(session_id: int | None) -> str:
+    """Why a rollout is the infrastructure's failure because the proxy holds no record of an answer of its session
+    (withheld from the agent, unrecorded or still pending after settle_calls), or "" when every answer is recorded.
+    The agent may have seen part of such an answer (a stream's chunks before its end) that no record holds, so its
+    workspace is never scored as the model's: retried, never a 0."""
+    if not session_id:
+        return ""
+    missing = ModelCall.objects.filter(session_id=session_id).exclude(answer_state=ModelCall.AnswerState.RECORDED)
+    last = missing.only("error").order_by("-created_at", "-id").first()
+    if last is None:
+        return ""
+    count = missing.count()
+    return (
+        f"the recording proxy could not record the answer of {count} model call{'s' if count != 1 else ''} of this "
+        f"rollout (the agent may have seen part of it), the last: {last.error}"[:1500]
     )

@@ -49,8 +49,10 @@ class ExitReason:
     WORKER_LOST = "worker_lost"  # the process running the rollout died
     RUNNER_ERROR = "runner_error"  # the rollout could not be run (an unexpected error of ClawGym's own)
     CANCELLED = "cancelled"
-    # Infrastructure, not the model (evaluation.infra): the agent could not reach its model.
-    PROXY_UNAVAILABLE = "proxy_unavailable"  # the preflight found the proxy unreachable or misconfigured
+    # Infrastructure, not the model (evaluation.infra): the agent could not reach its model, or not on the record.
+    # proxy_unavailable: the preflight found the proxy unreachable or misconfigured, or the proxy could not record one
+    # of the answers the agent got.
+    PROXY_UNAVAILABLE = "proxy_unavailable"
     UPSTREAM_ERROR = "upstream_error"  # the agent stopped on the model server's failures (5xx, unreachable, our key)
 
     CHOICES = [

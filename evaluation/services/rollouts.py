@@ -17,7 +17,8 @@ record (evaluation.proxy_record), never the agent's word: what it wrote about it
 account (Rollout.agent_account), and `error` holds only what ClawGym saw.
 An agent that times out, crashes or errs is still scored (its workspace is what it is), unless it stopped in error
 because its model's server or the proxy failed (evaluation.infra.upstream_failure): that is not the model's 0, the
-rollout fails and may be retried, like one whose preflight failed. A rubric rule left without
+rollout fails and may be retried, like one whose preflight failed, or one holding a call whose answer the proxy could
+not record (evaluation.infra.unrecorded_answers: its agent may have seen part of it). A rubric rule left without
 a judgement (no judge endpoint, a failed judge call) is `incomplete`: the run stands, judge it again
 (rejudge_rollout). No score at all (the sandbox or harness could not run, the worker died) is `failed`, and
 retryable: a retry is the next attempt on the same row, replacing its results, so nothing is counted twice.
@@ -56,7 +57,7 @@ from ..harnesses import (
     get_harness,
 )
 from ..harnesses.sandboxed import WALL_MARGIN_SECONDS, run_agent
-from ..infra import answer_failure, preflight, upstream_failure
+from ..infra import answer_failure, preflight, settle_calls, unrecorded_answers, upstream_failure
 from ..job_kinds import ROLLOUT_JOB
 from ..models import Rollout, RolloutScore, Trajectory
 from ..proxy_record import ProxyRecord, proxy_record
@@ -326,6 +327,7 @@ def _run_attempt(rollout: Rollout, timeout: int, *, agent_stopped=lambda: None) 
             finally:
                 close_proxy_session(session)  # the agent stopped: its token opens nothing any more
                 agent_stopped()
+            settle_calls(session.pk)  # what the agent left in flight, recorded by the proxy once it saw it go
             record = proxy_record(session.pk)
             _classify_agent_error(outcome, session, record)
             if outcome.exit_reason in NOT_SCORED:
@@ -355,7 +357,13 @@ def _classify_agent_error(outcome: AgentOutcome, session, record: ProxyRecord) -
     time went waiting on the server: infra, retried). One whose calls used up the session's token limit ran out of
     tokens, whatever the harness made of the proxy's refusal (an error, or a final answer after it): a limit, scored
     as the checker finds the workspace. An error of the model's own is told by the proxy's record of the last call, not
-    by what the agent said about it (its account)."""
+    by what the agent said about it (its account). Before all that: a session holding a call whose answer the proxy
+    could not record is the infrastructure's failure, however the agent stopped (evaluation.infra.unrecorded_answers).
+    """
+    if outcome.exit_reason not in NOT_SCORED and (unrecorded := unrecorded_answers(session.pk)):
+        outcome.exit_reason = ExitReason.PROXY_UNAVAILABLE
+        outcome.detail = unrecorded[:2000]
+        return
     limit = session.token_limit
     used = session.tokens_used() if limit is not None else 0
     if outcome.exit_reason in (ExitReason.ERROR, ExitReason.COMPLETED) and limit is not None and used >= limit:
