@@ -204,3 +204,37 @@ def test_an_endpoint_may_not_name_another_servers_key(served, scripted_upstream,
     assert served_key(other) not in response.text and scripted_upstream.requests == []
     with pytest.raises(ValidationError, match="not the key ClawGym registered"):
         served.full_clean()
+
+
+def test_every_way_of_changing_a_registered_endpoint_refuses_another_servers_key(
+    served, scripted_upstream, admin_client, api_as, admin_user
+):
+    # The registered endpoint keeps its own address: only the key variable changes, to another server's. Refused by
+    # the page, the API, the admin and the command alike, and the row keeps its own key.
+    other = "CLAWGYM_KEY_SERVED_S42"
+    page = admin_client.post(
+        reverse("llm:endpoint-edit", args=["ckpt-4-1"]),
+        {**FORM, "name": "ckpt-4-1", "model": "ckpt-4-1", "base_url": served.base_url, "api_key_env": other},
+    )
+    assert page.status_code == 400
+    assert "not the key ClawGym registered" in str(page.context["form"].errors["api_key_env"])
+    api = api_as(admin_user).patch("/api/model-endpoints/ckpt-4-1/", {"api_key_env": other}, format="json")
+    assert api.status_code == 400 and "not the key ClawGym registered" in str(api.json()["api_key_env"])
+    admin = admin_client.post(
+        reverse("admin:llm_modelendpoint_change", args=[served.pk]),
+        {
+            **FORM,
+            "name": "ckpt-4-1",
+            "model": "ckpt-4-1",
+            "base_url": served.base_url,
+            "api_key_env": other,
+            "roles": "[]",
+        },
+    )
+    assert admin.status_code == 200  # the form again, with its errors
+    assert "not the key ClawGym registered" in str(admin.context["adminform"].form.errors["api_key_env"])
+    with pytest.raises(CommandError, match="not the key ClawGym registered"):
+        call_command("endpoints", "add", "ckpt-4-1", "--update", "--api-key-env", other)
+    served.refresh_from_db()
+    assert (served.api_key_env, served.served_key_env) == (NAME, NAME) and served.api_key() == served_key(NAME)
+    assert scripted_upstream.requests == []
