@@ -235,8 +235,8 @@ class StartRunForm(forms.Form):
 
 
 class StartRLRunForm(forms.Form):
-    """What start_training_run(kind="rl") takes: a base model, the training tasks (ids or a selection), the harness each rollout
-    runs, a preset and edits."""
+    """What start_training_run(kind="rl") takes: a base model, the training tasks (ids or a selection), optional mix
+    tasks (ids or a selection; their share the edits' mix_share), the harness each rollout runs, a preset and edits."""
 
     base_model = forms.ModelChoiceField(
         queryset=BaseModel.objects.all(), required=False, help_text="A registered base model, or a path below."
@@ -258,6 +258,19 @@ class StartRLRunForm(forms.Form):
         max_length=500,
         label="Or a task selection",
         help_text="Filters, e.g. status=ready,source=skill,limit=200 (benchmark tasks are left out).",
+    )
+    # A task mix (training.rl.task_mix), given as the run's own tasks are; its share is a config edit, mix_share=S.
+    mix_tasks = forms.CharField(
+        required=False,
+        label="Mix task ids",
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Optional: other tasks mixed into every step, with mix_share=S (e.g. 0.25) among the config edits.",
+    )
+    mix_tasks_from = forms.CharField(
+        required=False,
+        max_length=500,
+        label="Or a mix selection",
+        help_text="Filters, as for the tasks; the run's own tasks are left out of the mix.",
     )
     harness = forms.ChoiceField(choices=HARNESS_CHOICES, initial="builtin", help_text="The agent in each sandbox.")
     preset = forms.ChoiceField(choices=[(name, name) for name in KINDS["rl"].presets], initial="paper")
@@ -286,16 +299,13 @@ class StartRLRunForm(forms.Form):
         data = super().clean()
         if not data.get("base_model") and not data.get("base_model_path"):
             raise forms.ValidationError("Choose a base model or give its path.")
-        ids = [part for part in (data.get("tasks") or "").replace(",", " ").split() if part]
-        if ids and data.get("tasks_from"):
-            self.add_error("tasks_from", "Give task ids or a selection, not both.")
-        elif not ids and not data.get("tasks_from"):
+        data["revisions"] = self._tasks(data, "tasks", "tasks_from", "Give task ids or a selection, not both.")
+        if data["revisions"] == []:
             self.add_error("tasks", "Give the tasks to train on (their ids, or a selection).")
-        else:
-            try:
-                data["revisions"] = resolve_tasks(ids) if ids else tasks_from(data["tasks_from"])
-            except TrainingRunError as exc:
-                self.add_error("tasks" if ids else "tasks_from", str(exc))
+        # Whether the mix can be drawn (its share, the steps) is the service's check, refused as the form's error.
+        data["mix_revisions"] = self._tasks(
+            data, "mix_tasks", "mix_tasks_from", "Give mix task ids or a mix selection, not both."
+        )
         try:
             data["edits"] = parse_overrides(
                 [line for line in (data.get("overrides") or "").splitlines() if line.strip()]
@@ -304,6 +314,22 @@ class StartRLRunForm(forms.Form):
         except TrainingRunError as exc:
             self.add_error("overrides", str(exc))
         return data
+
+    def _tasks(self, data, ids_field: str, selection_field: str, both: str) -> list | None:
+        """The revisions that an ids field or a selection field names ([] when neither is given), or None after
+        adding the error (both given, an unknown id, a benchmark task, a selection that names none)."""
+        ids = [part for part in (data.get(ids_field) or "").replace(",", " ").split() if part]
+        selection = data.get(selection_field)
+        if ids and selection:
+            self.add_error(selection_field, both)
+            return None
+        if not ids and not selection:
+            return []
+        try:
+            return resolve_tasks(ids) if ids else tasks_from(selection)
+        except TrainingRunError as exc:
+            self.add_error(ids_field if ids else selection_field, str(exc))
+            return None
 
 
 def config_value(config: dict, key: str):

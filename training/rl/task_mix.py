@@ -36,7 +36,9 @@ def check_mix(share: float, prompts_per_step: int, *, tasks: int, mix_tasks: int
             f"mix_share is the share of a step's prompts drawn from the mix tasks: in [0, 1), got {share}"
         )
     if share > 0 and not mix_tasks:
-        raise TaskMixError("mix_share needs mix tasks to draw from (train --mix-task, or the API's mix_tasks)")
+        raise TaskMixError(
+            "mix_share needs mix tasks to draw from (train --mix-task, the API's mix_tasks, the RL form's mix task ids)"
+        )
     if mix_tasks and share == 0:
         raise TaskMixError("mix tasks are given but mix_share is 0: set the share of each step they take")
     if not mix_tasks:

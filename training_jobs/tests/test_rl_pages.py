@@ -1,7 +1,7 @@
-"""An RL run's pages and API: the start form (admins; tasks by id or selection, benchmark tasks refused), the run page
-with its reward curve (mean ± std), loss, the step table (groups dropped, inexact samples, rollout p50/max, skipped
-steps) and each step's rollouts linked to their pages, the dashboard panel with the latest reward, and the REST API
-(start, list filters, detail with step metrics and rollout summaries, the rollouts of a step, cancel/resume/clone).
+"""An RL run's pages and API: the start form (admins; tasks by id or selection, a task mix, benchmark tasks refused),
+the run page with its reward curve (mean ± std), loss, the step table (groups dropped, inexact samples, rollout p50/max,
+skipped steps) and each step's rollouts linked to their pages, the dashboard panel with the latest reward, and the REST
+API (start, list filters, detail with step metrics and rollout summaries, the rollouts of a step, cancel/resume/clone).
 Metrics and RLRollout rows are written as the RL job writes them (the trainer itself is test_rl_runs')."""
 
 import json
@@ -207,6 +207,52 @@ def test_admins_start_an_rl_run_from_the_form(admin_client, viewer_client, revis
     assert response.status_code == 302 and selected.config["tasks"] == [revisions[0].pk]
     both = admin_client.post(url, {**base, "tasks": "rl-a", "tasks_from": "status=ready"}).content.decode()
     assert "Give task ids or a selection, not both." in both
+
+
+def test_admins_start_an_rl_run_with_a_task_mix_from_the_form(admin_client, revisions):
+    """The form's mix task ids or mix selection, with mix_share among the config edits, start the same run the API's
+    mix_tasks do (training.rl.task_mix); the run page marks the mix tasks."""
+    mix = make_task("rl-c", distinct_instruction("rl-c")).current_revision
+    url = reverse("training:rl-run-start")
+    base = {"base_model_path": "/models/tiny", "harness": "builtin", "preset": "tiny-cpu", "tasks": "rl-a"}
+    assert 'name="mix_tasks"' in admin_client.get(url).content.decode()
+    response = admin_client.post(
+        url, {**base, "mix_tasks": "rl-b, rl-c", "overrides": "prompts_per_step=4\nmix_share=0.5"}
+    )
+    run = TrainingRun.objects.get()
+    assert response.status_code == 302 and response["Location"] == reverse("training:run", args=[run.pk])
+    assert run.config["tasks"] == [revisions[0].pk, revisions[1].pk, mix.pk]
+    assert run.config["mix_tasks"] == [revisions[1].pk, mix.pk] and run.config["mix_share"] == 0.5
+    assert "(+2 mixed in)" in run.name
+    page = admin_client.get(response["Location"]).content.decode()
+    assert page.split('id="run-tasks"')[1].split("</p>")[0].count("(mix)") == 2
+    # A selection instead of ids: the run's own task is left out of the mix.
+    response = admin_client.post(url, {**base, "mix_tasks_from": "prefix=rl-", "overrides": "mix_share=0.5"})
+    selected = TrainingRun.objects.order_by("-id").first()
+    assert response.status_code == 302 and sorted(selected.config["mix_tasks"]) == sorted([revisions[1].pk, mix.pk])
+
+
+def test_the_form_refuses_a_task_mix_that_cannot_be_drawn(admin_client, revisions):
+    """Refused with the service's own message (training.rl.task_mix.check_mix, as the API and `train` refuse it), a
+    400 with the form's errors, and nothing started."""
+    url = reverse("training:rl-run-start")
+    base = {"base_model_path": "/models/tiny", "harness": "builtin", "preset": "tiny-cpu", "tasks": "rl-a"}
+    for edits, expected in [
+        ({"mix_tasks": "rl-b"}, "mix tasks are given but mix_share is 0"),
+        ({"overrides": "mix_share=0.25"}, "mix_share needs mix tasks to draw from"),
+        ({"mix_tasks": "rl-b", "overrides": "prompts_per_step=4\nmix_share=0.1"}, "rounds to 0 mix prompt(s) a step"),
+        ({"mix_tasks": "rl-a", "overrides": "mix_share=0.5"}, "every mix task is among the run&#x27;s own tasks"),
+        ({"mix_tasks": "rl-b", "overrides": "mix_share=1"}, "in [0, 1)"),
+        ({"mix_tasks": "rl-b", "mix_tasks_from": "status=ready"}, "Give mix task ids or a mix selection, not both."),
+        ({"mix_tasks": "nope"}, "no task &#x27;nope&#x27;"),
+        ({"mix_tasks_from": "prefix=none-"}, "names no task"),
+    ]:
+        refused = admin_client.post(url, {**base, **edits})
+        assert refused.status_code == 400 and expected in refused.content.decode(), (edits, refused.content)
+    pin(revisions[1])
+    guarded = admin_client.post(url, {**base, "mix_tasks": "rl-b", "overrides": "mix_share=0.5"})
+    assert guarded.status_code == 400 and "benchmark tasks are never trained on" in guarded.content.decode()
+    assert not TrainingRun.objects.exists()
 
 
 def test_the_dashboard_panel_and_the_list_show_rl_runs_with_their_latest_reward(admin_client, viewer_client, rl_run):

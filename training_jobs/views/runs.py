@@ -126,6 +126,7 @@ def rl_run_start(request):
         return runs.start_training_run(
             kind="rl",
             tasks=data["revisions"],
+            mix_tasks=data["mix_revisions"],
             harness=data["harness"],
             base_model=data["base_model"],
             base_model_path=data["base_model_path"],
