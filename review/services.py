@@ -415,14 +415,16 @@ def history(candidate: BenchmarkCandidate, viewer=None) -> list[dict]:
                 "adjudication": d.adjudication,
             }
         )
+    blind = viewer is not None and team.is_blind(candidate, viewer)
     for r in candidate.task.revisions.select_related("author_user").filter(created_at__gte=candidate.created_at):
+        hidden = viewer is not None and team.hides_message(candidate, r, viewer, blind=blind)
         events.append(
             {
                 "kind": "revision",
                 "at": r.created_at,
                 "who": r.author,
                 "what": f"r{r.number}",
-                "reason": r.message,
+                "reason": team.HIDDEN_MESSAGE if hidden and r.message else r.message,
                 "revision": r.number,
             }
         )

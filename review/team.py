@@ -148,6 +148,20 @@ def visible_decisions(candidate: BenchmarkCandidate, user):
     return rows
 
 
+HIDDEN_MESSAGE = "message hidden until you decide"
+
+
+def hides_message(candidate: BenchmarkCandidate, revision: TaskRevision, user, *, blind: bool | None = None) -> bool:
+    """True when `user` must not read `revision`'s message: a reason another person typed with an edit of the
+    candidate while its review is blind to `user`. The edit itself stays visible (it is the task); its message is
+    that reviewer's reasoning, as a decision's reason is. `blind`: is_blind(candidate, user), when already known."""
+    if revision.author_user_id is None or revision.author_user_id == getattr(user, "pk", None):
+        return False
+    if revision.task_id != candidate.task_id or revision.created_at < candidate.created_at:
+        return False
+    return is_blind(candidate, user) if blind is None else blind
+
+
 # --- routing ---------------------------------------------------------------------------------------------------
 
 

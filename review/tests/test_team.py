@@ -8,7 +8,7 @@ from accounts.roles import LEAD, REVIEWER
 from accounts.testing import make_user
 from benchmarks.models import Benchmark
 from lib.testing import signed_in_client
-from review import adjudication, services, team
+from review import adjudication, edits, services, team
 from review.models import BenchmarkCandidate, ClaimEvent, ReviewDecision
 from review.tests.helpers import HTMX, add_diagnosis, sanity
 from tasks.testing import make_task
@@ -154,6 +154,39 @@ def test_blind_second_review_hides_the_first_decision(bench, people):
     page = client.get(reverse("review:candidate", args=[c.pk])).content.decode()
     assert "SECRET-REASON" in page
     assert len(client.get(f"/api/candidates/{c.pk}/").json()["decisions"]) == 2
+
+
+def test_blind_second_review_hides_the_first_reviewers_edit_message_not_the_edit(bench, people):
+    ann, bob = people["ann"], people["bob"]
+    (c,) = _candidates(bench, 1, ann)
+    services.claim(c, user=ann)
+    base = c.task.current_revision
+    edit = edits.save_edit(
+        c, user=ann, field="instruction", content="Write EDITED.txt.", base_revision=base, reason="EDIT-SECRET"
+    )
+    number = edit.revision.number
+    services.decide(c, "reject", user=ann, reason="no")
+    assert team.is_blind(c, bob)
+
+    (event,) = [e for e in services.history(c, bob) if e["kind"] == "revision"]
+    assert event["what"] == f"r{number}" and event["reason"] == team.HIDDEN_MESSAGE
+    (own,) = [e for e in services.history(c, ann) if e["kind"] == "revision"]
+    assert "EDIT-SECRET" in own["reason"]  # the author reads their own message
+
+    client = signed_in_client(bob)
+    history = client.get(reverse("review:candidate_part", args=[c.pk, "history"]), **HTMX).content.decode()
+    assert "EDIT-SECRET" not in history and team.HIDDEN_MESSAGE in history and f"r{number}" in history
+    saved = client.get(reverse("review:candidate", args=[c.pk]) + f"?saved={number}").content.decode()
+    assert "EDIT-SECRET" not in saved and 'data-testid="message-hidden"' in saved
+    assert "EDITED.txt" in saved  # the edit itself is the task: it stays visible
+    api = client.get(f"/api/candidates/{c.pk}/history/").content.decode()
+    assert "EDIT-SECRET" not in api and team.HIDDEN_MESSAGE in api
+
+    services.claim(c, user=bob)
+    services.decide(c, "reject", user=bob, reason="no")
+    assert "EDIT-SECRET" in client.get(f"/api/candidates/{c.pk}/history/").content.decode()
+    saved = client.get(reverse("review:candidate", args=[c.pk]) + f"?saved={number}").content.decode()
+    assert "EDIT-SECRET" in saved
 
 
 def test_progress_counts_states_reviewers_and_time_to_decide(bench, people):

@@ -35,7 +35,7 @@ from accounts.decorators import reviewer_required, viewer_required
 from accounts.roles import REVIEWER, has_role
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
-from review import edits, rediagnosis, services, solving
+from review import edits, rediagnosis, services, solving, team
 from review.forms import VIEWER, DecisionForm, EditForm
 from review.job_kinds import DIAGNOSE_JOB
 from review.models import BenchmarkCandidate, DiagnosisIssue, ReviewDecision
@@ -171,6 +171,8 @@ def candidate_page(request, pk):
     if request.GET.get("saved"):
         revision = candidate.task.revisions.filter(number=_number(request.GET["saved"], "saved")).first()
         saved = saved_context(revision) if revision else None
+        if saved and team.hides_message(candidate, revision, request.user):
+            saved["message_hidden"] = team.HIDDEN_MESSAGE
     return TemplateResponse(request, "review/candidate.html", _page_context(request, candidate, saved_change=saved))
 
 
