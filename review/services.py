@@ -153,6 +153,9 @@ def claim(candidate: BenchmarkCandidate, *, user, minutes: int | None = None) ->
     A claim that has expired may be taken; claiming again extends one's own claim.
     """
     _require(user, REVIEWER, "claiming a candidate")
+    if candidate.status in BenchmarkCandidate.OPEN and team.decided_by(candidate, user):
+        # Their claim would only keep the candidate from the reviewer whose decision it waits for.
+        raise ReviewError("you have decided this candidate already: it waits for another reviewer's decision")
     now = timezone.now()
     free = Q(claimed_by__isnull=True) | Q(claim_expires_at__lte=now) | Q(claimed_by=user)
     taken = BenchmarkCandidate.objects.filter(free, pk=candidate.pk, status__in=BenchmarkCandidate.OPEN).update(

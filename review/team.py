@@ -130,6 +130,13 @@ def status_after_decision(candidate: BenchmarkCandidate, row: ReviewDecision, er
 # --- blind second review ---------------------------------------------------------------------------------------
 
 
+def decided_by(candidate: BenchmarkCandidate, user) -> bool:
+    """True when `user` has accepted or rejected the candidate as one of its reviewers (an adjudication aside)."""
+    if user is None or not user.is_authenticated:
+        return False
+    return candidate.decisions.filter(decision__in=FINAL, adjudication=False, reviewer=user).exists()
+
+
 def is_blind(candidate: BenchmarkCandidate, user) -> bool:
     """True while `user` must not see the other reviewers' decisions on the candidate: it is open, needs more than
     one decision, and `user` has not decided it yet."""
@@ -137,7 +144,7 @@ def is_blind(candidate: BenchmarkCandidate, user) -> bool:
         return False
     if user is None or not user.is_authenticated:
         return True
-    return not candidate.decisions.filter(decision__in=FINAL, adjudication=False, reviewer=user).exists()
+    return not decided_by(candidate, user)
 
 
 def visible_decisions(candidate: BenchmarkCandidate, user):

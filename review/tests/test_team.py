@@ -189,6 +189,22 @@ def test_blind_second_review_hides_the_first_reviewers_edit_message_not_the_edit
     assert "EDIT-SECRET" in saved
 
 
+def test_a_reviewer_who_decided_cannot_claim_what_waits_for_another(bench, people):
+    ann, bob = people["ann"], people["bob"]
+    (c,) = _candidates(bench, 1, ann)
+    services.claim(c, user=ann)
+    services.decide(c, "accept", user=ann)
+    c.refresh_from_db()
+    assert c.status in BenchmarkCandidate.OPEN and c.claimed_by is None
+    with pytest.raises(services.ReviewError, match="you have decided this candidate already"):
+        services.claim(c, user=ann)
+    response = signed_in_client(ann).post(f"/api/candidates/{c.pk}/claim/", {}, content_type="application/json")
+    assert response.status_code == 400 and "decided this candidate already" in response.json()["detail"]
+    c.refresh_from_db()
+    assert c.claimed_by is None
+    assert services.claim(c, user=bob).claimed_by == bob  # the reviewer it waits for still can
+
+
 def test_progress_counts_states_reviewers_and_time_to_decide(bench, people):
     ann, bob = people["ann"], people["bob"]
     first, second, _third = _candidates(bench, 3, ann)
