@@ -21,6 +21,7 @@ from collections import Counter, defaultdict
 from itertools import combinations
 
 from .models import BenchmarkCandidate, ReviewDecision
+from .stats import wilson_interval
 
 BOOTSTRAP_RESAMPLES = 1000
 BOOTSTRAP_SEED = 20260
@@ -99,20 +100,10 @@ def _percentile(ordered: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def wilson_interval(successes: int, n: int, z: float = 1.959964) -> list[float] | None:
-    """The Wilson score interval of a share (None for n = 0)."""
-    if n == 0:
-        return None
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return [max(0.0, centre - half), min(1.0, centre + half)]
-
-
 def _rounded(value):
     if value is None:
         return None
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):
         return [round(v, 4) for v in value]
     return round(value, 4)
 

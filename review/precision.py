@@ -14,30 +14,16 @@ prompt version stored with it (LLMDiagnosis.prompt_version).
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from dataclasses import dataclass
 
 from django.db.models import Case, FloatField, OuterRef, Subquery, Value, When
 
 from .models import BenchmarkCandidate, DiagnosisIssue, LLMDiagnosis, ReviewDecision
+from .stats import wilson_interval
 
 Verdict = ReviewDecision.Verdict
 VALID_VERDICTS = (Verdict.VALID, Verdict.FIXED)
-Z_95 = 1.959963984540054  # the standard normal quantile of 0.975
-
-
-def wilson_interval(valid: int, n: int, z: float = Z_95) -> tuple[float, float] | None:
-    """The Wilson score interval of a proportion valid/n (no continuity correction), or None when n is 0."""
-    if n <= 0:
-        return None
-    if not 0 <= valid <= n:
-        raise ValueError(f"{valid} valid out of {n} is not a proportion")
-    p = valid / n
-    z2 = z * z
-    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
-    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 @dataclass

@@ -10,10 +10,10 @@ from review.agreement import (
     bootstrap_ci,
     cohen_kappa,
     krippendorff_alpha,
-    wilson_interval,
 )
 from review.models import BenchmarkCandidate, ReviewDecision
 from review.services import propose_candidates
+from review.stats import wilson_interval
 from review.tests.helpers import add_diagnosis
 from tasks.testing import make_task
 

@@ -7,6 +7,7 @@ from django.urls import reverse
 from review import precision
 from review.models import LLMDiagnosis
 from review.services import record_verdicts
+from review.stats import wilson_interval
 from review.tests.helpers import add_diagnosis, make_candidate
 
 pytestmark = pytest.mark.django_db
@@ -18,14 +19,14 @@ pytestmark = pytest.mark.django_db
     [(81, 263, 0.2553, 0.3662), (15, 148, 0.0624, 0.1605), (0, 20, 0.0, 0.1611), (1, 29, 0.0061, 0.1718)],
 )
 def test_the_wilson_interval_matches_published_values(valid, n, low, high):
-    got = precision.wilson_interval(valid, n)
+    got = wilson_interval(valid, n)
     assert got == pytest.approx((low, high), abs=6e-5)
 
 
 def test_no_interval_without_verdicts_and_no_impossible_proportion():
-    assert precision.wilson_interval(0, 0) is None
+    assert wilson_interval(0, 0) is None
     with pytest.raises(ValueError):
-        precision.wilson_interval(3, 2)
+        wilson_interval(3, 2)
 
 
 def judge(candidate, user, **verdicts):
@@ -67,7 +68,7 @@ def test_precision_by_component_severity_model_and_prompt(benchmark, reviewer, s
 
     assert report["overall"]["valid"] == 2 and report["overall"]["n"] == 4
     assert report["overall"]["precision"] == 0.5
-    low, high = precision.wilson_interval(2, 4)
+    low, high = wilson_interval(2, 4)
     assert (report["overall"]["low"], report["overall"]["high"]) == (round(low, 4), round(high, 4))
     assert report["by_component"]["checker"] | {"low": None, "high": None} == {
         "precision": 1.0,
