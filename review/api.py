@@ -1,5 +1,5 @@
-"""The review over the API. Reads need the viewer role; review actions the reviewer role; freezing, starting
-diagnoses and sanity overrides the admin role.
+"""The review over the API. Reads need the viewer role; review actions (diagnosing a candidate again among them) the
+reviewer role; freezing and sanity overrides the admin role.
 
     GET  /api/benchmarks/[{id}/]                POST (admin) creates one
     POST /api/benchmarks/{id}/freeze/           admin: a new immutable version pinning the accepted revisions
@@ -23,7 +23,8 @@ diagnoses and sanity overrides the admin role.
     POST /api/candidates/bulk-decide/           reviewer: {"candidates": [ids], "decision": accept|reject, "reason"}:
                                                 each through decide (no override); 200 + what was decided and what
                                                 was refused, with each reason
-    POST /api/candidates/{id}/diagnose/         admin: queue a diagnosis job: 202 + the job run
+    POST /api/candidates/{id}/diagnose/         reviewer: (re-)diagnose it, as the page's button: 202 + the job run (the
+                                                one under way, if any); 409 when no endpoint serves the diagnosis role
     GET  /api/candidates/{id}/history/
     POST /api/candidates/next/                  reviewer: {"benchmark"?}: claim the candidate the routing rule offers
                                                 (review.team): 200 + it; 404 when nothing is left for you
@@ -56,7 +57,7 @@ from lib.api_filters import QueryFilterMixin
 from lib.bounds import parse_id
 from tasks.services import StaleRevisionError
 
-from . import adjudication, bulk, edits, services, team
+from . import adjudication, bulk, edits, rediagnosis, services, team
 from .agreement import benchmark_agreement
 from .difficulty import DifficultyError, set_difficulty_thresholds, start_difficulty_filter
 from .measures_api import DecisionRevealSerializer, decision_body
@@ -223,7 +224,7 @@ class BenchmarkViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 class CandidateViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):
     filter_serializer_class = CandidateFilterSerializer
     write_role = REVIEWER  # the services check admin-only parts (overrides) themselves
-    write_roles = {"diagnose": ADMIN, "adjudicate": LEAD}
+    write_roles = {"adjudicate": LEAD}
 
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)
@@ -325,8 +326,13 @@ class CandidateViewSet(QueryFilterMixin, viewsets.ReadOnlyModelViewSet):
     @extend_schema(request=None, responses={202: JobRunSerializer})
     @action(detail=True, methods=["post"])
     def diagnose(self, request, pk=None):
+        """Diagnose the candidate (again), as a reviewer may on its page (review.rediagnosis.diagnose_again)."""
         try:
-            (run,) = services.start_diagnosis([self.get_object()], user=request.user)
+            run = rediagnosis.diagnose_again(self.get_object(), user=request.user)
+        except rediagnosis.DiagnosisUnavailable as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        except services.ReviewError as exc:
+            return _error(exc)
         except JobEngineError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
         return Response(JobRunSerializer(run, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)

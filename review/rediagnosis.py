@@ -9,11 +9,13 @@ import logging
 from django.db import transaction
 
 import jobs
+from accounts.roles import REVIEWER
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
 from llm.client import EndpointUnavailable, get_endpoint
 from tasks.models import TaskRevision
 
+from . import services
 from .diagnosis import DIAGNOSIS_ROLE
 from .job_kinds import DIAGNOSE_JOB
 
@@ -32,6 +34,22 @@ def diagnosis_endpoint_missing() -> str:
     except EndpointUnavailable:
         return "no model endpoint serves the diagnosis role: an admin adds one under Models"
     return ""
+
+
+class DiagnosisUnavailable(services.ReviewError):
+    """No enabled endpoint serves the diagnosis role: a diagnosis started now could only fail."""
+
+
+def diagnose_again(candidate, *, user) -> JobRun:
+    """A reviewer's "Re-diagnose" (the candidate page's button and `d` key, POST /api/candidates/ID/diagnose/): the
+    candidate's diagnosis run, the one already under way if any. Refused without the reviewer role (NotAllowed) or
+    without an endpoint serving the diagnosis role (DiagnosisUnavailable); the engine's refusal is JobEngineError."""
+    services._require(user, REVIEWER, "diagnosing a candidate")
+    missing = diagnosis_endpoint_missing()
+    if missing:
+        raise DiagnosisUnavailable(f"Cannot diagnose: {missing}.")
+    (run,) = services.start_diagnosis([candidate], user=user)
+    return run
 
 
 def rediagnose_if_checker_changed(candidate, revision: TaskRevision, *, user) -> JobRun | None:

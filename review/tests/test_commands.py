@@ -54,6 +54,31 @@ def test_diagnose_here_prints_json(candidate, scripted_upstream, fast_llm_retrie
     assert "no candidate awaits diagnosis" in run("diagnose", "--benchmark", candidate.benchmark.name)
 
 
+def test_diagnose_again_names_candidates_or_takes_every_open_one(candidate, scripted_upstream, fast_llm_retries):
+    ModelEndpoint.objects.create(
+        name="diag", base_url=scripted_upstream.base_url, model="m", roles=["diagnosis"], timeout_seconds=5
+    )
+    for overall in ("first", "after the fix", "all again"):
+        scripted_upstream.push(Reply.text(json.dumps({"overall": overall, "issues": []})))
+    bench = candidate.benchmark.name
+    run("diagnose", "--benchmark", bench, "--here")
+    rows = json.loads(run("diagnose", "--candidate", str(candidate.pk), "--here", "--json").splitlines()[-1])
+    latest = candidate.diagnoses.first()
+    assert rows == [{"task": "t-review", "candidate": candidate.pk, "diagnosis": latest.pk, "issues": 0}]
+    assert latest.overall == "after the fix" and candidate.diagnoses.count() == 2
+    assert "no candidate awaits diagnosis" in run("diagnose", "--benchmark", bench, "--here")
+    assert f"{bench}: diagnosed 1 of 1 candidates" in run("diagnose", "--benchmark", bench, "--again", "--here")
+    assert candidate.diagnoses.first().overall == "all again"
+    for args, refusal in [
+        (("--candidate", str(candidate.pk + 1)), f"no candidate {candidate.pk + 1}"),
+        (("--benchmark", "other", "--candidate", str(candidate.pk)), "no benchmark is named 'other'"),
+        (("--again",), "--again needs --benchmark"),
+        ((), "name a benchmark"),
+    ]:
+        with pytest.raises(CommandError, match=refusal):
+            run("diagnose", *args, "--here")
+
+
 def test_diagnose_here_failure_exits_non_zero(candidate):
     with pytest.raises(CommandError, match="1 diagnosis\\(es\\) failed; first: t-review"):
         run("diagnose", "--benchmark", candidate.benchmark.name, "--here")

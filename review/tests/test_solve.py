@@ -329,6 +329,21 @@ def test_reviewers_diagnose_again_with_one_click(reviewer_client, candidate, dia
     assert 'data-key="d"' in text(reviewer_client.get(url("candidate", candidate)))
 
 
+def test_the_api_diagnoses_again_as_the_page_does(api_as, reviewer, viewer, admin_user, candidate, db):
+    add_diagnosis(candidate, [])
+    endpoint = f"/api/candidates/{candidate.pk}/diagnose/"
+    refused = api_as(reviewer).post(endpoint)
+    assert refused.status_code == 409 and "no model endpoint serves the diagnosis role" in refused.json()["detail"]
+    assert api_as(viewer).post(endpoint).status_code == 403
+    assert not JobRun.objects.filter(kind=DIAGNOSE_JOB).exists()
+    ModelEndpoint.objects.create(name="diag", base_url="http://127.0.0.1:9/v1", model="m", roles=["diagnosis"])
+    started = api_as(reviewer).post(endpoint)
+    run = JobRun.objects.get(kind=DIAGNOSE_JOB)
+    assert started.status_code == 202 and started.json()["id"] == run.pk
+    assert run.params == {"candidate_id": candidate.pk} and run.created_by == reviewer
+    assert api_as(admin_user).post(endpoint).json()["id"] == run.pk  # the one under way, not a second
+
+
 def test_a_checker_change_starts_a_diagnosis_and_other_changes_do_not(
     reviewer_client, claimed, reviewer, diagnosis_endpoint, django_capture_on_commit_callbacks
 ):
