@@ -20,6 +20,7 @@ import random
 from collections import Counter, defaultdict
 from itertools import combinations
 
+from . import team
 from .models import BenchmarkCandidate, ReviewDecision
 from .stats import wilson_interval
 
@@ -111,12 +112,13 @@ def _rounded(value):
 # --- what the reviewers said -----------------------------------------------------------------------------------
 
 
-def _ratings(benchmark):
+def _ratings(benchmark, leave_out=()):
     """({candidate id: [(reviewer, decision)]}, {(candidate id, issue id): [(reviewer, verdict class)]},
     {candidate id: adjudicated decision}), each list in the order the reviewers decided. A reviewer's rating is
     their latest independent accept or reject; their verdict on an issue is the latest they gave it."""
     rows = (
         ReviewDecision.objects.filter(candidate__benchmark=benchmark, reviewer__isnull=False)
+        .exclude(candidate_id__in=leave_out)
         .select_related("reviewer")
         .order_by("created_at", "id")
     )
@@ -220,7 +222,8 @@ def benchmark_agreement(benchmark) -> dict:
     """The benchmark's agreement figures (the module docstring says what each is):
     {"decision": {...}, "issue_verdicts": {...}, "alpha": {"decision": ..., "issue_verdicts": ...},
     "vs_adjudicated": {...}, "ci_method": ..., "candidates": N}."""
-    decisions, verdicts, adjudicated = _ratings(benchmark)
+    blind = team.under_blind_review(benchmark)  # what their reviewers said shows once they are settled
+    decisions, verdicts, adjudicated = _ratings(benchmark, leave_out=blind)
     decision = agreement_of(decisions)
     issue_verdicts = agreement_of(verdicts)
     return {
@@ -230,4 +233,5 @@ def benchmark_agreement(benchmark) -> dict:
         "vs_adjudicated": _vs_adjudicated(decisions, adjudicated),
         "ci_method": CI_METHOD,
         "candidates": BenchmarkCandidate.objects.filter(benchmark=benchmark).count(),
+        "under_blind_review": len(blind),
     }

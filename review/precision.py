@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from django.db.models import Case, FloatField, OuterRef, Subquery, Value, When
 
+from . import team
 from .models import BenchmarkCandidate, DiagnosisIssue, LLMDiagnosis, ReviewDecision
 from .stats import wilson_interval
 
@@ -125,8 +126,11 @@ def _group_order(name: str):
 
 
 def benchmark_precision(benchmark) -> dict:
-    """precision_report over the candidates of one benchmark."""
-    return precision_report(benchmark.candidates.all())
+    """precision_report over the candidates of one benchmark, but those still under blind review (their verdicts
+    count once they are settled: in a small benchmark a figure would tell a blind reviewer the first one's verdicts),
+    and how many those are (`under_blind_review`)."""
+    blind = team.under_blind_review(benchmark)
+    return precision_report(benchmark.candidates.exclude(pk__in=blind)) | {"under_blind_review": len(blind)}
 
 
 # --- the queue's sort ------------------------------------------------------------------------------------------

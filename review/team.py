@@ -158,6 +158,14 @@ def visible_decisions(candidate: BenchmarkCandidate, user):
 HIDDEN_MESSAGE = "message hidden until you decide"
 
 
+def under_blind_review(benchmark: Benchmark) -> set[int]:
+    """Ids of the benchmark's open candidates that need more than one decision (is_blind's rule, for any reviewer yet
+    to decide): a reviewer may still be routed to one blind, so no figure everyone reads may count what its reviewers
+    said until it is settled (agreement, the diagnoses' precision; progress by reviewer counts them as pending)."""
+    open_ids = BenchmarkCandidate.objects.filter(benchmark=benchmark, status__in=BenchmarkCandidate.OPEN)
+    return {pk for pk in open_ids.values_list("pk", flat=True) if decisions_required_for(pk, benchmark) > 1}
+
+
 def hides_message(candidate: BenchmarkCandidate, revision: TaskRevision, user, *, blind: bool | None = None) -> bool:
     """True when `user` must not read `revision`'s message: a reason another person typed with an edit of the
     candidate while its review is blind to `user`. The edit itself stays visible (it is the task); its message is

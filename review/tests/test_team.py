@@ -8,7 +8,7 @@ from accounts.roles import LEAD, REVIEWER
 from accounts.testing import make_user
 from benchmarks.models import Benchmark
 from lib.testing import signed_in_client
-from review import adjudication, edits, services, team
+from review import adjudication, agreement, edits, precision, services, team
 from review.models import BenchmarkCandidate, ClaimEvent, ReviewDecision
 from review.tests.helpers import HTMX, add_diagnosis, sanity
 from tasks.testing import make_task
@@ -203,6 +203,33 @@ def test_a_reviewer_who_decided_cannot_claim_what_waits_for_another(bench, peopl
     c.refresh_from_db()
     assert c.claimed_by is None
     assert services.claim(c, user=bob).claimed_by == bob  # the reviewer it waits for still can
+
+
+def test_agreement_and_precision_leave_out_candidates_under_blind_review(people, admin_client):
+    ann, bob, cat = people["ann"], people["bob"], make_user("cat", REVIEWER)
+    bench = Benchmark.objects.create(name="three-bench", decisions_needed=3)
+    (c,) = _candidates(bench, 1, ann)
+    issue = add_diagnosis(c, [{"component": "checker", "severity": "major"}]).issues.get()
+    for who in (ann, bob):  # two of three decisions: cat still reviews it blind
+        services.decide(c, "reject", user=who, reason="no", verdicts={str(issue.pk): "valid"})
+    c.refresh_from_db()
+    assert c.status in BenchmarkCandidate.OPEN and team.is_blind(c, cat)
+    figures = agreement.benchmark_agreement(bench)
+    assert figures["decision"]["n"] == 0 and figures["issue_verdicts"]["n"] == 0
+    assert figures["under_blind_review"] == 1
+    judged = precision.benchmark_precision(bench)
+    assert judged["overall"]["n"] == 0 and judged["under_blind_review"] == 1
+    page = admin_client.get(reverse("review:diagnosis_precision", args=[bench.name])).content.decode()
+    assert 'data-testid="precision-blind-left-out"' in page and "1 candidate still under blind review" in page
+    page = admin_client.get(reverse("review:team_part", args=[bench.name, "agreement"]), **HTMX).content.decode()
+    assert 'data-testid="agreement-blind-left-out"' in page
+
+    services.decide(c, "reject", user=cat, reason="no", verdicts={str(issue.pk): "valid"})  # settled
+    figures = agreement.benchmark_agreement(bench)
+    assert figures["decision"]["n"] == 1 and figures["under_blind_review"] == 0
+    assert precision.benchmark_precision(bench)["overall"]["n"] == 1
+    page = admin_client.get(reverse("review:diagnosis_precision", args=[bench.name])).content.decode()
+    assert 'data-testid="precision-blind-left-out"' not in page
 
 
 def test_progress_counts_states_reviewers_and_time_to_decide(bench, people):
