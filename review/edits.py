@@ -22,7 +22,6 @@ from tasks.paths import TaskFileError, normalize_path
 from tasks.services import SaveOutcome, revise_task
 
 from .models import BenchmarkCandidate, DiagnosisIssue, ReviewDecision
-from .rediagnosis import rediagnose_after_save
 from .services import ClaimConflict, ReviewError, _check_verdicts, _note, _require, _require_holder
 
 Decision = ReviewDecision.Decision
@@ -70,7 +69,6 @@ def apply_suggested_fix(issue: DiagnosisIssue, *, user, base_revision: TaskRevis
             revision=result.revision,
         )
         run = jobs.enqueue(SANITY_JOB, created_by=user, revision_id=result.revision.pk)
-        rediagnose_after_save(candidate, result.revision, user=user)
     return FixResult(decision, result.revision, run)
 
 
@@ -203,7 +201,6 @@ def save_edit(
         verdicts = dict.fromkeys((str(pk) for pk in fixes), ReviewDecision.Verdict.FIXED)
         decision = record_fix(candidate, result.revision, user=user, reason=message, verdicts=verdicts)
         run = jobs.enqueue(SANITY_JOB, created_by=user, revision_id=result.revision.pk)
-        rediagnose_after_save(candidate, result.revision, user=user)
     return EditResult(decision, result.revision, run)
 
 

@@ -1,6 +1,7 @@
 """A new diagnosis when a saved revision changes the checker: the diagnosed revision's checker (its files and entry
-command) against the new one's, and an endpoint serving the diagnosis role. Every save path of the review calls
-`rediagnose_after_save` once its transaction commits (review.services, review.solving)."""
+command) against the new one's, and an endpoint serving the diagnosis role. tasks.services.save_package calls
+`after_checker_change` for every revision that changes the checker, whatever path made it (the review's editors, the
+task API, an import): the task's open candidates get a sanity check of it and a new diagnosis once it commits."""
 
 from __future__ import annotations
 
@@ -13,18 +14,16 @@ from accounts.roles import REVIEWER
 from jobs.engine import JobEngineError
 from jobs.models import JobRun
 from llm.client import EndpointUnavailable, get_endpoint
+from tasks.job_kinds import SANITY_JOB
 from tasks.models import TaskRevision
+from tasks.services import checker_state
 
 from . import services
 from .diagnosis import DIAGNOSIS_ROLE
 from .job_kinds import DIAGNOSE_JOB
+from .models import BenchmarkCandidate
 
 log = logging.getLogger(__name__)
-
-
-def checker_state(revision: TaskRevision) -> tuple:
-    """What makes a revision's checker: its entry command and its reward files' contents (comparable)."""
-    return revision.checker_entry, sorted(revision.files.filter(role="reward").values_list("path", "blob_id"))
 
 
 def diagnosis_endpoint_missing() -> str:
@@ -65,14 +64,23 @@ def rediagnose_if_checker_changed(candidate, revision: TaskRevision, *, user) ->
     return active.first() or jobs.enqueue(DIAGNOSE_JOB, created_by=user, candidate_id=candidate.pk)
 
 
-def rediagnose_after_save(candidate, revision: TaskRevision, *, user) -> None:
-    """rediagnose_if_checker_changed once the current transaction commits. An engine that refuses the job costs the
-    save nothing (the candidate page offers "Re-diagnose"); it is logged."""
+def after_checker_change(revision: TaskRevision, *, user) -> None:
+    """tasks.services' checker-change hook (registered in ReviewConfig.ready): once the transaction that made
+    `revision` commits, and when its task is an open candidate, a sanity check of the revision (unless its save
+    queued one already, as the review's editors do) and a diagnosis of each open candidate diagnosed at another
+    checker. So the proof and the diagnosis never go stale silently, whichever path changed the checker. An engine
+    that refuses the jobs costs the save nothing (the pages offer both again); it is logged."""
+    candidates = list(BenchmarkCandidate.objects.filter(task_id=revision.task_id, status__in=BenchmarkCandidate.OPEN))
+    if not candidates:
+        return
 
     def start():
         try:
-            rediagnose_if_checker_changed(candidate, revision, user=user)
+            if not JobRun.objects.filter(kind=SANITY_JOB, params__revision_id=revision.pk).exists():
+                jobs.enqueue(SANITY_JOB, created_by=user, revision_id=revision.pk)
+            for candidate in candidates:
+                rediagnose_if_checker_changed(candidate, revision, user=user)
         except JobEngineError:
-            log.exception("could not start the diagnosis of candidate %s after r%s", candidate.pk, revision.number)
+            log.exception("could not start the checks of r%s of task %s", revision.number, revision.task_id)
 
     transaction.on_commit(start)

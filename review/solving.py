@@ -1,7 +1,7 @@
 """A reviewer's own solve of a candidate, in the browser: a scratch workspace, the checker run on it, and a workspace
 that scores full marks saved as the task's reference solution. Also what the editors need: several parts saved as
 one revision, Python's syntax checked before a save, and a check's name traced to the checker lines that set it (a
-save that changes the checker starts a diagnosis: review.rediagnosis).
+save that changes the checker starts a diagnosis, as every path that changes it does: review.rediagnosis).
 
 A scratch workspace belongs to one reviewer and one candidate. It is no model: it lives on disk, under the scratch
 root (jobs.scratch) in `solve-workspaces/c<candidate>-u<user>/`, as `manifest.json` ({"revision": the revision it
@@ -47,7 +47,6 @@ from tasks.verification import CheckerSpec, run_checker
 from . import edits, services
 from .job_kinds import SOLVE_JOB
 from .models import BenchmarkCandidate
-from .rediagnosis import rediagnose_after_save
 
 FOLDER = "solve-workspaces"
 MAX_FILES = 200
@@ -438,7 +437,6 @@ def save_parts(
             raise SolveError(f"nothing to save: the parts are the same as in r{current.number}")
         decision = edits.record_fix(candidate, result.revision, user=user, reason=message)
         run = jobs.enqueue(SANITY_JOB, created_by=user, revision_id=result.revision.pk)
-        rediagnose_after_save(candidate, result.revision, user=user)
     return edits.EditResult(decision, result.revision, run)
 
 

@@ -1,6 +1,7 @@
 """Every state change of the catalog. Views, the API, commands and jobs call these; nothing else writes."""
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from enum import Enum
 
@@ -169,13 +170,35 @@ def save_package(
                     if task.current_revision and task.current_revision.content_hash == content_hash:
                         return SaveResult(task, task.current_revision, SaveOutcome.UNCHANGED)
                     outcome = SaveOutcome.UPDATED
+                parent = task.current_revision
                 revision = _write_revision(task, package, content_hash, user=user, stage=stage, message=message)
+                if parent is not None and _checker_change_hook and checker_state(parent) != checker_state(revision):
+                    _checker_change_hook(revision, user=user)
                 return SaveResult(task, revision, outcome)
         except IntegrityError:
             # Two importers created the same new task at once: the second retries as an update.
             if attempt:
                 raise
     raise AssertionError("unreachable")
+
+
+# --- after a checker change ------------------------------------------------------------------------------------
+
+_checker_change_hook: Callable[..., None] | None = None
+
+
+def register_checker_change(hook: Callable[..., None]) -> None:
+    """Name the function save_package calls, inside its transaction, with every new revision whose checker differs
+    from its parent's (`hook(revision, user=...)`), whatever path made it: the review's editors, the task API, an
+    import. review.rediagnosis.after_checker_change, registered by review's AppConfig (tasks may not import review),
+    sanity-checks and re-diagnoses the task's open candidates once the transaction commits."""
+    global _checker_change_hook
+    _checker_change_hook = hook
+
+
+def checker_state(revision: TaskRevision) -> tuple:
+    """What makes a revision's checker: its entry command and its reward files' contents (comparable)."""
+    return revision.checker_entry, sorted(revision.files.filter(role="reward").values_list("path", "blob_id"))
 
 
 def _with_other_layouts(package: TaskPackage, revision: TaskRevision | None) -> TaskPackage:

@@ -16,6 +16,7 @@ from review.models import BenchmarkCandidate, ReviewDecision
 from review.tests.helpers import HTMX, add_diagnosis, sanity, text, url
 from review.tests.test_solvability import rollout_of
 from review.views.candidate_parts import Unit
+from tasks.job_kinds import SANITY_JOB
 from tasks.models import RevisionFile, TaskRevision
 from tasks.package import STANDARD_REWARD_SH, PackageFile, TaskPackage
 from tasks.sanity import check_revision
@@ -364,6 +365,56 @@ def test_a_checker_change_starts_a_diagnosis_and_other_changes_do_not(
             base_revision=current(candidate),
         )
     assert JobRun.objects.get(kind=DIAGNOSE_JOB).params == {"candidate_id": candidate.pk}
+
+
+def test_a_checker_changed_outside_the_review_is_sanity_checked_and_diagnosed_again(
+    api_as, reviewer, candidate, diagnosis_endpoint, django_capture_on_commit_callbacks
+):
+    add_diagnosis(candidate, [])
+    api = api_as(reviewer)
+    task_url = f"/api/tasks/{candidate.task.external_id}/"
+    with django_capture_on_commit_callbacks(execute=True):
+        assert api.patch(task_url, {"instruction": "Other.", "message": "m"}, format="json").status_code == 200
+    assert not JobRun.objects.filter(kind__in=[SANITY_JOB, DIAGNOSE_JOB]).exists()  # the checker is the same
+    with django_capture_on_commit_callbacks(execute=True):
+        put = api.put(
+            f"{task_url}revisions/2/files/content/?role=reward&path=check.py", {"content": CHECK + "\n"}, format="json"
+        )
+    assert put.status_code == 200 and current(candidate).number == 3
+    (sanity_run,) = JobRun.objects.filter(kind=SANITY_JOB)
+    assert sanity_run.params == {"revision_id": current(candidate).pk} and sanity_run.created_by == reviewer
+    assert JobRun.objects.get(kind=DIAGNOSE_JOB).params == {"candidate_id": candidate.pk}
+    JobRun.objects.all().delete()
+    with django_capture_on_commit_callbacks(execute=True):  # the task API's other path: the entry command
+        assert (
+            api.patch(task_url, {"checker_entry": "sh reward/reward.sh", "message": "m"}, format="json").status_code
+            == 200
+        )
+    assert JobRun.objects.get(kind=SANITY_JOB).params == {"revision_id": current(candidate).pk}
+    assert JobRun.objects.filter(kind=DIAGNOSE_JOB).count() == 1
+    # A task that is no open candidate is left alone.
+    other = make_task("t-alone")
+    JobRun.objects.all().delete()
+    with django_capture_on_commit_callbacks(execute=True):
+        revise_task(other, user=reviewer, message="m", file_changes={("reward", "check.py"): b"print(1)"})
+    assert not JobRun.objects.exists()
+
+
+def test_a_review_edit_of_the_checker_queues_one_sanity_check(
+    claimed, reviewer, diagnosis_endpoint, django_capture_on_commit_callbacks
+):
+    add_diagnosis(claimed, [])
+    with django_capture_on_commit_callbacks(execute=True):
+        saved = edits.save_edit(
+            claimed,
+            user=reviewer,
+            field="reward",
+            path="check.py",
+            content=CHECK + "\n",
+            base_revision=current(claimed),
+        )
+    assert list(JobRun.objects.filter(kind=SANITY_JOB)) == [saved.sanity_run]
+    assert JobRun.objects.filter(kind=DIAGNOSE_JOB).count() == 1
 
 
 def test_a_checker_change_without_an_endpoint_says_so(
