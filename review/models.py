@@ -227,6 +227,30 @@ class ReviewDecision(models.Model):
         super().save(*args, **kwargs)
 
 
+class SavedSolve(models.Model):
+    """A reviewer's in-browser solve saved as the task's reference solution (review.solving.save_solution): who
+    solved it, the revision it was saved as and the run that scored full marks. Append-only. The proof of
+    solvability names it while a revision keeps that solution (review.solvability); the proof itself stays the
+    revision's own sanity check, which re-runs the solution in the sandbox."""
+
+    candidate = models.ForeignKey(BenchmarkCandidate, on_delete=models.CASCADE, related_name="saved_solves")
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    revision = models.ForeignKey(
+        "tasks.TaskRevision", on_delete=models.CASCADE, related_name="+", help_text="The revision it was saved as."
+    )
+    run = models.ForeignKey(
+        "jobs.JobRun", null=True, on_delete=models.SET_NULL, related_name="+", help_text="The run scoring full marks."
+    )
+    score = models.FloatField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        return f"solve of candidate {self.candidate_id} saved as revision {self.revision_id}"
+
+
 class ClaimEvent(models.Model):
     """Who claimed or released a candidate when: the history timeline shows it."""
 

@@ -5,8 +5,10 @@ bulk, API), and the proof that a revision can score full marks that the gate nee
 
 A revision is proven solvable by
 - its reference solution: the latest sanity report of the revision ran the solution and it scored at least
-  tasks.sanity.SOLVED_SCORE (1.0). A reviewer's solve saved as the reference solution makes a new revision, whose
-  sanity check then proves it the same way;
+  tasks.sanity.SOLVED_SCORE (1.0);
+- a reviewer's solve in the browser: saved as the reference solution it makes a new revision (a SavedSolve), whose
+  sanity check proves it the same way. The proof names the reviewer and that revision (kind "solve") while the
+  revision's solution files are still the ones the solve saved;
 - a rollout of exactly that revision that scored full marks (evaluation's Rollout; the proof links it).
 
 The solution comes first: it is re-run on every sanity check of the revision, a rollout is a single run.
@@ -23,8 +25,11 @@ from evaluation.models import Rollout
 from tasks.models import SanityReport, TaskRevision
 from tasks.sanity import SOLVED_SCORE
 
+from .models import SavedSolve
+
 NOT_SANITY_CHECKED = "the checker of this revision has not been sanity-checked yet"
 SOLUTION = "solution"
+SOLVE = "solve"  # the reference solution is a reviewer's in-browser solve
 ROLLOUT = "rollout"
 
 # The three ways to give proof, as the refusal and the candidate page say them.
@@ -37,7 +42,7 @@ HOW_TO_PROVE = (
 
 @dataclass(frozen=True)
 class Proof:
-    """Why a revision is known to be solvable: `kind` (solution or rollout), the score, where to see it."""
+    """Why a revision is known to be solvable: `kind` (solution, solve or rollout), the score, where to see it."""
 
     kind: str
     score: float
@@ -45,6 +50,8 @@ class Proof:
     link: str = ""  # a page showing it: the rollout's, or the task revision's (its sanity card)
     report_id: int | None = None
     rollout_id: int | None = None
+    reviewer: str = ""  # a solve's: who solved it
+    saved_as: int | None = None  # a solve's: the number of the revision it was saved as
 
     def as_dict(self) -> dict:
         return {"proven": True, **asdict(self)}
@@ -82,16 +89,47 @@ def _solution_proof(revision: TaskRevision, report: SanityReport | None) -> Proo
     run = report.solution_run if report is not None else None
     if not run or run.get("status") != "ok" or float(run.get("score") or 0.0) < SOLVED_SCORE:
         return None
-    return Proof(
-        kind=SOLUTION,
-        score=float(run["score"]),
-        description=(
-            f"the reference solution of r{revision.number} scored {float(run['score']):g} in its sanity check "
-            f"of {report.created_at:%Y-%m-%d %H:%M} UTC"
-        ),
-        link=reverse("tasks:detail", args=[revision.task.external_id]) + f"?rev={revision.number}",
-        report_id=report.pk,
+    score = float(run["score"])
+    when = f"{report.created_at:%Y-%m-%d %H:%M} UTC"
+    link = reverse("tasks:detail", args=[revision.task.external_id]) + f"?rev={revision.number}"
+    solve = _saved_solve(revision)
+    if solve is None:
+        description = f"the reference solution of r{revision.number} scored {score:g} in its sanity check of {when}"
+        return Proof(kind=SOLUTION, score=score, description=description, link=link, report_id=report.pk)
+    who = solve.reviewer.get_username() if solve.reviewer else "a deleted reviewer"
+    description = (
+        f"{who}'s in-browser solve, saved as the reference solution in r{solve.revision.number}, scored {score:g} "
+        f"in the sanity check of r{revision.number} of {when}"
     )
+    return Proof(
+        kind=SOLVE,
+        score=score,
+        description=description,
+        link=link,
+        report_id=report.pk,
+        reviewer=who,
+        saved_as=solve.revision.number,
+    )
+
+
+def _solution_files(revision: TaskRevision) -> list:
+    return sorted(revision.files.filter(role="solution").values_list("path", "blob_id"))
+
+
+def _saved_solve(revision: TaskRevision) -> SavedSolve | None:
+    """The reviewer's solve whose files are `revision`'s reference solution: the latest one saved at or before it,
+    when the solution files are still those it saved (a later edit of the solution makes it a plain solution)."""
+    solve = (
+        SavedSolve.objects.filter(revision__task_id=revision.task_id, revision__number__lte=revision.number)
+        .select_related("reviewer", "revision")
+        .order_by("-revision__number", "-id")
+        .first()
+    )
+    if solve is None:
+        return None
+    if solve.revision_id != revision.pk and _solution_files(solve.revision) != _solution_files(revision):
+        return None
+    return solve
 
 
 def missing_proof(revision: TaskRevision, *, report: SanityReport | None = None) -> str:

@@ -46,7 +46,7 @@ from tasks.verification import CheckerSpec, run_checker
 
 from . import edits, services
 from .job_kinds import SOLVE_JOB
-from .models import BenchmarkCandidate
+from .models import BenchmarkCandidate, SavedSolve
 
 FOLDER = "solve-workspaces"
 MAX_FILES = 200
@@ -386,7 +386,13 @@ def save_solution(candidate, *, user, base_revision: TaskRevision, reason: str =
     parts += [("solution", p, None) for p in sorted(existing - wanted)]
     score = run.result["score"]
     message = f"review: reference solution from an in-browser solve ({len(wanted)} files, scored {score:.2f})"
-    return save_parts(candidate, user=user, parts=parts, base_revision=base_revision, reason=reason, message=message)
+    with transaction.atomic():
+        result = save_parts(
+            candidate, user=user, parts=parts, base_revision=base_revision, reason=reason, message=message
+        )
+        # So the proof of solvability names the reviewer's solve, not a solution of unknown origin.
+        SavedSolve.objects.create(candidate=candidate, reviewer=user, revision=result.revision, run=run, score=score)
+    return result
 
 
 # --- several parts as one revision -----------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from llm.models import ModelEndpoint
 from review import edits, services, solving
 from review.job_kinds import DIAGNOSE_JOB, SOLVE_JOB
 from review.models import BenchmarkCandidate, ReviewDecision
+from review.solvability import SOLUTION, SOLVE, proof_for
 from review.tests.helpers import HTMX, add_diagnosis, sanity, text, url
 from review.tests.test_solvability import rollout_of
 from review.views.candidate_parts import Unit
@@ -80,7 +81,7 @@ def post(client, name, candidate, data=None, htmx=True):
 # --- the workspace ---------------------------------------------------------------------------------------------
 
 
-def test_open_edit_run_see_checks_and_save_as_the_solution(reviewer_client, claimed, reviewer, bwrap):
+def test_open_edit_run_see_checks_and_save_as_the_solution(reviewer_client, api_as, claimed, reviewer, bwrap):
     candidate = claimed
     page = text(reviewer_client.get(url("candidate", candidate)))
     assert 'data-testid="solve-open"' in page and 'id="solve-editor"' in page
@@ -128,6 +129,27 @@ def test_open_edit_run_see_checks_and_save_as_the_solution(reviewer_client, clai
     assert {path: bytes(data) for path, data in solution.items()} == {"report.md": b"total 1"}
     assert candidate.decisions.filter(decision=ReviewDecision.Decision.FIX, revision=revision).exists()
     assert JobRun.objects.filter(kind="tasks.sanity_check", params__revision_id=revision.pk).count() == 1
+
+    # Its sanity check re-runs the solution on r2: the proof is the reviewer's solve, named as such.
+    sanity(revision)
+    shown = api_as(reviewer).get(f"/api/candidates/{candidate.pk}/").json()["solvability"]
+    assert (shown["kind"], shown["reviewer"], shown["saved_as"]) == (SOLVE, reviewer.username, 2)
+    panel = text(reviewer_client.get(url("candidate_part", candidate, "accept"), **HTMX))
+    assert f"{reviewer.username}&#x27;s in-browser solve, saved as the reference solution in r2, scored 1" in panel
+    # A later revision keeping that solution is still proven by the solve; one with another solution is not.
+    edits.save_edit(candidate, user=reviewer, field="instruction", content="Other.", base_revision=revision)
+    sanity(current(candidate))
+    assert (proof_for(current(candidate)).kind, proof_for(current(candidate)).saved_as) == (SOLVE, 2)
+    edits.save_edit(
+        candidate,
+        user=reviewer,
+        field="solution",
+        path="report.md",
+        content="total: 1",
+        base_revision=current(candidate),
+    )
+    sanity(current(candidate))
+    assert proof_for(current(candidate)).kind == SOLUTION
 
 
 def test_a_workspace_can_start_from_the_solution_and_deleting_an_input_cannot_be_saved(
