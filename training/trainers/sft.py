@@ -4,7 +4,8 @@ CONFIG.json is the run's stored config plus where things are (base_model_path, d
 JSON lines, eval_dataset_path: the validation split's, when the dataset has one, output_dir, resume_from_checkpoint,
 cpu). Loss only on the model's own tokens (assistant_only_loss: TRL's
 training chat template with {% generation %} markers), packing, LoRA via peft or full fine-tuning, YaRN rope scaling
-when asked. A dataset that keeps no assistant token once cut to max_length is refused before the first step: every
+when asked. On CPU the loss is taken from the LM head run on the labelled tokens only (head_on_labelled_tokens).
+A dataset that keeps no assistant token once cut to max_length is refused before the first step: every
 step would train on nothing (loss and grad_norm 0) and the run would look like a success. Events go to stdout as JSON
 lines, from the main process only:
 
@@ -19,12 +20,14 @@ lines, from the main process only:
     {"event": "finished", "step"}
 """
 
+import functools
 import json
 import math
 import os
 import sys
 import threading
 import time
+import types
 
 
 def emit(event: str, **fields) -> None:
@@ -85,6 +88,96 @@ def load_model(config: dict):
         model_config.max_position_embeddings = int(original * float(yarn["factor"]))
     dtype = torch.bfloat16 if config["bf16"] and not config.get("cpu") else torch.float32
     return AutoModelForCausalLM.from_pretrained(path, config=model_config, dtype=dtype, local_files_only=True)
+
+
+def sft_trainer(config: dict, train_dataset, eval_dataset=None, callbacks=()):
+    """TRL's SFTTrainer as a run trains (main, and bench/train_speed_bench.py, which times it)."""
+    from transformers import AutoTokenizer
+    from trl import SFTTrainer
+
+    trainer = SFTTrainer(
+        model=load_model(config),
+        args=sft_config(config),
+        train_dataset=train_dataset,
+        eval_dataset=eval_dataset,
+        processing_class=AutoTokenizer.from_pretrained(config["base_model_path"], local_files_only=True),
+        peft_config=peft_config(config),
+        callbacks=list(callbacks),
+    )
+    if config.get("cpu"):
+        head_on_labelled_tokens(
+            trainer.model.get_base_model() if hasattr(trainer.model, "get_base_model") else trainer.model
+        )
+    return trainer
+
+
+# Configurations whose logits TRL's head scales, caps or extends (MoE router losses): its own head keeps them.
+_HEAD_EXTRAS = ("final_logit_softcapping", "logit_scale", "output_multiplier", "lm_head_multiplier", "logits_scaling")
+
+
+def head_on_labelled_tokens(model) -> bool:
+    """Score only the labelled tokens through the LM head, on a device without Triton (CPU).
+
+    SFTTrainer's loss forward (`fused_lm_head=True`, trl.trainer.utils.add_fused_lm_head) takes the log-probabilities,
+    the entropy and the top-1 hit from the LM head in vocabulary tiles. On CUDA a Triton kernel folds the tiles and
+    only labelled positions are projected; without Triton every position is projected and each tile is folded by a
+    dozen whole-tile torch operations, and the backward projects every position again. Profiled on CPU with
+    SmolLM2-135M (bench/train_speed_bench.py) that head took about a fifth of a step, three times what the bare
+    loop's head and cross-entropy take. Here the backbone runs as in TRL's forward, the head projects the labelled
+    positions only (a quarter of a packed row of agent conversations), and the same fields come back: the loss and
+    its gradients are TRL's (the log-softmax at each label, summed over the batch's labelled tokens; positions without
+    a label contribute nothing either way), and the entropy and top-1 hit feeding `entropy` and
+    `mean_token_accuracy` are computed on the same logits without gradient. The logits of the labelled rows are
+    held at once, as a plain forward holds every row's. Returns whether the head was replaced (TRL's is kept for
+    logits it scales or caps and for MoE router losses)."""
+    import torch
+    from trl.trainer.utils import FusedCausalLMOutput
+
+    text_config = model.config.get_text_config()
+    if any(getattr(text_config, key, None) is not None for key in _HEAD_EXTRAS):
+        return False
+    if getattr(text_config, "output_router_logits", False):
+        return False
+    trl_forward = model.forward  # TRL's: its fused head, or the model's own forward without fused_lm_head
+
+    @functools.wraps(type(model).forward)  # the model's signature, as TRL keeps it (Trainer and generate read it)
+    def forward(self, *args, fused_lm_head=False, labels=None, shift_labels=None, num_items_in_batch=None, **kwargs):
+        if not fused_lm_head or labels is None or shift_labels is not None:
+            return trl_forward(
+                *args,
+                fused_lm_head=fused_lm_head,
+                labels=labels,
+                shift_labels=shift_labels,
+                num_items_in_batch=num_items_in_batch,
+                **kwargs,
+            )
+        kwargs["use_cache"] = False
+        hidden = self.base_model(*args, **kwargs).last_hidden_state[:, :-1]
+        labels = labels[:, 1:]
+        mask = labels != -100
+        targets = labels[mask]
+        logits = self.get_output_embeddings()(hidden[mask]).float()
+        log_softmax = torch.log_softmax(logits, dim=-1)
+        picked = log_softmax.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        with torch.no_grad():
+            entropy = -(log_softmax.exp() * log_softmax).sum(-1)
+            is_top1 = logits.argmax(-1) == targets  # the first maximum, as TRL counts a tie
+
+        def per_position(values):
+            return values.new_zeros(mask.shape).masked_scatter(mask, values)
+
+        log_probs = per_position(picked)
+        loss = -log_probs.sum() / (mask.sum().clamp(min=1) if num_items_in_batch is None else num_items_in_batch)
+        return FusedCausalLMOutput(
+            loss=loss,
+            log_probs=log_probs,
+            entropy=per_position(entropy),
+            is_top1=per_position(is_top1),
+            label_mask=mask,
+        )
+
+    model.forward = types.MethodType(forward, model)
+    return True
 
 
 def peft_config(config: dict):
@@ -229,22 +322,12 @@ def main(argv: list[str]) -> int:
     with open(argv[0]) as fh:
         config = json.load(fh)
     watch_parent()
-    from transformers import AutoTokenizer, set_seed
-    from trl import SFTTrainer
+    from transformers import set_seed
 
     set_seed(config["seed"])
-    tokenizer = AutoTokenizer.from_pretrained(config["base_model_path"], local_files_only=True)
     samples = load_samples(config["dataset_path"])
     validation = load_samples(config["eval_dataset_path"]) if config.get("eval_dataset_path") else None
-    trainer = SFTTrainer(
-        model=load_model(config),
-        args=sft_config(config),
-        train_dataset=samples,
-        eval_dataset=validation,
-        processing_class=tokenizer,
-        peft_config=peft_config(config),
-        callbacks=[event_callback()],
-    )
+    trainer = sft_trainer(config, samples, validation, callbacks=[event_callback()])
     trainable = trainable_tokens(trainer.train_dataset)
     emit("dataset", samples=len(samples), sequences=len(trainer.train_dataset), trainable_tokens=trainable)
     if trainable == 0:
