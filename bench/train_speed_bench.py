@@ -6,11 +6,13 @@
 
 Both sides train the same model from the same weights on the same batches, in this process, one after the other:
 
-- ClawGym: the SFT trainer as a training run starts it (training.trainers.sft: load_model, load_samples,
-  sft_config; TRL's SFTTrainer with packing and the loss on assistant tokens only), for warmup + steps optimizer steps,
-  timed per step by a callback.
-- bare: the batches that trainer's dataloader yields (the same packed rows, their labels masked the same way), and per
-  batch a forward, the loss on the labelled tokens, a backward and an AdamW step: nothing else.
+- ClawGym: the SFT trainer as a training run builds it (training.trainers.sft.sft_trainer: TRL's SFTTrainer with
+  packing, the loss on assistant tokens only and, on CPU, ClawGym's LM head on the labelled tokens), for warmup + steps
+  optimizer steps, timed per step by a callback.
+- bare: the batches that trainer's dataloader yields (the same packed rows, their labels masked the same way, passed
+  whole to the model as the trainer passes them), and per batch a forward, the loss on the labelled tokens, a
+  backward, the gradient-norm clipping the trainer does (its max_grad_norm) and the trainer's AdamW (fused when its
+  optim is adamw_torch_fused): nothing else.
 
 The steps after the warm-up count. Tokens are the batches' tokens (packed rows hold no padding), the same for both.
 `--model tiny` builds the tests' tiny Qwen3 (training.tiny_model) in a temporary folder; a PATH names a model folder
@@ -126,28 +128,22 @@ def model_folder(model: str, work: Path) -> str:
 
 
 def clawgym_side(config: dict):
-    """(the trainer's step times, the batches its dataloader yields, in order)."""
-    from transformers import AutoTokenizer, set_seed
-    from trl import SFTTrainer
+    """(the trainer's step times, the batches its dataloader yields in order, the trainer's TrainingArguments)."""
+    from transformers import set_seed
 
-    from training.trainers.sft import load_model, load_samples, sft_config
+    from training.trainers.sft import load_samples, sft_trainer
 
     set_seed(config["seed"])
     clock = step_clock()
-    trainer = SFTTrainer(
-        model=load_model(config),
-        args=sft_config(config),
-        train_dataset=load_samples(config["dataset_path"]),
-        processing_class=AutoTokenizer.from_pretrained(config["base_model_path"], local_files_only=True),
-        callbacks=[clock],
-    )
+    trainer = sft_trainer(config, load_samples(config["dataset_path"]), callbacks=[clock])
     batches = list(islice(trainer.get_train_dataloader(), config["max_steps"]))
     trainer.train()
-    return clock.times, batches
+    return clock.times, batches, trainer.args
 
 
-def bare_side(config: dict, batches: list) -> list[float]:
-    """Step times of forward, masked loss, backward and AdamW over `batches`, from the same weights."""
+def bare_side(config: dict, batches: list, trainer_args) -> list[float]:
+    """Step times of forward, masked loss, backward, clipping and AdamW over `batches`, from the same weights, with
+    the trainer's optimizer settings (`trainer_args`: its TrainingArguments)."""
     import torch
     from transformers import set_seed
 
@@ -156,15 +152,21 @@ def bare_side(config: dict, batches: list) -> list[float]:
     set_seed(config["seed"])
     model = load_model(config)
     model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config["learning_rate"], weight_decay=0.0)
+    optimizer = torch.optim.AdamW(
+        model.parameters(),
+        lr=trainer_args.learning_rate,
+        betas=(trainer_args.adam_beta1, trainer_args.adam_beta2),
+        eps=trainer_args.adam_epsilon,
+        weight_decay=trainer_args.weight_decay,
+        fused=trainer_args.optim == "adamw_torch_fused" or None,
+    )
     times = []
     for batch in batches:
         started = time.perf_counter()
-        inputs = {key: value for key, value in batch.items() if key in ("input_ids", "position_ids", "labels")}
-        if "attention_mask" in batch and "position_ids" not in batch:
-            inputs["attention_mask"] = batch["attention_mask"]
-        loss = model(**inputs).loss
+        loss = model(**batch).loss
         loss.backward()
+        if trainer_args.max_grad_norm and trainer_args.max_grad_norm > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), trainer_args.max_grad_norm)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         times.append(time.perf_counter() - started)
@@ -189,8 +191,8 @@ def main(argv=None) -> int:
         dataset = work / "samples.jsonl"
         dataset.write_text("".join(json.dumps(sample(n)) + "\n" for n in range(args.samples)))
         config = trainer_config(args, model_path, str(dataset), str(work / "out"))
-        clawgym_times, batches = clawgym_side(config)
-        bare_times = bare_side(config, batches)
+        clawgym_times, batches, trainer_args = clawgym_side(config)
+        bare_times = bare_side(config, batches, trainer_args)
 
     timed = slice(args.warmup, None)
     tokens = [batch_tokens(b) for b in batches][timed]
