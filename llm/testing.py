@@ -63,6 +63,9 @@ class Reply(WireReply):
     chunk_delay: float = 0.0  # seconds between streamed chunks
     gate: bool = False  # hold the last chunk until release()
     delay: float = 0.0  # seconds before the answer starts (a slow model, or one that times out)
+    # With until_in_flight=N the answer starts as soon as N requests are in flight at once, `delay` at the latest: a
+    # test of a concurrency bound then sees the bound reached whatever the machine's load, not by the luck of timing.
+    until_in_flight: int = 0
     padding: int = 0  # bytes of filler added to the text as it is sent (at PAD in content, else at its end)
     declare_length: bool = False  # a padded whole answer declares its Content-Length (else it is sent chunked)
 
@@ -173,7 +176,11 @@ class ScriptedUpstream:
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
-            if reply.delay:
+            if reply.until_in_flight:
+                deadline = asyncio.get_running_loop().time() + reply.delay
+                while self.in_flight < reply.until_in_flight and asyncio.get_running_loop().time() < deadline:
+                    await asyncio.sleep(0.01)
+            elif reply.delay:
                 await asyncio.sleep(reply.delay)
             async with _watching(receive, received, bool(reply.padding)):
                 await self._answer(send, path, reply, received)
