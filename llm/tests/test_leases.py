@@ -79,9 +79,9 @@ for n in range(3):
 @pytest.mark.workers
 def test_the_bound_holds_across_processes(transactional_db, scripted_upstream):
     """4 processes make 3 slow calls each against an endpoint allowing 2 at once: never more than 2 in flight."""
-    # Each answer waits for a second call in flight (5 s at most, under the client's 10 s timeout), so the bound is
-    # reached however the processes' starts are spread by the machine's load, and a third call would be seen.
-    scripted_upstream.default = Reply.text("slow", delay=5, until_in_flight=2)
+    # Each answer waits 5 s (under the client's 10 s timeout) unless a call past the bound comes, so the two slots are
+    # held together however the machine's load spreads the processes' starts, and a third call in flight is seen.
+    scripted_upstream.default = Reply.text("slow", delay=5, until_in_flight=3)
     ModelEndpoint.objects.create(
         name="bounded", base_url=scripted_upstream.base_url, model="m", max_concurrent=2, timeout_seconds=10
     )
