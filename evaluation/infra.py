@@ -122,19 +122,24 @@ def upstream_failure(session_id: int | None, relay_failures: list[str]) -> str:
 def answer_failure(session_id: int | None) -> str:
     """Why an agent that ran out of time did so waiting on its model's server, or "" when no call of its session says
     so: the proxy recorded an answer the upstream did not deliver (llm.failures.ANSWER_FAILURES)."""
+    return _calls_failure(
+        session_id,
+        reduce(or_, (Q(error__startswith=prefix) for prefix in ANSWER_FAILURES)),
+        "the model's server failed, not the model: the proxy recorded {count} answer{s} it did not deliver",
+    )
+
+
+def _calls_failure(session_id: int | None, which: Q, summary: str) -> str:
+    """`summary` ({count} and {s} filled in for the session's calls that match `which`) and the last one's error, or ""
+    when none matches."""
     if not session_id:
         return ""
-    failed = ModelCall.objects.filter(session_id=session_id).filter(
-        reduce(or_, (Q(error__startswith=prefix) for prefix in ANSWER_FAILURES))
-    )
-    last = failed.only("error").order_by("-created_at", "-id").first()
+    calls = ModelCall.objects.filter(session_id=session_id).filter(which)
+    last = calls.only("error").order_by("-created_at", "-id").first()
     if last is None:
         return ""
-    count = failed.count()
-    return (
-        f"the model's server failed, not the model: the proxy recorded {count} answer{'s' if count != 1 else ''} "
-        f"it did not deliver, the last: {last.error}"[:1500]
-    )
+    count = calls.count()
+    return f"{summary.format(count=count, s='s' if count != 1 else '')}, the last: {last.error}"[:1500]
 
 
 # How long the end of a rollout waits for the proxy to settle the calls its agent left in flight (a call whose caller
@@ -160,14 +165,9 @@ def unrecorded_answers(session_id: int | None) -> str:
     (withheld from the agent, unrecorded or still pending after settle_calls), or "" when every answer is recorded.
     The agent may have seen part of such an answer (a stream's chunks before its end) that no record holds, so its
     workspace is never scored as the model's: retried, never a 0."""
-    if not session_id:
-        return ""
-    missing = ModelCall.objects.filter(session_id=session_id).exclude(answer_state=ModelCall.AnswerState.RECORDED)
-    last = missing.only("error").order_by("-created_at", "-id").first()
-    if last is None:
-        return ""
-    count = missing.count()
-    return (
-        f"the recording proxy could not record the answer of {count} model call{'s' if count != 1 else ''} of this "
-        f"rollout (the agent may have seen part of it), the last: {last.error}"[:1500]
+    return _calls_failure(
+        session_id,
+        ~Q(answer_state=ModelCall.AnswerState.RECORDED),
+        "the recording proxy could not record the answer of {count} model call{s} of this rollout (the agent may have "
+        "seen part of it)",
     )
