@@ -22,16 +22,12 @@ from pathlib import Path
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 from learning_protocol import HELDOUT, LEXICAL, SPLITS, UNSEEN, kind_of, spread  # noqa: E402
+from manage_runner import BenchError, run_manage  # noqa: E402
 
 from demo.plans import expert_plan, instruction_of  # noqa: E402  (the scripted expert's plans)
 
-MANAGE = [sys.executable, str(BASE_DIR / "manage.py")]
 EXPERT = "curriculum-expert"
 SPLIT_NAMES = {HELDOUT: "held-out", UNSEEN: "unseen kind", LEXICAL: "lexical held-out"}  # in the runs' names
-
-
-class BenchError(RuntimeError):
-    pass
 
 
 def log(text: str) -> None:
@@ -41,24 +37,12 @@ def log(text: str) -> None:
 def manage(*args, timeout: float = 4 * 3600, timings: dict | None = None, label: str = "") -> dict | list:
     """Run a management command as a user would; its last stdout line parsed as JSON."""
     started = time.monotonic()
-    command = [*MANAGE, *map(str, args)]
-    log("$ manage.py " + " ".join(map(str, args))[:300])
-    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=BASE_DIR)
-    if timings is not None:
-        key = label or str(args[0])
-        timings[key] = round(timings.get(key, 0.0) + time.monotonic() - started, 1)
-    if result.returncode != 0:
-        raise BenchError(
-            f"manage.py {' '.join(map(str, args))[:200]} exited {result.returncode}:\n"
-            f"{result.stderr[-3000:]}\n{result.stdout[-1000:]}"
-        )
-    lines = [line for line in result.stdout.strip().splitlines() if line.strip()]
-    if not lines:
-        return {}
     try:
-        return json.loads(lines[-1])
-    except ValueError:
-        return {"text": result.stdout}
+        return run_manage(args, timeout=timeout, log=log)
+    finally:
+        if timings is not None:
+            key = label or str(args[0])
+            timings[key] = round(timings.get(key, 0.0) + time.monotonic() - started, 1)
 
 
 def speed_bench(script: str, model_path: str, *options, timings: dict) -> dict:

@@ -52,19 +52,15 @@ from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
+from manage_runner import MANAGE, BenchError, run_manage  # noqa: E402  (bench/ helper)
 from netutil import free_port, start_app, wait_for_port  # noqa: E402  (bench/ helper)
 
 from demo.plans import expert_plan, instruction_of  # noqa: E402  (the scripted agent's plans)
 
-MANAGE = [sys.executable, str(BASE_DIR / "manage.py")]
 AGENT = "study-bench-agent"
 BENCHMARK = "study-bench"
 MODELS = {"tiny": None, "smollm2": "smollm2-135m-instruct"}  # bench name -> converter (tiny: built here)
 QUALITIES = ("whole", "sloppy", "lazy")
-
-
-class BenchError(RuntimeError):
-    pass
 
 
 def log(text: str) -> None:
@@ -73,18 +69,7 @@ def log(text: str) -> None:
 
 def manage(*args, timeout: float = 3600) -> dict | list:
     """Run a management command as a user would; its last stdout line parsed as JSON ({} without one)."""
-    log("$ manage.py " + " ".join(map(str, args))[:300])
-    result = subprocess.run([*MANAGE, *map(str, args)], capture_output=True, text=True, timeout=timeout, cwd=BASE_DIR)
-    if result.returncode != 0:
-        raise BenchError(
-            f"manage.py {' '.join(map(str, args))[:200]} exited {result.returncode}:\n"
-            f"{result.stderr[-3000:]}\n{result.stdout[-1000:]}"
-        )
-    lines = [line for line in result.stdout.strip().splitlines() if line.strip()]
-    try:
-        return json.loads(lines[-1]) if lines else {}
-    except ValueError:
-        return {}
+    return run_manage(args, timeout=timeout, log=log)
 
 
 # --- the scripted agent of mixed quality ------------------------------------------------------------------------
