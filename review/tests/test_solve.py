@@ -334,6 +334,31 @@ def diagnosis_endpoint(db):
     )
 
 
+@pytest.fixture
+def diagnosed(claimed):
+    """The claimed candidate with a diagnosis of its current revision: a change of its checker calls for another."""
+    add_diagnosis(claimed, [])
+    return claimed
+
+
+@pytest.fixture
+def edit_checker(diagnosed, reviewer, django_capture_on_commit_callbacks):
+    """Save the reviewer's edit of the diagnosed candidate's check.py, running the jobs it queues on commit."""
+
+    def edit():
+        with django_capture_on_commit_callbacks(execute=True):
+            return edits.save_edit(
+                diagnosed,
+                user=reviewer,
+                field="reward",
+                path="check.py",
+                content=CHECK + "\n",
+                base_revision=current(diagnosed),
+            )
+
+    return edit
+
+
 def test_reviewers_diagnose_again_and_hear_why_not_without_an_endpoint(reviewer_client, viewer_client, candidate):
     add_diagnosis(candidate, [])
     page = text(reviewer_client.get(url("candidate", candidate)))
@@ -368,25 +393,15 @@ def test_the_api_diagnoses_again_as_the_page_does(api_as, reviewer, viewer, admi
 
 
 def test_a_checker_change_starts_a_diagnosis_and_other_changes_do_not(
-    reviewer_client, claimed, reviewer, diagnosis_endpoint, django_capture_on_commit_callbacks
+    reviewer_client, diagnosed, reviewer, edit_checker, diagnosis_endpoint, django_capture_on_commit_callbacks
 ):
-    candidate = claimed
-    add_diagnosis(candidate, [])
     with django_capture_on_commit_callbacks(execute=True):
         edits.save_edit(
-            candidate, user=reviewer, field="instruction", content="Other.", base_revision=current(candidate)
+            diagnosed, user=reviewer, field="instruction", content="Other.", base_revision=current(diagnosed)
         )
     assert not JobRun.objects.filter(kind=DIAGNOSE_JOB).exists()
-    with django_capture_on_commit_callbacks(execute=True):
-        edits.save_edit(
-            candidate,
-            user=reviewer,
-            field="reward",
-            path="check.py",
-            content=CHECK + "\n",
-            base_revision=current(candidate),
-        )
-    assert JobRun.objects.get(kind=DIAGNOSE_JOB).params == {"candidate_id": candidate.pk}
+    edit_checker()
+    assert JobRun.objects.get(kind=DIAGNOSE_JOB).params == {"candidate_id": diagnosed.pk}
 
 
 def test_a_checker_changed_outside_the_review_is_sanity_checked_and_diagnosed_again(
@@ -422,39 +437,16 @@ def test_a_checker_changed_outside_the_review_is_sanity_checked_and_diagnosed_ag
     assert not JobRun.objects.exists()
 
 
-def test_a_review_edit_of_the_checker_queues_one_sanity_check(
-    claimed, reviewer, diagnosis_endpoint, django_capture_on_commit_callbacks
-):
-    add_diagnosis(claimed, [])
-    with django_capture_on_commit_callbacks(execute=True):
-        saved = edits.save_edit(
-            claimed,
-            user=reviewer,
-            field="reward",
-            path="check.py",
-            content=CHECK + "\n",
-            base_revision=current(claimed),
-        )
+def test_a_review_edit_of_the_checker_queues_one_sanity_check(edit_checker, diagnosis_endpoint):
+    saved = edit_checker()
     assert list(JobRun.objects.filter(kind=SANITY_JOB)) == [saved.sanity_run]
     assert JobRun.objects.filter(kind=DIAGNOSE_JOB).count() == 1
 
 
-def test_a_checker_change_without_an_endpoint_says_so(
-    reviewer_client, claimed, reviewer, django_capture_on_commit_callbacks
-):
-    candidate = claimed
-    add_diagnosis(candidate, [])
-    with django_capture_on_commit_callbacks(execute=True):
-        edits.save_edit(
-            candidate,
-            user=reviewer,
-            field="reward",
-            path="check.py",
-            content=CHECK + "\n",
-            base_revision=current(candidate),
-        )
+def test_a_checker_change_without_an_endpoint_says_so(reviewer_client, diagnosed, edit_checker):
+    edit_checker()
     assert not JobRun.objects.filter(kind=DIAGNOSE_JOB).exists()
-    page = text(reviewer_client.get(url("candidate", candidate)))
+    page = text(reviewer_client.get(url("candidate", diagnosed)))
     assert "The checker changed since r1 was diagnosed, but it cannot be diagnosed again" in page
 
 
