@@ -277,7 +277,9 @@ GENERATORS = {name: globals()[name] for name in SHAPES}
 def generate(root: Path, count: int, seed: int) -> dict[str, tuple[str, str]]:
     """Write `count` task folders under `root`; returns {task id: (shape, category)}."""
     rng = random.Random(seed)
-    shapes = [name for name, weight in SHAPES.items() for _ in range(weight)]
+    # Round by round, each shape as many rounds as its weight: the first len(SHAPES) tasks hold one of every shape,
+    # so a smoke run of a few tasks sees them all; any multiple of the cycle (20) holds them in their weights.
+    shapes = [name for round_ in range(max(SHAPES.values())) for name, weight in SHAPES.items() if weight > round_]
     made = {}
     for n in range(count):
         shape = shapes[n % len(shapes)]

@@ -1,4 +1,5 @@
-"""bench/sanity_clawgym_shape.py runs end to end at a tiny size (one task of each shape) and ends with its JSON report.
+"""bench/sanity_clawgym_shape.py runs end to end at a tiny size (a task of every shape, in every category) and ends
+with its JSON report.
 
 The figures themselves are the bench's to report; here only what every run must show: each shape is found for what
 it is (the strict ones pay a lazy agent nothing, the lenient ones something, the fragile one crashes, the ones that
@@ -17,7 +18,8 @@ import pytest
 from sandbox.testing import require_bwrap
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-SHAPE_COUNT = 20  # the weights of bench/sanity_clawgym_shape.py SHAPES: one cycle holds every shape
+# One task in each of the 11 categories; the bench deals the shapes round by round, so its first 8 hold every shape.
+TASK_COUNT = 11
 
 
 def test_sanity_clawgym_shape_bench_smoke():
@@ -26,7 +28,7 @@ def test_sanity_clawgym_shape_bench_smoke():
     # test database, and dropping it at the end would pull it from under the other tests.
     env = {name: value for name, value in os.environ.items() if name != "DATABASE_URL"}
     done = subprocess.run(
-        [sys.executable, "bench/sanity_clawgym_shape.py", "--tasks", str(SHAPE_COUNT), "--workers", "2"],
+        [sys.executable, "bench/sanity_clawgym_shape.py", "--tasks", str(TASK_COUNT), "--workers", "2"],
         cwd=BASE_DIR,
         env=env,
         capture_output=True,
@@ -35,10 +37,10 @@ def test_sanity_clawgym_shape_bench_smoke():
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
-    assert report["tasks"] == report["imported"] == SHAPE_COUNT and report["categories"] == 11
+    assert report["tasks"] == report["imported"] == TASK_COUNT and report["categories"] == 11
     assert report["errors"] == [] and report["import_failed"] == []
     # The three base workspaces of every task, and the lazy moves whose workspace differs from those before it.
-    assert report["runs_without_subscores"] == 0 and 3 * SHAPE_COUNT < report["checker_runs"] <= 10 * SHAPE_COUNT
+    assert report["runs_without_subscores"] == 0 and 3 * TASK_COUNT < report["checker_runs"] <= 10 * TASK_COUNT
     shapes = report["by_shape"]
     assert shapes["strict"]["over_lenient"] == 0 and shapes["strict"]["lazy_mean"] == 0
     assert shapes["runs_script_strict"]["lazy_mean"] == 0
@@ -52,7 +54,7 @@ def test_sanity_clawgym_shape_bench_smoke():
     assert distribution["gt_0"] >= distribution["gt_0.1"] >= distribution["gt_0.2"] >= distribution["gt_0.5"] > 0
     assert report["seconds"] > 0 and report["database"] == "sqlite"
     # Two bare baselines, every run one after another and each task's runs side by side, both finding the same.
-    assert report["bare_same_findings"] == SHAPE_COUNT
+    assert report["bare_same_findings"] == TASK_COUNT
     for name in ("sequential", "side_by_side"):
         # Within the rounding of the figures it is taken from (two decimals each).
         ratio = report["seconds"] / report[f"bare_{name}_seconds"]
