@@ -37,7 +37,15 @@ def test_a_threshold_cell_trains_is_served_and_evaluated(live_server_asgi, setti
     BaseModel.objects.create(name="tiny", path=str(tiny_model(tmp_path / "tiny-qwen3")))
     study = create_study(
         kind="reward_threshold",
-        params={"values": "0.5", "eval_runs": [corpus.run.pk], "base_model": "tiny", "benchmark_version": version.pk},
+        params={
+            "values": "0.5",
+            "eval_runs": [corpus.run.pk],
+            "base_model": "tiny",
+            "benchmark_version": version.pk,
+            # One checkpoint, so one server started: that the job serves every checkpoint of a run is
+            # training_jobs/tests/test_serving.py's test_evaluate_checkpoints_serves_each_and_the_base_and_charts_them.
+            "overrides": {"save_steps": 2},
+        },
         user=None,
     )
     advance_study(study.pk)  # the dataset
@@ -45,6 +53,7 @@ def test_a_threshold_cell_trains_is_served_and_evaluated(live_server_asgi, setti
     cell = study.cells.get()
     run = cell.training_run
     assert run.dataset_id == cell.dataset_id and run.cpu and run.preset == "tiny-cpu"
+    assert (run.config["max_steps"], run.config["save_steps"]) == (2, 2)  # the study's overrides reach its run
 
     execute_training(run.pk)  # what its gpu job does
     run.refresh_from_db()
@@ -60,8 +69,9 @@ def test_a_threshold_cell_trains_is_served_and_evaluated(live_server_asgi, setti
     try:
         assert execute(job.pk) == JobRun.Status.SUCCEEDED, JobRun.objects.get(pk=job.pk).error  # served, run started
         cell.refresh_from_db()
-        # Every checkpoint of the run is evaluated (the job's way); the cell's is the last one's.
-        last = run.checkpoints.order_by("-step").first()
+        # The run's one checkpoint (its last step's) is evaluated, the job's way; it is the cell's.
+        last = run.checkpoints.get()
+        assert last.step == 2
         assert CheckpointEvaluation.objects.filter(checkpoint__run=run).count() == run.checkpoints.count()
         evaluation = CheckpointEvaluation.objects.get(checkpoint=last).eval_run
         assert evaluation.endpoint.name == f"ckpt-{run.pk}-{last.step}"
