@@ -47,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from html import escape
 from pathlib import Path
 
@@ -121,14 +122,13 @@ def start_agent(plans: dict[str, tuple[str, list]]):
 # --- the steps ---------------------------------------------------------------------------------------------------
 
 
-def register_model(model: str, work: Path) -> str:
-    """The base model registered; its name."""
+def register_model(model: str, tiny: dict | None) -> str:
+    """The base model registered (tiny: the `tiny_model --json` report of the one built); its name."""
     converter = MODELS[model]
     if converter is not None:
         manage("base_models", "add", converter)
         return converter
-    built = manage("tiny_model", work / "tiny-qwen3", "--json")
-    manage("base_models", "add", "tiny", "--path", built["path"])
+    manage("base_models", "add", "tiny", "--path", tiny["path"])
     return "tiny"
 
 
@@ -394,19 +394,24 @@ def main(argv=None) -> int:
         from studies.services import chart
 
         get_harness("builtin").check_available()
-        manage("migrate", "--verbosity", "0")
-        manage("ensure_admin", "--json")
-        base_model = register_model(args.model, workdir)
         folder = workdir / "curriculum"
         sizes = ["--seed", args.seed, "--sizes", args.sizes]
-        manage("curriculum", "build", "--out", folder, *sizes, "--json")
-        imported = manage("curriculum", "import", *sizes, "--benchmark", BENCHMARK, "--json")
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            # Neither needs the database: the tiny model and the task folders are made while it is migrated.
+            tiny = pool.submit(manage, "tiny_model", workdir / "tiny-qwen3", "--json") if args.model == "tiny" else None
+            built = pool.submit(manage, "curriculum", "build", "--out", folder, *sizes, "--json")
+            manage("migrate", "--verbosity", "0")
+            manage("ensure_admin", "--json")
+            imported = manage("curriculum", "import", *sizes, "--benchmark", BENCHMARK, "--json")
+            base_model = register_model(args.model, tiny and tiny.result())
+            built.result()
         heldout = imported["benchmarks"]["heldout"]["name"]
 
         manage("schedule_periodic")  # as scripts/run.sh: the periodic jobs' schedules, then the cluster
-        app = start_app(app_port, {**os.environ}, BASE_DIR)
-        wait_for_port(app_port, app)
+        # The cluster and the app start side by side: the cluster's ping job needs no web app.
         worker = WorkerProcess("django-q", [*MANAGE, "qcluster"], {**os.environ}).start()
+        app = start_app(app_port, {**os.environ}, BASE_DIR)
+        wait_for_port(app_port, app, timeout=120)
         worker.wait_ready("django_q")
 
         data = trajectories(folder, imported["tasks"]["train"], args.max_turns)
