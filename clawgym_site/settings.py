@@ -747,6 +747,20 @@ declare(
     read_by="sandbox, scripts/build-runtime.sh",
 )
 declare(
+    "CLAWGYM_RUNTIME_CACHE",
+    "/var/cache/clawgym/runtime",
+    "The machine's cache for sandbox runtimes: downloaded packages (packages/) and a copy of each runtime built, which "
+    "another checkout on the same machine takes in seconds (hard links) instead of building it.",
+    read_by="scripts/build-runtime.sh, scripts/images/lib.sh",
+)
+declare(
+    "CLAWGYM_HARNESS_CACHE",
+    "/var/cache/clawgym/harness",
+    "The machine's copy of each OpenClaw harness installed, which another checkout on the same machine takes in "
+    "seconds (hard links) instead of installing it from npm.",
+    read_by="scripts/install-harness.sh",
+)
+declare(
     "CLAWGYM_CGROUP_PARENT",
     "clawgym",
     "Parent of the per-run cgroups (cgroup v1: below each hierarchy; v2: a delegated subtree).",

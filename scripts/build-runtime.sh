@@ -7,7 +7,10 @@
 # The folder is a Debian root: debootstrap's variant from the manifest, then apt-get installs the listed packages
 # inside it. It is built under a temporary name and renamed when complete, so a half-built runtime is never used;
 # a lock keeps two builds of the same folder from racing. Needs root (debootstrap, chroot, mount) and the mirror.
-# Downloaded packages are kept in .runtime/cache/, so a rebuild (a changed manifest) fetches only what is new.
+# The machine keeps what a build made in CLAWGYM_RUNTIME_CACHE (default /var/cache/clawgym/runtime): the downloaded
+# packages, so a rebuild (a changed manifest) fetches only what is new, and a copy of each runtime built (hard
+# links where it can), so another checkout of the project on the same machine (a fresh clone, CI) has it in seconds
+# instead of building it again for minutes. A copy counts only with its stamp, written last, and is copied under a temporary name like a build.
 # CLAWGYM_RUNTIME_DIR: the folder holding runtimes (default .runtime in the project).
 # The folder is also the Docker backend's image: scripts/images/sandbox.sh imports it as clawgym/sandbox:<version>.
 set -euo pipefail
@@ -32,7 +35,8 @@ root_dir="${CLAWGYM_RUNTIME_DIR:-.runtime}"
 mkdir -p "$root_dir"
 root_dir="$(cd "$root_dir" && pwd)"
 target="$root_dir/$version"
-built() { [ -f "$target/etc/clawgym-runtime" ] && [ "$(head -n1 "$target/etc/clawgym-runtime")" = "$version" ]; }
+stamped() { [ -f "$1/etc/clawgym-runtime" ] && [ "$(head -n1 "$1/etc/clawgym-runtime")" = "$version" ]; }
+built() { stamped "$target"; }
 built && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -48,8 +52,16 @@ if ! command -v debootstrap >/dev/null 2>&1; then
 fi
 
 started=$(date +%s)
-cache="$root_dir/cache"
+machine_cache="${CLAWGYM_RUNTIME_CACHE:-/var/cache/clawgym/runtime}"
+cache="$machine_cache/packages"
 mkdir -p "$cache/debootstrap" "$cache/apt/partial"
+kept="$machine_cache/$version"
+# The package cache is the machine's: one build (or image build, scripts/images/lib.sh) uses it at a time.
+exec 7>"$cache/.lock"
+flock 7
+# Hard links where the cache and the folder share a filesystem (no file of a runtime is ever changed in place: the
+# sandbox shows it read-only), a plain copy where they do not.
+link_copy() { cp -al "$1" "$2" 2>/dev/null || { rm -rf --one-file-system "$2"; cp -a "$1" "$2"; }; }
 mounts=(proc var/cache/apt/archives)
 # A process that looks into the folder while it is built (a search over the project, say) keeps /proc busy for a
 # moment: a lazy unmount detaches the mount at once and lets go when that process does.
@@ -68,6 +80,15 @@ for stale in "$root_dir"/.build-*; do
 done
 build="$root_dir/.build-$version-$$"
 trap 'remove_build "$build"' EXIT
+
+if stamped "$kept"; then
+  link_copy "$kept" "$build"
+  stamped "$build" || { echo "the copy of $kept has no stamp" >&2; exit 1; }
+  rm -rf --one-file-system "$target"
+  mv "$build" "$target"
+  echo "sandbox runtime $version copied into $target from the machine's $kept ($(($(date +%s) - started)) s)" >&2
+  exit 0
+fi
 
 echo "building the sandbox runtime $version ($suite, ${#packages[@]} packages) into $target" >&2
 debootstrap --variant="$variant" --cache-dir="$cache/debootstrap" "$suite" "$build" "$mirror" >"$root_dir/.build.log" 2>&1 || {
@@ -107,3 +128,12 @@ printf '%s\n' "$version" >"$build/etc/clawgym-runtime"
 rm -rf --one-file-system "$target"
 mv "$build" "$target"
 echo "sandbox runtime $version ready in $target ($(du -sh "$target" | cut -f1), $(($(date +%s) - started)) s)" >&2
+# The machine's copy, for the next checkout: written under a temporary name, renamed when whole.
+if ! stamped "$kept"; then
+  copying="$machine_cache/.copy-$version-$$"
+  # -T: where another checkout's copy landed first, this one is dropped rather than moved inside it.
+  if ! { link_copy "$target" "$copying" && mv -T "$copying" "$kept" 2>/dev/null; }; then
+    rm -rf --one-file-system "$copying"
+    stamped "$kept" || echo "could not keep a copy in $machine_cache (the next checkout builds its own)" >&2
+  fi
+fi

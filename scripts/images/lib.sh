@@ -22,13 +22,13 @@ import_root() {
 }
 
 # debian_root FOLDER SUITE MIRROR PACKAGE...: debootstrap's minbase into FOLDER, then apt-get installs the packages;
-# package lists, caches, documentation and the host's resolver are left out. Downloads are kept in the sandbox
-# runtime's cache (.runtime/cache, shared with scripts/build-runtime.sh under its lock), so a rebuild fetches nothing
-# it has. Needs root.
+# package lists, caches, documentation and the host's resolver are left out. Downloads are kept in the machine's
+# package cache (CLAWGYM_RUNTIME_CACHE's packages/, shared with scripts/build-runtime.sh under its lock), so a rebuild
+# fetches nothing it has. Needs root.
 debian_root() {
   local folder="$1" suite="$2" mirror="$3"
   shift 3
-  local cache="${CLAWGYM_RUNTIME_DIR:-.runtime}/cache"
+  local cache="${CLAWGYM_RUNTIME_CACHE:-/var/cache/clawgym/runtime}/packages"
   mkdir -p "$cache/debootstrap" "$cache/apt/partial"
   (
     flock 8
@@ -40,7 +40,7 @@ debian_root() {
     chmod 0755 "$folder/usr/sbin/policy-rc.d"
     DEBIAN_FRONTEND=noninteractive LC_ALL=C.UTF-8 chroot "$folder" apt-get update -qq
     DEBIAN_FRONTEND=noninteractive LC_ALL=C.UTF-8 chroot "$folder" apt-get install -y -qq --no-install-recommends "$@"
-  ) 8>"${CLAWGYM_RUNTIME_DIR:-.runtime}/.build.lock"
+  ) 8>"$cache/.lock"
   rm -f "$folder/usr/sbin/policy-rc.d" "$folder/etc/resolv.conf" "$folder/etc/hostname"
   rm -f "$folder"/var/cache/apt/archives/*.deb
   rm -rf "$folder"/var/lib/apt/lists/* "$folder"/var/cache/apt/*.bin "$folder"/usr/share/man/* "$folder"/usr/share/info/*
