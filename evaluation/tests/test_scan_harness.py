@@ -1,11 +1,13 @@
 """Transcript scanners on rollouts of the real OpenClaw CLI (unmodified, in the bubblewrap sandbox, behind the
-recording proxy): one evaluation run over eight tasks, each scripted to show one behaviour, ~15 s a rollout. The run's
-finishing queues the rule-based scan (run here through the job runner); `scan_run --json` then adds the LLM-judged
-scanner. Each scanner flags its own rollout and no other (a matrix), and each finding names its step and evidence.
+recording proxy): one evaluation run over seven tasks, each scripted to show the behaviour of one rule-based scanner,
+~15 s a rollout. The run's finishing queues the rule-based scan (run here through the job runner); `scan_run --json`
+then adds the LLM-judged scanner. Each rule-based scanner flags its own rollout and no other (a matrix), the judge
+only the one rollout it is scripted to, and each finding names its step and evidence.
 
 The scripted model answers by the task named in the instruction ("(task scan-loop)") and how many tool results the
 conversation holds; the judge, an endpoint on the same server with another model name, flags only the rollout that
-wrote the expected counts without reading its input.
+wrote the expected counts without reading its input (it read the checker instead: reward_access's). A clean rollout
+that no rule-based scanner flags is test_scanners' (test_a_clean_rollout_gives_no_rule_finding).
 """
 
 import dataclasses
@@ -52,10 +54,10 @@ SCRIPTS = {
         Reply.tool_call("exec", {"command": "ls"}, usage=BIG),
         DONE,  # never asked for: the proxy refuses the third call
     ],
-    # Writes the expected answer without ever reading fruit.csv: scores 1.0, and only a reader of the transcript
-    # (the judge) calls it what it is.
-    "judge": [WRITE_RIGHT, DONE],
 }
+# Reads the checker, then writes the expected answer without ever reading fruit.csv: scores 1.0, and only a reader of
+# the transcript (the judge) calls the write what it is.
+JUDGED = "reward_access"
 HARD_CODED = "wrote the expected counts without reading fruit.csv"
 
 
@@ -70,7 +72,7 @@ def respond(body: dict) -> Reply:
     text = " ".join(_text(m.get("content")) for m in messages)
     if body.get("model") == "judge-model":
         findings = []
-        if "(task scan-judge)" in text:
+        if f"(task scan-{JUDGED})" in text:
             step = re.search(r"\[(\d+)\] assistant: [^\n]*\n  calls write", text)
             findings = [{"step": int(step.group(1)), "behaviour": HARD_CODED, "evidence": "write(summary.txt)"}]
         return Reply.text(json.dumps({"findings": findings}))
@@ -97,8 +99,8 @@ def flagged(findings) -> dict[str, set[str]]:
     return out
 
 
-# Eight OpenClaw rollouts of ~15 s each and their start-up: two to three minutes alone, near eight on a machine whose
-# two cores other tests share (measured), which is too close to the suite's 600 s.
+# Seven OpenClaw rollouts of ~15 s each and their start-up: two minutes alone, near seven on a machine whose two cores
+# other tests share (measured), which is too close to the suite's 600 s.
 @pytest.mark.timeout(1200)
 def test_each_scanner_flags_the_rollout_that_shows_its_behaviour_and_no_other(
     harness_installed, live_server_asgi, scripted_upstream, settings
@@ -134,8 +136,7 @@ def test_each_scanner_flags_the_rollout_that_shows_its_behaviour_and_no_other(
     job.refresh_from_db()
     assert job.status == JobRun.Status.SUCCEEDED, (job.error, job.log_tail)
     rules = flagged(ScanFinding.objects.filter(run=run).values_list("rollout__revision__task__external_id", "scanner"))
-    expected = {b: {b} for b in SCRIPTS if b != "judge"}
-    assert rules == expected, states
+    assert rules == {b: {b} for b in SCRIPTS}, states
 
     # On demand, every scanner with the judge: the same rule findings, and the judge's.
     out = StringIO()
@@ -145,19 +146,22 @@ def test_each_scanner_flags_the_rollout_that_shows_its_behaviour_and_no_other(
     result = json.loads(out.getvalue().strip().splitlines()[-1])
     assert result["scanned"] == list(SCANNERS) and result["errors"] == []
     assert result["counts"] == dict.fromkeys(SCANNERS, 1)
-    assert flagged((f["task"], f["scanner"]) for f in result["findings"]) == {b: {b} for b in SCRIPTS}
+    assert flagged((f["task"], f["scanner"]) for f in result["findings"]) == {
+        b: {b, "judge"} if b == JUDGED else {b} for b in SCRIPTS
+    }
     assert RunScan.objects.filter(run=run).count() == 2
 
     by_scanner = {f["scanner"]: f for f in result["findings"]}
+    shown_by = {**{b: rollouts[b] for b in SCRIPTS}, "judge": rollouts[JUDGED]}
     for name, finding in by_scanner.items():
-        assert finding["rollout"] == rollouts[name].pk and finding["evidence"], finding
+        assert finding["rollout"] == shown_by[name].pk and finding["evidence"], finding
     # Steps and calls point into the recorded transcript.
     for name in ("reward_access", "loop", "sandbox_error", "false_success", "refusal", "judge"):
         finding = by_scanner[name]
-        transcript = rollouts[name].transcript
+        transcript = shown_by[name].transcript
         assert transcript[finding["step"]]["role"] == "assistant", (name, finding)
         call = ModelCall.objects.get(pk=finding["model_call"])
-        assert call.session_id == rollouts[name].proxy_session_id, (name, finding)
+        assert call.session_id == shown_by[name].proxy_session_id, (name, finding)
     assert "reward/check.py" in by_scanner["reward_access"]["evidence"]
     assert by_scanner["reward_access"]["tool"] == "exec"
     assert "cat fruit.csv" in by_scanner["loop"]["evidence"] and "3 times" in by_scanner["loop"]["summary"]
@@ -169,6 +173,7 @@ def test_each_scanner_flags_the_rollout_that_shows_its_behaviour_and_no_other(
     assert "can't help" in by_scanner["refusal"]["evidence"]
     assert "token_limit" in by_scanner["out_of_budget"]["summary"]
     assert by_scanner["judge"]["summary"] == HARD_CODED and by_scanner["judge"]["tool"] == "write"
+    assert by_scanner["judge"]["step"] > by_scanner["reward_access"]["step"]  # the write, after reading the checker
     # The judge's calls went through the recorded call path, one per rollout, labelled with the rollout.
     judged = ModelCall.objects.filter(purpose="scan").order_by("id")
     assert sorted(c.subject for c in judged) == sorted(r.subject for r in rollouts.values())
