@@ -3,9 +3,10 @@ rollout run against one through the recording proxy; LoRA checkpoints merged int
 server managed like a checkpoint's; stopped by the command and by the idle sweep.
 
 The rollout's model is the tiny Qwen3 taught here (a hundred optimizer steps on this one task's conversation:
-write summary.txt with one tool call, then say it is done), then trained one SFT step through the real
-`accelerate launch` path: so the test can demand what a random tiny model never does, that the server's tool-call
-parser turns the model's `<tool_call>` output into an OpenAI tool call the agent executes, and the task scores 1.
+write summary.txt with one tool call, then say it is done), then (for `transformers serve`) trained one SFT step
+through the real `accelerate launch` path: so the test can demand what a random tiny model never does, that the
+server's tool-call parser turns the model's `<tool_call>` output into an OpenAI tool call the agent executes, and the
+task scores 1.
 """
 
 import importlib.util
@@ -203,7 +204,18 @@ def test_the_batched_backend_serves_it_behind_the_front_with_its_key(
     dataset,
     fruit_model,
 ):
-    checkpoint = trained_checkpoint(dataset, fruit_model)
+    # A checkpoint row on the taught model's folder: the trainer's path to a served checkpoint is the test above's,
+    # what this one proves is the other backend behind the front.
+    run = start_training_run(
+        kind="sft",
+        dataset=dataset,
+        base_model_path=fruit_model,
+        preset="tiny-cpu",
+        cpu=True,
+        enqueue=False,
+        user=None,
+    )
+    checkpoint = Checkpoint.objects.create(run=run, step=1, path=fruit_model)
     report = serve(checkpoint, "batched")
     server = ModelServer.objects.get(checkpoint=checkpoint)
     endpoint = ModelEndpoint.objects.get(name=report["endpoint"])
