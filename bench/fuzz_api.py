@@ -15,7 +15,10 @@
 4. For each role (anonymous, then viewer, reviewer, admin: `Authorization: Token …`), Schemathesis runs the phases of
    the profile (bench/fuzz.toml) over every operation, path parameters drawn half of the time from the ids the seed
    made (so that requests reach the objects, not only 404s). Operations that delete run last, after every role
-   has had the others, so that they do not empty the database under the rest.
+   has had the others, so that they do not empty the database under the rest. A role in the profile's
+   `once_if_refused` sends each operation one request first, and the phases go on only where it was not refused at
+   the door (401 or 403 from DRF's authentication and permission classes: before any validation, whatever the
+   request).
 5. Each answer is checked: not a server error (5xx, or no answer within the profile's request timeout) and, when its
    status is documented, matching its schema. Every failure is printed with the request that caused it (a curl
    line) and the server's log is kept when there was one.
@@ -190,18 +193,57 @@ def schemathesis_config(profile: dict, checks: dict, base_url: str, headers: dic
     )
 
 
+def refused_at_door(response) -> bool:
+    """Whether DRF's authentication or permission classes turned the request away (401 or 403 in their own words),
+    before the view read anything of it. A view that refuses later, for what a request asks, says why in its own."""
+    from rest_framework.exceptions import NotAuthenticated, PermissionDenied
+
+    if response is None or response.status_code not in (401, 403):
+        return False
+    try:
+        detail = json.loads(response.content).get("detail")
+    except (ValueError, AttributeError):
+        return False
+    return detail in (str(NotAuthenticated.default_detail), str(PermissionDenied.default_detail))
+
+
 def fuzz(
-    schema_dict: dict, profile: dict, checks: dict, base_url: str, headers: dict, known: dict, methods, only
+    schema_dict: dict,
+    profile: dict,
+    checks: dict,
+    base_url: str,
+    headers: dict,
+    known: dict,
+    methods,
+    only,
+    operations=None,
 ) -> dict:
     """One role's run over the operations with `methods` (and paths matching `only`, a regular expression, when
-    given): the operations it tested, the requests, the failures."""
+    given; and only the `operations`, by label, when given): the operations it tested, the requests, the failures,
+    and the operations that refused every request at the door."""
     import hypothesis.strategies as st
     import schemathesis
     from schemathesis.engine import events, from_schema
+    from schemathesis.specs.openapi.adapter.parameters import ParameterLocation
 
+    chosen = {"method": list(methods)} | ({"path_regex": only} if only else {})
+    if operations is not None:
+        chosen["name"] = sorted(operations)  # in the same include: two includes would be either one's operations
     schema = schemathesis.openapi.from_dict(
         schema_dict, config=schemathesis_config(profile, checks, base_url, headers)
-    ).include(method=list(methods), **({"path_regex": only} if only else {}))
+    ).include(**chosen)
+
+    @schema.hook
+    def filter_case(context, case):
+        # The coverage phase writes each body case once per media type the operation accepts (JSON, form, multipart);
+        # with `coverage_first_media_type`, once: in the first (JSON), the same serializer behind every parser.
+        meta = case.meta
+        if not profile.get("coverage_first_media_type") or meta is None or meta.phase.name != "coverage":
+            return True
+        if getattr(meta.phase.data, "parameter_location", None) != ParameterLocation.BODY or not case.media_type:
+            return True
+        bodies = list(case.operation.body)
+        return not bodies or case.media_type == bodies[0].media_type
 
     @schema.hook
     def flatmap_path_parameters(context, path_parameters):
@@ -217,11 +259,15 @@ def fuzz(
         return st.one_of(st.just(path_parameters), seeded)
 
     tested, requests, failures, errors = set(), 0, [], []
+    door = {}  # operation label → for each answer, whether it was a refusal at the door
     for event in from_schema(schema).execute():
         if isinstance(event, events.ScenarioFinished):
             recorder = event.recorder
             # By each request's own operation: a stateful scenario's label is "Stateful tests", not an operation.
-            tested |= {recorder.cases[case_id].value.operation.label for case_id in recorder.interactions}
+            for case_id, interaction in recorder.interactions.items():
+                label = recorder.cases[case_id].value.operation.label
+                tested.add(label)
+                door.setdefault(label, set()).add(refused_at_door(interaction.response))
             requests += len(recorder.interactions)
             for case_id, nodes in recorder.checks.items():
                 for node in nodes:
@@ -241,7 +287,30 @@ def fuzz(
             errors.append(f"{event.label}: {event.info.message}")
         elif isinstance(event, events.FatalError):
             raise event.exception
-    return {"operations": tested, "requests": requests, "failures": failures, "errors": errors}
+    refused = {label for label, answers in door.items() if answers == {True}}
+    return {"operations": tested, "requests": requests, "failures": failures, "errors": errors, "refused": refused}
+
+
+def fuzz_role(role: str, profile: dict, schema_dict: dict, checks: dict, base_url: str, headers: dict, *where) -> dict:
+    """`fuzz` as `role`, with the role's phases (`where`: known, methods, only). A role in the profile's
+    `once_if_refused` first sends each operation one request; only the operations that did not refuse it at the door
+    (before any validation, whatever the request) get the rest of the profile."""
+    phases = profile.get("role_phases", {}).get(role, profile["phases"])
+    if role not in profile.get("once_if_refused", ()):
+        return fuzz(schema_dict, profile | {"phases": phases}, checks, base_url, headers, *where)
+    once = profile | {"phases": ["fuzzing"], "max_examples": 1}
+    probe = fuzz(schema_dict, once, checks, base_url, headers, *where)
+    admitted = probe["operations"] - probe["refused"]
+    if not admitted:
+        return probe
+    rest = fuzz(schema_dict, profile | {"phases": phases}, checks, base_url, headers, *where, admitted)
+    return {
+        "operations": probe["operations"] | rest["operations"],
+        "requests": probe["requests"] + rest["requests"],
+        "failures": probe["failures"] + rest["failures"],
+        "errors": probe["errors"] + rest["errors"],
+        "refused": probe["refused"],
+    }
 
 
 def main() -> int:
@@ -275,12 +344,13 @@ def main() -> int:
         os.environ.pop(name, None)
     import django
 
-    django.setup()
-    tokens = seed(folder)
     port = free_port()
     log = (folder / "server.log").open("w")
+    # The app starts while the seed migrates and fills the database: it opens the database only for a request.
     server = start_app(port, os.environ.copy(), BASE_DIR, stderr=log)
     try:
+        django.setup()
+        tokens = seed(folder)
         wait_for_port(port, server)
         base_url = f"http://127.0.0.1:{port}"
         admin = {"Authorization": f"Token {tokens['admin']}"}
@@ -295,17 +365,15 @@ def main() -> int:
         for methods in passes:
             for role in args.role or config["roles"]:
                 headers = {} if role == "anonymous" else {"Authorization": f"Token {tokens[role]}"}
-                phases = profile.get("role_phases", {}).get(role, profile["phases"])
-                result = fuzz(
-                    schema_dict, profile | {"phases": phases}, checks, base_url, headers, known, methods, args.only
-                )
+                result = fuzz_role(role, profile, schema_dict, checks, base_url, headers, known, methods, args.only)
                 operations |= result["operations"]
                 total += result["requests"]
                 failures += [failure | {"role": role} for failure in result["failures"]]
                 errors += [f"{role}: {error}" for error in result["errors"]]
                 print(
                     f"{role:<9} {'/'.join(methods):<20} {len(result['operations']):>4} operations "
-                    f"{result['requests']:>6} requests {len(result['failures']):>3} failures",
+                    f"{result['requests']:>6} requests {len(result['failures']):>3} failures "
+                    f"({len(result['refused'])} refused at the door)",
                     flush=True,
                 )
     finally:

@@ -55,6 +55,66 @@ def test_the_checks_count_server_errors_and_schema_violations():
     assert found == {("GET /broken", "server_errors"), ("GET /lying", "schema_violations")}, result["failures"]
 
 
+async def door_app(scope, receive, send):
+    """/refused turns everyone away (401); /ok answers; the content type of every request is recorded."""
+    door_app.seen.append((scope["path"], dict(scope["headers"]).get(b"content-type", b"").decode()))
+    refusal = {"detail": "Authentication credentials were not provided."}  # DRF's words
+    status, body = {"/refused": (401, refusal)}.get(scope["path"], (200, {"n": 1}))
+    await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": json.dumps(body).encode()})
+
+
+def test_an_operation_that_refuses_the_role_gets_one_request_and_the_others_the_whole_profile():
+    profile = CONFIG["profiles"]["ci"] | {"phases": ["fuzzing"], "max_examples": 5, "once_if_refused": ["anonymous"]}
+    query = [{"name": "q", "in": "query", "required": True, "schema": {"type": "integer"}}]  # 5 requests, not 1
+    paths = {f"/{name}": {"get": operation(name)["get"] | {"parameters": query}} for name in ("ok", "refused")}
+    schema = SCHEMA | {"paths": paths}
+    door_app.seen = []
+    server, thread, port = serve_in_thread(door_app)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        result = fuzz_api.fuzz_role("anonymous", profile, schema, CONFIG["checks"], url, {}, {}, ["GET"], None)
+        to_refused = sum(1 for path, _ in door_app.seen if path == "/refused")
+        ok_alone = fuzz_api.fuzz(schema, profile, CONFIG["checks"], url, {}, {}, ["GET"], None, {"GET /ok"})
+    finally:
+        stop_server(server, thread)
+    assert result["operations"] == {"GET /ok", "GET /refused"} and result["refused"] == {"GET /refused"}
+    assert to_refused == 1 and not result["failures"]
+    assert result["requests"] == 2 + ok_alone["requests"]  # the probe's two, then /ok's whole run
+
+
+def test_the_coverage_phase_writes_each_body_in_the_first_media_type_only():
+    body = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    post = operation("make")["get"] | {
+        "requestBody": {
+            "required": True,
+            "content": {kind: {"schema": body} for kind in ("application/json", "application/x-www-form-urlencoded")},
+        }
+    }
+    schema = SCHEMA | {"paths": {"/make": {"post": post}}}
+    profile = CONFIG["profiles"]["ci"] | {"phases": ["coverage"]}
+    seen = {}
+    for first_only in (False, True):
+        door_app.seen = []
+        server, thread, port = serve_in_thread(door_app)
+        try:
+            fuzz_api.fuzz(
+                schema,
+                profile | {"coverage_first_media_type": first_only},
+                CONFIG["checks"],
+                f"http://127.0.0.1:{port}",
+                {},
+                {},
+                ["POST"],
+                None,
+            )
+        finally:
+            stop_server(server, thread)
+        seen[first_only] = {kind for path, kind in door_app.seen if path == "/make"}
+    assert "application/x-www-form-urlencoded" in seen[False] and "application/json" in seen[True]
+    assert "application/x-www-form-urlencoded" not in seen[True]
+
+
 @pytest.mark.once
 @pytest.mark.timeout(900)  # the CI profile takes about 3 minutes here; its own bound is 840 s
 def test_the_ci_profile_finds_no_server_error_and_no_schema_violation():
