@@ -18,6 +18,7 @@ from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connec
 
 from . import metrics
 from .failures import is_answer_failure
+from .managers import update_call
 from .models import ModelCall, ModelCallTokens, ModelEndpoint, ProxySession, hash_token
 from .sse import usage_of
 from .tokens import TokenAsk, TokenCapture
@@ -302,13 +303,12 @@ def answer_call(pk: int, row: dict, tokens: dict | None = None) -> None:
     usage = row["input_tokens"] is not None or row["output_tokens"] is not None
     if usage or row["status_code"] not in (None, 200) or is_answer_failure(row["error"]):
         answer["held_tokens"] = None
-    pending = ModelCall.objects.filter(pk=pk)
     if tokens is None:
-        if not pending.update(**answer):
+        if not update_call(pk, answer):
             raise ModelCall.DoesNotExist(f"call #{pk} is gone")
         return
     with transaction.atomic():
-        if not pending.update(**answer):
+        if not update_call(pk, answer):
             raise ModelCall.DoesNotExist(f"call #{pk} is gone")
         ModelCallTokens.objects.record(ModelCall(pk=pk, session=row["session"]), **tokens)
 

@@ -108,16 +108,17 @@ def best_difference(request: dict, bases: dict[int, dict], whole: int) -> tuple[
     and is taken at once when what is left is under GOOD of the request (an agent's next call: nearly always)."""
     if not isinstance(request, dict) or not bases:
         return None, None
-    best, best_difference_ = None, None
+    best, best_difference_, best_chars = None, None, 0
     for pk in sorted(bases, reverse=True):
         if not isinstance(bases[pk], dict):
             continue
         candidate = difference(request, bases[pk])
-        if best_difference_ is None or candidate.stored_chars() < best_difference_.stored_chars():
-            best, best_difference_ = pk, candidate
-        if best_difference_.stored_chars() <= GOOD * whole:
+        chars = candidate.stored_chars()  # writes the part's JSON: once a candidate
+        if best_difference_ is None or chars < best_chars:
+            best, best_difference_, best_chars = pk, candidate, chars
+        if best_chars <= GOOD * whole:
             break
-    if best_difference_ is None or best_difference_.stored_chars() > WORTH * whole:
+    if best_difference_ is None or best_chars > WORTH * whole:
         return None, None
     return best, best_difference_
 

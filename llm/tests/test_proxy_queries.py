@@ -1,16 +1,19 @@
 """What a proxied call asks of the database: the session's lookup (one query, its budget included) and the call's
 record (one read of the request chains it is compared with and one INSERT before it is forwarded, one UPDATE with its
-answer; no transaction unless it carries tokens), pinned so that a query added to every call is seen; and the lookup
-keeps nothing between calls, so a session closed or an endpoint disabled after a call is seen by the next one. The
-openai SDK → uvicorn running the ASGI app → the scripted upstream, as in test_proxy."""
+answer; no transaction unless it carries tokens), pinned so that a query added to every call is seen; the record's
+statements, compiled once, write what the ORM's would; and the lookup keeps nothing between calls, so a session closed
+or an endpoint disabled after a call is seen by the next one. The openai SDK → uvicorn running the ASGI app → the
+scripted upstream, as in test_proxy."""
 
 import asyncio
+from decimal import Decimal
 
 import openai
 import pytest
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.test.utils import CaptureQueriesContext
 
+from llm.managers import insert_call, update_call
 from llm.models import ModelCall, ModelEndpoint, ProxySession
 from llm.recording import close_db_pool, find_session, in_db
 from llm.sampling import policy_for
@@ -66,6 +69,43 @@ def test_a_rollout_call_costs_one_lookup_and_one_record(proxy_connection, endpoi
     latest = ModelCall.objects.filter(session=session).order_by("-id").first()
     assert latest.request_base_id is not None  # recorded as a request chain
     assert latest.request["messages"] == messages
+
+
+def row_values(call: ModelCall) -> dict:
+    return {f.attname: getattr(call, f.attname) for f in ModelCall._meta.concrete_fields if f.attname != "id"}
+
+
+def test_the_record_statements_compiled_once_write_what_the_orm_writes(db, endpoint):
+    session = open_proxy_session(endpoint)
+    row = {
+        "endpoint": endpoint,
+        "endpoint_name": endpoint.name,
+        "purpose": "proxy",
+        "subject": "rollout:\0 9",
+        "session": session,
+        "api": ModelEndpoint.ApiStyle.CHAT,
+        "request": {"messages": [{"role": "user", "content": "a NUL \0 and a mark \ue000"}], "temperature": 0.5},
+        "sampling_changes": [{"field": "seed", "set": 7}],
+        "error": "pending \0",
+        "held_tokens": 40,
+        "cost": Decimal("0.00012345"),
+    }
+    inserted = ModelCall(**row)
+    insert_call(inserted)
+    saved = ModelCall(**row)
+    saved.save(force_insert=True)
+    assert inserted.pk and inserted.pk != saved.pk
+    fresh = [ModelCall.objects.get(pk=call.pk) for call in (inserted, saved)]
+    assert row_values(fresh[0]) | {"created_at": None} == row_values(fresh[1]) | {"created_at": None}
+    assert fresh[0].created_at == inserted.created_at  # what the proxy's cache stamps it with
+
+    answer = {"status_code": 200, "response": {"text": "ok \0"}, "error": "", "input_tokens": 9, "cost": Decimal("1.5")}
+    answer |= {"answer_state": ModelCall.AnswerState.RECORDED, "held_tokens": None}
+    assert update_call(inserted.pk, answer) == 1
+    assert ModelCall.objects.filter(pk=saved.pk).update(**answer) == 1
+    fresh = [ModelCall.objects.get(pk=call.pk) for call in (inserted, saved)]
+    assert row_values(fresh[0]) | {"created_at": None} == row_values(fresh[1]) | {"created_at": None}
+    assert update_call(saved.pk + 1000, answer) == 0  # no such row: nothing matched
 
 
 def test_the_lookup_reads_what_the_orm_reads_and_the_budget_used(db, endpoint):
