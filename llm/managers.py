@@ -44,23 +44,22 @@ class ModelCallQuerySet(models.QuerySet):
 
 
 class ModelCallManager(models.Manager.from_queryset(ModelCallQuerySet)):
-    def record(self, **row):
+    def record(self, *, requests: request_chain.RequestCache | None = None, **row):
         """Create a call (`request=` its whole request), its request stored as a difference from the latest calls of
         its session when that saves enough (llm.request_chain): in the caller's transaction, among the calls it can
-        see. Written by one INSERT (insert_call): no save signals (none are connected to ModelCall)."""
+        see. Written by one INSERT (insert_call): no save signals (none are connected to ModelCall).
+
+        With `requests` (the proxy's RequestCache) the latest calls it holds are compared as held, only the others'
+        chains are read back, and this call's request is kept there once committed: the caller hands `request` over
+        and never changes it after."""
         call = self.model(**row)
         request = call.request
+        depth = 1  # of this call's chain
         if call.session_id is not None and isinstance(request, dict):
-            candidates, links = latest_request_links(call.session_id, call.api, using=self.db)
-            bases, known = {}, {}
-            for pk in candidates:
-                try:
-                    if request_chain.depth(links, pk) < request_chain.MAX_DEPTH:
-                        bases[pk] = request_chain.rebuild(links, pk, known, copy=False)
-                except request_chain.BrokenChain:
-                    continue  # never a base to rely on (its own readers report it)
+            bases = self._bases(call.session_id, call.api, requests)
+            whole = {pk: held for pk, (held, _) in bases.items()}
             try:
-                base, difference = request_chain.best_difference(request, bases, call.request_chars or 0)
+                base, difference = request_chain.best_difference(request, whole, call.request_chars or 0)
             except (ValueError, RecursionError):  # a request json cannot compare (nested too deep): stored whole
                 base, difference = None, None
             if base is not None:
@@ -68,8 +67,55 @@ class ModelCallManager(models.Manager.from_queryset(ModelCallQuerySet)):
                 call.request_shared = difference.shared
                 call.request_inherited = difference.inherited
                 call.request_part = difference.part
+                depth = bases[base][1] + 1
         insert_call(call, self.db)
+        if requests is not None and call.session_id is not None and isinstance(request, dict):
+            self._keep(
+                requests,
+                call.pk,
+                _stamp(call.session_id, call.api, call.created_at, call.request_chars),
+                request,
+                depth,
+            )
         return call
+
+    def _bases(self, session_id: int, api: str, requests) -> dict[int, tuple[dict, int]]:
+        """{call id: (its whole request, its chain's depth)} of the latest calls of a session's `api` that a new call
+        may take as its base: a chain shorter than MAX_DEPTH that rebuilds. Those `requests` holds are taken from it."""
+        bases: dict[int, tuple[dict, int]] = {}
+        stamps: dict[int, tuple] = {}
+        if requests is None:
+            candidates, links = latest_request_links(session_id, api, using=self.db)
+        else:
+            for pk, stamp in latest_calls(session_id, api, using=self.db):
+                held = requests.get(pk, stamp)
+                if held is None:
+                    stamps[pk] = stamp
+                elif held[1] < request_chain.MAX_DEPTH:
+                    bases[pk] = held
+            candidates, links = list(stamps), request_links(stamps, using=self.db)
+        known: dict[int, dict] = {}
+        for pk in candidates:
+            try:
+                depth = request_chain.depth(links, pk)
+                if depth < request_chain.MAX_DEPTH:
+                    bases[pk] = (request_chain.rebuild(links, pk, known, copy=False), depth)
+            except request_chain.BrokenChain:
+                continue  # never a base to rely on (its own readers report it)
+            if pk in stamps and depth < request_chain.MAX_DEPTH:
+                self._keep(requests, pk, stamps[pk], bases[pk][0], depth)
+        return bases
+
+    def _keep(self, requests: request_chain.RequestCache, pk: int, stamp: tuple, request: dict, depth: int) -> None:
+        """Keep a call's request in `requests` once the caller's transaction commits (a row rolled back is never held)."""
+        if stamp[-1] is not None:  # its length: unknown for a row recorded before it was kept
+            keep = functools.partial(requests.put, pk, stamp, request, depth, stamp[-1])
+            transaction.on_commit(keep, using=self.db)
+
+
+def _stamp(session_id: int, api: str, created_at, request_chars: int | None) -> tuple:
+    """What tells a call's row from any other row that could have had its id (RequestCache)."""
+    return (session_id, str(api), created_at, request_chars)
 
 
 def insert_call(call, using=None) -> None:
@@ -143,6 +189,28 @@ def request_links(pks, using=None) -> dict[int, request_chain.Link]:
     marks = ", ".join(["%s"] * len(pks))
     rows = _chain_rows(using, f"SELECT id FROM {{table}} WHERE id IN ({marks})", pks)
     return {link.pk: link for link, _ in rows}
+
+
+def latest_calls(session_id: int, api: str, using=None) -> list[tuple[int, tuple]]:
+    """(id, stamp) of the latest CANDIDATES calls of a session's `api`, newest first: what a new call's request is
+    compared with, when a RequestCache may hold them (ModelCallManager.record)."""
+    connection = connections[using or DEFAULT_DB_ALIAS]
+    meta = apps.get_model("llm", "ModelCall")._meta
+    created = meta.get_field("created_at").get_col(meta.db_table)
+    converters = connection.ops.get_db_converters(created) + created.get_db_converters(connection)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id, created_at, request_chars FROM {connection.ops.quote_name(meta.db_table)}"
+            f" WHERE session_id = %s AND api = %s ORDER BY id DESC LIMIT {request_chain.CANDIDATES}",
+            [session_id, api],
+        )
+        rows = cursor.fetchall()
+    latest = []
+    for pk, created_at, request_chars in rows:
+        for convert in converters:
+            created_at = convert(created_at, created, connection)
+        latest.append((pk, _stamp(session_id, api, created_at, request_chars)))
+    return latest
 
 
 def latest_request_links(session_id: int, api: str, using=None) -> tuple[list[int], dict[int, request_chain.Link]]:

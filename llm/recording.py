@@ -3,6 +3,11 @@
 llm.proxy forwards a call; what it reads and writes in the database is here, run on the proxy's own small pool of
 database threads (in_db), whose connections stay open: the event loop never waits on a query, and a request in
 flight costs no new thread or connection.
+
+Before a call is forwarded its row is written (write_call): the latest calls of its session are read (their ids) and
+its request is stored as a difference from one of them (llm.request_chain), compared with their requests as this
+process recorded them (REQUESTS_KEPT), so their chains are read back only for calls another process recorded or that
+fell out of what is kept. Its answer is then one UPDATE (answer_call).
 """
 
 import asyncio
@@ -20,6 +25,7 @@ from . import metrics
 from .failures import is_answer_failure
 from .managers import update_call
 from .models import ModelCall, ModelCallTokens, ModelEndpoint, ProxySession, hash_token
+from .request_chain import RequestCache
 from .sse import usage_of
 from .tokens import TokenAsk, TokenCapture
 
@@ -276,18 +282,25 @@ ANSWER_UNRECORDED = "its answer could not be recorded, so the proxy withheld it"
 ANSWER_FIELDS = ("status_code", "response", "error", "input_tokens", "output_tokens", "latency_ms", "ttft_ms", "cost")
 
 
+# The whole requests of the calls this process recorded (or read back), bounded by their characters of JSON: what a
+# session's next call is compared with, without their chains read back (llm.request_chain.RequestCache). A character
+# held costs 2 to 5 bytes of memory (2.2 for OpenClaw-shaped requests), so 16M is 35-80 MB: 64 agents' latest three.
+REQUESTS_KEPT_CHARS = 16_000_000
+REQUESTS_KEPT = RequestCache(REQUESTS_KEPT_CHARS)
+
+
 def write_call(row: dict, tokens: dict | None = None) -> int:
     """Store a call (its id), its request as a difference from the session's latest calls (llm.request_chain), like
-    its tokens.
+    its tokens. `row["request"]` is kept in REQUESTS_KEPT: the caller never changes it after.
 
     A training call's tokens are written in the call's transaction, so the call is never seen without them. Any other
     call is one INSERT after reads that need no transaction (the rows compared with are never changed, and a base
     deleted meanwhile fails the insert): under SQLite a transaction here would hold the database's one write lock
     through those reads and the comparison, and the concurrent streams' records would queue behind it."""
     if tokens is None:
-        return ModelCall.objects.record(**row).pk
+        return ModelCall.objects.record(requests=REQUESTS_KEPT, **row).pk
     with transaction.atomic():
-        call = ModelCall.objects.record(**row)
+        call = ModelCall.objects.record(requests=REQUESTS_KEPT, **row)
         ModelCallTokens.objects.record(call, **tokens)
     return call.pk
 

@@ -22,10 +22,16 @@ and `true` never pass for each other), never by trusting that a later call exten
 call's record other than what it sent: whatever it sends, the rebuilt request is the request, and `rebuild` checks
 every step of the chain on every read (a loop, a missing base, a shared count or an inherited key its base lacks). A chain is at most MAX_DEPTH calls long, so a read costs at most that many rows.
 
+The proxy keeps the whole requests of the calls it recorded (RequestCache), so that its next call of the session is
+compared with them without reading their chains back; the latest calls are still read from the database (their ids,
+and what tells their row from another), and a call it does not hold is rebuilt from its chain.
+
 Plain Python: the rows are given as `Link`s (the model turns its rows into them).
 """
 
 import json
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 LIST_KEYS = ("messages", "input")  # chat completions' conversation, the Responses API's input items
@@ -185,3 +191,48 @@ def _apply(link: Link, base: dict | None) -> dict:
 def _copy(request):
     """A request to hand out: shared lists and values are never aliased between two rebuilt requests."""
     return json.loads(json.dumps(request))
+
+
+class RequestCache:
+    """Whole requests of recorded calls by call id, kept by a process to compare its next calls of their sessions with
+    (ModelCall.objects.record), and shared by its threads. A row's request never changes once written, so an entry
+    stays true of its row; each is kept with the row's stamp (its session, API, creation time and length), which the
+    reader checks against the row it read, so an id used again by another row (one rolled back) is a miss, never
+    another call's request. Bounded by the characters of the requests it holds, the least recently used dropped first.
+    The requests are shared, to read only: never changed, never handed out."""
+
+    def __init__(self, max_chars: int):
+        self.max_chars = max_chars
+        self._entries: OrderedDict[int, tuple[tuple, dict, int, int]] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def get(self, pk: int, stamp: tuple) -> tuple[dict, int] | None:
+        """(request, depth of its chain) of call `pk` when held with this stamp, else None."""
+        with self._lock:
+            entry = self._entries.get(pk)
+            if entry is None or entry[0] != stamp:
+                return None
+            self._entries.move_to_end(pk)
+            return entry[1], entry[2]
+
+    def put(self, pk: int, stamp: tuple, request: dict, depth: int, chars: int) -> None:
+        """Keep call `pk`'s whole request (`chars` characters of JSON), the depth of its chain and its row's stamp."""
+        if chars > self.max_chars:
+            return
+        with self._lock:
+            old = self._entries.pop(pk, None)
+            if old is not None:
+                self._chars -= old[3]
+            self._entries[pk] = (stamp, request, depth, chars)
+            self._chars += chars
+            while self._chars > self.max_chars:
+                _, (_, _, _, dropped) = self._entries.popitem(last=False)
+                self._chars -= dropped
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def chars(self) -> int:
+        return self._chars

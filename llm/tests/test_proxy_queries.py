@@ -1,6 +1,7 @@
 """What a proxied call asks of the database: the session's lookup (one query, its budget included) and the call's
-record (one read of the request chains it is compared with and one INSERT before it is forwarded, one UPDATE with its
-answer; no transaction unless it carries tokens), pinned so that a query added to every call is seen; the record's
+record (one read of the session's latest calls, whose requests the proxy holds when it recorded them, and one INSERT
+before it is forwarded, one UPDATE with its answer; no transaction unless it carries tokens; the chains of latest calls
+it does not hold read back in one more query), pinned so that a query added to every call is seen; the record's
 statements, compiled once, write what the ORM's would; and the lookup keeps nothing between calls, so a session closed
 or an endpoint disabled after a call is seen by the next one. The openai SDK → uvicorn running the ASGI app → the
 scripted upstream, as in test_proxy."""
@@ -13,9 +14,11 @@ import pytest
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.test.utils import CaptureQueriesContext
 
-from llm.managers import insert_call, update_call
+from llm import recording
+from llm.managers import insert_call, latest_calls, update_call
 from llm.models import ModelCall, ModelEndpoint, ProxySession
 from llm.recording import close_db_pool, find_session, in_db
+from llm.request_chain import RequestCache
 from llm.sampling import policy_for
 from llm.services import close_proxy_session, open_proxy_session, proxy_base_url
 from llm.testing import Reply
@@ -23,10 +26,11 @@ from llm.testing import Reply
 pytestmark = pytest.mark.django_db(transaction=True)
 
 LOOKUP = 1  # the session, its endpoint and what its calls used, in one query
-# The session's latest calls with their request chains and the INSERT of the call, both before it is forwarded (a call
-# whose row cannot be written never is), then the UPDATE adding its answer: one write more than a record written
-# after the answer, the price of failing closed (llm.proxy).
+# The session's latest calls (the requests of those this process recorded are held: llm.recording.REQUESTS_KEPT) and
+# the INSERT of the call, both before it is forwarded (a call whose row cannot be written never is), then the UPDATE
+# adding its answer: one write more than a record written after the answer, the price of failing closed (llm.proxy).
 RECORD = 3
+CHAINS_READ_BACK = 1  # the request chains of latest calls this process does not hold (another process recorded them)
 
 
 @pytest.fixture
@@ -69,6 +73,25 @@ def test_a_rollout_call_costs_one_lookup_and_one_record(proxy_connection, endpoi
     latest = ModelCall.objects.filter(session=session).order_by("-id").first()
     assert latest.request_base_id is not None  # recorded as a request chain
     assert latest.request["messages"] == messages
+
+
+def test_a_call_whose_session_another_process_recorded_reads_the_chains_back(
+    proxy_connection, endpoint, scripted_upstream, monkeypatch
+):
+    session = rollout_session(endpoint)
+    scripted_upstream.default = Reply.text("done", usage=(12, 3))
+    messages = [{"role": "system", "content": "You are an agent. " * 50}, {"role": "user", "content": "go"}]
+    with openai.OpenAI(base_url=proxy_base_url(session), api_key="k", max_retries=0, timeout=20) as agent:
+        agent.chat.completions.create(model="m", messages=messages)
+        monkeypatch.setattr(recording, "REQUESTS_KEPT", RequestCache(10**7))  # as a process that recorded nothing
+        messages += [{"role": "assistant", "content": "done"}, {"role": "user", "content": "and then?"}]
+        with CaptureQueriesContext(proxy_connection) as queries:
+            agent.chat.completions.create(model="m", messages=messages)
+
+    assert len(queries) == LOOKUP + RECORD + CHAINS_READ_BACK, [query["sql"][:80] for query in queries]
+    latest = ModelCall.objects.filter(session=session).order_by("-id").first()
+    assert latest.request_base_id is not None and latest.request["messages"] == messages
+    assert recording.REQUESTS_KEPT.get(latest.request_base_id, latest_calls(session.pk, "chat")[1][1])  # held now
 
 
 def row_values(call: ModelCall) -> dict:

@@ -1,21 +1,25 @@
 """A recorded call's request stored as a reference to an earlier call of its session plus what is new
 (llm.request_chain): every request rebuilds to exactly what was sent, on OpenClaw-shaped chains, rewritten histories,
 values that only look equal, deep sessions and forged rows; a conversation through the proxy stores each request's
-new messages only, and the call's page and API show the whole request."""
+new messages only, and the call's page and API show the whole request. The proxy's cache of the requests it recorded
+(RequestCache) stores a call as the chains read back would, serves a request only to its own row, and is bounded."""
 
 import asyncio
 import json
 import random
+from datetime import timedelta
 
 import openai
 import pytest
+from django.db import connection, transaction
 from django.db.models import RestrictedError
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from llm import request_chain
-from llm.managers import fill_requests, request_links
+from llm.managers import fill_requests, latest_calls, request_links
 from llm.models import ModelCall, ModelEndpoint, ProxySession
-from llm.request_chain import BrokenChain, canonical
+from llm.request_chain import BrokenChain, RequestCache, canonical
 from llm.services import open_proxy_session, proxy_base_url
 from llm.testing import Reply
 
@@ -32,9 +36,15 @@ def session(db):
     return ProxySession.objects.create(endpoint=endpoint, subject="rollout:1")
 
 
-def record(session, request: dict, api: str = "chat") -> ModelCall:
+def record(session, request: dict, api: str = "chat", requests: RequestCache | None = None) -> ModelCall:
     return ModelCall.objects.record(
-        endpoint_name="agent", purpose="proxy", session=session, api=api, request=request, status_code=200
+        endpoint_name="agent",
+        purpose="proxy",
+        session=session,
+        api=api,
+        request=request,
+        status_code=200,
+        requests=requests,
     )
 
 
@@ -200,6 +210,82 @@ def test_calls_recorded_before_the_migration_read_as_their_whole_request_and_are
     assert stored(call).request == first and stored(call).request_chars is None
     new = stored(record(ProxySession.objects.get(pk=session.pk), second))
     assert new.request_base_id == call.pk and canonical(new.request) == canonical(second)
+
+
+# --- the proxy's cache of the requests it recorded ----------------------------------------------------------------
+
+CHAIN_READ = "WITH RECURSIVE"  # the query reading calls' request chains back
+
+
+def recorded_with(cache: RequestCache, session, request: dict, capture) -> tuple[ModelCall, list[str]]:
+    """Record a call as the proxy does (its cache kept once committed): the call, and the queries it took."""
+    with capture(execute=True), CaptureQueriesContext(connection) as queries:
+        call = record(session, request, requests=cache)
+    return stored(call), [query["sql"] for query in queries]
+
+
+def stored_as(call: ModelCall, calls: list[ModelCall]) -> tuple:
+    """How a call's request is stored, its base named by its place among `calls`."""
+    base = [c.pk for c in calls].index(call.request_base_id) if call.request_base_id else None
+    return base, call.request_shared, call.request_inherited, call.request_part
+
+
+def test_a_call_compared_with_held_requests_is_stored_as_with_its_chains_read_back(
+    session, django_capture_on_commit_callbacks
+):
+    other = ProxySession.objects.create(endpoint=session.endpoint, subject="rollout:2")
+    cache, requests = RequestCache(10**7), openclaw_requests(8)
+    held, read_back = [], []
+    for request in requests:
+        call, queries = recorded_with(cache, session, request, django_capture_on_commit_callbacks)
+        assert not any(CHAIN_READ in sql for sql in queries)  # the latest calls were all held
+        held.append(call)
+        read_back.append(stored(record(other, request)))  # no cache: every chain read back
+    assert [stored_as(c, held) for c in held] == [stored_as(c, read_back) for c in read_back]
+    assert all(c.request_base_id for c in held[1:])
+    assert [canonical(c.request) for c in held] == [canonical(r) for r in requests]
+    assert len(cache) == len(requests) and cache.chars == sum(c.request_chars for c in held)
+
+
+def test_a_request_held_for_another_row_is_never_a_base(session, django_capture_on_commit_callbacks):
+    first, second = openclaw_requests(2)
+    call = record(session, first)
+    [(pk, stamp)] = latest_calls(session.pk, "chat")
+    other = ProxySession.objects.create(endpoint=session.endpoint, subject="rollout:2")
+    # What a cache may hold under this id: another session's call, or a row rolled back whose id was used again.
+    for wrong in [(other.pk, *stamp[1:]), (*stamp[:2], stamp[2] + timedelta(microseconds=1), stamp[3])]:
+        cache = RequestCache(10**7)
+        cache.put(pk, wrong, {**first, "messages": [SYSTEM, context(7)]}, 1, stamp[3])
+        new, queries = recorded_with(cache, session, second, django_capture_on_commit_callbacks)
+        assert any(CHAIN_READ in sql for sql in queries)  # its base read back, not taken from the cache
+        assert new.request_base_id == call.pk and canonical(new.request) == canonical(second)
+        assert cache.get(pk, stamp) is not None  # what was read back is held for the next call
+        ModelCall.objects.filter(pk=new.pk).delete()
+
+
+def test_a_record_rolled_back_is_never_held(session, django_capture_on_commit_callbacks):
+    cache, [first] = RequestCache(10**7), openclaw_requests(1)
+    with django_capture_on_commit_callbacks(execute=True), pytest.raises(RuntimeError):
+        with transaction.atomic():
+            record(session, first, requests=cache)
+            raise RuntimeError("rolled back")
+    assert len(cache) == 0
+    recorded_with(cache, session, first, django_capture_on_commit_callbacks)
+    assert len(cache) == 1
+
+
+def test_the_cache_holds_at_most_its_characters_the_least_recently_used_out():
+    cache = RequestCache(100)
+    cache.put(1, ("a",), {"n": 1}, 1, 60)
+    cache.put(2, ("b",), {"n": 2}, 2, 30)
+    assert cache.get(1, ("a",)) == ({"n": 1}, 1)  # 1 used last: 2 goes first
+    cache.put(3, ("c",), {"n": 3}, 1, 30)
+    assert cache.get(2, ("b",)) is None and cache.get(3, ("c",)) == ({"n": 3}, 1)
+    assert (len(cache), cache.chars) == (2, 90)
+    cache.put(4, ("d",), {"n": 4}, 1, 101)  # larger than the whole cache: not held, nothing dropped for it
+    assert cache.get(4, ("d",)) is None and (len(cache), cache.chars) == (2, 90)
+    cache.put(3, ("c",), {"n": 3}, 1, 30)  # again: counted once
+    assert cache.chars == 90
 
 
 # --- through the proxy, and on the call's page and API -----------------------------------------------------------
