@@ -198,6 +198,14 @@ def test_a_served_checkpoint_runs_a_rollout_through_the_proxy(
     assert server.status == "stopped" and not endpoint.enabled and not alive(server.pid)
 
 
+def checkpoint_on(dataset, folder) -> Checkpoint:
+    """A checkpoint row of an SFT run (never started) on a saved model folder: enough to serve it."""
+    run = start_training_run(
+        kind="sft", dataset=dataset, base_model_path=folder, preset="tiny-cpu", cpu=True, enqueue=False, user=None
+    )
+    return Checkpoint.objects.create(run=run, step=1, path=folder)
+
+
 def test_the_batched_backend_serves_it_behind_the_front_with_its_key(
     live_server_asgi,
     fruit_task,
@@ -206,16 +214,7 @@ def test_the_batched_backend_serves_it_behind_the_front_with_its_key(
 ):
     # A checkpoint row on the taught model's folder: the trainer's path to a served checkpoint is the test above's,
     # what this one proves is the other backend behind the front.
-    run = start_training_run(
-        kind="sft",
-        dataset=dataset,
-        base_model_path=fruit_model,
-        preset="tiny-cpu",
-        cpu=True,
-        enqueue=False,
-        user=None,
-    )
-    checkpoint = Checkpoint.objects.create(run=run, step=1, path=fruit_model)
+    checkpoint = checkpoint_on(dataset, fruit_model)
     report = serve(checkpoint, "batched")
     server = ModelServer.objects.get(checkpoint=checkpoint)
     endpoint = ModelEndpoint.objects.get(name=report["endpoint"])
@@ -286,16 +285,7 @@ def test_a_lora_checkpoint_is_merged_once_and_served(dataset, fruit_model):
 
 def test_idle_and_gone_servers_are_stopped_the_base_models_too(dataset, tiny_model_path):
     # No training needed to serve: a checkpoint row on a saved model folder (the tiny model's) is enough here.
-    run = start_training_run(
-        kind="sft",
-        dataset=dataset,
-        base_model_path=tiny_model_path,
-        preset="tiny-cpu",
-        cpu=True,
-        enqueue=False,
-        user=None,
-    )
-    checkpoint = Checkpoint.objects.create(run=run, step=1, path=tiny_model_path)
+    checkpoint = checkpoint_on(dataset, tiny_model_path)
     serve(checkpoint)
     ckpt_server = ModelServer.objects.get(checkpoint=checkpoint)
     base_server = serve_base_model(checkpoint.run, backend="transformers")
