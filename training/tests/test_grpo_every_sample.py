@@ -204,3 +204,27 @@ def test_an_on_policy_step_finds_its_logprob_mismatch_in_its_loss_forwards(tiny_
                 ]
     mismatch = trainer.rl_state.metrics[1]["logprob_mismatch"]
     assert mismatch == pytest.approx(statistics.fmean(differences), abs=1e-4)
+
+
+def test_on_cpu_the_loss_forward_projects_the_completion_tokens_only(tiny_path, tmp_path):
+    """TRL's fused LM head without Triton projects every position of a row, prompt and padding included, and again
+    in its backward; the CPU head (sft.head_on_labelled_tokens at the sampling temperature) projects each
+    micro-batch's completion tokens once. The two tests above check its loss and gradients against the reference."""
+    generations = step_generations()
+    trainer = make_trainer(tiny_path, tmp_path, generations, num_iterations=1)
+    projected = []
+    head = trainer.accelerator.unwrap_model(trainer.model).get_output_embeddings()
+    hook = head.register_forward_hook(lambda module, args, out: projected.append(args[0].shape[0]))
+    try:
+        inputs = step_inputs()
+        for _ in range(2):  # gradient_accumulation_steps
+            trainer.training_step(trainer.model, inputs, None)
+    finally:
+        hook.remove()
+    parts = trainer._buffered_inputs
+    completions = [int(part["completion_mask"].sum()) for part in parts]
+    widths = [
+        part["prompt_ids"].size(0) * (part["prompt_ids"].size(1) + part["completion_ids"].size(1)) for part in parts
+    ]
+    assert projected == completions  # one projection a micro-batch, of its completion tokens
+    assert all(c < w // 2 for c, w in zip(completions, widths, strict=True))  # TRL's head would project every position

@@ -51,7 +51,7 @@ import json
 import os
 import sys
 
-from training.trainers.sft import _number, emit, load_model, report_to, watch_parent
+from training.trainers.sft import _number, emit, head_on_labelled_tokens, load_model, report_to, watch_parent
 
 
 class SkipStep(Exception):
@@ -109,6 +109,23 @@ def trainer_class():
                     f"'dapo'), whatever the samples of a rollout; loss_type {self.loss_type!r} counts "
                     "rows, which training every sample changes"
                 )
+            self._head_on_completions()
+
+        def _head_on_completions(self):
+            """On CPU, the policy's (and the reference's) loss forwards project only the completion tokens through
+            the LM head (sft.head_on_labelled_tokens, at the sampling temperature): without Triton, TRL's fused head
+            projects every position, prompt included, and again in the backward. Profiled with SmolLM2-135M
+            (bench/rl_step_bench.py) it took over a third of a step. The entropy it returns has no gradient, so
+            TRL's head stays where the loss reads the entropy (an entropy bonus, a high-entropy token mask)."""
+            if not self.args.use_cpu or self._entropy_bonus_enabled or self.top_entropy_quantile < 1.0:
+                return
+            for scorer in (self.model, self.ref_model):
+                if scorer is None:
+                    continue
+                model = scorer.get_base_model() if hasattr(scorer, "get_base_model") else scorer
+                if self.args.cast_lm_head_to_fp32 and model.get_output_embeddings().weight.dtype != torch.float32:
+                    continue
+                head_on_labelled_tokens(model, temperature=self.temperature)
 
         def _generate(self, prompts):
             generated = super()._generate(prompts)

@@ -115,7 +115,7 @@ def sft_trainer(config: dict, train_dataset, eval_dataset=None, callbacks=()):
 _HEAD_EXTRAS = ("final_logit_softcapping", "logit_scale", "output_multiplier", "lm_head_multiplier", "logits_scaling")
 
 
-def head_on_labelled_tokens(model) -> bool:
+def head_on_labelled_tokens(model, temperature: float = 1.0) -> bool:
     """Score only the labelled tokens through the LM head, on a device without Triton (CPU).
 
     SFTTrainer's loss forward (`fused_lm_head=True`, trl.trainer.utils.add_fused_lm_head) takes the log-probabilities,
@@ -128,8 +128,9 @@ def head_on_labelled_tokens(model) -> bool:
     its gradients are TRL's (the log-softmax at each label, summed over the batch's labelled tokens; positions without
     a label contribute nothing either way), and the entropy and top-1 hit feeding `entropy` and
     `mean_token_accuracy` are computed on the same logits without gradient. The logits of the labelled rows are
-    held at once, as a plain forward holds every row's. Returns whether the head was replaced (TRL's is kept for
-    logits it scales or caps and for MoE router losses)."""
+    held at once, as a plain forward holds every row's. `temperature` divides the logits, as TRL's head for GRPO
+    does (its policy's sampling temperature). Returns whether the head was replaced (TRL's is kept for logits it
+    scales or caps and for MoE router losses)."""
     import torch
     from trl.trainer.utils import FusedCausalLMOutput
 
@@ -157,6 +158,8 @@ def head_on_labelled_tokens(model) -> bool:
         mask = labels != -100
         targets = labels[mask]
         logits = self.get_output_embeddings()(hidden[mask]).float()
+        if temperature != 1.0:
+            logits = logits / temperature
         log_softmax = torch.log_softmax(logits, dim=-1)
         picked = log_softmax.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
         with torch.no_grad():
