@@ -117,7 +117,7 @@ def trainer_class():
             projects every position, prompt included, and again in the backward. Profiled with SmolLM2-135M
             (bench/rl_step_bench.py) it took over a third of a step. The entropy it returns has no gradient, so
             TRL's head stays where the loss reads the entropy (an entropy bonus, a high-entropy token mask)."""
-            if not self.args.use_cpu or self._entropy_bonus_enabled or self.top_entropy_quantile < 1.0:
+            if self.accelerator.device.type != "cpu" or self._entropy_bonus_enabled or self.top_entropy_quantile < 1.0:
                 return
             for scorer in (self.model, self.ref_model):
                 if scorer is None:
