@@ -97,14 +97,13 @@ def endpoint_row(name: str) -> dict:
     return row
 
 
-def set_sampling(name: str, sampling: dict, *, as_name: str | None = None) -> str:
-    """The endpoint (or a copy of it under `as_name`) with the bench's sampling: the run's, which the proxy holds."""
+def set_sampling(name: str, sampling: dict) -> str:
+    """The endpoint with the bench's sampling: the run's, which the proxy holds."""
     row = endpoint_row(name)
-    target = as_name or name
     manage(
         "endpoints",
         "add",
-        target,
+        name,
         "--base-url",
         row["base_url"],
         "--model",
@@ -122,7 +121,7 @@ def set_sampling(name: str, sampling: dict, *, as_name: str | None = None) -> st
         "--update",
         "--json",
     )
-    return target
+    return name
 
 
 def evaluate(
@@ -384,16 +383,21 @@ def build_data(args, seed: int, tasks: list[str], folder: Path, sampling: dict, 
     data_runs = []
     if args.self_tasks:
         base_endpoint = serve_base(args, sampling, timings)
-        hot = set_sampling(base_endpoint, {**sampling, "temperature": 1.0}, as_name=f"{base_endpoint}-t1")
-        report = evaluate(
-            hot,
-            tasks=spread(tasks, args.self_tasks),
-            repeats=args.samples,
-            max_turns=args.max_turns,
-            name=f"learning-bench s{seed} expert iteration",
-            timings=timings,
-            label="data-self",
-        )
+        # The served model's own endpoint at temperature 1.0 while the run samples (its evaluate waits for the end),
+        # then back: a copy under another name is refused, since a served model's key is registered by ClawGym alone.
+        set_sampling(base_endpoint, {**sampling, "temperature": 1.0})
+        try:
+            report = evaluate(
+                base_endpoint,
+                tasks=spread(tasks, args.self_tasks),
+                repeats=args.samples,
+                max_turns=args.max_turns,
+                name=f"learning-bench s{seed} expert iteration",
+                timings=timings,
+                label="data-self",
+            )
+        finally:
+            set_sampling(base_endpoint, sampling)
         data_runs.append(report["run"])
         data["expert_iteration"] = {
             "run": report["run"],
