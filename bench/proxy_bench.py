@@ -18,7 +18,9 @@ uvicorn with N worker processes (SQLite in WAL mode takes their writes).
 
 `--first-token-delay S` makes the upstream wait S seconds before each answer, as a model's prefill does; the
 proxy's hop then weighs less in the ratio, so the aims are judged only against an upstream that answers at once
-(`aim_met` is null otherwise).
+(`aim_met` is null otherwise). The aims (`aim`): at most +4.6 ms to the first token at p50 and at least 0.92x
+direct throughput, the proxy's figures before every call was recorded before its last chunk; a burst (`--think 0`
+without --mixed) is judged on throughput alone, since its first tokens queue on the proxy's one process.
 
 Per request it times the first content byte (TTFT) and the last byte. Added latency is the proxy's percentile
 minus the direct one (p50, p99), for TTFT and for the whole response; throughput is chunks received per second,
@@ -45,9 +47,11 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 from netutil import free_port, wait_for_port  # noqa: E402  (bench/ helper)
 
-AIM_P50_ADDED_MS = 5.0
-AIM_THROUGHPUT_RATIO = 0.8
-AIM_MIXED = {"ttft_p50_ratio_max": 1.10, "throughput_ratio_min": 0.9}  # issue 23, with --mixed
+# The proxy's figures before the integrity work (every call recorded before its last chunk goes out) made it
+# heavier: it must cost no more than that. A burst (--think 0) queues every first token on the proxy's process by
+# design, so there only the throughput is judged.
+AIM_P50_ADDED_MS = 4.6
+AIM_THROUGHPUT_RATIO = 0.92
 
 
 def serve_upstream(port: int, chunks: int, delay: float, first_delay: float) -> None:
@@ -308,12 +312,11 @@ def main() -> int:
         "throughput_ratio": round(ratio, 3),
         "ttft_ratio": {q: round(proxied["ttft_ms"][q] / direct["ttft_ms"][q], 3) for q in ("p50", "p99")},
         "aim": {"p50_added_ms_max": AIM_P50_ADDED_MS, "throughput_ratio_min": AIM_THROUGHPUT_RATIO},
-        "aim_met": added["ttft_p50"] <= AIM_P50_ADDED_MS and ratio >= AIM_THROUGHPUT_RATIO,
+        "aim_met": ratio >= AIM_THROUGHPUT_RATIO and added["ttft_p50"] <= AIM_P50_ADDED_MS,
     }
-    if args.mixed:
-        ttft_ratio = proxied["ttft_ms"]["p50"] / direct["ttft_ms"]["p50"]
-        report["aim"] = AIM_MIXED
-        report["aim_met"] = ttft_ratio <= AIM_MIXED["ttft_p50_ratio_max"] and ratio >= AIM_MIXED["throughput_ratio_min"]
+    if not args.mixed and not args.think:
+        report["aim"] = {"p50_added_ms_max": None, "throughput_ratio_min": AIM_THROUGHPUT_RATIO}
+        report["aim_met"] = ratio >= AIM_THROUGHPUT_RATIO
     if args.first_token_delay:
         # A slow first token hides the proxy's hop in the ratio: the aims are judged against an upstream that
         # answers at once, where the ratio is the proxy's own cost.

@@ -24,7 +24,7 @@ def test_proxy_bench_smoke():
             "--chunk-delay",
             "0.005",
             "--think",
-            "0.05",
+            "0",
         ],
         cwd=BASE_DIR,
         capture_output=True,
@@ -41,6 +41,9 @@ def test_proxy_bench_smoke():
         "total_p50",
         "total_p99",
     }
+    # A burst queues every first token on the proxy's process by design: it is judged on throughput alone.
+    assert report["aim"] == {"p50_added_ms_max": None, "throughput_ratio_min": 0.92}
+    assert isinstance(report["aim_met"], bool)
 
 
 @pytest.mark.once
@@ -82,4 +85,4 @@ def test_proxy_bench_mixed_measures_both_sides_in_one_load():
     assert report["direct"]["wall_s"] == report["proxy"]["wall_s"]
     assert report["recorded_calls"] == 4  # the 3 proxied and the proxy's warm-up
     assert report["throughput_ratio"] > 0 and set(report["ttft_ratio"]) == {"p50", "p99"}
-    assert report["aim"] == {"ttft_p50_ratio_max": 1.10, "throughput_ratio_min": 0.9}
+    assert report["aim"] == {"p50_added_ms_max": 4.6, "throughput_ratio_min": 0.92}
