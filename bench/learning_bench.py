@@ -58,13 +58,18 @@ holds the steps, learning_protocol.py what the bench decides and on what).
    Several seeds: "seeds" ({seed: that line without minutes, speed and seconds}), and at the top the same keys pooled
    over the seeds: each model's {"runs", "mean", "ci", "tasks", "unseen_kind", "heldout_lexical"} over every seed's
    tasks, "sft_vs_base" and "rl_vs_sft" (held-out), "comparisons", "aims" (with "seeds_met": "k of n"),
-   "serve_backend", "seeds_independent", the rates, "minutes", the speed ratios.
+   "serve_backend", "seeds_independent", the rates, "minutes", the speed ratios. Each seed's line carries what its
+   pooled figures are made of ("pooling": its task pairs per comparison and its task means per model), so that seeds
+   run in separate invocations pool as one invocation's do: `--pool FILE...` (each an earlier output, its last line
+   one seed's or several seeds') prints that pooled line, with "pooled_from" (each file, its seeds and minutes), and
+   runs nothing; a line of an earlier version without "pooling" is rebuilt from its runs in this database.
 
     DATABASE_URL=... .venv/bin/python bench/learning_bench.py [--seeds 1,2,3] [--base-model smollm2-135m-instruct]
         [--sizes train=40,heldout=6,unseen_kind=16,heldout_lexical=6] [--validation 3] [--repeats 2] [--samples 4]
         [--self-tasks 7] [--expert-tasks 56] [--sft-grid 1e-4x2,2e-4x2] [--sft-batch 4] [--rl-grid 2e-5:0.04,2e-5:0]
         [--rl-steps 8] [--rl-kinds 2] [--rl-tasks 4] [--rl-mix-share 0.33] [--rl-generations 4]
         [--serve-backend batched] [--no-speed]
+    DATABASE_URL=... .venv/bin/python bench/learning_bench.py --pool seed-1.json seed-2.json seed-3.json
 
 Sizes: a seed took 45-65 minutes on a 2-core CPU with one SFT and one RL candidate and 3 held-out tasks a kind; the
 defaults (6 a kind, two candidates each) take about three times that a seed, so the three seeds are a night's run
@@ -403,16 +408,21 @@ def run_seed(args, seed: int, setup: dict, timings: dict) -> tuple[dict, dict]:
         "curriculum": {k: len(v) for k, v in imported["tasks"].items()}
         | {"seed": seed, "sizes": setup["built"].get("sizes"), "benchmarks": benchmarks},
     }
-    for name, found_aim in aims.items():
-        log(f"s{seed} {name}: {found_aim['why']}")
-    chosen_rl = rl["settings"]["candidates"][rl["settings"]["chosen"]]
-    internals = {
-        "result": result,
+    # What the pooled figures are made of, in the line itself: seeds run in separate invocations pool from their lines
+    # (--pool) as one invocation's seeds do.
+    result["pooling"] = {
         "pairs": pairs,
         "task_means": {
             model: {split: list(task_means(report).values()) for split, report in split_reports.items()}
             for model, split_reports in reports.items()
         },
+    }
+    for name, found_aim in aims.items():
+        log(f"s{seed} {name}: {found_aim['why']}")
+    chosen_rl = rl["settings"]["candidates"][rl["settings"]["chosen"]]
+    internals = {
+        "result": result,
+        **result["pooling"],
         "sft_checkpoint": sft["checkpoint"],
         "rl_beta": chosen_rl["beta"],
         "rl_prompts": rl["mix"]["prompts_per_step"],
@@ -460,6 +470,87 @@ def every_seed(internals: dict[int, dict]) -> dict:
         "serve_backends_same": len(set(backends.values())) == 1,
         "seeds_independent": all(seed["result"]["seeds_independent"] for seed in internals.values()),
         "agent_tokens_per_s": agent_tokens_per_s(*runs),
+    }
+
+
+def pooling_of(line: dict) -> dict:
+    """A seed's line's pooling data ({"pairs", "task_means"}): its own, or, for a line without (an earlier version of
+    the bench), rebuilt from the runs it names in this database as run_seed builds it."""
+    if "pooling" in line:
+        return line["pooling"]
+    models = {model: line[model] for model in protocol.MODELS}
+    try:
+        return {
+            "pairs": seed_pairs(models, set(line.get("rl_kinds") or ())),
+            "task_means": {
+                model: {split: list(task_means(reported(run)).values()) for split, run in split_runs(found).items()}
+                for model, found in models.items()
+            },
+        }
+    except BenchError as exc:
+        raise BenchError(
+            f"seed {line.get('seed')}'s line carries no pooling data and its runs could not be read here: {exc}"
+        ) from None
+
+
+def seed_lines(paths: list[Path]) -> tuple[dict[int, dict], list[dict]]:
+    """({seed: its line}, [{"file", "seeds", "minutes"}]) of the bench's earlier outputs (each file's last JSON line:
+    one seed's, or several seeds' under "seeds"); a seed given twice is refused."""
+    found: dict[int, dict] = {}
+    files = []
+    for path in paths:
+        try:
+            line = json.loads(path.read_text().strip().splitlines()[-1])
+        except (OSError, ValueError, IndexError) as exc:
+            raise BenchError(f"{path}: no JSON line to pool ({exc})") from None
+        seeds = []
+        for seed_line in line["seeds"].values() if "seeds" in line else [line]:
+            seed = seed_line.get("seed")
+            if not isinstance(seed, int) or any(model not in seed_line for model in protocol.MODELS):
+                raise BenchError(f"{path}: not a learning bench line of one seed or several")
+            if seed in found:
+                raise BenchError(f"{path}: seed {seed} is given twice")
+            found[seed] = seed_line
+            seeds.append(seed)
+        files.append({"file": str(path), "seeds": seeds, "minutes": line.get("minutes")})
+    return found, files
+
+
+def pool(paths: list[Path]) -> dict:
+    """The pooled line of seeds run in separate invocations (--pool): the same figures a single invocation of those
+    seeds prints (learning_protocol.pooled over every seed's tasks), the rates the median of the seeds' own, the
+    minutes the invocations' sum, the speed ratios those of the last file that measured them."""
+    lines, files = seed_lines(paths)
+    internals = {}
+    for seed, line in sorted(lines.items()):
+        line["pooling"] = pooling_of(line)
+        internals[seed] = {"result": line, **line["pooling"]}
+    found = protocol.pooled(internals)
+    for name, aim in found["aims"].items():
+        log(f"pooled {name}: {aim['why']} ({aim['seeds_met']} seeds met it alone)")
+
+    def median(key):
+        values = [line[key] for line in lines.values() if line.get(key) is not None]
+        return round(statistics.median(values), 2) if values else None
+
+    backends = {json.dumps(line.get("serve_backend")) for line in lines.values()}
+    measured = [line for line in lines.values() if line.get("train_speed_vs_bare") is not None]
+    shared = ("minutes", "train_speed_vs_bare", "rl_step_vs_bare", "speed", "seconds")
+    return {
+        **found,
+        "train_tokens_per_s": median("train_tokens_per_s"),
+        "serve_tokens_per_s": median("serve_tokens_per_s"),
+        "agent_tokens_per_s": median("agent_tokens_per_s"),
+        "serve_backend": json.loads(next(iter(backends))) if len(backends) == 1 else [json.loads(b) for b in backends],
+        "serve_backends_same": len(backends) == 1 and all(line.get("serve_backends_same") for line in lines.values()),
+        "seeds_independent": all(line.get("seeds_independent") for line in lines.values()),
+        "seeds": {
+            str(seed): {k: v for k, v in line.items() if k not in shared} for seed, line in sorted(lines.items())
+        },
+        "minutes": round(sum(f["minutes"] or 0 for f in files), 1),
+        "train_speed_vs_bare": measured[-1]["train_speed_vs_bare"] if measured else None,
+        "rl_step_vs_bare": measured[-1]["rl_step_vs_bare"] if measured else None,
+        "pooled_from": files,
     }
 
 
@@ -537,6 +628,13 @@ def parse_args(argv=None):
     parser.add_argument("--sft-train-run", type=int, help="the SFT training run (its last checkpoint is used)")
     parser.add_argument("--sft-runs", type=run_pair, help="HELD,UNSEEN[,LEXICAL]: the SFT checkpoint's evaluation runs")
     parser.add_argument("--minutes-before", type=float, default=0.0, help="the earlier invocation's minutes")
+    parser.add_argument(
+        "--pool",
+        type=Path,
+        nargs="+",
+        metavar="FILE",
+        help="print the pooled line of earlier invocations' outputs (seeds run apart) and stop: nothing runs",
+    )
     args = parser.parse_args(argv)
     if len(args.seeds) > 1 and (args.base_runs or args.sft_train_run or args.sft_runs):
         parser.error("going on from an earlier invocation (--base-runs, --sft-train-run, --sft-runs) takes one seed")
@@ -553,6 +651,9 @@ def main(argv=None) -> int:
     import django
 
     django.setup()
+    if args.pool:
+        print(json.dumps(pool(args.pool)))
+        return 0
     from django.conf import settings
 
     args.work = args.work or Path(settings.VAR_DIR) / "learning-bench"

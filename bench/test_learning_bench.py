@@ -149,6 +149,83 @@ def test_the_pooled_figures_pair_every_seeds_tasks_together():
     assert found["aims"]["rl_keeps_unseen_kind"]["met"] is True
 
 
+def seed_line(seed: int, pairs: list, met: bool, **extra) -> dict:
+    """One seed's line as the bench prints it, with the pooling data it carries (figures of no real run)."""
+    models = {
+        m: {"run": 10 * seed + i, "unseen_kind": {"run": 100 + 10 * seed + i}, "heldout_lexical": {"run": 200 + i}}
+        for i, m in enumerate(protocol.MODELS)
+    }
+    return {
+        "seed": seed,
+        **models,
+        "aims": {name: {"met": met} for name in protocol.AIMS},
+        "serve_backend": "batched",
+        "serve_backends_same": True,
+        "seeds_independent": True,
+        "train_tokens_per_s": 100.0 * seed,
+        "pooling": {
+            "pairs": {
+                "sft_vs_base": {"heldout": pairs},
+                "rl_vs_sft": {"heldout": pairs, "unseen_kind": [[0.5, 0.5]]},
+                "rl_vs_sft_trained_kinds": {"heldout": pairs[:1]},
+            },
+            "task_means": {m: {split: [0.5, 1.0] for split in protocol.SPLITS} for m in protocol.MODELS},
+        },
+        **extra,
+    }
+
+
+def test_seeds_run_apart_pool_as_one_invocation_of_them_would(tmp_path):
+    one, two, three = [[1.0, 0.0], [0.5, 0.0]], [[0.5, 0.0], [1.0, 1.0]], [[1.0, 0.0]]
+    lines = {1: seed_line(1, one, True), 2: seed_line(2, two, False), 3: seed_line(3, three, True)}
+    alone = tmp_path / "seed-1.json"
+    alone.write_text(
+        "stderr's last words\n"
+        + json.dumps({**lines[1], "minutes": 90.0, "rl_step_vs_bare": 0.9, "train_speed_vs_bare": 1.1})
+    )
+    together = tmp_path / "seeds-2-3.json"
+    together.write_text(json.dumps({"seeds": {"2": lines[2], "3": lines[3]}, "minutes": 170.5}))
+
+    found = learning_bench.pool([alone, together])
+    expected = protocol.pooled({seed: {"result": line, **line["pooling"]} for seed, line in lines.items()})
+    for key in ("base", "sft", "rl", "sft_vs_base", "rl_vs_sft", "comparisons", "aims"):
+        assert found[key] == expected[key], key
+    assert found["sft_vs_base"]["tasks"] == 5 and found["aims"]["sft_over_base"]["seeds_met"] == "2 of 3"
+    assert sorted(found["seeds"]) == ["1", "2", "3"] and "minutes" not in found["seeds"]["1"]
+    assert found["minutes"] == 260.5 and found["rl_step_vs_bare"] == 0.9 and found["train_tokens_per_s"] == 200.0
+    assert found["serve_backend"] == "batched" and found["serve_backends_same"] and found["seeds_independent"]
+    assert [f["seeds"] for f in found["pooled_from"]] == [[1], [2, 3]]
+
+    # The pooled line pools again (its "seeds"); a seed given twice, or a file without a line, is refused.
+    again = tmp_path / "pooled.json"
+    again.write_text(json.dumps(found))
+    assert learning_bench.pool([again])["comparisons"] == found["comparisons"]
+    with pytest.raises(learning_steps.BenchError, match="seed 1 is given twice"):
+        learning_bench.pool([alone, again])
+    (tmp_path / "empty.json").write_text("")
+    with pytest.raises(learning_steps.BenchError, match="no JSON line"):
+        learning_bench.pool([tmp_path / "empty.json"])
+
+
+def test_a_line_without_pooling_data_is_rebuilt_from_its_runs_or_refused(monkeypatch):
+    line = seed_line(4, [[1.0, 0.0]], True, rl_kinds=["sort"])
+    del line["pooling"]
+
+    def missing(run_id):
+        raise learning_steps.BenchError(f"eval_report {run_id}: no such run")
+
+    monkeypatch.setattr(learning_bench, "seed_pairs", lambda models, kinds: {"kinds": sorted(kinds)})
+    monkeypatch.setattr(learning_bench, "reported", missing)
+    with pytest.raises(learning_steps.BenchError, match="seed 4's line carries no pooling data"):
+        learning_bench.pooling_of(line)
+    monkeypatch.setattr(
+        learning_bench, "reported", lambda run_id: {"tasks": {"a": {"mean": run_id / 100}, "b": {"mean": None}}}
+    )
+    rebuilt = learning_bench.pooling_of(line)
+    assert rebuilt["pairs"] == {"kinds": ["sort"]}
+    assert rebuilt["task_means"]["sft"] == {"heldout": [0.42], "unseen_kind": [1.42], "heldout_lexical": [2.02]}
+
+
 def test_the_pairs_of_a_comparison_are_its_tasks_of_the_kinds_asked():
     comparison = {
         "per_task": [
