@@ -2,7 +2,8 @@
 `--uds SOCKET` serves on a Unix socket instead of a port.
 
 transformers serve parses `<tool_call>{json}</tool_call>` with the response template (chat_template.py) and answers
-500 when the JSON does not parse: a call cut off by max_tokens, or JSON the model got wrong. The proxy must count a
+500 when the JSON does not parse (a call cut off by max_tokens, or JSON the model got wrong) or is not a call (a
+string, a list, an object without a name or arguments: seen from SmolLM2-135M in the learning bench). The proxy must count a
 500 as the server's failure (retried as infrastructure, never scored), so the model's own mistake would be retried
 until the rollout failed as infrastructure and left the mean. Here such an answer is returned as what the model
 wrote, with no tool call, as vLLM's hermes parser does: the agent reads text, and the checker scores the outcome.
@@ -27,10 +28,18 @@ def tolerant(parse):
 
     def tolerant_parse(processor, model, generated_ids, input_ids, cleaned_content: str = "", tools=None):
         try:
-            return parse(processor, model, generated_ids, input_ids, cleaned_content=cleaned_content, tools=tools)
-        except ValueError as exc:  # json.JSONDecodeError and the parser's own "could not parse" are ValueErrors
+            content, reasoning, calls = parse(
+                processor, model, generated_ids, input_ids, cleaned_content=cleaned_content, tools=tools
+            )
+        # json.JSONDecodeError and the parser's own "could not parse" are ValueErrors; JSON that parses but is no call
+        # (`<tool_call>"write"</tool_call>`, an object without "name" or "arguments") fails as the parser indexes it.
+        except (ValueError, TypeError, KeyError) as exc:
             log.warning("the answer's tool-call markup does not parse; returned as text: %s", str(exc)[:300])
             return cleaned_content, None, None
+        if any(not isinstance(call.name, str) or not call.name for call in calls or ()):
+            log.warning("the answer's tool call has no name; returned as text")
+            return cleaned_content, None, None
+        return content, reasoning, calls
 
     return tolerant_parse
 

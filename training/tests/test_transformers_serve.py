@@ -57,6 +57,20 @@ def test_a_call_cut_off_by_max_tokens_is_the_models_text_not_a_server_error(back
     assert [(c.name, c.arguments) for c in calls] == [("write", '{"path": "a.txt", "content": "x"}')]
 
 
+@pytest.mark.parametrize(
+    "markup",
+    ['"write"', '["write"]', '{"name": "write"}', '{"arguments": {}}', "42", '{"name": 3, "arguments": {}}'],
+)
+def test_json_that_is_no_call_is_the_models_text_not_a_server_error(backend, tokenizer, markup):
+    model = types.SimpleNamespace(config=types.SimpleNamespace(model_type="llama"))
+    generated, input_ids, cleaned = answer(tokenizer, f"<tool_call>\n{markup}\n</tool_call><|im_end|>")
+    from transformers.cli.serving import utils
+
+    parse = backend.tolerant(utils.parse_assistant_message)
+    content, reasoning, calls = parse(tokenizer, model, generated, input_ids, cleaned_content=cleaned)
+    assert (content, reasoning, calls) == (cleaned, None, None) and markup in content
+
+
 def test_installed_in_both_chat_paths(backend):
     from transformers.cli.serving import chat_completion, response
 
