@@ -413,15 +413,27 @@ def handler(policy: LivePolicy, model_name: str, api_key: str, max_body_bytes: i
             except Exception as exc:  # a bad request or a generate error: the client sees why
                 self._send(400, {"error": {"message": f"{type(exc).__name__}: {exc}", "type": "invalid_request"}})
                 return
+            # The answer is built whole before anything is sent: one that cannot be built (the parser failing on what
+            # the model wrote) is a 500 that says why, not a dropped connection the front can only call a protocol
+            # error.
+            try:
+                if body.get("stream"):
+                    answer = list(chunks(policy, body, out, model_name))
+                else:
+                    answer = completion(policy, body, out, model_name)
+            except Exception as exc:
+                message = f"the answer could not be built: {type(exc).__name__}: {exc}"
+                self._send(500, {"error": {"message": message, "type": "server_error"}})
+                return
             if not body.get("stream"):
-                self._send(200, completion(policy, body, out, model_name))
+                self._send(200, answer)
                 return
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Cache-Control", "no-cache")
             self.send_header("Connection", "close")
             self.end_headers()
-            for chunk in chunks(policy, body, out, model_name):
+            for chunk in answer:
                 self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                 self.wfile.flush()
             self.wfile.write(b"data: [DONE]\n\n")

@@ -158,6 +158,29 @@ def test_bad_requests_say_why(served):
     assert models["data"][0]["id"] == "policy"
 
 
+def test_an_answer_that_cannot_be_built_is_a_500_that_says_why(served):
+    _, model, tokenizer = served
+
+    def broken(out, body):
+        raise TypeError("string indices must be integers, not 'str'")  # transformers' parser on a string "call"
+
+    server = PolicyServer(
+        LivePolicy(lambda: model, tokenizer, temperature=TEMPERATURE, max_tokens=4, max_context=4096, parse=broken),
+        api_key=KEY,
+    )
+    url = server.start()
+    try:
+        with sampling(server.policy):
+            for stream in (False, True):
+                with pytest.raises(urllib.error.HTTPError) as error:
+                    post(url, {"messages": [{"role": "user", "content": "hi"}], "stream": stream})
+                said = json.loads(error.value.read().decode())["error"]["message"]
+                assert error.value.code == 500, stream
+                assert said == "the answer could not be built: TypeError: string indices must be integers, not 'str'"
+    finally:
+        server.stop()
+
+
 def raw_request(url: str, method: str, path: str, headers: dict, body: bytes = b"") -> tuple[int, dict]:
     """One request on a connection of its own, with exactly these headers (no Content-Length added)."""
     parts = urllib.parse.urlsplit(url)
