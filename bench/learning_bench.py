@@ -452,6 +452,11 @@ def seed_pairs(models: dict[str, dict], trained_kinds: set[str]) -> dict:
 # --- every seed ---------------------------------------------------------------------------------------------------
 
 
+def log_pooled_aims(found: dict) -> None:
+    for name, aim in found["aims"].items():
+        log(f"pooled {name}: {aim['why']} ({aim['seeds_met']} seeds met it alone)")
+
+
 def every_seed(internals: dict[int, dict]) -> dict:
     """The pooled figures (learning_protocol.pooled) with what the database says of every seed's runs together."""
     found = protocol.pooled(internals)
@@ -460,8 +465,7 @@ def every_seed(internals: dict[int, dict]) -> dict:
     rates = [
         seed["result"]["train_tokens_per_s"] for seed in internals.values() if seed["result"]["train_tokens_per_s"]
     ]
-    for name, aim in found["aims"].items():
-        log(f"pooled {name}: {aim['why']} ({aim['seeds_met']} seeds met it alone)")
+    log_pooled_aims(found)
     return {
         **found,
         "train_tokens_per_s": round(statistics.median(rates), 1) if rates else None,
@@ -526,8 +530,7 @@ def pool(paths: list[Path]) -> dict:
         line["pooling"] = pooling_of(line)
         internals[seed] = {"result": line, **line["pooling"]}
     found = protocol.pooled(internals)
-    for name, aim in found["aims"].items():
-        log(f"pooled {name}: {aim['why']} ({aim['seeds_met']} seeds met it alone)")
+    log_pooled_aims(found)
 
     def median(key):
         values = [line[key] for line in lines.values() if line.get(key) is not None]

@@ -3,9 +3,9 @@
 
 transformers serve parses `<tool_call>{json}</tool_call>` with the response template (chat_template.py) and answers
 500 when the JSON does not parse (a call cut off by max_tokens, or JSON the model got wrong) or is not a call (a
-string, a list, an object without a name or arguments: seen from SmolLM2-135M in the learning bench). The proxy must count a
-500 as the server's failure (retried as infrastructure, never scored), so the model's own mistake would be retried
-until the rollout failed as infrastructure and left the mean. Here such an answer is returned as what the model
+string, a list, an object without a name or arguments: seen from SmolLM2-135M in the learning bench). The proxy must
+count a 500 as the server's failure (retried as infrastructure, never scored), so the model's own mistake would be
+retried until the rollout failed as infrastructure and left the mean. Here such an answer is returned as what the model
 wrote, with no tool call, as vLLM's hermes parser does: the agent reads text, and the checker scores the outcome.
 
 transformers serve listens on a TCP port (--host, --port) and answers anyone who reaches it, `POST /load_model` (any
