@@ -19,10 +19,10 @@ issues, claims, decisions) and each reviewer's own candidates (fruit tasks with 
    sandbox worker killed (-9, its whole process group) mid-rollout and a new one started, as a restart policy does.
    Each one: the seconds until the app answers again (the queue page; a job accepted and run; the killed worker's
    rollouts ended), aim <= 30 s of the service returning.
-4. The end: the load stops, lost runs are swept as the periodic jobs do (reap_stale, fail_lost_rollouts; the stale
-   heartbeat limit is `--stale-seconds` here), every failed rollout is retried once, and then everything is counted:
-   every job run finished, every rollout scored or failed (retryable), the retries scored, every edit the site
-   acknowledged present in the catalog exactly once.
+4. The end: the load stops, lost runs are swept as the periodic jobs do (reap_stale, redeliver_unclaimed,
+   fail_lost_rollouts; the stale heartbeat limit is `--stale-seconds` here), every failed rollout is retried once, and
+   then everything is counted: every job run finished, every rollout scored or failed (retryable), the retries scored,
+   every edit the site acknowledged present in the catalog exactly once.
 
 The last line is one JSON object: {"pages": {page: {"unloaded", "loaded"}}, "proxy_added_ms", "errors", "faults",
 "accounting", "met", ...}. Bounded: `--max-seconds` over all (the run stops, reports and cleans up).

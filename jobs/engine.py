@@ -4,7 +4,10 @@ The engine is picked by name from settings.CLAWGYM_JOB_ENGINE. An engine that ca
 raises JobEngineError and the JobRun is marked failed with the reason. Nothing ever runs inline instead.
 """
 
+import base64
+import json
 import logging
+import time
 
 from django.conf import settings
 from django.db import transaction
@@ -47,6 +50,51 @@ class CeleryEngine:
             # A few quick tries ride out a broker restart; a broker that is down fails in about a second.
             conn.ensure_connection(max_retries=2, interval_start=0.2, interval_step=0.3, timeout=5)
             app.send_task(CELERY_TASK, args=[run.pk], queue=run.queue, connection=conn, retry=False, ignore_result=True)
+
+    def redeliver_unclaimed(self, older_than: float, unclaimed) -> list[int]:
+        """Put back on its queue each delivery a worker took more than `older_than` seconds ago and never claimed.
+
+        Redis keeps a delivered message in its `unacked` set until the worker acknowledges it after the job (acks_late)
+        or the visibility timeout (hours) passes. A delivery no worker will ever claim stays there that long: the
+        worker was killed before its pool process claimed the run, or its broker connection was cut, upon which Celery
+        drops the deliveries it had not started yet (they "cannot be acked anyway"). `unclaimed(ids)` answers which
+        of those runs are still queued in the database; only theirs go back. A worker that still holds one and gets to
+        it after all finds it claimed by the other delivery and skips it (jobs.runner._claim). Returns the run ids.
+        """
+        app = import_string(settings.CLAWGYM_CELERY_APP)
+        with app.connection_for_write(url=settings.CELERY_BROKER_URL) as conn:
+            conn.ensure_connection(max_retries=2, interval_start=0.2, interval_step=0.3, timeout=5)
+            channel = conn.default_channel
+            if not hasattr(channel, "unacked_key"):
+                return []  # a broker that is not Redis keeps no such set
+            client = channel.client
+            tags = client.zrange(channel.unacked_index_key, 0, time.time() - older_than, byscore=True)
+            held = {}
+            for tag in tags:
+                run_id = _job_run_of(client.hget(channel.unacked_key, tag))
+                if run_id is not None:
+                    held[tag] = run_id
+            waiting = unclaimed(set(held.values())) if held else set()
+            for tag, run_id in held.items():
+                if run_id in waiting:
+                    channel.qos.restore_by_tag(tag, client)
+            return sorted({run_id for run_id in held.values() if run_id in waiting})
+
+
+def _job_run_of(stored: bytes | None) -> int | None:
+    """The JobRun id of an unacknowledged message as kombu's Redis transport stores it ([message, exchange, routing
+    key], the body base64-encoded JSON [args, kwargs, embed]); None for any other task or a message it cannot read."""
+    try:
+        message = json.loads(stored)[0]
+        if message["headers"]["task"] != CELERY_TASK:
+            return None
+        body = message["body"]
+        if message["properties"].get("body_encoding") == "base64":
+            body = base64.b64decode(body)
+        run_id = json.loads(body)[0][0]
+    except (TypeError, ValueError, KeyError, IndexError):
+        return None
+    return run_id if isinstance(run_id, int) else None
 
 
 ENGINES = {"django_q": DjangoQEngine, "celery": CeleryEngine}

@@ -466,15 +466,40 @@ def reap_stale(now=None) -> int:
     return count
 
 
+def redeliver_unclaimed(now=None) -> list[int]:
+    """Queued runs whose delivery a worker took more than CLAWGYM_JOB_STALE_SECONDS ago without claiming it: their
+    messages go back on their queues (Celery on Redis; jobs.engine.CeleryEngine.redeliver_unclaimed says how a
+    delivery gets stuck). Returns their ids; [] when no run of that engine has been queued that long, or the broker
+    does not answer (the next recovery tries again)."""
+    now = now or timezone.now()
+    stale = settings.CLAWGYM_JOB_STALE_SECONDS
+    queued = JobRun.objects.filter(status=JobRun.Status.QUEUED, engine="celery")
+    if not queued.filter(created_at__lt=_stale_before(now)).exists():
+        return []
+
+    def unclaimed(ids: set[int]) -> set[int]:
+        return set(queued.filter(pk__in=ids).values_list("pk", flat=True))
+
+    try:
+        redelivered = get_engine("celery").redeliver_unclaimed(stale, unclaimed)
+    except Exception:  # a broker down now is no reason to stop recovering the runs the database knows about
+        log.exception("handing unclaimed deliveries back to the broker failed")
+        return []
+    if redelivered:
+        log.warning("job runs delivered but never claimed, handed back to the broker: %s", redelivered)
+    return redelivered
+
+
 def recover_lost(now=None) -> dict:
     """Queue lost runs again on their engine (bounded attempts); end those out of attempts or cancelled.
 
-    Called when a worker starts: a worker killed mid-job is usually followed by a new one on the same host.
-    Returns the run ids by outcome: {"requeued": [...], "failed": [...], "cancelled": [...]}.
+    Called when a worker starts: a worker killed mid-job is usually followed by a new one on the same host. Runs
+    delivered to a worker that never claimed them go back to the broker too (`redeliver_unclaimed`).
+    Returns the run ids by outcome: {"requeued": [...], "failed": [...], "cancelled": [...], "redelivered": [...]}.
     """
     now = now or timezone.now()
     _sweep_scratch()
-    done = {"requeued": [], "failed": [], "cancelled": []}
+    done = {"requeued": [], "failed": [], "cancelled": [], "redelivered": redeliver_unclaimed(now)}
     for run, reason in _lost_runs(now):
         if run.cancel_requested or run.attempts >= MAX_ATTEMPTS:
             ended = _give_up(run, reason, now)

@@ -198,6 +198,7 @@ def describe_rollouts(ids: list[int]) -> list[dict]:
 def wait_running_rollout(revisions, endpoint, timeout: float = 60) -> list[int]:
     """Rollouts running now: queue two more when none is queued or running, then wait until one runs."""
     from evaluation.models import Rollout
+    from jobs.runner import redeliver_unclaimed
 
     active = Rollout.objects.filter(status__in=[Rollout.Status.QUEUED, Rollout.Status.RUNNING])
     if not db_call(active.exists):
@@ -207,6 +208,8 @@ def wait_running_rollout(revisions, endpoint, timeout: float = 60) -> list[int]:
         running = db_call(rollouts_in, Rollout.Status.RUNNING)
         if running:
             return running
+        # As the periodic recovery does: a rollout whose delivery a Redis restart cut waits for no one otherwise.
+        db_call(redeliver_unclaimed)
         time.sleep(0.2)
     return []
 
@@ -221,13 +224,14 @@ def settle(timeout: float, stale_seconds: int) -> dict:
     from evaluation.models import Rollout
     from evaluation.services.rollouts import fail_lost_rollouts
     from jobs.models import JobRun
-    from jobs.runner import reap_stale
+    from jobs.runner import reap_stale, redeliver_unclaimed
 
-    swept = {"job_runs": 0, "rollouts": 0}
+    swept = {"job_runs": 0, "rollouts": 0, "redelivered": 0}
     deadline = time.time() + timeout
     unfinished = [JobRun.Status.QUEUED, JobRun.Status.RUNNING]
     while time.time() < deadline:
         swept["job_runs"] += db_call(reap_stale)
+        swept["redelivered"] += len(db_call(redeliver_unclaimed))
         swept["rollouts"] += len(db_call(fail_lost_rollouts))
         runs = db_call(lambda: JobRun.objects.filter(status__in=unfinished).count())
         rollouts = db_call(
@@ -279,6 +283,13 @@ def accounting(acknowledged: list[dict]) -> dict:
         "job_runs": runs,
         "job_runs_by_kind": by_kind,
         "job_runs_unfinished": sum(n for s, n in runs.items() if s in ("queued", "running")),
+        # where the first few unfinished runs stand, so that a report that missed says which and why
+        "job_runs_unfinished_examples": [
+            {"job_run": pk, "kind": kind, "status": status, "worker": worker, "log": log[-300:]}
+            for pk, kind, status, worker, log in JobRun.objects.filter(
+                status__in=[JobRun.Status.QUEUED, JobRun.Status.RUNNING]
+            ).values_list("pk", "kind", "status", "worker", "log_tail")[:5]
+        ],
         "rollouts": rollouts,
         "rollouts_unfinished": sum(n for s, n in rollouts.items() if s in ("queued", "running")),
         "rollouts_retried_after_worker_lost": worker_lost,

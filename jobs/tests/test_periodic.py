@@ -277,7 +277,14 @@ def test_lost_runs_are_queued_again_and_workers_gone_a_day_forgotten(settings):
 
     run = run_now("jobs.recover_lost")
 
-    assert run.result == {"requeued": 1, "failed": 1, "cancelled": 0, "released": 1, "workers_forgotten": 1}
+    assert run.result == {
+        "requeued": 1,
+        "failed": 1,
+        "cancelled": 0,
+        "redelivered": 0,
+        "released": 1,
+        "workers_forgotten": 1,
+    }
     waiting.refresh_from_db()
     assert not waiting.held and "handed 1 held run(s) to the workers" in run.log_tail
     assert f"requeued: #{lost.pk}" in run.log_tail and f"failed: #{stale.pk}" in run.log_tail

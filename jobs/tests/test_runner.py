@@ -219,7 +219,7 @@ def test_recover_lost_requeues_on_the_runs_engine_and_fails_the_exhausted():
 
     done = recover_lost()
 
-    assert done == {"requeued": [lost.pk], "failed": [exhausted.pk], "cancelled": [cancelled.pk]}
+    assert done == {"requeued": [lost.pk], "failed": [exhausted.pk], "cancelled": [cancelled.pk], "redelivered": []}
     lost.refresh_from_db()
     assert lost.status == JobRun.Status.QUEUED and lost.worker == ""
     assert "queued again" in lost.log_tail

@@ -1,13 +1,19 @@
 """A worker killed mid-job: its run is run again by the next worker (bounded), never left running."""
 
+import json
 import os
 import signal
 import time
+import uuid
+from datetime import timedelta
 
 import pytest
+import redis
+from django.utils import timezone
 
 import jobs
 from jobs.models import JobRun
+from jobs.runner import recover_lost
 from jobs.services import cancel_job
 from jobs.testing import start_celery_worker, wait_for_job_run
 
@@ -75,3 +81,42 @@ def test_a_worker_takes_only_its_own_queues(celery_engine, workers, admin_user):
     elsewhere.refresh_from_db()
     assert elsewhere.status == JobRun.Status.QUEUED
     cancel_job(elsewhere, user=admin_user)  # its message stays in Redis; whoever gets it must skip it
+
+
+def _taken_by_a_worker_that_vanished(broker_url: str, queue: str, seconds_ago: float) -> str:
+    """What kombu's Redis transport does when it delivers the oldest message of `queue` (moves it to the unacked set,
+    stamped with the time), for a worker that then never acknowledges it nor puts it back: one killed before its pool
+    process claimed the run, or one whose broker connection was cut (Celery drops the deliveries it had not started)."""
+    client = redis.Redis.from_url(broker_url)
+    message = json.loads(client.rpop(queue))
+    delivery = message["properties"]["delivery_info"]
+    tag = uuid.uuid4().hex
+    client.zadd("unacked_index", {tag: time.time() - seconds_ago})
+    client.hset("unacked", tag, json.dumps([message, delivery["exchange"], delivery["routing_key"]]))
+    return tag
+
+
+def test_a_delivery_no_worker_claimed_goes_back_to_its_queue_and_runs(celery_engine, workers, settings):
+    settings.CLAWGYM_JOB_STALE_SECONDS = 30
+    lost, fresh, finished = (jobs.enqueue("jobs.ping", queue="sandbox", steps=1) for _ in range(3))
+    JobRun.objects.update(created_at=timezone.now() - timedelta(minutes=5))
+    lost_tag = _taken_by_a_worker_that_vanished(celery_engine, "sandbox", seconds_ago=60)
+    fresh_tag = _taken_by_a_worker_that_vanished(celery_engine, "sandbox", seconds_ago=5)  # its worker may claim it yet
+    finished_tag = _taken_by_a_worker_that_vanished(celery_engine, "sandbox", seconds_ago=60)
+    JobRun.objects.filter(pk=finished.pk).update(status=JobRun.Status.SUCCEEDED)  # its worker acknowledges it later
+    client = redis.Redis.from_url(celery_engine)
+    client.zadd("unacked_index", {"unreadable": time.time() - 60})
+    client.hset("unacked", "unreadable", b"not a kombu message")
+
+    assert recover_lost()["redelivered"] == [lost.pk]
+    assert client.llen("sandbox") == 1
+    held = {tag.decode() for tag in client.hkeys("unacked")}
+    assert lost_tag not in held and {fresh_tag, finished_tag, "unreadable"} <= held
+    assert recover_lost()["redelivered"] == []  # once back on its queue, it is no longer held by anyone
+
+    workers.append(start_celery_worker(celery_engine, queues="sandbox"))
+    lost = wait_for_job_run(lost, timeout=30)
+    assert lost.status == JobRun.Status.SUCCEEDED, lost.error or lost.log_tail
+    assert lost.attempts == 1
+    fresh.refresh_from_db()
+    assert fresh.status == JobRun.Status.QUEUED

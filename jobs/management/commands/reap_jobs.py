@@ -16,7 +16,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--requeue",
             action="store_true",
-            help=f"queue lost runs again instead (up to {MAX_ATTEMPTS} attempts; failed after that)",
+            help=f"queue lost runs again instead (up to {MAX_ATTEMPTS} attempts; failed after that), and hand deliveries no worker claimed back to the broker",
         )
 
     def handle(self, *args, requeue, **options):
@@ -25,7 +25,9 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"Queued {len(done['requeued'])} lost job run(s) again {done['requeued']}; "
                 f"marked {len(done['failed'])} failed {done['failed']} "
-                f"and {len(done['cancelled'])} cancelled {done['cancelled']}."
+                f"and {len(done['cancelled'])} cancelled {done['cancelled']}; "
+                f"handed {len(done['redelivered'])} delivered but never claimed back to the broker "
+                f"{done['redelivered']}."
             )
             return
         count = reap_stale()
