@@ -98,13 +98,14 @@ def _taken_by_a_worker_that_vanished(broker_url: str, queue: str, seconds_ago: f
 
 def test_a_delivery_no_worker_claimed_goes_back_to_its_queue_and_runs(celery_engine, workers, settings):
     settings.CLAWGYM_JOB_STALE_SECONDS = 30
+    client = redis.Redis.from_url(celery_engine)
+    client.delete("sandbox", "unacked", "unacked_index")  # what earlier tests of this session left on the broker
     lost, fresh, finished = (jobs.enqueue("jobs.ping", queue="sandbox", steps=1) for _ in range(3))
     JobRun.objects.update(created_at=timezone.now() - timedelta(minutes=5))
     lost_tag = _taken_by_a_worker_that_vanished(celery_engine, "sandbox", seconds_ago=60)
     fresh_tag = _taken_by_a_worker_that_vanished(celery_engine, "sandbox", seconds_ago=5)  # its worker may claim it yet
     finished_tag = _taken_by_a_worker_that_vanished(celery_engine, "sandbox", seconds_ago=60)
     JobRun.objects.filter(pk=finished.pk).update(status=JobRun.Status.SUCCEEDED)  # its worker acknowledges it later
-    client = redis.Redis.from_url(celery_engine)
     client.zadd("unacked_index", {"unreadable": time.time() - 60})
     client.hset("unacked", "unreadable", b"not a kombu message")
 
