@@ -8,6 +8,7 @@ import base64
 import json
 import logging
 import time
+from contextlib import contextmanager
 
 from django.conf import settings
 from django.db import transaction
@@ -42,13 +43,19 @@ class CeleryEngine:
 
     name = "celery"
 
-    def submit(self, run: JobRun) -> None:
+    @staticmethod
+    @contextmanager
+    def _broker():
+        """The Celery app and a connection to the broker, connected."""
         app = import_string(settings.CLAWGYM_CELERY_APP)
-
         # The broker URL is read now (not when the Celery app was configured), so that it follows settings.
         with app.connection_for_write(url=settings.CELERY_BROKER_URL) as conn:
             # A few quick tries ride out a broker restart; a broker that is down fails in about a second.
             conn.ensure_connection(max_retries=2, interval_start=0.2, interval_step=0.3, timeout=5)
+            yield app, conn
+
+    def submit(self, run: JobRun) -> None:
+        with self._broker() as (app, conn):
             app.send_task(CELERY_TASK, args=[run.pk], queue=run.queue, connection=conn, retry=False, ignore_result=True)
 
     def redeliver_unclaimed(self, older_than: float, unclaimed) -> list[int]:
@@ -61,24 +68,19 @@ class CeleryEngine:
         of those runs are still queued in the database; only theirs go back. A worker that still holds one and gets to
         it after all finds it claimed by the other delivery and skips it (jobs.runner._claim). Returns the run ids.
         """
-        app = import_string(settings.CLAWGYM_CELERY_APP)
-        with app.connection_for_write(url=settings.CELERY_BROKER_URL) as conn:
-            conn.ensure_connection(max_retries=2, interval_start=0.2, interval_step=0.3, timeout=5)
+        with self._broker() as (_, conn):
             channel = conn.default_channel
             if not hasattr(channel, "unacked_key"):
                 return []  # a broker that is not Redis keeps no such set
             client = channel.client
             tags = client.zrange(channel.unacked_index_key, 0, time.time() - older_than, byscore=True)
-            held = {}
-            for tag in tags:
-                run_id = _job_run_of(client.hget(channel.unacked_key, tag))
-                if run_id is not None:
-                    held[tag] = run_id
+            stored = client.hmget(channel.unacked_key, tags) if tags else []
+            held = {tag: run_id for tag, run_id in zip(tags, map(_job_run_of, stored)) if run_id is not None}
             waiting = unclaimed(set(held.values())) if held else set()
             for tag, run_id in held.items():
                 if run_id in waiting:
                     channel.qos.restore_by_tag(tag, client)
-            return sorted({run_id for run_id in held.values() if run_id in waiting})
+            return sorted(waiting)
 
 
 def _job_run_of(stored: bytes | None) -> int | None:
