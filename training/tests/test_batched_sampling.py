@@ -1,7 +1,7 @@
 """The batched sampler (training.batched_sampling) on the tiny model: rows that join a running batch at different
 times sample what `generate` samples alone (greedy), a seeded row draws the same tokens whoever shares its batch,
 logprobs are the model's own at the row's temperature, a call that continues an earlier one reuses its cache and still
-samples what `generate` does, top-p keeps the nucleus, a failing model fails the rows in flight and the sampler goes
+samples what `generate` does, the cache grows in place and holds what concatenation holds, top-p keeps the nucleus, a failing model fails the rows in flight and the sampler goes
 on, stop fails what waits, and a cache it cannot merge is refused at start."""
 
 import threading
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from training.batched_sampling import BatchedSampler, PrefixCache, SamplingError
+from training.batched_sampling import SPARE_COLUMNS, BatchedSampler, PrefixCache, SamplingError, growing_layer
 
 
 @pytest.fixture(scope="module")
@@ -169,6 +169,27 @@ def test_the_prefix_cache_keeps_to_its_bytes_and_prefers_the_longest_match():
     cache.store([5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 7, 7], layers(12)[:1])
     assert [5] * 10 not in [ids for ids, _, _ in cache.entries] and cache.entries[-1][0][-2:] == [7, 7]
     assert cache.bytes == sum(size for _, _, size in cache.entries) <= cache.max_bytes
+
+
+def test_the_cache_grows_in_place_and_holds_what_concatenation_holds():
+    import torch
+
+    layer = growing_layer()()
+    parts = [torch.randn(3, 2, columns, 4) for columns in (5, 1, 1, SPARE_COLUMNS)]
+    keys, _ = layer.update(parts[0], -parts[0])
+    room = keys.data_ptr()
+    for part in parts[1:3]:
+        keys, values = layer.update(part, -part)
+        assert keys.data_ptr() == room  # a decode step's column written into the spare room, nothing copied
+    assert torch.equal(keys, torch.cat(parts[:3], dim=2)) and torch.equal(values, -keys)
+    keys, _ = layer.update(parts[3], -parts[3])  # past the room: copied once into a larger buffer
+    assert keys.data_ptr() != room and torch.equal(keys, torch.cat(parts, dim=2))
+    # Whoever replaces the keys (a batch dropping a finished row) leaves the buffer: the next update starts anew.
+    layer.keys, layer.values = keys[1:].clone(), -keys[1:].clone()
+    last = torch.randn(2, 2, 1, 4)
+    keys, values = layer.update(last, -last)
+    assert torch.equal(keys, torch.cat([torch.cat(parts, dim=2)[1:], last], dim=2)) and torch.equal(values, -keys)
+    assert layer.get_seq_length() == 5 + 2 + SPARE_COLUMNS + 1
 
 
 def test_top_p_keeps_only_the_nucleus(tiny):
