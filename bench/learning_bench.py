@@ -29,9 +29,9 @@ holds the steps, learning_protocol.py what the bench decides and on what).
 4. SFT: `train --kind sft --cpu` once for each --sft-grid candidate (learning rate x epochs), each checkpoint served
    and evaluated on the validation split; the best there is the SFT model, evaluated on the held-out splits, compared
    with both bases.
-5. RL: GRPO (`train --kind rl --cpu`, the live policy) from the SFT checkpoint on --rl-tasks train tasks (not those
-   the SFT data came from) of the --rl-kinds kinds the SFT checkpoint solves in part on the validation split (mean
-   nearest 0.5), all of them at every step, plus a task mix: --rl-mix-share of each step drawn from the other kinds'
+5. RL: GRPO (`train --kind rl --cpu`, the live policy) from the SFT checkpoint on train tasks (not those the SFT
+   data came from) of the --rl-kinds kinds the SFT checkpoint solves in part on the validation split (mean nearest
+   0.5), --rl-prompts of them a step, each step other ones (--rl-steps x --rl-prompts are drawn), plus a task mix: --rl-mix-share of each step drawn from the other kinds'
    train tasks, so that RL does not lower what it does not aim at. Once for each --rl-grid candidate (learning rate :
    KL weight against the SFT policy, TRL's beta); with more than one, each is evaluated on the validation split and
    the best is the RL model, evaluated on the held-out splits and compared with SFT.
@@ -51,7 +51,7 @@ holds the steps, learning_protocol.py what the bench decides and on what).
    "serve_backend" (the one backend every compared run was served on, or {run: backend} with "serve_backends_same":
    false), "seeds_independent" (every rollout of each run sampled with its own seed), "data" (rows by source),
    "agent_tokens_per_s", "rl_kinds" (RL's kinds with the SFT checkpoint's validation means), "rl_mix" (the mix's
-   tasks, prompts a step and share), "rl_reward" (per step, every group) with "rl_reward_own" and "rl_reward_mix"
+   tasks, prompts a step, RL's own tasks a step and the share), "rl_reward" (per step, every group) with "rl_reward_own" and "rl_reward_mix"
    (per step, RL's own tasks' groups and the mix's), the own curve's halves ("rl_reward_halves") and slope
    ("rl_reward_slope"), "speed" (bench/train_speed_bench.py's and bench/rl_step_bench.py's lines on the SFT
    checkpoint, whose ratios are train_speed_vs_bare and rl_step_vs_bare; --no-speed: null), "curriculum", "seconds".
@@ -67,7 +67,7 @@ holds the steps, learning_protocol.py what the bench decides and on what).
     DATABASE_URL=... .venv/bin/python bench/learning_bench.py [--seeds 1,2,3] [--base-model smollm2-135m-instruct]
         [--sizes train=40,heldout=6,unseen_kind=16,heldout_lexical=6] [--validation 3] [--repeats 2] [--samples 4]
         [--self-tasks 7] [--expert-tasks 56] [--sft-grid 1e-4x2,2e-4x2] [--sft-batch 4] [--rl-grid 2e-5:0.04,2e-5:0]
-        [--rl-steps 8] [--rl-kinds 2] [--rl-tasks 4] [--rl-mix-share 0.33] [--rl-generations 4]
+        [--rl-steps 8] [--rl-kinds 2] [--rl-prompts 4] [--rl-mix-share 0.33] [--rl-generations 4]
         [--serve-backend batched] [--no-speed]
     DATABASE_URL=... .venv/bin/python bench/learning_bench.py --pool seed-1.json seed-2.json seed-3.json
 
@@ -149,9 +149,10 @@ def comparisons(models: dict[str, dict]) -> dict:
 def frontier(held: dict, train: list[str], kinds: int, count: int) -> tuple[list[str], dict]:
     """RL's tasks: `count` train tasks of the `kinds` kinds whose mean under the SFT checkpoint (on the validation
     split: `held` is its report) is nearest 0.5, and those means. GRPO learns only from a group whose rollouts differ
-    in reward: a kind the checkpoint always or never solves gives it almost nothing. The same tasks are drawn at every
-    step, so that the reward curve compares like with like (drawn afresh, a step's reward was set by which tasks it
-    drew)."""
+    in reward: a kind the checkpoint always or never solves gives it almost nothing. The run takes them in turn, a
+    few a step (training.rl.task_mix): four tasks drawn at every step of three seeds raised their own reward (seed 3:
+    0.242 to 0.492 by halves) and not the held-out tasks of their kinds, so a step draws tasks it has not trained
+    on."""
     scores: dict[str, list[float]] = {}
     for task, task_figures in held["tasks"].items():
         if task_figures["mean"] is not None:
@@ -269,19 +270,36 @@ def sft_model(args, seed, setup, pool, validation, sampling, benchmarks, timings
     }
 
 
-def rl_model(args, seed, sft: dict, fresh: list[str], validation, sampling, benchmarks, timings) -> dict:
-    """RL's tasks and mix, its candidates trained (and validated when there are several), the best one evaluated."""
-    rl_tasks, rl_kinds = frontier(sft["validation_report"], fresh, args.rl_kinds, args.rl_tasks)
-    if not rl_tasks:
-        raise BenchError("no train task for RL: the SFT checkpoint scored no validation task of a kind left to train")
+def rl_plan(held: dict, fresh: list[str], *, kinds: int, per_step: int, steps: int, mix_share: float):
+    """(RL's own tasks, their kinds with the SFT checkpoint's validation means, the mix): `steps` x `per_step` tasks
+    of the frontier kinds, taken `per_step` a step, and the mix's tasks of the other kinds for the rest of each step
+    (`mix_share` of it, added to the own prompts rather than taking their places)."""
+    rl_tasks, rl_kinds = frontier(held, fresh, kinds, per_step * steps)
     others = [t for t in fresh if kind_of(t) not in rl_kinds and t not in rl_tasks]
-    prompts, share = protocol.mix_plan(len(rl_tasks), args.rl_mix_share if others else 0.0)
+    own = min(per_step, len(rl_tasks))
+    prompts, share = protocol.mix_plan(own, mix_share if others else 0.0)
     mix = {
-        "tasks": spread(others, (prompts - len(rl_tasks)) * args.rl_steps) if share else [],
+        "tasks": spread(others, (prompts - own) * steps) if share else [],
         "prompts_per_step": prompts,
+        "own_per_step": own,
         "share": round(share, 4),
     }
     mix["kinds"] = sorted({kind_of(t) for t in mix["tasks"]})
+    return rl_tasks, rl_kinds, mix
+
+
+def rl_model(args, seed, sft: dict, fresh: list[str], validation, sampling, benchmarks, timings) -> dict:
+    """RL's tasks and mix, its candidates trained (and validated when there are several), the best one evaluated."""
+    rl_tasks, rl_kinds, mix = rl_plan(
+        sft["validation_report"],
+        fresh,
+        kinds=args.rl_kinds,
+        per_step=args.rl_prompts,
+        steps=args.rl_steps,
+        mix_share=args.rl_mix_share,
+    )
+    if not rl_tasks:
+        raise BenchError("no train task for RL: the SFT checkpoint scored no validation task of a kind left to train")
     log(f"s{seed} rl: {len(rl_tasks)} tasks of the kinds {rl_kinds}, mix {mix}")
     candidates, runs = [], []
     for settings in args.rl_grid:
@@ -602,7 +620,12 @@ def parse_args(argv=None):
     parser.add_argument(
         "--rl-kinds", type=int, default=2, help="RL: the kinds aimed at (the SFT checkpoint's frontier)"
     )
-    parser.add_argument("--rl-tasks", type=int, default=4, help="RL: train tasks of those kinds, all drawn every step")
+    parser.add_argument(
+        "--rl-prompts",
+        type=int,
+        default=4,
+        help="RL: train tasks of those kinds a step, each step others while any are left (steps x this are drawn)",
+    )
     parser.add_argument(
         "--rl-mix-share",
         type=float,

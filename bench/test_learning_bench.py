@@ -64,6 +64,20 @@ def test_rl_trains_the_kinds_the_sft_checkpoint_solves_in_part():
     ]
 
 
+def test_rl_draws_other_tasks_of_its_kinds_at_each_step_and_mixes_the_rest():
+    held = {"tasks": {"curriculum-s0-train-sort-001": {"mean": 0.5}, "curriculum-s0-train-write-001": {"mean": 1.0}}}
+    fresh = [f"curriculum-s0-train-{kind}-{n:03d}" for kind in ("sort", "write", "count") for n in range(4, 24)]
+    tasks, kinds, mix = learning_bench.rl_plan(held, fresh, kinds=1, per_step=4, steps=3, mix_share=0.33)
+    assert kinds == {"sort": 0.5}
+    assert tasks == [f"curriculum-s0-train-sort-{n:03d}" for n in range(4, 16)]  # 3 steps x 4, none drawn twice
+    assert mix["own_per_step"] == 4 and mix["prompts_per_step"] == 6 and mix["share"] == pytest.approx(1 / 3, abs=1e-4)
+    assert len(mix["tasks"]) == 6 and mix["kinds"] == ["count", "write"]  # 2 mix prompts a step, no RL task among them
+    assert not set(mix["tasks"]) & set(tasks)
+    few = [f"curriculum-s0-train-sort-{n:03d}" for n in (4, 5)]
+    tasks, _, mix = learning_bench.rl_plan(held, few, kinds=1, per_step=4, steps=3, mix_share=0.33)
+    assert tasks == few and mix == {"tasks": [], "prompts_per_step": 2, "own_per_step": 2, "share": 0.0, "kinds": []}
+
+
 def test_the_settings_are_candidates_and_the_best_on_validation_is_chosen():
     assert protocol.parse_sft_grid("1e-4x2, 2e-4x3") == [
         {"learning_rate": 1e-4, "epochs": 2.0},
