@@ -9,8 +9,8 @@ line is one JSON object: {"model", "rows", "prompt_tokens", "steps", "dynamic_st
 
     .venv/bin/python bench/kv_cache_bench.py --model FOLDER [--rows 16] [--prompt-tokens 1000] [--steps 40]
 
-FOLDER: a causal LM folder, e.g. `.venv/bin/python -m training.converters smollm2-135m-instruct /tmp/smol` or a `base_models
-add` folder (CLAWGYM_TRAINING_DIR/base-models/smollm2-135m-instruct).
+FOLDER: a causal LM folder, e.g. `.venv/bin/python -m training.converters smollm2-135m-instruct /tmp/smol` or a
+`base_models add` folder (CLAWGYM_TRAINING_DIR/base-models/smollm2-135m-instruct).
 """
 
 import argparse

@@ -29,12 +29,13 @@ holds the steps, learning_protocol.py what the bench decides and on what).
 4. SFT: `train --kind sft --cpu` once for each --sft-grid candidate (learning rate x epochs), each checkpoint served
    and evaluated on the validation split; the best there is the SFT model, evaluated on the held-out splits, compared
    with both bases.
-5. RL: GRPO (`train --kind rl --cpu`, the live policy) from the SFT checkpoint on train tasks (not those the SFT
-   data came from) of the --rl-kinds kinds the SFT checkpoint solves in part on the validation split (mean nearest
-   0.5), --rl-prompts of them a step, each step other ones (--rl-steps x --rl-prompts are drawn), plus a task mix: --rl-mix-share of each step drawn from the other kinds'
-   train tasks, so that RL does not lower what it does not aim at. Once for each --rl-grid candidate (learning rate :
-   KL weight against the SFT policy, TRL's beta); with more than one, each is evaluated on the validation split and
-   the best is the RL model, evaluated on the held-out splits and compared with SFT.
+5. RL: GRPO (`train --kind rl --cpu`, the live policy) from the SFT checkpoint on train tasks (not those the SFT data
+   came from) of the --rl-kinds kinds the SFT checkpoint solves in part on the validation split (mean nearest 0.5),
+   --rl-prompts of them a step, each step other ones (--rl-steps x --rl-prompts are drawn), plus a task mix:
+   --rl-mix-share of each step drawn from the other kinds' train tasks, so that RL does not lower what it does not aim
+   at. Once for each --rl-grid candidate (learning rate : KL weight against the SFT policy, TRL's beta); with more than
+   one, each is evaluated on the validation split and the best is the RL model, evaluated on the held-out splits and
+   compared with SFT.
 6. The aims, per seed and pooled over the seeds (every seed's tasks together): SFT over base on the held-out split at
    least +0.25 at p < 0.01; RL over SFT on the held-out tasks of the kinds RL trained, p < 0.05; RL not below SFT on
    the unseen kind. Each is "met" or "missed" with why ("+0.310 at p = 0.0150 over 42 tasks: p not below 0.01").
@@ -50,10 +51,10 @@ holds the steps, learning_protocol.py what the bench decides and on what).
    near-duplicates dropped and of which frozen versions, validation, left to train on, used by SFT's data and by RL);
    "serve_backend" (the one backend every compared run was served on, or {run: backend} with "serve_backends_same":
    false), "seeds_independent" (every rollout of each run sampled with its own seed), "data" (rows by source),
-   "agent_tokens_per_s", "rl_kinds" (RL's kinds with the SFT checkpoint's validation means), "rl_mix" (the mix's
-   tasks, prompts a step, RL's own tasks a step and the share), "rl_reward" (per step, every group) with "rl_reward_own" and "rl_reward_mix"
-   (per step, RL's own tasks' groups and the mix's), the own curve's halves ("rl_reward_halves") and slope
-   ("rl_reward_slope"), "speed" (bench/train_speed_bench.py's and bench/rl_step_bench.py's lines on the SFT
+   "agent_tokens_per_s", "rl_kinds" (RL's kinds with the SFT checkpoint's validation means), "rl_mix" (the mix's tasks,
+   prompts a step, RL's own tasks a step and the share), "rl_reward" (per step, every group) with "rl_reward_own" and
+   "rl_reward_mix" (per step, RL's own tasks' groups and the mix's), the own curve's halves ("rl_reward_halves") and
+   slope ("rl_reward_slope"), "speed" (bench/train_speed_bench.py's and bench/rl_step_bench.py's lines on the SFT
    checkpoint, whose ratios are train_speed_vs_bare and rl_step_vs_bare; --no-speed: null), "curriculum", "seconds".
    Several seeds: "seeds" ({seed: that line without minutes, speed and seconds}), and at the top the same keys pooled
    over the seeds: each model's {"runs", "mean", "ci", "tasks", "unseen_kind", "heldout_lexical"} over every seed's

@@ -1,8 +1,9 @@
-"""The batched sampler (training.batched_sampling) on the tiny model: rows that join a running batch at different
-times sample what `generate` samples alone (greedy), a seeded row draws the same tokens whoever shares its batch,
-logprobs are the model's own at the row's temperature, a call that continues an earlier one reuses its cache and still
-samples what `generate` does, the cache grows in place and holds what concatenation holds, top-p keeps the nucleus, a failing model fails the rows in flight and the sampler goes
-on, stop fails what waits, and a cache it cannot merge is refused at start."""
+"""The batched sampler (training.batched_sampling) on the tiny model: rows that join a running batch at different times
+sample what `generate` samples alone (greedy), a seeded row draws the same tokens whoever shares its batch, logprobs are
+the model's own at the row's temperature, a call that continues an earlier one reuses its cache and still samples what
+`generate` does, the cache grows in place and holds what concatenation holds, top-p keeps the nucleus, a failing model
+fails the rows in flight and the sampler goes on, stop fails what waits, and a cache it cannot merge is refused at
+start."""
 
 import threading
 import time
