@@ -37,8 +37,10 @@ holds the steps, learning_protocol.py what the bench decides and on what).
    one, each is evaluated on the validation split and the best is the RL model, evaluated on the held-out splits and
    compared with SFT.
 6. The aims, per seed and pooled over the seeds (every seed's tasks together): SFT over base on the held-out split at
-   least +0.25 at p < 0.01; RL over SFT on the held-out tasks of the kinds RL trained, p < 0.05; RL not below SFT on
-   the unseen kind. Each is "met" or "missed" with why ("+0.310 at p = 0.0150 over 42 tasks: p not below 0.01").
+   least +0.25 at p < 0.01; RL over SFT on the held-out tasks of the kinds RL trained, p < 0.05, read on a check of
+   their own (decided before RL trains: those tasks, --check-repeats rollouts each, for the SFT checkpoint and the RL
+   model; 0: the held-out runs' --repeats); RL not below SFT on the unseen kind. Each is "met" or "missed" with why
+   ("+0.310 at p = 0.0150 over 42 tasks: p not below 0.01").
 7. One JSON line last (a contract). One seed:
    {"base": {"run", "mean", "ci", "unseen_kind": {"run", "mean", "ci"}}, "sft": {same}, "rl": {same},
     "sft_vs_base": {"mean_difference", "p_value", "tasks"}, "rl_vs_sft": {same}, "train_tokens_per_s",
@@ -51,11 +53,13 @@ holds the steps, learning_protocol.py what the bench decides and on what).
    near-duplicates dropped and of which frozen versions, validation, left to train on, used by SFT's data and by RL);
    "serve_backend" (the one backend every compared run was served on, or {run: backend} with "serve_backends_same":
    false), "seeds_independent" (every rollout of each run sampled with its own seed), "data" (rows by source),
-   "agent_tokens_per_s", "rl_kinds" (RL's kinds with the SFT checkpoint's validation means), "rl_mix" (the mix's tasks,
-   prompts a step, RL's own tasks a step and the share), "rl_reward" (per step, every group) with "rl_reward_own" and
-   "rl_reward_mix" (per step, RL's own tasks' groups and the mix's), the own curve's halves ("rl_reward_halves") and
-   slope ("rl_reward_slope"), "speed" (bench/train_speed_bench.py's and bench/rl_step_bench.py's lines on the SFT
-   checkpoint, whose ratios are train_speed_vs_bare and rl_step_vs_bare; --no-speed: null), "curriculum", "seconds".
+   "agent_tokens_per_s", "rl_kinds" (RL's kinds with the SFT checkpoint's validation means), "trained_kinds_check"
+   ({"tasks", "repeats", "sft", "rl": {"run", "mean", "ci"}, "held_out_runs": the held-out runs' pairing of those
+   tasks}, or null), "rl_mix" (the mix's tasks, prompts a step, RL's own tasks a step and the share), "rl_reward" (per
+   step, every group) with "rl_reward_own" and "rl_reward_mix" (per step, RL's own tasks' groups and the mix's), the
+   own curve's halves ("rl_reward_halves") and slope ("rl_reward_slope"), "speed" (bench/train_speed_bench.py's and
+   bench/rl_step_bench.py's lines on the SFT checkpoint, whose ratios are train_speed_vs_bare and rl_step_vs_bare;
+   --no-speed: null), "curriculum", "seconds".
    Several seeds: "seeds" ({seed: that line without minutes, speed and seconds}), and at the top the same keys pooled
    over the seeds: each model's {"runs", "mean", "ci", "tasks", "unseen_kind", "heldout_lexical"} over every seed's
    tasks, "sft_vs_base" and "rl_vs_sft" (held-out), "comparisons", "aims" (with "seeds_met": "k of n"),
@@ -68,7 +72,7 @@ holds the steps, learning_protocol.py what the bench decides and on what).
     DATABASE_URL=... .venv/bin/python bench/learning_bench.py [--seeds 1,2,3] [--base-model smollm2-135m-instruct]
         [--sizes train=40,heldout=6,unseen_kind=16,heldout_lexical=6] [--validation 3] [--repeats 2] [--samples 4]
         [--self-tasks 7] [--expert-tasks 56] [--sft-grid 1e-4x2,2e-4x2] [--sft-batch 4] [--rl-grid 2e-5:0.04,2e-5:0]
-        [--rl-steps 8] [--rl-kinds 2] [--rl-prompts 4] [--rl-mix-share 0.33] [--rl-generations 4]
+        [--rl-steps 8] [--rl-kinds 2] [--rl-prompts 4] [--rl-mix-share 0.33] [--rl-generations 4] [--check-repeats 6]
         [--serve-backend batched] [--no-speed]
     DATABASE_URL=... .venv/bin/python bench/learning_bench.py --pool seed-1.json seed-2.json seed-3.json
 
@@ -98,6 +102,7 @@ from learning_steps import (  # noqa: E402
     compare_json,
     compared,
     earlier_sft,
+    evaluate,
     evaluate_model,
     figures,
     log,
@@ -302,6 +307,14 @@ def rl_model(args, seed, sft: dict, fresh: list[str], validation, sampling, benc
     if not rl_tasks:
         raise BenchError("no train task for RL: the SFT checkpoint scored no validation task of a kind left to train")
     log(f"s{seed} rl: {len(rl_tasks)} tasks of the kinds {rl_kinds}, mix {mix}")
+    # The check RL's aim reads, decided before RL trains: the held-out tasks of its kinds, --check-repeats rollouts
+    # each, for the SFT checkpoint now and for the RL model below (check_tasks).
+    checked = protocol.check_tasks(sft["reports"][HELDOUT], set(rl_kinds)) if args.check_repeats else []
+    check = {}
+    if checked:
+        endpoint = serve_checkpoint(sft["checkpoint"]["id"], args, sampling, timings)
+        check["sft"] = trained_kinds_check(endpoint, checked, args, timings, f"s{seed} sft")
+        stop_serving(endpoint, timings)
     candidates, runs = [], []
     for settings in args.rl_grid:
         run = train_rl(args, seed, sft["checkpoint"], rl_tasks, mix, settings, timings)
@@ -314,16 +327,45 @@ def rl_model(args, seed, sft: dict, fresh: list[str], validation, sampling, benc
     chosen = protocol.choose(candidates)
     endpoint = serve_checkpoint(runs[chosen]["checkpoints"][-1]["id"], args, sampling, timings)
     rl, reports = evaluate_model(endpoint, benchmarks, args, timings, f"s{seed} rl")
+    if checked:
+        check["rl"] = trained_kinds_check(endpoint, checked, args, timings, f"s{seed} rl")
     stop_serving(endpoint, timings)
     return {
         "figures": rl,
         "reports": reports,
+        "check": check,
         "run": runs[chosen],
         "tasks": rl_tasks,
         "kinds": rl_kinds,
         "mix": mix,
         "settings": {"candidates": candidates, "chosen": chosen, "kinds_chosen_on": "validation"},
     }
+
+
+def trained_kinds_check(endpoint: str, tasks: list[str], args, timings: dict, tag: str) -> dict:
+    """The endpoint's report on the held-out tasks of RL's kinds, --check-repeats rollouts a task."""
+    return evaluate(
+        endpoint,
+        tasks=tasks,
+        repeats=args.check_repeats,
+        max_turns=args.max_turns,
+        name=f"learning-bench {tag} trained-kinds check",
+        timings=timings,
+        label="eval-check",
+    )
+
+
+def check_figures(check: dict, held_out_pairs: list) -> dict | None:
+    """The trained-kinds check in the JSON line: its tasks, repeats and each model's run, mean and CI, and what the
+    held-out runs alone (--repeats a task) said of the same tasks."""
+    if not check:
+        return None
+    found = {"tasks": len(check["sft"].get("tasks") or {}), "repeats": check["sft"].get("repeats")}
+    for model in ("sft", "rl"):
+        overall = check[model]["overall"]
+        found[model] = {"run": check[model]["run"], "mean": overall["mean"], "ci": overall["ci"]}
+    found["held_out_runs"] = protocol.paired(held_out_pairs)
+    return found
 
 
 # --- one seed -----------------------------------------------------------------------------------------------------
@@ -368,12 +410,17 @@ def run_seed(args, seed: int, setup: dict, timings: dict) -> tuple[dict, dict]:
     reports["rl"] = rl["reports"]
     models = {"base": base, "base_few_shot": base_few_shot, "sft": sft["figures"], "rl": rl["figures"]}
     pairs = seed_pairs(models, set(rl["kinds"]))
+    held_out_pairs = pairs["rl_vs_sft_trained_kinds"].get(HELDOUT, [])
+    if rl["check"]:  # RL's aim reads the check: the same tasks, more rollouts each
+        check_runs = (rl["check"]["rl"]["run"], rl["check"]["sft"]["run"])
+        pairs["rl_vs_sft_trained_kinds"][HELDOUT] = protocol.pairs_of(compare_json(*check_runs))
     found = comparisons(models)
     found["rl_vs_sft_trained_kinds"] = {
         split: protocol.paired(split_pairs) for split, split_pairs in pairs["rl_vs_sft_trained_kinds"].items()
     }
     aims = protocol.aims(found)
     evaluation_runs = [run for model in models.values() for run in split_runs(model).values()]
+    evaluation_runs += [report["run"] for report in rl["check"].values()]
     backends = serving_backends(*evaluation_runs)
     if len(set(backends.values())) != 1:
         log(f"serving backends differ between the compared runs: {backends}")
@@ -416,6 +463,7 @@ def run_seed(args, seed: int, setup: dict, timings: dict) -> tuple[dict, dict]:
         "data": data,
         "agent_tokens_per_s": agent_tokens_per_s(*evaluation_runs),
         "rl_run": rl["run"]["run"],
+        "trained_kinds_check": check_figures(rl["check"], held_out_pairs),
         "rl_kinds": rl["kinds"],
         "rl_mix": rl["mix"],
         "rl_reward": rewards,
@@ -644,6 +692,12 @@ def parse_args(argv=None):
     )
     parser.add_argument("--rl-generations", type=int, default=4, help="RL: rollouts a task (the group)")
     parser.add_argument(
+        "--check-repeats",
+        type=int,
+        default=6,
+        help="RL's aim: rollouts a task of SFT and RL on the held-out tasks of RL's kinds (0: the held-out runs')",
+    )
+    parser.add_argument(
         "--speed",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -665,8 +719,8 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if len(args.seeds) > 1 and (args.base_runs or args.sft_train_run or args.sft_runs):
         parser.error("going on from an earlier invocation (--base-runs, --sft-train-run, --sft-runs) takes one seed")
-    if args.validation < 1 or not 0 <= args.rl_mix_share < 1:
-        parser.error("--validation is at least 1 and --rl-mix-share in [0, 1)")
+    if args.validation < 1 or not 0 <= args.rl_mix_share < 1 or args.check_repeats < 0:
+        parser.error("--validation is at least 1, --rl-mix-share in [0, 1) and --check-repeats at least 0")
     return args
 
 

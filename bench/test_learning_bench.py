@@ -251,6 +251,37 @@ def test_the_pairs_of_a_comparison_are_its_tasks_of_the_kinds_asked():
     assert protocol.pairs_of(comparison, {"sort"}) == [(1.0, 0.5)]
 
 
+def test_rls_aim_is_checked_on_the_held_out_tasks_of_its_kinds_with_more_rollouts_each():
+    held_out = {
+        "tasks": {
+            "curriculum-s5-heldout-sort-002": {"mean": 0.5},
+            "curriculum-s5-heldout-write-001": {"mean": 1.0},
+            "curriculum-s5-heldout-sort-001": {"mean": None},  # unscored in the held-out run: still checked
+            "curriculum-s5-heldout-extract-001": {"mean": 0.0},
+        }
+    }
+    assert protocol.check_tasks(held_out, {"sort", "extract"}) == [
+        "curriculum-s5-heldout-extract-001",
+        "curriculum-s5-heldout-sort-001",
+        "curriculum-s5-heldout-sort-002",
+    ]
+    assert protocol.check_tasks(held_out, set()) == []
+
+    def report(run, mean):
+        tasks = {f"curriculum-s5-heldout-sort-00{n}": {"mean": mean} for n in (1, 2)}
+        return {"run": run, "repeats": 6, "tasks": tasks, "overall": {"mean": mean, "ci": [mean - 0.1, mean + 0.1]}}
+
+    found = learning_bench.check_figures({"sft": report(7, 0.5), "rl": report(9, 0.75)}, [(1.0, 0.5), (0.5, 0.5)])
+    assert found["tasks"] == 2 and found["repeats"] == 6
+    assert found["sft"] == {"run": 7, "mean": 0.5, "ci": [0.4, 0.6]} and found["rl"]["run"] == 9
+    assert found["held_out_runs"]["tasks"] == 2 and found["held_out_runs"]["mean_difference"] == pytest.approx(0.25)
+    assert learning_bench.check_figures({}, []) is None
+    assert learning_bench.parse_args([]).check_repeats == 6
+    assert learning_bench.parse_args(["--check-repeats", "0"]).check_repeats == 0
+    with pytest.raises(SystemExit):
+        learning_bench.parse_args(["--check-repeats", "-1"])
+
+
 def test_the_bench_runs_three_seeds_by_default_and_goes_on_from_an_earlier_run_with_one():
     args = learning_bench.parse_args([])
     assert args.seeds == [1, 2, 3] and args.validation == 3
