@@ -193,6 +193,29 @@ def test_the_cache_grows_in_place_and_holds_what_concatenation_holds():
     assert layer.get_seq_length() == 5 + 2 + SPARE_COLUMNS + 1
 
 
+def test_rows_restacked_into_the_buffer_grow_in_place_from_the_next_step():
+    import torch
+
+    layer = growing_layer()()
+    running, joining = torch.randn(2, 2, 6, 4), torch.randn(3, 2, 4, 4)
+    layer.update(running, -running)
+    # Rows joining: both blocks aligned right in 6 columns, the shorter padded with zeros on its left.
+    layer.restack([(layer.keys, layer.values), (joining, -joining)], 6)
+    padded = torch.cat([torch.zeros(3, 2, 2, 4), joining], dim=2)
+    assert torch.equal(layer.keys, torch.cat([running, padded])) and torch.equal(layer.values, -layer.keys)
+    room = layer.keys.data_ptr()
+    step = torch.randn(5, 2, 1, 4)
+    keys, _ = layer.update(step, -step)
+    assert keys.data_ptr() == room  # the restacked buffer had room: the step's column written in place
+    # Rows 1 and 3 finished: the others kept in runs of neighbours, the padding-only columns cut.
+    before = keys.clone()
+    layer.restack([(keys[0:1, :, 1:], -keys[0:1, :, 1:]), (keys[2:3, :, 1:], -keys[2:3, :, 1:])], 6)
+    assert torch.equal(layer.keys, before[[0, 2], :, 1:]) and torch.equal(layer.values, -layer.keys)
+    room = layer.keys.data_ptr()
+    keys, _ = layer.update(step[:2], -step[:2])
+    assert keys.data_ptr() == room and torch.equal(keys[:, :, -1:], step[:2])
+
+
 def test_top_p_keeps_only_the_nucleus(tiny):
     import torch
 
