@@ -1,5 +1,5 @@
 """The KV cache bench on the tiny model (the timing is the bench's to run, outside CI): both caches decode the same
-tokens and the line has its keys."""
+tokens, the batch's churn chooses the same tokens restacked or concatenated, and the line has its keys."""
 
 import sys
 from pathlib import Path
@@ -14,4 +14,5 @@ def test_both_caches_choose_the_same_tokens(tiny_model_path, capsys):
     )
     assert line["same_tokens"] is True and line["steps"] == 5 and line["rows"] == 3
     assert line["dynamic_step_s"] > 0 and line["growing_step_s"] > 0
+    assert line["churn_same_tokens"] is True and line["churn_concatenated_s"] > 0 and line["churn_restacked_s"] > 0
     assert capsys.readouterr().out.strip().endswith("}")
