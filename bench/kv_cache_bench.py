@@ -32,6 +32,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from training.batched_sampling import Batch, Row, growing_layer  # noqa: E402
 
 
+def forward(model, ids, mask, positions, cache):
+    return model(
+        input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True, logits_to_keep=1
+    )
+
+
 def decode(model, ids, mask, *, growing: bool, steps: int, warmup: int) -> tuple[float, list]:
     """(seconds a timed step, the tokens chosen) for `steps` greedy steps after the prefill of `ids`."""
     import torch
@@ -42,14 +48,7 @@ def decode(model, ids, mask, *, growing: bool, steps: int, warmup: int) -> tuple
         cache.layer_class_to_replicate = growing_layer()
     chosen = []
     with torch.no_grad():
-        out = model(
-            input_ids=ids,
-            attention_mask=mask,
-            position_ids=(mask.cumsum(1) - 1).clamp(min=0),
-            cache=cache,
-            use_cache=True,
-            logits_to_keep=1,
-        )
+        out = forward(model, ids, mask, (mask.cumsum(1) - 1).clamp(min=0), cache)
         token = out.logits[:, -1].argmax(-1, keepdim=True)
         started = None
         for step in range(steps):
@@ -57,14 +56,7 @@ def decode(model, ids, mask, *, growing: bool, steps: int, warmup: int) -> tuple
                 started = time.perf_counter()
             positions = mask.sum(1, keepdim=True)
             mask = torch.cat([mask, torch.ones_like(positions)], dim=1)
-            out = model(
-                input_ids=token,
-                attention_mask=mask,
-                position_ids=positions,
-                cache=cache,
-                use_cache=True,
-                logits_to_keep=1,
-            )
+            out = forward(model, token, mask, positions, cache)
             token = out.logits[:, -1].argmax(-1, keepdim=True)
             chosen.append(token.squeeze(1).tolist())
     return (time.perf_counter() - started) / (steps - warmup), chosen
@@ -83,12 +75,6 @@ def concatenated(layer, blocks, columns: int) -> None:
 
     layer.keys = torch.cat([padded(keys) for keys, _ in blocks])
     layer.values = torch.cat([padded(values) for _, values in blocks])
-
-
-def forward(model, ids, mask, positions, cache):
-    return model(
-        input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True, logits_to_keep=1
-    )
 
 
 def churn(model, ids, mask, fresh, *, restack: bool, events: int, warmup: int) -> tuple[float, list]:

@@ -139,7 +139,8 @@ def mix_plan(own_tasks: int, share: float) -> tuple[int, float]:
 def check_tasks(held_out_report: dict, kinds: set[str]) -> list[str]:
     """The held-out split's tasks (an `evaluate --json` report's) of `kinds`: those RL's aim is checked on. At
     --repeats rollouts a task the held-out run is too coarse for it: RL moved 3 of 12 such tasks up and none down on
-    one seed (+0.167, p = 0.25), and the sign-flip test over 12 tasks cannot go below 0.05 until 5 move one way."""
+    one seed (+0.167, p = 0.25), and the exact sign-flip test over 12 tasks cannot go below 0.05 until 6 move one
+    way."""
     return sorted(task for task in held_out_report.get("tasks") or {} if kind_of(task) in kinds)
 
 

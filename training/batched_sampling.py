@@ -316,6 +316,11 @@ class BatchedSampler:
                 row.done.set()
 
 
+def with_room(columns: int) -> int:
+    """The columns of a buffer for a cache of `columns`: spare room for SPARE_COLUMNS more, or a quarter more."""
+    return columns + max(SPARE_COLUMNS, columns // 4)
+
+
 @functools.cache
 def growing_layer():
     """A DynamicLayer that grows into spare columns instead of concatenating: transformers' own copies every row's
@@ -345,8 +350,7 @@ def growing_layer():
             """(tensor with `new` appended along the columns, the buffer it now is a view of)."""
             have, more = (tensor.size(-2) if tensor.numel() else 0), new.size(-2)
             if not (self._holds(tensor, room) and have + more <= room.size(-2)):
-                columns = have + more + max(SPARE_COLUMNS, (have + more) // 4)
-                room = new.new_empty((*new.shape[:2], columns, new.shape[-1]))
+                room = new.new_empty((*new.shape[:2], with_room(have + more), new.shape[-1]))
                 if have:
                     room[:, :, :have] = tensor
             room[:, :, have : have + more] = new
@@ -364,12 +368,11 @@ def growing_layer():
             """Keys and values become `blocks` ((keys, values), each [rows, heads, at most `columns`, dim]) stacked
             by rows, each aligned right in `columns` columns with zeros on its left (left padding), written straight
             into a buffer with spare room. The blocks may be views of this layer's own tensors."""
-            spare = columns + max(SPARE_COLUMNS, columns // 4)
             rows = sum(keys.size(0) for keys, _ in blocks)
             rooms = []
             for which in (0, 1):
                 first = blocks[0][which]
-                room = first.new_empty((rows, first.size(1), spare, first.size(3)))
+                room = first.new_empty((rows, first.size(1), with_room(columns), first.size(3)))
                 at = 0
                 for block in blocks:
                     tensor = block[which]

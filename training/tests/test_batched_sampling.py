@@ -207,7 +207,7 @@ def test_rows_restacked_into_the_buffer_grow_in_place_from_the_next_step():
     step = torch.randn(5, 2, 1, 4)
     keys, _ = layer.update(step, -step)
     assert keys.data_ptr() == room  # the restacked buffer had room: the step's column written in place
-    # Rows 1 and 3 finished: the others kept in runs of neighbours, the padding-only columns cut.
+    # Rows 1, 3 and 4 finished: rows 0 and 2 kept, each a run of its own, the first column cut.
     before = keys.clone()
     layer.restack([(keys[0:1, :, 1:], -keys[0:1, :, 1:]), (keys[2:3, :, 1:], -keys[2:3, :, 1:])], 6)
     assert torch.equal(layer.keys, before[[0, 2], :, 1:]) and torch.equal(layer.values, -layer.keys)
